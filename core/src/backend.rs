@@ -1,0 +1,98 @@
+//! The contract every backend fulfils: one object-safe trait holding every operation of the
+//! project, so the CLI, the JNI bridge and the tests pick a `Box<dyn Backend>` at run time.
+//! `CpuBackend` is the reference implementation; `tessera-cuda`'s `CudaBackend` is a
+//! drop-in. Inputs are borrowed views, outputs caller-owned views; each method validates
+//! its input and returns [`Error`] instead of panicking.
+
+use crate::error::{Error, Result};
+use crate::filter::{self, BoxParams, GaussianParams};
+use crate::image::{AnyView, AnyViewMut, ImageView, ImageViewMut};
+use crate::linalg;
+use crate::parallel::Parallelism;
+
+/// One implementation of every tessera operation.
+pub trait Backend: Send + Sync {
+    /// Short name: "cpu", "cuda".
+    fn name(&self) -> &str;
+
+    /// Mean filter ([`filter::mean_filter`]); `dst` has the type and size of `src`.
+    fn mean_filter(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()>;
+
+    /// Box sum ([`filter::box_sum`]): u8 / u16 into u32 (exact), f32 into f32.
+    fn box_sum(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()>;
+
+    /// Gaussian blur ([`filter::gaussian_blur`]); `dst` has the type and size of `src`.
+    fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()>;
+
+    /// `out = a + b` for f32 matrices ([`linalg::mat_add`]).
+    fn mat_add(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()>;
+
+    /// `out = a * b` for f32 matrices ([`linalg::mat_mul`]).
+    fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()>;
+}
+
+/// The CPU backend: the core's own implementations, on one thread or rayon's pool.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend {
+    pub parallelism: Parallelism,
+}
+
+impl CpuBackend {
+    pub fn new(parallelism: Parallelism) -> Self {
+        CpuBackend { parallelism }
+    }
+}
+
+/// The error for an output view whose type does not go with the input's.
+pub fn type_mismatch(op: &'static str) -> Error {
+    Error::UnsupportedType { op, types: "this combination of input and output pixel types" }
+}
+
+/// Runs `$body` with `$s` and `$d` bound to same-typed views of a pair, for the four
+/// pixel types; any other combination is a type error naming `$op`.
+#[macro_export]
+macro_rules! same_type {
+    ($op:expr, $src:expr, $dst:expr, |$s:ident, $d:ident| $body:expr) => {
+        match ($src, $dst) {
+            ($crate::AnyView::U8($s), $crate::AnyViewMut::U8($d)) => $body,
+            ($crate::AnyView::U16($s), $crate::AnyViewMut::U16($d)) => $body,
+            ($crate::AnyView::F32($s), $crate::AnyViewMut::F32($d)) => $body,
+            ($crate::AnyView::Rgba8($s), $crate::AnyViewMut::Rgba8($d)) => $body,
+            _ => Err($crate::backend::type_mismatch($op)),
+        }
+    };
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn mean_filter(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
+        same_type!("mean filter", src, dst, |s, d| filter::mean_filter(s, d, p, self.parallelism))
+    }
+
+    fn box_sum(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
+        match (src, dst) {
+            (AnyView::U8(s), AnyViewMut::U32(d)) => filter::box_sum(s, d, p, self.parallelism),
+            (AnyView::U16(s), AnyViewMut::U32(d)) => filter::box_sum(s, d, p, self.parallelism),
+            (AnyView::F32(s), AnyViewMut::F32(d)) => filter::box_sum_f32(s, d, p, self.parallelism),
+            _ => Err(Error::UnsupportedType {
+                op: "box sum",
+                types: "other than u8 -> u32, u16 -> u32 or f32 -> f32",
+            }),
+        }
+    }
+
+    fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
+        same_type!("gaussian blur", src, dst, |s, d| filter::gaussian_blur(s, d, p, self.parallelism))
+    }
+
+    fn mat_add(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
+        linalg::mat_add(a, b, out, self.parallelism)
+    }
+
+    fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
+        linalg::mat_mul(a, b, out, self.parallelism)
+    }
+}

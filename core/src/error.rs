@@ -1,0 +1,97 @@
+//! One error type for every kind of bad input. No public function of the core panics on
+//! input it is given; it returns one of these instead.
+
+use alloc::string::String;
+use core::fmt;
+
+/// Everything that can be wrong with the input of an operation.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// An image with no pixels: width or height is zero.
+    ZeroSize { width: usize, height: usize },
+    /// A row stride shorter than the row it has to hold.
+    StrideTooSmall { stride: usize, width: usize },
+    /// A pixel buffer shorter than `stride * (height - 1) + width` (or whose size overflows).
+    BufferTooShort { needed: usize, got: usize },
+    /// Input and output (or two inputs) that must have the same size do not.
+    SizeMismatch { expected: (usize, usize), got: (usize, usize) },
+    /// A window, radius or other count outside what the operation accepts.
+    OutOfRange { name: &'static str, value: i64, min: i64, max: i64 },
+    /// A float parameter that is NaN, infinite, or outside its domain (e.g. sigma <= 0).
+    InvalidFloat { name: &'static str, value: f64, expected: &'static str },
+    /// A parameter value the operation does not accept, with the reason.
+    InvalidParameter { name: &'static str, reason: String },
+    /// A pixel type (or combination of types) the operation does not support.
+    UnsupportedType { op: &'static str, types: &'static str },
+    /// A backend that is not available here (no GPU, not compiled in, ...).
+    BackendUnavailable(String),
+    /// A failure inside a backend (for example a GPU error), with its message.
+    Backend(String),
+}
+
+/// Short alias used throughout the crate.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::ZeroSize { width, height } => {
+                write!(f, "image has no pixels: width {width}, height {height}")
+            }
+            Error::StrideTooSmall { stride, width } => {
+                write!(f, "row stride {stride} is smaller than the width {width}")
+            }
+            Error::BufferTooShort { needed, got } => {
+                write!(f, "pixel buffer too short: needs {needed} elements, got {got}")
+            }
+            Error::SizeMismatch { expected, got } => write!(
+                f,
+                "image sizes differ: expected {}x{}, got {}x{}",
+                expected.0, expected.1, got.0, got.1
+            ),
+            Error::OutOfRange { name, value, min, max } => {
+                write!(f, "{name} = {value} is out of range (allowed {min}..={max})")
+            }
+            Error::InvalidFloat { name, value, expected } => {
+                write!(f, "{name} = {value} is invalid: expected {expected}")
+            }
+            Error::InvalidParameter { name, reason } => write!(f, "invalid {name}: {reason}"),
+            Error::UnsupportedType { op, types } => {
+                write!(f, "{op} does not support {types}")
+            }
+            Error::BackendUnavailable(why) => write!(f, "backend unavailable: {why}"),
+            Error::Backend(why) => write!(f, "backend error: {why}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for Error {}
+
+/// Checks that a float parameter is finite and strictly positive.
+pub fn require_positive(name: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidFloat { name, value, expected: "a finite number > 0" })
+    }
+}
+
+/// Checks that a float parameter is finite (any sign).
+pub fn require_finite(name: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::InvalidFloat { name, value, expected: "a finite number" })
+    }
+}
+
+/// Checks that an integer parameter lies in `min..=max`.
+pub fn require_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<()> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange { name, value, min, max })
+    }
+}

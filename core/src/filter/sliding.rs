@@ -1,0 +1,179 @@
+//! The recursive two-pass sliding-window sum, O(1) per pixel whatever the window size.
+//!
+//! Vertical pass: a running sum per column (per channel lane) over the window's rows,
+//! updated for each output row by adding the entering row and subtracting the leaving one
+//! (vectorized across columns). Horizontal pass: a prefix sum along the border-extended row
+//! of column sums, and window sums as differences of prefix sums `P[x + kw] - P[x]`
+//! (vectorized). Integer lanes accumulate in wrapping integers, so differences are exact as
+//! long as one window's sum fits the accumulator (guaranteed by [`MAX_WINDOW`]); f32 lanes
+//! accumulate in f64.
+//!
+//! Every other O(1) filter in the crate (box / mean, the recursive local variance, the
+//! glare detector's local statistics) is built on [`window_sums`].
+
+use crate::border::Border;
+use crate::error::{Error, Result};
+use crate::simd::Lane;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ops::Range;
+
+/// Largest window side: 255 * 4095^2 < 2^32, so u8 window sums fit u32 exactly.
+pub const MAX_WINDOW: usize = 4095;
+
+/// A read-only image seen as rows of channel lanes (an RGBA row of `w` pixels is `4 w` u8).
+#[derive(Clone, Copy, Debug)]
+pub struct LaneView<'a, L> {
+    pub data: &'a [L],
+    /// Pixels per row.
+    pub width: usize,
+    pub height: usize,
+    /// Lanes between row starts.
+    pub stride: usize,
+    /// Lanes per pixel (1 or 4).
+    pub channels: usize,
+}
+
+impl<'a, L> LaneView<'a, L> {
+    #[inline]
+    fn row(&self, y: usize) -> &'a [L] {
+        &self.data[y * self.stride..y * self.stride + self.width * self.channels]
+    }
+}
+
+/// A window of `width x height` pixels; the output pixel sits at column `width / 2` and row
+/// `height / 2` of its window (the centre for odd sizes, OpenCV's anchor for even ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub width: usize,
+    pub height: usize,
+}
+
+impl Window {
+    pub fn square(side: usize) -> Self {
+        Window { width: side, height: side }
+    }
+    /// From a radius r: a (2r + 1) square.
+    pub fn radius(r: usize) -> Self {
+        Self::square(2 * r + 1)
+    }
+    pub fn validate(&self) -> Result<()> {
+        crate::error::require_range("window width", self.width as i64, 1, MAX_WINDOW as i64)?;
+        crate::error::require_range("window height", self.height as i64, 1, MAX_WINDOW as i64)
+    }
+    /// Pixels before and after the anchor along a side of length `k`.
+    #[inline]
+    pub fn reach(k: usize) -> (usize, usize) {
+        (k / 2, k - 1 - k / 2)
+    }
+    pub fn area(&self) -> usize {
+        self.width * self.height
+    }
+}
+
+/// Calls `sink(y, sums)` for each output row `y` in `rows`, where `sums[x * channels + c]`
+/// is the sum of channel `c` over the window around `(x, y)`, outside pixels given by
+/// `border` (`Normalize` and `Constant` outside pixels count as 0 and the constant).
+/// Cost: O(width + window width) per row, plus O(window height) rows to start a band.
+pub fn window_sums<L: Lane>(
+    src: &LaneView<'_, L>,
+    win: Window,
+    border: Border,
+    rows: Range<usize>,
+    mut sink: impl FnMut(usize, &[L::Acc]),
+) -> Result<()> {
+    win.validate()?;
+    let (w, h, c) = (src.width, src.height, src.channels);
+    if rows.end > h {
+        return Err(Error::OutOfRange { name: "row", value: rows.end as i64, min: 0, max: h as i64 });
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let n = w * c;
+    let (up, down) = Window::reach(win.height);
+    let (left, _) = Window::reach(win.width);
+    let outside = border.outside_value();
+    let const_row: Vec<L> = match border {
+        Border::Constant(_) | Border::Normalize => vec![L::from_f32(outside); n],
+        _ => Vec::new(),
+    };
+    let source_row = |yy: isize| -> &[L] {
+        match border.source_index(yy, h) {
+            Some(r) => src.row(r),
+            None => &const_row,
+        }
+    };
+
+    let mut col = vec![L::Acc::default(); n];
+    let y0 = rows.start as isize;
+    for yy in y0 - up as isize..=y0 + down as isize {
+        L::add_row(&mut col, source_row(yy));
+    }
+    // Column sum of a fully outside column (Constant border): kh copies of the constant.
+    let outside_col = L::acc_from_f64(outside as f64 * win.height as f64);
+    let mut pre = vec![L::Acc::default(); (w + win.width) * c];
+    let mut sums = vec![L::Acc::default(); n];
+    for y in rows {
+        if y as isize > y0 {
+            let enter = source_row(y as isize + down as isize);
+            let leave = source_row(y as isize - up as isize - 1);
+            L::slide_row(&mut col, enter, leave);
+        }
+        // pre[(j + 1) c + ch] = column sum at extended column j - left, then prefix.
+        for j in 0..w + win.width - 1 {
+            let dst = &mut pre[(j + 1) * c..(j + 2) * c];
+            match border.source_index(j as isize - left as isize, w) {
+                Some(x) => dst.copy_from_slice(&col[x * c..(x + 1) * c]),
+                None => dst.fill(outside_col),
+            }
+        }
+        L::prefix(&mut pre, c);
+        let kwc = win.width * c;
+        for (i, s) in sums.iter_mut().enumerate() {
+            *s = L::acc_sub(pre[i + kwc], pre[i]);
+        }
+        sink(y, &sums);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(data: &[u8], w: usize, h: usize, win: Window, border: Border, x: usize, y: usize) -> u32 {
+        let (up, _) = Window::reach(win.height);
+        let (left, _) = Window::reach(win.width);
+        let mut s = 0u32;
+        for dy in 0..win.height {
+            for dx in 0..win.width {
+                let yy = border.source_index(y as isize + dy as isize - up as isize, h);
+                let xx = border.source_index(x as isize + dx as isize - left as isize, w);
+                s += match (xx, yy) {
+                    (Some(xx), Some(yy)) => data[yy * w + xx] as u32,
+                    _ => border.outside_value() as u32,
+                };
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn sums_match_naive_for_every_border() {
+        let (w, h) = (7, 5);
+        let data: Vec<u8> = (0..w * h).map(|i| (i * 37 % 251) as u8).collect();
+        let view = LaneView { data: &data, width: w, height: h, stride: w, channels: 1 };
+        for border in [Border::Reflect101, Border::Replicate, Border::Constant(9.0), Border::Normalize] {
+            for win in [Window::square(1), Window::square(3), Window { width: 4, height: 9 }, Window::square(15)] {
+                let mut got = vec![0u32; w * h];
+                window_sums(&view, win, border, 0..h, |y, s| got[y * w..(y + 1) * w].copy_from_slice(s)).unwrap();
+                for y in 0..h {
+                    for x in 0..w {
+                        assert_eq!(got[y * w + x], naive(&data, w, h, win, border, x, y), "{border:?} {win:?} ({x},{y})");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! tessera-core: the portable, `no_std` (+ `alloc`) core of tessera. Every algorithm runs
+//! here on the CPU with explicit SIMD; `std` adds run-time CPU feature dispatch and
+//! `std::error::Error`, `parallel` adds rayon over row bands.
+//!
+//! Operations take borrowed views and write into caller-owned views; every public function
+//! validates its input and returns [`Error`] rather than panicking.
+
+#![no_std]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod backend;
+pub mod border;
+pub mod error;
+pub mod filter;
+pub mod image;
+pub mod linalg;
+pub mod parallel;
+pub mod simd;
+
+pub use backend::{Backend, CpuBackend};
+pub use border::Border;
+pub use error::{Error, Result};
+pub use image::{AnyImage, AnyView, AnyViewMut, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
+pub use parallel::Parallelism;

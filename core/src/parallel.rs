@@ -1,0 +1,91 @@
+//! Row-band parallelism: one thread, or rayon over horizontal bands of the output.
+
+use crate::image::{ImageViewMut, Pixel};
+use alloc::vec::Vec;
+
+/// How many threads a CPU operation may use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Parallelism {
+    /// Everything on the calling thread (the only mode of a `no_std` build).
+    Sequential,
+    /// Rayon's global pool, work split into row bands.
+    #[default]
+    AllThreads,
+}
+
+impl Parallelism {
+    /// Number of workers this setting stands for right now.
+    pub fn threads(self) -> usize {
+        match self {
+            Parallelism::Sequential => 1,
+            #[cfg(feature = "parallel")]
+            Parallelism::AllThreads => rayon::current_num_threads(),
+            #[cfg(not(feature = "parallel"))]
+            Parallelism::AllThreads => 1,
+        }
+    }
+}
+
+/// Calls `f(first_row, band)` for consecutive row bands of `dst` covering it once.
+/// With `AllThreads`, bands run on rayon's pool: `threads * 2` bands (for balance) of at
+/// least `min_rows` rows, since every band pays a start-up cost (e.g. filling a window).
+pub fn for_each_band<T: Pixel>(
+    dst: ImageViewMut<'_, T>,
+    par: Parallelism,
+    min_rows: usize,
+    f: impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync,
+) {
+    let h = dst.height();
+    let workers = par.threads();
+    if workers <= 1 || h <= min_rows {
+        f(0, dst);
+        return;
+    }
+    let bands = (workers * 2).min(h.div_ceil(min_rows.max(1))).max(1);
+    let rows = h.div_ceil(bands);
+    let parts: Vec<_> = dst.into_row_bands(rows);
+    run_parts(parts, &f);
+}
+
+#[cfg(feature = "parallel")]
+fn run_parts<T: Pixel>(
+    parts: Vec<(usize, ImageViewMut<'_, T>)>,
+    f: &(impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync),
+) {
+    use rayon::prelude::*;
+    parts.into_par_iter().for_each(|(y, band)| f(y, band));
+}
+
+#[cfg(not(feature = "parallel"))]
+fn run_parts<T: Pixel>(
+    parts: Vec<(usize, ImageViewMut<'_, T>)>,
+    f: &(impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync),
+) {
+    for (y, band) in parts {
+        f(y, band);
+    }
+}
+
+/// Runs `f(i)` for `i in 0..n`, in parallel when allowed. For independent jobs that do
+/// not write into one image (templates, frame pairs, path directions).
+pub fn for_each_index(n: usize, par: Parallelism, f: impl Fn(usize) + Send + Sync) {
+    #[cfg(feature = "parallel")]
+    if par.threads() > 1 {
+        use rayon::prelude::*;
+        (0..n).into_par_iter().for_each(f);
+        return;
+    }
+    let _ = par;
+    (0..n).for_each(f);
+}
+
+/// Maps `f` over `0..n` into a vector, in parallel when allowed; order is kept.
+pub fn map_indices<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R + Send + Sync) -> Vec<R> {
+    #[cfg(feature = "parallel")]
+    if par.threads() > 1 {
+        use rayon::prelude::*;
+        return (0..n).into_par_iter().map(f).collect();
+    }
+    let _ = par;
+    (0..n).map(f).collect()
+}

@@ -1,0 +1,215 @@
+//! The few vector helpers shared by kernels, compiled for several x86-64 levels and picked
+//! at run time (`multiversion`): the shipped library runs on any x86-64 and uses AVX2 or
+//! AVX-512 where the CPU has them. The loops are written so that LLVM vectorizes them at
+//! the width of the selected target (checked in the generated code: `vpaddd zmm` on the
+//! AVX-512 clone); `wide` carries the explicit f32 lanes where the arithmetic is not a
+//! plain element-wise map.
+
+use multiversion::multiversion;
+
+/// A channel type whose running window sums accumulate exactly (integers) or without
+/// drift (f32 in f64) in `Acc`.
+pub trait Lane: Copy + Send + Sync + 'static {
+    /// Accumulator: u32 for u8, u64 for u16, f64 for f32. Integer accumulators wrap, and
+    /// differences of wrapped prefix sums are still exact while a window sum fits.
+    type Acc: Copy + Default + Send + Sync + PartialEq + core::fmt::Debug + 'static;
+    /// `acc[i] += add[i]`.
+    fn add_row(acc: &mut [Self::Acc], add: &[Self]);
+    /// `acc[i] += add[i] - sub[i]`: one step of the vertical sliding window.
+    fn slide_row(acc: &mut [Self::Acc], add: &[Self], sub: &[Self]);
+    /// In-place running prefix along interleaved channels: `p[i] += p[i - channels]`.
+    fn prefix(p: &mut [Self::Acc], channels: usize);
+    fn from_f32(v: f32) -> Self;
+    fn acc_from_f64(v: f64) -> Self::Acc;
+    fn acc_add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    fn acc_sub(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    fn acc_to_f64(a: Self::Acc) -> f64;
+}
+
+macro_rules! int_lane {
+    ($t:ty, $acc:ty, $add:ident, $slide:ident, $prefix:ident) => {
+        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        fn $add(acc: &mut [$acc], add: &[$t]) {
+            for (a, &x) in acc.iter_mut().zip(add) {
+                *a = a.wrapping_add(x as $acc);
+            }
+        }
+        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
+            for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
+                *a = a.wrapping_add(x as $acc).wrapping_sub(y as $acc);
+            }
+        }
+        fn $prefix(p: &mut [$acc], c: usize) {
+            for i in c..p.len() {
+                p[i] = p[i].wrapping_add(p[i - c]);
+            }
+        }
+        impl Lane for $t {
+            type Acc = $acc;
+            #[inline]
+            fn add_row(acc: &mut [$acc], add: &[$t]) {
+                $add(acc, add)
+            }
+            #[inline]
+            fn slide_row(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
+                $slide(acc, add, sub)
+            }
+            #[inline]
+            fn prefix(p: &mut [$acc], c: usize) {
+                $prefix(p, c)
+            }
+            #[inline]
+            fn from_f32(v: f32) -> $t {
+                v as $t
+            }
+            #[inline]
+            fn acc_from_f64(v: f64) -> $acc {
+                v as $acc
+            }
+            #[inline]
+            fn acc_add(a: $acc, b: $acc) -> $acc {
+                a.wrapping_add(b)
+            }
+            #[inline]
+            fn acc_sub(a: $acc, b: $acc) -> $acc {
+                a.wrapping_sub(b)
+            }
+            #[inline]
+            fn acc_to_f64(a: $acc) -> f64 {
+                a as f64
+            }
+        }
+    };
+}
+int_lane!(u8, u32, add_row_u8, slide_row_u8, prefix_u32);
+int_lane!(u16, u64, add_row_u16, slide_row_u16, prefix_u64);
+
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn add_row_f32(acc: &mut [f64], add: &[f32]) {
+    for (a, &x) in acc.iter_mut().zip(add) {
+        *a += x as f64;
+    }
+}
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn slide_row_f32(acc: &mut [f64], add: &[f32], sub: &[f32]) {
+    for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
+        // add and subtract separately: (x - y) in f64 is exact for f32 inputs anyway.
+        *a += x as f64 - y as f64;
+    }
+}
+
+impl Lane for f32 {
+    type Acc = f64;
+    #[inline]
+    fn add_row(acc: &mut [f64], add: &[f32]) {
+        add_row_f32(acc, add)
+    }
+    #[inline]
+    fn slide_row(acc: &mut [f64], add: &[f32], sub: &[f32]) {
+        slide_row_f32(acc, add, sub)
+    }
+    fn prefix(p: &mut [f64], c: usize) {
+        for i in c..p.len() {
+            p[i] += p[i - c];
+        }
+    }
+    #[inline]
+    fn from_f32(v: f32) -> f32 {
+        v
+    }
+    #[inline]
+    fn acc_from_f64(v: f64) -> f64 {
+        v
+    }
+    #[inline]
+    fn acc_add(a: f64, b: f64) -> f64 {
+        a + b
+    }
+    #[inline]
+    fn acc_sub(a: f64, b: f64) -> f64 {
+        a - b
+    }
+    #[inline]
+    fn acc_to_f64(a: f64) -> f64 {
+        a
+    }
+}
+
+/// `out[i] = round_half_up(sum[i] / area)` for exact integer window sums, vectorized.
+/// Exact: with q = (2 s + a) / (2 a) <= 65536 and a < 2^25, the f64 product is within
+/// 2^-36 of q, and a non-integer q is at least 2^-25 below the next integer, so adding
+/// 2^-30 before the floor gives exactly floor(q).
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
+    let inv = 1.0 / (2.0 * area as f64);
+    let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
+    for (o, &s) in out.iter_mut().zip(sums) {
+        *o = (2.0 * s as f64 * inv + bias) as u8;
+    }
+}
+
+/// As [`round_div_u32_to_u8`] for 16-bit means of u64 sums.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+pub fn round_div_u64_to_u16(sums: &[u64], area: u64, out: &mut [u16]) {
+    let inv = 1.0 / (2.0 * area as f64);
+    let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
+    for (o, &s) in out.iter_mut().zip(sums) {
+        *o = (2.0 * s as f64 * inv + bias) as u16;
+    }
+}
+
+/// `out[i] = sum[i] * scale` for f64 sums into f32.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+pub fn scale_f64_to_f32(sums: &[f64], scale: f64, out: &mut [f32]) {
+    for (o, &s) in out.iter_mut().zip(sums) {
+        *o = (s * scale) as f32;
+    }
+}
+
+/// Dot product of two f32 slices with 8 explicit lanes (`wide::f32x8`) and an f32
+/// accumulator per lane; the building block of FIR filters and NCC cross terms.
+#[inline]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    use wide::f32x8;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = f32x8::ZERO;
+    let chunks = n / 8;
+    for i in 0..chunks {
+        let x = f32x8::from(<[f32; 8]>::try_from(&a[i * 8..i * 8 + 8]).unwrap_or_default());
+        let y = f32x8::from(<[f32; 8]>::try_from(&b[i * 8..i * 8 + 8]).unwrap_or_default());
+        acc = x.mul_add(y, acc);
+    }
+    let mut s = acc.reduce_add();
+    for i in chunks * 8..n {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn round_div_is_exact_round_half_up() {
+        for area in [1u32, 2, 3, 7, 9, 25, 255, 1000, 65025] {
+            let sums: Vec<u32> = (0..=255 * area).step_by((area as usize / 7).max(1)).collect();
+            let mut out = alloc::vec![0u8; sums.len()];
+            round_div_u32_to_u8(&sums, area, &mut out);
+            for (&s, &o) in sums.iter().zip(&out) {
+                assert_eq!(o as u32, (2 * s + area) / (2 * area), "s = {s}, area = {area}");
+            }
+        }
+    }
+
+    #[test]
+    fn dot_matches_scalar() {
+        let a: Vec<f32> = (0..37).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..37).map(|i| 1.0 - i as f32 * 0.25).collect();
+        let want: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+        assert!((dot_f32(&a, &b) as f64 - want).abs() < 1e-3);
+    }
+}

@@ -1,0 +1,1 @@
+pub use tessera_core::*;
