@@ -1,0 +1,142 @@
+//! Separable FIR Gaussian: a vertical then a horizontal 1-D convolution with the same
+//! normalized sampled weights, in f32.
+//!
+//! Order and cache: each output row first combines the `2r + 1` source rows around it
+//! (vectorized across the row, 64 accumulators held in registers while the taps stream
+//! through; consecutive output rows share all but one source row, so the working set is
+//! `(2r + 1)` rows, in L1/L2 for the radii the FIR is used at), into one padded f32 row;
+//! the horizontal pass then runs on that row while it is in L1 and writes the output row.
+//! Going vertical first means a row band needs no halo of intermediate rows, so the rayon
+//! bands do no redundant work, and integer inputs are converted on the fly, never stored.
+
+use super::gaussian::{GaussLane, Lanes};
+use crate::border::Border;
+use crate::filter::BoxPixel;
+use crate::image::ImageViewMut;
+use crate::parallel::{for_each_band, Parallelism};
+use alloc::vec;
+use alloc::vec::Vec;
+use multiversion::multiversion;
+
+/// Output chunk of the horizontal pass (registers, as in the vertical one).
+const CHUNK: usize = 64;
+
+/// `out[i] = sum_{k=0}^{2r} wts[k] * row[i + k * c]` for `i < out.len()`, with symmetric
+/// weights (`wts[k] == wts[2r - k]`) folded: `wts[k] * (row[i + k c] + row[i + (2r - k) c])`.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn convolve_row(row: &[f32], wts: &[f32], c: usize, out: &mut [f32]) {
+    let r = wts.len() / 2;
+    let n = out.len();
+    let mut x0 = 0;
+    while x0 < n {
+        let len = CHUNK.min(n - x0);
+        let mut acc = [0.0f32; CHUNK];
+        let centre = &row[x0 + r * c..x0 + r * c + len];
+        for (a, &v) in acc[..len].iter_mut().zip(centre) {
+            *a = wts[r] * v;
+        }
+        for k in 0..r {
+            let lo = &row[x0 + k * c..x0 + k * c + len];
+            let hi = &row[x0 + (2 * r - k) * c..x0 + (2 * r - k) * c + len];
+            let wk = wts[k];
+            if len == CHUNK {
+                for ((a, &u), &v) in acc.iter_mut().zip(lo).zip(hi) {
+                    *a += wk * (u + v);
+                }
+            } else {
+                for ((a, &u), &v) in acc[..len].iter_mut().zip(lo).zip(hi) {
+                    *a += wk * (u + v);
+                }
+            }
+        }
+        out[x0..x0 + len].copy_from_slice(&acc[..len]);
+        x0 += len;
+    }
+}
+
+/// Sum of the weights whose taps fall inside `0..n` for a centre at `i`: the `Normalize`
+/// border's denominator along one axis.
+fn inside_weight(wts: &[f32], i: usize, n: usize) -> f32 {
+    let r = wts.len() / 2;
+    let mut s = 0.0f64;
+    for (k, &w) in wts.iter().enumerate() {
+        let j = i as isize + k as isize - r as isize;
+        if j >= 0 && (j as usize) < n {
+            s += w as f64;
+        }
+    }
+    s as f32
+}
+
+/// The separable FIR with weights `wts` (length `2r + 1`, symmetric, summing to 1) and
+/// `border`, into `dst` (already checked to have the source's size).
+pub(crate) fn blur<P: BoxPixel>(
+    src: Lanes<'_, P::Lane>,
+    dst: ImageViewMut<'_, P>,
+    wts: &[f32],
+    border: Border,
+    par: Parallelism,
+) where
+    P::Lane: GaussLane,
+{
+    let (w, h, c) = (src.width, src.height, src.channels);
+    let r = wts.len() / 2;
+    let normalize = border == Border::Normalize;
+    let outside = border.outside_value();
+    // Normalize: 1 / (in-bounds weight) per column; 1 in the interior.
+    let inv_nx: Vec<f32> = if normalize { (0..w).map(|x| 1.0 / inside_weight(wts, x, w)).collect() } else { Vec::new() };
+    for_each_band(dst, par, 8, |y0, mut band| {
+        let wc = w * c;
+        let mut padded = vec![0.0f32; wc + 2 * r * c];
+        let mut out = vec![0.0f32; wc];
+        let mut rows: Vec<&[P::Lane]> = Vec::with_capacity(wts.len());
+        let mut rw: Vec<f32> = Vec::with_capacity(wts.len());
+        for yb in 0..band.height() {
+            let y = y0 + yb;
+            // Vertical taps: in-image rows (after reflection / replication) with their
+            // weights; Constant taps add `v * w` to a bias, Normalize taps are dropped and
+            // the kept weights rescaled to sum to 1.
+            rows.clear();
+            rw.clear();
+            let mut bias = 0.0f32;
+            for (k, &wk) in wts.iter().enumerate() {
+                match border.source_index(y as isize + k as isize - r as isize, h) {
+                    Some(sy) => {
+                        rows.push(src.row(sy));
+                        rw.push(wk);
+                    }
+                    None => bias += wk * outside,
+                }
+            }
+            if normalize {
+                let s: f32 = rw.iter().sum();
+                rw.iter_mut().for_each(|v| *v /= s);
+            }
+            P::Lane::combine_rows(&rows, &rw, bias, &mut padded[r * c..r * c + wc]);
+            // Horizontal border: fill the r pixels on each side of the padded row.
+            for j in 0..r {
+                for (xo, xi) in [(j as isize - r as isize, j), ((w + j) as isize, r + w + j)] {
+                    match border.source_index(xo, w) {
+                        Some(sx) => {
+                            for ch in 0..c {
+                                padded[xi * c + ch] = padded[(r + sx) * c + ch];
+                            }
+                        }
+                        None => padded[xi * c..xi * c + c].fill(outside),
+                    }
+                }
+            }
+            let dst_row = P::lanes_mut(band.row_mut(yb));
+            convolve_row(&padded, wts, c, &mut out);
+            if normalize {
+                let edge = r.min(w);
+                for x in (0..edge).chain(w.saturating_sub(r).max(edge)..w) {
+                    for ch in 0..c {
+                        out[x * c + ch] *= inv_nx[x];
+                    }
+                }
+            }
+            P::Lane::store_row(&out, dst_row);
+        }
+    });
+}
