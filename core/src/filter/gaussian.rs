@@ -9,6 +9,7 @@
 use crate::border::Border;
 use crate::error::{require_positive, require_range, Error, Result};
 use crate::filter::BoxPixel;
+use crate::fma::{Level, LoadF32};
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::Parallelism;
 use crate::simd::Lane;
@@ -114,24 +115,16 @@ pub fn gaussian_weights(sigma: f64, radius: usize) -> Vec<f32> {
 }
 
 /// A channel type the Gaussian reads as f32 and writes back rounded once.
-pub trait GaussLane: Lane {
-    /// The value as f32 (exact for u8 and u16).
-    fn to_f32(self) -> f32;
+pub trait GaussLane: Lane + LoadF32 {
     /// `dst[i] = src[i]` for f32; for integers rounded half up (`floor(v + 0.5)`) and
     /// saturated to the type's range (NaN cannot occur: outputs are convex combinations).
     fn store_row(src: &[f32], dst: &mut [Self]);
     /// `dst[i] = src[i] as f32`.
     fn load_row(src: &[Self], dst: &mut [f32]);
-    /// `out[i] = bias + sum_j wts[j] * rows[j][i]`: the vertical FIR step.
-    fn combine_rows(rows: &[&[Self]], wts: &[f32], bias: f32, out: &mut [f32]);
 }
 
-/// Output chunk of the vertical combination: 64 f32 accumulators stay in registers
-/// (four AVX-512 or eight AVX2 vectors) while the taps stream through.
-const CHUNK: usize = 64;
-
 macro_rules! gauss_lane {
-    ($t:ty, $store:ident, $load:ident, $combine:ident, |$v:ident| $round:expr) => {
+    ($t:ty, $store:ident, $load:ident, |$v:ident| $round:expr) => {
         #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
         fn $store(src: &[f32], dst: &mut [$t]) {
             for (d, &$v) in dst.iter_mut().zip(src) {
@@ -144,35 +137,7 @@ macro_rules! gauss_lane {
                 *d = v as f32;
             }
         }
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-        fn $combine(rows: &[&[$t]], wts: &[f32], bias: f32, out: &mut [f32]) {
-            let n = out.len();
-            let mut x0 = 0;
-            while x0 < n {
-                let len = CHUNK.min(n - x0);
-                let mut acc = [bias; CHUNK];
-                if len == CHUNK {
-                    for (r, &wt) in rows.iter().zip(wts) {
-                        for (a, &v) in acc.iter_mut().zip(&r[x0..x0 + CHUNK]) {
-                            *a += wt * v as f32;
-                        }
-                    }
-                } else {
-                    for (r, &wt) in rows.iter().zip(wts) {
-                        for (a, &v) in acc[..len].iter_mut().zip(&r[x0..x0 + len]) {
-                            *a += wt * v as f32;
-                        }
-                    }
-                }
-                out[x0..x0 + len].copy_from_slice(&acc[..len]);
-                x0 += len;
-            }
-        }
         impl GaussLane for $t {
-            #[inline]
-            fn to_f32(self) -> f32 {
-                self as f32
-            }
             #[inline]
             fn store_row(src: &[f32], dst: &mut [$t]) {
                 $store(src, dst)
@@ -181,17 +146,13 @@ macro_rules! gauss_lane {
             fn load_row(src: &[$t], dst: &mut [f32]) {
                 $load(src, dst)
             }
-            #[inline]
-            fn combine_rows(rows: &[&[$t]], wts: &[f32], bias: f32, out: &mut [f32]) {
-                $combine(rows, wts, bias, out)
-            }
         }
     };
 }
 // `as` saturates float -> int, so `v + 0.5` truncated is floor(v + 0.5) clamped to the range.
-gauss_lane!(u8, store_u8, load_u8, combine_u8, |v| (v + 0.5) as u8);
-gauss_lane!(u16, store_u16, load_u16, combine_u16, |v| (v + 0.5) as u16);
-gauss_lane!(f32, store_f32, load_f32, combine_f32, |v| v);
+gauss_lane!(u8, store_u8, load_u8, |v| (v + 0.5) as u8);
+gauss_lane!(u16, store_u16, load_u16, |v| (v + 0.5) as u16);
+gauss_lane!(f32, store_f32, load_f32, |v| v);
 
 /// The source as rows of channel lanes, f32-readable.
 #[derive(Clone, Copy)]
@@ -243,6 +204,9 @@ where
 {
     check_same_size(src.size(), dst.size())?;
     p.validate(P::INTEGER_MAX)?;
+    if P::CHANNELS != 1 && P::CHANNELS != 4 {
+        return Err(Error::UnsupportedType { op: "gaussian blur", types: "pixels of other than 1 or 4 channels" });
+    }
     let lanes = Lanes {
         data: P::lanes(src.span()),
         width: src.width(),
@@ -254,7 +218,7 @@ where
         GaussianMethod::Iir => gaussian_iir::blur::<P>(lanes, dst, p.sigma, p.border, par)?,
         _ => {
             let wts = gaussian_weights(p.sigma, p.fir_radius());
-            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par)
+            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, Level::detect())
         }
     }
     Ok(())

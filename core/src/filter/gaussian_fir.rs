@@ -16,43 +16,93 @@ use crate::image::ImageViewMut;
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
-use multiversion::multiversion;
+use crate::fma::{dispatch, F32Vec, Level, LoadF32};
 
-/// Output chunk of the horizontal pass (registers, as in the vertical one).
-const CHUNK: usize = 64;
-
-/// `out[i] = sum_{k=0}^{2r} wts[k] * row[i + k * c]` for `i < out.len()`, with symmetric
-/// weights (`wts[k] == wts[2r - k]`) folded: `wts[k] * (row[i + k c] + row[i + (2r - k) c])`.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn convolve_row(row: &[f32], wts: &[f32], c: usize, out: &mut [f32]) {
-    let r = wts.len() / 2;
-    let n = out.len();
+/// `out[i] = bias + sum_j wts[j] * rows[j][i]`: the vertical step, four vectors of
+/// accumulators in registers while the taps stream through (rows shorter than `out` limit
+/// the columns written).
+#[inline(always)]
+fn combine_rows_kernel<V: F32Vec, T: LoadF32>(rows: &[&[T]], wts: &[f32], bias: f32, out: &mut [f32]) {
+    let n = rows.iter().fold(out.len(), |n, r| n.min(r.len()));
+    let l = V::LANES;
     let mut x0 = 0;
-    while x0 < n {
-        let len = CHUNK.min(n - x0);
-        let mut acc = [0.0f32; CHUNK];
-        let centre = &row[x0 + r * c..x0 + r * c + len];
-        for (a, &v) in acc[..len].iter_mut().zip(centre) {
-            *a = wts[r] * v;
-        }
-        for k in 0..r {
-            let lo = &row[x0 + k * c..x0 + k * c + len];
-            let hi = &row[x0 + (2 * r - k) * c..x0 + (2 * r - k) * c + len];
-            let wk = wts[k];
-            if len == CHUNK {
-                for ((a, &u), &v) in acc.iter_mut().zip(lo).zip(hi) {
-                    *a += wk * (u + v);
-                }
-            } else {
-                for ((a, &u), &v) in acc[..len].iter_mut().zip(lo).zip(hi) {
-                    *a += wk * (u + v);
-                }
+    while x0 + 4 * l <= n {
+        let mut acc = [V::splat(bias); 4];
+        for (r, &w) in rows.iter().zip(wts) {
+            let wv = V::splat(w);
+            for (j, a) in acc.iter_mut().enumerate() {
+                // SAFETY: x0 + 4 l <= n <= r.len().
+                *a = unsafe { T::load::<V>(r.as_ptr().add(x0 + j * l)) }.mul_add(wv, *a);
             }
         }
-        out[x0..x0 + len].copy_from_slice(&acc[..len]);
-        x0 += len;
+        for (j, a) in acc.iter().enumerate() {
+            // SAFETY: x0 + 4 l <= n <= out.len().
+            unsafe { a.store(out.as_mut_ptr().add(x0 + j * l)) };
+        }
+        x0 += 4 * l;
+    }
+    while x0 + l <= n {
+        let mut a = V::splat(bias);
+        for (r, &w) in rows.iter().zip(wts) {
+            // SAFETY: x0 + l <= n <= r.len().
+            a = unsafe { T::load::<V>(r.as_ptr().add(x0)) }.mul_add(V::splat(w), a);
+        }
+        // SAFETY: x0 + l <= n <= out.len().
+        unsafe { a.store(out.as_mut_ptr().add(x0)) };
+        x0 += l;
+    }
+    for (x, o) in out.iter_mut().enumerate().take(n).skip(x0) {
+        *o = rows.iter().zip(wts).fold(bias, |s, (r, &w)| s + w * r[x].to_f32());
     }
 }
+dispatch!(
+    /// The vertical FIR step at `level` (see [`combine_rows_kernel`]).
+    pub(crate) fn combine_rows<T: LoadF32>(rows: &[&[T]], wts: &[f32], bias: f32, out: &mut [f32]) => combine_rows_kernel
+);
+
+/// `out[i] = sum_{k=0}^{2r} wts[k] * row[i + k * c]` for `i < out.len()` (`row` holds
+/// `out.len() + 2 r c` samples), with the symmetric weights folded:
+/// `wts[k] * (row[i + k c] + row[i + (2r - k) c])`.
+#[inline(always)]
+fn convolve_row_kernel<V: F32Vec>(row: &[f32], wts: &[f32], c: usize, out: &mut [f32]) {
+    let r = wts.len() / 2;
+    let n = out.len().min(row.len().saturating_sub(2 * r * c));
+    let l = V::LANES;
+    let p = row.as_ptr();
+    let mut x0 = 0;
+    while x0 + 4 * l <= n {
+        let mut acc = [V::splat(0.0); 4];
+        let wc = V::splat(wts[r]);
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: x0 + 4 l + r c <= n + 2 r c <= row.len().
+            *a = unsafe { V::load(p.add(x0 + j * l + r * c)) }.mul_add(wc, *a);
+        }
+        for k in 0..r {
+            let wv = V::splat(wts[k]);
+            for (j, a) in acc.iter_mut().enumerate() {
+                // SAFETY: both offsets + l are at most n + 2 r c <= row.len().
+                let s = unsafe { V::load(p.add(x0 + j * l + k * c)).add(V::load(p.add(x0 + j * l + (2 * r - k) * c))) };
+                *a = s.mul_add(wv, *a);
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            // SAFETY: x0 + 4 l <= n <= out.len().
+            unsafe { a.store(out.as_mut_ptr().add(x0 + j * l)) };
+        }
+        x0 += 4 * l;
+    }
+    for (x, o) in out.iter_mut().enumerate().take(n).skip(x0) {
+        let mut s = wts[r] * row[x + r * c];
+        for k in 0..r {
+            s += wts[k] * (row[x + k * c] + row[x + (2 * r - k) * c]);
+        }
+        *o = s;
+    }
+}
+dispatch!(
+    /// The horizontal FIR step at `level` (see [`convolve_row_kernel`]).
+    pub(crate) fn convolve_row(row: &[f32], wts: &[f32], c: usize, out: &mut [f32]) => convolve_row_kernel
+);
 
 /// Sum of the weights whose taps fall inside `0..n` for a centre at `i`: the `Normalize`
 /// border's denominator along one axis.
@@ -76,6 +126,7 @@ pub(crate) fn blur<P: BoxPixel>(
     wts: &[f32],
     border: Border,
     par: Parallelism,
+    level: Level,
 ) where
     P::Lane: GaussLane,
 {
@@ -112,7 +163,7 @@ pub(crate) fn blur<P: BoxPixel>(
                 let s: f32 = rw.iter().sum();
                 rw.iter_mut().for_each(|v| *v /= s);
             }
-            P::Lane::combine_rows(&rows, &rw, bias, &mut padded[r * c..r * c + wc]);
+            combine_rows(level, &rows, &rw, bias, &mut padded[r * c..r * c + wc]);
             // Horizontal border: fill the r pixels on each side of the padded row.
             for j in 0..r {
                 for (xo, xi) in [(j as isize - r as isize, j), ((w + j) as isize, r + w + j)] {
@@ -127,7 +178,7 @@ pub(crate) fn blur<P: BoxPixel>(
                 }
             }
             let dst_row = P::lanes_mut(band.row_mut(yb));
-            convolve_row(&padded, wts, c, &mut out);
+            convolve_row(level, &padded, wts, c, &mut out);
             if normalize {
                 let edge = r.min(w);
                 for x in (0..edge).chain(w.saturating_sub(r).max(edge)..w) {

@@ -274,29 +274,22 @@ where
     let (inv_nx, inv_ny) =
         if normalize { (inverse_ones_response(w, &k), inverse_ones_response(h, &k)) } else { (Vec::new(), Vec::new()) };
 
-    // Pass 2, horizontal: blocks of 64 / c rows gathered as 64 interleaved lines.
+    // Pass 2, horizontal: blocks of 64 / c rows gathered as 64 interleaved lines, by
+    // transposing 64-lane tiles of the strips (L1-sized) into the block and back out.
     let rows_per_block = LINES / c;
-    let shift = c.trailing_zeros();
     let hn = w + 2 * m;
     let cols = &cols;
     for_each_band(dst, par, rows_per_block, |y0, mut band| {
         let mut blk = vec![0.0f32; hn * LINES];
-        let mut out = vec![0.0f32; wc];
+        let mut out = vec![0.0f32; rows_per_block * wc];
         let mut yb = 0;
         while yb < band.height() {
             let rows = rows_per_block.min(band.height() - yb);
-            for row in 0..rows {
-                let y = y0 + yb + row;
-                for s in 0..strips {
-                    let l0 = s * LINES;
-                    let len = LINES.min(wc - l0);
-                    let seg = &cols[(s * tn + m + y) * LINES..(s * tn + m + y) * LINES + len];
-                    for (j, &v) in seg.iter().enumerate() {
-                        let lane = l0 + j;
-                        let (x, ch) = (lane >> shift, lane & (c - 1));
-                        blk[(m + x) * LINES + row * c + ch] = v;
-                    }
-                }
+            let first = (m + y0 + yb) * LINES;
+            for s in 0..strips {
+                let tile = &cols[s * tn * LINES + first..];
+                let px = LINES.min(wc - s * LINES) / c;
+                transpose_in(tile, &mut blk[(m + s * LINES / c) * LINES..], px, rows, c);
             }
             for j in 0..m {
                 let sl = reflect101(j as isize - m as isize, w);
@@ -306,24 +299,63 @@ where
             }
             let (left, right) = edges(&blk, hn, border);
             recurse(&mut blk, hn, &k, &left, &right);
+            for s in 0..strips {
+                let px = LINES.min(wc - s * LINES) / c;
+                transpose_out(&blk[(m + s * LINES / c) * LINES..], &mut out[s * LINES..], px, rows, c, wc);
+            }
             for row in 0..rows {
                 let y = y0 + yb + row;
-                for x in 0..w {
-                    let at = (m + x) * LINES + row * c;
-                    out[x * c..x * c + c].copy_from_slice(&blk[at..at + c]);
-                }
+                let o = &mut out[row * wc..(row + 1) * wc];
                 if normalize {
                     for x in 0..w {
                         let s = inv_nx[x] * inv_ny[y];
-                        out[x * c..x * c + c].iter_mut().for_each(|v| *v *= s);
+                        o[x * c..x * c + c].iter_mut().for_each(|v| *v *= s);
                     }
                 }
-                P::Lane::store_row(&out, P::lanes_mut(band.row_mut(yb + row)));
+                P::Lane::store_row(o, P::lanes_mut(band.row_mut(yb + row)));
             }
             yb += rows;
         }
     });
     Ok(())
+}
+
+/// `blk[x * LINES + row * c + ch] = tile[row * LINES + x * c + ch]` for `x < px`,
+/// `row < rows`: one strip tile (rows of 64 lanes) into the block's interleaved lines.
+#[inline]
+fn transpose_in(tile: &[f32], blk: &mut [f32], px: usize, rows: usize, c: usize) {
+    #[inline(always)]
+    fn go<const C: usize>(tile: &[f32], blk: &mut [f32], px: usize, rows: usize) {
+        for x in 0..px {
+            let d = &mut blk[x * LINES..x * LINES + rows * C];
+            for row in 0..rows {
+                d[row * C..row * C + C].copy_from_slice(&tile[row * LINES + x * C..row * LINES + x * C + C]);
+            }
+        }
+    }
+    match c {
+        1 => go::<1>(tile, blk, px, rows),
+        _ => go::<4>(tile, blk, px, rows),
+    }
+}
+
+/// The inverse of [`transpose_in`] into rows `wc` apart: `out[row * wc + x * c + ch] =
+/// blk[x * LINES + row * c + ch]`.
+#[inline]
+fn transpose_out(blk: &[f32], out: &mut [f32], px: usize, rows: usize, c: usize, wc: usize) {
+    #[inline(always)]
+    fn go<const C: usize>(blk: &[f32], out: &mut [f32], px: usize, rows: usize, wc: usize) {
+        for row in 0..rows {
+            let o = &mut out[row * wc..row * wc + px * C];
+            for x in 0..px {
+                o[x * C..x * C + C].copy_from_slice(&blk[x * LINES + row * C..x * LINES + row * C + C]);
+            }
+        }
+    }
+    match c {
+        1 => go::<1>(blk, out, px, rows, wc),
+        _ => go::<4>(blk, out, px, rows, wc),
+    }
 }
 
 #[cfg(test)]
