@@ -121,10 +121,12 @@ pub trait GaussLane: Lane + LoadF32 {
     fn store_row(src: &[f32], dst: &mut [Self]);
     /// `dst[i] = src[i] as f32`.
     fn load_row(src: &[Self], dst: &mut [f32]);
+    /// The row itself when the lanes are f32 (a kernel then writes into it directly).
+    fn as_f32_mut(row: &mut [Self]) -> Option<&mut [f32]>;
 }
 
 macro_rules! gauss_lane {
-    ($t:ty, $store:ident, $load:ident, |$v:ident| $round:expr) => {
+    ($t:ty, $store:ident, $load:ident, |$v:ident| $round:expr, |$r:ident| $as_f32:expr) => {
         #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
         fn $store(src: &[f32], dst: &mut [$t]) {
             for (d, &$v) in dst.iter_mut().zip(src) {
@@ -146,13 +148,17 @@ macro_rules! gauss_lane {
             fn load_row(src: &[$t], dst: &mut [f32]) {
                 $load(src, dst)
             }
+            #[inline]
+            fn as_f32_mut($r: &mut [$t]) -> Option<&mut [f32]> {
+                $as_f32
+            }
         }
     };
 }
 // `as` saturates float -> int, so `v + 0.5` truncated is floor(v + 0.5) clamped to the range.
-gauss_lane!(u8, store_u8, load_u8, |v| (v + 0.5) as u8);
-gauss_lane!(u16, store_u16, load_u16, |v| (v + 0.5) as u16);
-gauss_lane!(f32, store_f32, load_f32, |v| v);
+gauss_lane!(u8, store_u8, load_u8, |v| (v + 0.5) as u8, |_r| None);
+gauss_lane!(u16, store_u16, load_u16, |v| (v + 0.5) as u16, |_r| None);
+gauss_lane!(f32, store_f32, load_f32, |v| v, |r| Some(r));
 
 /// The source as rows of channel lanes, f32-readable.
 #[derive(Clone, Copy)]
