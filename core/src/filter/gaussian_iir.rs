@@ -38,6 +38,7 @@ use super::gaussian::{GaussLane, Lanes};
 use crate::border::{reflect101, Border};
 use crate::error::Result;
 use crate::filter::BoxPixel;
+use crate::fma::LoadF32;
 use crate::image::ImageViewMut;
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
@@ -154,61 +155,92 @@ impl From<&IirCoefficients> for Kernel {
 /// Causal then anti-causal pass, in place, over `n` samples of [`LINES`] interleaved lines
 /// (`buf[t * LINES + l]`). Before sample 0 the input is taken as `left[l]`, after sample
 /// `n - 1` as `right[l]` (constant continuation, exact by Triggs-Sdika).
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
 fn recurse(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES], right: &[f32; LINES]) {
-    // The recursion runs in f64: with poles near 1 (q ~ sigma) its rounding noise is
-    // amplified by about 1 / B ~ q^3, which f32 states cannot afford beyond sigma ~ 10.
-    // Samples are stored as f32 between passes (one rounding each, not fed back).
+    let states = forward(buf, n, k, left);
+    backward(buf, n, k, right, &states);
+}
+
+/// The three most recent states of the causal pass, per line (`[w[N-1], w[N-2], w[N-3]]`).
+type States = [[f64; LINES]; 3];
+
+/// One step of the third-order recursion on 64 lines: `v = B x + a1 s1 + a2 s2 + a3 s3`,
+/// shifting the states. It runs in f64: with poles near 1 (q ~ sigma) rounding noise is
+/// amplified by about 1 / B ~ q^3, which f32 states cannot afford beyond sigma ~ 10.
+/// Samples are stored as f32 between passes (one rounding each, not fed back).
+#[inline(always)]
+fn step(k: &Kernel, x: &[f32], s: &mut States, out: &mut [f32]) {
     let (b, [a1, a2, a3]) = (k.gain, k.a);
-    // Steady state of a constant input u is u (unit gain): w[-1] = w[-2] = w[-3] = left.
-    let mut p1 = left.map(f64::from);
-    let (mut p2, mut p3) = (p1, p1);
-    for x in buf[..n * LINES].chunks_exact_mut(LINES) {
-        for l in 0..LINES {
-            // Most recent state last: the dependency chain per step is one mul + add.
-            let v = b * x[l] as f64 + a3 * p3[l] + a2 * p2[l] + a1 * p1[l];
-            p3[l] = p2[l];
-            p2[l] = p1[l];
-            p1[l] = v;
-            x[l] = v as f32;
-        }
-    }
-    // Triggs-Sdika: anti-causal outputs at N-1, N, N+1 from w[N-1], w[N-2], w[N-3].
-    let (mut q1, mut q2, mut q3) = ([0.0f64; LINES], [0.0f64; LINES], [0.0f64; LINES]);
+    let (x, out) = (&x[..LINES], &mut out[..LINES]);
     for l in 0..LINES {
-        let u = right[l] as f64;
-        let d = [p1[l] - u, p2[l] - u, p3[l] - u];
-        let row = |r: &[f64; 3]| r[0] * d[0] + r[1] * d[1] + r[2] * d[2] + u;
-        q1[l] = row(&k.m[0]);
-        q2[l] = row(&k.m[1]);
-        q3[l] = row(&k.m[2]);
-    }
-    for (x, &v) in buf[(n - 1) * LINES..n * LINES].iter_mut().zip(&q1) {
-        *x = v as f32;
-    }
-    for x in buf[..(n - 1) * LINES].chunks_exact_mut(LINES).rev() {
-        for l in 0..LINES {
-            let v = b * x[l] as f64 + a3 * q3[l] + a2 * q2[l] + a1 * q1[l];
-            q3[l] = q2[l];
-            q2[l] = q1[l];
-            q1[l] = v;
-            x[l] = v as f32;
-        }
+        // Most recent state last: the dependency chain per step is one mul + add.
+        let v = b * x[l] as f64 + a3 * s[2][l] + a2 * s[1][l] + a1 * s[0][l];
+        s[2][l] = s[1][l];
+        s[1][l] = s[0][l];
+        s[0][l] = v;
+        out[l] = v as f32;
     }
 }
 
-/// The constants a line continues with before its first / after its last sample.
-fn edges(buf: &[f32], n: usize, border: Border) -> ([f32; LINES], [f32; LINES]) {
+/// Causal pass in place over `n` samples of [`LINES`] interleaved lines
+/// (`buf[t * LINES + l]`), the input before sample 0 being the constant `left[l]` (so the
+/// states start at their steady state `left`, the gain being 1).
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn forward(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES]) -> States {
+    let mut s = [left.map(f64::from); 3];
+    let mut x = [0.0f32; LINES];
+    for row in buf[..n * LINES].chunks_exact_mut(LINES) {
+        x.copy_from_slice(row);
+        step(k, &x, &mut s, row);
+    }
+    s
+}
+
+/// Causal pass reading sample `t` of the 64 lines from `rows[t]` (64 f32 lanes of the
+/// source, converted from u8 / u16 / f32) and writing into `buf`: the vertical pass
+/// without a copy of the source.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn forward_from<T: LoadF32>(rows: &[&[T]], buf: &mut [f32], k: &Kernel, left: &[f32; LINES]) -> States {
+    let mut s = [left.map(f64::from); 3];
+    let mut x = [0.0f32; LINES];
+    for (row, out) in rows.iter().zip(buf.chunks_exact_mut(LINES)) {
+        for (d, v) in x.iter_mut().zip(&row[..LINES]) {
+            *d = v.to_f32();
+        }
+        step(k, &x, &mut s, out);
+    }
+    s
+}
+
+/// Anti-causal pass in place, started by Triggs-Sdika from the causal pass's last states,
+/// the input after sample `n - 1` being the constant `right[l]`.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn backward(buf: &mut [f32], n: usize, k: &Kernel, right: &[f32; LINES], causal: &States) {
+    // Anti-causal outputs at N-1, N, N+1 from w[N-1], w[N-2], w[N-3] (eq. 15).
+    let mut s: States = [[0.0; LINES]; 3];
+    for l in 0..LINES {
+        let u = right[l] as f64;
+        let d = [causal[0][l] - u, causal[1][l] - u, causal[2][l] - u];
+        for (i, r) in k.m.iter().enumerate() {
+            s[i][l] = r[0] * d[0] + r[1] * d[1] + r[2] * d[2] + u;
+        }
+    }
+    for (x, &v) in buf[(n - 1) * LINES..n * LINES].iter_mut().zip(&s[0]) {
+        *x = v as f32;
+    }
+    let mut x = [0.0f32; LINES];
+    for row in buf[..(n - 1) * LINES].chunks_exact_mut(LINES).rev() {
+        x.copy_from_slice(row);
+        step(k, &x, &mut s, row);
+    }
+}
+
+/// The constants a line continues with before its first / after its last sample, given
+/// those two samples.
+fn edges(border: Border, first: &[f32; LINES], last: &[f32; LINES]) -> ([f32; LINES], [f32; LINES]) {
     match border {
         Border::Constant(v) => ([v; LINES], [v; LINES]),
         Border::Normalize => ([0.0; LINES], [0.0; LINES]),
-        Border::Replicate | Border::Reflect101 => {
-            let mut l = [0.0; LINES];
-            let mut r = [0.0; LINES];
-            l.copy_from_slice(&buf[..LINES]);
-            r.copy_from_slice(&buf[(n - 1) * LINES..n * LINES]);
-            (l, r)
-        }
+        Border::Replicate | Border::Reflect101 => (*first, *last),
     }
 }
 
@@ -257,16 +289,33 @@ where
     let mut cols = vec![0.0f32; strips * tn * LINES];
     let view = ImageViewMut::from_slice(&mut cols, tn * LINES, strips)?;
     for_each_band(view, par, 1, |s0, mut band| {
+        let mut rows: Vec<&[P::Lane]> = Vec::with_capacity(tn);
         for si in 0..band.height() {
             let l0 = (s0 + si) * LINES;
             let len = LINES.min(wc - l0);
             let buf = band.row_mut(si);
-            for t in 0..tn {
+            let src_row = |t: usize| {
                 let sy = if m > 0 { reflect101(t as isize - m as isize, h) } else { t };
-                P::Lane::load_row(&src.row(sy)[l0..l0 + len], &mut buf[t * LINES..t * LINES + len]);
-            }
-            let (left, right) = edges(buf, tn, border);
-            recurse(buf, tn, &k, &left, &right);
+                &src.row(sy)[l0..l0 + len]
+            };
+            // The line's first and last input samples (for Replicate / Reflect101).
+            let mut first = [0.0f32; LINES];
+            let mut last = [0.0f32; LINES];
+            P::Lane::load_row(src_row(0), &mut first);
+            P::Lane::load_row(src_row(tn - 1), &mut last);
+            let (left, right) = edges(border, &first, &last);
+            let states = if len == LINES {
+                rows.clear();
+                rows.extend((0..tn).map(src_row));
+                forward_from(&rows, buf, &k, &left)
+            } else {
+                // The last, partial strip: copy into the zero-padded buffer first.
+                for t in 0..tn {
+                    P::Lane::load_row(src_row(t), &mut buf[t * LINES..t * LINES + len]);
+                }
+                forward(buf, tn, &k, &left)
+            };
+            backward(buf, tn, &k, &right, &states);
         }
     });
 
@@ -297,7 +346,11 @@ where
                 let sr = reflect101((w + j) as isize, w);
                 blk.copy_within((m + sr) * LINES..(m + sr + 1) * LINES, (m + w + j) * LINES);
             }
-            let (left, right) = edges(&blk, hn, border);
+            let mut first = [0.0f32; LINES];
+            let mut last = [0.0f32; LINES];
+            first.copy_from_slice(&blk[..LINES]);
+            last.copy_from_slice(&blk[(hn - 1) * LINES..hn * LINES]);
+            let (left, right) = edges(border, &first, &last);
             recurse(&mut blk, hn, &k, &left, &right);
             for s in 0..strips {
                 let px = LINES.min(wc - s * LINES) / c;
