@@ -96,6 +96,20 @@ fn combine_rows4_kernel<V: F32Vec, T: LoadF32>(rows: &[&[T]], wts: &[f32], mut o
         }
         x0 += 2 * l;
     }
+    // The same single-vector and scalar tails as `combine_rows_kernel`, so a row comes out
+    // bit-identical whichever kernel computed it (row bands differ with the thread count).
+    while x0 + l <= n {
+        for (o, out) in outs.iter_mut().enumerate() {
+            let mut a = V::splat(0.0);
+            for (k, &w) in wts.iter().enumerate() {
+                // SAFETY: x0 + l <= n <= rows[o + k].len().
+                a = unsafe { T::load::<V>(rows[o + k].as_ptr().add(x0)) }.mul_add(V::splat(w), a);
+            }
+            // SAFETY: x0 + l <= n <= out.len().
+            unsafe { a.store(out.as_mut_ptr().add(x0)) };
+        }
+        x0 += l;
+    }
     for (o, out) in outs.into_iter().enumerate() {
         for (x, v) in out.iter_mut().enumerate().take(n).skip(x0) {
             *v = wts.iter().enumerate().fold(0.0, |s, (k, &w)| s + w * rows[o + k][x].to_f32());
@@ -204,7 +218,8 @@ pub(crate) fn blur<P: BoxPixel>(
             } else {
                 // Vertical taps: in-image rows (after reflection / replication) with their
                 // weights; Constant taps add `v * w` to a bias, Normalize taps are dropped
-                // and the kept weights rescaled to sum to 1.
+                // and the kept weights rescaled to sum to 1 (rows with every tap inside keep
+                // the weights as they are, exactly as the four-row kernel does).
                 rw.clear();
                 let mut bias = 0.0f32;
                 for (k, &wk) in wts.iter().enumerate() {
@@ -216,7 +231,7 @@ pub(crate) fn blur<P: BoxPixel>(
                         None => bias += wk * outside,
                     }
                 }
-                if normalize {
+                if normalize && rw.len() < wts.len() {
                     let s: f32 = rw.iter().sum();
                     rw.iter_mut().for_each(|v| *v /= s);
                 }
@@ -268,6 +283,24 @@ mod tests {
     use crate::filter::gaussian::tests::{convolve_2d, noise, weights_f64};
     use crate::filter::gaussian_weights;
     use crate::image::Image;
+
+    /// Row bands (and so which kernel computes a row) change with the thread count; the
+    /// result must not.
+    #[test]
+    fn result_does_not_depend_on_the_thread_count() {
+        let (w, h) = (90, 61);
+        let f: Vec<f32> = noise(w * h, 5).iter().map(|v| (v * 255.0) as f32).collect();
+        for border in [Border::Reflect101, Border::Normalize, Border::Constant(1.0)] {
+            let wts = gaussian_weights(1.7, 6);
+            let run = |par| {
+                let lanes = Lanes { data: &f[..], width: w, height: h, stride: w, channels: 1 };
+                let mut out = Image::<f32>::new(w, h).unwrap();
+                blur::<f32>(lanes, out.view_mut(), &wts, border, par, Level::detect());
+                out
+            };
+            assert_eq!(run(Parallelism::Sequential), run(Parallelism::AllThreads), "{border:?}");
+        }
+    }
 
     /// Every instruction-set level of the two kernels against the float64 convolution.
     #[test]
