@@ -156,9 +156,17 @@ macro_rules! gauss_lane {
         }
     };
 }
-// `as` saturates float -> int, so `v + 0.5` truncated is floor(v + 0.5) clamped to the range.
-gauss_lane!(u8, store_u8, load_u8, |v| (v + 0.5) as u8, |_r| None);
-gauss_lane!(u16, store_u16, load_u16, |v| (v + 0.5) as u16, |_r| None);
+/// `floor(v + 0.5)` clamped to `0..=max`, as an i32. The clamp (NaN becomes 0: `f32::max`
+/// returns the other operand) makes the unchecked conversion exact and lets it vectorize,
+/// which the saturating `as` does not.
+#[inline(always)]
+fn round_clamp(v: f32, max: f32) -> i32 {
+    let c = (v + 0.5).max(0.0).min(max);
+    // SAFETY: c is finite and within 0..=65535, so its truncation fits an i32.
+    unsafe { c.to_int_unchecked::<i32>() }
+}
+gauss_lane!(u8, store_u8, load_u8, |v| round_clamp(v, 255.0) as u8, |_r| None);
+gauss_lane!(u16, store_u16, load_u16, |v| round_clamp(v, 65535.0) as u16, |_r| None);
 gauss_lane!(f32, store_f32, load_f32, |v| v, |r| Some(r));
 
 /// The source as rows of channel lanes, f32-readable.
