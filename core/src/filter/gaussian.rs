@@ -29,17 +29,21 @@ pub const MAX_SIGMA: f64 = 1365.0;
 /// see [`super::gaussian_iir`]).
 pub const MIN_IIR_SIGMA: f64 = 0.5;
 
-/// `Auto` runs the FIR below this sigma and the IIR from it up. Measured (one thread, CPU
-/// time per call, 1920x1080 f32, Xeon with AVX-512, loaded machine): sigma 5: FIR 4.8 ms,
-/// IIR 9-11 ms; sigma 8: 9.9 / 13.0; sigma 10: 11.4 / 9.1; sigma 15: 12.2 / 8.9. The FIR's
-/// cost grows with its 2 ceil(3 sigma) + 1 taps, the IIR's is flat.
+/// `Auto` runs the FIR below this sigma on gray images and the IIR from it up. Measured
+/// (one thread, CPU time per call, 1920x1080 f32, Xeon with AVX-512, loaded machine):
+/// sigma 5: FIR 4.8 ms, IIR 9-11 ms; sigma 8: 9.9 / 13.0; sigma 10: 11.4 / 9.1; sigma 15:
+/// 12.2 / 8.9. The FIR's cost grows with its 2 ceil(3 sigma) + 1 taps, the IIR's is flat.
 pub const IIR_FROM_SIGMA: f64 = 9.0;
+
+/// The same switch for RGBA, where the FIR gains more from the 8-bit lanes: 1920x1080
+/// RGBA, sigma 10: FIR 26 ms, IIR 44 ms; sigma 14: 38 / 46; sigma 20: 80 / 62.
+pub const IIR_FROM_SIGMA_RGBA: f64 = 16.0;
 
 /// Which Gaussian implementation to run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GaussianMethod {
     /// FIR for small sigma, IIR where its cost independent of sigma wins
-    /// (see [`IIR_FROM_SIGMA`]); an explicit `radius` asks for the FIR.
+    /// (see [`IIR_FROM_SIGMA`], [`IIR_FROM_SIGMA_RGBA`]); an explicit `radius` asks for the FIR.
     #[default]
     Auto,
     /// Separable convolution with normalized sampled weights, radius `ceil(3 sigma)` by default.
@@ -72,10 +76,12 @@ impl GaussianParams {
         self.radius.unwrap_or_else(|| (libm::ceil(3.0 * self.sigma) as usize).max(1))
     }
 
-    /// The implementation `gaussian_blur` runs for these parameters (never `Auto`).
-    pub fn resolved_method(&self) -> GaussianMethod {
+    /// The implementation `gaussian_blur` runs for these parameters on pixels of
+    /// `channels` lanes (1 gray, 4 RGBA); never `Auto`.
+    pub fn resolved_method(&self, channels: usize) -> GaussianMethod {
+        let from = if channels == 1 { IIR_FROM_SIGMA } else { IIR_FROM_SIGMA_RGBA };
         match self.method {
-            GaussianMethod::Auto if self.radius.is_some() || self.sigma < IIR_FROM_SIGMA => GaussianMethod::Fir,
+            GaussianMethod::Auto if self.radius.is_some() || self.sigma < from => GaussianMethod::Fir,
             GaussianMethod::Auto => GaussianMethod::Iir,
             m => m,
         }
@@ -201,8 +207,8 @@ impl<'a, L> Lanes<'a, L> {
 /// - [`GaussianMethod::Iir`] approximates the untruncated Gaussian with Young and van
 ///   Vliet's third-order recursive filter; see [`super::gaussian_iir`] for its boundary
 ///   handling and its measured error (at most 0.3 % of the value range for sigma >= 3).
-/// - [`GaussianMethod::Auto`] runs the FIR when a radius is given or sigma < [`IIR_FROM_SIGMA`],
-///   the IIR otherwise.
+/// - [`GaussianMethod::Auto`] runs the FIR when a radius is given or sigma is below
+///   [`IIR_FROM_SIGMA`] (gray) / [`IIR_FROM_SIGMA_RGBA`], the IIR otherwise.
 ///
 /// Integer inputs are filtered in f32 and rounded once, half up, at the end.
 /// Errors: sigma NaN / infinite / <= 0 / > [`MAX_SIGMA`] (or < 0.5 with `Iir`), radius 0 or
@@ -229,7 +235,7 @@ where
         stride: src.stride() * P::CHANNELS,
         channels: P::CHANNELS,
     };
-    match p.resolved_method() {
+    match p.resolved_method(P::CHANNELS) {
         GaussianMethod::Iir => gaussian_iir::blur::<P>(lanes, dst, p.sigma, p.border, par)?,
         _ => {
             let wts = gaussian_weights(p.sigma, p.fir_radius());
@@ -464,11 +470,13 @@ pub(crate) mod tests {
 
     #[test]
     fn auto_picks_by_sigma_and_radius() {
-        let p = |sigma, radius| params(sigma, radius, GaussianMethod::Auto, Border::Reflect101).resolved_method();
-        assert_eq!(p(1.0, None), GaussianMethod::Fir);
-        assert_eq!(p(IIR_FROM_SIGMA, None), GaussianMethod::Iir);
-        assert_eq!(p(10.0, Some(30)), GaussianMethod::Fir);
-        assert_eq!(params(1.0, None, GaussianMethod::Iir, Border::Normalize).resolved_method(), GaussianMethod::Iir);
+        let p = |sigma, radius, c| params(sigma, radius, GaussianMethod::Auto, Border::Reflect101).resolved_method(c);
+        assert_eq!(p(1.0, None, 1), GaussianMethod::Fir);
+        assert_eq!(p(IIR_FROM_SIGMA, None, 1), GaussianMethod::Iir);
+        assert_eq!(p(IIR_FROM_SIGMA, None, 4), GaussianMethod::Fir);
+        assert_eq!(p(IIR_FROM_SIGMA_RGBA, None, 4), GaussianMethod::Iir);
+        assert_eq!(p(30.0, Some(30), 1), GaussianMethod::Fir);
+        assert_eq!(params(1.0, None, GaussianMethod::Iir, Border::Normalize).resolved_method(1), GaussianMethod::Iir);
     }
 
     fn run(p: GaussianParams) -> Result<()> {
