@@ -14,6 +14,7 @@ use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// Depth of one packed block (`KC`): an `MR x KC` A panel and a `KC x NR` B panel fit L1.
@@ -23,7 +24,7 @@ const MC: usize = 168;
 /// Largest micro-tile (for the edge scratch): 14 x 32.
 const MAX_TILE: usize = 14 * 32;
 
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn add_row(a: &[f32], b: &[f32], out: &mut [f32]) {
     for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
         *o = x + y;

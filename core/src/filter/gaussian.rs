@@ -14,6 +14,7 @@ use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::Parallelism;
 use crate::simd::Lane;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 use super::{gaussian_fir, gaussian_iir};
@@ -134,13 +135,13 @@ pub trait GaussLane: Lane + LoadF32 {
 
 macro_rules! gauss_lane {
     ($t:ty, $store:ident, $load:ident, |$v:ident| $round:expr, |$r:ident| $as_f32:expr) => {
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $store(src: &[f32], dst: &mut [$t]) {
             for (d, &$v) in dst.iter_mut().zip(src) {
                 *d = $round;
             }
         }
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $load(src: &[$t], dst: &mut [f32]) {
             for (d, &v) in dst.iter_mut().zip(src) {
                 *d = v as f32;
@@ -211,9 +212,9 @@ impl<'a, L> Lanes<'a, L> {
 ///   [`IIR_FROM_SIGMA`] (gray) / [`IIR_FROM_SIGMA_RGBA`], the IIR otherwise.
 ///
 /// Integer inputs are filtered in f32 and rounded once, half up, at the end.
-/// Errors: sigma NaN / infinite / <= 0 / > [`MAX_SIGMA`] (or < 0.5 with `Iir`), radius 0 or
-/// > [`MAX_RADIUS`], a border constant that is not a valid pixel value, or `dst` of another
-/// size than `src`.
+/// Errors: sigma NaN / infinite / <= 0 / above [`MAX_SIGMA`] (or < 0.5 with `Iir`), radius 0
+/// or above [`MAX_RADIUS`], a border constant that is not a valid pixel value, or `dst` of
+/// another size than `src`.
 pub fn gaussian_blur<P: BoxPixel>(
     src: ImageView<'_, P>,
     dst: ImageViewMut<'_, P>,

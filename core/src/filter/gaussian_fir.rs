@@ -138,8 +138,8 @@ fn convolve_row_kernel<V: F32Vec>(row: &[f32], wts: &[f32], c: usize, out: &mut 
             // SAFETY: x0 + 4 l + r c <= n + 2 r c <= row.len().
             *a = unsafe { V::load(p.add(x0 + j * l + r * c)) }.mul_add(wc, *a);
         }
-        for k in 0..r {
-            let wv = V::splat(wts[k]);
+        for (k, &wk) in wts.iter().enumerate().take(r) {
+            let wv = V::splat(wk);
             for (j, a) in acc.iter_mut().enumerate() {
                 // SAFETY: both offsets + l are at most n + 2 r c <= row.len().
                 let s = unsafe { V::load(p.add(x0 + j * l + k * c)).add(V::load(p.add(x0 + j * l + (2 * r - k) * c))) };

@@ -44,6 +44,7 @@ use crate::image::ImageViewMut;
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// Lines filtered together (interleaved): 4 AVX-512 / 8 AVX2 vectors of states.
@@ -185,7 +186,7 @@ fn step(k: &Kernel, x: &[f32], s: &mut States, out: &mut [f32]) {
 /// Causal pass in place over `n` samples of [`LINES`] interleaved lines
 /// (`buf[t * LINES + l]`), the input before sample 0 being the constant `left[l]` (so the
 /// states start at their steady state `left`, the gain being 1).
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn forward(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES]) -> States {
     let mut s = [left.map(f64::from); 3];
     let mut x = [0.0f32; LINES];
@@ -199,7 +200,7 @@ fn forward(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES]) -> States
 /// Causal pass reading sample `t` of the 64 lines from `rows[t]` (64 f32 lanes of the
 /// source, converted from u8 / u16 / f32) and writing into `buf`: the vertical pass
 /// without a copy of the source.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn forward_from<T: LoadF32>(rows: &[&[T]], buf: &mut [f32], k: &Kernel, left: &[f32; LINES]) -> States {
     let mut s = [left.map(f64::from); 3];
     let mut x = [0.0f32; LINES];
@@ -214,7 +215,7 @@ fn forward_from<T: LoadF32>(rows: &[&[T]], buf: &mut [f32], k: &Kernel, left: &[
 
 /// Anti-causal pass in place, started by Triggs-Sdika from the causal pass's last states,
 /// the input after sample `n - 1` being the constant `right[l]`.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn backward(buf: &mut [f32], n: usize, k: &Kernel, right: &[f32; LINES], causal: &States) {
     // Anti-causal outputs at N-1, N, N+1 from w[N-1], w[N-2], w[N-3] (eq. 15).
     let mut s: States = [[0.0; LINES]; 3];
