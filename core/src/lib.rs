@@ -20,9 +20,11 @@ pub mod image;
 pub mod linalg;
 pub mod parallel;
 pub mod simd;
+pub mod variance;
 
 pub use backend::{Backend, CpuBackend};
 pub use border::Border;
 pub use error::{Error, Result};
 pub use image::{AnyImage, AnyView, AnyViewMut, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 pub use parallel::Parallelism;
+pub use variance::{local_mean_variance, local_variance, VarianceKernel, VarianceMethod, VarianceParams};
