@@ -390,7 +390,7 @@ impl Padded {
         let pad = p.kernel.radius();
         let k = global_shift(src);
         let outside = (p.border.outside_value() as f64 - k) as f32;
-        let data = pad_map(src, pad, p.border, outside, |v| (v.to_f32() as f64 - k) as f32);
+        let data = pad_map(src, pad, p.border, [outside], |v| [(v.to_f32() as f64 - k) as f32]);
         let (w, h) = src.size();
         Padded { data, width: w + 2 * pad, height: h + 2 * pad, pad }
     }
@@ -438,31 +438,36 @@ pub fn global_shift<P: VariancePixel>(src: ImageView<'_, P>) -> f64 {
     }
 }
 
-/// `src` mapped by `f` and extended by `pad` pixels on every side by `border` (`outside`
-/// for Constant): a contiguous `(w + 2 pad) x (h + 2 pad)` buffer.
-pub(crate) fn pad_map<P: Pixel, Q: Copy + Default>(
+/// `src` mapped by `f` to `C` lanes per pixel and extended by `pad` pixels on every side by
+/// `border` (`outside` for Constant): a contiguous `(w + 2 pad) x (h + 2 pad)` buffer of
+/// interleaved lanes.
+pub(crate) fn pad_map<P: Pixel, Q: Copy + Default, const C: usize>(
     src: ImageView<'_, P>,
     pad: usize,
     border: Border,
-    outside: Q,
-    f: impl Fn(P) -> Q,
+    outside: [Q; C],
+    f: impl Fn(P) -> [Q; C],
 ) -> Vec<Q> {
     let (w, h) = src.size();
     let (pw, ph) = (w + 2 * pad, h + 2 * pad);
-    let mut out = vec![Q::default(); pw * ph];
+    let mut out = vec![Q::default(); pw * ph * C];
     let cols: Vec<Option<usize>> = (0..pw).map(|i| border.source_index(i as isize - pad as isize, w)).collect();
-    for (py, row) in out.chunks_exact_mut(pw).enumerate() {
+    for (py, row) in out.chunks_exact_mut(pw * C).enumerate() {
         match border.source_index(py as isize - pad as isize, h) {
             Some(sy) => {
                 let s = src.row(sy);
-                for (o, &x) in row[pad..pad + w].iter_mut().zip(s) {
-                    *o = f(x);
+                for (o, &x) in row[pad * C..(pad + w) * C].chunks_exact_mut(C).zip(s) {
+                    o.copy_from_slice(&f(x));
                 }
                 for i in (0..pad).chain(pad + w..pw) {
-                    row[i] = cols[i].map_or(outside, |c| f(s[c]));
+                    row[i * C..(i + 1) * C].copy_from_slice(&cols[i].map_or(outside, |c| f(s[c])));
                 }
             }
-            None => row.fill(outside),
+            None => {
+                for o in row.chunks_exact_mut(C) {
+                    o.copy_from_slice(&outside);
+                }
+            }
         }
     }
     out

@@ -12,12 +12,16 @@
 //! two B x B box sums with top-left anchors, neither of which reaches past the padded image:
 //! no border effect inside the cascade (a cascade that reflected at each stage would differ
 //! near the borders). Both box stages run on the crate's one running-sum engine,
-//! [`window_sums`], for `x` and `x^2`. A box kernel is one stage of width `2r + 1`.
+//! [`window_sums`], with `x` and `x^2` interleaved as two lanes of one image, so one pass
+//! yields both sums and the last stage writes the variance directly. A box kernel is one
+//! stage of width `2r + 1`. The lane types here ([`Sum16`], [`Sum32`], [`Sum64`],
+//! [`SumF64`]) keep each running prefix in a register (one add per element instead of a
+//! store-to-load chain), which is most of the horizontal pass's cost.
 //!
 //! u8 / u16: every sum is an integer (u32 / u64 with wrapping running sums, exact while a
 //! window sum fits, which [`MAX_TENT_RADIUS`](super::MAX_TENT_RADIUS) guarantees), the
 //! numerator `W S2 - S1^2` is formed exactly in u128, and one final division gives the
-//! variance: the result is the exact rational rounded to f64, then to f32.
+//! variance: within one f32 ulp of the exact rational (zero exactly where it is zero).
 //!
 //! f32: the sums run in f64 on `x - K`, `K` the rounded mean of the image's finite values
 //! ([`global_shift`](super::global_shift)). The error is then bounded by about `2^-40 max (x - K)^2` absolute (f64 rounding
@@ -33,169 +37,139 @@ use crate::filter::{window_sums, LaneView, Window};
 use crate::image::{Image, ImageView, ImageViewMut, Pixel};
 use crate::parallel::{for_each_band, Parallelism};
 use crate::simd::Lane;
+use alloc::vec;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 use multiversion::multiversion;
 
-/// Running-sum lane for u32 partial sums (first-stage box sums), accumulating in u64.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(transparent)]
-pub struct Sum32(pub u32);
-/// Running-sum lane for u64 partial sums, accumulating in wrapping u64 (exact while a
-/// window's sum fits u64).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(transparent)]
-pub struct Sum64(pub u64);
-/// Running-sum lane for f64 partial sums.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(transparent)]
-pub struct SumF64(pub f64);
-
-impl Pixel for Sum32 {
-    const NAME: &'static str = "sum32";
-}
-impl Pixel for Sum64 {
-    const NAME: &'static str = "sum64";
-}
-impl Pixel for SumF64 {
-    const NAME: &'static str = "sumf64";
-}
-
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn add_row_32(acc: &mut [u64], add: &[Sum32]) {
-    for (a, x) in acc.iter_mut().zip(add) {
-        *a = a.wrapping_add(x.0 as u64);
-    }
-}
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn slide_row_32(acc: &mut [u64], add: &[Sum32], sub: &[Sum32]) {
-    for ((a, x), y) in acc.iter_mut().zip(add).zip(sub) {
-        *a = a.wrapping_add(x.0 as u64).wrapping_sub(y.0 as u64);
-    }
-}
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn add_row_64(acc: &mut [u64], add: &[Sum64]) {
-    for (a, x) in acc.iter_mut().zip(add) {
-        *a = a.wrapping_add(x.0);
-    }
-}
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn slide_row_64(acc: &mut [u64], add: &[Sum64], sub: &[Sum64]) {
-    for ((a, x), y) in acc.iter_mut().zip(add).zip(sub) {
-        *a = a.wrapping_add(x.0).wrapping_sub(y.0);
-    }
-}
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn add_row_f64(acc: &mut [f64], add: &[SumF64]) {
-    for (a, x) in acc.iter_mut().zip(add) {
-        *a += x.0;
-    }
-}
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn slide_row_f64(acc: &mut [f64], add: &[SumF64], sub: &[SumF64]) {
-    for ((a, x), y) in acc.iter_mut().zip(add).zip(sub) {
-        *a += x.0 - y.0;
-    }
-}
-
-macro_rules! int_sum_lane {
-    ($t:ident, $add:ident, $slide:ident) => {
+macro_rules! sum_lane {
+    ($t:ident, $v:ty, $acc:ty, $add:ident, $slide:ident, $plus:expr, $minus:expr) => {
+        #[doc = concat!("Running-sum lane of `", stringify!($v), "` values, accumulating in `", stringify!($acc), "`.")]
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        #[repr(transparent)]
+        pub struct $t(pub $v);
+        impl Pixel for $t {
+            const NAME: &'static str = stringify!($t);
+        }
+        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        fn $add(acc: &mut [$acc], add: &[$t]) {
+            let plus: fn($acc, $acc) -> $acc = $plus;
+            for (a, x) in acc.iter_mut().zip(add) {
+                *a = plus(*a, x.0 as $acc);
+            }
+        }
+        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
+            let (plus, minus): (fn($acc, $acc) -> $acc, fn($acc, $acc) -> $acc) = ($plus, $minus);
+            for ((a, x), y) in acc.iter_mut().zip(add).zip(sub) {
+                *a = minus(plus(*a, x.0 as $acc), y.0 as $acc);
+            }
+        }
         impl Lane for $t {
-            type Acc = u64;
+            type Acc = $acc;
             #[inline]
-            fn add_row(acc: &mut [u64], add: &[$t]) {
+            fn add_row(acc: &mut [$acc], add: &[$t]) {
                 $add(acc, add)
             }
             #[inline]
-            fn slide_row(acc: &mut [u64], add: &[$t], sub: &[$t]) {
+            fn slide_row(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
                 $slide(acc, add, sub)
             }
-            fn prefix(p: &mut [u64], c: usize) {
-                for i in c..p.len() {
-                    p[i] = p[i].wrapping_add(p[i - c]);
-                }
+            fn prefix(p: &mut [$acc], c: usize) {
+                prefix_in_registers(p, c, $plus)
             }
             #[inline]
             fn from_f32(v: f32) -> $t {
-                $t(v as _)
+                $t(v as $v)
             }
             #[inline]
-            fn acc_from_f64(v: f64) -> u64 {
-                v as u64
+            fn acc_from_f64(v: f64) -> $acc {
+                v as $acc
             }
             #[inline]
-            fn acc_add(a: u64, b: u64) -> u64 {
-                a.wrapping_add(b)
+            fn acc_add(a: $acc, b: $acc) -> $acc {
+                ($plus)(a, b)
             }
             #[inline]
-            fn acc_sub(a: u64, b: u64) -> u64 {
-                a.wrapping_sub(b)
+            fn acc_sub(a: $acc, b: $acc) -> $acc {
+                ($minus)(a, b)
             }
             #[inline]
-            fn acc_to_f64(a: u64) -> f64 {
+            fn acc_to_f64(a: $acc) -> f64 {
                 a as f64
             }
         }
     };
 }
-int_sum_lane!(Sum32, add_row_32, slide_row_32);
-int_sum_lane!(Sum64, add_row_64, slide_row_64);
+sum_lane!(Sum16, u16, u32, add_row_16, slide_row_16, u32::wrapping_add, u32::wrapping_sub);
+sum_lane!(Sum32, u32, u64, add_row_32, slide_row_32, u64::wrapping_add, u64::wrapping_sub);
+sum_lane!(Sum64, u64, u64, add_row_64, slide_row_64, u64::wrapping_add, u64::wrapping_sub);
+sum_lane!(SumF64, f64, f64, add_row_f64, slide_row_f64, |a: f64, b: f64| a + b, |a: f64, b: f64| a - b);
 
-impl Lane for SumF64 {
-    type Acc = f64;
-    #[inline]
-    fn add_row(acc: &mut [f64], add: &[SumF64]) {
-        add_row_f64(acc, add)
-    }
-    #[inline]
-    fn slide_row(acc: &mut [f64], add: &[SumF64], sub: &[SumF64]) {
-        slide_row_f64(acc, add, sub)
-    }
-    fn prefix(p: &mut [f64], c: usize) {
+/// In-place running prefix along `c` interleaved channels, `p[i] += p[i - c]`, with the
+/// running sums of one or two channels carried in registers.
+#[inline]
+fn prefix_in_registers<A: Copy>(p: &mut [A], c: usize, plus: fn(A, A) -> A) {
+    if p.len() < 2 * c {
         for i in c..p.len() {
-            p[i] += p[i - c];
+            p[i] = plus(p[i], p[i - c]);
+        }
+        return;
+    }
+    match c {
+        1 => {
+            let mut s = p[0];
+            for v in &mut p[1..] {
+                s = plus(s, *v);
+                *v = s;
+            }
+        }
+        2 => {
+            let (mut s0, mut s1) = (p[0], p[1]);
+            for v in p[2..].chunks_exact_mut(2) {
+                s0 = plus(s0, v[0]);
+                s1 = plus(s1, v[1]);
+                v[0] = s0;
+                v[1] = s1;
+            }
+        }
+        _ => {
+            for i in c..p.len() {
+                p[i] = plus(p[i], p[i - c]);
+            }
         }
     }
-    #[inline]
-    fn from_f32(v: f32) -> SumF64 {
-        SumF64(v as f64)
-    }
-    #[inline]
-    fn acc_from_f64(v: f64) -> f64 {
-        v
-    }
-    #[inline]
-    fn acc_add(a: f64, b: f64) -> f64 {
-        a + b
-    }
-    #[inline]
-    fn acc_sub(a: f64, b: f64) -> f64 {
-        a - b
-    }
-    #[inline]
-    fn acc_to_f64(a: f64) -> f64 {
-        a
+}
+
+/// A padded image of `c` interleaved lanes per pixel.
+struct Lanes<L> {
+    data: Vec<L>,
+    width: usize,
+    height: usize,
+    c: usize,
+}
+
+impl<L> Lanes<L> {
+    fn view(&self) -> LaneView<'_, L> {
+        LaneView { data: &self.data, width: self.width, height: self.height, stride: self.width * self.c, channels: self.c }
     }
 }
 
-fn lanes<L>(img: &Image<L>) -> LaneView<'_, L>
-where
-    L: Pixel,
-{
-    LaneView { data: img.as_slice(), width: img.width(), height: img.height(), stride: img.width(), channels: 1 }
-}
-
-/// One box stage with a top-left anchor: `out(x, y) = conv(sum of src over
-/// [x, x + side) x [y, y + side))`. The caller guarantees `src` is at least
-/// `side - 1` larger than `out` in both directions, so no window reaches past `src`.
+/// One box stage with a top-left anchor: for output row `y` (of `out`), `emit(sums, row)`
+/// gets the `ow * c` sums of `src` over `[x, x + side) x [y, y + side)` for `x` in `0..ow`.
+/// The caller guarantees `src` is at least `side - 1` larger than the output in both
+/// directions, so no window reaches past `src`.
 fn stage<L: Lane, O: Pixel>(
     src: LaneView<'_, L>,
     side: usize,
+    ow: usize,
     out: ImageViewMut<'_, O>,
     par: Parallelism,
-    conv: impl Fn(L::Acc) -> O + Send + Sync,
+    emit: impl Fn(&[L::Acc], &mut [O]) + Send + Sync,
 ) -> Result<()> {
     let a = side / 2;
-    let (ow, oh) = out.size();
+    let c = src.channels;
+    let oh = out.height();
     if src.width + 1 < ow + side || src.height + 1 < oh + side {
         return Err(Error::SizeMismatch { expected: (ow + side - 1, oh + side - 1), got: (src.width, src.height) });
     }
@@ -203,10 +177,7 @@ fn stage<L: Lane, O: Pixel>(
     for_each_band(out, par, side.max(16), |y0, mut band| {
         let rows = y0 + a..y0 + a + band.height();
         let r = window_sums(&src, Window::square(side), Border::Reflect101, rows, |y, sums| {
-            let row = band.row_mut(y - y0 - a);
-            for (o, &s) in row.iter_mut().zip(&sums[a..a + ow]) {
-                *o = conv(s);
-            }
+            emit(&sums[a * c..(a + ow) * c], band.row_mut(y - y0 - a));
         });
         if r.is_err() {
             failed.store(true, Ordering::Relaxed);
@@ -218,27 +189,37 @@ fn stage<L: Lane, O: Pixel>(
     Ok(())
 }
 
-/// The kernel sums of a padded lane image (`pad` = kernel radius on every side) into
-/// `out` (`w x h`): a tent is two box stages of width `R + 1` through an intermediate
-/// image of type `A`; a box is one stage of width `2r + 1`.
-fn kernel_sums<L: Lane + Pixel, A: Lane + Pixel>(
-    padded: &Image<L>,
+/// The kernel's box cascade over a padded lane image (pad = kernel radius): a tent is two
+/// stages of width `R + 1` through an intermediate lane image of type `M` (`narrow` maps
+/// first-stage sums into it) and `emit_tent` receives the final sums; a box is one stage
+/// of width `2r + 1` whose sums go to `emit_box`. `out` is `ow` pixels wide.
+#[allow(clippy::too_many_arguments)]
+fn cascade<L: Lane, M: Lane + Pixel, O: Pixel>(
+    padded: &Lanes<L>,
     kernel: VarianceKernel,
-    out: ImageViewMut<'_, Sum64>,
+    ow: usize,
+    out: ImageViewMut<'_, O>,
     par: Parallelism,
-    narrow: impl Fn(L::Acc) -> A + Send + Sync,
-    widen: impl Fn(A::Acc) -> u64 + Send + Sync,
-    direct: impl Fn(L::Acc) -> u64 + Send + Sync,
+    narrow: impl Fn(L::Acc) -> M + Send + Sync,
+    emit_tent: impl Fn(&[M::Acc], &mut [O]) + Send + Sync,
+    emit_box: impl Fn(&[L::Acc], &mut [O]) + Send + Sync,
 ) -> Result<()> {
-    let (w, h) = out.size();
+    let oh = out.height();
+    let c = padded.c;
     match kernel {
         VarianceKernel::Tent { radius } => {
             let b = radius + 1;
-            let mut mid = Image::<A>::new(w + radius, h + radius)?;
-            stage(lanes(padded), b, mid.view_mut(), par, narrow)?;
-            stage(lanes(&mid), b, out, par, |s| Sum64(widen(s)))
+            let (mw, mh) = (ow + radius, oh + radius);
+            let mut mid = Lanes { data: vec![M::default(); mw * mh * c], width: mw, height: mh, c };
+            let mid_view = ImageViewMut::from_slice(&mut mid.data, mw * c, mh)?;
+            stage(padded.view(), b, mw, mid_view, par, |sums, row| {
+                for (o, &s) in row.iter_mut().zip(sums) {
+                    *o = narrow(s);
+                }
+            })?;
+            stage(mid.view(), b, ow, out, par, emit_tent)
         }
-        VarianceKernel::Box { radius } => stage(lanes(padded), 2 * radius + 1, out, par, |s| Sum64(direct(s))),
+        VarianceKernel::Box { radius } => stage(padded.view(), 2 * radius + 1, ow, out, par, emit_box),
     }
 }
 
@@ -248,84 +229,113 @@ fn total_weight(kernel: VarianceKernel) -> u64 {
     s * s
 }
 
-/// `var = (W S2 - S1^2) / W^2` from exact integer sums, formed in u128 and divided once.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn combine_exact(s1: &[Sum64], s2: &[Sum64], total: u64, out: &mut [f32]) {
-    let w2 = total as f64 * total as f64;
-    for ((o, a), b) in out.iter_mut().zip(s1).zip(s2) {
-        let num = b.0 as u128 * total as u128 - a.0 as u128 * a.0 as u128;
-        *o = (num as f64 / w2) as f32;
+/// The variance from exact integer sums `s1`, `s2` of total weight `total`: the numerator
+/// `W S2 - S1^2` formed exactly in u128, converted to f64 as `hi 2^64 + lo` (both parts
+/// converted exactly or within 2^-53 relative), divided once by `W^2`, then rounded to f32.
+#[inline]
+fn exact_variance(s1: u64, s2: u64, total: u64, inv_w2: f64) -> f32 {
+    let num = s2 as u128 * total as u128 - s1 as u128 * s1 as u128;
+    let f = ((num >> 64) as u64) as f64 * 18446744073709551616.0 + (num as u64) as f64;
+    (f * inv_w2) as f32
+}
+
+/// `out[i] = variance(sums[2i], sums[2i + 1])` (and `mean_out`, if given, interleaved as
+/// `[mean, var]` pairs in a row twice as wide).
+#[inline]
+fn emit_exact(sums: impl Iterator<Item = (u64, u64)>, row: &mut [f32], total: u64, with_mean: bool) {
+    let inv_w2 = 1.0 / (total as f64 * total as f64);
+    let inv_w = 1.0 / total as f64;
+    if with_mean {
+        for (o, (a, b)) in row.chunks_exact_mut(2).zip(sums) {
+            o[0] = (a as f64 * inv_w) as f32;
+            o[1] = exact_variance(a, b, total, inv_w2);
+        }
+    } else {
+        for (o, (a, b)) in row.iter_mut().zip(sums) {
+            *o = exact_variance(a, b, total, inv_w2);
+        }
     }
 }
 
-/// The exact pipeline for an integer image whose values map to lanes `X` (for `x`) and
-/// `Q` (for `x^2`), with first-stage sums narrowed to `AX` / `AQ`.
-#[allow(clippy::too_many_arguments)]
-fn exact<P, X, Q, AX, AQ>(
-    src: ImageView<'_, P>,
+/// Writes `var` (and `mean`) from an output computed either directly into `var` or, when
+/// the mean is wanted, as interleaved `[mean, var]` rows.
+fn run_outputs(
     mut var: ImageViewMut<'_, f32>,
+    mean: Option<ImageViewMut<'_, f32>>,
+    par: Parallelism,
+    compute: impl FnOnce(ImageViewMut<'_, f32>, bool) -> Result<()>,
+) -> Result<()> {
+    let Some(mean) = mean else {
+        return compute(var.reborrow(), false);
+    };
+    let (w, h) = var.size();
+    let mut both = Image::<f32>::new(2 * w, h)?;
+    compute(both.view_mut(), true)?;
+    let both = &both;
+    for_each_band(var, par, 16, |y0, mut band| {
+        for i in 0..band.height() {
+            for (o, p) in band.row_mut(i).iter_mut().zip(both.row(y0 + i).chunks_exact(2)) {
+                *o = p[1];
+            }
+        }
+    });
+    for_each_band(mean, par, 16, |y0, mut band| {
+        for i in 0..band.height() {
+            for (o, p) in band.row_mut(i).iter_mut().zip(both.row(y0 + i).chunks_exact(2)) {
+                *o = p[0];
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The exact pipeline for an integer image: the tent through lanes `L` (first stage) and
+/// `M` (second stage), the box through [`Sum32`] lanes (u64 sums: a box window of up to
+/// 4095^2 pixels of x^2 < 2^32 fits).
+#[allow(clippy::too_many_arguments)]
+fn exact<P: Pixel, L: Lane + Pixel, M: Lane<Acc = u64> + Pixel>(
+    src: ImageView<'_, P>,
+    var: ImageViewMut<'_, f32>,
     mean: Option<ImageViewMut<'_, f32>>,
     p: &VarianceParams,
     par: Parallelism,
     outside: P,
-    fx: impl Fn(P) -> X,
-    fq: impl Fn(P) -> Q,
-) -> Result<()>
-where
-    P: Pixel,
-    X: Lane + Pixel,
-    Q: Lane + Pixel,
-    X::Acc: Into<u64>,
-    Q::Acc: Into<u64>,
-    AX: Lane<Acc = u64> + Pixel + Narrow,
-    AQ: Lane<Acc = u64> + Pixel + Narrow,
-{
+    tent_lanes: impl Fn(P) -> [L; 2],
+    narrow: impl Fn(L::Acc) -> M + Send + Sync,
+    box_lanes: impl Fn(P) -> [Sum32; 2],
+) -> Result<()> {
     let (w, h) = src.size();
     let r = p.kernel.radius();
-    let px = Image::from_vec(w + 2 * r, h + 2 * r, pad_map(src, r, p.border, fx(outside), &fx))?;
-    let pq = Image::from_vec(w + 2 * r, h + 2 * r, pad_map(src, r, p.border, fq(outside), &fq))?;
-    let mut s1 = Image::<Sum64>::new(w, h)?;
-    let mut s2 = Image::<Sum64>::new(w, h)?;
-    kernel_sums(&px, p.kernel, s1.view_mut(), par, |a| AX::narrow(a.into()), |a| a, |a| a.into())?;
-    drop(px);
-    kernel_sums(&pq, p.kernel, s2.view_mut(), par, |a| AQ::narrow(a.into()), |a| a, |a| a.into())?;
-    drop(pq);
+    let (pw, ph) = (w + 2 * r, h + 2 * r);
     let total = total_weight(p.kernel);
-    let (s1, s2) = (&s1, &s2);
-    for_each_band(var.reborrow(), par, 16, |y0, mut band| {
-        for i in 0..band.height() {
-            combine_exact(s1.row(y0 + i), s2.row(y0 + i), total, band.row_mut(i));
+    run_outputs(var, mean, par, |out, with_mean| match p.kernel {
+        VarianceKernel::Tent { .. } => {
+            let padded = Lanes { data: pad_map(src, r, p.border, tent_lanes(outside), &tent_lanes), width: pw, height: ph, c: 2 };
+            cascade(
+                &padded,
+                p.kernel,
+                w,
+                out,
+                par,
+                narrow,
+                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0], v[1])), row, total, with_mean),
+                |_, _| {},
+            )
         }
-    });
-    if let Some(mean) = mean {
-        let inv = 1.0 / total as f64;
-        for_each_band(mean, par, 16, |y0, mut band| {
-            for i in 0..band.height() {
-                for (o, s) in band.row_mut(i).iter_mut().zip(s1.row(y0 + i)) {
-                    *o = (s.0 as f64 * inv) as f32;
-                }
-            }
-        });
-    }
-    Ok(())
-}
-
-/// Narrowing of an exact first-stage sum into the intermediate lane type (the radius
-/// limits guarantee that it fits).
-pub trait Narrow {
-    fn narrow(v: u64) -> Self;
-}
-impl Narrow for Sum32 {
-    #[inline]
-    fn narrow(v: u64) -> Self {
-        Sum32(v as u32)
-    }
-}
-impl Narrow for Sum64 {
-    #[inline]
-    fn narrow(v: u64) -> Self {
-        Sum64(v)
-    }
+        VarianceKernel::Box { .. } => {
+            let padded = Lanes { data: pad_map(src, r, p.border, box_lanes(outside), &box_lanes), width: pw, height: ph, c: 2 };
+            cascade(
+                &padded,
+                p.kernel,
+                w,
+                out,
+                par,
+                Sum64,
+                |_, _| {},
+                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0], v[1])), row, total, with_mean),
+            )
+        }
+    })
 }
 
 /// The border constant as an integer pixel value (validated beforehand: whole, in range).
@@ -333,8 +343,9 @@ fn outside_int(border: Border) -> u32 {
     border.outside_value() as u32
 }
 
-/// `Recursive` for u8: x in u8 lanes (u32 sums), x^2 in u16 lanes (u64 sums), first-stage
-/// sums in u32 (`255^2 * 256^2 < 2^32`), final sums in u64; exact.
+/// `Recursive` for u8. Tent: x and x^2 in u16 lanes with u32 running sums (a B x B window,
+/// B <= 256, of values <= 65025 sums below 2^32), first-stage sums in u32, final sums in
+/// u64. Exact.
 pub(crate) fn local_variance_u8(
     src: ImageView<'_, u8>,
     var: ImageViewMut<'_, f32>,
@@ -342,13 +353,21 @@ pub(crate) fn local_variance_u8(
     p: &VarianceParams,
     par: Parallelism,
 ) -> Result<()> {
-    exact::<u8, u8, u16, Sum32, Sum32>(src, var, mean, p, par, outside_int(p.border) as u8, |v| v, |v| {
-        (v as u16) * (v as u16)
-    })
+    exact(
+        src,
+        var,
+        mean,
+        p,
+        par,
+        outside_int(p.border) as u8,
+        |v| [Sum16(v as u16), Sum16(v as u16 * v as u16)],
+        |a: u32| Sum32(a),
+        |v| [Sum32(v as u32), Sum32(v as u32 * v as u32)],
+    )
 }
 
-/// `Recursive` for u16: x in u16 lanes (u64 sums), x^2 in u32 lanes (u64 sums),
-/// first-stage sums of x in u32 (`65535 * 256^2 < 2^32`) and of x^2 in u64; exact.
+/// `Recursive` for u16. Tent: x and x^2 in u32 lanes with u64 running sums, first- and
+/// second-stage sums in u64 (`65535^2 * 256^4 < 2^64`). Exact.
 pub(crate) fn local_variance_u16(
     src: ImageView<'_, u16>,
     var: ImageViewMut<'_, f32>,
@@ -356,81 +375,76 @@ pub(crate) fn local_variance_u16(
     p: &VarianceParams,
     par: Parallelism,
 ) -> Result<()> {
-    exact::<u16, u16, Sum32, Sum32, Sum64>(src, var, mean, p, par, outside_int(p.border) as u16, |v| v, |v| {
-        Sum32(v as u32 * v as u32)
-    })
+    let lanes = |v: u16| [Sum32(v as u32), Sum32(v as u32 * v as u32)];
+    exact(src, var, mean, p, par, outside_int(p.border) as u16, lanes, Sum64, lanes)
 }
 
 /// `Recursive` for f32: shifted f64 sums (see the module docs for the bound and NaN).
 pub(crate) fn local_variance_f32(
     src: ImageView<'_, f32>,
-    mut var: ImageViewMut<'_, f32>,
+    var: ImageViewMut<'_, f32>,
     mean: Option<ImageViewMut<'_, f32>>,
     p: &VarianceParams,
     par: Parallelism,
 ) -> Result<()> {
     let (w, h) = src.size();
     let r = p.kernel.radius();
-    let bad = src.rows().any(|row| row.iter().any(|v| !v.is_finite()));
-    let k = super::global_shift(src);
     let (pw, ph) = (w + 2 * r, h + 2 * r);
-    let outside = p.border.outside_value();
-    let shift = |v: f32| if v.is_finite() { v as f64 - k } else { 0.0 };
-    let px = pad_map(src, r, p.border, SumF64(shift(outside)), |v| SumF64(shift(v)));
-    let pq: alloc::vec::Vec<SumF64> = px.iter().map(|v| SumF64(v.0 * v.0)).collect();
-    let (px, pq) = (Image::from_vec(pw, ph, px)?, Image::from_vec(pw, ph, pq)?);
-    let mut s1 = Image::<SumF64>::new(w, h)?;
-    let mut s2 = Image::<SumF64>::new(w, h)?;
-    f64_sums(&px, p.kernel, s1.view_mut(), par)?;
-    drop(px);
-    f64_sums(&pq, p.kernel, s2.view_mut(), par)?;
-    drop(pq);
+    let k = super::global_shift(src);
+    let lanes = |v: f32| {
+        let d = if v.is_finite() { v as f64 - k } else { 0.0 };
+        [SumF64(d), SumF64(d * d)]
+    };
     // Pixels whose kernel holds a non-finite input: the same cascade on a 0/1 image.
-    let nonfinite = if bad {
-        let ind = pad_map(src, r, p.border, 0u8, |v| u8::from(!v.is_finite()));
-        let ind = Image::from_vec(pw, ph, ind)?;
-        let mut cnt = Image::<Sum64>::new(w, h)?;
-        kernel_sums::<u8, Sum32>(&ind, p.kernel, cnt.view_mut(), par, Sum32, |a| a, |a| a as u64)?;
+    let nonfinite = if src.rows().any(|row| row.iter().any(|v| !v.is_finite())) {
+        let ind = Lanes { data: pad_map(src, r, p.border, [Sum16(0)], |v| [Sum16(u16::from(!v.is_finite()))]), width: pw, height: ph, c: 1 };
+        let mut cnt = Image::<u8>::new(w, h)?;
+        cascade(
+            &ind,
+            p.kernel,
+            w,
+            cnt.view_mut(),
+            par,
+            |a: u32| Sum32(a),
+            |s, row| row.iter_mut().zip(s).for_each(|(o, &n)| *o = u8::from(n > 0)),
+            |s, row| row.iter_mut().zip(s).for_each(|(o, &n)| *o = u8::from(n > 0)),
+        )?;
         Some(cnt)
     } else {
         None
     };
+    let padded = Lanes { data: pad_map(src, r, p.border, lanes(p.border.outside_value()), lanes), width: pw, height: ph, c: 2 };
     let inv = 1.0 / total_weight(p.kernel) as f64;
-    let (s1, s2, nf) = (&s1, &s2, &nonfinite);
-    let is_bad = |x: usize, y: usize| nf.as_ref().is_some_and(|c| c.row(y)[x].0 > 0);
-    for_each_band(var.reborrow(), par, 16, |y0, mut band| {
-        for i in 0..band.height() {
-            let y = y0 + i;
-            for (x, o) in band.row_mut(i).iter_mut().enumerate() {
-                let m = s1.row(y)[x].0 * inv;
-                let v = s2.row(y)[x].0 * inv - m * m;
-                *o = if is_bad(x, y) { f32::NAN } else { non_negative(v as f32) };
+    let emit = |s: &[f64], row: &mut [f32], with_mean: bool| {
+        let stats = s.chunks_exact(2).map(|v| {
+            let m = v[0] * inv;
+            (m, non_negative((v[1] * inv - m * m) as f32))
+        });
+        if with_mean {
+            for (o, (m, v)) in row.chunks_exact_mut(2).zip(stats) {
+                o[0] = (k + m) as f32;
+                o[1] = v;
+            }
+        } else {
+            for (o, (_, v)) in row.iter_mut().zip(stats) {
+                *o = v;
             }
         }
-    });
-    if let Some(mean) = mean {
-        for_each_band(mean, par, 16, |y0, mut band| {
-            for i in 0..band.height() {
-                let y = y0 + i;
-                for (x, o) in band.row_mut(i).iter_mut().enumerate() {
-                    *o = if is_bad(x, y) { f32::NAN } else { (k + s1.row(y)[x].0 * inv) as f32 };
+    };
+    run_outputs(var, mean, par, |mut out, with_mean| {
+        cascade(&padded, p.kernel, w, out.reborrow(), par, SumF64, |s, row| emit(s, row, with_mean), |s, row| {
+            emit(s, row, with_mean)
+        })?;
+        if let Some(cnt) = &nonfinite {
+            let c = if with_mean { 2 } else { 1 };
+            for y in 0..h {
+                for (o, &bad) in out.row_mut(y).chunks_exact_mut(c).zip(cnt.row(y)) {
+                    if bad != 0 {
+                        o.fill(f32::NAN);
+                    }
                 }
             }
-        });
-    }
-    Ok(())
-}
-
-/// Kernel sums of a padded f64 image (the f32 path), into `out`.
-fn f64_sums(padded: &Image<SumF64>, kernel: VarianceKernel, out: ImageViewMut<'_, SumF64>, par: Parallelism) -> Result<()> {
-    let (w, h) = out.size();
-    match kernel {
-        VarianceKernel::Tent { radius } => {
-            let b = radius + 1;
-            let mut mid = Image::<SumF64>::new(w + radius, h + radius)?;
-            stage(lanes(padded), b, mid.view_mut(), par, SumF64)?;
-            stage(lanes(&mid), b, out, par, SumF64)
         }
-        VarianceKernel::Box { radius } => stage(lanes(padded), 2 * radius + 1, out, par, SumF64),
-    }
+        Ok(())
+    })
 }
