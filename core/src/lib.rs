@@ -14,6 +14,7 @@ extern crate std;
 
 pub mod backend;
 pub mod border;
+pub mod contrast;
 pub mod error;
 pub mod filter;
 pub mod image;
@@ -24,6 +25,7 @@ pub mod variance;
 
 pub use backend::{Backend, CpuBackend};
 pub use border::Border;
+pub use contrast::{contrast_enhance, ContrastParams};
 pub use error::{Error, Result};
 pub use image::{AnyImage, AnyView, AnyViewMut, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 pub use parallel::Parallelism;
