@@ -225,8 +225,7 @@ pub trait VariancePixel: Pixel + sealed::Sealed {
     #[doc(hidden)]
     fn recursive(
         src: ImageView<'_, Self>,
-        var: ImageViewMut<'_, f32>,
-        mean: Option<ImageViewMut<'_, f32>>,
+        out: Outputs<'_>,
         p: &VarianceParams,
         par: Parallelism,
     ) -> Result<()>;
@@ -240,12 +239,11 @@ impl VariancePixel for u8 {
     }
     fn recursive(
         src: ImageView<'_, u8>,
-        var: ImageViewMut<'_, f32>,
-        mean: Option<ImageViewMut<'_, f32>>,
+        out: Outputs<'_>,
         p: &VarianceParams,
         par: Parallelism,
     ) -> Result<()> {
-        recursive::local_variance_u8(src, var, mean, p, par)
+        recursive::local_variance_u8(src, out, p, par)
     }
 }
 
@@ -257,12 +255,11 @@ impl VariancePixel for u16 {
     }
     fn recursive(
         src: ImageView<'_, u16>,
-        var: ImageViewMut<'_, f32>,
-        mean: Option<ImageViewMut<'_, f32>>,
+        out: Outputs<'_>,
         p: &VarianceParams,
         par: Parallelism,
     ) -> Result<()> {
-        recursive::local_variance_u16(src, var, mean, p, par)
+        recursive::local_variance_u16(src, out, p, par)
     }
 }
 
@@ -274,12 +271,11 @@ impl VariancePixel for f32 {
     }
     fn recursive(
         src: ImageView<'_, f32>,
-        var: ImageViewMut<'_, f32>,
-        mean: Option<ImageViewMut<'_, f32>>,
+        out: Outputs<'_>,
         p: &VarianceParams,
         par: Parallelism,
     ) -> Result<()> {
-        recursive::local_variance_f32(src, var, mean, p, par)
+        recursive::local_variance_f32(src, out, p, par)
     }
 }
 
@@ -300,7 +296,7 @@ pub fn local_variance<P: VariancePixel>(
     p.validate::<P>()?;
     check_same_size(src.size(), dst.size())?;
     match p.method {
-        VarianceMethod::Recursive => P::recursive(src, dst, None, p, par),
+        VarianceMethod::Recursive => P::recursive(src, Outputs::Var(dst), p, par),
         VarianceMethod::Usual => usual::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Koenig => koenig::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Welford => welford::local_variance(&Padded::new(src, p), dst, p.kernel, par),
@@ -327,7 +323,32 @@ pub fn local_mean_variance<P: VariancePixel>(
     p.validate::<P>()?;
     check_same_size(src.size(), mean.size())?;
     check_same_size(src.size(), var.size())?;
-    P::recursive(src, var, Some(mean), &p, par)
+    P::recursive(src, Outputs::MeanVar { mean, var }, &p, par)
+}
+
+/// Local weighted mean and variance by the `Recursive` method as interleaved pairs:
+/// `pairs` is `2 w` wide and row `y` holds `[mean(0, y), var(0, y), mean(1, y), ...]`
+/// (one buffer for the callers that read both per pixel: contrast, glare).
+pub fn local_mean_variance_pairs<P: VariancePixel>(
+    src: ImageView<'_, P>,
+    pairs: ImageViewMut<'_, f32>,
+    kernel: VarianceKernel,
+    border: Border,
+    par: Parallelism,
+) -> Result<()> {
+    let p = VarianceParams { method: VarianceMethod::Recursive, kernel, border };
+    p.validate::<P>()?;
+    check_same_size((2 * src.width(), src.height()), pairs.size())?;
+    P::recursive(src, Outputs::Pairs(pairs), &p, par)
+}
+
+/// Where the `Recursive` method writes: the variance, mean and variance as two images, or
+/// interleaved `[mean, var]` pairs.
+#[doc(hidden)]
+pub enum Outputs<'a> {
+    Var(ImageViewMut<'a, f32>),
+    MeanVar { mean: ImageViewMut<'a, f32>, var: ImageViewMut<'a, f32> },
+    Pairs(ImageViewMut<'a, f32>),
 }
 
 /// The float64 two-pass reference, straight from the definition: for each pixel the

@@ -30,7 +30,7 @@
 //! by 0 in the sums and counted by the same cascade on a 0/1 image: a pixel whose kernel
 //! contains one is NaN, every other pixel is unaffected.
 
-use super::{non_negative, pad_map, VarianceKernel, VarianceParams};
+use super::{non_negative, pad_map, Outputs, VarianceKernel, VarianceParams};
 use crate::border::Border;
 use crate::error::{Error, Result};
 use crate::filter::{window_sums, LaneView, Window};
@@ -257,16 +257,17 @@ fn emit_exact(sums: impl Iterator<Item = (u64, u64)>, row: &mut [f32], total: u6
     }
 }
 
-/// Writes `var` (and `mean`) from an output computed either directly into `var` or, when
-/// the mean is wanted, as interleaved `[mean, var]` rows.
+/// Runs `compute(view, with_mean)` into the requested outputs: directly into the variance
+/// or the pairs image, or through an interleaved `[mean, var]` image split afterwards.
 fn run_outputs(
-    mut var: ImageViewMut<'_, f32>,
-    mean: Option<ImageViewMut<'_, f32>>,
+    out: Outputs<'_>,
     par: Parallelism,
     compute: impl FnOnce(ImageViewMut<'_, f32>, bool) -> Result<()>,
 ) -> Result<()> {
-    let Some(mean) = mean else {
-        return compute(var.reborrow(), false);
+    let (mean, var) = match out {
+        Outputs::Var(v) => return compute(v, false),
+        Outputs::Pairs(v) => return compute(v, true),
+        Outputs::MeanVar { mean, var } => (mean, var),
     };
     let (w, h) = var.size();
     let mut both = Image::<f32>::new(2 * w, h)?;
@@ -290,25 +291,26 @@ fn run_outputs(
 }
 
 /// The exact pipeline for an integer image: the tent through lanes `L` (first stage) and
-/// `M` (second stage), the box through [`Sum32`] lanes (u64 sums: a box window of up to
-/// 4095^2 pixels of x^2 < 2^32 fits).
+/// `M` (second stage), the box through lanes `B`.
 #[allow(clippy::too_many_arguments)]
-fn exact<P: Pixel, L: Lane + Pixel, M: Lane<Acc = u64> + Pixel>(
+fn exact<P: Pixel, L: Lane + Pixel, M: Lane<Acc = u64> + Pixel, B: Lane + Pixel>(
     src: ImageView<'_, P>,
-    var: ImageViewMut<'_, f32>,
-    mean: Option<ImageViewMut<'_, f32>>,
+    out: Outputs<'_>,
     p: &VarianceParams,
     par: Parallelism,
     outside: P,
     tent_lanes: impl Fn(P) -> [L; 2],
     narrow: impl Fn(L::Acc) -> M + Send + Sync,
-    box_lanes: impl Fn(P) -> [Sum32; 2],
-) -> Result<()> {
+    box_lanes: impl Fn(P) -> [B; 2],
+) -> Result<()>
+where
+    B::Acc: Into<u64>,
+{
     let (w, h) = src.size();
     let r = p.kernel.radius();
     let (pw, ph) = (w + 2 * r, h + 2 * r);
     let total = total_weight(p.kernel);
-    run_outputs(var, mean, par, |out, with_mean| match p.kernel {
+    run_outputs(out, par, |out, with_mean| match p.kernel {
         VarianceKernel::Tent { .. } => {
             let padded = Lanes { data: pad_map(src, r, p.border, tent_lanes(outside), &tent_lanes), width: pw, height: ph, c: 2 };
             cascade(
@@ -330,9 +332,9 @@ fn exact<P: Pixel, L: Lane + Pixel, M: Lane<Acc = u64> + Pixel>(
                 w,
                 out,
                 par,
-                Sum64,
+                |a: B::Acc| Sum64(a.into()),
                 |_, _| {},
-                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0], v[1])), row, total, with_mean),
+                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0].into(), v[1].into())), row, total, with_mean),
             )
         }
     })
@@ -345,45 +347,30 @@ fn outside_int(border: Border) -> u32 {
 
 /// `Recursive` for u8. Tent: x and x^2 in u16 lanes with u32 running sums (a B x B window,
 /// B <= 256, of values <= 65025 sums below 2^32), first-stage sums in u32, final sums in
-/// u64. Exact.
-pub(crate) fn local_variance_u8(
-    src: ImageView<'_, u8>,
-    var: ImageViewMut<'_, f32>,
-    mean: Option<ImageViewMut<'_, f32>>,
-    p: &VarianceParams,
-    par: Parallelism,
-) -> Result<()> {
-    exact(
-        src,
-        var,
-        mean,
-        p,
-        par,
-        outside_int(p.border) as u8,
-        |v| [Sum16(v as u16), Sum16(v as u16 * v as u16)],
-        |a: u32| Sum32(a),
-        |v| [Sum32(v as u32), Sum32(v as u32 * v as u32)],
-    )
+/// u64. Box: u16 lanes with u32 sums up to radius 127 (`65025 * 255^2 < 2^32`), u32 lanes
+/// with u64 sums beyond. Exact.
+pub(crate) fn local_variance_u8(src: ImageView<'_, u8>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
+    let outside = outside_int(p.border) as u8;
+    let narrow = |a: u32| Sum32(a);
+    let small = |v: u8| [Sum16(v as u16), Sum16(v as u16 * v as u16)];
+    let wide = |v: u8| [Sum32(v as u32), Sum32(v as u32 * v as u32)];
+    match p.kernel {
+        VarianceKernel::Box { radius } if radius > 127 => exact(src, out, p, par, outside, small, narrow, wide),
+        _ => exact(src, out, p, par, outside, small, narrow, small),
+    }
 }
 
 /// `Recursive` for u16. Tent: x and x^2 in u32 lanes with u64 running sums, first- and
-/// second-stage sums in u64 (`65535^2 * 256^4 < 2^64`). Exact.
-pub(crate) fn local_variance_u16(
-    src: ImageView<'_, u16>,
-    var: ImageViewMut<'_, f32>,
-    mean: Option<ImageViewMut<'_, f32>>,
-    p: &VarianceParams,
-    par: Parallelism,
-) -> Result<()> {
+/// second-stage sums in u64 (`65535^2 * 256^4 < 2^64`). Box: u32 lanes, u64 sums. Exact.
+pub(crate) fn local_variance_u16(src: ImageView<'_, u16>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
     let lanes = |v: u16| [Sum32(v as u32), Sum32(v as u32 * v as u32)];
-    exact(src, var, mean, p, par, outside_int(p.border) as u16, lanes, Sum64, lanes)
+    exact(src, out, p, par, outside_int(p.border) as u16, lanes, Sum64, lanes)
 }
 
 /// `Recursive` for f32: shifted f64 sums (see the module docs for the bound and NaN).
 pub(crate) fn local_variance_f32(
     src: ImageView<'_, f32>,
-    var: ImageViewMut<'_, f32>,
-    mean: Option<ImageViewMut<'_, f32>>,
+    out: Outputs<'_>,
     p: &VarianceParams,
     par: Parallelism,
 ) -> Result<()> {
@@ -431,7 +418,7 @@ pub(crate) fn local_variance_f32(
             }
         }
     };
-    run_outputs(var, mean, par, |mut out, with_mean| {
+    run_outputs(out, par, |mut out, with_mean| {
         cascade(&padded, p.kernel, w, out.reborrow(), par, SumF64, |s, row| emit(s, row, with_mean), |s, row| {
             emit(s, row, with_mean)
         })?;

@@ -195,6 +195,13 @@ fn recursive_is_exact_on_u8_and_u16() {
             within_one_ulp(&run(&img16, &p, Parallelism::AllThreads), &exact(&img16, k, border));
         }
     }
+    // u8 box beyond radius 127 takes the wide lanes.
+    let tiny = random_u8(6, 5, 13);
+    for border in [Border::Reflect101, Border::Constant(255.0)] {
+        let k = VarianceKernel::Box { radius: 130 };
+        let p = VarianceParams { method: VarianceMethod::Recursive, kernel: k, border };
+        within_one_ulp(&run(&tiny, &p, Parallelism::Sequential), &exact(&tiny, k, border));
+    }
     // u16 extremes at the largest tent radius: sums near the u64 limit stay exact.
     let big = Image::from_fn(9, 7, |x, y| if (x + y) % 2 == 0 { 65535u16 } else { 0 }).unwrap();
     let k = VarianceKernel::Tent { radius: 255 };
@@ -349,6 +356,24 @@ fn mean_variance_gives_the_weighted_mean() {
             assert!((vf.at(x, y) - v.at(x, y)).abs() <= 1e-3 * v.at(x, y).max(1.0));
         }
     }
+}
+
+#[test]
+fn pairs_interleave_mean_and_variance() {
+    let img = random_u8(11, 9, 4);
+    let k = VarianceKernel::Box { radius: 2 };
+    let (mut m, mut v) = (Image::<f32>::new(11, 9).unwrap(), Image::<f32>::new(11, 9).unwrap());
+    local_mean_variance(img.view(), m.view_mut(), v.view_mut(), k, Border::Replicate, Parallelism::Sequential).unwrap();
+    let mut pairs = Image::<f32>::new(22, 9).unwrap();
+    local_mean_variance_pairs(img.view(), pairs.view_mut(), k, Border::Replicate, Parallelism::AllThreads).unwrap();
+    for y in 0..9 {
+        for x in 0..11 {
+            assert_eq!(pairs.at(2 * x, y), m.at(x, y));
+            assert_eq!(pairs.at(2 * x + 1, y), v.at(x, y));
+        }
+    }
+    let mut wrong = Image::<f32>::new(11, 9).unwrap();
+    assert!(local_mean_variance_pairs(img.view(), wrong.view_mut(), k, Border::Replicate, Parallelism::Sequential).is_err());
 }
 
 #[test]
