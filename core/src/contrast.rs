@@ -198,7 +198,7 @@ fn luminance_delta<S: VariancePixel>(stats: ImageView<'_, S>, y: &Image<f32>, p:
 }
 
 /// `d[i] += w (g - 1)(y[i] - m[i])`, `g = clamp(num / (sqrt(v[i]) + floor), gmin, gmax)`.
-#[multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 #[allow(clippy::too_many_arguments)]
 fn accumulate(d: &mut [f32], y: &[f32], m: &[f32], v: &[f32], num: f32, floor: f32, gmin: f32, gmax: f32, w: f32) {
     for (((o, &yy), &mm), &vv) in d.iter_mut().zip(y).zip(m).zip(v) {

@@ -12,10 +12,11 @@ use crate::error::Result;
 use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
 use alloc::vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// `s2[i] += w * x[i]^2`.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn add_squares(s2: &mut [f32], x: &[f32], w: f32) {
     for (b, &v) in s2.iter_mut().zip(x) {
         *b += w * v * v;

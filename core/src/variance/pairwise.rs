@@ -14,6 +14,7 @@
 //! `m = (m_a + m_b) / 2`, `v = (v_a + v_b) / 2 + (m_a - m_b)^2 / 4` ([`merge11`]).
 
 use super::threewise::Stats;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// Chan et al.'s pairwise merge: the statistic of the union of two groups. An empty union
@@ -28,7 +29,7 @@ pub fn merge2(a: Stats, b: Stats) -> Stats {
 }
 
 /// The equal-weight case of [`merge2`] on (mean, variance) lanes.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub(crate) fn merge11(om: &mut [f32], ov: &mut [f32], ma: &[f32], mb: &[f32], va: &[f32], vb: &[f32]) {
     let n = om.len().min(ov.len()).min(ma.len()).min(mb.len()).min(va.len()).min(vb.len());
     for i in 0..n {

@@ -40,10 +40,11 @@ use crate::simd::Lane;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 macro_rules! sum_lane {
-    ($t:ident, $v:ty, $acc:ty, $add:ident, $slide:ident, $plus:expr, $minus:expr) => {
+    ($t:ident, $v:ty, $acc:ty, $add:ident, $slide:ident, $diff:ident, $plus:expr, $minus:expr) => {
         #[doc = concat!("Running-sum lane of `", stringify!($v), "` values, accumulating in `", stringify!($acc), "`.")]
         #[derive(Clone, Copy, Debug, Default, PartialEq)]
         #[repr(transparent)]
@@ -51,22 +52,33 @@ macro_rules! sum_lane {
         impl Pixel for $t {
             const NAME: &'static str = stringify!($t);
         }
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $add(acc: &mut [$acc], add: &[$t]) {
             let plus: fn($acc, $acc) -> $acc = $plus;
             for (a, x) in acc.iter_mut().zip(add) {
                 *a = plus(*a, x.0 as $acc);
             }
         }
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
             let (plus, minus): (fn($acc, $acc) -> $acc, fn($acc, $acc) -> $acc) = ($plus, $minus);
             for ((a, x), y) in acc.iter_mut().zip(add).zip(sub) {
                 *a = minus(plus(*a, x.0 as $acc), y.0 as $acc);
             }
         }
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+        fn $diff(p: &[$acc], k: usize, out: &mut [$acc]) {
+            let minus: fn($acc, $acc) -> $acc = $minus;
+            for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
+                *o = minus(hi, lo);
+            }
+        }
         impl Lane for $t {
             type Acc = $acc;
+            #[inline]
+            fn window_diff(p: &[$acc], k: usize, out: &mut [$acc]) {
+                $diff(p, k, out)
+            }
             #[inline]
             fn add_row(acc: &mut [$acc], add: &[$t]) {
                 $add(acc, add)
@@ -101,10 +113,10 @@ macro_rules! sum_lane {
         }
     };
 }
-sum_lane!(Sum16, u16, u32, add_row_16, slide_row_16, u32::wrapping_add, u32::wrapping_sub);
-sum_lane!(Sum32, u32, u64, add_row_32, slide_row_32, u64::wrapping_add, u64::wrapping_sub);
-sum_lane!(Sum64, u64, u64, add_row_64, slide_row_64, u64::wrapping_add, u64::wrapping_sub);
-sum_lane!(SumF64, f64, f64, add_row_f64, slide_row_f64, |a: f64, b: f64| a + b, |a: f64, b: f64| a - b);
+sum_lane!(Sum16, u16, u32, add_row_16, slide_row_16, diff_16, u32::wrapping_add, u32::wrapping_sub);
+sum_lane!(Sum32, u32, u64, add_row_32, slide_row_32, diff_32, u64::wrapping_add, u64::wrapping_sub);
+sum_lane!(Sum64, u64, u64, add_row_64, slide_row_64, diff_64, u64::wrapping_add, u64::wrapping_sub);
+sum_lane!(SumF64, f64, f64, add_row_f64, slide_row_f64, diff_f64, |a: f64, b: f64| a + b, |a: f64, b: f64| a - b);
 
 /// In-place running prefix along `c` interleaved channels, `p[i] += p[i - c]`, with the
 /// running sums of one or two channels carried in registers.

@@ -32,6 +32,7 @@
 //!
 //! which needs no counts at all ([`merge121`]; it is what runs, in f32).
 
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// A partial statistic: weight (count) `n`, mean, and `m2` = sum of squared deviations
@@ -68,7 +69,7 @@ pub fn merge3(a: Stats, b: Stats, c: Stats) -> Stats {
 
 /// The 1-2-1 merge of [`merge3`] with weights `n0, 2 n0, n0`, on (mean, variance) lanes:
 /// `om[i], ov[i]` from `(ma, va)`, `(mb, vb)`, `(mc, vc)` at index `i`.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn merge121(om: &mut [f32], ov: &mut [f32], ma: &[f32], mb: &[f32], mc: &[f32], va: &[f32], vb: &[f32], vc: &[f32]) {
     let n = om.len().min(ov.len()).min(ma.len()).min(mb.len()).min(mc.len()).min(va.len()).min(vb.len()).min(vc.len());

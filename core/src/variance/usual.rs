@@ -13,10 +13,11 @@ use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
 use alloc::vec;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// `acc[i] += w * x[i]`.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub(crate) fn axpy(acc: &mut [f32], x: &[f32], w: f32) {
     for (a, &v) in acc.iter_mut().zip(x) {
         *a += w * v;
@@ -24,7 +25,7 @@ pub(crate) fn axpy(acc: &mut [f32], x: &[f32], w: f32) {
 }
 
 /// `d = x[i] - m[i]`; `s1[i] += w d`; `s2[i] += w d^2`.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn deviations(s1: &mut [f32], s2: &mut [f32], x: &[f32], m: &[f32], w: f32) {
     for (((a, b), &v), &mu) in s1.iter_mut().zip(s2.iter_mut()).zip(x).zip(m) {
         let d = v - mu;
