@@ -26,7 +26,7 @@ pub struct GlareArgs {
     #[arg(long, default_value_t = 3.0)]
     k_sigma: f32,
     /// Least brightness of a seed, fraction of full scale (manual mode)
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.88)]
     brightness: f32,
     /// Least excess over the local mean, fraction of full scale (manual mode)
     #[arg(long, default_value_t = 0.08)]
@@ -40,9 +40,15 @@ pub struct GlareArgs {
     /// Largest spot area in pixels
     #[arg(long, default_value_t = 2000)]
     max_area: usize,
+    /// Largest ratio of a spot's principal axes (1 = round)
+    #[arg(long, default_value_t = 3.0)]
+    max_elongation: f32,
     /// Dilation of the spots in pixels
     #[arg(long, default_value_t = 1)]
     grow: usize,
+    /// The fill also replaces pixels within this distance of the mask (the highlight's faint tail)
+    #[arg(long, default_value_t = 2)]
+    fill_grow: usize,
     /// Laplace sweeps of the fill
     #[arg(long, default_value_t = 100)]
     fill_iterations: usize,
@@ -64,7 +70,9 @@ pub fn run(a: GlareArgs) -> Result<()> {
         max_saturation: a.max_saturation,
         min_area: a.min_area,
         max_area: a.max_area,
+        max_elongation: a.max_elongation,
         grow: a.grow,
+        fill_grow: a.fill_grow,
         fill_iterations: a.fill_iterations,
         border: a.border,
     };

@@ -14,6 +14,10 @@ const SEED_CONTRAST: u8 = 1;
 /// The rim of a spot: pixels whose excess over the local mean is at least this fraction
 /// of the spot's peak excess.
 const RIM_FRACTION: f32 = 0.5;
+/// Least share of a spot taken by its seed core. A highlight's near-saturated core is a
+/// good part of it (about a quarter for a Gaussian profile); a few bright specks on a large
+/// pale object, which the rim growth would otherwise take whole, are not glare.
+const MIN_CORE_FRACTION: f32 = 0.1;
 // Classes in the mask while it is being built.
 const SEED: u8 = 2;
 const SEEN: u8 = 3;
@@ -102,7 +106,10 @@ fn contrast_flags<T: VariancePixel + Into<u32>>(
             for &v in luma.as_slice() {
                 hist[v.into() as usize] += 1;
             }
-            (quantile(&hist, 0.99) as f32 / qf).clamp(0.6, 0.9)
+            // Three quarters of the way from the median to the full scale: robust to the
+            // highlights themselves (which can be more than 1 % of a small image).
+            let median = quantile(&hist, 0.5) as f32 / qf;
+            (median + 0.75 * (1.0 - median)).clamp(0.88, 0.95)
         }
     };
     let mut cmin = p.min_contrast;
@@ -198,16 +205,27 @@ fn grow_spots(mask: &mut ImageViewMut<'_, u8>, excess: &Image<f32>, p: &GlarePar
                     }
                 }
             }
-            // Rim: unclaimed pixels above the fraction of the peak, connected to the core.
+            // Rim: unclaimed pixels above the fraction of the peak, connected to the core and
+            // within the core's box widened by the core's size (at least 2 pixels): a soft
+            // profile's half-height rim lies about twice as far out as its near-saturated
+            // core, and the limit keeps the growth out of a bright surface around the spot.
+            let core = spot.len();
             let rim = RIM_FRACTION * peak;
+            let (mut bx0, mut by0, mut bx1, mut by1) = (usize::MAX, usize::MAX, 0, 0);
+            for &(x, y) in &spot {
+                let (x, y) = (x as usize, y as usize);
+                (bx0, by0, bx1, by1) = (bx0.min(x), by0.min(y), bx1.max(x), by1.max(y));
+            }
+            let e = (bx1 - bx0 + 1).max(by1 - by0 + 1).max(2);
+            let (bx0, by0, bx1, by1) = (bx0.saturating_sub(e), by0.saturating_sub(e), bx1 + e, by1 + e);
             stack.extend_from_slice(&spot);
             while let Some((x, y)) = stack.pop() {
                 if spot.len() > p.max_area {
                     break;
                 }
                 let (x, y) = (x as usize, y as usize);
-                for yy in y.saturating_sub(1)..(y + 2).min(h) {
-                    for xx in x.saturating_sub(1)..(x + 2).min(w) {
+                for yy in y.saturating_sub(1).max(by0)..(y + 2).min(h).min(by1 + 1) {
+                    for xx in x.saturating_sub(1).max(bx0)..(x + 2).min(w).min(bx1 + 1) {
                         let v = &mut mask.row_mut(yy)[xx];
                         if *v == 0 && excess.row(yy)[xx] >= rim {
                             *v = RIM;
@@ -218,7 +236,9 @@ fn grow_spots(mask: &mut ImageViewMut<'_, u8>, excess: &Image<f32>, p: &GlarePar
                 }
             }
             stack.clear();
-            let keep = (p.min_area..=p.max_area).contains(&spot.len());
+            let keep = (p.min_area..=p.max_area).contains(&spot.len())
+                && core as f32 >= MIN_CORE_FRACTION * spot.len() as f32
+                && elongation(&spot) <= p.max_elongation;
             if keep {
                 spots += 1;
                 kept.extend_from_slice(&spot);
@@ -229,4 +249,27 @@ fn grow_spots(mask: &mut ImageViewMut<'_, u8>, excess: &Image<f32>, p: &GlarePar
         }
     }
     (spots, kept)
+}
+
+/// Ratio of the principal axes (square root of the ratio of the eigenvalues of the
+/// coordinates' covariance) of a spot: 1 for a disc, large for a line. Highlights are
+/// compact; bright edges and thin bright structures are not.
+fn elongation(spot: &[(u32, u32)]) -> f32 {
+    let n = spot.len() as f64;
+    let (mx, my) = spot.iter().fold((0.0, 0.0), |(a, b), &(x, y)| (a + x as f64 / n, b + y as f64 / n));
+    let (mut sxx, mut syy, mut sxy) = (0.0, 0.0, 0.0);
+    for &(x, y) in spot {
+        let (dx, dy) = (x as f64 - mx, y as f64 - my);
+        sxx += dx * dx / n;
+        syy += dy * dy / n;
+        sxy += dx * dy / n;
+    }
+    // Pixels are unit squares: add their own variance 1/12 so a single pixel or a line
+    // one pixel thick has a finite ratio.
+    let (sxx, syy) = (sxx + 1.0 / 12.0, syy + 1.0 / 12.0);
+    let tr = sxx + syy;
+    let det = sxx * syy - sxy * sxy;
+    let disc = libm::sqrt((tr * tr / 4.0 - det).max(0.0));
+    let (l1, l2) = (tr / 2.0 + disc, tr / 2.0 - disc);
+    libm::sqrt(l1 / l2.max(1e-12)) as f32
 }

@@ -4,7 +4,7 @@
 
 use super::{GlareParams, GlarePixel};
 use crate::error::Result;
-use crate::image::{check_same_size, ImageView, ImageViewMut};
+use crate::image::{check_same_size, Image, ImageView, ImageViewMut};
 use crate::parallel::{map_indices, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -21,8 +21,8 @@ struct Spot {
     bbox: (usize, usize, usize, usize),
 }
 
-/// Copies `src` into `dst` with every pixel where `mask != 0` filled from its
-/// surroundings (see the module docs of [`crate::glare`]). A spot with no unmasked pixel
+/// Copies `src` into `dst` with every pixel where `mask != 0` (dilated by
+/// `p.fill_grow`) filled from its surroundings (see the module docs of [`crate::glare`]). A spot with no unmasked pixel
 /// within its box plus margin keeps its values. Errors: invalid parameters or sizes that
 /// differ.
 pub fn fill<P: GlarePixel>(
@@ -36,6 +36,8 @@ pub fn fill<P: GlarePixel>(
     check_same_size(src.size(), mask.size())?;
     check_same_size(src.size(), dst.size())?;
     dst.copy_from(src)?;
+    let grown = dilate(mask, p.fill_grow);
+    let mask = grown.view();
     let spots = spots(mask);
     let filled = map_indices(spots.len(), par, |i| solve(src, mask, &spots[i], p.fill_iterations));
     for (spot, values) in spots.iter().zip(filled) {
@@ -49,6 +51,25 @@ pub fn fill<P: GlarePixel>(
         }
     }
     Ok(())
+}
+
+/// `mask != 0` dilated by `g` pixels (a (2g + 1) square), as 0 / 255.
+fn dilate(mask: ImageView<'_, u8>, g: usize) -> Image<u8> {
+    let (w, h) = mask.size();
+    let mut out = mask.to_image();
+    if g == 0 {
+        return out;
+    }
+    for y in 0..h {
+        for x in 0..w {
+            if mask.row(y)[x] != 0 {
+                for yy in y.saturating_sub(g)..(y + g + 1).min(h) {
+                    out.row_mut(yy)[x.saturating_sub(g)..(x + g + 1).min(w)].fill(255);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The 8-connected spots of `mask != 0`.

@@ -13,16 +13,21 @@
 //! 3. 8-connected seeds form a spot's core; the core grows through its rim, the connected
 //!    pixels whose excess `Y - mu_R` over the mean at the largest radius `R` is at least half
 //!    the core's peak excess (the soft fringe where the highlight still makes up half of
-//!    its peak);
+//!    its peak), within the core's bounding box widened by the core's size;
 //! 4. a spot is kept when its area lies in `min_area..=max_area` (large bright areas are not
-//!    glare), then dilated by `grow`.
+//!    glare), its seed core makes up at least a tenth of it (a highlight's near-saturated
+//!    core is a good part of the spot; a few bright specks on a large pale object are not
+//!    glare), and the ratio of its principal axes is at most `max_elongation` (highlights
+//!    are compact; bright lines and edges are not); kept spots are dilated by `grow`.
 //!
 //! `GlareMode::Adaptive` replaces `brightness` and `min_contrast` by values from the image:
-//! `brightness = clamp(q99, 0.6 F, 0.9 F)` with `q99` the 99th percentile of `Y`, and
+//! `brightness = clamp(m + 0.75 (F - m), 0.88 F, 0.95 F)` with `m` the median of `Y` (robust
+//! to the highlights themselves, which can cover more than 1 % of a small image), and
 //! `min_contrast = max(4 * 1.4826 * median |Y - mu_r0|, 0.04 F)` (a robust estimate of the
 //! texture / noise spread at the smallest radius `r0`).
 //!
-//! Correction ([`fill`]): each spot is filled from the unmasked pixels around it, first by
+//! Correction ([`fill`]): each spot (the mask dilated by `fill_grow`, so the faint tail of
+//! a highlight is not taken as the boundary) is filled from the pixels around it, first by
 //! normalized convolution (a 1/d^2-weighted mean of the known pixels of its bounding box
 //! plus a margin), then by `fill_iterations` Gauss-Seidel sweeps of the Laplace equation
 //! restricted to the mask (the known pixels are the boundary condition), so the fill meets
@@ -61,7 +66,7 @@ pub struct GlareParams {
     pub radii: Vec<usize>,
     /// A seed is at least `k_sigma` local standard deviations above the local mean. Default 3.
     pub k_sigma: f32,
-    /// Least brightness of a seed, as a fraction of the full scale (Manual). Default 0.8.
+    /// Least brightness of a seed, as a fraction of the full scale (Manual). Default 0.88.
     pub brightness: f32,
     /// Least excess over the local mean, as a fraction of the full scale (Manual). Default 0.08.
     pub min_contrast: f32,
@@ -70,8 +75,14 @@ pub struct GlareParams {
     /// Smallest and largest spot area in pixels (before `grow`). Default 2 and 2000.
     pub min_area: usize,
     pub max_area: usize,
+    /// Largest ratio of a spot's principal axes (1 = round): highlights are compact, bright
+    /// lines and edges are not. Default 3.
+    pub max_elongation: f32,
     /// Dilation of the kept spots, in pixels (the faint rim). Default 1.
     pub grow: usize,
+    /// The fill also replaces the pixels within this distance of the mask (the faint tail of
+    /// a highlight would otherwise bias the boundary of the fill). Default 2.
+    pub fill_grow: usize,
     /// Laplace sweeps of the fill. Default 100.
     pub fill_iterations: usize,
     /// Border rule of the local statistics. Default Reflect101.
@@ -84,12 +95,14 @@ impl Default for GlareParams {
             mode: GlareMode::Adaptive,
             radii: vec![5, 15, 45],
             k_sigma: 3.0,
-            brightness: 0.8,
+            brightness: 0.88,
             min_contrast: 0.08,
             max_saturation: 0.35,
             min_area: 2,
             max_area: 2000,
+            max_elongation: 3.0,
             grow: 1,
+            fill_grow: 2,
             fill_iterations: 100,
             border: Border::Reflect101,
         }
@@ -110,6 +123,13 @@ impl GlareParams {
             crate::variance::VarianceKernel::Box { radius: r }.validate()?;
         }
         require_positive("k_sigma", self.k_sigma as f64)?;
+        if !(self.max_elongation >= 1.0 && self.max_elongation.is_finite()) {
+            return Err(Error::InvalidFloat {
+                name: "max_elongation",
+                value: self.max_elongation as f64,
+                expected: "a finite ratio >= 1",
+            });
+        }
         for (name, v) in [("brightness", self.brightness), ("min_contrast", self.min_contrast)] {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(Error::InvalidFloat { name, value: v as f64, expected: "a fraction of the full scale in (0, 1]" });
@@ -129,6 +149,7 @@ impl GlareParams {
             });
         }
         crate::error::require_range("grow", self.grow as i64, 0, MAX_GROW as i64)?;
+        crate::error::require_range("fill_grow", self.fill_grow as i64, 0, MAX_GROW as i64)?;
         crate::error::require_range("fill_iterations", self.fill_iterations as i64, 0, MAX_FILL_ITERATIONS as i64)?;
         if self.border == Border::Normalize {
             return Err(Error::InvalidParameter { name: "border", reason: "Normalize is not supported".into() });

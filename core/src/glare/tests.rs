@@ -153,10 +153,12 @@ fn fill_restores_a_smooth_surface_without_seams() {
     let mut out = Image::<Rgba8>::new(100, 80).unwrap();
     fill(img.view(), mask.view(), out.view_mut(), &GlareParams::default(), Parallelism::AllThreads).unwrap();
     let mut worst = 0i32;
-    for y in 0..80 {
-        for x in 0..100 {
+    for y in 0..80usize {
+        for x in 0..100usize {
             let (a, b) = (out.at(x, y), clean.at(x, y));
-            if mask.at(x, y) == 0 {
+            let g = GlareParams::default().fill_grow;
+            let near = (y.saturating_sub(g)..(y + g + 1).min(80)).any(|yy| (x.saturating_sub(g)..(x + g + 1).min(100)).any(|xx| mask.at(xx, yy) != 0));
+            if !near {
                 assert_eq!(out.at(x, y), img.at(x, y));
             }
             for (u, v) in a.to_array().iter().zip(b.to_array()) {
@@ -174,10 +176,12 @@ fn glare_writes_mask_and_corrected_image() {
     let (mut mask, mut out) = (Image::<u8>::new(120, 90).unwrap(), Image::<Rgba8>::new(120, 90).unwrap());
     let rep = glare(img.view(), mask.view_mut(), out.view_mut(), &GlareParams::default(), Parallelism::AllThreads).unwrap();
     assert!(rep.spots > 0);
-    // Corrected spots are no longer near saturation; elsewhere nothing changed.
-    for y in 0..90 {
-        for x in 0..120 {
-            if mask.at(x, y) == 0 {
+    // Corrected spots are no longer near saturation; away from them nothing changed.
+    for y in 0..90usize {
+        for x in 0..120usize {
+            let g = GlareParams::default().fill_grow;
+            let near = (y.saturating_sub(g)..(y + g + 1).min(90)).any(|yy| (x.saturating_sub(g)..(x + g + 1).min(120)).any(|xx| mask.at(xx, yy) != 0));
+            if !near {
                 assert_eq!(out.at(x, y), img.at(x, y));
             }
         }
@@ -199,8 +203,11 @@ fn bad_parameters_are_errors() {
         GlareParams { min_contrast: 0.0, ..Default::default() },
         GlareParams { max_saturation: -0.1, ..Default::default() },
         GlareParams { min_area: 0, ..Default::default() },
+        GlareParams { max_elongation: 0.5, ..Default::default() },
+        GlareParams { max_elongation: f32::INFINITY, ..Default::default() },
         GlareParams { min_area: 10, max_area: 5, ..Default::default() },
         GlareParams { grow: MAX_GROW + 1, ..Default::default() },
+        GlareParams { fill_grow: MAX_GROW + 1, ..Default::default() },
         GlareParams { fill_iterations: MAX_FILL_ITERATIONS + 1, ..Default::default() },
         GlareParams { border: Border::Normalize, ..Default::default() },
         GlareParams { border: Border::Constant(0.5), ..Default::default() },
