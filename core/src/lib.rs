@@ -17,6 +17,7 @@ pub mod border;
 pub mod contrast;
 pub mod error;
 pub mod filter;
+pub mod fma;
 pub mod glare;
 pub mod image;
 pub mod linalg;

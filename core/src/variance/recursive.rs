@@ -87,8 +87,8 @@ macro_rules! sum_lane {
             fn slide_row(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
                 $slide(acc, add, sub)
             }
-            fn prefix(p: &mut [$acc], c: usize) {
-                prefix_in_registers(p, c, $plus)
+            fn prefix_rows(p: &mut [$acc], len: usize, c: usize) {
+                prefix_rows_in_registers(p, len, c, $plus)
             }
             #[inline]
             fn from_f32(v: f32) -> $t {
@@ -117,6 +117,34 @@ sum_lane!(Sum16, u16, u32, add_row_16, slide_row_16, diff_16, u32::wrapping_add,
 sum_lane!(Sum32, u32, u64, add_row_32, slide_row_32, diff_32, u64::wrapping_add, u64::wrapping_sub);
 sum_lane!(Sum64, u64, u64, add_row_64, slide_row_64, diff_64, u64::wrapping_add, u64::wrapping_sub);
 sum_lane!(SumF64, f64, f64, add_row_f64, slide_row_f64, diff_f64, |a: f64, b: f64| a + b, |a: f64, b: f64| a - b);
+
+/// In-place running prefix of each row of `len` elements along `c` interleaved channels,
+/// `p[i] += p[i - c]`, with the running sums in registers; four rows of one or two
+/// channels run as four to eight interleaved chains (a prefix is a serial chain of adds:
+/// independent chains side by side keep the adder busy, as in `simd.rs`).
+#[inline]
+fn prefix_rows_in_registers<A: Copy + Default>(p: &mut [A], len: usize, c: usize, plus: fn(A, A) -> A) {
+    if (c == 1 || c == 2) && len > 0 && len % c == 0 && p.len() == 4 * len {
+        let (r0, rest) = p.split_at_mut(len);
+        let (r1, rest) = rest.split_at_mut(len);
+        let (r2, r3) = rest.split_at_mut(len);
+        let mut a = [[A::default(); 2]; 4];
+        let rows = r0.chunks_exact_mut(c).zip(r1.chunks_exact_mut(c)).zip(r2.chunks_exact_mut(c)).zip(r3.chunks_exact_mut(c));
+        for (((v0, v1), v2), v3) in rows {
+            for ch in 0..c {
+                a[0][ch] = plus(a[0][ch], v0[ch]);
+                a[1][ch] = plus(a[1][ch], v1[ch]);
+                a[2][ch] = plus(a[2][ch], v2[ch]);
+                a[3][ch] = plus(a[3][ch], v3[ch]);
+                (v0[ch], v1[ch], v2[ch], v3[ch]) = (a[0][ch], a[1][ch], a[2][ch], a[3][ch]);
+            }
+        }
+        return;
+    }
+    for row in p.chunks_mut(len.max(1)) {
+        prefix_in_registers(row, c, plus);
+    }
+}
 
 /// In-place running prefix along `c` interleaved channels, `p[i] += p[i - c]`, with the
 /// running sums of one or two channels carried in registers.
