@@ -18,8 +18,10 @@ pub mod error;
 pub mod filter;
 pub mod image;
 pub mod linalg;
+pub mod ncc;
 pub mod parallel;
 pub mod simd;
+pub mod stitch;
 
 pub use backend::{Backend, CpuBackend};
 pub use border::Border;
