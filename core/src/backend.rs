@@ -9,6 +9,7 @@ use crate::filter::{self, BoxParams, GaussianParams};
 use crate::image::{AnyView, AnyViewMut, ImageView, ImageViewMut};
 use crate::linalg;
 use crate::parallel::Parallelism;
+use crate::stitch::{self, PairRegistration, Panorama, RegisterParams, StitchParams};
 
 /// One implementation of every tessera operation.
 pub trait Backend: Send + Sync {
@@ -29,6 +30,23 @@ pub trait Backend: Send + Sync {
 
     /// `out = a * b` for f32 matrices ([`linalg::mat_mul`]).
     fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()>;
+    /// Registers `moving` against `reference` ([`stitch::register_pair`]): all the
+    /// templates of the pair in one call (the unit of work a GPU batches). Frames of one
+    /// type (u8, u16, f32, or RGBA registered on luma) and one size; `prediction` is the
+    /// expected shift (moving pixel (u, v) shows reference (u + x, v + y)). A pair that
+    /// cannot be registered is `Ok` with `shift: None` and its reason.
+    fn register_pair(
+        &self,
+        reference: AnyView<'_>,
+        moving: AnyView<'_>,
+        p: &RegisterParams,
+        prediction: (f64, f64),
+    ) -> Result<PairRegistration>;
+
+    /// Stitches a sequence ([`stitch::stitch`]): registration of every frame, then the
+    /// composite. `progress(done)` is called after each frame registered. Errors: bad
+    /// parameters, no frames, frames of differing size or type (naming the frame).
+    fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama>;
 }
 
 /// The CPU backend: the core's own implementations, on one thread or rayon's pool.
@@ -94,5 +112,18 @@ impl Backend for CpuBackend {
 
     fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
         linalg::mat_mul(a, b, out, self.parallelism)
+    }
+    fn register_pair(
+        &self,
+        reference: AnyView<'_>,
+        moving: AnyView<'_>,
+        p: &RegisterParams,
+        prediction: (f64, f64),
+    ) -> Result<PairRegistration> {
+        stitch::register_pair_any(reference, moving, p, prediction, self.parallelism)
+    }
+
+    fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama> {
+        stitch::stitch(frames, p, self.parallelism, progress)
     }
 }

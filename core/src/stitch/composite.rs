@@ -141,3 +141,99 @@ fn paste<'a, P: SynthPixel>(
     }
     Ok(canvas)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Rgba8;
+    use proptest::prelude::*;
+
+    /// Straightforward f64 reference of the three blends for gray frames.
+    fn reference(frames: &[Image<f32>], at: &[(i64, i64)], blend: Blend) -> (Vec<f64>, (usize, usize), (i64, i64)) {
+        let (w, h) = frames[0].size();
+        let x0 = at.iter().map(|a| a.0).min().unwrap();
+        let y0 = at.iter().map(|a| a.1).min().unwrap();
+        let cw = (at.iter().map(|a| a.0).max().unwrap() - x0) as usize + w;
+        let ch = (at.iter().map(|a| a.1).max().unwrap() - y0) as usize + h;
+        let mut out = vec![0.0; cw * ch];
+        for y in 0..ch {
+            for x in 0..cw {
+                let (mut s, mut k, mut last) = (0.0, 0.0, None);
+                for (f, a) in frames.iter().zip(at) {
+                    let (u, v) = (x as i64 + x0 - a.0, y as i64 + y0 - a.1);
+                    if u >= 0 && v >= 0 && (u as usize) < w && (v as usize) < h {
+                        let (u, v) = (u as usize, v as usize);
+                        let wt = match blend {
+                            Blend::Feather => (u + 1).min(w - u).min(v + 1).min(h - v) as f64,
+                            _ => 1.0,
+                        };
+                        s += wt * f.at(u, v) as f64;
+                        k += wt;
+                        last = Some(f.at(u, v) as f64);
+                    }
+                }
+                out[y * cw + x] = match blend {
+                    Blend::Overwrite => last.unwrap_or(0.0),
+                    _ if k > 0.0 => s / k,
+                    _ => 0.0,
+                };
+            }
+        }
+        (out, (cw, ch), (x0, y0))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn blends_match_reference(n in 1usize..4, seed in any::<u64>(), pos in proptest::collection::vec((-12.0f64..12.0, -9.0f64..9.0), 4)) {
+            let mut rng = crate::stitch::SplitMix64::new(seed);
+            let frames: Vec<Image<f32>> = (0..n).map(|_| Image::from_fn(9, 7, |_, _| (rng.uniform() * 100.0) as f32).unwrap()).collect();
+            let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::F32(f.view())).collect();
+            let positions: Vec<Option<(f64, f64)>> = pos[..n].iter().map(|&p| Some(p)).collect();
+            let at: Vec<(i64, i64)> = pos[..n].iter().map(|p| (libm::round(p.0) as i64, libm::round(p.1) as i64)).collect();
+            for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+                let c = composite(&views, &positions, blend).unwrap();
+                let (want, size, origin) = reference(&frames, &at, blend);
+                prop_assert_eq!(c.origin, origin);
+                let AnyImage::F32(img) = c.image else { panic!("type") };
+                prop_assert_eq!(img.size(), size);
+                for (g, w) in img.as_slice().iter().zip(&want) {
+                    prop_assert!((*g as f64 - w).abs() < 1e-3, "{:?}: {} vs {}", blend, g, w);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_and_rgba_frames_keep_their_type() {
+        let a = Image::<u16>::filled(4, 3, 1000).unwrap();
+        let b = Image::<u16>::filled(4, 3, 2001).unwrap();
+        let c = composite(&[AnyView::U16(a.view()), AnyView::U16(b.view())], &[Some((0.0, 0.0)), Some((2.0, 0.0))], Blend::Average).unwrap();
+        let AnyImage::U16(img) = c.image else { panic!() };
+        assert_eq!(img.row(0), &[1000, 1000, 1501, 1501, 2001, 2001]);
+        let r = Image::<Rgba8>::filled(2, 2, Rgba8::new(10, 20, 30, 255)).unwrap();
+        let c = composite(&[AnyView::Rgba8(r.view()), AnyView::Rgba8(r.view())], &[Some((0.0, 0.0)), Some((3.0, 1.0))], Blend::Feather).unwrap();
+        let AnyImage::Rgba8(img) = c.image else { panic!() };
+        assert_eq!(img.size(), (5, 3));
+        assert_eq!(img.at(0, 0), Rgba8::new(10, 20, 30, 255));
+        assert_eq!(img.at(4, 0), Rgba8::default());
+        // A frame left out (None) does not count.
+        let c = composite(&[AnyView::U16(a.view()), AnyView::U16(b.view())], &[None, Some((5.0, 5.0))], Blend::Overwrite).unwrap();
+        assert_eq!((c.origin, c.image.size()), ((5, 5), (4, 3)));
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let a = Image::<u8>::filled(4, 3, 1).unwrap();
+        let b = Image::<u8>::filled(4, 4, 1).unwrap();
+        let f = Image::<f32>::filled(4, 3, 1.0).unwrap();
+        let v = [AnyView::U8(a.view()), AnyView::U8(a.view())];
+        assert!(composite(&[], &[], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[Some((0.0, 0.0))], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[None, None], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[Some((f64::NAN, 0.0)), None], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[Some((0.0, 0.0)), Some((1e8, 1e8))], Blend::Average).is_err());
+        assert!(composite(&[AnyView::U8(a.view()), AnyView::U8(b.view())], &[Some((0.0, 0.0)); 2], Blend::Overwrite).is_err());
+        assert!(composite(&[AnyView::U8(a.view()), AnyView::F32(f.view())], &[Some((0.0, 0.0)); 2], Blend::Overwrite).is_err());
+    }
+}

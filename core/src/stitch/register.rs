@@ -353,3 +353,145 @@ pub fn register_pair_any(
         _ => Err(Error::UnsupportedType { op: "register pair", types: "frames of two different pixel types" }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Rgba8;
+    use crate::stitch::synth::{synth_sequence, SynthParams};
+    use crate::stitch::texture;
+    use alloc::vec;
+
+    fn pair<P: crate::stitch::SynthPixel>(src: &Image<P>, seed: u64) -> (Image<P>, Image<P>, (f64, f64)) {
+        let sp = SynthParams { frame_width: 150, frame_height: 120, frames: 8, max_step: 3.0, noise_sigma: 2.0, seed, ..Default::default() };
+        let mut s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        let t = (s.positions[7].0 - s.positions[6].0, s.positions[7].1 - s.positions[6].1);
+        let b = s.frames.pop().unwrap();
+        let a = s.frames.pop().unwrap();
+        (a, b, t)
+    }
+
+    fn close(got: Option<(f64, f64)>, want: (f64, f64), tol: f64) -> bool {
+        got.is_some_and(|g| (g.0 - want.0).abs() < tol && (g.1 - want.1).abs() < tol)
+    }
+
+    #[test]
+    fn registers_every_pixel_type_to_subpixel_accuracy() {
+        let src = texture(260, 220, 5);
+        let p = RegisterParams::default();
+        let s = Parallelism::Sequential;
+        for seed in 1..4 {
+            let (a, b, t) = pair(&src.map(|v| v.round() as u8), seed);
+            let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "u8 {:?} vs {t:?}", r.shift);
+            assert!(r.vectors_used >= 20 && r.ncc > 0.9 && r.confidence > 0.5, "{r:?}");
+            assert!(r.evaluations <= 36 * (9 + 8 * 4 + 5));
+            let (a, b, t) = pair(&src.map(|v| (v * 200.0) as u16), seed);
+            let q = RegisterParams { min_variance: 4.0 * 200.0 * 200.0, ..p };
+            let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &q, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "u16 {:?} vs {t:?}", r.shift);
+            let (a, b, t) = pair(&src, seed);
+            let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "f32 {:?} vs {t:?}", r.shift);
+            let rgba = src.map(|v| Rgba8::new(v as u8, (255.0 - v) as u8, (v / 2.0) as u8, 255));
+            let (a, b, t) = pair(&rgba, seed);
+            let r = register_pair_any(AnyView::Rgba8(a.view()), AnyView::Rgba8(b.view()), &p, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "rgba {:?} vs {t:?}", r.shift);
+        }
+    }
+
+    #[test]
+    fn exhaustive_method_agrees_and_costs_more() {
+        let src = texture(260, 220, 9).map(|v| v.round() as u8);
+        let (a, b, t) = pair(&src, 3);
+        let m = SearchFrame::new(b.view()).unwrap();
+        let log = register_pair(a.view(), &m, &RegisterParams::default(), (0.0, 0.0), Parallelism::AllThreads).unwrap();
+        let ex = RegisterParams { method: SearchMethod::Exhaustive, ..Default::default() };
+        let ex = register_pair(a.view(), &m, &ex, (0.0, 0.0), Parallelism::AllThreads).unwrap();
+        assert!(close(log.shift, t, 0.15) && close(ex.shift, t, 0.15));
+        assert!(ex.evaluations >= 10 * log.evaluations, "{} vs {}", ex.evaluations, log.evaluations);
+    }
+
+    #[test]
+    fn degenerate_pairs_are_skipped_with_a_reason() {
+        let src = texture(260, 220, 2).map(|v| v.round() as u8);
+        let (a, b, _) = pair(&src, 1);
+        let p = RegisterParams::default();
+        let s = Parallelism::Sequential;
+        let flat = Image::<u8>::filled(150, 120, 90).unwrap();
+        // Flat reference: no template has texture.
+        let r = register_pair(flat.view(), &SearchFrame::new(b.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert_eq!((r.shift, r.skip.clone()), (None, Some(SkipReason::NoTexture)));
+        // Flat moving frame: every window is flat, no vector reaches cthresh.
+        let r = register_pair(a.view(), &SearchFrame::new(flat.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert!(matches!(r.skip, Some(SkipReason::TooFewVectors { above_threshold: 0, .. })), "{r:?}");
+        // Pure noise: vectors are weak and disagree.
+        let mut rng = crate::stitch::SplitMix64::new(4);
+        let noise = Image::from_fn(150, 120, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        let r = register_pair(a.view(), &SearchFrame::new(noise.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert!(r.shift.is_none() && matches!(r.skip, Some(SkipReason::TooFewVectors { .. })), "{r:?}");
+        assert!(r.skip.unwrap().describe().contains("too few vectors"));
+        // A prediction that leaves no overlap.
+        let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (140.0, 0.0), s).unwrap();
+        assert_eq!(r.skip, Some(SkipReason::NoOverlap));
+        // An unrelated frame (no overlap in content): no consensus.
+        let other = texture(150, 120, 77).map(|v| v.round() as u8);
+        let r = register_pair(a.view(), &SearchFrame::new(other.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert!(r.shift.is_none(), "{r:?}");
+    }
+
+    #[test]
+    fn consensus_ignores_outliers() {
+        let v = |sx: f64, sy: f64, c: f64| MotionVector { template: (0, 0), found: (0.0, 0.0), shift: (sx, sy), coefficient: c, evaluations: 0, inlier: false };
+        let vs = [v(3.0, 1.0, 0.9), v(3.2, 0.9, 0.95), v(2.9, 1.1, 0.9), v(-8.0, 4.0, 0.99), v(-8.1, 4.0, 0.99), v(20.0, 20.0, 1.0)];
+        let kept: Vec<usize> = (0..vs.len()).collect();
+        let (s, set) = consensus(&vs, &kept, 1.0);
+        assert_eq!(set, [0, 1, 2]);
+        assert!((s.0 - 3.1 / 1.0 * 1.0).abs() < 0.2 && (s.1 - 1.0).abs() < 1e-9, "{s:?}");
+        assert!((s.0 - (3.0 + 3.2 + 2.9) / 3.0).abs() < 1e-12);
+        assert_eq!(consensus(&vs, &[], 1.0).1, Vec::<usize>::new());
+    }
+
+    #[test]
+    fn grid_spreads_over_the_valid_range() {
+        assert_eq!(grid_axis(200, 25, 32, 0, 3), Some(vec![32, 88, 143]));
+        assert_eq!(grid_axis(200, 25, 32, 10, 2), Some(vec![42, 153]));
+        assert_eq!(grid_axis(200, 25, 32, -10, 2), Some(vec![22, 133]));
+        assert_eq!(grid_axis(200, 25, 32, 0, 1), Some(vec![87]));
+        assert_eq!(grid_axis(80, 25, 32, 0, 2), None);
+        assert_eq!(grid_axis(200, 25, 32, 200, 2), None);
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let a = texture(120, 100, 1).map(|v| v as u8);
+        let m = SearchFrame::new(a.view()).unwrap();
+        let s = Parallelism::Sequential;
+        let d = RegisterParams::default();
+        let bad = [
+            RegisterParams { rsz: 2, ..d },
+            RegisterParams { rsz: 256, ..d },
+            RegisterParams { npts: 0, ..d },
+            RegisterParams { npts: 33, ..d },
+            RegisterParams { cthresh: f64::NAN, ..d },
+            RegisterParams { cthresh: 1.5, ..d },
+            RegisterParams { search_radius: 0, ..d },
+            RegisterParams { search_radius: MAX_RADIUS + 1, ..d },
+            RegisterParams { min_variance: -1.0, ..d },
+            RegisterParams { min_variance: f64::INFINITY, ..d },
+            RegisterParams { agreement: 0.0, ..d },
+            RegisterParams { min_vectors: 0, ..d },
+        ];
+        for p in bad {
+            assert!(register_pair(a.view(), &m, &p, (0.0, 0.0), s).is_err(), "{p:?}");
+        }
+        assert!(register_pair(a.view(), &m, &d, (f64::NAN, 0.0), s).is_err());
+        let b = texture(121, 100, 1).map(|v| v as u8);
+        assert!(matches!(register_pair(b.view(), &m, &d, (0.0, 0.0), s), Err(Error::SizeMismatch { .. })));
+        let f = a.map(|v| v as f32);
+        assert!(register_pair_any(AnyView::U8(a.view()), AnyView::F32(f.view()), &d, (0.0, 0.0), s).is_err());
+        // Template bigger than the frame's room: skipped, not an error.
+        let r = register_pair(a.view(), &m, &RegisterParams { rsz: 101, ..d }, (0.0, 0.0), s).unwrap();
+        assert_eq!(r.skip, Some(SkipReason::NoOverlap));
+    }
+}

@@ -268,3 +268,115 @@ pub fn stitch(frames: &[AnyView<'_>], p: &StitchParams, par: Parallelism, progre
     let canvas = composite(frames, &positions, p.blend)?;
     Ok(Panorama { canvas, frames: records })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::{AnyImage, Image, Rgba8};
+    use crate::stitch::synth::{synth_sequence, SynthParams};
+    use crate::stitch::texture;
+
+    fn sequence(frames: usize, seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {
+        let src = texture(320, 260, seed).map(|v| v.round() as u8);
+        let sp = SynthParams { frame_width: 140, frame_height: 110, frames, max_step: 2.5, noise_sigma: 3.0, blur_passes: 1, seed, ..Default::default() };
+        let s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        (s.frames, s.positions)
+    }
+
+    fn any(frames: &[Image<u8>]) -> Vec<AnyView<'_>> {
+        frames.iter().map(|f| AnyView::U8(f.view())).collect()
+    }
+
+    fn err(rec: &FrameRecord, t: (f64, f64)) -> f64 {
+        let p = rec.position.unwrap();
+        libm::hypot(p.0 - t.0, p.1 - t.1)
+    }
+
+    #[test]
+    fn recovers_the_path_and_reports_progress() {
+        let (frames, truth) = sequence(30, 3);
+        for ks in [0.0, 0.25] {
+            let p = StitchParams { keyframe_shift: ks, ..Default::default() };
+            let mut done = Vec::new();
+            let pano = stitch(&any(&frames), &p, Parallelism::AllThreads, &mut |d| done.push(d)).unwrap();
+            assert_eq!(done, (1..=30).collect::<Vec<_>>());
+            let mean = pano.frames.iter().zip(&truth).map(|(r, &t)| err(r, t)).sum::<f64>() / 30.0;
+            assert!(mean < 0.25, "keyframe {ks}: mean error {mean}");
+            assert!(pano.frames.iter().all(|f| f.is_ok()));
+            assert!(pano.mean_ncc().unwrap() > 0.9 && pano.mean_quality().unwrap() > 0.9 && pano.mean_quality_grid().unwrap() > 0.9);
+            // Canvas: the union of the rounded placements.
+            let xs: Vec<i64> = pano.frames.iter().map(|f| libm::round(f.position.unwrap().0) as i64).collect();
+            let ys: Vec<i64> = pano.frames.iter().map(|f| libm::round(f.position.unwrap().1) as i64).collect();
+            let (x0, x1) = (*xs.iter().min().unwrap(), *xs.iter().max().unwrap());
+            let (y0, y1) = (*ys.iter().min().unwrap(), *ys.iter().max().unwrap());
+            assert_eq!(pano.canvas.origin, (x0, y0));
+            assert_eq!(pano.canvas.image.size(), ((x1 - x0) as usize + 140, (y1 - y0) as usize + 110));
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_skipped_and_the_rest_is_stitched() {
+        let (mut frames, truth) = sequence(16, 8);
+        frames[4] = Image::filled(140, 110, 128).unwrap();
+        let mut rng = crate::stitch::SplitMix64::new(1);
+        frames[9] = Image::from_fn(140, 110, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        frames[12] = texture(140, 110, 99).map(|v| v as u8);
+        let pano = stitch(&any(&frames), &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        for (i, rec) in pano.frames.iter().enumerate() {
+            if [4, 9, 12].contains(&i) {
+                assert!(rec.position.is_none() && rec.skip.is_some() && rec.reference.is_none(), "frame {i}: {rec:?}");
+            } else {
+                assert!(err(rec, truth[i]) < 0.3, "frame {i}: {rec:?} vs {:?}", truth[i]);
+            }
+        }
+        // Frame 5 was registered across the gap, against frame 3 or earlier.
+        assert!(pano.frames[5].reference.unwrap() <= 3);
+    }
+
+    #[test]
+    fn single_frame_and_flat_first_frame() {
+        let (frames, _) = sequence(2, 1);
+        let pano = stitch(&any(&frames[..1]), &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        assert_eq!(pano.frames.len(), 1);
+        assert_eq!(pano.canvas.origin, (0, 0));
+        assert_eq!(pano.canvas.image, AnyImage::U8(frames[0].clone()));
+        // Nothing registers against a flat frame 0: the panorama is frame 0 alone.
+        let flat = [Image::<u8>::filled(140, 110, 7).unwrap(), frames[1].clone()];
+        let pano = stitch(&any(&flat), &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        assert_eq!(pano.frames[1].skip, Some(SkipReason::NoTexture));
+        assert_eq!(pano.canvas.image, AnyImage::U8(flat[0].clone()));
+        assert_eq!(pano.mean_ncc(), None);
+    }
+
+    #[test]
+    fn rgba_frames_register_on_luma_and_paste_colour() {
+        let (frames, truth) = sequence(8, 5);
+        let rgba: Vec<Image<Rgba8>> = frames.iter().map(|f| f.map(|v| Rgba8::new(v, v / 2, 255 - v, 255))).collect();
+        let views: Vec<AnyView<'_>> = rgba.iter().map(|f| AnyView::Rgba8(f.view())).collect();
+        let pano = stitch(&views, &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        for (r, &t) in pano.frames.iter().zip(&truth) {
+            assert!(err(r, t) < 0.3);
+        }
+        assert!(matches!(pano.canvas.image, AnyImage::Rgba8(_)));
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let (frames, _) = sequence(3, 2);
+        let s = Parallelism::Sequential;
+        assert!(stitch(&[], &StitchParams::default(), s, &mut |_| {}).is_err());
+        let other = Image::<u8>::filled(141, 110, 1).unwrap();
+        let mixed = [AnyView::U8(frames[0].view()), AnyView::U8(frames[1].view()), AnyView::U8(other.view())];
+        let e = stitch(&mixed, &StitchParams::default(), s, &mut |_| {}).unwrap_err();
+        assert!(alloc::format!("{e}").contains("frame 2"), "{e}");
+        let f = frames[1].map(|v| v as f32);
+        let mixed = [AnyView::U8(frames[0].view()), AnyView::F32(f.view())];
+        let e = stitch(&mixed, &StitchParams::default(), s, &mut |_| {}).unwrap_err();
+        assert!(alloc::format!("{e}").contains("frame 1"), "{e}");
+        for ks in [-0.1, 0.8, f64::NAN] {
+            assert!(stitch(&any(&frames), &StitchParams { keyframe_shift: ks, ..Default::default() }, s, &mut |_| {}).is_err());
+        }
+        let p = StitchParams { register: RegisterParams { npts: 0, ..Default::default() }, ..Default::default() };
+        assert!(stitch(&any(&frames), &p, s, &mut |_| {}).is_err());
+    }
+}
