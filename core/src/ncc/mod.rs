@@ -33,11 +33,15 @@ pub struct SearchParams {
     pub radius: usize,
     /// Refine the peak to subpixel precision ([`quadratic_peak`]).
     pub subpixel: bool,
+    /// Log search only: `Some(a)` makes it centre-biased ([`log_search`]): a local maximum
+    /// next to the start with coefficient `>= a` ends the search. `None`: the plain
+    /// logarithmic scheme. Default `Some(0.85)`, the registration's default cthresh.
+    pub accept: Option<f64>,
 }
 
 impl Default for SearchParams {
     fn default() -> Self {
-        SearchParams { radius: 32, subpixel: true }
+        SearchParams { radius: 32, subpixel: true, accept: Some(0.85) }
     }
 }
 

@@ -25,9 +25,12 @@ use alloc::vec::Vec;
 /// Which search finds each template.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SearchMethod {
-    /// The logarithmic search (the original's; default).
+    /// The centre-biased logarithmic search, accepting a local maximum next to the
+    /// prediction that reaches cthresh (default; see [`crate::ncc::log_search`]).
     #[default]
     Log,
+    /// The plain logarithmic (three-step) search of the original.
+    LogPlain,
     /// Every position of the search area (the accuracy baseline).
     Exhaustive,
 }
@@ -209,7 +212,7 @@ pub fn register_pair<T: NccSample>(
     };
     let sites: Vec<(usize, usize)> = gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))).collect();
     out.templates = sites.len();
-    let sp = SearchParams { radius: r, subpixel: p.subpixel };
+    let sp = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
     // One search cache per worker: split the sites into a few contiguous chunks.
     let chunks = par.threads().clamp(1, sites.len());
     let per = sites.len().div_ceil(chunks);
@@ -224,7 +227,7 @@ pub fn register_pair<T: NccSample>(
             }
             let start = (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize);
             let m = match p.method {
-                SearchMethod::Log => log_search(moving, &tpl, start, &sp, &mut cache)?,
+                SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, &tpl, start, &sp, &mut cache)?,
                 SearchMethod::Exhaustive => exhaustive_search(moving, &tpl, start, &sp, &mut cache)?,
             };
             // A flat best window has no vector; count it as searched.
