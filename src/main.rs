@@ -21,6 +21,10 @@ enum Command {
     Mean(cli::filters::MeanArgs),
     /// Gaussian blur (separable FIR or recursive IIR)
     Gauss(cli::filters::GaussArgs),
+    /// Stitch an image sequence into a panorama by NCC log search (no input: a demo sequence cut from the bundled photograph, with true positions)
+    Stitch(cli::stitch::StitchArgs),
+    /// Write a synthetic sequence with ground truth (subpixel path, noise, gain drift, optional blur) cut from an image
+    SynthSeq(cli::stitch::SynthSeqArgs),
     /// Run a benchmark suite and print medians (a table, or JSON with --json)
     Bench(bench::BenchArgs),
 }
@@ -31,6 +35,8 @@ fn main() -> ExitCode {
         Command::Box(a) => cli::filters::run_box(a),
         Command::Mean(a) => cli::filters::run_mean(a),
         Command::Gauss(a) => cli::filters::run_gauss(a),
+        Command::Stitch(a) => cli::stitch::run_stitch(a),
+        Command::SynthSeq(a) => cli::stitch::run_synth_seq(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {
