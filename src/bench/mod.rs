@@ -3,6 +3,7 @@
 //! shape of `../shared/bench/opencv_anchor.sh` so the two can be compared side by side.
 
 mod filters;
+mod stitch;
 
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -13,6 +14,8 @@ use tessera::{open_backend, Backend, BackendChoice, Parallelism};
 pub enum Suite {
     /// Box / mean (naive vs recursive, 1 vs all threads), Gaussian, matrix sum and product
     Filters,
+    /// Stitching: frame pairs/s (PAL, half PAL, rsz 25/31, NPTS 6/8), NCC evaluations, template-size curve, exhaustive one-template search
+    Stitch,
 }
 
 #[derive(clap::Args)]
@@ -106,6 +109,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Filters => {
             filters::run(&b, &mut r)?;
             "filters"
+        }
+        Suite::Stitch => {
+            stitch::run(&b, &mut r)?;
+            "stitch"
         }
     };
     let machine = machine_description();

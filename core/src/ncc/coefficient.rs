@@ -26,7 +26,8 @@ use alloc::vec::Vec;
 use multiversion::multiversion;
 
 /// Largest template side accepted (the integer row dot products of u8 templates stay in
-/// u32 up to this width, and template sums stay exact).
+/// u32 up to this width); u8 templates are also limited in area by
+/// [`IntegralSample::MAX_AREA`].
 pub const MAX_TEMPLATE: usize = 4095;
 
 /// The value the searches give a flat (zero-variance) window: below every coefficient.
@@ -41,8 +42,9 @@ pub trait NccSample: IntegralSample {
     type Cross: Copy + Default + Send + Sync + core::fmt::Debug + 'static;
     /// Stores one template pixel, `mean` being the template's mean.
     fn tpl(self, mean: f64) -> Self::Tpl;
-    /// `acc + sum(t[i] * w[i])` over one row.
-    fn cross_row(acc: Self::Cross, t: &[Self::Tpl], w: &[Self]) -> Self::Cross;
+    /// The cross term `sum(t * w)` of the template pixels `tpl` (rows of `tw`) against the
+    /// window of `span` whose row r starts at `start + r * stride`.
+    fn cross(tpl: &[Self::Tpl], tw: usize, span: &[Self], start: usize, stride: usize) -> Self::Cross;
     /// The template statistics from its sums and its stored pixels.
     fn stats(n: u64, s1: Self::Acc, s2: Self::Acc, pixels: &[Self::Tpl]) -> TemplateStats;
     /// True for a template with zero variance.
@@ -73,17 +75,51 @@ impl TemplateStats {
     }
 }
 
+/// `sum(t * w)` over a template of `tw`-pixel rows against the window of `span` whose rows
+/// start at `start + r * stride`; one dispatch per window, not per row. Rows go in fixed
+/// chunks of 16 and 8 pixels that LLVM turns into widening multiply-adds (vpmaddwd), which
+/// the short rows of small templates (25 = 16 + 8 + 1) need: a plain loop would leave them
+/// to the scalar remainder. Exact: a row sums to at most 4095 * 255^2 < 2^32.
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn dot_u8(a: &[u8], b: &[u8]) -> u32 {
-    // Widening multiply-add, vectorized by LLVM (vpmaddwd on AVX2 / AVX-512). A row of at
-    // most MAX_TEMPLATE pixels sums to at most 4095 * 255^2 < 2^32.
-    a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum()
+fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
+    let mut total = 0u64;
+    for (r, t) in tpl.chunks_exact(tw).enumerate() {
+        let w = &span[start + r * stride..start + r * stride + tw];
+        let mut acc = 0u32;
+        let (t16, w16) = (t.chunks_exact(16), w.chunks_exact(16));
+        let (tr, wr) = (t16.remainder(), w16.remainder());
+        for (a, b) in t16.zip(w16) {
+            acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
+        }
+        let (t8, w8) = (tr.chunks_exact(8), wr.chunks_exact(8));
+        let (tr, wr) = (t8.remainder(), w8.remainder());
+        for (a, b) in t8.zip(w8) {
+            acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
+        }
+        for (&x, &y) in tr.iter().zip(wr) {
+            acc = acc.wrapping_add(x as u32 * y as u32);
+        }
+        total += acc as u64;
+    }
+    total
 }
 
+/// As [`cross_u8`] for u16 (products in u32, row sums in u64).
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
-fn dot_u16(a: &[u16], b: &[u16]) -> u64 {
-    // u16 * u16 fits u32; the row sum goes to u64.
-    a.iter().zip(b).map(|(&x, &y)| (x as u32 * y as u32) as u64).sum()
+fn cross_u16(tpl: &[u16], tw: usize, span: &[u16], start: usize, stride: usize) -> u64 {
+    let mut total = 0u64;
+    for (r, t) in tpl.chunks_exact(tw).enumerate() {
+        let w = &span[start + r * stride..start + r * stride + tw];
+        let (t8, w8) = (t.chunks_exact(8), w.chunks_exact(8));
+        let (tr, wr) = (t8.remainder(), w8.remainder());
+        for (a, b) in t8.zip(w8) {
+            total += a.iter().zip(b).map(|(&x, &y)| (x as u32 * y as u32) as u64).sum::<u64>();
+        }
+        for (&x, &y) in tr.iter().zip(wr) {
+            total += (x as u32 * y as u32) as u64;
+        }
+    }
+    total
 }
 
 fn int_stats(n: u64, s1: u64, s2: u64) -> TemplateStats {
@@ -107,7 +143,7 @@ fn finish_int(t: &TemplateStats, stw: u64, wsum: u64, wsq: u64) -> Option<f64> {
 }
 
 macro_rules! int_ncc {
-    ($t:ty, $dot:ident) => {
+    ($t:ty, $acc:ty, $cross:ident) => {
         impl NccSample for $t {
             type Tpl = $t;
             type Cross = u64;
@@ -116,24 +152,24 @@ macro_rules! int_ncc {
                 self
             }
             #[inline]
-            fn cross_row(acc: u64, t: &[$t], w: &[$t]) -> u64 {
-                acc.wrapping_add($dot(t, w) as u64)
+            fn cross(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize) -> u64 {
+                $cross(tpl, tw, span, start, stride)
             }
-            fn stats(n: u64, s1: u64, s2: u64, _pixels: &[$t]) -> TemplateStats {
-                int_stats(n, s1, s2)
+            fn stats(n: u64, s1: $acc, s2: $acc, _pixels: &[$t]) -> TemplateStats {
+                int_stats(n, s1 as u64, s2 as u64)
             }
             fn is_flat(t: &TemplateStats) -> bool {
                 t.n2_var_int <= 0
             }
             #[inline]
-            fn finish(t: &TemplateStats, cross: u64, wsum: u64, wsq: u64, _tol: f64) -> Option<f64> {
-                finish_int(t, cross, wsum, wsq)
+            fn finish(t: &TemplateStats, cross: u64, wsum: $acc, wsq: $acc, _tol: f64) -> Option<f64> {
+                finish_int(t, cross, wsum as u64, wsq as u64)
             }
         }
     };
 }
-int_ncc!(u8, dot_u8);
-int_ncc!(u16, dot_u16);
+int_ncc!(u8, u32, cross_u8);
+int_ncc!(u16, u64, cross_u16);
 
 impl NccSample for f32 {
     type Tpl = f32;
@@ -143,8 +179,12 @@ impl NccSample for f32 {
         (self as f64 - mean) as f32
     }
     #[inline]
-    fn cross_row(acc: f64, t: &[f32], w: &[f32]) -> f64 {
-        acc + crate::simd::dot_f32(t, w) as f64
+    fn cross(tpl: &[f32], tw: usize, span: &[f32], start: usize, stride: usize) -> f64 {
+        // f32x8 lanes per row (`simd::dot_f32`), rows summed in f64.
+        tpl.chunks_exact(tw)
+            .enumerate()
+            .map(|(r, t)| crate::simd::dot_f32(t, &span[start + r * stride..start + r * stride + tw]) as f64)
+            .sum()
     }
     fn stats(n: u64, s1: f64, _s2: f64, pixels: &[f32]) -> TemplateStats {
         // The norm of the stored zero-mean values, so numerator and norm use the same t'.
@@ -183,7 +223,8 @@ impl<T: NccSample> Default for Template<T> {
 }
 
 impl<T: NccSample> Template<T> {
-    /// Prepares `src` as a template. Errors: a side above [`MAX_TEMPLATE`], non-finite f32.
+    /// Prepares `src` as a template. Errors: a side above [`MAX_TEMPLATE`], an area above
+    /// [`IntegralSample::MAX_AREA`] (u8: 66051 pixels, e.g. 257 x 257), non-finite f32.
     pub fn new(src: ImageView<'_, T>) -> Result<Self> {
         let mut me = Self::default();
         me.set(src)?;
@@ -195,6 +236,12 @@ impl<T: NccSample> Template<T> {
         let (w, h) = src.size();
         crate::error::require_range("template width", w as i64, 1, MAX_TEMPLATE as i64)?;
         crate::error::require_range("template height", h as i64, 1, MAX_TEMPLATE as i64)?;
+        if (w * h) as u64 > T::MAX_AREA {
+            return Err(Error::InvalidParameter {
+                name: "template",
+                reason: alloc::format!("{w}x{h} exceeds the {} pixels whose {} sums stay exact", T::MAX_AREA, T::NAME),
+            });
+        }
         let n = (w * h) as u64;
         let (mut s1, mut s2) = (T::Acc::default(), T::Acc::default());
         for row in src.rows() {
@@ -278,12 +325,7 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
         let (w, h) = (tpl.width, tpl.height);
         let [s1, s2] = self.integral.window_unchecked(x, y, w, h);
         let stride = self.view.stride();
-        let span = self.view.span();
-        let mut cross = T::Cross::default();
-        for (r, trow) in tpl.pixels.chunks_exact(w).enumerate() {
-            let start = (y + r) * stride + x;
-            cross = T::cross_row(cross, trow, &span[start..start + w]);
-        }
+        let cross = T::cross(&tpl.pixels, w, self.view.span(), y * stride + x, stride);
         T::finish(&tpl.stats, cross, s1, s2, self.flat_tol).unwrap_or(FLAT)
     }
 }
@@ -388,6 +430,10 @@ pub(crate) mod tests {
         assert!(matches!(coefficient(a.view(), b.view()), Err(Error::SizeMismatch { .. })));
         let big = Image::<u8>::filled(MAX_TEMPLATE + 1, 1, 1).unwrap();
         assert!(matches!(Template::new(big.view()), Err(Error::OutOfRange { .. })));
+        let wide = Image::<u8>::filled(258, 257, 1).unwrap();
+        assert!(matches!(Template::new(wide.view()), Err(Error::InvalidParameter { .. })));
+        assert!(Template::new(wide.view().crop(0, 0, 257, 257).unwrap()).is_ok());
+        assert!(Template::new(wide.map(|v| v as u16).view()).is_ok());
         let mut nan = Image::<f32>::filled(4, 4, 1.0).unwrap();
         nan.set(1, 1, f32::NAN);
         assert!(Template::new(nan.view()).is_err());

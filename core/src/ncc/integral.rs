@@ -3,9 +3,11 @@
 //! its size (Crow, "Summed-area tables for texture mapping", SIGGRAPH 1984; Lewis, "Fast
 //! normalized cross-correlation", Vision Interface 1995, section 3).
 //!
-//! u8 and u16 frames accumulate in u64, so window sums and sums of squares are exact
-//! integers (the largest PAL frame total, 65535^2 * 720 * 576 < 2^51, is far from
-//! overflow). f32 frames accumulate `x - offset` in f64, where `offset` is the frame's
+//! u8 frames accumulate in wrapping u32 and u16 frames in wrapping u64: a difference of
+//! wrapped prefix sums is the exact window sum as long as that window sum fits the type,
+//! which [`IntegralSample::MAX_AREA`] guarantees (u8: 66051 pixels, so squares sum to at
+//! most 66051 * 255^2 < 2^32, templates up to 257 x 257; u16: 2^32 pixels). Half the memory
+//! traffic of u64 for the 8-bit frames that dominate. f32 frames accumulate `x - offset` in f64, where `offset` is the frame's
 //! first pixel: window variances are shift-invariant, and removing the offset keeps the
 //! prefix sums small, which keeps the cancellation in `S2 - S1^2 / n` small.
 
@@ -16,8 +18,11 @@ use alloc::vec::Vec;
 
 /// A gray sample type the integral image (and hence the NCC search) accepts.
 pub trait IntegralSample: Pixel {
-    /// Accumulator of the sums: u64 for u8 / u16 (exact), f64 for f32.
+    /// Accumulator of the sums: wrapping u32 for u8, u64 for u16 (exact within
+    /// `MAX_AREA`), f64 for f32.
     type Acc: Copy + Default + Send + Sync + PartialEq + core::fmt::Debug + 'static;
+    /// Largest window area (pixels) whose sums the accumulator holds exactly.
+    const MAX_AREA: u64;
     /// `(x - offset, (x - offset)^2)` in the accumulator (offset is 0 for integers).
     fn terms(self, offset: f64) -> [Self::Acc; 2];
     fn add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
@@ -28,24 +33,25 @@ pub trait IntegralSample: Pixel {
 }
 
 macro_rules! int_sample {
-    ($t:ty) => {
+    ($t:ty, $acc:ty, $max:expr) => {
         impl IntegralSample for $t {
-            type Acc = u64;
+            type Acc = $acc;
+            const MAX_AREA: u64 = $max;
             #[inline]
-            fn terms(self, _offset: f64) -> [u64; 2] {
-                let v = self as u64;
-                [v, v * v]
+            fn terms(self, _offset: f64) -> [$acc; 2] {
+                let v = self as $acc;
+                [v, v.wrapping_mul(v)]
             }
             #[inline]
-            fn add(a: u64, b: u64) -> u64 {
+            fn add(a: $acc, b: $acc) -> $acc {
                 a.wrapping_add(b)
             }
             #[inline]
-            fn sub(a: u64, b: u64) -> u64 {
+            fn sub(a: $acc, b: $acc) -> $acc {
                 a.wrapping_sub(b)
             }
             #[inline]
-            fn to_f64(a: u64) -> f64 {
+            fn to_f64(a: $acc) -> f64 {
                 a as f64
             }
             #[inline]
@@ -55,11 +61,13 @@ macro_rules! int_sample {
         }
     };
 }
-int_sample!(u8);
-int_sample!(u16);
+// 66051 * 255^2 = 4294892475 < 2^32; 2^32 * 65535^2 < 2^64.
+int_sample!(u8, u32, 66051);
+int_sample!(u16, u64, 1 << 32);
 
 impl IntegralSample for f32 {
     type Acc = f64;
+    const MAX_AREA: u64 = u64::MAX;
     #[inline]
     fn terms(self, offset: f64) -> [f64; 2] {
         let v = self as f64 - offset;
@@ -120,16 +128,18 @@ impl<T: IntegralSample> Integral<T> {
         for y in 0..h {
             let row = src.row(y);
             let (above, below) = self.table.split_at_mut((y + 1) * stride);
-            let above = &above[y * stride..];
-            let out = &mut below[..stride];
-            let mut run = [T::Acc::default(); 2];
-            for x in 0..w {
-                let [a, b] = row[x].terms(self.offset);
-                run = [T::add(run[0], a), T::add(run[1], b)];
-                let up = above[x + 1];
-                out[x + 1] = [T::add(up[0], run[0]), T::add(up[1], run[1])];
+            let above = &above[y * stride + 1..];
+            let out = &mut below[1..stride];
+            // Running row sums plus the entry above: one pass, no bounds checks.
+            let (mut r1, mut r2) = (T::Acc::default(), T::Acc::default());
+            for ((o, &up), &p) in out.iter_mut().zip(above).zip(row) {
+                let [a, b] = p.terms(self.offset);
+                r1 = T::add(r1, a);
+                r2 = T::add(r2, b);
+                *o = [T::add(up[0], r1), T::add(up[1], r2)];
             }
         }
+        // (Integer tables wrap by design; only f32 can be non-finite.)
         if let Some(bad) = self.table.last().filter(|s| !T::to_f64(s[1]).is_finite()) {
             return Err(Error::InvalidFloat {
                 name: "pixel",
@@ -150,10 +160,12 @@ impl<T: IntegralSample> Integral<T> {
     }
 
     /// Sums of `x - offset` and `(x - offset)^2` over the `w x h` window whose top-left
-    /// pixel is `(x, y)`; the window must lie inside the frame.
+    /// pixel is `(x, y)`; the window must lie inside the frame and hold at most
+    /// [`IntegralSample::MAX_AREA`] pixels.
     pub fn window(&self, x: usize, y: usize, w: usize, h: usize) -> Result<[T::Acc; 2]> {
         let fits = w > 0
             && h > 0
+            && (w as u64).saturating_mul(h as u64) <= T::MAX_AREA
             && x.checked_add(w).is_some_and(|r| r <= self.width)
             && y.checked_add(h).is_some_and(|b| b <= self.height);
         if !fits {
@@ -256,6 +268,13 @@ mod tests {
         assert!(ii.window(0, 0, 0, 1).is_err());
         assert!(ii.window(usize::MAX, 0, 2, 1).is_err());
         assert_eq!(ii.window(0, 0, 5, 4).unwrap(), [60, 180]);
+        // u8 windows above MAX_AREA could wrap: refused.
+        let big = Image::<u8>::filled(300, 300, 255).unwrap();
+        let ii = Integral::new(big.view()).unwrap();
+        // The table wraps (the frame's squares sum to 300^2 * 255^2 > 2^32), windows do not.
+        assert_eq!(ii.window(43, 43, 257, 257).unwrap(), [257 * 257 * 255, 257 * 257 * 65025]);
+        assert_eq!(ii.window(299, 0, 1, 300).unwrap(), [300 * 255, 300 * 65025]);
+        assert!(ii.window(0, 0, 258, 257).is_err());
     }
 
     #[test]
