@@ -238,7 +238,7 @@ fn run<T: NccSample + Into<f64>>(
             rec.position = Some(pos);
             rec.reference = Some(r);
             if p.quality {
-                rec.quality = overlap_ncc(views[r], views[i], s)?;
+                rec.quality = overlap_ncc(views[r], views[i], s, par)?;
                 rec.quality_grid = grid_ncc(views[r], views[i], s, p.register.rsz)?;
             }
             let gap = (i - last) as f64;

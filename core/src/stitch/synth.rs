@@ -238,20 +238,26 @@ fn render<P: SynthPixel>(src: ImageView<'_, P>, p: &SynthParams, origin: (f64, f
     let mut rng = SplitMix64::new(seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407));
     let mut planes = Vec::with_capacity(P::COLOURS);
     for c in 0..P::COLOURS {
-        let mut plane = Image::<f32>::from_fn(w, h, |u, v| {
-            let (x0, wx) = cols[u];
-            let (y0, wy) = rows[v];
-            let mut acc = 0.0;
-            for (j, &ky) in wy.iter().enumerate() {
-                let r = src.row(y0 + j);
-                let mut s = 0.0;
-                for (k, &kx) in wx.iter().enumerate() {
-                    s += kx * r[x0 + k].channel(c) as f64;
-                }
-                acc += ky * s;
+        // Separable: the horizontal pass over the source rows the vertical taps need, then
+        // the vertical pass (8 taps per pixel instead of 16).
+        let rbase = rows[0].0;
+        let rlast = rows[h - 1].0 + 3;
+        let mut tmp = alloc::vec![0.0f64; (rlast - rbase + 1) * w];
+        for (k, out) in tmp.chunks_exact_mut(w).enumerate() {
+            let r = src.row(rbase + k);
+            for (o, &(x0, wx)) in out.iter_mut().zip(&cols) {
+                *o = wx.iter().enumerate().map(|(i, &kx)| kx * r[x0 + i].channel(c) as f64).sum();
             }
-            acc as f32
-        })?;
+        }
+        let mut plane = Image::<f32>::new(w, h)?;
+        for (v, &(y0, wy)) in rows.iter().enumerate() {
+            let out = plane.row_mut(v);
+            let base = (y0 - rbase) * w;
+            for (u, o) in out.iter_mut().enumerate() {
+                let t = |j: usize| tmp[base + j * w + u];
+                *o = (wy[0] * t(0) + wy[1] * t(1) + wy[2] * t(2) + wy[3] * t(3)) as f32;
+            }
+        }
         for _ in 0..p.blur_passes {
             let mut out = Image::<f32>::new(w, h)?;
             mean_filter(plane.view(), out.view_mut(), &BoxParams::square(3, Border::Reflect101), Parallelism::Sequential)?;
