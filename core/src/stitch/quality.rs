@@ -23,7 +23,7 @@ fn overlap(size: (usize, usize), shift: (f64, f64)) -> Option<(usize, usize, usi
     let y0 = libm::ceil(shift.1).max(0.0);
     let x1 = libm::floor(w - 2.0 + shift.0).min(w - 1.0) + 1.0;
     let y1 = libm::floor(h - 2.0 + shift.1).min(h - 1.0) + 1.0;
-    (x1 > x0 && y1 > y0).then(|| (x0 as usize, y0 as usize, x1 as usize, y1 as usize))
+    (x1 > x0 && y1 > y0).then_some((x0 as usize, y0 as usize, x1 as usize, y1 as usize))
 }
 
 /// Integer offset and the two bilinear weights of a constant shift along one axis:
@@ -66,8 +66,8 @@ fn pearson_region<T: Pixel + Into<f64>>(
         let y = y0 + k;
         let row = r.row(y);
         let mut s = [0.0f64; 5];
-        for x in x0..x1 {
-            let (a, b) = (row[x].into() - a0, sample(x, y) - b0);
+        for (x, &p) in row.iter().enumerate().take(x1).skip(x0) {
+            let (a, b) = (p.into() - a0, sample(x, y) - b0);
             s[0] += a;
             s[1] += b;
             s[2] += a * a;
