@@ -457,6 +457,23 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn long_kernels_stay_within_the_bound() {
+        // 361 and 1201 taps: the f32 sums are longest here.
+        let (w, h) = (50, 37);
+        let vals: Vec<f32> = noise(w * h, 8).iter().map(|v| (v * 255.0) as f32).collect();
+        for (sigma, r, border) in [(60.0, 180, Border::Reflect101), (200.0, 600, Border::Normalize)] {
+            let p = params(sigma, Some(r), GaussianMethod::Fir, border);
+            let mut out = Image::<f32>::new(w, h).unwrap();
+            gaussian_blur(ImageView::from_slice(&vals, w, h).unwrap(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
+            let plane: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
+            let want = convolve_separable(&plane, w, h, &weights_f64(sigma, r), border);
+            for (&g, &e) in out.as_slice().iter().zip(&want) {
+                assert!((g as f64 - e).abs() <= 1e-5 * 255.0, "sigma {sigma}: {g} vs {e}");
+            }
+        }
+    }
+
+    #[test]
     fn constant_image_is_unchanged() {
         let img = Image::<u8>::filled(37, 11, 200).unwrap();
         for method in [GaussianMethod::Fir, GaussianMethod::Iir] {
