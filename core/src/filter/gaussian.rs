@@ -497,6 +497,23 @@ pub(crate) mod tests {
         assert_eq!(params(1.0, None, GaussianMethod::Iir, Border::Normalize).resolved_method(1), GaussianMethod::Iir);
     }
 
+    #[test]
+    fn backend_runs_the_same_blur_and_checks_types() {
+        use crate::backend::{Backend, CpuBackend};
+        use crate::image::{AnyView, AnyViewMut};
+        let img = Image::<u16>::from_fn(31, 17, |x, y| (x * 1000 + y * 77) as u16).unwrap();
+        let p = params(11.0, None, GaussianMethod::Auto, Border::Replicate);
+        let mut want = Image::<u16>::new(31, 17).unwrap();
+        gaussian_blur(img.view(), want.view_mut(), &p, Parallelism::Sequential).unwrap();
+        let mut got = Image::<u16>::new(31, 17).unwrap();
+        let be = CpuBackend::new(Parallelism::AllThreads);
+        be.gaussian_blur(AnyView::U16(img.view()), AnyViewMut::U16(got.view_mut()), &p).unwrap();
+        assert_eq!(got, want);
+        let mut wrong = Image::<u8>::new(31, 17).unwrap();
+        let e = be.gaussian_blur(AnyView::U16(img.view()), AnyViewMut::U8(wrong.view_mut()), &p);
+        assert!(matches!(e, Err(Error::UnsupportedType { .. })));
+    }
+
     fn run(p: GaussianParams) -> Result<()> {
         let img = Image::<f32>::new(8, 8).unwrap();
         let mut out = Image::<f32>::new(8, 8).unwrap();
