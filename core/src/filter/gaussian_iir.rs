@@ -157,6 +157,9 @@ impl From<&IirCoefficients> for Kernel {
 /// Causal then anti-causal pass, in place, over `n` samples of [`LINES`] interleaved lines
 /// (`buf[t * LINES + l]`). Before sample 0 the input is taken as `left[l]`, after sample
 /// `n - 1` as `right[l]` (constant continuation, exact by Triggs-Sdika).
+/// Causal then anti-causal pass, in place, over `n` samples of [`LINES`] interleaved lines
+/// (`buf[t * LINES + l]`). Before sample 0 the input is taken as `left[l]`, after sample
+/// `n - 1` as `right[l]` (constant continuation, exact by Triggs-Sdika).
 fn recurse(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES], right: &[f32; LINES]) {
     let states = forward(buf, n, k, left);
     backward(buf, n, k, right, &states);
@@ -189,9 +192,9 @@ fn step(k: &Kernel, x: &[f32], s: &mut States, out: &mut [f32]) {
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn forward(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES]) -> States {
     let mut s = [left.map(f64::from); 3];
-    let mut x = [0.0f32; LINES];
     for row in buf[..n * LINES].chunks_exact_mut(LINES) {
-        x.copy_from_slice(row);
+        // Read into registers before the row is overwritten (no memcpy call).
+        let x: [f32; LINES] = core::array::from_fn(|l| row[l]);
         step(k, &x, &mut s, row);
     }
     s
@@ -203,11 +206,9 @@ fn forward(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES]) -> States
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn forward_from<T: LoadF32>(rows: &[&[T]], buf: &mut [f32], k: &Kernel, left: &[f32; LINES]) -> States {
     let mut s = [left.map(f64::from); 3];
-    let mut x = [0.0f32; LINES];
     for (row, out) in rows.iter().zip(buf.chunks_exact_mut(LINES)) {
-        for (d, v) in x.iter_mut().zip(&row[..LINES]) {
-            *d = v.to_f32();
-        }
+        let row = &row[..LINES];
+        let x: [f32; LINES] = core::array::from_fn(|l| row[l].to_f32());
         step(k, &x, &mut s, out);
     }
     s
@@ -229,9 +230,8 @@ fn backward(buf: &mut [f32], n: usize, k: &Kernel, right: &[f32; LINES], causal:
     for (x, &v) in buf[(n - 1) * LINES..n * LINES].iter_mut().zip(&s[0]) {
         *x = v as f32;
     }
-    let mut x = [0.0f32; LINES];
     for row in buf[..(n - 1) * LINES].chunks_exact_mut(LINES).rev() {
-        x.copy_from_slice(row);
+        let x: [f32; LINES] = core::array::from_fn(|l| row[l]);
         step(k, &x, &mut s, row);
     }
 }
