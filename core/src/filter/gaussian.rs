@@ -111,11 +111,12 @@ impl GaussianParams {
 /// The normalized sampled Gaussian `w_k = exp(-k^2 / (2 sigma^2)) / sum_j exp(-j^2 / (2 sigma^2))`
 /// for `k = -radius..=radius` (index `k + radius`), computed in f64 and rounded to f32.
 pub fn gaussian_weights(sigma: f64, radius: usize) -> Vec<f32> {
-    let inv = -1.0 / (2.0 * sigma * sigma);
     let g: Vec<f64> = (0..=2 * radius)
         .map(|i| {
-            let k = i as f64 - radius as f64;
-            libm::exp(k * k * inv)
+            // (k / sigma)^2 rather than k^2 / sigma^2: for a tiny sigma, sigma^2 underflows
+            // to 0 and 0 / 0 would make the centre weight NaN.
+            let t = (i as f64 - radius as f64) / sigma;
+            libm::exp(-0.5 * t * t)
         })
         .collect();
     let sum: f64 = g.iter().sum();
@@ -454,6 +455,17 @@ pub(crate) mod tests {
                 assert!((g as f64 - e).abs() <= 1e-5 * 255.0);
             }
         }
+    }
+
+    #[test]
+    fn tiny_sigma_is_the_identity() {
+        // sigma^2 underflows here; the weights must still be (0, 1, 0).
+        assert_eq!(gaussian_weights(1e-200, 1), [0.0, 1.0, 0.0]);
+        let img = Image::<f32>::from_fn(9, 4, |x, y| (x * 3 + y) as f32).unwrap();
+        let mut out = Image::<f32>::new(9, 4).unwrap();
+        let p = params(1e-200, None, GaussianMethod::Auto, Border::Reflect101);
+        gaussian_blur(img.view(), out.view_mut(), &p, Parallelism::Sequential).unwrap();
+        assert_eq!(out, img);
     }
 
     #[test]

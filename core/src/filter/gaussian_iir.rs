@@ -505,6 +505,24 @@ mod tests {
     }
 
     #[test]
+    fn extreme_sigmas_stay_finite_and_in_range() {
+        // The ends of the accepted range: poles at 0.5 far from 1, at 1365 within 1e-3 of it.
+        let (w, h) = (29, 23);
+        let vals: Vec<f32> = noise(w * h, 13).iter().map(|v| (v * 255.0) as f32).collect();
+        for sigma in [0.5, 1365.0] {
+            for &border in &BORDERS {
+                let mut out = Image::<f32>::new(w, h).unwrap();
+                let p = GaussianParams { sigma, radius: None, method: GaussianMethod::Iir, border };
+                gaussian_blur(ImageView::from_slice(&vals, w, h).unwrap(), out.view_mut(), &p, Parallelism::AllThreads)
+                    .unwrap();
+                for &v in out.as_slice() {
+                    assert!(v.is_finite() && (-2.6..=257.6).contains(&v), "sigma {sigma} {border:?}: {v}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn separable_reference_equals_direct_reference() {
         let (w, h) = (9, 7);
         let vals = noise(w * h, 5);
