@@ -6,8 +6,8 @@
 //! `wide` picks its instructions by compile-time `cfg(target_feature)`, so neither gives
 //! FMA (or 16 lanes) in a library built for baseline x86-64. Kernels are written once,
 //! generic over [`F32Vec`], `#[inline(always)]`, and instantiated inside
-//! `#[target_feature]` functions by [`dispatch!`], so every intrinsic inlines into a body
-//! compiled for its instruction set.
+//! `#[target_feature]` functions by the crate-private `dispatch!` macro, so every intrinsic
+//! inlines into a body compiled for its instruction set.
 
 /// The instruction-set level a kernel runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -30,10 +30,10 @@
 //! measured by the tests below as the largest absolute difference over random 0..255
 //! images, in % of the value range: at most 0.28 % for sigma = 3 and falling with sigma
 //! (0.25 % at 5, 0.27 % at 10, 0.16 % at 20, every border), 0.45 % at sigma = 2, 1.9 % at
-//! sigma = 1 and 9.5 % at sigma = 0.5 (the pole fit is made for sigma >= 2; `Auto` runs the
-//! FIR below sigma 9 (16 for RGBA), where it is also the faster). The recursion itself runs in f64 (see
-//! [`step`]), so large sigma loses nothing to rounding; Triggs-Sdika's start values match
-//! an infinite extension to 1e-6.
+//! sigma = 1 and 9.5 % at sigma = 0.5 (the pole fit is made for sigma >= 2; `Auto` runs
+//! the FIR below sigma 9, 16 for RGBA, where it is also the faster). The recursion itself
+//! runs in f64 (see `step`), so large sigma loses nothing to rounding; Triggs-Sdika's start
+//! values match an infinite extension to 1e-6.
 
 use super::gaussian::{GaussLane, Lanes};
 use crate::border::{reflect101, Border};
