@@ -31,10 +31,10 @@
 //! measured by the tests below as the largest absolute difference over random 0..255
 //! images, in % of the value range, worst over the four borders: 0.30 % at sigma = 3,
 //! 0.20 % at 5, 0.19 % at 10, 0.18 % at 20, 0.09 % at 60 (131 x 70 images); 0.45 % at
-//! sigma = 2, 1.9 % at sigma = 1 and 9.5 % at sigma = 0.5 (the pole fit is made for sigma >= 2; `Auto` runs
-//! the FIR below sigma 9, 16 for RGBA, where it is also the faster). The recursion itself
-//! runs in f64 (see `step`), so large sigma loses nothing to rounding; Triggs-Sdika's start
-//! values match an infinite extension to 1e-6.
+//! sigma = 2, 1.9 % at sigma = 1 and 9.5 % at sigma = 0.5 (the pole fit is made for
+//! sigma >= 2; `Auto` runs the FIR below sigma 9, 16 for RGBA, where it is also the
+//! faster). The recursion itself runs in f64 (see `step`), so large sigma loses nothing to
+//! rounding; Triggs-Sdika's start values match an infinite extension to 1e-6.
 
 use super::gaussian::{GaussLane, Lanes};
 use crate::border::{reflect101, Border};
