@@ -199,7 +199,7 @@ mod x86 {
         let (mut lo, mut hi) = ([0i32; 16], [0i32; 16]);
         let mut c = 0;
         while c < 16 {
-            let even = (c / s) % 2 == 0;
+            let even = (c / s) & 1 == 0;
             lo[c] = if even { c } else { 16 + c - s } as i32;
             hi[c] = if even { c + s } else { 16 + c } as i32;
             c += 1;
@@ -216,7 +216,7 @@ mod x86 {
         // callers (`transpose` inside a dispatched avx512f function) have.
         let (lo, hi) = unsafe { (_mm512_loadu_si512(lo.as_ptr().cast()), _mm512_loadu_si512(hi.as_ptr().cast())) };
         for i in 0..16 {
-            if (i / S) % 2 == 0 {
+            if (i / S) & 1 == 0 {
                 let (a, b) = (r[i], r[i + S]);
                 r[i] = unsafe { _mm512_permutex2var_ps(a, lo, b) };
                 r[i + S] = unsafe { _mm512_permutex2var_ps(a, hi, b) };
