@@ -9,6 +9,7 @@ use crate::filter::{self, BoxParams, GaussianParams};
 use crate::image::{AnyView, AnyViewMut, ImageView, ImageViewMut};
 use crate::linalg;
 use crate::parallel::Parallelism;
+use crate::stereo::{self, StereoParams, StereoStats};
 
 /// One implementation of every tessera operation.
 pub trait Backend: Send + Sync {
@@ -29,6 +30,11 @@ pub trait Backend: Send + Sync {
 
     /// `out = a * b` for f32 matrices ([`linalg::mat_mul`]).
     fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()>;
+
+    /// Semi-global matching stereo ([`stereo::stereo_sgm`]): `left` and `right` both `u8`
+    /// gray or both `Rgba8`, same size; `disp` (f32, same size) receives the left disparity
+    /// map, invalid pixels as `f32::INFINITY`.
+    fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats>;
 }
 
 /// The CPU backend: the core's own implementations, on one thread or rayon's pool.
@@ -94,5 +100,9 @@ impl Backend for CpuBackend {
 
     fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
         linalg::mat_mul(a, b, out, self.parallelism)
+    }
+
+    fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {
+        stereo::stereo_sgm(left, right, disp, p, self.parallelism)
     }
 }

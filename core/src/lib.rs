@@ -20,6 +20,7 @@ pub mod image;
 pub mod linalg;
 pub mod parallel;
 pub mod simd;
+pub mod stereo;
 
 pub use backend::{Backend, CpuBackend};
 pub use border::Border;

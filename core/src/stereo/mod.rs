@@ -1,0 +1,397 @@
+//! Semi-global matching stereo (H. Hirschmueller, "Stereo Processing by Semiglobal Matching
+//! and Mutual Information", IEEE PAMI 30(2), 2008), laid out like libSGM: one file per
+//! stage, each callable and testable on its own.
+//!
+//! | stage | file |
+//! |---|---|
+//! | matching cost: modified absolute difference | [`cost_ad`] |
+//! | matching cost: census transform + Hamming distance | [`cost_census`] |
+//! | matching cost: mutual information (iterative, Parzen-smoothed) | [`cost_mi`] |
+//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | [`aggregate`] |
+//! | winner-takes-all, uniqueness, subpixel, right map by diagonal search | [`wta`] |
+//! | left-right consistency check | [`consistency`] |
+//! | 3x3 median | [`median`] |
+//! | background-favouring scanline hole filling | [`fill`] |
+//! | overlapping tiles / bands that bound the memory | [`tiles`] |
+//! | Middlebury scores (bad 1.0 / 2.0, MAE, density) | [`eval`] |
+//! | PFM reader / writer, colour map for viewing | [`pfm`], [`colormap`] |
+//!
+//! Conventions: disparity `d` of a left pixel `(x, y)` matches the right pixel `(x - d, y)`;
+//! candidates are `0..max_disparity`. Costs are stored as `u8` in a `W x H x D` volume
+//! (disparity fastest), path costs and their sum as `u16`. An invalid disparity is
+//! `f32::INFINITY` (the Middlebury PFM convention).
+
+pub mod aggregate;
+pub mod colormap;
+pub mod consistency;
+pub mod cost_ad;
+pub mod cost_census;
+pub mod cost_mi;
+pub mod eval;
+pub mod fill;
+pub mod median;
+pub mod pfm;
+pub mod tiles;
+pub mod wta;
+
+use crate::error::{require_range, Error, Result};
+use crate::image::{check_same_size, AnyView, Image, ImageView, ImageViewMut, Rgba8};
+use crate::parallel::{for_each_band, Parallelism};
+use alloc::format;
+use alloc::vec;
+use alloc::vec::Vec;
+
+pub use aggregate::{aggregate, Direction, Penalties, SummedVolume};
+pub use cost_census::{CensusCodes, CensusWindow};
+pub use cost_mi::MiTable;
+pub use eval::{evaluate, StereoScores};
+pub use tiles::{plan_tiles, Rect, Tile, Tiling};
+
+/// The marker of a pixel without a disparity.
+pub const INVALID: f32 = f32::INFINITY;
+
+/// The matching cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cost {
+    /// Modified absolute difference of intensities (of the R, G, B channels, rounded mean,
+    /// for colour input); a match `x - d < 0` is clamped to column 0 instead of being
+    /// undefined, as in the original CUDA port.
+    Ad,
+    /// Mutual information (Hirschmueller 2008, eq. 5-9), re-estimated `iterations` times
+    /// from the current disparity map, starting from a zero disparity map.
+    Mi { iterations: usize },
+    /// Census transform in a `width x height` window (odd sides, at most 9 x 7) and the
+    /// Hamming distance of the bit strings (Zabih and Woodfill 1994).
+    Census { width: usize, height: usize },
+}
+
+impl Cost {
+    /// Default census window, 9 x 7 (62 bits in one u64), as libSGM.
+    pub const CENSUS_9X7: Cost = Cost::Census { width: 9, height: 7 };
+    /// Mutual information with the paper's three iterations.
+    pub const MI: Cost = Cost::Mi { iterations: 3 };
+
+    /// Default penalties (P1, P2) for this cost, in its units. Chosen on cones and teddy
+    /// together (the pair of defaults that minimises the larger of the two bad-1.0 scores
+    /// in a coarse grid), never on one image alone.
+    pub fn default_penalties(self) -> (u16, u16) {
+        match self {
+            Cost::Census { .. } => (10, 120),
+            Cost::Ad => (10, 150),
+            Cost::Mi { .. } => (10, 150),
+        }
+    }
+
+    /// Largest value this cost can take.
+    pub fn max_value(self) -> u16 {
+        match self {
+            Cost::Census { width, height } => (width * height).saturating_sub(1) as u16,
+            _ => 255,
+        }
+    }
+}
+
+/// The set of aggregation directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paths {
+    /// Left, right, up, down.
+    Four,
+    /// The five directions one top-to-bottom pass can follow: both horizontals, down and
+    /// the two downward diagonals (the original CUDA port's 5-path mode, OpenCV's MODE_SGBM).
+    Five,
+    /// Horizontals, verticals and diagonals: Hirschmueller's recommended 8.
+    Eight,
+    /// The 8 plus the eight knight-move directions (+-1, +-2) and (+-2, +-1).
+    Sixteen,
+}
+
+impl Paths {
+    pub fn count(self) -> usize {
+        self.directions().len()
+    }
+    /// The directions `r`; the path to `p` comes from `p - r`.
+    pub fn directions(self) -> &'static [Direction] {
+        use aggregate::{PATHS_16, PATHS_4, PATHS_5, PATHS_8};
+        match self {
+            Paths::Four => &PATHS_4,
+            Paths::Five => &PATHS_5,
+            Paths::Eight => &PATHS_8,
+            Paths::Sixteen => &PATHS_16,
+        }
+    }
+    /// From a count 4, 5, 8 or 16.
+    pub fn from_count(n: usize) -> Result<Paths> {
+        match n {
+            4 => Ok(Paths::Four),
+            5 => Ok(Paths::Five),
+            8 => Ok(Paths::Eight),
+            16 => Ok(Paths::Sixteen),
+            _ => Err(Error::InvalidParameter { name: "paths", reason: format!("{n}: expected 4, 5, 8 or 16") }),
+        }
+    }
+}
+
+/// All the settings of one SGM run. `Default` is the dense, quality setting: census 9 x 7,
+/// 64 disparities, 8 paths, subpixel, left-right check, median and hole filling.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StereoParams {
+    /// Number of disparity candidates D: disparities `0..max_disparity`. 1 ..= width - 1.
+    pub max_disparity: usize,
+    pub cost: Cost,
+    pub paths: Paths,
+    /// Small-change penalty P1; `None` takes [`Cost::default_penalties`].
+    pub p1: Option<u16>,
+    /// Large-change penalty P2 (>= P1); `None` takes [`Cost::default_penalties`].
+    pub p2: Option<u16>,
+    /// Intensity-adaptive P2: `max(P1, P2 / |I(p) - I(p - r)|)` where the left image
+    /// changes along the path (Hirschmueller 2008, sec. 2.3), P2 where it does not.
+    pub adaptive_p2: bool,
+    /// Uniqueness ratio in percent (0 = off): a pixel is invalid when some candidate more
+    /// than one disparity away from the best has `S * (100 - u) < S_best * 100`.
+    pub uniqueness: u8,
+    /// Parabola fit through the summed costs at best - 1, best, best + 1.
+    pub subpixel: bool,
+    /// Left-right consistency check against the right map from the same summed volume.
+    pub lr_check: bool,
+    /// Largest accepted |D_left(x) - D_right(x - D_left(x))| (integer disparities).
+    pub lr_max_diff: u16,
+    /// 3x3 median of the valid disparities.
+    pub median: bool,
+    /// Fill invalid runs along each row with the smaller (background) valid neighbour.
+    pub fill: bool,
+    /// Memory bound: automatic horizontal bands, or the original's overlapping tiles.
+    pub tiling: Tiling,
+}
+
+impl Default for StereoParams {
+    fn default() -> Self {
+        StereoParams {
+            max_disparity: 64,
+            cost: Cost::CENSUS_9X7,
+            paths: Paths::Eight,
+            p1: None,
+            p2: None,
+            adaptive_p2: false,
+            uniqueness: 0,
+            subpixel: true,
+            lr_check: true,
+            lr_max_diff: 1,
+            median: true,
+            fill: true,
+            tiling: Tiling::default(),
+        }
+    }
+}
+
+impl StereoParams {
+    /// (P1, P2) after defaults.
+    pub fn penalties(&self) -> (u16, u16) {
+        let (d1, d2) = self.cost.default_penalties();
+        (self.p1.unwrap_or(d1), self.p2.unwrap_or(d2))
+    }
+
+    /// Checks every setting against an image `width` pixels wide.
+    pub fn validate(&self, width: usize) -> Result<()> {
+        if width < 2 {
+            return Err(Error::InvalidParameter {
+                name: "width",
+                reason: format!("stereo needs an image at least 2 pixels wide, got {width}"),
+            });
+        }
+        require_range("max_disparity", self.max_disparity as i64, 1, width as i64 - 1)?;
+        match self.cost {
+            Cost::Census { width: cw, height: ch } => CensusWindow::new(cw, ch).map(|_| ())?,
+            Cost::Mi { iterations } => require_range("MI iterations", iterations as i64, 1, 10)?,
+            Cost::Ad => {}
+        }
+        let (p1, p2) = self.penalties();
+        Penalties { p1, p2, adaptive_p2: self.adaptive_p2 }.validate(self.paths.count(), self.cost.max_value())?;
+        require_range("uniqueness", self.uniqueness as i64, 0, 99)?;
+        self.tiling.validate()
+    }
+}
+
+/// What one run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StereoStats {
+    /// Pixels with a disparity in the output.
+    pub valid: usize,
+    /// Pixels invalidated by the uniqueness test (final iteration).
+    pub rejected_uniqueness: usize,
+    /// Pixels invalidated by the left-right check (final iteration).
+    pub rejected_lr: usize,
+    /// Pixels given a disparity by hole filling.
+    pub filled: usize,
+    /// Tiles (or bands) the image was processed in.
+    pub tiles: usize,
+    /// Bytes of the largest working set held at once: the cost volume, the summed volume,
+    /// the path line buffers and the per-tile maps of the largest tile, plus the
+    /// whole-image buffers (gray copies, census codes, right-to-left maps).
+    pub peak_bytes: usize,
+    /// Penalties used.
+    pub p1: u16,
+    pub p2: u16,
+}
+
+/// A `W x H x D` volume of u8 matching costs, `data[(y * W + x) * D + d]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostVolume {
+    pub width: usize,
+    pub height: usize,
+    pub disparities: usize,
+    pub data: Vec<u8>,
+}
+
+impl CostVolume {
+    /// Costs of pixel `(x, y)` for all disparities.
+    #[inline]
+    pub fn pixel(&self, x: usize, y: usize) -> &[u8] {
+        let i = (y * self.width + x) * self.disparities;
+        &self.data[i..i + self.disparities]
+    }
+    /// The row `y` (`W * D` costs).
+    #[inline]
+    pub fn row(&self, y: usize) -> &[u8] {
+        let n = self.width * self.disparities;
+        &self.data[y * n..(y + 1) * n]
+    }
+}
+
+/// A matching cost seen as rows: the costs of the left pixels `x0 .. x0 + n` of row `y`
+/// against the whole right row.
+pub(crate) trait RowCost: Sync {
+    /// Writes `out[(x - x0) * D + d]` for `x in x0..x0 + n`, `d in 0..D`.
+    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, out: &mut [u8]);
+}
+
+/// Computes the cost volume of the region `r` (rows in parallel).
+pub(crate) fn cost_volume_of(c: &dyn RowCost, r: Rect, disparities: usize, par: Parallelism) -> CostVolume {
+    let n = r.width * disparities;
+    let mut data = vec![0u8; n * r.height];
+    if let Ok(view) = ImageViewMut::from_slice(&mut data, n, r.height) {
+        for_each_band(view, par, 4, |y0, mut band| {
+            for j in 0..band.height() {
+                c.cost_row(r.y + y0 + j, r.x, r.width, disparities, band.row_mut(j));
+            }
+        });
+    }
+    CostVolume { width: r.width, height: r.height, disparities, data }
+}
+
+/// `r[k]` for `k in 0..W + D - 1`: the right row reversed and clamped, so that the right
+/// pixels `x - d` (clamped to 0) of left pixel `x`, for `d = 0, 1, ...`, are the
+/// contiguous run `r[W - 1 - x ..]`. Shared by every cost so the clamp rule lives once.
+#[inline]
+pub(crate) fn reversed_clamped<T: Copy>(row: &[T], disparities: usize, out: &mut Vec<T>) {
+    out.clear();
+    out.extend(row.iter().rev().copied());
+    let first = row[0];
+    out.extend(core::iter::repeat(first).take(disparities.saturating_sub(1)));
+}
+
+/// Rejects a disparity map holding NaN (infinity is the invalid marker and allowed).
+pub(crate) fn check_no_nan(name: &'static str, v: ImageView<'_, f32>) -> Result<()> {
+    for y in 0..v.height() {
+        if let Some(x) = v.row(y).iter().position(|d| d.is_nan()) {
+            return Err(Error::InvalidParameter { name, reason: format!("NaN at ({x}, {y}); invalid pixels must be +inf") });
+        }
+    }
+    Ok(())
+}
+
+/// The two images of a pair in the form the costs read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pair<'a> {
+    Gray(ImageView<'a, u8>, ImageView<'a, u8>),
+    Rgb(ImageView<'a, Rgba8>, ImageView<'a, Rgba8>),
+}
+
+fn pair<'a>(left: AnyView<'a>, right: AnyView<'a>) -> Result<Pair<'a>> {
+    check_same_size(left.size(), right.size())?;
+    match (left, right) {
+        (AnyView::U8(l), AnyView::U8(r)) => Ok(Pair::Gray(l, r)),
+        (AnyView::Rgba8(l), AnyView::Rgba8(r)) => Ok(Pair::Rgb(l, r)),
+        _ => Err(Error::UnsupportedType {
+            op: "stereo",
+            types: "other than two u8 or two rgba8 images (convert 16-bit or float input to 8 bits first)",
+        }),
+    }
+}
+
+/// Semi-global matching of a rectified pair into the left disparity map `disp`
+/// (`f32`, same size; invalid = `f32::INFINITY`). Left and right are both `u8` gray or
+/// both `Rgba8` (census and MI use the Rec. 601 luma, AD the three colour channels).
+///
+/// Pipeline: cost -> aggregation along `p.paths` -> winner-takes-all (+ uniqueness,
+/// subpixel) -> left-right check -> 3x3 median, per tile of `p.tiling`; then hole filling
+/// over the whole map. With `Cost::Mi` the cost is re-estimated from the previous
+/// iteration's checked disparity map (whole image), starting from zero disparity.
+pub fn stereo_sgm(
+    left: AnyView<'_>,
+    right: AnyView<'_>,
+    mut disp: ImageViewMut<'_, f32>,
+    p: &StereoParams,
+    par: Parallelism,
+) -> Result<StereoStats> {
+    let pr = pair(left, right)?;
+    check_same_size(left.size(), disp.size())?;
+    let (w, h) = left.size();
+    p.validate(w)?;
+    let tiles = plan_tiles(w, h, p.max_disparity, p.paths.count(), p.tiling)?;
+
+    let gray_l: Image<u8> = match pr {
+        Pair::Gray(l, _) => l.to_image(),
+        Pair::Rgb(l, _) => l.convert(),
+    };
+    let mut whole_bytes = w * h * (core::mem::size_of::<u8>() + core::mem::size_of::<f32>());
+    let mut stats = match p.cost {
+        Cost::Ad => {
+            let src = cost_ad::AdCost::new(pr);
+            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), par)?
+        }
+        Cost::Census { width, height } => {
+            let win = CensusWindow::new(width, height)?;
+            let gray_r: Image<u8> = match pr {
+                Pair::Gray(_, r) => r.to_image(),
+                Pair::Rgb(_, r) => r.convert(),
+            };
+            let cl = cost_census::census_transform(gray_l.view(), win)?;
+            let cr = cost_census::census_transform(gray_r.view(), win)?;
+            whole_bytes += w * h * (1 + 2 * 8);
+            let src = cost_census::CensusCost::new(&cl, &cr)?;
+            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), par)?
+        }
+        Cost::Mi { iterations } => {
+            let gray_r: Image<u8> = match pr {
+                Pair::Gray(_, r) => r.to_image(),
+                Pair::Rgb(_, r) => r.convert(),
+            };
+            whole_bytes += w * h;
+            // Iteration 0 estimates MI from the zero disparity map; intermediate runs keep
+            // only the checked integer disparities, the final one uses the caller's steps.
+            disp.fill(0.0);
+            let mut inter = *p;
+            inter.subpixel = false;
+            inter.median = false;
+            inter.fill = false;
+            inter.lr_check = true;
+            let mut last = StereoStats::default();
+            for it in 0..iterations {
+                let table = cost_mi::mi_table(gray_l.view(), gray_r.view(), disp.as_view())?;
+                let src = cost_mi::MiCost::new(gray_l.view(), gray_r.view(), &table);
+                let q = if it + 1 == iterations { p } else { &inter };
+                last = tiles::run_tiles(&src, gray_l.view(), &tiles, q, disp.reborrow(), par)?;
+            }
+            last
+        }
+    };
+    if p.fill {
+        stats.filled = fill::fill_scanlines(disp.reborrow())?;
+    }
+    stats.valid = (0..h).map(|y| disp.row(y).iter().filter(|v| v.is_finite()).count()).sum();
+    stats.peak_bytes += whole_bytes;
+    let (p1, p2) = p.penalties();
+    stats.p1 = p1;
+    stats.p2 = p2;
+    Ok(stats)
+}
