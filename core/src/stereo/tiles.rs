@@ -160,6 +160,7 @@ pub(crate) fn run_tiles(
     tiles: &[Tile],
     p: &StereoParams,
     mut out: ImageViewMut<'_, f32>,
+    mut occluded: Option<ImageViewMut<'_, u8>>,
     par: Parallelism,
 ) -> Result<StereoStats> {
     let (p1, p2) = p.penalties();
@@ -184,8 +185,12 @@ pub(crate) fn run_tiles(
         if p.lr_check {
             let mut right = Image::<f32>::new(e.width, e.height)?;
             wta::wta_right(&sum, right.view_mut(), par)?;
-            consistency::lr_check(left.view_mut(), right.view(), p.lr_max_diff)?;
+            let mut occ = Image::<u8>::new(e.width, e.height)?;
+            consistency::lr_check(left.view_mut(), right.view(), p.lr_max_diff, Some(occ.view_mut()))?;
             stats.rejected_lr += count_invalid(&left, t) - after_wta;
+            if let Some(o) = occluded.as_mut() {
+                copy_core(&occ, t, o);
+            }
         }
         drop(sum);
         let result = if p.median {
@@ -195,13 +200,17 @@ pub(crate) fn run_tiles(
         } else {
             left
         };
-        let (dx, dy) = (t.core.x - e.x, t.core.y - e.y);
-        for j in 0..t.core.height {
-            out.row_mut(t.core.y + j)[t.core.x..t.core.x + t.core.width]
-                .copy_from_slice(&result.row(dy + j)[dx..dx + t.core.width]);
-        }
+        copy_core(&result, t, &mut out);
     }
     Ok(stats)
+}
+
+/// Copies the core of tile `t` from its extended-region image into the whole-image view.
+fn copy_core<T: crate::image::Pixel>(src: &Image<T>, t: &Tile, out: &mut ImageViewMut<'_, T>) {
+    let (dx, dy) = (t.core.x - t.ext.x, t.core.y - t.ext.y);
+    for j in 0..t.core.height {
+        out.row_mut(t.core.y + j)[t.core.x..t.core.x + t.core.width].copy_from_slice(&src.row(dy + j)[dx..dx + t.core.width]);
+    }
 }
 
 #[cfg(test)]
