@@ -21,6 +21,10 @@ enum Command {
     Mean(cli::filters::MeanArgs),
     /// Gaussian blur (separable FIR or recursive IIR)
     Gauss(cli::filters::GaussArgs),
+    /// Semi-global matching stereo of a rectified pair into a PFM disparity map
+    Stereo(cli::stereo::StereoArgs),
+    /// Scores a disparity map against ground truth (bad 1.0 / 2.0, MAE, density)
+    StereoEval(cli::stereo::StereoEvalArgs),
     /// Run a benchmark suite and print medians (a table, or JSON with --json)
     Bench(bench::BenchArgs),
 }
@@ -31,6 +35,8 @@ fn main() -> ExitCode {
         Command::Box(a) => cli::filters::run_box(a),
         Command::Mean(a) => cli::filters::run_mean(a),
         Command::Gauss(a) => cli::filters::run_gauss(a),
+        Command::Stereo(a) => cli::stereo::run_stereo(a),
+        Command::StereoEval(a) => cli::stereo::run_stereo_eval(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {

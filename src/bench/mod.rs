@@ -3,6 +3,7 @@
 //! shape of `../shared/bench/opencv_anchor.sh` so the two can be compared side by side.
 
 mod filters;
+mod stereo;
 
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -13,6 +14,9 @@ use tessera::{open_backend, Backend, BackendChoice, Parallelism};
 pub enum Suite {
     /// Box / mean (naive vs recursive, 1 vs all threads), Gaussian, matrix sum and product
     Filters,
+    /// SGM stereo: cones / teddy (costs, path sets, bad 1.0), 1024x440 at 128 disparities,
+    /// the original's table (384x288, 512x512, 1024x1024 at 100, AD and MI), peak memory
+    Stereo,
 }
 
 #[derive(clap::Args)]
@@ -106,6 +110,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Filters => {
             filters::run(&b, &mut r)?;
             "filters"
+        }
+        Suite::Stereo => {
+            stereo::run(&b, &mut r)?;
+            "stereo"
         }
     };
     let machine = machine_description();

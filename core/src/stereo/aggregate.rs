@@ -24,6 +24,7 @@ use crate::parallel::{for_each_band, Parallelism};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// A path direction `r = (dx, dy)`: the path reaches `p` from `p - r`. `dy > 0` runs down.
@@ -133,7 +134,7 @@ impl SummedVolume {
 /// path costs at `prev[1..=D]` with `prev[0] = prev[D + 1] = u16::MAX` (so `d -+ 1` outside
 /// the range never wins) and `m` is their minimum. Writes `out[1..=D]`, adds to `sum`,
 /// returns the minimum of the new costs.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn path_step(prev: &[u16], m: u16, cost: &[u8], p1: u16, p2: u16, out: &mut [u16], sum: &mut [u16]) -> u16 {
     let n = cost.len();
     let (same, lower, upper) = (&prev[1..n + 1], &prev[..n], &prev[2..n + 2]);
@@ -153,7 +154,7 @@ fn path_step(prev: &[u16], m: u16, cost: &[u8], p1: u16, p2: u16, out: &mut [u16
 }
 
 /// Path start: `L = C`. Same layout as [`path_step`].
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn path_start(cost: &[u8], out: &mut [u16], sum: &mut [u16]) -> u16 {
     let n = cost.len();
     let out = &mut out[1..n + 1];
@@ -166,7 +167,7 @@ fn path_start(cost: &[u8], out: &mut [u16], sum: &mut [u16]) -> u16 {
     mn
 }
 
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn max_u8(v: &[u8]) -> u8 {
     v.iter().copied().fold(0, u8::max)
 }

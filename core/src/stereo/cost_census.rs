@@ -16,6 +16,7 @@ use crate::parallel::Parallelism;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// Largest census window: 9 x 7 = 63 pixels, 62 bits beside the centre, one u64.
@@ -107,7 +108,7 @@ pub fn census_transform(img: ImageView<'_, u8>, win: CensusWindow) -> Result<Cen
 }
 
 /// `out[x] = out[x] << 1 | (q[x] < c[x])`.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn census_bit(out: &mut [u64], q: &[u8], c: &[u8]) {
     for ((o, &a), &b) in out.iter_mut().zip(q).zip(c) {
         *o = (*o << 1) | (a < b) as u64;
@@ -116,11 +117,11 @@ fn census_bit(out: &mut [u64], q: &[u8], c: &[u8]) {
 
 /// `out[d] = popcount(code ^ rev[d])`: one pixel's costs; vectorizes to vpopcntq where
 /// the CPU has it, to the pshufb nibble count on AVX2.
-#[multiversion(targets(
+#[cfg_attr(feature = "std", multiversion(targets(
     "x86_64+avx512f+avx512bw+avx512vl+avx512vpopcntdq",
     "x86_64+avx2+fma+popcnt",
     "x86_64+popcnt"
-))]
+)))]
 fn hamming_run(code: u64, rev: &[u64], out: &mut [u8]) {
     for (o, &r) in out.iter_mut().zip(rev) {
         *o = (code ^ r).count_ones() as u8;

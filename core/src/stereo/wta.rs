@@ -16,10 +16,11 @@ use crate::error::Result;
 use crate::image::{check_same_size, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
 use core::sync::atomic::{AtomicUsize, Ordering};
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// Index and value of the first minimum.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn argmin(s: &[u16]) -> (usize, u16) {
     let m = s.iter().copied().fold(u16::MAX, u16::min);
     (s.iter().position(|&v| v == m).unwrap_or(0), m)
