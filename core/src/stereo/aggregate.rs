@@ -10,11 +10,12 @@
 //! equals the exact integer recursion.
 //!
 //! Memory: only the summed volume is held, never one volume per direction. Directions are
-//! run in three sweeps over the image: the horizontal ones row by row (rows in parallel;
-//! they write `S` first), the downward ones top to bottom and the upward ones bottom to top,
-//! each keeping only the last one or two rows of its path costs. The two vertical sweeps
-//! run at the same time on disjoint halves of `S` (down on the top half while up does the
-//! bottom half, then the other way round), so no row of `S` is written by two threads.
+//! run in two sweeps over the image, the downward ones top to bottom and the upward ones
+//! bottom to top, each keeping only the last one or two rows of its path costs; the
+//! horizontal paths ride along (one per sweep), so every row of `S` is touched twice. The
+//! two sweeps run at the same time on disjoint halves of `S` (down on the top half while up
+//! does the bottom half, then the other way round), so no row of `S` is written by two
+//! threads and no lock is needed.
 //! The inner loop runs along the disparity axis in u16 lanes (vpminuw / vpaddusw).
 
 use super::CostVolume;
@@ -134,7 +135,7 @@ impl SummedVolume {
 /// path costs at `prev[1..=D]` with `prev[0] = prev[D + 1] = u16::MAX` (so `d -+ 1` outside
 /// the range never wins) and `m` is their minimum. Writes `out[1..=D]`, adds to `sum`,
 /// returns the minimum of the new costs.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+#[inline(always)]
 fn path_step(prev: &[u16], m: u16, cost: &[u8], p1: u16, p2: u16, out: &mut [u16], sum: &mut [u16]) -> u16 {
     let n = cost.len();
     let (same, lower, upper) = (&prev[1..n + 1], &prev[..n], &prev[2..n + 2]);
@@ -154,7 +155,7 @@ fn path_step(prev: &[u16], m: u16, cost: &[u8], p1: u16, p2: u16, out: &mut [u16
 }
 
 /// Path start: `L = C`. Same layout as [`path_step`].
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+#[inline(always)]
 fn path_start(cost: &[u8], out: &mut [u16], sum: &mut [u16]) -> u16 {
     let n = cost.len();
     let out = &mut out[1..n + 1];
@@ -230,32 +231,41 @@ pub fn aggregate(
     let down: Vec<Direction> = dirs.iter().copied().filter(|r| r.dy > 0).collect();
     let up: Vec<Direction> = dirs.iter().copied().filter(|r| r.dy < 0).collect();
 
-    // Sweep 1: horizontal paths, rows in parallel; also the (zero) start of S.
+    // Horizontal paths ride along with the vertical sweeps (one each, to balance the two
+    // threads), so each row of S is touched by two sweeps only; with no vertical direction
+    // they run alone, rows in parallel.
     let n = w * nd;
-    if let Ok(view) = ImageViewMut::from_slice(&mut sum, n, h) {
-        for_each_band(view, par, 8, |y0, mut band| {
-            let slot = nd + 2;
-            let mut a = vec![u16::MAX; slot];
-            let mut b = vec![u16::MAX; slot];
-            for j in 0..band.height() {
-                let y = y0 + j;
-                let srow = band.row_mut(j);
-                srow.fill(0);
-                for r in &horizontal {
-                    horizontal_path(cost, y, r.dx, pen, guide, srow, &mut a, &mut b);
-                }
-            }
-        });
+    let (mut h_down, mut h_up) = (Vec::new(), Vec::new());
+    for (i, r) in horizontal.iter().enumerate() {
+        if up.is_empty() || (i % 2 == 0 && !down.is_empty()) {
+            h_down.push(*r);
+        } else {
+            h_up.push(*r);
+        }
     }
-
-    // Sweeps 2 and 3: downward and upward paths.
-    let mut dn = Sweep::new(cost, down, *pen, guide);
-    let mut upw = Sweep::new(cost, up, *pen, guide);
+    let mut dn = Sweep::new(cost, down, h_down, *pen, guide);
+    let mut upw = Sweep::new(cost, up, h_up, *pen, guide);
     match (dn.dirs.is_empty(), upw.dirs.is_empty()) {
-        (true, true) => {}
+        (true, true) => {
+            if let Ok(view) = ImageViewMut::from_slice(&mut sum, n, h) {
+                for_each_band(view, par, 8, |y0, mut band| {
+                    let slot = nd + 2;
+                    let mut a = vec![u16::MAX; slot];
+                    let mut b = vec![u16::MAX; slot];
+                    for j in 0..band.height() {
+                        let srow = band.row_mut(j);
+                        for r in &horizontal {
+                            horizontal_path(cost, y0 + j, r.dx, pen, guide, srow, &mut a, &mut b);
+                        }
+                    }
+                });
+            }
+        }
         (false, true) => dn.run(0..h, &mut sum, 0),
         (true, false) => upw.run((0..h).rev(), &mut sum, 0),
         (false, false) => {
+            // Down on the top half while up does the bottom half, then the other way round:
+            // no row of S is written by two threads at once.
             let mid = h / 2;
             let (top, bottom) = sum.split_at_mut(mid * n);
             join(par, || dn.run(0..mid, top, 0), || upw.run((mid..h).rev(), bottom, mid));
@@ -285,25 +295,65 @@ fn horizontal_path(
     pen: &Penalties,
     guide: Option<ImageView<'_, u8>>,
     srow: &mut [u16],
-    a: &mut Vec<u16>,
-    b: &mut Vec<u16>,
+    a: &mut [u16],
+    b: &mut [u16],
 ) {
-    let (w, nd) = (cost.width, cost.disparities);
-    let crow = cost.row(y);
-    let grow = guide.map(|g| g.row(y));
+    horizontal_row(cost.row(y), cost.disparities, dx > 0, pen, guide.map(|g| g.row(y)), srow, a, b)
+}
+
+/// The row loop of [`horizontal_path`], one compiled version per x86 level so the
+/// per-pixel steps inline into it.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn horizontal_row(crow: &[u8], nd: usize, forward: bool, pen: &Penalties, grow: Option<&[u8]>, srow: &mut [u16], a: &mut [u16], b: &mut [u16]) {
+    let w = crow.len() / nd;
+    let (mut a, mut b) = (a, b);
     let mut m = 0;
     for i in 0..w {
-        let x = if dx > 0 { i } else { w - 1 - i };
+        let x = if forward { i } else { w - 1 - i };
         let c = &crow[x * nd..(x + 1) * nd];
         let s = &mut srow[x * nd..(x + 1) * nd];
         if i == 0 {
             m = path_start(c, b, s);
         } else {
-            let px = if dx > 0 { x - 1 } else { x + 1 };
+            let px = if forward { x - 1 } else { x + 1 };
             let p2 = grow.map_or(pen.p2, |g| pen.p2_step(g[px], g[x]));
             m = path_step(a, m, c, pen.p1, p2, b, s);
         }
-        core::mem::swap(a, b);
+        core::mem::swap(&mut a, &mut b);
+    }
+}
+
+/// One row of one vertical or diagonal direction: `prev` (row `y - dy`'s path costs and
+/// minima) is `None` at the first row of the sweep, where every path starts.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn vertical_row(
+    crow: &[u8],
+    nd: usize,
+    dx: isize,
+    prev: Option<(&[u16], &[u16])>,
+    out_row: &mut [u16],
+    out_min: &mut [u16],
+    srow: &mut [u16],
+    pen: &Penalties,
+    grow: Option<(&[u8], &[u8])>,
+) {
+    let w = crow.len() / nd;
+    let slot = nd + 2;
+    for x in 0..w {
+        let c = &crow[x * nd..(x + 1) * nd];
+        let s = &mut srow[x * nd..(x + 1) * nd];
+        let o = &mut out_row[x * slot..(x + 1) * slot];
+        let px = x as isize - dx;
+        out_min[x] = match prev {
+            Some((prow, pmin)) if px >= 0 && px < w as isize => {
+                let px = px as usize;
+                let p2 = grow.map_or(pen.p2, |(g, gp)| pen.p2_step(gp[px], g[x]));
+                path_step(&prow[px * slot..(px + 1) * slot], pmin[px], c, pen.p1, p2, o, s)
+            }
+            _ => path_start(c, o, s),
+        };
     }
 }
 
@@ -313,6 +363,9 @@ fn horizontal_path(
 struct Sweep<'c> {
     cost: &'c CostVolume,
     dirs: Vec<Direction>,
+    /// Horizontal directions run on each row of this sweep.
+    horizontal: Vec<Direction>,
+    scratch: (Vec<u16>, Vec<u16>),
     pen: Penalties,
     guide: Option<ImageView<'c, u8>>,
     keep: usize,
@@ -321,23 +374,29 @@ struct Sweep<'c> {
 }
 
 impl<'c> Sweep<'c> {
-    fn new(cost: &'c CostVolume, dirs: Vec<Direction>, pen: Penalties, guide: Option<ImageView<'c, u8>>) -> Self {
+    fn new(cost: &'c CostVolume, dirs: Vec<Direction>, horizontal: Vec<Direction>, pen: Penalties, guide: Option<ImageView<'c, u8>>) -> Self {
         let keep = dirs.iter().map(|r| r.dy.unsigned_abs() as usize).max().unwrap_or(0) + 1;
         let w = cost.width;
         let slot = cost.disparities + 2;
         let bufs = dirs.iter().map(|_| vec![u16::MAX; keep * w * slot]).collect();
         let mins = dirs.iter().map(|_| vec![0u16; keep * w]).collect();
-        Sweep { cost, dirs, pen, guide, keep, bufs, mins }
+        let scratch = (vec![u16::MAX; slot], vec![u16::MAX; slot]);
+        Sweep { cost, dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
     }
 
     /// Processes `rows` in order (all of this sweep's direction: increasing for down,
-    /// decreasing for up), adding into the slab of `S` whose first row is `slab_y0`.
+    /// decreasing for up), adding into the slab of `S` whose first row is `slab_y0`
+    /// (S starts zeroed: the u16 adds of two sweeps then give the exact sum).
     fn run(&mut self, rows: impl Iterator<Item = usize>, slab: &mut [u16], slab_y0: usize) {
         let (w, h, nd) = (self.cost.width, self.cost.height, self.cost.disparities);
         let slot = nd + 2;
         let n = w * nd;
         for y in rows {
             let srow = &mut slab[(y - slab_y0) * n..(y - slab_y0 + 1) * n];
+            for r in &self.horizontal {
+                let (a, b) = (&mut self.scratch.0, &mut self.scratch.1);
+                horizontal_path(self.cost, y, r.dx, &self.pen, self.guide, srow, a, b);
+            }
             let crow = self.cost.row(y);
             let cur = y % self.keep;
             for (k, r) in self.dirs.iter().enumerate() {
@@ -347,19 +406,8 @@ impl<'c> Sweep<'c> {
                 let (out_row, prev_row) = rows_pair(&mut self.bufs[k], w * slot, cur, prv);
                 let (out_min, prev_min) = mins_pair(&mut self.mins[k], w, cur, prv);
                 let grow = if has_prev_row { self.guide.map(|g| (g.row(y), g.row(py as usize))) } else { None };
-                for x in 0..w {
-                    let c = &crow[x * nd..(x + 1) * nd];
-                    let s = &mut srow[x * nd..(x + 1) * nd];
-                    let o = &mut out_row[x * slot..(x + 1) * slot];
-                    let px = x as isize - r.dx as isize;
-                    out_min[x] = if has_prev_row && px >= 0 && px < w as isize {
-                        let px = px as usize;
-                        let p2 = grow.map_or(self.pen.p2, |(g, gp)| self.pen.p2_step(gp[px], g[x]));
-                        path_step(&prev_row[px * slot..(px + 1) * slot], prev_min[px], c, self.pen.p1, p2, o, s)
-                    } else {
-                        path_start(c, o, s)
-                    };
-                }
+                let prev = if has_prev_row { Some((prev_row, prev_min)) } else { None };
+                vertical_row(crow, nd, r.dx as isize, prev, out_row, out_min, srow, &self.pen, grow);
             }
         }
     }

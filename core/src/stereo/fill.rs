@@ -97,19 +97,19 @@ mod tests {
     #[test]
     fn hand_example() {
         let inf = f32::INFINITY;
-        // One row: only horizontal lines see values.
-        let mut a = Image::from_vec(5, 1, alloc::vec![3.0, inf, inf, 5.0, inf]).unwrap();
-        let occ = Image::from_vec(5, 1, alloc::vec![0u8, 1, 0, 0, 0]).unwrap();
-        let mut b = a.clone();
-        assert_eq!(fill_holes(a.view_mut(), Some(occ.view())).unwrap(), 3);
-        // x=1 occluded: {3, 5} -> second lowest 5; x=2 mismatch: {3, 5} -> lower median 3;
-        // x=4: {5} -> 5.
-        assert_eq!(a.row(0), &[3.0, 5.0, 3.0, 5.0, 5.0]);
-        // Border class: the value to the right, even when it is the larger one.
-        let occ = Image::from_vec(5, 1, alloc::vec![0u8, 2, 2, 0, 2]).unwrap();
-        b.set(0, 0, 9.0);
-        fill_holes(b.view_mut(), Some(occ.view())).unwrap();
-        assert_eq!(b.row(0), &[9.0, 5.0, 5.0, 5.0, 5.0]);
+        let mut a = Image::from_vec(8, 1, alloc::vec![inf, 1.0, inf, 2.0, inf, inf, 3.0, inf]).unwrap();
+        let occ = Image::from_vec(8, 1, alloc::vec![0u8, 0, 1, 0, 0, 2, 0, 1]).unwrap();
+        // Step 1 (border strip): x = 3 is not left of 3 (x = 6), but x = 1 and 0 lie left
+        // of the disparity 2 at x = 3 -> 2.
+        // Step 2: x = 2 occluded {2, 2} -> 2; x = 4 mismatch {2, 3} -> lower median 2;
+        // x = 5 outside -> the value to its right, 3; x = 7 occluded {3} -> 3.
+        assert_eq!(fill_holes(a.view_mut(), Some(occ.view())).unwrap(), 5);
+        assert_eq!(a.row(0), &[2.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0]);
+        // Second-lowest for occlusions, median for mismatches, on a column.
+        let mut c = Image::from_vec(1, 5, alloc::vec![7.0, inf, 3.0, 9.0, inf]).unwrap();
+        let occ = Image::from_vec(1, 5, alloc::vec![0u8, 1, 0, 0, 0]).unwrap();
+        fill_holes(c.view_mut(), Some(occ.view())).unwrap();
+        assert_eq!(c.as_slice(), &[7.0, 7.0, 3.0, 9.0, 9.0]);
         let mut none = Image::<f32>::filled(3, 2, inf).unwrap();
         assert_eq!(fill_holes(none.view_mut(), None).unwrap(), 0);
     }
@@ -125,6 +125,21 @@ mod tests {
             let mut got = src.clone();
             let n = fill_holes(got.view_mut(), Some(occ.view())).unwrap();
             let mut want_n = 0;
+            // Step 1 by definition: a pixel left of (x < d) the nearest valid disparity d to
+            // its right that itself survived takes d.
+            let mut src = src.clone();
+            for y in 0..h {
+                let mut cur: Option<f32> = None;
+                for x in (0..w).rev() {
+                    match cur {
+                        Some(d) if (x as f32) < d => {
+                            if !src.at(x, y).is_finite() { want_n += 1; }
+                            src.set(x, y, d);
+                        }
+                        _ => if src.at(x, y).is_finite() { cur = Some(src.at(x, y)); },
+                    }
+                }
+            }
             for y in 0..h as i64 { for x in 0..w as i64 {
                 let c = src.at(x as usize, y as usize);
                 let want = if c.is_finite() { c as f64 } else {

@@ -78,29 +78,43 @@ pub fn wta_left(
 
 /// Right disparity map (integer) by the diagonal search of the module doc. Right pixels
 /// `x >= W - ...` see fewer candidates (`d < W - x`); every pixel has at least `d = 0`.
+/// Computed by reading `S` in memory order: left pixel `x` offers `S(x, d)` to right pixel
+/// `x - d`; scanning `x` upwards and keeping strict improvements gives the smallest `d` on
+/// ties.
 pub fn wta_right(sum: &SummedVolume, out: ImageViewMut<'_, f32>, par: Parallelism) -> Result<()> {
     sum.validate()?;
     check_same_size((sum.width, sum.height), out.size())?;
     let (w, nd) = (sum.width, sum.disparities);
     for_each_band(out, par, 8, |y0, mut band| {
+        // Indexed by w - 1 - x_r, so the right pixels x - d (d = 0, 1, ...) that left pixel x
+        // reaches are the contiguous run starting at w - 1 - x.
+        let mut cost = alloc::vec![u16::MAX; w];
+        let mut best = alloc::vec![0u16; w];
         for j in 0..band.height() {
             let y = y0 + j;
-            let row = band.row_mut(j);
-            for (x, o) in row.iter_mut().enumerate() {
-                let mut best = 0;
-                let mut m = u16::MAX;
-                for d in 0..nd.min(w - x) {
-                    let v = sum.data[((y * w) + x + d) * nd + d];
-                    if v < m {
-                        m = v;
-                        best = d;
-                    }
-                }
-                *o = best as f32;
+            cost.fill(u16::MAX);
+            best.fill(0);
+            for x in 0..w {
+                let k = nd.min(x + 1);
+                let r = w - 1 - x;
+                offer(&sum.pixel(x, y)[..k], &mut cost[r..r + k], &mut best[r..r + k]);
+            }
+            for (o, &b) in band.row_mut(j).iter_mut().zip(best.iter().rev()) {
+                *o = b as f32;
             }
         }
     });
     Ok(())
+}
+
+/// `cost[d], best[d] = s[d], d` where `s[d] < cost[d]`: branch-free, vectorized.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn offer(s: &[u16], cost: &mut [u16], best: &mut [u16]) {
+    for (d, ((&v, c), b)) in s.iter().zip(cost.iter_mut()).zip(best.iter_mut()).enumerate() {
+        let better = v < *c;
+        *c = if better { v } else { *c };
+        *b = if better { d as u16 } else { *b };
+    }
 }
 
 #[cfg(test)]
