@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 use tessera::stereo::{self, Cost, Paths, StereoParams, Tiling};
-use tessera::{AnyView, Backend, CpuBackend, Error, Image, Parallelism, Rgba8};
+use tessera::{AnyImage, AnyView, Backend, CpuBackend, Error, Image, Parallelism, Rgba8};
 
 /// `$TESSERA_DATA/stereo`, else `../shared/data/stereo` from the project root (or from the
 /// parent of a worktree folder).
@@ -73,12 +73,13 @@ fn middlebury_cones_and_teddy() {
     assert_eq!(c.density, 100.0);
     assert!(c.bad1_all <= 10.0, "cones census bad 1.0 = {:.2} %", c.bad1_all);
     assert!(t.bad1_all <= 13.0, "teddy census bad 1.0 = {:.2} %", t.bad1_all);
-    // The other costs: scored and reported; bounds only catch a broken cost.
+    // The other costs: scored and reported (measured: AD 11.95 / 17.45 %, MI 10.00 /
+    // 13.96 %); the bounds leave a margin and catch a broken cost.
     for cost in [Cost::Ad, Cost::MI] {
         let q = StereoParams { cost, ..p };
         for s in [&cones, &teddy] {
             let sc = score(s, &q);
-            assert!(sc.bad1_all < 30.0, "{} {cost:?} bad 1.0 = {:.2} %", s.name, sc.bad1_all);
+            assert!(sc.bad1_all < 20.0, "{} {cost:?} bad 1.0 = {:.2} %", s.name, sc.bad1_all);
         }
     }
 }
@@ -184,4 +185,62 @@ fn bad_input_is_an_error() {
     assert!(matches!(run(f.view().into(), f.view().into(), &mut d, &p), Err(Error::UnsupportedType { .. })));
     let c = Image::<Rgba8>::new(32, 8).unwrap();
     assert!(matches!(run(a.view().into(), c.view().into(), &mut d, &p), Err(Error::UnsupportedType { .. })));
+}
+
+fn tessera() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+#[test]
+fn cli_stereo_writes_pfm_and_eval_scores_it() {
+    let dir = std::env::temp_dir().join(format!("tessera-stereo-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cones = data_dir().join("cones");
+    let pfm = dir.join("disp.pfm");
+    let png = dir.join("disp.png");
+    let out = tessera()
+        .args(["stereo", "--backend", "cpu", "--max-disp", "64"])
+        .arg(cones.join("im2.png"))
+        .arg(cones.join("im6.png"))
+        .arg("-o")
+        .arg(&pfm)
+        .arg("--color")
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The PFM holds the library's map exactly.
+    let disp = stereo::pfm::decode_pfm(&std::fs::read(&pfm).unwrap()).unwrap();
+    let left = load_rgba(&cones.join("im2.png"));
+    let right = load_rgba(&cones.join("im6.png"));
+    let mut want = Image::<f32>::new(450, 375).unwrap();
+    stereo::stereo_sgm(AnyView::Rgba8(left.view()), AnyView::Rgba8(right.view()), want.view_mut(), &StereoParams::default(), Parallelism::AllThreads).unwrap();
+    assert_eq!(disp, want);
+    let AnyImage::Rgba8(c) = tessera::io::load(&png).unwrap() else { panic!("colour PNG expected") };
+    assert_eq!(c.size(), (450, 375));
+    let eval = tessera().arg("stereo-eval").arg(&pfm).arg(cones.join("disp2.png")).args(["--gt-scale", "4", "--json"]).output().unwrap();
+    assert!(eval.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    let s = stereo::evaluate(disp.view(), load_gt(&cones.join("disp2.png")).view()).unwrap();
+    assert!((v["all"]["bad1"].as_f64().unwrap() - s.bad1_all).abs() < 1e-9);
+    assert_eq!(v["density"].as_f64().unwrap(), 100.0);
+}
+
+#[test]
+fn cli_stereo_errors_are_messages() {
+    let cones = data_dir().join("cones");
+    let tsukuba = data_dir().join("tsukuba");
+    let o = std::env::temp_dir().join("tessera-stereo-never.pfm");
+    let cases: [(&[&str], &std::path::Path, &str); 4] = [
+        (&["--max-disp", "0"], &cones.join("im6.png"), "max_disparity"),
+        (&["--max-disp", "450"], &cones.join("im6.png"), "max_disparity"),
+        (&["--p1", "50", "--p2", "10"], &cones.join("im6.png"), "P2"),
+        (&[], &tsukuba.join("right.png"), "sizes differ"),
+    ];
+    for (args, right, msg) in cases {
+        let out = tessera().args(["stereo", "--backend", "cpu"]).args(args).arg(cones.join("im2.png")).arg(right).arg("-o").arg(&o).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(msg) && !err.contains("panicked"), "{args:?}: {err}");
+    }
 }

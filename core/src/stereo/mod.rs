@@ -78,12 +78,14 @@ impl Cost {
     /// adaptive P2. Chosen on cones and teddy together: a coarse grid (P1 6..30, P2
     /// 120..600, census 5x5 / 7x5 / 9x7, uniqueness 0 / 5) scored with the full default
     /// pipeline, keeping the setting with the best score on both images at once rather than
-    /// the best on either one; larger penalties helped both images up to about 20 / 400.
+    /// the best on either one; larger penalties helped both images up to about 20 / 400
+    /// for census. MI (1/16 nat per step, so larger numbers) was gridded the same way
+    /// (P1 20..80, P2 400..2000) and AD over P1 10..30, P2 150..500.
     pub fn default_penalties(self) -> (u16, u16) {
         match self {
             Cost::Census { .. } => (20, 400),
             Cost::Ad => (20, 300),
-            Cost::Mi { .. } => (20, 400),
+            Cost::Mi { .. } => (80, 2000),
         }
     }
 
