@@ -3,8 +3,12 @@
 //! `../shared/bench/opencv_anchor.sh`), a synthetic 1024x440 pair at 128 disparities and
 //! 4 paths (the size the fastest GPU library quotes), and the original CUDA port's table
 //! (384x288 = tsukuba, 512x512, 1024x1024 at 100 disparities, AD and MI). Every run also
-//! records its memory: the core's working-set account (`peak_bytes`) and the process's
-//! measured peak resident memory during the call (Linux `VmHWM`, reset before the call).
+//! records its memory: the core's working-set account (`peak_bytes_core`), the process's
+//! peak resident memory during the call (`peak_rss_bytes`: Linux `VmHWM`, reset before the
+//! call; it includes everything the process holds, images and allocator caches too) and
+//! that peak minus the resident memory just before the call (`peak_rss_delta_bytes`: the
+//! new memory the call touched; near 0 when the allocator reuses pages a previous case
+//! left resident, so only the first case of a size shows the full working set).
 
 use super::{Bench, Recorder};
 use anyhow::{Context, Result};
@@ -90,14 +94,15 @@ fn run_case(b: &Bench, r: &mut Recorder, c: &Case<'_>, both_thread_modes: bool) 
     let before = current_rss();
     let reset = reset_peak();
     let stats = b.backend.stereo_sgm(c.left, c.right, disp.view_mut(), &c.params)?;
-    let measured = match (reset, before, peak_rss()) {
-        (true, Some(a), Some(p)) => Some(p.saturating_sub(a)),
+    let peak = if reset { peak_rss() } else { None };
+    let measured = match (before, peak) {
+        (Some(a), Some(p)) => Some(p.saturating_sub(a)),
         _ => None,
     };
     let mut params = json!({
         "w": w, "h": h, "max_disp": c.params.max_disparity, "cost": format!("{:?}", c.params.cost),
         "paths": c.params.paths.count(), "p1": stats.p1, "p2": stats.p2,
-        "peak_bytes_core": stats.peak_bytes, "peak_rss_delta_bytes": measured, "tiles": stats.tiles,
+        "peak_bytes_core": stats.peak_bytes, "peak_rss_bytes": peak, "peak_rss_delta_bytes": measured, "tiles": stats.tiles,
     });
     if let Some(gt) = c.gt {
         let s = stereo::evaluate(disp.view(), gt.view())?;
