@@ -295,6 +295,8 @@ pub(crate) fn reversed_clamped<T: Copy>(row: &[T], disparities: usize, out: &mut
     out.clear();
     out.extend(row.iter().rev().copied());
     let first = row[0];
+    // repeat_n needs Rust 1.82; the workspace's rust-version is 1.80.
+    #[allow(clippy::manual_repeat_n)]
     out.extend(core::iter::repeat(first).take(disparities.saturating_sub(1)));
 }
 
