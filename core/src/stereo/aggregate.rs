@@ -18,7 +18,7 @@
 //! threads and no lock is needed.
 //! The inner loop runs along the disparity axis in u16 lanes (vpminuw / vpaddusw).
 
-use super::CostVolume;
+use super::{CostVolume, Rect, RowCost};
 use crate::error::{Error, Result};
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
@@ -213,7 +213,30 @@ pub fn aggregate(
             reason: format!("{} costs for {w} x {h} x {nd}", cost.data.len()),
         });
     }
-    pen.validate(dirs.len(), max_u8(&cost.data) as u16)?;
+    let region = Rect { x: 0, y: 0, width: w, height: h };
+    aggregate_rows(cost, region, nd, max_u8(&cost.data) as u16, dirs, pen, guide, par)
+}
+
+/// [`aggregate`] over costs computed row by row on demand (each sweep computes a row once
+/// and uses it for all its directions), for the region `r` of the source's image: the
+/// pipeline never holds a cost volume, only the summed one. `cost_max` bounds the costs
+/// (for the overflow check); `guide` covers the region.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn aggregate_rows(
+    src: &dyn RowCost,
+    r: Rect,
+    nd: usize,
+    cost_max: u16,
+    dirs: &[Direction],
+    pen: &Penalties,
+    guide: Option<ImageView<'_, u8>>,
+    par: Parallelism,
+) -> Result<SummedVolume> {
+    let (w, h) = (r.width, r.height);
+    if w == 0 || h == 0 || nd == 0 {
+        return Err(Error::ZeroSize { width: w, height: h });
+    }
+    pen.validate(dirs.len(), cost_max)?;
     if pen.adaptive_p2 {
         match guide {
             Some(g) => check_same_size((w, h), g.size())?,
@@ -243,8 +266,8 @@ pub fn aggregate(
             h_up.push(*r);
         }
     }
-    let mut dn = Sweep::new(cost, down, h_down, *pen, guide);
-    let mut upw = Sweep::new(cost, up, h_up, *pen, guide);
+    let mut dn = Sweep::new(src, r, nd, down, h_down, *pen, guide);
+    let mut upw = Sweep::new(src, r, nd, up, h_up, *pen, guide);
     match (dn.dirs.is_empty(), upw.dirs.is_empty()) {
         (true, true) => {
             if let Ok(view) = ImageViewMut::from_slice(&mut sum, n, h) {
@@ -252,10 +275,12 @@ pub fn aggregate(
                     let slot = nd + 2;
                     let mut a = vec![u16::MAX; slot];
                     let mut b = vec![u16::MAX; slot];
+                    let mut crow = vec![0u8; w * nd];
                     for j in 0..band.height() {
                         let srow = band.row_mut(j);
-                        for r in &horizontal {
-                            horizontal_path(cost, y0 + j, r.dx, pen, guide, srow, &mut a, &mut b);
+                        src.cost_row(r.y + y0 + j, r.x, w, nd, &mut crow);
+                        for d in &horizontal {
+                            horizontal_row(&crow, nd, d.dx > 0, pen, guide.map(|g| g.row(y0 + j)), srow, &mut a, &mut b);
                         }
                     }
                 });
@@ -286,23 +311,8 @@ fn join(par: Parallelism, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
     b();
 }
 
-/// One horizontal path (`dx = +-1`) along row `y`, added into `srow`.
-#[allow(clippy::too_many_arguments)]
-fn horizontal_path(
-    cost: &CostVolume,
-    y: usize,
-    dx: i8,
-    pen: &Penalties,
-    guide: Option<ImageView<'_, u8>>,
-    srow: &mut [u16],
-    a: &mut [u16],
-    b: &mut [u16],
-) {
-    horizontal_row(cost.row(y), cost.disparities, dx > 0, pen, guide.map(|g| g.row(y)), srow, a, b)
-}
-
-/// The row loop of [`horizontal_path`], one compiled version per x86 level so the
-/// per-pixel steps inline into it.
+/// One horizontal path (`forward`: left to right) along a row of costs, added into `srow`;
+/// one compiled version per x86 level so the per-pixel steps inline into it.
 #[allow(clippy::too_many_arguments)]
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn horizontal_row(crow: &[u8], nd: usize, forward: bool, pen: &Penalties, grow: Option<&[u8]>, srow: &mut [u16], a: &mut [u16], b: &mut [u16]) {
@@ -361,7 +371,11 @@ fn vertical_row(
 /// `keep` rows (ring buffer, `slot = D + 2` u16 per pixel with MAX sentinels) and their
 /// per-pixel minima.
 struct Sweep<'c> {
-    cost: &'c CostVolume,
+    src: &'c dyn RowCost,
+    region: Rect,
+    nd: usize,
+    /// The costs of the current row.
+    crow: Vec<u8>,
     dirs: Vec<Direction>,
     /// Horizontal directions run on each row of this sweep.
     horizontal: Vec<Direction>,
@@ -374,30 +388,41 @@ struct Sweep<'c> {
 }
 
 impl<'c> Sweep<'c> {
-    fn new(cost: &'c CostVolume, dirs: Vec<Direction>, horizontal: Vec<Direction>, pen: Penalties, guide: Option<ImageView<'c, u8>>) -> Self {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        src: &'c dyn RowCost,
+        region: Rect,
+        nd: usize,
+        dirs: Vec<Direction>,
+        horizontal: Vec<Direction>,
+        pen: Penalties,
+        guide: Option<ImageView<'c, u8>>,
+    ) -> Self {
         let keep = dirs.iter().map(|r| r.dy.unsigned_abs() as usize).max().unwrap_or(0) + 1;
-        let w = cost.width;
-        let slot = cost.disparities + 2;
+        let w = region.width;
+        let slot = nd + 2;
         let bufs = dirs.iter().map(|_| vec![u16::MAX; keep * w * slot]).collect();
         let mins = dirs.iter().map(|_| vec![0u16; keep * w]).collect();
         let scratch = (vec![u16::MAX; slot], vec![u16::MAX; slot]);
-        Sweep { cost, dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
+        let crow = if dirs.is_empty() && horizontal.is_empty() { Vec::new() } else { vec![0u8; w * nd] };
+        Sweep { src, region, nd, crow, dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
     }
 
     /// Processes `rows` in order (all of this sweep's direction: increasing for down,
     /// decreasing for up), adding into the slab of `S` whose first row is `slab_y0`
     /// (S starts zeroed: the u16 adds of two sweeps then give the exact sum).
     fn run(&mut self, rows: impl Iterator<Item = usize>, slab: &mut [u16], slab_y0: usize) {
-        let (w, h, nd) = (self.cost.width, self.cost.height, self.cost.disparities);
+        let (w, h, nd) = (self.region.width, self.region.height, self.nd);
         let slot = nd + 2;
         let n = w * nd;
         for y in rows {
             let srow = &mut slab[(y - slab_y0) * n..(y - slab_y0 + 1) * n];
+            self.src.cost_row(self.region.y + y, self.region.x, w, nd, &mut self.crow);
+            let crow = &self.crow[..];
             for r in &self.horizontal {
                 let (a, b) = (&mut self.scratch.0, &mut self.scratch.1);
-                horizontal_path(self.cost, y, r.dx, &self.pen, self.guide, srow, a, b);
+                horizontal_row(crow, nd, r.dx > 0, &self.pen, self.guide.map(|g| g.row(y)), srow, a, b);
             }
-            let crow = self.cost.row(y);
             let cur = y % self.keep;
             for (k, r) in self.dirs.iter().enumerate() {
                 let py = y as isize - r.dy as isize;

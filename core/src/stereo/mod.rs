@@ -266,6 +266,14 @@ impl CostVolume {
     }
 }
 
+/// A stored volume is a row source too (for [`aggregate`] on a volume).
+impl RowCost for CostVolume {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, out: &mut [u8]) {
+        let row = self.row(y);
+        out[..n * disparities].copy_from_slice(&row[x0 * disparities..(x0 + n) * disparities]);
+    }
+}
+
 /// A matching cost seen as rows: the costs of the left pixels `x0 .. x0 + n` of row `y`
 /// against the whole right row.
 pub(crate) trait RowCost: Sync {
