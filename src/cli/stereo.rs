@@ -34,9 +34,12 @@ pub struct StereoArgs {
     /// Census window WxH (odd sides, at most 9x7)
     #[arg(long, default_value = "7x5")]
     census_window: String,
-    /// MI iterations (from a zero disparity map)
+    /// MI iterations (from a zero disparity map) at the coarsest level
     #[arg(long, default_value_t = 3)]
     mi_iterations: usize,
+    /// MI pyramid levels (0 = full resolution only)
+    #[arg(long, default_value_t = 0)]
+    mi_levels: usize,
     /// Aggregation paths: 4, 5, 8 or 16
     #[arg(long, default_value_t = 8)]
     paths: usize,
@@ -93,7 +96,7 @@ impl StereoArgs {
                 Cost::Census { width, height }
             }
             CostArg::Ad => Cost::Ad,
-            CostArg::Mi => Cost::Mi { iterations: self.mi_iterations },
+            CostArg::Mi => Cost::Mi { iterations: self.mi_iterations, levels: self.mi_levels },
         };
         let tiling = match &self.tile {
             Some(t) => {

@@ -57,9 +57,11 @@ pub enum Cost {
     /// for colour input); a match `x - d < 0` is clamped to column 0 instead of being
     /// undefined, as in the original CUDA port.
     Ad,
-    /// Mutual information (Hirschmueller 2008, eq. 5-9), re-estimated `iterations` times
-    /// from the current disparity map, starting from a zero disparity map.
-    Mi { iterations: usize },
+    /// Mutual information (Hirschmueller 2008, eq. 5-9), re-estimated from the current
+    /// disparity map: `iterations` times at the coarsest of `levels` halvings (starting
+    /// from a zero disparity map), then once per finer level; `levels = 0` is the plain
+    /// iterative scheme at full resolution.
+    Mi { iterations: usize, levels: usize },
     /// Census transform in a `width x height` window (odd sides, at most 9 x 7) and the
     /// Hamming distance of the bit strings (Zabih and Woodfill 1994).
     Census { width: usize, height: usize },
@@ -71,8 +73,11 @@ impl Cost {
     /// The default census window, 7 x 5 (34 bits): on cones and teddy together it scored
     /// better than 9 x 7 and 5 x 5 with the default penalties.
     pub const CENSUS_7X5: Cost = Cost::Census { width: 7, height: 5 };
-    /// Mutual information with the paper's three iterations.
-    pub const MI: Cost = Cost::Mi { iterations: 3 };
+    /// Mutual information with the paper's three iterations, at full resolution.
+    pub const MI: Cost = Cost::Mi { iterations: 3, levels: 0 };
+    /// Hierarchical mutual information: three iterations at quarter resolution, then one
+    /// at half and one at full resolution.
+    pub const MI_HIERARCHICAL: Cost = Cost::Mi { iterations: 3, levels: 2 };
 
     /// Default penalties (P1, P2) for this cost, in its units, for use with the default
     /// adaptive P2. Chosen on cones and teddy together: a coarse grid (P1 6..30, P2
@@ -210,7 +215,12 @@ impl StereoParams {
         require_range("max_disparity", self.max_disparity as i64, 1, width as i64 - 1)?;
         match self.cost {
             Cost::Census { width: cw, height: ch } => CensusWindow::new(cw, ch).map(|_| ())?,
-            Cost::Mi { iterations } => require_range("MI iterations", iterations as i64, 1, 10)?,
+            Cost::Mi { iterations, levels } => {
+                require_range("MI iterations", iterations as i64, 1, 10)?;
+                // The coarsest level must still be a stereo pair (at least 2 pixels wide).
+                let max_levels = (0..=6).take_while(|&k| width.div_ceil(1 << k) >= 2).last().unwrap_or(0);
+                require_range("MI levels", levels as i64, 0, max_levels as i64)?;
+            }
             Cost::Ad => {}
         }
         let (p1, p2) = self.penalties();
@@ -308,6 +318,18 @@ pub(crate) fn reversed_clamped<T: Copy>(row: &[T], disparities: usize, out: &mut
     out.extend(core::iter::repeat(first).take(disparities.saturating_sub(1)));
 }
 
+/// Half-size image: each pixel the rounded mean of a 2x2 block (the last row / column of an
+/// odd size averages with itself).
+fn half(img: &Image<u8>) -> Result<Image<u8>> {
+    let (w, h) = img.size();
+    Image::from_fn(w.div_ceil(2), h.div_ceil(2), |x, y| {
+        let (x0, y0) = (2 * x, 2 * y);
+        let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
+        let s = img.at(x0, y0) as u32 + img.at(x1, y0) as u32 + img.at(x0, y1) as u32 + img.at(x1, y1) as u32;
+        ((s + 2) / 4) as u8
+    })
+}
+
 fn occ_view(o: &mut Option<Image<u8>>) -> Option<ImageViewMut<'_, u8>> {
     o.as_mut().map(|i| i.view_mut())
 }
@@ -386,27 +408,53 @@ pub fn stereo_sgm(
             let src = cost_census::CensusCost::new(&cl, &cr)?;
             tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?
         }
-        Cost::Mi { iterations } => {
+        Cost::Mi { iterations, levels } => {
             let gray_r: Image<u8> = match pr {
                 Pair::Gray(_, r) => r.to_image(),
                 Pair::Rgb(_, r) => r.convert(),
             };
-            whole_bytes += w * h;
-            // Iteration 0 estimates MI from the zero disparity map; intermediate runs keep
-            // only the checked integer disparities, the final one uses the caller's steps.
-            disp.fill(0.0);
+            whole_bytes += w * h * 2;
+            // Hierarchical MI (paper sec. 2.1): `iterations` estimates at the coarsest level
+            // starting from zero disparities, then one per finer level from the level
+            // below's disparities (doubled); intermediate runs keep only the checked
+            // integer disparities, the final one uses the caller's steps.
+            let mut pyr = vec![(gray_l.clone(), gray_r.clone())];
+            for _ in 0..levels {
+                let (l, r) = &pyr[pyr.len() - 1];
+                let next = (half(l)?, half(r)?);
+                pyr.push(next);
+            }
             let mut inter = *p;
             inter.subpixel = false;
             inter.median = false;
             inter.fill = false;
             inter.lr_check = true;
+            let (cw, ch) = pyr[levels].0.size();
+            let mut init = Image::<f32>::new(cw, ch)?;
             let mut last = StereoStats::default();
-            for it in 0..iterations {
-                let table = cost_mi::mi_table(gray_l.view(), gray_r.view(), disp.as_view())?;
-                let src = cost_mi::MiCost::new(gray_l.view(), gray_r.view(), &table);
-                let q = if it + 1 == iterations { p } else { &inter };
-                let o = if it + 1 == iterations { occ_view(&mut occ) } else { None };
-                last = tiles::run_tiles(&src, gray_l.view(), &tiles, q, disp.reborrow(), o, par)?;
+            for k in (0..=levels).rev() {
+                let (lk, rk) = (&pyr[k].0, &pyr[k].1);
+                let (wk, hk) = lk.size();
+                let runs = if k == levels { iterations } else { 1 };
+                for it in 0..runs {
+                    let table = cost_mi::mi_table(lk.view(), rk.view(), init.view())?;
+                    let src = cost_mi::MiCost::new(lk.view(), rk.view(), &table);
+                    if k == 0 && it + 1 == runs {
+                        last = tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?;
+                    } else {
+                        let dk = p.max_disparity.div_ceil(1 << k).clamp(1, wk - 1);
+                        let tiling = if k == 0 { p.tiling } else { Tiling::default() };
+                        let q = StereoParams { max_disparity: dk, tiling, ..inter };
+                        let t = plan_tiles(wk, hk, dk, q.paths.count(), tiling)?;
+                        let mut out = Image::<f32>::new(wk, hk)?;
+                        tiles::run_tiles(&src, lk.view(), &t, &q, out.view_mut(), None, par)?;
+                        init = out;
+                    }
+                }
+                if k > 0 {
+                    let (fw, fh) = pyr[k - 1].0.size();
+                    init = Image::from_fn(fw, fh, |x, y| 2.0 * init.at((x / 2).min(wk - 1), (y / 2).min(hk - 1)))?;
+                }
             }
             last
         }
