@@ -334,39 +334,6 @@ fn horizontal_row(crow: &[u8], nd: usize, forward: bool, pen: &Penalties, grow: 
     }
 }
 
-/// One row of one vertical or diagonal direction: `prev` (row `y - dy`'s path costs and
-/// minima) is `None` at the first row of the sweep, where every path starts.
-#[allow(clippy::too_many_arguments)]
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn vertical_row(
-    crow: &[u8],
-    nd: usize,
-    dx: isize,
-    prev: Option<(&[u16], &[u16])>,
-    out_row: &mut [u16],
-    out_min: &mut [u16],
-    srow: &mut [u16],
-    pen: &Penalties,
-    grow: Option<(&[u8], &[u8])>,
-) {
-    let w = crow.len() / nd;
-    let slot = nd + 2;
-    for x in 0..w {
-        let c = &crow[x * nd..(x + 1) * nd];
-        let s = &mut srow[x * nd..(x + 1) * nd];
-        let o = &mut out_row[x * slot..(x + 1) * slot];
-        let px = x as isize - dx;
-        out_min[x] = match prev {
-            Some((prow, pmin)) if px >= 0 && px < w as isize => {
-                let px = px as usize;
-                let p2 = grow.map_or(pen.p2, |(g, gp)| pen.p2_step(gp[px], g[x]));
-                path_step(&prow[px * slot..(px + 1) * slot], pmin[px], c, pen.p1, p2, o, s)
-            }
-            _ => path_start(c, o, s),
-        };
-    }
-}
-
 /// The state of one vertical sweep: for each of its directions, the path costs of the last
 /// `keep` rows (ring buffer, `slot = D + 2` u16 per pixel with MAX sentinels) and their
 /// per-pixel minima.
@@ -419,34 +386,96 @@ impl<'c> Sweep<'c> {
             let srow = &mut slab[(y - slab_y0) * n..(y - slab_y0 + 1) * n];
             self.src.cost_row(self.region.y + y, self.region.x, w, nd, &mut self.crow);
             let crow = &self.crow[..];
-            for r in &self.horizontal {
-                let (a, b) = (&mut self.scratch.0, &mut self.scratch.1);
-                horizontal_row(crow, nd, r.dx > 0, &self.pen, self.guide.map(|g| g.row(y)), srow, a, b);
-            }
             let cur = y % self.keep;
-            for (k, r) in self.dirs.iter().enumerate() {
+            let mut views: Vec<DirRow<'_>> = Vec::with_capacity(self.dirs.len());
+            for ((r, buf), mins) in self.dirs.iter().zip(self.bufs.iter_mut()).zip(self.mins.iter_mut()) {
                 let py = y as isize - r.dy as isize;
                 let has_prev_row = py >= 0 && py < h as isize;
                 let prv = if has_prev_row { py as usize % self.keep } else { cur };
-                let (out_row, prev_row) = rows_pair(&mut self.bufs[k], w * slot, cur, prv);
-                let (out_min, prev_min) = mins_pair(&mut self.mins[k], w, cur, prv);
+                let (out_row, prev_row) = split_pair(buf, w * slot, cur, prv);
+                let (out_min, prev_min) = split_pair(mins, w, cur, prv);
                 let grow = if has_prev_row { self.guide.map(|g| (g.row(y), g.row(py as usize))) } else { None };
                 let prev = if has_prev_row { Some((prev_row, prev_min)) } else { None };
-                vertical_row(crow, nd, r.dx as isize, prev, out_row, out_min, srow, &self.pen, grow);
+                views.push(DirRow { dx: r.dx as isize, out_row, out_min, prev, grow });
+            }
+            // The first horizontal path runs in the same loop over x as the vertical ones:
+            // its step-to-step dependency chain overlaps with their independent work.
+            let grow = self.guide.map(|g| g.row(y));
+            let (a, b) = (&mut self.scratch.0[..], &mut self.scratch.1[..]);
+            let forward = self.horizontal.first().map_or(true, |r| r.dx > 0);
+            let hz = self.horizontal.first().map(|_| (a, b));
+            sweep_row(crow, nd, forward, hz, grow, &mut views, srow, &self.pen);
+            for r in self.horizontal.iter().skip(1) {
+                let (a, b) = (&mut self.scratch.0, &mut self.scratch.1);
+                horizontal_row(crow, nd, r.dx > 0, &self.pen, grow, srow, a, b);
             }
         }
     }
 }
 
+/// One direction's buffers for the current row of a sweep.
+struct DirRow<'a> {
+    dx: isize,
+    out_row: &'a mut [u16],
+    out_min: &'a mut [u16],
+    /// Row `y - dy`'s path costs and minima; `None` at the first row (paths start).
+    prev: Option<(&'a [u16], &'a [u16])>,
+    /// Guide rows `y` and `y - dy` for the adaptive P2.
+    grow: Option<(&'a [u8], &'a [u8])>,
+}
+
+/// One row of a sweep: for each x (in the horizontal path's order), the horizontal step
+/// when `hz` holds its two scratch slots, then every vertical / diagonal direction's step.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn sweep_row<'d>(
+    crow: &[u8],
+    nd: usize,
+    forward: bool,
+    hz: Option<(&mut [u16], &mut [u16])>,
+    hguide: Option<&[u8]>,
+    dirs: &mut [DirRow<'d>],
+    srow: &mut [u16],
+    pen: &Penalties,
+) {
+    let w = crow.len() / nd;
+    let slot = nd + 2;
+    let has_h = hz.is_some();
+    let (mut a, mut b): (&mut [u16], &mut [u16]) = match hz {
+        Some((a, b)) => (a, b),
+        None => (&mut [], &mut []),
+    };
+    let mut m = 0;
+    for i in 0..w {
+        let x = if forward { i } else { w - 1 - i };
+        let c = &crow[x * nd..(x + 1) * nd];
+        let s = &mut srow[x * nd..(x + 1) * nd];
+        if has_h {
+            if i == 0 {
+                m = path_start(c, b, s);
+            } else {
+                let px = if forward { x - 1 } else { x + 1 };
+                let p2 = hguide.map_or(pen.p2, |g| pen.p2_step(g[px], g[x]));
+                m = path_step(a, m, c, pen.p1, p2, b, s);
+            }
+            core::mem::swap(&mut a, &mut b);
+        }
+        for dr in dirs.iter_mut() {
+            let o = &mut dr.out_row[x * slot..(x + 1) * slot];
+            let px = x as isize - dr.dx;
+            dr.out_min[x] = match dr.prev {
+                Some((prow, pmin)) if px >= 0 && px < w as isize => {
+                    let px = px as usize;
+                    let p2 = dr.grow.map_or(pen.p2, |(g, gp)| pen.p2_step(gp[px], g[x]));
+                    path_step(&prow[px * slot..(px + 1) * slot], pmin[px], c, pen.p1, p2, o, s)
+                }
+                _ => path_start(c, o, s),
+            };
+        }
+    }
+}
+
 /// Row `cur` of a ring buffer for writing and row `prv` (!= cur, unless unused) for reading.
-fn rows_pair(buf: &mut [u16], n: usize, cur: usize, prv: usize) -> (&mut [u16], &[u16]) {
-    split_pair(buf, n, cur, prv)
-}
-
-fn mins_pair(buf: &mut [u16], n: usize, cur: usize, prv: usize) -> (&mut [u16], &[u16]) {
-    split_pair(buf, n, cur, prv)
-}
-
 fn split_pair(buf: &mut [u16], n: usize, cur: usize, prv: usize) -> (&mut [u16], &[u16]) {
     if cur == prv {
         // No previous row (path start): hand back an empty read slice.
