@@ -17,9 +17,12 @@
 //! | PFM reader / writer, colour map for viewing | [`pfm`], [`colormap`] |
 //!
 //! Conventions: disparity `d` of a left pixel `(x, y)` matches the right pixel `(x - d, y)`;
-//! candidates are `0..max_disparity`. Costs are stored as `u8` in a `W x H x D` volume
-//! (disparity fastest), path costs and their sum as `u16`. An invalid disparity is
-//! `f32::INFINITY` (the Middlebury PFM convention).
+//! candidates are `0..max_disparity`. Costs are `u8` (census <= 62, AD and MI <= 255),
+//! path costs and their sum `u16`, disparity fastest. The pipeline never stores a cost
+//! volume: the aggregation sweeps compute each row's costs when they reach it, so the
+//! working set is the `W x H x D` u16 summed volume plus line buffers (the per-stage
+//! functions that return a [`CostVolume`] exist for testing and for callers that want one).
+//! An invalid disparity is `f32::INFINITY` (the Middlebury PFM convention).
 
 pub mod aggregate;
 pub mod colormap;
@@ -243,9 +246,10 @@ pub struct StereoStats {
     pub filled: usize,
     /// Tiles (or bands) the image was processed in.
     pub tiles: usize,
-    /// Bytes of the largest working set held at once: the cost volume, the summed volume,
-    /// the path line buffers and the per-tile maps of the largest tile, plus the
-    /// whole-image buffers (gray copies, census codes, right-to-left maps).
+    /// Bytes of the largest working set held at once, as accounted by the core: the summed
+    /// volume, the path line buffers and cost rows and the per-tile maps of the largest
+    /// tile, plus the whole-image buffers (gray copies, census codes, occlusion classes,
+    /// the hole-filling copy). Allocator overhead and the caller's images are not counted.
     pub peak_bytes: usize,
     /// Penalties used.
     pub p1: u16,
