@@ -402,7 +402,7 @@ impl<'c> Sweep<'c> {
             // its step-to-step dependency chain overlaps with their independent work.
             let grow = self.guide.map(|g| g.row(y));
             let (a, b) = (&mut self.scratch.0[..], &mut self.scratch.1[..]);
-            let forward = self.horizontal.first().map_or(true, |r| r.dx > 0);
+            let forward = !matches!(self.horizontal.first(), Some(r) if r.dx < 0);
             let hz = self.horizontal.first().map(|_| (a, b));
             sweep_row(crow, nd, forward, hz, grow, &mut views, srow, &self.pen);
             for r in self.horizontal.iter().skip(1) {
