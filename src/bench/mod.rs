@@ -15,7 +15,7 @@ pub enum Suite {
     /// Box / mean (naive vs recursive, 1 vs all threads), Gaussian, matrix sum and product
     Filters,
     /// SGM stereo: cones / teddy (costs, path sets, bad 1.0), 1024x440 at 128 disparities,
-    /// the original's table (384x288, 512x512, 1024x1024 at 100, AD and MI), peak memory
+    /// the original's table (384x288, 512x512, 1024x1024 at 100, AD, MI, hierarchical MI), peak memory
     Stereo,
 }
 

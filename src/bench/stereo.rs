@@ -2,7 +2,7 @@
 //! path set, with its bad 1.0 beside the time, as OpenCV's `stereo_sgbm_*` in
 //! `../shared/bench/opencv_anchor.sh`), a synthetic 1024x440 pair at 128 disparities and
 //! 4 paths (the size the fastest GPU library quotes), and the original CUDA port's table
-//! (384x288 = tsukuba, 512x512, 1024x1024 at 100 disparities, AD and MI). Every run also
+//! (384x288 = tsukuba, 512x512, 1024x1024 at 100 disparities, AD, MI and hierarchical MI). Every run also
 //! records its memory: the core's working-set account (`peak_bytes_core`), the process's
 //! peak resident memory during the call (`peak_rss_bytes`: Linux `VmHWM`, reset before the
 //! call; it includes everything the process holds, images and allocator caches too) and
@@ -159,7 +159,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let c = Case { name: "stereo_synth1024x440_census_4path", left: AnyView::U8(sl.view()), right: AnyView::U8(sr.view()), gt: None, params: p, expected_ms: 150.0 };
     run_case(b, r, &c, true)?;
 
-    // The original's table: 100 disparities, AD and MI, 8 paths, no refinement (it had none).
+    // The original's table: 100 disparities, AD and MI (plain and hierarchical), 8 paths,
+    // no refinement (it had none).
     let tsu_l = rgba(&dir.join("tsukuba/left.png"))?;
     let tsu_r = rgba(&dir.join("tsukuba/right.png"))?;
     let mut table: Vec<(String, Image<u8>, Image<u8>)> = vec![("384x288".into(), tsu_l.convert(), tsu_r.convert())];
@@ -171,7 +172,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         table.push((format!("{s}x{s}"), l, rr));
     }
     for (size, l, rr) in &table {
-        for (tag, cost, ms_per_px) in [("ad", Cost::Ad, 0.001), ("mi", Cost::MI, 0.003)] {
+        for (tag, cost, ms_per_px) in [("ad", Cost::Ad, 0.001), ("mi", Cost::MI, 0.003), ("mi_hierarchical", Cost::MI_HIERARCHICAL, 0.0015)] {
             let p = StereoParams { max_disparity: 100, cost, lr_check: false, median: false, fill: false, subpixel: false, ..base };
             let name = format!("stereo_original_{size}_{tag}_8path");
             let px = (l.width() * l.height()) as f64;
