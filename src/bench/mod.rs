@@ -3,6 +3,7 @@
 //! shape of `../shared/bench/opencv_anchor.sh` so the two can be compared side by side.
 
 mod filters;
+mod variance;
 mod stereo;
 
 use anyhow::Result;
@@ -14,6 +15,8 @@ use tessera::{open_backend, Backend, BackendChoice, Parallelism};
 pub enum Suite {
     /// Box / mean (naive vs recursive, 1 vs all threads), Gaussian, matrix sum and product
     Filters,
+    /// Local variance (the paper's Figure 7: six methods), radius sweeps, contrast, glare
+    Variance,
     /// SGM stereo: cones / teddy (costs, path sets, bad 1.0), 1024x440 at 128 disparities,
     /// the original's table (384x288, 512x512, 1024x1024 at 100, AD, MI, hierarchical MI), peak memory
     Stereo,
@@ -110,6 +113,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Filters => {
             filters::run(&b, &mut r)?;
             "filters"
+        }
+        Suite::Variance => {
+            variance::run(&b, &mut r)?;
+            "variance"
         }
         Suite::Stereo => {
             stereo::run(&b, &mut r)?;
