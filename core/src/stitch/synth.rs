@@ -113,11 +113,11 @@ impl SynthPixel for Rgba8 {
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
 /// OOPSLA 2014): tiny, fast, and good enough for noise and path parameters.
 #[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
+pub struct SplitMix64(u64, Option<f64>);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
+        SplitMix64(seed, None)
     }
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -130,11 +130,21 @@ impl SplitMix64 {
     pub fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
-    /// Standard normal (Box-Muller; one of the pair is used).
+    /// Standard normal: Marsaglia's polar method (no trigonometry), which makes two per
+    /// accepted point; the second is kept for the next call.
     pub fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.uniform(); // (0, 1]
-        let u2 = self.uniform();
-        libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2)
+        if let Some(z) = self.1.take() {
+            return z;
+        }
+        loop {
+            let (u, v) = (2.0 * self.uniform() - 1.0, 2.0 * self.uniform() - 1.0);
+            let s = u * u + v * v;
+            if s > 0.0 && s < 1.0 {
+                let k = libm::sqrt(-2.0 * libm::log(s) / s);
+                self.1 = Some(v * k);
+                return u * k;
+            }
+        }
     }
 }
 
