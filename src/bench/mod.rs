@@ -4,6 +4,7 @@
 
 mod filters;
 mod stitch;
+mod variance;
 
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -14,6 +15,8 @@ use tessera::{open_backend, Backend, BackendChoice, Parallelism};
 pub enum Suite {
     /// Box / mean (naive vs recursive, 1 vs all threads), Gaussian, matrix sum and product
     Filters,
+    /// Local variance (the paper's Figure 7: six methods), radius sweeps, contrast, glare
+    Variance,
     /// Stitching: frame pairs/s (PAL, half PAL, rsz 25/31, NPTS 6/8), NCC evaluations, template-size curve, exhaustive one-template search
     Stitch,
 }
@@ -109,6 +112,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Filters => {
             filters::run(&b, &mut r)?;
             "filters"
+        }
+        Suite::Variance => {
+            variance::run(&b, &mut r)?;
+            "variance"
         }
         Suite::Stitch => {
             stitch::run(&b, &mut r)?;

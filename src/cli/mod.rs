@@ -1,5 +1,8 @@
 //! One module per group of subcommands, plus the arguments they share.
 
 pub mod common;
+pub mod contrast;
 pub mod filters;
+pub mod glare;
 pub mod stitch;
+pub mod variance;
