@@ -151,7 +151,7 @@ impl SplitMix64 {
 /// Keys' cubic convolution weight (a = -0.5), "Cubic convolution interpolation for digital
 /// image processing", IEEE Trans. ASSP 1981.
 fn keys(t: f64) -> f64 {
-    let t = t.abs();
+    let t = libm::fabs(t);
     if t < 1.0 {
         (1.5 * t - 2.5) * t * t + 1.0
     } else if t < 2.0 {
@@ -199,7 +199,7 @@ pub fn synth_sequence<P: SynthPixel>(src: ImageView<'_, P>, p: &SynthParams, par
     if p.noise_sigma < 0.0 {
         return Err(Error::InvalidFloat { name: "noise sigma", value: p.noise_sigma, expected: ">= 0" });
     }
-    if p.gain_drift.abs() > 0.5 {
+    if libm::fabs(p.gain_drift) > 0.5 {
         return Err(Error::InvalidFloat { name: "gain drift", value: p.gain_drift, expected: "within [-0.5, 0.5]" });
     }
     require_range("blur passes", p.blur_passes as i64, 0, 64)?;
