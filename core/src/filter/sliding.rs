@@ -129,6 +129,8 @@ pub fn window_sums<L: Lane>(
         })
         .collect()
     };
+    let right = win.width - 1 - left;
+    let mirror_fast = c == 1 && border == Border::Reflect101 && left < w && right < w;
     let left_lanes = lane_sources(0..left);
     let right_lanes = lane_sources(left + w..w + win.width - 1);
     let mut pre = vec![L::Acc::default(); plen * ROWS_PER_GROUP];
@@ -146,11 +148,24 @@ pub fn window_sums<L: Lane>(
             // p[(j + 1) c + ch] = column sum at extended column j - left (p[..c] stays 0).
             // The interior is one contiguous copy; only the border columns need a lookup.
             p[(left + 1) * c..(left + 1) * c + n].copy_from_slice(&col[..n]);
-            for (d, &from) in p[c..].iter_mut().zip(&left_lanes) {
-                *d = col[from];
-            }
-            for (d, &from) in p[(left + w + 1) * c..].iter_mut().zip(&right_lanes) {
-                *d = col[from];
+            let (left_ext, rest) = p[c..].split_at_mut(left * c);
+            let right_ext = &mut rest[n..];
+            if mirror_fast {
+                // Reflect101 of one channel: the extensions are the neighbouring interior
+                // columns in reverse order (a copy that vectorizes, unlike a gather).
+                for (d, s) in left_ext.iter_mut().zip(col[1..=left].iter().rev()) {
+                    *d = *s;
+                }
+                for (d, s) in right_ext.iter_mut().zip(col[w - 1 - right..w - 1].iter().rev()) {
+                    *d = *s;
+                }
+            } else {
+                for (d, &from) in left_ext.iter_mut().zip(&left_lanes) {
+                    *d = col[from];
+                }
+                for (d, &from) in right_ext.iter_mut().zip(&right_lanes) {
+                    *d = col[from];
+                }
             }
         }
         L::prefix_rows(&mut pre[..g * plen], plen, c);
