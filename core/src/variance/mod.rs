@@ -284,9 +284,11 @@ impl VariancePixel for f32 {
 /// outside pixels from `p.border` applied to the original image. See the module docs for
 /// the methods' arithmetic and NaN handling.
 ///
-/// Errors: a tent radius that is not `2^k - 1` (1..=255), a box radius above 2047, the
-/// Normalize border, a Constant border that does not fit the pixel type, `Pairwise` or
-/// `Threewise` with the box kernel, or sizes that differ.
+/// Any allowed radius works on any image size: every border rule defines all outside
+/// pixels (Reflect101 repeats with period `2n - 2`), so a kernel wider than the image is
+/// not an error. Errors: a tent radius that is not `2^k - 1` (1..=255), a box radius above
+/// 2047, the Normalize border, a Constant border that does not fit the pixel type,
+/// `Pairwise` or `Threewise` with the box kernel, or sizes that differ.
 pub fn local_variance<P: VariancePixel>(
     src: ImageView<'_, P>,
     dst: ImageViewMut<'_, f32>,
