@@ -446,6 +446,10 @@ pub fn global_shift<P: VariancePixel>(src: ImageView<'_, P>) -> f64 {
         return 0.0;
     }
     let k = libm::round(s / n as f64);
+    if P::INTEGER_MAX.is_some() {
+        // Whole numbers below 2^24 minus a whole K in range: always exact in f32.
+        return k;
+    }
     // Only a shift that loses nothing: a value far below K (say 1.234 against K = 10 000)
     // would be rounded by the f32 subtraction, and that input error is worse than the offset.
     let lossless = src.rows().all(|row| {
