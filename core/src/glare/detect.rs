@@ -1,5 +1,5 @@
 //! Highlight detection: seeds from local statistics at several window sizes, grown through
-//! the soft rim, spots filtered by area (see the module docs of [`crate::glare`]).
+//! the soft rim, spots filtered by area (see the module docs of [`crate::glare`](mod@crate::glare)).
 
 use super::{GlareMode, GlareParams, GlarePixel, GlareReport, Luma};
 use crate::error::Result;

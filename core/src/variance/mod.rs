@@ -49,7 +49,7 @@ pub enum VarianceMethod {
     /// (with the correction term of Chan, Golub and LeVeque's "corrected two-pass"
     /// algorithm). O(N^2) per pixel for an N x N kernel.
     Usual,
-    /// One pass of the weighted sums of x and x^2: E[x^2] - E[x]^2 (Koenig / Steiner).
+    /// One pass of the weighted sums of x and x^2: `E[x^2] - E[x]^2` (Koenig / Steiner).
     /// O(N^2); numerically fragile in f32 when the mean is large against the spread.
     Koenig,
     /// Welford's online algorithm, weighted form (West 1979): mean and M2 updated per
