@@ -156,3 +156,67 @@ fn mean_filter_on_real_data() {
         }
     }
 }
+
+#[test]
+fn local_variance_on_every_backend_matches_float64_reference() {
+    use tessera::variance::{local_variance_reference, VarianceKernel, VarianceMethod, VarianceParams};
+    let img = noise(29, 21, 13);
+    let img16: Image<u16> = img.map(|v| v as u16 * 251);
+    let imgf: Image<f32> = img.map(|v| v as f32 / 7.0 - 3.0);
+    for be in backends() {
+        for kernel in [VarianceKernel::Tent { radius: 3 }, VarianceKernel::Tent { radius: 7 }, VarianceKernel::Box { radius: 2 }] {
+            for method in VarianceMethod::ALL {
+                if matches!(kernel, VarianceKernel::Box { .. }) && matches!(method, VarianceMethod::Pairwise | VarianceMethod::Threewise) {
+                    continue;
+                }
+                let p = VarianceParams::new(method, kernel);
+                let tol = if method == VarianceMethod::Koenig { 1e-3 } else { 1e-5 };
+                let check = |src: AnyView<'_>, want: Vec<f64>| {
+                    let mut out = Image::<f32>::new(29, 21).unwrap();
+                    be.local_variance(src, out.view_mut(), &p).unwrap();
+                    for (k, (&g, &w)) in out.as_slice().iter().zip(&want).enumerate() {
+                        assert!((g as f64 - w).abs() <= tol * w.max(1.0), "{} {method:?} {kernel:?} pixel {k}: {g} vs {w}", be.name());
+                    }
+                };
+                check(AnyView::U8(img.view()), local_variance_reference(img.view(), &p).unwrap());
+                check(AnyView::U16(img16.view()), local_variance_reference(img16.view(), &p).unwrap());
+                check(AnyView::F32(imgf.view()), local_variance_reference(imgf.view(), &p).unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn contrast_and_glare_on_every_backend_match_the_cpu() {
+    use tessera::{ContrastParams, GlareParams, Rgba8};
+    let gray = noise(64, 48, 17);
+    let rgba = Image::from_fn(64, 48, |x, y| {
+        let v = gray.at(x, y) / 2 + 60;
+        let spot = (x as i32 - 30).pow(2) + (y as i32 - 20).pow(2) <= 4;
+        if spot { Rgba8::new(252, 250, 245, 255) } else { Rgba8::new(v, v / 2 + 20, v / 3 + 10, 255) }
+    })
+    .unwrap();
+    let cp = ContrastParams { radii: vec![3, 7], ..Default::default() };
+    let gp = GlareParams::default();
+    let cpu = CpuBackend::new(Parallelism::Sequential);
+    let (mut want_c, mut want_m, mut want_f) =
+        (Image::<Rgba8>::new(64, 48).unwrap(), Image::<u8>::new(64, 48).unwrap(), Image::<Rgba8>::new(64, 48).unwrap());
+    cpu.contrast_enhance(AnyView::Rgba8(rgba.view()), AnyViewMut::Rgba8(want_c.view_mut()), &cp).unwrap();
+    let rep = cpu.glare(AnyView::Rgba8(rgba.view()), want_m.view_mut(), AnyViewMut::Rgba8(want_f.view_mut()), &gp).unwrap();
+    assert_eq!(rep.spots, 1, "{rep:?}");
+    for be in backends() {
+        let (mut c, mut m, mut f) =
+            (Image::<Rgba8>::new(64, 48).unwrap(), Image::<u8>::new(64, 48).unwrap(), Image::<Rgba8>::new(64, 48).unwrap());
+        be.contrast_enhance(AnyView::Rgba8(rgba.view()), AnyViewMut::Rgba8(c.view_mut()), &cp).unwrap();
+        be.glare(AnyView::Rgba8(rgba.view()), m.view_mut(), AnyViewMut::Rgba8(f.view_mut()), &gp).unwrap();
+        for (a, b) in c.as_slice().iter().zip(want_c.as_slice()) {
+            for (u, v) in a.to_array().iter().zip(b.to_array()) {
+                assert!((*u as i32 - v as i32).abs() <= 1, "{} contrast", be.name());
+            }
+        }
+        assert_eq!(m, want_m, "{} glare mask", be.name());
+        assert_eq!(f, want_f, "{} glare fill", be.name());
+        // A type pair the operations do not take is an error, not a panic.
+        assert!(be.contrast_enhance(AnyView::U8(gray.view()), AnyViewMut::F32(Image::<f32>::new(64, 48).unwrap().view_mut()), &cp).is_err());
+    }
+}

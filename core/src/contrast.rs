@@ -31,7 +31,7 @@ use crate::border::Border;
 use crate::error::{require_positive, Error, Result};
 use crate::image::{check_same_size, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 use crate::parallel::{for_each_band, Parallelism};
-use crate::variance::{local_mean_variance, VarianceKernel, VariancePixel};
+use crate::variance::{local_mean_variance_pairs, VarianceKernel, VariancePixel};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -181,29 +181,31 @@ fn luminance_delta<S: VariancePixel>(stats: ImageView<'_, S>, y: &Image<f32>, p:
     if sigma_g == 0.0 {
         return Ok(delta);
     }
-    let (mut mu, mut var) = (Image::<f32>::new(w, h)?, Image::<f32>::new(w, h)?);
+    // Interleaved [mean, var] pairs, one buffer reused for every scale.
+    let mut pairs = Image::<f32>::new(2 * w, h)?;
     let (num, floor) = (p.alpha * sigma_g, p.noise * sigma_g);
     let inv_s = 1.0 / p.radii.len() as f32;
     for &r in &p.radii {
-        local_mean_variance(stats, mu.view_mut(), var.view_mut(), VarianceKernel::Tent { radius: r }, p.border, par)?;
-        let (mu, var) = (&mu, &var);
+        local_mean_variance_pairs(stats, pairs.view_mut(), VarianceKernel::Tent { radius: r }, p.border, par)?;
+        let pairs = &pairs;
         for_each_band(delta.view_mut(), par, 16, |y0, mut band| {
             for i in 0..band.height() {
-                let (yr, mr, vr) = (y.row(y0 + i), mu.row(y0 + i), var.row(y0 + i));
-                accumulate(band.row_mut(i), yr, mr, vr, num, floor, p.gain_min, p.gain_max, inv_s);
+                let (yr, pr) = (y.row(y0 + i), pairs.row(y0 + i));
+                accumulate(band.row_mut(i), yr, pr, num, floor, p.gain_min, p.gain_max, inv_s);
             }
         });
     }
     Ok(delta)
 }
 
-/// `d[i] += w (g - 1)(y[i] - m[i])`, `g = clamp(num / (sqrt(v[i]) + floor), gmin, gmax)`.
+/// `d[i] += w (g - 1)(y[i] - m)`, `g = clamp(num / (sqrt(v) + floor), gmin, gmax)`, with
+/// `(m, v) = (mv[2i], mv[2i + 1])`.
 #[cfg_attr(feature = "std", multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 #[allow(clippy::too_many_arguments)]
-fn accumulate(d: &mut [f32], y: &[f32], m: &[f32], v: &[f32], num: f32, floor: f32, gmin: f32, gmax: f32, w: f32) {
-    for (((o, &yy), &mm), &vv) in d.iter_mut().zip(y).zip(m).zip(v) {
-        let g = (num / (libm::sqrtf(vv) + floor)).max(gmin).min(gmax);
-        *o += w * (g - 1.0) * (yy - mm);
+fn accumulate(d: &mut [f32], y: &[f32], mv: &[f32], num: f32, floor: f32, gmin: f32, gmax: f32, w: f32) {
+    for ((o, &yy), p) in d.iter_mut().zip(y).zip(mv.chunks_exact(2)) {
+        let g = (num / (libm::sqrtf(p[1]) + floor)).max(gmin).min(gmax);
+        *o += w * (g - 1.0) * (yy - p[0]);
     }
 }
 

@@ -1,5 +1,5 @@
 //! Highlight detection: seeds from local statistics at several window sizes, grown through
-//! the soft rim, spots filtered by area (see the module docs of [`crate::glare`]).
+//! the soft rim, spots filtered by area (see the module docs of [`crate::glare`](mod@crate::glare)).
 
 use super::{GlareMode, GlareParams, GlarePixel, GlareReport, Luma};
 use crate::error::Result;
@@ -51,15 +51,15 @@ pub fn detect<P: GlarePixel>(
             let (fr, sr) = (flags.row(y), src.row(y));
             let out = band.row_mut(i);
             for x in 0..w {
-                let v = match luma {
-                    Luma::U8(l) => l.row(y)[x] as f32 / 255.0,
-                    Luma::U16(l) => l.row(y)[x] as f32 / 65535.0,
+                // Flags first: seeds are rare, most pixels stop there.
+                let seed = fr[x] & SEED_CONTRAST != 0 && {
+                    let v = match luma {
+                        Luma::U8(l) => l.row(y)[x] as f32 / 255.0,
+                        Luma::U16(l) => l.row(y)[x] as f32 / 65535.0,
+                    };
+                    v >= bright && sr[x].saturation() <= p.max_saturation
                 };
-                out[x] = if fr[x] & SEED_CONTRAST != 0 && v >= bright && sr[x].saturation() <= p.max_saturation {
-                    SEED
-                } else {
-                    0
-                };
+                out[x] = if seed { SEED } else { 0 };
             }
         }
     });
@@ -121,7 +121,8 @@ fn contrast_flags<T: VariancePixel + Into<u32>>(
             let mut hist = vec![0usize; q as usize + 1];
             for y in 0..h {
                 for (v, m) in luma.row(y).iter().zip(pairs.row(y).chunks_exact(2)) {
-                    let d = libm::roundf(((*v).into() as f32 - m[0]).abs()) as usize;
+                    // Round half up of a non-negative value (`as` saturates; NaN gives 0).
+                    let d = (((*v).into() as f32 - m[0]).abs() + 0.5) as usize;
                     hist[d.min(q as usize)] += 1;
                 }
             }
@@ -129,14 +130,15 @@ fn contrast_flags<T: VariancePixel + Into<u32>>(
             cmin = (4.0 * 1.4826 * mad).max(0.04);
         }
         let seed_c = cmin * qf;
-        let (pairs, k) = (&pairs, p.k_sigma);
+        // d >= k sigma as d >= 0 and d^2 >= k^2 var: no square root per pixel.
+        let (pairs, k2) = (&pairs, p.k_sigma * p.k_sigma);
         for_each_band(flags.view_mut(), par, 16, |y0, mut band| {
             for j in 0..band.height() {
                 let y = y0 + j;
                 let (lr, pr) = (luma.row(y), pairs.row(y));
                 for ((f, v), m) in band.row_mut(j).iter_mut().zip(lr).zip(pr.chunks_exact(2)) {
                     let d = (*v).into() as f32 - m[0];
-                    if d >= seed_c && d >= k * libm::sqrtf(m[1]) {
+                    if d >= seed_c && d * d >= k2 * m[1] {
                         *f |= SEED_CONTRAST;
                     }
                 }

@@ -22,7 +22,7 @@ struct Spot {
 }
 
 /// Copies `src` into `dst` with every pixel where `mask != 0` (dilated by
-/// `p.fill_grow`) filled from its surroundings (see the module docs of [`crate::glare`]). A spot with no unmasked pixel
+/// `p.fill_grow`) filled from its surroundings (see the module docs of [`crate::glare`](mod@crate::glare)). A spot with no unmasked pixel
 /// within its box plus margin keeps its values. Errors: invalid parameters or sizes that
 /// differ.
 pub fn fill<P: GlarePixel>(

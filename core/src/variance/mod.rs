@@ -49,7 +49,7 @@ pub enum VarianceMethod {
     /// (with the correction term of Chan, Golub and LeVeque's "corrected two-pass"
     /// algorithm). O(N^2) per pixel for an N x N kernel.
     Usual,
-    /// One pass of the weighted sums of x and x^2: E[x^2] - E[x]^2 (Koenig / Steiner).
+    /// One pass of the weighted sums of x and x^2: `E[x^2] - E[x]^2` (Koenig / Steiner).
     /// O(N^2); numerically fragile in f32 when the mean is large against the spread.
     Koenig,
     /// Welford's online algorithm, weighted form (West 1979): mean and M2 updated per
@@ -284,9 +284,11 @@ impl VariancePixel for f32 {
 /// outside pixels from `p.border` applied to the original image. See the module docs for
 /// the methods' arithmetic and NaN handling.
 ///
-/// Errors: a tent radius that is not `2^k - 1` (1..=255), a box radius above 2047, the
-/// Normalize border, a Constant border that does not fit the pixel type, `Pairwise` or
-/// `Threewise` with the box kernel, or sizes that differ.
+/// Any allowed radius works on any image size: every border rule defines all outside
+/// pixels (Reflect101 repeats with period `2n - 2`), so a kernel wider than the image is
+/// not an error. Errors: a tent radius that is not `2^k - 1` (1..=255), a box radius above
+/// 2047, the Normalize border, a Constant border that does not fit the pixel type,
+/// `Pairwise` or `Threewise` with the box kernel, or sizes that differ.
 pub fn local_variance<P: VariancePixel>(
     src: ImageView<'_, P>,
     dst: ImageViewMut<'_, f32>,
@@ -444,6 +446,10 @@ pub fn global_shift<P: VariancePixel>(src: ImageView<'_, P>) -> f64 {
         return 0.0;
     }
     let k = libm::round(s / n as f64);
+    if P::INTEGER_MAX.is_some() {
+        // Whole numbers below 2^24 minus a whole K in range: always exact in f32.
+        return k;
+    }
     // Only a shift that loses nothing: a value far below K (say 1.234 against K = 10 000)
     // would be rounded by the f32 subtraction, and that input error is worse than the offset.
     let lossless = src.rows().all(|row| {

@@ -11,7 +11,7 @@
 //! `x`, which puts the centre back). O(log N): `2k` merges per pixel per pass.
 //!
 //! With equal weights and variances `v = M2 / n` the merge needs no counts:
-//! `m = (m_a + m_b) / 2`, `v = (v_a + v_b) / 2 + (m_a - m_b)^2 / 4` ([`merge11`]).
+//! `m = (m_a + m_b) / 2`, `v = (v_a + v_b) / 2 + (m_a - m_b)^2 / 4` (`merge11`, what runs).
 
 use super::threewise::Stats;
 #[cfg(feature = "std")]

@@ -123,6 +123,7 @@ sum_lane!(SumF64, f64, f64, add_row_f64, slide_row_f64, diff_f64, |a: f64, b: f6
 /// channels run as four to eight interleaved chains (a prefix is a serial chain of adds:
 /// independent chains side by side keep the adder busy, as in `simd.rs`).
 #[inline]
+#[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` is newer than the workspace's rust-version
 fn prefix_rows_in_registers<A: Copy + Default>(p: &mut [A], len: usize, c: usize, plus: fn(A, A) -> A) {
     if (c == 1 || c == 2) && len > 0 && len % c == 0 && p.len() == 4 * len {
         let (r0, rest) = p.split_at_mut(len);

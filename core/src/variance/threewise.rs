@@ -30,7 +30,7 @@
 //! v = (v_a + 2 v_b + v_c) / 4 + (2 (m_a - m_b)^2 + (m_a - m_c)^2 + 2 (m_b - m_c)^2) / 16
 //! ```
 //!
-//! which needs no counts at all ([`merge121`]; it is what runs, in f32).
+//! which needs no counts at all (`merge121`: it is what runs, in f32).
 
 #[cfg(feature = "std")]
 use multiversion::multiversion;
