@@ -1,6 +1,8 @@
 //! `tessera stitch` and `tessera synth-seq` end to end: the default input, directories,
 //! globs, multi-page TIFF stacks, the JSON report, and degenerate inputs.
 
+mod common;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -23,14 +25,6 @@ fn run(args: &[&str], paths: &[&Path]) -> Output {
     c.output().unwrap()
 }
 
-fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("TESSERA_DATA") {
-        return d.into();
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    root.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data; set TESSERA_DATA")
-}
-
 fn report(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -38,7 +32,7 @@ fn report(path: &Path) -> Value {
 /// A 15-frame sequence of 200 x 160 frames cut from tsukuba by `synth-seq`.
 fn sequence(name: &str) -> PathBuf {
     let d = temp_dir(name).join("frames");
-    let src = data_dir().join("stereo/tsukuba/left.png");
+    let src = common::shared_data().join("stereo/tsukuba/left.png");
     let o = tessera()
         .arg("synth-seq")
         .arg(&src)

@@ -3,6 +3,8 @@
 //! `../shared/data`. A backend that is not available (no GPU) is reported as SKIPPED with
 //! its reason, never silently passed.
 
+mod common;
+
 use tessera::filter::{BoxParams, GaussianParams};
 use tessera::{AnyView, AnyViewMut, Backend, Border, CpuBackend, Image, Parallelism};
 
@@ -138,10 +140,8 @@ fn matrix_ops_on_every_backend() {
 
 #[test]
 fn mean_filter_on_real_data() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/stereo/cones/im2.png");
-    let Ok(img) = tessera::io::load(std::path::Path::new(path)) else {
-        panic!("real data missing at {path}: the suite needs ../shared/data");
-    };
+    let path = common::shared_data().join("stereo/cones/im2.png");
+    let img = tessera::io::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let tessera::AnyImage::Rgba8(rgba) = img else { panic!("cones/im2.png should load as RGB") };
     let gray: Image<u8> = rgba.convert();
     let p = BoxParams::square(9, Border::Reflect101);

@@ -4,21 +4,11 @@
 //! (Hirschmueller's published SGM: 9.75 % and 12.2 %). MI and AD are scored and printed.
 //! Also the end-to-end pipeline on synthetic pairs, tile mode, and the errors.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 use tessera::stereo::{self, Cost, Paths, StereoParams, Tiling};
 use tessera::{AnyImage, AnyView, Backend, CpuBackend, Error, Image, Parallelism, Rgba8};
-
-/// `$TESSERA_DATA/stereo`, else `../shared/data/stereo` from the project root (or from the
-/// parent of a worktree folder).
-fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("TESSERA_DATA") {
-        return PathBuf::from(d).join("stereo");
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let near = root.join("../shared/data/stereo");
-    if near.exists() { near } else { root.join("../../shared/data/stereo") }
-}
 
 fn load_rgba(p: &std::path::Path) -> Image<Rgba8> {
     let img = image::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).to_rgba8();
@@ -42,7 +32,7 @@ struct Scene {
 }
 
 fn scene(name: &'static str, gt: &str) -> Scene {
-    let d = data_dir().join(name);
+    let d = common::shared_data().join("stereo").join(name);
     Scene { name, left: load_rgba(&d.join("im2.png")), right: load_rgba(&d.join("im6.png")), gt: load_gt(&d.join(gt)) }
 }
 
@@ -225,7 +215,7 @@ fn tessera() -> std::process::Command {
 fn cli_stereo_writes_pfm_and_eval_scores_it() {
     let dir = std::env::temp_dir().join(format!("tessera-stereo-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cones = data_dir().join("cones");
+    let cones = common::shared_data().join("stereo").join("cones");
     let pfm = dir.join("disp.pfm");
     let png = dir.join("disp.png");
     let out = tessera()
@@ -258,8 +248,8 @@ fn cli_stereo_writes_pfm_and_eval_scores_it() {
 
 #[test]
 fn cli_stereo_errors_are_messages() {
-    let cones = data_dir().join("cones");
-    let tsukuba = data_dir().join("tsukuba");
+    let cones = common::shared_data().join("stereo").join("cones");
+    let tsukuba = common::shared_data().join("stereo").join("tsukuba");
     let o = std::env::temp_dir().join("tessera-stereo-never.pfm");
     let cases: [(&[&str], &std::path::Path, &str); 4] = [
         (&["--max-disp", "0"], &cones.join("im6.png"), "max_disparity"),

@@ -2,27 +2,16 @@
 //! bundled default image): log search against exhaustive search on random patches, and
 //! 100-frame synthetic sequences with known subpixel motion.
 
+mod common;
+
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
 use tessera::stitch::{register_sequence, synth_sequence, SplitMix64, StitchParams, SynthParams};
 use tessera::{AnyView, Image, Parallelism};
 
 const PHOTOS: [&str; 3] = ["cones/im2.png", "teddy/im2.png", "tsukuba/left.png"];
 
-/// The shared data folder: `$TESSERA_DATA`, else the first `shared/data` found beside the
-/// project root or one of its ancestors (`../shared/data` in the usual layout).
-fn data_dir() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("TESSERA_DATA") {
-        return d.into();
-    }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    root.ancestors()
-        .map(|a| a.join("shared/data"))
-        .find(|d| d.join("stereo").is_dir())
-        .unwrap_or_else(|| panic!("no shared/data/stereo above {}; set TESSERA_DATA", root.display()))
-}
-
 fn load(name: &str) -> Image<u8> {
-    let path = data_dir().join("stereo").join(name);
+    let path = common::shared_data().join("stereo").join(name);
 
     let img = image::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).to_luma8();
     let (w, h) = img.dimensions();

@@ -2,16 +2,15 @@
 //! images of `../shared/data`, or the folder named by `TESSERA_DATA`), through the
 //! Backend and the CLI.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use tessera::variance::{local_variance_reference, VarianceKernel, VarianceMethod, VarianceParams};
 use tessera::{io, AnyImage, AnyView, AnyViewMut, Backend, CpuBackend, GlareParams, Image, Parallelism, Rgba8};
 
 fn data(rel: &str) -> PathBuf {
-    let base = std::env::var_os("TESSERA_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")));
-    let p = base.join(rel);
+    let p = common::shared_data().join(rel);
     assert!(p.exists(), "real data missing at {}: the suite needs ../shared/data (or TESSERA_DATA)", p.display());
     p
 }
