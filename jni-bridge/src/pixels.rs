@@ -1,0 +1,135 @@
+//! ImageJ's pixel arrays as tessera views, inside JNI critical sections (no copy).
+//!
+//! ImageJ stores 8-bit images as `byte[]`, 16-bit as `short[]` (both read unsigned), 32-bit
+//! as `float[]` and RGB as `int[]` packed `0xAARRGGBB`. The first three are reinterpreted
+//! in place as `u8` / `u16` / `f32`. An RGB `int` lies in memory (x86-64 is little-endian)
+//! as the bytes B, G, R, A, so an `int[]` reinterpreted as [`Rgba8`] has red and blue
+//! swapped: harmless, and copy-free, for per-channel operations (mean, Gaussian), which
+//! treat the four bytes alike. Operations that weigh the channels (luma) must swap them
+//! back first; see [`rgba_from_imagej`].
+
+use crate::error::{bad_arg, Result};
+use jni::objects::{JPrimitiveArray, ReleaseMode, TypeArray};
+use jni::sys::{jbyte, jfloat, jint, jshort};
+use jni::Env;
+use tessera_core::image::check_layout;
+use tessera_core::{AnyView, AnyViewMut, ImageView, ImageViewMut, Rgba8};
+
+/// An element type of a Java primitive array that holds ImageJ pixels.
+pub trait JavaPixel: TypeArray {
+    /// The same pixels as a run-time typed tessera view.
+    fn view(p: &[Self], w: usize, h: usize) -> tessera_core::Result<AnyView<'_>>;
+    fn view_mut(p: &mut [Self], w: usize, h: usize) -> tessera_core::Result<AnyViewMut<'_>>;
+}
+
+/// Reinterprets a slice of one plain-old-data type as another of the same size and an
+/// alignment no stricter.
+///
+/// # Safety
+/// `A` and `B` must have the same size, `align_of::<B>() <= align_of::<A>()`, and every
+/// bit pattern must be a valid `B`.
+unsafe fn cast<A, B>(p: &[A]) -> &[B] {
+    debug_assert!(size_of::<A>() == size_of::<B>() && align_of::<B>() <= align_of::<A>());
+    // SAFETY: guaranteed by the caller; the length in elements is unchanged.
+    unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<B>(), p.len()) }
+}
+
+/// Mutable form of [`cast`]; same contract.
+unsafe fn cast_mut<A, B>(p: &mut [A]) -> &mut [B] {
+    debug_assert!(size_of::<A>() == size_of::<B>() && align_of::<B>() <= align_of::<A>());
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr().cast::<B>(), p.len()) }
+}
+
+macro_rules! java_pixel {
+    ($j:ty, $core:ty, $variant:ident) => {
+        impl JavaPixel for $j {
+            fn view(p: &[$j], w: usize, h: usize) -> tessera_core::Result<AnyView<'_>> {
+                // SAFETY: same size, alignment of the target <= the source's, all bit
+                // patterns valid (u8/i8, u16/i16, f32/f32, Rgba8 = four u8 / i32).
+                let p: &[$core] = unsafe { cast(p) };
+                Ok(AnyView::$variant(ImageView::from_slice(p, w, h)?))
+            }
+            fn view_mut(p: &mut [$j], w: usize, h: usize) -> tessera_core::Result<AnyViewMut<'_>> {
+                // SAFETY: as in `view`.
+                let p: &mut [$core] = unsafe { cast_mut(p) };
+                Ok(AnyViewMut::$variant(ImageViewMut::from_slice(p, w, h)?))
+            }
+        }
+    };
+}
+java_pixel!(jbyte, u8, U8);
+java_pixel!(jshort, u16, U16);
+java_pixel!(jfloat, f32, F32);
+java_pixel!(jint, Rgba8, Rgba8);
+
+/// ImageJ RGB ints as true-order [`Rgba8`] (a copy: red and blue trade places, alpha is
+/// kept), for operations that weigh the channels.
+pub fn rgba_from_imagej(p: &[jint]) -> Vec<Rgba8> {
+    p.iter()
+        .map(|&v| Rgba8::new((v >> 16) as u8, (v >> 8) as u8, v as u8, (v >> 24) as u8))
+        .collect()
+}
+
+/// The inverse of [`rgba_from_imagej`], written into ImageJ's `int[]`.
+pub fn rgba_to_imagej(src: &[Rgba8], dst: &mut [jint]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = ((s.a as u32) << 24 | (s.r as u32) << 16 | (s.g as u32) << 8 | s.b as u32) as jint;
+    }
+}
+
+/// A Java `(width, height)` as sizes; negative values are bad input (zero is left to the
+/// core, which reports it as an image without pixels).
+pub fn dims(w: jint, h: jint) -> Result<(usize, usize)> {
+    if w < 0 || h < 0 {
+        return Err(bad_arg(format!("image size {w}x{h} is negative")));
+    }
+    Ok((w as usize, h as usize))
+}
+
+/// A non-negative Java int parameter as `usize`.
+pub fn count(name: &str, v: jint) -> Result<usize> {
+    usize::try_from(v).map_err(|_| bad_arg(format!("{name} = {v} is negative")))
+}
+
+/// Checks that `a` is not null and holds at least `w * h` pixels; returns its length.
+/// Done before any critical section, where no JNI call may be made.
+pub fn checked_len<J: TypeArray>(env: &Env<'_>, a: &JPrimitiveArray<'_, J>, name: &str, w: usize, h: usize) -> Result<usize> {
+    if a.as_raw().is_null() {
+        return Err(bad_arg(format!("{name} pixel array is null")));
+    }
+    let len = a.len(env)?;
+    check_layout(w, h, w, len).map_err(|e| bad_arg(format!("{name}: {e}")))?;
+    Ok(len)
+}
+
+/// Runs `f` with `src` as a read-only view and `dst` as a writable view of the same
+/// `w x h` size, both straight on the Java arrays' memory (`GetPrimitiveArrayCritical`:
+/// no copy on HotSpot; the GC is held off for the duration, so `f` makes no JNI call).
+/// `src` and `dst` must be different arrays.
+pub fn with_src_dst<'l, J: JavaPixel, R>(
+    env: &mut Env<'l>,
+    src: &JPrimitiveArray<'l, J>,
+    dst: &JPrimitiveArray<'l, J>,
+    w: jint,
+    h: jint,
+    f: impl FnOnce(AnyView<'_>, AnyViewMut<'_>) -> tessera_core::Result<R>,
+) -> Result<R> {
+    let (w, h) = dims(w, h)?;
+    checked_len(env, src, "src", w, h)?;
+    checked_len(env, dst, "dst", w, h)?;
+    if env.is_same_object(src, dst)? {
+        return Err(bad_arg("src and dst must be different arrays: the output is written while the input is read"));
+    }
+    let result = {
+        // SAFETY: no JNI call and no blocking system call happen until both guards drop
+        // at the end of this block; the two arrays are distinct (checked above), so the
+        // shared and the mutable slice do not alias.
+        let s = unsafe { src.get_elements_critical(env, ReleaseMode::NoCopyBack)? };
+        let mut d = unsafe { dst.get_elements_critical(env, ReleaseMode::CopyBack)? };
+        let sv = J::view(&s, w, h)?;
+        let dv = J::view_mut(&mut d, w, h)?;
+        f(sv, dv)
+    };
+    Ok(result?)
+}
