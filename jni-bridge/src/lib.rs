@@ -29,10 +29,10 @@ pub(crate) fn backend_name(env: &Env<'_>, s: &JString<'_>) -> Result<String> {
     Ok(s.try_to_string(env)?)
 }
 
-/// `String Native.version()`: the crate version and the CPU features the SIMD kernels
+/// `String Native.nativeVersion()` (behind `Native.version()`): the crate version and the CPU features the SIMD kernels
 /// dispatch on, e.g. "tessera-jni 0.1.0 (x86_64, avx2 fma)".
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_version<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>) -> JString<'l> {
+pub extern "system" fn Java_tessera_ij_Native_nativeVersion<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>) -> JString<'l> {
     guarded(&mut env, |env| {
         let mut feats = Vec::new();
         #[cfg(target_arch = "x86_64")]
