@@ -8,10 +8,11 @@
 //! treat the four bytes alike. Operations that weigh the channels (luma) must swap them
 //! back first; see [`rgba_from_imagej`].
 
-use crate::error::{bad_arg, Result};
-use jni::objects::{JPrimitiveArray, ReleaseMode, TypeArray};
-use jni::sys::{jbyte, jfloat, jint, jshort};
+use crate::error::{bad_arg, BridgeError, Result};
+use jni::objects::{JPrimitiveArray, TypeArray};
+use jni::sys::{jarray, jbyte, jfloat, jint, jshort, JNIEnv, JNI_ABORT};
 use jni::Env;
+use std::marker::PhantomData;
 use tessera_core::image::check_layout;
 use tessera_core::{AnyView, AnyViewMut, ImageView, ImageViewMut, Rgba8};
 
@@ -103,6 +104,59 @@ pub fn checked_len<J: TypeArray>(env: &Env<'_>, a: &JPrimitiveArray<'_, J>, name
     Ok(len)
 }
 
+/// The elements of a Java primitive array, held through `GetPrimitiveArrayCritical` until
+/// drop (`ReleasePrimitiveArrayCritical`).
+///
+/// Written over the raw JNI function table rather than with jni-rs'
+/// `AutoElementsCritical`, because that one calls `GetArrayLength` and `ExceptionCheck`
+/// while a critical section is open, which the JNI specification forbids (`java
+/// -Xcheck:jni` reports "Calling other JNI functions in the scope of
+/// Get/ReleasePrimitiveArrayCritical"). Here nothing but Get / Release happens between the
+/// two, so two arrays can be held at once, as the specification allows.
+struct Critical<'a, T> {
+    env: *mut JNIEnv,
+    array: jarray,
+    ptr: *mut T,
+    len: usize,
+    mode: jint,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: TypeArray> Critical<'a, T> {
+    /// # Safety
+    /// `env` is this thread's JNI environment; `array` is a live, non-null reference to a
+    /// Java array of `T` holding exactly `len` elements; until the guard drops, the thread
+    /// makes no other JNI call except opening or closing other critical sections.
+    unsafe fn new(env: *mut JNIEnv, array: jarray, len: usize, copy_back: bool) -> Result<Self> {
+        // SAFETY: `env` points at the JVM's function table (caller's contract).
+        let ptr = unsafe { ((**env).v1_2.GetPrimitiveArrayCritical)(env, array, std::ptr::null_mut()) };
+        if ptr.is_null() {
+            // The JVM has an OutOfMemoryError pending; the error policy lets it propagate.
+            return Err(BridgeError::Jni(jni::errors::Error::NullPtr("GetPrimitiveArrayCritical")));
+        }
+        let mode = if copy_back { 0 } else { JNI_ABORT };
+        Ok(Critical { env, array, ptr: ptr.cast(), len, mode, _borrow: PhantomData })
+    }
+
+    fn as_slice(&self) -> &[T] {
+        // SAFETY: the JVM handed out `len` elements at `ptr`, valid until release.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as above; the caller made sure no other guard covers the same array.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T> Drop for Critical<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: releases exactly what `new` acquired, once. Mode 0 copies back (a no-op
+        // when the JVM handed out its own memory, as HotSpot does); JNI_ABORT does not.
+        unsafe { ((**self.env).v1_2.ReleasePrimitiveArrayCritical)(self.env, self.array, self.ptr.cast(), self.mode) }
+    }
+}
+
 /// Runs `f` with `src` as a read-only view and `dst` as a writable view of the same
 /// `w x h` size, both straight on the Java arrays' memory (`GetPrimitiveArrayCritical`:
 /// no copy on HotSpot; the GC is held off for the duration, so `f` makes no JNI call).
@@ -116,19 +170,21 @@ pub fn with_src_dst<'l, J: JavaPixel, R>(
     f: impl FnOnce(AnyView<'_>, AnyViewMut<'_>) -> tessera_core::Result<R>,
 ) -> Result<R> {
     let (w, h) = dims(w, h)?;
-    checked_len(env, src, "src", w, h)?;
-    checked_len(env, dst, "dst", w, h)?;
+    let src_len = checked_len(env, src, "src", w, h)?;
+    let dst_len = checked_len(env, dst, "dst", w, h)?;
     if env.is_same_object(src, dst)? {
         return Err(bad_arg("src and dst must be different arrays: the output is written while the input is read"));
     }
+    let raw = env.get_raw();
     let result = {
-        // SAFETY: no JNI call and no blocking system call happen until both guards drop
-        // at the end of this block; the two arrays are distinct (checked above), so the
-        // shared and the mutable slice do not alias.
-        let s = unsafe { src.get_elements_critical(env, ReleaseMode::NoCopyBack)? };
-        let mut d = unsafe { dst.get_elements_critical(env, ReleaseMode::CopyBack)? };
-        let sv = J::view(&s, w, h)?;
-        let dv = J::view_mut(&mut d, w, h)?;
+        // SAFETY: `raw` is this thread's environment; both arrays are non-null with the
+        // lengths just read; no JNI call happens until both guards drop at the end of
+        // this block; the arrays are distinct (checked above), so the shared and the
+        // mutable slice do not alias.
+        let s = unsafe { Critical::<J>::new(raw, src.as_raw(), src_len, false)? };
+        let mut d = unsafe { Critical::<J>::new(raw, dst.as_raw(), dst_len, true)? };
+        let sv = J::view(s.as_slice(), w, h)?;
+        let dv = J::view_mut(d.as_mut_slice(), w, h)?;
         f(sv, dv)
     };
     Ok(result?)

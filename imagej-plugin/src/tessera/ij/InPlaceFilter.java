@@ -63,7 +63,7 @@ abstract class InPlaceFilter implements ExtendedPlugInFilter {
             Tessera.error(title(), e);
             return DONE;
         }
-        return Params.stackFlags(imp, types() | DOES_STACKS);
+        return Params.stackFlags(imp, types());
     }
 
     @Override

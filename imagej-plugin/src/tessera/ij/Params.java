@@ -127,9 +127,9 @@ final class Params {
     }
 
     /**
-     * The PlugInFilter flags with DOES_STACKS when the whole stack is to be processed:
-     * ImageJ's "Process all N images?" question with a dialog, the macro keyword "stack"
-     * headless.
+     * {@code flags}, plus DOES_STACKS when the whole stack is to be processed: ImageJ's
+     * "Process all N images?" question ({@code IJ.setupDialog}, which reads the macro
+     * keyword "stack" itself in a macro), or headless that keyword; DONE when cancelled.
      */
     static int stackFlags(ImagePlus imp, int flags) {
         if (!headless()) return IJ.setupDialog(imp, flags);
