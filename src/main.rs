@@ -1,1 +1,43 @@
-fn main() {}
+//! The `tessera` command line.
+
+mod bench;
+mod cli;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "tessera", version, about = "Panorama stitching by NCC log search, O(1) filters, local variance, SGM stereo")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Box sum over a rectangular window, O(1) per pixel (exact u32 sums for 8/16-bit input; written as 32-bit TIFF)
+    Box(cli::filters::BoxArgs),
+    /// Mean filter over a rectangular window, O(1) per pixel (same pixel type as the input)
+    Mean(cli::filters::MeanArgs),
+    /// Gaussian blur (separable FIR or recursive IIR)
+    Gauss(cli::filters::GaussArgs),
+    /// Run a benchmark suite and print medians (a table, or JSON with --json)
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Box(a) => cli::filters::run_box(a),
+        Command::Mean(a) => cli::filters::run_mean(a),
+        Command::Gauss(a) => cli::filters::run_gauss(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! validates its input and returns [`Error`] rather than panicking.
 
 #![no_std]
-#![forbid(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 #[cfg(feature = "std")]

@@ -24,10 +24,18 @@ pub trait Lane: Copy + Send + Sync + 'static {
     fn acc_add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
     fn acc_sub(a: Self::Acc, b: Self::Acc) -> Self::Acc;
     fn acc_to_f64(a: Self::Acc) -> f64;
+    /// `out[i] = p[i + k] - p[i]`: window sums from prefix sums.
+    fn window_diff(p: &[Self::Acc], k: usize, out: &mut [Self::Acc]);
 }
 
 macro_rules! int_lane {
-    ($t:ty, $acc:ty, $add:ident, $slide:ident, $prefix:ident) => {
+    ($t:ty, $acc:ty, $add:ident, $slide:ident, $prefix:ident, $diff:ident) => {
+        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        fn $diff(p: &[$acc], k: usize, out: &mut [$acc]) {
+            for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
+                *o = hi.wrapping_sub(lo);
+            }
+        }
         #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
         fn $add(acc: &mut [$acc], add: &[$t]) {
             for (a, &x) in acc.iter_mut().zip(add) {
@@ -41,8 +49,29 @@ macro_rules! int_lane {
             }
         }
         fn $prefix(p: &mut [$acc], c: usize) {
-            for i in c..p.len() {
-                p[i] = p[i].wrapping_add(p[i - c]);
+            // One running register per channel: no reload of the previous element.
+            match c {
+                1 => {
+                    let mut a: $acc = 0;
+                    for v in p.iter_mut() {
+                        a = a.wrapping_add(*v);
+                        *v = a;
+                    }
+                }
+                4 => {
+                    let mut a = [0 as $acc; 4];
+                    for px in p.chunks_exact_mut(4) {
+                        for (acc, v) in a.iter_mut().zip(px) {
+                            *acc = acc.wrapping_add(*v);
+                            *v = *acc;
+                        }
+                    }
+                }
+                _ => {
+                    for i in c..p.len() {
+                        p[i] = p[i].wrapping_add(p[i - c]);
+                    }
+                }
             }
         }
         impl Lane for $t {
@@ -79,11 +108,15 @@ macro_rules! int_lane {
             fn acc_to_f64(a: $acc) -> f64 {
                 a as f64
             }
+            #[inline]
+            fn window_diff(p: &[$acc], k: usize, out: &mut [$acc]) {
+                $diff(p, k, out)
+            }
         }
     };
 }
-int_lane!(u8, u32, add_row_u8, slide_row_u8, prefix_u32);
-int_lane!(u16, u64, add_row_u16, slide_row_u16, prefix_u64);
+int_lane!(u8, u32, add_row_u8, slide_row_u8, prefix_u32, diff_u32);
+int_lane!(u16, u64, add_row_u16, slide_row_u16, prefix_u64, diff_u64);
 
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
 fn add_row_f32(acc: &mut [f64], add: &[f32]) {
@@ -99,6 +132,13 @@ fn slide_row_f32(acc: &mut [f64], add: &[f32], sub: &[f32]) {
     }
 }
 
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn diff_f64(p: &[f64], k: usize, out: &mut [f64]) {
+    for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
+        *o = hi - lo;
+    }
+}
+
 impl Lane for f32 {
     type Acc = f64;
     #[inline]
@@ -110,8 +150,16 @@ impl Lane for f32 {
         slide_row_f32(acc, add, sub)
     }
     fn prefix(p: &mut [f64], c: usize) {
-        for i in c..p.len() {
-            p[i] += p[i - c];
+        if c == 1 {
+            let mut a = 0.0;
+            for v in p.iter_mut() {
+                a += *v;
+                *v = a;
+            }
+        } else {
+            for i in c..p.len() {
+                p[i] += p[i - c];
+            }
         }
     }
     #[inline]
@@ -134,6 +182,10 @@ impl Lane for f32 {
     fn acc_to_f64(a: f64) -> f64 {
         a
     }
+    #[inline]
+    fn window_diff(p: &[f64], k: usize, out: &mut [f64]) {
+        diff_f64(p, k, out)
+    }
 }
 
 /// `out[i] = round_half_up(sum[i] / area)` for exact integer window sums, vectorized.
@@ -144,8 +196,19 @@ impl Lane for f32 {
 pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
     let inv = 1.0 / (2.0 * area as f64);
     let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
-    for (o, &s) in out.iter_mut().zip(sums) {
-        *o = (2.0 * s as f64 * inv + bias) as u8;
+    if (area as u64) * 255 < 1 << 31 {
+        // Sums fit i32, whose conversion to f64 is one instruction (u32's is not before
+        // AVX-512); the quotient is <= 255, so the i32 -> u8 truncation is exact.
+        for (o, &s) in out.iter_mut().zip(sums) {
+            let q = 2.0 * (s as i32) as f64 * inv + bias;
+            // SAFETY: 0 <= q < 256.5, so it is in i32's range (a plain truncating
+            // conversion instead of Rust's saturating one, which does not vectorize well).
+            *o = unsafe { q.to_int_unchecked::<i32>() } as u8;
+        }
+    } else {
+        for (o, &s) in out.iter_mut().zip(sums) {
+            *o = (2.0 * s as f64 * inv + bias) as u8;
+        }
     }
 }
 
@@ -155,7 +218,9 @@ pub fn round_div_u64_to_u16(sums: &[u64], area: u64, out: &mut [u16]) {
     let inv = 1.0 / (2.0 * area as f64);
     let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
     for (o, &s) in out.iter_mut().zip(sums) {
-        *o = (2.0 * s as f64 * inv + bias) as u16;
+        let q = 2.0 * s as f64 * inv + bias;
+        // SAFETY: 0 <= q < 65536.5 for means of u16 sums, in i32's range.
+        *o = unsafe { q.to_int_unchecked::<i32>() } as u16;
     }
 }
 

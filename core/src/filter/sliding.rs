@@ -120,8 +120,10 @@ pub fn window_sums<L: Lane>(
             let leave = source_row(y as isize - up as isize - 1);
             L::slide_row(&mut col, enter, leave);
         }
-        // pre[(j + 1) c + ch] = column sum at extended column j - left, then prefix.
-        for j in 0..w + win.width - 1 {
+        // pre[(j + 1) c + ch] = column sum at extended column j - left; then prefix sums.
+        // The interior is one contiguous copy; only the border columns need a lookup.
+        pre[(left + 1) * c..(left + 1) * c + n].copy_from_slice(&col);
+        for j in (0..left).chain(left + w..w + win.width - 1) {
             let dst = &mut pre[(j + 1) * c..(j + 2) * c];
             match border.source_index(j as isize - left as isize, w) {
                 Some(x) => dst.copy_from_slice(&col[x * c..(x + 1) * c]),
@@ -129,10 +131,7 @@ pub fn window_sums<L: Lane>(
             }
         }
         L::prefix(&mut pre, c);
-        let kwc = win.width * c;
-        for (i, s) in sums.iter_mut().enumerate() {
-            *s = L::acc_sub(pre[i + kwc], pre[i]);
-        }
+        L::window_diff(&pre, win.width * c, &mut sums);
         sink(y, &sums);
     }
     Ok(())

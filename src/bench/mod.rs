@@ -1,0 +1,137 @@
+//! `tessera bench <suite>`: medians of repeated runs, printed as a table or as JSON
+//! (`{"suite": ..., "results": [{"name", "params", "backend", "median_ms"}]}`), in the
+//! shape of `../shared/bench/opencv_anchor.sh` so the two can be compared side by side.
+
+mod filters;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::time::Instant;
+use tessera::{open_backend, Backend, BackendChoice, Parallelism};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Suite {
+    /// Box / mean (naive vs recursive, 1 vs all threads), Gaussian, matrix sum and product
+    Filters,
+}
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Which suite to run
+    #[arg(value_enum)]
+    suite: Suite,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+    /// Backend for the measured operations (cpu, cuda, auto)
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: BackendChoice,
+    /// Fewer repetitions (for a smoke test)
+    #[arg(long)]
+    quick: bool,
+}
+
+/// What a suite gets: the backends to time and how long to spend.
+pub struct Bench {
+    /// The chosen backend with all threads.
+    pub backend: Box<dyn Backend>,
+    /// The same backend on one thread (the CPU backend's `Sequential` mode).
+    pub single: Box<dyn Backend>,
+    /// Most repetitions of one measurement.
+    pub reps: usize,
+    pub quick: bool,
+}
+
+impl Bench {
+    /// Repetitions for an operation of about `expected_ms`: enough for a stable median,
+    /// few for slow ones.
+    pub fn reps_for(&self, expected_ms: f64) -> usize {
+        let budget = if self.quick { 200.0 } else { 1500.0 };
+        ((budget / expected_ms.max(0.01)) as usize).clamp(if self.quick { 1 } else { 3 }, self.reps)
+    }
+}
+
+/// The figures a suite records.
+#[derive(Default)]
+pub struct Recorder {
+    results: Vec<Value>,
+}
+
+impl Recorder {
+    /// Times `f` (one warm-up call, then `reps` calls) and records its median under `name`.
+    /// An operation that fails is recorded with its error instead of a time.
+    pub fn time<E: std::fmt::Display>(
+        &mut self,
+        name: &str,
+        params: Value,
+        backend: &str,
+        reps: usize,
+        mut f: impl FnMut() -> Result<(), E>,
+    ) -> Option<f64> {
+        if let Err(e) = f() {
+            self.record(name, params, backend, json!({"error": e.to_string()}));
+            return None;
+        }
+        let mut t = Vec::with_capacity(reps.max(1));
+        for _ in 0..reps.max(1) {
+            let a = Instant::now();
+            let _ = f();
+            t.push(a.elapsed().as_secs_f64() * 1e3);
+        }
+        t.sort_by(|a, b| a.total_cmp(b));
+        let median = t[t.len() / 2];
+        self.results.push(json!({"name": name, "params": params, "backend": backend, "median_ms": round4(median)}));
+        Some(median)
+    }
+
+    /// Records a figure that is not a time (a count, an error, a memory peak).
+    pub fn record(&mut self, name: &str, params: Value, backend: &str, value: Value) {
+        self.results.push(json!({"name": name, "params": params, "backend": backend, "value": value}));
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    let (backend, note) = open_backend(a.backend, Parallelism::AllThreads)?;
+    if let Some(note) = note {
+        eprintln!("note: {note}");
+    }
+    let (single, _) = open_backend(a.backend, Parallelism::Sequential)?;
+    let b = Bench { backend, single, reps: if a.quick { 3 } else { 15 }, quick: a.quick };
+    let mut r = Recorder::default();
+    let suite = match a.suite {
+        Suite::Filters => {
+            filters::run(&b, &mut r)?;
+            "filters"
+        }
+    };
+    let machine = machine_description();
+    if a.json {
+        let out = json!({"suite": suite, "machine": machine, "results": r.results});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("suite {suite} on {machine}");
+        println!("{:<34} {:<8} {:>12}  params", "name", "backend", "median ms");
+        for r in &r.results {
+            let figure = match (r.get("median_ms"), r.get("value")) {
+                (Some(ms), _) => format!("{ms}"),
+                (None, Some(v)) => format!("{v}"),
+                _ => String::new(),
+            };
+            println!("{:<34} {:<8} {:>12}  {}", r["name"].as_str().unwrap_or(""), r["backend"].as_str().unwrap_or(""), figure, r["params"]);
+        }
+    }
+    Ok(())
+}
+
+/// CPU model and thread count, for the record.
+pub fn machine_description() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{model}, {} threads", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}

@@ -1,0 +1,115 @@
+//! Arguments and helpers shared by the subcommands: backend choice, border parsing,
+//! processing one file or many (with a progress bar).
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use tessera::{open_backend, AnyImage, Backend, BackendChoice, Border, Parallelism};
+
+/// `--backend` and `--threads`, for every command that runs an operation.
+#[derive(clap::Args, Clone, Debug)]
+pub struct BackendArgs {
+    /// Where to run: cpu, cuda, or auto (CUDA if a GPU is usable, else the CPU)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Run the CPU backend on one thread instead of all
+    #[arg(long)]
+    pub single_thread: bool,
+}
+
+impl BackendArgs {
+    /// Opens the backend; reports an `auto` fallback on stderr.
+    pub fn open(&self) -> Result<Box<dyn Backend>> {
+        let par = if self.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
+        let (backend, note) = open_backend(self.backend, par)?;
+        if let Some(note) = note {
+            eprintln!("note: {note}");
+        }
+        Ok(backend)
+    }
+}
+
+/// Parses `reflect101`, `replicate`, `normalize` or `constant:V`.
+pub fn parse_border(s: &str) -> Result<Border, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "reflect101" | "reflect-101" | "mirror" => Ok(Border::Reflect101),
+        "replicate" | "clamp" => Ok(Border::Replicate),
+        "normalize" => Ok(Border::Normalize),
+        other => match other.strip_prefix("constant:") {
+            Some(v) => v.parse::<f32>().map(Border::Constant).map_err(|e| format!("constant value {v:?}: {e}")),
+            None => Err(format!("unknown border {s:?} (reflect101, replicate, normalize, constant:V)")),
+        },
+    }
+}
+
+/// Inputs and output of a per-image command.
+#[derive(clap::Args, Clone, Debug)]
+pub struct FilesArgs {
+    /// Input image(s): PNG, TIFF, JPEG, PGM/PPM
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Output file (one input) or directory (several inputs)
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// Runs `op` on every input and saves the result. One input: `output` is the file. Several:
+/// `output` is a directory, each result keeps its input's name (with `.tif` where the result
+/// is a 32-bit image), and a progress bar shows the files done.
+pub fn process_files(files: &FilesArgs, mut op: impl FnMut(&AnyImage) -> Result<AnyImage>) -> Result<()> {
+    if files.inputs.len() == 1 {
+        let img = tessera::io::load(&files.inputs[0])?;
+        let out = op(&img).with_context(|| format!("processing {}", files.inputs[0].display()))?;
+        return tessera::io::save(&out, &files.output);
+    }
+    if files.output.is_file() {
+        bail!("{} is a file; with several inputs, -o must name a directory", files.output.display());
+    }
+    std::fs::create_dir_all(&files.output)?;
+    let bar = progress_bar(files.inputs.len() as u64, "files");
+    for input in &files.inputs {
+        let img = tessera::io::load(input)?;
+        let out = op(&img).with_context(|| format!("processing {}", input.display()))?;
+        tessera::io::save(&out, &output_name(input, &files.output, &out))?;
+        bar.inc(1);
+    }
+    bar.finish();
+    Ok(())
+}
+
+fn output_name(input: &Path, dir: &Path, out: &AnyImage) -> PathBuf {
+    let name = input.file_name().map(PathBuf::from).unwrap_or_else(|| "out.png".into());
+    let needs_tiff = matches!(out, AnyImage::F32(_) | AnyImage::U32(_));
+    if needs_tiff {
+        dir.join(name.with_extension("tif"))
+    } else {
+        dir.join(name)
+    }
+}
+
+/// A progress bar on stderr counting `unit`, with rate and ETA; hidden when stderr is
+/// not a terminal.
+pub fn progress_bar(len: u64, unit: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    let template = format!("{{bar:40}} {{pos}}/{{len}} {unit} ({{per_sec}}, ETA {{eta}})");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// A zeroed output of the same type and size as `img` (sums of integers are u32).
+pub fn output_like(img: &AnyImage) -> AnyImage {
+    match img.view() {
+        Some(v) => AnyImage::like(&v),
+        None => img.clone(),
+    }
+}
+
+/// The view of an input image, or a clear error for a u32 image (not an input type).
+pub fn input_view(img: &AnyImage) -> Result<tessera::AnyView<'_>> {
+    match img.view() {
+        Some(v) => Ok(v),
+        None => bail!("32-bit integer images are not supported as input; convert to 32-bit float"),
+    }
+}

@@ -1,0 +1,116 @@
+//! `tessera box`, `tessera mean`, `tessera gauss`.
+
+use super::common::{input_view, output_like, parse_border, process_files, BackendArgs, FilesArgs};
+use anyhow::Result;
+use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
+use tessera::{AnyImage, Border, Image};
+
+/// The window of a box or mean filter.
+#[derive(clap::Args, Clone, Debug)]
+pub struct WindowArgs {
+    /// Square window side m (m x m pixels)
+    #[arg(short = 'm', long, default_value_t = 3)]
+    pub size: usize,
+    /// Window width (overrides --size)
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Window height (overrides --size)
+    #[arg(long)]
+    pub height: Option<usize>,
+    /// Border: reflect101, replicate, normalize, constant:V
+    #[arg(long, value_parser = parse_border, default_value = "reflect101")]
+    pub border: Border,
+}
+
+impl WindowArgs {
+    fn params(&self) -> BoxParams {
+        BoxParams {
+            width: self.width.unwrap_or(self.size),
+            height: self.height.unwrap_or(self.size),
+            border: self.border,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct BoxArgs {
+    #[command(flatten)]
+    files: FilesArgs,
+    #[command(flatten)]
+    window: WindowArgs,
+    #[command(flatten)]
+    backend: BackendArgs,
+}
+
+#[derive(clap::Args)]
+pub struct MeanArgs {
+    #[command(flatten)]
+    files: FilesArgs,
+    #[command(flatten)]
+    window: WindowArgs,
+    #[command(flatten)]
+    backend: BackendArgs,
+}
+
+#[derive(clap::Args)]
+pub struct GaussArgs {
+    #[command(flatten)]
+    files: FilesArgs,
+    /// Standard deviation in pixels
+    #[arg(short, long, default_value_t = 2.0)]
+    sigma: f64,
+    /// FIR kernel radius (default ceil(3 sigma))
+    #[arg(long)]
+    radius: Option<usize>,
+    /// fir, iir, or auto (by sigma)
+    #[arg(long, value_parser = parse_gauss_method, default_value = "auto")]
+    method: GaussianMethod,
+    /// Border: reflect101, replicate, normalize, constant:V
+    #[arg(long, value_parser = parse_border, default_value = "reflect101")]
+    border: Border,
+    #[command(flatten)]
+    backend: BackendArgs,
+}
+
+fn parse_gauss_method(s: &str) -> Result<GaussianMethod, String> {
+    match s {
+        "auto" => Ok(GaussianMethod::Auto),
+        "fir" => Ok(GaussianMethod::Fir),
+        "iir" => Ok(GaussianMethod::Iir),
+        _ => Err(format!("unknown method {s:?} (fir, iir, auto)")),
+    }
+}
+
+pub fn run_box(a: BoxArgs) -> Result<()> {
+    let backend = a.backend.open()?;
+    let p = a.window.params();
+    process_files(&a.files, |img| {
+        let (w, h) = img.size();
+        let mut out: AnyImage = match img {
+            AnyImage::F32(_) => Image::<f32>::new(w, h)?.into(),
+            _ => Image::<u32>::new(w, h)?.into(),
+        };
+        backend.box_sum(input_view(img)?, out.view_mut(), &p)?;
+        Ok(out)
+    })
+}
+
+pub fn run_mean(a: MeanArgs) -> Result<()> {
+    let backend = a.backend.open()?;
+    let p = a.window.params();
+    process_files(&a.files, |img| {
+        let mut out = output_like(img);
+        backend.mean_filter(input_view(img)?, out.view_mut(), &p)?;
+        Ok(out)
+    })
+}
+
+pub fn run_gauss(a: GaussArgs) -> Result<()> {
+    let backend = a.backend.open()?;
+    let p = GaussianParams { sigma: a.sigma, radius: a.radius, method: a.method, border: a.border };
+    process_files(&a.files, |img| {
+        let mut out = output_like(img);
+        backend.gaussian_blur(input_view(img)?, out.view_mut(), &p)?;
+        Ok(out)
+    })
+}
