@@ -44,7 +44,8 @@ sleep 2
 ij=$!
 for _ in $(seq 60); do xdotool search --name '^ImageJ$' >/dev/null 2>&1 && break; sleep 0.5; done
 sleep "${SETTLE:-6}"
-import -window root "$docs/imagej-result.png"
+import -window root "$work/result-full.png"
+convert "$work/result-full.png" -trim +repage "$docs/imagej-result.png"
 
 # Open Plugins > Tessera: the Plugins menu sits 320 px right of the ImageJ window's left
 # edge, Tessera is its last entry.

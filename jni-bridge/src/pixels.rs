@@ -160,11 +160,12 @@ impl<T> Drop for Critical<'_, T> {
 /// Runs `f` with `src` as a read-only view and `dst` as a writable view of the same
 /// `w x h` size, both straight on the Java arrays' memory (`GetPrimitiveArrayCritical`:
 /// no copy on HotSpot; the GC is held off for the duration, so `f` makes no JNI call).
-/// `src` and `dst` must be different arrays.
-pub fn with_src_dst<'l, J: JavaPixel, R>(
+/// `src` and `dst` must be different arrays; their element types may differ (a filter
+/// from 8-bit into 32-bit float, for example).
+pub fn with_src_dst<'l, J: JavaPixel, K: JavaPixel, R>(
     env: &mut Env<'l>,
     src: &JPrimitiveArray<'l, J>,
-    dst: &JPrimitiveArray<'l, J>,
+    dst: &JPrimitiveArray<'l, K>,
     w: jint,
     h: jint,
     f: impl FnOnce(AnyView<'_>, AnyViewMut<'_>) -> tessera_core::Result<R>,
@@ -182,9 +183,9 @@ pub fn with_src_dst<'l, J: JavaPixel, R>(
         // this block; the arrays are distinct (checked above), so the shared and the
         // mutable slice do not alias.
         let s = unsafe { Critical::<J>::new(raw, src.as_raw(), src_len, false)? };
-        let mut d = unsafe { Critical::<J>::new(raw, dst.as_raw(), dst_len, true)? };
+        let mut d = unsafe { Critical::<K>::new(raw, dst.as_raw(), dst_len, true)? };
         let sv = J::view(s.as_slice(), w, h)?;
-        let dv = J::view_mut(d.as_mut_slice(), w, h)?;
+        let dv = K::view_mut(d.as_mut_slice(), w, h)?;
         f(sv, dv)
     };
     Ok(result?)
