@@ -1,10 +1,13 @@
 //! The few vector helpers shared by kernels, compiled for several x86-64 levels and picked
 //! at run time (`multiversion`): the shipped library runs on any x86-64 and uses AVX2 or
-//! AVX-512 where the CPU has them. The loops are written so that LLVM vectorizes them at
+//! AVX-512 where the CPU has them. Run-time detection needs std (the `multiversion` crate
+//! links it), so a `no_std` build compiles one version for its target's features: kernels
+//! write `#[cfg_attr(feature = "std", multiversion(targets(...)))]`. The loops are written so that LLVM vectorizes them at
 //! the width of the selected target (checked in the generated code: `vpaddd zmm` on the
 //! AVX-512 clone); `wide` carries the explicit f32 lanes where the arithmetic is not a
 //! plain element-wise map.
 
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// A channel type whose running window sums accumulate exactly (integers) or without
@@ -30,19 +33,19 @@ pub trait Lane: Copy + Send + Sync + 'static {
 
 macro_rules! int_lane {
     ($t:ty, $acc:ty, $add:ident, $slide:ident, $prefix:ident, $diff:ident) => {
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $diff(p: &[$acc], k: usize, out: &mut [$acc]) {
             for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
                 *o = hi.wrapping_sub(lo);
             }
         }
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $add(acc: &mut [$acc], add: &[$t]) {
             for (a, &x) in acc.iter_mut().zip(add) {
                 *a = a.wrapping_add(x as $acc);
             }
         }
-        #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
             for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
                 *a = a.wrapping_add(x as $acc).wrapping_sub(y as $acc);
@@ -118,13 +121,13 @@ macro_rules! int_lane {
 int_lane!(u8, u32, add_row_u8, slide_row_u8, prefix_u32, diff_u32);
 int_lane!(u16, u64, add_row_u16, slide_row_u16, prefix_u64, diff_u64);
 
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn add_row_f32(acc: &mut [f64], add: &[f32]) {
     for (a, &x) in acc.iter_mut().zip(add) {
         *a += x as f64;
     }
 }
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn slide_row_f32(acc: &mut [f64], add: &[f32], sub: &[f32]) {
     for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
         // add and subtract separately: (x - y) in f64 is exact for f32 inputs anyway.
@@ -132,7 +135,7 @@ fn slide_row_f32(acc: &mut [f64], add: &[f32], sub: &[f32]) {
     }
 }
 
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn diff_f64(p: &[f64], k: usize, out: &mut [f64]) {
     for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
         *o = hi - lo;
@@ -192,7 +195,7 @@ impl Lane for f32 {
 /// Exact: with q = (2 s + a) / (2 a) <= 65536 and a < 2^25, the f64 product is within
 /// 2^-36 of q, and a non-integer q is at least 2^-25 below the next integer, so adding
 /// 2^-30 before the floor gives exactly floor(q).
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
     let inv = 1.0 / (2.0 * area as f64);
     let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
@@ -213,7 +216,7 @@ pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
 }
 
 /// As [`round_div_u32_to_u8`] for 16-bit means of u64 sums.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub fn round_div_u64_to_u16(sums: &[u64], area: u64, out: &mut [u16]) {
     let inv = 1.0 / (2.0 * area as f64);
     let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
@@ -225,7 +228,7 @@ pub fn round_div_u64_to_u16(sums: &[u64], area: u64, out: &mut [u16]) {
 }
 
 /// `out[i] = sum[i] * scale` for f64 sums into f32.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub fn scale_f64_to_f32(sums: &[f64], scale: f64, out: &mut [f32]) {
     for (o, &s) in out.iter_mut().zip(sums) {
         *o = (s * scale) as f32;

@@ -1,0 +1,114 @@
+//! The `tessera` command line end to end: files in, files out, errors as messages.
+
+use std::path::PathBuf;
+use std::process::Command;
+use tessera::filter::{box_sum, mean_filter, BoxParams};
+use tessera::{io, AnyImage, Border, Image, Parallelism};
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn sample() -> Image<u8> {
+    Image::from_fn(97, 61, |x, y| ((x * 13 + y * 29 + x * y) % 256) as u8).unwrap()
+}
+
+#[test]
+fn mean_on_a_png_matches_the_library() {
+    let d = temp_dir("mean");
+    let input = d.join("in.png");
+    io::save(&sample().into(), &input).unwrap();
+    let out = d.join("out.png");
+    let st = tessera().args(["mean", "-m", "7", "--backend", "cpu"]).arg(&input).arg("-o").arg(&out).status().unwrap();
+    assert!(st.success());
+    let AnyImage::U8(got) = io::load(&out).unwrap() else { panic!("expected 8-bit output") };
+    let mut want = Image::<u8>::new(97, 61).unwrap();
+    mean_filter(sample().view(), want.view_mut(), &BoxParams::square(7, Border::Reflect101), Parallelism::Sequential).unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn box_writes_exact_32bit_sums_as_tiff() {
+    let d = temp_dir("box");
+    let input = d.join("in.pgm");
+    io::save(&sample().into(), &input).unwrap();
+    let out = d.join("sums.tif");
+    let st = tessera().args(["box", "--width", "5", "--height", "3", "--border", "replicate"]).arg(&input).arg("-o").arg(&out).status().unwrap();
+    assert!(st.success());
+    let AnyImage::U32(got) = io::load(&out).unwrap() else { panic!("expected 32-bit integer output") };
+    let mut want = Image::<u32>::new(97, 61).unwrap();
+    let p = BoxParams { width: 5, height: 3, border: Border::Replicate };
+    box_sum(sample().view(), want.view_mut(), &p, Parallelism::Sequential).unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn several_inputs_go_to_a_directory() {
+    let d = temp_dir("many");
+    let inputs: Vec<PathBuf> = (0..3).map(|i| d.join(format!("f{i}.png"))).collect();
+    for p in &inputs {
+        io::save(&sample().into(), p).unwrap();
+    }
+    let out = d.join("out");
+    let st = tessera().arg("mean").args(&inputs).arg("-o").arg(&out).status().unwrap();
+    assert!(st.success());
+    for i in 0..3 {
+        assert!(out.join(format!("f{i}.png")).is_file());
+    }
+}
+
+#[test]
+fn errors_are_messages_not_panics() {
+    let d = temp_dir("errors");
+    let input = d.join("in.png");
+    io::save(&sample().into(), &input).unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["mean", "-m", "0"], "window width"),
+        (vec!["mean", "-m", "5000"], "window width"),
+        (vec!["mean", "--border", "constant:3.5"], "border constant"),
+        (vec!["mean", "--border", "sideways"], "unknown border"),
+        (vec!["gauss", "--sigma", "-1"], "sigma"),
+        (vec!["gauss", "--sigma", "NaN"], "sigma"),
+        (vec!["mean", "--backend", "cuda"], "no CUDA device"),
+    ];
+    for (args, needle) in cases {
+        let out = tessera().args(&args).arg(&input).arg("-o").arg(d.join("x.png")).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    // A missing file and a file that is not an image.
+    let not_image = d.join("notes.png");
+    std::fs::write(&not_image, b"not an image").unwrap();
+    for bad in [d.join("missing.png"), not_image] {
+        let out = tessera().arg("mean").arg(&bad).arg("-o").arg(d.join("y.png")).output().unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read image"));
+    }
+}
+
+#[test]
+fn auto_backend_falls_back_to_the_cpu_and_says_so() {
+    let d = temp_dir("auto");
+    let input = d.join("in.png");
+    io::save(&sample().into(), &input).unwrap();
+    let out = tessera().args(["mean", "--backend", "auto"]).arg(&input).arg("-o").arg(d.join("o.png")).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("falling back to the CPU"));
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["box", "mean", "gauss", "bench"] {
+        let out = tessera().args([sub, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{sub} --help");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
+    }
+}
