@@ -38,3 +38,21 @@ pub fn available() -> String {
         Err(_) => "cpu".to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(select("cpu").unwrap().name(), "cpu");
+        assert!(select("auto").is_ok());
+        assert!(matches!(select("gpu"), Err(BridgeError::Argument(_))));
+        assert!(available().split(',').any(|b| b == "cpu"));
+        // cuda either opens or says why, as an IllegalStateException.
+        match select("cuda") {
+            Ok(b) => assert_eq!(b.name(), "cuda"),
+            Err(e) => assert!(matches!(e, BridgeError::State(_))),
+        }
+    }
+}

@@ -109,3 +109,21 @@ impl<T: Default> ErrorPolicy<T, BridgeError> for ThrowJava {
         Ok(T::default())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_errors_sort_into_argument_and_state() {
+        let e: BridgeError = tessera_core::Error::ZeroSize { width: 0, height: 3 }.into();
+        assert!(matches!(e, BridgeError::Argument(ref m) if m.contains("no pixels")));
+        let e: BridgeError = tessera_core::Error::BackendUnavailable("no CUDA device".into()).into();
+        assert!(matches!(e, BridgeError::State(ref m) if m.contains("no CUDA device")));
+        let e: BridgeError = tessera_core::Error::Backend("launch failed".into()).into();
+        assert!(matches!(e, BridgeError::State(_)));
+        let e: BridgeError =
+            tessera_core::Error::InvalidFloat { name: "sigma", value: f64::NAN, expected: "a finite number > 0" }.into();
+        assert!(matches!(e, BridgeError::Argument(ref m) if m.contains("sigma")));
+    }
+}

@@ -122,3 +122,18 @@ typed_natives!(
     Java_tessera_ij_Native_gaussianBlur32: jfloat,
     Java_tessera_ij_Native_gaussianBlurRgb: jint,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn border_codes() {
+        assert_eq!(border(0, 0.0).unwrap(), Border::Reflect101);
+        assert_eq!(border(1, 0.0).unwrap(), Border::Replicate);
+        assert_eq!(border(2, 7.0).unwrap(), Border::Constant(7.0));
+        assert_eq!(border(3, 0.0).unwrap(), Border::Normalize);
+        assert!(border(4, 0.0).is_err());
+        assert!(border(-1, 0.0).is_err());
+    }
+}

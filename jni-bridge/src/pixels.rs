@@ -190,3 +190,62 @@ pub fn with_src_dst<'l, J: JavaPixel, K: JavaPixel, R>(
     };
     Ok(result?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imagej_rgb_round_trips_with_channels_in_place() {
+        let ints: Vec<jint> = vec![0x00ff_8001u32 as jint, 0xff12_3456u32 as jint, 0];
+        let rgba = rgba_from_imagej(&ints);
+        assert_eq!(rgba[0], Rgba8::new(0xff, 0x80, 0x01, 0x00));
+        assert_eq!(rgba[1], Rgba8::new(0x12, 0x34, 0x56, 0xff));
+        let mut back = vec![0; 3];
+        rgba_to_imagej(&rgba, &mut back);
+        assert_eq!(back, ints);
+    }
+
+    #[test]
+    fn imagej_rgb_reinterpreted_has_blue_first() {
+        // What the copy-free path relies on: an ImageJ int seen as Rgba8 on x86-64.
+        let ints: Vec<jint> = vec![0x0011_2233];
+        let v = <jint as JavaPixel>::view(&ints, 1, 1).unwrap();
+        match v {
+            AnyView::Rgba8(v) => assert_eq!(v.row(0)[0], Rgba8::new(0x33, 0x22, 0x11, 0x00)),
+            _ => panic!("int[] must view as Rgba8"),
+        }
+    }
+
+    #[test]
+    fn java_views_keep_unsigned_values() {
+        let b: Vec<jbyte> = vec![-1, 0, 127, -128];
+        match <jbyte as JavaPixel>::view(&b, 2, 2).unwrap() {
+            AnyView::U8(v) => assert_eq!(v.span(), &[255, 0, 127, 128]),
+            _ => panic!("byte[] must view as u8"),
+        }
+        let s: Vec<jshort> = vec![-1, 1];
+        match <jshort as JavaPixel>::view(&s, 2, 1).unwrap() {
+            AnyView::U16(v) => assert_eq!(v.span(), &[65535, 1]),
+            _ => panic!("short[] must view as u16"),
+        }
+    }
+
+    #[test]
+    fn short_buffers_and_zero_sizes_are_errors() {
+        let b: Vec<jbyte> = vec![0; 5];
+        assert!(<jbyte as JavaPixel>::view(&b, 3, 2).is_err());
+        assert!(<jbyte as JavaPixel>::view(&b, 0, 2).is_err());
+        let mut f: Vec<jfloat> = vec![0.0; 5];
+        assert!(<jfloat as JavaPixel>::view_mut(&mut f, 3, 2).is_err());
+    }
+
+    #[test]
+    fn negative_sizes_and_counts_are_errors() {
+        assert!(dims(-1, 3).is_err());
+        assert!(dims(3, -1).is_err());
+        assert_eq!(dims(0, 2).unwrap(), (0, 2));
+        assert!(count("radius", -1).is_err());
+        assert_eq!(count("radius", 5).unwrap(), 5);
+    }
+}
