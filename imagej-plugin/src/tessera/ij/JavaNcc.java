@@ -239,6 +239,53 @@ public final class JavaNcc {
         return new PairShift(median(dxs, used), median(dys, used), nccSum / used, used, npts * npts, evals);
     }
 
+    /** Per-frame result of {@link #registerSequence}. */
+    public static final class FramePosition {
+        /** Position in frame-0 coordinates (frame i's pixel (u, v) shows what frame 0 shows
+         *  at (u + x, v + y)); NaN when the frame was skipped. */
+        public final double x, y, ncc;
+        public final int used, evaluations;
+
+        FramePosition(double x, double y, double ncc, int used, int evaluations) {
+            this.x = x;
+            this.y = y;
+            this.ncc = ncc;
+            this.used = used;
+            this.evaluations = evaluations;
+        }
+
+        public boolean ok() {
+            return !Double.isNaN(x);
+        }
+    }
+
+    /**
+     * The original plugin's sequence registration: every frame against the last frame that
+     * registered, the search starting from the previous pair's shift; a pair whose vectors
+     * all fall below {@code cthresh} is skipped and registration goes on from the last good
+     * frame. Frames are gray {@code float[]} of one size.
+     */
+    public static FramePosition[] registerSequence(float[][] frames, int w, int h, int rsz, int npts, double cthresh, int radius) {
+        if (frames == null || frames.length == 0) throw new IllegalArgumentException("no frames");
+        FramePosition[] out = new FramePosition[frames.length];
+        out[0] = new FramePosition(0, 0, 1, 0, 0);
+        int ref = 0, predX = 0, predY = 0;
+        for (int i = 1; i < frames.length; i++) {
+            PairShift p = registerPair(frames[ref], frames[i], w, h, rsz, npts, cthresh, radius, predX, predY);
+            if (!p.ok()) {
+                out[i] = new FramePosition(Double.NaN, Double.NaN, 0, 0, p.evaluations);
+                continue;
+            }
+            // Content moved by (dx, dy): frame i's pixel (u, v) shows the reference at
+            // (u - dx, v - dy).
+            out[i] = new FramePosition(out[ref].x - p.dx, out[ref].y - p.dy, p.ncc, p.used, p.evaluations);
+            predX = (int) Math.round(p.dx);
+            predY = (int) Math.round(p.dy);
+            ref = i;
+        }
+        return out;
+    }
+
     static double median(int[] v, int n) {
         int[] s = Arrays.copyOf(v, n);
         Arrays.sort(s);

@@ -138,6 +138,39 @@ public class JavaNccTest {
         }
     }
 
+    /** Crops of {@code img} at the given offsets: frame i's position is offset i - offset 0. */
+    static float[][] cropSequence(int[][] offsets, int fw, int fh) {
+        float[][] frames = new float[offsets.length][fw * fh];
+        for (int k = 0; k < offsets.length; k++)
+            for (int v = 0; v < fh; v++)
+                System.arraycopy(img, (offsets[k][1] + v) * w + offsets[k][0], frames[k], v * fw, fw);
+        return frames;
+    }
+
+    @Test
+    public void registerSequenceRecoversCropPositions() {
+        int[][] off = {{20, 20}, {27, 24}, {35, 27}, {41, 33}, {50, 36}, {58, 40}, {63, 47}};
+        float[][] frames = cropSequence(off, 240, 200);
+        JavaNcc.FramePosition[] pos = JavaNcc.registerSequence(frames, 240, 200, 25, 6, 0.85, 16);
+        for (int k = 0; k < off.length; k++) {
+            assertTrue("frame " + k + " registered", pos[k].ok());
+            assertEquals("x of frame " + k, off[k][0] - off[0][0], pos[k].x, 0);
+            assertEquals("y of frame " + k, off[k][1] - off[0][1], pos[k].y, 0);
+        }
+    }
+
+    @Test
+    public void registerSequenceSkipsAFlatFrameAndGoesOn() {
+        int[][] off = {{20, 20}, {26, 23}, {32, 26}};
+        float[][] frames = cropSequence(off, 240, 200);
+        float[][] withFlat = {frames[0], new float[240 * 200], frames[1], frames[2]};
+        JavaNcc.FramePosition[] pos = JavaNcc.registerSequence(withFlat, 240, 200, 25, 6, 0.85, 16);
+        assertTrue(!pos[1].ok());
+        assertEquals(6, pos[2].x, 0);
+        assertEquals(12, pos[3].x, 0);
+        assertEquals(6, pos[3].y, 0);
+    }
+
     @Test
     public void badSearchArguments() {
         assertThrows(IllegalArgumentException.class, () -> JavaNcc.logSearch(null, w, h, img, w, h, 0, 0, 25, 0, 0, 8));
