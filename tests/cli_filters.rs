@@ -73,7 +73,7 @@ fn errors_are_messages_not_panics() {
         (vec!["mean", "-m", "5000"], "window width"),
         (vec!["mean", "--border", "constant:3.5"], "border constant"),
         (vec!["mean", "--border", "sideways"], "unknown border"),
-        (vec!["gauss", "--sigma", "-1"], "sigma"),
+        (vec!["gauss", "--sigma=-1"], "sigma"),
         (vec!["gauss", "--sigma", "NaN"], "sigma"),
         (vec!["mean", "--backend", "cuda"], "no CUDA device"),
     ];

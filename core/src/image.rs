@@ -72,6 +72,10 @@ impl Pixel for f32 {
 impl Pixel for Rgba8 {
     const NAME: &'static str = "rgba8";
 }
+/// f64 images are not an operation input; they hold float64 reference results.
+impl Pixel for f64 {
+    const NAME: &'static str = "f64";
+}
 
 /// Validates a (width, height, stride, buffer length) combination.
 pub fn check_layout(width: usize, height: usize, stride: usize, len: usize) -> Result<()> {

@@ -16,6 +16,7 @@ pub mod backend;
 pub mod border;
 pub mod error;
 pub mod filter;
+pub mod fma;
 pub mod image;
 pub mod linalg;
 pub mod parallel;

@@ -20,8 +20,11 @@ pub trait Lane: Copy + Send + Sync + 'static {
     fn add_row(acc: &mut [Self::Acc], add: &[Self]);
     /// `acc[i] += add[i] - sub[i]`: one step of the vertical sliding window.
     fn slide_row(acc: &mut [Self::Acc], add: &[Self], sub: &[Self]);
-    /// In-place running prefix along interleaved channels: `p[i] += p[i - channels]`.
-    fn prefix(p: &mut [Self::Acc], channels: usize);
+    /// In-place running prefix of each row of `row_len` elements in `p`, along interleaved
+    /// channels: `p[i] += p[i - channels]`. Four single-channel rows run as four
+    /// interleaved chains: a prefix sum is a serial chain of adds, and independent chains
+    /// side by side keep the adder busy (4x for f64, whose add has 4 cycles of latency).
+    fn prefix_rows(p: &mut [Self::Acc], row_len: usize, channels: usize);
     fn from_f32(v: f32) -> Self;
     fn acc_from_f64(v: f64) -> Self::Acc;
     fn acc_add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
@@ -51,28 +54,44 @@ macro_rules! int_lane {
                 *a = a.wrapping_add(x as $acc).wrapping_sub(y as $acc);
             }
         }
-        fn $prefix(p: &mut [$acc], c: usize) {
-            // One running register per channel: no reload of the previous element.
-            match c {
-                1 => {
-                    let mut a: $acc = 0;
-                    for v in p.iter_mut() {
-                        a = a.wrapping_add(*v);
-                        *v = a;
-                    }
+        fn $prefix(p: &mut [$acc], len: usize, c: usize) {
+            if c == 1 && p.len() == 4 * len {
+                let (r0, rest) = p.split_at_mut(len);
+                let (r1, rest) = rest.split_at_mut(len);
+                let (r2, r3) = rest.split_at_mut(len);
+                let mut a: [$acc; 4] = [0; 4];
+                for (((v0, v1), v2), v3) in r0.iter_mut().zip(r1.iter_mut()).zip(r2.iter_mut()).zip(r3.iter_mut()) {
+                    a[0] = a[0].wrapping_add(*v0);
+                    a[1] = a[1].wrapping_add(*v1);
+                    a[2] = a[2].wrapping_add(*v2);
+                    a[3] = a[3].wrapping_add(*v3);
+                    (*v0, *v1, *v2, *v3) = (a[0], a[1], a[2], a[3]);
                 }
-                4 => {
-                    let mut a = [0 as $acc; 4];
-                    for px in p.chunks_exact_mut(4) {
-                        for (acc, v) in a.iter_mut().zip(px) {
-                            *acc = acc.wrapping_add(*v);
-                            *v = *acc;
+                return;
+            }
+            for row in p.chunks_exact_mut(len) {
+                // One running register per channel: no reload of the previous element.
+                match c {
+                    1 => {
+                        let mut a: $acc = 0;
+                        for v in row.iter_mut() {
+                            a = a.wrapping_add(*v);
+                            *v = a;
                         }
                     }
-                }
-                _ => {
-                    for i in c..p.len() {
-                        p[i] = p[i].wrapping_add(p[i - c]);
+                    4 => {
+                        let mut a = [0 as $acc; 4];
+                        for px in row.chunks_exact_mut(4) {
+                            for (acc, v) in a.iter_mut().zip(px) {
+                                *acc = acc.wrapping_add(*v);
+                                *v = *acc;
+                            }
+                        }
+                    }
+                    _ => {
+                        for i in c..row.len() {
+                            row[i] = row[i].wrapping_add(row[i - c]);
+                        }
                     }
                 }
             }
@@ -88,8 +107,8 @@ macro_rules! int_lane {
                 $slide(acc, add, sub)
             }
             #[inline]
-            fn prefix(p: &mut [$acc], c: usize) {
-                $prefix(p, c)
+            fn prefix_rows(p: &mut [$acc], len: usize, c: usize) {
+                $prefix(p, len, c)
             }
             #[inline]
             fn from_f32(v: f32) -> $t {
@@ -152,16 +171,24 @@ impl Lane for f32 {
     fn slide_row(acc: &mut [f64], add: &[f32], sub: &[f32]) {
         slide_row_f32(acc, add, sub)
     }
-    fn prefix(p: &mut [f64], c: usize) {
-        if c == 1 {
-            let mut a = 0.0;
-            for v in p.iter_mut() {
-                a += *v;
-                *v = a;
+    fn prefix_rows(p: &mut [f64], len: usize, c: usize) {
+        if c == 1 && p.len() == 4 * len {
+            let (r0, rest) = p.split_at_mut(len);
+            let (r1, rest) = rest.split_at_mut(len);
+            let (r2, r3) = rest.split_at_mut(len);
+            let mut a = [0.0f64; 4];
+            for (((v0, v1), v2), v3) in r0.iter_mut().zip(r1.iter_mut()).zip(r2.iter_mut()).zip(r3.iter_mut()) {
+                a[0] += *v0;
+                a[1] += *v1;
+                a[2] += *v2;
+                a[3] += *v3;
+                (*v0, *v1, *v2, *v3) = (a[0], a[1], a[2], a[3]);
             }
-        } else {
-            for i in c..p.len() {
-                p[i] += p[i - c];
+            return;
+        }
+        for row in p.chunks_exact_mut(len) {
+            for i in c..row.len() {
+                row[i] += row[i - c];
             }
         }
     }

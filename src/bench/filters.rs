@@ -6,7 +6,7 @@
 use super::{Bench, Recorder};
 use anyhow::Result;
 use serde_json::json;
-use tessera::filter::{mean_filter_naive, BoxParams, GaussianParams};
+use tessera::filter::{mean_filter_naive, BoxParams, GaussianMethod, GaussianParams};
 use tessera::{AnyView, AnyViewMut, Border, Image, Rgba8};
 
 /// Deterministic pseudo-random test image (xorshift), the same in every run.
@@ -61,6 +61,16 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         r.time("gauss_f32", params.clone(), name, b.reps, || {
             b.backend.gaussian_blur(AnyView::F32(hdf.view()), AnyViewMut::F32(hd_out.view_mut()), &p)
         });
+        // Both implementations at every sigma (where `Auto` switches is a measured choice).
+        if !b.quick {
+            for (method, label) in [(GaussianMethod::Fir, "fir"), (GaussianMethod::Iir, "iir")] {
+                let pm = GaussianParams { sigma, method, ..Default::default() };
+                let params = json!({"w": 1920, "h": 1080, "sigma": sigma, "method": label});
+                r.time("gauss_f32_method", params, name, b.reps, || {
+                    b.backend.gaussian_blur(AnyView::F32(hdf.view()), AnyViewMut::F32(hd_out.view_mut()), &pm)
+                });
+            }
+        }
         r.time("gauss_rgba8", params, name, b.reps, || {
             b.backend
                 .gaussian_blur(AnyView::Rgba8(rgba.view()), AnyViewMut::Rgba8(rgba_out.view_mut()), &p)
@@ -77,6 +87,9 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     });
     r.time("matmul_f32", json!({"n": 1024}), name, b.reps.min(7), || {
         b.backend.mat_mul(a.view(), c.view(), prod.view_mut())
+    });
+    r.time("matmul_f32_1thread", json!({"n": 1024}), b.single.name(), b.reps.min(5), || {
+        b.single.mat_mul(a.view(), c.view(), prod.view_mut())
     });
     Ok(())
 }

@@ -18,6 +18,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+/// Rows whose prefix sums run interleaved (see `Lane::prefix_rows`).
+const ROWS_PER_GROUP: usize = 4;
+
 /// Largest window side: 255 * 4095^2 < 2^32, so u8 window sums fit u32 exactly.
 pub const MAX_WINDOW: usize = 4095;
 
@@ -105,34 +108,57 @@ pub fn window_sums<L: Lane>(
         }
     };
 
-    let mut col = vec![L::Acc::default(); n];
+    let mut col = vec![L::Acc::default(); n + c];
     let y0 = rows.start as isize;
     for yy in y0 - up as isize..=y0 + down as isize {
         L::add_row(&mut col, source_row(yy));
     }
     // Column sum of a fully outside column (Constant border): kh copies of the constant.
     let outside_col = L::acc_from_f64(outside as f64 * win.height as f64);
-    let mut pre = vec![L::Acc::default(); (w + win.width) * c];
+    col[n..].fill(outside_col);
+    // Rows go through the horizontal pass in groups of ROWS_PER_GROUP, so that the prefix
+    // sums (a serial chain of adds along a row) run as independent chains side by side.
+    let plen = (w + win.width) * c;
+    // For the extended columns left and right of the image, the lane of `col` each reads
+    // (looked up once per call, not per row); lanes n..n + c of `col` hold the column sum
+    // of a fully outside column.
+    let lane_sources = |js: Range<usize>| -> Vec<usize> {
+        js.flat_map(|j| {
+            let from = border.source_index(j as isize - left as isize, w);
+            (0..c).map(move |ch| from.map_or(n + ch, |x| x * c + ch))
+        })
+        .collect()
+    };
+    let left_lanes = lane_sources(0..left);
+    let right_lanes = lane_sources(left + w..w + win.width - 1);
+    let mut pre = vec![L::Acc::default(); plen * ROWS_PER_GROUP];
     let mut sums = vec![L::Acc::default(); n];
-    for y in rows {
-        if y as isize > y0 {
-            let enter = source_row(y as isize + down as isize);
-            let leave = source_row(y as isize - up as isize - 1);
-            L::slide_row(&mut col, enter, leave);
-        }
-        // pre[(j + 1) c + ch] = column sum at extended column j - left; then prefix sums.
-        // The interior is one contiguous copy; only the border columns need a lookup.
-        pre[(left + 1) * c..(left + 1) * c + n].copy_from_slice(&col);
-        for j in (0..left).chain(left + w..w + win.width - 1) {
-            let dst = &mut pre[(j + 1) * c..(j + 2) * c];
-            match border.source_index(j as isize - left as isize, w) {
-                Some(x) => dst.copy_from_slice(&col[x * c..(x + 1) * c]),
-                None => dst.fill(outside_col),
+    let mut y = rows.start;
+    while y < rows.end {
+        let g = ROWS_PER_GROUP.min(rows.end - y);
+        for (k, p) in pre.chunks_exact_mut(plen).take(g).enumerate() {
+            let yk = y + k;
+            if yk as isize > y0 {
+                let enter = source_row(yk as isize + down as isize);
+                let leave = source_row(yk as isize - up as isize - 1);
+                L::slide_row(&mut col, enter, leave);
+            }
+            // p[(j + 1) c + ch] = column sum at extended column j - left (p[..c] stays 0).
+            // The interior is one contiguous copy; only the border columns need a lookup.
+            p[(left + 1) * c..(left + 1) * c + n].copy_from_slice(&col[..n]);
+            for (d, &from) in p[c..].iter_mut().zip(&left_lanes) {
+                *d = col[from];
+            }
+            for (d, &from) in p[(left + w + 1) * c..].iter_mut().zip(&right_lanes) {
+                *d = col[from];
             }
         }
-        L::prefix(&mut pre, c);
-        L::window_diff(&pre, win.width * c, &mut sums);
-        sink(y, &sums);
+        L::prefix_rows(&mut pre[..g * plen], plen, c);
+        for (k, p) in pre.chunks_exact(plen).take(g).enumerate() {
+            L::window_diff(p, win.width * c, &mut sums);
+            sink(y + k, &sums);
+        }
+        y += g;
     }
     Ok(())
 }

@@ -1,0 +1,293 @@
+//! f32 vectors with fused multiply-add for the FIR and matrix-product kernels, in three
+//! widths chosen at run time: AVX-512 (16 lanes), AVX2 + FMA (8 lanes), and a portable
+//! 8-lane version (plain arrays, multiply then add) for every other CPU.
+//!
+//! Why not `wide` or plain loops: Rust does not contract `a * b + c` into an FMA, and
+//! `wide` picks its instructions by compile-time `cfg(target_feature)`, so neither gives
+//! FMA (or 16 lanes) in a library built for baseline x86-64. Kernels are written once,
+//! generic over [`F32Vec`], `#[inline(always)]`, and instantiated inside
+//! `#[target_feature]` functions by [`dispatch!`], so every intrinsic inlines into a body
+//! compiled for its instruction set.
+
+/// The instruction-set level a kernel runs at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Portable code, 8 lanes, no FMA.
+    Portable,
+    /// AVX2 + FMA, 8 lanes.
+    Avx2,
+    /// AVX-512F, 16 lanes.
+    Avx512,
+}
+
+impl Level {
+    /// The best level this CPU supports (detected once with `std`; without it, what the
+    /// build's target features allow).
+    pub fn detect() -> Level {
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        {
+            use core::sync::atomic::{AtomicU8, Ordering};
+            static CACHED: AtomicU8 = AtomicU8::new(0);
+            match CACHED.load(Ordering::Relaxed) {
+                1 => return Level::Portable,
+                2 => return Level::Avx2,
+                3 => return Level::Avx512,
+                _ => {}
+            }
+            let l = if std::is_x86_feature_detected!("avx512f") {
+                Level::Avx512
+            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                Level::Avx2
+            } else {
+                Level::Portable
+            };
+            CACHED.store(l as u8 + 1, Ordering::Relaxed);
+            l
+        }
+        #[cfg(all(target_arch = "x86_64", not(feature = "std")))]
+        {
+            if cfg!(target_feature = "avx512f") {
+                Level::Avx512
+            } else if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
+                Level::Avx2
+            } else {
+                Level::Portable
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Portable
+    }
+
+    /// Every level this CPU can run, for tests that check each variant.
+    pub fn available() -> alloc::vec::Vec<Level> {
+        let best = Level::detect();
+        [Level::Portable, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l as u8 <= best as u8).collect()
+    }
+}
+
+/// A vector of f32 lanes. `load*` / `store` take raw pointers to at least `LANES`
+/// readable / writable elements (the caller's invariant, stated at each use).
+pub trait F32Vec: Copy {
+    const LANES: usize;
+    /// Vector registers of the level (register-blocked kernels size their tiles by it).
+    const REGISTERS: usize;
+    fn splat(v: f32) -> Self;
+    /// # Safety
+    /// `p` points to `LANES` readable f32.
+    unsafe fn load(p: *const f32) -> Self;
+    /// # Safety
+    /// `p` points to `LANES` readable u8.
+    unsafe fn load_u8(p: *const u8) -> Self;
+    /// # Safety
+    /// `p` points to `LANES` readable u16.
+    unsafe fn load_u16(p: *const u16) -> Self;
+    /// # Safety
+    /// `p` points to `LANES` writable f32.
+    unsafe fn store(self, p: *mut f32);
+    /// `self * b + c`, fused where the level has FMA.
+    fn mul_add(self, b: Self, c: Self) -> Self;
+    fn add(self, b: Self) -> Self;
+}
+
+/// A pixel lane type a kernel can load as f32 vectors.
+pub trait LoadF32: Copy {
+    fn to_f32(self) -> f32;
+    /// # Safety
+    /// `p` points to `V::LANES` readable elements.
+    unsafe fn load<V: F32Vec>(p: *const Self) -> V;
+}
+
+impl LoadF32 for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    unsafe fn load<V: F32Vec>(p: *const f32) -> V {
+        // SAFETY: forwarded caller contract.
+        unsafe { V::load(p) }
+    }
+}
+impl LoadF32 for u8 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+    #[inline(always)]
+    unsafe fn load<V: F32Vec>(p: *const u8) -> V {
+        // SAFETY: forwarded caller contract.
+        unsafe { V::load_u8(p) }
+    }
+}
+impl LoadF32 for u16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+    #[inline(always)]
+    unsafe fn load<V: F32Vec>(p: *const u16) -> V {
+        // SAFETY: forwarded caller contract.
+        unsafe { V::load_u16(p) }
+    }
+}
+
+/// The portable vector: 8 lanes in an array, multiply then add.
+#[derive(Clone, Copy)]
+pub struct Portable([f32; 8]);
+
+impl F32Vec for Portable {
+    const LANES: usize = 8;
+    const REGISTERS: usize = 16;
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        Portable([v; 8])
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: caller guarantees 8 readable f32.
+        Portable(core::array::from_fn(|i| unsafe { *p.add(i) }))
+    }
+    #[inline(always)]
+    unsafe fn load_u8(p: *const u8) -> Self {
+        // SAFETY: caller guarantees 8 readable u8.
+        Portable(core::array::from_fn(|i| unsafe { *p.add(i) } as f32))
+    }
+    #[inline(always)]
+    unsafe fn load_u16(p: *const u16) -> Self {
+        // SAFETY: caller guarantees 8 readable u16.
+        Portable(core::array::from_fn(|i| unsafe { *p.add(i) } as f32))
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        for (i, v) in self.0.into_iter().enumerate() {
+            // SAFETY: caller guarantees 8 writable f32.
+            unsafe { *p.add(i) = v };
+        }
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        Portable(core::array::from_fn(|i| self.0[i] * b.0[i] + c.0[i]))
+    }
+    #[inline(always)]
+    fn add(self, b: Self) -> Self {
+        Portable(core::array::from_fn(|i| self.0[i] + b.0[i]))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::F32Vec;
+    use core::arch::x86_64::*;
+
+    /// 8 lanes of AVX2 with FMA. Only constructed inside `avx2,fma` functions.
+    #[derive(Clone, Copy)]
+    pub struct Avx2(__m256);
+
+    /// 16 lanes of AVX-512F. Only constructed inside `avx512f` functions.
+    #[derive(Clone, Copy)]
+    pub struct Avx512(__m512);
+
+    // SAFETY (all methods below): the intrinsics need the level's target features, which
+    // the `dispatch!`-generated callers enable and check at run time before calling; the
+    // pointer contracts are the trait's.
+    impl F32Vec for Avx2 {
+        const LANES: usize = 8;
+        const REGISTERS: usize = 16;
+        #[inline(always)]
+        fn splat(v: f32) -> Self {
+            Avx2(unsafe { _mm256_set1_ps(v) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Avx2(unsafe { _mm256_loadu_ps(p) })
+        }
+        #[inline(always)]
+        unsafe fn load_u8(p: *const u8) -> Self {
+            Avx2(unsafe { _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast()))) })
+        }
+        #[inline(always)]
+        unsafe fn load_u16(p: *const u16) -> Self {
+            Avx2(unsafe { _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()))) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm256_storeu_ps(p, self.0) }
+        }
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            Avx2(unsafe { _mm256_fmadd_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn add(self, b: Self) -> Self {
+            Avx2(unsafe { _mm256_add_ps(self.0, b.0) })
+        }
+    }
+
+    impl F32Vec for Avx512 {
+        const LANES: usize = 16;
+        const REGISTERS: usize = 32;
+        #[inline(always)]
+        fn splat(v: f32) -> Self {
+            Avx512(unsafe { _mm512_set1_ps(v) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Avx512(unsafe { _mm512_loadu_ps(p) })
+        }
+        #[inline(always)]
+        unsafe fn load_u8(p: *const u8) -> Self {
+            Avx512(unsafe { _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast()))) })
+        }
+        #[inline(always)]
+        unsafe fn load_u16(p: *const u16) -> Self {
+            Avx512(unsafe { _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()))) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm512_storeu_ps(p, self.0) }
+        }
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            Avx512(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn add(self, b: Self) -> Self {
+            Avx512(unsafe { _mm512_add_ps(self.0, b.0) })
+        }
+    }
+}
+#[cfg(target_arch = "x86_64")]
+pub use x86::{Avx2, Avx512};
+
+/// Defines `fn $name(level: Level, args...)` that runs the generic kernel `$kernel::<V, ..>`
+/// with the vector type of `level`, inside a function compiled for that level's features.
+/// A level above what the CPU supports falls back to the best supported one.
+macro_rules! dispatch {
+    ($(#[$m:meta])* $vis:vis fn $name:ident $(<$($g:ident: $b:path),*>)? ($($a:ident: $t:ty),* $(,)?) => $kernel:ident) => {
+        $(#[$m])*
+        $vis fn $name $(<$($g: $b),*>)? (level: $crate::fma::Level, $($a: $t),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512 $(<$($g: $b),*>)? ($($a: $t),*) {
+                    $kernel::<$crate::fma::Avx512 $(, $($g),*)?>($($a),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2 $(<$($g: $b),*>)? ($($a: $t),*) {
+                    $kernel::<$crate::fma::Avx2 $(, $($g),*)?>($($a),*)
+                }
+                let best = $crate::fma::Level::detect();
+                let level = if level as u8 > best as u8 { best } else { level };
+                match level {
+                    // SAFETY: the CPU has the features (checked against `detect`).
+                    $crate::fma::Level::Avx512 => return unsafe { avx512 $(::<$($g),*>)? ($($a),*) },
+                    $crate::fma::Level::Avx2 => return unsafe { avx2 $(::<$($g),*>)? ($($a),*) },
+                    $crate::fma::Level::Portable => {}
+                }
+            }
+            let _ = level;
+            $kernel::<$crate::fma::Portable $(, $($g),*)?>($($a),*)
+        }
+    };
+}
+pub(crate) use dispatch;
