@@ -57,6 +57,18 @@ final class Params {
         else fields.add(new Object[] {label, def, items});
     }
 
+    void addString(String label, String def) {
+        if (gd != null) gd.addStringField(label, def, 16);
+        else fields.add(new Object[] {label, def});
+    }
+
+    String nextString() {
+        if (gd != null) return gd.getNextString();
+        Object[] f = field();
+        String v = value((String) f[0]);
+        return v == null ? (String) f[1] : v;
+    }
+
     void addCheckbox(String label, boolean def) {
         if (gd != null) gd.addCheckbox(label, def);
         else fields.add(new Object[] {label, def});

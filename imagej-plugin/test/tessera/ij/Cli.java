@@ -34,8 +34,17 @@ final class Cli {
      * the result with ImageJ.
      */
     static ImageProcessor run(ImageProcessor ip, String... args) throws IOException, InterruptedException {
+        return runWith(ip, null, args);
+    }
+
+    /** As {@link #run}, the CLI also writing a mask ({@code --mask mask.tif}) into {@code mask[0]}. */
+    static ImageProcessor runWithMask(ImageProcessor ip, ImageProcessor[] mask, String... args) throws IOException, InterruptedException {
+        return runWith(ip, mask, args);
+    }
+
+    private static ImageProcessor runWith(ImageProcessor ip, ImageProcessor[] mask, String... args) throws IOException, InterruptedException {
         File dir = Files.createTempDirectory("tessera-cli").toFile();
-        File in = new File(dir, "in.tif"), out = new File(dir, "out.tif");
+        File in = new File(dir, "in.tif"), out = new File(dir, "out.tif"), maskFile = new File(dir, "mask.tif");
         assertTrue(new FileSaver(new ImagePlus("in", ip.duplicate())).saveAsTiff(in.getPath()));
         List<String> cmd = new ArrayList<>();
         cmd.add(binary().getPath());
@@ -43,12 +52,22 @@ final class Cli {
         cmd.add(in.getPath());
         cmd.add("-o");
         cmd.add(out.getPath());
+        if (mask != null) {
+            cmd.add("--mask");
+            cmd.add(maskFile.getPath());
+        }
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertEquals("tessera " + String.join(" ", args) + " failed: " + log, 0, p.waitFor());
         ImagePlus res = IJ.openImage(out.getPath());
         assertNotNull("ImageJ could not read the CLI's output " + out, res);
         ImageProcessor r = res.getProcessor();
+        if (mask != null) {
+            ImagePlus m = IJ.openImage(maskFile.getPath());
+            assertNotNull("ImageJ could not read the CLI's mask " + maskFile, m);
+            mask[0] = m.getProcessor();
+            maskFile.delete();
+        }
         in.delete();
         out.delete();
         dir.delete();

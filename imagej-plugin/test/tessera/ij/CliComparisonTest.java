@@ -76,4 +76,30 @@ public class CliComparisonTest {
         assertEquals(pa.length, pb.length);
         for (int i = 0; i < pa.length; i++) assertEquals("pixel " + i, pb[i] & 0xffffff, pa[i] & 0xffffff);
     }
+
+    private static final String GAUSS = "Gaussian Blur (Tessera)...";
+
+    @Test
+    public void gauss8And16BitIdentical() throws Exception {
+        ByteProcessor in8 = cones.convertToByteProcessor(false);
+        ImageProcessor a = viaPlugin(in8, GAUSS, "sigma=2 method=auto border=reflect-101 value=0 backend=cpu");
+        ImageProcessor b = Cli.run(in8, "gauss", "-s", "2", "--method", "auto", "--border", "reflect101", "--backend", "cpu");
+        assertArrayEquals((byte[]) b.getPixels(), (byte[]) a.getPixels());
+        ShortProcessor in16 = gray16();
+        a = viaPlugin(in16, GAUSS, "sigma=5 method=IIR border=replicate value=0 backend=cpu");
+        b = Cli.run(in16, "gauss", "-s", "5", "--method", "iir", "--border", "replicate", "--backend", "cpu");
+        assertArrayEquals((short[]) b.getPixels(), (short[]) a.getPixels());
+    }
+
+    @Test
+    public void gauss32AndRgbIdentical() throws Exception {
+        FloatProcessor in = cones.convertToFloatProcessor();
+        ImageProcessor a = viaPlugin(in, GAUSS, "sigma=1.5 method=FIR border=reflect-101 value=0 backend=cpu");
+        ImageProcessor b = Cli.run(in, "gauss", "-s", "1.5", "--method", "fir", "--border", "reflect101", "--backend", "cpu");
+        assertArrayEquals((float[]) b.getPixels(), (float[]) a.getPixels(), 0f);
+        a = viaPlugin(cones, GAUSS, "sigma=3 method=auto border=reflect-101 value=0 backend=cpu");
+        b = Cli.run(cones, "gauss", "-s", "3", "--backend", "cpu");
+        int[] pa = (int[]) a.getPixels(), pb = (int[]) b.getPixels();
+        for (int i = 0; i < pa.length; i++) assertEquals("pixel " + i, pb[i] & 0xffffff, pa[i] & 0xffffff);
+    }
 }
