@@ -21,6 +21,12 @@ enum Command {
     Mean(cli::filters::MeanArgs),
     /// Gaussian blur (separable FIR or recursive IIR)
     Gauss(cli::filters::GaussArgs),
+    /// Local variance (usual, koenig, welford, pairwise, threewise, recursive; tent or box kernel) as a 32-bit float TIFF
+    Variance(cli::variance::VarianceArgs),
+    /// Multi-scale local contrast enhancement from local mean and variance (gray or RGB on luminance)
+    Contrast(cli::contrast::ContrastArgs),
+    /// Specular-highlight (glare) detection and correction: corrected image and mask
+    Glare(cli::glare::GlareArgs),
     /// Run a benchmark suite and print medians (a table, or JSON with --json)
     Bench(bench::BenchArgs),
 }
@@ -31,6 +37,9 @@ fn main() -> ExitCode {
         Command::Box(a) => cli::filters::run_box(a),
         Command::Mean(a) => cli::filters::run_mean(a),
         Command::Gauss(a) => cli::filters::run_gauss(a),
+        Command::Variance(a) => cli::variance::run(a),
+        Command::Contrast(a) => cli::contrast::run(a),
+        Command::Glare(a) => cli::glare::run(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {

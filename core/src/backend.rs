@@ -7,8 +7,11 @@
 use crate::error::{Error, Result};
 use crate::filter::{self, BoxParams, GaussianParams};
 use crate::image::{AnyView, AnyViewMut, ImageView, ImageViewMut};
+use crate::contrast::{self, ContrastParams};
+use crate::glare::{self, GlareParams, GlareReport};
 use crate::linalg;
 use crate::parallel::Parallelism;
+use crate::variance::{self, VarianceParams};
 
 /// One implementation of every tessera operation.
 pub trait Backend: Send + Sync {
@@ -29,6 +32,18 @@ pub trait Backend: Send + Sync {
 
     /// `out = a * b` for f32 matrices ([`linalg::mat_mul`]).
     fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()>;
+
+    /// Local variance ([`variance::local_variance`]) of u8, u16 or f32 input into f32; for
+    /// RGBA input, the local variance of the unrounded Rec. 601 luma.
+    fn local_variance(&self, src: AnyView<'_>, dst: ImageViewMut<'_, f32>, p: &VarianceParams) -> Result<()>;
+
+    /// Local contrast enhancement ([`contrast::contrast_enhance`]); `dst` has the type and
+    /// size of `src` (RGBA: on the luma, keeping hue).
+    fn contrast_enhance(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &ContrastParams) -> Result<()>;
+
+    /// Highlight detection and correction ([`glare::glare`]): `mask` gets 255 on glare,
+    /// `corrected` (type and size of `src`) the filled image.
+    fn glare(&self, src: AnyView<'_>, mask: ImageViewMut<'_, u8>, corrected: AnyViewMut<'_>, p: &GlareParams) -> Result<GlareReport>;
 }
 
 /// The CPU backend: the core's own implementations, on one thread or rayon's pool.
@@ -94,5 +109,23 @@ impl Backend for CpuBackend {
 
     fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
         linalg::mat_mul(a, b, out, self.parallelism)
+    }
+
+    fn local_variance(&self, src: AnyView<'_>, dst: ImageViewMut<'_, f32>, p: &VarianceParams) -> Result<()> {
+        let par = self.parallelism;
+        match src {
+            AnyView::U8(s) => variance::local_variance(s, dst, p, par),
+            AnyView::U16(s) => variance::local_variance(s, dst, p, par),
+            AnyView::F32(s) => variance::local_variance(s, dst, p, par),
+            AnyView::Rgba8(s) => variance::local_variance(s.convert::<f32>().view(), dst, p, par),
+        }
+    }
+
+    fn contrast_enhance(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &ContrastParams) -> Result<()> {
+        same_type!("contrast enhancement", src, dst, |s, d| contrast::contrast_enhance(s, d, p, self.parallelism))
+    }
+
+    fn glare(&self, src: AnyView<'_>, mask: ImageViewMut<'_, u8>, corrected: AnyViewMut<'_>, p: &GlareParams) -> Result<GlareReport> {
+        same_type!("glare correction", src, corrected, |s, d| glare::glare(s, mask, d, p, self.parallelism))
     }
 }

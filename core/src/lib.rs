@@ -14,16 +14,22 @@ extern crate std;
 
 pub mod backend;
 pub mod border;
+pub mod contrast;
 pub mod error;
 pub mod filter;
 pub mod fma;
+pub mod glare;
 pub mod image;
 pub mod linalg;
 pub mod parallel;
 pub mod simd;
+pub mod variance;
 
 pub use backend::{Backend, CpuBackend};
 pub use border::Border;
+pub use contrast::{contrast_enhance, ContrastParams};
 pub use error::{Error, Result};
+pub use glare::{glare, GlareMode, GlareParams, GlareReport};
 pub use image::{AnyImage, AnyView, AnyViewMut, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 pub use parallel::Parallelism;
+pub use variance::{local_mean_variance, local_variance, VarianceKernel, VarianceMethod, VarianceParams};

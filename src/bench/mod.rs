@@ -3,6 +3,7 @@
 //! shape of `../shared/bench/opencv_anchor.sh` so the two can be compared side by side.
 
 mod filters;
+mod variance;
 
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -13,6 +14,8 @@ use tessera::{open_backend, Backend, BackendChoice, Parallelism};
 pub enum Suite {
     /// Box / mean (naive vs recursive, 1 vs all threads), Gaussian, matrix sum and product
     Filters,
+    /// Local variance (the paper's Figure 7: six methods), radius sweeps, contrast, glare
+    Variance,
 }
 
 #[derive(clap::Args)]
@@ -106,6 +109,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Filters => {
             filters::run(&b, &mut r)?;
             "filters"
+        }
+        Suite::Variance => {
+            variance::run(&b, &mut r)?;
+            "variance"
         }
     };
     let machine = machine_description();

@@ -1,4 +1,7 @@
 //! One module per group of subcommands, plus the arguments they share.
 
 pub mod common;
+pub mod contrast;
 pub mod filters;
+pub mod glare;
+pub mod variance;

@@ -1,0 +1,477 @@
+//! `Recursive`: local variance from O(1) running sums, exact on integer images.
+//!
+//! The 1-D tent of radius `R = 2^k - 1` is a box of width `B = R + 1` convolved with itself:
+//! `w(j) = R + 1 - |j| = #{(a, b) in [0, B)^2 : a + b - R = j}`. So with the image padded
+//! once by `R` on every side by the border rule (`P(u, v) = I(u - R, v - R)`, borders taken
+//! from the ORIGINAL image for the whole kernel), the tent sum at `(x, y)` is
+//!
+//! ```text
+//! T(x, y) = sum_{a, b in [0,B)^2} A(x + a, y + b),   A(u, v) = sum_{a, b in [0,B)^2} P(u + a, v + b)
+//! ```
+//!
+//! two B x B box sums with top-left anchors, neither of which reaches past the padded image:
+//! no border effect inside the cascade (a cascade that reflected at each stage would differ
+//! near the borders). Both box stages run on the crate's one running-sum engine,
+//! [`window_sums`], with `x` and `x^2` interleaved as two lanes of one image, so one pass
+//! yields both sums and the last stage writes the variance directly. A box kernel is one
+//! stage of width `2r + 1`. The lane types here ([`Sum16`], [`Sum32`], [`Sum64`],
+//! [`SumF64`]) keep each running prefix in a register (one add per element instead of a
+//! store-to-load chain), which is most of the horizontal pass's cost.
+//!
+//! u8 / u16: every sum is an integer (u32 / u64 with wrapping running sums, exact while a
+//! window sum fits, which [`MAX_TENT_RADIUS`](super::MAX_TENT_RADIUS) guarantees), the
+//! numerator `W S2 - S1^2` is formed exactly in u128, and one final division gives the
+//! variance: within one f32 ulp of the exact rational (zero exactly where it is zero).
+//!
+//! f32: the sums run in f64 on `x - K`, `K` the rounded mean of the image's finite values
+//! ([`global_shift`](super::global_shift)). The error is then bounded by about `2^-40 max (x - K)^2` absolute (f64 rounding
+//! in running sums over at most a few thousand terms), independent of how large the mean
+//! is against the spread, before the final rounding to f32. Non-finite inputs are replaced
+//! by 0 in the sums and counted by the same cascade on a 0/1 image: a pixel whose kernel
+//! contains one is NaN, every other pixel is unaffected.
+
+use super::{non_negative, pad_map, Outputs, VarianceKernel, VarianceParams};
+use crate::border::Border;
+use crate::error::{Error, Result};
+use crate::filter::{window_sums, LaneView, Window};
+use crate::image::{Image, ImageView, ImageViewMut, Pixel};
+use crate::parallel::{for_each_band, Parallelism};
+use crate::simd::Lane;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "std")]
+use multiversion::multiversion;
+
+macro_rules! sum_lane {
+    ($t:ident, $v:ty, $acc:ty, $add:ident, $slide:ident, $diff:ident, $plus:expr, $minus:expr) => {
+        #[doc = concat!("Running-sum lane of `", stringify!($v), "` values, accumulating in `", stringify!($acc), "`.")]
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        #[repr(transparent)]
+        pub struct $t(pub $v);
+        impl Pixel for $t {
+            const NAME: &'static str = stringify!($t);
+        }
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+        fn $add(acc: &mut [$acc], add: &[$t]) {
+            let plus: fn($acc, $acc) -> $acc = $plus;
+            for (a, x) in acc.iter_mut().zip(add) {
+                *a = plus(*a, x.0 as $acc);
+            }
+        }
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+        fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
+            let (plus, minus): (fn($acc, $acc) -> $acc, fn($acc, $acc) -> $acc) = ($plus, $minus);
+            for ((a, x), y) in acc.iter_mut().zip(add).zip(sub) {
+                *a = minus(plus(*a, x.0 as $acc), y.0 as $acc);
+            }
+        }
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+        fn $diff(p: &[$acc], k: usize, out: &mut [$acc]) {
+            let minus: fn($acc, $acc) -> $acc = $minus;
+            for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
+                *o = minus(hi, lo);
+            }
+        }
+        impl Lane for $t {
+            type Acc = $acc;
+            #[inline]
+            fn window_diff(p: &[$acc], k: usize, out: &mut [$acc]) {
+                $diff(p, k, out)
+            }
+            #[inline]
+            fn add_row(acc: &mut [$acc], add: &[$t]) {
+                $add(acc, add)
+            }
+            #[inline]
+            fn slide_row(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
+                $slide(acc, add, sub)
+            }
+            fn prefix_rows(p: &mut [$acc], len: usize, c: usize) {
+                prefix_rows_in_registers(p, len, c, $plus)
+            }
+            #[inline]
+            fn from_f32(v: f32) -> $t {
+                $t(v as $v)
+            }
+            #[inline]
+            fn acc_from_f64(v: f64) -> $acc {
+                v as $acc
+            }
+            #[inline]
+            fn acc_add(a: $acc, b: $acc) -> $acc {
+                ($plus)(a, b)
+            }
+            #[inline]
+            fn acc_sub(a: $acc, b: $acc) -> $acc {
+                ($minus)(a, b)
+            }
+            #[inline]
+            fn acc_to_f64(a: $acc) -> f64 {
+                a as f64
+            }
+        }
+    };
+}
+sum_lane!(Sum16, u16, u32, add_row_16, slide_row_16, diff_16, u32::wrapping_add, u32::wrapping_sub);
+sum_lane!(Sum32, u32, u64, add_row_32, slide_row_32, diff_32, u64::wrapping_add, u64::wrapping_sub);
+sum_lane!(Sum64, u64, u64, add_row_64, slide_row_64, diff_64, u64::wrapping_add, u64::wrapping_sub);
+sum_lane!(SumF64, f64, f64, add_row_f64, slide_row_f64, diff_f64, |a: f64, b: f64| a + b, |a: f64, b: f64| a - b);
+
+/// In-place running prefix of each row of `len` elements along `c` interleaved channels,
+/// `p[i] += p[i - c]`, with the running sums in registers; four rows of one or two
+/// channels run as four to eight interleaved chains (a prefix is a serial chain of adds:
+/// independent chains side by side keep the adder busy, as in `simd.rs`).
+#[inline]
+fn prefix_rows_in_registers<A: Copy + Default>(p: &mut [A], len: usize, c: usize, plus: fn(A, A) -> A) {
+    if (c == 1 || c == 2) && len > 0 && len % c == 0 && p.len() == 4 * len {
+        let (r0, rest) = p.split_at_mut(len);
+        let (r1, rest) = rest.split_at_mut(len);
+        let (r2, r3) = rest.split_at_mut(len);
+        let mut a = [[A::default(); 2]; 4];
+        let rows = r0.chunks_exact_mut(c).zip(r1.chunks_exact_mut(c)).zip(r2.chunks_exact_mut(c)).zip(r3.chunks_exact_mut(c));
+        for (((v0, v1), v2), v3) in rows {
+            for ch in 0..c {
+                a[0][ch] = plus(a[0][ch], v0[ch]);
+                a[1][ch] = plus(a[1][ch], v1[ch]);
+                a[2][ch] = plus(a[2][ch], v2[ch]);
+                a[3][ch] = plus(a[3][ch], v3[ch]);
+                (v0[ch], v1[ch], v2[ch], v3[ch]) = (a[0][ch], a[1][ch], a[2][ch], a[3][ch]);
+            }
+        }
+        return;
+    }
+    for row in p.chunks_mut(len.max(1)) {
+        prefix_in_registers(row, c, plus);
+    }
+}
+
+/// In-place running prefix along `c` interleaved channels, `p[i] += p[i - c]`, with the
+/// running sums of one or two channels carried in registers.
+#[inline]
+fn prefix_in_registers<A: Copy>(p: &mut [A], c: usize, plus: fn(A, A) -> A) {
+    if p.len() < 2 * c {
+        for i in c..p.len() {
+            p[i] = plus(p[i], p[i - c]);
+        }
+        return;
+    }
+    match c {
+        1 => {
+            let mut s = p[0];
+            for v in &mut p[1..] {
+                s = plus(s, *v);
+                *v = s;
+            }
+        }
+        2 => {
+            let (mut s0, mut s1) = (p[0], p[1]);
+            for v in p[2..].chunks_exact_mut(2) {
+                s0 = plus(s0, v[0]);
+                s1 = plus(s1, v[1]);
+                v[0] = s0;
+                v[1] = s1;
+            }
+        }
+        _ => {
+            for i in c..p.len() {
+                p[i] = plus(p[i], p[i - c]);
+            }
+        }
+    }
+}
+
+/// A padded image of `c` interleaved lanes per pixel.
+struct Lanes<L> {
+    data: Vec<L>,
+    width: usize,
+    height: usize,
+    c: usize,
+}
+
+impl<L> Lanes<L> {
+    fn view(&self) -> LaneView<'_, L> {
+        LaneView { data: &self.data, width: self.width, height: self.height, stride: self.width * self.c, channels: self.c }
+    }
+}
+
+/// One box stage with a top-left anchor: for output row `y` (of `out`), `emit(sums, row)`
+/// gets the `ow * c` sums of `src` over `[x, x + side) x [y, y + side)` for `x` in `0..ow`.
+/// The caller guarantees `src` is at least `side - 1` larger than the output in both
+/// directions, so no window reaches past `src`.
+fn stage<L: Lane, O: Pixel>(
+    src: LaneView<'_, L>,
+    side: usize,
+    ow: usize,
+    out: ImageViewMut<'_, O>,
+    par: Parallelism,
+    emit: impl Fn(&[L::Acc], &mut [O]) + Send + Sync,
+) -> Result<()> {
+    let a = side / 2;
+    let c = src.channels;
+    let oh = out.height();
+    if src.width + 1 < ow + side || src.height + 1 < oh + side {
+        return Err(Error::SizeMismatch { expected: (ow + side - 1, oh + side - 1), got: (src.width, src.height) });
+    }
+    let failed = AtomicBool::new(false);
+    for_each_band(out, par, side.max(16), |y0, mut band| {
+        let rows = y0 + a..y0 + a + band.height();
+        let r = window_sums(&src, Window::square(side), Border::Reflect101, rows, |y, sums| {
+            emit(&sums[a * c..(a + ow) * c], band.row_mut(y - y0 - a));
+        });
+        if r.is_err() {
+            failed.store(true, Ordering::Relaxed);
+        }
+    });
+    if failed.into_inner() {
+        return Err(Error::InvalidParameter { name: "window", reason: "the running-sum engine refused the window".into() });
+    }
+    Ok(())
+}
+
+/// The kernel's box cascade over a padded lane image (pad = kernel radius): a tent is two
+/// stages of width `R + 1` through an intermediate lane image of type `M` (`narrow` maps
+/// first-stage sums into it) and `emit_tent` receives the final sums; a box is one stage
+/// of width `2r + 1` whose sums go to `emit_box`. `out` is `ow` pixels wide.
+#[allow(clippy::too_many_arguments)]
+fn cascade<L: Lane, M: Lane + Pixel, O: Pixel>(
+    padded: &Lanes<L>,
+    kernel: VarianceKernel,
+    ow: usize,
+    out: ImageViewMut<'_, O>,
+    par: Parallelism,
+    narrow: impl Fn(L::Acc) -> M + Send + Sync,
+    emit_tent: impl Fn(&[M::Acc], &mut [O]) + Send + Sync,
+    emit_box: impl Fn(&[L::Acc], &mut [O]) + Send + Sync,
+) -> Result<()> {
+    let oh = out.height();
+    let c = padded.c;
+    match kernel {
+        VarianceKernel::Tent { radius } => {
+            let b = radius + 1;
+            let (mw, mh) = (ow + radius, oh + radius);
+            let mut mid = Lanes { data: vec![M::default(); mw * mh * c], width: mw, height: mh, c };
+            let mid_view = ImageViewMut::from_slice(&mut mid.data, mw * c, mh)?;
+            stage(padded.view(), b, mw, mid_view, par, |sums, row| {
+                for (o, &s) in row.iter_mut().zip(sums) {
+                    *o = narrow(s);
+                }
+            })?;
+            stage(mid.view(), b, ow, out, par, emit_tent)
+        }
+        VarianceKernel::Box { radius } => stage(padded.view(), 2 * radius + 1, ow, out, par, emit_box),
+    }
+}
+
+/// Sum of the kernel weights: `(R + 1)^4` for the tent, `(2r + 1)^2` for the box.
+fn total_weight(kernel: VarianceKernel) -> u64 {
+    let s: u64 = kernel.weights_1d().iter().map(|&v| v as u64).sum();
+    s * s
+}
+
+/// The variance from exact integer sums `s1`, `s2` of total weight `total`: the numerator
+/// `W S2 - S1^2` formed exactly in u128, converted to f64 as `hi 2^64 + lo` (both parts
+/// converted exactly or within 2^-53 relative), divided once by `W^2`, then rounded to f32.
+#[inline]
+fn exact_variance(s1: u64, s2: u64, total: u64, inv_w2: f64) -> f32 {
+    let num = s2 as u128 * total as u128 - s1 as u128 * s1 as u128;
+    let f = ((num >> 64) as u64) as f64 * 18446744073709551616.0 + (num as u64) as f64;
+    (f * inv_w2) as f32
+}
+
+/// `out[i] = variance(sums[2i], sums[2i + 1])` (and `mean_out`, if given, interleaved as
+/// `[mean, var]` pairs in a row twice as wide).
+#[inline]
+fn emit_exact(sums: impl Iterator<Item = (u64, u64)>, row: &mut [f32], total: u64, with_mean: bool) {
+    let inv_w2 = 1.0 / (total as f64 * total as f64);
+    let inv_w = 1.0 / total as f64;
+    if with_mean {
+        for (o, (a, b)) in row.chunks_exact_mut(2).zip(sums) {
+            o[0] = (a as f64 * inv_w) as f32;
+            o[1] = exact_variance(a, b, total, inv_w2);
+        }
+    } else {
+        for (o, (a, b)) in row.iter_mut().zip(sums) {
+            *o = exact_variance(a, b, total, inv_w2);
+        }
+    }
+}
+
+/// Runs `compute(view, with_mean)` into the requested outputs: directly into the variance
+/// or the pairs image, or through an interleaved `[mean, var]` image split afterwards.
+fn run_outputs(
+    out: Outputs<'_>,
+    par: Parallelism,
+    compute: impl FnOnce(ImageViewMut<'_, f32>, bool) -> Result<()>,
+) -> Result<()> {
+    let (mean, var) = match out {
+        Outputs::Var(v) => return compute(v, false),
+        Outputs::Pairs(v) => return compute(v, true),
+        Outputs::MeanVar { mean, var } => (mean, var),
+    };
+    let (w, h) = var.size();
+    let mut both = Image::<f32>::new(2 * w, h)?;
+    compute(both.view_mut(), true)?;
+    let both = &both;
+    for_each_band(var, par, 16, |y0, mut band| {
+        for i in 0..band.height() {
+            for (o, p) in band.row_mut(i).iter_mut().zip(both.row(y0 + i).chunks_exact(2)) {
+                *o = p[1];
+            }
+        }
+    });
+    for_each_band(mean, par, 16, |y0, mut band| {
+        for i in 0..band.height() {
+            for (o, p) in band.row_mut(i).iter_mut().zip(both.row(y0 + i).chunks_exact(2)) {
+                *o = p[0];
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The exact pipeline for an integer image: the tent through lanes `L` (first stage) and
+/// `M` (second stage), the box through lanes `B`.
+#[allow(clippy::too_many_arguments)]
+fn exact<P: Pixel, L: Lane + Pixel, M: Lane<Acc = u64> + Pixel, B: Lane + Pixel>(
+    src: ImageView<'_, P>,
+    out: Outputs<'_>,
+    p: &VarianceParams,
+    par: Parallelism,
+    outside: P,
+    tent_lanes: impl Fn(P) -> [L; 2],
+    narrow: impl Fn(L::Acc) -> M + Send + Sync,
+    box_lanes: impl Fn(P) -> [B; 2],
+) -> Result<()>
+where
+    B::Acc: Into<u64>,
+{
+    let (w, h) = src.size();
+    let r = p.kernel.radius();
+    let (pw, ph) = (w + 2 * r, h + 2 * r);
+    let total = total_weight(p.kernel);
+    run_outputs(out, par, |out, with_mean| match p.kernel {
+        VarianceKernel::Tent { .. } => {
+            let padded = Lanes { data: pad_map(src, r, p.border, tent_lanes(outside), &tent_lanes), width: pw, height: ph, c: 2 };
+            cascade(
+                &padded,
+                p.kernel,
+                w,
+                out,
+                par,
+                narrow,
+                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0], v[1])), row, total, with_mean),
+                |_, _| {},
+            )
+        }
+        VarianceKernel::Box { .. } => {
+            let padded = Lanes { data: pad_map(src, r, p.border, box_lanes(outside), &box_lanes), width: pw, height: ph, c: 2 };
+            cascade(
+                &padded,
+                p.kernel,
+                w,
+                out,
+                par,
+                |a: B::Acc| Sum64(a.into()),
+                |_, _| {},
+                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0].into(), v[1].into())), row, total, with_mean),
+            )
+        }
+    })
+}
+
+/// The border constant as an integer pixel value (validated beforehand: whole, in range).
+fn outside_int(border: Border) -> u32 {
+    border.outside_value() as u32
+}
+
+/// `Recursive` for u8. Tent: x and x^2 in u16 lanes with u32 running sums (a B x B window,
+/// B <= 256, of values <= 65025 sums below 2^32), first-stage sums in u32, final sums in
+/// u64. Box: u16 lanes with u32 sums up to radius 127 (`65025 * 255^2 < 2^32`), u32 lanes
+/// with u64 sums beyond. Exact.
+pub(crate) fn local_variance_u8(src: ImageView<'_, u8>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
+    let outside = outside_int(p.border) as u8;
+    let narrow = |a: u32| Sum32(a);
+    let small = |v: u8| [Sum16(v as u16), Sum16(v as u16 * v as u16)];
+    let wide = |v: u8| [Sum32(v as u32), Sum32(v as u32 * v as u32)];
+    match p.kernel {
+        VarianceKernel::Box { radius } if radius > 127 => exact(src, out, p, par, outside, small, narrow, wide),
+        _ => exact(src, out, p, par, outside, small, narrow, small),
+    }
+}
+
+/// `Recursive` for u16. Tent: x and x^2 in u32 lanes with u64 running sums, first- and
+/// second-stage sums in u64 (`65535^2 * 256^4 < 2^64`). Box: u32 lanes, u64 sums. Exact.
+pub(crate) fn local_variance_u16(src: ImageView<'_, u16>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
+    let lanes = |v: u16| [Sum32(v as u32), Sum32(v as u32 * v as u32)];
+    exact(src, out, p, par, outside_int(p.border) as u16, lanes, Sum64, lanes)
+}
+
+/// `Recursive` for f32: shifted f64 sums (see the module docs for the bound and NaN).
+pub(crate) fn local_variance_f32(
+    src: ImageView<'_, f32>,
+    out: Outputs<'_>,
+    p: &VarianceParams,
+    par: Parallelism,
+) -> Result<()> {
+    let (w, h) = src.size();
+    let r = p.kernel.radius();
+    let (pw, ph) = (w + 2 * r, h + 2 * r);
+    let k = super::global_shift(src);
+    let lanes = |v: f32| {
+        let d = if v.is_finite() { v as f64 - k } else { 0.0 };
+        [SumF64(d), SumF64(d * d)]
+    };
+    // Pixels whose kernel holds a non-finite input: the same cascade on a 0/1 image.
+    let nonfinite = if src.rows().any(|row| row.iter().any(|v| !v.is_finite())) {
+        let ind = Lanes { data: pad_map(src, r, p.border, [Sum16(0)], |v| [Sum16(u16::from(!v.is_finite()))]), width: pw, height: ph, c: 1 };
+        let mut cnt = Image::<u8>::new(w, h)?;
+        cascade(
+            &ind,
+            p.kernel,
+            w,
+            cnt.view_mut(),
+            par,
+            |a: u32| Sum32(a),
+            |s, row| row.iter_mut().zip(s).for_each(|(o, &n)| *o = u8::from(n > 0)),
+            |s, row| row.iter_mut().zip(s).for_each(|(o, &n)| *o = u8::from(n > 0)),
+        )?;
+        Some(cnt)
+    } else {
+        None
+    };
+    let padded = Lanes { data: pad_map(src, r, p.border, lanes(p.border.outside_value()), lanes), width: pw, height: ph, c: 2 };
+    let inv = 1.0 / total_weight(p.kernel) as f64;
+    let emit = |s: &[f64], row: &mut [f32], with_mean: bool| {
+        let stats = s.chunks_exact(2).map(|v| {
+            let m = v[0] * inv;
+            (m, non_negative((v[1] * inv - m * m) as f32))
+        });
+        if with_mean {
+            for (o, (m, v)) in row.chunks_exact_mut(2).zip(stats) {
+                o[0] = (k + m) as f32;
+                o[1] = v;
+            }
+        } else {
+            for (o, (_, v)) in row.iter_mut().zip(stats) {
+                *o = v;
+            }
+        }
+    };
+    run_outputs(out, par, |mut out, with_mean| {
+        cascade(&padded, p.kernel, w, out.reborrow(), par, SumF64, |s, row| emit(s, row, with_mean), |s, row| {
+            emit(s, row, with_mean)
+        })?;
+        if let Some(cnt) = &nonfinite {
+            let c = if with_mean { 2 } else { 1 };
+            for y in 0..h {
+                for (o, &bad) in out.row_mut(y).chunks_exact_mut(c).zip(cnt.row(y)) {
+                    if bad != 0 {
+                        o.fill(f32::NAN);
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
