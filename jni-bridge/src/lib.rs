@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod error;
 pub mod filters;
+pub mod local;
 pub mod pixels;
 
 use error::{Result, ThrowJava};

@@ -30,15 +30,16 @@ pub trait JavaPixel: TypeArray {
 /// `A` and `B` must have the same size, `align_of::<B>() <= align_of::<A>()`, and every
 /// bit pattern must be a valid `B`.
 unsafe fn cast<A, B>(p: &[A]) -> &[B] {
-    debug_assert!(size_of::<A>() == size_of::<B>() && align_of::<B>() <= align_of::<A>());
-    // SAFETY: guaranteed by the caller; the length in elements is unchanged.
+    const { assert!(size_of::<A>() == size_of::<B>() && align_of::<B>() <= align_of::<A>()) };
+    // SAFETY: size and alignment checked at compile time; valid bit patterns guaranteed by
+    // the caller; the length in elements is unchanged.
     unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<B>(), p.len()) }
 }
 
 /// Mutable form of [`cast`]; same contract.
 unsafe fn cast_mut<A, B>(p: &mut [A]) -> &mut [B] {
-    debug_assert!(size_of::<A>() == size_of::<B>() && align_of::<B>() <= align_of::<A>());
-    // SAFETY: guaranteed by the caller.
+    const { assert!(size_of::<A>() == size_of::<B>() && align_of::<B>() <= align_of::<A>()) };
+    // SAFETY: as in `cast`.
     unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr().cast::<B>(), p.len()) }
 }
 
@@ -189,6 +190,124 @@ pub fn with_src_dst<'l, J: JavaPixel, K: JavaPixel, R>(
         f(sv, dv)
     };
     Ok(result?)
+}
+
+/// Runs `f` with `a` and `b` as read-only views and `dst` as a writable view, all `w x h`,
+/// straight on the Java arrays inside critical sections (as [`with_src_dst`]). The three
+/// arrays must be distinct, except that `a` and `b` may be the same array.
+#[allow(clippy::too_many_arguments)]
+pub fn with_pair_dst<'l, J: JavaPixel, K: JavaPixel, R>(
+    env: &mut Env<'l>,
+    a: &JPrimitiveArray<'l, J>,
+    b: &JPrimitiveArray<'l, J>,
+    dst: &JPrimitiveArray<'l, K>,
+    w: jint,
+    h: jint,
+    f: impl FnOnce(AnyView<'_>, AnyView<'_>, AnyViewMut<'_>) -> tessera_core::Result<R>,
+) -> Result<R> {
+    let (w, h) = dims(w, h)?;
+    let a_len = checked_len(env, a, "left", w, h)?;
+    let b_len = checked_len(env, b, "right", w, h)?;
+    let d_len = checked_len(env, dst, "dst", w, h)?;
+    if env.is_same_object(a, dst)? || env.is_same_object(b, dst)? {
+        return Err(bad_arg("the output array must differ from the inputs"));
+    }
+    let same = env.is_same_object(a, b)?;
+    let raw = env.get_raw();
+    let result = {
+        // SAFETY: as in `with_src_dst`; `b` is not acquired a second time when it is `a`
+        // (two shared views of one array are fine), and `dst` aliases neither.
+        let sa = unsafe { Critical::<J>::new(raw, a.as_raw(), a_len, false)? };
+        let sb = if same { None } else { Some(unsafe { Critical::<J>::new(raw, b.as_raw(), b_len, false)? }) };
+        let mut d = unsafe { Critical::<K>::new(raw, dst.as_raw(), d_len, true)? };
+        let av = J::view(sa.as_slice(), w, h)?;
+        let bv = J::view(sb.as_ref().map_or(sa.as_slice(), |c| c.as_slice()), w, h)?;
+        let dv = K::view_mut(d.as_mut_slice(), w, h)?;
+        f(av, bv, dv)
+    };
+    Ok(result?)
+}
+
+/// Runs `f` with `dst` as a writable `w x h` view on the Java array (critical section).
+pub fn with_dst<'l, K: JavaPixel, R>(
+    env: &mut Env<'l>,
+    dst: &JPrimitiveArray<'l, K>,
+    w: jint,
+    h: jint,
+    f: impl FnOnce(AnyViewMut<'_>) -> tessera_core::Result<R>,
+) -> Result<R> {
+    let (w, h) = dims(w, h)?;
+    let d_len = checked_len(env, dst, "dst", w, h)?;
+    let raw = env.get_raw();
+    let result = {
+        // SAFETY: as in `with_src_dst`, with a single array.
+        let mut d = unsafe { Critical::<K>::new(raw, dst.as_raw(), d_len, true)? };
+        f(K::view_mut(d.as_mut_slice(), w, h)?)
+    };
+    Ok(result?)
+}
+
+/// Copies an ImageJ RGB `int[]` (checked: not null, `w * h` pixels) into true-order RGBA.
+pub fn copy_rgb(env: &Env<'_>, a: &JPrimitiveArray<'_, jint>, name: &str, w: usize, h: usize) -> Result<Vec<Rgba8>> {
+    checked_len(env, a, name, w, h)?;
+    let mut buf = vec![0; w * h];
+    a.get_region(env, 0, &mut buf)?;
+    Ok(rgba_from_imagej(&buf))
+}
+
+/// Runs `f` with `src` read-only and two outputs, `a` and `b`, all `w x h`, straight on
+/// the Java arrays inside critical sections (as [`with_src_dst`]); the three arrays must
+/// be distinct.
+#[allow(clippy::too_many_arguments)]
+pub fn with_src_dst2<'l, J: JavaPixel, A: JavaPixel, B: JavaPixel, R>(
+    env: &mut Env<'l>,
+    src: &JPrimitiveArray<'l, J>,
+    a: &JPrimitiveArray<'l, A>,
+    b: &JPrimitiveArray<'l, B>,
+    w: jint,
+    h: jint,
+    f: impl FnOnce(AnyView<'_>, AnyViewMut<'_>, AnyViewMut<'_>) -> tessera_core::Result<R>,
+) -> Result<R> {
+    let (w, h) = dims(w, h)?;
+    let s_len = checked_len(env, src, "src", w, h)?;
+    let a_len = checked_len(env, a, "first output", w, h)?;
+    let b_len = checked_len(env, b, "second output", w, h)?;
+    if env.is_same_object(src, a)? || env.is_same_object(src, b)? || env.is_same_object(a, b)? {
+        return Err(bad_arg("the input and the two output arrays must be three different arrays"));
+    }
+    let raw = env.get_raw();
+    let result = {
+        // SAFETY: as in `with_src_dst`, with three distinct arrays.
+        let s = unsafe { Critical::<J>::new(raw, src.as_raw(), s_len, false)? };
+        let mut da = unsafe { Critical::<A>::new(raw, a.as_raw(), a_len, true)? };
+        let mut db = unsafe { Critical::<B>::new(raw, b.as_raw(), b_len, true)? };
+        let sv = J::view(s.as_slice(), w, h)?;
+        let av = A::view_mut(da.as_mut_slice(), w, h)?;
+        let bv = B::view_mut(db.as_mut_slice(), w, h)?;
+        f(sv, av, bv)
+    };
+    Ok(result?)
+}
+
+/// An ImageJ RGB image seen in place (`int[]` as [`Rgba8`], red and blue trading places)
+/// copied into true-order RGBA, for the operations that weigh the channels.
+pub fn true_rgba(v: tessera_core::ImageView<'_, Rgba8>) -> tessera_core::Result<tessera_core::Image<Rgba8>> {
+    tessera_core::Image::from_fn(v.width(), v.height(), |x, y| {
+        let p = v.row(y)[x];
+        Rgba8::new(p.b, p.g, p.r, p.a)
+    })
+}
+
+/// Writes a true-order RGBA image into an ImageJ RGB image seen in place (the inverse of
+/// [`true_rgba`]).
+pub fn write_imagej_rgba(src: &tessera_core::Image<Rgba8>, mut dst: tessera_core::ImageViewMut<'_, Rgba8>) -> tessera_core::Result<()> {
+    tessera_core::image::check_same_size(src.size(), dst.size())?;
+    for y in 0..src.height() {
+        for (d, s) in dst.row_mut(y).iter_mut().zip(src.row(y)) {
+            *d = Rgba8::new(s.b, s.g, s.r, s.a);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -38,6 +38,11 @@ abstract class NewImageFilter implements ExtendedPlugInFilter {
     /** Runs the native operation from ImageJ's pixel array {@code src} into {@code dst}. */
     abstract void filter(Object src, float[] dst, int w, int h);
 
+    /** Whether RGB input is taken (the operation then works on its luminance). */
+    boolean acceptsRgb() {
+        return false;
+    }
+
     @Override
     public int setup(String arg, ImagePlus imp) {
         if ("final".equals(arg)) {
@@ -48,13 +53,17 @@ abstract class NewImageFilter implements ExtendedPlugInFilter {
             IJ.noImage();
             return DONE;
         }
-        if (imp.getType() == ImagePlus.COLOR_RGB || imp.getType() == ImagePlus.COLOR_256) {
+        if ((imp.getType() == ImagePlus.COLOR_RGB && !acceptsRgb()) || imp.getType() == ImagePlus.COLOR_256) {
             Tessera.error(title(), title() + " works on 8-bit, 16-bit and 32-bit gray images; \""
                     + imp.getTitle() + "\" is colour. Convert it first (Image > Type > 8-bit or 32-bit).");
             return DONE;
         }
         this.imp = imp;
-        return FLAGS;
+        return flags();
+    }
+
+    private int flags() {
+        return acceptsRgb() ? FLAGS | DOES_RGB : FLAGS;
     }
 
     @Override
@@ -70,7 +79,7 @@ abstract class NewImageFilter implements ExtendedPlugInFilter {
             Tessera.error(title(), e);
             return DONE;
         }
-        return Params.stackFlags(imp, FLAGS);
+        return Params.stackFlags(imp, flags());
     }
 
     @Override
