@@ -18,8 +18,9 @@ import ij.process.ImageProcessor;
  * Calibration is untouched since the image stays the same image.
  */
 abstract class InPlaceFilter implements ExtendedPlugInFilter {
-    /** Pixel types the native operations take. */
-    static final int TYPES = DOES_8G | DOES_16 | DOES_32 | DOES_RGB;
+    /** Pixel types the native operations take; with a selection, only it changes
+     *  (SUPPORTS_MASKING: ImageJ restores the pixels outside a non-rectangular one). */
+    static final int TYPES = DOES_8G | DOES_16 | DOES_32 | DOES_RGB | SUPPORTS_MASKING;
 
     private int nPasses = 1, pass;
     private boolean stopped;
@@ -39,6 +40,27 @@ abstract class InPlaceFilter implements ExtendedPlugInFilter {
     /** Pixel types accepted (PlugInFilter flags). */
     int types() {
         return TYPES;
+    }
+
+    /**
+     * With a selection, puts back the pixels outside its bounding rectangle (the whole
+     * slice is filtered, so pixels inside see their real neighbours, as in ImageJ's own
+     * filters); ImageJ itself restores the rest of a non-rectangular selection.
+     */
+    static void restoreOutside(ImageProcessor ip) {
+        java.awt.Rectangle r = ip.getRoi();
+        int w = ip.getWidth(), h = ip.getHeight();
+        if (r.x == 0 && r.y == 0 && r.width == w && r.height == h) return;
+        Object snap = ip.getSnapshotPixels(), px = ip.getPixels();
+        for (int y = 0; y < h; y++) {
+            if (y < r.y || y >= r.y + r.height) {
+                System.arraycopy(snap, y * w, px, y * w, w);
+            } else {
+                System.arraycopy(snap, y * w, px, y * w, r.x);
+                int right = r.x + r.width;
+                System.arraycopy(snap, y * w + right, px, y * w + right, w - right);
+            }
+        }
     }
 
     @Override
@@ -84,6 +106,7 @@ abstract class InPlaceFilter implements ExtendedPlugInFilter {
         ip.snapshot();
         try {
             filter(ip.getSnapshotPixels(), ip.getPixels(), ip.getWidth(), ip.getHeight());
+            restoreOutside(ip);
         } catch (RuntimeException e) {
             stopped = true;
             ip.reset();

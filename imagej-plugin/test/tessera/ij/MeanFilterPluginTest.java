@@ -200,4 +200,23 @@ public class MeanFilterPluginTest {
         IJ.run(imp, CMD, "width=3 height=3 border=mirror value=0 backend=cpu");
         assertThat(Tessera.lastError(), containsString("not a valid choice"));
     }
+
+    @Test
+    public void onlyTheSelectionChanges() {
+        ByteProcessor ip = gray8();
+        byte[] orig = ((byte[]) ip.getPixels()).clone();
+        int w = ip.getWidth();
+        long[] full = Reference.meanInt(Reference.unsigned(orig), w, ip.getHeight(), 7, 7, 0);
+        ImagePlus imp = new ImagePlus("roi", ip);
+        imp.setRoi(new java.awt.Rectangle(100, 50, 120, 90));
+        IJ.run(imp, CMD, opts(7, 7, "reflect-101"));
+        assertNull(Tessera.lastError());
+        byte[] out = (byte[]) imp.getProcessor().getPixels();
+        for (int y = 0; y < ip.getHeight(); y++)
+            for (int x = 0; x < w; x++) {
+                boolean inside = x >= 100 && x < 220 && y >= 50 && y < 140;
+                long want = inside ? full[y * w + x] : orig[y * w + x] & 0xff;
+                assertEquals("(" + x + ", " + y + ")", want, out[y * w + x] & 0xff);
+            }
+    }
 }
