@@ -27,6 +27,10 @@ enum Command {
     Contrast(cli::contrast::ContrastArgs),
     /// Specular-highlight (glare) detection and correction: corrected image and mask
     Glare(cli::glare::GlareArgs),
+    /// Stitch an image sequence into a panorama by NCC log search (no input: a demo sequence cut from the bundled photograph, with true positions)
+    Stitch(cli::stitch::StitchArgs),
+    /// Write a synthetic sequence with ground truth (subpixel path, noise, gain drift, optional blur) cut from an image
+    SynthSeq(cli::stitch::SynthSeqArgs),
     /// Run a benchmark suite and print medians (a table, or JSON with --json)
     Bench(bench::BenchArgs),
 }
@@ -40,6 +44,8 @@ fn main() -> ExitCode {
         Command::Variance(a) => cli::variance::run(a),
         Command::Contrast(a) => cli::contrast::run(a),
         Command::Glare(a) => cli::glare::run(a),
+        Command::Stitch(a) => cli::stitch::run_stitch(a),
+        Command::SynthSeq(a) => cli::stitch::run_synth_seq(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {

@@ -12,6 +12,7 @@ use crate::glare::{self, GlareParams, GlareReport};
 use crate::linalg;
 use crate::parallel::Parallelism;
 use crate::variance::{self, VarianceParams};
+use crate::stitch::{self, PairRegistration, Panorama, RegisterParams, StitchParams};
 
 /// One implementation of every tessera operation.
 pub trait Backend: Send + Sync {
@@ -44,6 +45,23 @@ pub trait Backend: Send + Sync {
     /// Highlight detection and correction ([`glare::glare`]): `mask` gets 255 on glare,
     /// `corrected` (type and size of `src`) the filled image.
     fn glare(&self, src: AnyView<'_>, mask: ImageViewMut<'_, u8>, corrected: AnyViewMut<'_>, p: &GlareParams) -> Result<GlareReport>;
+    /// Registers `moving` against `reference` ([`stitch::register_pair`]): all the
+    /// templates of the pair in one call (the unit of work a GPU batches). Frames of one
+    /// type (u8, u16, f32, or RGBA registered on luma) and one size; `prediction` is the
+    /// expected shift (moving pixel (u, v) shows reference (u + x, v + y)). A pair that
+    /// cannot be registered is `Ok` with `shift: None` and its reason.
+    fn register_pair(
+        &self,
+        reference: AnyView<'_>,
+        moving: AnyView<'_>,
+        p: &RegisterParams,
+        prediction: (f64, f64),
+    ) -> Result<PairRegistration>;
+
+    /// Stitches a sequence ([`stitch::stitch`]): registration of every frame, then the
+    /// composite. `progress(done)` is called after each frame registered. Errors: bad
+    /// parameters, no frames, frames of differing size or type (naming the frame).
+    fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama>;
 }
 
 /// The CPU backend: the core's own implementations, on one thread or rayon's pool.
@@ -127,5 +145,19 @@ impl Backend for CpuBackend {
 
     fn glare(&self, src: AnyView<'_>, mask: ImageViewMut<'_, u8>, corrected: AnyViewMut<'_>, p: &GlareParams) -> Result<GlareReport> {
         same_type!("glare correction", src, corrected, |s, d| glare::glare(s, mask, d, p, self.parallelism))
+    }
+
+    fn register_pair(
+        &self,
+        reference: AnyView<'_>,
+        moving: AnyView<'_>,
+        p: &RegisterParams,
+        prediction: (f64, f64),
+    ) -> Result<PairRegistration> {
+        stitch::register_pair_any(reference, moving, p, prediction, self.parallelism)
+    }
+
+    fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama> {
+        stitch::stitch(frames, p, self.parallelism, progress)
     }
 }

@@ -6,8 +6,8 @@
 //! `wide` picks its instructions by compile-time `cfg(target_feature)`, so neither gives
 //! FMA (or 16 lanes) in a library built for baseline x86-64. Kernels are written once,
 //! generic over [`F32Vec`], `#[inline(always)]`, and instantiated inside
-//! `#[target_feature]` functions by [`dispatch!`], so every intrinsic inlines into a body
-//! compiled for its instruction set.
+//! `#[target_feature]` functions by the crate-private `dispatch!` macro, so every intrinsic
+//! inlines into a body compiled for its instruction set.
 
 /// The instruction-set level a kernel runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +87,20 @@ pub trait F32Vec: Copy {
     /// `self * b + c`, fused where the level has FMA.
     fn mul_add(self, b: Self, c: Self) -> Self;
     fn add(self, b: Self) -> Self;
+    /// Transposes a `LANES x LANES` block: `dst[j * ds + i] = src[i * ss + j]`.
+    ///
+    /// # Safety
+    /// `src` / `dst` point to `LANES` rows of `LANES` readable / writable f32, `ss` / `ds`
+    /// apart, not overlapping.
+    #[inline(always)]
+    unsafe fn transpose(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+        for i in 0..Self::LANES {
+            for j in 0..Self::LANES {
+                // SAFETY: i, j < LANES; the caller's contract.
+                unsafe { *dst.add(j * ds + i) = *src.add(i * ss + j) };
+            }
+        }
+    }
 }
 
 /// A pixel lane type a kernel can load as f32 vectors.
@@ -179,6 +193,37 @@ mod x86 {
     use super::F32Vec;
     use core::arch::x86_64::*;
 
+    /// `vpermt2ps` indices of one transpose round with block size `S`: `lo[c]` takes `a[c]`
+    /// in an even `S`-block and `b[c - S]` in an odd one; `hi[c]` takes `a[c + S]` / `b[c]`.
+    const fn exchange_indices(s: usize) -> ([i32; 16], [i32; 16]) {
+        let (mut lo, mut hi) = ([0i32; 16], [0i32; 16]);
+        let mut c = 0;
+        while c < 16 {
+            let even = (c / s) & 1 == 0;
+            lo[c] = if even { c } else { 16 + c - s } as i32;
+            hi[c] = if even { c + s } else { 16 + c } as i32;
+            c += 1;
+        }
+        (lo, hi)
+    }
+
+    /// One round of the 16 x 16 transpose: rows `i` and `i + S` (`i` in an even `S`-block)
+    /// swap their off-diagonal `S`-blocks.
+    #[inline(always)]
+    fn exchange<const S: usize>(r: &mut [__m512; 16]) {
+        let (lo, hi) = const { exchange_indices(S) };
+        // SAFETY: plain loads of two 64-byte arrays; the permutes need AVX-512F, which the
+        // callers (`transpose` inside a dispatched avx512f function) have.
+        let (lo, hi) = unsafe { (_mm512_loadu_si512(lo.as_ptr().cast()), _mm512_loadu_si512(hi.as_ptr().cast())) };
+        for i in 0..16 {
+            if (i / S) & 1 == 0 {
+                let (a, b) = (r[i], r[i + S]);
+                r[i] = unsafe { _mm512_permutex2var_ps(a, lo, b) };
+                r[i + S] = unsafe { _mm512_permutex2var_ps(a, hi, b) };
+            }
+        }
+    }
+
     /// 8 lanes of AVX2 with FMA. Only constructed inside `avx2,fma` functions.
     #[derive(Clone, Copy)]
     pub struct Avx2(__m256);
@@ -254,6 +299,20 @@ mod x86 {
         fn add(self, b: Self) -> Self {
             Avx512(unsafe { _mm512_add_ps(self.0, b.0) })
         }
+        /// Block-recursive transpose: for block sizes 8, 4, 2, 1, rows `i` and `i + s`
+        /// exchange their off-diagonal `s`-blocks (two `vpermt2ps` per row pair), 64
+        /// permutes instead of 256 scalar moves.
+        #[inline(always)]
+        unsafe fn transpose(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+            let mut r: [__m512; 16] = core::array::from_fn(|i| unsafe { _mm512_loadu_ps(src.add(i * ss)) });
+            exchange::<8>(&mut r);
+            exchange::<4>(&mut r);
+            exchange::<2>(&mut r);
+            exchange::<1>(&mut r);
+            for (i, v) in r.iter().enumerate() {
+                unsafe { _mm512_storeu_ps(dst.add(i * ds), *v) };
+            }
+        }
     }
 }
 #[cfg(target_arch = "x86_64")]
@@ -291,3 +350,35 @@ macro_rules! dispatch {
     };
 }
 pub(crate) use dispatch;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(always)]
+    fn transpose_kernel<V: F32Vec>(src: &[f32], dst: &mut [f32]) {
+        let n = V::LANES;
+        assert!(src.len() >= n * 20 && dst.len() >= n * 24);
+        // SAFETY: n rows of n elements, 20 / 24 apart, inside the slices checked above.
+        unsafe { V::transpose(src.as_ptr(), 20, dst.as_mut_ptr(), 24) };
+    }
+    dispatch!(fn transpose_at(src: &[f32], dst: &mut [f32]) => transpose_kernel);
+
+    #[test]
+    fn every_level_transposes() {
+        for level in Level::available() {
+            let lanes = match level {
+                Level::Avx512 => 16,
+                _ => 8,
+            };
+            let src: alloc::vec::Vec<f32> = (0..lanes * 20).map(|i| i as f32).collect();
+            let mut dst = alloc::vec![-1.0f32; lanes * 24];
+            transpose_at(level, &src, &mut dst);
+            for i in 0..lanes {
+                for j in 0..lanes {
+                    assert_eq!(dst[j * 24 + i], src[i * 20 + j], "{level:?} ({i}, {j})");
+                }
+            }
+        }
+    }
+}

@@ -21,9 +21,11 @@ pub mod fma;
 pub mod glare;
 pub mod image;
 pub mod linalg;
+pub mod ncc;
 pub mod parallel;
 pub mod simd;
 pub mod variance;
+pub mod stitch;
 
 pub use backend::{Backend, CpuBackend};
 pub use border::Border;

@@ -68,7 +68,7 @@ pub fn mat_mul_at(
     }
     check_same_size((b.width(), a.height()), out.size())?;
     let (mr, nr) = tile(level);
-    let packed_b = pack_b(&b, nr);
+    let packed_b = pack_b(&b, nr, par)?;
     let k = a.width();
     for_each_band(out, par, mr, |y0, mut band| {
         let mut packed_a = vec![0.0f32; MC * KC];
@@ -105,20 +105,24 @@ fn tile(level: Level) -> (usize, usize) {
 }
 
 /// `b` packed as `NR`-column panels: panel `j` holds, for each row `p < k`, columns
-/// `j NR .. j NR + NR` (zero beyond `n`) at `(j k + p) NR`.
-fn pack_b(b: &ImageView<'_, f32>, nr: usize) -> Vec<f32> {
+/// `j NR .. j NR + NR` (zero beyond `n`) at `(j k + p) NR`. Panels are packed in parallel
+/// (one "row" of a view each), so the packing is not a serial fraction of the product.
+fn pack_b(b: &ImageView<'_, f32>, nr: usize, par: Parallelism) -> Result<Vec<f32>> {
     let (n, k) = b.size();
     let panels = n.div_ceil(nr);
     let mut out = vec![0.0f32; panels * k * nr];
-    for p in 0..k {
-        let row = b.row(p);
-        for j in 0..panels {
-            let c0 = j * nr;
+    let view = ImageViewMut::from_slice(&mut out, k * nr, panels)?;
+    for_each_band(view, par, 4, |j0, mut band| {
+        for jj in 0..band.height() {
+            let c0 = (j0 + jj) * nr;
             let len = nr.min(n - c0);
-            out[(j * k + p) * nr..(j * k + p) * nr + len].copy_from_slice(&row[c0..c0 + len]);
+            let panel = band.row_mut(jj);
+            for p in 0..k {
+                panel[p * nr..p * nr + len].copy_from_slice(&b.row(p)[c0..c0 + len]);
+            }
         }
-    }
-    out
+    });
+    Ok(out)
 }
 
 /// Rows `r0 .. r0 + mc`, columns `pc .. pc + kc` of `a` as `MR`-row panels: panel `i` holds,
@@ -253,7 +257,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(40))]
+        #![proptest_config(ProptestConfig::with_cases(24))]
 
         #[test]
         fn product_matches_float64(

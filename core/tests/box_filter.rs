@@ -61,7 +61,7 @@ proptest! {
         (w, h, pad, kw, kh) in shape(), border in border_strategy(true), seed in any::<u64>(), parallel in any::<bool>()
     ) {
         let stride = w + pad;
-        let data: Vec<u8> = (0..stride * h).map(|i| (seed.wrapping_mul(6364136223846793005).wrapping_add(i as u64 * 1442695040888963407) >> 56) as u8).collect();
+        let data: Vec<u8> = (0..stride * h).map(|i| (seed.wrapping_mul(6364136223846793005).wrapping_add((i as u64).wrapping_mul(1442695040888963407)) >> 56) as u8).collect();
         let src = ImageView::new(&data, w, h, stride).unwrap();
         let mut out = vec![0u8; stride * h];
         let p = BoxParams { width: kw, height: kh, border };

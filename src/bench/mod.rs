@@ -4,6 +4,7 @@
 
 mod filters;
 mod variance;
+mod stitch;
 
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -16,6 +17,8 @@ pub enum Suite {
     Filters,
     /// Local variance (the paper's Figure 7: six methods), radius sweeps, contrast, glare
     Variance,
+    /// Stitching: frame pairs/s (PAL, half PAL, rsz 25/31, NPTS 6/8), NCC evaluations, template-size curve, exhaustive one-template search
+    Stitch,
 }
 
 #[derive(clap::Args)]
@@ -113,6 +116,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Variance => {
             variance::run(&b, &mut r)?;
             "variance"
+        }
+        Suite::Stitch => {
+            stitch::run(&b, &mut r)?;
+            "stitch"
         }
     };
     let machine = machine_description();

@@ -56,13 +56,14 @@ pub struct MeanArgs {
 pub struct GaussArgs {
     #[command(flatten)]
     files: FilesArgs,
-    /// Standard deviation in pixels
-    #[arg(short, long, default_value_t = 2.0)]
+    /// Standard deviation in pixels (a negative value is passed on and reported as invalid)
+    #[arg(short, long, default_value_t = 2.0, allow_negative_numbers = true)]
     sigma: f64,
-    /// FIR kernel radius (default ceil(3 sigma))
+    /// FIR kernel radius, 1..=4095 (default ceil(3 sigma)); with --method auto it selects the FIR
     #[arg(long)]
     radius: Option<usize>,
-    /// fir, iir, or auto (by sigma)
+    /// fir (separable, exact sampled kernel), iir (recursive, cost independent of sigma),
+    /// or auto (FIR below sigma 9, or 16 for RGBA; IIR above)
     #[arg(long, value_parser = parse_gauss_method, default_value = "auto")]
     method: GaussianMethod,
     /// Border: reflect101, replicate, normalize, constant:V

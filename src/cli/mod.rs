@@ -5,3 +5,4 @@ pub mod contrast;
 pub mod filters;
 pub mod glare;
 pub mod variance;
+pub mod stitch;

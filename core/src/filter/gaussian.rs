@@ -111,11 +111,12 @@ impl GaussianParams {
 /// The normalized sampled Gaussian `w_k = exp(-k^2 / (2 sigma^2)) / sum_j exp(-j^2 / (2 sigma^2))`
 /// for `k = -radius..=radius` (index `k + radius`), computed in f64 and rounded to f32.
 pub fn gaussian_weights(sigma: f64, radius: usize) -> Vec<f32> {
-    let inv = -1.0 / (2.0 * sigma * sigma);
     let g: Vec<f64> = (0..=2 * radius)
         .map(|i| {
-            let k = i as f64 - radius as f64;
-            libm::exp(k * k * inv)
+            // (k / sigma)^2 rather than k^2 / sigma^2: for a tiny sigma, sigma^2 underflows
+            // to 0 and 0 / 0 would make the centre weight NaN.
+            let t = (i as f64 - radius as f64) / sigma;
+            libm::exp(-0.5 * t * t)
         })
         .collect();
     let sum: f64 = g.iter().sum();
@@ -457,6 +458,34 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn tiny_sigma_is_the_identity() {
+        // sigma^2 underflows here; the weights must still be (0, 1, 0).
+        assert_eq!(gaussian_weights(1e-200, 1), [0.0, 1.0, 0.0]);
+        let img = Image::<f32>::from_fn(9, 4, |x, y| (x * 3 + y) as f32).unwrap();
+        let mut out = Image::<f32>::new(9, 4).unwrap();
+        let p = params(1e-200, None, GaussianMethod::Auto, Border::Reflect101);
+        gaussian_blur(img.view(), out.view_mut(), &p, Parallelism::Sequential).unwrap();
+        assert_eq!(out, img);
+    }
+
+    #[test]
+    fn long_kernels_stay_within_the_bound() {
+        // 361 and 1201 taps: the f32 sums are longest here.
+        let (w, h) = (50, 37);
+        let vals: Vec<f32> = noise(w * h, 8).iter().map(|v| (v * 255.0) as f32).collect();
+        for (sigma, r, border) in [(60.0, 180, Border::Reflect101), (200.0, 600, Border::Normalize)] {
+            let p = params(sigma, Some(r), GaussianMethod::Fir, border);
+            let mut out = Image::<f32>::new(w, h).unwrap();
+            gaussian_blur(ImageView::from_slice(&vals, w, h).unwrap(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
+            let plane: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
+            let want = convolve_separable(&plane, w, h, &weights_f64(sigma, r), border);
+            for (&g, &e) in out.as_slice().iter().zip(&want) {
+                assert!((g as f64 - e).abs() <= 1e-5 * 255.0, "sigma {sigma}: {g} vs {e}");
+            }
+        }
+    }
+
+    #[test]
     fn constant_image_is_unchanged() {
         let img = Image::<u8>::filled(37, 11, 200).unwrap();
         for method in [GaussianMethod::Fir, GaussianMethod::Iir] {
@@ -478,6 +507,23 @@ pub(crate) mod tests {
         assert_eq!(p(IIR_FROM_SIGMA_RGBA, None, 4), GaussianMethod::Iir);
         assert_eq!(p(30.0, Some(30), 1), GaussianMethod::Fir);
         assert_eq!(params(1.0, None, GaussianMethod::Iir, Border::Normalize).resolved_method(1), GaussianMethod::Iir);
+    }
+
+    #[test]
+    fn backend_runs_the_same_blur_and_checks_types() {
+        use crate::backend::{Backend, CpuBackend};
+        use crate::image::{AnyView, AnyViewMut};
+        let img = Image::<u16>::from_fn(31, 17, |x, y| (x * 1000 + y * 77) as u16).unwrap();
+        let p = params(11.0, None, GaussianMethod::Auto, Border::Replicate);
+        let mut want = Image::<u16>::new(31, 17).unwrap();
+        gaussian_blur(img.view(), want.view_mut(), &p, Parallelism::Sequential).unwrap();
+        let mut got = Image::<u16>::new(31, 17).unwrap();
+        let be = CpuBackend::new(Parallelism::AllThreads);
+        be.gaussian_blur(AnyView::U16(img.view()), AnyViewMut::U16(got.view_mut()), &p).unwrap();
+        assert_eq!(got, want);
+        let mut wrong = Image::<u8>::new(31, 17).unwrap();
+        let e = be.gaussian_blur(AnyView::U16(img.view()), AnyViewMut::U8(wrong.view_mut()), &p);
+        assert!(matches!(e, Err(Error::UnsupportedType { .. })));
     }
 
     fn run(p: GaussianParams) -> Result<()> {

@@ -1,13 +1,19 @@
 //! Separable FIR Gaussian: a vertical then a horizontal 1-D convolution with the same
-//! normalized sampled weights, in f32.
+//! normalized sampled weights, in f32 with fused multiply-adds ([`crate::fma`]).
 //!
 //! Order and cache: each output row first combines the `2r + 1` source rows around it
-//! (vectorized across the row, 64 accumulators held in registers while the taps stream
-//! through; consecutive output rows share all but one source row, so the working set is
-//! `(2r + 1)` rows, in L1/L2 for the radii the FIR is used at), into one padded f32 row;
-//! the horizontal pass then runs on that row while it is in L1 and writes the output row.
-//! Going vertical first means a row band needs no halo of intermediate rows, so the rayon
-//! bands do no redundant work, and integer inputs are converted on the fly, never stored.
+//! (vectorized across the row, accumulators held in registers while the taps stream
+//! through) into one padded f32 row; the horizontal pass then runs on that row while it is
+//! in L1 (symmetric taps folded: one add and one FMA per pair) and writes the output row.
+//! Consecutive output rows share all but one source row, so the working set is `2r + 1`
+//! rows (L1/L2 for the radii `Auto` uses the FIR at). Rows whose taps all fall inside the
+//! image are combined four at a time, so each source vector loaded from L2 feeds four
+//! outputs: measured (one thread, 1920x1080 f32, loaded machine) sigma 1: 2.35 -> 1.46 ms,
+//! sigma 5: 7.0 -> 4.5 ms. Going vertical first means a row band needs no halo of
+//! intermediate rows, so the rayon bands do no redundant work, and integer inputs are
+//! converted on the fly, never stored. Rounding: all sums in f32, integer outputs rounded
+//! once (see [`super::gaussian::GaussLane::store_row`]); the result does not depend on the
+//! thread count (tested).
 
 use super::gaussian::{GaussLane, Lanes};
 use crate::border::Border;

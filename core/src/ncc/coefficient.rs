@@ -1,0 +1,446 @@
+//! The normalized cross-correlation coefficient (Pearson's r) between a template `t` and a
+//! same-size window `w` of a frame:
+//!
+//! `r = sum((t - mean_t)(w - mean_w)) / sqrt(sum((t - mean_t)^2) * sum((w - mean_w)^2))`.
+//!
+//! Following Lewis ("Fast normalized cross-correlation", 1995), everything that depends on
+//! the template alone (its sums, its norm) is computed once in [`Template::new`], the
+//! window's sum and sum of squares come from the frame's [`Integral`] images, and per
+//! candidate position only the cross term remains, a dot product:
+//!
+//! * u8 / u16: the exact integer `S_tw = sum(t w)` (vectorized widening multiply-adds), and
+//!   `r = (n S_tw - S_t S_w) / sqrt((n S_tt - S_t^2)(n S_ww - S_w^2))` with every sum an
+//!   exact integer: the only rounding is the final division and square roots in f64.
+//! * f32: the template is stored zero-mean, `t' = t - mean_t`, so that
+//!   `sum(t' w) = sum(t' (w - mean_w))` needs no window mean (`wide` f32x8 dot product per
+//!   row, rows summed in f64).
+//!
+//! A template or window with zero variance has no defined coefficient: [`coefficient`]
+//! returns `None` for it, and the searches treat it as worse than any real coefficient, so
+//! a flat window is never chosen as a match. Results are clamped to `[-1, 1]`.
+
+use super::integral::{Integral, IntegralSample};
+use crate::error::{Error, Result};
+use crate::image::ImageView;
+use alloc::vec::Vec;
+use multiversion::multiversion;
+
+/// Largest template side accepted (the integer row dot products of u8 templates stay in
+/// u32 up to this width); u8 templates are also limited in area by
+/// [`IntegralSample::MAX_AREA`].
+pub const MAX_TEMPLATE: usize = 4095;
+
+/// The value the searches give a flat (zero-variance) window: below every coefficient.
+pub(crate) const FLAT: f64 = f64::NEG_INFINITY;
+
+/// A sample type the NCC accepts: gray u8, u16 (exact integer arithmetic) and f32.
+pub trait NccSample: IntegralSample {
+    /// Template element as stored for the cross term (the pixel itself for integers, the
+    /// zero-mean value for f32).
+    type Tpl: Copy + Default + Send + Sync + core::fmt::Debug + 'static;
+    /// Accumulator of the cross term over a template: u64 (exact) or f64.
+    type Cross: Copy + Default + Send + Sync + core::fmt::Debug + 'static;
+    /// Stores one template pixel, `mean` being the template's mean.
+    fn tpl(self, mean: f64) -> Self::Tpl;
+    /// The cross term `sum(t * w)` of the template pixels `tpl` (rows of `tw`) against the
+    /// window of `span` whose row r starts at `start + r * stride`.
+    fn cross(tpl: &[Self::Tpl], tw: usize, span: &[Self], start: usize, stride: usize) -> Self::Cross;
+    /// The template statistics from its sums and its stored pixels.
+    fn stats(n: u64, s1: Self::Acc, s2: Self::Acc, pixels: &[Self::Tpl]) -> TemplateStats;
+    /// True for a template with zero variance.
+    fn is_flat(t: &TemplateStats) -> bool;
+    /// `r` from the template statistics, the cross term, and the window's integral sums;
+    /// `None` when either side is flat. `flat_tol` is the window variance (sum of squared
+    /// deviations) at or below which an f32 window counts as flat.
+    fn finish(t: &TemplateStats, cross: Self::Cross, wsum: Self::Acc, wsq: Self::Acc, flat_tol: f64) -> Option<f64>;
+}
+
+/// What [`Template::new`] computes once per template.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TemplateStats {
+    /// Pixel count `n = width * height`.
+    pub n: u64,
+    /// `S_t` (exact for integers).
+    pub sum: f64,
+    /// Integer samples: `n S_tt - S_t^2`, exact (n^2 times the variance); 0 for f32.
+    pub n2_var_int: i128,
+    /// `sum((t - mean_t)^2)`.
+    pub dev: f64,
+}
+
+impl TemplateStats {
+    /// Variance per pixel, `dev / n` (the texture measure of registration).
+    pub fn variance(&self) -> f64 {
+        self.dev / self.n as f64
+    }
+}
+
+/// `sum(t * w)` over a template of `tw`-pixel rows against the window of `span` whose rows
+/// start at `start + r * stride`; one dispatch per window, not per row. Rows go in fixed
+/// chunks of 16 and 8 pixels that LLVM turns into widening multiply-adds (vpmaddwd), which
+/// the short rows of small templates (25 = 16 + 8 + 1) need: a plain loop would leave them
+/// to the scalar remainder. Exact: a row sums to at most 4095 * 255^2 < 2^32.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
+    let mut total = 0u64;
+    for (r, t) in tpl.chunks_exact(tw).enumerate() {
+        let w = &span[start + r * stride..start + r * stride + tw];
+        let mut acc = 0u32;
+        let (t16, w16) = (t.chunks_exact(16), w.chunks_exact(16));
+        let (tr, wr) = (t16.remainder(), w16.remainder());
+        for (a, b) in t16.zip(w16) {
+            acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
+        }
+        let (t8, w8) = (tr.chunks_exact(8), wr.chunks_exact(8));
+        let (tr, wr) = (t8.remainder(), w8.remainder());
+        for (a, b) in t8.zip(w8) {
+            acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
+        }
+        for (&x, &y) in tr.iter().zip(wr) {
+            acc = acc.wrapping_add(x as u32 * y as u32);
+        }
+        total += acc as u64;
+    }
+    total
+}
+
+/// As [`cross_u8`] for u16 (products in u32, row sums in u64).
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+fn cross_u16(tpl: &[u16], tw: usize, span: &[u16], start: usize, stride: usize) -> u64 {
+    let mut total = 0u64;
+    for (r, t) in tpl.chunks_exact(tw).enumerate() {
+        let w = &span[start + r * stride..start + r * stride + tw];
+        let (t8, w8) = (t.chunks_exact(8), w.chunks_exact(8));
+        let (tr, wr) = (t8.remainder(), w8.remainder());
+        for (a, b) in t8.zip(w8) {
+            total += a.iter().zip(b).map(|(&x, &y)| (x as u32 * y as u32) as u64).sum::<u64>();
+        }
+        for (&x, &y) in tr.iter().zip(wr) {
+            total += (x as u32 * y as u32) as u64;
+        }
+    }
+    total
+}
+
+fn int_stats(n: u64, s1: u64, s2: u64) -> TemplateStats {
+    // Exact: S_t and S_tt fit u64 for every template up to MAX_TEMPLATE^2 u16 pixels, and
+    // the products are formed in i128.
+    let v = n as i128 * s2 as i128 - s1 as i128 * s1 as i128;
+    TemplateStats { n, sum: s1 as f64, n2_var_int: v, dev: v as f64 / n as f64 }
+}
+
+fn finish_int(t: &TemplateStats, stw: u64, wsum: u64, wsq: u64) -> Option<f64> {
+    let n = t.n as i128;
+    let (sw, sww) = (wsum as i128, wsq as i128);
+    let var_w = n * sww - sw * sw;
+    if t.n2_var_int <= 0 || var_w <= 0 {
+        return None;
+    }
+    // t.sum is an exact integer below 2^53, so the cast back is exact.
+    let num = n * stw as i128 - (t.sum as i128) * sw;
+    let r = num as f64 / libm::sqrt(t.n2_var_int as f64 * var_w as f64);
+    Some(r.clamp(-1.0, 1.0))
+}
+
+macro_rules! int_ncc {
+    ($t:ty, $acc:ty, $cross:ident) => {
+        impl NccSample for $t {
+            type Tpl = $t;
+            type Cross = u64;
+            #[inline]
+            fn tpl(self, _mean: f64) -> $t {
+                self
+            }
+            #[inline]
+            fn cross(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize) -> u64 {
+                $cross(tpl, tw, span, start, stride)
+            }
+            fn stats(n: u64, s1: $acc, s2: $acc, _pixels: &[$t]) -> TemplateStats {
+                int_stats(n, s1 as u64, s2 as u64)
+            }
+            fn is_flat(t: &TemplateStats) -> bool {
+                t.n2_var_int <= 0
+            }
+            #[inline]
+            fn finish(t: &TemplateStats, cross: u64, wsum: $acc, wsq: $acc, _tol: f64) -> Option<f64> {
+                finish_int(t, cross, wsum as u64, wsq as u64)
+            }
+        }
+    };
+}
+int_ncc!(u8, u32, cross_u8);
+int_ncc!(u16, u64, cross_u16);
+
+impl NccSample for f32 {
+    type Tpl = f32;
+    type Cross = f64;
+    #[inline]
+    fn tpl(self, mean: f64) -> f32 {
+        (self as f64 - mean) as f32
+    }
+    #[inline]
+    fn cross(tpl: &[f32], tw: usize, span: &[f32], start: usize, stride: usize) -> f64 {
+        // f32x8 lanes per row (`simd::dot_f32`), rows summed in f64.
+        tpl.chunks_exact(tw)
+            .enumerate()
+            .map(|(r, t)| crate::simd::dot_f32(t, &span[start + r * stride..start + r * stride + tw]) as f64)
+            .sum()
+    }
+    fn stats(n: u64, s1: f64, _s2: f64, pixels: &[f32]) -> TemplateStats {
+        // The norm of the stored zero-mean values, so numerator and norm use the same t'.
+        let dev = pixels.iter().map(|&t| t as f64 * t as f64).sum();
+        TemplateStats { n, sum: s1, n2_var_int: 0, dev }
+    }
+    fn is_flat(t: &TemplateStats) -> bool {
+        t.dev <= 0.0
+    }
+    #[inline]
+    fn finish(t: &TemplateStats, cross: f64, wsum: f64, wsq: f64, tol: f64) -> Option<f64> {
+        let var_w = wsq - wsum * wsum / t.n as f64;
+        if t.dev <= 0.0 || var_w <= tol {
+            return None;
+        }
+        let r = cross / libm::sqrt(t.dev * var_w);
+        Some(r.clamp(-1.0, 1.0))
+    }
+}
+
+/// A template prepared for correlation: its pixels (contiguous, in the form the cross term
+/// wants) and its statistics.
+#[derive(Clone, Debug)]
+pub struct Template<T: NccSample> {
+    width: usize,
+    height: usize,
+    pixels: Vec<T::Tpl>,
+    stats: TemplateStats,
+}
+
+impl<T: NccSample> Default for Template<T> {
+    /// An empty template, a buffer for [`Template::set`].
+    fn default() -> Self {
+        Template { width: 0, height: 0, pixels: Vec::new(), stats: TemplateStats { n: 0, sum: 0.0, n2_var_int: 0, dev: 0.0 } }
+    }
+}
+
+impl<T: NccSample> Template<T> {
+    /// Prepares `src` as a template. Errors: a side above [`MAX_TEMPLATE`], an area above
+    /// [`IntegralSample::MAX_AREA`] (u8: 66051 pixels, e.g. 257 x 257), non-finite f32.
+    pub fn new(src: ImageView<'_, T>) -> Result<Self> {
+        let mut me = Self::default();
+        me.set(src)?;
+        Ok(me)
+    }
+
+    /// Re-prepares this template from `src`, reusing its buffer.
+    pub fn set(&mut self, src: ImageView<'_, T>) -> Result<()> {
+        let (w, h) = src.size();
+        crate::error::require_range("template width", w as i64, 1, MAX_TEMPLATE as i64)?;
+        crate::error::require_range("template height", h as i64, 1, MAX_TEMPLATE as i64)?;
+        if (w * h) as u64 > T::MAX_AREA {
+            return Err(Error::InvalidParameter {
+                name: "template",
+                reason: alloc::format!("{w}x{h} exceeds the {} pixels whose {} sums stay exact", T::MAX_AREA, T::NAME),
+            });
+        }
+        let n = (w * h) as u64;
+        let (mut s1, mut s2) = (T::Acc::default(), T::Acc::default());
+        for row in src.rows() {
+            for &p in row {
+                let [a, b] = p.terms(0.0);
+                s1 = T::add(s1, a);
+                s2 = T::add(s2, b);
+            }
+        }
+        let (sum, sq) = (T::to_f64(s1), T::to_f64(s2));
+        if !sum.is_finite() || !sq.is_finite() {
+            return Err(Error::InvalidFloat { name: "template pixel", value: sq, expected: "finite values" });
+        }
+        let mean = sum / n as f64;
+        self.pixels.clear();
+        for row in src.rows() {
+            self.pixels.extend(row.iter().map(|&p| p.tpl(mean)));
+        }
+        self.stats = T::stats(n, s1, s2, &self.pixels);
+        self.width = w;
+        self.height = h;
+        Ok(())
+    }
+
+    pub fn size(&self) -> (usize, usize) {
+        (self.width, self.height)
+    }
+    pub fn stats(&self) -> &TemplateStats {
+        &self.stats
+    }
+    /// True when the template has zero variance (no coefficient is defined for it).
+    pub fn is_flat(&self) -> bool {
+        T::is_flat(&self.stats)
+    }
+}
+
+/// A frame prepared for searching: the pixels and their integral images.
+#[derive(Clone, Debug)]
+pub struct SearchFrame<'a, T: NccSample> {
+    view: ImageView<'a, T>,
+    integral: Integral<T>,
+    flat_tol: f64,
+}
+
+impl<'a, T: NccSample> SearchFrame<'a, T> {
+    /// Computes the integral images of `view`. Errors: non-finite f32 pixels.
+    pub fn new(view: ImageView<'a, T>) -> Result<Self> {
+        Self::with_buffer(view, Integral::default())
+    }
+    /// As [`SearchFrame::new`], computing the integral images into `buffer` (reused).
+    pub fn with_buffer(view: ImageView<'a, T>, mut buffer: Integral<T>) -> Result<Self> {
+        buffer.compute(view)?;
+        // An f32 window variance is a difference of prefix sums whose rounding error is
+        // about 4 eps times the largest prefix; at or below 64 eps of it a window is flat.
+        let flat_tol = 64.0 * f64::EPSILON * buffer.squares_scale();
+        Ok(SearchFrame { view, integral: buffer, flat_tol })
+    }
+    pub fn view(&self) -> ImageView<'a, T> {
+        self.view
+    }
+    pub fn size(&self) -> (usize, usize) {
+        self.view.size()
+    }
+    /// Gives back the integral images (to reuse their buffer).
+    pub fn into_integral(self) -> Integral<T> {
+        self.integral
+    }
+
+    /// The coefficient of `tpl` against the window whose top-left pixel is `(x, y)`;
+    /// `None` when the template or the window is flat. Errors: window outside the frame.
+    pub fn coefficient(&self, tpl: &Template<T>, x: usize, y: usize) -> Result<Option<f64>> {
+        let (w, h) = tpl.size();
+        self.integral.window(x, y, w, h)?;
+        let r = self.eval(tpl, x, y);
+        Ok((r != FLAT).then_some(r))
+    }
+
+    /// The coefficient at a position the caller has checked, [`FLAT`] for a flat side.
+    #[inline]
+    pub(crate) fn eval(&self, tpl: &Template<T>, x: usize, y: usize) -> f64 {
+        let (w, h) = (tpl.width, tpl.height);
+        let [s1, s2] = self.integral.window_unchecked(x, y, w, h);
+        let stride = self.view.stride();
+        let cross = T::cross(&tpl.pixels, w, self.view.span(), y * stride + x, stride);
+        T::finish(&tpl.stats, cross, s1, s2, self.flat_tol).unwrap_or(FLAT)
+    }
+}
+
+/// Pearson's r between two same-size views (`None` when either is flat), computed as the
+/// searches compute it. Errors: sizes differ, a side above [`MAX_TEMPLATE`], non-finite f32.
+pub fn coefficient<T: NccSample>(template: ImageView<'_, T>, window: ImageView<'_, T>) -> Result<Option<f64>> {
+    crate::image::check_same_size(template.size(), window.size())?;
+    let tpl = Template::new(template)?;
+    let frame = SearchFrame::new(window)?;
+    frame.coefficient(&tpl, 0, 0)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::image::Image;
+    use proptest::prelude::*;
+
+    /// The float64 reference: Pearson's r straight from its definition.
+    pub(crate) fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
+        let n = a.len() as f64;
+        let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+        let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
+        for (x, y) in a.iter().zip(b) {
+            sab += (x - ma) * (y - mb);
+            saa += (x - ma) * (x - ma);
+            sbb += (y - mb) * (y - mb);
+        }
+        (saa > 0.0 && sbb > 0.0).then(|| sab / (saa * sbb).sqrt())
+    }
+
+    fn lcg(seed: u64) -> impl FnMut() -> u64 {
+        let mut s = seed;
+        move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s >> 33
+        }
+    }
+
+    fn vals<T: crate::image::Pixel + Into<f64>>(img: &Image<T>) -> Vec<f64> {
+        img.as_slice().iter().map(|&v| v.into()).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn u8_matches_reference(w in 1usize..40, h in 1usize..40, seed in any::<u64>(), corr in 0u32..4) {
+            let mut r = lcg(seed);
+            let a = Image::from_fn(w, h, |_, _| (r() % 256) as u8).unwrap();
+            // Partly correlated second image, so r spans [-1, 1].
+            let b = a.map(|v| match corr { 0 => v, 1 => 255 - v, 2 => v / 2 + (r() % 128) as u8, _ => (r() % 256) as u8 });
+            let got = coefficient(a.view(), b.view()).unwrap();
+            let want = pearson(&vals(&a), &vals(&b));
+            match (got, want) {
+                (Some(g), Some(x)) => prop_assert!((g - x).abs() < 1e-12, "{g} vs {x}"),
+                (None, None) => {}
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+
+        #[test]
+        fn u16_and_f32_match_reference(w in 1usize..32, h in 1usize..32, seed in any::<u64>()) {
+            let mut r = lcg(seed);
+            let a = Image::from_fn(w, h, |_, _| (r() % 65536) as u16).unwrap();
+            let b = a.map(|v| v / 3 + (r() % 20000) as u16);
+            let want = pearson(&vals(&a), &vals(&b));
+            let got = coefficient(a.view(), b.view()).unwrap();
+            prop_assert!(matches!((got, want), (Some(g), Some(x)) if (g - x).abs() < 1e-12) || (got.is_none() && want.is_none()));
+            let (af, bf) = (a.map(|v| v as f32 / 7.0 - 1000.0), b.map(|v| v as f32 / 7.0 + 55.5));
+            let want = pearson(&vals(&af), &vals(&bf));
+            let got = coefficient(af.view(), bf.view()).unwrap();
+            prop_assert!(matches!((got, want), (Some(g), Some(x)) if (g - x).abs() < 1e-4) || (got.is_none() && want.is_none()), "{got:?} {want:?}");
+        }
+    }
+
+    #[test]
+    fn flat_sides_have_no_coefficient() {
+        let flat = Image::<u8>::filled(9, 9, 77).unwrap();
+        let tex = Image::from_fn(9, 9, |x, y| (x * 13 + y * 7) as u8).unwrap();
+        assert_eq!(coefficient(flat.view(), tex.view()).unwrap(), None);
+        assert_eq!(coefficient(tex.view(), flat.view()).unwrap(), None);
+        let (ff, tf) = (flat.map(|v| v as f32 * 1000.0), tex.map(|v| v as f32));
+        assert_eq!(coefficient(tf.view(), ff.view()).unwrap(), None);
+        assert_eq!(coefficient(ff.view(), tf.view()).unwrap(), None);
+        assert!(Template::new(flat.view()).unwrap().is_flat());
+        assert!(!Template::new(tex.view()).unwrap().is_flat());
+    }
+
+    #[test]
+    fn identical_and_inverted_give_plus_minus_one() {
+        let tex = Image::from_fn(31, 17, |x, y| ((x * x + 3 * y) % 251) as u8).unwrap();
+        let inv = tex.map(|v| 255 - v);
+        assert_eq!(coefficient(tex.view(), tex.view()).unwrap(), Some(1.0));
+        assert_eq!(coefficient(tex.view(), inv.view()).unwrap(), Some(-1.0));
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let a = Image::<u8>::filled(5, 5, 1).unwrap();
+        let b = Image::<u8>::filled(5, 6, 1).unwrap();
+        assert!(matches!(coefficient(a.view(), b.view()), Err(Error::SizeMismatch { .. })));
+        let big = Image::<u8>::filled(MAX_TEMPLATE + 1, 1, 1).unwrap();
+        assert!(matches!(Template::new(big.view()), Err(Error::OutOfRange { .. })));
+        let wide = Image::<u8>::filled(258, 257, 1).unwrap();
+        assert!(matches!(Template::new(wide.view()), Err(Error::InvalidParameter { .. })));
+        assert!(Template::new(wide.view().crop(0, 0, 257, 257).unwrap()).is_ok());
+        assert!(Template::new(wide.map(|v| v as u16).view()).is_ok());
+        let mut nan = Image::<f32>::filled(4, 4, 1.0).unwrap();
+        nan.set(1, 1, f32::NAN);
+        assert!(Template::new(nan.view()).is_err());
+        assert!(SearchFrame::new(nan.view()).is_err());
+        let frame = SearchFrame::new(a.view()).unwrap();
+        let tpl = Template::new(Image::<u8>::filled(3, 3, 1).unwrap().view()).unwrap();
+        assert!(frame.coefficient(&tpl, 3, 0).is_err());
+        assert!(frame.coefficient(&tpl, 2, 2).is_ok());
+    }
+}

@@ -1,0 +1,288 @@
+//! Integral images (summed-area tables) of `x` and `x^2`, the source of every window sum and
+//! sum of squares the NCC search needs: any window's sums cost four look-ups each, whatever
+//! its size (Crow, "Summed-area tables for texture mapping", SIGGRAPH 1984; Lewis, "Fast
+//! normalized cross-correlation", Vision Interface 1995, section 3).
+//!
+//! u8 frames accumulate in wrapping u32 and u16 frames in wrapping u64: a difference of
+//! wrapped prefix sums is the exact window sum as long as that window sum fits the type,
+//! which [`IntegralSample::MAX_AREA`] guarantees (u8: 66051 pixels, so squares sum to at
+//! most 66051 * 255^2 < 2^32, templates up to 257 x 257; u16: 2^32 pixels). Half the memory
+//! traffic of u64 for the 8-bit frames that dominate. f32 frames accumulate `x - offset` in f64, where `offset` is the frame's
+//! first pixel: window variances are shift-invariant, and removing the offset keeps the
+//! prefix sums small, which keeps the cancellation in `S2 - S1^2 / n` small.
+
+use crate::error::{Error, Result};
+use crate::image::{ImageView, Pixel};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// A gray sample type the integral image (and hence the NCC search) accepts.
+pub trait IntegralSample: Pixel {
+    /// Accumulator of the sums: wrapping u32 for u8, u64 for u16 (exact within
+    /// `MAX_AREA`), f64 for f32.
+    type Acc: Copy + Default + Send + Sync + PartialEq + core::fmt::Debug + 'static;
+    /// Largest window area (pixels) whose sums the accumulator holds exactly.
+    const MAX_AREA: u64;
+    /// `(x - offset, (x - offset)^2)` in the accumulator (offset is 0 for integers).
+    fn terms(self, offset: f64) -> [Self::Acc; 2];
+    fn add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    fn sub(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    fn to_f64(a: Self::Acc) -> f64;
+    /// The offset to subtract for this frame (0 for integers).
+    fn offset(first: Self) -> f64;
+}
+
+macro_rules! int_sample {
+    ($t:ty, $acc:ty, $max:expr) => {
+        impl IntegralSample for $t {
+            type Acc = $acc;
+            const MAX_AREA: u64 = $max;
+            #[inline]
+            fn terms(self, _offset: f64) -> [$acc; 2] {
+                let v = self as $acc;
+                [v, v.wrapping_mul(v)]
+            }
+            #[inline]
+            fn add(a: $acc, b: $acc) -> $acc {
+                a.wrapping_add(b)
+            }
+            #[inline]
+            fn sub(a: $acc, b: $acc) -> $acc {
+                a.wrapping_sub(b)
+            }
+            #[inline]
+            fn to_f64(a: $acc) -> f64 {
+                a as f64
+            }
+            #[inline]
+            fn offset(_first: $t) -> f64 {
+                0.0
+            }
+        }
+    };
+}
+// 66051 * 255^2 = 4294892475 < 2^32; 2^32 * 65535^2 < 2^64.
+int_sample!(u8, u32, 66051);
+int_sample!(u16, u64, 1 << 32);
+
+impl IntegralSample for f32 {
+    type Acc = f64;
+    const MAX_AREA: u64 = u64::MAX;
+    #[inline]
+    fn terms(self, offset: f64) -> [f64; 2] {
+        let v = self as f64 - offset;
+        [v, v * v]
+    }
+    #[inline]
+    fn add(a: f64, b: f64) -> f64 {
+        a + b
+    }
+    #[inline]
+    fn sub(a: f64, b: f64) -> f64 {
+        a - b
+    }
+    #[inline]
+    fn to_f64(a: f64) -> f64 {
+        a
+    }
+    fn offset(first: f32) -> f64 {
+        if first.is_finite() {
+            first as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The summed-area tables of one frame: entry `(x, y)` (0 <= x <= width, 0 <= y <= height)
+/// holds the sums of `x - offset` and `(x - offset)^2` over the pixels `[0, x) x [0, y)`.
+/// The two sums are interleaved so a window's four corners give both in four loads.
+#[derive(Clone, Debug)]
+pub struct Integral<T: IntegralSample> {
+    width: usize,
+    height: usize,
+    offset: f64,
+    table: Vec<[T::Acc; 2]>,
+}
+
+impl<T: IntegralSample> Integral<T> {
+    /// The integral images of `src`. f32 input must be finite.
+    pub fn new(src: ImageView<'_, T>) -> Result<Self> {
+        let mut me = Integral { width: 0, height: 0, offset: 0.0, table: Vec::new() };
+        me.compute(src)?;
+        Ok(me)
+    }
+
+    /// Recomputes the tables for `src`, reusing the buffer (no allocation when the size
+    /// does not grow).
+    pub fn compute(&mut self, src: ImageView<'_, T>) -> Result<()> {
+        let (w, h) = src.size();
+        let first = src.row(0)[0];
+        self.offset = T::offset(first);
+        let stride = w + 1;
+        let len = stride.checked_mul(h + 1).ok_or(Error::BufferTooShort { needed: usize::MAX, got: 0 })?;
+        self.table.clear();
+        self.table.resize(len, [T::Acc::default(); 2]);
+        self.width = w;
+        self.height = h;
+        for y in 0..h {
+            let row = src.row(y);
+            let (above, below) = self.table.split_at_mut((y + 1) * stride);
+            let above = &above[y * stride + 1..];
+            let out = &mut below[1..stride];
+            // Running row sums plus the entry above: one pass, no bounds checks.
+            let (mut r1, mut r2) = (T::Acc::default(), T::Acc::default());
+            for ((o, &up), &p) in out.iter_mut().zip(above).zip(row) {
+                let [a, b] = p.terms(self.offset);
+                r1 = T::add(r1, a);
+                r2 = T::add(r2, b);
+                *o = [T::add(up[0], r1), T::add(up[1], r2)];
+            }
+        }
+        // (Integer tables wrap by design; only f32 can be non-finite.)
+        if let Some(bad) = self.table.last().filter(|s| !T::to_f64(s[1]).is_finite()) {
+            return Err(Error::InvalidFloat {
+                name: "pixel",
+                value: T::to_f64(bad[1]),
+                expected: "finite pixel values (the sum of squares overflowed or a pixel is NaN/inf)",
+            });
+        }
+        Ok(())
+    }
+
+    pub fn size(&self) -> (usize, usize) {
+        (self.width, self.height)
+    }
+
+    /// The offset subtracted from every pixel before summing (0 for integer frames).
+    pub fn offset(&self) -> f64 {
+        self.offset
+    }
+
+    /// Sums of `x - offset` and `(x - offset)^2` over the `w x h` window whose top-left
+    /// pixel is `(x, y)`; the window must lie inside the frame and hold at most
+    /// [`IntegralSample::MAX_AREA`] pixels.
+    pub fn window(&self, x: usize, y: usize, w: usize, h: usize) -> Result<[T::Acc; 2]> {
+        let fits = w > 0
+            && h > 0
+            && (w as u64).saturating_mul(h as u64) <= T::MAX_AREA
+            && x.checked_add(w).is_some_and(|r| r <= self.width)
+            && y.checked_add(h).is_some_and(|b| b <= self.height);
+        if !fits {
+            return Err(Error::InvalidParameter {
+                name: "window",
+                reason: alloc::format!("{w}x{h} at ({x}, {y}) is outside the {}x{} frame", self.width, self.height),
+            });
+        }
+        Ok(self.window_unchecked(x, y, w, h))
+    }
+
+    /// As [`Integral::window`] for a window the caller has checked (the search loops).
+    /// An out-of-frame window panics on the slice index, it never reads wrong memory.
+    #[inline]
+    pub(crate) fn window_unchecked(&self, x: usize, y: usize, w: usize, h: usize) -> [T::Acc; 2] {
+        let s = self.width + 1;
+        let t = &self.table;
+        let (a, b, c, d) = (t[y * s + x], t[y * s + x + w], t[(y + h) * s + x], t[(y + h) * s + x + w]);
+        [
+            T::add(T::sub(T::sub(d[0], b[0]), c[0]), a[0]),
+            T::add(T::sub(T::sub(d[1], b[1]), c[1]), a[1]),
+        ]
+    }
+
+    /// Largest absolute prefix sum of squares: the scale of the rounding error of f32 window
+    /// variances (about `4 * f64::EPSILON` times this), used to call an f32 window flat.
+    pub fn squares_scale(&self) -> f64 {
+        self.table.last().map_or(0.0, |s| T::to_f64(s[1]).abs())
+    }
+}
+
+/// Zero-size table, handy as a reusable buffer before the first [`Integral::compute`].
+impl<T: IntegralSample> Default for Integral<T> {
+    fn default() -> Self {
+        Integral { width: 0, height: 0, offset: 0.0, table: vec![] }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use proptest::prelude::*;
+
+    fn naive<T: IntegralSample>(img: &Image<T>, x: usize, y: usize, w: usize, h: usize, off: f64) -> (f64, f64)
+    where
+        T: Into<f64>,
+    {
+        let (mut s, mut q) = (0.0, 0.0);
+        for yy in y..y + h {
+            for xx in x..x + w {
+                let v: f64 = img.at(xx, yy).into() - off;
+                s += v;
+                q += v * v;
+            }
+        }
+        (s, q)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn u8_windows_are_exact(w in 1usize..30, h in 1usize..30, seed in any::<u64>(), a in any::<(u8, u8, u8, u8)>()) {
+            let mut s = seed;
+            let img = Image::from_fn(w, h, |_, _| { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (s >> 56) as u8 }).unwrap();
+            let ii = Integral::new(img.view()).unwrap();
+            let x = a.0 as usize % w; let y = a.1 as usize % h;
+            let ww = 1 + a.2 as usize % (w - x); let hh = 1 + a.3 as usize % (h - y);
+            let got = ii.window(x, y, ww, hh).unwrap();
+            let want = naive(&img, x, y, ww, hh, 0.0);
+            prop_assert_eq!(got[0] as f64, want.0);
+            prop_assert_eq!(got[1] as f64, want.1);
+        }
+
+        #[test]
+        fn u16_and_f32_windows_match_reference(w in 1usize..24, h in 1usize..24, seed in any::<u64>(), a in any::<(u8, u8, u8, u8)>()) {
+            let mut s = seed;
+            let mut next = move || { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (s >> 48) as u16 };
+            let img16 = Image::from_fn(w, h, |_, _| next()).unwrap();
+            let imgf = img16.map(|v| v as f32 * 0.01 - 100.0);
+            let x = a.0 as usize % w; let y = a.1 as usize % h;
+            let ww = 1 + a.2 as usize % (w - x); let hh = 1 + a.3 as usize % (h - y);
+            let g = Integral::new(img16.view()).unwrap().window(x, y, ww, hh).unwrap();
+            let want = naive(&img16, x, y, ww, hh, 0.0);
+            prop_assert_eq!((g[0] as f64, g[1] as f64), want);
+            let ii = Integral::new(imgf.view()).unwrap();
+            let gf = ii.window(x, y, ww, hh).unwrap();
+            let want = naive(&imgf, x, y, ww, hh, ii.offset());
+            prop_assert!((gf[0] - want.0).abs() <= 1e-9 * (1.0 + want.0.abs()));
+            prop_assert!((gf[1] - want.1).abs() <= 1e-9 * (1.0 + want.1.abs()));
+        }
+    }
+
+    #[test]
+    fn window_outside_is_an_error() {
+        let img = Image::<u8>::filled(5, 4, 3).unwrap();
+        let ii = Integral::new(img.view()).unwrap();
+        assert!(ii.window(3, 0, 3, 1).is_err());
+        assert!(ii.window(0, 2, 1, 3).is_err());
+        assert!(ii.window(0, 0, 0, 1).is_err());
+        assert!(ii.window(usize::MAX, 0, 2, 1).is_err());
+        assert_eq!(ii.window(0, 0, 5, 4).unwrap(), [60, 180]);
+        // u8 windows above MAX_AREA could wrap: refused.
+        let big = Image::<u8>::filled(300, 300, 255).unwrap();
+        let ii = Integral::new(big.view()).unwrap();
+        // The table wraps (the frame's squares sum to 300^2 * 255^2 > 2^32), windows do not.
+        assert_eq!(ii.window(43, 43, 257, 257).unwrap(), [257 * 257 * 255, 257 * 257 * 65025]);
+        assert_eq!(ii.window(299, 0, 1, 300).unwrap(), [300 * 255, 300 * 65025]);
+        assert!(ii.window(0, 0, 258, 257).is_err());
+    }
+
+    #[test]
+    fn non_finite_f32_is_an_error() {
+        let mut img = Image::<f32>::filled(4, 4, 1.0).unwrap();
+        img.set(2, 2, f32::NAN);
+        assert!(Integral::new(img.view()).is_err());
+        img.set(2, 2, f32::INFINITY);
+        assert!(Integral::new(img.view()).is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! Compositing registered frames into one panorama canvas.
+//!
+//! Frames are pasted at their positions rounded to whole pixels (as the original plugin
+//! pasted them; resampling would blur every frame). The canvas is the bounding box of the
+//! pasted frames. Blending where frames overlap:
+//! * `Overwrite`: the later frame wins (the original plugin's behaviour);
+//! * `Average`: the plain mean of the frames covering a pixel;
+//! * `Feather`: the mean weighted by each frame's distance to its own nearest edge,
+//!   `w(u, v) = min(u + 1, W - u, v + 1, H - v)`, so seams fade (Szeliski, "Image alignment
+//!   and stitching: a tutorial", 2006, section 6.2).
+//!
+//! Pixels no frame covers are 0 (RGBA: transparent black).
+
+use super::synth::SynthPixel;
+use crate::error::{Error, Result};
+use crate::image::{AnyImage, AnyView, Image, ImageView};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// How overlapping frames combine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Blend {
+    /// Later frames overwrite earlier ones (the original).
+    #[default]
+    Overwrite,
+    /// Mean of the covering frames.
+    Average,
+    /// Mean weighted by distance to the frame's edge.
+    Feather,
+}
+
+/// Largest canvas accepted, in pixels (2^28: 16384 x 16384).
+pub const MAX_CANVAS: usize = 1 << 28;
+
+/// A composited panorama.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Canvas {
+    pub image: AnyImage,
+    /// Frame-0 coordinates of the canvas's pixel (0, 0): canvas pixel `(X, Y)` shows what
+    /// frame 0 shows at `(X + origin.0, Y + origin.1)`.
+    pub origin: (i64, i64),
+}
+
+/// Pastes `frames[i]` at `positions[i]` (frame-0 coordinates, the report's convention;
+/// `None` leaves the frame out) into a new canvas of the frames' pixel type.
+///
+/// Errors: no frames, `positions` of another length, every position `None`, a
+/// non-finite position, frames of differing size or type (naming the frame), or a canvas
+/// above [`MAX_CANVAS`] pixels.
+pub fn composite(frames: &[AnyView<'_>], positions: &[Option<(f64, f64)>], blend: Blend) -> Result<Canvas> {
+    super::sequence::check_frames(frames)?;
+    if positions.len() != frames.len() {
+        return Err(Error::InvalidParameter {
+            name: "positions",
+            reason: alloc::format!("{} positions for {} frames", positions.len(), frames.len()),
+        });
+    }
+    let mut placed = Vec::new();
+    for (i, p) in positions.iter().enumerate() {
+        if let Some((x, y)) = *p {
+            if !x.is_finite() || !y.is_finite() || x.abs() > 1e9 || y.abs() > 1e9 {
+                return Err(Error::InvalidFloat { name: "frame position", value: if x.is_finite() { y } else { x }, expected: "finite, |value| <= 1e9" });
+            }
+            placed.push((i, libm::round(x) as i64, libm::round(y) as i64));
+        }
+    }
+    if placed.is_empty() {
+        return Err(Error::InvalidParameter { name: "positions", reason: "no frame has a position".into() });
+    }
+    let (fw, fh) = frames[0].size();
+    let x0 = placed.iter().map(|p| p.1).min().unwrap_or(0);
+    let y0 = placed.iter().map(|p| p.2).min().unwrap_or(0);
+    let x1 = placed.iter().map(|p| p.1).max().unwrap_or(0) + fw as i64;
+    let y1 = placed.iter().map(|p| p.2).max().unwrap_or(0) + fh as i64;
+    let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
+    if cw.checked_mul(ch).is_none_or(|n| n > MAX_CANVAS) {
+        return Err(Error::InvalidParameter {
+            name: "canvas",
+            reason: alloc::format!("{cw}x{ch} exceeds {MAX_CANVAS} pixels"),
+        });
+    }
+    let at: Vec<(usize, usize, usize)> = placed.iter().map(|&(i, x, y)| (i, (x - x0) as usize, (y - y0) as usize)).collect();
+    let image = match frames[0] {
+        AnyView::U8(_) => AnyImage::U8(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::U8(v) => Some(*v), _ => None })?),
+        AnyView::U16(_) => AnyImage::U16(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::U16(v) => Some(*v), _ => None })?),
+        AnyView::F32(_) => AnyImage::F32(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::F32(v) => Some(*v), _ => None })?),
+        AnyView::Rgba8(_) => AnyImage::Rgba8(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::Rgba8(v) => Some(*v), _ => None })?),
+    };
+    Ok(Canvas { image, origin: (x0, y0) })
+}
+
+fn paste<'a, P: SynthPixel>(
+    frames: &[AnyView<'a>],
+    at: &[(usize, usize, usize)],
+    (cw, ch): (usize, usize),
+    blend: Blend,
+    typed: impl Fn(&AnyView<'a>) -> Option<ImageView<'a, P>>,
+) -> Result<Image<P>> {
+    let mut canvas = Image::<P>::new(cw, ch)?;
+    let view = |i: usize| typed(&frames[i]).ok_or(Error::UnsupportedType { op: "composite", types: "frames of differing pixel types" });
+    if blend == Blend::Overwrite {
+        for &(i, x, y) in at {
+            let f = view(i)?;
+            for v in 0..f.height() {
+                canvas.row_mut(y + v)[x..x + f.width()].copy_from_slice(f.row(v));
+            }
+        }
+        return Ok(canvas);
+    }
+    let c = P::COLOURS;
+    let mut acc = vec![0.0f32; cw * ch * c];
+    let mut weight = vec![0.0f32; cw * ch];
+    for &(i, x, y) in at {
+        let f = view(i)?;
+        let (w, h) = f.size();
+        for v in 0..h {
+            let row = f.row(v);
+            let wy = (v + 1).min(h - v);
+            for (u, &px) in row.iter().enumerate() {
+                let k = match blend {
+                    Blend::Feather => (u + 1).min(w - u).min(wy) as f32,
+                    _ => 1.0,
+                };
+                let idx = (y + v) * cw + x + u;
+                weight[idx] += k;
+                for ch in 0..c {
+                    acc[idx * c + ch] += k * px.channel(ch);
+                }
+            }
+        }
+    }
+    for (idx, out) in canvas.as_mut_slice().iter_mut().enumerate() {
+        let k = weight[idx];
+        if k > 0.0 {
+            let mut v = [0.0f32; 3];
+            for ch in 0..c {
+                v[ch] = acc[idx * c + ch] / k;
+            }
+            *out = P::from_channels(v);
+        }
+    }
+    Ok(canvas)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Rgba8;
+    use proptest::prelude::*;
+
+    /// Straightforward f64 reference of the three blends for gray frames.
+    fn reference(frames: &[Image<f32>], at: &[(i64, i64)], blend: Blend) -> (Vec<f64>, (usize, usize), (i64, i64)) {
+        let (w, h) = frames[0].size();
+        let x0 = at.iter().map(|a| a.0).min().unwrap();
+        let y0 = at.iter().map(|a| a.1).min().unwrap();
+        let cw = (at.iter().map(|a| a.0).max().unwrap() - x0) as usize + w;
+        let ch = (at.iter().map(|a| a.1).max().unwrap() - y0) as usize + h;
+        let mut out = vec![0.0; cw * ch];
+        for y in 0..ch {
+            for x in 0..cw {
+                let (mut s, mut k, mut last) = (0.0, 0.0, None);
+                for (f, a) in frames.iter().zip(at) {
+                    let (u, v) = (x as i64 + x0 - a.0, y as i64 + y0 - a.1);
+                    if u >= 0 && v >= 0 && (u as usize) < w && (v as usize) < h {
+                        let (u, v) = (u as usize, v as usize);
+                        let wt = match blend {
+                            Blend::Feather => (u + 1).min(w - u).min(v + 1).min(h - v) as f64,
+                            _ => 1.0,
+                        };
+                        s += wt * f.at(u, v) as f64;
+                        k += wt;
+                        last = Some(f.at(u, v) as f64);
+                    }
+                }
+                out[y * cw + x] = match blend {
+                    Blend::Overwrite => last.unwrap_or(0.0),
+                    _ if k > 0.0 => s / k,
+                    _ => 0.0,
+                };
+            }
+        }
+        (out, (cw, ch), (x0, y0))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn blends_match_reference(n in 1usize..4, seed in any::<u64>(), pos in proptest::collection::vec((-12.0f64..12.0, -9.0f64..9.0), 4)) {
+            let mut rng = crate::stitch::SplitMix64::new(seed);
+            let frames: Vec<Image<f32>> = (0..n).map(|_| Image::from_fn(9, 7, |_, _| (rng.uniform() * 100.0) as f32).unwrap()).collect();
+            let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::F32(f.view())).collect();
+            let positions: Vec<Option<(f64, f64)>> = pos[..n].iter().map(|&p| Some(p)).collect();
+            let at: Vec<(i64, i64)> = pos[..n].iter().map(|p| (libm::round(p.0) as i64, libm::round(p.1) as i64)).collect();
+            for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+                let c = composite(&views, &positions, blend).unwrap();
+                let (want, size, origin) = reference(&frames, &at, blend);
+                prop_assert_eq!(c.origin, origin);
+                let AnyImage::F32(img) = c.image else { panic!("type") };
+                prop_assert_eq!(img.size(), size);
+                for (g, w) in img.as_slice().iter().zip(&want) {
+                    prop_assert!((*g as f64 - w).abs() < 1e-3, "{:?}: {} vs {}", blend, g, w);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_and_rgba_frames_keep_their_type() {
+        let a = Image::<u16>::filled(4, 3, 1000).unwrap();
+        let b = Image::<u16>::filled(4, 3, 2001).unwrap();
+        let c = composite(&[AnyView::U16(a.view()), AnyView::U16(b.view())], &[Some((0.0, 0.0)), Some((2.0, 0.0))], Blend::Average).unwrap();
+        let AnyImage::U16(img) = c.image else { panic!() };
+        assert_eq!(img.row(0), &[1000, 1000, 1501, 1501, 2001, 2001]);
+        let r = Image::<Rgba8>::filled(2, 2, Rgba8::new(10, 20, 30, 255)).unwrap();
+        let c = composite(&[AnyView::Rgba8(r.view()), AnyView::Rgba8(r.view())], &[Some((0.0, 0.0)), Some((3.0, 1.0))], Blend::Feather).unwrap();
+        let AnyImage::Rgba8(img) = c.image else { panic!() };
+        assert_eq!(img.size(), (5, 3));
+        assert_eq!(img.at(0, 0), Rgba8::new(10, 20, 30, 255));
+        assert_eq!(img.at(4, 0), Rgba8::default());
+        // A frame left out (None) does not count.
+        let c = composite(&[AnyView::U16(a.view()), AnyView::U16(b.view())], &[None, Some((5.0, 5.0))], Blend::Overwrite).unwrap();
+        assert_eq!((c.origin, c.image.size()), ((5, 5), (4, 3)));
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let a = Image::<u8>::filled(4, 3, 1).unwrap();
+        let b = Image::<u8>::filled(4, 4, 1).unwrap();
+        let f = Image::<f32>::filled(4, 3, 1.0).unwrap();
+        let v = [AnyView::U8(a.view()), AnyView::U8(a.view())];
+        assert!(composite(&[], &[], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[Some((0.0, 0.0))], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[None, None], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[Some((f64::NAN, 0.0)), None], Blend::Overwrite).is_err());
+        assert!(composite(&v, &[Some((0.0, 0.0)), Some((1e8, 1e8))], Blend::Average).is_err());
+        assert!(composite(&[AnyView::U8(a.view()), AnyView::U8(b.view())], &[Some((0.0, 0.0)); 2], Blend::Overwrite).is_err());
+        assert!(composite(&[AnyView::U8(a.view()), AnyView::F32(f.view())], &[Some((0.0, 0.0)); 2], Blend::Overwrite).is_err());
+    }
+}

@@ -1,0 +1,35 @@
+//! Panorama stitching of image sequences: registration of frame pairs by NCC template
+//! matching with logarithmic search ([`register`]), chaining a sequence and the stitching
+//! pipeline ([`sequence`]), compositing ([`composite`]), quality measures ([`quality`]),
+//! and a synthetic sequence generator with ground truth ([`synth`]).
+//!
+//! Convention for positions and shifts throughout: frame i's pixel `(u, v)` shows what
+//! frame 0 (or, for a pair's shift, the reference) shows at `(u + x, v + y)`.
+
+pub mod composite;
+pub mod quality;
+pub mod register;
+pub mod sequence;
+pub mod synth;
+
+pub use composite::{composite, Blend, Canvas, MAX_CANVAS};
+pub use quality::{grid_ncc, overlap_ncc};
+pub use register::{register_pair, register_pair_any, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason};
+pub use sequence::{check_frames, register_sequence, stitch, FrameRecord, Panorama, StitchParams};
+pub use synth::{synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthSequence};
+
+/// Test textures: uniform noise smoothed by two passes of a 5 x 5 mean (a correlation
+/// length of a few pixels, like natural images at frame scale), scaled to 0..=255.
+#[cfg(test)]
+pub(crate) fn texture(w: usize, h: usize, seed: u64) -> crate::image::Image<f32> {
+    use crate::filter::{mean_filter, BoxParams};
+    let mut rng = SplitMix64::new(seed);
+    let mut a = crate::image::Image::from_fn(w, h, |_, _| rng.uniform() as f32 * 255.0).unwrap();
+    for _ in 0..2 {
+        let mut b = crate::image::Image::<f32>::new(w, h).unwrap();
+        mean_filter(a.view(), b.view_mut(), &BoxParams::square(5, crate::Border::Reflect101), crate::Parallelism::Sequential).unwrap();
+        a = b;
+    }
+    let (lo, hi) = a.as_slice().iter().fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+    a.map(|v| (v - lo) / (hi - lo) * 255.0)
+}

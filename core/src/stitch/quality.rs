@@ -1,0 +1,245 @@
+//! Quality of a registered pair, measured on the registered luminance after alignment:
+//!
+//! * [`overlap_ncc`]: Pearson's r between the reference and the moving frame over their
+//!   whole overlap, the moving frame resampled bilinearly at the subpixel shift;
+//! * [`grid_ncc`]: the original plugin's measure: a 5 x 5 grid of templates spread over the
+//!   bounding box of the overlap, the mean of their coefficients (flat templates left out).
+//!
+//! Both are computed in f64 straight from the definition: they judge the registration, so
+//! they share no code with the search that produced it.
+
+use crate::error::{require_finite, require_range, Result};
+use crate::image::{ImageView, Pixel};
+use crate::parallel::{map_indices, Parallelism};
+
+/// The overlap of the reference with the moving frame shifted by `shift`, in reference
+/// coordinates, keeping one pixel of margin for bilinear sampling: `(x0, y0, x1, y1)`
+/// exclusive ends; `None` when empty.
+fn overlap(size: (usize, usize), shift: (f64, f64)) -> Option<(usize, usize, usize, usize)> {
+    // Reference pixel X sees moving pixel X - sx, which needs 0 <= X - sx <= W - 2 to
+    // sample bilinearly with both neighbours inside.
+    let (w, h) = (size.0 as f64, size.1 as f64);
+    let x0 = libm::ceil(shift.0).max(0.0);
+    let y0 = libm::ceil(shift.1).max(0.0);
+    let x1 = libm::floor(w - 2.0 + shift.0).min(w - 1.0) + 1.0;
+    let y1 = libm::floor(h - 2.0 + shift.1).min(h - 1.0) + 1.0;
+    (x1 > x0 && y1 > y0).then_some((x0 as usize, y0 as usize, x1 as usize, y1 as usize))
+}
+
+/// Integer offset and the two bilinear weights of a constant shift along one axis:
+/// reference coordinate `x` samples the moving frame at `x - shift`, i.e. taps `x - o` and
+/// `x - o + 1` with weights `(w0, w1)`.
+fn taps(shift: f64) -> (i64, f64, f64) {
+    let f = libm::floor(shift);
+    let t = shift - f;
+    if t == 0.0 {
+        (f as i64, 1.0, 0.0)
+    } else {
+        // x - shift = (x - f - 1) + (1 - t).
+        (f as i64 + 1, t, 1.0 - t)
+    }
+}
+
+/// Pearson's r of the reference and the aligned moving frame over the rectangle
+/// `[x0, x1) x [y0, y1)` of reference coordinates. The shift is the same for every pixel,
+/// so the bilinear weights are too: each moving sample is a fixed 4-tap combination at an
+/// integer offset. One pass of sums of `a - a0`, `b - b0` and their products, with
+/// `(a0, b0)` the first sample pair (shift-invariant; small values keep the f64
+/// cancellation small); rows in parallel when allowed.
+fn pearson_region<T: Pixel + Into<f64>>(
+    r: &ImageView<'_, T>,
+    m: &ImageView<'_, T>,
+    shift: (f64, f64),
+    (x0, y0, x1, y1): (usize, usize, usize, usize),
+    par: Parallelism,
+) -> Option<f64> {
+    let ((ox, wx0, wx1), (oy, wy0, wy1)) = (taps(shift.0), taps(shift.1));
+    let sample = |x: usize, y: usize| -> f64 {
+        let (i, j) = ((x as i64 - ox) as usize, (y as i64 - oy) as usize);
+        // A tap of weight 0 may sit just outside the frame: clamp its index.
+        let (i1, j1) = ((i + 1).min(m.width() - 1), (j + 1).min(m.height() - 1));
+        let (r0, r1) = (m.row(j), m.row(j1));
+        wy0 * (wx0 * r0[i].into() + wx1 * r0[i1].into()) + wy1 * (wx0 * r1[i].into() + wx1 * r1[i1].into())
+    };
+    let (a0, b0) = (r.row(y0)[x0].into(), sample(x0, y0));
+    let rows = map_indices(y1 - y0, par, |k| {
+        let y = y0 + k;
+        let row = r.row(y);
+        let mut s = [0.0f64; 5];
+        for (x, &p) in row.iter().enumerate().take(x1).skip(x0) {
+            let (a, b) = (p.into() - a0, sample(x, y) - b0);
+            s[0] += a;
+            s[1] += b;
+            s[2] += a * a;
+            s[3] += b * b;
+            s[4] += a * b;
+        }
+        s
+    });
+    let s = rows.iter().fold([0.0f64; 5], |mut t, r| {
+        for (a, b) in t.iter_mut().zip(r) {
+            *a += b;
+        }
+        t
+    });
+    let n = ((x1 - x0) * (y1 - y0)) as f64;
+    let (saa, sbb, sab) = (s[2] - s[0] * s[0] / n, s[3] - s[1] * s[1] / n, s[4] - s[0] * s[1] / n);
+    // A flat side: its centred sum of squares vanishes up to rounding.
+    let tol = 1e-12 * (s[2] + s[3] + 1.0);
+    (saa > tol && sbb > tol).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
+}
+
+fn check<T: Pixel>(r: &ImageView<'_, T>, m: &ImageView<'_, T>, shift: (f64, f64)) -> Result<()> {
+    crate::image::check_same_size(r.size(), m.size())?;
+    require_finite("shift x", shift.0)?;
+    require_finite("shift y", shift.1)
+}
+
+/// Pearson's r over the whole overlap of `reference` and `moving` aligned by `shift`
+/// (moving pixel `(u, v)` shows reference `(u + x, v + y)`; moving sampled bilinearly).
+/// `None` when the overlap is empty or flat. Errors: sizes differ, non-finite shift.
+pub fn overlap_ncc<T: Pixel + Into<f64>>(
+    reference: ImageView<'_, T>,
+    moving: ImageView<'_, T>,
+    shift: (f64, f64),
+    par: Parallelism,
+) -> Result<Option<f64>> {
+    check(&reference, &moving, shift)?;
+    Ok(overlap(reference.size(), shift).and_then(|o| pearson_region(&reference, &moving, shift, o, par)))
+}
+
+/// The original plugin's measure: the mean coefficient of a 5 x 5 grid of `side x side`
+/// templates spread evenly over the overlap's bounding box (each compared with the aligned
+/// moving frame, sampled bilinearly); flat templates are left out. `None` when the overlap
+/// is smaller than one template or every template is flat.
+/// Errors: sizes differ, non-finite shift, `side` outside 3..=255.
+pub fn grid_ncc<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), side: usize) -> Result<Option<f64>> {
+    check(&reference, &moving, shift)?;
+    require_range("quality template side", side as i64, 3, 255)?;
+    let Some((x0, y0, x1, y1)) = overlap(reference.size(), shift) else { return Ok(None) };
+    if x1 - x0 < side || y1 - y0 < side {
+        return Ok(None);
+    }
+    let spread = |lo: usize, hi: usize, k: usize| lo + (hi - side - lo) * k / 4;
+    let (mut sum, mut count) = (0.0, 0);
+    for j in 0..5 {
+        for i in 0..5 {
+            let (tx, ty) = (spread(x0, x1, i), spread(y0, y1, j));
+            if let Some(r) = pearson_region(&reference, &moving, shift, (tx, ty, tx + side, ty + side), Parallelism::Sequential) {
+                sum += r;
+                count += 1;
+            }
+        }
+    }
+    Ok((count > 0).then(|| sum / count as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use alloc::vec::Vec;
+
+    fn scene(w: usize, h: usize, dx: f64, dy: f64) -> Image<f32> {
+        // A smooth scene sampled at (x + dx, y + dy): exactly bilinear-friendly shifts
+        // are not needed, the tests use integer shifts for exact results.
+        Image::from_fn(w, h, |x, y| {
+            let (x, y) = (x as f64 + dx, y as f64 + dy);
+            (100.0 + 40.0 * libm::sin(x * 0.3) * libm::cos(y * 0.2) + 20.0 * libm::sin((x + y) * 0.13)) as f32
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn aligned_frames_score_one() {
+        let a = scene(80, 60, 0.0, 0.0);
+        // b's pixel (u, v) shows a's (u + 7, v - 4).
+        let b = scene(80, 60, 7.0, -4.0);
+        let r = overlap_ncc(a.view(), b.view(), (7.0, -4.0), Parallelism::AllThreads).unwrap().unwrap();
+        assert!((r - 1.0).abs() < 1e-9, "{r}");
+        let g = grid_ncc(a.view(), b.view(), (7.0, -4.0), 9).unwrap().unwrap();
+        assert!((g - 1.0).abs() < 1e-9, "{g}");
+        // A wrong shift scores lower.
+        let bad = overlap_ncc(a.view(), b.view(), (4.0, -1.0), Parallelism::Sequential).unwrap().unwrap();
+        assert!(bad < 0.9, "{bad}");
+        let badg = grid_ncc(a.view(), b.view(), (4.0, -1.0), 9).unwrap().unwrap();
+        assert!(badg < 0.9, "{badg}");
+    }
+
+    /// Plain reference: every reference pixel whose moving position `(x - sx, y - sy)` lies
+    /// in `[0, W - 2] x [0, H - 2]`, bilinear from its floor, two-pass Pearson in f64.
+    fn reference(a: &Image<f32>, b: &Image<f32>, sx: f64, sy: f64) -> Option<f64> {
+        let (w, h) = a.size();
+        let (mut va, mut vb) = (Vec::new(), Vec::new());
+        for y in 0..h {
+            for x in 0..w {
+                let (mx, my) = (x as f64 - sx, y as f64 - sy);
+                if mx < 0.0 || my < 0.0 || mx > (w - 2) as f64 || my > (h - 2) as f64 {
+                    continue;
+                }
+                let (i, j) = (mx.floor() as usize, my.floor() as usize);
+                let (tx, ty) = (mx - i as f64, my - j as f64);
+                let g = |u: usize, v: usize| b.at(u, v) as f64;
+                va.push(a.at(x, y) as f64);
+                vb.push((1.0 - ty) * ((1.0 - tx) * g(i, j) + tx * g(i + 1, j)) + ty * ((1.0 - tx) * g(i, j + 1) + tx * g(i + 1, j + 1)));
+            }
+        }
+        if va.is_empty() {
+            return None;
+        }
+        crate::ncc::coefficient::tests::pearson(&va, &vb)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        #[test]
+        fn overlap_ncc_matches_reference(seed in 0u64..1000, sx in -20.0f64..20.0, sy in -15.0f64..15.0, whole in proptest::bool::ANY) {
+            let (sx, sy) = if whole { (sx.round(), sy.round()) } else { (sx, sy) };
+            let mut rng = crate::stitch::SplitMix64::new(seed);
+            let a = Image::from_fn(40, 30, |_, _| (rng.uniform() * 255.0) as f32).unwrap();
+            let b = Image::from_fn(40, 30, |x, y| a.at(x, y) * 0.5 + (rng.uniform() * 100.0) as f32).unwrap();
+            let got = overlap_ncc(a.view(), b.view(), (sx, sy), Parallelism::AllThreads).unwrap();
+            let want = reference(&a, &b, sx, sy);
+            match (got, want) {
+                (Some(g), Some(w)) => proptest::prop_assert!((g - w).abs() < 1e-9, "{} vs {}", g, w),
+                (None, None) => {}
+                // One-pixel overlaps are flat on one side in either implementation.
+                (g, w) => proptest::prop_assert!(false, "{:?} vs {:?}", g, w),
+            }
+        }
+    }
+
+    #[test]
+    fn overlap_region_matches_reference_count() {
+        // The region is exactly the reference pixels whose bilinear sample lies inside.
+        for (sx, sy) in [(0.0, 0.0), (3.5, -2.25), (-10.0, 5.0), (79.5, 0.0)] {
+            let (w, h) = (40usize, 30usize);
+            let mut want = 0;
+            for y in 0..h {
+                for x in 0..w {
+                    let (mx, my) = (x as f64 - sx, y as f64 - sy);
+                    if mx >= 0.0 && my >= 0.0 && mx <= (w - 2) as f64 && my <= (h - 2) as f64 {
+                        want += 1;
+                    }
+                }
+            }
+            let got = overlap((w, h), (sx, sy)).map_or(0, |(a, b, c, d)| (c - a) * (d - b));
+            assert_eq!(got, want, "{sx} {sy}");
+        }
+    }
+
+    #[test]
+    fn no_overlap_and_flat_give_none_and_bad_input_errors() {
+        let a = scene(40, 30, 0.0, 0.0);
+        assert_eq!(overlap_ncc(a.view(), a.view(), (45.0, 0.0), Parallelism::Sequential).unwrap(), None);
+        assert_eq!(grid_ncc(a.view(), a.view(), (0.0, 29.5), 5).unwrap(), None);
+        let flat = Image::<f32>::filled(40, 30, 3.0).unwrap();
+        assert_eq!(overlap_ncc(flat.view(), a.view(), (1.0, 1.0), Parallelism::Sequential).unwrap(), None);
+        assert_eq!(grid_ncc(flat.view(), a.view(), (1.0, 1.0), 5).unwrap(), None);
+        let c = scene(41, 30, 0.0, 0.0);
+        assert!(overlap_ncc(a.view(), c.view(), (0.0, 0.0), Parallelism::Sequential).is_err());
+        assert!(overlap_ncc(a.view(), a.view(), (f64::NAN, 0.0), Parallelism::Sequential).is_err());
+        assert!(grid_ncc(a.view(), a.view(), (0.0, 0.0), 2).is_err());
+        assert!(grid_ncc(a.view(), a.view(), (0.0, f64::INFINITY), 5).is_err());
+    }
+}

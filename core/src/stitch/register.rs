@@ -1,0 +1,500 @@
+//! Registration of a frame pair, as in the original plugin: NPTS x NPTS square templates
+//! of side rsz spread evenly over the reference frame, each found in the moving frame by a
+//! logarithmic NCC search around the position the predicted shift gives, vectors below
+//! cthresh dropped, and the rest combined into one shift.
+//!
+//! Differences from the original, each for robustness: templates without texture (per-pixel
+//! variance below `min_variance`) are not searched, since their coefficient is meaningless;
+//! the grid is spread over the part of the reference whose search areas stay inside the
+//! moving frame under the predicted shift (so every template has its full search area);
+//! and the vectors are combined by consensus, not by a plain mean: the largest set of
+//! vectors agreeing within `agreement` pixels (Chebyshev) with one of them wins, and the
+//! shift is the mean of that set (RANSAC-like voting over translations, Fischler and
+//! Bolles 1981, with every vector tried as the hypothesis).
+//!
+//! The shift `(x, y)` of a pair means: the moving frame's pixel `(u, v)` shows what the
+//! reference shows at `(u + x, v + y)`.
+
+use crate::error::{require_finite, require_range, Error, Result};
+use crate::image::{AnyView, Image, ImageView};
+use crate::ncc::{exhaustive_search, log_search, NccSample, SearchCache, SearchFrame, SearchParams, Template, MAX_RADIUS};
+use crate::parallel::{map_indices, Parallelism};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Which search finds each template.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SearchMethod {
+    /// The centre-biased logarithmic search, accepting a local maximum next to the
+    /// prediction that reaches cthresh (default; see [`crate::ncc::log_search`]).
+    #[default]
+    Log,
+    /// The plain logarithmic (three-step) search of the original.
+    LogPlain,
+    /// Every position of the search area (the accuracy baseline).
+    Exhaustive,
+}
+
+/// Parameters of pair registration, with the original plugin's tuned defaults.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RegisterParams {
+    /// Template side in pixels (3..=255): 25 for half PAL, 31 for PAL.
+    pub rsz: usize,
+    /// Templates per side of the grid (1..=32): 6 for half PAL, 8 for PAL.
+    pub npts: usize,
+    /// Vectors whose coefficient is below this are dropped (in [-1, 1]).
+    pub cthresh: f64,
+    /// Search radius in pixels around the predicted position (1..=256).
+    pub search_radius: usize,
+    /// Templates whose per-pixel variance (in squared grey levels of the registered
+    /// luminance) is below this are not searched (>= 0).
+    pub min_variance: f64,
+    /// Vectors within this many pixels (Chebyshev) of each other agree (> 0).
+    pub agreement: f64,
+    /// Fewest agreeing vectors for a registered pair (>= 1).
+    pub min_vectors: usize,
+    /// Refine each peak to subpixel precision.
+    pub subpixel: bool,
+    pub method: SearchMethod,
+}
+
+impl Default for RegisterParams {
+    fn default() -> Self {
+        RegisterParams {
+            rsz: 25,
+            npts: 6,
+            cthresh: 0.85,
+            search_radius: 32,
+            min_variance: 4.0,
+            agreement: 1.0,
+            min_vectors: 3,
+            subpixel: true,
+            method: SearchMethod::Log,
+        }
+    }
+}
+
+impl RegisterParams {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        require_range("rsz", self.rsz as i64, 3, 255)?;
+        require_range("npts", self.npts as i64, 1, 32)?;
+        require_range("search radius", self.search_radius as i64, 1, MAX_RADIUS as i64)?;
+        require_range("min vectors", self.min_vectors as i64, 1, 1024)?;
+        require_finite("cthresh", self.cthresh)?;
+        if !(-1.0..=1.0).contains(&self.cthresh) {
+            return Err(Error::InvalidFloat { name: "cthresh", value: self.cthresh, expected: "within [-1, 1]" });
+        }
+        require_finite("min variance", self.min_variance)?;
+        if self.min_variance < 0.0 {
+            return Err(Error::InvalidFloat { name: "min variance", value: self.min_variance, expected: ">= 0" });
+        }
+        crate::error::require_positive("agreement", self.agreement)
+    }
+}
+
+/// One template's motion vector.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MotionVector {
+    /// Top-left pixel of the template in the reference frame.
+    pub template: (usize, usize),
+    /// Where it was found in the moving frame (subpixel).
+    pub found: (f64, f64),
+    /// `template - found`: the pair's shift this vector votes for.
+    pub shift: (f64, f64),
+    pub coefficient: f64,
+    pub evaluations: u32,
+    /// In the consensus set.
+    pub inlier: bool,
+}
+
+/// Why a pair could not be registered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SkipReason {
+    /// The predicted shift leaves no room for a template and its search area.
+    NoOverlap,
+    /// No template of the reference has texture (variance >= min_variance).
+    NoTexture,
+    /// Too few vectors reached cthresh, or too few of them agree.
+    TooFewVectors { above_threshold: usize, agreeing: usize, needed: usize },
+}
+
+impl SkipReason {
+    /// A sentence for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            SkipReason::NoOverlap => "no overlap: the predicted shift leaves no room for a template and its search area".into(),
+            SkipReason::NoTexture => "no texture: every template of the reference is flat".into(),
+            SkipReason::TooFewVectors { above_threshold, agreeing, needed } => alloc::format!(
+                "too few vectors: {above_threshold} reached cthresh, {agreeing} agree, {needed} needed"
+            ),
+        }
+    }
+}
+
+/// The registration of one frame pair.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairRegistration {
+    /// The shift (module doc), or `None` when the pair was skipped.
+    pub shift: Option<(f64, f64)>,
+    pub skip: Option<SkipReason>,
+    /// Templates placed, textured (searched), above cthresh, and agreeing (used).
+    pub templates: usize,
+    pub textured: usize,
+    pub above_threshold: usize,
+    pub vectors_used: usize,
+    /// Mean coefficient of the vectors used (0 when none).
+    pub ncc: f64,
+    /// `vectors_used / templates`.
+    pub confidence: f64,
+    /// NCC evaluations of all searches of the pair.
+    pub evaluations: u64,
+    /// Every searched template's vector.
+    pub vectors: Vec<MotionVector>,
+}
+
+/// The grid positions along one axis of length `len` for prediction `pred` (rounded):
+/// `npts` positions evenly spread over `[max(0, pred + r), min(len - rsz, len - rsz + pred - r)]`.
+fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option<Vec<usize>> {
+    let (len, rsz, r) = (len as i64, rsz as i64, r as i64);
+    let lo = 0.max(pred + r);
+    let hi = (len - rsz).min(len - rsz + pred - r);
+    if hi < lo {
+        return None;
+    }
+    Some(
+        (0..npts)
+            .map(|k| {
+                if npts == 1 {
+                    ((lo + hi) / 2) as usize
+                } else {
+                    (lo + ((hi - lo) * k as i64 + (npts as i64 - 1) / 2) / (npts as i64 - 1)) as usize
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Registers `moving` (prepared for search) against `reference`; `prediction` is the
+/// expected shift (module doc), the search starting there. Returns a skipped
+/// [`PairRegistration`] (with its reason) when the pair cannot be registered.
+///
+/// Errors: invalid parameters, frames of different sizes, a non-finite prediction.
+pub fn register_pair<T: NccSample>(
+    reference: ImageView<'_, T>,
+    moving: &SearchFrame<'_, T>,
+    p: &RegisterParams,
+    prediction: (f64, f64),
+    par: Parallelism,
+) -> Result<PairRegistration> {
+    p.validate()?;
+    crate::image::check_same_size(reference.size(), moving.size())?;
+    require_finite("prediction x", prediction.0)?;
+    require_finite("prediction y", prediction.1)?;
+    let (w, h) = reference.size();
+    let pred = (libm::round(prediction.0) as i64, libm::round(prediction.1) as i64);
+    let mut out = PairRegistration {
+        shift: None,
+        skip: None,
+        templates: 0,
+        textured: 0,
+        above_threshold: 0,
+        vectors_used: 0,
+        ncc: 0.0,
+        confidence: 0.0,
+        evaluations: 0,
+        vectors: Vec::new(),
+    };
+    let r = p.search_radius;
+    let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {
+        out.skip = Some(SkipReason::NoOverlap);
+        return Ok(out);
+    };
+    let sites: Vec<(usize, usize)> = gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))).collect();
+    out.templates = sites.len();
+    let sp = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
+    // One search cache per worker: split the sites into a few contiguous chunks.
+    let chunks = par.threads().clamp(1, sites.len());
+    let per = sites.len().div_ceil(chunks);
+    let found = map_indices(chunks, par, |c| -> Result<Vec<MotionVector>> {
+        let mut cache = SearchCache::new();
+        let mut tpl = Template::default();
+        let mut v = Vec::new();
+        for &(tx, ty) in sites.iter().skip(c * per).take(per) {
+            tpl.set(reference.crop(tx, ty, p.rsz, p.rsz)?)?;
+            if tpl.is_flat() || tpl.stats().variance() < p.min_variance {
+                continue;
+            }
+            let start = (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize);
+            let m = match p.method {
+                SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, &tpl, start, &sp, &mut cache)?,
+                SearchMethod::Exhaustive => exhaustive_search(moving, &tpl, start, &sp, &mut cache)?,
+            };
+            // A flat best window has no vector; count it as searched.
+            let (found, coefficient, evaluations) = match m {
+                Some(m) => (m.position(), m.coefficient, m.evaluations),
+                None => ((f64::NAN, f64::NAN), f64::NEG_INFINITY, 0),
+            };
+            v.push(MotionVector {
+                template: (tx, ty),
+                found,
+                shift: (tx as f64 - found.0, ty as f64 - found.1),
+                coefficient,
+                evaluations,
+                inlier: false,
+            });
+        }
+        Ok(v)
+    });
+    for chunk in found {
+        out.vectors.extend(chunk?);
+    }
+    out.textured = out.vectors.len();
+    out.evaluations = out.vectors.iter().map(|v| v.evaluations as u64).sum();
+    if out.textured == 0 {
+        out.skip = Some(SkipReason::NoTexture);
+        return Ok(out);
+    }
+    let kept: Vec<usize> = (0..out.vectors.len()).filter(|&i| out.vectors[i].coefficient >= p.cthresh).collect();
+    out.above_threshold = kept.len();
+    let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
+    if inliers.len() < p.min_vectors {
+        out.vectors_used = inliers.len();
+        out.skip = Some(SkipReason::TooFewVectors {
+            above_threshold: kept.len(),
+            agreeing: inliers.len(),
+            needed: p.min_vectors,
+        });
+        return Ok(out);
+    }
+    for &i in &inliers {
+        out.vectors[i].inlier = true;
+    }
+    out.vectors_used = inliers.len();
+    out.ncc = inliers.iter().map(|&i| out.vectors[i].coefficient).sum::<f64>() / inliers.len() as f64;
+    out.confidence = inliers.len() as f64 / out.templates as f64;
+    out.shift = Some(shift);
+    Ok(out)
+}
+
+/// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`
+/// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
+/// the shift, and the set is re-gathered once around that mean.
+fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
+    let near = |a: (f64, f64), b: (f64, f64)| (a.0 - b.0).abs() <= tol && (a.1 - b.1).abs() <= tol;
+    let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| near(v[j].shift, c)).collect() };
+    let mut best: (usize, f64, Vec<usize>) = (0, f64::NEG_INFINITY, Vec::new());
+    for &i in kept {
+        let set = gather(v[i].shift);
+        let score = set.iter().map(|&j| v[j].coefficient).sum::<f64>();
+        if set.len() > best.0 || (set.len() == best.0 && score > best.1) {
+            best = (set.len(), score, set);
+        }
+    }
+    let mean = |set: &[usize]| -> (f64, f64) {
+        let n = set.len().max(1) as f64;
+        (set.iter().map(|&j| v[j].shift.0).sum::<f64>() / n, set.iter().map(|&j| v[j].shift.1).sum::<f64>() / n)
+    };
+    if best.2.is_empty() {
+        return ((0.0, 0.0), Vec::new());
+    }
+    let m = mean(&best.2);
+    let set = gather(m);
+    if set.len() >= best.2.len() {
+        (mean(&set), set)
+    } else {
+        (m, best.2)
+    }
+}
+
+/// The luminance a frame is registered on: gray frames as they are, RGBA as Rec. 601 luma
+/// (u8).
+#[derive(Clone, Debug)]
+pub enum Gray<'a> {
+    U8(ImageView<'a, u8>),
+    U16(ImageView<'a, u16>),
+    F32(ImageView<'a, f32>),
+}
+
+/// The luma image an RGBA frame needs (None for gray frames, registered in place).
+pub fn luma_storage(v: &AnyView<'_>) -> Option<Image<u8>> {
+    match v {
+        AnyView::Rgba8(v) => Some(v.convert::<u8>()),
+        _ => None,
+    }
+}
+
+/// The [`Gray`] view of `v`, using `storage` (from [`luma_storage`]) for RGBA.
+pub fn gray<'a>(v: &AnyView<'a>, storage: &'a Option<Image<u8>>) -> Result<Gray<'a>> {
+    Ok(match (v, storage) {
+        (AnyView::U8(v), _) => Gray::U8(*v),
+        (AnyView::U16(v), _) => Gray::U16(*v),
+        (AnyView::F32(v), _) => Gray::F32(*v),
+        (AnyView::Rgba8(_), Some(l)) => Gray::U8(l.view()),
+        (AnyView::Rgba8(_), None) => {
+            return Err(Error::InvalidParameter { name: "luma storage", reason: "missing for an RGBA frame".into() })
+        }
+    })
+}
+
+/// [`register_pair`] on run-time typed frames (of the same type; RGBA registers on luma).
+pub fn register_pair_any(
+    reference: AnyView<'_>,
+    moving: AnyView<'_>,
+    p: &RegisterParams,
+    prediction: (f64, f64),
+    par: Parallelism,
+) -> Result<PairRegistration> {
+    if reference.type_name() != moving.type_name() {
+        return Err(Error::UnsupportedType { op: "register pair", types: "frames of two different pixel types" });
+    }
+    let (ls, lm) = (luma_storage(&reference), luma_storage(&moving));
+    match (gray(&reference, &ls)?, gray(&moving, &lm)?) {
+        (Gray::U8(a), Gray::U8(b)) => register_pair(a, &SearchFrame::new(b)?, p, prediction, par),
+        (Gray::U16(a), Gray::U16(b)) => register_pair(a, &SearchFrame::new(b)?, p, prediction, par),
+        (Gray::F32(a), Gray::F32(b)) => register_pair(a, &SearchFrame::new(b)?, p, prediction, par),
+        _ => Err(Error::UnsupportedType { op: "register pair", types: "frames of two different pixel types" }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Rgba8;
+    use crate::stitch::synth::{synth_sequence, SynthParams};
+    use crate::stitch::texture;
+    use alloc::vec;
+
+    fn pair<P: crate::stitch::SynthPixel>(src: &Image<P>, seed: u64) -> (Image<P>, Image<P>, (f64, f64)) {
+        let sp = SynthParams { frame_width: 150, frame_height: 120, frames: 8, max_step: 3.0, noise_sigma: 2.0, seed, ..Default::default() };
+        let mut s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        let t = (s.positions[7].0 - s.positions[6].0, s.positions[7].1 - s.positions[6].1);
+        let b = s.frames.pop().unwrap();
+        let a = s.frames.pop().unwrap();
+        (a, b, t)
+    }
+
+    fn close(got: Option<(f64, f64)>, want: (f64, f64), tol: f64) -> bool {
+        got.is_some_and(|g| (g.0 - want.0).abs() < tol && (g.1 - want.1).abs() < tol)
+    }
+
+    #[test]
+    fn registers_every_pixel_type_to_subpixel_accuracy() {
+        let src = texture(260, 220, 5);
+        let p = RegisterParams::default();
+        let s = Parallelism::Sequential;
+        for seed in 1..4 {
+            let (a, b, t) = pair(&src.map(|v| v.round() as u8), seed);
+            let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "u8 {:?} vs {t:?}", r.shift);
+            assert!(r.vectors_used >= 20 && r.ncc > 0.9 && r.confidence > 0.5, "{r:?}");
+            assert!(r.evaluations <= 36 * (9 + 8 * 4 + 5));
+            let (a, b, t) = pair(&src.map(|v| (v * 200.0) as u16), seed);
+            let q = RegisterParams { min_variance: 4.0 * 200.0 * 200.0, ..p };
+            let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &q, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "u16 {:?} vs {t:?}", r.shift);
+            let (a, b, t) = pair(&src, seed);
+            let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "f32 {:?} vs {t:?}", r.shift);
+            let rgba = src.map(|v| Rgba8::new(v as u8, (255.0 - v) as u8, (v / 2.0) as u8, 255));
+            let (a, b, t) = pair(&rgba, seed);
+            let r = register_pair_any(AnyView::Rgba8(a.view()), AnyView::Rgba8(b.view()), &p, (0.0, 0.0), s).unwrap();
+            assert!(close(r.shift, t, 0.15), "rgba {:?} vs {t:?}", r.shift);
+        }
+    }
+
+    #[test]
+    fn exhaustive_method_agrees_and_costs_more() {
+        let src = texture(260, 220, 9).map(|v| v.round() as u8);
+        let (a, b, t) = pair(&src, 3);
+        let m = SearchFrame::new(b.view()).unwrap();
+        let log = register_pair(a.view(), &m, &RegisterParams::default(), (0.0, 0.0), Parallelism::AllThreads).unwrap();
+        let ex = RegisterParams { method: SearchMethod::Exhaustive, ..Default::default() };
+        let ex = register_pair(a.view(), &m, &ex, (0.0, 0.0), Parallelism::AllThreads).unwrap();
+        assert!(close(log.shift, t, 0.15) && close(ex.shift, t, 0.15));
+        assert!(ex.evaluations >= 10 * log.evaluations, "{} vs {}", ex.evaluations, log.evaluations);
+    }
+
+    #[test]
+    fn degenerate_pairs_are_skipped_with_a_reason() {
+        let src = texture(260, 220, 2).map(|v| v.round() as u8);
+        let (a, b, _) = pair(&src, 1);
+        let p = RegisterParams::default();
+        let s = Parallelism::Sequential;
+        let flat = Image::<u8>::filled(150, 120, 90).unwrap();
+        // Flat reference: no template has texture.
+        let r = register_pair(flat.view(), &SearchFrame::new(b.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert_eq!((r.shift, r.skip.clone()), (None, Some(SkipReason::NoTexture)));
+        // Flat moving frame: every window is flat, no vector reaches cthresh.
+        let r = register_pair(a.view(), &SearchFrame::new(flat.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert!(matches!(r.skip, Some(SkipReason::TooFewVectors { above_threshold: 0, .. })), "{r:?}");
+        // Pure noise: vectors are weak and disagree.
+        let mut rng = crate::stitch::SplitMix64::new(4);
+        let noise = Image::from_fn(150, 120, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        let r = register_pair(a.view(), &SearchFrame::new(noise.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert!(r.shift.is_none() && matches!(r.skip, Some(SkipReason::TooFewVectors { .. })), "{r:?}");
+        assert!(r.skip.unwrap().describe().contains("too few vectors"));
+        // A prediction that leaves no overlap.
+        let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (140.0, 0.0), s).unwrap();
+        assert_eq!(r.skip, Some(SkipReason::NoOverlap));
+        // An unrelated frame (no overlap in content): no consensus.
+        let other = texture(150, 120, 77).map(|v| v.round() as u8);
+        let r = register_pair(a.view(), &SearchFrame::new(other.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
+        assert!(r.shift.is_none(), "{r:?}");
+    }
+
+    #[test]
+    fn consensus_ignores_outliers() {
+        let v = |sx: f64, sy: f64, c: f64| MotionVector { template: (0, 0), found: (0.0, 0.0), shift: (sx, sy), coefficient: c, evaluations: 0, inlier: false };
+        let vs = [v(3.0, 1.0, 0.9), v(3.2, 0.9, 0.95), v(2.9, 1.1, 0.9), v(-8.0, 4.0, 0.99), v(-8.1, 4.0, 0.99), v(20.0, 20.0, 1.0)];
+        let kept: Vec<usize> = (0..vs.len()).collect();
+        let (s, set) = consensus(&vs, &kept, 1.0);
+        assert_eq!(set, [0, 1, 2]);
+        assert!((s.0 - 3.1 / 1.0 * 1.0).abs() < 0.2 && (s.1 - 1.0).abs() < 1e-9, "{s:?}");
+        assert!((s.0 - (3.0 + 3.2 + 2.9) / 3.0).abs() < 1e-12);
+        assert_eq!(consensus(&vs, &[], 1.0).1, Vec::<usize>::new());
+    }
+
+    #[test]
+    fn grid_spreads_over_the_valid_range() {
+        assert_eq!(grid_axis(200, 25, 32, 0, 3), Some(vec![32, 88, 143]));
+        assert_eq!(grid_axis(200, 25, 32, 10, 2), Some(vec![42, 153]));
+        assert_eq!(grid_axis(200, 25, 32, -10, 2), Some(vec![22, 133]));
+        assert_eq!(grid_axis(200, 25, 32, 0, 1), Some(vec![87]));
+        assert_eq!(grid_axis(80, 25, 32, 0, 2), None);
+        assert_eq!(grid_axis(200, 25, 32, 200, 2), None);
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let a = texture(120, 100, 1).map(|v| v as u8);
+        let m = SearchFrame::new(a.view()).unwrap();
+        let s = Parallelism::Sequential;
+        let d = RegisterParams::default();
+        let bad = [
+            RegisterParams { rsz: 2, ..d },
+            RegisterParams { rsz: 256, ..d },
+            RegisterParams { npts: 0, ..d },
+            RegisterParams { npts: 33, ..d },
+            RegisterParams { cthresh: f64::NAN, ..d },
+            RegisterParams { cthresh: 1.5, ..d },
+            RegisterParams { search_radius: 0, ..d },
+            RegisterParams { search_radius: MAX_RADIUS + 1, ..d },
+            RegisterParams { min_variance: -1.0, ..d },
+            RegisterParams { min_variance: f64::INFINITY, ..d },
+            RegisterParams { agreement: 0.0, ..d },
+            RegisterParams { min_vectors: 0, ..d },
+        ];
+        for p in bad {
+            assert!(register_pair(a.view(), &m, &p, (0.0, 0.0), s).is_err(), "{p:?}");
+        }
+        assert!(register_pair(a.view(), &m, &d, (f64::NAN, 0.0), s).is_err());
+        let b = texture(121, 100, 1).map(|v| v as u8);
+        assert!(matches!(register_pair(b.view(), &m, &d, (0.0, 0.0), s), Err(Error::SizeMismatch { .. })));
+        let f = a.map(|v| v as f32);
+        assert!(register_pair_any(AnyView::U8(a.view()), AnyView::F32(f.view()), &d, (0.0, 0.0), s).is_err());
+        // Template bigger than the frame's room: skipped, not an error.
+        let r = register_pair(a.view(), &m, &RegisterParams { rsz: 101, ..d }, (0.0, 0.0), s).unwrap();
+        assert_eq!(r.skip, Some(SkipReason::NoOverlap));
+    }
+}

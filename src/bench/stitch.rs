@@ -1,0 +1,141 @@
+//! The `stitch` suite: frame pairs per second of sequence registration at PAL (720x576)
+//! and half PAL (360x288), rsz 25 / 31, NPTS 6 / 8, one thread and all; NCC evaluations
+//! per pair (log search against exhaustive); the curve of time against template size
+//! (25..255); and one template searched exhaustively over +-16 / +-32 pixels, the
+//! workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
+//! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
+
+use super::{Bench, Recorder};
+use crate::cli::stitch::default_sequence;
+use anyhow::Result;
+use serde_json::json;
+use tessera::filter::{mean_filter, BoxParams};
+use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
+use tessera::stitch::{register_sequence, RegisterParams, SearchMethod, StitchParams};
+use tessera::{AnyView, Border, Image, Parallelism};
+
+/// `frames` u8 luma frames of `w x h` cut from the bundled photograph along the demo path
+/// (scaled so the motion per frame is about the same at both sizes).
+fn luma_sequence(frames: usize, w: usize, h: usize) -> Result<Vec<Image<u8>>> {
+    let seq = default_sequence(frames, 1)?;
+    Ok(seq
+        .frames
+        .iter()
+        .map(|f| {
+            let l: Image<u8> = f.convert();
+            if (w, h) == l.size() {
+                l
+            } else {
+                // Half PAL: the top-left quarter of each frame (same motion in pixels).
+                l.view().crop(0, 0, w, h).map(|c| c.to_image()).unwrap_or(l)
+            }
+        })
+        .collect())
+}
+
+pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
+    let frames = if b.quick { 9 } else { 31 };
+    let pairs = (frames - 1) as f64;
+    for (label, w, h) in [("pal", 720usize, 576usize), ("half_pal", 360, 288)] {
+        let seq = luma_sequence(frames, w, h)?;
+        let views: Vec<AnyView<'_>> = seq.iter().map(|f| AnyView::U8(f.view())).collect();
+        for (rsz, npts) in [(25usize, 6usize), (31, 6), (25, 8), (31, 8)] {
+            let reg = RegisterParams { rsz, npts, ..Default::default() };
+            let p = StitchParams { register: reg, quality: false, ..Default::default() };
+            let params = json!({"w": w, "h": h, "rsz": rsz, "npts": npts, "search_radius": 32, "pairs": pairs});
+            for (be, name) in [(b.backend.as_ref(), "stitch_sequence"), (b.single.as_ref(), "stitch_sequence_1thread")] {
+                let mut evals = 0;
+                let ms = r.time(&format!("{label}_{name}"), params.clone(), be.name(), b.reps_for(pairs * 2.0).min(9), || {
+                    let pano = be.stitch(&views, &p, &mut |_| {})?;
+                    evals = pano.frames.iter().map(|f| f.evaluations).sum::<u64>();
+                    Ok::<_, tessera::Error>(())
+                });
+                if let Some(ms) = ms {
+                    // The timed call registers `pairs` pairs and composites the panorama.
+                    r.record(&format!("{label}_{name}_pairs_per_s"), params.clone(), be.name(), json!((1000.0 * pairs / ms).round()));
+                }
+                if name == "stitch_sequence" {
+                    r.record(&format!("{label}_ncc_evaluations_per_pair"), params.clone(), "cpu", json!((evals as f64 / pairs).round()));
+                }
+            }
+        }
+        // Registration alone (no compositing), the unit a GPU batches: one thread and all.
+        let reg = RegisterParams::default();
+        let p = StitchParams { register: reg, quality: false, ..Default::default() };
+        for (par, be) in [(Parallelism::AllThreads, "cpu"), (Parallelism::Sequential, "cpu-1thread")] {
+            let ms = r.time(&format!("{label}_registration_only_sequence"), json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), be, b.reps_for(pairs).min(9), || {
+                register_sequence(&views, &p, par, &mut |_| {}).map(|_| ())
+            });
+            if let Some(ms) = ms {
+                r.record(&format!("{label}_registration_only_pairs_per_s"), json!({"w": w, "h": h, "rsz": 25, "npts": 6}), be, json!((1000.0 * pairs / ms).round()));
+            }
+        }
+        if label == "pal" {
+            // Exhaustive registration of the same pairs: evaluations and time.
+            let ex = StitchParams { register: RegisterParams { method: SearchMethod::Exhaustive, ..reg }, quality: false, ..Default::default() };
+            let short = &views[..views.len().min(5)];
+            let mut evals = 0;
+            let ms = r.time("pal_exhaustive_registration_sequence", json!({"rsz": 25, "npts": 6, "search_radius": 32}), "cpu", 1, || {
+                let recs = register_sequence(short, &ex, Parallelism::AllThreads, &mut |_| {})?;
+                evals = recs.iter().map(|f| f.evaluations).sum::<u64>();
+                Ok::<_, tessera::Error>(())
+            });
+            let n = (short.len() - 1) as f64;
+            if let Some(ms) = ms {
+                r.record("pal_exhaustive_registration_ms_per_pair", json!({"rsz": 25, "npts": 6}), "cpu", json!(ms / n));
+            }
+            r.record("pal_exhaustive_ncc_evaluations_per_pair", json!({"rsz": 25, "npts": 6, "search_radius": 32}), "cpu", json!((evals as f64 / n).round()));
+        }
+    }
+
+    // Time against template size, PAL, NPTS 6, radius 32.
+    let seq = luma_sequence(if b.quick { 5 } else { 11 }, 720, 576)?;
+    let views: Vec<AnyView<'_>> = seq.iter().map(|f| AnyView::U8(f.view())).collect();
+    let n = (views.len() - 1) as f64;
+    for rsz in [25usize, 31, 63, 95, 127, 191, 255] {
+        let p = StitchParams { register: RegisterParams { rsz, ..Default::default() }, quality: false, ..Default::default() };
+        let params = json!({"w": 720, "h": 576, "rsz": rsz, "npts": 6, "search_radius": 32, "pairs": n});
+        let mut evals = 0;
+        let ms = r.time("pal_template_size_curve_sequence", params.clone(), "cpu", b.reps_for(n * rsz as f64 / 10.0).min(5), || {
+            let recs = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| {})?;
+            evals = recs.iter().map(|f| f.evaluations).sum::<u64>();
+            Ok::<_, tessera::Error>(())
+        });
+        if let Some(ms) = ms {
+            r.record("pal_template_size_curve_per_pair", params.clone(), "cpu", json!({"ms": ms / n, "evaluations": (evals as f64 / n).round()}));
+        }
+    }
+
+    // One template, exhaustive over +-s, on blurred noise (as the OpenCV anchor: a PAL frame
+    // of uniform noise blurred, the template at the centre, the search region cut around it).
+    let pal = super::filters::noise_u8(720, 576, 7);
+    let mut a = Image::<u8>::new(720, 576)?;
+    let mut blurred = Image::<u8>::new(720, 576)?;
+    mean_filter(pal.view(), a.view_mut(), &BoxParams::square(3, Border::Reflect101), Parallelism::Sequential)?;
+    mean_filter(a.view(), blurred.view_mut(), &BoxParams::square(3, Border::Reflect101), Parallelism::Sequential)?;
+    let mut cache = SearchCache::new();
+    for t in [25usize, 31, 63, 95, 127, 255] {
+        for s in [16usize, 32] {
+            let (y0, x0) = ((288 - t / 2).saturating_sub(s), (360 - t / 2).saturating_sub(s));
+            let region = blurred.view().crop(x0, y0, t + 2 * s, t + 2 * s)?;
+            let tpl_view = blurred.view().crop(360 - t / 2, 288 - t / 2, t, t)?;
+            let start = ((360 - t / 2 - x0) as isize, (288 - t / 2 - y0) as isize);
+            let p = SearchParams { radius: s, subpixel: false, accept: None };
+            let params = json!({"template": t, "search": s});
+            // Everything per call, as matchTemplate does: template statistics, the region's
+            // integral images, every position.
+            r.time("ncc_exhaustive_one_template", params.clone(), "cpu-1thread", b.reps_for((t * t * s * s) as f64 * 4e-6), || {
+                let tpl = Template::new(tpl_view)?;
+                let frame = SearchFrame::new(region)?;
+                exhaustive_search(&frame, &tpl, start, &p, &mut cache).map(|_| ())
+            });
+            let lp = SearchParams { accept: Some(0.85), ..p };
+            r.time("ncc_log_one_template", params, "cpu-1thread", b.reps_for(0.05), || {
+                let tpl = Template::new(tpl_view)?;
+                let frame = SearchFrame::new(region)?;
+                log_search(&frame, &tpl, start, &lp, &mut cache).map(|_| ())
+            });
+        }
+    }
+    Ok(())
+}

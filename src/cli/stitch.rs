@@ -1,0 +1,483 @@
+//! `tessera stitch` (a panorama from an image sequence, or from the bundled photograph when
+//! no input is given) and `tessera synth-seq` (a synthetic sequence with ground truth).
+
+use super::common::{progress_bar, BackendArgs};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tessera::stitch::{synth_sequence, Blend, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
+use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
+
+/// The default input: a CC0 fundus photograph (see assets/README.md).
+pub const DEFAULT_IMAGE: &[u8] = include_bytes!("../../assets/retina.jpg");
+pub const DEFAULT_IMAGE_NAME: &str = "assets/retina.jpg (CC0 fundus photograph, embedded)";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BlendArg {
+    Overwrite,
+    Average,
+    Feather,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MethodArg {
+    /// Centre-biased logarithmic search (default)
+    Log,
+    /// The original's plain logarithmic (three-step) search
+    LogPlain,
+    /// Every position of the search area
+    Exhaustive,
+}
+
+/// Registration parameters shared by `stitch` and the bench.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RegisterArgs {
+    /// Template side in pixels (25 for half PAL, 31 for PAL)
+    #[arg(long, default_value_t = 25)]
+    pub rsz: usize,
+    /// Vectors with a coefficient below this are dropped
+    #[arg(long, default_value_t = 0.85)]
+    pub cthresh: f64,
+    /// Templates per side of the grid (6 for half PAL, 8 for PAL)
+    #[arg(long, default_value_t = 6)]
+    pub npts: usize,
+    /// Search radius in pixels around the predicted position
+    #[arg(long, default_value_t = 32)]
+    pub search_radius: usize,
+    /// Templates whose variance (grey levels squared) is below this are not searched
+    #[arg(long, default_value_t = 4.0)]
+    pub min_variance: f64,
+    /// Search method
+    #[arg(long, value_enum, default_value = "log")]
+    pub method: MethodArg,
+}
+
+impl RegisterArgs {
+    pub fn params(&self) -> RegisterParams {
+        RegisterParams {
+            rsz: self.rsz,
+            cthresh: self.cthresh,
+            npts: self.npts,
+            search_radius: self.search_radius,
+            min_variance: self.min_variance,
+            method: match self.method {
+                MethodArg::Log => SearchMethod::Log,
+                MethodArg::LogPlain => SearchMethod::LogPlain,
+                MethodArg::Exhaustive => SearchMethod::Exhaustive,
+            },
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StitchArgs {
+    /// Frames: image files, a directory (natural sort), a glob pattern ("frames/*.png"), or
+    /// a multi-page TIFF. None: a synthetic sequence cut from the bundled photograph.
+    pub inputs: Vec<PathBuf>,
+    /// Panorama file (PNG, TIFF, ...; 32-bit float panoramas need .tif)
+    #[arg(short, long, default_value = "panorama.png")]
+    pub output: PathBuf,
+    /// Write the JSON report here
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub register: RegisterArgs,
+    /// How overlapping frames combine
+    #[arg(long, value_enum, default_value = "overwrite")]
+    pub blend: BlendArg,
+    /// Keep registering against a keyframe while the shift from it is within this fraction
+    /// of the frame size (0: every frame against its predecessor, as the original)
+    #[arg(long, default_value_t = 0.25)]
+    pub keyframe_shift: f64,
+    /// Skip the per-pair quality measures
+    #[arg(long)]
+    pub no_quality: bool,
+    /// Default input only: number of frames of the synthetic sequence
+    #[arg(long, default_value_t = 60)]
+    pub frames: usize,
+    /// Default input only: seed of the synthetic path and noise
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SynthSeqArgs {
+    /// Source photograph (larger than the frames at the given zoom)
+    pub image: PathBuf,
+    /// Output directory: frame_0000.png ... and truth.json / truth.csv
+    #[arg(short, long)]
+    pub output: PathBuf,
+    #[arg(long, default_value_t = 60)]
+    pub frames: usize,
+    #[arg(long, default_value_t = 720)]
+    pub width: usize,
+    #[arg(long, default_value_t = 576)]
+    pub height: usize,
+    /// Magnification of the source before cutting frames
+    #[arg(long, default_value_t = 1.0)]
+    pub zoom: f64,
+    /// Largest speed along each axis, pixels per frame
+    #[arg(long, default_value_t = 3.0)]
+    pub max_step: f64,
+    /// Standard deviation of the Gaussian noise, grey levels
+    #[arg(long, default_value_t = 2.0)]
+    pub noise: f64,
+    /// Relative gain change from the first to the last frame
+    #[arg(long, default_value_t = 0.05)]
+    pub gain_drift: f64,
+    /// Passes of a 3x3 mean blur (0: none)
+    #[arg(long, default_value_t = 0)]
+    pub blur: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Natural order: digit runs compare as numbers ("f2" < "f10").
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut x, mut y) = (a.chars().peekable(), b.chars().peekable());
+    loop {
+        match (x.peek().copied(), y.peek().copied()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, _) => return std::cmp::Ordering::Less,
+            (_, None) => return std::cmp::Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let take = |it: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+                    let mut s = String::new();
+                    while let Some(c) = it.peek().copied().filter(char::is_ascii_digit) {
+                        s.push(c);
+                        it.next();
+                    }
+                    s
+                };
+                let (p, q) = (take(&mut x), take(&mut y));
+                let (pt, qt) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                let o = pt.len().cmp(&qt.len()).then_with(|| pt.cmp(qt)).then_with(|| p.len().cmp(&q.len()));
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(&d);
+                }
+                x.next();
+                y.next();
+            }
+        }
+    }
+}
+
+/// `*` and `?` wildcard match of a whole file name.
+fn wildcard(pattern: &[char], name: &[char]) -> bool {
+    match (pattern.first(), name.first()) {
+        (None, None) => true,
+        (Some('*'), _) => wildcard(&pattern[1..], name) || (!name.is_empty() && wildcard(pattern, &name[1..])),
+        (Some('?'), Some(_)) => wildcard(&pattern[1..], &name[1..]),
+        (Some(p), Some(n)) if p == n => wildcard(&pattern[1..], &name[1..]),
+        _ => false,
+    }
+}
+
+const IMAGE_EXTENSIONS: [&str; 8] = ["png", "tif", "tiff", "jpg", "jpeg", "pgm", "ppm", "pnm"];
+
+fn is_image_name(p: &Path) -> bool {
+    p.extension().and_then(|e| e.to_str()).is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+fn sorted_files(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && keep(p))
+        .collect();
+    files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
+    Ok(files)
+}
+
+/// The frame files the inputs name: files as given, directories (their image files in
+/// natural order), and glob patterns in the last path component (`*`, `?`).
+pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let s = input.to_string_lossy();
+        if input.is_dir() {
+            let files = sorted_files(input, is_image_name)?;
+            if files.is_empty() {
+                bail!("directory {} holds no image files ({})", input.display(), IMAGE_EXTENSIONS.join(", "));
+            }
+            out.extend(files);
+        } else if !input.exists() && (s.contains('*') || s.contains('?')) {
+            let dir = input.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let pattern: Vec<char> = input.file_name().map(|n| n.to_string_lossy().chars().collect()).unwrap_or_default();
+            let files = sorted_files(dir, |p| {
+                p.file_name().is_some_and(|n| wildcard(&pattern, &n.to_string_lossy().chars().collect::<Vec<_>>()))
+            })?;
+            if files.is_empty() {
+                bail!("pattern {} matches no file", input.display());
+            }
+            out.extend(files);
+        } else if input.exists() {
+            out.push(input.clone());
+        } else {
+            bail!("{}: no such file or directory", input.display());
+        }
+    }
+    Ok(out)
+}
+
+/// Loads the frames: one multi-page TIFF gives its pages; otherwise one frame per file.
+/// Returns the frames and a label per frame (file name, or file name and page).
+pub fn load_frames(files: &[PathBuf]) -> Result<(Vec<AnyImage>, Vec<String>)> {
+    if let [one] = files {
+        let pages = tessera::io::load_stack(one)?;
+        if pages.len() > 1 {
+            let labels = (0..pages.len()).map(|i| format!("{}#{i}", one.display())).collect();
+            return Ok((pages, labels));
+        }
+    }
+    let mut frames = Vec::with_capacity(files.len());
+    let bar = progress_bar(files.len() as u64, "files read");
+    for f in files {
+        frames.push(tessera::io::load(f)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok((frames, files.iter().map(|f| f.display().to_string()).collect()))
+}
+
+/// The default input's sequence: PAL frames along a known path over the embedded photograph.
+pub fn default_sequence(frames: usize, seed: u64) -> Result<SynthSequence<Rgba8>> {
+    let AnyImage::Rgba8(src) = tessera::io::load_from_memory(DEFAULT_IMAGE)? else {
+        bail!("internal: the embedded photograph is not RGB");
+    };
+    let p = SynthParams { frames, seed, max_step: 4.0, noise_sigma: 2.0, gain_drift: 0.05, ..Default::default() };
+    Ok(synth_sequence(src.view(), &p, Parallelism::AllThreads)?)
+}
+
+fn views(frames: &[AnyImage]) -> Result<Vec<AnyView<'_>>> {
+    frames.iter().map(|f| f.view().ok_or_else(|| anyhow!("32-bit integer frames are not supported"))).collect()
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let k = 10f64.powi(digits);
+    (x * k).round() / k
+}
+
+fn opt(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, |v| json!(round(v, 4)))
+}
+
+/// The report (contract in issue 4): frames, panorama, quality, params.
+pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
+    let frames: Vec<Value> = pano
+        .frames
+        .iter()
+        .map(|f| {
+            let mut o = json!({
+                "index": f.index,
+                "file": labels.get(f.index).cloned().unwrap_or_default(),
+                "x": f.position.map(|q| round(q.0, 3)),
+                "y": f.position.map(|q| round(q.1, 3)),
+                "status": if f.is_ok() { "ok" } else { "skipped" },
+                "reference": f.reference,
+                "ncc": round(f.ncc, 4),
+                "vectors_used": f.vectors_used,
+                "confidence": round(f.confidence, 3),
+                "evaluations": f.evaluations,
+                "quality": opt(f.quality),
+                "quality_grid": opt(f.quality_grid),
+            });
+            if let Some(r) = &f.skip {
+                o["reason"] = json!(r.describe());
+            }
+            if let Some(t) = truth.and_then(|t| t.get(f.index)) {
+                o["true_x"] = json!(round(t.0, 3));
+                o["true_y"] = json!(round(t.1, 3));
+            }
+            o
+        })
+        .collect();
+    let (w, h) = pano.canvas.image.size();
+    let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
+    let r = &p.register;
+    json!({
+        "frames": frames,
+        "panorama": {"width": w, "height": h, "origin_x": pano.canvas.origin.0, "origin_y": pano.canvas.origin.1,
+                     "origin_meaning": "panorama pixel (X, Y) shows what frame 0 shows at (X + origin_x, Y + origin_y)"},
+        "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
+                    "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
+        "params": {"rsz": r.rsz, "cthresh": r.cthresh, "npts": r.npts, "search_radius": r.search_radius,
+                   "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
+                   "subpixel": r.subpixel, "method": format!("{:?}", r.method).to_lowercase(),
+                   "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
+        "run": extra,
+    })
+}
+
+pub fn run_stitch(a: StitchArgs) -> Result<()> {
+    let p = StitchParams {
+        register: a.register.params(),
+        blend: match a.blend {
+            BlendArg::Overwrite => Blend::Overwrite,
+            BlendArg::Average => Blend::Average,
+            BlendArg::Feather => Blend::Feather,
+        },
+        keyframe_shift: a.keyframe_shift,
+        quality: !a.no_quality,
+    };
+    p.validate()?;
+    let backend = a.backend.open()?;
+    let (frames, labels, truth) = if a.inputs.is_empty() {
+        eprintln!("no input: stitching {} PAL frames cut from {DEFAULT_IMAGE_NAME} along a known path", a.frames);
+        let seq = default_sequence(a.frames, a.seed)?;
+        let labels = (0..seq.frames.len()).map(|i| format!("synthetic frame {i}")).collect();
+        (seq.frames.into_iter().map(AnyImage::from).collect::<Vec<_>>(), labels, Some(seq.positions))
+    } else {
+        let files = resolve_inputs(&a.inputs)?;
+        let (frames, labels) = load_frames(&files)?;
+        (frames, labels, None)
+    };
+    let v = views(&frames)?;
+    let bar = progress_bar(v.len() as u64, "frames");
+    let t0 = Instant::now();
+    let pano = backend
+        .stitch(&v, &p, &mut |done| bar.set_position(done as u64))
+        .map_err(|e| name_frame(e, &labels))?;
+    let secs = t0.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    tessera::io::save(&pano.canvas.image, &a.output)?;
+
+    let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
+    let (w, h) = pano.canvas.image.size();
+    println!(
+        "{} frames: {ok} registered, {} skipped; panorama {w}x{h} -> {} ({:.1} frames/s on {}, {secs:.2} s)",
+        pano.frames.len(),
+        pano.frames.len() - ok,
+        a.output.display(),
+        pano.frames.len() as f64 / secs.max(1e-9),
+        backend.name()
+    );
+    let fmt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.4}"));
+    println!(
+        "mean NCC {}, mean overlap NCC {}, mean 5x5-template NCC {}",
+        fmt(pano.mean_ncc()),
+        fmt(pano.mean_quality()),
+        fmt(pano.mean_quality_grid())
+    );
+    for f in pano.frames.iter().filter(|f| !f.is_ok()) {
+        println!("skipped frame {} ({}): {}", f.index, labels[f.index], f.skip.as_ref().map(|s| s.describe()).unwrap_or_default());
+    }
+    let mut extra = json!({"backend": backend.name(), "seconds": round(secs, 4), "output": a.output.display().to_string()});
+    if let Some(t) = &truth {
+        println!("{:>5} {:>10} {:>10} {:>10} {:>10} {:>8}", "frame", "x", "true x", "y", "true y", "error");
+        let mut errs = Vec::new();
+        for f in &pano.frames {
+            let tp = t[f.index];
+            match f.position {
+                Some(q) => {
+                    let e = (q.0 - tp.0).hypot(q.1 - tp.1);
+                    errs.push(e);
+                    println!("{:>5} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.3}", f.index, q.0, tp.0, q.1, tp.1, e);
+                }
+                None => println!("{:>5} {:>10} {:>10.3} {:>10} {:>10.3} {:>8}", f.index, "-", tp.0, "-", tp.1, "skipped"),
+            }
+        }
+        let mean = errs.iter().sum::<f64>() / errs.len().max(1) as f64;
+        let max = errs.iter().cloned().fold(0.0, f64::max);
+        println!("position error against the truth: mean {mean:.3} px, max {max:.3} px over {} frames", errs.len());
+        extra["truth"] = json!({"source": DEFAULT_IMAGE_NAME, "mean_error_px": round(mean, 4), "max_error_px": round(max, 4)});
+    }
+    if let Some(path) = &a.report {
+        let r = report(&pano, &labels, truth.as_deref(), &p, extra);
+        std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("report -> {}", path.display());
+    }
+    Ok(())
+}
+
+/// Replaces "frame N" in a core error with the frame's file name.
+fn name_frame(e: tessera::Error, labels: &[String]) -> anyhow::Error {
+    let msg = e.to_string();
+    for (i, l) in labels.iter().enumerate().rev() {
+        let key = format!("frame {i} ");
+        if msg.contains(&key) {
+            return anyhow!("{}", msg.replacen(&key, &format!("frame {i} ({l}) "), 1));
+        }
+    }
+    anyhow!("{msg}")
+}
+
+pub fn run_synth_seq(a: SynthSeqArgs) -> Result<()> {
+    let src = tessera::io::load(&a.image)?;
+    let p = SynthParams {
+        frame_width: a.width,
+        frame_height: a.height,
+        frames: a.frames,
+        zoom: a.zoom,
+        max_step: a.max_step,
+        noise_sigma: a.noise,
+        gain_drift: a.gain_drift,
+        blur_passes: a.blur,
+        seed: a.seed,
+    };
+    let par = Parallelism::AllThreads;
+    let (frames, positions): (Vec<AnyImage>, Vec<(f64, f64)>) = match &src {
+        AnyImage::U8(s) => split(synth_sequence(s.view(), &p, par)?),
+        AnyImage::U16(s) => split(synth_sequence(s.view(), &p, par)?),
+        AnyImage::F32(s) => split(synth_sequence(s.view(), &p, par)?),
+        AnyImage::Rgba8(s) => split(synth_sequence(s.view(), &p, par)?),
+        AnyImage::U32(_) => bail!("32-bit integer images are not supported"),
+    };
+    std::fs::create_dir_all(&a.output).with_context(|| format!("cannot create {}", a.output.display()))?;
+    let ext = if matches!(frames[0], AnyImage::F32(_)) { "tif" } else { "png" };
+    let bar = progress_bar(frames.len() as u64, "frames written");
+    let mut csv = String::from("index,file,x,y\n");
+    let mut list = Vec::new();
+    for (i, (f, pos)) in frames.iter().zip(&positions).enumerate() {
+        let name = format!("frame_{i:04}.{ext}");
+        tessera::io::save(f, &a.output.join(&name))?;
+        csv.push_str(&format!("{i},{name},{:.6},{:.6}\n", pos.0, pos.1));
+        list.push(json!({"index": i, "file": name, "x": pos.0, "y": pos.1}));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let truth = json!({"source": a.image.display().to_string(),
+        "convention": "frame i's pixel (u, v) shows what frame 0 shows at (u + x, v + y)",
+        "params": {"width": a.width, "height": a.height, "frames": a.frames, "zoom": a.zoom, "max_step": a.max_step,
+                   "noise_sigma": a.noise, "gain_drift": a.gain_drift, "blur_passes": a.blur, "seed": a.seed},
+        "frames": list});
+    std::fs::write(a.output.join("truth.json"), serde_json::to_string_pretty(&truth)?)?;
+    std::fs::write(a.output.join("truth.csv"), csv)?;
+    println!("{} frames of {}x{} -> {} (ground truth in truth.json / truth.csv)", frames.len(), a.width, a.height, a.output.display());
+    Ok(())
+}
+
+fn split<P: tessera::Pixel>(s: SynthSequence<P>) -> (Vec<AnyImage>, Vec<(f64, f64)>)
+where
+    AnyImage: From<Image<P>>,
+{
+    (s.frames.into_iter().map(AnyImage::from).collect(), s.positions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order() {
+        let mut v = vec!["f10.png", "f2.png", "f1.png", "f02.png", "g.png", "f100.png"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["f1.png", "f2.png", "f02.png", "f10.png", "f100.png", "g.png"]);
+    }
+
+    #[test]
+    fn wildcards() {
+        let m = |p: &str, n: &str| wildcard(&p.chars().collect::<Vec<_>>(), &n.chars().collect::<Vec<_>>());
+        assert!(m("*.png", "a.png") && m("f??.tif", "f01.tif") && m("*", "") && m("a*b*c", "aXXbYc"));
+        assert!(!m("*.png", "a.tif") && !m("f?.tif", "f01.tif") && !m("a*b", "ac"));
+    }
+}

@@ -1,0 +1,195 @@
+//! `tessera stitch` and `tessera synth-seq` end to end: the default input, directories,
+//! globs, multi-page TIFF stacks, the JSON report, and degenerate inputs.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tessera::{io, AnyImage, Image, Rgba8};
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-stitch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&str], paths: &[&Path]) -> Output {
+    let mut c = tessera();
+    c.args(args).args(paths).args(["--backend", "cpu"]);
+    c.output().unwrap()
+}
+
+fn data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("TESSERA_DATA") {
+        return d.into();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    root.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data; set TESSERA_DATA")
+}
+
+fn report(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A 15-frame sequence of 200 x 160 frames cut from tsukuba by `synth-seq`.
+fn sequence(name: &str) -> PathBuf {
+    let d = temp_dir(name).join("frames");
+    let src = data_dir().join("stereo/tsukuba/left.png");
+    let o = tessera()
+        .arg("synth-seq")
+        .arg(&src)
+        .arg("-o")
+        .arg(&d)
+        .args(["--frames", "15", "--width", "200", "--height", "160", "--noise", "3", "--blur", "1", "--max-step", "2.5"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    d
+}
+
+fn check_against_truth(rep: &Value, truth: &Value, skipped: &[usize]) {
+    let frames = rep["frames"].as_array().unwrap();
+    let want = truth["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), want.len());
+    for (f, t) in frames.iter().zip(want) {
+        let i = f["index"].as_u64().unwrap() as usize;
+        if skipped.contains(&i) {
+            assert_eq!(f["status"], "skipped", "{f}");
+            assert!(f["reason"].as_str().unwrap().len() > 5);
+            assert!(f["x"].is_null());
+            continue;
+        }
+        assert_eq!(f["status"], "ok", "{f}");
+        let (dx, dy) = (f["x"].as_f64().unwrap() - t["x"].as_f64().unwrap(), f["y"].as_f64().unwrap() - t["y"].as_f64().unwrap());
+        assert!(dx.hypot(dy) < 0.3, "frame {i}: {f} vs {t}");
+        for key in ["ncc", "vectors_used", "quality", "file"] {
+            assert!(f.get(key).is_some(), "{key} missing");
+        }
+    }
+}
+
+#[test]
+fn default_input_recovers_the_known_path() {
+    let d = temp_dir("default");
+    let (out, rep) = (d.join("pano.png"), d.join("report.json"));
+    let o = run(&["stitch", "--frames", "12", "-o"], &[&out]);
+    assert!(!o.status.success() || out.exists());
+    let o = tessera().args(["stitch", "--frames", "12", "--backend", "cpu", "-o"]).arg(&out).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("true x") && stdout.contains("position error against the truth"), "{stdout}");
+    let r = report(&rep);
+    let frames = r["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), 12);
+    for f in frames {
+        assert_eq!(f["status"], "ok");
+        let e = (f["x"].as_f64().unwrap() - f["true_x"].as_f64().unwrap()).hypot(f["y"].as_f64().unwrap() - f["true_y"].as_f64().unwrap());
+        assert!(e < 0.25, "{f}");
+    }
+    assert!(r["run"]["truth"]["mean_error_px"].as_f64().unwrap() < 0.25);
+    let pano = io::load(&out).unwrap();
+    assert_eq!(pano.size().0 as u64, r["panorama"]["width"].as_u64().unwrap());
+    assert_eq!(pano.size().1 as u64, r["panorama"]["height"].as_u64().unwrap());
+    assert!(r["quality"]["mean_ncc"].as_f64().unwrap() > 0.85);
+    assert_eq!(r["params"]["rsz"], 25);
+}
+
+#[test]
+fn directory_glob_and_stack_give_the_same_positions() {
+    let frames = sequence("inputs");
+    let truth = report(&frames.join("truth.json"));
+    let d = frames.parent().unwrap().to_path_buf();
+    let rep = d.join("dir.json");
+    let o = tessera().arg("stitch").arg(&frames).arg("-o").arg(d.join("a.png")).arg("--report").arg(&rep).args(["--blend", "feather"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let by_dir = report(&rep);
+    check_against_truth(&by_dir, &truth, &[]);
+    assert!(by_dir["frames"][3]["file"].as_str().unwrap().ends_with("frame_0003.png"));
+
+    let rep = d.join("glob.json");
+    let pattern = frames.join("frame_00*.png");
+    let o = tessera().arg("stitch").arg(&pattern).arg("-o").arg(d.join("b.png")).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let by_glob = report(&rep);
+    for (f, g) in by_dir["frames"].as_array().unwrap().iter().zip(by_glob["frames"].as_array().unwrap()) {
+        assert_eq!((&f["x"], &f["y"], &f["status"]), (&g["x"], &g["y"], &g["status"]));
+    }
+
+    let pages: Vec<AnyImage> = (0..15).map(|i| io::load(&frames.join(format!("frame_{i:04}.png"))).unwrap()).collect();
+    let stack = d.join("stack.tif");
+    io::write_tiff(&pages, &stack).unwrap();
+    let rep = d.join("stack.json");
+    let o = tessera().arg("stitch").arg(&stack).arg("-o").arg(d.join("c.tif")).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    check_against_truth(&report(&rep), &truth, &[]);
+}
+
+#[test]
+fn bad_frames_are_skipped_and_reported() {
+    let frames = sequence("skips");
+    let truth = report(&frames.join("truth.json"));
+    let (w, h) = (200, 160);
+    // The frames are RGB (tsukuba is colour): the bad ones must be too, or the run stops
+    // with a type error naming the frame.
+    io::save(&Image::filled(w, h, Rgba8::new(128, 128, 128, 255)).unwrap().into(), &frames.join("frame_0005.png")).unwrap();
+    let mut s = 12345u64;
+    let noise = Image::from_fn(w, h, |_, _| {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let v = (s >> 56) as u8;
+        Rgba8::new(v, v, v, 255)
+    })
+    .unwrap();
+    io::save(&noise.into(), &frames.join("frame_0009.png")).unwrap();
+    let d = frames.parent().unwrap();
+    let rep = d.join("r.json");
+    let o = tessera().arg("stitch").arg(&frames).arg("-o").arg(d.join("p.png")).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("skipped frame 5") && stdout.contains("skipped frame 9"), "{stdout}");
+    let r = report(&rep);
+    check_against_truth(&r, &truth, &[5, 9]);
+    assert_eq!(r["quality"]["frames_skipped"], 2);
+}
+
+#[test]
+fn degenerate_inputs_are_clear_errors() {
+    let d = temp_dir("errors");
+    let out = d.join("p.png");
+    // Empty directory.
+    let empty = d.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = run(&["stitch", "-o"], &[&out, &empty]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no image files"), "{}", String::from_utf8_lossy(&o.stderr));
+    // A non-image file.
+    let bad = d.join("notes.png");
+    std::fs::write(&bad, b"this is not an image").unwrap();
+    let good = d.join("good.png");
+    io::save(&Image::<u8>::filled(64, 48, 9).unwrap().into(), &good).unwrap();
+    let o = run(&["stitch", "-o"], &[&out, &good, &bad]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("notes.png"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Frames of differing size: the error names the file.
+    let other = d.join("other.png");
+    io::save(&Image::<u8>::filled(65, 48, 9).unwrap().into(), &other).unwrap();
+    let o = run(&["stitch", "-o"], &[&out, &good, &other]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("frame 1") && err.contains("other.png"), "{err}");
+    // A pattern that matches nothing, a missing file.
+    let o = run(&["stitch", "-o"], &[&out, &d.join("nothing_*.png")]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("matches no file"));
+    let o = run(&["stitch", "-o"], &[&out, &d.join("missing.png")]);
+    assert!(!o.status.success());
+    // A single frame is a panorama of itself.
+    let o = run(&["stitch", "-o"], &[&out, &good]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(io::load(&out).unwrap().size(), (64, 48));
+    // Bad parameters.
+    let o = run(&["stitch", "--npts", "0", "-o"], &[&out, &good]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("npts"));
+}
