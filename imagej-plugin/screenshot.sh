@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real-window check: ImageJ (Debian's libij-java) under Xvfb with Tessera_.jar in its
-# plugins folder. Runs a macro (default: open the cones photograph and run the Mean / Box
-# Filter), then screenshots the result and the Plugins > Tessera menu into docs/.
+# plugins folder. Runs a macro (default: demo/panorama.ijm, a sweep cut from a photograph
+# and stitched back), then screenshots the result and the Plugins > Tessera menu into docs/.
 #   imagej-plugin/screenshot.sh [macro.ijm]
 # Needs xvfb, xdotool and imagemagick (installed with apt-get when missing).
 set -euo pipefail
@@ -23,14 +23,10 @@ fi
 work="$(mktemp -d)"
 mkdir -p "$work/plugins" "$docs"
 cp "$here/build/Tessera_.jar" "$work/plugins/"
-macro="${1:-}"
-if [ -z "$macro" ]; then
-    macro="$work/start.ijm"
-    cat > "$macro" <<IJM
-open("$data/stereo/cones/im2.png");
-run("Mean / Box Filter...", "width=9 height=9 border=reflect-101 value=0 backend=auto");
-IJM
-fi
+# The macro (default: demo/panorama.ijm, a sweep cut from a photograph and stitched back);
+# DATA in it stands for the shared data folder.
+macro="$work/start.ijm"
+sed "s|DATA|$data|g; s|DONEFILE|$work/done|g" "${1:-$here/demo/panorama.ijm}" > "$macro"
 
 display=:$((90 + RANDOM % 100))
 Xvfb "$display" -screen 0 1280x800x24 >/dev/null 2>&1 &
@@ -43,12 +39,15 @@ sleep 2
 (cd "$work" && java -Dplugins.dir="$work" -cp "${IJ_JAR:-/usr/share/java/ij.jar}" ij.ImageJ -macro "$macro" >"$work/ij.log" 2>&1) &
 ij=$!
 for _ in $(seq 60); do xdotool search --name '^ImageJ$' >/dev/null 2>&1 && break; sleep 0.5; done
-sleep "${SETTLE:-6}"
+# Wait for the macro's end marker (a macro without one: a fixed pause), then let the
+# windows paint.
+for _ in $(seq 120); do [ -f "$work/done" ] && break; sleep 0.5; done
+sleep "${SETTLE:-3}"
 import -window root "$work/result-full.png"
 convert "$work/result-full.png" -trim +repage "$docs/imagej-result.png"
 
 # Open Plugins > Tessera: the Plugins menu sits 320 px right of the ImageJ window's left
-# edge, Tessera is its last entry.
+# edge, Tessera is its last entry. (Offsets for ImageJ 1.53 with its default font.)
 eval "$(xdotool search --name '^ImageJ$' | head -1 | xargs xdotool getwindowgeometry --shell)"
 xdotool mousemove $((X + 320)) $((Y + 12)) click 1
 sleep 1
@@ -57,7 +56,7 @@ xdotool mousemove $((X + 332)) $((Y + 157)); sleep 0.3
 xdotool click 1
 sleep 1.5
 import -window root "$work/menu-full.png"
-convert "$work/menu-full.png" -crop 760x260+$((X - 20))+0 +repage "$docs/imagej-menu.png"
+convert "$work/menu-full.png" -crop 780x340+$((X - 20))+0 +repage "$docs/imagej-menu.png"
 xdotool key Escape || true
 echo "wrote $docs/imagej-menu.png and $docs/imagej-result.png"
 cat "$work/ij.log" >&2 || true

@@ -146,6 +146,9 @@ public final class Native {
             REC_QUALITY = 6, REC_QUALITY_GRID = 7, REC_FIELDS = 8;
     /** Blend codes of {@link #stitch}. */
     public static final String[] BLENDS = {"overwrite", "average", "feather"};
+    /** Search method codes: the centre-biased log search, the original's plain log
+     *  (three-step) search, exhaustive search. */
+    public static final String[] SEARCHES = {"log", "log-plain", "exhaustive"};
 
     /** Receives the progress of a long native call (frames done of total). */
     public interface Progress {
@@ -179,21 +182,21 @@ public final class Native {
 
     /**
      * Registers {@code moving} against {@code reference} (both w x h, same pixel type):
-     * NPTS x NPTS templates of side rsz, each found by NCC log search (or exhaustive search)
-     * within {@code radius} of the predicted shift (predX, predY), vectors below
+     * NPTS x NPTS templates of side rsz, each found by the search {@code method} (index into
+     * {@link #SEARCHES}) within {@code radius} of the predicted shift (predX, predY), vectors below
      * {@code cthresh} dropped, the agreeing rest combined.
      */
     public static Pair registerPair(Object reference, Object moving, int w, int h, int rsz, int npts, double cthresh,
-                                    int radius, double minVariance, boolean subpixel, boolean exhaustive,
+                                    int radius, double minVariance, boolean subpixel, int method,
                                     double predX, double predY, String backend) {
         load();
         double[] o = new double[8];
         String skip;
         switch (kind(reference, moving)) {
-            case 8: skip = registerPair8((byte[]) reference, (byte[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, exhaustive, predX, predY, backend, o); break;
-            case 16: skip = registerPair16((short[]) reference, (short[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, exhaustive, predX, predY, backend, o); break;
-            case 32: skip = registerPair32((float[]) reference, (float[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, exhaustive, predX, predY, backend, o); break;
-            default: skip = registerPairRgb((int[]) reference, (int[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, exhaustive, predX, predY, backend, o);
+            case 8: skip = registerPair8((byte[]) reference, (byte[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, predX, predY, backend, o); break;
+            case 16: skip = registerPair16((short[]) reference, (short[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, predX, predY, backend, o); break;
+            case 32: skip = registerPair32((float[]) reference, (float[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, predX, predY, backend, o); break;
+            default: skip = registerPairRgb((int[]) reference, (int[]) moving, w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, predX, predY, backend, o);
         }
         return new Pair(o, skip);
     }
@@ -230,7 +233,7 @@ public final class Native {
      * (index into {@link #BLENDS}). The frames are copied into native memory first.
      */
     public static Stitched stitch(Object[] frames, int w, int h, int rsz, int npts, double cthresh, int radius,
-                                  double minVariance, boolean subpixel, int blend, double keyframeShift,
+                                  double minVariance, boolean subpixel, int method, int blend, double keyframeShift,
                                   String backend, Progress progress) {
         load();
         if (frames == null || frames.length == 0) throw new IllegalArgumentException("no frames");
@@ -240,10 +243,10 @@ public final class Native {
         String[] reasons = new String[n];
         Object px;
         switch (kind(frames[0], frames[0])) {
-            case 8: px = stitch8(typed(frames, new byte[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, blend, keyframeShift, backend, geom, rec, reasons, progress); break;
-            case 16: px = stitch16(typed(frames, new short[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, blend, keyframeShift, backend, geom, rec, reasons, progress); break;
-            case 32: px = stitch32(typed(frames, new float[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, blend, keyframeShift, backend, geom, rec, reasons, progress); break;
-            default: px = stitchRgb(typed(frames, new int[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, blend, keyframeShift, backend, geom, rec, reasons, progress);
+            case 8: px = stitch8(typed(frames, new byte[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, blend, keyframeShift, backend, geom, rec, reasons, progress); break;
+            case 16: px = stitch16(typed(frames, new short[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, blend, keyframeShift, backend, geom, rec, reasons, progress); break;
+            case 32: px = stitch32(typed(frames, new float[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, blend, keyframeShift, backend, geom, rec, reasons, progress); break;
+            default: px = stitchRgb(typed(frames, new int[n][]), w, h, rsz, npts, cthresh, radius, minVariance, subpixel, method, blend, keyframeShift, backend, geom, rec, reasons, progress);
         }
         return new Stitched(px, geom, rec, reasons);
     }
@@ -361,14 +364,14 @@ public final class Native {
     static native void gaussianBlur8(byte[] s, byte[] d, int w, int h, double sigma, int radius, int method, int border, float bv, String backend);
     static native void gaussianBlur16(short[] s, short[] d, int w, int h, double sigma, int radius, int method, int border, float bv, String backend);
     static native void gaussianBlur32(float[] s, float[] d, int w, int h, double sigma, int radius, int method, int border, float bv, String backend);
-    static native String registerPair8(byte[] r, byte[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, boolean exhaustive, double px, double py, String backend, double[] out);
-    static native String registerPair16(short[] r, short[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, boolean exhaustive, double px, double py, String backend, double[] out);
-    static native String registerPair32(float[] r, float[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, boolean exhaustive, double px, double py, String backend, double[] out);
-    static native String registerPairRgb(int[] r, int[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, boolean exhaustive, double px, double py, String backend, double[] out);
-    static native byte[] stitch8(byte[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
-    static native short[] stitch16(short[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
-    static native float[] stitch32(float[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
-    static native int[] stitchRgb(int[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
+    static native String registerPair8(byte[] r, byte[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, double px, double py, String backend, double[] out);
+    static native String registerPair16(short[] r, short[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, double px, double py, String backend, double[] out);
+    static native String registerPair32(float[] r, float[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, double px, double py, String backend, double[] out);
+    static native String registerPairRgb(int[] r, int[] m, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, double px, double py, String backend, double[] out);
+    static native byte[] stitch8(byte[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
+    static native short[] stitch16(short[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
+    static native float[] stitch32(float[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
+    static native int[] stitchRgb(int[][] f, int w, int h, int rsz, int npts, double cthresh, int radius, double minVariance, boolean subpixel, int method, int blend, double keyframe, String backend, int[] geom, double[] rec, String[] reasons, Progress progress);
     static native String stereoSgm8(byte[] l, byte[] r, float[] disp, int w, int h, int maxDisp, int cost, int paths, int p1, int p2, int uniqueness, boolean subpixel, boolean lrCheck, boolean median, boolean fill, String backend);
     static native String stereoSgmRgb(int[] l, int[] r, float[] disp, int w, int h, int maxDisp, int cost, int paths, int p1, int p2, int uniqueness, boolean subpixel, boolean lrCheck, boolean median, boolean fill, String backend);
     static native void localVariance8(byte[] s, float[] d, int w, int h, int method, int kernel, int radius, int border, float bv, String backend);
