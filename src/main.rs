@@ -31,6 +31,10 @@ enum Command {
     Stitch(cli::stitch::StitchArgs),
     /// Write a synthetic sequence with ground truth (subpixel path, noise, gain drift, optional blur) cut from an image
     SynthSeq(cli::stitch::SynthSeqArgs),
+    /// Semi-global matching stereo of a rectified pair into a PFM disparity map
+    Stereo(cli::stereo::StereoArgs),
+    /// Scores a disparity map against ground truth (bad 1.0 / 2.0, MAE, density)
+    StereoEval(cli::stereo::StereoEvalArgs),
     /// Run a benchmark suite and print medians (a table, or JSON with --json)
     Bench(bench::BenchArgs),
 }
@@ -46,6 +50,8 @@ fn main() -> ExitCode {
         Command::Glare(a) => cli::glare::run(a),
         Command::Stitch(a) => cli::stitch::run_stitch(a),
         Command::SynthSeq(a) => cli::stitch::run_synth_seq(a),
+        Command::Stereo(a) => cli::stereo::run_stereo(a),
+        Command::StereoEval(a) => cli::stereo::run_stereo_eval(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {

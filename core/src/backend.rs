@@ -13,6 +13,7 @@ use crate::linalg;
 use crate::parallel::Parallelism;
 use crate::variance::{self, VarianceParams};
 use crate::stitch::{self, PairRegistration, Panorama, RegisterParams, StitchParams};
+use crate::stereo::{self, StereoParams, StereoStats};
 
 /// One implementation of every tessera operation.
 pub trait Backend: Send + Sync {
@@ -62,6 +63,10 @@ pub trait Backend: Send + Sync {
     /// composite. `progress(done)` is called after each frame registered. Errors: bad
     /// parameters, no frames, frames of differing size or type (naming the frame).
     fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama>;
+    /// Semi-global matching stereo ([`stereo::stereo_sgm`]): `left` and `right` both `u8`
+    /// gray or both `Rgba8`, same size; `disp` (f32, same size) receives the left disparity
+    /// map, invalid pixels as `f32::INFINITY`.
+    fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats>;
 }
 
 /// The CPU backend: the core's own implementations, on one thread or rayon's pool.
@@ -159,5 +164,9 @@ impl Backend for CpuBackend {
 
     fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama> {
         stitch::stitch(frames, p, self.parallelism, progress)
+    }
+
+    fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {
+        stereo::stereo_sgm(left, right, disp, p, self.parallelism)
     }
 }

@@ -26,6 +26,7 @@ pub mod parallel;
 pub mod simd;
 pub mod variance;
 pub mod stitch;
+pub mod stereo;
 
 pub use backend::{Backend, CpuBackend};
 pub use border::Border;

@@ -5,6 +5,7 @@
 mod filters;
 mod variance;
 mod stitch;
+mod stereo;
 
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -19,6 +20,9 @@ pub enum Suite {
     Variance,
     /// Stitching: frame pairs/s (PAL, half PAL, rsz 25/31, NPTS 6/8), NCC evaluations, template-size curve, exhaustive one-template search
     Stitch,
+    /// SGM stereo: cones / teddy (costs, path sets, bad 1.0), 1024x440 at 128 disparities,
+    /// the original's table (384x288, 512x512, 1024x1024 at 100, AD, MI, hierarchical MI), peak memory
+    Stereo,
 }
 
 #[derive(clap::Args)]
@@ -120,6 +124,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Stitch => {
             stitch::run(&b, &mut r)?;
             "stitch"
+        }
+        Suite::Stereo => {
+            stereo::run(&b, &mut r)?;
+            "stereo"
         }
     };
     let machine = machine_description();

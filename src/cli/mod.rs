@@ -6,3 +6,4 @@ pub mod filters;
 pub mod glare;
 pub mod variance;
 pub mod stitch;
+pub mod stereo;

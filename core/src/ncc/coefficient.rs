@@ -23,6 +23,7 @@ use super::integral::{Integral, IntegralSample};
 use crate::error::{Error, Result};
 use crate::image::ImageView;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use multiversion::multiversion;
 
 /// Largest template side accepted (the integer row dot products of u8 templates stay in
@@ -80,7 +81,7 @@ impl TemplateStats {
 /// chunks of 16 and 8 pixels that LLVM turns into widening multiply-adds (vpmaddwd), which
 /// the short rows of small templates (25 = 16 + 8 + 1) need: a plain loop would leave them
 /// to the scalar remainder. Exact: a row sums to at most 4095 * 255^2 < 2^32.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
     let mut total = 0u64;
     for (r, t) in tpl.chunks_exact(tw).enumerate() {
@@ -105,7 +106,7 @@ fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> 
 }
 
 /// As [`cross_u8`] for u16 (products in u32, row sums in u64).
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma"))]
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn cross_u16(tpl: &[u16], tw: usize, span: &[u16], start: usize, stride: usize) -> u64 {
     let mut total = 0u64;
     for (r, t) in tpl.chunks_exact(tw).enumerate() {

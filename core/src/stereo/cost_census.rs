@@ -1,0 +1,248 @@
+//! Census transform and Hamming-distance matching cost (R. Zabih and J. Woodfill,
+//! "Non-parametric local transforms for computing visual correspondence", ECCV 1994), the
+//! cost libSGM and most GPU SGM implementations use: robust to gain and bias changes
+//! between the two cameras.
+//!
+//! The code of a pixel `p` has one bit per other pixel `q` of a `w x h` window centred on
+//! `p`, in row-major order, the first window pixel in the most significant used bit:
+//! `bit = I(q) < I(p)`. Outside the image `q` is clamped to the nearest pixel (replicate
+//! border). The cost of disparity `d` at `(x, y)` is `popcount(cL(x, y) ^ cR(x - d, y))`,
+//! with `x - d` clamped to column 0 (the modified-AD clamp, used by every cost here).
+
+use super::{cost_volume_of, reversed_clamped, CostVolume, RowCost};
+use crate::error::{Error, Result};
+use crate::image::ImageView;
+use crate::parallel::Parallelism;
+use alloc::format;
+use alloc::vec;
+use alloc::vec::Vec;
+#[cfg(feature = "std")]
+use multiversion::multiversion;
+
+/// Largest census window: 9 x 7 = 63 pixels, 62 bits beside the centre, one u64.
+pub const MAX_CENSUS_WIDTH: usize = 9;
+pub const MAX_CENSUS_HEIGHT: usize = 7;
+
+/// A census window with odd sides of at most 9 x 7.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CensusWindow {
+    width: usize,
+    height: usize,
+}
+
+impl CensusWindow {
+    /// Odd `width <= 9` and odd `height <= 7`, not both 1.
+    pub fn new(width: usize, height: usize) -> Result<Self> {
+        let ok = width % 2 == 1
+            && height % 2 == 1
+            && width <= MAX_CENSUS_WIDTH
+            && height <= MAX_CENSUS_HEIGHT
+            && width * height > 1;
+        if !ok {
+            return Err(Error::InvalidParameter {
+                name: "census window",
+                reason: format!("{width}x{height}: sides must be odd, at most 9x7 (62 bits), and not 1x1"),
+            });
+        }
+        Ok(CensusWindow { width, height })
+    }
+    pub fn width(&self) -> usize {
+        self.width
+    }
+    pub fn height(&self) -> usize {
+        self.height
+    }
+    /// Bits per code: every window pixel but the centre.
+    pub fn bits(&self) -> usize {
+        self.width * self.height - 1
+    }
+}
+
+/// Census codes of a whole image, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CensusCodes {
+    pub width: usize,
+    pub height: usize,
+    pub codes: Vec<u64>,
+}
+
+impl CensusCodes {
+    #[inline]
+    pub fn row(&self, y: usize) -> &[u64] {
+        &self.codes[y * self.width..(y + 1) * self.width]
+    }
+}
+
+/// Census transform of `img` (see the module doc for the bit order and the border rule).
+pub fn census_transform(img: ImageView<'_, u8>, win: CensusWindow) -> Result<CensusCodes> {
+    let (w, h) = img.size();
+    let (rx, ry) = (win.width / 2, win.height / 2);
+    // Replicate-padded copy, so every window read is in bounds and the inner loop runs
+    // over whole rows (vectorized across x).
+    let pw = w + 2 * rx;
+    let ph = h + 2 * ry;
+    let mut pad = vec![0u8; pw * ph];
+    for py in 0..ph {
+        let sy = (py as isize - ry as isize).clamp(0, h as isize - 1) as usize;
+        let src = img.row(sy);
+        let dst = &mut pad[py * pw..(py + 1) * pw];
+        dst[..rx].fill(src[0]);
+        dst[rx..rx + w].copy_from_slice(src);
+        dst[rx + w..].fill(src[w - 1]);
+    }
+    let mut codes = vec![0u64; w * h];
+    for y in 0..h {
+        let centre = &pad[(y + ry) * pw + rx..(y + ry) * pw + rx + w];
+        let out = &mut codes[y * w..(y + 1) * w];
+        for j in 0..win.height {
+            for i in 0..win.width {
+                if i == rx && j == ry {
+                    continue;
+                }
+                let q = &pad[(y + j) * pw + i..(y + j) * pw + i + w];
+                census_bit(out, q, centre);
+            }
+        }
+    }
+    Ok(CensusCodes { width: w, height: h, codes })
+}
+
+/// `out[x] = out[x] << 1 | (q[x] < c[x])`.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn census_bit(out: &mut [u64], q: &[u8], c: &[u8]) {
+    for ((o, &a), &b) in out.iter_mut().zip(q).zip(c) {
+        *o = (*o << 1) | (a < b) as u64;
+    }
+}
+
+/// `out[d] = popcount(code ^ rev[d])`: one pixel's costs; vectorizes to vpopcntq where
+/// the CPU has it, to the pshufb nibble count on AVX2.
+#[cfg_attr(feature = "std", multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx512vpopcntdq",
+    "x86_64+avx2+fma+popcnt",
+    "x86_64+popcnt"
+)))]
+fn hamming_run(code: u64, rev: &[u64], out: &mut [u8]) {
+    for (o, &r) in out.iter_mut().zip(rev) {
+        *o = (code ^ r).count_ones() as u8;
+    }
+}
+
+/// The census cost as rows (see [`super::RowCost`]).
+pub(crate) struct CensusCost<'a> {
+    left: &'a CensusCodes,
+    right: &'a CensusCodes,
+}
+
+impl<'a> CensusCost<'a> {
+    pub(crate) fn new(left: &'a CensusCodes, right: &'a CensusCodes) -> Result<Self> {
+        crate::image::check_same_size((left.width, left.height), (right.width, right.height))?;
+        Ok(CensusCost { left, right })
+    }
+}
+
+impl RowCost for CensusCost<'_> {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, out: &mut [u8]) {
+        let w = self.left.width;
+        let mut rev = Vec::with_capacity(w + d);
+        reversed_clamped(self.right.row(y), d, &mut rev);
+        let l = self.left.row(y);
+        for (i, o) in out.chunks_exact_mut(d).take(n).enumerate() {
+            let x = x0 + i;
+            hamming_run(l[x], &rev[w - 1 - x..w - 1 - x + d], o);
+        }
+    }
+}
+
+/// Census cost volume of a pair of code images: `C(x, y, d) = popcount(cL ^ cR(x - d))`,
+/// `x - d` clamped to 0. `disparities` must be 1 ..= width.
+pub fn census_cost_volume(
+    left: &CensusCodes,
+    right: &CensusCodes,
+    disparities: usize,
+    par: Parallelism,
+) -> Result<CostVolume> {
+    let src = CensusCost::new(left, right)?;
+    crate::error::require_range("disparities", disparities as i64, 1, left.width as i64)?;
+    let r = super::Rect { x: 0, y: 0, width: left.width, height: left.height };
+    Ok(cost_volume_of(&src, r, disparities, par))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use proptest::prelude::*;
+
+    /// Direct definition: loops over the window with clamped coordinates.
+    fn census_ref(img: &Image<u8>, win: CensusWindow, x: usize, y: usize) -> u64 {
+        let (w, h) = img.size();
+        let (rx, ry) = (win.width() as isize / 2, win.height() as isize / 2);
+        let c = img.at(x, y);
+        let mut code = 0u64;
+        for j in -ry..=ry {
+            for i in -rx..=rx {
+                if i == 0 && j == 0 {
+                    continue;
+                }
+                let qx = (x as isize + i).clamp(0, w as isize - 1) as usize;
+                let qy = (y as isize + j).clamp(0, h as isize - 1) as usize;
+                code = (code << 1) | (img.at(qx, qy) < c) as u64;
+            }
+        }
+        code
+    }
+
+    fn random_image(w: usize, h: usize, seed: u64) -> Image<u8> {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        Image::from_fn(w, h, |_, _| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 56) as u8
+        })
+        .unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn transform_and_cost_match_reference(w in 2usize..24, h in 1usize..12, seed in any::<u64>(),
+                                              wi in 0usize..5, hi in 0usize..4, dsel in 0usize..100) {
+            let (ww, wh) = (2 * wi + 1, 2 * hi + 1);
+            prop_assume!(ww * wh > 1);
+            let win = CensusWindow::new(ww, wh).unwrap();
+            let l = random_image(w, h, seed);
+            let r = random_image(w, h, seed ^ 0xabcdef);
+            let cl = census_transform(l.view(), win).unwrap();
+            let cr = census_transform(r.view(), win).unwrap();
+            for y in 0..h { for x in 0..w {
+                prop_assert_eq!(cl.codes[y * w + x], census_ref(&l, win, x, y));
+            }}
+            let d = 1 + dsel % w;
+            let vol = census_cost_volume(&cl, &cr, d, Parallelism::AllThreads).unwrap();
+            for y in 0..h { for x in 0..w { for k in 0..d {
+                let xr = x.saturating_sub(k);
+                let want = (census_ref(&l, win, x, y) ^ census_ref(&r, win, xr, y)).count_ones() as u8;
+                prop_assert_eq!(vol.pixel(x, y)[k], want);
+            }}}
+        }
+    }
+
+    #[test]
+    fn window_limits() {
+        assert!(CensusWindow::new(9, 7).is_ok());
+        assert_eq!(CensusWindow::new(9, 7).unwrap().bits(), 62);
+        for (w, h) in [(11, 7), (9, 9), (4, 3), (3, 4), (1, 1), (0, 3)] {
+            assert!(matches!(CensusWindow::new(w, h), Err(Error::InvalidParameter { .. })), "{w}x{h}");
+        }
+    }
+
+    #[test]
+    fn cost_volume_rejects_bad_disparities() {
+        let l = random_image(5, 3, 1);
+        let c = census_transform(l.view(), CensusWindow::new(3, 3).unwrap()).unwrap();
+        assert!(census_cost_volume(&c, &c, 0, Parallelism::Sequential).is_err());
+        assert!(census_cost_volume(&c, &c, 6, Parallelism::Sequential).is_err());
+        let other = census_transform(random_image(4, 3, 1).view(), CensusWindow::new(3, 3).unwrap()).unwrap();
+        assert!(matches!(census_cost_volume(&c, &other, 2, Parallelism::Sequential), Err(Error::SizeMismatch { .. })));
+    }
+}

@@ -1,0 +1,323 @@
+//! Mutual-information matching cost (Hirschmueller 2008, sec. 2.1, eq. 5-9; Kim et al.'s
+//! Taylor expansion of the joint entropy into a sum over pixels).
+//!
+//! From a disparity map `D`, the correspondences `(I_L(x, y), I_R(x - D(x, y), y))` of the
+//! pixels with a finite `D` whose match lies inside the image (`D` rounded to the nearest
+//! integer) fill a joint 256 x 256 histogram, normalised to probabilities `P`. With `g` the
+//! 7-tap Gaussian Parzen window (sigma 1, taps `exp(-k^2 / 2)`, k = -3..3, normalised; zero
+//! outside 0..255):
+//!
+//! * `h_LR(i, k) = -[log(max(P (*) g, eps)) (*) g](i, k)` (2-D, separable)
+//! * `h_L(i) = -[log(max(P_L (*) g, eps)) (*) g](i)`, `P_L(i) = sum_k P(i, k)`; likewise `h_R`
+//! * cost `c(i, k) = h_LR(i, k) - h_L(i) - h_R(k)` (= -mi(i, k)), in nats.
+//!
+//! The paper's `1 / n` factor is left out: it scales every cost alike and only the ratio to
+//! P1 / P2 matters. The table is stored as u8: `round((c - min c) * 16)` saturated at 255
+//! (1/16 nat per step, 16 nats of range above the best match). `eps = 1e-7`.
+
+use super::{reversed_clamped, RowCost};
+use super::check_no_nan;
+use crate::error::{Error, Result};
+use crate::image::{check_same_size, ImageView};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Steps per nat of the quantised table.
+pub const MI_SCALE: f64 = 16.0;
+/// Floor under smoothed probabilities before the logarithm.
+pub const MI_EPS: f64 = 1e-7;
+
+/// A quantised MI cost table: `cost(i, k)` for left intensity `i`, right intensity `k`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MiTable {
+    costs: Vec<u8>,
+    /// Correspondences the histogram was built from.
+    pub samples: usize,
+}
+
+impl MiTable {
+    #[inline]
+    pub fn cost(&self, i: u8, k: u8) -> u8 {
+        self.costs[(i as usize) << 8 | k as usize]
+    }
+}
+
+/// The 7 Parzen taps.
+fn parzen() -> [f64; 7] {
+    let mut g = [0.0; 7];
+    for (k, t) in g.iter_mut().enumerate() {
+        let x = k as f64 - 3.0;
+        *t = libm::exp(-x * x / 2.0);
+    }
+    let s: f64 = g.iter().sum();
+    g.map(|t| t / s)
+}
+
+/// 1-D convolution with `g`, zero outside `0..n`, of `n` values `stride` apart from `off`.
+fn conv1(v: &mut [f64], off: usize, stride: usize, n: usize, g: &[f64; 7], tmp: &mut [f64]) {
+    for (i, out) in tmp.iter_mut().enumerate().take(n) {
+        let mut s = 0.0;
+        for (k, &t) in g.iter().enumerate() {
+            let j = i as isize + k as isize - 3;
+            if (0..n as isize).contains(&j) {
+                s += t * v[off + j as usize * stride];
+            }
+        }
+        *out = s;
+    }
+    for i in 0..n {
+        v[off + i * stride] = tmp[i];
+    }
+}
+
+fn conv2(v: &mut [f64], g: &[f64; 7]) {
+    let mut tmp = [0.0; 256];
+    for r in 0..256 {
+        conv1(v, r * 256, 1, 256, g, &mut tmp);
+    }
+    for c in 0..256 {
+        conv1(v, c, 256, 256, g, &mut tmp);
+    }
+}
+
+/// Entropy terms `-(log(max(x (*) g, eps)) (*) g)` of a 1-D or 2-D (256 x 256) table.
+fn entropy_1d(p: &mut [f64; 256], g: &[f64; 7]) {
+    let mut tmp = [0.0; 256];
+    conv1(p, 0, 1, 256, g, &mut tmp);
+    for v in p.iter_mut() {
+        *v = -libm::log(v.max(MI_EPS));
+    }
+    conv1(p, 0, 1, 256, g, &mut tmp);
+}
+
+/// The unquantised cost table in nats (`c(i, k)` at `i * 256 + k`) from the
+/// correspondences of `disp`, and the number of correspondences; an error when there are none.
+pub fn mi_costs_f64(left: ImageView<'_, u8>, right: ImageView<'_, u8>, disp: ImageView<'_, f32>) -> Result<(Vec<f64>, usize)> {
+    check_same_size(left.size(), right.size())?;
+    check_same_size(left.size(), disp.size())?;
+    check_no_nan("disparity", disp)?;
+    let (w, h) = left.size();
+    let mut hist = vec![0u32; 256 * 256];
+    let mut n = 0usize;
+    for y in 0..h {
+        let (l, r, d) = (left.row(y), right.row(y), disp.row(y));
+        for x in 0..w {
+            if !d[x].is_finite() {
+                continue;
+            }
+            let xr = x as f64 - libm::floor(d[x] as f64 + 0.5);
+            if xr < 0.0 || xr >= w as f64 {
+                continue;
+            }
+            hist[(l[x] as usize) << 8 | r[xr as usize] as usize] += 1;
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return Err(Error::InvalidParameter {
+            name: "disparity",
+            reason: "no pixel has a correspondence inside the image to estimate mutual information from".into(),
+        });
+    }
+    let g = parzen();
+    let inv = 1.0 / n as f64;
+    let mut joint: Vec<f64> = hist.iter().map(|&c| c as f64 * inv).collect();
+    let mut pl = [0.0f64; 256];
+    let mut pr = [0.0f64; 256];
+    for i in 0..256 {
+        for k in 0..256 {
+            pl[i] += joint[i * 256 + k];
+            pr[k] += joint[i * 256 + k];
+        }
+    }
+    conv2(&mut joint, &g);
+    for v in joint.iter_mut() {
+        *v = -libm::log(v.max(MI_EPS));
+    }
+    conv2(&mut joint, &g);
+    entropy_1d(&mut pl, &g);
+    entropy_1d(&mut pr, &g);
+    for i in 0..256 {
+        for k in 0..256 {
+            joint[i * 256 + k] -= pl[i] + pr[k];
+        }
+    }
+    Ok((joint, n))
+}
+
+/// The quantised MI table of the module doc, from the correspondences of `disp`
+/// (same size as the images; non-finite = no correspondence; NaN is an error).
+pub fn mi_table(left: ImageView<'_, u8>, right: ImageView<'_, u8>, disp: ImageView<'_, f32>) -> Result<MiTable> {
+    let (c, n) = mi_costs_f64(left, right, disp)?;
+    let min = c.iter().copied().fold(f64::INFINITY, f64::min);
+    let costs = c.iter().map(|&v| libm::floor((v - min) * MI_SCALE + 0.5).min(255.0) as u8).collect();
+    Ok(MiTable { costs, samples: n })
+}
+
+/// The MI cost as rows: `C(x, y, d) = table(I_L(x, y), I_R(max(x - d, 0), y))`.
+pub(crate) struct MiCost<'a> {
+    left: ImageView<'a, u8>,
+    right: ImageView<'a, u8>,
+    table: &'a MiTable,
+}
+
+impl<'a> MiCost<'a> {
+    pub(crate) fn new(left: ImageView<'a, u8>, right: ImageView<'a, u8>, table: &'a MiTable) -> Self {
+        MiCost { left, right, table }
+    }
+}
+
+impl RowCost for MiCost<'_> {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, out: &mut [u8]) {
+        let w = self.left.width();
+        let mut rev = Vec::with_capacity(w + d);
+        reversed_clamped(self.right.row(y), d, &mut rev);
+        let l = self.left.row(y);
+        for (i, o) in out.chunks_exact_mut(d).take(n).enumerate() {
+            let x = x0 + i;
+            let t = &self.table.costs[(l[x] as usize) << 8..((l[x] as usize) << 8) + 256];
+            for (c, &r) in o.iter_mut().zip(&rev[w - 1 - x..w - 1 - x + d]) {
+                *c = t[r as usize];
+            }
+        }
+    }
+}
+
+/// MI cost volume of a gray pair with a table from [`mi_table`]. `disparities` in 1 ..= width.
+pub fn mi_cost_volume(
+    left: ImageView<'_, u8>,
+    right: ImageView<'_, u8>,
+    table: &MiTable,
+    disparities: usize,
+    par: crate::parallel::Parallelism,
+) -> Result<super::CostVolume> {
+    check_same_size(left.size(), right.size())?;
+    crate::error::require_range("disparities", disparities as i64, 1, left.width() as i64)?;
+    let r = super::Rect { x: 0, y: 0, width: left.width(), height: left.height() };
+    Ok(super::cost_volume_of(&MiCost::new(left, right, table), r, disparities, par))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use crate::parallel::Parallelism;
+
+    fn lcg(w: usize, h: usize, seed: u64, levels: u64) -> Image<u8> {
+        let mut s = seed | 1;
+        Image::from_fn(w, h, |_, _| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) % levels) as u8
+        })
+        .unwrap()
+    }
+
+    /// Direct float64 reference: a full 2-D 7x7 Gaussian kernel (not separable), direct sums.
+    fn reference(l: &Image<u8>, r: &Image<u8>, d: &Image<f32>) -> Vec<f64> {
+        let (w, h) = l.size();
+        let mut p = vec![0.0f64; 65536];
+        let mut n = 0.0;
+        for y in 0..h {
+            for x in 0..w {
+                let dv = d.at(x, y);
+                if !dv.is_finite() {
+                    continue;
+                }
+                let xr = x as i64 - (dv as f64 + 0.5).floor() as i64;
+                if xr < 0 || xr >= w as i64 {
+                    continue;
+                }
+                p[l.at(x, y) as usize * 256 + r.at(xr as usize, y) as usize] += 1.0;
+                n += 1.0;
+            }
+        }
+        p.iter_mut().for_each(|v| *v /= n);
+        let g: Vec<f64> = (-3..=3).map(|k: i32| (-(k * k) as f64 / 2.0).exp()).collect();
+        let gs: f64 = g.iter().sum();
+        let g: Vec<f64> = g.iter().map(|v| v / gs).collect();
+        let smooth2 = |t: &[f64]| -> Vec<f64> {
+            let mut o = vec![0.0; 65536];
+            for i in 0..256i32 {
+                for k in 0..256i32 {
+                    let mut s = 0.0;
+                    for a in -3..=3i32 {
+                        for b in -3..=3i32 {
+                            let (ii, kk) = (i + a, k + b);
+                            if (0..256).contains(&ii) && (0..256).contains(&kk) {
+                                s += g[(a + 3) as usize] * g[(b + 3) as usize] * t[(ii * 256 + kk) as usize];
+                            }
+                        }
+                    }
+                    o[(i * 256 + k) as usize] = s;
+                }
+            }
+            o
+        };
+        let smooth1 = |t: &[f64]| -> Vec<f64> {
+            (0..256i32)
+                .map(|i| (-3..=3i32).filter(|a| (0..256).contains(&(i + a))).map(|a| g[(a + 3) as usize] * t[(i + a) as usize]).sum())
+                .collect()
+        };
+        let ent2: Vec<f64> = smooth2(&smooth2(&p).iter().map(|v| -(v.max(MI_EPS)).ln()).collect::<Vec<_>>());
+        let pl: Vec<f64> = (0..256).map(|i| (0..256).map(|k| p[i * 256 + k]).sum()).collect();
+        let pr: Vec<f64> = (0..256).map(|k| (0..256).map(|i| p[i * 256 + k]).sum()).collect();
+        let el = smooth1(&smooth1(&pl).iter().map(|v| -(v.max(MI_EPS)).ln()).collect::<Vec<_>>());
+        let er = smooth1(&smooth1(&pr).iter().map(|v| -(v.max(MI_EPS)).ln()).collect::<Vec<_>>());
+        (0..65536).map(|j| ent2[j] - el[j / 256] - er[j % 256]).collect()
+    }
+
+    #[test]
+    fn table_matches_direct_reference() {
+        let (w, h) = (23, 9);
+        let l = lcg(w, h, 3, 256);
+        let r = lcg(w, h, 4, 256);
+        let d = Image::from_fn(w, h, |x, y| if (x + y) % 7 == 0 { f32::INFINITY } else { ((x * 3 + y) % 5) as f32 + 0.3 }).unwrap();
+        let want = reference(&l, &r, &d);
+        let (got, n) = mi_costs_f64(l.view(), r.view(), d.view()).unwrap();
+        assert!(n > 0);
+        for (j, (&g, &wv)) in got.iter().zip(&want).enumerate() {
+            assert!((g - wv).abs() < 1e-9 * wv.abs().max(1.0), "{j}: {g} vs {wv}");
+        }
+        let t = mi_table(l.view(), r.view(), d.view()).unwrap();
+        let min = want.iter().copied().fold(f64::INFINITY, f64::min);
+        for (j, &wv) in want.iter().enumerate() {
+            let q = ((wv - min) * MI_SCALE + 0.5).floor().min(255.0);
+            assert!((t.cost((j / 256) as u8, (j % 256) as u8) as f64 - q).abs() <= 1.0);
+        }
+        // The volume reads the table at the clamped match.
+        let v = mi_cost_volume(l.view(), r.view(), &t, 4, Parallelism::AllThreads).unwrap();
+        for y in 0..h {
+            for x in 0..w {
+                for k in 0..4 {
+                    assert_eq!(v.pixel(x, y)[k], t.cost(l.at(x, y), r.at(x.saturating_sub(k), y)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn identical_images_make_the_diagonal_cheapest() {
+        // At zero disparity a pair of equal images gives a diagonal joint histogram: matching
+        // intensities must cost less than any mismatch far from the diagonal.
+        let l = lcg(64, 32, 9, 200);
+        let z = Image::<f32>::new(64, 32).unwrap();
+        let t = mi_table(l.view(), l.view(), z.view()).unwrap();
+        assert_eq!(t.samples, 64 * 32);
+        for i in (0..200u8).step_by(17) {
+            let k = ((i as u16 + 100) % 200) as u8;
+            assert!(t.cost(i, i) as u16 + 40 < t.cost(i, k) as u16, "{i}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let l = lcg(8, 4, 1, 256);
+        let bad = Image::<u8>::new(7, 4).unwrap();
+        let z = Image::<f32>::new(8, 4).unwrap();
+        assert!(matches!(mi_table(l.view(), bad.view(), z.view()), Err(Error::SizeMismatch { .. })));
+        let inf = Image::<f32>::filled(8, 4, f32::INFINITY).unwrap();
+        assert!(matches!(mi_table(l.view(), l.view(), inf.view()), Err(Error::InvalidParameter { .. })));
+        let nan = Image::<f32>::filled(8, 4, f32::NAN).unwrap();
+        assert!(mi_table(l.view(), l.view(), nan.view()).is_err());
+    }
+}

@@ -1,0 +1,180 @@
+//! Hole filling for a dense map (Hirschmueller 2008, sec. 4.3, with 8 directions): for each
+//! invalid pixel, the nearest valid disparity is looked up along the 8 scanlines through it
+//! (horizontal, vertical, diagonal; walking outwards until a valid pixel or the border).
+//! A pixel the left-right check classified as *occluded* takes the second-lowest of the
+//! values found (the background: occlusions belong to the farther surface; the lowest
+//! alone would follow a single stray small value), or the lowest when only one was found;
+//! a pixel whose match fell left of the right image (the left border strip) takes the nearest
+//! valid value to its right on its row, the surface it most likely continues;
+//! any other invalid pixel (a mismatch) takes the median of the values (the lower middle
+//! one for an even count). Values are read from the map before filling, so the result does
+//! not depend on the visiting order. A pixel with no valid pixel on any of its 8 lines stays
+//! invalid.
+
+use super::consistency::OUTSIDE;
+use crate::error::Result;
+use crate::image::{check_same_size, ImageView, ImageViewMut};
+
+const DIRS: [(isize, isize); 8] = [(1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)];
+
+/// Fills `disp` in place as described in the module doc; `occluded` (same size, classes
+/// [`super::consistency::OCCLUDED`] / [`OUTSIDE`], 0 = mismatch) comes from [`super::consistency::lr_check`]; without it every hole is
+/// treated as a mismatch. Returns the pixels filled. Errors: NaN in the map, a mask of
+/// another size.
+pub fn fill_holes(mut disp: ImageViewMut<'_, f32>, occluded: Option<ImageView<'_, u8>>) -> Result<usize> {
+    super::check_no_nan("disparity", disp.as_view())?;
+    if let Some(m) = occluded {
+        check_same_size(disp.size(), m.size())?;
+    }
+    let (w, h) = disp.size();
+    let mut filled = 0;
+    // Step 1, the left border strip: scanning each row right to left with the last valid
+    // disparity `cur`, a pixel at `x < cur` lies where the surface to its right has its
+    // match left of the right image; its own match (clamped cost) cannot be trusted even
+    // when it passed the check, so it takes `cur`.
+    for y in 0..h {
+        let row = disp.row_mut(y);
+        let mut cur = f32::INFINITY;
+        for x in (0..w).rev() {
+            if cur.is_finite() && (x as f32) < cur {
+                if !row[x].is_finite() {
+                    filled += 1;
+                }
+                row[x] = cur;
+            } else if row[x].is_finite() {
+                cur = row[x];
+            }
+        }
+    }
+    // Step 2: the 8-line fill, reading the map as it is after step 1.
+    let src = disp.as_view().to_image();
+    for y in 0..h {
+        for x in 0..w {
+            if src.at(x, y).is_finite() {
+                continue;
+            }
+            let mut v = [0f32; 8];
+            let mut n = 0;
+            for (dx, dy) in DIRS {
+                let (mut cx, mut cy) = (x as isize + dx, y as isize + dy);
+                while cx >= 0 && cy >= 0 && (cx as usize) < w && (cy as usize) < h {
+                    let d = src.at(cx as usize, cy as usize);
+                    if d.is_finite() {
+                        v[n] = d;
+                        n += 1;
+                        break;
+                    }
+                    cx += dx;
+                    cy += dy;
+                }
+            }
+            if n == 0 {
+                continue;
+            }
+            let class = occluded.map_or(0, |m| m.row(y)[x]);
+            // Left border strip: the nearest valid pixel to the right (the first direction).
+            let right = (1..w - x).map(|k| src.at(x + k, y)).find(|d| d.is_finite());
+            let v = &mut v[..n];
+            v.sort_unstable_by(|a, b| a.total_cmp(b));
+            disp.row_mut(y)[x] = match (class, right) {
+                (OUTSIDE, Some(r)) => r,
+                (0, _) => v[(n - 1) / 2],
+                _ => v[1.min(n - 1)],
+            };
+            filled += 1;
+        }
+    }
+    Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use alloc::vec::Vec;
+    use proptest::prelude::*;
+
+    #[test]
+    fn hand_example() {
+        let inf = f32::INFINITY;
+        let mut a = Image::from_vec(8, 1, alloc::vec![inf, 1.0, inf, 2.0, inf, inf, 3.0, inf]).unwrap();
+        let occ = Image::from_vec(8, 1, alloc::vec![0u8, 0, 1, 0, 0, 2, 0, 1]).unwrap();
+        // Step 1 (border strip): x = 3 is not left of 3 (x = 6), but x = 1 and 0 lie left
+        // of the disparity 2 at x = 3 -> 2.
+        // Step 2: x = 2 occluded {2, 2} -> 2; x = 4 mismatch {2, 3} -> lower median 2;
+        // x = 5 outside -> the value to its right, 3; x = 7 occluded {3} -> 3.
+        assert_eq!(fill_holes(a.view_mut(), Some(occ.view())).unwrap(), 5);
+        assert_eq!(a.row(0), &[2.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0]);
+        // Second-lowest for occlusions, median for mismatches, on a column.
+        let mut c = Image::from_vec(1, 5, alloc::vec![7.0, inf, 3.0, 9.0, inf]).unwrap();
+        let occ = Image::from_vec(1, 5, alloc::vec![0u8, 1, 0, 0, 0]).unwrap();
+        fill_holes(c.view_mut(), Some(occ.view())).unwrap();
+        assert_eq!(c.as_slice(), &[7.0, 7.0, 3.0, 9.0, 9.0]);
+        let mut none = Image::<f32>::filled(3, 2, inf).unwrap();
+        assert_eq!(fill_holes(none.view_mut(), None).unwrap(), 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn matches_reference(w in 1usize..12, h in 1usize..10, seed in any::<u64>()) {
+            let mut s = seed | 1;
+            let mut next = || { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); s >> 33 };
+            let src = Image::from_fn(w, h, |_, _| if next() % 3 == 0 { f32::INFINITY } else { (next() % 40) as f32 }).unwrap();
+            let occ = Image::from_fn(w, h, |_, _| (next() % 3) as u8).unwrap();
+            let mut got = src.clone();
+            let n = fill_holes(got.view_mut(), Some(occ.view())).unwrap();
+            let mut want_n = 0;
+            // Step 1 by definition: a pixel left of (x < d) the nearest valid disparity d to
+            // its right that itself survived takes d.
+            let mut src = src.clone();
+            for y in 0..h {
+                let mut cur: Option<f32> = None;
+                for x in (0..w).rev() {
+                    match cur {
+                        Some(d) if (x as f32) < d => {
+                            if !src.at(x, y).is_finite() { want_n += 1; }
+                            src.set(x, y, d);
+                        }
+                        _ => if src.at(x, y).is_finite() { cur = Some(src.at(x, y)); },
+                    }
+                }
+            }
+            for y in 0..h as i64 { for x in 0..w as i64 {
+                let c = src.at(x as usize, y as usize);
+                let want = if c.is_finite() { c as f64 } else {
+                    let mut v: Vec<f64> = Vec::new();
+                    for (dx, dy) in [(1i64, 0i64), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)] {
+                        for k in 1.. {
+                            let (xx, yy) = (x + k * dx, y + k * dy);
+                            if xx < 0 || yy < 0 || xx >= w as i64 || yy >= h as i64 { break; }
+                            let d = src.at(xx as usize, yy as usize);
+                            if d.is_finite() { v.push(d as f64); break; }
+                        }
+                    }
+                    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                    let right = (x + 1..w as i64).map(|xx| src.at(xx as usize, y as usize)).find(|d| d.is_finite());
+                    if v.is_empty() { f64::INFINITY } else {
+                        want_n += 1;
+                        match occ.at(x as usize, y as usize) {
+                            0 => v[(v.len() - 1) / 2],
+                            2 if right.is_some() => right.unwrap() as f64,
+                            _ => v[1.min(v.len() - 1)],
+                        }
+                    }
+                };
+                prop_assert_eq!(got.at(x as usize, y as usize) as f64, want);
+            }}
+            prop_assert_eq!(n, want_n);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let mut a = Image::<f32>::filled(3, 1, f32::NAN).unwrap();
+        assert!(fill_holes(a.view_mut(), None).is_err());
+        let mut b = Image::<f32>::new(3, 2).unwrap();
+        let m = Image::<u8>::new(2, 2).unwrap();
+        assert!(fill_holes(b.view_mut(), Some(m.view())).is_err());
+    }
+}

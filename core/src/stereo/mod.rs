@@ -1,0 +1,476 @@
+//! Semi-global matching stereo (H. Hirschmueller, "Stereo Processing by Semiglobal Matching
+//! and Mutual Information", IEEE PAMI 30(2), 2008), laid out like libSGM: one file per
+//! stage, each callable and testable on its own.
+//!
+//! | stage | file |
+//! |---|---|
+//! | matching cost: modified absolute difference | [`cost_ad`] |
+//! | matching cost: census transform + Hamming distance | [`cost_census`] |
+//! | matching cost: mutual information (iterative, Parzen-smoothed) | [`cost_mi`] |
+//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | [`aggregate`] |
+//! | winner-takes-all, uniqueness, subpixel, right map by diagonal search | [`wta`] |
+//! | left-right consistency check | [`consistency`] |
+//! | 3x3 median | [`median`] |
+//! | hole filling along 8 scanlines (background for occlusions) | [`fill`] |
+//! | overlapping tiles / bands that bound the memory | [`tiles`] |
+//! | Middlebury scores (bad 1.0 / 2.0, MAE, density) | [`eval`] |
+//! | PFM reader / writer, colour map for viewing | [`pfm`], [`colormap`] |
+//!
+//! Conventions: disparity `d` of a left pixel `(x, y)` matches the right pixel `(x - d, y)`;
+//! candidates are `0..max_disparity`. Costs are `u8` (census <= 62, AD and MI <= 255),
+//! path costs and their sum `u16`, disparity fastest. The pipeline never stores a cost
+//! volume: the aggregation sweeps compute each row's costs when they reach it, so the
+//! working set is the `W x H x D` u16 summed volume plus line buffers (the per-stage
+//! functions that return a [`CostVolume`] exist for testing and for callers that want one).
+//! An invalid disparity is `f32::INFINITY` (the Middlebury PFM convention).
+
+pub mod aggregate;
+pub mod colormap;
+pub mod consistency;
+pub mod cost_ad;
+pub mod cost_census;
+pub mod cost_mi;
+pub mod eval;
+pub mod fill;
+pub mod median;
+pub mod pfm;
+pub mod tiles;
+pub mod wta;
+
+use crate::error::{require_range, Error, Result};
+use crate::image::{check_same_size, AnyView, Image, ImageView, ImageViewMut, Rgba8};
+use crate::parallel::{for_each_band, Parallelism};
+use alloc::format;
+use alloc::vec;
+use alloc::vec::Vec;
+
+pub use aggregate::{aggregate, Direction, Penalties, SummedVolume};
+pub use cost_census::{CensusCodes, CensusWindow};
+pub use cost_mi::MiTable;
+pub use eval::{evaluate, StereoScores};
+pub use tiles::{plan_tiles, Rect, Tile, Tiling};
+
+/// The marker of a pixel without a disparity.
+pub const INVALID: f32 = f32::INFINITY;
+
+/// The matching cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cost {
+    /// Modified absolute difference of intensities (of the R, G, B channels, rounded mean,
+    /// for colour input); a match `x - d < 0` is clamped to column 0 instead of being
+    /// undefined, as in the original CUDA port.
+    Ad,
+    /// Mutual information (Hirschmueller 2008, eq. 5-9), re-estimated from the current
+    /// disparity map: `iterations` times at the coarsest of `levels` halvings (starting
+    /// from a zero disparity map), then once per finer level; `levels = 0` is the plain
+    /// iterative scheme at full resolution.
+    Mi { iterations: usize, levels: usize },
+    /// Census transform in a `width x height` window (odd sides, at most 9 x 7) and the
+    /// Hamming distance of the bit strings (Zabih and Woodfill 1994).
+    Census { width: usize, height: usize },
+}
+
+impl Cost {
+    /// The largest census window, 9 x 7 (62 bits in one u64), as libSGM.
+    pub const CENSUS_9X7: Cost = Cost::Census { width: 9, height: 7 };
+    /// The default census window, 7 x 5 (34 bits): on cones and teddy together it scored
+    /// better than 9 x 7 and 5 x 5 with the default penalties.
+    pub const CENSUS_7X5: Cost = Cost::Census { width: 7, height: 5 };
+    /// Mutual information with the paper's three iterations, at full resolution.
+    pub const MI: Cost = Cost::Mi { iterations: 3, levels: 0 };
+    /// Hierarchical mutual information: three iterations at quarter resolution, then one
+    /// at half and one at full resolution.
+    pub const MI_HIERARCHICAL: Cost = Cost::Mi { iterations: 3, levels: 2 };
+
+    /// Default penalties (P1, P2) for this cost, in its units, for use with the default
+    /// adaptive P2. Chosen on cones and teddy together: a coarse grid (P1 6..30, P2
+    /// 120..600, census 5x5 / 7x5 / 9x7, uniqueness 0 / 5) scored with the full default
+    /// pipeline, keeping the setting with the best score on both images at once rather than
+    /// the best on either one; larger penalties helped both images up to about 20 / 400
+    /// for census. MI (1/16 nat per step, so larger numbers) was gridded the same way
+    /// (P1 20..80, P2 400..2000) and AD over P1 10..30, P2 150..500.
+    pub fn default_penalties(self) -> (u16, u16) {
+        match self {
+            Cost::Census { .. } => (20, 400),
+            Cost::Ad => (20, 300),
+            Cost::Mi { .. } => (80, 2000),
+        }
+    }
+
+    /// Largest value this cost can take.
+    pub fn max_value(self) -> u16 {
+        match self {
+            Cost::Census { width, height } => (width * height).saturating_sub(1) as u16,
+            _ => 255,
+        }
+    }
+}
+
+/// The set of aggregation directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paths {
+    /// Left, right, up, down.
+    Four,
+    /// The five directions one top-to-bottom pass can follow: both horizontals, down and
+    /// the two downward diagonals (the original CUDA port's 5-path mode, OpenCV's MODE_SGBM).
+    Five,
+    /// Horizontals, verticals and diagonals: Hirschmueller's recommended 8.
+    Eight,
+    /// The 8 plus the eight knight-move directions (+-1, +-2) and (+-2, +-1).
+    Sixteen,
+}
+
+impl Paths {
+    pub fn count(self) -> usize {
+        self.directions().len()
+    }
+    /// The directions `r`; the path to `p` comes from `p - r`.
+    pub fn directions(self) -> &'static [Direction] {
+        use aggregate::{PATHS_16, PATHS_4, PATHS_5, PATHS_8};
+        match self {
+            Paths::Four => &PATHS_4,
+            Paths::Five => &PATHS_5,
+            Paths::Eight => &PATHS_8,
+            Paths::Sixteen => &PATHS_16,
+        }
+    }
+    /// From a count 4, 5, 8 or 16.
+    pub fn from_count(n: usize) -> Result<Paths> {
+        match n {
+            4 => Ok(Paths::Four),
+            5 => Ok(Paths::Five),
+            8 => Ok(Paths::Eight),
+            16 => Ok(Paths::Sixteen),
+            _ => Err(Error::InvalidParameter { name: "paths", reason: format!("{n}: expected 4, 5, 8 or 16") }),
+        }
+    }
+}
+
+/// All the settings of one SGM run. `Default` is the dense, quality setting: census 7 x 5,
+/// 64 disparities, 8 paths, P1 = 20, adaptive P2 = 400, subpixel, left-right check, median
+/// and hole filling.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StereoParams {
+    /// Number of disparity candidates D: disparities `0..max_disparity`. 1 ..= width - 1.
+    pub max_disparity: usize,
+    pub cost: Cost,
+    pub paths: Paths,
+    /// Small-change penalty P1; `None` takes [`Cost::default_penalties`].
+    pub p1: Option<u16>,
+    /// Large-change penalty P2 (>= P1); `None` takes [`Cost::default_penalties`].
+    pub p2: Option<u16>,
+    /// Intensity-adaptive P2: `max(P1, P2 / |I(p) - I(p - r)|)` where the left image
+    /// changes along the path (Hirschmueller 2008, sec. 2.3), P2 where it does not.
+    pub adaptive_p2: bool,
+    /// Uniqueness ratio in percent (0 = off): a pixel is invalid when some candidate more
+    /// than one disparity away from the best has `S * (100 - u) < S_best * 100`.
+    pub uniqueness: u8,
+    /// Parabola fit through the summed costs at best - 1, best, best + 1.
+    pub subpixel: bool,
+    /// Left-right consistency check against the right map from the same summed volume.
+    pub lr_check: bool,
+    /// Largest accepted |D_left(x) - D_right(x - D_left(x))| (integer disparities).
+    pub lr_max_diff: u16,
+    /// 3x3 median of the valid disparities.
+    pub median: bool,
+    /// Fill invalid pixels from the nearest valid ones on 8 scanlines: background (second
+    /// lowest) for occlusions, median for mismatches ([`fill`]).
+    pub fill: bool,
+    /// Memory bound: automatic horizontal bands, or the original's overlapping tiles.
+    pub tiling: Tiling,
+}
+
+impl Default for StereoParams {
+    fn default() -> Self {
+        StereoParams {
+            max_disparity: 64,
+            cost: Cost::CENSUS_7X5,
+            paths: Paths::Eight,
+            p1: None,
+            p2: None,
+            adaptive_p2: true,
+            uniqueness: 0,
+            subpixel: true,
+            lr_check: true,
+            lr_max_diff: 1,
+            median: true,
+            fill: true,
+            tiling: Tiling::default(),
+        }
+    }
+}
+
+impl StereoParams {
+    /// (P1, P2) after defaults.
+    pub fn penalties(&self) -> (u16, u16) {
+        let (d1, d2) = self.cost.default_penalties();
+        (self.p1.unwrap_or(d1), self.p2.unwrap_or(d2))
+    }
+
+    /// Checks every setting against an image `width` pixels wide.
+    pub fn validate(&self, width: usize) -> Result<()> {
+        if width < 2 {
+            return Err(Error::InvalidParameter {
+                name: "width",
+                reason: format!("stereo needs an image at least 2 pixels wide, got {width}"),
+            });
+        }
+        require_range("max_disparity", self.max_disparity as i64, 1, width as i64 - 1)?;
+        match self.cost {
+            Cost::Census { width: cw, height: ch } => CensusWindow::new(cw, ch).map(|_| ())?,
+            Cost::Mi { iterations, levels } => {
+                require_range("MI iterations", iterations as i64, 1, 10)?;
+                // The coarsest level must still be a stereo pair (at least 2 pixels wide).
+                let max_levels = (0..=6).take_while(|&k| width.div_ceil(1 << k) >= 2).last().unwrap_or(0);
+                require_range("MI levels", levels as i64, 0, max_levels as i64)?;
+            }
+            Cost::Ad => {}
+        }
+        let (p1, p2) = self.penalties();
+        Penalties { p1, p2, adaptive_p2: self.adaptive_p2 }.validate(self.paths.count(), self.cost.max_value())?;
+        require_range("uniqueness", self.uniqueness as i64, 0, 99)?;
+        self.tiling.validate()
+    }
+}
+
+/// What one run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StereoStats {
+    /// Pixels with a disparity in the output.
+    pub valid: usize,
+    /// Pixels invalidated by the uniqueness test (final iteration).
+    pub rejected_uniqueness: usize,
+    /// Pixels invalidated by the left-right check (final iteration).
+    pub rejected_lr: usize,
+    /// Pixels given a disparity by hole filling.
+    pub filled: usize,
+    /// Tiles (or bands) the image was processed in.
+    pub tiles: usize,
+    /// Bytes of the largest working set held at once, as accounted by the core: the summed
+    /// volume, the path line buffers and cost rows and the per-tile maps of the largest
+    /// tile, plus the whole-image buffers (gray copies, census codes, occlusion classes,
+    /// the hole-filling copy). Allocator overhead and the caller's images are not counted.
+    pub peak_bytes: usize,
+    /// Penalties used.
+    pub p1: u16,
+    pub p2: u16,
+}
+
+/// A `W x H x D` volume of u8 matching costs, `data[(y * W + x) * D + d]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostVolume {
+    pub width: usize,
+    pub height: usize,
+    pub disparities: usize,
+    pub data: Vec<u8>,
+}
+
+impl CostVolume {
+    /// Costs of pixel `(x, y)` for all disparities.
+    #[inline]
+    pub fn pixel(&self, x: usize, y: usize) -> &[u8] {
+        let i = (y * self.width + x) * self.disparities;
+        &self.data[i..i + self.disparities]
+    }
+    /// The row `y` (`W * D` costs).
+    #[inline]
+    pub fn row(&self, y: usize) -> &[u8] {
+        let n = self.width * self.disparities;
+        &self.data[y * n..(y + 1) * n]
+    }
+}
+
+/// A stored volume is a row source too (for [`aggregate`] on a volume).
+impl RowCost for CostVolume {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, out: &mut [u8]) {
+        let row = self.row(y);
+        out[..n * disparities].copy_from_slice(&row[x0 * disparities..(x0 + n) * disparities]);
+    }
+}
+
+/// A matching cost seen as rows: the costs of the left pixels `x0 .. x0 + n` of row `y`
+/// against the whole right row.
+pub(crate) trait RowCost: Sync {
+    /// Writes `out[(x - x0) * D + d]` for `x in x0..x0 + n`, `d in 0..D`.
+    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, out: &mut [u8]);
+}
+
+/// Computes the cost volume of the region `r` (rows in parallel).
+pub(crate) fn cost_volume_of(c: &dyn RowCost, r: Rect, disparities: usize, par: Parallelism) -> CostVolume {
+    let n = r.width * disparities;
+    let mut data = vec![0u8; n * r.height];
+    if let Ok(view) = ImageViewMut::from_slice(&mut data, n, r.height) {
+        for_each_band(view, par, 4, |y0, mut band| {
+            for j in 0..band.height() {
+                c.cost_row(r.y + y0 + j, r.x, r.width, disparities, band.row_mut(j));
+            }
+        });
+    }
+    CostVolume { width: r.width, height: r.height, disparities, data }
+}
+
+/// `r[k]` for `k in 0..W + D - 1`: the right row reversed and clamped, so that the right
+/// pixels `x - d` (clamped to 0) of left pixel `x`, for `d = 0, 1, ...`, are the
+/// contiguous run `r[W - 1 - x ..]`. Shared by every cost so the clamp rule lives once.
+#[inline]
+pub(crate) fn reversed_clamped<T: Copy>(row: &[T], disparities: usize, out: &mut Vec<T>) {
+    out.clear();
+    out.extend(row.iter().rev().copied());
+    let first = row[0];
+    // repeat_n needs Rust 1.82; the workspace's rust-version is 1.80.
+    #[allow(clippy::manual_repeat_n)]
+    out.extend(core::iter::repeat(first).take(disparities.saturating_sub(1)));
+}
+
+/// Half-size image: each pixel the rounded mean of a 2x2 block (the last row / column of an
+/// odd size averages with itself).
+fn half(img: &Image<u8>) -> Result<Image<u8>> {
+    let (w, h) = img.size();
+    Image::from_fn(w.div_ceil(2), h.div_ceil(2), |x, y| {
+        let (x0, y0) = (2 * x, 2 * y);
+        let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
+        let s = img.at(x0, y0) as u32 + img.at(x1, y0) as u32 + img.at(x0, y1) as u32 + img.at(x1, y1) as u32;
+        ((s + 2) / 4) as u8
+    })
+}
+
+fn occ_view(o: &mut Option<Image<u8>>) -> Option<ImageViewMut<'_, u8>> {
+    o.as_mut().map(|i| i.view_mut())
+}
+
+/// Rejects a disparity map holding NaN (infinity is the invalid marker and allowed).
+pub(crate) fn check_no_nan(name: &'static str, v: ImageView<'_, f32>) -> Result<()> {
+    for y in 0..v.height() {
+        if let Some(x) = v.row(y).iter().position(|d| d.is_nan()) {
+            return Err(Error::InvalidParameter { name, reason: format!("NaN at ({x}, {y}); invalid pixels must be +inf") });
+        }
+    }
+    Ok(())
+}
+
+/// The two images of a pair in the form the costs read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pair<'a> {
+    Gray(ImageView<'a, u8>, ImageView<'a, u8>),
+    Rgb(ImageView<'a, Rgba8>, ImageView<'a, Rgba8>),
+}
+
+fn pair<'a>(left: AnyView<'a>, right: AnyView<'a>) -> Result<Pair<'a>> {
+    check_same_size(left.size(), right.size())?;
+    match (left, right) {
+        (AnyView::U8(l), AnyView::U8(r)) => Ok(Pair::Gray(l, r)),
+        (AnyView::Rgba8(l), AnyView::Rgba8(r)) => Ok(Pair::Rgb(l, r)),
+        _ => Err(Error::UnsupportedType {
+            op: "stereo",
+            types: "other than two u8 or two rgba8 images (convert 16-bit or float input to 8 bits first)",
+        }),
+    }
+}
+
+/// Semi-global matching of a rectified pair into the left disparity map `disp`
+/// (`f32`, same size; invalid = `f32::INFINITY`). Left and right are both `u8` gray or
+/// both `Rgba8` (census and MI use the Rec. 601 luma, AD the three colour channels).
+///
+/// Pipeline: cost -> aggregation along `p.paths` -> winner-takes-all (+ uniqueness,
+/// subpixel) -> left-right check -> 3x3 median, per tile of `p.tiling`; then hole filling
+/// over the whole map. With `Cost::Mi` the cost is re-estimated from the previous
+/// iteration's checked disparity map (whole image), starting from zero disparity.
+pub fn stereo_sgm(
+    left: AnyView<'_>,
+    right: AnyView<'_>,
+    mut disp: ImageViewMut<'_, f32>,
+    p: &StereoParams,
+    par: Parallelism,
+) -> Result<StereoStats> {
+    let pr = pair(left, right)?;
+    check_same_size(left.size(), disp.size())?;
+    let (w, h) = left.size();
+    p.validate(w)?;
+    let tiles = plan_tiles(w, h, p.max_disparity, p.paths.count(), p.tiling)?;
+
+    let gray_l: Image<u8> = match pr {
+        Pair::Gray(l, _) => l.to_image(),
+        Pair::Rgb(l, _) => l.convert(),
+    };
+    let mut whole_bytes = w * h * (core::mem::size_of::<u8>() + core::mem::size_of::<f32>());
+    // Occlusion classes of the LR check, for hole filling.
+    let mut occ = if p.fill && p.lr_check { Some(Image::<u8>::new(w, h)?) } else { None };
+    let mut stats = match p.cost {
+        Cost::Ad => {
+            let src = cost_ad::AdCost::new(pr);
+            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?
+        }
+        Cost::Census { width, height } => {
+            let win = CensusWindow::new(width, height)?;
+            let gray_r: Image<u8> = match pr {
+                Pair::Gray(_, r) => r.to_image(),
+                Pair::Rgb(_, r) => r.convert(),
+            };
+            let cl = cost_census::census_transform(gray_l.view(), win)?;
+            let cr = cost_census::census_transform(gray_r.view(), win)?;
+            whole_bytes += w * h * (1 + 2 * 8);
+            let src = cost_census::CensusCost::new(&cl, &cr)?;
+            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?
+        }
+        Cost::Mi { iterations, levels } => {
+            let gray_r: Image<u8> = match pr {
+                Pair::Gray(_, r) => r.to_image(),
+                Pair::Rgb(_, r) => r.convert(),
+            };
+            whole_bytes += w * h * 2;
+            // Hierarchical MI (paper sec. 2.1): `iterations` estimates at the coarsest level
+            // starting from zero disparities, then one per finer level from the level
+            // below's disparities (doubled); intermediate runs keep only the checked
+            // integer disparities, the final one uses the caller's steps.
+            let mut pyr = vec![(gray_l.clone(), gray_r.clone())];
+            for _ in 0..levels {
+                let (l, r) = &pyr[pyr.len() - 1];
+                let next = (half(l)?, half(r)?);
+                pyr.push(next);
+            }
+            let mut inter = *p;
+            inter.subpixel = false;
+            inter.median = false;
+            inter.fill = false;
+            inter.lr_check = true;
+            let (cw, ch) = pyr[levels].0.size();
+            let mut init = Image::<f32>::new(cw, ch)?;
+            let mut last = StereoStats::default();
+            for k in (0..=levels).rev() {
+                let (lk, rk) = (&pyr[k].0, &pyr[k].1);
+                let (wk, hk) = lk.size();
+                let runs = if k == levels { iterations } else { 1 };
+                for it in 0..runs {
+                    let table = cost_mi::mi_table(lk.view(), rk.view(), init.view())?;
+                    let src = cost_mi::MiCost::new(lk.view(), rk.view(), &table);
+                    if k == 0 && it + 1 == runs {
+                        last = tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?;
+                    } else {
+                        let dk = p.max_disparity.div_ceil(1 << k).clamp(1, wk - 1);
+                        let tiling = if k == 0 { p.tiling } else { Tiling::default() };
+                        let q = StereoParams { max_disparity: dk, tiling, ..inter };
+                        let t = plan_tiles(wk, hk, dk, q.paths.count(), tiling)?;
+                        let mut out = Image::<f32>::new(wk, hk)?;
+                        tiles::run_tiles(&src, lk.view(), &t, &q, out.view_mut(), None, par)?;
+                        init = out;
+                    }
+                }
+                if k > 0 {
+                    let (fw, fh) = pyr[k - 1].0.size();
+                    init = Image::from_fn(fw, fh, |x, y| 2.0 * init.at((x / 2).min(wk - 1), (y / 2).min(hk - 1)))?;
+                }
+            }
+            last
+        }
+    };
+    if p.fill {
+        stats.filled = fill::fill_holes(disp.reborrow(), occ.as_ref().map(|o| o.view()))?;
+        whole_bytes += w * h * 5;
+    }
+    stats.valid = (0..h).map(|y| disp.row(y).iter().filter(|v| v.is_finite()).count()).sum();
+    stats.peak_bytes += whole_bytes;
+    let (p1, p2) = p.penalties();
+    stats.p1 = p1;
+    stats.p2 = p2;
+    Ok(stats)
+}

@@ -1,0 +1,232 @@
+//! `tessera stereo` (semi-global matching into a PFM disparity map, optionally a colour PNG)
+//! and `tessera stereo-eval` (Middlebury scores against ground truth).
+
+use super::common::BackendArgs;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use tessera::stereo::{self, pfm, Cost, Paths, StereoParams, Tiling};
+use tessera::{AnyImage, Image};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CostArg {
+    /// Census transform + Hamming distance (window --census-window)
+    Census,
+    /// Modified absolute difference (colour or gray)
+    Ad,
+    /// Mutual information, re-estimated --mi-iterations times
+    Mi,
+}
+
+#[derive(clap::Args)]
+pub struct StereoArgs {
+    /// Left image of a rectified pair (8-bit gray or RGB)
+    left: PathBuf,
+    /// Right image, same size and type
+    right: PathBuf,
+    /// Output left disparity map, PFM (float32, invalid = +inf)
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Number of disparities D: candidates 0 .. D-1
+    #[arg(long, default_value_t = 64)]
+    max_disp: usize,
+    #[arg(long, value_enum, default_value = "census")]
+    cost: CostArg,
+    /// Census window WxH (odd sides, at most 9x7)
+    #[arg(long, default_value = "7x5")]
+    census_window: String,
+    /// MI iterations (from a zero disparity map) at the coarsest level
+    #[arg(long, default_value_t = 3)]
+    mi_iterations: usize,
+    /// MI pyramid levels (0 = full resolution only)
+    #[arg(long, default_value_t = 0)]
+    mi_levels: usize,
+    /// Aggregation paths: 4, 5, 8 or 16
+    #[arg(long, default_value_t = 8)]
+    paths: usize,
+    /// Small-change penalty P1 (default: per cost)
+    #[arg(long)]
+    p1: Option<u16>,
+    /// Large-change penalty P2 (default: per cost)
+    #[arg(long)]
+    p2: Option<u16>,
+    /// Constant P2 instead of the intensity-adaptive one
+    #[arg(long)]
+    fixed_p2: bool,
+    /// Uniqueness ratio in percent (0 = off)
+    #[arg(long, default_value_t = 0)]
+    uniqueness: u8,
+    /// Parabola subpixel refinement: true or false
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    subpixel: bool,
+    /// Left-right consistency check: true or false
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    lr_check: bool,
+    /// 3x3 median: true or false
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    median: bool,
+    /// Hole filling for a dense map: true or false
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    fill: bool,
+    /// Original tile mode: tiles of WxH pixels (default: automatic bands by --max-mem)
+    #[arg(long)]
+    tile: Option<String>,
+    /// Tile / band overlap in pixels
+    #[arg(long, default_value_t = 32)]
+    overlap: usize,
+    /// Working-set budget in MiB for the automatic bands
+    #[arg(long, default_value_t = 1024)]
+    max_mem: usize,
+    /// Also write a colour-mapped PNG of the disparities
+    #[arg(long)]
+    color: Option<PathBuf>,
+    #[command(flatten)]
+    backend: BackendArgs,
+}
+
+fn parse_wxh(s: &str, what: &str) -> Result<(usize, usize)> {
+    let (w, h) = s.split_once(['x', 'X']).with_context(|| format!("{what} {s:?}: expected WxH"))?;
+    Ok((w.trim().parse().with_context(|| format!("{what} width {w:?}"))?, h.trim().parse().with_context(|| format!("{what} height {h:?}"))?))
+}
+
+impl StereoArgs {
+    fn params(&self) -> Result<StereoParams> {
+        let cost = match self.cost {
+            CostArg::Census => {
+                let (width, height) = parse_wxh(&self.census_window, "census window")?;
+                Cost::Census { width, height }
+            }
+            CostArg::Ad => Cost::Ad,
+            CostArg::Mi => Cost::Mi { iterations: self.mi_iterations, levels: self.mi_levels },
+        };
+        let tiling = match &self.tile {
+            Some(t) => {
+                let (width, height) = parse_wxh(t, "tile")?;
+                Tiling::Tiles { width, height, overlap: self.overlap }
+            }
+            None => Tiling::Auto { max_bytes: self.max_mem.saturating_mul(1 << 20), overlap: self.overlap },
+        };
+        Ok(StereoParams {
+            max_disparity: self.max_disp,
+            cost,
+            paths: Paths::from_count(self.paths)?,
+            p1: self.p1,
+            p2: self.p2,
+            adaptive_p2: !self.fixed_p2,
+            uniqueness: self.uniqueness,
+            subpixel: self.subpixel,
+            lr_check: self.lr_check,
+            lr_max_diff: 1,
+            median: self.median,
+            fill: self.fill,
+            tiling,
+        })
+    }
+}
+
+/// Loads a stereo input as 8-bit gray or RGBA; other types are an error naming the file.
+fn load_pair_image(path: &Path) -> Result<AnyImage> {
+    let img = tessera::io::load(path)?;
+    match img {
+        AnyImage::U8(_) | AnyImage::Rgba8(_) => Ok(img),
+        _ => bail!("{}: stereo needs 8-bit gray or RGB images", path.display()),
+    }
+}
+
+pub fn run_stereo(a: StereoArgs) -> Result<()> {
+    let p = a.params()?;
+    let left = load_pair_image(&a.left)?;
+    let right = load_pair_image(&a.right)?;
+    let backend = a.backend.open()?;
+    let (w, h) = left.size();
+    let mut disp = Image::<f32>::new(w, h)?;
+    let lv = left.view().context("left image")?;
+    let rv = right.view().context("right image")?;
+    let t = std::time::Instant::now();
+    let stats = backend.stereo_sgm(lv, rv, disp.view_mut(), &p)?;
+    eprintln!(
+        "{}x{} x {} disparities on {}: {:.1} ms, {} valid ({:.1} %), {} filled, {} tile(s), P1 {} P2 {}",
+        w,
+        h,
+        p.max_disparity,
+        backend.name(),
+        t.elapsed().as_secs_f64() * 1e3,
+        stats.valid,
+        100.0 * stats.valid as f64 / (w * h) as f64,
+        stats.filled,
+        stats.tiles,
+        stats.p1,
+        stats.p2
+    );
+    write_file(&a.output, &pfm::encode_pfm(disp.view()))?;
+    if let Some(c) = &a.color {
+        let img = stereo::colormap::colorize(disp.view(), p.max_disparity as f32)?;
+        tessera::io::save(&img.into(), c)?;
+    }
+    Ok(())
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[derive(clap::Args)]
+pub struct StereoEvalArgs {
+    /// Disparity map: PFM (invalid = inf), or an 8/16-bit image divided by --disp-scale
+    disp: PathBuf,
+    /// Ground truth: an 8/16-bit image divided by --gt-scale (0 = unknown), or PFM
+    gt: PathBuf,
+    /// Ground-truth scale (Middlebury cones / teddy: 4)
+    #[arg(long, default_value_t = 4.0)]
+    gt_scale: f32,
+    /// Scale of an integer disparity image (0 = invalid)
+    #[arg(long, default_value_t = 1.0)]
+    disp_scale: f32,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+}
+
+/// Loads a disparity map in pixels: PFM as is; integer images divided by `scale` with
+/// 0 read as `zero` (unknown ground truth: 0; invalid disparity: +inf).
+fn load_disparity(path: &Path, scale: f32, zero: f32) -> Result<Image<f32>> {
+    let is_pfm = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("pfm"));
+    if is_pfm {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        return pfm::decode_pfm(&bytes).with_context(|| format!("{}", path.display()));
+    }
+    if !(scale.is_finite() && scale > 0.0) {
+        bail!("scale {scale} must be a finite number > 0");
+    }
+    let raw: Image<f32> = match tessera::io::load(path)? {
+        AnyImage::U8(i) => i.convert(),
+        AnyImage::U16(i) => i.convert(),
+        AnyImage::F32(i) => return Ok(i),
+        _ => bail!("{}: expected a gray disparity image or a PFM", path.display()),
+    };
+    Ok(raw.map(|v| if v == 0.0 { zero } else { v / scale }))
+}
+
+pub fn run_stereo_eval(a: StereoEvalArgs) -> Result<()> {
+    let disp = load_disparity(&a.disp, a.disp_scale, f32::INFINITY)?;
+    let gt = load_disparity(&a.gt, a.gt_scale, 0.0)?;
+    let s = stereo::evaluate(disp.view(), gt.view())?;
+    if a.json {
+        let v = serde_json::json!({
+            "known": s.known, "valid": s.valid,
+            "all": {"bad1": s.bad1_all, "bad2": s.bad2_all},
+            "valid_only": {"bad1": s.bad1_valid, "bad2": s.bad2_valid, "mae": s.mae_valid},
+            "density": s.density,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("pixels with known ground truth: {}, with a disparity: {}", s.known, s.valid);
+        println!("                 bad 1.0   bad 2.0   MAE");
+        println!("all known        {:7.2} % {:7.2} %   (invalid counted as bad)", s.bad1_all, s.bad2_all);
+        println!("valid only       {:7.2} % {:7.2} %   {:.3} px", s.bad1_valid, s.bad2_valid, s.mae_valid);
+        println!("density          {:7.2} %", s.density);
+    }
+    Ok(())
+}
