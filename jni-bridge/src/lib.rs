@@ -12,6 +12,7 @@ pub mod error;
 pub mod filters;
 pub mod local;
 pub mod pixels;
+pub mod stereo;
 pub mod stitch;
 
 use error::{Result, ThrowJava};

@@ -264,7 +264,7 @@ public final class Native {
     }
 
     /** Stereo cost codes and names. */
-    public static final String[] COSTS = {"census", "AD", "MI"};
+    public static final String[] COSTS = {"census", "AD", "MI", "MI-hierarchical"};
 
     /**
      * Semi-global matching of a rectified pair (both 8-bit gray or both RGB, w x h) into the
