@@ -2,8 +2,11 @@
 //! Fiji plugin (`imagej-plugin/`).
 //!
 //! Every entry point takes ImageJ's own pixel arrays (`byte[]`, `short[]`, `float[]`,
-//! `int[]`) and reads / writes them in place inside primitive-array critical sections
-//! ([`pixels`]). The backend is chosen per call by name ([`backend`]). Errors become Java
+//! `int[]`). Filters read and write them in place inside primitive-array critical sections
+//! ([`pixels`]); the few copies are stated where they happen: RGB for the operations that
+//! weigh the channels ([`local`], [`stereo`]), and the frames of a whole panorama run,
+//! which reports progress to ImageJ between frames ([`stitch`]). The backend is chosen per
+//! call by name ([`backend`]). Errors become Java
 //! exceptions and panics are caught at the boundary ([`error`]); nothing unwinds into the
 //! JVM and bad input never crashes it.
 
