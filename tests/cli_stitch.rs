@@ -193,3 +193,26 @@ fn degenerate_inputs_are_clear_errors() {
     let o = run(&["stitch", "--npts", "0", "-o"], &[&out, &good]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("npts"));
 }
+
+#[test]
+fn float_frames_in_unit_range_register_with_the_scaled_default_threshold() {
+    let frames = sequence("float");
+    let truth = report(&frames.join("truth.json"));
+    // The same frames as 32-bit float gray in [0, 1], as a TIFF stack.
+    let pages: Vec<AnyImage> = (0..15)
+        .map(|i| match io::load(&frames.join(format!("frame_{i:04}.png"))).unwrap() {
+            AnyImage::Rgba8(img) => AnyImage::F32(img.map(|p| (0.299 * p.r as f32 + 0.587 * p.g as f32 + 0.114 * p.b as f32) / 255.0)),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let d = frames.parent().unwrap();
+    let stack = d.join("float.tif");
+    io::write_tiff(&pages, &stack).unwrap();
+    let rep = d.join("float.json");
+    let o = tessera().arg("stitch").arg(&stack).arg("-o").arg(d.join("f.tif")).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&rep);
+    check_against_truth(&r, &truth, &[]);
+    assert!(r["params"]["min_variance"].as_f64().unwrap() < 1e-3);
+    assert!(matches!(io::load(&d.join("f.tif")).unwrap(), AnyImage::F32(_)));
+}

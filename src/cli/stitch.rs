@@ -46,8 +46,10 @@ pub struct RegisterArgs {
     #[arg(long, default_value_t = 32)]
     pub search_radius: usize,
     /// Templates whose variance (grey levels squared) is below this are not searched
-    #[arg(long, default_value_t = 4.0)]
-    pub min_variance: f64,
+    /// [default: 4 for 8-bit and RGB frames; for 16-bit and float frames, 4 scaled by
+    /// (value range of the first frame / 255)^2]
+    #[arg(long)]
+    pub min_variance: Option<f64>,
     /// Search method
     #[arg(long, value_enum, default_value = "log")]
     pub method: MethodArg,
@@ -60,7 +62,7 @@ impl RegisterArgs {
             cthresh: self.cthresh,
             npts: self.npts,
             search_radius: self.search_radius,
-            min_variance: self.min_variance,
+            min_variance: self.min_variance.unwrap_or(4.0),
             method: match self.method {
                 MethodArg::Log => SearchMethod::Log,
                 MethodArg::LogPlain => SearchMethod::LogPlain,
@@ -342,6 +344,10 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         (frames, labels, None)
     };
     let v = views(&frames)?;
+    let mut p = p;
+    if a.register.min_variance.is_none() {
+        p.register.min_variance = default_min_variance(&v[0]);
+    }
     let bar = progress_bar(v.len() as u64, "frames");
     let t0 = Instant::now();
     let pano = backend
@@ -397,6 +403,25 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         println!("report -> {}", path.display());
     }
     Ok(())
+}
+
+/// The texture threshold when none is given: 4 squared grey levels on an 8-bit scale (a
+/// standard deviation of 2), scaled for 16-bit and float frames by the first frame's value
+/// range, so a float frame in [0, 1] gets the same relative threshold as an 8-bit one.
+pub fn default_min_variance(frame: &AnyView<'_>) -> f64 {
+    fn range<T: tessera::Pixel + Into<f64>>(v: &tessera::ImageView<'_, T>) -> f64 {
+        let (lo, hi) = v.rows().flatten().fold((f64::MAX, f64::MIN), |(l, h), &x| {
+            let x: f64 = x.into();
+            if x.is_finite() { (l.min(x), h.max(x)) } else { (l, h) }
+        });
+        if hi > lo { hi - lo } else { 255.0 }
+    }
+    let r = match frame {
+        AnyView::U8(_) | AnyView::Rgba8(_) => 255.0,
+        AnyView::U16(v) => range(v),
+        AnyView::F32(v) => range(v),
+    };
+    4.0 * (r / 255.0) * (r / 255.0)
 }
 
 /// Replaces "frame N" in a core error with the frame's file name.

@@ -46,6 +46,13 @@ pub trait NccSample: IntegralSample {
     /// The cross term `sum(t * w)` of the template pixels `tpl` (rows of `tw`) against the
     /// window of `span` whose row r starts at `start + r * stride`.
     fn cross(tpl: &[Self::Tpl], tw: usize, span: &[Self], start: usize, stride: usize) -> Self::Cross;
+    /// The cross terms of `out.len()` consecutive window positions along x, the first at
+    /// `start` (`out[k]` = [`NccSample::cross`] at `start + k`), for the exhaustive search.
+    fn cross_run(tpl: &[Self::Tpl], tw: usize, span: &[Self], start: usize, stride: usize, out: &mut [Self::Cross]) {
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = Self::cross(tpl, tw, span, start + k, stride);
+        }
+    }
     /// The template statistics from its sums and its stored pixels.
     fn stats(n: u64, s1: Self::Acc, s2: Self::Acc, pixels: &[Self::Tpl]) -> TemplateStats;
     /// True for a template with zero variance.
@@ -65,6 +72,8 @@ pub struct TemplateStats {
     pub sum: f64,
     /// Integer samples: `n S_tt - S_t^2`, exact (n^2 times the variance); 0 for f32.
     pub n2_var_int: i128,
+    /// `n2_var_int` as f64 (converted once, not per candidate).
+    pub n2_var: f64,
     /// `sum((t - mean_t)^2)`.
     pub dev: f64,
 }
@@ -105,6 +114,37 @@ fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> 
     total
 }
 
+/// [`NccSample::cross_run`] for u8, 16 positions at a time: each template pixel is
+/// broadcast against 16 consecutive window pixels and accumulated into 16 u32 lanes (one
+/// widening multiply-add per template pixel for 16 positions, instead of 16 dot products
+/// over short rows). Exact: a position's sum is at most 66051 * 255^2 < 2^32
+/// ([`IntegralSample::MAX_AREA`]).
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn cross_run_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize, out: &mut [u64]) {
+    const LANES: usize = 16;
+    for (b, chunk) in out.chunks_mut(LANES).enumerate() {
+        let s0 = start + b * LANES;
+        if chunk.len() < LANES {
+            for (k, o) in chunk.iter_mut().enumerate() {
+                *o = cross_u8(tpl, tw, span, s0 + k, stride);
+            }
+            continue;
+        }
+        let mut acc = [0u32; LANES];
+        for (r, trow) in tpl.chunks_exact(tw).enumerate() {
+            let wrow = &span[s0 + r * stride..s0 + r * stride + tw + LANES - 1];
+            for (j, &t) in trow.iter().enumerate() {
+                for (a, &w) in acc.iter_mut().zip(&wrow[j..j + LANES]) {
+                    *a = a.wrapping_add(t as u32 * w as u32);
+                }
+            }
+        }
+        for (o, &a) in chunk.iter_mut().zip(&acc) {
+            *o = a as u64;
+        }
+    }
+}
+
 /// As [`cross_u8`] for u16 (products in u32, row sums in u64).
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn cross_u16(tpl: &[u16], tw: usize, span: &[u16], start: usize, stride: usize) -> u64 {
@@ -127,24 +167,35 @@ fn int_stats(n: u64, s1: u64, s2: u64) -> TemplateStats {
     // Exact: S_t and S_tt fit u64 for every template up to MAX_TEMPLATE^2 u16 pixels, and
     // the products are formed in i128.
     let v = n as i128 * s2 as i128 - s1 as i128 * s1 as i128;
-    TemplateStats { n, sum: s1 as f64, n2_var_int: v, dev: v as f64 / n as f64 }
+    TemplateStats { n, sum: s1 as f64, n2_var_int: v, n2_var: v as f64, dev: v as f64 / n as f64 }
 }
 
-fn finish_int(t: &TemplateStats, stw: u64, wsum: u64, wsq: u64) -> Option<f64> {
-    let n = t.n as i128;
-    let (sw, sww) = (wsum as i128, wsq as i128);
-    let var_w = n * sww - sw * sw;
-    if t.n2_var_int <= 0 || var_w <= 0 {
-        return None;
-    }
-    // t.sum is an exact integer below 2^53, so the cast back is exact.
-    let num = n * stw as i128 - (t.sum as i128) * sw;
-    let r = num as f64 / libm::sqrt(t.n2_var_int as f64 * var_w as f64);
-    Some(r.clamp(-1.0, 1.0))
+/// `r` from exact integer sums, in the integer type `$w` wide enough for the products
+/// (i64 for u8, whose sums are bounded by MAX_AREA; i128 for u16). Only the final division
+/// and square root round.
+macro_rules! finish_int {
+    ($name:ident, $w:ty) => {
+        #[inline]
+        fn $name(t: &TemplateStats, stw: u64, wsum: u64, wsq: u64) -> Option<f64> {
+            let n = t.n as $w;
+            let (sw, sww) = (wsum as $w, wsq as $w);
+            let var_w = n * sww - sw * sw;
+            if t.n2_var_int <= 0 || var_w <= 0 {
+                return None;
+            }
+            // t.sum is an exact integer below 2^53, so the cast back is exact.
+            let num = n * stw as $w - (t.sum as $w) * sw;
+            let r = num as f64 / libm::sqrt(t.n2_var * var_w as f64);
+            Some(r.clamp(-1.0, 1.0))
+        }
+    };
 }
+// u8: n <= 66051, S_tw, S_ww <= 66051 * 255^2, so n * S_tw < 2^48 and S_w^2 < 2^49.
+finish_int!(finish_u8, i64);
+finish_int!(finish_u16, i128);
 
 macro_rules! int_ncc {
-    ($t:ty, $acc:ty, $cross:ident) => {
+    ($t:ty, $acc:ty, $finish:ident, $cross:ident $(, $run:ident)?) => {
         impl NccSample for $t {
             type Tpl = $t;
             type Cross = u64;
@@ -156,6 +207,11 @@ macro_rules! int_ncc {
             fn cross(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize) -> u64 {
                 $cross(tpl, tw, span, start, stride)
             }
+            $(
+            fn cross_run(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize, out: &mut [u64]) {
+                $run(tpl, tw, span, start, stride, out)
+            }
+            )?
             fn stats(n: u64, s1: $acc, s2: $acc, _pixels: &[$t]) -> TemplateStats {
                 int_stats(n, s1 as u64, s2 as u64)
             }
@@ -164,13 +220,13 @@ macro_rules! int_ncc {
             }
             #[inline]
             fn finish(t: &TemplateStats, cross: u64, wsum: $acc, wsq: $acc, _tol: f64) -> Option<f64> {
-                finish_int(t, cross, wsum as u64, wsq as u64)
+                $finish(t, cross, wsum as u64, wsq as u64)
             }
         }
     };
 }
-int_ncc!(u8, u32, cross_u8);
-int_ncc!(u16, u64, cross_u16);
+int_ncc!(u8, u32, finish_u8, cross_u8, cross_run_u8);
+int_ncc!(u16, u64, finish_u16, cross_u16);
 
 impl NccSample for f32 {
     type Tpl = f32;
@@ -190,7 +246,7 @@ impl NccSample for f32 {
     fn stats(n: u64, s1: f64, _s2: f64, pixels: &[f32]) -> TemplateStats {
         // The norm of the stored zero-mean values, so numerator and norm use the same t'.
         let dev = pixels.iter().map(|&t| t as f64 * t as f64).sum();
-        TemplateStats { n, sum: s1, n2_var_int: 0, dev }
+        TemplateStats { n, sum: s1, n2_var_int: 0, n2_var: 0.0, dev }
     }
     fn is_flat(t: &TemplateStats) -> bool {
         t.dev <= 0.0
@@ -219,7 +275,7 @@ pub struct Template<T: NccSample> {
 impl<T: NccSample> Default for Template<T> {
     /// An empty template, a buffer for [`Template::set`].
     fn default() -> Self {
-        Template { width: 0, height: 0, pixels: Vec::new(), stats: TemplateStats { n: 0, sum: 0.0, n2_var_int: 0, dev: 0.0 } }
+        Template { width: 0, height: 0, pixels: Vec::new(), stats: TemplateStats { n: 0, sum: 0.0, n2_var_int: 0, n2_var: 0.0, dev: 0.0 } }
     }
 }
 
@@ -318,6 +374,18 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
         self.integral.window(x, y, w, h)?;
         let r = self.eval(tpl, x, y);
         Ok((r != FLAT).then_some(r))
+    }
+
+    /// The coefficients of `out.len()` consecutive positions along x from `(x, y)`, all
+    /// checked by the caller ([`NccSample::cross_run`]); `cross` is scratch of that length.
+    pub(crate) fn eval_run(&self, tpl: &Template<T>, x: usize, y: usize, cross: &mut [T::Cross], out: &mut [f64]) {
+        let (w, h) = (tpl.width, tpl.height);
+        let stride = self.view.stride();
+        T::cross_run(&tpl.pixels, w, self.view.span(), y * stride + x, stride, cross);
+        for (k, (o, &c)) in out.iter_mut().zip(cross.iter()).enumerate() {
+            let [s1, s2] = self.integral.window_unchecked(x + k, y, w, h);
+            *o = T::finish(&tpl.stats, c, s1, s2, self.flat_tol).unwrap_or(FLAT);
+        }
     }
 
     /// The coefficient at a position the caller has checked, [`FLAT`] for a flat side.

@@ -193,7 +193,7 @@ impl<T: IntegralSample> Integral<T> {
     /// Largest absolute prefix sum of squares: the scale of the rounding error of f32 window
     /// variances (about `4 * f64::EPSILON` times this), used to call an f32 window flat.
     pub fn squares_scale(&self) -> f64 {
-        self.table.last().map_or(0.0, |s| T::to_f64(s[1]).abs())
+        self.table.last().map_or(0.0, |s| libm::fabs(T::to_f64(s[1])))
     }
 }
 

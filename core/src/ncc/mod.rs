@@ -166,6 +166,19 @@ impl SearchCache {
         v
     }
 
+    /// Stores a coefficient computed outside [`SearchCache::get`] (the exhaustive search's
+    /// row runs), counting it as evaluated.
+    #[inline]
+    pub(crate) fn put(&mut self, x: usize, y: usize, v: f64) {
+        let i = (y as isize - self.y0) as usize * self.side + (x as isize - self.x0) as usize;
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        if self.bits[w] & b == 0 {
+            self.bits[w] |= b;
+            self.evaluations += 1;
+        }
+        self.values[i] = v;
+    }
+
     /// Builds the [`Match`] for the integer peak `(x, y)`: `None` when its coefficient is
     /// flat, else with the subpixel offset from the 3 x 3 neighbourhood (neighbours outside
     /// the frame count as missing).

@@ -40,7 +40,7 @@ pub fn quadratic_peak(v: &[[f64; 3]; 3]) -> (f64, f64) {
         if d < 0.0 && g < 0.0 && det > 0.0 {
             let x = (-2.0 * g * b + e * c) / det;
             let y = (-2.0 * d * c + e * b) / det;
-            if x.abs() <= 1.0 && y.abs() <= 1.0 {
+            if libm::fabs(x) <= 1.0 && libm::fabs(y) <= 1.0 {
                 return (x, y);
             }
         }

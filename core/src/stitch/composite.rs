@@ -58,7 +58,7 @@ pub fn composite(frames: &[AnyView<'_>], positions: &[Option<(f64, f64)>], blend
     let mut placed = Vec::new();
     for (i, p) in positions.iter().enumerate() {
         if let Some((x, y)) = *p {
-            if !x.is_finite() || !y.is_finite() || x.abs() > 1e9 || y.abs() > 1e9 {
+            if !x.is_finite() || !y.is_finite() || libm::fabs(x) > 1e9 || libm::fabs(y) > 1e9 {
                 return Err(Error::InvalidFloat { name: "frame position", value: if x.is_finite() { y } else { x }, expected: "finite, |value| <= 1e9" });
             }
             placed.push((i, libm::round(x) as i64, libm::round(y) as i64));
@@ -73,7 +73,7 @@ pub fn composite(frames: &[AnyView<'_>], positions: &[Option<(f64, f64)>], blend
     let x1 = placed.iter().map(|p| p.1).max().unwrap_or(0) + fw as i64;
     let y1 = placed.iter().map(|p| p.2).max().unwrap_or(0) + fh as i64;
     let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
-    if cw.checked_mul(ch).is_none_or(|n| n > MAX_CANVAS) {
+    if !cw.checked_mul(ch).is_some_and(|n| n <= MAX_CANVAS) {
         return Err(Error::InvalidParameter {
             name: "canvas",
             reason: alloc::format!("{cw}x{ch} exceeds {MAX_CANVAS} pixels"),

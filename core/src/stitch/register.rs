@@ -281,7 +281,7 @@ pub fn register_pair<T: NccSample>(
 /// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
 /// the shift, and the set is re-gathered once around that mean.
 fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
-    let near = |a: (f64, f64), b: (f64, f64)| (a.0 - b.0).abs() <= tol && (a.1 - b.1).abs() <= tol;
+    let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
     let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| near(v[j].shift, c)).collect() };
     let mut best: (usize, f64, Vec<usize>) = (0, f64::NEG_INFINITY, Vec::new());
     for &i in kept {

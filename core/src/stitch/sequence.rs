@@ -195,7 +195,7 @@ fn run<T: NccSample + Into<f64>>(
         let moving = SearchFrame::with_buffer(views[i], buffer)?;
         let gap = (i - last) as f64;
         let predicted = (last_pos.0 + vel.0 * gap, last_pos.1 + vel.1 * gap);
-        if (predicted.0 - key_pos.0).abs() > limit.0 || (predicted.1 - key_pos.1).abs() > limit.1 {
+        if libm::fabs(predicted.0 - key_pos.0) > limit.0 || libm::fabs(predicted.1 - key_pos.1) > limit.1 {
             (key, key_pos) = (last, last_pos);
         }
         // Attempts: keyframe with prediction, last good frame with prediction (if the

@@ -113,11 +113,11 @@ impl SynthPixel for Rgba8 {
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
 /// OOPSLA 2014): tiny, fast, and good enough for noise and path parameters.
 #[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
+pub struct SplitMix64(u64, Option<f64>);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
+        SplitMix64(seed, None)
     }
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -130,18 +130,28 @@ impl SplitMix64 {
     pub fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
-    /// Standard normal (Box-Muller; one of the pair is used).
+    /// Standard normal: Marsaglia's polar method (no trigonometry), which makes two per
+    /// accepted point; the second is kept for the next call.
     pub fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.uniform(); // (0, 1]
-        let u2 = self.uniform();
-        libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2)
+        if let Some(z) = self.1.take() {
+            return z;
+        }
+        loop {
+            let (u, v) = (2.0 * self.uniform() - 1.0, 2.0 * self.uniform() - 1.0);
+            let s = u * u + v * v;
+            if s > 0.0 && s < 1.0 {
+                let k = libm::sqrt(-2.0 * libm::log(s) / s);
+                self.1 = Some(v * k);
+                return u * k;
+            }
+        }
     }
 }
 
 /// Keys' cubic convolution weight (a = -0.5), "Cubic convolution interpolation for digital
 /// image processing", IEEE Trans. ASSP 1981.
 fn keys(t: f64) -> f64 {
-    let t = t.abs();
+    let t = libm::fabs(t);
     if t < 1.0 {
         (1.5 * t - 2.5) * t * t + 1.0
     } else if t < 2.0 {
@@ -189,7 +199,7 @@ pub fn synth_sequence<P: SynthPixel>(src: ImageView<'_, P>, p: &SynthParams, par
     if p.noise_sigma < 0.0 {
         return Err(Error::InvalidFloat { name: "noise sigma", value: p.noise_sigma, expected: ">= 0" });
     }
-    if p.gain_drift.abs() > 0.5 {
+    if libm::fabs(p.gain_drift) > 0.5 {
         return Err(Error::InvalidFloat { name: "gain drift", value: p.gain_drift, expected: "within [-0.5, 0.5]" });
     }
     require_range("blur passes", p.blur_passes as i64, 0, 64)?;
