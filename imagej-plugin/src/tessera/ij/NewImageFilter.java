@@ -1,0 +1,125 @@
+package tessera.ij;
+
+import ij.IJ;
+import ij.ImagePlus;
+import ij.ImageStack;
+import ij.measure.Calibration;
+import ij.plugin.filter.ExtendedPlugInFilter;
+import ij.plugin.filter.PlugInFilterRunner;
+import ij.process.FloatProcessor;
+import ij.process.ImageProcessor;
+
+/**
+ * The shape shared by the gray operations whose result is a new 32-bit image (local
+ * variance, ...): the source is left alone (NO_CHANGES), each processed slice becomes a
+ * slice of the new image, which is shown at the end with the source's spatial calibration.
+ * Stacks ("Process all N images?" / macro keyword {@code stack}), progress bar, Esc between
+ * slices and {@code IJ.error} messages as in {@link InPlaceFilter}. RGB images are refused
+ * with a message saying what to do.
+ */
+abstract class NewImageFilter implements ExtendedPlugInFilter {
+    static final int TYPES = DOES_8G | DOES_16 | DOES_32;
+    private static final int FLAGS = TYPES | NO_CHANGES | NO_UNDO | FINAL_PROCESSING;
+
+    private ImagePlus imp;
+    private ImageStack out;
+    private int nPasses = 1, pass;
+    private boolean stopped;
+
+    abstract String title();
+
+    /** Title of the new image made from {@code src}. */
+    abstract String outputTitle(ImagePlus src);
+
+    abstract void addFields(Params gd, ImagePlus imp);
+
+    abstract boolean readFields(Params gd);
+
+    /** Runs the native operation from ImageJ's pixel array {@code src} into {@code dst}. */
+    abstract void filter(Object src, float[] dst, int w, int h);
+
+    /** Whether RGB input is taken (the operation then works on its luminance). */
+    boolean acceptsRgb() {
+        return false;
+    }
+
+    @Override
+    public int setup(String arg, ImagePlus imp) {
+        if ("final".equals(arg)) {
+            showResult();
+            return DONE;
+        }
+        if (imp == null) {
+            IJ.noImage();
+            return DONE;
+        }
+        if ((imp.getType() == ImagePlus.COLOR_RGB && !acceptsRgb()) || imp.getType() == ImagePlus.COLOR_256) {
+            Tessera.error(title(), title() + " works on 8-bit, 16-bit and 32-bit gray images; \""
+                    + imp.getTitle() + "\" is colour. Convert it first (Image > Type > 8-bit or 32-bit).");
+            return DONE;
+        }
+        this.imp = imp;
+        return flags();
+    }
+
+    private int flags() {
+        return acceptsRgb() ? FLAGS | DOES_RGB : FLAGS;
+    }
+
+    @Override
+    public int showDialog(ImagePlus imp, String command, PlugInFilterRunner pfr) {
+        Params gd = new Params(title());
+        addFields(gd, imp);
+        Tessera.addBackendChoice(gd);
+        if (!gd.show()) return DONE;
+        try {
+            if (!readFields(gd)) return DONE;
+            Tessera.readBackendChoice(gd);
+        } catch (IllegalArgumentException e) {
+            Tessera.error(title(), e);
+            return DONE;
+        }
+        return Params.stackFlags(imp, flags());
+    }
+
+    @Override
+    public void setNPasses(int nPasses) {
+        this.nPasses = Math.max(1, nPasses);
+        this.pass = 0;
+        this.out = new ImageStack(imp.getWidth(), imp.getHeight());
+    }
+
+    @Override
+    public void run(ImageProcessor ip) {
+        if (stopped) return;
+        if (IJ.escapePressed()) {
+            stopped = true;
+            IJ.showStatus(title() + ": stopped by Esc after " + pass + " of " + nPasses + " slices");
+            IJ.showProgress(1.0);
+            return;
+        }
+        int w = ip.getWidth(), h = ip.getHeight();
+        float[] dst = new float[w * h];
+        try {
+            filter(ip.getPixels(), dst, w, h);
+        } catch (RuntimeException e) {
+            stopped = true;
+            Tessera.error(title(), e);
+            return;
+        }
+        String label = imp.getStackSize() > 1 ? imp.getStack().getShortSliceLabel(ip.getSliceNumber()) : null;
+        out.addSlice(label, new FloatProcessor(w, h, dst, null));
+        pass++;
+        IJ.showProgress(pass, nPasses);
+    }
+
+    private void showResult() {
+        if (stopped || out == null || out.getSize() == 0) return;
+        ImagePlus res = new ImagePlus(outputTitle(imp), out);
+        Calibration cal = imp.getCalibration().copy();
+        cal.disableDensityCalibration(); // the values are new quantities, not the source's
+        res.setCalibration(cal);
+        res.resetDisplayRange();
+        res.show();
+    }
+}

@@ -1,0 +1,138 @@
+package tessera.ij;
+
+import ij.IJ;
+import ij.ImagePlus;
+import ij.ImageStack;
+import ij.measure.Calibration;
+import ij.measure.ResultsTable;
+import ij.plugin.PlugIn;
+import ij.process.ImageProcessor;
+
+/**
+ * Plugins &gt; Tessera &gt; Panorama (NCC log search)...: stitches the frames of the current
+ * stack (a video sweep) into one panorama. In each reference frame NPTS x NPTS templates of
+ * side rsz are found in the next frame by a logarithmic search on the normalized
+ * cross-correlation; vectors below cthresh are dropped; the agreeing rest give the shift.
+ * A frame that cannot be registered is skipped (with its reason) and registration goes on.
+ *
+ * <p>Output: the panorama (same pixel type as the stack, the stack's spatial calibration,
+ * its origin set so that frame 1 keeps its coordinates) and a Results table "Panorama
+ * frames" (also attached to the panorama as the property {@code TesseraFrames}) with each
+ * frame's x, y, NCC, status, vectors, confidence and quality.
+ * Macro: {@code run("Panorama (NCC log search)...", "rsz=25 cthresh=0.85 npts=6 radius=32 search=log blend=overwrite keyframe=0.25 minimum=4 subpixel backend=auto")}.
+ */
+public class PanoramaPlugin implements PlugIn {
+    static final String TITLE = "Panorama (NCC log search)";
+    static final String TABLE = "Panorama frames";
+    private static int rsz = 25, npts = 6, radius = 32, blend = 0, search = 0;
+    private static double cthresh = 0.85, keyframe = 0.25, minVariance = 4;
+    private static boolean subpixel = true;
+
+    @Override
+    public void run(String arg) {
+        ImagePlus imp = IJ.getImage();
+        if (imp == null) return;
+        if (imp.getStackSize() < 2) {
+            Tessera.error(TITLE, "Panorama needs a stack of at least 2 frames; \"" + imp.getTitle() + "\" has "
+                    + imp.getStackSize() + " slice. Open a sequence (File > Import > Image Sequence...) first.");
+            return;
+        }
+        if (imp.getType() == ImagePlus.COLOR_256) {
+            Tessera.error(TITLE, "8-bit colour (LUT) stacks are not supported; convert to RGB or 8-bit gray first.");
+            return;
+        }
+        Params gd = new Params(TITLE);
+        gd.addNumber("rsz (template side)", rsz, 0, "pixels");
+        gd.addNumber("cthresh (NCC threshold)", cthresh, 2, "");
+        gd.addNumber("NPTS (templates per side)", npts, 0, "");
+        gd.addNumber("Radius (search)", radius, 0, "pixels");
+        gd.addChoice("Search", Native.SEARCHES, Native.SEARCHES[search]);
+        gd.addChoice("Blend", Native.BLENDS, Native.BLENDS[blend]);
+        gd.addNumber("Keyframe shift (fraction of the frame)", keyframe, 2, "");
+        gd.addNumber("Minimum template variance", minVariance, 1, "");
+        gd.addCheckbox("Subpixel", subpixel);
+        Tessera.addBackendChoice(gd);
+        if (!gd.show()) return;
+        try {
+            double r = gd.nextNumber(), c = gd.nextNumber(), n = gd.nextNumber(), rad = gd.nextNumber();
+            int se = gd.nextChoiceIndex();
+            int b = gd.nextChoiceIndex();
+            double k = gd.nextNumber(), mv = gd.nextNumber();
+            boolean sp = gd.nextBoolean();
+            Tessera.readBackendChoice(gd);
+            if (gd.invalidNumber() || r != Math.rint(r) || n != Math.rint(n) || rad != Math.rint(rad))
+                throw new IllegalArgumentException("rsz, NPTS and the search radius must be whole numbers");
+            rsz = (int) r;
+            cthresh = c;
+            npts = (int) n;
+            radius = (int) rad;
+            search = se;
+            blend = b;
+            keyframe = k;
+            minVariance = mv;
+            subpixel = sp;
+        } catch (IllegalArgumentException e) {
+            Tessera.error(TITLE, e);
+            return;
+        }
+        ImagePlus pano = stitch(imp);
+        if (pano != null) pano.show();
+    }
+
+    /** Stitches {@code imp}'s stack with the current parameters; null after an error. */
+    static ImagePlus stitch(ImagePlus imp) {
+        ImageStack st = imp.getStack();
+        int n = st.getSize();
+        Object[] frames = new Object[n];
+        for (int i = 0; i < n; i++) frames[i] = st.getPixels(i + 1);
+        Native.Stitched s;
+        long t0 = System.nanoTime();
+        try {
+            IJ.showStatus("Panorama: registering " + n + " frames...");
+            s = Native.stitch(frames, st.getWidth(), st.getHeight(), rsz, npts, cthresh, radius, minVariance, subpixel,
+                    search, blend, keyframe, Tessera.backend, (done, total) -> IJ.showProgress(done, total));
+        } catch (RuntimeException e) {
+            Tessera.error(TITLE, e);
+            return null;
+        } finally {
+            IJ.showProgress(1.0);
+        }
+        double secs = (System.nanoTime() - t0) / 1e9;
+        ImageProcessor ip = imp.getProcessor().createProcessor(s.width, s.height);
+        ip.setPixels(s.pixels);
+        ImagePlus pano = new ImagePlus("Panorama of " + imp.getTitle(), ip);
+        Calibration cal = imp.getCalibration().copy();
+        // Canvas pixel (X, Y) shows frame 1's (X + originX, Y + originY).
+        cal.xOrigin = cal.xOrigin - s.originX;
+        cal.yOrigin = cal.yOrigin - s.originY;
+        pano.setCalibration(cal);
+        ResultsTable rt = table(s, imp);
+        pano.setProperty("TesseraFrames", rt);
+        rt.show(TABLE);
+        int ok = 0;
+        for (int i = 0; i < n; i++) if (s.get(i, Native.REC_OK) == 1) ok++;
+        IJ.showStatus(String.format("Panorama: %d of %d frames registered in %.2f s (%s)", ok, n, secs, Tessera.backend));
+        return pano;
+    }
+
+    static ResultsTable table(Native.Stitched s, ImagePlus imp) {
+        ResultsTable rt = new ResultsTable();
+        int n = s.records.length / Native.REC_FIELDS;
+        for (int i = 0; i < n; i++) {
+            rt.incrementCounter();
+            rt.addValue("Frame", i + 1);
+            String label = imp.getStack().getShortSliceLabel(i + 1);
+            if (label != null) rt.addLabel(label);
+            rt.addValue("x", s.get(i, Native.REC_X));
+            rt.addValue("y", s.get(i, Native.REC_Y));
+            rt.addValue("NCC", s.get(i, Native.REC_NCC));
+            rt.addValue("Status", s.get(i, Native.REC_OK) == 1 ? "ok" : "skipped");
+            rt.addValue("Vectors", s.get(i, Native.REC_VECTORS));
+            rt.addValue("Confidence", s.get(i, Native.REC_CONFIDENCE));
+            rt.addValue("Quality", s.get(i, Native.REC_QUALITY));
+            rt.addValue("Quality (5x5 grid)", s.get(i, Native.REC_QUALITY_GRID));
+            rt.addValue("Reason", s.reasons[i] == null ? "" : s.reasons[i]);
+        }
+        return rt;
+    }
+}

@@ -1,0 +1,44 @@
+package tessera.ij;
+
+import ij.IJ;
+
+/** Helpers shared by the menu actions: backend choice, error reporting. */
+public final class Tessera {
+    static final String HELP_URL = "https://github.com/tessera/tessera/blob/main/docs/imagej.md";
+    static final String[] BACKENDS = {"auto", "cpu", "cuda"};
+
+    /** The backend of the last dialog ("auto" until one was shown), remembered in the session. */
+    static String backend = "auto";
+
+    private static volatile String lastError;
+
+    private Tessera() {}
+
+    /** The last message shown through {@link #error}, or null (read by the tests). */
+    public static String lastError() {
+        return lastError;
+    }
+
+    static void clearLastError() {
+        lastError = null;
+    }
+
+    static void addBackendChoice(Params gd) {
+        gd.addChoice("Backend", BACKENDS, backend);
+    }
+
+    static void readBackendChoice(Params gd) {
+        backend = gd.nextChoice();
+    }
+
+    /** Shows an ImageJ error message for a failed native call (never a stack trace). */
+    static void error(String title, Throwable e) {
+        String msg = e.getMessage() != null ? e.getMessage() : e.toString();
+        error(title, msg);
+    }
+
+    static void error(String title, String msg) {
+        lastError = msg;
+        IJ.error("Tessera: " + title, msg);
+    }
+}
