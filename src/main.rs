@@ -16,9 +16,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Box sum over a rectangular window, O(1) per pixel (exact u32 sums for 8/16-bit input; written as 32-bit TIFF)
-    Box(cli::filters::BoxArgs),
+    Box(cli::filters::WindowFilterArgs),
     /// Mean filter over a rectangular window, O(1) per pixel (same pixel type as the input)
-    Mean(cli::filters::MeanArgs),
+    Mean(cli::filters::WindowFilterArgs),
     /// Gaussian blur (separable FIR or recursive IIR)
     Gauss(cli::filters::GaussArgs),
     /// Local variance (usual, koenig, welford, pairwise, threewise, recursive; tent or box kernel) as a 32-bit float TIFF

@@ -32,18 +32,9 @@ impl WindowArgs {
     }
 }
 
+/// Arguments of `tessera box` and `tessera mean`.
 #[derive(clap::Args)]
-pub struct BoxArgs {
-    #[command(flatten)]
-    files: FilesArgs,
-    #[command(flatten)]
-    window: WindowArgs,
-    #[command(flatten)]
-    backend: BackendArgs,
-}
-
-#[derive(clap::Args)]
-pub struct MeanArgs {
+pub struct WindowFilterArgs {
     #[command(flatten)]
     files: FilesArgs,
     #[command(flatten)]
@@ -82,7 +73,7 @@ fn parse_gauss_method(s: &str) -> Result<GaussianMethod, String> {
     }
 }
 
-pub fn run_box(a: BoxArgs) -> Result<()> {
+pub fn run_box(a: WindowFilterArgs) -> Result<()> {
     let backend = a.backend.open()?;
     let p = a.window.params();
     process_files(&a.files, |img| {
@@ -96,7 +87,7 @@ pub fn run_box(a: BoxArgs) -> Result<()> {
     })
 }
 
-pub fn run_mean(a: MeanArgs) -> Result<()> {
+pub fn run_mean(a: WindowFilterArgs) -> Result<()> {
     let backend = a.backend.open()?;
     let p = a.window.params();
     process_files(&a.files, |img| {

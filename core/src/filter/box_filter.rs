@@ -125,36 +125,50 @@ pub fn mean_filter<P: BoxPixel>(
     par: Parallelism,
 ) -> Result<()> {
     validate(&src, dst.size(), p)?;
-    let lanes = lane_view(&src);
     let win = p.window();
     let (w, h) = src.size();
     let normalize = p.border == Border::Normalize;
     let (up, down) = Window::reach(win.height);
     let (left, right) = Window::reach(win.width);
     let c = P::CHANNELS;
-    let err = core::sync::atomic::AtomicBool::new(false);
+    banded_window_sums(&src, dst, p, par, |y, sums, out: &mut [P]| {
+        let out = P::lanes_mut(out);
+        if normalize {
+            let ny = inside_count(y, up, down, h);
+            for x in 0..w {
+                let area = ny * inside_count(x, left, right, w);
+                for ch in 0..c {
+                    out[x * c + ch] = P::mean_one(sums[x * c + ch], area);
+                }
+            }
+        } else {
+            P::mean_row(sums, win.area(), out);
+        }
+    })
+}
+
+/// Runs the sliding-window sums of `src` over row bands of `dst` (in parallel when
+/// allowed) and lets `write(y, sums, dst_row)` turn each row of window sums into output.
+fn banded_window_sums<P: BoxPixel, O: Pixel>(
+    src: &ImageView<'_, P>,
+    dst: ImageViewMut<'_, O>,
+    p: &BoxParams,
+    par: Parallelism,
+    write: impl Fn(usize, &[<P::Lane as Lane>::Acc], &mut [O]) + Send + Sync,
+) -> Result<()> {
+    let lanes = lane_view(src);
+    let win = p.window();
+    let failed = core::sync::atomic::AtomicBool::new(false);
     for_each_band(dst, par, win.height.max(16), |y0, mut band| {
         let rows = y0..y0 + band.height();
-        let r = window_sums(&lanes, win, p.border, rows, |y, sums| {
-            let out = P::lanes_mut(band.row_mut(y - y0));
-            if normalize {
-                let ny = inside_count(y, up, down, h);
-                for x in 0..w {
-                    let area = ny * inside_count(x, left, right, w);
-                    for ch in 0..c {
-                        out[x * c + ch] = P::mean_one(sums[x * c + ch], area);
-                    }
-                }
-            } else {
-                P::mean_row(sums, win.area(), out);
-            }
-        });
+        let r = window_sums(&lanes, win, p.border, rows, |y, sums| write(y, sums, band.row_mut(y - y0)));
         if r.is_err() {
-            err.store(true, core::sync::atomic::Ordering::Relaxed);
+            failed.store(true, core::sync::atomic::Ordering::Relaxed);
         }
     });
-    if err.into_inner() {
-        return Err(Error::Backend("mean filter: band out of range".into()));
+    if failed.into_inner() {
+        // Unreachable after validation: bands always lie inside the image.
+        return Err(Error::Backend("sliding window: band outside the image".into()));
     }
     Ok(())
 }
@@ -185,17 +199,11 @@ where
             max: (u32::MAX as u64 / max.max(1)) as i64,
         });
     }
-    let lanes = lane_view(&src);
-    let win = p.window();
-    for_each_band(dst, par, win.height.max(16), |y0, mut band| {
-        let rows = y0..y0 + band.height();
-        let _ = window_sums(&lanes, win, p.border, rows, |y, sums| {
-            for (o, &s) in band.row_mut(y - y0).iter_mut().zip(sums) {
-                *o = Into::<u64>::into(s) as u32;
-            }
-        });
-    });
-    Ok(())
+    banded_window_sums(&src, dst, p, par, |_, sums, out: &mut [u32]| {
+        for (o, &s) in out.iter_mut().zip(sums) {
+            *o = Into::<u64>::into(s) as u32;
+        }
+    })
 }
 
 /// Box sum of f32 gray, accumulated in f64 and rounded once to f32.
@@ -206,15 +214,7 @@ pub fn box_sum_f32(
     par: Parallelism,
 ) -> Result<()> {
     validate(&src, dst.size(), p)?;
-    let lanes = lane_view(&src);
-    let win = p.window();
-    for_each_band(dst, par, win.height.max(16), |y0, mut band| {
-        let rows = y0..y0 + band.height();
-        let _ = window_sums(&lanes, win, p.border, rows, |y, sums| {
-            simd::scale_f64_to_f32(sums, 1.0, band.row_mut(y - y0));
-        });
-    });
-    Ok(())
+    banded_window_sums(&src, dst, p, par, |_, sums, out: &mut [f32]| simd::scale_f64_to_f32(sums, 1.0, out))
 }
 
 /// The direct O(m^2)-per-pixel mean filter: the reference the O(1) version is tested
