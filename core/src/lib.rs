@@ -24,6 +24,8 @@ pub mod linalg;
 pub mod ncc;
 pub mod parallel;
 pub mod simd;
+#[cfg(test)]
+mod testing;
 pub mod variance;
 pub mod stitch;
 pub mod stereo;

@@ -322,15 +322,8 @@ pub(crate) mod tests {
 
     /// Deterministic pseudo-random values in `0..1` (xorshift).
     pub(crate) fn noise(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 11) as f64 / (1u64 << 53) as f64
-            })
-            .collect()
+        let mut r = crate::testing::Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        (0..n).map(|_| r.unit()).collect()
     }
 
     fn borders() -> impl Strategy<Value = Border> {

@@ -1,24 +1,13 @@
 use super::*;
 use crate::error::Error;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
+use crate::testing::Rng;
 
 /// A textured, coloured "painting" without highlights.
 fn painting(w: usize, h: usize, seed: u64) -> Image<Rgba8> {
     let mut r = Rng(seed | 1);
     Image::from_fn(w, h, |x, y| {
-        let base = 110.0 + 45.0 * libm::sinf(x as f32 / 7.0) * libm::cosf(y as f32 / 11.0) + 16.0 * r.unit();
+        let base = 110.0 + 45.0 * libm::sinf(x as f32 / 7.0) * libm::cosf(y as f32 / 11.0) + 16.0 * r.unit_f32();
         let to8 = |v: f32| v.clamp(0.0, 255.0) as u8;
         Rgba8::new(to8(base * 1.1), to8(base * 0.85), to8(base * 0.6), 255)
     })
@@ -31,9 +20,9 @@ fn add_spots(img: &mut Image<Rgba8>, n: usize, seed: u64) -> Vec<bool> {
     let mut r = Rng(seed | 1);
     let mut truth = vec![false; w * h];
     for _ in 0..n {
-        let s = 1.5 + 3.0 * r.unit();
-        let cx = 10.0 + (w as f32 - 20.0) * r.unit();
-        let cy = 10.0 + (h as f32 - 20.0) * r.unit();
+        let s = 1.5 + 3.0 * r.unit_f32();
+        let cx = 10.0 + (w as f32 - 20.0) * r.unit_f32();
+        let cy = 10.0 + (h as f32 - 20.0) * r.unit_f32();
         for y in 0..h {
             for x in 0..w {
                 let d2 = (x as f32 - cx).powi(2) + (y as f32 - cy).powi(2);

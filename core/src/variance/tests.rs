@@ -4,19 +4,7 @@ use super::*;
 use alloc::vec::Vec;
 use proptest::prelude::*;
 
-/// A small deterministic generator (xorshift), so tests need no external RNG.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use crate::testing::Rng;
 
 fn random_u8(w: usize, h: usize, seed: u64) -> Image<u8> {
     let mut r = Rng(seed | 1);
