@@ -74,18 +74,7 @@ abstract class InPlaceFilter implements ExtendedPlugInFilter {
 
     @Override
     public int showDialog(ImagePlus imp, String command, PlugInFilterRunner pfr) {
-        Params gd = new Params(title());
-        addFields(gd, imp);
-        Tessera.addBackendChoice(gd);
-        if (!gd.show()) return DONE;
-        try {
-            if (!readFields(gd)) return DONE;
-            Tessera.readBackendChoice(gd);
-        } catch (IllegalArgumentException e) {
-            Tessera.error(title(), e);
-            return DONE;
-        }
-        return Params.stackFlags(imp, types());
+        return Tessera.showFilterDialog(title(), imp, this::addFields, this::readFields, this::types);
     }
 
     @Override

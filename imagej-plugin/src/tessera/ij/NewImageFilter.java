@@ -68,18 +68,7 @@ abstract class NewImageFilter implements ExtendedPlugInFilter {
 
     @Override
     public int showDialog(ImagePlus imp, String command, PlugInFilterRunner pfr) {
-        Params gd = new Params(title());
-        addFields(gd, imp);
-        Tessera.addBackendChoice(gd);
-        if (!gd.show()) return DONE;
-        try {
-            if (!readFields(gd)) return DONE;
-            Tessera.readBackendChoice(gd);
-        } catch (IllegalArgumentException e) {
-            Tessera.error(title(), e);
-            return DONE;
-        }
-        return Params.stackFlags(imp, flags());
+        return Tessera.showFilterDialog(title(), imp, this::addFields, this::readFields, this::flags);
     }
 
     @Override

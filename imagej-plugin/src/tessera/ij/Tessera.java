@@ -1,6 +1,11 @@
 package tessera.ij;
 
 import ij.IJ;
+import ij.ImagePlus;
+import ij.plugin.filter.PlugInFilter;
+import java.util.function.BiConsumer;
+import java.util.function.IntSupplier;
+import java.util.function.Predicate;
 
 /** Helpers shared by the menu actions: backend choice, error reporting. */
 public final class Tessera {
@@ -29,6 +34,27 @@ public final class Tessera {
 
     static void readBackendChoice(Params gd) {
         backend = gd.nextChoice();
+    }
+
+    /**
+     * The dialog of every filter action: its own fields, then the backend choice. Returns
+     * DONE when cancelled or when a field is invalid (reported with IJ.error), else the
+     * filter flags for {@code imp} (for a stack, ImageJ asks whether to process all slices).
+     */
+    static int showFilterDialog(String title, ImagePlus imp, BiConsumer<Params, ImagePlus> addFields,
+                                Predicate<Params> readFields, IntSupplier flags) {
+        Params gd = new Params(title);
+        addFields.accept(gd, imp);
+        addBackendChoice(gd);
+        if (!gd.show()) return PlugInFilter.DONE;
+        try {
+            if (!readFields.test(gd)) return PlugInFilter.DONE;
+            readBackendChoice(gd);
+        } catch (IllegalArgumentException e) {
+            error(title, e);
+            return PlugInFilter.DONE;
+        }
+        return Params.stackFlags(imp, flags.getAsInt());
     }
 
     /** Shows an ImageJ error message for a failed native call (never a stack trace). */
