@@ -81,7 +81,7 @@ final class Params {
     /** Shows the dialog; false when the user cancelled it. Headless: always true. */
     boolean show() {
         if (gd == null) return true;
-        gd.addHelp(Tessera.HELP_URL);
+        gd.addHelp(Tessera.HELP_HTML);
         gd.showDialog();
         return !gd.wasCanceled();
     }

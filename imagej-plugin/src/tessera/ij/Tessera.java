@@ -9,7 +9,14 @@ import java.util.function.Predicate;
 
 /** Helpers shared by the menu actions: backend choice, error reporting. */
 public final class Tessera {
-    static final String HELP_URL = "https://github.com/tessera/tessera/blob/main/docs/imagej.md";
+    /** The dialogs' Help text (HTML shown by ImageJ itself; no web page is assumed). */
+    static final String HELP_HTML = "<html><h2>Tessera</h2>"
+        + "<p>Native (Rust, SIMD) and GPU implementations of tessera's operations.</p>"
+        + "<p><b>Backend</b>: <i>auto</i> uses a usable CUDA GPU, else the CPU; <i>cpu</i>; "
+        + "<i>cuda</i> is an error where no GPU is usable.</p>"
+        + "<p>Every field is recorded by the macro recorder. The parameters, types and outputs "
+        + "of each command are described in docs/imagej.md of the tessera sources; "
+        + "<i>Plugins &gt; Tessera &gt; About Tessera...</i> shows the version and backends.</p></html>";
     static final String[] BACKENDS = {"auto", "cpu", "cuda"};
 
     /** The backend of the last dialog ("auto" until one was shown), remembered in the session. */
