@@ -29,6 +29,7 @@
 pub mod koenig;
 pub mod pairwise;
 pub mod recursive;
+mod tent_sums;
 pub mod threewise;
 pub mod usual;
 pub mod welford;

@@ -30,6 +30,7 @@
 //! by 0 in the sums and counted by the same cascade on a 0/1 image: a pixel whose kernel
 //! contains one is NaN, every other pixel is unaffected.
 
+use super::tent_sums::{second_difference, tent_sums, RowPrefixes, TentLanes};
 use super::{non_negative, pad_map, Outputs, VarianceKernel, VarianceParams};
 use crate::border::Border;
 use crate::error::{Error, Result};
@@ -37,7 +38,6 @@ use crate::filter::{window_sums, LaneView, Window};
 use crate::image::{Image, ImageView, ImageViewMut, Pixel};
 use crate::parallel::{for_each_band, Parallelism};
 use crate::simd::Lane;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 #[cfg(feature = "std")]
@@ -230,40 +230,6 @@ fn stage<L: Lane, O: Pixel>(
     Ok(())
 }
 
-/// The kernel's box cascade over a padded lane image (pad = kernel radius): a tent is two
-/// stages of width `R + 1` through an intermediate lane image of type `M` (`narrow` maps
-/// first-stage sums into it) and `emit_tent` receives the final sums; a box is one stage
-/// of width `2r + 1` whose sums go to `emit_box`. `out` is `ow` pixels wide.
-#[allow(clippy::too_many_arguments)]
-fn cascade<L: Lane, M: Lane + Pixel, O: Pixel>(
-    padded: &Lanes<L>,
-    kernel: VarianceKernel,
-    ow: usize,
-    out: ImageViewMut<'_, O>,
-    par: Parallelism,
-    narrow: impl Fn(L::Acc) -> M + Send + Sync,
-    emit_tent: impl Fn(&[M::Acc], &mut [O]) + Send + Sync,
-    emit_box: impl Fn(&[L::Acc], &mut [O]) + Send + Sync,
-) -> Result<()> {
-    let oh = out.height();
-    let c = padded.c;
-    match kernel {
-        VarianceKernel::Tent { radius } => {
-            let b = radius + 1;
-            let (mw, mh) = (ow + radius, oh + radius);
-            let mut mid = Lanes { data: vec![M::default(); mw * mh * c], width: mw, height: mh, c };
-            let mid_view = ImageViewMut::from_slice(&mut mid.data, mw * c, mh)?;
-            stage(padded.view(), b, mw, mid_view, par, |sums, row| {
-                for (o, &s) in row.iter_mut().zip(sums) {
-                    *o = narrow(s);
-                }
-            })?;
-            stage(mid.view(), b, ow, out, par, emit_tent)
-        }
-        VarianceKernel::Box { radius } => stage(padded.view(), 2 * radius + 1, ow, out, par, emit_box),
-    }
-}
-
 /// Sum of the kernel weights: `(R + 1)^4` for the tent, `(2r + 1)^2` for the box.
 fn total_weight(kernel: VarianceKernel) -> u64 {
     let s: u64 = kernel.weights_1d().iter().map(|&v| v as u64).sum();
@@ -331,53 +297,154 @@ fn run_outputs(
     Ok(())
 }
 
-/// The exact pipeline for an integer image: the tent through lanes `L` (first stage) and
-/// `M` (second stage), the box through lanes `B`.
-#[allow(clippy::too_many_arguments)]
-fn exact<P: Pixel, L: Lane + Pixel, M: Lane<Acc = u64> + Pixel, B: Lane + Pixel>(
+/// The tent kernel on the streaming engine ([`tent_sums`]): for each band of output rows,
+/// `emit(prefixes, row)` turns one row's double prefix sums into output pixels.
+fn tent<L: TentLanes, O: Pixel>(
+    src: ImageView<'_, L::In>,
+    lanes: &L,
+    p: &VarianceParams,
+    outside: L::In,
+    out: ImageViewMut<'_, O>,
+    par: Parallelism,
+    emit: impl Fn(RowPrefixes<'_, L::H>, &mut [O]) + Send + Sync,
+) {
+    let b = p.kernel.radius() + 1;
+    // A band starts with 2B vertical steps: keep bands several times longer than that.
+    for_each_band(out, par, 2 * b, |y0, mut band| {
+        tent_sums(src, lanes, b, p.border, outside, y0..y0 + band.height(), |y, pre| emit(pre, band.row_mut(y - y0)));
+    });
+}
+
+/// The box kernel: one running-sum stage of width `2r + 1` over the image padded by `r`
+/// and mapped to the lanes `[x, x^2]`.
+fn boxed<P: Pixel, B: Lane + Pixel, O: Pixel>(
     src: ImageView<'_, P>,
+    p: &VarianceParams,
+    out: ImageViewMut<'_, O>,
+    par: Parallelism,
+    outside: [B; 2],
+    lanes: impl Fn(P) -> [B; 2],
+    emit: impl Fn(&[B::Acc], &mut [O]) + Send + Sync,
+) -> Result<()> {
+    let (w, h) = src.size();
+    let r = p.kernel.radius();
+    let padded = Lanes { data: pad_map(src, r, p.border, outside, lanes), width: w + 2 * r, height: h + 2 * r, c: 2 };
+    stage(padded.view(), 2 * r + 1, w, out, par, emit)
+}
+
+/// x and x^2 of u8 pixels: u32 column sums (a column tent is at most `255^2 * 256^2 < 2^32`),
+/// u64 tents.
+struct U8Lanes;
+impl TentLanes for U8Lanes {
+    type In = u8;
+    type V = u32;
+    type H = u64;
+    #[inline(always)]
+    fn lanes(&self, v: u8) -> [u32; 2] {
+        [v as u32, v as u32 * v as u32]
+    }
+}
+
+/// x and x^2 of u16 pixels: u64 throughout (a tent is at most `65535^2 * 2^32 < 2^64`).
+struct U16Lanes;
+impl TentLanes for U16Lanes {
+    type In = u16;
+    type V = u64;
+    type H = u64;
+    #[inline(always)]
+    fn lanes(&self, v: u16) -> [u64; 2] {
+        [v as u64, v as u64 * v as u64]
+    }
+}
+
+/// `x - K` and its square in f64, non-finite values as 0 (counted by [`NonFinite`]).
+struct F32Lanes {
+    shift: f64,
+}
+impl TentLanes for F32Lanes {
+    type In = f32;
+    type V = f64;
+    type H = f64;
+    #[inline(always)]
+    fn lanes(&self, v: f32) -> [f64; 2] {
+        let d = if v.is_finite() { v as f64 - self.shift } else { 0.0 };
+        [d, d * d]
+    }
+}
+
+/// 1 for a non-finite f32 value (the second lane is unused).
+struct NonFinite;
+impl TentLanes for NonFinite {
+    type In = f32;
+    type V = u32;
+    type H = u64;
+    #[inline(always)]
+    fn lanes(&self, v: f32) -> [u32; 2] {
+        [u32::from(!v.is_finite()), 0]
+    }
+}
+
+/// Tent variances (and means) of one row from exact integer tent sums: the numerator
+/// `W S2 - S1^2` in wrapping u64 when the caller has checked that it stays below `2^64`
+/// (`W^2 max_var < 2^64`: one vectorized multiply), else in u128 ([`exact_variance`]).
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq", "x86_64+avx2+fma")))]
+fn emit_tent_exact<'a>(pre: RowPrefixes<'a, u64>, row: &mut [f32], total: u64, numerator_fits_u64: bool, with_mean: bool) {
+    let inv_w2 = 1.0 / (total as f64 * total as f64);
+    let inv_w = 1.0 / total as f64;
+    let n = row.len() / if with_mean { 2 } else { 1 };
+    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
+    let s1 = |x: usize| second_difference(lo1[x], mid1[x], hi1[x]);
+    let s2 = |x: usize| second_difference(lo2[x], mid2[x], hi2[x]);
+    let wrapped = |x: usize| {
+        let (a, b) = (s1(x), s2(x));
+        (b.wrapping_mul(total).wrapping_sub(a.wrapping_mul(a)) as f64 * inv_w2) as f32
+    };
+    match (with_mean, numerator_fits_u64) {
+        (false, true) => row.iter_mut().enumerate().for_each(|(x, o)| *o = wrapped(x)),
+        (true, true) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
+            o[0] = (s1(x) as f64 * inv_w) as f32;
+            o[1] = wrapped(x);
+        }),
+        (false, false) => row.iter_mut().enumerate().for_each(|(x, o)| *o = exact_variance(s1(x), s2(x), total, inv_w2)),
+        (true, false) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
+            o[0] = (s1(x) as f64 * inv_w) as f32;
+            o[1] = exact_variance(s1(x), s2(x), total, inv_w2);
+        }),
+    }
+}
+
+/// Whether `W S2 - S1^2 = W^2 var` stays below `2^64` for values in `0..=max`
+/// (`var <= (max / 2)^2`).
+fn numerator_fits_u64(total: u64, max: u64) -> bool {
+    let max_var = (max * max).div_ceil(4);
+    (total as u128 * total as u128).saturating_mul(max_var as u128 + 1) <= u64::MAX as u128
+}
+
+/// The exact pipeline of an integer image: the tent on the streaming engine with `lanes`,
+/// the box on one running-sum stage through the lanes `B`.
+fn exact<L: TentLanes<H = u64>, B: Lane + Pixel>(
+    src: ImageView<'_, L::In>,
     out: Outputs<'_>,
     p: &VarianceParams,
     par: Parallelism,
-    outside: P,
-    tent_lanes: impl Fn(P) -> [L; 2],
-    narrow: impl Fn(L::Acc) -> M + Send + Sync,
-    box_lanes: impl Fn(P) -> [B; 2],
+    lanes: L,
+    outside: L::In,
+    max: u64,
+    box_lanes: impl Fn(L::In) -> [B; 2],
 ) -> Result<()>
 where
     B::Acc: Into<u64>,
 {
-    let (w, h) = src.size();
-    let r = p.kernel.radius();
-    let (pw, ph) = (w + 2 * r, h + 2 * r);
     let total = total_weight(p.kernel);
+    let fits = numerator_fits_u64(total, max);
     run_outputs(out, par, |out, with_mean| match p.kernel {
         VarianceKernel::Tent { .. } => {
-            let padded = Lanes { data: pad_map(src, r, p.border, tent_lanes(outside), &tent_lanes), width: pw, height: ph, c: 2 };
-            cascade(
-                &padded,
-                p.kernel,
-                w,
-                out,
-                par,
-                narrow,
-                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0], v[1])), row, total, with_mean),
-                |_, _| {},
-            )
+            tent(src, &lanes, p, outside, out, par, |pre, row| emit_tent_exact(pre, row, total, fits, with_mean));
+            Ok(())
         }
-        VarianceKernel::Box { .. } => {
-            let padded = Lanes { data: pad_map(src, r, p.border, box_lanes(outside), &box_lanes), width: pw, height: ph, c: 2 };
-            cascade(
-                &padded,
-                p.kernel,
-                w,
-                out,
-                par,
-                |a: B::Acc| Sum64(a.into()),
-                |_, _| {},
-                |s, row| emit_exact(s.chunks_exact(2).map(|v| (v[0].into(), v[1].into())), row, total, with_mean),
-            )
-        }
+        VarianceKernel::Box { .. } => boxed(src, p, out, par, box_lanes(outside), &box_lanes, |s, row| {
+            emit_exact(s.chunks_exact(2).map(|v| (v[0].into(), v[1].into())), row, total, with_mean)
+        }),
     })
 }
 
@@ -386,26 +453,40 @@ fn outside_int(border: Border) -> u32 {
     border.outside_value() as u32
 }
 
-/// `Recursive` for u8. Tent: x and x^2 in u16 lanes with u32 running sums (a B x B window,
-/// B <= 256, of values <= 65025 sums below 2^32), first-stage sums in u32, final sums in
-/// u64. Box: u16 lanes with u32 sums up to radius 127 (`65025 * 255^2 < 2^32`), u32 lanes
-/// with u64 sums beyond. Exact.
+/// `Recursive` for u8. Tent: [`U8Lanes`]. Box: u16 lanes with u32 sums up to radius 127
+/// (`65025 * 255^2 < 2^32`), u32 lanes with u64 sums beyond. Exact.
 pub(crate) fn local_variance_u8(src: ImageView<'_, u8>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
     let outside = outside_int(p.border) as u8;
-    let narrow = |a: u32| Sum32(a);
     let small = |v: u8| [Sum16(v as u16), Sum16(v as u16 * v as u16)];
     let wide = |v: u8| [Sum32(v as u32), Sum32(v as u32 * v as u32)];
     match p.kernel {
-        VarianceKernel::Box { radius } if radius > 127 => exact(src, out, p, par, outside, small, narrow, wide),
-        _ => exact(src, out, p, par, outside, small, narrow, small),
+        VarianceKernel::Box { radius } if radius > 127 => exact(src, out, p, par, U8Lanes, outside, 255, wide),
+        _ => exact(src, out, p, par, U8Lanes, outside, 255, small),
     }
 }
 
-/// `Recursive` for u16. Tent: x and x^2 in u32 lanes with u64 running sums, first- and
-/// second-stage sums in u64 (`65535^2 * 256^4 < 2^64`). Box: u32 lanes, u64 sums. Exact.
+/// `Recursive` for u16. Tent: [`U16Lanes`]. Box: u32 lanes, u64 sums. Exact.
 pub(crate) fn local_variance_u16(src: ImageView<'_, u16>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
     let lanes = |v: u16| [Sum32(v as u32), Sum32(v as u32 * v as u32)];
-    exact(src, out, p, par, outside_int(p.border) as u16, lanes, Sum64, lanes)
+    exact(src, out, p, par, U16Lanes, outside_int(p.border) as u16, 65535, lanes)
+}
+
+/// `[mean, var]` (or `var`) of one row from shifted f64 sums.
+fn emit_f64(sums: impl Iterator<Item = (f64, f64)>, row: &mut [f32], inv: f64, shift: f64, with_mean: bool) {
+    let stats = sums.map(|(s1, s2)| {
+        let m = s1 * inv;
+        (m, non_negative((s2 * inv - m * m) as f32))
+    });
+    if with_mean {
+        for (o, (m, v)) in row.chunks_exact_mut(2).zip(stats) {
+            o[0] = (shift + m) as f32;
+            o[1] = v;
+        }
+    } else {
+        for (o, (_, v)) in row.iter_mut().zip(stats) {
+            *o = v;
+        }
+    }
 }
 
 /// `Recursive` for f32: shifted f64 sums (see the module docs for the bound and NaN).
@@ -416,53 +497,51 @@ pub(crate) fn local_variance_f32(
     par: Parallelism,
 ) -> Result<()> {
     let (w, h) = src.size();
-    let r = p.kernel.radius();
-    let (pw, ph) = (w + 2 * r, h + 2 * r);
-    let k = super::global_shift(src);
-    let lanes = |v: f32| {
-        let d = if v.is_finite() { v as f64 - k } else { 0.0 };
-        [SumF64(d), SumF64(d * d)]
-    };
-    // Pixels whose kernel holds a non-finite input: the same cascade on a 0/1 image.
+    let shift = super::global_shift(src);
+    let outside = p.border.outside_value();
+    let inv = 1.0 / total_weight(p.kernel) as f64;
+    // Pixels whose kernel holds a non-finite input: the same sums of a 0/1 indicator.
     let nonfinite = if src.rows().any(|row| row.iter().any(|v| !v.is_finite())) {
-        let ind = Lanes { data: pad_map(src, r, p.border, [Sum16(0)], |v| [Sum16(u16::from(!v.is_finite()))]), width: pw, height: ph, c: 1 };
         let mut cnt = Image::<u8>::new(w, h)?;
-        cascade(
-            &ind,
-            p.kernel,
-            w,
-            cnt.view_mut(),
-            par,
-            |a: u32| Sum32(a),
-            |s, row| row.iter_mut().zip(s).for_each(|(o, &n)| *o = u8::from(n > 0)),
-            |s, row| row.iter_mut().zip(s).for_each(|(o, &n)| *o = u8::from(n > 0)),
-        )?;
+        match p.kernel {
+            VarianceKernel::Tent { .. } => tent(src, &NonFinite, p, outside, cnt.view_mut(), par, |pre, row| {
+                let (lo, mid, hi) = pre.taps(0, row.len());
+                for (x, o) in row.iter_mut().enumerate() {
+                    *o = u8::from(second_difference(lo[x], mid[x], hi[x]) > 0);
+                }
+            }),
+            VarianceKernel::Box { .. } => {
+                let bad = |v: f32| [Sum16(u16::from(!v.is_finite())), Sum16(0)];
+                boxed(src, p, cnt.view_mut(), par, bad(outside), bad, |s, row| {
+                    row.iter_mut().zip(s.chunks_exact(2)).for_each(|(o, n)| *o = u8::from(n[0] > 0))
+                })?
+            }
+        }
         Some(cnt)
     } else {
         None
     };
-    let padded = Lanes { data: pad_map(src, r, p.border, lanes(p.border.outside_value()), lanes), width: pw, height: ph, c: 2 };
-    let inv = 1.0 / total_weight(p.kernel) as f64;
-    let emit = |s: &[f64], row: &mut [f32], with_mean: bool| {
-        let stats = s.chunks_exact(2).map(|v| {
-            let m = v[0] * inv;
-            (m, non_negative((v[1] * inv - m * m) as f32))
-        });
-        if with_mean {
-            for (o, (m, v)) in row.chunks_exact_mut(2).zip(stats) {
-                o[0] = (k + m) as f32;
-                o[1] = v;
+    run_outputs(out, par, |mut out, with_mean| {
+        match p.kernel {
+            VarianceKernel::Tent { .. } => {
+                let lanes = F32Lanes { shift };
+                tent(src, &lanes, p, outside, out.reborrow(), par, |pre, row| {
+                    let n = row.len() / if with_mean { 2 } else { 1 };
+                    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
+                    let sums = (0..n).map(|x| (second_difference(lo1[x], mid1[x], hi1[x]), second_difference(lo2[x], mid2[x], hi2[x])));
+                    emit_f64(sums, row, inv, shift, with_mean)
+                })
             }
-        } else {
-            for (o, (_, v)) in row.iter_mut().zip(stats) {
-                *o = v;
+            VarianceKernel::Box { .. } => {
+                let lanes = |v: f32| {
+                    let d = if v.is_finite() { v as f64 - shift } else { 0.0 };
+                    [SumF64(d), SumF64(d * d)]
+                };
+                boxed(src, p, out.reborrow(), par, lanes(outside), lanes, |s, row| {
+                    emit_f64(s.chunks_exact(2).map(|v| (v[0], v[1])), row, inv, shift, with_mean)
+                })?
             }
         }
-    };
-    run_outputs(out, par, |mut out, with_mean| {
-        cascade(&padded, p.kernel, w, out.reborrow(), par, SumF64, |s, row| emit(s, row, with_mean), |s, row| {
-            emit(s, row, with_mean)
-        })?;
         if let Some(cnt) = &nonfinite {
             let c = if with_mean { 2 } else { 1 };
             for y in 0..h {

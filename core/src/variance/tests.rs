@@ -475,3 +475,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn recursive_tent_is_exact_at_the_u64_limit_and_across_bands() {
+    // A 0/255 checkerboard has the largest u8 variance: at R = 63 the numerator W^2 var is
+    // just below 2^64 (wrapping u64 path), at R = 127 above it (u128 path).
+    let board = Image::from_fn(23, 17, |x, y| if (x + y) % 2 == 0 { 255u8 } else { 0 }).unwrap();
+    for radius in [63, 127] {
+        let p = VarianceParams::new(VarianceMethod::Recursive, VarianceKernel::Tent { radius });
+        let got = run(&board, &p, Parallelism::AllThreads);
+        let want = local_variance_reference(board.view(), &p).unwrap();
+        assert!(max_rel(&got, &want, 1.0) < 1e-6, "radius {radius}");
+    }
+    // Many row bands give the same bits as one.
+    let img = random_u8(57, 400, 21);
+    for radius in [1, 7, 31] {
+        let p = VarianceParams::new(VarianceMethod::Recursive, VarianceKernel::Tent { radius });
+        assert_eq!(run(&img, &p, Parallelism::Sequential), run(&img, &p, Parallelism::AllThreads));
+    }
+}

@@ -1,0 +1,259 @@
+//! Streaming tent-weighted sums of `x` and `x^2`, the engine of `Recursive` for the tent
+//! kernel: O(1) per pixel, no intermediate image.
+//!
+//! The tent of radius `R = B - 1` is, along each axis, a box of width `B` convolved with
+//! itself, so `T(y) = sum_{t = y - R}^{y} A(t)` with `A(t) = sum_{a < B} X(t + a)`:
+//!
+//! - Vertically both boxes are running sums, vectorized across columns: `A` moves down by
+//!   adding the entering row and subtracting the leaving one, and the column tent `C` by
+//!   adding the new `A` row and subtracting the one from `B` rows before, kept in a ring of
+//!   `B` rows (a few hundred KiB, in cache) instead of a whole intermediate image.
+//! - Horizontally, along the row of column tents extended by the border rule, a double
+//!   prefix sum `Q[i + 1] = Q[i] + P[i]`, `P[i] = sum_{u < i} V[u]`, gives each tent as a
+//!   second difference: `T(x) = Q[x + 2B] - 2 Q[x + B] + Q[x]`.
+//!
+//! Outside rows and columns come from the border rule applied to the original image
+//! (outside columns of a row of column tents are the column tents of the source column the
+//! rule names, or the constant times `B^2`). Integer lanes run in wrapping integers: every
+//! intermediate is exact modulo `2^n`, so the final tent sums are exact as long as they fit,
+//! which [`MAX_TENT_RADIUS`](super::MAX_TENT_RADIUS) guarantees for u8 (u32 columns) and u16
+//! (u64 columns). f64 lanes carry rounding of about `2^-52` of the largest partial sum.
+
+use crate::border::Border;
+use crate::image::{ImageView, Pixel};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ops::Range;
+#[cfg(feature = "std")]
+use multiversion::multiversion;
+
+/// Accumulator arithmetic: wrapping for integers (exact modulo `2^n`), plain for f64.
+pub(crate) trait Accumulator: Copy + Default + Send + Sync {
+    fn plus(self, o: Self) -> Self;
+    fn minus(self, o: Self) -> Self;
+    /// `self` added `n` times.
+    fn times(self, n: u64) -> Self;
+}
+
+macro_rules! wrapping_accumulator {
+    ($($t:ty),*) => {$(
+        impl Accumulator for $t {
+            #[inline(always)]
+            fn plus(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            #[inline(always)]
+            fn minus(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            #[inline(always)]
+            fn times(self, n: u64) -> Self {
+                self.wrapping_mul(n as $t)
+            }
+        }
+    )*};
+}
+wrapping_accumulator!(u32, u64);
+
+impl Accumulator for f64 {
+    #[inline(always)]
+    fn plus(self, o: Self) -> Self {
+        self + o
+    }
+    #[inline(always)]
+    fn minus(self, o: Self) -> Self {
+        self - o
+    }
+    #[inline(always)]
+    fn times(self, n: u64) -> Self {
+        self * n as f64
+    }
+}
+
+/// How one pixel type enters the sums: its `x` and `x^2` lanes, vertical accumulator `V`
+/// (enough for a column tent) and horizontal accumulator `H` (enough for a whole tent).
+pub(crate) trait TentLanes: Sync {
+    type In: Pixel;
+    type V: Accumulator;
+    type H: Accumulator + From<Self::V>;
+    fn lanes(&self, v: Self::In) -> [Self::V; 2];
+}
+
+/// `A += lanes(row)` for both lanes across all columns.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn add_row<L: TentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], row: &[L::In]) {
+    let [a0, a1] = a;
+    for ((a0, a1), &v) in a0.iter_mut().zip(a1.iter_mut()).zip(row) {
+        let [x, xx] = lanes.lanes(v);
+        *a0 = a0.plus(x);
+        *a1 = a1.plus(xx);
+    }
+}
+
+/// One vertical step: `A += lanes(enter) - lanes(leave)`, `C += A - ring`, `ring = A`, for
+/// both lanes across all columns (one fused loop: `A` stays in a register).
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn vertical_step<L: TentLanes>(lanes: &L, planes: &mut Planes<L::V>, slot: Range<usize>, enter: &[L::In], leave: &[L::In]) {
+    let Planes { a: [a0, a1], c: [c0, c1], ring: [r0, r1] } = planes;
+    let (r0, r1) = (&mut r0[slot.clone()], &mut r1[slot]);
+    let n = a0.len();
+    let (a0, a1, c0, c1, r0, r1, enter, leave) = (&mut a0[..n], &mut a1[..n], &mut c0[..n], &mut c1[..n], &mut r0[..n], &mut r1[..n], &enter[..n], &leave[..n]);
+    for i in 0..n {
+        let [e0, e1] = lanes.lanes(enter[i]);
+        let [l0, l1] = lanes.lanes(leave[i]);
+        let x0 = a0[i].plus(e0).minus(l0);
+        let x1 = a1[i].plus(e1).minus(l1);
+        c0[i] = c0[i].plus(x0).minus(r0[i]);
+        c1[i] = c1[i].plus(x1).minus(r1[i]);
+        (a0[i], a1[i], r0[i], r1[i]) = (x0, x1, x0, x1);
+    }
+}
+
+/// The vertical state of both lanes: running box `A`, column tent `C` and the ring of the
+/// last `B` rows of `A`.
+struct Planes<V> {
+    a: [Vec<V>; 2],
+    c: [Vec<V>; 2],
+    ring: [Vec<V>; 2],
+}
+
+impl<V: Accumulator> Planes<V> {
+    fn new(w: usize, b: usize) -> Self {
+        let z = || vec![V::default(); w];
+        Planes { a: [z(), z()], c: [z(), z()], ring: [vec![V::default(); w * b], vec![V::default(); w * b]] }
+    }
+}
+
+/// The horizontal pass: the row of column tents extended by the border rule, and its
+/// double prefix sums per lane.
+struct Horizontal<H> {
+    /// Source column (or `None`: outside) of each extended column left and right of the row.
+    left: Vec<Option<usize>>,
+    right: Vec<Option<usize>>,
+    /// Column tent of a fully outside column: the Constant border's lanes times `B^2`.
+    outside: [H; 2],
+    q: [Vec<H>; 2],
+}
+
+impl<H: Accumulator> Horizontal<H> {
+    fn new<V: Accumulator>(w: usize, b: usize, border: Border, outside: [V; 2]) -> Self
+    where
+        H: From<V>,
+    {
+        let r = b - 1;
+        let ext = |js: Range<isize>| js.map(|j| border.source_index(j, w)).collect::<Vec<_>>();
+        let weight = (b * b) as u64;
+        Horizontal {
+            left: ext(-(r as isize)..0),
+            right: ext(w as isize..(w + r) as isize),
+            outside: [H::from(outside[0]).times(weight), H::from(outside[1]).times(weight)],
+            q: [vec![H::default(); w + 2 * r + 2], vec![H::default(); w + 2 * r + 2]],
+        }
+    }
+
+    /// `Q[0] = 0`, `Q[i + 1] = Q[i] + P[i]`, `P[i + 1] = P[i] + V[i]` over the extended row
+    /// `V` of `c`: `V` is laid out in `q` shifted by one and turned into `Q` in place,
+    /// two serial chains per lane with the two lanes side by side.
+    fn run<V: Accumulator>(&mut self, c: &[Vec<V>; 2])
+    where
+        H: From<V>,
+    {
+        let (r, w) = (self.left.len(), c[0].len());
+        for (lane, q) in self.q.iter_mut().enumerate() {
+            let at = |from: &Option<usize>| from.map_or(self.outside[lane], |x| H::from(c[lane][x]));
+            for (o, from) in q[1..=r].iter_mut().zip(&self.left) {
+                *o = at(from);
+            }
+            widen(&mut q[1 + r..1 + r + w], &c[lane]);
+            let tail = q.len() - 1;
+            for (o, from) in q[1 + r + w..tail].iter_mut().zip(&self.right) {
+                *o = at(from);
+            }
+            (q[0], q[tail]) = (H::default(), H::default());
+        }
+        let [q0, q1] = &mut self.q;
+        let (mut p, mut s) = ([H::default(); 2], [H::default(); 2]);
+        for (o0, o1) in q0[1..].iter_mut().zip(q1[1..].iter_mut()) {
+            let v = [*o0, *o1];
+            s = [s[0].plus(p[0]), s[1].plus(p[1])];
+            (*o0, *o1) = (s[0], s[1]);
+            p = [p[0].plus(v[0]), p[1].plus(v[1])];
+        }
+    }
+}
+
+/// `out[i] = H::from(v[i])`.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn widen<V: Accumulator, H: Accumulator + From<V>>(out: &mut [H], v: &[V]) {
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o = H::from(x);
+    }
+}
+
+/// The double prefix sums of one output row, one per lane (see [`RowPrefixes::taps`]).
+pub(crate) struct RowPrefixes<'a, H> {
+    pub q: [&'a [H]; 2],
+    pub b: usize,
+}
+
+impl<'a, H: Accumulator> RowPrefixes<'a, H> {
+    /// The tent sums of lane `lane` for columns `0..n` as the three aligned slices
+    /// `(Q[x], Q[x + B], Q[x + 2B])`: `T(x) = hi[x] - 2 mid[x] + lo[x]` (module docs),
+    /// bounds hoisted so loops over them vectorize.
+    #[inline]
+    pub fn taps(&self, lane: usize, n: usize) -> (&'a [H], &'a [H], &'a [H]) {
+        let (q, b) = (self.q[lane], self.b);
+        (&q[..n], &q[b..b + n], &q[2 * b..2 * b + n])
+    }
+}
+
+/// `hi - 2 mid + lo`: one tent sum from its three taps.
+#[inline(always)]
+pub(crate) fn second_difference<H: Accumulator>(lo: H, mid: H, hi: H) -> H {
+    hi.minus(mid).minus(mid).plus(lo)
+}
+
+/// Tent sums of `x` and `x^2` over `src` for the output rows `rows`, radius `b - 1`,
+/// outside pixels from `border` (`outside` for Constant): calls `sink(y, prefixes)` for
+/// each row in order. Cost: O(width) per row plus O(b) rows to start.
+pub(crate) fn tent_sums<L: TentLanes>(
+    src: ImageView<'_, L::In>,
+    lanes: &L,
+    b: usize,
+    border: Border,
+    outside: L::In,
+    rows: Range<usize>,
+    mut sink: impl FnMut(usize, RowPrefixes<'_, L::H>),
+) {
+    if rows.is_empty() {
+        return;
+    }
+    let (w, h) = src.size();
+    let r = b as isize - 1;
+    let const_row = vec![outside; w];
+    let source_row = |y: isize| -> &[L::In] {
+        match border.source_index(y, h) {
+            Some(s) => src.row(s),
+            None => &const_row,
+        }
+    };
+    let slot = |t: isize| {
+        let s = t.rem_euclid(b as isize) as usize * w;
+        s..s + w
+    };
+    let mut planes = Planes::<L::V>::new(w, b);
+    // Start from A(y0 - R - 1), summed directly; the R + 1 steps to y0 then fill the ring
+    // (zero at first, so subtracting it is a no-op until it has gone round once).
+    let y0 = rows.start as isize;
+    for u in y0 - r - 1..y0 - r - 1 + b as isize {
+        add_row(lanes, &mut planes.a, source_row(u));
+    }
+    let mut horizontal = Horizontal::<L::H>::new(w, b, border, lanes.lanes(outside));
+    for t in y0 - r..rows.end as isize {
+        vertical_step(lanes, &mut planes, slot(t), source_row(t + r), source_row(t - 1));
+        if t >= y0 {
+            horizontal.run(&planes.c);
+            sink(t as usize, RowPrefixes { q: [&horizontal.q[0], &horizontal.q[1]], b });
+        }
+    }
+}
