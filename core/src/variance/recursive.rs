@@ -30,7 +30,7 @@
 //! by 0 in the sums and counted by the same cascade on a 0/1 image: a pixel whose kernel
 //! contains one is NaN, every other pixel is unaffected.
 
-use super::tent_sums::{second_difference, tent_sums, RowPrefixes, TentLanes};
+use super::tent_sums::{second_difference, RowPrefixes, TentLanes, TentStream};
 use super::{non_negative, pad_map, Outputs, VarianceKernel, VarianceParams};
 use crate::border::Border;
 use crate::error::{Error, Result};
@@ -299,9 +299,9 @@ fn run_outputs(
 
 /// The tent kernel on the streaming engine ([`tent_sums`]): for each band of output rows,
 /// `emit(prefixes, row)` turns one row's double prefix sums into output pixels.
-fn tent<L: TentLanes, O: Pixel>(
+fn tent<L: TentLanes + Clone, O: Pixel>(
     src: ImageView<'_, L::In>,
-    lanes: &L,
+    lanes: L,
     p: &VarianceParams,
     outside: L::In,
     out: ImageViewMut<'_, O>,
@@ -311,7 +311,10 @@ fn tent<L: TentLanes, O: Pixel>(
     let b = p.kernel.radius() + 1;
     // A band starts with 2B vertical steps: keep bands several times longer than that.
     for_each_band(out, par, 2 * b, |y0, mut band| {
-        tent_sums(src, lanes, b, p.border, outside, y0..y0 + band.height(), |y, pre| emit(pre, band.row_mut(y - y0)));
+        let mut stream = TentStream::new(src, lanes.clone(), b, p.border, outside, y0);
+        for i in 0..band.height() {
+            emit(stream.next_row(), band.row_mut(i));
+        }
     });
 }
 
@@ -334,6 +337,7 @@ fn boxed<P: Pixel, B: Lane + Pixel, O: Pixel>(
 
 /// x and x^2 of u8 pixels: u32 column sums (a column tent is at most `255^2 * 256^2 < 2^32`),
 /// u64 tents.
+#[derive(Clone, Copy)]
 struct U8Lanes;
 impl TentLanes for U8Lanes {
     type In = u8;
@@ -346,6 +350,7 @@ impl TentLanes for U8Lanes {
 }
 
 /// x and x^2 of u16 pixels: u64 throughout (a tent is at most `65535^2 * 2^32 < 2^64`).
+#[derive(Clone, Copy)]
 struct U16Lanes;
 impl TentLanes for U16Lanes {
     type In = u16;
@@ -358,6 +363,7 @@ impl TentLanes for U16Lanes {
 }
 
 /// `x - K` and its square in f64, non-finite values as 0 (counted by [`NonFinite`]).
+#[derive(Clone, Copy)]
 struct F32Lanes {
     shift: f64,
 }
@@ -373,6 +379,7 @@ impl TentLanes for F32Lanes {
 }
 
 /// 1 for a non-finite f32 value (the second lane is unused).
+#[derive(Clone, Copy)]
 struct NonFinite;
 impl TentLanes for NonFinite {
     type In = f32;
@@ -422,7 +429,7 @@ fn numerator_fits_u64(total: u64, max: u64) -> bool {
 
 /// The exact pipeline of an integer image: the tent on the streaming engine with `lanes`,
 /// the box on one running-sum stage through the lanes `B`.
-fn exact<L: TentLanes<H = u64>, B: Lane + Pixel>(
+fn exact<L: TentLanes<H = u64> + Clone, B: Lane + Pixel>(
     src: ImageView<'_, L::In>,
     out: Outputs<'_>,
     p: &VarianceParams,
@@ -439,7 +446,7 @@ where
     let fits = numerator_fits_u64(total, max);
     run_outputs(out, par, |out, with_mean| match p.kernel {
         VarianceKernel::Tent { .. } => {
-            tent(src, &lanes, p, outside, out, par, |pre, row| emit_tent_exact(pre, row, total, fits, with_mean));
+            tent(src, lanes.clone(), p, outside, out, par, |pre, row| emit_tent_exact(pre, row, total, fits, with_mean));
             Ok(())
         }
         VarianceKernel::Box { .. } => boxed(src, p, out, par, box_lanes(outside), &box_lanes, |s, row| {
@@ -504,7 +511,7 @@ pub(crate) fn local_variance_f32(
     let nonfinite = if src.rows().any(|row| row.iter().any(|v| !v.is_finite())) {
         let mut cnt = Image::<u8>::new(w, h)?;
         match p.kernel {
-            VarianceKernel::Tent { .. } => tent(src, &NonFinite, p, outside, cnt.view_mut(), par, |pre, row| {
+            VarianceKernel::Tent { .. } => tent(src, NonFinite, p, outside, cnt.view_mut(), par, |pre, row| {
                 let (lo, mid, hi) = pre.taps(0, row.len());
                 for (x, o) in row.iter_mut().enumerate() {
                     *o = u8::from(second_difference(lo[x], mid[x], hi[x]) > 0);
@@ -525,7 +532,7 @@ pub(crate) fn local_variance_f32(
         match p.kernel {
             VarianceKernel::Tent { .. } => {
                 let lanes = F32Lanes { shift };
-                tent(src, &lanes, p, outside, out.reborrow(), par, |pre, row| {
+                tent(src, lanes, p, outside, out.reborrow(), par, |pre, row| {
                     let n = row.len() / if with_mean { 2 } else { 1 };
                     let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
                     let sums = (0..n).map(|x| (second_difference(lo1[x], mid1[x], hi1[x]), second_difference(lo2[x], mid2[x], hi2[x])));

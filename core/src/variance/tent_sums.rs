@@ -213,47 +213,63 @@ pub(crate) fn second_difference<H: Accumulator>(lo: H, mid: H, hi: H) -> H {
     hi.minus(mid).minus(mid).plus(lo)
 }
 
-/// Tent sums of `x` and `x^2` over `src` for the output rows `rows`, radius `b - 1`,
-/// outside pixels from `border` (`outside` for Constant): calls `sink(y, prefixes)` for
-/// each row in order. Cost: O(width) per row plus O(b) rows to start.
-pub(crate) fn tent_sums<L: TentLanes>(
-    src: ImageView<'_, L::In>,
-    lanes: &L,
-    b: usize,
+/// Row `y` of `src`, or of the outside rows by the border rule (`const_row` for Constant).
+fn source_row<'r, T: Pixel>(src: &ImageView<'r, T>, border: Border, const_row: &'r [T], y: isize) -> &'r [T] {
+    match border.source_index(y, src.height()) {
+        Some(s) => src.row(s),
+        None => const_row,
+    }
+}
+
+/// Tent sums of `x` and `x^2` over `src` row after row from a first output row, radius
+/// `b - 1`, outside pixels from `border` (`outside` for Constant). Cost: O(width) per row
+/// plus O(b) rows to start.
+pub(crate) struct TentStream<'a, L: TentLanes> {
+    src: ImageView<'a, L::In>,
+    lanes: L,
     border: Border,
-    outside: L::In,
-    rows: Range<usize>,
-    mut sink: impl FnMut(usize, RowPrefixes<'_, L::H>),
-) {
-    if rows.is_empty() {
-        return;
-    }
-    let (w, h) = src.size();
-    let r = b as isize - 1;
-    let const_row = vec![outside; w];
-    let source_row = |y: isize| -> &[L::In] {
-        match border.source_index(y, h) {
-            Some(s) => src.row(s),
-            None => &const_row,
+    const_row: Vec<L::In>,
+    b: usize,
+    planes: Planes<L::V>,
+    horizontal: Horizontal<L::H>,
+    /// The next output row.
+    t: isize,
+}
+
+impl<'a, L: TentLanes> TentStream<'a, L> {
+    /// A stream whose first [`next_row`](Self::next_row) is output row `y0`.
+    pub fn new(src: ImageView<'a, L::In>, lanes: L, b: usize, border: Border, outside: L::In, y0: usize) -> Self {
+        let w = src.width();
+        let horizontal = Horizontal::<L::H>::new(w, b, border, lanes.lanes(outside));
+        let mut s = TentStream { src, lanes, border, const_row: vec![outside; w], b, planes: Planes::new(w, b), horizontal, t: 0 };
+        // Start from A(y0 - R - 1) = X(y0 - R - 1) + ... + X(y0 - 1), summed directly; the
+        // steps to y0 - 1 here and to y0 in the first `next_row` then fill the ring (zero
+        // at first, so subtracting it is a no-op until it has gone round once).
+        let (y0, r) = (y0 as isize, b as isize - 1);
+        for u in y0 - r - 1..y0 {
+            add_row(&s.lanes, &mut s.planes.a, source_row(&s.src, border, &s.const_row, u));
         }
-    };
-    let slot = |t: isize| {
-        let s = t.rem_euclid(b as isize) as usize * w;
-        s..s + w
-    };
-    let mut planes = Planes::<L::V>::new(w, b);
-    // Start from A(y0 - R - 1), summed directly; the R + 1 steps to y0 then fill the ring
-    // (zero at first, so subtracting it is a no-op until it has gone round once).
-    let y0 = rows.start as isize;
-    for u in y0 - r - 1..y0 - r - 1 + b as isize {
-        add_row(lanes, &mut planes.a, source_row(u));
-    }
-    let mut horizontal = Horizontal::<L::H>::new(w, b, border, lanes.lanes(outside));
-    for t in y0 - r..rows.end as isize {
-        vertical_step(lanes, &mut planes, slot(t), source_row(t + r), source_row(t - 1));
-        if t >= y0 {
-            horizontal.run(&planes.c);
-            sink(t as usize, RowPrefixes { q: [&horizontal.q[0], &horizontal.q[1]], b });
+        for t in y0 - r..y0 {
+            s.vertical(t);
         }
+        s.t = y0;
+        s
+    }
+
+    /// Vertical step to row `t`: `A(t) = A(t - 1) + X(t + R) - X(t - 1)`, `C += A(t) - A(t - B)`.
+    fn vertical(&mut self, t: isize) {
+        let TentStream { src, lanes, border, const_row, b, planes, .. } = self;
+        let (w, r) = (src.width(), *b as isize - 1);
+        let slot = t.rem_euclid(*b as isize) as usize * w;
+        let (enter, leave) = (source_row(src, *border, const_row, t + r), source_row(src, *border, const_row, t - 1));
+        vertical_step(lanes, planes, slot..slot + w, enter, leave);
+    }
+
+    /// The double prefix sums of the next output row.
+    pub fn next_row(&mut self) -> RowPrefixes<'_, L::H> {
+        self.vertical(self.t);
+        self.t += 1;
+        self.horizontal.run(&self.planes.c);
+        RowPrefixes { q: [&self.horizontal.q[0], &self.horizontal.q[1]], b: self.b }
     }
 }
