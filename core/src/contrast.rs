@@ -29,9 +29,9 @@
 
 use crate::border::Border;
 use crate::error::{require_positive, Error, Result};
-use crate::image::{check_same_size, Image, ImageView, ImageViewMut, Pixel, Rgba8};
+use crate::image::{check_same_size, ConvertPixel, ImageView, ImageViewMut, Pixel, Rgba8};
 use crate::parallel::{for_each_band, Parallelism};
-use crate::variance::{local_mean_variance_pairs, VarianceKernel, VariancePixel};
+use crate::variance::{VarianceKernel, VariancePixel};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -95,25 +95,19 @@ mod sealed {
 }
 
 /// The pixel types [`contrast_enhance`] takes: u8, u16, f32 gray and RGBA.
-pub trait ContrastPixel: Pixel + sealed::Sealed {
+pub trait ContrastPixel: Pixel + ConvertPixel<f32> + sealed::Sealed {
     #[doc(hidden)]
     fn enhance(src: ImageView<'_, Self>, dst: ImageViewMut<'_, Self>, p: &ContrastParams, par: Parallelism) -> Result<()>;
 }
 
 macro_rules! gray {
-    ($t:ty, $out:expr) => {
+    ($t:ty, $max:expr) => {
         impl ContrastPixel for $t {
-            fn enhance(src: ImageView<'_, $t>, mut dst: ImageViewMut<'_, $t>, p: &ContrastParams, par: Parallelism) -> Result<()> {
+            fn enhance(src: ImageView<'_, $t>, dst: ImageViewMut<'_, $t>, p: &ContrastParams, par: Parallelism) -> Result<()> {
                 p.border.validate(<$t as VariancePixel>::INTEGER_MAX)?;
-                let y = src.convert::<f32>();
-                let delta = luminance_delta(src, &y, p, par)?;
-                let (y, delta) = (&y, &delta);
-                for_each_band(dst.reborrow(), par, 16, |y0, mut band| {
-                    for i in 0..band.height() {
-                        let (yr, dr) = (y.row(y0 + i), delta.row(y0 + i));
-                        for ((o, &v), &d) in band.row_mut(i).iter_mut().zip(yr).zip(dr) {
-                            *o = $out(v + d);
-                        }
+                enhance_rows(src, src, dst, p, par, |_, y, d, out| {
+                    for ((o, &v), &d) in out.iter_mut().zip(y).zip(d) {
+                        *o = round_non_negative((v + d).clamp(0.0, $max)) as $t;
                     }
                 });
                 Ok(())
@@ -121,35 +115,49 @@ macro_rules! gray {
         }
     };
 }
-gray!(u8, |v: f32| libm::roundf(v.clamp(0.0, 255.0)) as u8);
-gray!(u16, |v: f32| libm::roundf(v.clamp(0.0, 65535.0)) as u16);
-gray!(f32, |v: f32| v);
+gray!(u8, 255.0);
+gray!(u16, 65535.0);
 
-impl ContrastPixel for Rgba8 {
-    fn enhance(src: ImageView<'_, Rgba8>, mut dst: ImageViewMut<'_, Rgba8>, p: &ContrastParams, par: Parallelism) -> Result<()> {
-        p.border.validate(Some(255.0))?;
-        // Statistics on the rounded luma (exact integer path); the formula on the unrounded one.
-        let luma8 = src.convert::<u8>();
-        let y = src.convert::<f32>();
-        let delta = luminance_delta(luma8.view(), &y, p, par)?;
-        let (y, delta) = (&y, &delta);
-        for_each_band(dst.reborrow(), par, 16, |y0, mut band| {
-            for i in 0..band.height() {
-                let (sr, yr, dr) = (src.row(y0 + i), y.row(y0 + i), delta.row(y0 + i));
-                for (((o, s), &l), &d) in band.row_mut(i).iter_mut().zip(sr).zip(yr).zip(dr) {
-                    *o = scale_rgb(*s, l, l + d);
-                }
+impl ContrastPixel for f32 {
+    fn enhance(src: ImageView<'_, f32>, dst: ImageViewMut<'_, f32>, p: &ContrastParams, par: Parallelism) -> Result<()> {
+        p.border.validate(None)?;
+        enhance_rows(src, src, dst, p, par, |_, y, d, out| {
+            for ((o, &v), &d) in out.iter_mut().zip(y).zip(d) {
+                *o = v + d;
             }
         });
         Ok(())
     }
 }
 
+impl ContrastPixel for Rgba8 {
+    fn enhance(src: ImageView<'_, Rgba8>, dst: ImageViewMut<'_, Rgba8>, p: &ContrastParams, par: Parallelism) -> Result<()> {
+        p.border.validate(Some(255.0))?;
+        // Statistics on the rounded luma (exact integer sums); the formula on the unrounded one.
+        let luma8 = src.convert::<u8>();
+        enhance_rows(luma8.view(), src, dst, p, par, |s, y, d, out| {
+            for (((o, &px), &l), &d) in out.iter_mut().zip(s).zip(y).zip(d) {
+                *o = scale_rgb(px, l, l + d);
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Round half up of a value in `0..=65535` (what `roundf` gives there) in operations that
+/// vectorize (libm's `roundf` does not). NaN gives 0.
+#[inline(always)]
+fn round_non_negative(v: f32) -> u16 {
+    let t = v as u16;
+    t + u16::from(v - t as f32 >= 0.5)
+}
+
 /// `px` with R, G, B multiplied by `target / luma` (at most `255 / max channel`, so hue and
 /// saturation are kept); a black pixel becomes the gray of the target luma.
+#[inline]
 fn scale_rgb(px: Rgba8, luma: f32, target: f32) -> Rgba8 {
     let target = target.clamp(0.0, 255.0);
-    let to8 = |v: f32| libm::roundf(v.clamp(0.0, 255.0)) as u8;
+    let to8 = |v: f32| round_non_negative(v.clamp(0.0, 255.0)) as u8;
     if luma <= 0.0 {
         let g = to8(target);
         return Rgba8::new(g, g, g, px.a);
@@ -159,53 +167,112 @@ fn scale_rgb(px: Rgba8, luma: f32, target: f32) -> Rgba8 {
     Rgba8::new(to8(px.r as f32 * k), to8(px.g as f32 * k), to8(px.b as f32 * k), px.a)
 }
 
-/// `Y' - Y = (1/S) sum_s (g_s - 1)(Y - mu_s)` with the statistics of `stats` (the luminance
-/// in its own type) and `y` the luminance as f32.
-fn luminance_delta<S: VariancePixel>(stats: ImageView<'_, S>, y: &Image<f32>, p: &ContrastParams, par: Parallelism) -> Result<Image<f32>> {
-    let (w, h) = y.size();
-    let (mut s, mut s2, mut n) = (0.0f64, 0.0f64, 0usize);
-    for &v in y.as_slice() {
-        if v.is_finite() {
-            s += v as f64;
-            n += 1;
+/// The enhancement row by row: `Y` is `src` as f32, its local statistics come from `stats`
+/// (the same image, or the rounded luma of RGBA), and for each row `finish(src_row, Y_row,
+/// delta_row, dst_row)` writes the result from `Y' - Y = (1/S) sum_s (g_s - 1)(Y - mu_s)`.
+/// All scales advance together, one row at a time, so nothing but a few rows per band is
+/// stored.
+fn enhance_rows<S: VariancePixel, P: ContrastPixel, O: Pixel>(
+    stats: ImageView<'_, S>,
+    src: ImageView<'_, P>,
+    dst: ImageViewMut<'_, O>,
+    p: &ContrastParams,
+    par: Parallelism,
+    finish: impl Fn(&[P], &[f32], &[f32], &mut [O]) + Send + Sync,
+) {
+    let w = src.width();
+    let luma_row = |y: usize, out: &mut [f32]| {
+        for (o, &v) in out.iter_mut().zip(src.row(y)) {
+            *o = v.convert();
         }
-    }
-    let mean = if n > 0 { s / n as f64 } else { 0.0 };
-    for &v in y.as_slice() {
-        if v.is_finite() {
-            s2 += (v as f64 - mean) * (v as f64 - mean);
-        }
-    }
-    let sigma_g = if n > 0 { libm::sqrt(s2 / n as f64) as f32 } else { 0.0 };
-    let mut delta = Image::<f32>::new(w, h)?;
-    if sigma_g == 0.0 {
-        return Ok(delta);
-    }
-    // Interleaved [mean, var] pairs, one buffer reused for every scale.
-    let mut pairs = Image::<f32>::new(2 * w, h)?;
+    };
+    let sigma_g = global_sigma(src.height(), w, &luma_row);
     let (num, floor) = (p.alpha * sigma_g, p.noise * sigma_g);
     let inv_s = 1.0 / p.radii.len() as f32;
-    for &r in &p.radii {
-        local_mean_variance_pairs(stats, pairs.view_mut(), VarianceKernel::Tent { radius: r }, p.border, par)?;
-        let pairs = &pairs;
-        for_each_band(delta.view_mut(), par, 16, |y0, mut band| {
-            for i in 0..band.height() {
-                let (yr, pr) = (y.row(y0 + i), pairs.row(y0 + i));
-                accumulate(band.row_mut(i), yr, pr, num, floor, p.gain_min, p.gain_max, inv_s);
+    let moments = S::tent_moments(stats, p.border);
+    let longest = p.radii.iter().max().map_or(1, |r| r + 1);
+    for_each_band(dst, par, 2 * longest, |y0, mut band| {
+        // A constant image (sigma_g = 0) needs no statistics: the delta is 0.
+        let mut scales: Vec<_> = if sigma_g > 0.0 { p.radii.iter().map(|&r| moments.rows(r, y0)).collect() } else { Vec::new() };
+        let (mut y, mut delta, mut mean, mut var) = (vec![0.0f32; w], vec![0.0f32; w], vec![0.0f32; w], vec![0.0f32; w]);
+        for i in 0..band.height() {
+            luma_row(y0 + i, &mut y);
+            delta.fill(0.0);
+            for scale in &mut scales {
+                scale.next_row(&mut mean, &mut var);
+                accumulate(&mut delta, &y, &mean, &var, num, floor, p.gain_min, p.gain_max, inv_s);
             }
-        });
-    }
-    Ok(delta)
+            finish(src.row(y0 + i), &y, &delta, band.row_mut(i));
+        }
+    });
 }
 
-/// `d[i] += w (g - 1)(y[i] - m)`, `g = clamp(num / (sqrt(v) + floor), gmin, gmax)`, with
-/// `(m, v) = (mv[2i], mv[2i + 1])`.
+/// The standard deviation of the finite values of the image whose row `y` `luma_row`
+/// writes (two passes in f64: the mean, then the squared deviations from it).
+fn global_sigma(h: usize, w: usize, luma_row: &(impl Fn(usize, &mut [f32]) + Sync)) -> f32 {
+    let mut row = vec![0.0f32; w];
+    let (mut s, mut n) = (0.0f64, 0u64);
+    for y in 0..h {
+        luma_row(y, &mut row);
+        let (rs, rn) = finite_deviation_sums(&row, 0.0, 1);
+        s += rs;
+        n += rn;
+    }
+    if n == 0 {
+        return 0.0;
+    }
+    let mean = s / n as f64;
+    let mut s2 = 0.0f64;
+    for y in 0..h {
+        luma_row(y, &mut row);
+        s2 += finite_deviation_sums(&row, mean, 2).0;
+    }
+    libm::sqrt(s2 / n as f64) as f32
+}
+
+/// Sum of `(v - mean)^power` (power 1 or 2) over the finite values of `row`, and their
+/// count; eight f64 accumulators so the additions vectorize.
 #[cfg_attr(feature = "std", multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn finite_deviation_sums(row: &[f32], mean: f64, power: u32) -> (f64, u64) {
+    let (mut acc, mut cnt) = ([0.0f64; 8], [0u64; 8]);
+    let chunks = row.chunks_exact(8);
+    let tail = chunks.remainder();
+    let mut add = |lane: usize, v: f32| {
+        let ok = v.is_finite();
+        let d = if ok { v as f64 - mean } else { 0.0 };
+        acc[lane] += if power == 2 { d * d } else { d };
+        cnt[lane] += u64::from(ok);
+    };
+    for c in chunks {
+        for (lane, &v) in c.iter().enumerate() {
+            add(lane, v);
+        }
+    }
+    for (lane, &v) in tail.iter().enumerate() {
+        add(lane, v);
+    }
+    (acc.iter().sum(), cnt.iter().sum())
+}
+
+/// `d[i] += w (g - 1)(y[i] - m[i])`, `g = clamp(num / (sqrt(v[i]) + floor), gmin, gmax)`;
+/// eight lanes at a time with `wide` (libm's `sqrtf` does not vectorize).
 #[allow(clippy::too_many_arguments)]
-fn accumulate(d: &mut [f32], y: &[f32], mv: &[f32], num: f32, floor: f32, gmin: f32, gmax: f32, w: f32) {
-    for ((o, &yy), p) in d.iter_mut().zip(y).zip(mv.chunks_exact(2)) {
-        let g = (num / (libm::sqrtf(p[1]) + floor)).max(gmin).min(gmax);
-        *o += w * (g - 1.0) * (yy - p[0]);
+#[cfg_attr(feature = "std", multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn accumulate(d: &mut [f32], y: &[f32], m: &[f32], v: &[f32], num: f32, floor: f32, gmin: f32, gmax: f32, w: f32) {
+    use wide::f32x8;
+    let n = d.len().min(y.len()).min(m.len()).min(v.len());
+    let lanes = |s: &[f32], i: usize| f32x8::from(<[f32; 8]>::try_from(&s[i..i + 8]).unwrap_or_default());
+    let (numv, floorv, gminv, gmaxv, wv, one) = (f32x8::splat(num), f32x8::splat(floor), f32x8::splat(gmin), f32x8::splat(gmax), f32x8::splat(w), f32x8::ONE);
+    let mut i = 0;
+    while i + 8 <= n {
+        let g = (numv / (lanes(v, i).sqrt() + floorv)).fast_max(gminv).fast_min(gmaxv);
+        let out = lanes(d, i) + wv * (g - one) * (lanes(y, i) - lanes(m, i));
+        d[i..i + 8].copy_from_slice(&out.to_array());
+        i += 8;
+    }
+    for i in i..n {
+        let g = (num / (libm::sqrtf(v[i]) + floor)).max(gmin).min(gmax);
+        d[i] += w * (g - 1.0) * (y[i] - m[i]);
     }
 }
 
@@ -226,6 +293,7 @@ pub fn contrast_enhance<P: ContrastPixel>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::Image;
     use crate::variance::{local_variance_reference, VarianceMethod, VarianceParams};
 
     fn noisy(w: usize, h: usize, seed: u64, f: impl Fn(usize, usize) -> f32) -> Image<f32> {
@@ -288,6 +356,40 @@ mod tests {
         contrast_enhance(img8.view(), out8.view_mut(), &p, Parallelism::Sequential).unwrap();
         for (&g, &w) in out8.as_slice().iter().zip(&want8) {
             assert!((g as f64 - w.clamp(0.0, 255.0)).abs() <= 0.5 + 1e-3, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn bands_give_the_same_bits_and_match_the_formula() {
+        // Tall enough for several row bands per scale.
+        let img = noisy(21, 150, 11, |x, y| 30.0 + 2.0 * x as f32 + if (y / 9) % 2 == 0 { 50.0 } else { 0.0 });
+        let p = ContrastParams { radii: vec![1, 7, 15], ..Default::default() };
+        let img8 = img.map(|v| libm::roundf(v) as u8);
+        let run = |par| {
+            let mut out = Image::<u8>::new(21, 150).unwrap();
+            contrast_enhance(img8.view(), out.view_mut(), &p, par).unwrap();
+            out
+        };
+        let all = run(Parallelism::AllThreads);
+        assert_eq!(all, run(Parallelism::Sequential));
+        let want = reference(&img8.convert::<f32>(), &p);
+        for (&g, &w) in all.as_slice().iter().zip(&want) {
+            assert!((g as f64 - w.clamp(0.0, 255.0)).abs() <= 0.5 + 1e-3, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn nan_spreads_only_within_the_largest_kernel() {
+        let mut img = noisy(40, 30, 4, |x, _| 10.0 * x as f32);
+        img.view_mut().row_mut(15)[20] = f32::NAN;
+        let p = ContrastParams { radii: vec![1, 3], ..Default::default() };
+        let mut out = Image::<f32>::new(40, 30).unwrap();
+        contrast_enhance(img.view(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
+        for y in 0..30usize {
+            for x in 0..40usize {
+                let inside = x.abs_diff(20) <= 3 && y.abs_diff(15) <= 3;
+                assert_eq!(out.at(x, y).is_nan(), inside, "({x}, {y})");
+            }
         }
     }
 

@@ -230,6 +230,9 @@ pub trait VariancePixel: Pixel + sealed::Sealed {
         p: &VarianceParams,
         par: Parallelism,
     ) -> Result<()>;
+    /// Tent moments row by row (see [`recursive::TentMoments`]).
+    #[doc(hidden)]
+    fn tent_moments(src: ImageView<'_, Self>, border: Border) -> recursive::TentMoments<'_>;
 }
 
 impl VariancePixel for u8 {
@@ -245,6 +248,9 @@ impl VariancePixel for u8 {
         par: Parallelism,
     ) -> Result<()> {
         recursive::local_variance_u8(src, out, p, par)
+    }
+    fn tent_moments(src: ImageView<'_, u8>, border: Border) -> recursive::TentMoments<'_> {
+        recursive::tent_moments_u8(src, border)
     }
 }
 
@@ -262,6 +268,9 @@ impl VariancePixel for u16 {
     ) -> Result<()> {
         recursive::local_variance_u16(src, out, p, par)
     }
+    fn tent_moments(src: ImageView<'_, u16>, border: Border) -> recursive::TentMoments<'_> {
+        recursive::tent_moments_u16(src, border)
+    }
 }
 
 impl VariancePixel for f32 {
@@ -277,6 +286,9 @@ impl VariancePixel for f32 {
         par: Parallelism,
     ) -> Result<()> {
         recursive::local_variance_f32(src, out, p, par)
+    }
+    fn tent_moments(src: ImageView<'_, f32>, border: Border) -> recursive::TentMoments<'_> {
+        recursive::tent_moments_f32(src, border)
     }
 }
 

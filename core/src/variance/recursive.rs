@@ -38,6 +38,7 @@ use crate::filter::{window_sums, LaneView, Window};
 use crate::image::{Image, ImageView, ImageViewMut, Pixel};
 use crate::parallel::{for_each_band, Parallelism};
 use crate::simd::Lane;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 #[cfg(feature = "std")]
@@ -561,4 +562,125 @@ pub(crate) fn local_variance_f32(
         }
         Ok(())
     })
+}
+
+/// Local tent means and variances row after row, for callers that combine several scales
+/// per row (the contrast enhancement) instead of reading whole images. The sums are the
+/// same as [`local_variance`](super::local_variance)'s, but the variance is formed in f64
+/// as `S2 / W - (S1 / W)^2` (error about `2^-52 E[x^2]`), not by the exact integer path.
+pub trait TentMomentRows {
+    /// Means and variances of the next row into `mean` and `var` (each the image width).
+    fn next_row(&mut self, mean: &mut [f32], var: &mut [f32]);
+}
+
+/// `mean = S1 / W`, `var = S2 / W - mean^2` (clamped at 0) from f64 sums of one row.
+#[inline(always)]
+fn moments(s1: f64, s2: f64, inv_w: f64, shift: f64) -> (f32, f32) {
+    let m = s1 * inv_w;
+    ((shift + m) as f32, (s2 * inv_w - m * m).max(0.0) as f32)
+}
+
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq", "x86_64+avx2+fma")))]
+fn moments_u64<'a>(pre: RowPrefixes<'a, u64>, inv_w: f64, mean: &mut [f32], var: &mut [f32]) {
+    let n = mean.len().min(var.len());
+    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
+    for x in 0..n {
+        let (s1, s2) = (second_difference(lo1[x], mid1[x], hi1[x]), second_difference(lo2[x], mid2[x], hi2[x]));
+        (mean[x], var[x]) = moments(s1 as f64, s2 as f64, inv_w, 0.0);
+    }
+}
+
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn moments_f64<'a>(pre: RowPrefixes<'a, f64>, inv_w: f64, shift: f64, mean: &mut [f32], var: &mut [f32]) {
+    let n = mean.len().min(var.len());
+    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
+    for x in 0..n {
+        let (s1, s2) = (second_difference(lo1[x], mid1[x], hi1[x]), second_difference(lo2[x], mid2[x], hi2[x]));
+        (mean[x], var[x]) = moments(s1, s2, inv_w, shift);
+    }
+}
+
+struct IntegerMoments<'a, L: TentLanes<H = u64>> {
+    stream: TentStream<'a, L>,
+    inv_w: f64,
+}
+
+impl<L: TentLanes<H = u64>> TentMomentRows for IntegerMoments<'_, L> {
+    fn next_row(&mut self, mean: &mut [f32], var: &mut [f32]) {
+        moments_u64(self.stream.next_row(), self.inv_w, mean, var);
+    }
+}
+
+/// f32 moments of `x - K`, and NaN where the kernel holds a non-finite input.
+struct FloatMoments<'a> {
+    stream: TentStream<'a, F32Lanes>,
+    nonfinite: Option<TentStream<'a, NonFinite>>,
+    inv_w: f64,
+    shift: f64,
+}
+
+impl TentMomentRows for FloatMoments<'_> {
+    fn next_row(&mut self, mean: &mut [f32], var: &mut [f32]) {
+        moments_f64(self.stream.next_row(), self.inv_w, self.shift, mean, var);
+        if let Some(bad) = &mut self.nonfinite {
+            let pre = bad.next_row();
+            let (lo, mid, hi) = pre.taps(0, mean.len());
+            for (x, (m, v)) in mean.iter_mut().zip(var.iter_mut()).enumerate() {
+                if second_difference(lo[x], mid[x], hi[x]) > 0 {
+                    (*m, *v) = (f32::NAN, f32::NAN);
+                }
+            }
+        }
+    }
+}
+
+/// Opens [`TentMomentRows`] over one image: the image-wide preparation (the f32 shift, the
+/// non-finite check) is done once, streams are opened per band and radius.
+pub struct TentMoments<'a> {
+    #[allow(clippy::type_complexity)]
+    open: Box<dyn Fn(usize, usize) -> Box<dyn TentMomentRows + 'a> + Send + Sync + 'a>,
+}
+
+impl<'a> TentMoments<'a> {
+    /// The moments of tent radius `radius` (validated by the caller) from output row `y0`.
+    pub fn rows(&self, radius: usize, y0: usize) -> Box<dyn TentMomentRows + 'a> {
+        (self.open)(radius, y0)
+    }
+}
+
+fn integer_moments<'a, L: TentLanes<H = u64> + Copy + Send + Sync + 'a>(src: ImageView<'a, L::In>, lanes: L, border: Border, outside: L::In) -> TentMoments<'a>
+where
+    L::In: Send + Sync,
+{
+    TentMoments {
+        open: Box::new(move |radius, y0| {
+            let stream = TentStream::new(src, lanes, radius + 1, border, outside, y0);
+            Box::new(IntegerMoments { stream, inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64 })
+        }),
+    }
+}
+
+pub(crate) fn tent_moments_u8(src: ImageView<'_, u8>, border: Border) -> TentMoments<'_> {
+    integer_moments(src, U8Lanes, border, outside_int(border) as u8)
+}
+
+pub(crate) fn tent_moments_u16(src: ImageView<'_, u16>, border: Border) -> TentMoments<'_> {
+    integer_moments(src, U16Lanes, border, outside_int(border) as u16)
+}
+
+pub(crate) fn tent_moments_f32(src: ImageView<'_, f32>, border: Border) -> TentMoments<'_> {
+    let shift = super::global_shift(src);
+    let has_nonfinite = src.rows().any(|row| row.iter().any(|v| !v.is_finite()));
+    let outside = border.outside_value();
+    TentMoments {
+        open: Box::new(move |radius, y0| {
+            let b = radius + 1;
+            Box::new(FloatMoments {
+                stream: TentStream::new(src, F32Lanes { shift }, b, border, outside, y0),
+                nonfinite: has_nonfinite.then(|| TentStream::new(src, NonFinite, b, border, outside, y0)),
+                inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64,
+                shift,
+            })
+        }),
+    }
 }
