@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::ops::ControlFlow;
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
 use tessera::stitch::{register_sequence, synth_sequence, SplitMix64, StitchParams, SynthParams};
 use tessera::{AnyView, Image, Parallelism};
@@ -104,7 +105,7 @@ fn sequences_from_real_photographs_are_recovered() {
         let seq = synth_sequence(src.view(), &sp, Parallelism::AllThreads).unwrap();
         let views: Vec<AnyView<'_>> = seq.frames.iter().map(|f| AnyView::U8(f.view())).collect();
         let p = StitchParams { quality: false, ..Default::default() };
-        let recs = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| {}).unwrap();
+        let recs = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).unwrap();
         let errs: Vec<f64> = recs
             .iter()
             .zip(&seq.positions)

@@ -14,6 +14,7 @@ use crate::parallel::Parallelism;
 use crate::variance::{self, VarianceParams};
 use crate::stitch::{self, PairRegistration, Panorama, RegisterParams, StitchParams};
 use crate::stereo::{self, StereoParams, StereoStats};
+use core::ops::ControlFlow;
 
 /// One implementation of every tessera operation.
 pub trait Backend: Send + Sync {
@@ -60,9 +61,16 @@ pub trait Backend: Send + Sync {
     ) -> Result<PairRegistration>;
 
     /// Stitches a sequence ([`stitch::stitch`]): registration of every frame, then the
-    /// composite. `progress(done)` is called after each frame registered. Errors: bad
-    /// parameters, no frames, frames of differing size or type (naming the frame).
-    fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama>;
+    /// composite. `progress(done)` is called after each frame registered; returning
+    /// `ControlFlow::Break(())` stops the run with [`Error::Cancelled`] before the next
+    /// frame. Errors: bad parameters, no frames, frames of differing size or type (naming
+    /// the frame), cancellation.
+    fn stitch(
+        &self,
+        frames: &[AnyView<'_>],
+        p: &StitchParams,
+        progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    ) -> Result<Panorama>;
     /// Semi-global matching stereo ([`stereo::stereo_sgm`]): `left` and `right` both `u8`
     /// gray or both `Rgba8`, same size; `disp` (f32, same size) receives the left disparity
     /// map, invalid pixels as `f32::INFINITY`.
@@ -162,7 +170,12 @@ impl Backend for CpuBackend {
         stitch::register_pair_any(reference, moving, p, prediction, self.parallelism)
     }
 
-    fn stitch(&self, frames: &[AnyView<'_>], p: &StitchParams, progress: &mut dyn FnMut(usize)) -> Result<Panorama> {
+    fn stitch(
+        &self,
+        frames: &[AnyView<'_>],
+        p: &StitchParams,
+        progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    ) -> Result<Panorama> {
         stitch::stitch(frames, p, self.parallelism, progress)
     }
 

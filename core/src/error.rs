@@ -28,6 +28,9 @@ pub enum Error {
     BackendUnavailable(String),
     /// A failure inside a backend (for example a GPU error), with its message.
     Backend(String),
+    /// A long operation stopped because its progress callback asked it to (the user
+    /// pressed Esc, a deadline passed); it produced no output.
+    Cancelled,
 }
 
 /// Short alias used throughout the crate.
@@ -62,6 +65,7 @@ impl fmt::Display for Error {
             }
             Error::BackendUnavailable(why) => write!(f, "backend unavailable: {why}"),
             Error::Backend(why) => write!(f, "backend error: {why}"),
+            Error::Cancelled => f.write_str("cancelled before the end of the run"),
         }
     }
 }

@@ -15,6 +15,10 @@ pub enum BridgeError {
     /// A backend that is not available here, or that failed at run time:
     /// `java.lang.IllegalStateException`.
     State(String),
+    /// A long run stopped because its Java progress callback asked it to:
+    /// `java.util.concurrent.CancellationException` (which callers can tell from a
+    /// failure; it is an `IllegalStateException`, so a plain catch of those catches it too).
+    Cancelled(String),
     /// A JNI call failed; usually a Java exception is already pending and is left to
     /// propagate.
     Jni(jni::errors::Error),
@@ -25,7 +29,7 @@ pub type Result<T> = std::result::Result<T, BridgeError>;
 impl std::fmt::Display for BridgeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            BridgeError::Argument(m) | BridgeError::State(m) => f.write_str(m),
+            BridgeError::Argument(m) | BridgeError::State(m) | BridgeError::Cancelled(m) => f.write_str(m),
             BridgeError::Jni(e) => write!(f, "JNI error: {e}"),
         }
     }
@@ -40,13 +44,14 @@ impl From<jni::errors::Error> for BridgeError {
 }
 
 impl From<tessera_core::Error> for BridgeError {
-    /// A missing backend or a failure inside one is a state problem; everything else the
-    /// core reports is about the input.
+    /// A missing backend or a failure inside one is a state problem, a cancelled run a
+    /// cancellation; everything else the core reports is about the input.
     fn from(e: tessera_core::Error) -> Self {
         match e {
             tessera_core::Error::BackendUnavailable(_) | tessera_core::Error::Backend(_) => {
                 BridgeError::State(e.to_string())
             }
+            tessera_core::Error::Cancelled => BridgeError::Cancelled(e.to_string()),
             other => BridgeError::Argument(other.to_string()),
         }
     }
@@ -58,8 +63,8 @@ pub fn bad_arg(msg: impl Into<String>) -> BridgeError {
 }
 
 /// The error policy of every entry point: `Argument` -> `IllegalArgumentException`,
-/// `State` -> `IllegalStateException`, a panic -> `IllegalStateException` naming it as
-/// an internal error, a JNI error -> the pending Java exception (or a `RuntimeException`
+/// `State` -> `IllegalStateException`, `Cancelled` -> `CancellationException`, a panic
+/// -> `IllegalStateException` naming it as an internal error, a JNI error -> the pending Java exception (or a `RuntimeException`
 /// when none is pending). The native method then returns the type's default (0 / null),
 /// which Java never sees because the exception is thrown first.
 #[derive(Debug, Default)]
@@ -84,6 +89,7 @@ impl<T: Default> ErrorPolicy<T, BridgeError> for ThrowJava {
         match &err {
             BridgeError::Argument(m) => throw(env, jni_str!("java/lang/IllegalArgumentException"), m),
             BridgeError::State(m) => throw(env, jni_str!("java/lang/IllegalStateException"), m),
+            BridgeError::Cancelled(m) => throw(env, jni_str!("java/util/concurrent/CancellationException"), m),
             BridgeError::Jni(e) => throw(env, jni_str!("java/lang/RuntimeException"), &format!("tessera-jni: {e}")),
         }
         Ok(T::default())
@@ -125,5 +131,7 @@ mod tests {
         let e: BridgeError =
             tessera_core::Error::InvalidFloat { name: "sigma", value: f64::NAN, expected: "a finite number > 0" }.into();
         assert!(matches!(e, BridgeError::Argument(ref m) if m.contains("sigma")));
+        let e: BridgeError = tessera_core::Error::Cancelled.into();
+        assert!(matches!(e, BridgeError::Cancelled(ref m) if m.contains("cancelled")));
     }
 }

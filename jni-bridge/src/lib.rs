@@ -5,10 +5,10 @@
 //! `int[]`). Filters read and write them in place inside primitive-array critical sections
 //! ([`pixels`]); the few copies are stated where they happen: RGB for the operations that
 //! weigh the channels ([`local`], [`stereo`]), and the frames of a whole panorama run,
-//! which reports progress to ImageJ between frames ([`stitch`]). The backend is chosen per
-//! call by name ([`backend`]). Errors become Java
-//! exceptions and panics are caught at the boundary ([`error`]); nothing unwinds into the
-//! JVM and bad input never crashes it.
+//! which reports progress to ImageJ between frames and can be cancelled there ([`stitch`]).
+//! The backend is chosen per call by name ([`backend`]). Errors become Java exceptions
+//! (a cancelled run a `CancellationException`) and panics are caught at the boundary
+//! ([`error`]); nothing unwinds into the JVM and bad input never crashes it.
 
 pub mod backend;
 pub mod error;

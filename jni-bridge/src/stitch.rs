@@ -3,19 +3,21 @@
 //! registration and composite).
 //!
 //! A pair is read in place through critical sections like the filters. A sequence is
-//! different: it runs for seconds and reports progress to ImageJ between frames (a JNI
-//! call, forbidden inside a critical section, and the GC must not be held off that long),
-//! so its frames are copied into Rust memory first (`Get<Type>ArrayRegion`, one memcpy
-//! per frame, small next to the registration), and the canvas comes back as a new Java
-//! array. RGB frames are converted to true-order RGBA on the way in (registration weighs
-//! the channels: Rec. 601 luma) and back to ImageJ ints on the way out.
+//! different: it runs for seconds and calls a Java progress callback between frames, which
+//! may cancel it (a JNI call, forbidden inside a critical section, and the GC must not be
+//! held off that long), so its frames are copied into Rust memory first
+//! (`Get<Type>ArrayRegion`, one memcpy per frame, small next to the registration), and the
+//! canvas comes back as a new Java array. RGB frames are converted to true-order RGBA on
+//! the way in (registration weighs the channels: Rec. 601 luma) and back to ImageJ ints on
+//! the way out.
 
-use crate::error::{bad_arg, Result};
+use crate::error::{bad_arg, BridgeError, Result};
 use crate::pixels::{checked_len, dims, rgba_from_imagej, rgba_to_imagej, JavaPixel};
 use crate::{backend, backend_name, guarded};
 use jni::objects::{JClass, JIntArray, JDoubleArray, JObject, JObjectArray, JPrimitiveArray, JString};
 use jni::sys::{jboolean, jbyte, jdouble, jfloat, jint, jshort};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
+use std::ops::ControlFlow;
 use tessera_core::stitch::{Blend, Panorama, RegisterParams, SearchMethod, StitchParams};
 use tessera_core::{AnyImage, AnyView, Image};
 
@@ -67,7 +69,7 @@ macro_rules! gray_frame {
             }
             fn to_java<'l>(env: &mut Env<'l>, img: &AnyImage) -> Result<JPrimitiveArray<'l, $j>> {
                 let AnyImage::$variant(i) = img else {
-                    return Err(crate::error::BridgeError::State("canvas has another pixel type than the frames".into()));
+                    return Err(BridgeError::State("canvas has another pixel type than the frames".into()));
                 };
                 let a = JPrimitiveArray::<$j>::new(env, i.as_slice().len())?;
                 a.set_region(env, 0, &recast::<$core, $j>(i.as_slice()))?;
@@ -86,7 +88,7 @@ impl FramePixel for jint {
     }
     fn to_java<'l>(env: &mut Env<'l>, img: &AnyImage) -> Result<JPrimitiveArray<'l, jint>> {
         let AnyImage::Rgba8(i) = img else {
-            return Err(crate::error::BridgeError::State("canvas has another pixel type than the frames".into()));
+            return Err(BridgeError::State("canvas has another pixel type than the frames".into()));
         };
         let mut ints = vec![0; i.as_slice().len()];
         rgba_to_imagej(i.as_slice(), &mut ints);
@@ -163,7 +165,7 @@ fn register_pair<'l, J: FramePixel>(
 
 /// The view of a frame made by [`copy_frame`] (u8, u16, f32 or RGBA, which all have one).
 fn view(img: &AnyImage) -> Result<AnyView<'_>> {
-    img.view().ok_or_else(|| crate::error::BridgeError::State("internal: a frame image without a view".into()))
+    img.view().ok_or_else(|| BridgeError::State("internal: a frame image without a view".into()))
 }
 
 macro_rules! register_natives {
@@ -252,22 +254,39 @@ fn stitch<'l, J: FramePixel>(
         env.delete_local_ref(a);
     }
     let views = owned.iter().map(view).collect::<Result<Vec<AnyView<'_>>>>()?;
+    // The callback runs on this thread between frames, outside any critical section (the
+    // frames are copies). `boolean progress(done, total)`: false stops the run. A Java
+    // exception thrown by it (or a missing method) stops the run too and is left pending,
+    // so Java sees that exception; no JNI call is made after it.
     let mut progress_err = None;
-    let pano: Panorama = {
-        let mut report = |done: usize| {
-            if progress.as_raw().is_null() || progress_err.is_some() {
-                return;
+    let mut last_done = 0;
+    let result = {
+        let mut report = |done: usize| -> ControlFlow<()> {
+            last_done = done;
+            if progress.as_raw().is_null() {
+                return ControlFlow::Continue(());
             }
-            let r = env.call_method(progress, jni_str!("progress"), jni_sig!("(II)V"), &[(done as jint).into(), (n as jint).into()]);
-            if let Err(e) = r {
-                progress_err = Some(e);
+            let args = [(done as jint).into(), (n as jint).into()];
+            match env.call_method(progress, jni_str!("progress"), jni_sig!("(II)Z"), &args).and_then(|v| v.z()) {
+                Ok(true) => ControlFlow::Continue(()),
+                Ok(false) => ControlFlow::Break(()),
+                Err(e) => {
+                    progress_err = Some(e);
+                    ControlFlow::Break(())
+                }
             }
         };
-        b.stitch(&views, &p, &mut report)?
+        b.stitch(&views, &p, &mut report)
     };
     if let Some(e) = progress_err {
         return Err(e.into());
     }
+    let pano: Panorama = match result {
+        Err(tessera_core::Error::Cancelled) => {
+            return Err(BridgeError::Cancelled(format!("panorama cancelled after frame {last_done} of {n}")));
+        }
+        r => r?,
+    };
     let (cw, ch) = pano.canvas.image.size();
     geom.set_region(env, 0, &[cw as jint, ch as jint, pano.canvas.origin.0 as jint, pano.canvas.origin.1 as jint])?;
     let mut rec = vec![f64::NAN; n * RECORD_FIELDS];

@@ -9,6 +9,7 @@ use super::{Bench, Recorder};
 use crate::cli::stitch::default_sequence;
 use anyhow::Result;
 use serde_json::json;
+use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
 use tessera::stitch::{register_sequence, RegisterParams, SearchMethod, StitchParams};
@@ -46,7 +47,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             for (be, name) in [(b.backend.as_ref(), "stitch_sequence"), (b.single.as_ref(), "stitch_sequence_1thread")] {
                 let mut evals = 0;
                 let ms = r.time(&format!("{label}_{name}"), params.clone(), be.name(), b.reps_for(pairs * 2.0).min(9), || {
-                    let pano = be.stitch(&views, &p, &mut |_| {})?;
+                    let pano = be.stitch(&views, &p, &mut |_| ControlFlow::Continue(()))?;
                     evals = pano.frames.iter().map(|f| f.evaluations).sum::<u64>();
                     Ok::<_, tessera::Error>(())
                 });
@@ -64,7 +65,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         let p = StitchParams { register: reg, quality: false, ..Default::default() };
         for (par, be) in [(Parallelism::AllThreads, "cpu"), (Parallelism::Sequential, "cpu-1thread")] {
             let ms = r.time(&format!("{label}_registration_only_sequence"), json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), be, b.reps_for(pairs).min(9), || {
-                register_sequence(&views, &p, par, &mut |_| {}).map(|_| ())
+                register_sequence(&views, &p, par, &mut |_| ControlFlow::Continue(())).map(|_| ())
             });
             if let Some(ms) = ms {
                 r.record(&format!("{label}_registration_only_pairs_per_s"), json!({"w": w, "h": h, "rsz": 25, "npts": 6}), be, json!((1000.0 * pairs / ms).round()));
@@ -76,7 +77,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             let short = &views[..views.len().min(5)];
             let mut evals = 0;
             let ms = r.time("pal_exhaustive_registration_sequence", json!({"rsz": 25, "npts": 6, "search_radius": 32}), "cpu", 1, || {
-                let recs = register_sequence(short, &ex, Parallelism::AllThreads, &mut |_| {})?;
+                let recs = register_sequence(short, &ex, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
                 evals = recs.iter().map(|f| f.evaluations).sum::<u64>();
                 Ok::<_, tessera::Error>(())
             });
@@ -97,7 +98,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         let params = json!({"w": 720, "h": 576, "rsz": rsz, "npts": 6, "search_radius": 32, "pairs": n});
         let mut evals = 0;
         let ms = r.time("pal_template_size_curve_sequence", params.clone(), "cpu", b.reps_for(n * rsz as f64 / 10.0).min(5), || {
-            let recs = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| {})?;
+            let recs = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
             evals = recs.iter().map(|f| f.evaluations).sum::<u64>();
             Ok::<_, tessera::Error>(())
         });

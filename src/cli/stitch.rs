@@ -4,6 +4,7 @@
 use super::common::{progress_bar, BackendArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tessera::stitch::{synth_sequence, Blend, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
@@ -351,7 +352,10 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     let bar = progress_bar(v.len() as u64, "frames");
     let t0 = Instant::now();
     let pano = backend
-        .stitch(&v, &p, &mut |done| bar.set_position(done as u64))
+        .stitch(&v, &p, &mut |done| {
+            bar.set_position(done as u64);
+            ControlFlow::Continue(())
+        })
         .map_err(|e| name_frame(e, &labels))?;
     let secs = t0.elapsed().as_secs_f64();
     bar.finish_and_clear();

@@ -25,6 +25,7 @@ use crate::image::{AnyView, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
 use crate::parallel::Parallelism;
 use alloc::vec::Vec;
+use core::ops::ControlFlow;
 
 /// Parameters of the whole stitching run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -139,13 +140,16 @@ pub fn check_frames(frames: &[AnyView<'_>]) -> Result<()> {
 }
 
 /// Registers every frame (module doc); `progress(done)` is called after each frame with the
-/// number of frames done. Errors: bad parameters, an empty list, frames of differing size
-/// or type (naming the frame); a frame that cannot be registered is not an error.
+/// number of frames done (1 after frame 0, ..., `frames.len()` after the last), and the run
+/// stops with [`Error::Cancelled`] as soon as it returns `ControlFlow::Break(())` (no frame
+/// after `done` is registered). Errors: bad parameters, an empty list, frames of differing
+/// size or type (naming the frame), cancellation; a frame that cannot be registered is not
+/// an error.
 pub fn register_sequence(
     frames: &[AnyView<'_>],
     p: &StitchParams,
     par: Parallelism,
-    progress: &mut dyn FnMut(usize),
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
 ) -> Result<Vec<FrameRecord>> {
     p.validate()?;
     check_frames(frames)?;
@@ -168,7 +172,7 @@ fn run<T: NccSample + Into<f64>>(
     views: &[ImageView<'_, T>],
     p: &StitchParams,
     par: Parallelism,
-    progress: &mut dyn FnMut(usize),
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
 ) -> Result<Vec<FrameRecord>> {
     let (w, h) = views[0].size();
     let mut records = Vec::with_capacity(views.len());
@@ -184,7 +188,7 @@ fn run<T: NccSample + Into<f64>>(
         quality: None,
         quality_grid: None,
     });
-    progress(1);
+    check_progress(progress, 1)?;
     let limit = (p.keyframe_shift * w as f64, p.keyframe_shift * h as f64);
     let mut buffer = Integral::default();
     // Keyframe index and position; last good frame index and position; velocity per frame.
@@ -249,9 +253,17 @@ fn run<T: NccSample + Into<f64>>(
             (last, last_pos) = (i, pos);
         }
         records.push(rec);
-        progress(i + 1);
+        check_progress(progress, i + 1)?;
     }
     Ok(records)
+}
+
+/// Reports `done` frames; [`Error::Cancelled`] when the callback asks to stop.
+fn check_progress(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usize) -> Result<()> {
+    match progress(done) {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(()) => Err(Error::Cancelled),
+    }
 }
 
 /// The attempt list is never empty; this keeps that invariant out of a panic.
@@ -260,9 +272,15 @@ fn unreachable_attempts<T>() -> Result<T> {
 }
 
 /// The whole pipeline: [`register_sequence`], then [`composite`] of the registered
-/// frames. Errors as `register_sequence`; when no frame but frame 0 registers, the
-/// panorama is frame 0 alone (the records say why).
-pub fn stitch(frames: &[AnyView<'_>], p: &StitchParams, par: Parallelism, progress: &mut dyn FnMut(usize)) -> Result<Panorama> {
+/// frames. Progress and cancellation as `register_sequence` (a run cancelled at any frame,
+/// the last included, composites nothing). Errors as `register_sequence`; when no frame
+/// but frame 0 registers, the panorama is frame 0 alone (the records say why).
+pub fn stitch(
+    frames: &[AnyView<'_>],
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+) -> Result<Panorama> {
     let records = register_sequence(frames, p, par, progress)?;
     let positions: Vec<_> = records.iter().map(|r| r.position).collect();
     let canvas = composite(frames, &positions, p.blend)?;
@@ -287,6 +305,11 @@ mod tests {
         frames.iter().map(|f| AnyView::U8(f.view())).collect()
     }
 
+    /// The progress callback that never stops the run.
+    fn go_on(_: usize) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
     fn err(rec: &FrameRecord, t: (f64, f64)) -> f64 {
         let p = rec.position.unwrap();
         libm::hypot(p.0 - t.0, p.1 - t.1)
@@ -298,7 +321,10 @@ mod tests {
         for ks in [0.0, 0.25] {
             let p = StitchParams { keyframe_shift: ks, ..Default::default() };
             let mut done = Vec::new();
-            let pano = stitch(&any(&frames), &p, Parallelism::AllThreads, &mut |d| done.push(d)).unwrap();
+            let pano = stitch(&any(&frames), &p, Parallelism::AllThreads, &mut |d| {
+                done.push(d);
+                ControlFlow::Continue(())
+            }).unwrap();
             assert_eq!(done, (1..=30).collect::<Vec<_>>());
             let mean = pano.frames.iter().zip(&truth).map(|(r, &t)| err(r, t)).sum::<f64>() / 30.0;
             assert!(mean < 0.25, "keyframe {ks}: mean error {mean}");
@@ -315,13 +341,46 @@ mod tests {
     }
 
     #[test]
+    fn cancelling_after_frame_k_stops_there() {
+        let (frames, _) = sequence(6, 4);
+        let views = any(&frames);
+        // k = 1: right after frame 0; k = 6: after the last frame, before the composite.
+        for k in [1, 3, 6] {
+            let mut seen = Vec::new();
+            let mut stop_at_k = |d: usize| {
+                seen.push(d);
+                if d == k { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            };
+            let e = stitch(&views, &StitchParams::default(), Parallelism::AllThreads, &mut stop_at_k).unwrap_err();
+            assert_eq!(e, Error::Cancelled, "k = {k}");
+            assert_eq!(seen, (1..=k).collect::<Vec<_>>(), "k = {k}");
+            let mut seen = Vec::new();
+            let r = register_sequence(&views, &StitchParams::default(), Parallelism::Sequential, &mut |d| {
+                seen.push(d);
+                if d == k { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            });
+            assert_eq!(r, Err(Error::Cancelled), "k = {k}");
+            assert_eq!(seen, (1..=k).collect::<Vec<_>>(), "k = {k}");
+        }
+        // Bad input is reported before any progress, not as a cancellation.
+        let mut calls = 0;
+        let e = stitch(&[], &StitchParams::default(), Parallelism::Sequential, &mut |_| {
+            calls += 1;
+            ControlFlow::Break(())
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::InvalidParameter { .. }) && calls == 0, "{e}");
+        assert!(alloc::format!("{}", Error::Cancelled).contains("cancelled"));
+    }
+
+    #[test]
     fn bad_frames_are_skipped_and_the_rest_is_stitched() {
         let (mut frames, truth) = sequence(16, 8);
         frames[4] = Image::filled(140, 110, 128).unwrap();
         let mut rng = crate::stitch::SplitMix64::new(1);
         frames[9] = Image::from_fn(140, 110, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
         frames[12] = texture(140, 110, 99).map(|v| v as u8);
-        let pano = stitch(&any(&frames), &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        let pano = stitch(&any(&frames), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         for (i, rec) in pano.frames.iter().enumerate() {
             if [4, 9, 12].contains(&i) {
                 assert!(rec.position.is_none() && rec.skip.is_some() && rec.reference.is_none(), "frame {i}: {rec:?}");
@@ -336,13 +395,13 @@ mod tests {
     #[test]
     fn single_frame_and_flat_first_frame() {
         let (frames, _) = sequence(2, 1);
-        let pano = stitch(&any(&frames[..1]), &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        let pano = stitch(&any(&frames[..1]), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         assert_eq!(pano.frames.len(), 1);
         assert_eq!(pano.canvas.origin, (0, 0));
         assert_eq!(pano.canvas.image, AnyImage::U8(frames[0].clone()));
         // Nothing registers against a flat frame 0: the panorama is frame 0 alone.
         let flat = [Image::<u8>::filled(140, 110, 7).unwrap(), frames[1].clone()];
-        let pano = stitch(&any(&flat), &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        let pano = stitch(&any(&flat), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         assert_eq!(pano.frames[1].skip, Some(SkipReason::NoTexture));
         assert_eq!(pano.canvas.image, AnyImage::U8(flat[0].clone()));
         assert_eq!(pano.mean_ncc(), None);
@@ -353,7 +412,7 @@ mod tests {
         let (frames, truth) = sequence(8, 5);
         let rgba: Vec<Image<Rgba8>> = frames.iter().map(|f| f.map(|v| Rgba8::new(v, v / 2, 255 - v, 255))).collect();
         let views: Vec<AnyView<'_>> = rgba.iter().map(|f| AnyView::Rgba8(f.view())).collect();
-        let pano = stitch(&views, &StitchParams::default(), Parallelism::Sequential, &mut |_| {}).unwrap();
+        let pano = stitch(&views, &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         for (r, &t) in pano.frames.iter().zip(&truth) {
             assert!(err(r, t) < 0.3);
         }
@@ -364,19 +423,19 @@ mod tests {
     fn bad_input_is_an_error() {
         let (frames, _) = sequence(3, 2);
         let s = Parallelism::Sequential;
-        assert!(stitch(&[], &StitchParams::default(), s, &mut |_| {}).is_err());
+        assert!(stitch(&[], &StitchParams::default(), s, &mut go_on).is_err());
         let other = Image::<u8>::filled(141, 110, 1).unwrap();
         let mixed = [AnyView::U8(frames[0].view()), AnyView::U8(frames[1].view()), AnyView::U8(other.view())];
-        let e = stitch(&mixed, &StitchParams::default(), s, &mut |_| {}).unwrap_err();
+        let e = stitch(&mixed, &StitchParams::default(), s, &mut go_on).unwrap_err();
         assert!(alloc::format!("{e}").contains("frame 2"), "{e}");
         let f = frames[1].map(|v| v as f32);
         let mixed = [AnyView::U8(frames[0].view()), AnyView::F32(f.view())];
-        let e = stitch(&mixed, &StitchParams::default(), s, &mut |_| {}).unwrap_err();
+        let e = stitch(&mixed, &StitchParams::default(), s, &mut go_on).unwrap_err();
         assert!(alloc::format!("{e}").contains("frame 1"), "{e}");
         for ks in [-0.1, 0.8, f64::NAN] {
-            assert!(stitch(&any(&frames), &StitchParams { keyframe_shift: ks, ..Default::default() }, s, &mut |_| {}).is_err());
+            assert!(stitch(&any(&frames), &StitchParams { keyframe_shift: ks, ..Default::default() }, s, &mut go_on).is_err());
         }
         let p = StitchParams { register: RegisterParams { npts: 0, ..Default::default() }, ..Default::default() };
-        assert!(stitch(&any(&frames), &p, s, &mut |_| {}).is_err());
+        assert!(stitch(&any(&frames), &p, s, &mut go_on).is_err());
     }
 }

@@ -7,6 +7,7 @@ import ij.measure.ResultsTable;
 import ij.plugin.PlugIn;
 
 import java.util.Arrays;
+import java.util.concurrent.CancellationException;
 
 /**
  * Plugins &gt; Tessera &gt; Benchmark...: the original project's Java -&gt; C -&gt; CUDA study on
@@ -23,7 +24,7 @@ import java.util.Arrays;
  * consensus (agreeing within 1 px), the Java one takes the median of the vectors above
  * cthresh; both place the same grid and search the same way. Java's time excludes the one
  * conversion of the frames to float; the native time includes copying each frame pair into
- * native memory.
+ * native memory. Esc cancels between frames (no table is made).
  * Macro: {@code run("Benchmark...", "rsz=25 cthresh=0.85 npts=6 radius=16 repeats=3")}.
  */
 public class BenchmarkPlugin implements PlugIn {
@@ -59,6 +60,10 @@ public class BenchmarkPlugin implements PlugIn {
             repeats = (int) rep;
             ResultsTable rt = benchmark(imp, rsz, npts, cthresh, radius, repeats);
             rt.show(TABLE);
+        } catch (CancellationException e) {
+            IJ.resetEscape();
+            IJ.showProgress(1.0);
+            IJ.showStatus("Benchmark cancelled");
         } catch (RuntimeException e) {
             Tessera.error(TITLE, e);
         }
@@ -75,7 +80,7 @@ public class BenchmarkPlugin implements PlugIn {
     static Run java(float[][] frames, int w, int h, int rsz, int npts, double cthresh, int radius) {
         Run r = new Run();
         long t0 = System.nanoTime();
-        JavaNcc.FramePosition[] p = JavaNcc.registerSequence(frames, w, h, rsz, npts, cthresh, radius);
+        JavaNcc.FramePosition[] p = JavaNcc.registerSequence(frames, w, h, rsz, npts, cthresh, radius, IJ::escapePressed);
         r.ms = (System.nanoTime() - t0) / 1e6;
         r.x = new double[p.length];
         r.y = new double[p.length];
@@ -99,6 +104,7 @@ public class BenchmarkPlugin implements PlugIn {
         double px = 0, py = 0;
         r.registered = 1;
         for (int i = 1; i < n; i++) {
+            if (IJ.escapePressed()) throw new CancellationException("stopped by Esc");
             Native.Pair p = Native.registerPair(frames[ref], frames[i], w, h, rsz, npts, cthresh, radius, 4.0, false, 1, px, py, backend);
             r.evaluations += p.evaluations;
             if (!p.ok()) {
@@ -136,7 +142,7 @@ public class BenchmarkPlugin implements PlugIn {
                 continue;
             }
             for (int rep = 0; rep < repeats; rep++) {
-                if (IJ.escapePressed()) throw new IllegalStateException("stopped by Esc");
+                if (IJ.escapePressed()) throw new CancellationException("stopped by Esc");
                 IJ.showStatus("Benchmark: " + names[k] + " run " + (rep + 1) + " of " + repeats);
                 Run r = k == 0 ? java(gray, w, h, rsz, npts, cthresh, radius)
                         : nativeRun(frames, w, h, rsz, npts, cthresh, radius, names[k]);

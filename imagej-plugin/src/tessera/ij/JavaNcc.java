@@ -1,6 +1,8 @@
 package tessera.ij;
 
 import java.util.Arrays;
+import java.util.concurrent.CancellationException;
+import java.util.function.BooleanSupplier;
 
 /**
  * The pure-Java NCC matcher, the original plugin's way: the baseline that Benchmark...
@@ -266,11 +268,23 @@ public final class JavaNcc {
      * frame. Frames are gray {@code float[]} of one size.
      */
     public static FramePosition[] registerSequence(float[][] frames, int w, int h, int rsz, int npts, double cthresh, int radius) {
+        return registerSequence(frames, w, h, rsz, npts, cthresh, radius, () -> false);
+    }
+
+    /**
+     * {@link #registerSequence(float[][], int, int, int, int, double, int)}, asking
+     * {@code stop} before each frame after the first: when it says true the run ends with
+     * {@link CancellationException}.
+     */
+    public static FramePosition[] registerSequence(float[][] frames, int w, int h, int rsz, int npts, double cthresh, int radius,
+                                                   BooleanSupplier stop) {
         if (frames == null || frames.length == 0) throw new IllegalArgumentException("no frames");
         FramePosition[] out = new FramePosition[frames.length];
         out[0] = new FramePosition(0, 0, 1, 0, 0);
         int ref = 0, predX = 0, predY = 0;
         for (int i = 1; i < frames.length; i++) {
+            if (stop.getAsBoolean())
+                throw new CancellationException("registration cancelled after frame " + i + " of " + frames.length);
             PairShift p = registerPair(frames[ref], frames[i], w, h, rsz, npts, cthresh, radius, predX, predY);
             if (!p.ok()) {
                 out[i] = new FramePosition(Double.NaN, Double.NaN, 0, 0, p.evaluations);

@@ -17,8 +17,10 @@ import java.nio.file.StandardCopyOption;
  *
  * <p>Errors: bad input throws {@link IllegalArgumentException}, a missing backend
  * {@link IllegalStateException}, both with the core's message; a Rust panic is caught at the
- * boundary and thrown as {@link IllegalStateException}. If the library itself cannot be
- * loaded every call throws {@link IllegalStateException} saying why.
+ * boundary and thrown as {@link IllegalStateException}; a run stopped by its progress
+ * callback throws {@link java.util.concurrent.CancellationException} (a subclass of
+ * IllegalStateException: catch it first). If the library itself cannot be loaded every
+ * call throws {@link IllegalStateException} saying why.
  *
  * <p>Where the library comes from, first found wins: the system property
  * {@code tessera.jni.library} (a path), {@code lib/linux64/libtessera_jni.so} in the
@@ -150,9 +152,15 @@ public final class Native {
      *  (three-step) search, exhaustive search. */
     public static final String[] SEARCHES = {"log", "log-plain", "exhaustive"};
 
-    /** Receives the progress of a long native call (frames done of total). */
+    /**
+     * Receives the progress of a long native call and may stop it. Called on the thread that
+     * made the call, after each frame: {@code done} frames of {@code total} are done.
+     */
     public interface Progress {
-        void progress(int done, int total);
+        /** Returns true to go on, false to cancel the run (the call then throws
+         *  {@link java.util.concurrent.CancellationException}). An exception thrown here
+         *  also ends the run, and the call rethrows it. */
+        boolean progress(int done, int total);
     }
 
     /** The outcome of {@link #registerPair}. */
@@ -231,6 +239,10 @@ public final class Native {
      * Stitches a sequence (all frames w x h, one pixel type): registration of every frame
      * (frame i's position in frame-0 coordinates), then the composite with {@code blend}
      * (index into {@link #BLENDS}). The frames are copied into native memory first.
+     * {@code progress} (may be null) is called after each frame; when it returns false the
+     * run stops before the next frame and this throws
+     * {@link java.util.concurrent.CancellationException} (nothing is composited); an
+     * exception thrown by {@code progress} ends the run the same way and is rethrown here.
      */
     public static Stitched stitch(Object[] frames, int w, int h, int rsz, int npts, double cthresh, int radius,
                                   double minVariance, boolean subpixel, int method, int blend, double keyframeShift,

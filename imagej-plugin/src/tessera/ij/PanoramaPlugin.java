@@ -8,12 +8,15 @@ import ij.measure.ResultsTable;
 import ij.plugin.PlugIn;
 import ij.process.ImageProcessor;
 
+import java.util.concurrent.CancellationException;
+
 /**
  * Plugins &gt; Tessera &gt; Panorama (NCC log search)...: stitches the frames of the current
  * stack (a video sweep) into one panorama. In each reference frame NPTS x NPTS templates of
  * side rsz are found in the next frame by a logarithmic search on the normalized
  * cross-correlation; vectors below cthresh are dropped; the agreeing rest give the shift.
  * A frame that cannot be registered is skipped (with its reason) and registration goes on.
+ * A progress bar follows the frames and Esc cancels the run (no image is made).
  *
  * <p>Output: the panorama (same pixel type as the stack, the stack's spatial calibration,
  * its origin set so that frame 1 keeps its coordinates) and a Results table "Panorama
@@ -79,7 +82,12 @@ public class PanoramaPlugin implements PlugIn {
         if (pano != null) pano.show();
     }
 
-    /** Stitches {@code imp}'s stack with the current parameters; null after an error. */
+    /**
+     * Stitches {@code imp}'s stack with the current parameters; null after an error or when
+     * cancelled. A progress bar follows the frames; Esc stops the run after the frame being
+     * registered (status "Panorama cancelled ...", no image, no error message, the Esc flag
+     * reset).
+     */
     static ImagePlus stitch(ImagePlus imp) {
         ImageStack st = imp.getStack();
         int n = st.getSize();
@@ -87,10 +95,19 @@ public class PanoramaPlugin implements PlugIn {
         for (int i = 0; i < n; i++) frames[i] = st.getPixels(i + 1);
         Native.Stitched s;
         long t0 = System.nanoTime();
+        int[] done = {0};
         try {
-            IJ.showStatus("Panorama: registering " + n + " frames...");
+            IJ.showStatus("Panorama: registering " + n + " frames (Esc to cancel)...");
             s = Native.stitch(frames, st.getWidth(), st.getHeight(), rsz, npts, cthresh, radius, minVariance, subpixel,
-                    search, blend, keyframe, Tessera.backend, (done, total) -> IJ.showProgress(done, total));
+                    search, blend, keyframe, Tessera.backend, (d, total) -> {
+                        done[0] = d;
+                        IJ.showProgress(d, total);
+                        return !IJ.escapePressed();
+                    });
+        } catch (CancellationException e) {
+            IJ.resetEscape();
+            IJ.showStatus("Panorama cancelled after " + done[0] + " of " + n + " frames");
+            return null;
         } catch (RuntimeException e) {
             Tessera.error(TITLE, e);
             return null;

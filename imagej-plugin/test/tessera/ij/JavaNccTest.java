@@ -172,6 +172,17 @@ public class JavaNccTest {
     }
 
     @Test
+    public void registerSequenceStopsWhenAsked() {
+        int[][] off = {{20, 20}, {26, 23}, {32, 26}, {38, 29}};
+        float[][] frames = cropSequence(off, 240, 200);
+        int[] asked = {0};
+        java.util.concurrent.CancellationException e = assertThrows(java.util.concurrent.CancellationException.class,
+                () -> JavaNcc.registerSequence(frames, 240, 200, 25, 6, 0.85, 16, () -> ++asked[0] == 2));
+        assertEquals("asked before frames 2 and 3 only", 2, asked[0]);
+        assertTrue(e.getMessage(), e.getMessage().contains("after frame 2 of 4"));
+    }
+
+    @Test
     public void badSearchArguments() {
         assertThrows(IllegalArgumentException.class, () -> JavaNcc.logSearch(null, w, h, img, w, h, 0, 0, 25, 0, 0, 8));
         assertThrows(IllegalArgumentException.class, () -> JavaNcc.logSearch(img, w, h, img, w, h, w - 10, 0, 25, 0, 0, 8));

@@ -13,11 +13,20 @@ import org.junit.Before;
 import org.junit.BeforeClass;
 import org.junit.Test;
 
+import java.awt.event.KeyEvent;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CancellationException;
+
 import static org.hamcrest.CoreMatchers.containsString;
 import static org.hamcrest.MatcherAssert.assertThat;
+import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotNull;
 import static org.junit.Assert.assertNull;
+import static org.junit.Assert.assertSame;
 import static org.junit.Assert.assertTrue;
 
 /**
@@ -199,6 +208,89 @@ public class PanoramaPluginTest {
         } catch (IllegalArgumentException expected) {
             assertThat(expected.getMessage(), containsString("frame 2"));
         }
+    }
+
+    /** The frames of an 8-bit sequence, for {@link Native#stitch} directly. */
+    private static Object[] gray8Frames() {
+        ImageStack st = sequence(cones.convertToByteProcessor(false), "frames").getStack();
+        Object[] frames = new Object[st.getSize()];
+        for (int i = 0; i < frames.length; i++) frames[i] = st.getPixels(i + 1);
+        return frames;
+    }
+
+    private static Native.Stitched nativeStitch(Object[] frames, Native.Progress progress) {
+        return Native.stitch(frames, FW, FH, 25, 6, 0.85, 16, 4, true, 0, 0, 0.25, "cpu", progress);
+    }
+
+    @Test
+    public void progressCallbackSeesEveryFrameAndCancelsAfterTheSecond() {
+        Object[] frames = gray8Frames();
+        List<Integer> seen = new ArrayList<>();
+        Native.Stitched full = nativeStitch(frames, (done, total) -> {
+            assertEquals(PATH.length, total);
+            seen.add(done);
+            return true;
+        });
+        assertEquals(PATH.length, seen.size());
+        for (int i = 0; i < PATH.length; i++) assertEquals(i + 1, (int) seen.get(i));
+        assertNotNull(full.pixels);
+
+        seen.clear();
+        try {
+            nativeStitch(frames, (done, total) -> {
+                seen.add(done);
+                return done < 2;
+            });
+            throw new AssertionError("returning false from the callback must cancel the run");
+        } catch (CancellationException expected) {
+            assertThat(expected.getMessage(), containsString("after frame 2 of " + PATH.length));
+        }
+        assertEquals("no call after the one that said stop", Arrays.asList(1, 2), seen);
+        // The bridge is fine afterwards: the same frames stitch again, to the same canvas.
+        Native.Stitched again = nativeStitch(frames, null);
+        assertArrayEquals((byte[]) full.pixels, (byte[]) again.pixels);
+    }
+
+    @Test
+    public void anExceptionInTheProgressCallbackEndsTheRunAndReachesTheCaller() {
+        Object[] frames = gray8Frames();
+        ArithmeticException boom = new ArithmeticException("boom at frame 3");
+        List<Integer> seen = new ArrayList<>();
+        try {
+            nativeStitch(frames, (done, total) -> {
+                seen.add(done);
+                if (done == 3) throw boom;
+                return true;
+            });
+            throw new AssertionError("the callback's exception must reach the caller");
+        } catch (ArithmeticException e) {
+            assertSame(boom, e);
+        }
+        assertEquals(Arrays.asList(1, 2, 3), seen);
+        assertNotNull(nativeStitch(frames, (done, total) -> true).pixels);
+    }
+
+    @Test
+    public void escapeCancelsThePanoramaWithoutAnImageOrAnError() {
+        // IJ.run clears the Esc flag when a command starts, so call the plugin's run
+        // directly with Esc down: the first progress call (after frame 1) stops it.
+        ImagePlus seq = sequence(cones.convertToByteProcessor(false), "esc");
+        Tessera.backend = "cpu"; // another test may have left "cuda" from its dialog
+        int before = WindowManager.getImageCount();
+        IJ.setKeyDown(KeyEvent.VK_ESCAPE);
+        try {
+            assertTrue(IJ.escapePressed());
+            assertNull("no panorama when cancelled", PanoramaPlugin.stitch(seq));
+            assertNull("cancelling is not an error: " + Tessera.lastError(), Tessera.lastError());
+            assertFalse("the Esc flag is reset", IJ.escapePressed());
+            assertEquals(before, WindowManager.getImageCount());
+        } finally {
+            IJ.resetEscape();
+        }
+        // The next run goes through.
+        ImagePlus pano = PanoramaPlugin.stitch(seq);
+        assertNotNull(pano);
+        assertEquals(PATH[PATH.length - 1][0] - PATH[0][0] + FW, pano.getWidth());
     }
 
     @Test
