@@ -1,36 +1,31 @@
 //! `Recursive`: local variance from O(1) running sums, exact on integer images.
 //!
 //! The 1-D tent of radius `R = 2^k - 1` is a box of width `B = R + 1` convolved with itself:
-//! `w(j) = R + 1 - |j| = #{(a, b) in [0, B)^2 : a + b - R = j}`. So with the image padded
-//! once by `R` on every side by the border rule (`P(u, v) = I(u - R, v - R)`, borders taken
-//! from the ORIGINAL image for the whole kernel), the tent sum at `(x, y)` is
+//! `w(j) = R + 1 - |j| = #{(a, b) in [0, B)^2 : a + b - R = j}`, so the weighted sums of `x`
+//! and `x^2` over the tent are two cascaded box sums per axis. The streaming engine computes
+//! them row by row without any intermediate image (`TentStream`: vertical running boxes with a ring of
+//! `B` rows, horizontal double prefix sums; see `tent_sums.rs`), outside pixels from the
+//! border rule applied to the ORIGINAL image for the whole kernel. A box kernel is one
+//! stage of width `2r + 1` on the crate's running-sum engine, [`window_sums`], with `x` and
+//! `x^2` as two interleaved lanes of a padded image; the lane types here ([`Sum16`],
+//! [`Sum32`], [`SumF64`]) keep each running prefix in a register.
 //!
-//! ```text
-//! T(x, y) = sum_{a, b in [0,B)^2} A(x + a, y + b),   A(u, v) = sum_{a, b in [0,B)^2} P(u + a, v + b)
-//! ```
-//!
-//! two B x B box sums with top-left anchors, neither of which reaches past the padded image:
-//! no border effect inside the cascade (a cascade that reflected at each stage would differ
-//! near the borders). Both box stages run on the crate's one running-sum engine,
-//! [`window_sums`], with `x` and `x^2` interleaved as two lanes of one image, so one pass
-//! yields both sums and the last stage writes the variance directly. A box kernel is one
-//! stage of width `2r + 1`. The lane types here ([`Sum16`], [`Sum32`], [`Sum64`],
-//! [`SumF64`]) keep each running prefix in a register (one add per element instead of a
-//! store-to-load chain), which is most of the horizontal pass's cost.
-//!
-//! u8 / u16: every sum is an integer (u32 / u64 with wrapping running sums, exact while a
-//! window sum fits, which [`MAX_TENT_RADIUS`](super::MAX_TENT_RADIUS) guarantees), the
-//! numerator `W S2 - S1^2` is formed exactly in u128, and one final division gives the
-//! variance: within one f32 ulp of the exact rational (zero exactly where it is zero).
+//! u8 / u16: every sum is an integer (wrapping u32 / u64 arithmetic, exact while a window
+//! sum fits, which [`MAX_TENT_RADIUS`](super::MAX_TENT_RADIUS) guarantees). The numerator
+//! `W S2 - S1^2 = W^2 var` is formed exactly, in wrapping u64 where it provably stays below
+//! `2^64` (`W^2 max_var < 2^64`: u8 up to R = 63, one vectorized multiply) and in u128
+//! beyond, and one final division gives the variance: within one f32 ulp of the exact
+//! rational (zero exactly where it is zero).
 //!
 //! f32: the sums run in f64 on `x - K`, `K` the rounded mean of the image's finite values
-//! ([`global_shift`](super::global_shift)). The error is then bounded by about `2^-40 max (x - K)^2` absolute (f64 rounding
-//! in running sums over at most a few thousand terms), independent of how large the mean
-//! is against the spread, before the final rounding to f32. Non-finite inputs are replaced
-//! by 0 in the sums and counted by the same cascade on a 0/1 image: a pixel whose kernel
-//! contains one is NaN, every other pixel is unaffected.
+//! ([`global_shift`](super::global_shift)), as running sums whose partial sums stay at
+//! window scale; the error is then about `2^-40 max (x - K)^2` absolute (the tests check it
+//! on rows of 4 000 pixels with regional offsets), independent of how large the mean is
+//! against the spread, before the final rounding to f32. Non-finite inputs are replaced by
+//! 0 in the sums and counted by the same sums of a 0/1 image: a pixel whose kernel contains
+//! one is NaN, every other pixel is unaffected.
 
-use super::tent_sums::{second_difference, RowPrefixes, TentLanes, TentStream};
+use super::tent_sums::{TentLanes, TentStream};
 use super::{non_negative, pad_map, Outputs, VarianceKernel, VarianceParams};
 use crate::border::Border;
 use crate::error::{Error, Result};
@@ -116,7 +111,6 @@ macro_rules! sum_lane {
 }
 sum_lane!(Sum16, u16, u32, add_row_16, slide_row_16, diff_16, u32::wrapping_add, u32::wrapping_sub);
 sum_lane!(Sum32, u32, u64, add_row_32, slide_row_32, diff_32, u64::wrapping_add, u64::wrapping_sub);
-sum_lane!(Sum64, u64, u64, add_row_64, slide_row_64, diff_64, u64::wrapping_add, u64::wrapping_sub);
 sum_lane!(SumF64, f64, f64, add_row_f64, slide_row_f64, diff_f64, |a: f64, b: f64| a + b, |a: f64, b: f64| a - b);
 
 /// In-place running prefix of each row of `len` elements along `c` interleaved channels,
@@ -307,7 +301,7 @@ fn tent<L: TentLanes + Clone, O: Pixel>(
     outside: L::In,
     out: ImageViewMut<'_, O>,
     par: Parallelism,
-    emit: impl Fn(RowPrefixes<'_, L::H>, &mut [O]) + Send + Sync,
+    emit: impl Fn([&[L::H]; 2], &mut [O]) + Send + Sync,
 ) {
     let b = p.kernel.radius() + 1;
     // A band starts with 2B vertical steps: keep bands several times longer than that.
@@ -396,13 +390,12 @@ impl TentLanes for NonFinite {
 /// `W S2 - S1^2` in wrapping u64 when the caller has checked that it stays below `2^64`
 /// (`W^2 max_var < 2^64`: one vectorized multiply), else in u128 ([`exact_variance`]).
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq", "x86_64+avx2+fma")))]
-fn emit_tent_exact<'a>(pre: RowPrefixes<'a, u64>, row: &mut [f32], total: u64, numerator_fits_u64: bool, with_mean: bool) {
+fn emit_tent_exact(sums: [&[u64]; 2], row: &mut [f32], total: u64, numerator_fits_u64: bool, with_mean: bool) {
     let inv_w2 = 1.0 / (total as f64 * total as f64);
     let inv_w = 1.0 / total as f64;
     let n = row.len() / if with_mean { 2 } else { 1 };
-    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
-    let s1 = |x: usize| second_difference(lo1[x], mid1[x], hi1[x]);
-    let s2 = |x: usize| second_difference(lo2[x], mid2[x], hi2[x]);
+    let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
+    let (s1, s2) = (|x: usize| t1[x], |x: usize| t2[x]);
     let wrapped = |x: usize| {
         let (a, b) = (s1(x), s2(x));
         (b.wrapping_mul(total).wrapping_sub(a.wrapping_mul(a)) as f64 * inv_w2) as f32
@@ -447,7 +440,7 @@ where
     let fits = numerator_fits_u64(total, max);
     run_outputs(out, par, |out, with_mean| match p.kernel {
         VarianceKernel::Tent { .. } => {
-            tent(src, lanes.clone(), p, outside, out, par, |pre, row| emit_tent_exact(pre, row, total, fits, with_mean));
+            tent(src, lanes.clone(), p, outside, out, par, |sums, row| emit_tent_exact(sums, row, total, fits, with_mean));
             Ok(())
         }
         VarianceKernel::Box { .. } => boxed(src, p, out, par, box_lanes(outside), &box_lanes, |s, row| {
@@ -512,10 +505,9 @@ pub(crate) fn local_variance_f32(
     let nonfinite = if src.rows().any(|row| row.iter().any(|v| !v.is_finite())) {
         let mut cnt = Image::<u8>::new(w, h)?;
         match p.kernel {
-            VarianceKernel::Tent { .. } => tent(src, NonFinite, p, outside, cnt.view_mut(), par, |pre, row| {
-                let (lo, mid, hi) = pre.taps(0, row.len());
-                for (x, o) in row.iter_mut().enumerate() {
-                    *o = u8::from(second_difference(lo[x], mid[x], hi[x]) > 0);
+            VarianceKernel::Tent { .. } => tent(src, NonFinite, p, outside, cnt.view_mut(), par, |sums, row| {
+                for (o, &n) in row.iter_mut().zip(sums[0]) {
+                    *o = u8::from(n > 0);
                 }
             }),
             VarianceKernel::Box { .. } => {
@@ -533,11 +525,9 @@ pub(crate) fn local_variance_f32(
         match p.kernel {
             VarianceKernel::Tent { .. } => {
                 let lanes = F32Lanes { shift };
-                tent(src, lanes, p, outside, out.reborrow(), par, |pre, row| {
+                tent(src, lanes, p, outside, out.reborrow(), par, |sums, row| {
                     let n = row.len() / if with_mean { 2 } else { 1 };
-                    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
-                    let sums = (0..n).map(|x| (second_difference(lo1[x], mid1[x], hi1[x]), second_difference(lo2[x], mid2[x], hi2[x])));
-                    emit_f64(sums, row, inv, shift, with_mean)
+                    emit_f64(sums[0][..n].iter().copied().zip(sums[1][..n].iter().copied()), row, inv, shift, with_mean)
                 })
             }
             VarianceKernel::Box { .. } => {
@@ -581,22 +571,20 @@ fn moments(s1: f64, s2: f64, inv_w: f64, shift: f64) -> (f32, f32) {
 }
 
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq", "x86_64+avx2+fma")))]
-fn moments_u64<'a>(pre: RowPrefixes<'a, u64>, inv_w: f64, mean: &mut [f32], var: &mut [f32]) {
+fn moments_u64(sums: [&[u64]; 2], inv_w: f64, mean: &mut [f32], var: &mut [f32]) {
     let n = mean.len().min(var.len());
-    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
+    let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
     for x in 0..n {
-        let (s1, s2) = (second_difference(lo1[x], mid1[x], hi1[x]), second_difference(lo2[x], mid2[x], hi2[x]));
-        (mean[x], var[x]) = moments(s1 as f64, s2 as f64, inv_w, 0.0);
+        (mean[x], var[x]) = moments(t1[x] as f64, t2[x] as f64, inv_w, 0.0);
     }
 }
 
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn moments_f64<'a>(pre: RowPrefixes<'a, f64>, inv_w: f64, shift: f64, mean: &mut [f32], var: &mut [f32]) {
+fn moments_f64(sums: [&[f64]; 2], inv_w: f64, shift: f64, mean: &mut [f32], var: &mut [f32]) {
     let n = mean.len().min(var.len());
-    let ((lo1, mid1, hi1), (lo2, mid2, hi2)) = (pre.taps(0, n), pre.taps(1, n));
+    let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
     for x in 0..n {
-        let (s1, s2) = (second_difference(lo1[x], mid1[x], hi1[x]), second_difference(lo2[x], mid2[x], hi2[x]));
-        (mean[x], var[x]) = moments(s1, s2, inv_w, shift);
+        (mean[x], var[x]) = moments(t1[x], t2[x], inv_w, shift);
     }
 }
 
@@ -623,10 +611,9 @@ impl TentMomentRows for FloatMoments<'_> {
     fn next_row(&mut self, mean: &mut [f32], var: &mut [f32]) {
         moments_f64(self.stream.next_row(), self.inv_w, self.shift, mean, var);
         if let Some(bad) = &mut self.nonfinite {
-            let pre = bad.next_row();
-            let (lo, mid, hi) = pre.taps(0, mean.len());
-            for (x, (m, v)) in mean.iter_mut().zip(var.iter_mut()).enumerate() {
-                if second_difference(lo[x], mid[x], hi[x]) > 0 {
+            let [count, _] = bad.next_row();
+            for ((m, v), &n) in mean.iter_mut().zip(var.iter_mut()).zip(count) {
+                if n > 0 {
                     (*m, *v) = (f32::NAN, f32::NAN);
                 }
             }

@@ -29,6 +29,8 @@ use multiversion::multiversion;
 
 /// Accumulator arithmetic: wrapping for integers (exact modulo `2^n`), plain for f64.
 pub(crate) trait Accumulator: Copy + Default + Send + Sync {
+    /// Exact (modulo `2^n`) arithmetic, so sums may be formed as differences of prefixes.
+    const EXACT: bool;
     fn plus(self, o: Self) -> Self;
     fn minus(self, o: Self) -> Self;
     /// `self` added `n` times.
@@ -38,6 +40,7 @@ pub(crate) trait Accumulator: Copy + Default + Send + Sync {
 macro_rules! wrapping_accumulator {
     ($($t:ty),*) => {$(
         impl Accumulator for $t {
+            const EXACT: bool = true;
             #[inline(always)]
             fn plus(self, o: Self) -> Self {
                 self.wrapping_add(o)
@@ -56,6 +59,7 @@ macro_rules! wrapping_accumulator {
 wrapping_accumulator!(u32, u64);
 
 impl Accumulator for f64 {
+    const EXACT: bool = false;
     #[inline(always)]
     fn plus(self, o: Self) -> Self {
         self + o
@@ -124,15 +128,21 @@ impl<V: Accumulator> Planes<V> {
     }
 }
 
-/// The horizontal pass: the row of column tents extended by the border rule, and its
-/// double prefix sums per lane.
+/// The horizontal pass: the row of column tents extended by the border rule, and the
+/// tent sums along it per lane.
 struct Horizontal<H> {
     /// Source column (or `None`: outside) of each extended column left and right of the row.
     left: Vec<Option<usize>>,
     right: Vec<Option<usize>>,
     /// Column tent of a fully outside column: the Constant border's lanes times `B^2`.
     outside: [H; 2],
-    q: [Vec<H>; 2],
+    b: usize,
+    /// The extended row `V` at `1..=w + 2R` (room for the double prefix `Q` in place).
+    v: [Vec<H>; 2],
+    /// Running boxes of the inexact (f64) path.
+    boxes: [Vec<H>; 2],
+    /// The tent sums of the row.
+    t: [Vec<H>; 2],
 }
 
 impl<H: Accumulator> Horizontal<H> {
@@ -143,41 +153,88 @@ impl<H: Accumulator> Horizontal<H> {
         let r = b - 1;
         let ext = |js: Range<isize>| js.map(|j| border.source_index(j, w)).collect::<Vec<_>>();
         let weight = (b * b) as u64;
+        let zeros = |n: usize| [vec![H::default(); n], vec![H::default(); n]];
         Horizontal {
             left: ext(-(r as isize)..0),
             right: ext(w as isize..(w + r) as isize),
             outside: [H::from(outside[0]).times(weight), H::from(outside[1]).times(weight)],
-            q: [vec![H::default(); w + 2 * r + 2], vec![H::default(); w + 2 * r + 2]],
+            b,
+            v: zeros(w + 2 * r + 2),
+            boxes: zeros(if H::EXACT { 0 } else { w + r }),
+            t: zeros(w),
         }
     }
 
-    /// `Q[0] = 0`, `Q[i + 1] = Q[i] + P[i]`, `P[i + 1] = P[i] + V[i]` over the extended row
-    /// `V` of `c`: `V` is laid out in `q` shifted by one and turned into `Q` in place,
-    /// two serial chains per lane with the two lanes side by side.
+    /// The tent sums along the row `c` of column tents: exact integers as second
+    /// differences of double prefix sums (module docs); f64 as two cascaded running boxes,
+    /// whose rounding stays at the scale of a window instead of a whole row's prefix.
     fn run<V: Accumulator>(&mut self, c: &[Vec<V>; 2])
     where
         H: From<V>,
     {
         let (r, w) = (self.left.len(), c[0].len());
-        for (lane, q) in self.q.iter_mut().enumerate() {
+        for (lane, v) in self.v.iter_mut().enumerate() {
             let at = |from: &Option<usize>| from.map_or(self.outside[lane], |x| H::from(c[lane][x]));
-            for (o, from) in q[1..=r].iter_mut().zip(&self.left) {
+            for (o, from) in v[1..=r].iter_mut().zip(&self.left) {
                 *o = at(from);
             }
-            widen(&mut q[1 + r..1 + r + w], &c[lane]);
-            let tail = q.len() - 1;
-            for (o, from) in q[1 + r + w..tail].iter_mut().zip(&self.right) {
+            widen(&mut v[1 + r..1 + r + w], &c[lane]);
+            let tail = v.len() - 1;
+            for (o, from) in v[1 + r + w..tail].iter_mut().zip(&self.right) {
                 *o = at(from);
             }
-            (q[0], q[tail]) = (H::default(), H::default());
+            (v[0], v[tail]) = (H::default(), H::default());
         }
-        let [q0, q1] = &mut self.q;
-        let (mut p, mut s) = ([H::default(); 2], [H::default(); 2]);
-        for (o0, o1) in q0[1..].iter_mut().zip(q1[1..].iter_mut()) {
-            let v = [*o0, *o1];
-            s = [s[0].plus(p[0]), s[1].plus(p[1])];
-            (*o0, *o1) = (s[0], s[1]);
-            p = [p[0].plus(v[0]), p[1].plus(v[1])];
+        let [v0, v1] = &mut self.v;
+        let [t0, t1] = &mut self.t;
+        if H::EXACT {
+            double_prefix_in_place(v0, v1);
+            second_differences(v0, self.b, t0);
+            second_differences(v1, self.b, t1);
+        } else {
+            let [a0, a1] = &mut self.boxes;
+            let n = v0.len() - 2;
+            running_boxes(&v0[1..=n], &v1[1..=n], self.b, a0, a1);
+            running_boxes(a0, a1, self.b, t0, t1);
+        }
+    }
+}
+
+/// `Q[0] = 0`, `Q[i + 1] = Q[i] + P[i]`, `P[i + 1] = P[i] + V[i]` in place over `V` laid out
+/// at `1..`: two serial chains per lane, the two lanes side by side.
+fn double_prefix_in_place<H: Accumulator>(q0: &mut [H], q1: &mut [H]) {
+    let (mut p, mut s) = ([H::default(); 2], [H::default(); 2]);
+    for (o0, o1) in q0[1..].iter_mut().zip(q1[1..].iter_mut()) {
+        let v = [*o0, *o1];
+        s = [s[0].plus(p[0]), s[1].plus(p[1])];
+        (*o0, *o1) = (s[0], s[1]);
+        p = [p[0].plus(v[0]), p[1].plus(v[1])];
+    }
+}
+
+/// `t[x] = Q[x + 2B] - 2 Q[x + B] + Q[x]`: the tent sums centred on each column.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn second_differences<H: Accumulator>(q: &[H], b: usize, t: &mut [H]) {
+    let n = t.len();
+    let (lo, mid, hi) = (&q[..n], &q[b..b + n], &q[2 * b..2 * b + n]);
+    for x in 0..n {
+        t[x] = hi[x].minus(mid[x]).minus(mid[x]).plus(lo[x]);
+    }
+}
+
+/// Box sums of width `b` along two lanes: `out[u] = v[u] + ... + v[u + b - 1]` for every
+/// `u` of `out`, by one running sum per lane (side by side).
+fn running_boxes<H: Accumulator>(v0: &[H], v1: &[H], b: usize, out0: &mut [H], out1: &mut [H]) {
+    let n = out0.len().min(out1.len());
+    let (mut s0, mut s1) = (H::default(), H::default());
+    for (&x0, &x1) in v0[..b].iter().zip(&v1[..b]) {
+        (s0, s1) = (s0.plus(x0), s1.plus(x1));
+    }
+    for u in 0..n {
+        (out0[u], out1[u]) = (s0, s1);
+        if u + b < v0.len() {
+            s0 = s0.plus(v0[u + b]).minus(v0[u]);
+            s1 = s1.plus(v1[u + b]).minus(v1[u]);
         }
     }
 }
@@ -188,29 +245,6 @@ fn widen<V: Accumulator, H: Accumulator + From<V>>(out: &mut [H], v: &[V]) {
     for (o, &x) in out.iter_mut().zip(v) {
         *o = H::from(x);
     }
-}
-
-/// The double prefix sums of one output row, one per lane (see [`RowPrefixes::taps`]).
-pub(crate) struct RowPrefixes<'a, H> {
-    pub q: [&'a [H]; 2],
-    pub b: usize,
-}
-
-impl<'a, H: Accumulator> RowPrefixes<'a, H> {
-    /// The tent sums of lane `lane` for columns `0..n` as the three aligned slices
-    /// `(Q[x], Q[x + B], Q[x + 2B])`: `T(x) = hi[x] - 2 mid[x] + lo[x]` (module docs),
-    /// bounds hoisted so loops over them vectorize.
-    #[inline]
-    pub fn taps(&self, lane: usize, n: usize) -> (&'a [H], &'a [H], &'a [H]) {
-        let (q, b) = (self.q[lane], self.b);
-        (&q[..n], &q[b..b + n], &q[2 * b..2 * b + n])
-    }
-}
-
-/// `hi - 2 mid + lo`: one tent sum from its three taps.
-#[inline(always)]
-pub(crate) fn second_difference<H: Accumulator>(lo: H, mid: H, hi: H) -> H {
-    hi.minus(mid).minus(mid).plus(lo)
 }
 
 /// Row `y` of `src`, or of the outside rows by the border rule (`const_row` for Constant).
@@ -265,11 +299,11 @@ impl<'a, L: TentLanes> TentStream<'a, L> {
         vertical_step(lanes, planes, slot..slot + w, enter, leave);
     }
 
-    /// The double prefix sums of the next output row.
-    pub fn next_row(&mut self) -> RowPrefixes<'_, L::H> {
+    /// The tent sums of `x` and `x^2` of the next output row (each the image width).
+    pub fn next_row(&mut self) -> [&[L::H]; 2] {
         self.vertical(self.t);
         self.t += 1;
         self.horizontal.run(&self.planes.c);
-        RowPrefixes { q: [&self.horizontal.q[0], &self.horizontal.q[1]], b: self.b }
+        [&self.horizontal.t[0], &self.horizontal.t[1]]
     }
 }

@@ -301,6 +301,18 @@ fn recursive_f32_is_accurate_on_large_offsets() {
             assert!((g as f64 - w).abs() <= bound + 1e-7 * w, "{g} vs {w}");
         }
     }
+    // A long row with regional offsets and the smallest kernels: the running sums along a
+    // row stay at window scale (a whole-row prefix would lose about w^2 / B^2 more).
+    let wide = Image::from_fn(4000, 3, |x, _| (1.0e5 * ((x / 700) % 3) as f64 + r.unit()) as f32).unwrap();
+    for k in [VarianceKernel::Tent { radius: 1 }, VarianceKernel::Box { radius: 1 }] {
+        let p = VarianceParams::new(VarianceMethod::Recursive, k);
+        let want = local_variance_reference(wide.view(), &p).unwrap();
+        let got = run(&wide, &p, Parallelism::Sequential);
+        let bound = 2f64.powi(-40) * 4.0e10;
+        for (&g, &w) in got.iter().zip(&want) {
+            assert!((g as f64 - w).abs() <= bound + 1e-6 * w, "{k:?}: {g} vs {w}");
+        }
+    }
 }
 
 #[test]
