@@ -94,9 +94,14 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         r.time("variance_box_recursive_u8", params.clone(), name, b.reps_for(30.0), || {
             b.backend.local_variance(AnyView::U8(img.view()), out.view_mut(), &p)
         });
-        r.time("variance_box_recursive_f32", params, name, b.reps_for(50.0), || {
+        r.time("variance_box_recursive_f32", params.clone(), name, b.reps_for(50.0), || {
             b.backend.local_variance(AnyView::F32(imgf.view()), out.view_mut(), &p)
         });
+        // The O(log N) methods on the box kernel (blocks joined by the digits of the width).
+        for (label, method) in [("variance_box_threewise_u8", VarianceMethod::Threewise), ("variance_box_pairwise_u8", VarianceMethod::Pairwise)] {
+            let p = VarianceParams::new(method, VarianceKernel::Box { radius: rad });
+            r.time(label, params.clone(), name, b.reps_for(60.0), || b.backend.local_variance(AnyView::U8(img.view()), out.view_mut(), &p));
+        }
     }
 
     // Contrast enhancement, three scales, 1920x1080 gray and RGBA.

@@ -26,6 +26,7 @@
 //! `Recursive` treats infinities like NaN; the other methods give NaN or an infinity there.
 //! Results are never negative: rounding residue below zero is clamped to 0.
 
+mod box_blocks;
 pub mod koenig;
 pub mod pairwise;
 pub mod recursive;
@@ -58,10 +59,12 @@ pub enum VarianceMethod {
     Welford,
     /// Chan, Golub and LeVeque's two-way merge of (mean, M2) statistics, with kernel
     /// separation and the dilated decomposition `(z^-d + 2 + z^d) = z^-d (1 + z^d)^2`:
-    /// 2 log2(R + 1) merges per pixel per pass. Tent kernel only.
+    /// 2 log2(R + 1) merges per pixel per pass. Box kernel: blocks of `2^j` samples joined
+    /// by the binary digits of the width (`box_blocks.rs`), O(log N) too.
     Pairwise,
     /// The paper's three-way merge with weights 1, 2, 1 at dilations d = 1, 2, ..., 2^(k-1):
-    /// log2(R + 1) merges (2 log2(R + 1) + 1 reads) per pixel per pass. Tent kernel only.
+    /// log2(R + 1) merges (2 log2(R + 1) + 1 reads) per pixel per pass. Box kernel: blocks of
+    /// `3^j` samples by 1-1-1 three-way merges, joined by the ternary digits of the width.
     Threewise,
     /// Cascaded O(1) running sums of x and x^2 (the tent is a box of width R + 1 convolved
     /// with itself): exact on u8 / u16 input, shifted f64 sums on f32 input.
@@ -192,20 +195,7 @@ impl VarianceParams {
                 reason: "local variance supports Reflect101, Replicate and Constant, not Normalize".into(),
             });
         }
-        self.border.validate(P::INTEGER_MAX)?;
-        if matches!(self.kernel, VarianceKernel::Box { .. })
-            && matches!(self.method, VarianceMethod::Pairwise | VarianceMethod::Threewise)
-        {
-            return Err(Error::InvalidParameter {
-                name: "variance method",
-                reason: format!(
-                    "{} follows the paper's dilated tent decomposition and takes only the tent kernel; \
-                     the box kernel is computed by usual, koenig, welford and recursive",
-                    self.method.name()
-                ),
-            });
-        }
-        Ok(())
+        self.border.validate(P::INTEGER_MAX)
     }
 }
 
@@ -301,7 +291,7 @@ impl VariancePixel for f32 {
 /// pixels (Reflect101 repeats with period `2n - 2`), so a kernel wider than the image is
 /// not an error. Errors: a tent radius that is not `2^k - 1` (1..=255), a box radius above
 /// 2047, the Normalize border, a Constant border that does not fit the pixel type,
-/// `Pairwise` or `Threewise` with the box kernel, or sizes that differ.
+/// or sizes that differ.
 pub fn local_variance<P: VariancePixel>(
     src: ImageView<'_, P>,
     dst: ImageViewMut<'_, f32>,
@@ -315,11 +305,14 @@ pub fn local_variance<P: VariancePixel>(
         VarianceMethod::Usual => usual::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Koenig => koenig::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Welford => welford::local_variance(&Padded::new(src, p), dst, p.kernel, par),
-        VarianceMethod::Pairwise => {
-            separable_log(&Padded::new(src, p), dst, p.kernel.radius(), par, pairwise::tent_pass)
-        }
-        VarianceMethod::Threewise => {
-            separable_log(&Padded::new(src, p), dst, p.kernel.radius(), par, threewise::tent_pass)
+        VarianceMethod::Pairwise | VarianceMethod::Threewise => {
+            let pass: LinePass = match (p.method, p.kernel) {
+                (VarianceMethod::Pairwise, VarianceKernel::Tent { .. }) => pairwise::tent_pass,
+                (VarianceMethod::Pairwise, VarianceKernel::Box { .. }) => box_blocks::box_pass::<2>,
+                (_, VarianceKernel::Tent { .. }) => threewise::tent_pass,
+                (_, VarianceKernel::Box { .. }) => box_blocks::box_pass::<3>,
+            };
+            separable_log(&Padded::new(src, p), dst, p.kernel.radius(), par, pass)
         }
     }
 }

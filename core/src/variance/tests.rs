@@ -428,13 +428,17 @@ fn constant_border_must_fit_integer_pixels() {
 }
 
 #[test]
-fn log_methods_refuse_the_box_kernel() {
-    let img = random_u8(8, 8, 1);
-    let mut out = Image::<f32>::new(8, 8).unwrap();
-    for m in [VarianceMethod::Pairwise, VarianceMethod::Threewise] {
-        let p = VarianceParams::new(m, VarianceKernel::Box { radius: 2 });
-        let e = local_variance(img.view(), out.view_mut(), &p, Parallelism::Sequential).unwrap_err();
-        assert!(alloc::format!("{e}").contains("tent"));
+fn log_methods_take_wide_boxes() {
+    // Widths 81 = 3^4 and 243 = 3^5 (one ternary digit, several binary ones) and 255 (all
+    // binary ones) on an image far smaller than the window.
+    let img = random_u8(6, 5, 1);
+    for radius in [40, 121, 127] {
+        let p0 = VarianceParams::new(VarianceMethod::Recursive, VarianceKernel::Box { radius });
+        let want = local_variance_reference(img.view(), &p0).unwrap();
+        for m in [VarianceMethod::Pairwise, VarianceMethod::Threewise] {
+            let got = run(&img, &VarianceParams { method: m, ..p0 }, Parallelism::AllThreads);
+            assert!(max_rel(&got, &want, 1.0) < 1e-5, "{m:?} radius {radius}");
+        }
     }
 }
 
@@ -472,6 +476,21 @@ proptest! {
         for m in [VarianceMethod::Recursive, VarianceMethod::Threewise, VarianceMethod::Pairwise, VarianceMethod::Welford] {
             let got = run(&img, &VarianceParams { method: m, ..p0 }, Parallelism::Sequential);
             prop_assert!(max_rel(&got, &want, 1.0) < 1e-5, "{:?}", m);
+        }
+    }
+
+    #[test]
+    fn every_method_computes_the_box_kernel(
+        w in 1usize..14, h in 1usize..11, r in 0usize..9, seed in any::<u64>(), border_kind in 0u8..3,
+    ) {
+        let img = random_u8(w, h, seed);
+        let border = match border_kind { 0 => Border::Reflect101, 1 => Border::Replicate, _ => Border::Constant(40.0) };
+        let p0 = VarianceParams { method: VarianceMethod::Recursive, kernel: VarianceKernel::Box { radius: r }, border };
+        let want = local_variance_reference(img.view(), &p0).unwrap();
+        for m in VarianceMethod::ALL {
+            let got = run(&img, &VarianceParams { method: m, ..p0 }, Parallelism::Sequential);
+            let tol = if m == VarianceMethod::Koenig { 1e-3 } else { 1e-5 };
+            prop_assert!(max_rel(&got, &want, 1.0) < tol, "{:?} r {}", m, r);
         }
     }
 
