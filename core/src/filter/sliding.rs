@@ -118,7 +118,13 @@ pub fn window_sums<L: Lane>(
     col[n..].fill(outside_col);
     // Rows go through the horizontal pass in groups of ROWS_PER_GROUP, so that the prefix
     // sums (a serial chain of adds along a row) run as independent chains side by side.
-    let plen = (w + win.width) * c;
+    let right = win.width - 1 - left;
+    // Reflect101 of one channel with a window narrower than the image: the prefix covers
+    // the row only, and the windows that reach past an edge add the mirrored columns'
+    // sum from the same prefix (O(1) each). The row's cost is then O(width) whatever the
+    // window; every other case prefixes the border-extended row.
+    let mirror_direct = c == 1 && border == Border::Reflect101 && left < w && right < w;
+    let plen = if mirror_direct { n + 1 } else { (w + win.width) * c };
     // For the extended columns left and right of the image, the lane of `col` each reads
     // (looked up once per call, not per row); lanes n..n + c of `col` hold the column sum
     // of a fully outside column.
@@ -129,10 +135,8 @@ pub fn window_sums<L: Lane>(
         })
         .collect()
     };
-    let right = win.width - 1 - left;
-    let mirror_fast = c == 1 && border == Border::Reflect101 && left < w && right < w;
-    let left_lanes = lane_sources(0..left);
-    let right_lanes = lane_sources(left + w..w + win.width - 1);
+    let (left_lanes, right_lanes) =
+        if mirror_direct { (Vec::new(), Vec::new()) } else { (lane_sources(0..left), lane_sources(left + w..w + win.width - 1)) };
     let mut pre = vec![L::Acc::default(); plen * ROWS_PER_GROUP];
     let mut sums = vec![L::Acc::default(); n];
     let mut y = rows.start;
@@ -145,37 +149,65 @@ pub fn window_sums<L: Lane>(
                 let leave = source_row(yk as isize - up as isize - 1);
                 L::slide_row(&mut col, enter, leave);
             }
+            if mirror_direct {
+                p[1..].copy_from_slice(&col[..n]);
+                continue;
+            }
             // p[(j + 1) c + ch] = column sum at extended column j - left (p[..c] stays 0).
             // The interior is one contiguous copy; only the border columns need a lookup.
             p[(left + 1) * c..(left + 1) * c + n].copy_from_slice(&col[..n]);
             let (left_ext, rest) = p[c..].split_at_mut(left * c);
             let right_ext = &mut rest[n..];
-            if mirror_fast {
-                // Reflect101 of one channel: the extensions are the neighbouring interior
-                // columns in reverse order (a copy that vectorizes, unlike a gather).
-                for (d, s) in left_ext.iter_mut().zip(col[1..=left].iter().rev()) {
-                    *d = *s;
-                }
-                for (d, s) in right_ext.iter_mut().zip(col[w - 1 - right..w - 1].iter().rev()) {
-                    *d = *s;
-                }
-            } else {
-                for (d, &from) in left_ext.iter_mut().zip(&left_lanes) {
-                    *d = col[from];
-                }
-                for (d, &from) in right_ext.iter_mut().zip(&right_lanes) {
-                    *d = col[from];
-                }
+            for (d, &from) in left_ext.iter_mut().zip(&left_lanes) {
+                *d = col[from];
+            }
+            for (d, &from) in right_ext.iter_mut().zip(&right_lanes) {
+                *d = col[from];
             }
         }
         L::prefix_rows(&mut pre[..g * plen], plen, c);
         for (k, p) in pre.chunks_exact(plen).take(g).enumerate() {
-            L::window_diff(p, win.width * c, &mut sums);
+            if mirror_direct {
+                mirrored_window_sums::<L>(p, left, right, &mut sums);
+            } else {
+                L::window_diff(p, win.width * c, &mut sums);
+            }
             sink(y + k, &sums);
         }
         y += g;
     }
     Ok(())
+}
+
+/// Window sums of one channel from the prefix `p` of the row alone (`p[i]` = sum of the
+/// first `i` column sums), Reflect101 outside, `left, right < w`: columns `-j` and
+/// `w - 1 + j` mirror `j` and `w - 1 - j`, so the outside part of a window is a run of
+/// interior columns, itself a difference of prefixes.
+fn mirrored_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
+    let w = sums.len();
+    let (sub, add) = (L::acc_sub, L::acc_add);
+    // Windows past the left edge only, past neither, past the right edge only.
+    let left_only = left.min(w - right);
+    let right_from = (w - right).max(left);
+    // columns a..-1 (a = x - left < 0) mirror 1..=-a: p[left - x + 1] - p[1].
+    let first = add(p[0], p[1]);
+    for ((o, &hi), &mirror) in sums[..left_only].iter_mut().zip(&p[right + 1..]).zip(p[2..left + 2].iter().rev()) {
+        *o = sub(add(hi, mirror), first);
+    }
+    if left < w - right {
+        L::window_diff(p, left + right + 1, &mut sums[left..w - right]);
+    }
+    // columns w..=b (b = x + right > w - 1) mirror 2w - 2 - b ..= w - 2: p[w - 1] - p[2w - 2 - b].
+    let last = add(p[w], p[w - 1]);
+    let mirrors = &p[2 * w - 1 - right - w..2 * w - 1 - right - right_from];
+    for ((o, &lo), &mirror) in sums[right_from..].iter_mut().zip(&p[right_from - left..]).zip(mirrors.iter().rev()) {
+        *o = sub(sub(last, lo), mirror);
+    }
+    // Windows past both edges (wider than half the image): the whole row plus both mirrors.
+    for x in w - right..left {
+        let (a, b) = (left - x, x + right);
+        sums[x] = add(sub(p[w], p[0]), add(sub(p[a + 1], p[1]), sub(p[w - 1], p[2 * w - 2 - b])));
+    }
 }
 
 #[cfg(test)]
