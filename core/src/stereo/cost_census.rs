@@ -142,14 +142,14 @@ impl<'a> CensusCost<'a> {
 }
 
 impl RowCost for CensusCost<'_> {
-    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, out: &mut [u8]) {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, stride: usize, out: &mut [u8]) {
         let w = self.left.width;
         let mut rev = Vec::with_capacity(w + d);
         reversed_clamped(self.right.row(y), d, &mut rev);
         let l = self.left.row(y);
-        for (i, o) in out.chunks_exact_mut(d).take(n).enumerate() {
+        for (i, o) in out.chunks_exact_mut(stride).take(n).enumerate() {
             let x = x0 + i;
-            hamming_run(l[x], &rev[w - 1 - x..w - 1 - x + d], o);
+            hamming_run(l[x], &rev[w - 1 - x..w - 1 - x + d], &mut o[..d]);
         }
     }
 }
