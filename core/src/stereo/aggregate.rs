@@ -354,16 +354,16 @@ pub(crate) fn aggregate_rows(
     } else {
         // Down on the top half while up does the bottom half, each storing its sums; then
         // the other way round, each adding the stored sums and finishing the rows: no row
-        // of S is written by two threads at once.
+        // of S is written by two threads at once. Each half of S is grown a row at a time
+        // in its sweep's order (the bottom half upside down), so no thread first zeroes
+        // the whole volume.
         let n = w * padded(nd);
-        let mut sum = vec![0u16; w * h * padded(nd)];
-        let (upper, lower) = sum.split_at_mut(mid * n);
-        join(par, || dn.run(0..mid, Out::Store(upper, 0)), || upw.run((mid..h).rev(), Out::Store(lower, mid)));
-        let (upper, lower) = (&*upper, &*lower);
+        let (mut upper, mut lower) = (Vec::with_capacity(mid * n), Vec::with_capacity((h - mid) * n));
+        join(par, || dn.run(0..mid, Out::Store(&mut upper)), || upw.run((mid..h).rev(), Out::Store(&mut lower)));
         join(
             par,
-            || dn.run(mid..h, Out::Finish(Some((lower, mid)), bottom)),
-            || upw.run((0..mid).rev(), Out::Finish(Some((upper, 0)), top)),
+            || dn.run(mid..h, Out::Finish(Some((&lower, h - 1)), bottom)),
+            || upw.run((0..mid).rev(), Out::Finish(Some((&upper, 0)), top)),
         );
     }
     Ok(())
@@ -382,10 +382,10 @@ fn join(par: Parallelism, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
 
 /// Where a sweep puts its row sums.
 enum Out<'a, 'f> {
-    /// Into this slab of S (whose first row is given), overwriting it: the first of two sweeps.
-    Store(&'a mut [u16], usize),
-    /// Added to the stored row of the slab (whose first row is given) if any, then handed
-    /// to the sink: the row is final.
+    /// Appended to this half of S, in the sweep's order of rows: the first of two sweeps.
+    Store(&'a mut Vec<u16>),
+    /// Added to the stored row if any (the half of S the other sweep stored, and the row
+    /// it stored first), then handed to the sink: the row is final.
     Finish(Option<(&'a [u16], usize)>, &'a mut RowSink<'f>),
 }
 
@@ -459,7 +459,7 @@ impl<'c> Sweep<'c> {
         let slot = dp + 2;
         let n = w * dp;
         let (mut store, stored, mut sink) = match out {
-            Out::Store(slab, y0) => (Some((slab, y0)), None, None),
+            Out::Store(slab) => (Some(slab), None, None),
             Out::Finish(stored, sink) => (None, stored, Some(sink)),
         };
         if sink.is_some() && self.fin.len() != n {
@@ -467,14 +467,18 @@ impl<'c> Sweep<'c> {
         }
         for y in rows {
             let srow: &mut [u16] = match store.as_mut() {
-                Some((slab, y0)) => {
-                    let row = &mut slab[(y - *y0) * n..(y - *y0 + 1) * n];
-                    row.fill(0);
-                    row
+                Some(slab) => {
+                    let at = slab.len();
+                    slab.resize(at + n, 0);
+                    &mut slab[at..]
                 }
                 None => {
                     match stored {
-                        Some((slab, y0)) => self.fin.copy_from_slice(&slab[(y - y0) * n..(y - y0 + 1) * n]),
+                        // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
+                        Some((slab, y0)) => {
+                            let k = y.abs_diff(y0);
+                            self.fin.copy_from_slice(&slab[k * n..(k + 1) * n]);
+                        }
                         None => self.fin.fill(0),
                     }
                     &mut self.fin

@@ -409,8 +409,12 @@ pub fn stereo_sgm(
                 Pair::Gray(_, r) => r.to_image(),
                 Pair::Rgb(_, r) => r.convert(),
             };
-            let cl = cost_census::census_transform(gray_l.view(), win)?;
-            let cr = cost_census::census_transform(gray_r.view(), win)?;
+            // The two transforms are independent: one per thread.
+            let mut codes = crate::parallel::map_indices(2, par, |i| {
+                cost_census::census_transform(if i == 0 { gray_l.view() } else { gray_r.view() }, win)
+            });
+            let cr = codes.pop().unwrap_or_else(|| Err(Error::ZeroSize { width: w, height: h }))?;
+            let cl = codes.pop().unwrap_or_else(|| Err(Error::ZeroSize { width: w, height: h }))?;
             whole_bytes += w * h * (1 + 2 * 8);
             let src = cost_census::CensusCost::new(&cl, &cr)?;
             tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?
