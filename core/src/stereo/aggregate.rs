@@ -182,7 +182,8 @@ fn path_step<const PAD: bool>(prev: &[u16], m: u16, cost: &[u8], nd: usize, p1: 
         let mut s: [u16; LANES] = sum[o..o + LANES].try_into().unwrap();
         let mut l = [0u16; LANES];
         for i in 0..LANES {
-            let best = same[i].min(lower[i].saturating_add(p1)).min(upper[i].saturating_add(p1)).min(jump);
+            // min(a + P1, b + P1) = min(a, b) + P1, also saturating: one add fewer.
+            let best = same[i].min(lower[i].min(upper[i]).saturating_add(p1)).min(jump);
             // best >= m (every candidate is), so this never wraps.
             let v = (c[i] as u16).wrapping_add(best.wrapping_sub(m));
             l[i] = if PAD && o + i >= nd { u16::MAX } else { v };
