@@ -15,8 +15,12 @@
 //! horizontal paths ride along (one per sweep), so every row of `S` is touched twice. The
 //! two sweeps run at the same time on disjoint halves of `S` (down on the top half while up
 //! does the bottom half, then the other way round), so no row of `S` is written by two
-//! threads and no lock is needed.
-//! The inner loop runs along the disparity axis in u16 lanes (vpminuw / vpaddusw).
+//! threads and no lock is needed. The second sweep over a row adds the stored half-sum
+//! and hands the finished row to a sink instead of storing it, so the consumer (the
+//! pipeline's WTA and left-right check) reads it while it is in cache and `S` is written
+//! and read once; a path set that needs one sweep only (5 paths) holds no volume at all.
+//! The inner loop runs along the disparity axis in blocks of `LANES` (32) u16 lanes
+//! (vpminuw / vpaddusw), the disparities padded to whole blocks.
 
 use super::{CostVolume, Rect, RowCost};
 use crate::error::{Error, Result};
