@@ -173,6 +173,7 @@ impl StepPenalties {
 /// the minimum of the new costs. `PAD`: `nd < dp`, the lanes past `nd` are set to MAX.
 /// Blocks are loaded into local arrays and stored back whole, so the compiler sees no
 /// aliasing between the slices and keeps each block in registers.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn path_step<const PAD: bool>(prev: &[u16], m: u16, cost: &[u8], nd: usize, p1: u16, p2: u16, out: &mut [u16], sum: &mut [u16]) -> u16 {
     let jump = m.saturating_add(p2);

@@ -410,11 +410,13 @@ pub fn stereo_sgm(
                 Pair::Rgb(_, r) => r.convert(),
             };
             // The two transforms are independent: one per thread.
-            let mut codes = crate::parallel::map_indices(2, par, |i| {
-                cost_census::census_transform(if i == 0 { gray_l.view() } else { gray_r.view() }, win)
-            });
-            let cr = codes.pop().unwrap_or_else(|| Err(Error::ZeroSize { width: w, height: h }))?;
-            let cl = codes.pop().unwrap_or_else(|| Err(Error::ZeroSize { width: w, height: h }))?;
+            let views = [gray_l.view(), gray_r.view()];
+            let mut codes = crate::parallel::map_indices(2, par, |i| cost_census::census_transform(views[i], win)).into_iter();
+            let (cl, cr) = match (codes.next(), codes.next()) {
+                (Some(l), Some(r)) => (l?, r?),
+                // map_indices gives one result per index; never taken.
+                _ => return Err(Error::ZeroSize { width: w, height: h }),
+            };
             whole_bytes += w * h * (1 + 2 * 8);
             let src = cost_census::CensusCost::new(&cl, &cr)?;
             tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?
