@@ -15,13 +15,17 @@
 //! horizontal paths ride along (one per sweep), so every row of `S` is touched twice. The
 //! two sweeps run at the same time on disjoint halves of `S` (down on the top half while up
 //! does the bottom half, then the other way round), so no row of `S` is written by two
-//! threads and no lock is needed.
-//! The inner loop runs along the disparity axis in u16 lanes (vpminuw / vpaddusw).
+//! threads and no lock is needed. The second sweep over a row adds the stored half-sum
+//! and hands the finished row to a sink instead of storing it, so the consumer (the
+//! pipeline's WTA and left-right check) reads it while it is in cache and `S` is written
+//! and read once; a path set that needs one sweep only (5 paths) holds no volume at all.
+//! The inner loop runs along the disparity axis in blocks of `LANES` (32) u16 lanes
+//! (vpminuw / vpaddusw), the disparities padded to whole blocks.
 
 use super::{CostVolume, Rect, RowCost};
 use crate::error::{Error, Result};
-use crate::image::{check_same_size, ImageView, ImageViewMut};
-use crate::parallel::{for_each_band, Parallelism};
+use crate::image::{check_same_size, ImageView};
+use crate::parallel::Parallelism;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -131,41 +135,90 @@ impl SummedVolume {
     }
 }
 
-/// One step of eq. 13 for all disparities of a pixel. `prev` holds the previous pixel's
-/// path costs at `prev[1..=D]` with `prev[0] = prev[D + 1] = u16::MAX` (so `d -+ 1` outside
-/// the range never wins) and `m` is their minimum. Writes `out[1..=D]`, adds to `sum`,
-/// returns the minimum of the new costs.
-#[inline(always)]
-fn path_step(prev: &[u16], m: u16, cost: &[u8], p1: u16, p2: u16, out: &mut [u16], sum: &mut [u16]) -> u16 {
-    let n = cost.len();
-    let (same, lower, upper) = (&prev[1..n + 1], &prev[..n], &prev[2..n + 2]);
-    let out = &mut out[1..n + 1];
-    let sum = &mut sum[..n];
-    let jump = m.saturating_add(p2);
-    let mut mn = u16::MAX;
-    for (((((o, s), &c), &a), &b), &e) in out.iter_mut().zip(sum.iter_mut()).zip(cost).zip(same).zip(lower).zip(upper) {
-        let best = a.min(b.saturating_add(p1)).min(e.saturating_add(p1)).min(jump);
-        // best >= m (every candidate is), so this never wraps.
-        let l = (c as u16).wrapping_add(best.wrapping_sub(m));
-        *o = l;
-        *s = s.saturating_add(l);
-        mn = mn.min(l);
+/// Disparity lanes per block of the kernels: one AVX-512 register of u16, two AVX2 ones.
+/// The kernels store every pixel's disparities padded to whole blocks ([`padded`]), so
+/// their loops have no remainder; padding lanes hold `u16::MAX` in the path costs (they
+/// never win a minimum and act as the `d + 1` sentinel) and saturate to it in the sums.
+pub(crate) const LANES: usize = 32;
+
+/// `nd` rounded up to whole blocks: the disparity stride of the kernels' rows.
+pub(crate) fn padded(nd: usize) -> usize {
+    nd.div_ceil(LANES) * LANES
+}
+
+/// The penalties as the kernels use them: P2 looked up by the guide's step `|I(p) - I(p - r)|`.
+struct StepPenalties {
+    p1: u16,
+    p2: [u16; 256],
+}
+
+impl StepPenalties {
+    fn new(pen: &Penalties) -> Self {
+        let mut p2 = [pen.p2; 256];
+        for (g, v) in p2.iter_mut().enumerate() {
+            *v = pen.p2_step(0, g as u8);
+        }
+        StepPenalties { p1: pen.p1, p2 }
     }
-    mn
+    #[inline(always)]
+    fn p2(&self, from: u8, to: u8) -> u16 {
+        self.p2[from.abs_diff(to) as usize]
+    }
+}
+
+/// One step of eq. 13 for all disparities of a pixel, in blocks of [`LANES`]. `prev` holds
+/// the previous pixel's path costs at `prev[1..=dp]` with `prev[0] = prev[dp + 1] = u16::MAX`
+/// (so `d -+ 1` outside the range never wins) and `m` is their minimum; `cost` has `dp`
+/// lanes of which the first `nd` are real. Writes `out[1..=dp]`, adds to `sum`, returns
+/// the minimum of the new costs. `PAD`: `nd < dp`, the lanes past `nd` are set to MAX.
+/// Blocks are loaded into local arrays and stored back whole, so the compiler sees no
+/// aliasing between the slices and keeps each block in registers.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn path_step<const PAD: bool>(prev: &[u16], m: u16, cost: &[u8], nd: usize, p1: u16, p2: u16, out: &mut [u16], sum: &mut [u16]) -> u16 {
+    let jump = m.saturating_add(p2);
+    let mut mn = [u16::MAX; LANES];
+    for k in 0..cost.len() / LANES {
+        let o = k * LANES;
+        let same: [u16; LANES] = prev[o + 1..o + 1 + LANES].try_into().unwrap();
+        let lower: [u16; LANES] = prev[o..o + LANES].try_into().unwrap();
+        let upper: [u16; LANES] = prev[o + 2..o + 2 + LANES].try_into().unwrap();
+        let c: [u8; LANES] = cost[o..o + LANES].try_into().unwrap();
+        let mut s: [u16; LANES] = sum[o..o + LANES].try_into().unwrap();
+        let mut l = [0u16; LANES];
+        for i in 0..LANES {
+            // min(a + P1, b + P1) = min(a, b) + P1, also saturating: one add fewer.
+            let best = same[i].min(lower[i].min(upper[i]).saturating_add(p1)).min(jump);
+            // best >= m (every candidate is), so this never wraps.
+            let v = (c[i] as u16).wrapping_add(best.wrapping_sub(m));
+            l[i] = if PAD && o + i >= nd { u16::MAX } else { v };
+            s[i] = s[i].saturating_add(l[i]);
+            mn[i] = mn[i].min(l[i]);
+        }
+        out[o + 1..o + 1 + LANES].copy_from_slice(&l);
+        sum[o..o + LANES].copy_from_slice(&s);
+    }
+    mn.iter().copied().fold(u16::MAX, u16::min)
 }
 
 /// Path start: `L = C`. Same layout as [`path_step`].
 #[inline(always)]
-fn path_start(cost: &[u8], out: &mut [u16], sum: &mut [u16]) -> u16 {
-    let n = cost.len();
-    let out = &mut out[1..n + 1];
-    let mut mn = u16::MAX;
-    for ((o, s), &c) in out.iter_mut().zip(sum[..n].iter_mut()).zip(cost) {
-        *o = c as u16;
-        *s = s.saturating_add(c as u16);
-        mn = mn.min(c as u16);
+fn path_start<const PAD: bool>(cost: &[u8], nd: usize, out: &mut [u16], sum: &mut [u16]) -> u16 {
+    let mut mn = [u16::MAX; LANES];
+    for k in 0..cost.len() / LANES {
+        let o = k * LANES;
+        let c: [u8; LANES] = cost[o..o + LANES].try_into().unwrap();
+        let mut s: [u16; LANES] = sum[o..o + LANES].try_into().unwrap();
+        let mut l = [0u16; LANES];
+        for i in 0..LANES {
+            l[i] = if PAD && o + i >= nd { u16::MAX } else { c[i] as u16 };
+            s[i] = s[i].saturating_add(l[i]);
+            mn[i] = mn[i].min(l[i]);
+        }
+        out[o + 1..o + 1 + LANES].copy_from_slice(&l);
+        sum[o..o + LANES].copy_from_slice(&s);
     }
-    mn
+    mn.iter().copied().fold(u16::MAX, u16::min)
 }
 
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
@@ -174,12 +227,14 @@ fn max_u8(v: &[u8]) -> u8 {
 }
 
 /// Bytes of path line buffers the sweeps of `dirs` hold for a `width x .. x disparities`
-/// volume (the part of the working set beside the cost and summed volumes).
+/// volume (the part of the working set beside the summed volume): ring buffers and minima
+/// of the vertical and diagonal paths, horizontal scratch, cost rows and the final row of sums.
 pub fn line_buffer_bytes(width: usize, disparities: usize, dirs: &[Direction], threads: usize) -> usize {
-    let slot = disparities + 2;
+    let dp = padded(disparities);
+    let slot = dp + 2;
     let vertical: usize = dirs.iter().filter(|r| r.dy != 0).map(|r| (r.dy.unsigned_abs() as usize + 1) * width * (slot + 1)).sum();
-    let horizontal = if dirs.iter().any(|r| r.dy == 0) { threads.max(1) * 2 * 2 * slot } else { 0 };
-    2 * (vertical + horizontal)
+    let per_sweep = 2 * slot + width * dp * 3 / 2;
+    2 * vertical + 2 * threads.clamp(1, 2) * per_sweep
 }
 
 /// Sums eq. 13 over `dirs` for the cost volume: `S(p, d) = sum_r L_r(p, d)`.
@@ -195,17 +250,6 @@ pub fn aggregate(
     guide: Option<ImageView<'_, u8>>,
     par: Parallelism,
 ) -> Result<SummedVolume> {
-    if dirs.is_empty() {
-        return Err(Error::InvalidParameter { name: "directions", reason: "no aggregation direction given".into() });
-    }
-    for (i, r) in dirs.iter().enumerate() {
-        if !PATHS_16.contains(r) || dirs[..i].contains(r) {
-            return Err(Error::InvalidParameter {
-                name: "directions",
-                reason: format!("({}, {}) is unknown or repeated; directions are distinct members of PATHS_16", r.dx, r.dy),
-            });
-        }
-    }
     let (w, h, nd) = (cost.width, cost.height, cost.disparities);
     if w == 0 || h == 0 || nd == 0 || cost.data.len() != w * h * nd {
         return Err(Error::InvalidParameter {
@@ -214,13 +258,38 @@ pub fn aggregate(
         });
     }
     let region = Rect { x: 0, y: 0, width: w, height: h };
-    aggregate_rows(cost, region, nd, max_u8(&cost.data) as u16, dirs, pen, guide, par)
+    let mut data = vec![0u16; w * h * nd];
+    let mid = split_row(h);
+    let (top, bottom) = data.split_at_mut(mid * w * nd);
+    let dp = padded(nd);
+    // Final rows arrive with stride dp; the volume has stride nd.
+    let put = |half: &mut [u16], y0: usize, y: usize, s: &[u16]| {
+        let row = &mut half[(y - y0) * w * nd..(y - y0 + 1) * w * nd];
+        for (o, px) in row.chunks_exact_mut(nd).zip(s.chunks_exact(dp)) {
+            o.copy_from_slice(&px[..nd]);
+        }
+    };
+    let mut put_top = |y: usize, s: &[u16]| put(top, 0, y, s);
+    let mut put_bottom = |y: usize, s: &[u16]| put(bottom, mid, y, s);
+    aggregate_rows(cost, region, nd, max_u8(&cost.data) as u16, dirs, pen, guide, par, &mut put_top, &mut put_bottom)?;
+    Ok(SummedVolume { width: w, height: h, disparities: nd, data })
 }
 
+/// The first row of the bottom half: [`aggregate_rows`] hands rows above it to its `top`
+/// sink and the others to `bottom`.
+pub(crate) fn split_row(height: usize) -> usize {
+    height / 2
+}
+
+/// A consumer of final rows of `S`: `(y, row)` with pixel `x`'s sums at `row[x * dp..][..nd]`
+/// (`dp` = [`padded`]`(nd)`, padding lanes `u16::MAX`).
+pub(crate) type RowSink<'a> = dyn FnMut(usize, &[u16]) + Send + 'a;
+
 /// [`aggregate`] over costs computed row by row on demand (each sweep computes a row once
-/// and uses it for all its directions), for the region `r` of the source's image: the
-/// pipeline never holds a cost volume, only the summed one. `cost_max` bounds the costs
-/// (for the overflow check); `guide` covers the region.
+/// and uses it for all its directions), for the region `r` of the source's image. Each
+/// row of `S` is handed, once final, to `top` (rows above [`split_row`]) or `bottom`;
+/// the two may run at the same time on two threads. `cost_max` bounds the costs (for the
+/// overflow check); `guide` covers the region.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn aggregate_rows(
     src: &dyn RowCost,
@@ -231,10 +300,23 @@ pub(crate) fn aggregate_rows(
     pen: &Penalties,
     guide: Option<ImageView<'_, u8>>,
     par: Parallelism,
-) -> Result<SummedVolume> {
+    top: &mut RowSink<'_>,
+    bottom: &mut RowSink<'_>,
+) -> Result<()> {
     let (w, h) = (r.width, r.height);
     if w == 0 || h == 0 || nd == 0 {
         return Err(Error::ZeroSize { width: w, height: h });
+    }
+    if dirs.is_empty() {
+        return Err(Error::InvalidParameter { name: "directions", reason: "no aggregation direction given".into() });
+    }
+    for (i, r) in dirs.iter().enumerate() {
+        if !PATHS_16.contains(r) || dirs[..i].contains(r) {
+            return Err(Error::InvalidParameter {
+                name: "directions",
+                reason: format!("({}, {}) is unknown or repeated; directions are distinct members of PATHS_16", r.dx, r.dy),
+            });
+        }
     }
     pen.validate(dirs.len(), cost_max)?;
     if pen.adaptive_p2 {
@@ -249,15 +331,13 @@ pub(crate) fn aggregate_rows(
         }
     }
     let guide = if pen.adaptive_p2 { guide } else { None };
-    let mut sum = vec![0u16; w * h * nd];
+    let pen = StepPenalties::new(pen);
     let horizontal: Vec<Direction> = dirs.iter().copied().filter(|r| r.dy == 0).collect();
     let down: Vec<Direction> = dirs.iter().copied().filter(|r| r.dy > 0).collect();
     let up: Vec<Direction> = dirs.iter().copied().filter(|r| r.dy < 0).collect();
 
     // Horizontal paths ride along with the vertical sweeps (one each, to balance the two
-    // threads), so each row of S is touched by two sweeps only; with no vertical direction
-    // they run alone, rows in parallel.
-    let n = w * nd;
+    // threads), so each row of S is touched by two sweeps only.
     let (mut h_down, mut h_up) = (Vec::new(), Vec::new());
     for (i, r) in horizontal.iter().enumerate() {
         if up.is_empty() || (i % 2 == 0 && !down.is_empty()) {
@@ -266,38 +346,33 @@ pub(crate) fn aggregate_rows(
             h_up.push(*r);
         }
     }
-    let mut dn = Sweep::new(src, r, nd, down, h_down, *pen, guide);
-    let mut upw = Sweep::new(src, r, nd, up, h_up, *pen, guide);
-    match (dn.dirs.is_empty(), upw.dirs.is_empty()) {
-        (true, true) => {
-            if let Ok(view) = ImageViewMut::from_slice(&mut sum, n, h) {
-                for_each_band(view, par, 8, |y0, mut band| {
-                    let slot = nd + 2;
-                    let mut a = vec![u16::MAX; slot];
-                    let mut b = vec![u16::MAX; slot];
-                    let mut crow = vec![0u8; w * nd];
-                    for j in 0..band.height() {
-                        let srow = band.row_mut(j);
-                        src.cost_row(r.y + y0 + j, r.x, w, nd, &mut crow);
-                        for d in &horizontal {
-                            horizontal_row(&crow, nd, d.dx > 0, pen, guide.map(|g| g.row(y0 + j)), srow, &mut a, &mut b);
-                        }
-                    }
-                });
-            }
+    let mut dn = Sweep::new(src, r, nd, down, h_down, &pen, guide);
+    let mut upw = Sweep::new(src, r, nd, up, h_up, &pen, guide);
+    let mid = split_row(h);
+    if upw.is_empty() || dn.is_empty() {
+        // One sweep finishes every row: no volume of S at all.
+        let mut sink = |y: usize, s: &[u16]| if y < mid { top(y, s) } else { bottom(y, s) };
+        if upw.is_empty() {
+            dn.run(0..h, Out::Finish(None, &mut sink));
+        } else {
+            upw.run((0..h).rev(), Out::Finish(None, &mut sink));
         }
-        (false, true) => dn.run(0..h, &mut sum, 0),
-        (true, false) => upw.run((0..h).rev(), &mut sum, 0),
-        (false, false) => {
-            // Down on the top half while up does the bottom half, then the other way round:
-            // no row of S is written by two threads at once.
-            let mid = h / 2;
-            let (top, bottom) = sum.split_at_mut(mid * n);
-            join(par, || dn.run(0..mid, top, 0), || upw.run((mid..h).rev(), bottom, mid));
-            join(par, || dn.run(mid..h, bottom, mid), || upw.run((0..mid).rev(), top, 0));
-        }
+    } else {
+        // Down on the top half while up does the bottom half, each storing its sums; then
+        // the other way round, each adding the stored sums and finishing the rows: no row
+        // of S is written by two threads at once. Each half of S is grown a row at a time
+        // in its sweep's order (the bottom half upside down), so no thread first zeroes
+        // the whole volume.
+        let n = w * padded(nd);
+        let (mut upper, mut lower) = (Vec::with_capacity(mid * n), Vec::with_capacity((h - mid) * n));
+        join(par, || dn.run(0..mid, Out::Store(&mut upper)), || upw.run((mid..h).rev(), Out::Store(&mut lower)));
+        join(
+            par,
+            || dn.run(mid..h, Out::Finish(Some((&lower, h - 1)), bottom)),
+            || upw.run((0..mid).rev(), Out::Finish(Some((&upper, 0)), top)),
+        );
     }
-    Ok(SummedVolume { width: w, height: h, disparities: nd, data: sum })
+    Ok(())
 }
 
 fn join(par: Parallelism, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
@@ -311,43 +386,45 @@ fn join(par: Parallelism, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
     b();
 }
 
-/// One horizontal path (`forward`: left to right) along a row of costs, added into `srow`;
-/// one compiled version per x86 level so the per-pixel steps inline into it.
+/// Where a sweep puts its row sums.
+enum Out<'a, 'f> {
+    /// Appended to this half of S, in the sweep's order of rows: the first of two sweeps.
+    Store(&'a mut Vec<u16>),
+    /// Added to the stored row if any (the half of S the other sweep stored, and the row
+    /// it stored first), then handed to the sink: the row is final.
+    Finish(Option<(&'a [u16], usize)>, &'a mut RowSink<'f>),
+}
+
+/// One horizontal path (`forward`: left to right) along a row of costs (stride `dp`),
+/// added into `srow`.
 #[allow(clippy::too_many_arguments)]
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn horizontal_row(crow: &[u8], nd: usize, forward: bool, pen: &Penalties, grow: Option<&[u8]>, srow: &mut [u16], a: &mut [u16], b: &mut [u16]) {
-    let w = crow.len() / nd;
-    let (mut a, mut b) = (a, b);
-    let mut m = 0;
-    for i in 0..w {
-        let x = if forward { i } else { w - 1 - i };
-        let c = &crow[x * nd..(x + 1) * nd];
-        let s = &mut srow[x * nd..(x + 1) * nd];
-        if i == 0 {
-            m = path_start(c, b, s);
-        } else {
-            let px = if forward { x - 1 } else { x + 1 };
-            let p2 = grow.map_or(pen.p2, |g| pen.p2_step(g[px], g[x]));
-            m = path_step(a, m, c, pen.p1, p2, b, s);
-        }
-        core::mem::swap(&mut a, &mut b);
+fn horizontal_row(crow: &[u8], nd: usize, forward: bool, pen: &StepPenalties, grow: Option<&[u8]>, srow: &mut [u16], a: &mut [u16], b: &mut [u16]) {
+    let mut no_dirs: [DirRow<'_>; 0] = [];
+    let hz = Some((a, b));
+    if padded(nd) > nd {
+        sweep_row_impl::<true>(crow, nd, forward, hz, grow, &mut no_dirs, srow, pen);
+    } else {
+        sweep_row_impl::<false>(crow, nd, forward, hz, grow, &mut no_dirs, srow, pen);
     }
 }
 
 /// The state of one vertical sweep: for each of its directions, the path costs of the last
-/// `keep` rows (ring buffer, `slot = D + 2` u16 per pixel with MAX sentinels) and their
+/// `keep` rows (ring buffer, `slot = dp + 2` u16 per pixel with MAX sentinels) and their
 /// per-pixel minima.
 struct Sweep<'c> {
     src: &'c dyn RowCost,
     region: Rect,
     nd: usize,
-    /// The costs of the current row.
+    /// The costs of the current row (stride dp).
     crow: Vec<u8>,
+    /// The sums of the current row when it is finished here.
+    fin: Vec<u16>,
     dirs: Vec<Direction>,
     /// Horizontal directions run on each row of this sweep.
     horizontal: Vec<Direction>,
     scratch: (Vec<u16>, Vec<u16>),
-    pen: Penalties,
+    pen: &'c StepPenalties,
     guide: Option<ImageView<'c, u8>>,
     keep: usize,
     bufs: Vec<Vec<u16>>,
@@ -355,36 +432,65 @@ struct Sweep<'c> {
 }
 
 impl<'c> Sweep<'c> {
-    #[allow(clippy::too_many_arguments)]
     fn new(
         src: &'c dyn RowCost,
         region: Rect,
         nd: usize,
         dirs: Vec<Direction>,
         horizontal: Vec<Direction>,
-        pen: Penalties,
+        pen: &'c StepPenalties,
         guide: Option<ImageView<'c, u8>>,
     ) -> Self {
         let keep = dirs.iter().map(|r| r.dy.unsigned_abs() as usize).max().unwrap_or(0) + 1;
         let w = region.width;
-        let slot = nd + 2;
+        let dp = padded(nd);
+        let slot = dp + 2;
         let bufs = dirs.iter().map(|_| vec![u16::MAX; keep * w * slot]).collect();
         let mins = dirs.iter().map(|_| vec![0u16; keep * w]).collect();
         let scratch = (vec![u16::MAX; slot], vec![u16::MAX; slot]);
-        let crow = if dirs.is_empty() && horizontal.is_empty() { Vec::new() } else { vec![0u8; w * nd] };
-        Sweep { src, region, nd, crow, dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
+        let empty = dirs.is_empty() && horizontal.is_empty();
+        let crow = if empty { Vec::new() } else { vec![0u8; w * dp] };
+        Sweep { src, region, nd, crow, fin: Vec::new(), dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.dirs.is_empty() && self.horizontal.is_empty()
     }
 
     /// Processes `rows` in order (all of this sweep's direction: increasing for down,
-    /// decreasing for up), adding into the slab of `S` whose first row is `slab_y0`
-    /// (S starts zeroed: the u16 adds of two sweeps then give the exact sum).
-    fn run(&mut self, rows: impl Iterator<Item = usize>, slab: &mut [u16], slab_y0: usize) {
+    /// decreasing for up), storing or finishing each row as `out` says.
+    fn run(&mut self, rows: impl Iterator<Item = usize>, out: Out<'_, '_>) {
         let (w, h, nd) = (self.region.width, self.region.height, self.nd);
-        let slot = nd + 2;
-        let n = w * nd;
+        let dp = padded(nd);
+        let slot = dp + 2;
+        let n = w * dp;
+        let (mut store, stored, mut sink) = match out {
+            Out::Store(slab) => (Some(slab), None, None),
+            Out::Finish(stored, sink) => (None, stored, Some(sink)),
+        };
+        if sink.is_some() && self.fin.len() != n {
+            self.fin = vec![0u16; n];
+        }
         for y in rows {
-            let srow = &mut slab[(y - slab_y0) * n..(y - slab_y0 + 1) * n];
-            self.src.cost_row(self.region.y + y, self.region.x, w, nd, &mut self.crow);
+            let srow: &mut [u16] = match store.as_mut() {
+                Some(slab) => {
+                    let at = slab.len();
+                    slab.resize(at + n, 0);
+                    &mut slab[at..]
+                }
+                None => {
+                    match stored {
+                        // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
+                        Some((slab, y0)) => {
+                            let k = y.abs_diff(y0);
+                            self.fin.copy_from_slice(&slab[k * n..(k + 1) * n]);
+                        }
+                        None => self.fin.fill(0),
+                    }
+                    &mut self.fin
+                }
+            };
+            self.src.cost_row(self.region.y + y, self.region.x, w, nd, dp, &mut self.crow);
             let crow = &self.crow[..];
             let cur = y % self.keep;
             let mut views: Vec<DirRow<'_>> = Vec::with_capacity(self.dirs.len());
@@ -404,10 +510,13 @@ impl<'c> Sweep<'c> {
             let (a, b) = (&mut self.scratch.0[..], &mut self.scratch.1[..]);
             let forward = !matches!(self.horizontal.first(), Some(r) if r.dx < 0);
             let hz = self.horizontal.first().map(|_| (a, b));
-            sweep_row(crow, nd, forward, hz, grow, &mut views, srow, &self.pen);
+            sweep_row(crow, nd, forward, hz, grow, &mut views, srow, self.pen);
             for r in self.horizontal.iter().skip(1) {
                 let (a, b) = (&mut self.scratch.0, &mut self.scratch.1);
-                horizontal_row(crow, nd, r.dx > 0, &self.pen, grow, srow, a, b);
+                horizontal_row(crow, nd, r.dx > 0, self.pen, grow, srow, a, b);
+            }
+            if let Some(sink) = sink.as_mut() {
+                sink(y, srow);
             }
         }
     }
@@ -436,10 +545,31 @@ fn sweep_row<'d>(
     hguide: Option<&[u8]>,
     dirs: &mut [DirRow<'d>],
     srow: &mut [u16],
-    pen: &Penalties,
+    pen: &StepPenalties,
 ) {
-    let w = crow.len() / nd;
-    let slot = nd + 2;
+    if padded(nd) > nd {
+        sweep_row_impl::<true>(crow, nd, forward, hz, hguide, dirs, srow, pen);
+    } else {
+        sweep_row_impl::<false>(crow, nd, forward, hz, hguide, dirs, srow, pen);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn sweep_row_impl<const PAD: bool>(
+    crow: &[u8],
+    nd: usize,
+    forward: bool,
+    hz: Option<(&mut [u16], &mut [u16])>,
+    hguide: Option<&[u8]>,
+    dirs: &mut [DirRow<'_>],
+    srow: &mut [u16],
+    pen: &StepPenalties,
+) {
+    let dp = padded(nd);
+    let w = crow.len() / dp;
+    let slot = dp + 2;
+    let p1 = pen.p1;
     let has_h = hz.is_some();
     let (mut a, mut b): (&mut [u16], &mut [u16]) = match hz {
         Some((a, b)) => (a, b),
@@ -448,15 +578,15 @@ fn sweep_row<'d>(
     let mut m = 0;
     for i in 0..w {
         let x = if forward { i } else { w - 1 - i };
-        let c = &crow[x * nd..(x + 1) * nd];
-        let s = &mut srow[x * nd..(x + 1) * nd];
+        let c = &crow[x * dp..(x + 1) * dp];
+        let s = &mut srow[x * dp..(x + 1) * dp];
         if has_h {
             if i == 0 {
-                m = path_start(c, b, s);
+                m = path_start::<PAD>(c, nd, b, s);
             } else {
                 let px = if forward { x - 1 } else { x + 1 };
-                let p2 = hguide.map_or(pen.p2, |g| pen.p2_step(g[px], g[x]));
-                m = path_step(a, m, c, pen.p1, p2, b, s);
+                let p2 = hguide.map_or(pen.p2[0], |g| pen.p2(g[px], g[x]));
+                m = path_step::<PAD>(a, m, c, nd, p1, p2, b, s);
             }
             core::mem::swap(&mut a, &mut b);
         }
@@ -466,10 +596,10 @@ fn sweep_row<'d>(
             dr.out_min[x] = match dr.prev {
                 Some((prow, pmin)) if px >= 0 && px < w as isize => {
                     let px = px as usize;
-                    let p2 = dr.grow.map_or(pen.p2, |(g, gp)| pen.p2_step(gp[px], g[x]));
-                    path_step(&prow[px * slot..(px + 1) * slot], pmin[px], c, pen.p1, p2, o, s)
+                    let p2 = dr.grow.map_or(pen.p2[0], |(g, gp)| pen.p2(gp[px], g[x]));
+                    path_step::<PAD>(&prow[px * slot..(px + 1) * slot], pmin[px], c, nd, p1, p2, o, s)
                 }
-                _ => path_start(c, o, s),
+                _ => path_start::<PAD>(c, nd, o, s),
             };
         }
     }
@@ -581,6 +711,21 @@ mod tests {
             let g = Image::from_fn(w, h, |x, y| ((x * 37 + y * 91 + seed as usize) % 7 * 20) as u8).unwrap();
             let dirs: &[Direction] = match set { 0 => &PATHS_4, 1 => &PATHS_5, 2 => &PATHS_8, _ => &PATHS_16 };
             check_against_ref(&c, dirs, pen, adaptive.then_some(&g), Parallelism::AllThreads);
+        }
+    }
+
+    #[test]
+    fn whole_and_partial_blocks_match_brute_force() {
+        // The kernels work in blocks of LANES disparities: exactly one and two blocks (no
+        // padding) and a padded second block, for each sweep layout.
+        for (k, d) in [LANES, 2 * LANES, LANES + 9].into_iter().enumerate() {
+            let (w, h) = (9, 7);
+            let c = random_volume(w, h, d, 3 + k as u64, 63);
+            let g = Image::from_fn(w, h, |x, y| ((x * 53 + y * 29 + k) % 5 * 40) as u8).unwrap();
+            let pen = Penalties { p1: 9, p2: 120, adaptive_p2: true };
+            for dirs in [&PATHS_4[..], &PATHS_5[..], &PATHS_8[..], &PATHS_16[..]] {
+                check_against_ref(&c, dirs, pen, Some(&g), Parallelism::AllThreads);
+            }
         }
     }
 

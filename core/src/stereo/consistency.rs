@@ -31,33 +31,57 @@ pub fn lr_check(
     check_same_size(left.size(), right.size())?;
     if let Some(m) = occluded.as_mut() {
         check_same_size(left.size(), m.size())?;
-        m.fill(0);
     }
     super::check_no_nan("left disparity", left.as_view())?;
     super::check_no_nan("right disparity", right)?;
-    let w = left.width();
     let mut rejected = 0;
     for y in 0..left.height() {
-        let rrow = right.row(y);
-        for (x, d) in left.row_mut(y).iter_mut().enumerate() {
-            if !d.is_finite() {
-                continue;
-            }
-            let di = libm::floor(*d as f64 + 0.5);
-            let xr = x as f64 - di;
-            let inside = xr >= 0.0 && xr < w as f64;
-            let dr = if inside { rrow[xr as usize] as f64 } else { f64::INFINITY };
-            let ok = inside && dr.is_finite() && (di - dr).abs() <= max_diff as f64;
-            if !ok {
-                *d = INVALID;
-                rejected += 1;
-                if let Some(m) = occluded.as_mut() {
-                    m.row_mut(y)[x] = if !inside { OUTSIDE } else if dr.is_finite() && dr > di { OCCLUDED } else { 0 };
-                }
+        let occ = occluded.as_mut().map(|m| m.row_mut(y));
+        rejected += lr_check_row(left.row_mut(y), right.row(y), max_diff, occ);
+    }
+    Ok(rejected)
+}
+
+/// `floor(v)` of a finite `v`, inlined (no libm call in the per-pixel loop).
+#[inline(always)]
+fn floor(v: f64) -> f64 {
+    if v.abs() >= 4503599627370496.0 {
+        return v; // |v| >= 2^52: already an integer
+    }
+    let t = v as i64 as f64;
+    if t > v {
+        t - 1.0
+    } else {
+        t
+    }
+}
+
+/// [`lr_check`] on one row (no NaN allowed, same lengths); `occluded` receives every
+/// pixel's class. Returns the pixels invalidated.
+pub(crate) fn lr_check_row(left: &mut [f32], right: &[f32], max_diff: u16, mut occluded: Option<&mut [u8]>) -> usize {
+    let w = left.len();
+    let mut rejected = 0;
+    if let Some(m) = occluded.as_mut() {
+        m.fill(0);
+    }
+    for (x, d) in left.iter_mut().enumerate() {
+        if !d.is_finite() {
+            continue;
+        }
+        let di = floor(*d as f64 + 0.5);
+        let xr = x as f64 - di;
+        let inside = xr >= 0.0 && xr < w as f64;
+        let dr = if inside { right[xr as usize] as f64 } else { f64::INFINITY };
+        let ok = inside && dr.is_finite() && (di - dr).abs() <= max_diff as f64;
+        if !ok {
+            *d = INVALID;
+            rejected += 1;
+            if let Some(m) = occluded.as_mut() {
+                m[x] = if !inside { OUTSIDE } else if dr.is_finite() && dr > di { OCCLUDED } else { 0 };
             }
         }
     }
-    Ok(rejected)
+    rejected
 }
 
 #[cfg(test)]

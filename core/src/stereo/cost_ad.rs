@@ -41,16 +41,16 @@ impl<'a> AdCost<'a> {
 }
 
 impl RowCost for AdCost<'_> {
-    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, out: &mut [u8]) {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, stride: usize, out: &mut [u8]) {
         match self.pair {
             Pair::Gray(l, r) => {
                 let w = l.width();
                 let mut rev = Vec::with_capacity(w + d);
                 reversed_clamped(r.row(y), d, &mut rev);
                 let lr = l.row(y);
-                for (i, o) in out.chunks_exact_mut(d).take(n).enumerate() {
+                for (i, o) in out.chunks_exact_mut(stride).take(n).enumerate() {
                     let x = x0 + i;
-                    ad_run_gray(lr[x], &rev[w - 1 - x..w - 1 - x + d], o);
+                    ad_run_gray(lr[x], &rev[w - 1 - x..w - 1 - x + d], &mut o[..d]);
                 }
             }
             Pair::Rgb(l, r) => {
@@ -64,11 +64,11 @@ impl RowCost for AdCost<'_> {
                 };
                 let (rr, rg, rb) = (chan(0), chan(1), chan(2));
                 let lr = l.row(y);
-                for (i, o) in out.chunks_exact_mut(d).take(n).enumerate() {
+                for (i, o) in out.chunks_exact_mut(stride).take(n).enumerate() {
                     let x = x0 + i;
                     let p = lr[x];
                     let s = w - 1 - x;
-                    ad_run_rgb([p.r, p.g, p.b], &rr[s..s + d], &rg[s..s + d], &rb[s..s + d], o);
+                    ad_run_rgb([p.r, p.g, p.b], &rr[s..s + d], &rg[s..s + d], &rb[s..s + d], &mut o[..d]);
                 }
             }
         }

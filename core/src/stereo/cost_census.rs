@@ -115,16 +115,20 @@ fn census_bit(out: &mut [u64], q: &[u8], c: &[u8]) {
     }
 }
 
-/// `out[d] = popcount(code ^ rev[d])`: one pixel's costs; vectorizes to vpopcntq where
-/// the CPU has it, to the pshufb nibble count on AVX2.
+/// `out[i * stride + d] = popcount(left[i] ^ rev[w - 1 - (x0 + i) + d])` for `d < nd`: the
+/// costs of a run of left pixels; vectorizes to vpopcntq where the CPU has it, to the
+/// pshufb nibble count on AVX2. One dispatch per row, not per pixel.
 #[cfg_attr(feature = "std", multiversion(targets(
     "x86_64+avx512f+avx512bw+avx512vl+avx512vpopcntdq",
     "x86_64+avx2+fma+popcnt",
     "x86_64+popcnt"
 )))]
-fn hamming_run(code: u64, rev: &[u64], out: &mut [u8]) {
-    for (o, &r) in out.iter_mut().zip(rev) {
-        *o = (code ^ r).count_ones() as u8;
+fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
+    for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
+        let r = w - 1 - (x0 + i);
+        for (c, &v) in o[..nd].iter_mut().zip(&rev[r..r + nd]) {
+            *c = (code ^ v).count_ones() as u8;
+        }
     }
 }
 
@@ -142,15 +146,11 @@ impl<'a> CensusCost<'a> {
 }
 
 impl RowCost for CensusCost<'_> {
-    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, out: &mut [u8]) {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, stride: usize, out: &mut [u8]) {
         let w = self.left.width;
         let mut rev = Vec::with_capacity(w + d);
         reversed_clamped(self.right.row(y), d, &mut rev);
-        let l = self.left.row(y);
-        for (i, o) in out.chunks_exact_mut(d).take(n).enumerate() {
-            let x = x0 + i;
-            hamming_run(l[x], &rev[w - 1 - x..w - 1 - x + d], o);
-        }
+        hamming_row(&self.left.row(y)[x0..x0 + n], &rev, w, x0, d, stride, out);
     }
 }
 

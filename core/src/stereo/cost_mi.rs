@@ -168,15 +168,15 @@ impl<'a> MiCost<'a> {
 }
 
 impl RowCost for MiCost<'_> {
-    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, out: &mut [u8]) {
+    fn cost_row(&self, y: usize, x0: usize, n: usize, d: usize, stride: usize, out: &mut [u8]) {
         let w = self.left.width();
         let mut rev = Vec::with_capacity(w + d);
         reversed_clamped(self.right.row(y), d, &mut rev);
         let l = self.left.row(y);
-        for (i, o) in out.chunks_exact_mut(d).take(n).enumerate() {
+        for (i, o) in out.chunks_exact_mut(stride).take(n).enumerate() {
             let x = x0 + i;
             let t = &self.table.costs[(l[x] as usize) << 8..((l[x] as usize) << 8) + 256];
-            for (c, &r) in o.iter_mut().zip(&rev[w - 1 - x..w - 1 - x + d]) {
+            for (c, &r) in o[..d].iter_mut().zip(&rev[w - 1 - x..w - 1 - x + d]) {
                 *c = t[r as usize];
             }
         }

@@ -282,17 +282,20 @@ impl CostVolume {
 
 /// A stored volume is a row source too (for [`aggregate`] on a volume).
 impl RowCost for CostVolume {
-    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, out: &mut [u8]) {
-        let row = self.row(y);
-        out[..n * disparities].copy_from_slice(&row[x0 * disparities..(x0 + n) * disparities]);
+    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, stride: usize, out: &mut [u8]) {
+        let row = &self.row(y)[x0 * disparities..(x0 + n) * disparities];
+        for (o, c) in out.chunks_exact_mut(stride).zip(row.chunks_exact(disparities)) {
+            o[..disparities].copy_from_slice(c);
+        }
     }
 }
 
 /// A matching cost seen as rows: the costs of the left pixels `x0 .. x0 + n` of row `y`
 /// against the whole right row.
 pub(crate) trait RowCost: Sync {
-    /// Writes `out[(x - x0) * D + d]` for `x in x0..x0 + n`, `d in 0..D`.
-    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, out: &mut [u8]);
+    /// Writes `out[(x - x0) * stride + d]` for `x in x0..x0 + n`, `d in 0..D` (`stride >= D`;
+    /// the lanes `D..stride` of each pixel are left as they are).
+    fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, stride: usize, out: &mut [u8]);
 }
 
 /// Computes the cost volume of the region `r` (rows in parallel).
@@ -302,7 +305,7 @@ pub(crate) fn cost_volume_of(c: &dyn RowCost, r: Rect, disparities: usize, par: 
     if let Ok(view) = ImageViewMut::from_slice(&mut data, n, r.height) {
         for_each_band(view, par, 4, |y0, mut band| {
             for j in 0..band.height() {
-                c.cost_row(r.y + y0 + j, r.x, r.width, disparities, band.row_mut(j));
+                c.cost_row(r.y + y0 + j, r.x, r.width, disparities, disparities, band.row_mut(j));
             }
         });
     }
@@ -406,8 +409,14 @@ pub fn stereo_sgm(
                 Pair::Gray(_, r) => r.to_image(),
                 Pair::Rgb(_, r) => r.convert(),
             };
-            let cl = cost_census::census_transform(gray_l.view(), win)?;
-            let cr = cost_census::census_transform(gray_r.view(), win)?;
+            // The two transforms are independent: one per thread.
+            let views = [gray_l.view(), gray_r.view()];
+            let mut codes = crate::parallel::map_indices(2, par, |i| cost_census::census_transform(views[i], win)).into_iter();
+            let (cl, cr) = match (codes.next(), codes.next()) {
+                (Some(l), Some(r)) => (l?, r?),
+                // map_indices gives one result per index; never taken.
+                _ => return Err(Error::ZeroSize { width: w, height: h }),
+            };
             whole_bytes += w * h * (1 + 2 * 8);
             let src = cost_census::CensusCost::new(&cl, &cr)?;
             tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?

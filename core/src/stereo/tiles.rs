@@ -73,15 +73,15 @@ pub struct Tile {
 }
 
 /// Bytes of the working set of one `width x height` piece: the summed volume (2 bytes per
-/// element; costs are computed row by row and never stored as a volume), path line buffers
-/// and cost rows, and the per-piece maps (three f32: left, right, median; one u8 class).
+/// element, disparities padded to the kernels' blocks; costs are computed row by row and
+/// never stored as a volume), path line buffers and cost rows, and the per-piece maps (two
+/// f32: left, median; one u8 class; the right map is made and used a row at a time).
 pub fn tile_bytes(width: usize, height: usize, disparities: usize, paths: usize) -> usize {
     let dirs = &aggregate::PATHS_16[..paths.min(16)];
-    let vol = width.saturating_mul(height).saturating_mul(disparities);
+    let vol = width.saturating_mul(height).saturating_mul(aggregate::padded(disparities));
     vol.saturating_mul(2)
         .saturating_add(aggregate::line_buffer_bytes(width, disparities, dirs, 1))
-        .saturating_add(2 * width * disparities)
-        .saturating_add(width * height * 13)
+        .saturating_add(width * height * 9)
 }
 
 /// The pieces for an image (see the module doc). Errors: a budget too small for one row
@@ -149,9 +149,51 @@ pub fn plan_tiles(width: usize, height: usize, disparities: usize, paths: usize,
     Ok(out)
 }
 
-fn count_invalid(m: &Image<f32>, t: &Tile) -> usize {
-    let (dx, dy) = (t.core.x - t.ext.x, t.core.y - t.ext.y);
-    (0..t.core.height).map(|j| m.row(dy + j)[dx..dx + t.core.width].iter().filter(|v| !v.is_finite()).count()).sum()
+/// What happens to a final row of `S` inside the aggregation (so it is read while it is
+/// still in cache, and on the aggregation's threads): WTA into the left map, and with the
+/// left-right check the right map of the row and the check, with the occlusion classes.
+/// One per half of the tile (see [`aggregate::split_row`]).
+struct RowFinish<'a> {
+    /// The half's rows of the left map and of the classes; `y0` is its first row.
+    left: &'a mut [f32],
+    occ: &'a mut [u8],
+    y0: usize,
+    width: usize,
+    nd: usize,
+    p: &'a StereoParams,
+    right: Vec<f32>,
+    scratch: wta::RightScratch,
+    /// The tile's core, in tile coordinates: only its pixels are counted.
+    core: Rect,
+    rejected_uniqueness: usize,
+    rejected_lr: usize,
+}
+
+impl<'a> RowFinish<'a> {
+    fn new(left: &'a mut [f32], occ: &'a mut [u8], y0: usize, width: usize, p: &'a StereoParams, core: Rect) -> Self {
+        let nd = p.max_disparity;
+        let right = if p.lr_check { alloc::vec![0f32; width] } else { Vec::new() };
+        let scratch = wta::RightScratch::new(if p.lr_check { width } else { 0 }, aggregate::padded(nd));
+        RowFinish { left, occ, y0, width, nd, p, right, scratch, core, rejected_uniqueness: 0, rejected_lr: 0 }
+    }
+
+    fn row(&mut self, y: usize, s: &[u16]) {
+        let (w, dp) = (self.width, aggregate::padded(self.nd));
+        let j = y - self.y0;
+        let left = &mut self.left[j * w..(j + 1) * w];
+        wta::wta_left_row(s, dp, self.nd, self.p.uniqueness, self.p.subpixel, left);
+        let in_core = y >= self.core.y && y < self.core.y + self.core.height;
+        let cols = self.core.x..self.core.x + self.core.width;
+        let invalid = |l: &[f32]| if in_core { l[cols.clone()].iter().filter(|v| !v.is_finite()).count() } else { 0 };
+        let after_wta = invalid(left);
+        self.rejected_uniqueness += after_wta;
+        if self.p.lr_check {
+            wta::wta_right_row(s, dp, self.nd, &mut self.scratch, &mut self.right);
+            let occ = &mut self.occ[j * w..(j + 1) * w];
+            consistency::lr_check_row(left, &self.right, self.p.lr_max_diff, Some(occ));
+            self.rejected_lr += invalid(left) - after_wta;
+        }
+    }
 }
 
 /// Runs cost, aggregation, WTA, LR check and median on every tile and writes the tiles'
@@ -174,29 +216,32 @@ pub(crate) fn run_tiles(
     let mut stats = StereoStats { tiles: tiles.len(), ..Default::default() };
     for t in tiles {
         let e = t.ext;
-        let g = guide.crop(e.x, e.y, e.width, e.height)?;
-        let sum = aggregate::aggregate_rows(src, e, nd, cost_max, dirs, &pen, Some(g), par)?;
-        let bytes = tile_bytes(e.width, e.height, nd, dirs.len())
-            + aggregate::line_buffer_bytes(e.width, nd, dirs, par.threads())
-            - aggregate::line_buffer_bytes(e.width, nd, dirs, 1);
+        let (w, h) = (e.width, e.height);
+        let g = guide.crop(e.x, e.y, w, h)?;
+        let bytes = tile_bytes(w, h, nd, dirs.len()) + aggregate::line_buffer_bytes(w, nd, dirs, par.threads())
+            - aggregate::line_buffer_bytes(w, nd, dirs, 1);
         stats.peak_bytes = stats.peak_bytes.max(bytes);
-        let mut left = Image::<f32>::new(e.width, e.height)?;
-        wta::wta_left(&sum, p.uniqueness, p.subpixel, left.view_mut(), par)?;
-        let after_wta = count_invalid(&left, t);
-        stats.rejected_uniqueness += after_wta;
+        let core = Rect { x: t.core.x - e.x, y: t.core.y - e.y, width: t.core.width, height: t.core.height };
+        let mut left = alloc::vec![INVALID; w * h];
+        let mut occ = alloc::vec![0u8; if p.lr_check { w * h } else { 0 }];
+        let mid = aggregate::split_row(h);
+        let (l_top, l_bottom) = left.split_at_mut(mid * w);
+        let (o_top, o_bottom) = occ.split_at_mut(if p.lr_check { mid * w } else { 0 });
+        let mut top = RowFinish::new(l_top, o_top, 0, w, p, core);
+        let mut bottom = RowFinish::new(l_bottom, o_bottom, mid, w, p, core);
+        aggregate::aggregate_rows(src, e, nd, cost_max, dirs, &pen, Some(g), par, &mut |y, s| top.row(y, s), &mut |y, s| {
+            bottom.row(y, s)
+        })?;
+        stats.rejected_uniqueness += top.rejected_uniqueness + bottom.rejected_uniqueness;
+        stats.rejected_lr += top.rejected_lr + bottom.rejected_lr;
+        let left = Image::from_vec(w, h, left)?;
         if p.lr_check {
-            let mut right = Image::<f32>::new(e.width, e.height)?;
-            wta::wta_right(&sum, right.view_mut(), par)?;
-            let mut occ = Image::<u8>::new(e.width, e.height)?;
-            consistency::lr_check(left.view_mut(), right.view(), p.lr_max_diff, Some(occ.view_mut()))?;
-            stats.rejected_lr += count_invalid(&left, t) - after_wta;
             if let Some(o) = occluded.as_mut() {
-                copy_core(&occ, t, o);
+                copy_core(&Image::from_vec(w, h, occ)?, t, o);
             }
         }
-        drop(sum);
         let result = if p.median {
-            let mut m = Image::<f32>::filled(e.width, e.height, INVALID)?;
+            let mut m = Image::<f32>::filled(w, h, INVALID)?;
             median::median3x3(left.view(), m.view_mut(), par)?;
             m
         } else {

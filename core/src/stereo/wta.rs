@@ -19,11 +19,64 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(feature = "std")]
 use multiversion::multiversion;
 
-/// Index and value of the first minimum.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+/// Lanes of the vectorized minimum searches (one AVX-512 register of u16).
+const LANES: usize = 32;
+
+/// Index and value of the first minimum: the minimum by whole blocks (vpminuw), then the
+/// first block holding it and its first lane by an equality bit mask.
+#[inline(always)]
 fn argmin(s: &[u16]) -> (usize, u16) {
-    let m = s.iter().copied().fold(u16::MAX, u16::min);
-    (s.iter().position(|&v| v == m).unwrap_or(0), m)
+    let blocks = s.chunks_exact(LANES);
+    let tail = blocks.remainder();
+    let mut mv = [u16::MAX; LANES];
+    for b in blocks.clone() {
+        for (m, &v) in mv.iter_mut().zip(b) {
+            *m = (*m).min(v);
+        }
+    }
+    let m = tail.iter().copied().fold(mv.iter().copied().fold(u16::MAX, u16::min), u16::min);
+    for (k, b) in blocks.enumerate() {
+        let mut bits = 0u32;
+        for (i, &v) in b.iter().enumerate() {
+            bits |= ((v == m) as u32) << i;
+        }
+        if bits != 0 {
+            return (k * LANES + bits.trailing_zeros() as usize, m);
+        }
+    }
+    let base = s.len() - tail.len();
+    (base + tail.iter().position(|&v| v == m).unwrap_or(0), m)
+}
+
+/// One row of the left map: pixel `x`'s sums are `s[x * stride..][..nd]` (`stride >= nd`).
+/// Returns the pixels the uniqueness test invalidated.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
+    let u = uniqueness as u32;
+    let mut rejected = 0;
+    for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
+        let s = &px[..nd];
+        let (best, m) = argmin(s);
+        if u > 0 {
+            let ambiguous =
+                s.iter().enumerate().any(|(d, &v)| d.abs_diff(best) > 1 && (v as u32) * (100 - u) < (m as u32) * 100);
+            if ambiguous {
+                *o = INVALID;
+                rejected += 1;
+                continue;
+            }
+        }
+        let mut v = best as f32;
+        if subpixel && best > 0 && best + 1 < nd {
+            let (a, c) = (s[best - 1] as i32, s[best + 1] as i32);
+            let den = a + c - 2 * m as i32;
+            if den > 0 {
+                v += (a - c) as f32 / (2 * den) as f32;
+            }
+        }
+        *o = v;
+    }
+    rejected
 }
 
 /// Left disparity map into `out` (same size as the volume): WTA, uniqueness `u` percent
@@ -39,41 +92,69 @@ pub fn wta_left(
     sum.validate()?;
     check_same_size((sum.width, sum.height), out.size())?;
     crate::error::require_range("uniqueness", uniqueness as i64, 0, 99)?;
-    let nd = sum.disparities;
+    let (w, nd) = (sum.width, sum.disparities);
     let rejected = AtomicUsize::new(0);
-    let u = uniqueness as u32;
     for_each_band(out, par, 8, |y0, mut band| {
         let mut local = 0;
         for j in 0..band.height() {
             let y = y0 + j;
-            let row = band.row_mut(j);
-            for (x, o) in row.iter_mut().enumerate() {
-                let s = sum.pixel(x, y);
-                let (best, m) = argmin(s);
-                if u > 0 {
-                    let ambiguous = s.iter().enumerate().any(|(d, &v)| {
-                        d.abs_diff(best) > 1 && (v as u32) * (100 - u) < (m as u32) * 100
-                    });
-                    if ambiguous {
-                        *o = INVALID;
-                        local += 1;
-                        continue;
-                    }
-                }
-                let mut v = best as f32;
-                if subpixel && best > 0 && best + 1 < nd {
-                    let (a, c) = (s[best - 1] as i32, s[best + 1] as i32);
-                    let den = a + c - 2 * m as i32;
-                    if den > 0 {
-                        v += (a - c) as f32 / (2 * den) as f32;
-                    }
-                }
-                *o = v;
-            }
+            local += wta_left_row(&sum.data[y * w * nd..(y + 1) * w * nd], nd, nd, uniqueness, subpixel, band.row_mut(j));
         }
         rejected.fetch_add(local, Ordering::Relaxed);
     });
     Ok(rejected.into_inner())
+}
+
+/// Scratch of [`wta_right_row`].
+pub(crate) struct RightScratch {
+    /// Per right pixel (indexed by w - 1 - x_r, then a tail that takes the candidates
+    /// x - d < 0 a whole block of lanes offers, so no lane needs masking): the best
+    /// candidate so far as `S << 16 | d`.
+    key: alloc::vec::Vec<u32>,
+}
+
+impl RightScratch {
+    pub(crate) fn new(width: usize, stride: usize) -> Self {
+        RightScratch { key: alloc::vec![u32::MAX; width + stride + LANES] }
+    }
+}
+
+/// One row of the right map (see [`wta_right`]); `s` as in [`wta_left_row`], and lanes
+/// `nd..stride` of each pixel, if any, must be `u16::MAX` (they then never win).
+///
+/// Left pixel x offers `S(x, d)` to right pixel `x - d`, at index `w - 1 - x + d`. The key
+/// `S << 16 | d` makes the minimum the smallest sum and, on ties, the smallest d whatever
+/// the order of the offers, so pixels are visited by residue of `x` modulo the stride:
+/// consecutive offers then touch disjoint runs of `key` (no store-to-load stalls).
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+pub(crate) fn wta_right_row(s: &[u16], stride: usize, nd: usize, t: &mut RightScratch, out: &mut [f32]) {
+    let w = out.len();
+    t.key.fill(u32::MAX);
+    for j in 0..stride.min(w) {
+        for x in (j..w).step_by(stride) {
+            let px = &s[x * stride..(x + 1) * stride];
+            let r = w - 1 - x;
+            let lanes = px.chunks_exact(LANES);
+            let tail = lanes.remainder();
+            for (k, b) in lanes.enumerate() {
+                // Whole blocks by value: no aliasing for the compiler to guard against.
+                let o = k * LANES;
+                let mut key: [u32; LANES] = t.key[r + o..r + o + LANES].try_into().unwrap();
+                for i in 0..LANES {
+                    key[i] = key[i].min((b[i] as u32) << 16 | (o + i) as u32);
+                }
+                t.key[r + o..r + o + LANES].copy_from_slice(&key);
+            }
+            let base = stride - tail.len();
+            for (i, &v) in tail.iter().enumerate().take(nd.saturating_sub(base)) {
+                let k = &mut t.key[r + base + i];
+                *k = (*k).min((v as u32) << 16 | (base + i) as u32);
+            }
+        }
+    }
+    for (o, &k) in out.iter_mut().zip(t.key[..w].iter().rev()) {
+        *o = (k & 0xffff) as f32;
+    }
 }
 
 /// Right disparity map (integer) by the diagonal search of the module doc. Right pixels
@@ -86,35 +167,13 @@ pub fn wta_right(sum: &SummedVolume, out: ImageViewMut<'_, f32>, par: Parallelis
     check_same_size((sum.width, sum.height), out.size())?;
     let (w, nd) = (sum.width, sum.disparities);
     for_each_band(out, par, 8, |y0, mut band| {
-        // Indexed by w - 1 - x_r, so the right pixels x - d (d = 0, 1, ...) that left pixel x
-        // reaches are the contiguous run starting at w - 1 - x.
-        let mut cost = alloc::vec![u16::MAX; w];
-        let mut best = alloc::vec![0u16; w];
+        let mut t = RightScratch::new(w, nd);
         for j in 0..band.height() {
             let y = y0 + j;
-            cost.fill(u16::MAX);
-            best.fill(0);
-            for x in 0..w {
-                let k = nd.min(x + 1);
-                let r = w - 1 - x;
-                offer(&sum.pixel(x, y)[..k], &mut cost[r..r + k], &mut best[r..r + k]);
-            }
-            for (o, &b) in band.row_mut(j).iter_mut().zip(best.iter().rev()) {
-                *o = b as f32;
-            }
+            wta_right_row(&sum.data[y * w * nd..(y + 1) * w * nd], nd, nd, &mut t, band.row_mut(j));
         }
     });
     Ok(())
-}
-
-/// `cost[d], best[d] = s[d], d` where `s[d] < cost[d]`: branch-free, vectorized.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn offer(s: &[u16], cost: &mut [u16], best: &mut [u16]) {
-    for (d, ((&v, c), b)) in s.iter().zip(cost.iter_mut()).zip(best.iter_mut()).enumerate() {
-        let better = v < *c;
-        *c = if better { v } else { *c };
-        *b = if better { d as u16 } else { *b };
-    }
 }
 
 #[cfg(test)]
@@ -163,6 +222,33 @@ mod tests {
                 prop_assert_eq!(r.at(x, y) as usize, rb);
             }}
             prop_assert_eq!(rej, want_rej);
+        }
+    }
+
+    #[test]
+    fn whole_blocks_match_reference() {
+        // Depths of one, two and a partial block of the vectorized searches.
+        for d in [LANES, 2 * LANES, LANES + 13] {
+            let (w, h) = (70, 3);
+            let s = random_sum(w, h, d, d as u64);
+            let mut l = Image::<f32>::new(w, h).unwrap();
+            wta_left(&s, 0, false, l.view_mut(), Parallelism::Sequential).unwrap();
+            let mut r = Image::<f32>::new(w, h).unwrap();
+            wta_right(&s, r.view_mut(), Parallelism::Sequential).unwrap();
+            for y in 0..h {
+                for x in 0..w {
+                    let c = s.pixel(x, y);
+                    let b = (0..d).fold(0, |b, k| if c[k] < c[b] { k } else { b });
+                    assert_eq!(l.at(x, y) as usize, b, "left ({x}, {y}) d {d}");
+                    let mut rb = 0;
+                    for k in 0..d {
+                        if x + k < w && s.pixel(x + k, y)[k] < s.pixel(x + rb, y)[rb] {
+                            rb = k;
+                        }
+                    }
+                    assert_eq!(r.at(x, y) as usize, rb, "right ({x}, {y}) d {d}");
+                }
+            }
         }
     }
 
