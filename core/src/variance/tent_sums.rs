@@ -83,6 +83,31 @@ pub(crate) trait TentLanes: Sync {
     fn lanes(&self, v: Self::In) -> [Self::V; 2];
 }
 
+/// The kernel a stream sums over, per axis: the tent of radius `b - 1` (two cascaded boxes
+/// of width `b`) or the box of width `n = 2r + 1` (one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Tent { b: usize },
+    Box { n: usize },
+}
+
+impl Shape {
+    /// Pixels the kernel reaches on each side of its centre.
+    fn reach(self) -> usize {
+        match self {
+            Shape::Tent { b } => b - 1,
+            Shape::Box { n } => n / 2,
+        }
+    }
+    /// Sum of the weights along one axis.
+    fn weight(self) -> u64 {
+        match self {
+            Shape::Tent { b } => (b * b) as u64,
+            Shape::Box { n } => n as u64,
+        }
+    }
+}
+
 /// `A += lanes(row)` for both lanes across all columns.
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn add_row<L: TentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], row: &[L::In]) {
@@ -113,6 +138,17 @@ fn vertical_step<L: TentLanes>(lanes: &L, planes: &mut Planes<L::V>, slot: Range
     }
 }
 
+/// One vertical step of a single box: `A += lanes(enter) - lanes(leave)`.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn slide_step<L: TentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], enter: &[L::In], leave: &[L::In]) {
+    let [a0, a1] = a;
+    for (((a0, a1), &e), &l) in a0.iter_mut().zip(a1.iter_mut()).zip(enter).zip(leave) {
+        let ([e0, e1], [l0, l1]) = (lanes.lanes(e), lanes.lanes(l));
+        *a0 = a0.plus(e0).minus(l0);
+        *a1 = a1.plus(e1).minus(l1);
+    }
+}
+
 /// The vertical state of both lanes: running box `A`, column tent `C` and the ring of the
 /// last `B` rows of `A`.
 struct Planes<V> {
@@ -122,9 +158,10 @@ struct Planes<V> {
 }
 
 impl<V: Accumulator> Planes<V> {
-    fn new(w: usize, b: usize) -> Self {
-        let z = || vec![V::default(); w];
-        Planes { a: [z(), z()], c: [z(), z()], ring: [vec![V::default(); w * b], vec![V::default(); w * b]] }
+    /// Planes for the tent (`ring_rows = B`) or a single box (no `C`, no ring).
+    fn new(w: usize, ring_rows: usize) -> Self {
+        let z = |n: usize| [vec![V::default(); n], vec![V::default(); n]];
+        Planes { a: z(w), c: z(if ring_rows > 0 { w } else { 0 }), ring: z(w * ring_rows) }
     }
 }
 
@@ -136,8 +173,8 @@ struct Horizontal<H> {
     right: Vec<Option<usize>>,
     /// Column tent of a fully outside column: the Constant border's lanes times `B^2`.
     outside: [H; 2],
-    b: usize,
-    /// The extended row `V` at `1..=w + 2R` (room for the double prefix `Q` in place).
+    shape: Shape,
+    /// The extended row `V` at `1..=w + 2R` (room for the prefix sums in place).
     v: [Vec<H>; 2],
     /// Running boxes of the inexact (f64) path.
     boxes: [Vec<H>; 2],
@@ -146,28 +183,30 @@ struct Horizontal<H> {
 }
 
 impl<H: Accumulator> Horizontal<H> {
-    fn new<V: Accumulator>(w: usize, b: usize, border: Border, outside: [V; 2]) -> Self
+    fn new<V: Accumulator>(w: usize, shape: Shape, border: Border, outside: [V; 2]) -> Self
     where
         H: From<V>,
     {
-        let r = b - 1;
+        let r = shape.reach();
         let ext = |js: Range<isize>| js.map(|j| border.source_index(j, w)).collect::<Vec<_>>();
-        let weight = (b * b) as u64;
+        let weight = shape.weight();
         let zeros = |n: usize| [vec![H::default(); n], vec![H::default(); n]];
+        let cascade = matches!(shape, Shape::Tent { .. }) && !H::EXACT;
         Horizontal {
             left: ext(-(r as isize)..0),
             right: ext(w as isize..(w + r) as isize),
             outside: [H::from(outside[0]).times(weight), H::from(outside[1]).times(weight)],
-            b,
+            shape,
             v: zeros(w + 2 * r + 2),
-            boxes: zeros(if H::EXACT { 0 } else { w + r }),
+            boxes: zeros(if cascade { w + r } else { 0 }),
             t: zeros(w),
         }
     }
 
-    /// The tent sums along the row `c` of column tents: exact integers as second
-    /// differences of double prefix sums (module docs); f64 as two cascaded running boxes,
-    /// whose rounding stays at the scale of a window instead of a whole row's prefix.
+    /// The kernel sums along the row `c` of column sums: exact integers as differences of
+    /// prefix sums (second differences of double prefixes for the tent, module docs); f64
+    /// as running boxes, whose rounding stays at the scale of a window instead of a whole
+    /// row's prefix.
     fn run<V: Accumulator>(&mut self, c: &[Vec<V>; 2])
     where
         H: From<V>,
@@ -187,15 +226,24 @@ impl<H: Accumulator> Horizontal<H> {
         }
         let [v0, v1] = &mut self.v;
         let [t0, t1] = &mut self.t;
-        if H::EXACT {
-            double_prefix_in_place(v0, v1);
-            second_differences(v0, self.b, t0);
-            second_differences(v1, self.b, t1);
-        } else {
-            let [a0, a1] = &mut self.boxes;
-            let n = v0.len() - 2;
-            running_boxes(&v0[1..=n], &v1[1..=n], self.b, a0, a1);
-            running_boxes(a0, a1, self.b, t0, t1);
+        let n = v0.len() - 2;
+        match (self.shape, H::EXACT) {
+            (Shape::Tent { b }, true) => {
+                double_prefix_in_place(v0, v1);
+                second_differences(v0, b, t0);
+                second_differences(v1, b, t1);
+            }
+            (Shape::Tent { b }, false) => {
+                let [a0, a1] = &mut self.boxes;
+                running_boxes(&v0[1..=n], &v1[1..=n], b, a0, a1);
+                running_boxes(a0, a1, b, t0, t1);
+            }
+            (Shape::Box { n: k }, true) => {
+                prefix_in_place(v0, v1);
+                first_differences(v0, k, t0);
+                first_differences(v1, k, t1);
+            }
+            (Shape::Box { n: k }, false) => running_boxes(&v0[1..=n], &v1[1..=n], k, t0, t1),
         }
     }
 }
@@ -209,6 +257,25 @@ fn double_prefix_in_place<H: Accumulator>(q0: &mut [H], q1: &mut [H]) {
         s = [s[0].plus(p[0]), s[1].plus(p[1])];
         (*o0, *o1) = (s[0], s[1]);
         p = [p[0].plus(v[0]), p[1].plus(v[1])];
+    }
+}
+
+/// `P[0] = 0`, `P[i + 1] = P[i] + V[i]` in place over `V` laid out at `1..`.
+fn prefix_in_place<H: Accumulator>(p0: &mut [H], p1: &mut [H]) {
+    let mut s = [H::default(); 2];
+    for (o0, o1) in p0[1..].iter_mut().zip(p1[1..].iter_mut()) {
+        s = [s[0].plus(*o0), s[1].plus(*o1)];
+        (*o0, *o1) = (s[0], s[1]);
+    }
+}
+
+/// `t[x] = P[x + k] - P[x]`: the box sums of width `k`.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn first_differences<H: Accumulator>(p: &[H], k: usize, t: &mut [H]) {
+    let n = t.len();
+    let (lo, hi) = (&p[..n], &p[k..k + n]);
+    for x in 0..n {
+        t[x] = hi[x].minus(lo[x]);
     }
 }
 
@@ -255,15 +322,15 @@ fn source_row<'r, T: Pixel>(src: &ImageView<'r, T>, border: Border, const_row: &
     }
 }
 
-/// Tent sums of `x` and `x^2` over `src` row after row from a first output row, radius
-/// `b - 1`, outside pixels from `border` (`outside` for Constant). Cost: O(width) per row
-/// plus O(b) rows to start.
+/// Kernel sums (tent or box, [`Shape`]) of `x` and `x^2` over `src` row after row from a
+/// first output row, outside pixels from `border` (`outside` for Constant). Cost: O(width)
+/// per row plus O(kernel) rows to start.
 pub(crate) struct TentStream<'a, L: TentLanes> {
     src: ImageView<'a, L::In>,
     lanes: L,
     border: Border,
     const_row: Vec<L::In>,
-    b: usize,
+    shape: Shape,
     planes: Planes<L::V>,
     horizontal: Horizontal<L::H>,
     /// The next output row.
@@ -272,38 +339,60 @@ pub(crate) struct TentStream<'a, L: TentLanes> {
 
 impl<'a, L: TentLanes> TentStream<'a, L> {
     /// A stream whose first [`next_row`](Self::next_row) is output row `y0`.
-    pub fn new(src: ImageView<'a, L::In>, lanes: L, b: usize, border: Border, outside: L::In, y0: usize) -> Self {
+    pub fn new(src: ImageView<'a, L::In>, lanes: L, shape: Shape, border: Border, outside: L::In, y0: usize) -> Self {
         let w = src.width();
-        let horizontal = Horizontal::<L::H>::new(w, b, border, lanes.lanes(outside));
-        let mut s = TentStream { src, lanes, border, const_row: vec![outside; w], b, planes: Planes::new(w, b), horizontal, t: 0 };
-        // Start from A(y0 - R - 1) = X(y0 - R - 1) + ... + X(y0 - 1), summed directly; the
-        // steps to y0 - 1 here and to y0 in the first `next_row` then fill the ring (zero
-        // at first, so subtracting it is a no-op until it has gone round once).
-        let (y0, r) = (y0 as isize, b as isize - 1);
-        for u in y0 - r - 1..y0 {
-            add_row(&s.lanes, &mut s.planes.a, source_row(&s.src, border, &s.const_row, u));
-        }
-        for t in y0 - r..y0 {
-            s.vertical(t);
+        let horizontal = Horizontal::<L::H>::new(w, shape, border, lanes.lanes(outside));
+        let ring_rows = if let Shape::Tent { b } = shape { b } else { 0 };
+        let planes = Planes::new(w, ring_rows);
+        let mut s = TentStream { src, lanes, border, const_row: vec![outside; w], shape, planes, horizontal, t: 0 };
+        let (y0, r) = (y0 as isize, shape.reach() as isize);
+        match shape {
+            // Start from A(y0 - R - 1) = X(y0 - R - 1) + ... + X(y0 - 1), summed directly; the
+            // steps to y0 - 1 here and to y0 in the first `next_row` then fill the ring (zero
+            // at first, so subtracting it is a no-op until it has gone round once).
+            Shape::Tent { .. } => {
+                for u in y0 - r - 1..y0 {
+                    add_row(&s.lanes, &mut s.planes.a, source_row(&s.src, border, &s.const_row, u));
+                }
+                for t in y0 - r..y0 {
+                    s.vertical(t);
+                }
+            }
+            // A(y0 - 1) = X(y0 - 1 - r) + ... + X(y0 - 1 + r).
+            Shape::Box { .. } => {
+                for u in y0 - 1 - r..y0 + r {
+                    add_row(&s.lanes, &mut s.planes.a, source_row(&s.src, border, &s.const_row, u));
+                }
+            }
         }
         s.t = y0;
         s
     }
 
-    /// Vertical step to row `t`: `A(t) = A(t - 1) + X(t + R) - X(t - 1)`, `C += A(t) - A(t - B)`.
+    /// Vertical step to row `t`. Tent: `A(t) = A(t - 1) + X(t + R) - X(t - 1)`,
+    /// `C += A(t) - A(t - B)`. Box: `A(t) = A(t - 1) + X(t + r) - X(t - 1 - r)`.
     fn vertical(&mut self, t: isize) {
-        let TentStream { src, lanes, border, const_row, b, planes, .. } = self;
-        let (w, r) = (src.width(), *b as isize - 1);
-        let slot = t.rem_euclid(*b as isize) as usize * w;
-        let (enter, leave) = (source_row(src, *border, const_row, t + r), source_row(src, *border, const_row, t - 1));
-        vertical_step(lanes, planes, slot..slot + w, enter, leave);
+        let TentStream { src, lanes, border, const_row, shape, planes, .. } = self;
+        let (w, r) = (src.width(), shape.reach() as isize);
+        match *shape {
+            Shape::Tent { b } => {
+                let slot = t.rem_euclid(b as isize) as usize * w;
+                let (enter, leave) = (source_row(src, *border, const_row, t + r), source_row(src, *border, const_row, t - 1));
+                vertical_step(lanes, planes, slot..slot + w, enter, leave);
+            }
+            Shape::Box { .. } => {
+                let (enter, leave) = (source_row(src, *border, const_row, t + r), source_row(src, *border, const_row, t - 1 - r));
+                slide_step(lanes, &mut planes.a, enter, leave);
+            }
+        }
     }
 
-    /// The tent sums of `x` and `x^2` of the next output row (each the image width).
+    /// The kernel sums of `x` and `x^2` of the next output row (each the image width).
     pub fn next_row(&mut self) -> [&[L::H]; 2] {
         self.vertical(self.t);
         self.t += 1;
-        self.horizontal.run(&self.planes.c);
+        let columns = if let Shape::Tent { .. } = self.shape { &self.planes.c } else { &self.planes.a };
+        self.horizontal.run(columns);
         [&self.horizontal.t[0], &self.horizontal.t[1]]
     }
 }
