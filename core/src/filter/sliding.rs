@@ -204,9 +204,10 @@ fn mirrored_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums: 
         *o = sub(sub(last, lo), mirror);
     }
     // Windows past both edges (wider than half the image): the whole row plus both mirrors.
-    for x in w - right..left {
+    let both = w - right..left.max(w - right);
+    for (x, o) in both.clone().zip(&mut sums[both]) {
         let (a, b) = (left - x, x + right);
-        sums[x] = add(sub(p[w], p[0]), add(sub(p[a + 1], p[1]), sub(p[w - 1], p[2 * w - 2 - b])));
+        *o = add(sub(p[w], p[0]), add(sub(p[a + 1], p[1]), sub(p[w - 1], p[2 * w - 2 - b])));
     }
 }
 
