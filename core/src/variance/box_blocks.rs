@@ -77,9 +77,9 @@ fn join(am: &mut [f32], av: &mut [f32], bm: &[f32], bv: &[f32], wa: f32, wb: f32
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn next_level<const BASE: usize>(m: &mut [f32], v: &mut [f32], off: usize, len: usize) {
     const C: usize = 16;
-    if len + (BASE - 1) * off > m.len().min(v.len()) {
-        return;
-    }
+    // Every block read lies below `len + (BASE - 1) off` (the caller's level arithmetic).
+    let end = len + (BASE - 1) * off;
+    let (m, v) = (&mut m[..end], &mut v[..end]);
     let load = |s: &[f32], at: usize| -> [f32; C] { s[at..at + C].try_into().unwrap_or([0.0; C]) };
     let mut i = 0;
     while i < len {

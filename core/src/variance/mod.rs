@@ -30,7 +30,7 @@ mod box_blocks;
 pub mod koenig;
 pub mod pairwise;
 pub mod recursive;
-mod tent_sums;
+mod kernel_sums;
 pub mod threewise;
 pub mod usual;
 pub mod welford;
@@ -225,62 +225,26 @@ pub trait VariancePixel: Pixel + sealed::Sealed {
     fn tent_moments(src: ImageView<'_, Self>, border: Border) -> recursive::TentMoments<'_>;
 }
 
-impl VariancePixel for u8 {
-    const INTEGER_MAX: Option<f32> = Some(255.0);
-    #[inline]
-    fn to_f32(self) -> f32 {
-        self as f32
-    }
-    fn recursive(
-        src: ImageView<'_, u8>,
-        out: Outputs<'_>,
-        p: &VarianceParams,
-        par: Parallelism,
-    ) -> Result<()> {
-        recursive::local_variance_u8(src, out, p, par)
-    }
-    fn tent_moments(src: ImageView<'_, u8>, border: Border) -> recursive::TentMoments<'_> {
-        recursive::tent_moments_u8(src, border)
-    }
+macro_rules! variance_pixel {
+    ($t:ty, $max:expr, $recursive:ident, $moments:ident) => {
+        impl VariancePixel for $t {
+            const INTEGER_MAX: Option<f32> = $max;
+            #[inline]
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+            fn recursive(src: ImageView<'_, $t>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
+                recursive::$recursive(src, out, p, par)
+            }
+            fn tent_moments(src: ImageView<'_, $t>, border: Border) -> recursive::TentMoments<'_> {
+                recursive::$moments(src, border)
+            }
+        }
+    };
 }
-
-impl VariancePixel for u16 {
-    const INTEGER_MAX: Option<f32> = Some(65535.0);
-    #[inline]
-    fn to_f32(self) -> f32 {
-        self as f32
-    }
-    fn recursive(
-        src: ImageView<'_, u16>,
-        out: Outputs<'_>,
-        p: &VarianceParams,
-        par: Parallelism,
-    ) -> Result<()> {
-        recursive::local_variance_u16(src, out, p, par)
-    }
-    fn tent_moments(src: ImageView<'_, u16>, border: Border) -> recursive::TentMoments<'_> {
-        recursive::tent_moments_u16(src, border)
-    }
-}
-
-impl VariancePixel for f32 {
-    const INTEGER_MAX: Option<f32> = None;
-    #[inline]
-    fn to_f32(self) -> f32 {
-        self
-    }
-    fn recursive(
-        src: ImageView<'_, f32>,
-        out: Outputs<'_>,
-        p: &VarianceParams,
-        par: Parallelism,
-    ) -> Result<()> {
-        recursive::local_variance_f32(src, out, p, par)
-    }
-    fn tent_moments(src: ImageView<'_, f32>, border: Border) -> recursive::TentMoments<'_> {
-        recursive::tent_moments_f32(src, border)
-    }
-}
+variance_pixel!(u8, Some(255.0), local_variance_u8, tent_moments_u8);
+variance_pixel!(u16, Some(65535.0), local_variance_u16, tent_moments_u16);
+variance_pixel!(f32, None, local_variance_f32, tent_moments_f32);
 
 /// Local variance of `src` into `dst` (same size) with the method, kernel and border of
 /// `p`: `dst(x, y) = sum_{i,j} w(i, j) (s(x+i, y+j) - mu)^2 / sum w`, `mu` the weighted mean,

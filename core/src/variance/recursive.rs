@@ -3,8 +3,8 @@
 //! The 1-D tent of radius `R = 2^k - 1` is a box of width `B = R + 1` convolved with itself:
 //! `w(j) = R + 1 - |j| = #{(a, b) in [0, B)^2 : a + b - R = j}`, so the weighted sums of `x`
 //! and `x^2` over the tent are two cascaded box sums per axis. The streaming engine computes
-//! them row by row without any intermediate image (`TentStream`: vertical running boxes with a ring of
-//! `B` rows, horizontal double prefix sums; see `tent_sums.rs`), outside pixels from the
+//! them row by row without any intermediate image (`KernelStream`: vertical running boxes with a ring of
+//! `B` rows, horizontal double prefix sums; see `kernel_sums.rs`), outside pixels from the
 //! border rule applied to the ORIGINAL image for the whole kernel. A box kernel of width
 //! `2r + 1` is the same stream with one box per axis.
 //!
@@ -23,7 +23,7 @@
 //! 0 in the sums and counted by the same sums of a 0/1 image: a pixel whose kernel contains
 //! one is NaN, every other pixel is unaffected.
 
-use super::tent_sums::{Shape, TentLanes, TentStream};
+use super::kernel_sums::{Shape, MomentLanes, KernelStream};
 use super::{non_negative, Outputs, VarianceKernel, VarianceParams};
 use crate::border::Border;
 use crate::error::Result;
@@ -35,7 +35,7 @@ use multiversion::multiversion;
 
 /// Sum of the kernel weights: `(R + 1)^4` for the tent, `(2r + 1)^2` for the box.
 fn total_weight(kernel: VarianceKernel) -> u64 {
-    let s: u64 = kernel.weights_1d().iter().map(|&v| v as u64).sum();
+    let s = shape_of(kernel).weight();
     s * s
 }
 
@@ -82,9 +82,9 @@ fn run_outputs(
     Ok(())
 }
 
-/// The kernel of `p` on the streaming engine ([`TentStream`]): for each band of output
+/// The kernel of `p` on the streaming engine ([`KernelStream`]): for each band of output
 /// rows, `emit(sums, row)` turns one row's sums of `x` and `x^2` into output pixels.
-fn stream<L: TentLanes + Clone, O: Pixel>(
+fn stream<L: MomentLanes + Clone, O: Pixel>(
     src: ImageView<'_, L::In>,
     lanes: L,
     p: &VarianceParams,
@@ -100,7 +100,7 @@ fn stream<L: TentLanes + Clone, O: Pixel>(
         Shape::Box { n } => n,
     };
     for_each_band(out, par, min_rows, |y0, mut band| {
-        let mut rows = TentStream::new(src, lanes.clone(), shape, p.border, outside, y0);
+        let mut rows = KernelStream::new(src, lanes.clone(), shape, p.border, outside, y0);
         for i in 0..band.height() {
             emit(rows.next_row(), band.row_mut(i));
         }
@@ -118,7 +118,7 @@ fn shape_of(kernel: VarianceKernel) -> Shape {
 /// column of the widest box `255^2 * 4095`, both below 2^32), u64 kernel sums.
 #[derive(Clone, Copy)]
 struct U8Lanes;
-impl TentLanes for U8Lanes {
+impl MomentLanes for U8Lanes {
     type In = u8;
     type V = u32;
     type H = u64;
@@ -131,7 +131,7 @@ impl TentLanes for U8Lanes {
 /// x and x^2 of u16 pixels: u64 throughout (a tent is at most `65535^2 * 2^32 < 2^64`).
 #[derive(Clone, Copy)]
 struct U16Lanes;
-impl TentLanes for U16Lanes {
+impl MomentLanes for U16Lanes {
     type In = u16;
     type V = u64;
     type H = u64;
@@ -146,7 +146,7 @@ impl TentLanes for U16Lanes {
 struct F32Lanes {
     shift: f64,
 }
-impl TentLanes for F32Lanes {
+impl MomentLanes for F32Lanes {
     type In = f32;
     type V = f64;
     type H = f64;
@@ -160,7 +160,7 @@ impl TentLanes for F32Lanes {
 /// 1 for a non-finite f32 value (the second lane is unused).
 #[derive(Clone, Copy)]
 struct NonFinite;
-impl TentLanes for NonFinite {
+impl MomentLanes for NonFinite {
     type In = f32;
     type V = u32;
     type H = u64;
@@ -178,22 +178,18 @@ fn emit_exact(sums: [&[u64]; 2], row: &mut [f32], total: u64, numerator_fits_u64
     let inv_w2 = 1.0 / (total as f64 * total as f64);
     let inv_w = 1.0 / total as f64;
     let n = row.len() / if with_mean { 2 } else { 1 };
-    let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
-    let (s1, s2) = (|x: usize| t1[x], |x: usize| t2[x]);
-    let wrapped = |x: usize| {
-        let (a, b) = (s1(x), s2(x));
-        (b.wrapping_mul(total).wrapping_sub(a.wrapping_mul(a)) as f64 * inv_w2) as f32
-    };
+    let (s1, s2) = (&sums[0][..n], &sums[1][..n]);
+    let wrapped = |x: usize| (s2[x].wrapping_mul(total).wrapping_sub(s1[x].wrapping_mul(s1[x])) as f64 * inv_w2) as f32;
     match (with_mean, numerator_fits_u64) {
         (false, true) => row.iter_mut().enumerate().for_each(|(x, o)| *o = wrapped(x)),
         (true, true) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
-            o[0] = (s1(x) as f64 * inv_w) as f32;
+            o[0] = (s1[x] as f64 * inv_w) as f32;
             o[1] = wrapped(x);
         }),
-        (false, false) => row.iter_mut().enumerate().for_each(|(x, o)| *o = exact_variance(s1(x), s2(x), total, inv_w2)),
+        (false, false) => row.iter_mut().enumerate().for_each(|(x, o)| *o = exact_variance(s1[x], s2[x], total, inv_w2)),
         (true, false) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
-            o[0] = (s1(x) as f64 * inv_w) as f32;
-            o[1] = exact_variance(s1(x), s2(x), total, inv_w2);
+            o[0] = (s1[x] as f64 * inv_w) as f32;
+            o[1] = exact_variance(s1[x], s2[x], total, inv_w2);
         }),
     }
 }
@@ -206,7 +202,7 @@ fn numerator_fits_u64(total: u64, max: u64) -> bool {
 }
 
 /// The exact pipeline of an integer image with values in `0..=max`.
-fn exact<L: TentLanes<H = u64> + Clone>(src: ImageView<'_, L::In>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism, lanes: L, outside: L::In, max: u64) -> Result<()> {
+fn exact<L: MomentLanes<H = u64> + Clone>(src: ImageView<'_, L::In>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism, lanes: L, outside: L::In, max: u64) -> Result<()> {
     let total = total_weight(p.kernel);
     let fits = numerator_fits_u64(total, max);
     run_outputs(out, par, |out, with_mean| {
@@ -322,12 +318,12 @@ fn moments_f64(sums: [&[f64]; 2], inv_w: f64, shift: f64, mean: &mut [f32], var:
     }
 }
 
-struct IntegerMoments<'a, L: TentLanes<H = u64>> {
-    stream: TentStream<'a, L>,
+struct IntegerMoments<'a, L: MomentLanes<H = u64>> {
+    stream: KernelStream<'a, L>,
     inv_w: f64,
 }
 
-impl<L: TentLanes<H = u64>> TentMomentRows for IntegerMoments<'_, L> {
+impl<L: MomentLanes<H = u64>> TentMomentRows for IntegerMoments<'_, L> {
     fn next_row(&mut self, mean: &mut [f32], var: &mut [f32]) {
         moments_u64(self.stream.next_row(), self.inv_w, mean, var);
     }
@@ -335,8 +331,8 @@ impl<L: TentLanes<H = u64>> TentMomentRows for IntegerMoments<'_, L> {
 
 /// f32 moments of `x - K`, and NaN where the kernel holds a non-finite input.
 struct FloatMoments<'a> {
-    stream: TentStream<'a, F32Lanes>,
-    nonfinite: Option<TentStream<'a, NonFinite>>,
+    stream: KernelStream<'a, F32Lanes>,
+    nonfinite: Option<KernelStream<'a, NonFinite>>,
     inv_w: f64,
     shift: f64,
 }
@@ -369,13 +365,13 @@ impl<'a> TentMoments<'a> {
     }
 }
 
-fn integer_moments<'a, L: TentLanes<H = u64> + Copy + Send + Sync + 'a>(src: ImageView<'a, L::In>, lanes: L, border: Border, outside: L::In) -> TentMoments<'a>
+fn integer_moments<'a, L: MomentLanes<H = u64> + Copy + Send + Sync + 'a>(src: ImageView<'a, L::In>, lanes: L, border: Border, outside: L::In) -> TentMoments<'a>
 where
     L::In: Send + Sync,
 {
     TentMoments {
         open: Box::new(move |radius, y0| {
-            let stream = TentStream::new(src, lanes, Shape::Tent { b: radius + 1 }, border, outside, y0);
+            let stream = KernelStream::new(src, lanes, Shape::Tent { b: radius + 1 }, border, outside, y0);
             Box::new(IntegerMoments { stream, inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64 })
         }),
     }
@@ -397,8 +393,8 @@ pub(crate) fn tent_moments_f32(src: ImageView<'_, f32>, border: Border) -> TentM
         open: Box::new(move |radius, y0| {
             let b = radius + 1;
             Box::new(FloatMoments {
-                stream: TentStream::new(src, F32Lanes { shift }, Shape::Tent { b }, border, outside, y0),
-                nonfinite: has_nonfinite.then(|| TentStream::new(src, NonFinite, Shape::Tent { b }, border, outside, y0)),
+                stream: KernelStream::new(src, F32Lanes { shift }, Shape::Tent { b }, border, outside, y0),
+                nonfinite: has_nonfinite.then(|| KernelStream::new(src, NonFinite, Shape::Tent { b }, border, outside, y0)),
                 inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64,
                 shift,
             })

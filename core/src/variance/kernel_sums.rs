@@ -1,5 +1,5 @@
-//! Streaming tent-weighted sums of `x` and `x^2`, the engine of `Recursive` for the tent
-//! kernel: O(1) per pixel, no intermediate image.
+//! Streaming kernel sums of `x` and `x^2`, the engine of `Recursive`: O(1) per pixel, no
+//! intermediate image, for the tent and the box kernel ([`Shape`]).
 //!
 //! The tent of radius `R = B - 1` is, along each axis, a box of width `B` convolved with
 //! itself, so `T(y) = sum_{t = y - R}^{y} A(t)` with `A(t) = sum_{a < B} X(t + a)`:
@@ -12,12 +12,14 @@
 //!   prefix sum `Q[i + 1] = Q[i] + P[i]`, `P[i] = sum_{u < i} V[u]`, gives each tent as a
 //!   second difference: `T(x) = Q[x + 2B] - 2 Q[x + B] + Q[x]`.
 //!
-//! Outside rows and columns come from the border rule applied to the original image
-//! (outside columns of a row of column tents are the column tents of the source column the
-//! rule names, or the constant times `B^2`). Integer lanes run in wrapping integers: every
-//! intermediate is exact modulo `2^n`, so the final tent sums are exact as long as they fit,
-//! which [`MAX_TENT_RADIUS`](super::MAX_TENT_RADIUS) guarantees for u8 (u32 columns) and u16
-//! (u64 columns). f64 lanes carry rounding of about `2^-52` of the largest partial sum.
+//! A box of width `n = 2r + 1` is one running sum vertically and one prefix difference
+//! horizontally. Outside rows and columns come from the border rule applied to the
+//! original image (outside columns of a row of column sums are the column sums of the
+//! source column the rule names, or the constant times the vertical weight). Integer lanes
+//! run in wrapping integers: every intermediate is exact modulo `2^n`, so the final sums
+//! are exact as long as they fit, which the radius limits guarantee for u8 (u32 columns)
+//! and u16 (u64 columns). f64 lanes use running boxes along rows as well (no prefix over a
+//! whole row), so their rounding stays at the scale of one window.
 
 use crate::border::Border;
 use crate::image::{ImageView, Pixel};
@@ -76,7 +78,7 @@ impl Accumulator for f64 {
 
 /// How one pixel type enters the sums: its `x` and `x^2` lanes, vertical accumulator `V`
 /// (enough for a column tent) and horizontal accumulator `H` (enough for a whole tent).
-pub(crate) trait TentLanes: Sync {
+pub(crate) trait MomentLanes: Sync {
     type In: Pixel;
     type V: Accumulator;
     type H: Accumulator + From<Self::V>;
@@ -100,7 +102,7 @@ impl Shape {
         }
     }
     /// Sum of the weights along one axis.
-    fn weight(self) -> u64 {
+    pub fn weight(self) -> u64 {
         match self {
             Shape::Tent { b } => (b * b) as u64,
             Shape::Box { n } => n as u64,
@@ -110,7 +112,7 @@ impl Shape {
 
 /// `A += lanes(row)` for both lanes across all columns.
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn add_row<L: TentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], row: &[L::In]) {
+fn add_row<L: MomentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], row: &[L::In]) {
     let [a0, a1] = a;
     for ((a0, a1), &v) in a0.iter_mut().zip(a1.iter_mut()).zip(row) {
         let [x, xx] = lanes.lanes(v);
@@ -122,7 +124,7 @@ fn add_row<L: TentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], row: &[L::In]) {
 /// One vertical step: `A += lanes(enter) - lanes(leave)`, `C += A - ring`, `ring = A`, for
 /// both lanes across all columns (one fused loop: `A` stays in a register).
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn vertical_step<L: TentLanes>(lanes: &L, planes: &mut Planes<L::V>, slot: Range<usize>, enter: &[L::In], leave: &[L::In]) {
+fn vertical_step<L: MomentLanes>(lanes: &L, planes: &mut Planes<L::V>, slot: Range<usize>, enter: &[L::In], leave: &[L::In]) {
     let Planes { a: [a0, a1], c: [c0, c1], ring: [r0, r1] } = planes;
     let (r0, r1) = (&mut r0[slot.clone()], &mut r1[slot]);
     let n = a0.len();
@@ -140,7 +142,7 @@ fn vertical_step<L: TentLanes>(lanes: &L, planes: &mut Planes<L::V>, slot: Range
 
 /// One vertical step of a single box: `A += lanes(enter) - lanes(leave)`.
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn slide_step<L: TentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], enter: &[L::In], leave: &[L::In]) {
+fn slide_step<L: MomentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], enter: &[L::In], leave: &[L::In]) {
     let [a0, a1] = a;
     for (((a0, a1), &e), &l) in a0.iter_mut().zip(a1.iter_mut()).zip(enter).zip(leave) {
         let ([e0, e1], [l0, l1]) = (lanes.lanes(e), lanes.lanes(l));
@@ -325,7 +327,7 @@ fn source_row<'r, T: Pixel>(src: &ImageView<'r, T>, border: Border, const_row: &
 /// Kernel sums (tent or box, [`Shape`]) of `x` and `x^2` over `src` row after row from a
 /// first output row, outside pixels from `border` (`outside` for Constant). Cost: O(width)
 /// per row plus O(kernel) rows to start.
-pub(crate) struct TentStream<'a, L: TentLanes> {
+pub(crate) struct KernelStream<'a, L: MomentLanes> {
     src: ImageView<'a, L::In>,
     lanes: L,
     border: Border,
@@ -337,14 +339,14 @@ pub(crate) struct TentStream<'a, L: TentLanes> {
     t: isize,
 }
 
-impl<'a, L: TentLanes> TentStream<'a, L> {
+impl<'a, L: MomentLanes> KernelStream<'a, L> {
     /// A stream whose first [`next_row`](Self::next_row) is output row `y0`.
     pub fn new(src: ImageView<'a, L::In>, lanes: L, shape: Shape, border: Border, outside: L::In, y0: usize) -> Self {
         let w = src.width();
         let horizontal = Horizontal::<L::H>::new(w, shape, border, lanes.lanes(outside));
         let ring_rows = if let Shape::Tent { b } = shape { b } else { 0 };
         let planes = Planes::new(w, ring_rows);
-        let mut s = TentStream { src, lanes, border, const_row: vec![outside; w], shape, planes, horizontal, t: 0 };
+        let mut s = KernelStream { src, lanes, border, const_row: vec![outside; w], shape, planes, horizontal, t: 0 };
         let (y0, r) = (y0 as isize, shape.reach() as isize);
         match shape {
             // Start from A(y0 - R - 1) = X(y0 - R - 1) + ... + X(y0 - 1), summed directly; the
@@ -372,7 +374,7 @@ impl<'a, L: TentLanes> TentStream<'a, L> {
     /// Vertical step to row `t`. Tent: `A(t) = A(t - 1) + X(t + R) - X(t - 1)`,
     /// `C += A(t) - A(t - B)`. Box: `A(t) = A(t - 1) + X(t + r) - X(t - 1 - r)`.
     fn vertical(&mut self, t: isize) {
-        let TentStream { src, lanes, border, const_row, shape, planes, .. } = self;
+        let KernelStream { src, lanes, border, const_row, shape, planes, .. } = self;
         let (w, r) = (src.width(), shape.reach() as isize);
         match *shape {
             Shape::Tent { b } => {
