@@ -39,6 +39,9 @@ pub struct BenchArgs {
     /// Fewer repetitions (for a smoke test)
     #[arg(long)]
     quick: bool,
+    /// Run only the cases whose name contains this text (e.g. `cones_census_8path`)
+    #[arg(long)]
+    filter: Option<String>,
 }
 
 /// What a suite gets: the backends to time and how long to spend.
@@ -65,9 +68,15 @@ impl Bench {
 #[derive(Default)]
 pub struct Recorder {
     results: Vec<Value>,
+    filter: Option<String>,
 }
 
 impl Recorder {
+    /// Whether the case `name` is to run (`--filter`); [`Recorder::time`] skips the others.
+    pub fn wants(&self, name: &str) -> bool {
+        self.filter.as_deref().is_none_or(|f| name.contains(f))
+    }
+
     /// Times `f` (one warm-up call, then `reps` calls) and records its median under `name`.
     /// An operation that fails is recorded with its error instead of a time.
     pub fn time<E: std::fmt::Display>(
@@ -78,6 +87,9 @@ impl Recorder {
         reps: usize,
         mut f: impl FnMut() -> Result<(), E>,
     ) -> Option<f64> {
+        if !self.wants(name) {
+            return None;
+        }
         let warm = Instant::now();
         if let Err(e) = f() {
             self.record(name, params, backend, json!({"error": e.to_string()}));
@@ -116,7 +128,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let (single, _) = open_backend(a.backend, Parallelism::Sequential)?;
     let b = Bench { backend, single, reps: if a.quick { 3 } else { 15 }, quick: a.quick };
-    let mut r = Recorder::default();
+    let mut r = Recorder { filter: a.filter, ..Recorder::default() };
     let suite = match a.suite {
         Suite::Filters => {
             filters::run(&b, &mut r)?;

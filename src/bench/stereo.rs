@@ -88,6 +88,9 @@ struct Case<'a> {
 }
 
 fn run_case(b: &Bench, r: &mut Recorder, c: &Case<'_>, both_thread_modes: bool) -> Result<()> {
+    if !r.wants(c.name) && !(both_thread_modes && r.wants(&format!("{}_1thread", c.name))) {
+        return Ok(());
+    }
     let (w, h) = c.left.size();
     let mut disp = Image::<f32>::new(w, h)?;
     // One untimed run for the scores and the memory figures.
