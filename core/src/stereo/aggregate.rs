@@ -368,8 +368,8 @@ pub(crate) fn aggregate_rows(
         join(par, || dn.run(0..mid, Out::Store(&mut upper)), || upw.run((mid..h).rev(), Out::Store(&mut lower)));
         join(
             par,
-            || dn.run(mid..h, Out::Finish(Some((&lower, h - 1)), bottom)),
-            || upw.run((0..mid).rev(), Out::Finish(Some((&upper, 0)), top)),
+            || dn.run(mid..h, Out::Finish(Some((&mut lower, h - 1)), bottom)),
+            || upw.run((0..mid).rev(), Out::Finish(Some((&mut upper, 0)), top)),
         );
     }
     Ok(())
@@ -390,9 +390,9 @@ fn join(par: Parallelism, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
 enum Out<'a, 'f> {
     /// Appended to this half of S, in the sweep's order of rows: the first of two sweeps.
     Store(&'a mut Vec<u16>),
-    /// Added to the stored row if any (the half of S the other sweep stored, and the row
+    /// Added into the stored row if any (the half of S the other sweep stored, and the row
     /// it stored first), then handed to the sink: the row is final.
-    Finish(Option<(&'a [u16], usize)>, &'a mut RowSink<'f>),
+    Finish(Option<(&'a mut [u16], usize)>, &'a mut RowSink<'f>),
 }
 
 /// One horizontal path (`forward`: left to right) along a row of costs (stride `dp`),
@@ -464,11 +464,11 @@ impl<'c> Sweep<'c> {
         let dp = padded(nd);
         let slot = dp + 2;
         let n = w * dp;
-        let (mut store, stored, mut sink) = match out {
+        let (mut store, mut stored, mut sink) = match out {
             Out::Store(slab) => (Some(slab), None, None),
             Out::Finish(stored, sink) => (None, stored, Some(sink)),
         };
-        if sink.is_some() && self.fin.len() != n {
+        if sink.is_some() && stored.is_none() && self.fin.len() != n {
             self.fin = vec![0u16; n];
         }
         for y in rows {
@@ -478,17 +478,17 @@ impl<'c> Sweep<'c> {
                     slab.resize(at + n, 0);
                     &mut slab[at..]
                 }
-                None => {
-                    match stored {
-                        // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
-                        Some((slab, y0)) => {
-                            let k = y.abs_diff(y0);
-                            self.fin.copy_from_slice(&slab[k * n..(k + 1) * n]);
-                        }
-                        None => self.fin.fill(0),
+                None => match stored.as_mut() {
+                    // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
+                    Some((slab, y0)) => {
+                        let k = y.abs_diff(*y0);
+                        &mut slab[k * n..(k + 1) * n]
                     }
-                    &mut self.fin
-                }
+                    None => {
+                        self.fin.fill(0);
+                        &mut self.fin
+                    }
+                },
             };
             self.src.cost_row(self.region.y + y, self.region.x, w, nd, dp, &mut self.crow);
             let crow = &self.crow[..];

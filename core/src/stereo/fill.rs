@@ -14,77 +14,91 @@
 use super::consistency::OUTSIDE;
 use crate::error::Result;
 use crate::image::{check_same_size, ImageView, ImageViewMut};
+use crate::parallel::{for_each_band, Parallelism};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 const DIRS: [(isize, isize); 8] = [(1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)];
 
 /// Fills `disp` in place as described in the module doc; `occluded` (same size, classes
 /// [`super::consistency::OCCLUDED`] / [`OUTSIDE`], 0 = mismatch) comes from [`super::consistency::lr_check`]; without it every hole is
-/// treated as a mismatch. Returns the pixels filled. Errors: NaN in the map, a mask of
+/// treated as a mismatch. Rows run in parallel bands (each step reads only the map as it
+/// was before the step). Returns the pixels filled. Errors: NaN in the map, a mask of
 /// another size.
-pub fn fill_holes(mut disp: ImageViewMut<'_, f32>, occluded: Option<ImageView<'_, u8>>) -> Result<usize> {
+pub fn fill_holes(mut disp: ImageViewMut<'_, f32>, occluded: Option<ImageView<'_, u8>>, par: Parallelism) -> Result<usize> {
     super::check_no_nan("disparity", disp.as_view())?;
     if let Some(m) = occluded {
         check_same_size(disp.size(), m.size())?;
     }
     let (w, h) = disp.size();
-    let mut filled = 0;
+    let filled = AtomicUsize::new(0);
     // Step 1, the left border strip: scanning each row right to left with the last valid
     // disparity `cur`, a pixel at `x < cur` lies where the surface to its right has its
     // match left of the right image; its own match (clamped cost) cannot be trusted even
     // when it passed the check, so it takes `cur`.
-    for y in 0..h {
-        let row = disp.row_mut(y);
-        let mut cur = f32::INFINITY;
-        for x in (0..w).rev() {
-            if cur.is_finite() && (x as f32) < cur {
-                if !row[x].is_finite() {
-                    filled += 1;
+    for_each_band(disp.reborrow(), par, 16, |_, mut band| {
+        let mut n = 0;
+        for j in 0..band.height() {
+            let row = band.row_mut(j);
+            let mut cur = f32::INFINITY;
+            for x in (0..w).rev() {
+                if cur.is_finite() && (x as f32) < cur {
+                    n += !row[x].is_finite() as usize;
+                    row[x] = cur;
+                } else if row[x].is_finite() {
+                    cur = row[x];
                 }
-                row[x] = cur;
-            } else if row[x].is_finite() {
-                cur = row[x];
             }
         }
-    }
+        filled.fetch_add(n, Ordering::Relaxed);
+    });
     // Step 2: the 8-line fill, reading the map as it is after step 1.
     let src = disp.as_view().to_image();
-    for y in 0..h {
-        for x in 0..w {
-            if src.at(x, y).is_finite() {
-                continue;
-            }
-            let mut v = [0f32; 8];
-            let mut n = 0;
-            for (dx, dy) in DIRS {
-                let (mut cx, mut cy) = (x as isize + dx, y as isize + dy);
-                while cx >= 0 && cy >= 0 && (cx as usize) < w && (cy as usize) < h {
-                    let d = src.at(cx as usize, cy as usize);
-                    if d.is_finite() {
-                        v[n] = d;
-                        n += 1;
-                        break;
-                    }
-                    cx += dx;
-                    cy += dy;
+    for_each_band(disp, par, 16, |y0, mut band| {
+        let mut n = 0;
+        for j in 0..band.height() {
+            let y = y0 + j;
+            let out = band.row_mut(j);
+            for (x, o) in out.iter_mut().enumerate() {
+                if src.at(x, y).is_finite() {
+                    continue;
                 }
+                let mut v = [0f32; 8];
+                let mut found = 0;
+                // The nearest valid pixel to the right (the first direction), for the left border strip.
+                let mut right = None;
+                for (dx, dy) in DIRS {
+                    let (mut cx, mut cy) = (x as isize + dx, y as isize + dy);
+                    while cx >= 0 && cy >= 0 && (cx as usize) < w && (cy as usize) < h {
+                        let d = src.at(cx as usize, cy as usize);
+                        if d.is_finite() {
+                            v[found] = d;
+                            found += 1;
+                            if (dx, dy) == (1, 0) {
+                                right = Some(d);
+                            }
+                            break;
+                        }
+                        cx += dx;
+                        cy += dy;
+                    }
+                }
+                if found == 0 {
+                    continue;
+                }
+                let class = occluded.map_or(0, |m| m.row(y)[x]);
+                let v = &mut v[..found];
+                v.sort_unstable_by(|a, b| a.total_cmp(b));
+                *o = match (class, right) {
+                    (OUTSIDE, Some(r)) => r,
+                    (0, _) => v[(found - 1) / 2],
+                    _ => v[1.min(found - 1)],
+                };
+                n += 1;
             }
-            if n == 0 {
-                continue;
-            }
-            let class = occluded.map_or(0, |m| m.row(y)[x]);
-            // Left border strip: the nearest valid pixel to the right (the first direction).
-            let right = (1..w - x).map(|k| src.at(x + k, y)).find(|d| d.is_finite());
-            let v = &mut v[..n];
-            v.sort_unstable_by(|a, b| a.total_cmp(b));
-            disp.row_mut(y)[x] = match (class, right) {
-                (OUTSIDE, Some(r)) => r,
-                (0, _) => v[(n - 1) / 2],
-                _ => v[1.min(n - 1)],
-            };
-            filled += 1;
         }
-    }
-    Ok(filled)
+        filled.fetch_add(n, Ordering::Relaxed);
+    });
+    Ok(filled.into_inner())
 }
 
 #[cfg(test)]
@@ -103,15 +117,15 @@ mod tests {
         // of the disparity 2 at x = 3 -> 2.
         // Step 2: x = 2 occluded {2, 2} -> 2; x = 4 mismatch {2, 3} -> lower median 2;
         // x = 5 outside -> the value to its right, 3; x = 7 occluded {3} -> 3.
-        assert_eq!(fill_holes(a.view_mut(), Some(occ.view())).unwrap(), 5);
+        assert_eq!(fill_holes(a.view_mut(), Some(occ.view()), Parallelism::AllThreads).unwrap(), 5);
         assert_eq!(a.row(0), &[2.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0]);
         // Second-lowest for occlusions, median for mismatches, on a column.
         let mut c = Image::from_vec(1, 5, alloc::vec![7.0, inf, 3.0, 9.0, inf]).unwrap();
         let occ = Image::from_vec(1, 5, alloc::vec![0u8, 1, 0, 0, 0]).unwrap();
-        fill_holes(c.view_mut(), Some(occ.view())).unwrap();
+        fill_holes(c.view_mut(), Some(occ.view()), Parallelism::Sequential).unwrap();
         assert_eq!(c.as_slice(), &[7.0, 7.0, 3.0, 9.0, 9.0]);
         let mut none = Image::<f32>::filled(3, 2, inf).unwrap();
-        assert_eq!(fill_holes(none.view_mut(), None).unwrap(), 0);
+        assert_eq!(fill_holes(none.view_mut(), None, Parallelism::AllThreads).unwrap(), 0);
     }
 
     proptest! {
@@ -123,7 +137,7 @@ mod tests {
             let src = Image::from_fn(w, h, |_, _| if next() % 3 == 0 { f32::INFINITY } else { (next() % 40) as f32 }).unwrap();
             let occ = Image::from_fn(w, h, |_, _| (next() % 3) as u8).unwrap();
             let mut got = src.clone();
-            let n = fill_holes(got.view_mut(), Some(occ.view())).unwrap();
+            let n = fill_holes(got.view_mut(), Some(occ.view()), Parallelism::AllThreads).unwrap();
             let mut want_n = 0;
             // Step 1 by definition: a pixel left of (x < d) the nearest valid disparity d to
             // its right that itself survived takes d.
@@ -172,9 +186,9 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         let mut a = Image::<f32>::filled(3, 1, f32::NAN).unwrap();
-        assert!(fill_holes(a.view_mut(), None).is_err());
+        assert!(fill_holes(a.view_mut(), None, Parallelism::Sequential).is_err());
         let mut b = Image::<f32>::new(3, 2).unwrap();
         let m = Image::<u8>::new(2, 2).unwrap();
-        assert!(fill_holes(b.view_mut(), Some(m.view())).is_err());
+        assert!(fill_holes(b.view_mut(), Some(m.view()), Parallelism::Sequential).is_err());
     }
 }

@@ -11,93 +11,72 @@ use crate::parallel::{for_each_band, Parallelism};
 use multiversion::multiversion;
 
 /// `dst = median3x3(src)` as described in the module doc. Errors: differing sizes, NaN.
+///
+/// Every pixel takes the same branch-free path, vectorized across x: out-of-image and
+/// invalid neighbours enter the window as `+inf`, so after a partial sort the median of
+/// the `n` valid values is the `(n - 1) / 2`-th smallest of the nine.
 pub fn median3x3(src: ImageView<'_, f32>, dst: ImageViewMut<'_, f32>, par: Parallelism) -> Result<()> {
     check_same_size(src.size(), dst.size())?;
     super::check_no_nan("disparity", src)?;
     let (w, h) = src.size();
     for_each_band(dst, par, 16, |y0, mut band| {
-        let mut fast = alloc::vec![0f32; w.saturating_sub(2)];
-        let mut ok = alloc::vec![false; w.saturating_sub(2)];
+        // Rows y - 1, y, y + 1 with one +inf pixel on either side (+inf rows outside).
+        let mut padded = alloc::vec![f32::INFINITY; 3 * (w + 2)];
         for j in 0..band.height() {
             let y = y0 + j;
-            let rows = [src.row(y.saturating_sub(1)), src.row(y), src.row((y + 1).min(h - 1))];
-            let ys = [y > 0, true, y + 1 < h];
-            // Interior pixels whose 3x3 window is all valid (the common case): the exchange
-            // network for the whole row at once (vectorized across x).
-            let interior = y > 0 && y + 1 < h && w > 2;
-            if interior {
-                median_row(rows[0], rows[1], rows[2], &mut fast, &mut ok);
+            for (k, p) in padded.chunks_exact_mut(w + 2).enumerate() {
+                let inside = (y + k).checked_sub(1).filter(|&yy| yy < h);
+                match inside {
+                    Some(yy) => p[1..=w].copy_from_slice(src.row(yy)),
+                    None => p.fill(f32::INFINITY),
+                }
             }
-            let out = band.row_mut(j);
-            for (x, o) in out.iter_mut().enumerate() {
-                let c = rows[1][x];
-                if !c.is_finite() {
-                    *o = c;
-                    continue;
-                }
-                if interior && x > 0 && x + 1 < w && ok[x - 1] {
-                    *o = fast[x - 1];
-                    continue;
-                }
-                let mut v = [0f32; 9];
-                let mut n = 0;
-                for (r, &inside) in rows.iter().zip(&ys) {
-                    if !inside {
-                        continue;
-                    }
-                    for xx in x.saturating_sub(1)..(x + 2).min(w) {
-                        let d = r[xx];
-                        if d.is_finite() {
-                            v[n] = d;
-                            n += 1;
-                        }
-                    }
-                }
-                let v = &mut v[..n];
-                // n <= 9: insertion sort, no allocation.
-                for i in 1..n {
-                    let mut k = i;
-                    while k > 0 && v[k - 1] > v[k] {
-                        v.swap(k - 1, k);
-                        k -= 1;
-                    }
-                }
-                *o = v[(n - 1) / 2];
-            }
+            let (r0, rest) = padded.split_at(w + 2);
+            let (r1, r2) = rest.split_at(w + 2);
+            median_row(r0, r1, r2, band.row_mut(j));
         }
     });
     Ok(())
 }
 
-/// `med[i]` = the network's median of the 3x3 window centred on `(i + 1)` of the rows
-/// `r0, r1, r2`, and `ok[i]` whether all nine values are finite (only then is it the
-/// median of the valid values). Branch-free, so it vectorizes across `i`.
+/// `out[x]` = the median of the valid values of the 3x3 window centred on `x + 1` of the
+/// padded rows `r0, r1, r2` (`out.len() + 2` values each), or the centre itself when it is
+/// not finite.
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn median_row(r0: &[f32], r1: &[f32], r2: &[f32], med: &mut [f32], ok: &mut [bool]) {
-    let n = med.len();
+fn median_row(r0: &[f32], r1: &[f32], r2: &[f32], out: &mut [f32]) {
+    let n = out.len();
     let (r0, r1, r2) = (&r0[..n + 2], &r1[..n + 2], &r2[..n + 2]);
-    for (i, (m, k)) in med.iter_mut().zip(ok.iter_mut()).enumerate() {
+    for (i, o) in out.iter_mut().enumerate() {
         let v = [r0[i], r0[i + 1], r0[i + 2], r1[i], r1[i + 1], r1[i + 2], r2[i], r2[i + 1], r2[i + 2]];
-        *k = v.iter().fold(true, |a, d| a & d.is_finite());
-        *m = median9(v);
+        let valid = v.iter().fold(0u32, |a, d| a + d.is_finite() as u32);
+        let low = lowest5(v.map(|d| if d.is_finite() { d } else { f32::INFINITY }));
+        // valid >= 1 whenever the centre is finite, so the rank (valid - 1) / 2 is 0..=4.
+        let rank = valid.saturating_sub(1) / 2;
+        let pick = |k: u32, l: f32, m: f32| if rank == k { l } else { m };
+        let m = pick(4, low[4], pick(3, low[3], pick(2, low[2], pick(1, low[1], low[0]))));
+        let c = v[4];
+        *o = if c.is_finite() { m } else { c };
     }
 }
 
-/// Median of 9 finite values with the 19-exchange network of Paeth (Graphics Gems, 1990),
-/// branch-free.
-/// Plain compares instead of `f32::min` / `max` (whose NaN rules cost extra instructions):
-/// the values are never NaN.
+/// The five smallest of nine values, in order: Batcher's odd-even merge sort for 16
+/// inputs restricted to the first nine wires and to the comparators that reach outputs
+/// 0..=4 (25 exchanges), branch-free and written out so every index is a constant (the
+/// array then lives in registers and the caller's loop vectorizes). Plain compares
+/// instead of `f32::min` / `max` (whose NaN rules cost extra instructions): the values
+/// are never NaN.
 #[inline(always)]
-fn median9(mut p: [f32; 9]) -> f32 {
+#[rustfmt::skip]
+fn lowest5(mut p: [f32; 9]) -> [f32; 5] {
     let mut s = |a: usize, b: usize| {
         let (x, y) = (p[a], p[b]);
         let (lo, hi) = if y < x { (y, x) } else { (x, y) };
         p[a] = lo;
         p[b] = hi;
     };
-    s(1, 2); s(4, 5); s(7, 8); s(0, 1); s(3, 4); s(6, 7); s(1, 2); s(4, 5); s(7, 8);
-    s(0, 3); s(5, 8); s(4, 7); s(3, 6); s(1, 4); s(2, 5); s(4, 7); s(4, 2); s(6, 4); s(4, 2);
-    p[4]
+    s(0, 1); s(2, 3); s(0, 2); s(1, 3); s(1, 2); s(4, 5); s(6, 7); s(4, 6); s(5, 7); s(5, 6); s(0, 4); s(2, 6); s(2, 4);
+    s(1, 5); s(3, 7); s(3, 5); s(1, 2); s(3, 4); s(5, 6); s(0, 8); s(4, 8); s(2, 4); s(3, 5); s(1, 2); s(3, 4);
+    [p[0], p[1], p[2], p[3], p[4]]
 }
 
 #[cfg(test)]
@@ -137,18 +116,24 @@ mod tests {
     }
 
     #[test]
-    fn network_is_a_median() {
-        // Every permutation pattern of a few value sets.
+    fn network_finds_the_five_smallest() {
+        // The 0-1 principle: every 0/1 input, then random multi-valued ones.
+        for bits in 0u32..512 {
+            let v: [f32; 9] = core::array::from_fn(|i| ((bits >> i) & 1) as f32);
+            let mut sorted = v;
+            sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            assert_eq!(lowest5(v), sorted[..5], "{v:?}");
+        }
         let mut s = 12345u64;
         for _ in 0..2000 {
             let mut v = [0f32; 9];
             for x in v.iter_mut() {
                 s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                *x = ((s >> 33) % 6) as f32;
+                *x = if (s >> 61) == 0 { f32::INFINITY } else { ((s >> 33) % 6) as f32 };
             }
             let mut sorted = v;
             sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            assert_eq!(median9(v), sorted[4], "{v:?}");
+            assert_eq!(lowest5(v), sorted[..5], "{v:?}");
         }
     }
 

@@ -473,7 +473,7 @@ pub fn stereo_sgm(
         }
     };
     if p.fill {
-        stats.filled = fill::fill_holes(disp.reborrow(), occ.as_ref().map(|o| o.view()))?;
+        stats.filled = fill::fill_holes(disp.reborrow(), occ.as_ref().map(|o| o.view()), par)?;
         whole_bytes += w * h * 5;
     }
     stats.valid = (0..h).map(|y| disp.row(y).iter().filter(|v| v.is_finite()).count()).sum();

@@ -22,19 +22,27 @@ use multiversion::multiversion;
 /// Lanes of the vectorized minimum searches (one AVX-512 register of u16).
 const LANES: usize = 32;
 
-/// Index and value of the first minimum: the minimum by whole blocks (vpminuw), then the
-/// first block holding it and its first lane by an equality bit mask.
+/// The minimum (`u16::MAX` for an empty slice), by whole blocks (vpminuw).
 #[inline(always)]
-fn argmin(s: &[u16]) -> (usize, u16) {
+fn min_of(s: &[u16]) -> u16 {
     let blocks = s.chunks_exact(LANES);
     let tail = blocks.remainder();
     let mut mv = [u16::MAX; LANES];
-    for b in blocks.clone() {
+    for b in blocks {
         for (m, &v) in mv.iter_mut().zip(b) {
             *m = (*m).min(v);
         }
     }
-    let m = tail.iter().copied().fold(mv.iter().copied().fold(u16::MAX, u16::min), u16::min);
+    tail.iter().copied().fold(mv.iter().copied().fold(u16::MAX, u16::min), u16::min)
+}
+
+/// Index and value of the first minimum: the minimum by whole blocks (vpminuw), then the
+/// first block holding it and its first lane by an equality bit mask.
+#[inline(always)]
+fn argmin(s: &[u16]) -> (usize, u16) {
+    let m = min_of(s);
+    let blocks = s.chunks_exact(LANES);
+    let tail = blocks.remainder();
     for (k, b) in blocks.enumerate() {
         let mut bits = 0u32;
         for (i, &v) in b.iter().enumerate() {
@@ -58,9 +66,9 @@ pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, 
         let s = &px[..nd];
         let (best, m) = argmin(s);
         if u > 0 {
-            let ambiguous =
-                s.iter().enumerate().any(|(d, &v)| d.abs_diff(best) > 1 && (v as u32) * (100 - u) < (m as u32) * 100);
-            if ambiguous {
+            // The best candidate more than one step away, as two block-wise minima.
+            let away = min_of(&s[..best.saturating_sub(1)]).min(min_of(&s[(best + 2).min(nd)..]));
+            if (away as u32) * (100 - u) < (m as u32) * 100 {
                 *o = INVALID;
                 rejected += 1;
                 continue;
