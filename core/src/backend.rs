@@ -14,6 +14,7 @@ use crate::parallel::Parallelism;
 use crate::variance::{self, VarianceParams};
 use crate::stitch::{self, PairRegistration, Panorama, RegisterParams, StitchParams};
 use crate::stereo::{self, StereoParams, StereoStats};
+use crate::workspace::Workspace;
 use core::ops::ControlFlow;
 
 /// One implementation of every tessera operation.
@@ -77,15 +78,53 @@ pub trait Backend: Send + Sync {
     fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats>;
 }
 
-/// The CPU backend: the core's own implementations, on one thread or rayon's pool.
-#[derive(Clone, Copy, Debug, Default)]
+/// The CPU backend: the core's own implementations, on one thread or rayon's pool. With
+/// `std` it keeps a [`Workspace`] of scratch buffers between calls (at most
+/// [`crate::workspace::DEFAULT_LIMIT_BYTES`]); without, each call allocates its own.
+#[derive(Debug)]
 pub struct CpuBackend {
     pub parallelism: Parallelism,
+    #[cfg(feature = "std")]
+    cache: std::sync::Mutex<Workspace>,
 }
 
 impl CpuBackend {
-    pub fn new(parallelism: Parallelism) -> Self {
-        CpuBackend { parallelism }
+    pub const fn new(parallelism: Parallelism) -> Self {
+        CpuBackend {
+            parallelism,
+            #[cfg(feature = "std")]
+            cache: std::sync::Mutex::new(Workspace::new(crate::workspace::DEFAULT_LIMIT_BYTES)),
+        }
+    }
+
+    /// Runs `f` with the kept workspace, or with a fresh one while another call holds it.
+    fn with_workspace<R>(&self, f: impl FnOnce(&mut Workspace) -> R) -> R {
+        #[cfg(feature = "std")]
+        if let Ok(mut ws) = self.cache.try_lock() {
+            return f(&mut ws);
+        }
+        f(&mut Workspace::default())
+    }
+
+    /// Frees the scratch buffers kept between calls.
+    pub fn release_workspace(&self) {
+        #[cfg(feature = "std")]
+        if let Ok(mut ws) = self.cache.lock() {
+            ws.clear();
+        }
+    }
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new(Parallelism::default())
+    }
+}
+
+impl Clone for CpuBackend {
+    /// The same settings, with a workspace of its own.
+    fn clone(&self) -> Self {
+        CpuBackend::new(self.parallelism)
     }
 }
 
@@ -180,6 +219,6 @@ impl Backend for CpuBackend {
     }
 
     fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {
-        stereo::stereo_sgm(left, right, disp, p, self.parallelism)
+        self.with_workspace(|ws| stereo::stereo_sgm_with(left, right, disp, p, self.parallelism, ws))
     }
 }

@@ -27,6 +27,7 @@ pub mod simd;
 #[cfg(test)]
 mod testing;
 pub mod variance;
+pub mod workspace;
 pub mod stitch;
 pub mod stereo;
 
@@ -37,4 +38,5 @@ pub use error::{Error, Result};
 pub use glare::{glare, GlareMode, GlareParams, GlareReport};
 pub use image::{AnyImage, AnyView, AnyViewMut, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 pub use parallel::Parallelism;
+pub use workspace::Workspace;
 pub use variance::{local_mean_variance, local_variance, VarianceKernel, VarianceMethod, VarianceParams};

@@ -4,7 +4,7 @@ use crate::error::{bad_arg, BridgeError, Result};
 use std::sync::OnceLock;
 use tessera_core::{Backend, CpuBackend, Parallelism};
 
-static CPU: CpuBackend = CpuBackend { parallelism: Parallelism::AllThreads };
+static CPU: CpuBackend = CpuBackend::new(Parallelism::AllThreads);
 
 /// The CUDA backend, opened once per process (creating a CUDA context costs far more than
 /// any single call), or the reason it could not be opened.

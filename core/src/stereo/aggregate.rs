@@ -26,6 +26,7 @@ use super::{CostVolume, Rect, RowCost};
 use crate::error::{Error, Result};
 use crate::image::{check_same_size, ImageView};
 use crate::parallel::Parallelism;
+use crate::workspace::Workspace;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -271,7 +272,8 @@ pub fn aggregate(
     };
     let mut put_top = |y: usize, s: &[u16]| put(top, 0, y, s);
     let mut put_bottom = |y: usize, s: &[u16]| put(bottom, mid, y, s);
-    aggregate_rows(cost, region, nd, max_u8(&cost.data) as u16, dirs, pen, guide, par, &mut put_top, &mut put_bottom)?;
+    let ws = &mut Workspace::default();
+    aggregate_rows(cost, region, nd, max_u8(&cost.data) as u16, dirs, pen, guide, par, ws, &mut put_top, &mut put_bottom)?;
     Ok(SummedVolume { width: w, height: h, disparities: nd, data })
 }
 
@@ -289,7 +291,8 @@ pub(crate) type RowSink<'a> = dyn FnMut(usize, &[u16]) + Send + 'a;
 /// and uses it for all its directions), for the region `r` of the source's image. Each
 /// row of `S` is handed, once final, to `top` (rows above [`split_row`]) or `bottom`;
 /// the two may run at the same time on two threads. `cost_max` bounds the costs (for the
-/// overflow check); `guide` covers the region.
+/// overflow check); `guide` covers the region. The half-volumes and line buffers come
+/// from `ws` and go back to it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn aggregate_rows(
     src: &dyn RowCost,
@@ -300,6 +303,7 @@ pub(crate) fn aggregate_rows(
     pen: &Penalties,
     guide: Option<ImageView<'_, u8>>,
     par: Parallelism,
+    ws: &mut Workspace,
     top: &mut RowSink<'_>,
     bottom: &mut RowSink<'_>,
 ) -> Result<()> {
@@ -346,8 +350,8 @@ pub(crate) fn aggregate_rows(
             h_up.push(*r);
         }
     }
-    let mut dn = Sweep::new(src, r, nd, down, h_down, &pen, guide);
-    let mut upw = Sweep::new(src, r, nd, up, h_up, &pen, guide);
+    let mut dn = Sweep::new(src, r, nd, down, h_down, &pen, guide, ws);
+    let mut upw = Sweep::new(src, r, nd, up, h_up, &pen, guide, ws);
     let mid = split_row(h);
     if upw.is_empty() || dn.is_empty() {
         // One sweep finishes every row: no volume of S at all.
@@ -364,14 +368,18 @@ pub(crate) fn aggregate_rows(
         // in its sweep's order (the bottom half upside down), so no thread first zeroes
         // the whole volume.
         let n = w * padded(nd);
-        let (mut upper, mut lower) = (Vec::with_capacity(mid * n), Vec::with_capacity((h - mid) * n));
+        let (mut upper, mut lower) = (ws.vec_with_capacity(mid * n), ws.vec_with_capacity((h - mid) * n));
         join(par, || dn.run(0..mid, Out::Store(&mut upper)), || upw.run((mid..h).rev(), Out::Store(&mut lower)));
         join(
             par,
             || dn.run(mid..h, Out::Finish(Some((&mut lower, h - 1)), bottom)),
             || upw.run((0..mid).rev(), Out::Finish(Some((&mut upper, 0)), top)),
         );
+        ws.recycle(upper);
+        ws.recycle(lower);
     }
+    dn.recycle(ws);
+    upw.recycle(ws);
     Ok(())
 }
 
@@ -432,6 +440,7 @@ struct Sweep<'c> {
 }
 
 impl<'c> Sweep<'c> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         src: &'c dyn RowCost,
         region: Rect,
@@ -440,17 +449,25 @@ impl<'c> Sweep<'c> {
         horizontal: Vec<Direction>,
         pen: &'c StepPenalties,
         guide: Option<ImageView<'c, u8>>,
+        ws: &mut Workspace,
     ) -> Self {
         let keep = dirs.iter().map(|r| r.dy.unsigned_abs() as usize).max().unwrap_or(0) + 1;
         let w = region.width;
         let dp = padded(nd);
         let slot = dp + 2;
-        let bufs = dirs.iter().map(|_| vec![u16::MAX; keep * w * slot]).collect();
-        let mins = dirs.iter().map(|_| vec![0u16; keep * w]).collect();
+        let bufs = dirs.iter().map(|_| ws.vec_filled(keep * w * slot, u16::MAX)).collect();
+        let mins = dirs.iter().map(|_| ws.vec_filled(keep * w, 0u16)).collect();
         let scratch = (vec![u16::MAX; slot], vec![u16::MAX; slot]);
         let empty = dirs.is_empty() && horizontal.is_empty();
         let crow = if empty { Vec::new() } else { vec![0u8; w * dp] };
         Sweep { src, region, nd, crow, fin: Vec::new(), dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
+    }
+
+    /// Hands the line buffers back to the workspace.
+    fn recycle(self, ws: &mut Workspace) {
+        for v in self.bufs.into_iter().chain(self.mins) {
+            ws.recycle(v);
+        }
     }
 
     fn is_empty(&self) -> bool {

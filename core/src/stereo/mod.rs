@@ -40,6 +40,7 @@ pub mod wta;
 use crate::error::{require_range, Error, Result};
 use crate::image::{check_same_size, AnyView, Image, ImageView, ImageViewMut, Rgba8};
 use crate::parallel::{for_each_band, Parallelism};
+use crate::workspace::Workspace;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -378,12 +379,19 @@ fn pair<'a>(left: AnyView<'a>, right: AnyView<'a>) -> Result<Pair<'a>> {
 /// subpixel) -> left-right check -> 3x3 median, per tile of `p.tiling`; then hole filling
 /// over the whole map. With `Cost::Mi` the cost is re-estimated from the previous
 /// iteration's checked disparity map (whole image), starting from zero disparity.
-pub fn stereo_sgm(
+pub fn stereo_sgm(left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams, par: Parallelism) -> Result<StereoStats> {
+    stereo_sgm_with(left, right, disp, p, par, &mut Workspace::default())
+}
+
+/// [`stereo_sgm`] with its large scratch buffers (the half-volumes of summed costs, the
+/// per-tile maps) taken from and given back to `ws`, so that repeated calls reuse them.
+pub fn stereo_sgm_with(
     left: AnyView<'_>,
     right: AnyView<'_>,
     mut disp: ImageViewMut<'_, f32>,
     p: &StereoParams,
     par: Parallelism,
+    ws: &mut Workspace,
 ) -> Result<StereoStats> {
     let pr = pair(left, right)?;
     check_same_size(left.size(), disp.size())?;
@@ -401,7 +409,7 @@ pub fn stereo_sgm(
     let mut stats = match p.cost {
         Cost::Ad => {
             let src = cost_ad::AdCost::new(pr);
-            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?
+            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par, ws)?
         }
         Cost::Census { width, height } => {
             let win = CensusWindow::new(width, height)?;
@@ -419,7 +427,7 @@ pub fn stereo_sgm(
             };
             whole_bytes += w * h * (1 + 2 * 8);
             let src = cost_census::CensusCost::new(&cl, &cr)?;
-            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?
+            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par, ws)?
         }
         Cost::Mi { iterations, levels } => {
             let gray_r: Image<u8> = match pr {
@@ -453,14 +461,14 @@ pub fn stereo_sgm(
                     let table = cost_mi::mi_table(lk.view(), rk.view(), init.view())?;
                     let src = cost_mi::MiCost::new(lk.view(), rk.view(), &table);
                     if k == 0 && it + 1 == runs {
-                        last = tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par)?;
+                        last = tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par, ws)?;
                     } else {
                         let dk = p.max_disparity.div_ceil(1 << k).clamp(1, wk - 1);
                         let tiling = if k == 0 { p.tiling } else { Tiling::default() };
                         let q = StereoParams { max_disparity: dk, tiling, ..inter };
                         let t = plan_tiles(wk, hk, dk, q.paths.count(), tiling)?;
                         let mut out = Image::<f32>::new(wk, hk)?;
-                        tiles::run_tiles(&src, lk.view(), &t, &q, out.view_mut(), None, par)?;
+                        tiles::run_tiles(&src, lk.view(), &t, &q, out.view_mut(), None, par, ws)?;
                         init = out;
                     }
                 }

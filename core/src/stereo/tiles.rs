@@ -20,6 +20,7 @@ use super::{aggregate, consistency, median, wta, RowCost, StereoParams, StereoSt
 use crate::error::{Error, Result};
 use crate::image::{Image, ImageView, ImageViewMut};
 use crate::parallel::Parallelism;
+use crate::workspace::Workspace;
 use alloc::format;
 use alloc::vec::Vec;
 
@@ -207,6 +208,7 @@ pub(crate) fn run_tiles(
     mut out: ImageViewMut<'_, f32>,
     mut occluded: Option<ImageViewMut<'_, u8>>,
     par: Parallelism,
+    ws: &mut Workspace,
 ) -> Result<StereoStats> {
     let (p1, p2) = p.penalties();
     let pen = aggregate::Penalties { p1, p2, adaptive_p2: p.adaptive_p2 };
@@ -222,14 +224,14 @@ pub(crate) fn run_tiles(
             - aggregate::line_buffer_bytes(w, nd, dirs, 1);
         stats.peak_bytes = stats.peak_bytes.max(bytes);
         let core = Rect { x: t.core.x - e.x, y: t.core.y - e.y, width: t.core.width, height: t.core.height };
-        let mut left = alloc::vec![INVALID; w * h];
-        let mut occ = alloc::vec![0u8; if p.lr_check { w * h } else { 0 }];
+        let mut left = ws.vec_filled(w * h, INVALID);
+        let mut occ = ws.vec_filled(if p.lr_check { w * h } else { 0 }, 0u8);
         let mid = aggregate::split_row(h);
         let (l_top, l_bottom) = left.split_at_mut(mid * w);
         let (o_top, o_bottom) = occ.split_at_mut(if p.lr_check { mid * w } else { 0 });
         let mut top = RowFinish::new(l_top, o_top, 0, w, p, core);
         let mut bottom = RowFinish::new(l_bottom, o_bottom, mid, w, p, core);
-        aggregate::aggregate_rows(src, e, nd, cost_max, dirs, &pen, Some(g), par, &mut |y, s| top.row(y, s), &mut |y, s| {
+        aggregate::aggregate_rows(src, e, nd, cost_max, dirs, &pen, Some(g), par, ws, &mut |y, s| top.row(y, s), &mut |y, s| {
             bottom.row(y, s)
         })?;
         stats.rejected_uniqueness += top.rejected_uniqueness + bottom.rejected_uniqueness;
@@ -237,23 +239,25 @@ pub(crate) fn run_tiles(
         let left = Image::from_vec(w, h, left)?;
         if p.lr_check {
             if let Some(o) = occluded.as_mut() {
-                copy_core(&Image::from_vec(w, h, occ)?, t, o);
+                copy_core(&ImageView::new(&occ, w, h, w)?, t, o);
             }
         }
-        let result = if p.median {
-            let mut m = Image::<f32>::filled(w, h, INVALID)?;
+        ws.recycle(occ);
+        if p.median {
+            let mut m = Image::from_vec(w, h, ws.vec_filled(w * h, INVALID))?;
             median::median3x3(left.view(), m.view_mut(), par)?;
-            m
+            copy_core(&m.view(), t, &mut out);
+            ws.recycle(m.into_vec());
         } else {
-            left
-        };
-        copy_core(&result, t, &mut out);
+            copy_core(&left.view(), t, &mut out);
+        }
+        ws.recycle(left.into_vec());
     }
     Ok(stats)
 }
 
 /// Copies the core of tile `t` from its extended-region image into the whole-image view.
-fn copy_core<T: crate::image::Pixel>(src: &Image<T>, t: &Tile, out: &mut ImageViewMut<'_, T>) {
+fn copy_core<T: crate::image::Pixel>(src: &ImageView<'_, T>, t: &Tile, out: &mut ImageViewMut<'_, T>) {
     let (dx, dy) = (t.core.x - t.ext.x, t.core.y - t.ext.y);
     for j in 0..t.core.height {
         out.row_mut(t.core.y + j)[t.core.x..t.core.x + t.core.width].copy_from_slice(&src.row(dy + j)[dx..dx + t.core.width]);
