@@ -36,6 +36,27 @@ fn min_of(s: &[u16]) -> u16 {
     tail.iter().copied().fold(mv.iter().copied().fold(u16::MAX, u16::min), u16::min)
 }
 
+/// The minimum over the candidates more than one step away from `best` (`u16::MAX` if
+/// none), block by block with the excluded lanes masked by their index within the block.
+#[inline(always)]
+fn min_away(s: &[u16], best: usize) -> u16 {
+    let (lo, hi) = (best.saturating_sub(1), best + 2);
+    let blocks = s.chunks_exact(LANES);
+    let tail = blocks.remainder();
+    let mut mv = [u16::MAX; LANES];
+    for (k, b) in blocks.enumerate() {
+        let base = k * LANES;
+        let (e0, e1) = (lo.saturating_sub(base).min(LANES) as u16, hi.saturating_sub(base).min(LANES) as u16);
+        for (i, (m, &v)) in mv.iter_mut().zip(b).enumerate() {
+            let excluded = (i as u16) >= e0 && (i as u16) < e1;
+            *m = (*m).min(if excluded { u16::MAX } else { v });
+        }
+    }
+    let base = s.len() - tail.len();
+    let rest = tail.iter().enumerate().filter(|&(i, _)| !(lo..hi).contains(&(base + i))).map(|(_, &v)| v);
+    rest.fold(mv.iter().copied().fold(u16::MAX, u16::min), u16::min)
+}
+
 /// Index and value of the first minimum: the minimum by whole blocks (vpminuw), then the
 /// first block holding it and its first lane by an equality bit mask.
 #[inline(always)]
@@ -62,12 +83,14 @@ fn argmin(s: &[u16]) -> (usize, u16) {
 pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
     let u = uniqueness as u32;
     let mut rejected = 0;
+    // Padding lanes (u16::MAX, after the real ones) never change a first minimum, so a
+    // padded stride is searched whole: no scalar tail.
+    let searched = if stride % LANES == 0 { stride } else { nd };
     for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
+        let (best, m) = argmin(&px[..searched]);
         let s = &px[..nd];
-        let (best, m) = argmin(s);
         if u > 0 {
-            // The best candidate more than one step away, as two block-wise minima.
-            let away = min_of(&s[..best.saturating_sub(1)]).min(min_of(&s[(best + 2).min(nd)..]));
+            let away = min_away(&px[..searched], best);
             if (away as u32) * (100 - u) < (m as u32) * 100 {
                 *o = INVALID;
                 rejected += 1;
@@ -256,6 +279,25 @@ mod tests {
                     }
                     assert_eq!(r.at(x, y) as usize, rb, "right ({x}, {y}) d {d}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn padded_rows_give_the_unpadded_result() {
+        // The pipeline's rows: each pixel's sums padded with u16::MAX to whole blocks.
+        for (d, stride) in [(40, 2 * LANES), (LANES, LANES), (3, LANES)] {
+            let w = 50;
+            let s = random_sum(w, 1, d, 7 + d as u64);
+            let mut padded = alloc::vec![u16::MAX; w * stride];
+            for (p, q) in padded.chunks_exact_mut(stride).zip(s.data.chunks_exact(d)) {
+                p[..d].copy_from_slice(q);
+            }
+            for u in [0, 5, 30] {
+                let (mut a, mut b) = (alloc::vec![0f32; w], alloc::vec![0f32; w]);
+                let ra = wta_left_row(&s.data, d, d, u, true, &mut a);
+                let rb = wta_left_row(&padded, stride, d, u, true, &mut b);
+                assert_eq!((ra, &a), (rb, &b), "d {d} u {u}");
             }
         }
     }
