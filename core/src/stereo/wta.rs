@@ -284,6 +284,25 @@ mod tests {
     }
 
     #[test]
+    fn argmin_is_the_first_minimum() {
+        let mut seed = 99u64;
+        for len in 1..3 * LANES + 5 {
+            for range in [2u64, 5, 70000] {
+                let s: Vec<u16> = (0..len)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        ((seed >> 33) % range).min(u16::MAX as u64) as u16 | if range == 2 { 0xfffe } else { 0 }
+                    })
+                    .collect();
+                let m = *s.iter().min().unwrap();
+                let want = (s.iter().position(|&v| v == m).unwrap(), m);
+                assert_eq!(argmin(&s), want, "{s:?}");
+                assert_eq!(argmin(&alloc::vec![u16::MAX; len]), (0, u16::MAX));
+            }
+        }
+    }
+
+    #[test]
     fn padded_rows_give_the_unpadded_result() {
         // The pipeline's rows: each pixel's sums padded with u16::MAX to whole blocks.
         for (d, stride) in [(40, 2 * LANES), (LANES, LANES), (3, LANES)] {
