@@ -23,6 +23,7 @@ pub mod image;
 pub mod linalg;
 pub mod ncc;
 pub mod parallel;
+pub mod prefix;
 pub mod simd;
 #[cfg(test)]
 mod testing;

@@ -42,7 +42,32 @@ pub fn for_each_band<T: Pixel>(
         return;
     }
     let bands = (workers * 2).min(h.div_ceil(min_rows.max(1))).max(1);
-    let rows = h.div_ceil(bands);
+    run_bands(dst, bands, f);
+}
+
+/// [`for_each_band`] for work whose every band first pays `restart` rows' worth of
+/// start-up (a sliding window refilling its running sums over the window's height):
+/// bands of at least 4 `restart` rows, so that the restart stays a small share, but up to
+/// 8 per worker when that allows (small bands balance better on a busy machine), and a
+/// multiple of the worker count (so no worker waits on a last odd band).
+pub fn for_each_band_restarting<T: Pixel>(
+    dst: ImageViewMut<'_, T>,
+    par: Parallelism,
+    restart: usize,
+    f: impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync,
+) {
+    let h = dst.height();
+    let workers = par.threads();
+    let bands = (h / (4 * restart.max(1))).clamp(workers, 8 * workers) / workers * workers;
+    if workers <= 1 || h < 2 * bands {
+        f(0, dst);
+        return;
+    }
+    run_bands(dst, bands, f);
+}
+
+fn run_bands<T: Pixel>(dst: ImageViewMut<'_, T>, bands: usize, f: impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync) {
+    let rows = dst.height().div_ceil(bands.max(1));
     let parts: Vec<_> = dst.into_row_bands(rows);
     run_parts(parts, &f);
 }

@@ -15,16 +15,11 @@ use multiversion::multiversion;
 pub trait Lane: Copy + Send + Sync + 'static {
     /// Accumulator: u32 for u8, u64 for u16, f64 for f32. Integer accumulators wrap, and
     /// differences of wrapped prefix sums are still exact while a window sum fits.
-    type Acc: Copy + Default + Send + Sync + PartialEq + core::fmt::Debug + 'static;
+    type Acc: crate::prefix::ScanElem + Default + Send + Sync + PartialEq + core::fmt::Debug;
     /// `acc[i] += add[i]`.
     fn add_row(acc: &mut [Self::Acc], add: &[Self]);
     /// `acc[i] += add[i] - sub[i]`: one step of the vertical sliding window.
     fn slide_row(acc: &mut [Self::Acc], add: &[Self], sub: &[Self]);
-    /// In-place running prefix of each row of `row_len` elements in `p`, along interleaved
-    /// channels: `p[i] += p[i - channels]`. Four single-channel rows run as four
-    /// interleaved chains: a prefix sum is a serial chain of adds, and independent chains
-    /// side by side keep the adder busy (4x for f64, whose add has 4 cycles of latency).
-    fn prefix_rows(p: &mut [Self::Acc], row_len: usize, channels: usize);
     fn from_f32(v: f32) -> Self;
     fn acc_from_f64(v: f64) -> Self::Acc;
     fn acc_add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
@@ -35,7 +30,7 @@ pub trait Lane: Copy + Send + Sync + 'static {
 }
 
 macro_rules! int_lane {
-    ($t:ty, $acc:ty, $add:ident, $slide:ident, $prefix:ident, $diff:ident) => {
+    ($t:ty, $acc:ty, $add:ident, $slide:ident, $diff:ident) => {
         #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $diff(p: &[$acc], k: usize, out: &mut [$acc]) {
             for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
@@ -54,48 +49,6 @@ macro_rules! int_lane {
                 *a = a.wrapping_add(x as $acc).wrapping_sub(y as $acc);
             }
         }
-        fn $prefix(p: &mut [$acc], len: usize, c: usize) {
-            if c == 1 && p.len() == 4 * len {
-                let (r0, rest) = p.split_at_mut(len);
-                let (r1, rest) = rest.split_at_mut(len);
-                let (r2, r3) = rest.split_at_mut(len);
-                let mut a: [$acc; 4] = [0; 4];
-                for (((v0, v1), v2), v3) in r0.iter_mut().zip(r1.iter_mut()).zip(r2.iter_mut()).zip(r3.iter_mut()) {
-                    a[0] = a[0].wrapping_add(*v0);
-                    a[1] = a[1].wrapping_add(*v1);
-                    a[2] = a[2].wrapping_add(*v2);
-                    a[3] = a[3].wrapping_add(*v3);
-                    (*v0, *v1, *v2, *v3) = (a[0], a[1], a[2], a[3]);
-                }
-                return;
-            }
-            for row in p.chunks_exact_mut(len) {
-                // One running register per channel: no reload of the previous element.
-                match c {
-                    1 => {
-                        let mut a: $acc = 0;
-                        for v in row.iter_mut() {
-                            a = a.wrapping_add(*v);
-                            *v = a;
-                        }
-                    }
-                    4 => {
-                        let mut a = [0 as $acc; 4];
-                        for px in row.chunks_exact_mut(4) {
-                            for (acc, v) in a.iter_mut().zip(px) {
-                                *acc = acc.wrapping_add(*v);
-                                *v = *acc;
-                            }
-                        }
-                    }
-                    _ => {
-                        for i in c..row.len() {
-                            row[i] = row[i].wrapping_add(row[i - c]);
-                        }
-                    }
-                }
-            }
-        }
         impl Lane for $t {
             type Acc = $acc;
             #[inline]
@@ -105,10 +58,6 @@ macro_rules! int_lane {
             #[inline]
             fn slide_row(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
                 $slide(acc, add, sub)
-            }
-            #[inline]
-            fn prefix_rows(p: &mut [$acc], len: usize, c: usize) {
-                $prefix(p, len, c)
             }
             #[inline]
             fn from_f32(v: f32) -> $t {
@@ -137,8 +86,8 @@ macro_rules! int_lane {
         }
     };
 }
-int_lane!(u8, u32, add_row_u8, slide_row_u8, prefix_u32, diff_u32);
-int_lane!(u16, u64, add_row_u16, slide_row_u16, prefix_u64, diff_u64);
+int_lane!(u8, u32, add_row_u8, slide_row_u8, diff_u32);
+int_lane!(u16, u64, add_row_u16, slide_row_u16, diff_u64);
 
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn add_row_f32(acc: &mut [f64], add: &[f32]) {
@@ -171,27 +120,6 @@ impl Lane for f32 {
     fn slide_row(acc: &mut [f64], add: &[f32], sub: &[f32]) {
         slide_row_f32(acc, add, sub)
     }
-    fn prefix_rows(p: &mut [f64], len: usize, c: usize) {
-        if c == 1 && p.len() == 4 * len {
-            let (r0, rest) = p.split_at_mut(len);
-            let (r1, rest) = rest.split_at_mut(len);
-            let (r2, r3) = rest.split_at_mut(len);
-            let mut a = [0.0f64; 4];
-            for (((v0, v1), v2), v3) in r0.iter_mut().zip(r1.iter_mut()).zip(r2.iter_mut()).zip(r3.iter_mut()) {
-                a[0] += *v0;
-                a[1] += *v1;
-                a[2] += *v2;
-                a[3] += *v3;
-                (*v0, *v1, *v2, *v3) = (a[0], a[1], a[2], a[3]);
-            }
-            return;
-        }
-        for row in p.chunks_exact_mut(len) {
-            for i in c..row.len() {
-                row[i] += row[i - c];
-            }
-        }
-    }
     #[inline]
     fn from_f32(v: f32) -> f32 {
         v
@@ -218,12 +146,73 @@ impl Lane for f32 {
     }
 }
 
-/// `out[i] = round_half_up(sum[i] / area)` for exact integer window sums, vectorized.
-/// Exact: with q = (2 s + a) / (2 a) <= 65536 and a < 2^25, the f64 product is within
-/// 2^-36 of q, and a non-integer q is at least 2^-25 below the next integer, so adding
-/// 2^-30 before the floor gives exactly floor(q).
+/// A zeroed scratch row whose element `lead` starts a 64-byte line (the width of an
+/// AVX-512 vector): a vector store that straddles two lines costs about twice one that
+/// does not, and the allocator only promises 16-byte alignment.
+pub struct AlignedRow<T> {
+    storage: alloc::vec::Vec<T>,
+    start: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> AlignedRow<T> {
+    pub fn new(len: usize, lead: usize) -> Self {
+        let per_line = (64 / core::mem::size_of::<T>().max(1)).max(1);
+        let storage = alloc::vec![T::default(); len + per_line];
+        // storage[start + lead] on a line boundary; unaligned if that cannot be had.
+        let start = storage.as_ptr().wrapping_add(lead).align_offset(64);
+        let start = if start < per_line { start } else { 0 };
+        AlignedRow { storage, start, len }
+    }
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
+        &self.storage[self.start..self.start + self.len]
+    }
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+/// Largest area whose means [`round_div_u32_to_u8`] takes in f32 without a correction.
+pub const F32_MEAN_EXACT_AREA: u32 = 1 << 14;
+/// Largest area whose means [`round_div_u32_to_u8`] takes in f32 (every square window up to
+/// 256 x 256).
+pub const F32_MEAN_MAX_AREA: u32 = 1 << 16;
+
+/// `out[i] = round_half_up(sum[i] / area)` for exact integer window sums `sum[i] <= 255 area`,
+/// vectorized. round_half_up(s / a) = q = floor(t / a) with t = s + floor(a / 2) (for odd
+/// a, 2s + a is odd, so floor((2s + a) / 2a) = floor((2s + a - 1) / 2a)).
+///
+/// Areas up to 2^16, in f32 (16 lanes of AVX-512): t <= 255.5 a < 2^24 converts exactly.
+/// With r = 1/a rounded up to f32 (r - 1/a < ulp(r) <= 2^-23 r, so r a < 1 / (1 - 2^-23)),
+/// y = fl(t r) >= q: t r >= t / a >= q, and rounding is monotone with q representable.
+/// Above, t / a <= q + 1 - 1/a and t r - t / a < 255.5 (1 / (1 - 2^-23) - 1) < 2^-15, so
+/// t r < q + 1 - 1/a + 2^-15:
+/// - a <= 2^14: t r < q + 1 - 2^-15, a representable number below q + 1 <= 256, so
+///   y < q + 1 and trunc(y) = q;
+/// - a <= 2^16: t r < q + 2, so trunc(y) = q0 is q or q + 1, and q0 a <= 2^24 is exact in
+///   f32, so `q0 a > t` tells q0 = q + 1 exactly (three more instructions per vector).
+///
+/// Larger areas, in f64: with q = (2 s + a) / (2 a) <= 65536 and a < 2^25, the f64 product
+/// is within 2^-36 of q, and a non-integer q is at least 2^-25 below the next integer, so
+/// adding 2^-30 before the floor gives exactly floor(q).
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
+    if area <= F32_MEAN_MAX_AREA {
+        let (half, max) = (area / 2, 255 * area);
+        let (r, a) = (recip_up_f32(area), area as f32);
+        let corrected = area > F32_MEAN_EXACT_AREA;
+        for (o, &s) in out.iter_mut().zip(sums) {
+            // (The min only keeps a sum beyond the contract in range.)
+            let t = (s.min(max) + half) as i32 as f32;
+            // SAFETY: 0 <= t r < 257, in i32's range (a plain truncating conversion instead
+            // of Rust's saturating one, which does not vectorize well).
+            let q0 = unsafe { (t * r).to_int_unchecked::<i32>() };
+            *o = if corrected { q0 - ((q0 as f32 * a > t) as i32) } else { q0 } as u8;
+        }
+        return;
+    }
     let inv = 1.0 / (2.0 * area as f64);
     let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
     if (area as u64) * 255 < 1 << 31 {
@@ -231,14 +220,23 @@ pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
         // AVX-512); the quotient is <= 255, so the i32 -> u8 truncation is exact.
         for (o, &s) in out.iter_mut().zip(sums) {
             let q = 2.0 * (s as i32) as f64 * inv + bias;
-            // SAFETY: 0 <= q < 256.5, so it is in i32's range (a plain truncating
-            // conversion instead of Rust's saturating one, which does not vectorize well).
+            // SAFETY: 0 <= q < 256.5, so it is in i32's range.
             *o = unsafe { q.to_int_unchecked::<i32>() } as u8;
         }
     } else {
         for (o, &s) in out.iter_mut().zip(sums) {
             *o = (2.0 * s as f64 * inv + bias) as u8;
         }
+    }
+}
+
+/// The smallest f32 >= 1 / a, for 1 <= a <= 2^24 (r a is exact in f64 there).
+fn recip_up_f32(a: u32) -> f32 {
+    let r = 1.0 / a as f32;
+    if (r as f64) * (a as f64) < 1.0 {
+        f32::from_bits(r.to_bits() + 1)
+    } else {
+        r
     }
 }
 
@@ -288,15 +286,39 @@ mod tests {
     use super::*;
     use alloc::vec::Vec;
 
+    fn check_round_div(area: u32, sums: &[u32]) {
+        let mut out = alloc::vec![0u8; sums.len()];
+        round_div_u32_to_u8(sums, area, &mut out);
+        for (&s, &o) in sums.iter().zip(&out) {
+            assert_eq!(o as u64, (2 * s as u64 + area as u64) / (2 * area as u64), "s = {s}, area = {area}");
+        }
+    }
+
     #[test]
     fn round_div_is_exact_round_half_up() {
-        for area in [1u32, 2, 3, 7, 9, 25, 255, 1000, 65025] {
+        // Every sum of: every area up to 2048, every square window of the f32 paths (up to
+        // 256 x 256), the largest areas of each (the smallest margins in the proofs); then
+        // the f64 path's around its limits.
+        let mut areas: Vec<u32> = (1..=2048).collect();
+        areas.extend((46..=256u32).map(|m| m * m));
+        areas.extend(F32_MEAN_EXACT_AREA - 15..=F32_MEAN_EXACT_AREA + 15);
+        areas.extend(F32_MEAN_MAX_AREA - 15..=F32_MEAN_MAX_AREA);
+        for area in areas {
+            let sums: Vec<u32> = (0..=255 * area).collect();
+            check_round_div(area, &sums);
+        }
+        for area in [F32_MEAN_MAX_AREA + 1, 65025, 1 << 20, 4095 * 4095] {
             let sums: Vec<u32> = (0..=255 * area).step_by((area as usize / 7).max(1)).collect();
-            let mut out = alloc::vec![0u8; sums.len()];
-            round_div_u32_to_u8(&sums, area, &mut out);
-            for (&s, &o) in sums.iter().zip(&out) {
-                assert_eq!(o as u32, (2 * s + area) / (2 * area), "s = {s}, area = {area}");
-            }
+            check_round_div(area, &sums);
+        }
+    }
+
+    #[test]
+    fn recip_up_is_the_least_f32_above() {
+        for a in (1..=70_000u32).chain([1 << 24, 16_777_215]) {
+            let r = recip_up_f32(a);
+            assert!(r as f64 * a as f64 >= 1.0, "{a}");
+            assert!((f32::from_bits(r.to_bits() - 1) as f64) * (a as f64) < 1.0, "{a}");
         }
     }
 

@@ -45,6 +45,12 @@ fn shape() -> impl Strategy<Value = (usize, usize, usize, usize, usize)> {
     (1usize..24, 1usize..24, 0usize..5, 1usize..40, 1usize..40)
 }
 
+/// Long rows and wide windows (up to past both edges), few rows: the vector blocks of the
+/// row prefix and of the mirrored edges, and their tails, at every length.
+fn wide_shape() -> impl Strategy<Value = (usize, usize, usize, usize, usize)> {
+    (1usize..300, 1usize..5, 0usize..5, 1usize..640, 1usize..8)
+}
+
 fn par(parallel: bool) -> Parallelism {
     if parallel {
         Parallelism::AllThreads
@@ -53,28 +59,78 @@ fn par(parallel: bool) -> Parallelism {
     }
 }
 
+/// The u8 mean against round-half-up of the exact rational mean, and the u8 box sum
+/// against the exact sum.
+fn check_u8((w, h, pad, kw, kh): (usize, usize, usize, usize, usize), border: Border, seed: u64, parallel: bool) -> Result<(), TestCaseError> {
+    let stride = w + pad;
+    let data: Vec<u8> = (0..stride * h).map(|i| (seed.wrapping_mul(6364136223846793005).wrapping_add((i as u64).wrapping_mul(1442695040888963407)) >> 56) as u8).collect();
+    let src = ImageView::new(&data, w, h, stride).unwrap();
+    let mut out = vec![0u8; stride * h];
+    let mut sums = vec![0u32; w * h];
+    let p = BoxParams { width: kw, height: kh, border };
+    mean_filter(src, ImageViewMut::new(&mut out, w, h, stride).unwrap(), &p, par(parallel)).unwrap();
+    box_sum(src, ImageViewMut::from_slice(&mut sums, w, h).unwrap(), &p, par(parallel)).unwrap();
+    for y in 0..h {
+        for x in 0..w {
+            let (s, n) = reference(&|x, y| data[y * stride + x] as f64, w, h, &p, x, y);
+            let area = if border == Border::Normalize { n } else { kw * kh } as u64;
+            // Round half up of the exact rational s / area.
+            let want = (2 * s as u64 + area) / (2 * area);
+            prop_assert_eq!(out[y * stride + x] as u64, want, "mean ({}, {})", x, y);
+            prop_assert_eq!(sums[y * w + x] as f64, s, "sum ({}, {})", x, y);
+        }
+    }
+    Ok(())
+}
+
+/// The f32 mean and box sum within 1e-5 of the window's magnitude.
+fn check_f32((w, h, pad, kw, kh): (usize, usize, usize, usize, usize), border: Border, seed: u64, parallel: bool) -> Result<(), TestCaseError> {
+    let stride = w + pad;
+    let mut rng = seed | 1;
+    let data: Vec<f32> = (0..stride * h).map(|_| { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; (rng >> 40) as f32 / 1024.0 - 4000.0 }).collect();
+    let src = ImageView::new(&data, w, h, stride).unwrap();
+    let p = BoxParams { width: kw, height: kh, border };
+    let mut mean = vec![0f32; w * h];
+    let mut sum = vec![0f32; w * h];
+    mean_filter(src, ImageViewMut::from_slice(&mut mean, w, h).unwrap(), &p, par(parallel)).unwrap();
+    box_sum_f32(src, ImageViewMut::from_slice(&mut sum, w, h).unwrap(), &p, par(parallel)).unwrap();
+    for y in 0..h {
+        for x in 0..w {
+            let (s, n) = reference(&|x, y| data[y * stride + x] as f64, w, h, &p, x, y);
+            // Relative to the window's magnitude: values are ~4000, so this is 1e-5 of the values summed.
+            let (sa, _) = reference(&|x, y| (data[y * stride + x] as f64).abs(), w, h, &p, x, y);
+            let scale = sa + (p.border.outside_value() as f64).abs() * (kw * kh) as f64 + 1e-30;
+            prop_assert!((sum[y * w + x] as f64 - s).abs() <= 1e-5 * scale, "sum ({}, {}): {} vs {}", x, y, sum[y * w + x], s);
+            let m = expected_mean(s, n, &p);
+            let mscale = expected_mean(scale, n, &p);
+            prop_assert!((mean[y * w + x] as f64 - m).abs() <= 1e-5 * mscale, "mean ({}, {}): {} vs {}", x, y, mean[y * w + x], m);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(160))]
 
     #[test]
     fn u8_mean_is_the_exactly_rounded_mean(
-        (w, h, pad, kw, kh) in shape(), border in border_strategy(true), seed in any::<u64>(), parallel in any::<bool>()
+        shape in shape(), border in border_strategy(true), seed in any::<u64>(), parallel in any::<bool>()
     ) {
-        let stride = w + pad;
-        let data: Vec<u8> = (0..stride * h).map(|i| (seed.wrapping_mul(6364136223846793005).wrapping_add((i as u64).wrapping_mul(1442695040888963407)) >> 56) as u8).collect();
-        let src = ImageView::new(&data, w, h, stride).unwrap();
-        let mut out = vec![0u8; stride * h];
-        let p = BoxParams { width: kw, height: kh, border };
-        mean_filter(src, ImageViewMut::new(&mut out, w, h, stride).unwrap(), &p, par(parallel)).unwrap();
-        for y in 0..h {
-            for x in 0..w {
-                let (s, n) = reference(&|x, y| data[y * stride + x] as f64, w, h, &p, x, y);
-                let area = if border == Border::Normalize { n } else { kw * kh } as u64;
-                // Round half up of the exact rational s / area.
-                let want = (2 * s as u64 + area) / (2 * area);
-                prop_assert_eq!(out[y * stride + x] as u64, want, "({}, {})", x, y);
-            }
-        }
+        check_u8(shape, border, seed, parallel)?;
+    }
+
+    #[test]
+    fn u8_on_long_rows_and_wide_windows(
+        shape in wide_shape(), border in border_strategy(true), seed in any::<u64>(), parallel in any::<bool>()
+    ) {
+        check_u8(shape, border, seed, parallel)?;
+    }
+
+    #[test]
+    fn f32_on_long_rows_and_wide_windows(
+        shape in wide_shape(), border in border_strategy(false), seed in any::<u64>(), parallel in any::<bool>()
+    ) {
+        check_f32(shape, border, seed, parallel)?;
     }
 
     #[test]
@@ -105,29 +161,9 @@ proptest! {
 
     #[test]
     fn f32_mean_and_sum_within_1e5_relative(
-        (w, h, pad, kw, kh) in shape(), border in border_strategy(false), seed in any::<u64>(), parallel in any::<bool>()
+        shape in shape(), border in border_strategy(false), seed in any::<u64>(), parallel in any::<bool>()
     ) {
-        let stride = w + pad;
-        let mut rng = seed | 1;
-        let data: Vec<f32> = (0..stride * h).map(|_| { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; (rng >> 40) as f32 / 1024.0 - 4000.0 }).collect();
-        let src = ImageView::new(&data, w, h, stride).unwrap();
-        let p = BoxParams { width: kw, height: kh, border };
-        let mut mean = vec![0f32; w * h];
-        let mut sum = vec![0f32; w * h];
-        mean_filter(src, ImageViewMut::from_slice(&mut mean, w, h).unwrap(), &p, par(parallel)).unwrap();
-        box_sum_f32(src, ImageViewMut::from_slice(&mut sum, w, h).unwrap(), &p, par(parallel)).unwrap();
-        for y in 0..h {
-            for x in 0..w {
-                let (s, n) = reference(&|x, y| data[y * stride + x] as f64, w, h, &p, x, y);
-                // Relative to the window's magnitude: values are ~4000, so this is 1e-5 of the values summed.
-                let (sa, _) = reference(&|x, y| (data[y * stride + x] as f64).abs(), w, h, &p, x, y);
-                let scale = sa + (p.border.outside_value() as f64).abs() * (kw * kh) as f64 + 1e-30;
-                prop_assert!((sum[y * w + x] as f64 - s).abs() <= 1e-5 * scale, "sum ({}, {}): {} vs {}", x, y, sum[y * w + x], s);
-                let m = expected_mean(s, n, &p);
-                let mscale = expected_mean(scale, n, &p);
-                prop_assert!((mean[y * w + x] as f64 - m).abs() <= 1e-5 * mscale, "mean ({}, {}): {} vs {}", x, y, mean[y * w + x], m);
-            }
-        }
+        check_f32(shape, border, seed, parallel)?;
     }
 
     #[test]
@@ -150,6 +186,25 @@ proptest! {
     }
 
     #[test]
+    fn rgba_on_long_rows_and_wide_windows(
+        (w, h, _pad, kw, kh) in wide_shape(), border in border_strategy(true), seed in any::<u64>()
+    ) {
+        let mut rng = seed | 1;
+        let mut next = move || { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng as u8 };
+        let img = Image::from_fn(w, h, |_, _| Rgba8::new(next(), next(), next(), next())).unwrap();
+        let p = BoxParams { width: kw, height: kh, border };
+        let mut out = Image::<Rgba8>::new(w, h).unwrap();
+        mean_filter(img.view(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
+        for (c, plane) in img.split_channels().iter().enumerate() {
+            let mut want = Image::<u8>::new(w, h).unwrap();
+            mean_filter_naive(plane.view(), want.view_mut(), &p).unwrap();
+            for y in 0..h { for x in 0..w {
+                prop_assert_eq!(out.at(x, y).to_array()[c], want.at(x, y));
+            }}
+        }
+    }
+
+    #[test]
     fn naive_and_recursive_agree(
         (w, h, _pad, kw, kh) in shape(), border in border_strategy(true), seed in any::<u64>()
     ) {
@@ -159,6 +214,23 @@ proptest! {
         mean_filter(img.view(), a.view_mut(), &p, Parallelism::AllThreads).unwrap();
         mean_filter_naive(img.view(), b.view_mut(), &p).unwrap();
         prop_assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn u8_means_of_large_areas_are_exact() {
+    // Areas past 2^14 (the mean's corrected f32 path) and past 2^16 (its f64 path), with
+    // windows past both edges, on every border; all values 255 or 0 in patches.
+    let (w, h) = (41, 23);
+    let img = Image::from_fn(w, h, |x, y| if (x / 3 + y / 5) % 2 == 0 { 255 } else { (x * 7 + y * 13) as u8 }).unwrap();
+    for (kw, kh) in [(129, 129), (255, 255), (40, 410), (257, 300)] {
+        for border in [Border::Reflect101, Border::Replicate, Border::Constant(200.0), Border::Normalize] {
+            let p = BoxParams { width: kw, height: kh, border };
+            let (mut a, mut b) = (Image::<u8>::new(w, h).unwrap(), Image::<u8>::new(w, h).unwrap());
+            mean_filter(img.view(), a.view_mut(), &p, Parallelism::AllThreads).unwrap();
+            mean_filter_naive(img.view(), b.view_mut(), &p).unwrap();
+            assert_eq!(a, b, "{kw} x {kh}, {border:?}");
+        }
     }
 }
 

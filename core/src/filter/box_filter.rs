@@ -5,7 +5,7 @@ use super::sliding::{window_sums, LaneView, Window};
 use crate::border::{inside_count, Border};
 use crate::error::{Error, Result};
 use crate::image::{check_same_size, rgba_as_bytes, rgba_as_bytes_mut, ImageView, ImageViewMut, Pixel, Rgba8};
-use crate::parallel::{for_each_band, Parallelism};
+use crate::parallel::{for_each_band_restarting, Parallelism};
 use crate::simd::{self, Lane};
 
 /// Parameters of the box / mean filter.
@@ -159,7 +159,7 @@ fn banded_window_sums<P: BoxPixel, O: Pixel>(
     let lanes = lane_view(src);
     let win = p.window();
     let failed = core::sync::atomic::AtomicBool::new(false);
-    for_each_band(dst, par, win.height.max(16), |y0, mut band| {
+    for_each_band_restarting(dst, par, win.height, |y0, mut band| {
         let rows = y0..y0 + band.height();
         let r = window_sums(&lanes, win, p.border, rows, |y, sums| write(y, sums, band.row_mut(y - y0)));
         if r.is_err() {
@@ -183,7 +183,6 @@ pub fn box_sum<P: BoxPixel>(
     par: Parallelism,
 ) -> Result<()>
 where
-    P: BoxPixel,
     <P::Lane as Lane>::Acc: Into<u64>,
 {
     validate(&src, dst.size(), p)?;

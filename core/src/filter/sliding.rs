@@ -3,23 +3,23 @@
 //! Vertical pass: a running sum per column (per channel lane) over the window's rows,
 //! updated for each output row by adding the entering row and subtracting the leaving one
 //! (vectorized across columns). Horizontal pass: a prefix sum along the border-extended row
-//! of column sums, and window sums as differences of prefix sums `P[x + kw] - P[x]`
-//! (vectorized). Integer lanes accumulate in wrapping integers, so differences are exact as
-//! long as one window's sum fits the accumulator (guaranteed by [`MAX_WINDOW`]); f32 lanes
-//! accumulate in f64.
+//! of column sums (vectorized along the row: `crate::prefix`), and window sums as
+//! differences of prefix sums `P[x + kw] - P[x]` (vectorized). Integer lanes accumulate in
+//! wrapping integers, so differences are exact as long as one window's sum fits the
+//! accumulator (guaranteed by [`MAX_WINDOW`]); f32 lanes accumulate in f64.
 //!
 //! Every other O(1) filter in the crate (box / mean, the recursive local variance, the
 //! glare detector's local statistics) is built on [`window_sums`].
 
 use crate::border::Border;
 use crate::error::{Error, Result};
-use crate::simd::Lane;
+use crate::prefix::{prefix_sum, prefix_sum_in_place};
+use crate::simd::{AlignedRow, Lane};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
-
-/// Rows whose prefix sums run interleaved (see `Lane::prefix_rows`).
-const ROWS_PER_GROUP: usize = 4;
+#[cfg(feature = "std")]
+use multiversion::multiversion;
 
 /// Largest window side: 255 * 4095^2 < 2^32, so u8 window sums fit u32 exactly.
 pub const MAX_WINDOW: usize = 4095;
@@ -108,16 +108,15 @@ pub fn window_sums<L: Lane>(
         }
     };
 
-    let mut col = vec![L::Acc::default(); n + c];
+    let mut col_row = AlignedRow::new(n + c, 0);
+    let col = col_row.as_mut_slice();
     let y0 = rows.start as isize;
     for yy in y0 - up as isize..=y0 + down as isize {
-        L::add_row(&mut col, source_row(yy));
+        L::add_row(col, source_row(yy));
     }
     // Column sum of a fully outside column (Constant border): kh copies of the constant.
     let outside_col = L::acc_from_f64(outside as f64 * win.height as f64);
     col[n..].fill(outside_col);
-    // Rows go through the horizontal pass in groups of ROWS_PER_GROUP, so that the prefix
-    // sums (a serial chain of adds along a row) run as independent chains side by side.
     let right = win.width - 1 - left;
     // Reflect101 of one channel with a window narrower than the image: the prefix covers
     // the row only, and the windows that reach past an edge add the mirrored columns'
@@ -137,22 +136,22 @@ pub fn window_sums<L: Lane>(
     };
     let (left_lanes, right_lanes) =
         if mirror_direct { (Vec::new(), Vec::new()) } else { (lane_sources(0..left), lane_sources(left + w..w + win.width - 1)) };
-    let mut pre = vec![L::Acc::default(); plen * ROWS_PER_GROUP];
-    let mut sums = vec![L::Acc::default(); n];
-    let mut y = rows.start;
-    while y < rows.end {
-        let g = ROWS_PER_GROUP.min(rows.end - y);
-        for (k, p) in pre.chunks_exact_mut(plen).take(g).enumerate() {
-            let yk = y + k;
-            if yk as isize > y0 {
-                let enter = source_row(yk as isize + down as isize);
-                let leave = source_row(yk as isize - up as isize - 1);
-                L::slide_row(&mut col, enter, leave);
-            }
-            if mirror_direct {
-                p[1..].copy_from_slice(&col[..n]);
-                continue;
-            }
+    // The prefix's vector stores start at p[1] (mirror_direct) or p[0].
+    let mut p_row = AlignedRow::new(plen, mirror_direct as usize);
+    let p = p_row.as_mut_slice();
+    let mut sums_row = AlignedRow::new(n, 0);
+    let sums = sums_row.as_mut_slice();
+    for y in rows {
+        if y as isize > y0 {
+            let enter = source_row(y as isize + down as isize);
+            let leave = source_row(y as isize - up as isize - 1);
+            L::slide_row(col, enter, leave);
+        }
+        if mirror_direct {
+            // p[0] = 0, p[i + 1] = the sum of the first i + 1 column sums.
+            prefix_sum(&col[..n], &mut p[1..], 1);
+            mirrored_window_sums::<L>(p, left, right, sums);
+        } else {
             // p[(j + 1) c + ch] = column sum at extended column j - left (p[..c] stays 0).
             // The interior is one contiguous copy; only the border columns need a lookup.
             p[(left + 1) * c..(left + 1) * c + n].copy_from_slice(&col[..n]);
@@ -164,17 +163,10 @@ pub fn window_sums<L: Lane>(
             for (d, &from) in right_ext.iter_mut().zip(&right_lanes) {
                 *d = col[from];
             }
+            prefix_sum_in_place(p, c);
+            L::window_diff(p, win.width * c, sums);
         }
-        L::prefix_rows(&mut pre[..g * plen], plen, c);
-        for (k, p) in pre.chunks_exact(plen).take(g).enumerate() {
-            if mirror_direct {
-                mirrored_window_sums::<L>(p, left, right, &mut sums);
-            } else {
-                L::window_diff(p, win.width * c, &mut sums);
-            }
-            sink(y + k, &sums);
-        }
-        y += g;
+        sink(y, sums);
     }
     Ok(())
 }
@@ -183,6 +175,7 @@ pub fn window_sums<L: Lane>(
 /// first `i` column sums), Reflect101 outside, `left, right < w`: columns `-j` and
 /// `w - 1 + j` mirror `j` and `w - 1 - j`, so the outside part of a window is a run of
 /// interior columns, itself a difference of prefixes.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn mirrored_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
     let w = sums.len();
     let (sub, add) = (L::acc_sub, L::acc_add);
@@ -191,23 +184,57 @@ fn mirrored_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums: 
     let right_from = (w - right).max(left);
     // columns a..-1 (a = x - left < 0) mirror 1..=-a: p[left - x + 1] - p[1].
     let first = add(p[0], p[1]);
-    for ((o, &hi), &mirror) in sums[..left_only].iter_mut().zip(&p[right + 1..]).zip(p[2..left + 2].iter().rev()) {
-        *o = sub(add(hi, mirror), first);
-    }
+    let mirrors = &p[2 + left - left_only..left + 2];
+    reversed_pair_sums::<L>(&mut sums[..left_only], &p[right + 1..], mirrors, first, false);
     if left < w - right {
         L::window_diff(p, left + right + 1, &mut sums[left..w - right]);
     }
     // columns w..=b (b = x + right > w - 1) mirror 2w - 2 - b ..= w - 2: p[w - 1] - p[2w - 2 - b].
     let last = add(p[w], p[w - 1]);
     let mirrors = &p[2 * w - 1 - right - w..2 * w - 1 - right - right_from];
-    for ((o, &lo), &mirror) in sums[right_from..].iter_mut().zip(&p[right_from - left..]).zip(mirrors.iter().rev()) {
-        *o = sub(sub(last, lo), mirror);
-    }
+    reversed_pair_sums::<L>(&mut sums[right_from..], &p[right_from - left..], mirrors, last, true);
     // Windows past both edges (wider than half the image): the whole row plus both mirrors.
     let both = w - right..left.max(w - right);
     for (x, o) in both.clone().zip(&mut sums[both]) {
         let (a, b) = (left - x, x + right);
         *o = add(sub(p[w], p[0]), add(sub(p[a + 1], p[1]), sub(p[w - 1], p[2 * w - 2 - b])));
+    }
+}
+
+/// `out[i] = fwd[i] + rev[n - 1 - i] - k` (`k - (..)` if `negate`), `n = out.len() = rev.len()`:
+/// the windows at a mirrored edge. In fixed blocks of 16, each one vector with a lane
+/// reversal (a plain loop left up to 63 of a wide window's edge to its scalar tail); the
+/// last block overlaps the one before.
+#[inline(always)]
+fn reversed_pair_sums<L: Lane>(out: &mut [L::Acc], fwd: &[L::Acc], rev: &[L::Acc], k: L::Acc, negate: bool) {
+    const B: usize = 16;
+    let one = |f: L::Acc, r: L::Acc| {
+        let v = L::acc_add(f, r);
+        if negate { L::acc_sub(k, v) } else { L::acc_sub(v, k) }
+    };
+    let n = out.len();
+    if n < B {
+        for ((o, &f), &r) in out.iter_mut().zip(fwd).zip(rev.iter().rev()) {
+            *o = one(f, r);
+        }
+        return;
+    }
+    let mut s = 0;
+    loop {
+        let blocks = (
+            <&mut [L::Acc; B]>::try_from(&mut out[s..s + B]),
+            <&[L::Acc; B]>::try_from(&fwd[s..s + B]),
+            <&[L::Acc; B]>::try_from(&rev[n - B - s..n - s]),
+        );
+        if let (Ok(o), Ok(f), Ok(r)) = blocks {
+            for j in 0..B {
+                o[j] = one(f[j], r[B - 1 - j]);
+            }
+        }
+        if s == n - B {
+            break;
+        }
+        s = (s + B).min(n - B);
     }
 }
 
