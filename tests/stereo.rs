@@ -144,6 +144,28 @@ fn synthetic_pair_mutual_information() {
     }
 }
 
+/// The backend keeps its scratch (half-volumes, line buffers, maps) between calls: a call
+/// after others of different sizes, depths and settings, which leave stale values in those
+/// buffers, must give the bits a fresh call gives.
+#[test]
+fn reused_workspace_gives_the_fresh_result() {
+    let backend = CpuBackend::new(Parallelism::AllThreads);
+    let cases = [(96, 48, 4, 12, 24, Paths::Eight, Cost::CENSUS_7X5), (120, 64, 5, 14, 40, Paths::Four, Cost::Ad), (80, 40, 3, 9, 16, Paths::Sixteen, Cost::CENSUS_9X7)];
+    for _round in 0..2 {
+        for &(w, h, bg, fg, nd, paths, cost) in &cases {
+            let (l, r, _) = synthetic(w, h, bg, fg);
+            let p = StereoParams { max_disparity: nd, cost, paths, ..Default::default() };
+            let (mut fresh, mut reused) = (Image::<f32>::new(w, h).unwrap(), Image::<f32>::new(w, h).unwrap());
+            let (lv, rv) = (AnyView::U8(l.view()), AnyView::U8(r.view()));
+            let a = stereo::stereo_sgm(lv, rv, fresh.view_mut(), &p, Parallelism::AllThreads).unwrap();
+            let b = backend.stereo_sgm(lv, rv, reused.view_mut(), &p).unwrap();
+            assert_eq!(fresh, reused, "{w}x{h}, {nd} disparities, {paths:?}, {cost:?}");
+            assert_eq!((a.valid, a.filled), (b.valid, b.filled));
+        }
+    }
+    backend.release_workspace();
+}
+
 #[test]
 fn tiles_and_bands_agree_with_the_whole_image() {
     let (l, r, gt) = synthetic(120, 64, 5, 14);
