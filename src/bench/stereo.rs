@@ -88,7 +88,8 @@ struct Case<'a> {
 }
 
 fn run_case(b: &Bench, r: &mut Recorder, c: &Case<'_>, both_thread_modes: bool) -> Result<()> {
-    if !r.wants(c.name) && !(both_thread_modes && r.wants(&format!("{}_1thread", c.name))) {
+    let wanted = r.wants(c.name) || (both_thread_modes && r.wants(&format!("{}_1thread", c.name)));
+    if !wanted {
         return Ok(());
     }
     let (w, h) = c.left.size();

@@ -200,6 +200,7 @@ impl<'a> RowFinish<'a> {
 /// Runs cost, aggregation, WTA, LR check and median on every tile and writes the tiles'
 /// cores into `out` (the caller validated everything). Hole filling is left to the caller
 /// (it runs on the whole map).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_tiles(
     src: &dyn RowCost,
     guide: ImageView<'_, u8>,

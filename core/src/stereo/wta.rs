@@ -85,7 +85,7 @@ pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, 
     let mut rejected = 0;
     // Padding lanes (u16::MAX, after the real ones) never change a first minimum, so a
     // padded stride is searched whole: no scalar tail.
-    let searched = if stride % LANES == 0 { stride } else { nd };
+    let searched = if stride.is_multiple_of(LANES) { stride } else { nd };
     for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
         let (best, m) = argmin(&px[..searched]);
         let s = &px[..nd];

@@ -73,7 +73,7 @@ pub fn composite(frames: &[AnyView<'_>], positions: &[Option<(f64, f64)>], blend
     let x1 = placed.iter().map(|p| p.1).max().unwrap_or(0) + fw as i64;
     let y1 = placed.iter().map(|p| p.2).max().unwrap_or(0) + fh as i64;
     let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
-    if !cw.checked_mul(ch).is_some_and(|n| n <= MAX_CANVAS) {
+    if cw.checked_mul(ch).is_none_or(|n| n > MAX_CANVAS) {
         return Err(Error::InvalidParameter {
             name: "canvas",
             reason: alloc::format!("{cw}x{ch} exceeds {MAX_CANVAS} pixels"),
