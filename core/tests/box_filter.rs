@@ -109,6 +109,30 @@ fn check_f32((w, h, pad, kw, kh): (usize, usize, usize, usize, usize), border: B
     Ok(())
 }
 
+/// The RGBA mean filter (all threads) against `single`, a gray filter run on each channel
+/// plane of a random image.
+fn check_rgba_per_channel(
+    w: usize,
+    h: usize,
+    p: BoxParams,
+    seed: u64,
+    single: &dyn Fn(ImageView<'_, u8>, ImageViewMut<'_, u8>, &BoxParams),
+) -> Result<(), TestCaseError> {
+    let mut rng = seed | 1;
+    let mut next = move || { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng as u8 };
+    let img = Image::from_fn(w, h, |_, _| Rgba8::new(next(), next(), next(), next())).unwrap();
+    let mut out = Image::<Rgba8>::new(w, h).unwrap();
+    mean_filter(img.view(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
+    for (c, plane) in img.split_channels().iter().enumerate() {
+        let mut want = Image::<u8>::new(w, h).unwrap();
+        single(plane.view(), want.view_mut(), &p);
+        for y in 0..h { for x in 0..w {
+            prop_assert_eq!(out.at(x, y).to_array()[c], want.at(x, y));
+        }}
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(160))]
 
@@ -170,38 +194,18 @@ proptest! {
     fn rgba_is_filtered_per_channel(
         (w, h, _pad, kw, kh) in shape(), border in border_strategy(true), seed in any::<u64>()
     ) {
-        let mut rng = seed | 1;
-        let mut next = move || { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng as u8 };
-        let img = Image::from_fn(w, h, |_, _| Rgba8::new(next(), next(), next(), next())).unwrap();
-        let p = BoxParams { width: kw, height: kh, border };
-        let mut out = Image::<Rgba8>::new(w, h).unwrap();
-        mean_filter(img.view(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
-        for (c, plane) in img.split_channels().iter().enumerate() {
-            let mut want = Image::<u8>::new(w, h).unwrap();
-            mean_filter(plane.view(), want.view_mut(), &p, Parallelism::Sequential).unwrap();
-            for y in 0..h { for x in 0..w {
-                prop_assert_eq!(out.at(x, y).to_array()[c], want.at(x, y));
-            }}
-        }
+        check_rgba_per_channel(w, h, BoxParams { width: kw, height: kh, border }, seed, &|plane, want, p| {
+            mean_filter(plane, want, p, Parallelism::Sequential).unwrap()
+        })?;
     }
 
     #[test]
     fn rgba_on_long_rows_and_wide_windows(
         (w, h, _pad, kw, kh) in wide_shape(), border in border_strategy(true), seed in any::<u64>()
     ) {
-        let mut rng = seed | 1;
-        let mut next = move || { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng as u8 };
-        let img = Image::from_fn(w, h, |_, _| Rgba8::new(next(), next(), next(), next())).unwrap();
-        let p = BoxParams { width: kw, height: kh, border };
-        let mut out = Image::<Rgba8>::new(w, h).unwrap();
-        mean_filter(img.view(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
-        for (c, plane) in img.split_channels().iter().enumerate() {
-            let mut want = Image::<u8>::new(w, h).unwrap();
-            mean_filter_naive(plane.view(), want.view_mut(), &p).unwrap();
-            for y in 0..h { for x in 0..w {
-                prop_assert_eq!(out.at(x, y).to_array()[c], want.at(x, y));
-            }}
-        }
+        check_rgba_per_channel(w, h, BoxParams { width: kw, height: kh, border }, seed, &|plane, want, p| {
+            mean_filter_naive(plane, want, p).unwrap()
+        })?;
     }
 
     #[test]
