@@ -109,6 +109,9 @@ fn check_f32((w, h, pad, kw, kh): (usize, usize, usize, usize, usize), border: B
     Ok(())
 }
 
+/// A gray u8 mean filter: source, destination, parameters.
+type GrayMean = dyn Fn(ImageView<'_, u8>, ImageViewMut<'_, u8>, &BoxParams);
+
 /// The RGBA mean filter (all threads) against `single`, a gray filter run on each channel
 /// plane of a random image.
 fn check_rgba_per_channel(
@@ -116,7 +119,7 @@ fn check_rgba_per_channel(
     h: usize,
     p: BoxParams,
     seed: u64,
-    single: &dyn Fn(ImageView<'_, u8>, ImageViewMut<'_, u8>, &BoxParams),
+    single: &GrayMean,
 ) -> Result<(), TestCaseError> {
     let mut rng = seed | 1;
     let mut next = move || { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng as u8 };

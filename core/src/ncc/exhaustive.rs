@@ -57,7 +57,7 @@ mod tests {
                 for y in (sy - r as isize).max(0)..=(sy + r as isize).min(52 - th as isize) {
                     for x in (sx - r as isize).max(0)..=(sx + r as isize).min(64 - tw as isize) {
                         if let Some(v) = coefs(x as usize, y as usize) {
-                            if want.map_or(true, |w| v > w.0) {
+                            if want.is_none_or(|w| v > w.0) {
                                 want = Some((v, x as usize, y as usize));
                             }
                         }

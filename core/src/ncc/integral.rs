@@ -210,10 +210,7 @@ mod tests {
     use crate::image::Image;
     use proptest::prelude::*;
 
-    fn naive<T: IntegralSample>(img: &Image<T>, x: usize, y: usize, w: usize, h: usize, off: f64) -> (f64, f64)
-    where
-        T: Into<f64>,
-    {
+    fn naive<T: IntegralSample + Into<f64>>(img: &Image<T>, x: usize, y: usize, w: usize, h: usize, off: f64) -> (f64, f64) {
         let (mut s, mut q) = (0.0, 0.0);
         for yy in y..y + h {
             for xx in x..x + w {
