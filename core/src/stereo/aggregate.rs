@@ -147,10 +147,56 @@ pub(crate) fn padded(nd: usize) -> usize {
     nd.div_ceil(LANES) * LANES
 }
 
+/// The implementation that runs the sweeps, and with it the layout of the line buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// Plain Rust vectorized by the compiler (`multiversion`), any CPU: `dp + 2` lanes per
+    /// pixel, the path costs at `1..=dp` between `u16::MAX` sentinels.
+    Portable,
+    /// [`super::aggregate_avx512`], the path costs of a pixel in `blocks` registers: `dp`
+    /// lanes per pixel, rows 64-byte aligned.
+    Avx512 { blocks: usize },
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU runs for `nd` disparities.
+    pub(crate) fn best(nd: usize) -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let blocks = padded(nd) / LANES;
+            if blocks <= super::aggregate_avx512::MAX_BLOCKS && super::aggregate_avx512::available() {
+                return Kernel::Avx512 { blocks };
+            }
+        }
+        Kernel::Portable
+    }
+
+    /// Lanes per pixel in the path-cost rows.
+    fn slot(self, dp: usize) -> usize {
+        match self {
+            Kernel::Portable => dp + 2,
+            Kernel::Avx512 { .. } => dp,
+        }
+    }
+}
+
+/// Extra lanes allocated per line buffer so that its rows can start on a 64-byte boundary.
+const ALIGN_SLACK: usize = 32;
+
+/// The first index from `p` on a 64-byte boundary (0 if there is none within the slack).
+fn aligned_start(p: *const u16) -> usize {
+    let o = p.align_offset(64);
+    if o < ALIGN_SLACK {
+        o
+    } else {
+        0
+    }
+}
+
 /// The penalties as the kernels use them: P2 looked up by the guide's step `|I(p) - I(p - r)|`.
-struct StepPenalties {
-    p1: u16,
-    p2: [u16; 256],
+pub(crate) struct StepPenalties {
+    pub(crate) p1: u16,
+    pub(crate) p2: [u16; 256],
 }
 
 impl StepPenalties {
@@ -162,7 +208,7 @@ impl StepPenalties {
         StepPenalties { p1: pen.p1, p2 }
     }
     #[inline(always)]
-    fn p2(&self, from: u8, to: u8) -> u16 {
+    pub(crate) fn p2(&self, from: u8, to: u8) -> u16 {
         self.p2[from.abs_diff(to) as usize]
     }
 }
@@ -251,6 +297,18 @@ pub fn aggregate(
     guide: Option<ImageView<'_, u8>>,
     par: Parallelism,
 ) -> Result<SummedVolume> {
+    aggregate_using(Kernel::best(cost.disparities), cost, dirs, pen, guide, par)
+}
+
+/// [`aggregate`] with the given kernel (tests run each one the CPU has).
+fn aggregate_using(
+    kernel: Kernel,
+    cost: &CostVolume,
+    dirs: &[Direction],
+    pen: &Penalties,
+    guide: Option<ImageView<'_, u8>>,
+    par: Parallelism,
+) -> Result<SummedVolume> {
     let (w, h, nd) = (cost.width, cost.height, cost.disparities);
     if w == 0 || h == 0 || nd == 0 || cost.data.len() != w * h * nd {
         return Err(Error::InvalidParameter {
@@ -273,7 +331,8 @@ pub fn aggregate(
     let mut put_top = |y: usize, s: &[u16]| put(top, 0, y, s);
     let mut put_bottom = |y: usize, s: &[u16]| put(bottom, mid, y, s);
     let ws = &mut Workspace::default();
-    aggregate_rows(cost, region, nd, max_u8(&cost.data) as u16, dirs, pen, guide, par, ws, &mut put_top, &mut put_bottom)?;
+    let cost_max = max_u8(&cost.data) as u16;
+    aggregate_rows_using(kernel, cost, region, nd, cost_max, dirs, pen, guide, par, ws, &mut put_top, &mut put_bottom)?;
     Ok(SummedVolume { width: w, height: h, disparities: nd, data })
 }
 
@@ -295,6 +354,24 @@ pub(crate) type RowSink<'a> = dyn FnMut(usize, &[u16]) + Send + 'a;
 /// from `ws` and go back to it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn aggregate_rows(
+    src: &dyn RowCost,
+    r: Rect,
+    nd: usize,
+    cost_max: u16,
+    dirs: &[Direction],
+    pen: &Penalties,
+    guide: Option<ImageView<'_, u8>>,
+    par: Parallelism,
+    ws: &mut Workspace,
+    top: &mut RowSink<'_>,
+    bottom: &mut RowSink<'_>,
+) -> Result<()> {
+    aggregate_rows_using(Kernel::best(nd), src, r, nd, cost_max, dirs, pen, guide, par, ws, top, bottom)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn aggregate_rows_using(
+    kernel: Kernel,
     src: &dyn RowCost,
     r: Rect,
     nd: usize,
@@ -350,8 +427,8 @@ pub(crate) fn aggregate_rows(
             h_up.push(*r);
         }
     }
-    let mut dn = Sweep::new(src, r, nd, down, h_down, &pen, guide, ws);
-    let mut upw = Sweep::new(src, r, nd, up, h_up, &pen, guide, ws);
+    let mut dn = Sweep::new(kernel, src, r, nd, down, h_down, &pen, guide, ws);
+    let mut upw = Sweep::new(kernel, src, r, nd, up, h_up, &pen, guide, ws);
     let mid = split_row(h);
     if upw.is_empty() || dn.is_empty() {
         // One sweep finishes every row: no volume of S at all.
@@ -367,13 +444,17 @@ pub(crate) fn aggregate_rows(
         // of S is written by two threads at once. Each half of S is grown a row at a time
         // in its sweep's order (the bottom half upside down), so no thread first zeroes
         // the whole volume.
+        // Each half starts with the lanes that put its rows on 64-byte boundaries.
         let n = w * padded(nd);
-        let (mut upper, mut lower) = (ws.vec_with_capacity(mid * n), ws.vec_with_capacity((h - mid) * n));
+        let (mut upper, mut lower) = (ws.vec_with_capacity(mid * n + ALIGN_SLACK), ws.vec_with_capacity((h - mid) * n + ALIGN_SLACK));
+        upper.resize(aligned_start(upper.as_ptr()), 0);
+        lower.resize(aligned_start(lower.as_ptr()), 0);
+        let (ua, la) = (upper.len(), lower.len());
         join(par, || dn.run(0..mid, Out::Store(&mut upper)), || upw.run((mid..h).rev(), Out::Store(&mut lower)));
         join(
             par,
-            || dn.run(mid..h, Out::Finish(Some((&mut lower, h - 1)), bottom)),
-            || upw.run((0..mid).rev(), Out::Finish(Some((&mut upper, 0)), top)),
+            || dn.run(mid..h, Out::Finish(Some((&mut lower[la..], h - 1)), bottom)),
+            || upw.run((0..mid).rev(), Out::Finish(Some((&mut upper[ua..], 0)), top)),
         );
         ws.recycle(upper);
         ws.recycle(lower);
@@ -403,24 +484,55 @@ enum Out<'a, 'f> {
     Finish(Option<(&'a mut [u16], usize)>, &'a mut RowSink<'f>),
 }
 
-/// One horizontal path (`forward`: left to right) along a row of costs (stride `dp`),
-/// added into `srow`.
+/// One row of a sweep with `kernel`: the horizontal path (in the order of `forward`) when
+/// `hz` holds the portable kernel's two scratch slots (or, for the AVX-512 kernel, is
+/// `Some` at all), and every direction of `dirs`; their path costs summed into `srow`
+/// (`w * dp` lanes), on top of what it holds unless `fresh`.
+///
+/// # Safety
+/// `srow` is valid for writes of `w * dp` lanes, and for reads too unless `fresh`;
+/// `dirs` are in the kernel's layout.
 #[allow(clippy::too_many_arguments)]
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn horizontal_row(crow: &[u8], nd: usize, forward: bool, pen: &StepPenalties, grow: Option<&[u8]>, srow: &mut [u16], a: &mut [u16], b: &mut [u16]) {
-    let mut no_dirs: [DirRow<'_>; 0] = [];
-    let hz = Some((a, b));
-    if padded(nd) > nd {
-        sweep_row_impl::<true>(crow, nd, forward, hz, grow, &mut no_dirs, srow, pen);
-    } else {
-        sweep_row_impl::<false>(crow, nd, forward, hz, grow, &mut no_dirs, srow, pen);
+unsafe fn kernel_row(
+    kernel: Kernel,
+    crow: &[u8],
+    nd: usize,
+    forward: bool,
+    hz: Option<(&mut [u16], &mut [u16])>,
+    hguide: Option<&[u8]>,
+    dirs: &mut [DirRow<'_>],
+    srow: *mut u16,
+    fresh: bool,
+    pen: &StepPenalties,
+) {
+    let n = crow.len() / padded(nd) * padded(nd);
+    match kernel {
+        Kernel::Portable => {
+            // SAFETY: srow covers n lanes (the caller), zeroed first when they may be
+            // uninitialized.
+            let srow = unsafe {
+                if fresh {
+                    core::ptr::write_bytes(srow, 0, n);
+                }
+                core::slice::from_raw_parts_mut(srow, n)
+            };
+            sweep_row(crow, nd, forward, hz, hguide, dirs, srow, pen);
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: Kernel::best chose it on a CPU that has AVX-512BW, for blocks <=
+        // MAX_BLOCKS; srow and dirs as the caller guarantees.
+        Kernel::Avx512 { blocks } => unsafe {
+            super::aggregate_avx512::sweep_row(blocks, crow, nd, forward, hz.is_some(), hguide, dirs, srow, fresh, pen)
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        Kernel::Avx512 { .. } => unreachable!("Kernel::best picks it on x86-64 only"),
     }
 }
 
 /// The state of one vertical sweep: for each of its directions, the path costs of the last
-/// `keep` rows (ring buffer, `slot = dp + 2` u16 per pixel with MAX sentinels) and their
-/// per-pixel minima.
+/// `keep` rows (ring buffer in the kernel's layout) and their per-pixel minima.
 struct Sweep<'c> {
+    kernel: Kernel,
     src: &'c dyn RowCost,
     region: Rect,
     nd: usize,
@@ -431,10 +543,12 @@ struct Sweep<'c> {
     dirs: Vec<Direction>,
     /// Horizontal directions run on each row of this sweep.
     horizontal: Vec<Direction>,
+    /// The portable kernel's slots for the horizontal path.
     scratch: (Vec<u16>, Vec<u16>),
     pen: &'c StepPenalties,
     guide: Option<ImageView<'c, u8>>,
     keep: usize,
+    /// Ring buffers, [`ALIGN_SLACK`] lanes longer than their rows.
     bufs: Vec<Vec<u16>>,
     mins: Vec<Vec<u16>>,
 }
@@ -442,6 +556,7 @@ struct Sweep<'c> {
 impl<'c> Sweep<'c> {
     #[allow(clippy::too_many_arguments)]
     fn new(
+        kernel: Kernel,
         src: &'c dyn RowCost,
         region: Rect,
         nd: usize,
@@ -454,13 +569,13 @@ impl<'c> Sweep<'c> {
         let keep = dirs.iter().map(|r| r.dy.unsigned_abs() as usize).max().unwrap_or(0) + 1;
         let w = region.width;
         let dp = padded(nd);
-        let slot = dp + 2;
-        let bufs = dirs.iter().map(|_| ws.vec_filled(keep * w * slot, u16::MAX)).collect();
+        let slot = kernel.slot(dp);
+        let bufs = dirs.iter().map(|_| ws.vec_filled(keep * w * slot + ALIGN_SLACK, u16::MAX)).collect();
         let mins = dirs.iter().map(|_| ws.vec_filled(keep * w, 0u16)).collect();
-        let scratch = (vec![u16::MAX; slot], vec![u16::MAX; slot]);
+        let scratch = (vec![u16::MAX; dp + 2], vec![u16::MAX; dp + 2]);
         let empty = dirs.is_empty() && horizontal.is_empty();
         let crow = if empty { Vec::new() } else { vec![0u8; w * dp] };
-        Sweep { src, region, nd, crow, fin: Vec::new(), dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
+        Sweep { kernel, src, region, nd, crow, fin: Vec::new(), dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
     }
 
     /// Hands the line buffers back to the workspace.
@@ -479,7 +594,7 @@ impl<'c> Sweep<'c> {
     fn run(&mut self, rows: impl Iterator<Item = usize>, out: Out<'_, '_>) {
         let (w, h, nd) = (self.region.width, self.region.height, self.nd);
         let dp = padded(nd);
-        let slot = dp + 2;
+        let slot = self.kernel.slot(dp);
         let n = w * dp;
         let (mut store, mut stored, mut sink) = match out {
             Out::Store(slab) => (Some(slab), None, None),
@@ -489,23 +604,19 @@ impl<'c> Sweep<'c> {
             self.fin = vec![0u16; n];
         }
         for y in rows {
-            let srow: &mut [u16] = match store.as_mut() {
-                Some(slab) => {
-                    let at = slab.len();
-                    slab.resize(at + n, 0);
-                    &mut slab[at..]
+            // Where the row's sums go, and whether they start from a stored partial sum.
+            let (srow, fresh): (*mut u16, bool) = match (store.as_mut(), stored.as_mut()) {
+                (Some(slab), _) => {
+                    // Appended: written whole by the kernel before the length covers it.
+                    slab.reserve(n);
+                    (slab.spare_capacity_mut().as_mut_ptr().cast(), true)
                 }
-                None => match stored.as_mut() {
-                    // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
-                    Some((slab, y0)) => {
-                        let k = y.abs_diff(*y0);
-                        &mut slab[k * n..(k + 1) * n]
-                    }
-                    None => {
-                        self.fin.fill(0);
-                        &mut self.fin
-                    }
-                },
+                // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
+                (None, Some((slab, y0))) => {
+                    let k = y.abs_diff(*y0);
+                    (slab[k * n..(k + 1) * n].as_mut_ptr(), false)
+                }
+                (None, None) => (self.fin.as_mut_ptr(), true),
             };
             self.src.cost_row(self.region.y + y, self.region.x, w, nd, dp, &mut self.crow);
             let crow = &self.crow[..];
@@ -515,7 +626,9 @@ impl<'c> Sweep<'c> {
                 let py = y as isize - r.dy as isize;
                 let has_prev_row = py >= 0 && py < h as isize;
                 let prv = if has_prev_row { py as usize % self.keep } else { cur };
-                let (out_row, prev_row) = split_pair(buf, w * slot, cur, prv);
+                let start = aligned_start(buf.as_ptr());
+                let ring = &mut buf[start..start + self.keep * w * slot];
+                let (out_row, prev_row) = split_pair(ring, w * slot, cur, prv);
                 let (out_min, prev_min) = split_pair(mins, w, cur, prv);
                 let grow = if has_prev_row { self.guide.map(|g| (g.row(y), g.row(py as usize))) } else { None };
                 let prev = if has_prev_row { Some((prev_row, prev_min)) } else { None };
@@ -527,27 +640,36 @@ impl<'c> Sweep<'c> {
             let (a, b) = (&mut self.scratch.0[..], &mut self.scratch.1[..]);
             let forward = !matches!(self.horizontal.first(), Some(r) if r.dx < 0);
             let hz = self.horizontal.first().map(|_| (a, b));
-            sweep_row(crow, nd, forward, hz, grow, &mut views, srow, self.pen);
+            // SAFETY: srow covers n lanes: reserved in the slab, a stored row, or `fin`;
+            // read only when not fresh (a stored row). Views are in the kernel's layout.
+            unsafe { kernel_row(self.kernel, crow, nd, forward, hz, grow, &mut views, srow, fresh, self.pen) };
             for r in self.horizontal.iter().skip(1) {
-                let (a, b) = (&mut self.scratch.0, &mut self.scratch.1);
-                horizontal_row(crow, nd, r.dx > 0, self.pen, grow, srow, a, b);
+                let hz = Some((&mut self.scratch.0[..], &mut self.scratch.1[..]));
+                // SAFETY: as above; the row is initialized now.
+                unsafe { kernel_row(self.kernel, crow, nd, r.dx > 0, hz, grow, &mut [], srow, false, self.pen) };
+            }
+            if let Some(slab) = store.as_mut() {
+                // SAFETY: the kernel wrote the n reserved lanes.
+                unsafe { slab.set_len(slab.len() + n) };
             }
             if let Some(sink) = sink.as_mut() {
-                sink(y, srow);
+                // SAFETY: srow's n lanes are initialized (written by the kernel).
+                sink(y, unsafe { core::slice::from_raw_parts(srow, n) });
             }
         }
     }
 }
 
-/// One direction's buffers for the current row of a sweep.
-struct DirRow<'a> {
-    dx: isize,
-    out_row: &'a mut [u16],
-    out_min: &'a mut [u16],
+/// One direction's buffers for the current row of a sweep (rows of the kernel's layout:
+/// `Kernel::slot` lanes per pixel).
+pub(crate) struct DirRow<'a> {
+    pub(crate) dx: isize,
+    pub(crate) out_row: &'a mut [u16],
+    pub(crate) out_min: &'a mut [u16],
     /// Row `y - dy`'s path costs and minima; `None` at the first row (paths start).
-    prev: Option<(&'a [u16], &'a [u16])>,
+    pub(crate) prev: Option<(&'a [u16], &'a [u16])>,
     /// Guide rows `y` and `y - dy` for the adaptive P2.
-    grow: Option<(&'a [u8], &'a [u8])>,
+    pub(crate) grow: Option<(&'a [u8], &'a [u8])>,
 }
 
 /// One row of a sweep: for each x (in the horizontal path's order), the horizontal step
@@ -696,17 +818,42 @@ mod tests {
         l
     }
 
+    /// The portable kernel and the best one of this CPU (if another).
+    fn kernels(nd: usize) -> Vec<Kernel> {
+        let mut k = vec![Kernel::Portable];
+        if Kernel::best(nd) != Kernel::Portable {
+            k.push(Kernel::best(nd));
+        }
+        k
+    }
+
     fn check_against_ref(c: &CostVolume, dirs: &[Direction], pen: Penalties, guide: Option<&Image<u8>>, par: Parallelism) {
-        let got = aggregate(c, dirs, &pen, guide.map(|g| g.view()), par).unwrap();
         let mut want = vec![0i64; c.data.len()];
         for &r in dirs {
             for (acc, v) in want.iter_mut().zip(path_ref(c, r, &pen, guide)) {
                 *acc += v;
             }
         }
-        for (i, (&g, &wv)) in got.data.iter().zip(&want).enumerate() {
-            assert_eq!(g as i64, wv, "index {i}, dirs {dirs:?}");
+        for kernel in kernels(c.disparities) {
+            let got = aggregate_using(kernel, c, dirs, &pen, guide.map(|g| g.view()), par).unwrap();
+            for (i, (&g, &wv)) in got.data.iter().zip(&want).enumerate() {
+                assert_eq!(g as i64, wv, "index {i}, dirs {dirs:?}, {kernel:?}");
+            }
         }
+    }
+
+    #[test]
+    fn the_best_kernel_is_the_vector_one_where_the_cpu_has_it() {
+        // Guards the dispatch: on an AVX-512BW machine (like CI's) the register kernel must
+        // be the one that runs, for up to MAX_BLOCKS blocks, and the portable one above.
+        #[cfg(target_arch = "x86_64")]
+        if super::super::aggregate_avx512::available() {
+            assert_eq!(Kernel::best(64), Kernel::Avx512 { blocks: 2 });
+            assert_eq!(Kernel::best(100), Kernel::Avx512 { blocks: 4 });
+            assert_eq!(Kernel::best(256), Kernel::Avx512 { blocks: 8 });
+            assert_eq!(Kernel::best(257), Kernel::Portable);
+        }
+        assert_eq!(Kernel::best(1000), Kernel::Portable);
     }
 
     #[test]
@@ -733,9 +880,10 @@ mod tests {
 
     #[test]
     fn whole_and_partial_blocks_match_brute_force() {
-        // The kernels work in blocks of LANES disparities: exactly one and two blocks (no
-        // padding) and a padded second block, for each sweep layout.
-        for (k, d) in [LANES, 2 * LANES, LANES + 9].into_iter().enumerate() {
+        // The kernels work in blocks of LANES disparities: one, two and eight whole blocks
+        // (no padding), padded last blocks, and 8 blocks + 3 (past the register kernel's
+        // limit), for each sweep layout.
+        for (k, d) in [LANES, 2 * LANES, LANES + 9, 3 * LANES + 1, 8 * LANES, 8 * LANES + 3].into_iter().enumerate() {
             let (w, h) = (9, 7);
             let c = random_volume(w, h, d, 3 + k as u64, 63);
             let g = Image::from_fn(w, h, |x, y| ((x * 53 + y * 29 + k) % 5 * 40) as u8).unwrap();

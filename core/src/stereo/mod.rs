@@ -25,6 +25,7 @@
 //! An invalid disparity is `f32::INFINITY` (the Middlebury PFM convention).
 
 pub mod aggregate;
+mod aggregate_avx512;
 pub mod colormap;
 pub mod consistency;
 pub mod cost_ad;
