@@ -486,12 +486,13 @@ enum Out<'a, 'f> {
 
 /// One row of a sweep with `kernel`: the horizontal path (in the order of `forward`) when
 /// `hz` holds the portable kernel's two scratch slots (or, for the AVX-512 kernel, is
-/// `Some` at all), and every direction of `dirs`; their path costs summed into `srow`
-/// (`w * dp` lanes), on top of what it holds unless `fresh`.
+/// `Some` at all), and every direction of `dirs`; their path costs summed, plus the
+/// `partial` sums if given (which may be `srow` itself), into `srow` (`w * dp` lanes).
+/// `stream`: `srow` is a 64-byte aligned row that will not be read again soon.
 ///
 /// # Safety
-/// `srow` is valid for writes of `w * dp` lanes, and for reads too unless `fresh`;
-/// `dirs` are in the kernel's layout.
+/// `srow` is valid for writes of `w * dp` lanes, `partial` for as many reads; `dirs` are
+/// in the kernel's layout.
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel_row(
     kernel: Kernel,
@@ -501,18 +502,21 @@ unsafe fn kernel_row(
     hz: Option<(&mut [u16], &mut [u16])>,
     hguide: Option<&[u8]>,
     dirs: &mut [DirRow<'_>],
+    partial: Option<*const u16>,
     srow: *mut u16,
-    fresh: bool,
+    stream: bool,
     pen: &StepPenalties,
 ) {
     let n = crow.len() / padded(nd) * padded(nd);
     match kernel {
         Kernel::Portable => {
-            // SAFETY: srow covers n lanes (the caller), zeroed first when they may be
-            // uninitialized.
+            // SAFETY: srow and partial cover n lanes (the caller); srow is initialized
+            // (with the partial sums or zeros) before the slice is made.
             let srow = unsafe {
-                if fresh {
-                    core::ptr::write_bytes(srow, 0, n);
+                match partial {
+                    Some(p) if p != srow.cast_const() => core::ptr::copy_nonoverlapping(p, srow, n),
+                    Some(_) => {}
+                    None => core::ptr::write_bytes(srow, 0, n),
                 }
                 core::slice::from_raw_parts_mut(srow, n)
             };
@@ -522,7 +526,7 @@ unsafe fn kernel_row(
         // SAFETY: Kernel::best chose it on a CPU that has AVX-512BW, for blocks <=
         // MAX_BLOCKS; srow and dirs as the caller guarantees.
         Kernel::Avx512 { blocks } => unsafe {
-            super::aggregate_avx512::sweep_row(blocks, crow, nd, forward, hz.is_some(), hguide, dirs, srow, fresh, pen)
+            super::aggregate_avx512::sweep_row(blocks, crow, nd, forward, hz.is_some(), hguide, dirs, partial, srow, stream, pen)
         },
         #[cfg(not(target_arch = "x86_64"))]
         Kernel::Avx512 { .. } => unreachable!("Kernel::best picks it on x86-64 only"),
@@ -538,7 +542,7 @@ struct Sweep<'c> {
     nd: usize,
     /// The costs of the current row (stride dp).
     crow: Vec<u8>,
-    /// The sums of the current row when it is finished here.
+    /// The sums of the current row when it is finished here ([`ALIGN_SLACK`] lanes longer).
     fin: Vec<u16>,
     dirs: Vec<Direction>,
     /// Horizontal directions run on each row of this sweep.
@@ -596,27 +600,30 @@ impl<'c> Sweep<'c> {
         let dp = padded(nd);
         let slot = self.kernel.slot(dp);
         let n = w * dp;
-        let (mut store, mut stored, mut sink) = match out {
+        let (mut store, stored, mut sink) = match out {
             Out::Store(slab) => (Some(slab), None, None),
             Out::Finish(stored, sink) => (None, stored, Some(sink)),
         };
-        if sink.is_some() && stored.is_none() && self.fin.len() != n {
-            self.fin = vec![0u16; n];
+        if sink.is_some() && self.fin.len() != n + ALIGN_SLACK {
+            self.fin = vec![0u16; n + ALIGN_SLACK];
         }
+        let fin = aligned_start(self.fin.as_ptr());
         for y in rows {
-            // Where the row's sums go, and whether they start from a stored partial sum.
-            let (srow, fresh): (*mut u16, bool) = match (store.as_mut(), stored.as_mut()) {
+            // Where the row's sums go, and the stored partial sums they start from.
+            let (srow, partial, stream): (*mut u16, Option<*const u16>, bool) = match (store.as_mut(), stored.as_ref()) {
                 (Some(slab), _) => {
                     // Appended: written whole by the kernel before the length covers it.
                     slab.reserve(n);
-                    (slab.spare_capacity_mut().as_mut_ptr().cast(), true)
+                    let row: *mut u16 = slab.spare_capacity_mut().as_mut_ptr().cast();
+                    (row, None, row as usize % 64 == 0)
                 }
                 // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
+                // The finished row goes to `fin`, the stored one is only read.
                 (None, Some((slab, y0))) => {
                     let k = y.abs_diff(*y0);
-                    (slab[k * n..(k + 1) * n].as_mut_ptr(), false)
+                    (self.fin[fin..].as_mut_ptr(), Some(slab[k * n..(k + 1) * n].as_ptr()), false)
                 }
-                (None, None) => (self.fin.as_mut_ptr(), true),
+                (None, None) => (self.fin[fin..].as_mut_ptr(), None, false),
             };
             self.src.cost_row(self.region.y + y, self.region.x, w, nd, dp, &mut self.crow);
             let crow = &self.crow[..];
@@ -640,13 +647,14 @@ impl<'c> Sweep<'c> {
             let (a, b) = (&mut self.scratch.0[..], &mut self.scratch.1[..]);
             let forward = !matches!(self.horizontal.first(), Some(r) if r.dx < 0);
             let hz = self.horizontal.first().map(|_| (a, b));
-            // SAFETY: srow covers n lanes: reserved in the slab, a stored row, or `fin`;
-            // read only when not fresh (a stored row). Views are in the kernel's layout.
-            unsafe { kernel_row(self.kernel, crow, nd, forward, hz, grow, &mut views, srow, fresh, self.pen) };
+            // SAFETY: srow covers n lanes: reserved in the slab (64-byte aligned rows when
+            // streamed: see aggregate_rows) or `fin`; partial is a stored row of n lanes.
+            // Views are in the kernel's layout.
+            unsafe { kernel_row(self.kernel, crow, nd, forward, hz, grow, &mut views, partial, srow, stream, self.pen) };
             for r in self.horizontal.iter().skip(1) {
                 let hz = Some((&mut self.scratch.0[..], &mut self.scratch.1[..]));
-                // SAFETY: as above; the row is initialized now.
-                unsafe { kernel_row(self.kernel, crow, nd, r.dx > 0, hz, grow, &mut [], srow, false, self.pen) };
+                // SAFETY: as above; the row is initialized now and adds to itself.
+                unsafe { kernel_row(self.kernel, crow, nd, r.dx > 0, hz, grow, &mut [], Some(srow.cast_const()), srow, false, self.pen) };
             }
             if let Some(slab) = store.as_mut() {
                 // SAFETY: the kernel wrote the n reserved lanes.
@@ -862,6 +870,10 @@ mod tests {
         let pen = Penalties { p1: 7, p2: 40, adaptive_p2: false };
         for r in PATHS_16 {
             check_against_ref(&c, &[r], pen, None, Parallelism::Sequential);
+        }
+        // Sets with one sweep and two horizontal paths (the second runs on its own).
+        for dirs in [&[dir(1, 0), dir(-1, 0)][..], &[dir(1, 0), dir(0, 1), dir(-1, 0)], &[dir(-1, 0), dir(1, -1), dir(1, 0)]] {
+            check_against_ref(&c, dirs, pen, None, Parallelism::AllThreads);
         }
     }
 

@@ -5,7 +5,10 @@
 //! - a pixel's `D` path costs are `NB` whole registers of 32 u16 lanes (`NB` a constant,
 //!   1 to [`MAX_BLOCKS`]), kept in registers across the pixel: its costs are widened to
 //!   u16 once for all directions, and the sum over the directions is accumulated in
-//!   registers and written once (overwritten when `fresh`, no zeroing pass before);
+//!   registers and written once: no zeroing pass before the first sweep, and the
+//!   second reads the first one's half-volume but writes the final row to a small buffer
+//!   (the half-volume is never written back); the first sweep's rows, read again only
+//!   half a frame later, are stored non-temporally (no read for ownership);
 //! - the neighbours `L(p - r, d -+ 1)` come from the previous pixel's registers by one
 //!   two-source permute each (`vpermt2w`), so the loads are whole aligned blocks (the
 //!   ring buffers hold `dp` lanes per pixel, no sentinels; row starts 64-byte aligned);
@@ -46,13 +49,14 @@ pub(crate) fn available() -> bool {
 
 /// One row of a sweep, as the portable `sweep_row` but in the aligned layout: `crow`
 /// holds `w` pixels of `dp = 32 * nb` costs; `dirs`' rows hold `dp` lanes per pixel;
-/// `srow` (`w * dp` lanes) receives the sum of this sweep's path costs, added to what it
-/// holds unless `fresh`, in which case its contents are never read (and may be
-/// uninitialized). `horizontal`: also run the horizontal path in the order of `forward`.
+/// `srow` (`w * dp` lanes) receives the sum of this sweep's path costs plus `partial`'s
+/// (the same extent; it may be `srow` itself), or of the path costs alone without it.
+/// `stream`: write `srow` with non-temporal stores (it must be 64-byte aligned).
+/// `horizontal`: also run the horizontal path in the order of `forward`.
 ///
 /// # Safety
 /// The CPU supports AVX-512F and BW ([`available`]); `1 <= nb <= MAX_BLOCKS`; `srow` is
-/// valid for `w * dp` reads (unless `fresh`) and writes; the slices of `dirs` are as
+/// valid for `w * dp` writes and `partial` for as many reads; the slices of `dirs` are as
 /// `DirRow` documents with a pixel stride of `dp`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn sweep_row(
@@ -63,15 +67,16 @@ pub(crate) unsafe fn sweep_row(
     horizontal: bool,
     hguide: Option<&[u8]>,
     dirs: &mut [DirRow<'_>],
+    partial: Option<*const u16>,
     srow: *mut u16,
-    fresh: bool,
+    stream: bool,
     pen: &StepPenalties,
 ) {
     macro_rules! by_blocks {
         ($($n:literal)*) => {
             match nb {
                 // SAFETY: forwarded; nb matches the const parameter.
-                $($n => unsafe { row::<$n>(crow, nd, forward, horizontal, hguide, dirs, srow, fresh, pen) },)*
+                $($n => unsafe { row::<$n>(crow, nd, forward, horizontal, hguide, dirs, partial, srow, stream, pen) },)*
                 _ => unreachable!("nb is checked by the caller"),
             }
         };
@@ -102,8 +107,9 @@ unsafe fn row<const NB: usize>(
     horizontal: bool,
     hguide: Option<&[u8]>,
     dirs: &mut [DirRow<'_>],
+    partial: Option<*const u16>,
     srow: *mut u16,
-    fresh: bool,
+    stream: bool,
     pen: &StepPenalties,
 ) {
     // SAFETY: the caller's contract (CPU features, slice layouts, srow's extent); x < w
@@ -127,13 +133,14 @@ unsafe fn row<const NB: usize>(
             let x = if forward { i } else { w - 1 - i };
             let cp = crow.as_ptr().add(x * dp);
             let sp = srow.add(x * dp);
+            let pp = partial.map(|p| p.add(x * dp));
             // (Loops, not closures: a closure would not inherit the target features.)
             let mut c = [_mm512_setzero_si512(); NB];
             let mut acc = [_mm512_setzero_si512(); NB];
             for k in 0..NB {
                 c[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(cp.add(k * LANES).cast()));
-                if !fresh {
-                    acc[k] = _mm512_loadu_si512(sp.add(k * LANES).cast());
+                if let Some(pp) = pp {
+                    acc[k] = _mm512_loadu_si512(pp.add(k * LANES).cast());
                 }
             }
             if horizontal {
@@ -170,8 +177,16 @@ unsafe fn row<const NB: usize>(
                 add_into::<NB>(&mut acc, &l);
             }
             for (k, v) in acc.iter().enumerate() {
-                _mm512_storeu_si512(sp.add(k * LANES).cast(), *v);
+                if stream {
+                    _mm512_stream_si512(sp.add(k * LANES).cast(), *v);
+                } else {
+                    _mm512_storeu_si512(sp.add(k * LANES).cast(), *v);
+                }
             }
+        }
+        if stream {
+            // Orders the non-temporal stores before whatever hands the row to another thread.
+            _mm_sfence();
         }
     }
 }

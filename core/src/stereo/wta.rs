@@ -58,20 +58,26 @@ fn min_away(s: &[u16], best: usize) -> u16 {
 }
 
 /// Index and value of the first minimum: the minimum by whole blocks (vpminuw), then the
-/// first block holding it and its first lane by an equality bit mask.
+/// smallest index among the lanes equal to it, also by whole blocks (each lane holds its
+/// index where it equals the minimum and MAX elsewhere: vpcmpeqw, vpblendmw, vpminuw).
 #[inline(always)]
 fn argmin(s: &[u16]) -> (usize, u16) {
     let m = min_of(s);
+    if s.len() >= u16::MAX as usize {
+        // Indices would not fit the u16 lanes.
+        return (s.iter().position(|&v| v == m).unwrap_or(0), m);
+    }
     let blocks = s.chunks_exact(LANES);
     let tail = blocks.remainder();
+    let mut first = [u16::MAX; LANES];
     for (k, b) in blocks.enumerate() {
-        let mut bits = 0u32;
-        for (i, &v) in b.iter().enumerate() {
-            bits |= ((v == m) as u32) << i;
+        for (i, (f, &v)) in first.iter_mut().zip(b).enumerate() {
+            *f = (*f).min(if v == m { (k * LANES + i) as u16 } else { u16::MAX });
         }
-        if bits != 0 {
-            return (k * LANES + bits.trailing_zeros() as usize, m);
-        }
+    }
+    let first = first.iter().copied().fold(u16::MAX, u16::min) as usize;
+    if first < s.len() {
+        return (first, m);
     }
     let base = s.len() - tail.len();
     (base + tail.iter().position(|&v| v == m).unwrap_or(0), m)
@@ -300,6 +306,11 @@ mod tests {
                 assert_eq!(argmin(&alloc::vec![u16::MAX; len]), (0, u16::MAX));
             }
         }
+        // Longer than the u16 lane indices reach.
+        let mut long = alloc::vec![9u16; 70_000];
+        long[66_000] = 3;
+        long[69_000] = 3;
+        assert_eq!(argmin(&long), (66_000, 3));
     }
 
     #[test]
