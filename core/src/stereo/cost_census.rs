@@ -90,29 +90,58 @@ pub fn census_transform(img: ImageView<'_, u8>, win: CensusWindow) -> Result<Cen
         dst[rx..rx + w].copy_from_slice(src);
         dst[rx + w..].fill(src[w - 1]);
     }
+    // Window offsets into the padded image, in bit order, the centre left out.
+    let offsets: Vec<usize> = (0..win.height)
+        .flat_map(|j| (0..win.width).map(move |i| (i, j)))
+        .filter(|&(i, j)| (i, j) != (rx, ry))
+        .map(|(i, j)| j * pw + i)
+        .collect();
     let mut codes = vec![0u64; w * h];
     for y in 0..h {
-        let centre = &pad[(y + ry) * pw + rx..(y + ry) * pw + rx + w];
         let out = &mut codes[y * w..(y + 1) * w];
-        for j in 0..win.height {
-            for i in 0..win.width {
-                if i == rx && j == ry {
-                    continue;
-                }
-                let q = &pad[(y + j) * pw + i..(y + j) * pw + i + w];
-                census_bit(out, q, centre);
-            }
-        }
+        census_row(&pad[y * pw..], rx + ry * pw, &offsets, out);
     }
     Ok(CensusCodes { width: w, height: h, codes })
 }
 
-/// `out[x] = out[x] << 1 | (q[x] < c[x])`.
+/// Pixels per chunk of [`census_row`]: their codes stay in registers for the whole window.
+const CHUNK: usize = 16;
+
+/// The codes of one row: `top` starts at the window's top-left pixel of the row's first
+/// pixel, `centre` is the centre's offset from it, `offsets` those of the other window
+/// pixels in bit order. Chunks of [`CHUNK`] pixels keep their codes in registers across
+/// the window (a compare, a shift and an or per bit and chunk).
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn census_bit(out: &mut [u64], q: &[u8], c: &[u8]) {
-    for ((o, &a), &b) in out.iter_mut().zip(q).zip(c) {
-        *o = (*o << 1) | (a < b) as u64;
+fn census_row(top: &[u8], centre: usize, offsets: &[usize], out: &mut [u64]) {
+    let w = out.len();
+    let whole = w / CHUNK * CHUNK;
+    for x0 in (0..whole).step_by(CHUNK) {
+        let code = census_chunk(|o| top[o + x0..o + x0 + CHUNK].try_into().unwrap(), centre, offsets);
+        out[x0..x0 + CHUNK].copy_from_slice(&code);
     }
+    if whole < w {
+        let n = w - whole;
+        let load = |o: usize| {
+            let mut v = [0u8; CHUNK];
+            v[..n].copy_from_slice(&top[o + whole..o + whole + n]);
+            v
+        };
+        out[whole..].copy_from_slice(&census_chunk(load, centre, offsets)[..n]);
+    }
+}
+
+/// The codes of [`CHUNK`] pixels whose window pixels at offset `o` are `load(o)`.
+#[inline(always)]
+fn census_chunk(load: impl Fn(usize) -> [u8; CHUNK], centre: usize, offsets: &[usize]) -> [u64; CHUNK] {
+    let c = load(centre);
+    let mut code = [0u64; CHUNK];
+    for &o in offsets {
+        let q = load(o);
+        for k in 0..CHUNK {
+            code[k] = (code[k] << 1) | (q[k] < c[k]) as u64;
+        }
+    }
+    code
 }
 
 /// `out[i * stride + d] = popcount(left[i] ^ rev[w - 1 - (x0 + i) + d])` for `d < nd`: the
