@@ -615,7 +615,7 @@ impl<'c> Sweep<'c> {
                     // Appended: written whole by the kernel before the length covers it.
                     slab.reserve(n);
                     let row: *mut u16 = slab.spare_capacity_mut().as_mut_ptr().cast();
-                    (row, None, row as usize % 64 == 0)
+                    (row, None, (row as usize).is_multiple_of(64))
                 }
                 // The other sweep ran the opposite way: its k-th stored row is y0 -+ k.
                 // The finished row goes to `fin`, the stored one is only read.
