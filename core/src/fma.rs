@@ -65,6 +65,29 @@ impl Level {
     }
 }
 
+/// Whether the CPU has AVX-512F and BW, the 16-bit lanes of the stereo kernels (detected
+/// once with `std`; without it, what the build's target features allow).
+pub fn avx512bw() -> bool {
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        static CACHED: AtomicU8 = AtomicU8::new(0);
+        match CACHED.load(Ordering::Relaxed) {
+            1 => false,
+            2 => true,
+            _ => {
+                let yes = std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw");
+                CACHED.store(1 + yes as u8, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    {
+        cfg!(all(target_arch = "x86_64", target_feature = "avx512f", target_feature = "avx512bw"))
+    }
+}
+
 /// A vector of f32 lanes. `load*` / `store` take raw pointers to at least `LANES`
 /// readable / writable elements (the caller's invariant, stated at each use).
 pub trait F32Vec: Copy {

@@ -164,7 +164,7 @@ impl Kernel {
         #[cfg(target_arch = "x86_64")]
         {
             let blocks = padded(nd) / LANES;
-            if blocks <= super::aggregate_avx512::MAX_BLOCKS && super::aggregate_avx512::available() {
+            if blocks <= super::aggregate_avx512::MAX_BLOCKS && crate::fma::avx512bw() {
                 return Kernel::Avx512 { blocks };
             }
         }
@@ -855,7 +855,7 @@ mod tests {
         // Guards the dispatch: on an AVX-512BW machine (like CI's) the register kernel must
         // be the one that runs, for up to MAX_BLOCKS blocks, and the portable one above.
         #[cfg(target_arch = "x86_64")]
-        if super::super::aggregate_avx512::available() {
+        if crate::fma::avx512bw() {
             assert_eq!(Kernel::best(64), Kernel::Avx512 { blocks: 2 });
             assert_eq!(Kernel::best(100), Kernel::Avx512 { blocks: 4 });
             assert_eq!(Kernel::best(256), Kernel::Avx512 { blocks: 8 });

@@ -25,28 +25,6 @@ use core::arch::x86_64::*;
 /// ranges run the portable kernel.
 pub(crate) const MAX_BLOCKS: usize = 8;
 
-/// Whether this CPU runs the kernel (AVX-512F and BW; detected once with `std`).
-pub(crate) fn available() -> bool {
-    #[cfg(feature = "std")]
-    {
-        use core::sync::atomic::{AtomicU8, Ordering};
-        static CACHED: AtomicU8 = AtomicU8::new(0);
-        match CACHED.load(Ordering::Relaxed) {
-            1 => false,
-            2 => true,
-            _ => {
-                let yes = std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw");
-                CACHED.store(1 + yes as u8, Ordering::Relaxed);
-                yes
-            }
-        }
-    }
-    #[cfg(not(feature = "std"))]
-    {
-        cfg!(all(target_feature = "avx512f", target_feature = "avx512bw"))
-    }
-}
-
 /// One row of a sweep, as the portable `sweep_row` but in the aligned layout: `crow`
 /// holds `w` pixels of `dp = 32 * nb` costs; `dirs`' rows hold `dp` lanes per pixel;
 /// `srow` (`w * dp` lanes) receives the sum of this sweep's path costs plus `partial`'s
@@ -55,7 +33,7 @@ pub(crate) fn available() -> bool {
 /// `horizontal`: also run the horizontal path in the order of `forward`.
 ///
 /// # Safety
-/// The CPU supports AVX-512F and BW ([`available`]); `1 <= nb <= MAX_BLOCKS`; `srow` is
+/// The CPU supports AVX-512F and BW ([`crate::fma::avx512bw`]); `1 <= nb <= MAX_BLOCKS`; `srow` is
 /// valid for `w * dp` writes and `partial` for as many reads; the slices of `dirs` are as
 /// `DirRow` documents with a pixel stride of `dp`.
 #[allow(clippy::too_many_arguments)]

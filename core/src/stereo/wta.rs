@@ -85,8 +85,19 @@ fn argmin(s: &[u16]) -> (usize, u16) {
 
 /// One row of the left map: pixel `x`'s sums are `s[x * stride..][..nd]` (`stride >= nd`).
 /// Returns the pixels the uniqueness test invalidated.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if uniqueness == 0 && stride.is_multiple_of(LANES) && crate::fma::avx512bw() {
+        // SAFETY: the CPU has AVX-512BW; the stride is whole blocks.
+        unsafe { avx512::wta_left_row(s, stride, nd, subpixel, out) };
+        return 0;
+    }
+    wta_left_row_portable(s, stride, nd, uniqueness, subpixel, out)
+}
+
+/// [`wta_left_row`] for any CPU, stride and uniqueness.
+#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+fn wta_left_row_portable(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
     let u = uniqueness as u32;
     let mut rejected = 0;
     // Padding lanes (u16::MAX, after the real ones) never change a first minimum, so a
@@ -103,17 +114,65 @@ pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, 
                 continue;
             }
         }
-        let mut v = best as f32;
-        if subpixel && best > 0 && best + 1 < nd {
-            let (a, c) = (s[best - 1] as i32, s[best + 1] as i32);
-            let den = a + c - 2 * m as i32;
-            if den > 0 {
-                v += (a - c) as f32 / (2 * den) as f32;
-            }
-        }
-        *o = v;
+        *o = refine(s, best, m, subpixel);
     }
     rejected
+}
+
+/// The disparity `best` (the minimum `m` of the pixel's sums `s`), moved by the parabola
+/// fit when `subpixel` and both neighbours exist.
+#[inline(always)]
+fn refine(s: &[u16], best: usize, m: u16, subpixel: bool) -> f32 {
+    let mut v = best as f32;
+    if subpixel && best > 0 && best + 1 < s.len() {
+        let (a, c) = (s[best - 1] as i32, s[best + 1] as i32);
+        let den = a + c - 2 * m as i32;
+        if den > 0 {
+            v += (a - c) as f32 / (2 * den) as f32;
+        }
+    }
+    v
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{refine, LANES};
+    use core::arch::x86_64::*;
+
+    /// The left map's row without the uniqueness test: per pixel the minimum over whole
+    /// blocks (vpminuw), one horizontal reduction, then the first block whose equality mask
+    /// against it is not empty (vpcmpeqw into a mask register, tzcnt).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and BW; `stride` is a multiple of [`LANES`] and at least `nd`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn wta_left_row(s: &[u16], stride: usize, nd: usize, subpixel: bool, out: &mut [f32]) {
+        let blocks = stride / LANES;
+        for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
+            let p = px.as_ptr();
+            // SAFETY: px holds `blocks` whole blocks.
+            let (best, m) = unsafe {
+                let mut mv = _mm512_loadu_si512(p.cast());
+                for k in 1..blocks {
+                    mv = _mm512_min_epu16(mv, _mm512_loadu_si512(p.add(k * LANES).cast()));
+                }
+                let h = _mm256_min_epu16(_mm512_castsi512_si256(mv), _mm512_extracti64x4_epi64::<1>(mv));
+                let h = _mm_min_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+                let m = _mm_cvtsi128_si32(_mm_minpos_epu16(h)) as u16;
+                let mb = _mm512_set1_epi16(m as i16);
+                let mut best = 0;
+                for k in 0..blocks {
+                    let hit = _mm512_cmpeq_epi16_mask(_mm512_loadu_si512(p.add(k * LANES).cast()), mb);
+                    if hit != 0 {
+                        best = k * LANES + hit.trailing_zeros() as usize;
+                        break;
+                    }
+                }
+                (best, m)
+            };
+            *o = refine(&px[..nd], best, m, subpixel);
+        }
+    }
 }
 
 /// Left disparity map into `out` (same size as the volume): WTA, uniqueness `u` percent
@@ -328,6 +387,30 @@ mod tests {
                 let ra = wta_left_row(&s.data, d, d, u, true, &mut a);
                 let rb = wta_left_row(&padded, stride, d, u, true, &mut b);
                 assert_eq!((ra, &a), (rb, &b), "d {d} u {u}");
+            }
+        }
+    }
+
+    #[test]
+    fn vector_row_matches_the_portable_one_with_ties() {
+        // Sums from a small range (many equal minima, at every lane position), padded rows
+        // of one to four blocks: the dispatched row (the AVX-512 one where the CPU has it)
+        // and the portable one agree on the first minimum and the parabola.
+        let mut seed = 5u64;
+        for (d, stride) in [(1, LANES), (31, LANES), (32, LANES), (33, 2 * LANES), (64, 2 * LANES), (100, 4 * LANES)] {
+            let w = 40;
+            let mut s = alloc::vec![u16::MAX; w * stride];
+            for px in s.chunks_exact_mut(stride) {
+                for v in &mut px[..d] {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    *v = 100 + ((seed >> 33) % 4) as u16;
+                }
+            }
+            for subpixel in [false, true] {
+                let (mut a, mut b) = (alloc::vec![0f32; w], alloc::vec![0f32; w]);
+                wta_left_row(&s, stride, d, 0, subpixel, &mut a);
+                wta_left_row_portable(&s, stride, d, 0, subpixel, &mut b);
+                assert_eq!(a, b, "d {d} subpixel {subpixel}");
             }
         }
     }
