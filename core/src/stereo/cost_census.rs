@@ -145,19 +145,110 @@ fn census_chunk(load: impl Fn(usize) -> [u8; CHUNK], centre: usize, offsets: &[u
 }
 
 /// `out[i * stride + d] = popcount(left[i] ^ rev[w - 1 - (x0 + i) + d])` for `d < nd`: the
-/// costs of a run of left pixels; vectorizes to vpopcntq where the CPU has it, to the
-/// pshufb nibble count on AVX2. One dispatch per row, not per pixel.
+/// costs of a run of left pixels. Whole groups of 64 disparities run the AVX-512 kernel
+/// where the CPU has it ([`avx512::hamming_groups`]); the rest vectorizes to vpopcntq or to
+/// the pshufb nibble count on AVX2. One dispatch per row, not per pixel.
+fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if nd >= 64 && avx512::available() {
+        // SAFETY: the CPU has the kernel's features; slices as documented above.
+        let done = unsafe { avx512::hamming_groups(left, rev, w, x0, nd, stride, out) };
+        if done < nd {
+            hamming_from(left, rev, w, x0, done, nd, stride, out);
+        }
+        return;
+    }
+    hamming_from(left, rev, w, x0, 0, nd, stride, out);
+}
+
+/// [`hamming_row`] for the disparities `from..nd`.
+#[allow(clippy::too_many_arguments)]
 #[cfg_attr(feature = "std", multiversion(targets(
     "x86_64+avx512f+avx512bw+avx512vl+avx512vpopcntdq",
     "x86_64+avx2+fma+popcnt",
     "x86_64+popcnt"
 )))]
-fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
+fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
     for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
         let r = w - 1 - (x0 + i);
-        for (c, &v) in o[..nd].iter_mut().zip(&rev[r..r + nd]) {
+        for (c, &v) in o[from..nd].iter_mut().zip(&rev[r + from..r + nd]) {
             *c = (code ^ v).count_ones() as u8;
         }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use core::arch::x86_64::*;
+
+    /// Whether the CPU has what [`hamming_groups`] uses (F, BW, VPOPCNTDQ, VBMI).
+    pub(super) fn available() -> bool {
+        #[cfg(feature = "std")]
+        {
+            use core::sync::atomic::{AtomicU8, Ordering};
+            static CACHED: AtomicU8 = AtomicU8::new(0);
+            match CACHED.load(Ordering::Relaxed) {
+                1 => false,
+                2 => true,
+                _ => {
+                    let yes = crate::fma::avx512bw()
+                        && std::is_x86_feature_detected!("avx512vpopcntdq")
+                        && std::is_x86_feature_detected!("avx512vbmi");
+                    CACHED.store(1 + yes as u8, Ordering::Relaxed);
+                    yes
+                }
+            }
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            cfg!(all(target_feature = "avx512bw", target_feature = "avx512vpopcntdq", target_feature = "avx512vbmi"))
+        }
+    }
+
+    /// `perm[d] = 8 (d % 8) + d / 8`: the byte of disparity `d` after the eight counts
+    /// were merged by shifts (see [`hamming_groups`]).
+    const fn transpose_indices() -> [u8; 64] {
+        let mut p = [0u8; 64];
+        let mut d = 0;
+        while d < 64 {
+            p[d] = (8 * (d % 8) + d / 8) as u8;
+            d += 1;
+        }
+        p
+    }
+    const TRANSPOSE: [u8; 64] = transpose_indices();
+
+    /// The costs of whole groups of 64 disparities, `hamming_row`'s layout; returns how
+    /// many disparities it wrote (a multiple of 64). Each group is eight vectors of eight
+    /// u64 counts (vpxorq, vpopcntq); count `j` of lane `i` (disparity `8 j + i`) is
+    /// shifted to byte `j` of its lane and the vectors or-ed together, so one byte
+    /// permute (vpermb) puts the 64 bytes in disparity order: no narrowing per vector.
+    ///
+    /// # Safety
+    /// [`available`]; `rev` holds `w - 1 - x0 - i + nd` values for every pixel `i` of
+    /// `left`, `out` a stride of at least `nd` bytes per pixel.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,avx512vbmi")]
+    pub(super) unsafe fn hamming_groups(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) -> usize {
+        let groups = nd / 64;
+        // SAFETY: reads of rev[r + 64 g .. + 64] and writes of out[i * stride + 64 g .. + 64]
+        // stay within the extents the caller guarantees (64 g + 64 <= nd).
+        unsafe {
+            let perm = _mm512_loadu_si512(TRANSPOSE.as_ptr().cast());
+            for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
+                let r = w - 1 - (x0 + i);
+                let c = _mm512_set1_epi64(code as i64);
+                for g in 0..groups {
+                    let src = rev.as_ptr().add(r + 64 * g);
+                    let mut merged = _mm512_setzero_si512();
+                    for j in 0..8 {
+                        let n = _mm512_popcnt_epi64(_mm512_xor_si512(c, _mm512_loadu_si512(src.add(8 * j).cast())));
+                        merged = _mm512_or_si512(merged, _mm512_sllv_epi64(n, _mm512_set1_epi64(8 * j as i64)));
+                    }
+                    _mm512_storeu_si512(o.as_mut_ptr().add(64 * g).cast(), _mm512_permutexvar_epi8(perm, merged));
+                }
+            }
+        }
+        groups * 64
     }
 }
 
@@ -253,6 +344,32 @@ mod tests {
                 let want = (census_ref(&l, win, x, y) ^ census_ref(&r, win, xr, y)).count_ones() as u8;
                 prop_assert_eq!(vol.pixel(x, y)[k], want);
             }}}
+        }
+    }
+
+    #[test]
+    fn wide_disparity_ranges_match_reference() {
+        // 64 and more disparities: whole groups of 64 (the AVX-512 kernel where the CPU has
+        // it) and the remainder after them; strides as the pipeline pads them.
+        let (w, h) = (200, 3);
+        let win = CensusWindow::new(9, 7).unwrap();
+        let (l, r) = (random_image(w, h, 3), random_image(w, h, 4));
+        let (cl, cr) = (census_transform(l.view(), win).unwrap(), census_transform(r.view(), win).unwrap());
+        let src = CensusCost::new(&cl, &cr).unwrap();
+        for (d, stride) in [(64, 64), (100, 128), (128, 128), (150, 160), (199, 224)] {
+            for (x0, n) in [(0, w), (37, 80)] {
+                let mut out = vec![0u8; n * stride];
+                for y in 0..h {
+                    src.cost_row(y, x0, n, d, stride, &mut out);
+                    for i in 0..n {
+                        for k in 0..d {
+                            let (x, xr) = (x0 + i, (x0 + i).saturating_sub(k));
+                            let want = (census_ref(&l, win, x, y) ^ census_ref(&r, win, xr, y)).count_ones() as u8;
+                            assert_eq!(out[i * stride + k], want, "d {d} x {x} k {k}");
+                        }
+                    }
+                }
+            }
         }
     }
 
