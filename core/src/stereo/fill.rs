@@ -53,33 +53,46 @@ pub fn fill_holes(mut disp: ImageViewMut<'_, f32>, occluded: Option<ImageView<'_
     });
     // Step 2: the 8-line fill, reading the map as it is after step 1.
     let src = disp.as_view().to_image();
+    let data = src.as_slice();
     for_each_band(disp, par, 16, |y0, mut band| {
         let mut n = 0;
         for j in 0..band.height() {
             let y = y0 + j;
             let out = band.row_mut(j);
             for (x, o) in out.iter_mut().enumerate() {
-                if src.at(x, y).is_finite() {
+                let at = y * w + x;
+                if data[at].is_finite() {
                     continue;
                 }
                 let mut v = [0f32; 8];
                 let mut found = 0;
                 // The nearest valid pixel to the right (the first direction), for the left border strip.
                 let mut right = None;
-                for (dx, dy) in DIRS {
-                    let (mut cx, mut cy) = (x as isize + dx, y as isize + dy);
-                    while cx >= 0 && cy >= 0 && (cx as usize) < w && (cy as usize) < h {
-                        let d = src.at(cx as usize, cy as usize);
+                for (k, (dx, dy)) in DIRS.into_iter().enumerate() {
+                    // Steps until the border, and the index step of the direction.
+                    let steps_x = match dx {
+                        1 => w - 1 - x,
+                        -1 => x,
+                        _ => usize::MAX,
+                    };
+                    let steps_y = match dy {
+                        1 => h - 1 - y,
+                        -1 => y,
+                        _ => usize::MAX,
+                    };
+                    let step = dy * w as isize + dx;
+                    let mut i = at;
+                    for _ in 0..steps_x.min(steps_y) {
+                        i = i.wrapping_add_signed(step);
+                        let d = data[i];
                         if d.is_finite() {
                             v[found] = d;
                             found += 1;
-                            if (dx, dy) == (1, 0) {
+                            if k == 0 {
                                 right = Some(d);
                             }
                             break;
                         }
-                        cx += dx;
-                        cy += dy;
                     }
                 }
                 if found == 0 {
@@ -87,7 +100,7 @@ pub fn fill_holes(mut disp: ImageViewMut<'_, f32>, occluded: Option<ImageView<'_
                 }
                 let class = occluded.map_or(0, |m| m.row(y)[x]);
                 let v = &mut v[..found];
-                v.sort_unstable_by(|a, b| a.total_cmp(b));
+                sort_small(v);
                 *o = match (class, right) {
                     (OUTSIDE, Some(r)) => r,
                     (0, _) => v[(found - 1) / 2],
@@ -99,6 +112,21 @@ pub fn fill_holes(mut disp: ImageViewMut<'_, f32>, occluded: Option<ImageView<'_
         filled.fetch_add(n, Ordering::Relaxed);
     });
     Ok(filled.into_inner())
+}
+
+/// Insertion sort of at most 8 finite values, inlined (the library sort's call and
+/// generic comparator cost more than the sort itself at this size).
+#[inline(always)]
+fn sort_small(v: &mut [f32]) {
+    for i in 1..v.len() {
+        let x = v[i];
+        let mut j = i;
+        while j > 0 && v[j - 1] > x {
+            v[j] = v[j - 1];
+            j -= 1;
+        }
+        v[j] = x;
+    }
 }
 
 #[cfg(test)]
