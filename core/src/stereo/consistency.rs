@@ -42,42 +42,41 @@ pub fn lr_check(
     Ok(rejected)
 }
 
-/// `floor(v)` of a finite `v`, inlined (no libm call in the per-pixel loop).
+/// `round(d) = floor(d + 0.5)` of a finite `d` as an integer (saturating far outside any
+/// image: such a match is outside either way). `d + 0.5` is exact in f64.
 #[inline(always)]
-fn floor(v: f64) -> f64 {
-    if v.abs() >= 4503599627370496.0 {
-        return v; // |v| >= 2^52: already an integer
-    }
-    let t = v as i64 as f64;
-    if t > v {
-        t - 1.0
-    } else {
-        t
-    }
+fn round_half_up(d: f32) -> i64 {
+    let v = d as f64 + 0.5;
+    let t = v as i64;
+    t - ((t as f64) > v) as i64
 }
 
 /// [`lr_check`] on one row (no NaN allowed, same lengths); `occluded` receives every
-/// pixel's class. Returns the pixels invalidated.
+/// pixel's class. Returns the pixels invalidated. Integer match positions and a clamped
+/// (branch-free) read of the right map: only a failing pixel branches.
 pub(crate) fn lr_check_row(left: &mut [f32], right: &[f32], max_diff: u16, mut occluded: Option<&mut [u8]>) -> usize {
     let w = left.len();
     let mut rejected = 0;
     if let Some(m) = occluded.as_mut() {
         m.fill(0);
     }
+    if w == 0 || right.len() < w {
+        return 0;
+    }
     for (x, d) in left.iter_mut().enumerate() {
         if !d.is_finite() {
             continue;
         }
-        let di = floor(*d as f64 + 0.5);
-        let xr = x as f64 - di;
-        let inside = xr >= 0.0 && xr < w as f64;
-        let dr = if inside { right[xr as usize] as f64 } else { f64::INFINITY };
-        let ok = inside && dr.is_finite() && (di - dr).abs() <= max_diff as f64;
+        let di = round_half_up(*d);
+        let xr = (x as i64).saturating_sub(di);
+        let inside = xr >= 0 && xr < w as i64;
+        let dr = right[xr.clamp(0, w as i64 - 1) as usize];
+        let ok = inside && dr.is_finite() && (di as f64 - dr as f64).abs() <= max_diff as f64;
         if !ok {
             *d = INVALID;
             rejected += 1;
             if let Some(m) = occluded.as_mut() {
-                m[x] = if !inside { OUTSIDE } else if dr.is_finite() && dr > di { OCCLUDED } else { 0 };
+                m[x] = if !inside { OUTSIDE } else if dr.is_finite() && dr as f64 > di as f64 { OCCLUDED } else { 0 };
             }
         }
     }
