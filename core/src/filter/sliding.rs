@@ -196,25 +196,10 @@ const MIRROR_PAD: usize = 8;
 fn mirrored_window_sums<L: Lane>(padded: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
     const B: usize = MIRROR_PAD;
     let w = sums.len();
-    let (sub, add) = (L::acc_sub, L::acc_add);
+    let add = L::acc_add;
     let p = &padded[MIRROR_PAD..MIRROR_PAD + w + 1];
     if left.next_multiple_of(B) + right > w || left + right.next_multiple_of(B) > w {
-        let interior = left..(w - right).max(left);
-        for x in (0..left).chain(interior.end..w) {
-            let (a, b) = (x as isize - left as isize, x + right);
-            let mut s = sub(p[b.min(w - 1) + 1], p[a.max(0) as usize]);
-            if a < 0 {
-                s = add(s, sub(p[1 - a as usize], p[1]));
-            }
-            if b > w - 1 {
-                s = add(s, sub(p[w - 1], p[2 * w - 2 - b]));
-            }
-            sums[x] = s;
-        }
-        if !interior.is_empty() {
-            L::window_diff(p, left + right + 1, &mut sums[interior]);
-        }
-        return;
+        return short_row_window_sums::<L>(p, left, right, sums);
     }
     // Left edge, x < left: p[x + right + 1] + p[left + 1 - x] - (p[0] + p[1]), the second
     // term read backwards from padded[MIRROR_PAD + left + 1].
@@ -227,6 +212,29 @@ fn mirrored_window_sums<L: Lane>(padded: &[L::Acc], left: usize, right: usize, s
     let rev = &padded[MIRROR_PAD + w - 1 - right..MIRROR_PAD + w - 1 - right + rw];
     reversed_pair_sums::<L>(&mut sums[w - rw..], &p[w - rw - left..w - left], rev, last, true);
     L::window_diff(p, left + right + 1, &mut sums[left..w - right]);
+}
+
+/// [`mirrored_window_sums`] of a row too short for its edge runs: the edges' formula one
+/// window at a time. (Its own function: inlined, it changed how LLVM vectorized the runs.)
+#[inline(never)]
+fn short_row_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
+    let w = sums.len();
+    let (sub, add) = (L::acc_sub, L::acc_add);
+    let interior = left..(w - right).max(left);
+    for x in (0..left).chain(interior.end..w) {
+        let (a, b) = (x as isize - left as isize, x + right);
+        let mut s = sub(p[b.min(w - 1) + 1], p[a.max(0) as usize]);
+        if a < 0 {
+            s = add(s, sub(p[1 - a as usize], p[1]));
+        }
+        if b > w - 1 {
+            s = add(s, sub(p[w - 1], p[2 * w - 2 - b]));
+        }
+        sums[x] = s;
+    }
+    if !interior.is_empty() {
+        L::window_diff(p, left + right + 1, &mut sums[interior]);
+    }
 }
 
 /// `out[i] = fwd[i] + rev[n - 1 - i] - k` (`k - (..)` if `negate`), `n = out.len()`: a
