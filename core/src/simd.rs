@@ -174,9 +174,9 @@ impl<T: Copy + Default> AlignedRow<T> {
     }
 }
 
-/// Largest area whose means [`round_div_u32_to_u8`] takes in f32 without a correction.
+/// Largest area whose means [`round_div_u32_to_u8`] take one f32 product.
 pub const F32_MEAN_EXACT_AREA: u32 = 1 << 14;
-/// Largest area whose means [`round_div_u32_to_u8`] takes in f32 (every square window up to
+/// Largest area whose means [`round_div_u32_to_u8`] take in f32 (every square window up to
 /// 256 x 256).
 pub const F32_MEAN_MAX_AREA: u32 = 1 << 16;
 
@@ -184,34 +184,45 @@ pub const F32_MEAN_MAX_AREA: u32 = 1 << 16;
 /// vectorized. round_half_up(s / a) = q = floor(t / a) with t = s + floor(a / 2) (for odd
 /// a, 2s + a is odd, so floor((2s + a) / 2a) = floor((2s + a - 1) / 2a)).
 ///
-/// Areas up to 2^16, in f32 (16 lanes of AVX-512): t <= 255.5 a < 2^24 converts exactly.
-/// With r = 1/a rounded up to f32 (r - 1/a < ulp(r) <= 2^-23 r, so r a < 1 / (1 - 2^-23)),
-/// y = fl(t r) >= q: t r >= t / a >= q, and rounding is monotone with q representable.
-/// Above, t / a <= q + 1 - 1/a and t r - t / a < 255.5 (1 / (1 - 2^-23) - 1) < 2^-15, so
-/// t r < q + 1 - 1/a + 2^-15:
-/// - a <= 2^14: t r < q + 1 - 2^-15, a representable number below q + 1 <= 256, so
-///   y < q + 1 and trunc(y) = q;
-/// - a <= 2^16: t r < q + 2, so trunc(y) = q0 is q or q + 1, and q0 a <= 2^24 is exact in
-///   f32, so `q0 a > t` tells q0 = q + 1 exactly (three more instructions per vector).
+/// Areas up to 2^16, in f32 (16 lanes of AVX-512): t <= 255.5 a < 2^24 converts exactly,
+/// and t / a = q + f / a with 0 <= f <= a - 1.
+/// - a <= 2^14, one product: with r = 1/a rounded up to f32 (r - 1/a < ulp(r) <= 2^-23 r,
+///   so r a < 1 / (1 - 2^-23)), y = fl(t r) >= q: t r >= t / a >= q, and rounding is
+///   monotone with q representable. Above, t r - t / a < 255.5 (1 / (1 - 2^-23) - 1)
+///   < 2^-15, so t r < q + 1 - 1/a + 2^-15 <= q + 1 - 2^-15, a representable number below
+///   q + 1 <= 256, so y < q + 1 and trunc(y) = q.
+/// - a <= 2^16, with FMA: 1/a split in two f32, r + r_lo (r nearest, r_lo the f32 nearest
+///   1/a - r, |r_lo| <= 2^-24 r), and y = fma(t, r, fl(t r_lo)) rounds once. Before that
+///   rounding, v = t / a + e with |e| <= (t / a) (2^-48 + 2^-48 + 2^-53) < 2^-38 (the
+///   split's error, fl(t r_lo)'s, 1/a's in f64). For f = 0, q >= 1 (t >= a / 2 > 0) and v
+///   is within 2^-38 of q, closer than any other f32, so y = q. Else
+///   q < v <= q + 1 - 2^-16 + 2^-38, below the midpoint q + 1 - 2^-17 between q + 1 and the
+///   f32 under it (f32 spacing <= 2^-16 below 256), so q <= y < q + 1: one more instruction
+///   per vector than one product.
+/// - a <= 2^16, without FMA: trunc(fl(t r)) = q0 is q or q + 1 (t r < q + 2 by the same
+///   bound), and q0 a <= 2^24 is exact in f32, so `q0 a > t` tells q0 = q + 1 exactly.
 ///
 /// Larger areas, in f64: with q = (2 s + a) / (2 a) <= 65536 and a < 2^25, the f64 product
 /// is within 2^-36 of q, and a non-integer q is at least 2^-25 below the next integer, so
 /// adding 2^-30 before the floor gives exactly floor(q).
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
+    if area <= F32_MEAN_EXACT_AREA {
+        let r = recip_up_f32(area);
+        return round_div_f32::<false, false>(sums, area, r, 0.0, out);
+    }
     if area <= F32_MEAN_MAX_AREA {
-        let (half, max) = (area / 2, 255 * area);
-        let (r, a) = (recip_up_f32(area), area as f32);
-        let corrected = area > F32_MEAN_EXACT_AREA;
-        for (o, &s) in out.iter_mut().zip(sums) {
-            // (The min only keeps a sum beyond the contract in range.)
-            let t = (s.min(max) + half) as i32 as f32;
-            // SAFETY: 0 <= t r < 257, in i32's range (a plain truncating conversion instead
-            // of Rust's saturating one, which does not vectorize well).
-            let q0 = unsafe { (t * r).to_int_unchecked::<i32>() };
-            *o = if corrected { q0 - ((q0 as f32 * a > t) as i32) } else { q0 } as u8;
+        // Known when each version compiles (a const: the lookup by name is not free).
+        #[cfg(feature = "std")]
+        const FUSED: bool = multiversion::target::selected_target!().supports_feature_str("fma");
+        #[cfg(not(feature = "std"))]
+        const FUSED: bool = cfg!(target_feature = "fma");
+        if FUSED {
+            let inv = 1.0 / area as f64;
+            let r = inv as f32;
+            return round_div_f32::<true, false>(sums, area, r, (inv - r as f64) as f32, out);
         }
-        return;
+        return round_div_f32::<false, true>(sums, area, recip_up_f32(area), 0.0, out);
     }
     let inv = 1.0 / (2.0 * area as f64);
     let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
@@ -228,6 +239,32 @@ pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
             *o = (2.0 * s as f64 * inv + bias) as u8;
         }
     }
+}
+
+/// The f32 cases of [`round_div_u32_to_u8`] (inlined into each of its compiled versions):
+/// one product by `r`, the two-part product `fma(t, r, t r_lo)` (`SPLIT`), or one product
+/// and the exact correction (`CHECK`).
+#[inline(always)]
+fn round_div_f32<const SPLIT: bool, const CHECK: bool>(sums: &[u32], area: u32, r: f32, r_lo: f32, out: &mut [u8]) {
+    let (half, max, a) = (area / 2, 255 * area, area as f32);
+    for (o, &s) in out.iter_mut().zip(sums) {
+        // (The min only keeps a sum beyond the contract in range.)
+        let t = (s.min(max) + half) as i32 as f32;
+        let y = if SPLIT { fma_f32(t, r, t * r_lo) } else { t * r };
+        // SAFETY: 0 <= y < 257, in i32's range (a plain truncating conversion instead of
+        // Rust's saturating one, which does not vectorize well).
+        let q0 = unsafe { y.to_int_unchecked::<i32>() };
+        *o = if CHECK { q0 - ((q0 as f32 * a > t) as i32) } else { q0 } as u8;
+    }
+}
+
+/// `a b + c` rounded once (an FMA instruction where the compiled target has one).
+#[inline(always)]
+fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(feature = "std")]
+    return a.mul_add(b, c);
+    #[cfg(not(feature = "std"))]
+    return libm::fmaf(a, b, c);
 }
 
 /// The smallest f32 >= 1 / a, for 1 <= a <= 2^24 (r a is exact in f64 there).
@@ -287,10 +324,39 @@ mod tests {
     use alloc::vec::Vec;
 
     fn check_round_div(area: u32, sums: &[u32]) {
+        check_round_div_with(area, sums, "dispatched", round_div_u32_to_u8);
+    }
+
+    fn check_round_div_with(area: u32, sums: &[u32], path: &str, div: impl Fn(&[u32], u32, &mut [u8])) {
         let mut out = alloc::vec![0u8; sums.len()];
-        round_div_u32_to_u8(sums, area, &mut out);
+        div(sums, area, &mut out);
         for (&s, &o) in sums.iter().zip(&out) {
-            assert_eq!(o as u64, (2 * s as u64 + area as u64) / (2 * area as u64), "s = {s}, area = {area}");
+            assert_eq!(o as u64, (2 * s as u64 + area as u64) / (2 * area as u64), "s = {s}, area = {area}, {path}");
+        }
+    }
+
+    #[test]
+    fn round_div_f32_paths_are_exact_at_every_area() {
+        // Every area of the f32 paths, at the sums whose quotient t / a (t = s + a / 2) is
+        // an integer or closest below the next one (t = q a, q a + a - 1): the ends of the
+        // proofs' margins. Each f32 path directly too, not only the one this CPU picks: the
+        // two-part product here with a portable FMA, and the no-FMA correction.
+        for area in 1..=F32_MEAN_MAX_AREA {
+            let half = area / 2;
+            let sums: Vec<u32> = (0..=256u32)
+                .flat_map(|q| [q * area, q * area + area - 1])
+                .filter_map(|t| t.checked_sub(half))
+                .filter(|&s| s <= 255 * area)
+                .collect();
+            check_round_div(area, &sums);
+            if area > F32_MEAN_EXACT_AREA {
+                let inv = 1.0 / area as f64;
+                let r = inv as f32;
+                let lo = (inv - r as f64) as f32;
+                check_round_div_with(area, &sums, "split", |s, a, o| round_div_f32::<true, false>(s, a, r, lo, o));
+                let r = recip_up_f32(area);
+                check_round_div_with(area, &sums, "checked", |s, a, o| round_div_f32::<false, true>(s, a, r, 0.0, o));
+            }
         }
     }
 

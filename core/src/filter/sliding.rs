@@ -111,8 +111,24 @@ pub fn window_sums<L: Lane>(
     let mut col_row = AlignedRow::new(n + c, 0);
     let col = col_row.as_mut_slice();
     let y0 = rows.start as isize;
+    // Reflect101 mirrors the window's rows -1..=-top above the image to rows 1..=top, which
+    // the window holds too: added once and doubled, they cost one pass instead of two.
+    let top = match border {
+        Border::Reflect101 => (up as isize - y0).min(y0 + down as isize).min(h as isize - 1).max(0) as usize,
+        _ => 0,
+    };
+    for yy in 1..=top {
+        L::add_row(col, src.row(yy));
+    }
+    if top > 0 {
+        for a in col.iter_mut() {
+            *a = L::acc_add(*a, *a);
+        }
+    }
     for yy in y0 - up as isize..=y0 + down as isize {
-        L::add_row(col, source_row(yy));
+        if !(1..=top).contains(&yy.unsigned_abs()) {
+            L::add_row(col, source_row(yy));
+        }
     }
     // Column sum of a fully outside column (Constant border): kh copies of the constant.
     let outside_col = L::acc_from_f64(outside as f64 * win.height as f64);
@@ -136,9 +152,11 @@ pub fn window_sums<L: Lane>(
     };
     let (left_lanes, right_lanes) =
         if mirror_direct { (Vec::new(), Vec::new()) } else { (lane_sources(0..left), lane_sources(left + w..w + win.width - 1)) };
-    // The prefix's vector stores start at p[1] (mirror_direct) or p[0].
-    let mut p_row = AlignedRow::new(plen, mirror_direct as usize);
-    let p = p_row.as_mut_slice();
+    // The prefix's vector stores start at p[1] (mirror_direct) or p[0]; mirror_direct
+    // keeps MIRROR_PAD elements on each side.
+    let pad = if mirror_direct { MIRROR_PAD } else { 0 };
+    let mut p_row = AlignedRow::new(plen + 2 * pad, pad + mirror_direct as usize);
+    let padded = p_row.as_mut_slice();
     let mut sums_row = AlignedRow::new(n, 0);
     let sums = sums_row.as_mut_slice();
     for y in rows {
@@ -149,9 +167,10 @@ pub fn window_sums<L: Lane>(
         }
         if mirror_direct {
             // p[0] = 0, p[i + 1] = the sum of the first i + 1 column sums.
-            prefix_sum(&col[..n], &mut p[1..], 1);
-            mirrored_window_sums::<L>(p, left, right, sums);
+            prefix_sum(&col[..n], &mut padded[pad + 1..pad + plen], 1);
+            mirrored_window_sums::<L>(padded, left, right, sums);
         } else {
+            let p = &mut *padded;
             // p[(j + 1) c + ch] = column sum at extended column j - left (p[..c] stays 0).
             // The interior is one contiguous copy; only the border columns need a lookup.
             p[(left + 1) * c..(left + 1) * c + n].copy_from_slice(&col[..n]);
@@ -171,70 +190,76 @@ pub fn window_sums<L: Lane>(
     Ok(())
 }
 
+/// The edges of [`mirrored_window_sums`] go in runs of a multiple of this many windows,
+/// and its prefix row keeps this many elements on each side for them to read.
+const MIRROR_PAD: usize = 8;
+
 /// Window sums of one channel from the prefix `p` of the row alone (`p[i]` = sum of the
-/// first `i` column sums), Reflect101 outside, `left, right < w`: columns `-j` and
-/// `w - 1 + j` mirror `j` and `w - 1 - j`, so the outside part of a window is a run of
-/// interior columns, itself a difference of prefixes.
+/// first `i` column sums, at `padded[MIRROR_PAD + i]`), Reflect101 outside,
+/// `left, right < w`: columns `-j` and `w - 1 + j` mirror `j` and `w - 1 - j`, so the
+/// outside part of a window is a run of interior columns, itself a difference of prefixes:
+/// `p[min(b, w - 1) + 1] - p[max(a, 0)]`, plus `p[-a + 1] - p[1]` past the left edge
+/// (`a = x - left < 0`) and `p[w - 1] - p[2w - 2 - b]` past the right one
+/// (`b = x + right > w - 1`).
+///
+/// The edges, whose mirrored term runs backwards along `p`, are vector loops with a lane
+/// reversal over a multiple of 8 windows, so that they have no scalar tail (which took
+/// longer than the vectors for windows up to 31 wide): the run goes on past the edge into
+/// the interior, whose plain differences are written after it, and reads the padding,
+/// whose results land only there. A row too short for that takes the edges' formula one
+/// window at a time.
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn mirrored_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
+fn mirrored_window_sums<L: Lane>(padded: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
+    const B: usize = MIRROR_PAD;
+    let w = sums.len();
+    let add = L::acc_add;
+    let p = &padded[MIRROR_PAD..MIRROR_PAD + w + 1];
+    if left.next_multiple_of(B) + right > w || left + right.next_multiple_of(B) > w {
+        return short_row_window_sums::<L>(p, left, right, sums);
+    }
+    // Left edge, x < left: p[x + right + 1] + p[left + 1 - x] - (p[0] + p[1]), the second
+    // term read backwards from padded[MIRROR_PAD + left + 1].
+    let (lw, rw) = (left.next_multiple_of(B), right.next_multiple_of(B));
+    let first = add(p[0], p[1]);
+    let rev = &padded[MIRROR_PAD + left + 2 - lw..MIRROR_PAD + left + 2];
+    reversed_pair_sums::<L>(&mut sums[..lw], &p[right + 1..right + 1 + lw], rev, first, false);
+    // Right edge, x >= w - right: (p[w] + p[w - 1]) - (p[x - left] + p[2w - 2 - right - x]).
+    let last = add(p[w], p[w - 1]);
+    let rev = &padded[MIRROR_PAD + w - 1 - right..MIRROR_PAD + w - 1 - right + rw];
+    reversed_pair_sums::<L>(&mut sums[w - rw..], &p[w - rw - left..w - left], rev, last, true);
+    L::window_diff(p, left + right + 1, &mut sums[left..w - right]);
+}
+
+/// [`mirrored_window_sums`] of a row too short for its edge runs: the edges' formula one
+/// window at a time. (Its own function: inlined, it changed how LLVM vectorized the runs.)
+#[inline(never)]
+fn short_row_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
     let w = sums.len();
     let (sub, add) = (L::acc_sub, L::acc_add);
-    // Windows past the left edge only, past neither, past the right edge only.
-    let left_only = left.min(w - right);
-    let right_from = (w - right).max(left);
-    // columns a..-1 (a = x - left < 0) mirror 1..=-a: p[left - x + 1] - p[1].
-    let first = add(p[0], p[1]);
-    let mirrors = &p[2 + left - left_only..left + 2];
-    reversed_pair_sums::<L>(&mut sums[..left_only], &p[right + 1..], mirrors, first, false);
-    if left < w - right {
-        L::window_diff(p, left + right + 1, &mut sums[left..w - right]);
+    let interior = left..(w - right).max(left);
+    for x in (0..left).chain(interior.end..w) {
+        let (a, b) = (x as isize - left as isize, x + right);
+        let mut s = sub(p[b.min(w - 1) + 1], p[a.max(0) as usize]);
+        if a < 0 {
+            s = add(s, sub(p[1 - a as usize], p[1]));
+        }
+        if b > w - 1 {
+            s = add(s, sub(p[w - 1], p[2 * w - 2 - b]));
+        }
+        sums[x] = s;
     }
-    // columns w..=b (b = x + right > w - 1) mirror 2w - 2 - b ..= w - 2: p[w - 1] - p[2w - 2 - b].
-    let last = add(p[w], p[w - 1]);
-    let mirrors = &p[2 * w - 1 - right - w..2 * w - 1 - right - right_from];
-    reversed_pair_sums::<L>(&mut sums[right_from..], &p[right_from - left..], mirrors, last, true);
-    // Windows past both edges (wider than half the image): the whole row plus both mirrors.
-    let both = w - right..left.max(w - right);
-    for (x, o) in both.clone().zip(&mut sums[both]) {
-        let (a, b) = (left - x, x + right);
-        *o = add(sub(p[w], p[0]), add(sub(p[a + 1], p[1]), sub(p[w - 1], p[2 * w - 2 - b])));
+    if !interior.is_empty() {
+        L::window_diff(p, left + right + 1, &mut sums[interior]);
     }
 }
 
-/// `out[i] = fwd[i] + rev[n - 1 - i] - k` (`k - (..)` if `negate`), `n = out.len() = rev.len()`:
-/// the windows at a mirrored edge. In fixed blocks of 16, each one vector with a lane
-/// reversal (a plain loop left up to 63 of a wide window's edge to its scalar tail); the
-/// last block overlaps the one before.
+/// `out[i] = fwd[i] + rev[n - 1 - i] - k` (`k - (..)` if `negate`), `n = out.len()`: a
+/// loop LLVM vectorizes with a lane reversal (64 lanes a turn, then 8).
 #[inline(always)]
 fn reversed_pair_sums<L: Lane>(out: &mut [L::Acc], fwd: &[L::Acc], rev: &[L::Acc], k: L::Acc, negate: bool) {
-    const B: usize = 16;
-    let one = |f: L::Acc, r: L::Acc| {
+    for ((o, &f), &r) in out.iter_mut().zip(fwd).zip(rev.iter().rev()) {
         let v = L::acc_add(f, r);
-        if negate { L::acc_sub(k, v) } else { L::acc_sub(v, k) }
-    };
-    let n = out.len();
-    if n < B {
-        for ((o, &f), &r) in out.iter_mut().zip(fwd).zip(rev.iter().rev()) {
-            *o = one(f, r);
-        }
-        return;
-    }
-    let mut s = 0;
-    loop {
-        let blocks = (
-            <&mut [L::Acc; B]>::try_from(&mut out[s..s + B]),
-            <&[L::Acc; B]>::try_from(&fwd[s..s + B]),
-            <&[L::Acc; B]>::try_from(&rev[n - B - s..n - s]),
-        );
-        if let (Ok(o), Ok(f), Ok(r)) = blocks {
-            for j in 0..B {
-                o[j] = one(f[j], r[B - 1 - j]);
-            }
-        }
-        if s == n - B {
-            break;
-        }
-        s = (s + B).min(n - B);
+        *o = if negate { L::acc_sub(k, v) } else { L::acc_sub(v, k) };
     }
 }
 
@@ -257,6 +282,28 @@ mod tests {
             }
         }
         s
+    }
+
+    #[test]
+    fn reflected_rows_match_naive_at_every_length_and_reach() {
+        // Every row length up to 80 and every window that reaches past at most one image's
+        // width: the edge blocks (with their tails in the interior and the padding), the
+        // window-by-window formula of short rows, windows past both edges.
+        for w in 1..=80 {
+            let data: Vec<u8> = (0..2 * w).map(|i| (i * 73 % 256) as u8).collect();
+            let view = LaneView { data: &data, width: w, height: 2, stride: w, channels: 1 };
+            for kw in 1..2 * w {
+                let win = Window { width: kw, height: 3 };
+                let mut got = vec![0u32; 2 * w];
+                window_sums(&view, win, Border::Reflect101, 0..2, |y, s| got[y * w..(y + 1) * w].copy_from_slice(s)).unwrap();
+                for y in 0..2 {
+                    for x in 0..w {
+                        let want = naive(&data, w, 2, win, Border::Reflect101, x, y);
+                        assert_eq!(got[y * w + x], want, "w = {w}, {win:?}, ({x},{y})");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
