@@ -127,7 +127,7 @@ unsafe fn row<const NB: usize>(
                 } else {
                     let px = if forward { x - 1 } else { x + 1 };
                     let p2 = hguide.map_or(pen.p2[0], |g| pen.p2(g[px], g[x]));
-                    step::<NB>(&h, hmin, &c, p1, p2, pad, lower_idx, upper_idx)
+                    step::<NB>(&h, None, hmin, &c, p1, p2, pad, lower_idx, upper_idx)
                 };
                 hmin = minimum::<NB>(&h);
                 add_into::<NB>(&mut acc, &h);
@@ -143,7 +143,8 @@ unsafe fn row<const NB: usize>(
                             *v = _mm512_loadu_si512(pp.add(k * LANES).cast());
                         }
                         let p2 = dr.grow.map_or(pen.p2[0], |(g, gp)| pen.p2(gp[px], g[x]));
-                        step::<NB>(&prev, *pmin.get_unchecked(px), &c, p1, p2, pad, lower_idx, upper_idx)
+                        let inner = Some(pp);
+                        step::<NB>(&prev, inner, *pmin.get_unchecked(px), &c, p1, p2, pad, lower_idx, upper_idx)
                     }
                     _ => start::<NB>(&c, pad),
                 };
@@ -179,11 +180,15 @@ unsafe fn start<const NB: usize>(c: &[__m512i; NB], pad: __m512i) -> [__m512i; N
     }
 }
 
-/// Eq. 13 for one pixel: `prev` the previous pixel's path costs, `m` their minimum.
+/// Eq. 13 for one pixel: `prev` the previous pixel's path costs, `m` their minimum. When
+/// they are also in memory at `at` (a vertical path's previous row), the neighbours inside
+/// the pixel come from unaligned loads instead of permutes (load ports are idle, the
+/// permute port is the busiest); only the two at the ends need the MAX sentinel.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn step<const NB: usize>(
     prev: &[__m512i; NB],
+    at: Option<*const u16>,
     m: u16,
     c: &[__m512i; NB],
     p1: __m512i,
@@ -200,8 +205,14 @@ unsafe fn step<const NB: usize>(
         for k in 0..NB {
             let before = if k == 0 { max } else { prev[k - 1] };
             let after = if k + 1 == NB { max } else { prev[k + 1] };
-            let lower = _mm512_permutex2var_epi16(before, lower_idx, prev[k]);
-            let upper = _mm512_permutex2var_epi16(prev[k], upper_idx, after);
+            let lower = match at {
+                Some(p) if k > 0 => _mm512_loadu_si512(p.add(k * LANES - 1).cast()),
+                _ => _mm512_permutex2var_epi16(before, lower_idx, prev[k]),
+            };
+            let upper = match at {
+                Some(p) if k + 1 < NB => _mm512_loadu_si512(p.add(k * LANES + 1).cast()),
+                _ => _mm512_permutex2var_epi16(prev[k], upper_idx, after),
+            };
             // min(a + P1, b + P1) = min(a, b) + P1, also saturating.
             let near = _mm512_adds_epu16(_mm512_min_epu16(lower, upper), p1);
             let best = _mm512_min_epu16(_mm512_min_epu16(prev[k], near), jump);
