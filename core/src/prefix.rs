@@ -27,7 +27,7 @@ pub trait ScanElem: Copy + 'static {
     /// elements it wrote (0: no kernel for this type, level or channel count).
     ///
     /// # Safety
-    /// As [`run`].
+    /// As the private `run`.
     unsafe fn vectorized(level: Level, src: *const Self, dst: *mut Self, n: usize, c: usize) -> usize {
         let _ = (level, src, dst, n, c);
         0

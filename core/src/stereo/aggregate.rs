@@ -16,11 +16,13 @@
 //! two sweeps run at the same time on disjoint halves of `S` (down on the top half while up
 //! does the bottom half, then the other way round), so no row of `S` is written by two
 //! threads and no lock is needed. The second sweep over a row adds the stored half-sum
-//! and hands the finished row to a sink instead of storing it, so the consumer (the
-//! pipeline's WTA and left-right check) reads it while it is in cache and `S` is written
-//! and read once; a path set that needs one sweep only (5 paths) holds no volume at all.
-//! The inner loop runs along the disparity axis in blocks of `LANES` (32) u16 lanes
-//! (vpminuw / vpaddusw), the disparities padded to whole blocks.
+//! and hands the finished row (in a small buffer, not written back) to a sink, so the
+//! consumer (the pipeline's WTA and left-right check) reads it while it is in cache and
+//! `S` is written and read once; a path set that needs one sweep only (5 paths) holds no
+//! volume at all. The kernels run along the disparity axis in blocks of `LANES` (32) u16
+//! lanes (vpminuw / vpaddusw), the disparities padded to whole blocks: a portable one
+//! (any CPU, any range) and, where the CPU has AVX-512BW and the range is at most 256,
+//! `aggregate_avx512`, which keeps a pixel's blocks in registers (the private `Kernel`).
 
 use super::{CostVolume, Rect, RowCost};
 use crate::error::{Error, Result};
