@@ -70,21 +70,27 @@ impl Level {
 pub fn avx512bw() -> bool {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     {
-        use core::sync::atomic::{AtomicU8, Ordering};
-        static CACHED: AtomicU8 = AtomicU8::new(0);
-        match CACHED.load(Ordering::Relaxed) {
-            1 => false,
-            2 => true,
-            _ => {
-                let yes = std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw");
-                CACHED.store(1 + yes as u8, Ordering::Relaxed);
-                yes
-            }
-        }
+        static CACHED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+        detect_once(&CACHED, || std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw"))
     }
     #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
     {
         cfg!(all(target_arch = "x86_64", target_feature = "avx512f", target_feature = "avx512bw"))
+    }
+}
+
+/// A run-time CPU feature test, run once: `cache` holds 0 (not yet asked), 1 (no) or 2 (yes).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub(crate) fn detect_once(cache: &core::sync::atomic::AtomicU8, detect: impl FnOnce() -> bool) -> bool {
+    use core::sync::atomic::Ordering;
+    match cache.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let yes = detect();
+            cache.store(1 + yes as u8, Ordering::Relaxed);
+            yes
+        }
     }
 }
 

@@ -334,7 +334,7 @@ fn aggregate_using(
     let mut put_bottom = |y: usize, s: &[u16]| put(bottom, mid, y, s);
     let ws = &mut Workspace::default();
     let cost_max = max_u8(&cost.data) as u16;
-    aggregate_rows_using(kernel, cost, region, nd, cost_max, dirs, pen, guide, par, ws, &mut put_top, &mut put_bottom)?;
+    aggregate_rows(kernel, cost, region, nd, cost_max, dirs, pen, guide, par, ws, &mut put_top, &mut put_bottom)?;
     Ok(SummedVolume { width: w, height: h, disparities: nd, data })
 }
 
@@ -353,26 +353,9 @@ pub(crate) type RowSink<'a> = dyn FnMut(usize, &[u16]) + Send + 'a;
 /// row of `S` is handed, once final, to `top` (rows above [`split_row`]) or `bottom`;
 /// the two may run at the same time on two threads. `cost_max` bounds the costs (for the
 /// overflow check); `guide` covers the region. The half-volumes and line buffers come
-/// from `ws` and go back to it.
+/// from `ws` and go back to it. `kernel` runs the sweeps (callers pass [`Kernel::best`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn aggregate_rows(
-    src: &dyn RowCost,
-    r: Rect,
-    nd: usize,
-    cost_max: u16,
-    dirs: &[Direction],
-    pen: &Penalties,
-    guide: Option<ImageView<'_, u8>>,
-    par: Parallelism,
-    ws: &mut Workspace,
-    top: &mut RowSink<'_>,
-    bottom: &mut RowSink<'_>,
-) -> Result<()> {
-    aggregate_rows_using(Kernel::best(nd), src, r, nd, cost_max, dirs, pen, guide, par, ws, top, bottom)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn aggregate_rows_using(
     kernel: Kernel,
     src: &dyn RowCost,
     r: Rect,
@@ -455,8 +438,8 @@ fn aggregate_rows_using(
         join(par, || dn.run(0..mid, Out::Store(&mut upper)), || upw.run((mid..h).rev(), Out::Store(&mut lower)));
         join(
             par,
-            || dn.run(mid..h, Out::Finish(Some((&mut lower[la..], h - 1)), bottom)),
-            || upw.run((0..mid).rev(), Out::Finish(Some((&mut upper[ua..], 0)), top)),
+            || dn.run(mid..h, Out::Finish(Some((&lower[la..], h - 1)), bottom)),
+            || upw.run((0..mid).rev(), Out::Finish(Some((&upper[ua..], 0)), top)),
         );
         ws.recycle(upper);
         ws.recycle(lower);
@@ -481,9 +464,9 @@ fn join(par: Parallelism, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
 enum Out<'a, 'f> {
     /// Appended to this half of S, in the sweep's order of rows: the first of two sweeps.
     Store(&'a mut Vec<u16>),
-    /// Added into the stored row if any (the half of S the other sweep stored, and the row
-    /// it stored first), then handed to the sink: the row is final.
-    Finish(Option<(&'a mut [u16], usize)>, &'a mut RowSink<'f>),
+    /// Added to the stored row if any (the half of S the other sweep stored, and the row
+    /// it stored first; only read), then handed to the sink: the row is final.
+    Finish(Option<(&'a [u16], usize)>, &'a mut RowSink<'f>),
 }
 
 /// One row of a sweep with `kernel`: the horizontal path (in the order of `forward`) when
@@ -509,7 +492,8 @@ unsafe fn kernel_row(
     stream: bool,
     pen: &StepPenalties,
 ) {
-    let n = crow.len() / padded(nd) * padded(nd);
+    // crow holds w * dp costs: as many lanes as the row of sums.
+    let n = crow.len();
     match kernel {
         Kernel::Portable => {
             // SAFETY: srow and partial cover n lanes (the caller); srow is initialized

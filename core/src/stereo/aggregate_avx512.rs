@@ -111,14 +111,14 @@ unsafe fn row<const NB: usize>(
             let x = if forward { i } else { w - 1 - i };
             let cp = crow.as_ptr().add(x * dp);
             let sp = srow.add(x * dp);
-            let pp = partial.map(|p| p.add(x * dp));
+            let part = partial.map(|p| p.add(x * dp));
             // (Loops, not closures: a closure would not inherit the target features.)
             let mut c = [_mm512_setzero_si512(); NB];
             let mut acc = [_mm512_setzero_si512(); NB];
             for k in 0..NB {
                 c[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(cp.add(k * LANES).cast()));
-                if let Some(pp) = pp {
-                    acc[k] = _mm512_loadu_si512(pp.add(k * LANES).cast());
+                if let Some(part) = part {
+                    acc[k] = _mm512_loadu_si512(part.add(k * LANES).cast());
                 }
             }
             if horizontal {
@@ -143,8 +143,7 @@ unsafe fn row<const NB: usize>(
                             *v = _mm512_loadu_si512(pp.add(k * LANES).cast());
                         }
                         let p2 = dr.grow.map_or(pen.p2[0], |(g, gp)| pen.p2(gp[px], g[x]));
-                        let inner = Some(pp);
-                        step::<NB>(&prev, inner, *pmin.get_unchecked(px), &c, p1, p2, pad, lower_idx, upper_idx)
+                        step::<NB>(&prev, Some(pp), *pmin.get_unchecked(px), &c, p1, p2, pad, lower_idx, upper_idx)
                     }
                     _ => start::<NB>(&c, pad),
                 };

@@ -185,19 +185,10 @@ mod avx512 {
     pub(super) fn available() -> bool {
         #[cfg(feature = "std")]
         {
-            use core::sync::atomic::{AtomicU8, Ordering};
-            static CACHED: AtomicU8 = AtomicU8::new(0);
-            match CACHED.load(Ordering::Relaxed) {
-                1 => false,
-                2 => true,
-                _ => {
-                    let yes = crate::fma::avx512bw()
-                        && std::is_x86_feature_detected!("avx512vpopcntdq")
-                        && std::is_x86_feature_detected!("avx512vbmi");
-                    CACHED.store(1 + yes as u8, Ordering::Relaxed);
-                    yes
-                }
-            }
+            static CACHED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+            crate::fma::detect_once(&CACHED, || {
+                crate::fma::avx512bw() && std::is_x86_feature_detected!("avx512vpopcntdq") && std::is_x86_feature_detected!("avx512vbmi")
+            })
         }
         #[cfg(not(feature = "std"))]
         {

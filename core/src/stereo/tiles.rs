@@ -232,7 +232,7 @@ pub(crate) fn run_tiles(
         let (o_top, o_bottom) = occ.split_at_mut(if p.lr_check { mid * w } else { 0 });
         let mut top = RowFinish::new(l_top, o_top, 0, w, p, core);
         let mut bottom = RowFinish::new(l_bottom, o_bottom, mid, w, p, core);
-        aggregate::aggregate_rows(src, e, nd, cost_max, dirs, &pen, Some(g), par, ws, &mut |y, s| top.row(y, s), &mut |y, s| {
+        aggregate::aggregate_rows(aggregate::Kernel::best(nd), src, e, nd, cost_max, dirs, &pen, Some(g), par, ws, &mut |y, s| top.row(y, s), &mut |y, s| {
             bottom.row(y, s)
         })?;
         stats.rejected_uniqueness += top.rejected_uniqueness + bottom.rejected_uniqueness;
