@@ -190,9 +190,10 @@ pub fn window_sums<L: Lane>(
     Ok(())
 }
 
-/// The edges of [`mirrored_window_sums`] go in runs of a multiple of this many windows,
-/// and its prefix row keeps this many elements on each side for them to read.
-const MIRROR_PAD: usize = 8;
+/// The edges of [`mirrored_window_sums`] go in runs of a multiple of this many windows
+/// (one 512-bit vector of u32 sums), and its prefix row keeps this many elements on each
+/// side for them to read.
+const MIRROR_PAD: usize = 16;
 
 /// Window sums of one channel from the prefix `p` of the row alone (`p[i]` = sum of the
 /// first `i` column sums, at `padded[MIRROR_PAD + i]`), Reflect101 outside,
@@ -203,10 +204,9 @@ const MIRROR_PAD: usize = 8;
 /// (`b = x + right > w - 1`).
 ///
 /// The edges, whose mirrored term runs backwards along `p`, are vector loops with a lane
-/// reversal over a multiple of 8 windows, so that they have no scalar tail (which took
-/// longer than the vectors for windows up to 31 wide): the run goes on past the edge into
-/// the interior, whose plain differences are written after it, and reads the padding,
-/// whose results land only there. A row too short for that takes the edges' formula one
+/// reversal over a multiple of 16 windows, so that they have no scalar tail: the run goes
+/// on past the edge into the interior, whose plain differences are written after it, and
+/// reads the padding, whose results land only there. A row too short for that takes the edges' formula one
 /// window at a time.
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn mirrored_window_sums<L: Lane>(padded: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
@@ -241,7 +241,7 @@ fn short_row_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums:
         let (a, b) = (x as isize - left as isize, x + right);
         let mut s = sub(p[b.min(w - 1) + 1], p[a.max(0) as usize]);
         if a < 0 {
-            s = add(s, sub(p[1 - a as usize], p[1]));
+            s = add(s, sub(p[(1 - a) as usize], p[1]));
         }
         if b > w - 1 {
             s = add(s, sub(p[w - 1], p[2 * w - 2 - b]));
@@ -253,13 +253,20 @@ fn short_row_window_sums<L: Lane>(p: &[L::Acc], left: usize, right: usize, sums:
     }
 }
 
-/// `out[i] = fwd[i] + rev[n - 1 - i] - k` (`k - (..)` if `negate`), `n = out.len()`: a
-/// loop LLVM vectorizes with a lane reversal (64 lanes a turn, then 8).
+/// `out[i] = fwd[i] + rev[n - 1 - i] - k` (`k - (..)` if `negate`), `n = out.len()`, a
+/// multiple of [`MIRROR_PAD`]: fixed-size chunks, each one vector load, lane reversal and
+/// add. (A plain zipped loop left LLVM to pick the vector width by the run's length: runs
+/// under 64 windows went scalar, 4x the cost of an interior window.)
 #[inline(always)]
 fn reversed_pair_sums<L: Lane>(out: &mut [L::Acc], fwd: &[L::Acc], rev: &[L::Acc], k: L::Acc, negate: bool) {
-    for ((o, &f), &r) in out.iter_mut().zip(fwd).zip(rev.iter().rev()) {
-        let v = L::acc_add(f, r);
-        *o = if negate { L::acc_sub(k, v) } else { L::acc_sub(v, k) };
+    const C: usize = MIRROR_PAD;
+    let chunks = out.chunks_exact_mut(C).zip(fwd.chunks_exact(C)).zip(rev.rchunks_exact(C));
+    for ((o, f), r) in chunks {
+        crate::simd::vectorize_body_only();
+        for j in 0..C {
+            let v = L::acc_add(f[j], r[C - 1 - j]);
+            o[j] = if negate { L::acc_sub(k, v) } else { L::acc_sub(v, k) };
+        }
     }
 }
 
@@ -288,11 +295,12 @@ mod tests {
     fn reflected_rows_match_naive_at_every_length_and_reach() {
         // Every row length up to 80 and every window that reaches past at most one image's
         // width: the edge blocks (with their tails in the interior and the padding), the
-        // window-by-window formula of short rows, windows past both edges.
-        for w in 1..=80 {
+        // window-by-window formula of short rows, windows past both edges. Two long rows
+        // take edges of 8 blocks and more.
+        for w in (1..=80).chain([271, 333]) {
             let data: Vec<u8> = (0..2 * w).map(|i| (i * 73 % 256) as u8).collect();
             let view = LaneView { data: &data, width: w, height: 2, stride: w, channels: 1 };
-            for kw in 1..2 * w {
+            for kw in (1..2 * w).step_by(if w > 80 { 7 } else { 1 }) {
                 let win = Window { width: kw, height: 3 };
                 let mut got = vec![0u32; 2 * w];
                 window_sums(&view, win, Border::Reflect101, 0..2, |y, s| got[y * w..(y + 1) * w].copy_from_slice(s)).unwrap();
