@@ -16,8 +16,9 @@ pub trait Lane: Copy + Send + Sync + 'static {
     /// Accumulator: u32 for u8, u64 for u16, f64 for f32. Integer accumulators wrap, and
     /// differences of wrapped prefix sums are still exact while a window sum fits.
     type Acc: crate::prefix::ScanElem + Default + Send + Sync + PartialEq + core::fmt::Debug;
-    /// `acc[i] += add[i]`.
-    fn add_row(acc: &mut [Self::Acc], add: &[Self]);
+    /// `acc[i] += rows[0][i] + rows[1][i] + ...` over `acc.len()` lanes (every row at
+    /// least that long): the column sums a sliding window starts from.
+    fn add_rows(acc: &mut [Self::Acc], rows: &[&[Self]]);
     /// `acc[i] += add[i] - sub[i]`: one step of the vertical sliding window.
     fn slide_row(acc: &mut [Self::Acc], add: &[Self], sub: &[Self]);
     fn from_f32(v: f32) -> Self;
@@ -38,12 +39,6 @@ macro_rules! int_lane {
             }
         }
         #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $add(acc: &mut [$acc], add: &[$t]) {
-            for (a, &x) in acc.iter_mut().zip(add) {
-                *a = a.wrapping_add(x as $acc);
-            }
-        }
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
         fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
             for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
                 *a = a.wrapping_add(x as $acc).wrapping_sub(y as $acc);
@@ -52,8 +47,8 @@ macro_rules! int_lane {
         impl Lane for $t {
             type Acc = $acc;
             #[inline]
-            fn add_row(acc: &mut [$acc], add: &[$t]) {
-                $add(acc, add)
+            fn add_rows(acc: &mut [$acc], rows: &[&[$t]]) {
+                $add(acc, rows)
             }
             #[inline]
             fn slide_row(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
@@ -86,15 +81,48 @@ macro_rules! int_lane {
         }
     };
 }
-int_lane!(u8, u32, add_row_u8, slide_row_u8, diff_u32);
-int_lane!(u16, u64, add_row_u16, slide_row_u16, diff_u64);
+int_lane!(u8, u32, add_rows_u8, slide_row_u8, diff_u32);
+int_lane!(u16, u64, add_rows_u16, slide_row_u16, diff_u64);
 
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn add_row_f32(acc: &mut [f64], add: &[f32]) {
-    for (a, &x) in acc.iter_mut().zip(add) {
-        *a += x as f64;
-    }
+/// `fn $name(acc: &mut [$acc], rows: &[&[$t]])`, [`Lane::add_rows`]: columns in blocks of
+/// `$block` whose partial sums (in `$part`, exact over `$group` rows) stay in registers
+/// while the rows go by, so a row costs a block a load and an add, not also a load and a
+/// store of the accumulator. A window of 255 rows then starts in about the time of a few
+/// slide steps, and row bands can be small whatever the window.
+macro_rules! column_sums {
+    ($name:ident, $t:ty, $acc:ty, $part:ty, $block:literal, $group:expr, $part_add:path, $acc_add:path) => {
+        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
+        fn $name(acc: &mut [$acc], rows: &[&[$t]]) {
+            const B: usize = $block;
+            let whole = acc.len() / B * B;
+            for x in (0..whole).step_by(B) {
+                for group in rows.chunks($group) {
+                    let mut part = [<$part>::default(); B];
+                    for row in group {
+                        let row = &row[x..x + B];
+                        for j in 0..B {
+                            part[j] = $part_add(part[j], row[j] as $part);
+                        }
+                    }
+                    for (a, &p) in acc[x..x + B].iter_mut().zip(&part) {
+                        *a = $acc_add(*a, p as $acc);
+                    }
+                }
+            }
+            for row in rows {
+                for (a, &v) in acc[whole..].iter_mut().zip(&row[whole..]) {
+                    *a = $acc_add(*a, v as $acc);
+                }
+            }
+        }
+    };
 }
+// 257 * 255 = 65535 fits u16; 65537 * 65535 = 2^32 - 1 fits u32 (windows have at most
+// 4095 rows). Four 512-bit vectors of partial sums a block.
+column_sums!(add_rows_u8, u8, u32, u16, 128, 257, u16::wrapping_add, u32::wrapping_add);
+column_sums!(add_rows_u16, u16, u64, u32, 64, 65537, u32::wrapping_add, u64::wrapping_add);
+column_sums!(add_rows_f32, f32, f64, f64, 32, usize::MAX, core::ops::Add::add, core::ops::Add::add);
+
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
 fn slide_row_f32(acc: &mut [f64], add: &[f32], sub: &[f32]) {
     for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
@@ -113,8 +141,8 @@ fn diff_f64(p: &[f64], k: usize, out: &mut [f64]) {
 impl Lane for f32 {
     type Acc = f64;
     #[inline]
-    fn add_row(acc: &mut [f64], add: &[f32]) {
-        add_row_f32(acc, add)
+    fn add_rows(acc: &mut [f64], rows: &[&[f32]]) {
+        add_rows_f32(acc, rows)
     }
     #[inline]
     fn slide_row(acc: &mut [f64], add: &[f32], sub: &[f32]) {
@@ -334,6 +362,31 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`Lane::add_rows`] against a plain sum in u64 / f64: row counts across the u8
+    /// partials' 257-row groups, widths with and without a partial block, full-scale rows.
+    fn check_add_rows<L: Lane>(value: impl Fn(usize, usize) -> L, to_f64: impl Fn(L) -> f64) {
+        for (width, height) in [(1, 1), (127, 3), (128, 257), (300, 258), (700, 600), (64, 4095)] {
+            let data: alloc::vec::Vec<alloc::vec::Vec<L>> =
+                (0..height).map(|y| (0..width + 5).map(|x| value(x, y)).collect()).collect();
+            let rows: alloc::vec::Vec<&[L]> = data.iter().map(|r| &r[..]).collect();
+            let mut acc = alloc::vec![L::acc_from_f64(7.0); width];
+            L::add_rows(&mut acc, &rows);
+            for (x, &a) in acc.iter().enumerate() {
+                let want = 7.0 + data.iter().map(|r| to_f64(r[x])).sum::<f64>();
+                assert_eq!(L::acc_to_f64(a), want, "{width} x {height}, column {x}");
+            }
+        }
+    }
+
+    #[test]
+    fn add_rows_matches_plain_sums() {
+        let noise = |x: usize, y: usize| (x * 131 + y * 71 + (x * y) % 7) % 256;
+        // Full scale in the first 300 rows: more than one group of partials at the maximum.
+        check_add_rows::<u8>(|x, y| if y < 300 { 255 } else { noise(x, y) as u8 }, |v| v as f64);
+        check_add_rows::<u16>(|x, y| if y < 300 { 65535 } else { (noise(x, y) * 251) as u16 }, |v| v as f64);
+        check_add_rows::<f32>(|x, y| noise(x, y) as f32 * 0.25 - 20.0, |v| v as f64);
+    }
     use alloc::vec::Vec;
 
     fn check_round_div(area: u32, sums: &[u32]) {

@@ -111,25 +111,10 @@ pub fn window_sums<L: Lane>(
     let mut col_row = AlignedRow::new(n + c, 0);
     let col = col_row.as_mut_slice();
     let y0 = rows.start as isize;
-    // Reflect101 mirrors the window's rows -1..=-top above the image to rows 1..=top, which
-    // the window holds too: added once and doubled, they cost one pass instead of two.
-    let top = match border {
-        Border::Reflect101 => (up as isize - y0).min(y0 + down as isize).min(h as isize - 1).max(0) as usize,
-        _ => 0,
-    };
-    for yy in 1..=top {
-        L::add_row(col, src.row(yy));
-    }
-    if top > 0 {
-        for a in col.iter_mut() {
-            *a = L::acc_add(*a, *a);
-        }
-    }
-    for yy in y0 - up as isize..=y0 + down as isize {
-        if !(1..=top).contains(&yy.unsigned_abs()) {
-            L::add_row(col, source_row(yy));
-        }
-    }
+    // The band starts from its first window's column sums, in one pass over the column
+    // blocks (rows mirrored or clamped past the edge come in as often as the window has them).
+    let window_rows: Vec<&[L]> = (y0 - up as isize..=y0 + down as isize).map(source_row).collect();
+    L::add_rows(&mut col[..n], &window_rows);
     // Column sum of a fully outside column (Constant border): kh copies of the constant.
     let outside_col = L::acc_from_f64(outside as f64 * win.height as f64);
     col[n..].fill(outside_col);
