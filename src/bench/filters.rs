@@ -28,24 +28,26 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let mut out = Image::<u8>::new(1024, 1024)?;
     let mut outf = Image::<f32>::new(1024, 1024)?;
 
-    // Seed table: naive O(m^2) vs recursive O(1), one thread vs all threads.
-    for m in [3usize, 5, 9, 15, 31, 63, 127, 255] {
-        let p = BoxParams::square(m, Border::Reflect101);
-        let params = json!({"w": 1024, "h": 1024, "m": m});
+    // Seed table: naive O(m^2) vs recursive O(1), one thread vs all threads. The recursive
+    // series time their windows interleaved (their flatness over m is the target).
+    let windows = [3usize, 5, 9, 15, 31, 63, 127, 255];
+    let boxes: Vec<BoxParams> = windows.iter().map(|&m| BoxParams::square(m, Border::Reflect101)).collect();
+    let params: Vec<_> = windows.iter().map(|&m| json!({"w": 1024, "h": 1024, "m": m})).collect();
+    for ((&m, p), params) in windows.iter().zip(&boxes).zip(&params) {
         if m <= 15 || (!b.quick && m <= 31) {
             let reps = b.reps_for((m * m) as f64 * 0.8).min(5);
-            r.time("box_u8_naive_1thread", params.clone(), "cpu", reps, || mean_filter_naive(img.view(), out.view_mut(), &p));
+            r.time("box_u8_naive_1thread", params.clone(), "cpu", reps, || mean_filter_naive(img.view(), out.view_mut(), p));
         }
-        let mut mean_u8 = |be: &dyn tessera::Backend| {
-            be.mean_filter(AnyView::U8(img.view()), AnyViewMut::U8(out.view_mut()), &p)
-        };
-        r.time("box_u8_recursive_1thread", params.clone(), b.single.name(), b.reps, || mean_u8(b.single.as_ref()));
-        r.time("box_u8", params.clone(), name, b.reps, || mean_u8(b.backend.as_ref()));
-        let mut mean_f32 = |be: &dyn tessera::Backend| {
-            be.mean_filter(AnyView::F32(imgf.view()), AnyViewMut::F32(outf.view_mut()), &p)
-        };
-        r.time("box_f32_recursive_1thread", params.clone(), b.single.name(), b.reps, || mean_f32(b.single.as_ref()));
-        r.time("box_f32", params.clone(), name, b.reps, || mean_f32(b.backend.as_ref()));
+    }
+    for (series, be) in [("box_u8_recursive_1thread", &b.single), ("box_u8", &b.backend)] {
+        r.time_interleaved(series, &params, be.name(), |i| {
+            be.mean_filter(AnyView::U8(img.view()), AnyViewMut::U8(out.view_mut()), &boxes[i])
+        });
+    }
+    for (series, be) in [("box_f32_recursive_1thread", &b.single), ("box_f32", &b.backend)] {
+        r.time_interleaved(series, &params, be.name(), |i| {
+            be.mean_filter(AnyView::F32(imgf.view()), AnyViewMut::F32(outf.view_mut()), &boxes[i])
+        });
     }
 
     // Gaussian, 1920x1080, f32 and RGBA.

@@ -111,6 +111,56 @@ impl Recorder {
         Some(median)
     }
 
+    /// Times the cases `f(0)`, `f(1)`, ... (one per entry of `params`) in rounds, one call
+    /// of each case a round, and records each case's median over the rounds under `name`,
+    /// then `{name}_flatness`: the slowest case's median over the fastest's. For figures
+    /// compared with each other (the same operation over a parameter), since the calls of
+    /// one round are made within milliseconds and a noisy machine's drift over the minutes
+    /// of a case-after-case run falls on all cases alike. A case that fails is recorded
+    /// with its error, and no flatness then.
+    pub fn time_interleaved<E: std::fmt::Display>(
+        &mut self,
+        name: &str,
+        params: &[Value],
+        backend: &str,
+        mut f: impl FnMut(usize) -> Result<(), E>,
+    ) -> Option<Vec<f64>> {
+        if !self.wants(name) || params.is_empty() {
+            return None;
+        }
+        let warm = Instant::now();
+        for (i, p) in params.iter().enumerate() {
+            if let Err(e) = f(i) {
+                self.record(name, p.clone(), backend, json!({"error": e.to_string()}));
+                return None;
+            }
+        }
+        // About 0.5 s of rounds, like `time`'s repetitions of fast operations.
+        let round_ms = warm.elapsed().as_secs_f64() * 1e3;
+        let rounds = ((500.0 / round_ms.max(0.01)) as usize).clamp(5, 101);
+        let mut t = vec![Vec::with_capacity(rounds); params.len()];
+        for _ in 0..rounds {
+            for (i, times) in t.iter_mut().enumerate() {
+                let a = Instant::now();
+                let _ = f(i);
+                times.push(a.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let medians: Vec<f64> = t
+            .iter_mut()
+            .map(|times| {
+                times.sort_by(|a, b| a.total_cmp(b));
+                times[times.len() / 2]
+            })
+            .collect();
+        for (p, &m) in params.iter().zip(&medians) {
+            self.results.push(json!({"name": name, "params": p, "backend": backend, "median_ms": round4(m)}));
+        }
+        let (lo, hi) = medians.iter().fold((f64::MAX, 0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+        self.record(&format!("{name}_flatness"), json!({"cases": params.len(), "rounds": rounds}), backend, json!(round4(hi / lo)));
+        Some(medians)
+    }
+
     /// Records a figure that is not a time (a count, an error, a memory peak).
     pub fn record(&mut self, name: &str, params: Value, backend: &str, value: Value) {
         self.results.push(json!({"name": name, "params": params, "backend": backend, "value": value}));
