@@ -112,3 +112,26 @@ fn every_subcommand_has_help() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
     }
 }
+
+#[test]
+fn bench_records_the_box_series_interleaved_with_their_flatness() {
+    let out = tessera()
+        .args(["bench", "filters", "--quick", "--json", "--filter", "box_u8_recursive_1thread"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["suite"], "filters");
+    let results = json["results"].as_array().unwrap();
+    let times: Vec<f64> = results
+        .iter()
+        .filter(|r| r["name"] == "box_u8_recursive_1thread")
+        .map(|r| r["median_ms"].as_f64().unwrap())
+        .collect();
+    assert_eq!(times.len(), 8, "one median per window size");
+    assert!(times.iter().all(|&t| t > 0.0));
+    let flat = results.iter().find(|r| r["name"] == "box_u8_recursive_1thread_flatness").unwrap();
+    let (lo, hi) = times.iter().fold((f64::MAX, 0f64), |(l, h), &t| (l.min(t), h.max(t)));
+    let ratio = flat["value"].as_f64().unwrap();
+    assert!((ratio - hi / lo).abs() < 0.01 * ratio, "flatness {ratio} vs medians {times:?}");
+}
