@@ -469,31 +469,26 @@ enum Out<'a, 'f> {
     Finish(Option<(&'a [u16], usize)>, &'a mut RowSink<'f>),
 }
 
-/// One row of a sweep with `kernel`: the horizontal path (in the order of `forward`) when
-/// `hz` holds the portable kernel's two scratch slots (or, for the AVX-512 kernel, is
-/// `Some` at all), and every direction of `dirs`; their path costs summed, plus the
-/// `partial` sums if given (which may be `srow` itself), into `srow` (`w * dp` lanes).
-/// `stream`: `srow` is a 64-byte aligned row that will not be read again soon.
+/// One row of a sweep with `kernel`: the horizontal path (in the order of
+/// `input.forward`) when `hz` holds the portable kernel's two scratch slots (or, for the
+/// AVX-512 kernel, is `Some` at all), and every direction of `input.dirs`; their path
+/// costs summed, plus the `partial` sums if given (which may be `srow` itself), into
+/// `srow` (`w * dp` lanes). `stream`: `srow` is a 64-byte aligned row that will not be
+/// read again soon.
 ///
 /// # Safety
 /// `srow` is valid for writes of `w * dp` lanes, `partial` for as many reads; `dirs` are
 /// in the kernel's layout.
-#[allow(clippy::too_many_arguments)]
 unsafe fn kernel_row(
     kernel: Kernel,
-    crow: &[u8],
-    nd: usize,
-    forward: bool,
+    input: SweepRow<'_, '_>,
     hz: Option<(&mut [u16], &mut [u16])>,
-    hguide: Option<&[u8]>,
-    dirs: &mut [DirRow<'_>],
     partial: Option<*const u16>,
     srow: *mut u16,
     stream: bool,
-    pen: &StepPenalties,
 ) {
     // crow holds w * dp costs: as many lanes as the row of sums.
-    let n = crow.len();
+    let n = input.crow.len();
     match kernel {
         Kernel::Portable => {
             // SAFETY: srow and partial cover n lanes (the caller); srow is initialized
@@ -506,13 +501,13 @@ unsafe fn kernel_row(
                 }
                 core::slice::from_raw_parts_mut(srow, n)
             };
-            sweep_row(crow, nd, forward, hz, hguide, dirs, srow, pen);
+            sweep_row(input, hz, srow);
         }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: Kernel::best chose it on a CPU that has AVX-512BW, for blocks <=
         // MAX_BLOCKS; srow and dirs as the caller guarantees.
         Kernel::Avx512 { blocks } => unsafe {
-            super::aggregate_avx512::sweep_row(blocks, crow, nd, forward, hz.is_some(), hguide, dirs, partial, srow, stream, pen)
+            super::aggregate_avx512::sweep_row(blocks, input, hz.is_some(), partial, srow, stream)
         },
         #[cfg(not(target_arch = "x86_64"))]
         Kernel::Avx512 { .. } => unreachable!("Kernel::best picks it on x86-64 only"),
@@ -633,14 +628,16 @@ impl<'c> Sweep<'c> {
             let (a, b) = (&mut self.scratch.0[..], &mut self.scratch.1[..]);
             let forward = !matches!(self.horizontal.first(), Some(r) if r.dx < 0);
             let hz = self.horizontal.first().map(|_| (a, b));
+            let input = SweepRow { crow, nd, forward, hguide: grow, dirs: &mut views, pen: self.pen };
             // SAFETY: srow covers n lanes: reserved in the slab (64-byte aligned rows when
             // streamed: see aggregate_rows) or `fin`; partial is a stored row of n lanes.
             // Views are in the kernel's layout.
-            unsafe { kernel_row(self.kernel, crow, nd, forward, hz, grow, &mut views, partial, srow, stream, self.pen) };
+            unsafe { kernel_row(self.kernel, input, hz, partial, srow, stream) };
             for r in self.horizontal.iter().skip(1) {
                 let hz = Some((&mut self.scratch.0[..], &mut self.scratch.1[..]));
+                let input = SweepRow { crow, nd, forward: r.dx > 0, hguide: grow, dirs: &mut [], pen: self.pen };
                 // SAFETY: as above; the row is initialized now and adds to itself.
-                unsafe { kernel_row(self.kernel, crow, nd, r.dx > 0, hz, grow, &mut [], Some(srow.cast_const()), srow, false, self.pen) };
+                unsafe { kernel_row(self.kernel, input, hz, Some(srow.cast_const()), srow, false) };
             }
             if let Some(slab) = store.as_mut() {
                 // SAFETY: the kernel wrote the n reserved lanes.
@@ -666,39 +663,32 @@ pub(crate) struct DirRow<'a> {
     pub(crate) grow: Option<(&'a [u8], &'a [u8])>,
 }
 
+/// What every kernel's row of a sweep reads: the row's costs `crow` (`w` pixels of the
+/// kernel's `dp` lanes, `nd` of them real), the horizontal path's order (`forward`) and
+/// guide row, the other directions' buffers and the penalties.
+pub(crate) struct SweepRow<'r, 'd> {
+    pub(crate) crow: &'r [u8],
+    pub(crate) nd: usize,
+    pub(crate) forward: bool,
+    pub(crate) hguide: Option<&'r [u8]>,
+    pub(crate) dirs: &'r mut [DirRow<'d>],
+    pub(crate) pen: &'r StepPenalties,
+}
+
 /// One row of a sweep: for each x (in the horizontal path's order), the horizontal step
 /// when `hz` holds its two scratch slots, then every vertical / diagonal direction's step.
-#[allow(clippy::too_many_arguments)]
 #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn sweep_row<'d>(
-    crow: &[u8],
-    nd: usize,
-    forward: bool,
-    hz: Option<(&mut [u16], &mut [u16])>,
-    hguide: Option<&[u8]>,
-    dirs: &mut [DirRow<'d>],
-    srow: &mut [u16],
-    pen: &StepPenalties,
-) {
-    if padded(nd) > nd {
-        sweep_row_impl::<true>(crow, nd, forward, hz, hguide, dirs, srow, pen);
+fn sweep_row<'r, 'd>(input: SweepRow<'r, 'd>, hz: Option<(&mut [u16], &mut [u16])>, srow: &mut [u16]) {
+    if padded(input.nd) > input.nd {
+        sweep_row_impl::<true>(input, hz, srow);
     } else {
-        sweep_row_impl::<false>(crow, nd, forward, hz, hguide, dirs, srow, pen);
+        sweep_row_impl::<false>(input, hz, srow);
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn sweep_row_impl<const PAD: bool>(
-    crow: &[u8],
-    nd: usize,
-    forward: bool,
-    hz: Option<(&mut [u16], &mut [u16])>,
-    hguide: Option<&[u8]>,
-    dirs: &mut [DirRow<'_>],
-    srow: &mut [u16],
-    pen: &StepPenalties,
-) {
+fn sweep_row_impl<const PAD: bool>(input: SweepRow<'_, '_>, hz: Option<(&mut [u16], &mut [u16])>, srow: &mut [u16]) {
+    let SweepRow { crow, nd, forward, hguide, dirs, pen } = input;
     let dp = padded(nd);
     let w = crow.len() / dp;
     let slot = dp + 2;

@@ -18,43 +18,37 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use super::aggregate::{DirRow, StepPenalties, LANES};
+use super::aggregate::{SweepRow, LANES};
 use core::arch::x86_64::*;
 
 /// Largest number of 32-lane blocks (256 disparities) the kernel keeps in registers; wider
 /// ranges run the portable kernel.
 pub(crate) const MAX_BLOCKS: usize = 8;
 
-/// One row of a sweep, as the portable `sweep_row` but in the aligned layout: `crow`
-/// holds `w` pixels of `dp = 32 * nb` costs; `dirs`' rows hold `dp` lanes per pixel;
+/// One row of a sweep, as the portable `sweep_row` but in the aligned layout: `input.crow`
+/// holds `w` pixels of `dp = 32 * nb` costs; `input.dirs`' rows hold `dp` lanes per pixel;
 /// `srow` (`w * dp` lanes) receives the sum of this sweep's path costs plus `partial`'s
 /// (the same extent; it may be `srow` itself), or of the path costs alone without it.
 /// `stream`: write `srow` with non-temporal stores (it must be 64-byte aligned).
-/// `horizontal`: also run the horizontal path in the order of `forward`.
+/// `horizontal`: also run the horizontal path in the order of `input.forward`.
 ///
 /// # Safety
 /// The CPU supports AVX-512F and BW ([`crate::fma::avx512bw`]); `1 <= nb <= MAX_BLOCKS`; `srow` is
 /// valid for `w * dp` writes and `partial` for as many reads; the slices of `dirs` are as
 /// `DirRow` documents with a pixel stride of `dp`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn sweep_row(
     nb: usize,
-    crow: &[u8],
-    nd: usize,
-    forward: bool,
+    input: SweepRow<'_, '_>,
     horizontal: bool,
-    hguide: Option<&[u8]>,
-    dirs: &mut [DirRow<'_>],
     partial: Option<*const u16>,
     srow: *mut u16,
     stream: bool,
-    pen: &StepPenalties,
 ) {
     macro_rules! by_blocks {
         ($($n:literal)*) => {
             match nb {
                 // SAFETY: forwarded; nb matches the const parameter.
-                $($n => unsafe { row::<$n>(crow, nd, forward, horizontal, hguide, dirs, partial, srow, stream, pen) },)*
+                $($n => unsafe { row::<$n>(input, horizontal, partial, srow, stream) },)*
                 _ => unreachable!("nb is checked by the caller"),
             }
         };
@@ -76,20 +70,15 @@ const fn shift_indices(up: bool) -> [i16; 32] {
 const LOWER: [i16; 32] = shift_indices(false);
 const UPPER: [i16; 32] = shift_indices(true);
 
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn row<const NB: usize>(
-    crow: &[u8],
-    nd: usize,
-    forward: bool,
+    input: SweepRow<'_, '_>,
     horizontal: bool,
-    hguide: Option<&[u8]>,
-    dirs: &mut [DirRow<'_>],
     partial: Option<*const u16>,
     srow: *mut u16,
     stream: bool,
-    pen: &StepPenalties,
 ) {
+    let SweepRow { crow, nd, forward, hguide, dirs, pen } = input;
     // SAFETY: the caller's contract (CPU features, slice layouts, srow's extent); x < w
     // and px < w index pixels inside the rows.
     unsafe {
