@@ -25,7 +25,9 @@ fn each_method_matches_the_library() {
     let d = temp_dir("methods");
     let input = d.join("in.png");
     io::save(&sample().into(), &input).unwrap();
-    let cases: [(&[&str], GaussianParams); 4] = [
+    let cases: [(&[&str], GaussianParams); 5] = [
+        // No option: the core's defaults, which the CLI shows and uses.
+        (&[], GaussianParams::default()),
         (&["--sigma", "1.5"], GaussianParams { sigma: 1.5, ..Default::default() }),
         (
             &["--sigma", "2", "--method", "fir", "--radius", "4", "--border", "normalize"],
@@ -78,7 +80,7 @@ fn bad_gaussian_parameters_are_messages() {
         (&["--sigma", "0"], "sigma"),
         (&["--sigma", "inf"], "sigma"),
         (&["--method", "iir", "--sigma", "0.3"], "sigma"),
-        (&["--method", "spline"], "unknown method"),
+        (&["--method", "spline"], "is not one of fir, iir, auto"),
     ];
     for (args, needle) in cases {
         let out = tessera().arg("gauss").args(args).arg(&input).arg("-o").arg(d.join("x.png")).output().unwrap();

@@ -286,3 +286,37 @@ fn cli_stereo_errors_are_messages() {
         assert!(err.contains(msg) && !err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn cli_stereo_switches_take_bare_and_negated_forms() {
+    let tsukuba = common::shared_data().join("stereo").join("tsukuba");
+    let dir = std::env::temp_dir().join(format!("tessera-stereo-switches-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |i: usize, flags: &[&str]| {
+        let pfm = dir.join(format!("d{i}.pfm"));
+        let out = tessera()
+            .args(["stereo", "--backend", "cpu", "--max-disp", "32"])
+            .arg(tsukuba.join("left.png"))
+            .arg(tsukuba.join("right.png"))
+            .arg("-o")
+            .arg(&pfm)
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{flags:?}: {}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read(&pfm).unwrap()
+    };
+    // Each switch: bare = on = the default; `--no-X`, `--X=false` and `--X false` = off,
+    // and the last of `--no-X` / `--X` wins.
+    let default = run(0, &[]);
+    for (i, switch) in ["subpixel", "lr-check", "median", "fill"].into_iter().enumerate() {
+        let on = run(10 * i + 1, &[&format!("--{switch}")]);
+        assert_eq!(on, default, "--{switch}");
+        let off = run(10 * i + 2, &[&format!("--no-{switch}")]);
+        assert_ne!(off, default, "--no-{switch} changes the map");
+        assert_eq!(run(10 * i + 3, &[&format!("--{switch}=false")]), off, "--{switch}=false");
+        assert_eq!(run(10 * i + 4, &[&format!("--{switch}"), "false"]), off, "--{switch} false");
+        assert_eq!(run(10 * i + 5, &[&format!("--no-{switch}"), &format!("--{switch}")]), default, "last wins");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -21,6 +21,19 @@ pub enum Border {
     Normalize,
 }
 
+impl core::fmt::Display for Border {
+    /// The name the command line and the plugin parse: `reflect101`, `replicate`,
+    /// `normalize` or `constant:V`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Border::Reflect101 => f.write_str("reflect101"),
+            Border::Replicate => f.write_str("replicate"),
+            Border::Normalize => f.write_str("normalize"),
+            Border::Constant(v) => write!(f, "constant:{v}"),
+        }
+    }
+}
+
 impl Border {
     /// Where index `i` of a row of `n` pixels reads from: `Some(index)` inside the image or
     /// by reflection / replication, `None` for a `Constant` or `Normalize` outside pixel.

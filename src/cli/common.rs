@@ -29,6 +29,11 @@ impl BackendArgs {
     }
 }
 
+/// `7,31,127`: a list default as the user types it (clap would show it space-separated).
+pub fn comma_list(v: &[usize]) -> String {
+    v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// Parses `reflect101`, `replicate`, `normalize` or `constant:V`.
 pub fn parse_border(s: &str) -> Result<Border, String> {
     match s.to_ascii_lowercase().as_str() {

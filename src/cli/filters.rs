@@ -1,7 +1,7 @@
 //! `tessera box`, `tessera mean`, `tessera gauss`.
 
 use super::common::{input_view, output_like, parse_border, process_files, BackendArgs, FilesArgs};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera::{AnyImage, Border, Image};
 
@@ -9,7 +9,7 @@ use tessera::{AnyImage, Border, Image};
 #[derive(clap::Args, Clone, Debug)]
 pub struct WindowArgs {
     /// Square window side m (m x m pixels)
-    #[arg(short = 'm', long, default_value_t = 3)]
+    #[arg(short = 'm', long, default_value_t = BoxParams::default().width)]
     pub size: usize,
     /// Window width (overrides --size)
     #[arg(long)]
@@ -18,7 +18,7 @@ pub struct WindowArgs {
     #[arg(long)]
     pub height: Option<usize>,
     /// Border: reflect101, replicate, normalize, constant:V
-    #[arg(long, value_parser = parse_border, default_value = "reflect101")]
+    #[arg(long, value_parser = parse_border, default_value_t = BoxParams::default().border)]
     pub border: Border,
 }
 
@@ -48,29 +48,24 @@ pub struct GaussArgs {
     #[command(flatten)]
     files: FilesArgs,
     /// Standard deviation in pixels (a negative value is passed on and reported as invalid)
-    #[arg(short, long, default_value_t = 2.0, allow_negative_numbers = true)]
+    #[arg(short, long, default_value_t = GaussianParams::default().sigma, allow_negative_numbers = true)]
     sigma: f64,
     /// FIR kernel radius, 1..=4095 (default ceil(3 sigma)); with --method auto it selects the FIR
     #[arg(long)]
     radius: Option<usize>,
     /// fir (separable, exact sampled kernel), iir (recursive, cost independent of sigma),
     /// or auto (FIR below sigma 9, or 16 for RGBA; IIR above)
-    #[arg(long, value_parser = parse_gauss_method, default_value = "auto")]
+    #[arg(long, value_parser = parse_gauss_method, default_value_t = GaussianParams::default().method)]
     method: GaussianMethod,
     /// Border: reflect101, replicate, normalize, constant:V
-    #[arg(long, value_parser = parse_border, default_value = "reflect101")]
+    #[arg(long, value_parser = parse_border, default_value_t = GaussianParams::default().border)]
     border: Border,
     #[command(flatten)]
     backend: BackendArgs,
 }
 
 fn parse_gauss_method(s: &str) -> Result<GaussianMethod, String> {
-    match s {
-        "auto" => Ok(GaussianMethod::Auto),
-        "fir" => Ok(GaussianMethod::Fir),
-        "iir" => Ok(GaussianMethod::Iir),
-        _ => Err(format!("unknown method {s:?} (fir, iir, auto)")),
-    }
+    GaussianMethod::from_name(s).map_err(|e| e.to_string())
 }
 
 pub fn run_box(a: WindowFilterArgs) -> Result<()> {
@@ -80,7 +75,9 @@ pub fn run_box(a: WindowFilterArgs) -> Result<()> {
         let (w, h) = img.size();
         let mut out: AnyImage = match img {
             AnyImage::F32(_) => Image::<f32>::new(w, h)?.into(),
-            _ => Image::<u32>::new(w, h)?.into(),
+            AnyImage::U8(_) | AnyImage::U16(_) => Image::<u32>::new(w, h)?.into(),
+            AnyImage::Rgba8(_) => bail!("box sums take gray images (8/16-bit or 32-bit float); this one is RGB: convert it to gray first, or use `tessera mean`"),
+            AnyImage::U32(_) => bail!("32-bit integer images are not supported as input; convert to 32-bit float"),
         };
         backend.box_sum(input_view(img)?, out.view_mut(), &p)?;
         Ok(out)

@@ -1,7 +1,7 @@
 //! `tessera glare`: specular-highlight detection and correction; writes the corrected image
 //! (`-o`) and the mask (`--mask`, 8-bit, 255 = glare).
 
-use super::common::{input_view, output_like, parse_border, BackendArgs};
+use super::common::{comma_list, input_view, output_like, parse_border, BackendArgs};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use tessera::{AnyImage, Border, GlareMode, GlareParams, Image};
@@ -17,52 +17,73 @@ pub struct GlareArgs {
     #[arg(long)]
     mask: PathBuf,
     /// adaptive (thresholds from the image's statistics) or manual
-    #[arg(long, value_parser = ["adaptive", "manual"], default_value = "adaptive")]
-    mode: String,
+    #[arg(long, value_parser = parse_mode, default_value_t = GlareModeArg(GlareParams::default().mode))]
+    mode: GlareModeArg,
     /// Box radii of the local statistics, comma-separated
-    #[arg(long, value_delimiter = ',', default_value = "5,15,45")]
+    #[arg(long, value_delimiter = ',', default_value = comma_list(&GlareParams::default().radii))]
     radii: Vec<usize>,
     /// A seed is at least this many local standard deviations above the local mean
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = GlareParams::default().k_sigma)]
     k_sigma: f32,
     /// Least brightness of a seed, fraction of full scale (manual mode)
-    #[arg(long, default_value_t = 0.88)]
+    #[arg(long, default_value_t = GlareParams::default().brightness)]
     brightness: f32,
     /// Least excess over the local mean, fraction of full scale (manual mode)
-    #[arg(long, default_value_t = 0.08)]
+    #[arg(long, default_value_t = GlareParams::default().min_contrast)]
     min_contrast: f32,
     /// Largest saturation (max - min) / max of a seed
-    #[arg(long, default_value_t = 0.35)]
+    #[arg(long, default_value_t = GlareParams::default().max_saturation)]
     max_saturation: f32,
     /// Smallest spot area in pixels
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = GlareParams::default().min_area)]
     min_area: usize,
     /// Largest spot area in pixels
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = GlareParams::default().max_area)]
     max_area: usize,
     /// Largest ratio of a spot's principal axes (1 = round)
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = GlareParams::default().max_elongation)]
     max_elongation: f32,
     /// Dilation of the spots in pixels
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = GlareParams::default().grow)]
     grow: usize,
     /// The fill also replaces pixels within this distance of the mask (the highlight's faint tail)
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = GlareParams::default().fill_grow)]
     fill_grow: usize,
     /// Laplace sweeps of the fill
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = GlareParams::default().fill_iterations)]
     fill_iterations: usize,
     /// Border: reflect101, replicate, constant:V
-    #[arg(long, value_parser = parse_border, default_value = "reflect101")]
+    #[arg(long, value_parser = parse_border, default_value_t = GlareParams::default().border)]
     border: Border,
     #[command(flatten)]
     backend: BackendArgs,
 }
 
+/// `--mode`, printed and parsed by its lower-case name.
+#[derive(Clone, Copy, Debug)]
+struct GlareModeArg(GlareMode);
+
+impl std::fmt::Display for GlareModeArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            GlareMode::Adaptive => "adaptive",
+            GlareMode::Manual => "manual",
+        })
+    }
+}
+
+fn parse_mode(s: &str) -> Result<GlareModeArg, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "adaptive" => Ok(GlareModeArg(GlareMode::Adaptive)),
+        "manual" => Ok(GlareModeArg(GlareMode::Manual)),
+        _ => Err(format!("unknown mode {s:?} (adaptive, manual)")),
+    }
+}
+
 pub fn run(a: GlareArgs) -> Result<()> {
     let backend = a.backend.open()?;
     let p = GlareParams {
-        mode: if a.mode == "manual" { GlareMode::Manual } else { GlareMode::Adaptive },
+        mode: a.mode.0,
         radii: a.radii,
         k_sigma: a.k_sigma,
         brightness: a.brightness,

@@ -3,6 +3,7 @@
 
 use super::common::BackendArgs;
 use anyhow::{bail, Context, Result};
+use clap::ArgAction;
 use std::path::{Path, PathBuf};
 use tessera::stereo::{self, pfm, Cost, Paths, StereoParams, Tiling};
 use tessera::{AnyImage, Image};
@@ -27,21 +28,21 @@ pub struct StereoArgs {
     #[arg(short, long)]
     output: PathBuf,
     /// Number of disparities D: candidates 0 .. D-1
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = StereoParams::default().max_disparity)]
     max_disp: usize,
-    #[arg(long, value_enum, default_value = "census")]
+    #[arg(long, value_enum, default_value_t = CostArg::of(StereoParams::default().cost))]
     cost: CostArg,
     /// Census window WxH (odd sides, at most 9x7)
-    #[arg(long, default_value = "7x5")]
+    #[arg(long, default_value = census_window_default())]
     census_window: String,
     /// MI iterations (from a zero disparity map) at the coarsest level
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = mi_default().0)]
     mi_iterations: usize,
     /// MI pyramid levels (0 = full resolution only)
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = mi_default().1)]
     mi_levels: usize,
     /// Aggregation paths: 4, 5, 8 or 16
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = StereoParams::default().paths.count())]
     paths: usize,
     /// Small-change penalty P1 (default: per cost)
     #[arg(long)]
@@ -53,34 +54,76 @@ pub struct StereoArgs {
     #[arg(long)]
     fixed_p2: bool,
     /// Uniqueness ratio in percent (0 = off)
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = StereoParams::default().uniqueness)]
     uniqueness: u8,
-    /// Parabola subpixel refinement: true or false
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// Parabola subpixel refinement (--subpixel, --subpixel=false, --no-subpixel)
+    #[arg(long, default_value_t = StereoParams::default().subpixel, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
     subpixel: bool,
-    /// Left-right consistency check: true or false
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, overrides_with = "subpixel", hide = true)]
+    no_subpixel: bool,
+    /// Left-right consistency check (--lr-check, --lr-check=false, --no-lr-check)
+    #[arg(long, default_value_t = StereoParams::default().lr_check, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
     lr_check: bool,
-    /// 3x3 median: true or false
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, overrides_with = "lr_check", hide = true)]
+    no_lr_check: bool,
+    /// 3x3 median (--median, --median=false, --no-median)
+    #[arg(long, default_value_t = StereoParams::default().median, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
     median: bool,
-    /// Hole filling for a dense map: true or false
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, overrides_with = "median", hide = true)]
+    no_median: bool,
+    /// Hole filling for a dense map (--fill, --fill=false, --no-fill)
+    #[arg(long, default_value_t = StereoParams::default().fill, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
     fill: bool,
+    #[arg(long, overrides_with = "fill", hide = true)]
+    no_fill: bool,
     /// Original tile mode: tiles of WxH pixels (default: automatic bands by --max-mem)
     #[arg(long)]
     tile: Option<String>,
     /// Tile / band overlap in pixels
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = tiling_default().1)]
     overlap: usize,
     /// Working-set budget in MiB for the automatic bands
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = tiling_default().0 >> 20)]
     max_mem: usize,
     /// Also write a colour-mapped PNG of the disparities
     #[arg(long)]
     color: Option<PathBuf>,
     #[command(flatten)]
     backend: BackendArgs,
+}
+
+impl CostArg {
+    fn of(c: Cost) -> Self {
+        match c {
+            Cost::Census { .. } => CostArg::Census,
+            Cost::Ad => CostArg::Ad,
+            Cost::Mi { .. } => CostArg::Mi,
+        }
+    }
+}
+
+/// The default census window, `WxH`: the default cost's.
+fn census_window_default() -> String {
+    match StereoParams::default().cost {
+        Cost::Census { width, height } => format!("{width}x{height}"),
+        _ => unreachable!("the default stereo cost is census"),
+    }
+}
+
+/// The default MI schedule (iterations, levels): `Cost::MI`'s.
+fn mi_default() -> (usize, usize) {
+    match Cost::MI {
+        Cost::Mi { iterations, levels } => (iterations, levels),
+        _ => unreachable!("Cost::MI is an MI cost"),
+    }
+}
+
+/// The default automatic banding (working-set bytes, overlap): `Tiling::default()`'s.
+fn tiling_default() -> (usize, usize) {
+    match Tiling::default() {
+        Tiling::Auto { max_bytes, overlap } => (max_bytes, overlap),
+        Tiling::Tiles { .. } => unreachable!("the default tiling is automatic"),
+    }
 }
 
 fn parse_wxh(s: &str, what: &str) -> Result<(usize, usize)> {
@@ -113,11 +156,11 @@ impl StereoArgs {
             p2: self.p2,
             adaptive_p2: !self.fixed_p2,
             uniqueness: self.uniqueness,
-            subpixel: self.subpixel,
-            lr_check: self.lr_check,
-            lr_max_diff: 1,
-            median: self.median,
-            fill: self.fill,
+            subpixel: self.subpixel && !self.no_subpixel,
+            lr_check: self.lr_check && !self.no_lr_check,
+            lr_max_diff: StereoParams::default().lr_max_diff,
+            median: self.median && !self.no_median,
+            fill: self.fill && !self.no_fill,
             tiling,
         })
     }

@@ -31,28 +31,47 @@ pub enum MethodArg {
     Exhaustive,
 }
 
+/// Each CLI choice enum maps one to one onto the core's, so the defaults come from the
+/// core's parameter structs.
+macro_rules! mirror_enum {
+    ($arg:ident <=> $core:ident { $($v:ident),* }) => {
+        impl From<$core> for $arg {
+            fn from(v: $core) -> Self {
+                match v { $($core::$v => $arg::$v),* }
+            }
+        }
+        impl From<$arg> for $core {
+            fn from(v: $arg) -> Self {
+                match v { $($arg::$v => $core::$v),* }
+            }
+        }
+    };
+}
+mirror_enum!(BlendArg <=> Blend { Overwrite, Average, Feather });
+mirror_enum!(MethodArg <=> SearchMethod { Log, LogPlain, Exhaustive });
+
 /// Registration parameters shared by `stitch` and the bench.
 #[derive(clap::Args, Clone, Debug)]
 pub struct RegisterArgs {
     /// Template side in pixels (25 for half PAL, 31 for PAL)
-    #[arg(long, default_value_t = 25)]
+    #[arg(long, default_value_t = RegisterParams::default().rsz)]
     pub rsz: usize,
     /// Vectors with a coefficient below this are dropped
-    #[arg(long, default_value_t = 0.85)]
+    #[arg(long, default_value_t = RegisterParams::default().cthresh, allow_negative_numbers = true)]
     pub cthresh: f64,
     /// Templates per side of the grid (6 for half PAL, 8 for PAL)
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = RegisterParams::default().npts)]
     pub npts: usize,
     /// Search radius in pixels around the predicted position
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = RegisterParams::default().search_radius)]
     pub search_radius: usize,
     /// Templates whose variance (grey levels squared) is below this are not searched
-    /// [default: 4 for 8-bit and RGB frames; for 16-bit and float frames, 4 scaled by
-    /// (value range of the first frame / 255)^2]
+    /// [default: RegisterParams' (4) for 8-bit and RGB frames; for 16-bit and float frames,
+    /// that scaled by (value range of the first frame / 255)^2]
     #[arg(long)]
     pub min_variance: Option<f64>,
     /// Search method
-    #[arg(long, value_enum, default_value = "log")]
+    #[arg(long, value_enum, default_value_t = RegisterParams::default().method.into())]
     pub method: MethodArg,
 }
 
@@ -63,12 +82,8 @@ impl RegisterArgs {
             cthresh: self.cthresh,
             npts: self.npts,
             search_radius: self.search_radius,
-            min_variance: self.min_variance.unwrap_or(4.0),
-            method: match self.method {
-                MethodArg::Log => SearchMethod::Log,
-                MethodArg::LogPlain => SearchMethod::LogPlain,
-                MethodArg::Exhaustive => SearchMethod::Exhaustive,
-            },
+            min_variance: self.min_variance.unwrap_or(RegisterParams::default().min_variance),
+            method: self.method.into(),
             ..Default::default()
         }
     }
@@ -88,20 +103,20 @@ pub struct StitchArgs {
     #[command(flatten)]
     pub register: RegisterArgs,
     /// How overlapping frames combine
-    #[arg(long, value_enum, default_value = "overwrite")]
+    #[arg(long, value_enum, default_value_t = StitchParams::default().blend.into())]
     pub blend: BlendArg,
     /// Keep registering against a keyframe while the shift from it is within this fraction
     /// of the frame size (0: every frame against its predecessor, as the original)
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = StitchParams::default().keyframe_shift)]
     pub keyframe_shift: f64,
     /// Skip the per-pair quality measures
     #[arg(long)]
     pub no_quality: bool,
     /// Default input only: number of frames of the synthetic sequence
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = SynthParams::default().frames)]
     pub frames: usize,
     /// Default input only: seed of the synthetic path and noise
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SynthParams::default().seed)]
     pub seed: u64,
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -114,28 +129,28 @@ pub struct SynthSeqArgs {
     /// Output directory: frame_0000.png ... and truth.json / truth.csv
     #[arg(short, long)]
     pub output: PathBuf,
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = SynthParams::default().frames)]
     pub frames: usize,
-    #[arg(long, default_value_t = 720)]
+    #[arg(long, default_value_t = SynthParams::default().frame_width)]
     pub width: usize,
-    #[arg(long, default_value_t = 576)]
+    #[arg(long, default_value_t = SynthParams::default().frame_height)]
     pub height: usize,
     /// Magnification of the source before cutting frames
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = SynthParams::default().zoom)]
     pub zoom: f64,
     /// Largest speed along each axis, pixels per frame
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = SynthParams::default().max_step)]
     pub max_step: f64,
     /// Standard deviation of the Gaussian noise, grey levels
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = SynthParams::default().noise_sigma)]
     pub noise: f64,
     /// Relative gain change from the first to the last frame
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = SynthParams::default().gain_drift)]
     pub gain_drift: f64,
     /// Passes of a 3x3 mean blur (0: none)
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = SynthParams::default().blur_passes)]
     pub blur: usize,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SynthParams::default().seed)]
     pub seed: u64,
 }
 
@@ -324,11 +339,7 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
 pub fn run_stitch(a: StitchArgs) -> Result<()> {
     let p = StitchParams {
         register: a.register.params(),
-        blend: match a.blend {
-            BlendArg::Overwrite => Blend::Overwrite,
-            BlendArg::Average => Blend::Average,
-            BlendArg::Feather => Blend::Feather,
-        },
+        blend: a.blend.into(),
         keyframe_shift: a.keyframe_shift,
         quality: !a.no_quality,
     };
@@ -409,7 +420,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     Ok(())
 }
 
-/// The texture threshold when none is given: 4 squared grey levels on an 8-bit scale (a
+/// The texture threshold when none is given: `RegisterParams`' (4 squared grey levels on an 8-bit scale, a
 /// standard deviation of 2), scaled for 16-bit and float frames by the first frame's value
 /// range, so a float frame in [0, 1] gets the same relative threshold as an 8-bit one.
 pub fn default_min_variance(frame: &AnyView<'_>) -> f64 {
@@ -425,7 +436,7 @@ pub fn default_min_variance(frame: &AnyView<'_>) -> f64 {
         AnyView::U16(v) => range(v),
         AnyView::F32(v) => range(v),
     };
-    4.0 * (r / 255.0) * (r / 255.0)
+    RegisterParams::default().min_variance * (r / 255.0) * (r / 255.0)
 }
 
 /// Replaces "frame N" in a core error with the frame's file name.

@@ -9,19 +9,26 @@ pub struct VarianceArgs {
     #[command(flatten)]
     files: FilesArgs,
     /// usual, koenig, welford, pairwise, threewise, recursive (exact O(1))
-    #[arg(long, value_parser = parse_method, default_value = "recursive")]
+    #[arg(long, value_parser = parse_method, default_value_t = VarianceParams::default().method)]
     method: VarianceMethod,
     /// tent (centre-weighted, radius 2^k - 1) or box (uniform, any radius)
-    #[arg(long, value_parser = ["tent", "box"], default_value = "tent")]
+    #[arg(long, value_parser = ["tent", "box"], default_value = kernel_name(VarianceParams::default().kernel))]
     kernel: String,
     /// Kernel radius R (tent: 1, 3, 7, 15, 31, 63, 127, 255)
-    #[arg(short, long, default_value_t = 7)]
+    #[arg(short, long, default_value_t = VarianceParams::default().kernel.radius())]
     radius: usize,
     /// Border: reflect101, replicate, constant:V
-    #[arg(long, value_parser = parse_border, default_value = "reflect101")]
+    #[arg(long, value_parser = parse_border, default_value_t = VarianceParams::default().border)]
     border: Border,
     #[command(flatten)]
     backend: BackendArgs,
+}
+
+fn kernel_name(k: VarianceKernel) -> &'static str {
+    match k {
+        VarianceKernel::Tent { .. } => "tent",
+        VarianceKernel::Box { .. } => "box",
+    }
 }
 
 fn parse_method(s: &str) -> Result<VarianceMethod, String> {

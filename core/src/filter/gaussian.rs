@@ -53,6 +53,31 @@ pub enum GaussianMethod {
     Iir,
 }
 
+impl GaussianMethod {
+    /// Lower-case name ("auto", "fir", "iir"), as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GaussianMethod::Auto => "auto",
+            GaussianMethod::Fir => "fir",
+            GaussianMethod::Iir => "iir",
+        }
+    }
+
+    /// The method of a name, or an error listing the three.
+    pub fn from_name(s: &str) -> Result<Self> {
+        [GaussianMethod::Auto, GaussianMethod::Fir, GaussianMethod::Iir]
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| Error::InvalidParameter { name: "gaussian method", reason: alloc::format!("{s:?} is not one of fir, iir, auto") })
+    }
+}
+
+impl core::fmt::Display for GaussianMethod {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Parameters of the Gaussian blur.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GaussianParams {
@@ -67,7 +92,7 @@ pub struct GaussianParams {
 
 impl Default for GaussianParams {
     fn default() -> Self {
-        GaussianParams { sigma: 1.0, radius: None, method: GaussianMethod::Auto, border: Border::Reflect101 }
+        GaussianParams { sigma: 2.0, radius: None, method: GaussianMethod::Auto, border: Border::Reflect101 }
     }
 }
 

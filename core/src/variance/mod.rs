@@ -104,6 +104,12 @@ impl VarianceMethod {
     }
 }
 
+impl core::fmt::Display for VarianceMethod {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Largest tent radius (k = 8): keeps every integer sum of the exact path within u64
 /// (65535^2 * 256^4 < 2^64) and the kernel at most 511 pixels wide.
 pub const MAX_TENT_RADIUS: usize = 255;

@@ -1,0 +1,189 @@
+//! Every command line the README prints runs as printed: the `tessera ...` synopses of its
+//! command table and the `tessera` / `cargo run --release --` lines of its shell blocks.
+//!
+//! A synopsis is turned into real command lines: placeholders (`IN`, `OUT.tif`, `LEFT`, `W`,
+//! ...) become real files and numbers, optional groups `[...]` are included, a trailing
+//! `...` (more options) is dropped, and each alternative of a choice `a\|b\|c` is run in
+//! turn with the other choices at their first alternative. A README line this test cannot
+//! turn into a command (an unknown placeholder) fails the test, so the README and the
+//! program cannot drift apart silently.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tessera::AnyImage;
+
+fn readme() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README.md")
+}
+
+/// The command lines the README prints, in order, without the program name.
+fn printed_commands(readme: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in readme.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            let cmd = line.split(" #").next().unwrap_or("").trim();
+            if let Some(rest) = cmd.strip_prefix("tessera ").or_else(|| cmd.strip_prefix("cargo run --release -- ")) {
+                out.push(rest.to_string());
+            }
+        } else if line.starts_with('|') {
+            // Table cells: the backtick spans that start with the program's name.
+            for (i, span) in line.split('`').enumerate() {
+                if i % 2 == 1 {
+                    if let Some(rest) = span.strip_prefix("tessera ") {
+                        out.push(rest.to_string());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The files and values the placeholders stand for.
+struct Fixture {
+    dir: PathBuf,
+    data: PathBuf,
+    frames: PathBuf,
+    gray: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = std::env::temp_dir().join(format!("tessera-readme-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = common::shared_data();
+        // A short sequence for `stitch IN...`: frames cut from a real photograph.
+        let frames = dir.join("frames");
+        let st = tessera()
+            .args(["synth-seq", "--frames", "8", "--width", "200", "--height", "160"])
+            .arg(data.join("stereo/teddy/im2.png"))
+            .arg("-o")
+            .arg(&frames)
+            .status()
+            .unwrap();
+        assert!(st.success(), "synth-seq for the stitching fixture failed");
+        // The per-image commands' input: a real photograph as 8-bit gray, the type every
+        // one of them takes (`box` sums gray images only).
+        let gray = dir.join("cones-gray.png");
+        let AnyImage::Rgba8(rgb) = tessera::io::load(&data.join("stereo/cones/im2.png")).unwrap() else {
+            panic!("cones im2.png is RGB")
+        };
+        tessera::io::save(&AnyImage::U8(rgb.convert()), &gray).unwrap();
+        Fixture { dir, data, frames, gray }
+    }
+
+    /// The argument a placeholder stands for in `command`, or `None` for a literal token.
+    fn fill(&self, command: &str, token: &str) -> Option<String> {
+        let cones = self.data.join("stereo/cones");
+        let path = |p: PathBuf| Some(p.display().to_string());
+        let temp = |name: &str| path(self.dir.join(name));
+        match token {
+            "IN" if command == "stitch" => path(self.frames.clone()),
+            "IN" => path(self.gray.clone()),
+            "LEFT" => path(cones.join("im2.png")),
+            "RIGHT" => path(cones.join("im6.png")),
+            "GT.png" => path(cones.join("disp2.png")),
+            "IMG" => path(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/retina.jpg")),
+            "OUT" | "FIXED" => temp(&format!("{command}-{token}.png")),
+            "DIR" => temp(&format!("{command}-{token}")),
+            // Outputs named with their format, shared between commands (`stereo` writes the
+            // DISP.pfm that `stereo-eval` reads).
+            "OUT.tif" | "PANO.png" | "R.json" | "MASK.png" | "DISP.pfm" | "DISP.png" => temp(token),
+            "W" => Some("9".into()),
+            "H" => Some("5".into()),
+            "R" => Some("3".into()),
+            "A" => Some("1.5".into()),
+            "G" => Some("2".into()),
+            "N" => Some("0.1".into()),
+            "V" => Some("3".into()),
+            t if t.chars().any(|c| c.is_ascii_uppercase()) && !t.starts_with('-') => {
+                panic!("README command `tessera {command} ...`: unknown placeholder {t:?}")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The concrete argument lists of one README synopsis.
+fn expand(synopsis: &str, fx: &Fixture) -> Vec<Vec<String>> {
+    let command = synopsis.split_whitespace().next().unwrap_or_default().to_string();
+    // Each token: its alternatives (one for a plain token).
+    let tokens: Vec<Vec<String>> = synopsis
+        .replace("\\|", "|")
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c| c == '[' || c == ']'))
+        .filter(|t| !t.is_empty() && *t != "...")
+        .map(|t| {
+            t.trim_end_matches("...")
+                .split('|')
+                .map(|alt| {
+                    // `constant:V` and the like: a placeholder after a colon.
+                    match alt.split_once(':') {
+                        Some((k, v)) => format!("{k}:{}", fx.fill(&command, v).unwrap_or_else(|| v.to_string())),
+                        None => fx.fill(&command, alt).unwrap_or_else(|| alt.to_string()),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let first: Vec<String> = tokens.iter().map(|alts| alts[0].clone()).collect();
+    let mut runs = vec![first.clone()];
+    for (i, alts) in tokens.iter().enumerate() {
+        for alt in &alts[1..] {
+            let mut run = first.clone();
+            run[i] = alt.clone();
+            runs.push(run);
+        }
+    }
+    runs
+}
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+#[test]
+fn every_command_line_in_the_readme_runs() {
+    let readme = readme();
+    let printed = printed_commands(&readme);
+    assert!(printed.len() >= 12, "expected the command table and the shell blocks, found {printed:?}");
+    let fx = Fixture::new();
+    let mut ran = 0;
+    for synopsis in &printed {
+        for mut args in expand(synopsis, &fx) {
+            if args[0] == "bench" {
+                // The benchmarks take minutes: the smoke-test mode, which runs every case
+                // with the fewest repetitions, still parses the README's arguments.
+                args.push("--quick".into());
+            }
+            let out = tessera().current_dir(&fx.dir).args(&args).output().unwrap();
+            assert!(
+                out.status.success(),
+                "README command `tessera {synopsis}` as `tessera {}` failed:\n{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ran += 1;
+        }
+    }
+    eprintln!("{ran} command lines from {} README synopses ran", printed.len());
+    let _ = std::fs::remove_dir_all(&fx.dir);
+}
+
+#[test]
+fn placeholders_and_choices_expand() {
+    let fx = Fixture { dir: "/t".into(), data: "/d".into(), frames: "/f".into(), gray: "/g.png".into() };
+    let runs = expand("mean IN... -o OUT [--border reflect101\\|constant:V]", &fx);
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0], ["mean", "/g.png", "-o", "/t/mean-OUT.png", "--border", "reflect101"]);
+    assert_eq!(runs[1][5], "constant:3");
+    let md = "| a | `tessera box IN -o OUT.tif -m 15` |\n```sh\ncargo run --release -- stitch -o p.png   # demo\n```\n";
+    assert_eq!(printed_commands(md), ["box IN -o OUT.tif -m 15", "stitch -o p.png"]);
+}
