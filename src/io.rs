@@ -6,17 +6,44 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Cursor, Read, Seek};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tessera_core::{AnyImage, Image, Rgba8};
 
 fn extension(path: &Path) -> String {
     path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase()
 }
 
-fn is_tiff(path: &Path) -> bool {
+/// Whether `path` names a TIFF file (by its extension).
+pub fn is_tiff(path: &Path) -> bool {
     matches!(extension(path).as_str(), "tif" | "tiff")
 }
 
-/// Loads the image at `path` (the first page of a TIFF stack).
+/// The largest image the decoders accept, in pixels, unless raised with [`set_max_pixels`]:
+/// 100 megapixels (10 000 x 10 000), about 400 MB as RGBA, checked from the file's header
+/// before any pixel buffer is allocated, so a small file that claims a huge image (a
+/// decompression bomb) is a clear error instead of gigabytes of memory.
+pub const DEFAULT_MAX_PIXELS: u64 = 100_000_000;
+
+static MAX_PIXELS: AtomicU64 = AtomicU64::new(DEFAULT_MAX_PIXELS);
+
+/// Sets the decoders' pixel limit for this process (the command line's `--max-pixels`).
+pub fn set_max_pixels(n: u64) {
+    MAX_PIXELS.store(n, Ordering::Relaxed);
+}
+
+/// Refuses an image of `w x h` above the pixel limit, before it is decoded.
+fn check_pixels(w: u64, h: u64) -> Result<()> {
+    let max = MAX_PIXELS.load(Ordering::Relaxed);
+    let n = w.saturating_mul(h);
+    if n > max {
+        bail!("the image is {w} x {h} = {n} pixels, above the limit of {max} (raise it with --max-pixels)");
+    }
+    Ok(())
+}
+
+/// Loads the image at `path` (the first page of a TIFF stack; [`load_stack`] reads them
+/// all). Warns on stderr when a JPEG lacks its end marker (a truncated file decodes with its
+/// missing part filled in).
 pub fn load(path: &Path) -> Result<AnyImage> {
     let ctx = || format!("cannot read image {}", path.display());
     if is_tiff(path) {
@@ -24,13 +51,35 @@ pub fn load(path: &Path) -> Result<AnyImage> {
         let mut pages = read_tiff(f, false).with_context(ctx)?;
         return pages.pop().ok_or_else(|| anyhow!("{}: TIFF without images", path.display()));
     }
-    let img = image::ImageReader::open(path)
-        .with_context(ctx)?
-        .with_guessed_format()
-        .with_context(ctx)?
-        .decode()
-        .with_context(ctx)?;
-    from_dynamic(img)
+    let bytes = std::fs::read(path).with_context(ctx)?;
+    let img = decode(&bytes).with_context(ctx)?;
+    if let Some(w) = jpeg_truncation(&bytes) {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    Ok(img)
+}
+
+/// Decodes any format but TIFF, the size checked against the limit from the header first.
+fn decode(bytes: &[u8]) -> Result<AnyImage> {
+    let mut reader = image::ImageReader::new(Cursor::new(bytes)).with_guessed_format()?;
+    // The crate's own allocation limit (512 MiB by default) would refuse some images below
+    // ours with a vaguer message; ours is the one that decides.
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_PIXELS.load(Ordering::Relaxed).saturating_mul(16));
+    reader.limits(limits);
+    let decoder = reader.into_decoder()?;
+    let (w, h) = image::ImageDecoder::dimensions(&decoder);
+    check_pixels(w as u64, h as u64)?;
+    from_dynamic(image::DynamicImage::from_decoder(decoder)?)
+}
+
+/// Why a JPEG looks truncated (no end-of-image marker at its end), or `None` for other
+/// formats and whole JPEGs. The decoder fills a truncated file's missing rows silently.
+fn jpeg_truncation(bytes: &[u8]) -> Option<&'static str> {
+    let is_jpeg = bytes.starts_with(&[0xFF, 0xD8, 0xFF]);
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(bytes, |i| &bytes[..=i]);
+    (is_jpeg && !end.ends_with(&[0xFF, 0xD9]))
+        .then_some("the JPEG data has no end-of-image marker: the file is probably truncated, and the lower part of the image is made up by the decoder")
 }
 
 /// Loads an image from encoded bytes (any supported format, found by its content).
@@ -39,7 +88,7 @@ pub fn load_from_memory(bytes: &[u8]) -> Result<AnyImage> {
         let mut pages = read_tiff(Cursor::new(bytes), false)?;
         return pages.pop().ok_or_else(|| anyhow!("TIFF without images"));
     }
-    from_dynamic(image::load_from_memory(bytes)?)
+    decode(bytes)
 }
 
 /// Loads every page of a multi-page TIFF (or the single image of any other file).
@@ -74,14 +123,23 @@ fn from_dynamic(img: image::DynamicImage) -> Result<AnyImage> {
 }
 
 fn read_tiff<R: Read + Seek>(r: R, all_pages: bool) -> Result<Vec<AnyImage>> {
-    use tiff::decoder::{Decoder, DecodingResult as R8};
+    use tiff::decoder::{Decoder, DecodingResult as R8, Limits};
+    use tiff::tags::Tag;
     use tiff::ColorType as C;
-    let mut dec = Decoder::new(r)?;
+    let mut limits = Limits::default();
+    limits.decoding_buffer_size = usize::try_from(MAX_PIXELS.load(Ordering::Relaxed).saturating_mul(16)).unwrap_or(usize::MAX);
+    let mut dec = Decoder::new(r)?.with_limits(limits);
     let mut out = Vec::new();
     loop {
         let (w, h) = dec.dimensions()?;
+        check_pixels(w as u64, h as u64)?;
         let (w, h) = (w as usize, h as usize);
         let color = dec.colortype()?;
+        // PlanarConfiguration 2: each channel stored whole after the other (what tifffile
+        // writes for a (3, H, W) array); the decoder returns only the first plane.
+        if matches!(color, C::RGB(_) | C::RGBA(_)) && dec.find_tag_unsigned::<u16>(Tag::PlanarConfiguration)? == Some(2) {
+            bail!("planar RGB TIFF (one plane per channel) is not supported: save it with interleaved channels (tifffile: an (H, W, 3) array, or planarconfig='contig')");
+        }
         let img: AnyImage = match (color, dec.read_image()?) {
             (C::Gray(8), R8::U8(v)) => Image::from_vec(w, h, v)?.into(),
             (C::Gray(16), R8::U16(v)) => Image::from_vec(w, h, v)?.into(),

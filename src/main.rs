@@ -11,6 +11,9 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Largest image any input may decode to, in pixels (checked before decoding)
+    #[arg(long, global = true, default_value_t = tessera::io::DEFAULT_MAX_PIXELS)]
+    max_pixels: u64,
 }
 
 #[derive(Subcommand)]
@@ -41,6 +44,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tessera::io::set_max_pixels(cli.max_pixels);
     let result = match cli.command {
         Command::Box(a) => cli::filters::run_box(a),
         Command::Mean(a) => cli::filters::run_mean(a),

@@ -60,26 +60,64 @@ pub struct FilesArgs {
 
 /// Runs `op` on every input and saves the result. One input: `output` is the file. Several:
 /// `output` is a directory, each result keeps its input's name (with `.tif` where the result
-/// is a 32-bit image), and a progress bar shows the files done.
+/// is a 32-bit image), and a progress bar shows the files done. A multi-page TIFF is a stack:
+/// every page is processed and the result is a multi-page TIFF. An input that fails does not
+/// stop the others; the error lists every failure.
 pub fn process_files(files: &FilesArgs, mut op: impl FnMut(&AnyImage) -> Result<AnyImage>) -> Result<()> {
     if files.inputs.len() == 1 {
-        let img = tessera::io::load(&files.inputs[0])?;
-        let out = op(&img).with_context(|| format!("processing {}", files.inputs[0].display()))?;
-        return tessera::io::save(&out, &files.output);
+        return process_one(&files.inputs[0], &files.output, &mut op);
     }
     if files.output.is_file() {
         bail!("{} is a file; with several inputs, -o must name a directory", files.output.display());
     }
     std::fs::create_dir_all(&files.output)?;
     let bar = progress_bar(files.inputs.len() as u64, "files");
+    let mut failures = Vec::new();
     for input in &files.inputs {
-        let img = tessera::io::load(input)?;
-        let out = op(&img).with_context(|| format!("processing {}", input.display()))?;
-        tessera::io::save(&out, &output_name(input, &files.output, &out))?;
+        let out = |result: &AnyImage| output_name(input, &files.output, result);
+        if let Err(e) = process_one_named(input, out, &mut op) {
+            bar.suspend(|| eprintln!("error: {e:#}"));
+            failures.push(format!("{}: {e:#}", input.display()));
+        }
         bar.inc(1);
     }
     bar.finish();
+    if !failures.is_empty() {
+        bail!("{} of {} inputs failed:\n  {}", failures.len(), files.inputs.len(), failures.join("\n  "));
+    }
     Ok(())
+}
+
+fn process_one(input: &Path, output: &Path, op: &mut impl FnMut(&AnyImage) -> Result<AnyImage>) -> Result<()> {
+    process_one_named(input, |_| output.to_path_buf(), op)
+}
+
+/// Loads `input` (every page of a stack), runs `op` on each page and saves the result
+/// where `output` names it.
+fn process_one_named(
+    input: &Path,
+    output: impl Fn(&AnyImage) -> PathBuf,
+    op: &mut impl FnMut(&AnyImage) -> Result<AnyImage>,
+) -> Result<()> {
+    let pages = tessera::io::load_stack(input)?;
+    let results = pages
+        .iter()
+        .enumerate()
+        .map(|(i, page)| {
+            let what = if pages.len() > 1 { format!("{} page {}", input.display(), i + 1) } else { input.display().to_string() };
+            op(page).with_context(|| format!("processing {what}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let path = output(&results[0]);
+    match results.as_slice() {
+        [one] => tessera::io::save(one, &path),
+        stack if tessera::io::is_tiff(&path) => tessera::io::write_tiff(stack, &path),
+        stack => bail!(
+            "{} is a stack of {} pages: name a .tif output to get every processed page",
+            input.display(),
+            stack.len()
+        ),
+    }
 }
 
 fn output_name(input: &Path, dir: &Path, out: &AnyImage) -> PathBuf {

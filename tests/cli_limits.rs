@@ -1,0 +1,140 @@
+//! The command line's limits and failure behaviour: decoder limits before allocation
+//! (decompression bombs), truncated JPEGs said aloud, stacks processed page by page,
+//! one bad input among many not stopping the rest, and clear messages for inputs that are
+//! not supported.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tessera::filter::{mean_filter, BoxParams};
+use tessera::{io, AnyImage, Image, Parallelism};
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-limits-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+        }
+    }
+    !c
+}
+
+/// A PNG that claims `w x h` 8-bit gray pixels with a few bytes of data: what a
+/// decompression bomb's header looks like to a decoder.
+fn bomb_png(path: &Path, w: u32, h: u32) {
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut c = (data.len() as u32).to_be_bytes().to_vec();
+        let body = [kind, data].concat();
+        c.extend_from_slice(&body);
+        c.extend_from_slice(&crc32(&body).to_be_bytes());
+        c
+    };
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    // zlib stream of a few zero bytes (stored block).
+    let idat = [0x78, 0x01, 0x01, 0x04, 0x00, 0xFB, 0xFF, 0, 0, 0, 0, 0, 0x04, 0x00, 0x01];
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &chunk(b"IHDR", &ihdr), &chunk(b"IDAT", &idat), &chunk(b"IEND", &[])].concat();
+    std::fs::write(path, png).unwrap();
+}
+
+fn sample(seed: usize) -> Image<u8> {
+    Image::from_fn(61, 43, |x, y| ((x * 13 + y * 29 + x * y * seed) % 256) as u8).unwrap()
+}
+
+#[test]
+fn a_decompression_bomb_is_refused_before_allocation() {
+    let d = temp_dir("bomb");
+    let bomb = d.join("bomb.png");
+    bomb_png(&bomb, 20_000, 20_000);
+    // Under an address-space limit far below the 400 MB the image would need as 8-bit
+    // gray (and the 5 GB `glare` would use), the run ends with a message, not a signal.
+    for cmd in ["glare", "mean", "stitch"] {
+        let script = format!(
+            "ulimit -v 300000; exec \"$0\" {cmd} \"$1\" -o \"$2\" {}",
+            if cmd == "glare" { "--mask \"$2.mask.png\"" } else { "" }
+        );
+        let out = Command::new("sh")
+            .args(["-c", &script, env!("CARGO_BIN_EXE_tessera")])
+            .arg(&bomb)
+            .arg(d.join("out.png"))
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: ended by a signal or succeeded: {err}");
+        assert!(err.contains("20000 x 20000") && err.contains("--max-pixels"), "{cmd}: {err}");
+    }
+    // Raising the limit lets the decoder try (and report this file's missing data).
+    let out = tessera().args(["mean", "--max-pixels", "400000000"]).arg(&bomb).arg("-o").arg(d.join("o.png")).output().unwrap();
+    assert!(!out.status.success() && !stderr(&out).contains("--max-pixels"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_truncated_jpeg_is_said_aloud() {
+    let d = temp_dir("jpeg");
+    let whole = d.join("whole.jpg");
+    io::save(&AnyImage::U8(sample(3)), &whole).unwrap();
+    let bytes = std::fs::read(&whole).unwrap();
+    let cut = d.join("cut.jpg");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let ok = tessera().arg("mean").arg(&whole).arg("-o").arg(d.join("a.png")).output().unwrap();
+    assert!(ok.status.success() && !stderr(&ok).contains("warning"), "{}", stderr(&ok));
+    let out = tessera().arg("mean").arg(&cut).arg("-o").arg(d.join("b.png")).output().unwrap();
+    let err = stderr(&out);
+    assert!(err.contains("warning") && err.contains("truncated") && err.contains("cut.jpg"), "{err}");
+}
+
+#[test]
+fn one_bad_input_does_not_stop_the_others() {
+    let d = temp_dir("many");
+    let (a, b, bad) = (d.join("a.png"), d.join("b.png"), d.join("bad.png"));
+    io::save(&AnyImage::U8(sample(1)), &a).unwrap();
+    io::save(&AnyImage::U8(sample(2)), &b).unwrap();
+    std::fs::write(&bad, b"not an image").unwrap();
+    let out_dir = d.join("out");
+    let out = tessera().arg("mean").args([&a, &bad, &b]).arg("-o").arg(&out_dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("1 of 3 inputs failed") && err.contains("bad.png"), "{err}");
+    for (name, seed) in [("a.png", 1), ("b.png", 2)] {
+        let AnyImage::U8(got) = io::load(&out_dir.join(name)).unwrap() else { panic!("8-bit output") };
+        let mut want = Image::<u8>::new(61, 43).unwrap();
+        mean_filter(sample(seed).view(), want.view_mut(), &BoxParams::default(), Parallelism::Sequential).unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+#[test]
+fn every_page_of_a_stack_is_processed() {
+    let d = temp_dir("stack");
+    let stack = d.join("stack.tif");
+    let pages: Vec<AnyImage> = (1..4).map(|s| AnyImage::U8(sample(s))).collect();
+    io::write_tiff(&pages, &stack).unwrap();
+    let out = d.join("out.tif");
+    let o = tessera().arg("mean").arg(&stack).arg("-o").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = io::load_stack(&out).unwrap();
+    assert_eq!(got.len(), 3);
+    for (i, page) in got.iter().enumerate() {
+        let mut want = Image::<u8>::new(61, 43).unwrap();
+        mean_filter(sample(i + 1).view(), want.view_mut(), &BoxParams::default(), Parallelism::Sequential).unwrap();
+        assert_eq!(page, &AnyImage::U8(want), "page {i}");
+    }
+    // A stack into a single-image format is refused, saying how to get every page.
+    let o = tessera().arg("mean").arg(&stack).arg("-o").arg(d.join("out.png")).output().unwrap();
+    assert!(!o.status.success() && stderr(&o).contains("stack of 3 pages"), "{}", stderr(&o));
+}
