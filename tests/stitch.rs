@@ -105,7 +105,7 @@ fn sequences_from_real_photographs_are_recovered() {
         let seq = synth_sequence(src.view(), &sp, Parallelism::AllThreads).unwrap();
         let views: Vec<AnyView<'_>> = seq.frames.iter().map(|f| AnyView::U8(f.view())).collect();
         let p = StitchParams { quality: false, ..Default::default() };
-        let recs = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).unwrap();
+        let (recs, _) = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).unwrap();
         let errs: Vec<f64> = recs
             .iter()
             .zip(&seq.positions)

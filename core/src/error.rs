@@ -28,6 +28,9 @@ pub enum Error {
     BackendUnavailable(String),
     /// A failure inside a backend (for example a GPU error), with its message.
     Backend(String),
+    /// A stitching run in which no two frames could be registered: there is no panorama to
+    /// make. `why` summarises the frames' skip reasons.
+    NothingRegistered { frames: usize, why: String },
     /// A long operation stopped because its progress callback asked it to (the user
     /// pressed Esc, a deadline passed); it produced no output.
     Cancelled,
@@ -65,6 +68,9 @@ impl fmt::Display for Error {
             }
             Error::BackendUnavailable(why) => write!(f, "backend unavailable: {why}"),
             Error::Backend(why) => write!(f, "backend error: {why}"),
+            Error::NothingRegistered { frames, why } => {
+                write!(f, "no two of the {frames} frames could be registered: {why}")
+            }
             Error::Cancelled => f.write_str("cancelled before the end of the run"),
         }
     }

@@ -77,7 +77,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             let short = &views[..views.len().min(5)];
             let mut evals = 0;
             let ms = r.time("pal_exhaustive_registration_sequence", json!({"rsz": 25, "npts": 6, "search_radius": 32}), "cpu", 1, || {
-                let recs = register_sequence(short, &ex, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
+                let (recs, _) = register_sequence(short, &ex, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
                 evals = recs.iter().map(|f| f.evaluations).sum::<u64>();
                 Ok::<_, tessera::Error>(())
             });
@@ -98,7 +98,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         let params = json!({"w": 720, "h": 576, "rsz": rsz, "npts": 6, "search_radius": 32, "pairs": n});
         let mut evals = 0;
         let ms = r.time("pal_template_size_curve_sequence", params.clone(), "cpu", b.reps_for(n * rsz as f64 / 10.0).min(5), || {
-            let recs = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
+            let (recs, _) = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
             evals = recs.iter().map(|f| f.evaluations).sum::<u64>();
             Ok::<_, tessera::Error>(())
         });

@@ -13,7 +13,7 @@
 
 use super::synth::SynthPixel;
 use crate::error::{Error, Result};
-use crate::image::{AnyImage, AnyView, Image, ImageView};
+use crate::image::{AnyImage, AnyView, Image, ImageView, Rgba8};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -55,64 +55,142 @@ pub fn composite(frames: &[AnyView<'_>], positions: &[Option<(f64, f64)>], blend
             reason: alloc::format!("{} positions for {} frames", positions.len(), frames.len()),
         });
     }
-    let mut placed = Vec::new();
-    for (i, p) in positions.iter().enumerate() {
-        if let Some((x, y)) = *p {
-            if !x.is_finite() || !y.is_finite() || libm::fabs(x) > 1e9 || libm::fabs(y) > 1e9 {
-                return Err(Error::InvalidFloat { name: "frame position", value: if x.is_finite() { y } else { x }, expected: "finite, |value| <= 1e9" });
-            }
-            placed.push((i, libm::round(x) as i64, libm::round(y) as i64));
+    let mut canvas = Compositor::new(&frames[0], positions, blend)?;
+    for (i, f) in frames.iter().enumerate() {
+        if positions[i].is_some() {
+            canvas.paste(i, f)?;
         }
     }
-    if placed.is_empty() {
-        return Err(Error::InvalidParameter { name: "positions", reason: "no frame has a position".into() });
-    }
-    let (fw, fh) = frames[0].size();
-    let x0 = placed.iter().map(|p| p.1).min().unwrap_or(0);
-    let y0 = placed.iter().map(|p| p.2).min().unwrap_or(0);
-    let x1 = placed.iter().map(|p| p.1).max().unwrap_or(0) + fw as i64;
-    let y1 = placed.iter().map(|p| p.2).max().unwrap_or(0) + fh as i64;
-    let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
-    if cw.checked_mul(ch).is_none_or(|n| n > MAX_CANVAS) {
-        return Err(Error::InvalidParameter {
-            name: "canvas",
-            reason: alloc::format!("{cw}x{ch} exceeds {MAX_CANVAS} pixels"),
-        });
-    }
-    let at: Vec<(usize, usize, usize)> = placed.iter().map(|&(i, x, y)| (i, (x - x0) as usize, (y - y0) as usize)).collect();
-    let image = match frames[0] {
-        AnyView::U8(_) => AnyImage::U8(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::U8(v) => Some(*v), _ => None })?),
-        AnyView::U16(_) => AnyImage::U16(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::U16(v) => Some(*v), _ => None })?),
-        AnyView::F32(_) => AnyImage::F32(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::F32(v) => Some(*v), _ => None })?),
-        AnyView::Rgba8(_) => AnyImage::Rgba8(paste(frames, &at, (cw, ch), blend, |f| match f { AnyView::Rgba8(v) => Some(*v), _ => None })?),
-    };
-    Ok(Canvas { image, origin: (x0, y0) })
+    Ok(canvas.finish())
 }
 
-fn paste<'a, P: SynthPixel>(
-    frames: &[AnyView<'a>],
-    at: &[(usize, usize, usize)],
-    (cw, ch): (usize, usize),
+/// A canvas being filled frame by frame, so that a long sequence is pasted without holding
+/// every frame at once: plan it from the positions, [`paste`](Compositor::paste) each
+/// placed frame in sequence order (any order gives the same `Average` and `Feather`;
+/// `Overwrite` keeps the last pasted), then [`finish`](Compositor::finish).
+pub struct Compositor {
     blend: Blend,
-    typed: impl Fn(&AnyView<'a>) -> Option<ImageView<'a, P>>,
-) -> Result<Image<P>> {
-    let mut canvas = Image::<P>::new(cw, ch)?;
-    let view = |i: usize| typed(&frames[i]).ok_or(Error::UnsupportedType { op: "composite", types: "frames of differing pixel types" });
-    if blend == Blend::Overwrite {
-        for &(i, x, y) in at {
-            let f = view(i)?;
-            for v in 0..f.height() {
-                canvas.row_mut(y + v)[x..x + f.width()].copy_from_slice(f.row(v));
-            }
+    origin: (i64, i64),
+    frame_size: (usize, usize),
+    /// Canvas coordinates of each frame's top-left pixel; `None`: left out.
+    at: Vec<Option<(usize, usize)>>,
+    pixels: Pixels,
+}
+
+/// The canvas and, for the blends that average, the running weighted sums.
+enum Pixels {
+    U8(Paste<u8>),
+    U16(Paste<u16>),
+    F32(Paste<f32>),
+    Rgba8(Paste<Rgba8>),
+}
+
+impl Compositor {
+    /// Plans the canvas for frames of `like`'s type and size at `positions` (module doc).
+    /// Errors: every position `None`, a non-finite position, a canvas above [`MAX_CANVAS`].
+    pub fn new(like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend) -> Result<Self> {
+        let mut placed = Vec::new();
+        for p in positions {
+            placed.push(match *p {
+                Some((x, y)) => {
+                    if !x.is_finite() || !y.is_finite() || libm::fabs(x) > 1e9 || libm::fabs(y) > 1e9 {
+                        let value = if x.is_finite() { y } else { x };
+                        return Err(Error::InvalidFloat { name: "frame position", value, expected: "finite, |value| <= 1e9" });
+                    }
+                    Some((libm::round(x) as i64, libm::round(y) as i64))
+                }
+                None => None,
+            });
         }
-        return Ok(canvas);
+        let corners = || placed.iter().flatten();
+        let (Some(x0), Some(y0)) = (corners().map(|p| p.0).min(), corners().map(|p| p.1).min()) else {
+            return Err(Error::InvalidParameter { name: "positions", reason: "no frame has a position".into() });
+        };
+        let (fw, fh) = like.size();
+        let x1 = corners().map(|p| p.0).max().unwrap_or(x0) + fw as i64;
+        let y1 = corners().map(|p| p.1).max().unwrap_or(y0) + fh as i64;
+        let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
+        if cw.checked_mul(ch).is_none_or(|n| n > MAX_CANVAS) {
+            return Err(Error::InvalidParameter { name: "canvas", reason: alloc::format!("{cw}x{ch} exceeds {MAX_CANVAS} pixels") });
+        }
+        let at = placed.iter().map(|p| p.map(|(x, y)| ((x - x0) as usize, (y - y0) as usize))).collect();
+        let size = (cw, ch);
+        let pixels = match like {
+            AnyView::U8(_) => Pixels::U8(Paste::new(size, blend)?),
+            AnyView::U16(_) => Pixels::U16(Paste::new(size, blend)?),
+            AnyView::F32(_) => Pixels::F32(Paste::new(size, blend)?),
+            AnyView::Rgba8(_) => Pixels::Rgba8(Paste::new(size, blend)?),
+        };
+        Ok(Compositor { blend, origin: (x0, y0), frame_size: (fw, fh), at, pixels })
     }
-    let c = P::COLOURS;
-    let mut acc = vec![0.0f32; cw * ch * c];
-    let mut weight = vec![0.0f32; cw * ch];
-    for &(i, x, y) in at {
-        let f = view(i)?;
+
+    /// Pastes frame `i` at its planned place (nothing for a frame left out). Errors: a
+    /// frame of another size or pixel type than planned (naming it), `i` out of range.
+    pub fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
+        let Some(&at) = self.at.get(i) else {
+            return Err(Error::InvalidParameter { name: "frame index", reason: alloc::format!("frame {i} of {}", self.at.len()) });
+        };
+        let Some(at) = at else { return Ok(()) };
+        let mismatch = || Error::InvalidParameter {
+            name: "frames",
+            reason: alloc::format!(
+                "frame {i} is {}x{} {}, but the canvas was planned for {}x{} frames of another type or size",
+                frame.size().0,
+                frame.size().1,
+                frame.type_name(),
+                self.frame_size.0,
+                self.frame_size.1
+            ),
+        };
+        if frame.size() != self.frame_size {
+            return Err(mismatch());
+        }
+        let blend = self.blend;
+        match (&mut self.pixels, frame) {
+            (Pixels::U8(c), AnyView::U8(f)) => c.add(*f, at, blend),
+            (Pixels::U16(c), AnyView::U16(f)) => c.add(*f, at, blend),
+            (Pixels::F32(c), AnyView::F32(f)) => c.add(*f, at, blend),
+            (Pixels::Rgba8(c), AnyView::Rgba8(f)) => c.add(*f, at, blend),
+            _ => return Err(mismatch()),
+        }
+        Ok(())
+    }
+
+    /// The finished canvas.
+    pub fn finish(self) -> Canvas {
+        let image = match self.pixels {
+            Pixels::U8(c) => AnyImage::U8(c.finish()),
+            Pixels::U16(c) => AnyImage::U16(c.finish()),
+            Pixels::F32(c) => AnyImage::F32(c.finish()),
+            Pixels::Rgba8(c) => AnyImage::Rgba8(c.finish()),
+        };
+        Canvas { image, origin: self.origin }
+    }
+}
+
+/// One pixel type's canvas; `acc` / `weight` hold the weighted channel sums and weights of
+/// the averaging blends (empty for `Overwrite`).
+struct Paste<P> {
+    canvas: Image<P>,
+    acc: Vec<f32>,
+    weight: Vec<f32>,
+}
+
+impl<P: SynthPixel> Paste<P> {
+    fn new((cw, ch): (usize, usize), blend: Blend) -> Result<Self> {
+        let sums = if blend == Blend::Overwrite { 0 } else { cw * ch };
+        Ok(Paste { canvas: Image::new(cw, ch)?, acc: vec![0.0; sums * P::COLOURS], weight: vec![0.0; sums] })
+    }
+
+    fn add(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), blend: Blend) {
         let (w, h) = f.size();
+        if blend == Blend::Overwrite {
+            for v in 0..h {
+                self.canvas.row_mut(y + v)[x..x + w].copy_from_slice(f.row(v));
+            }
+            return;
+        }
+        let (c, cw) = (P::COLOURS, self.canvas.width());
         for v in 0..h {
             let row = f.row(v);
             let wy = (v + 1).min(h - v);
@@ -122,30 +200,32 @@ fn paste<'a, P: SynthPixel>(
                     _ => 1.0,
                 };
                 let idx = (y + v) * cw + x + u;
-                weight[idx] += k;
+                self.weight[idx] += k;
                 for ch in 0..c {
-                    acc[idx * c + ch] += k * px.channel(ch);
+                    self.acc[idx * c + ch] += k * px.channel(ch);
                 }
             }
         }
     }
-    for (idx, out) in canvas.as_mut_slice().iter_mut().enumerate() {
-        let k = weight[idx];
-        if k > 0.0 {
-            let mut v = [0.0f32; 3];
-            for ch in 0..c {
-                v[ch] = acc[idx * c + ch] / k;
+
+    fn finish(mut self) -> Image<P> {
+        let c = P::COLOURS;
+        for (idx, &k) in self.weight.iter().enumerate() {
+            if k > 0.0 {
+                let mut v = [0.0f32; 3];
+                for ch in 0..c {
+                    v[ch] = self.acc[idx * c + ch] / k;
+                }
+                self.canvas.as_mut_slice()[idx] = P::from_channels(v);
             }
-            *out = P::from_channels(v);
         }
+        self.canvas
     }
-    Ok(canvas)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::Rgba8;
     use proptest::prelude::*;
 
     /// Straightforward f64 reference of the three blends for gray frames.

@@ -117,6 +117,15 @@ pub enum SkipReason {
     NoTexture,
     /// Too few vectors reached cthresh, or too few of them agree.
     TooFewVectors { above_threshold: usize, agreeing: usize, needed: usize },
+    /// The frame could not be read (a file that does not decode, ...), with the reason.
+    Unreadable(String),
+    /// The frame's size or pixel type differs from the sequence's (said how).
+    Mismatch(String),
+    /// The frame holds NaN or infinite pixels (this many), which NCC cannot compare.
+    NonFinite { pixels: usize },
+    /// No frame after it registered against it: it could not serve as the reference, and
+    /// the run took the first frame that registers with its successor instead.
+    NoSuccessor { reference: usize },
 }
 
 impl SkipReason {
@@ -127,6 +136,14 @@ impl SkipReason {
             SkipReason::NoTexture => "no texture: every template of the reference is flat".into(),
             SkipReason::TooFewVectors { above_threshold, agreeing, needed } => alloc::format!(
                 "too few vectors: {above_threshold} reached cthresh, {agreeing} agree, {needed} needed"
+            ),
+            SkipReason::Unreadable(why) => alloc::format!("unreadable: {why}"),
+            SkipReason::Mismatch(why) => alloc::format!("does not match the sequence: {why}"),
+            SkipReason::NonFinite { pixels } => {
+                alloc::format!("{pixels} pixels are NaN or infinite, which NCC cannot compare")
+            }
+            SkipReason::NoSuccessor { reference } => alloc::format!(
+                "no later frame registered against it; frame {reference}, the first that registers with its successor, is the reference"
             ),
         }
     }

@@ -15,17 +15,73 @@
 //! left out of the panorama, and registration goes on from the last good frame (the next
 //! frame's prediction spans the gap). Before skipping, the pair is retried against the last
 //! good frame (if the keyframe is older) and with a zero prediction (if the motion model
-//! was wrong): nothing is lost silently and one bad frame never aborts the run.
+//! was wrong): nothing is lost silently and one bad frame never aborts the run. A frame
+//! that cannot be read, differs in size or pixel type from the sequence, or holds NaN or
+//! infinite pixels is skipped the same way, with its reason.
+//!
+//! The reference frame (position (0, 0)) is the first frame that registers with a
+//! successor, normally frame 0: a first frame that matches nothing (noise, a blank, a
+//! corrupt file) is skipped and the next frame that registers with its successor takes its
+//! place, as [`Panorama::reference`] says. A run in which no two frames register is an
+//! error, not a panorama of one frame.
+//!
+//! Memory: frames come from a [`FrameSource`] one at a time, and the run holds only the
+//! frames it registers against (the keyframe, the last good frame, a reference candidate)
+//! and the current one; the composite reads each frame once more to paste it. A source
+//! that decodes files therefore keeps a few frames in memory whatever the sequence's length.
 
-use super::composite::{composite, Blend, Canvas};
+use super::composite::{Blend, Canvas, Compositor};
 use super::quality::{grid_ncc, overlap_ncc};
-use super::register::{gray, luma_storage, register_pair, Gray, RegisterParams, SkipReason};
+use super::register::{gray, luma_storage, register_pair, Gray, PairRegistration, RegisterParams, SkipReason};
 use crate::error::{require_finite, Error, Result};
-use crate::image::{AnyView, ImageView};
+use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
 use crate::parallel::Parallelism;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
+
+/// Where a stitching run reads its frames: by index, each as often as the run needs it
+/// (twice: to register, then to paste), so a sequence need not be held in memory whole.
+pub trait FrameSource {
+    /// Number of frames.
+    fn len(&self) -> usize;
+    /// Whether there is no frame.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Frame `i` (< `len()`), or why it cannot be had; such a frame is skipped with that
+    /// reason ([`SkipReason::Unreadable`]) and the run goes on.
+    fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String>;
+}
+
+/// A frame from a [`FrameSource`]: borrowed from memory, or decoded for the occasion.
+pub enum Frame<'a> {
+    View(AnyView<'a>),
+    Image(AnyImage),
+}
+
+impl Frame<'_> {
+    /// The frame's view; a 32-bit integer image is not a frame type.
+    pub fn view(&self) -> core::result::Result<AnyView<'_>, String> {
+        match self {
+            Frame::View(v) => Ok(*v),
+            Frame::Image(i) => i.view().ok_or_else(|| "32-bit integer images are not frames".into()),
+        }
+    }
+}
+
+/// Frames held in memory, as a [`FrameSource`].
+pub struct InMemory<'s, 'a>(pub &'s [AnyView<'a>]);
+
+impl FrameSource for InMemory<'_, '_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String> {
+        self.0.get(i).map(|v| Frame::View(*v)).ok_or_else(|| alloc::format!("no frame {i}"))
+    }
+}
 
 /// Parameters of the whole stitching run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,8 +118,8 @@ impl StitchParams {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FrameRecord {
     pub index: usize,
-    /// Position in frame-0 coordinates (frame i's pixel (u, v) shows what frame 0 shows at
-    /// (u + x, v + y)); `None` for a skipped frame.
+    /// Position in the reference frame's coordinates (frame i's pixel (u, v) shows what the
+    /// reference shows at (u + x, v + y)); `None` for a skipped frame.
     pub position: Option<(f64, f64)>,
     /// The frame it was registered against (`None` for frame 0 and skipped frames).
     pub reference: Option<usize>,
@@ -92,6 +148,9 @@ impl FrameRecord {
 pub struct Panorama {
     pub canvas: Canvas,
     pub frames: Vec<FrameRecord>,
+    /// The reference frame, at position (0, 0): positions and the canvas origin are in its
+    /// coordinates. Frame 0 unless frame 0 registered with nothing (module doc).
+    pub reference: usize,
 }
 
 impl Panorama {
@@ -139,123 +198,311 @@ pub fn check_frames(frames: &[AnyView<'_>]) -> Result<()> {
     Ok(())
 }
 
-/// Registers every frame (module doc); `progress(done)` is called after each frame with the
-/// number of frames done (1 after frame 0, ..., `frames.len()` after the last), and the run
-/// stops with [`Error::Cancelled`] as soon as it returns `ControlFlow::Break(())` (no frame
-/// after `done` is registered). Errors: bad parameters, an empty list, frames of differing
-/// size or type (naming the frame), cancellation; a frame that cannot be registered is not
-/// an error.
+/// [`register_frames`] of frames held in memory.
 pub fn register_sequence(
     frames: &[AnyView<'_>],
     p: &StitchParams,
     par: Parallelism,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
-) -> Result<Vec<FrameRecord>> {
-    p.validate()?;
-    check_frames(frames)?;
-    let storage: Vec<_> = frames.iter().map(luma_storage).collect();
-    let grays = frames.iter().zip(&storage).map(|(f, s)| gray(f, s)).collect::<Result<Vec<_>>>()?;
-    macro_rules! typed {
-        ($var:ident) => {{
-            let views: Vec<_> = grays.iter().filter_map(|g| if let Gray::$var(v) = g { Some(*v) } else { None }).collect();
-            run(&views, p, par, progress)
-        }};
-    }
-    match grays[0] {
-        Gray::U8(_) => typed!(U8),
-        Gray::U16(_) => typed!(U16),
-        Gray::F32(_) => typed!(F32),
-    }
+) -> Result<(Vec<FrameRecord>, usize)> {
+    register_frames(&InMemory(frames), p, par, progress)
 }
 
-fn run<T: NccSample + Into<f64>>(
-    views: &[ImageView<'_, T>],
+/// [`stitch_frames`] of frames held in memory.
+pub fn stitch(
+    frames: &[AnyView<'_>],
     p: &StitchParams,
     par: Parallelism,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
-) -> Result<Vec<FrameRecord>> {
-    let (w, h) = views[0].size();
-    let mut records = Vec::with_capacity(views.len());
-    records.push(FrameRecord {
-        index: 0,
-        position: Some((0.0, 0.0)),
-        reference: None,
-        skip: None,
-        ncc: 1.0,
-        vectors_used: 0,
-        confidence: 1.0,
-        evaluations: 0,
-        quality: None,
-        quality_grid: None,
-    });
-    check_progress(progress, 1)?;
-    let limit = (p.keyframe_shift * w as f64, p.keyframe_shift * h as f64);
-    let mut buffer = Integral::default();
-    // Keyframe index and position; last good frame index and position; velocity per frame.
-    let (mut key, mut key_pos) = (0usize, (0.0, 0.0));
-    let (mut last, mut last_pos) = (0usize, (0.0f64, 0.0f64));
-    let mut vel = (0.0, 0.0);
-    for i in 1..views.len() {
-        let moving = SearchFrame::with_buffer(views[i], buffer)?;
-        let gap = (i - last) as f64;
-        let predicted = (last_pos.0 + vel.0 * gap, last_pos.1 + vel.1 * gap);
-        if libm::fabs(predicted.0 - key_pos.0) > limit.0 || libm::fabs(predicted.1 - key_pos.1) > limit.1 {
-            (key, key_pos) = (last, last_pos);
-        }
-        // Attempts: keyframe with prediction, last good frame with prediction (if the
-        // keyframe is older), then the last good frame with no motion.
-        let mut attempts = Vec::with_capacity(3);
-        attempts.push((key, key_pos, predicted));
-        if key != last {
-            attempts.push((last, last_pos, predicted));
-        }
-        if predicted != last_pos {
-            attempts.push((last, last_pos, last_pos));
-        }
-        let mut evaluations = 0;
-        let mut outcome = None;
-        for &(r, r_pos, pred) in &attempts {
-            let reg = register_pair(views[r], &moving, &p.register, (pred.0 - r_pos.0, pred.1 - r_pos.1), par)?;
-            evaluations += reg.evaluations;
-            let done = reg.shift.is_some();
-            outcome = Some((r, r_pos, reg));
-            if done {
+) -> Result<Panorama> {
+    stitch_frames(&InMemory(frames), p, par, progress)
+}
+
+/// Registers every frame (module doc); `progress(done)` is called after each frame with the
+/// number of frames done (1 after frame 0, ..., `frames.len()` after the last), and the run
+/// stops with [`Error::Cancelled`] as soon as it returns `ControlFlow::Break(())` (no frame
+/// after `done` is registered). Returns every frame's record and the reference frame.
+/// Errors: bad parameters, no frames, no two frames registered, cancellation; a frame that
+/// cannot be read or registered is not an error.
+pub fn register_frames(
+    frames: &dyn FrameSource,
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+) -> Result<(Vec<FrameRecord>, usize)> {
+    p.validate()?;
+    if frames.is_empty() {
+        return Err(Error::InvalidParameter { name: "frames", reason: "no frames".into() });
+    }
+    // The first readable frame sets the sequence's pixel type and size.
+    let mut first = None;
+    for i in 0..frames.len() {
+        if let Ok(f) = frames.frame(i) {
+            if let Ok(v) = f.view() {
+                first = Some((v.size(), v.type_name()));
                 break;
             }
         }
-        buffer = moving.into_integral();
-        let Some((r, r_pos, reg)) = outcome else { unreachable_attempts()? };
-        let mut rec = FrameRecord {
-            index: i,
-            position: None,
-            reference: None,
-            skip: reg.skip.clone(),
-            ncc: reg.ncc,
-            vectors_used: reg.vectors_used,
-            confidence: reg.confidence,
-            evaluations,
-            quality: None,
-            quality_grid: None,
-        };
-        if let Some(s) = reg.shift {
-            let pos = (r_pos.0 + s.0, r_pos.1 + s.1);
-            rec.position = Some(pos);
-            rec.reference = Some(r);
-            if p.quality {
-                rec.quality = overlap_ncc(views[r], views[i], s, par)?;
-                rec.quality_grid = grid_ncc(views[r], views[i], s, p.register.rsz)?;
-            }
-            let gap = (i - last) as f64;
-            vel = ((pos.0 - last_pos.0) / gap, (pos.1 - last_pos.1) / gap);
-            if r != key {
-                (key, key_pos) = (r, r_pos);
-            }
-            (last, last_pos) = (i, pos);
-        }
-        records.push(rec);
-        check_progress(progress, i + 1)?;
     }
-    Ok(records)
+    let Some((size, type_name)) = first else {
+        let why = frames.frame(0).err().unwrap_or_default();
+        return Err(Error::InvalidParameter { name: "frames", reason: alloc::format!("no frame could be read (frame 0: {why})") });
+    };
+    let run = Run { frames, p, par, size, type_name };
+    match type_name {
+        "u16" => run.register::<u16>(progress),
+        "f32" => run.register::<f32>(progress),
+        _ => run.register::<u8>(progress),
+    }
+}
+
+/// The whole pipeline: [`register_frames`], then the composite of the registered frames,
+/// each read once more from `frames`. Progress and cancellation as `register_frames` (a
+/// run cancelled at any frame, the last included, composites nothing). Errors as
+/// `register_frames`; a sequence of one readable frame is that frame alone.
+pub fn stitch_frames(
+    frames: &dyn FrameSource,
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+) -> Result<Panorama> {
+    let (records, reference) = register_frames(frames, p, par, progress)?;
+    let positions: Vec<_> = records.iter().map(|r| r.position).collect();
+    let unreadable = |i: usize, why: String| Error::InvalidParameter { name: "frames", reason: alloc::format!("frame {i} could not be read again: {why}") };
+    let mut canvas: Option<Compositor> = None;
+    for (i, pos) in positions.iter().enumerate() {
+        if pos.is_some() {
+            let f = frames.frame(i).map_err(|why| unreadable(i, why))?;
+            let v = f.view().map_err(|why| unreadable(i, why))?;
+            let c = match &mut canvas {
+                Some(c) => c,
+                None => canvas.insert(Compositor::new(&v, &positions, p.blend)?),
+            };
+            c.paste(i, &v)?;
+        }
+    }
+    let Some(canvas) = canvas else { return Err(nothing_registered(&records)) };
+    Ok(Panorama { canvas: canvas.finish(), frames: records, reference })
+}
+
+/// The grey type registration runs on, and its view of a frame's [`Gray`].
+trait GrayType: NccSample + Into<f64> {
+    fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>>;
+}
+
+macro_rules! gray_type {
+    ($t:ty, $var:ident) => {
+        impl GrayType for $t {
+            fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>> {
+                match g {
+                    Gray::$var(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+gray_type!(u8, U8);
+gray_type!(u16, U16);
+gray_type!(f32, F32);
+
+/// A frame the run holds: the registration reference candidates and the current frame.
+struct Held<'s> {
+    index: usize,
+    frame: Frame<'s>,
+    /// The luma of an RGBA frame (registration runs on grey).
+    luma: Option<Image<u8>>,
+    /// Position in the reference's coordinates (for a candidate not yet registered: its
+    /// own origin).
+    pos: (f64, f64),
+}
+
+impl Held<'_> {
+    fn view<T: GrayType>(&self) -> Result<ImageView<'_, T>> {
+        let v = self.frame.view().map_err(|why| Error::InvalidParameter { name: "frames", reason: why })?;
+        let g = gray(&v, &self.luma)?;
+        T::typed(g).ok_or(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" })
+    }
+}
+
+/// One registration run over a source whose first readable frame is `size` / `type_name`.
+struct Run<'a> {
+    frames: &'a dyn FrameSource,
+    p: &'a StitchParams,
+    par: Parallelism,
+    size: (usize, usize),
+    type_name: &'static str,
+}
+
+impl<'a> Run<'a> {
+    /// Frame `i`, held, or why it is skipped.
+    fn load(&self, i: usize) -> core::result::Result<Held<'a>, SkipReason> {
+        let frame = self.frames.frame(i).map_err(SkipReason::Unreadable)?;
+        let v = frame.view().map_err(SkipReason::Mismatch)?;
+        if v.size() != self.size || v.type_name() != self.type_name {
+            return Err(SkipReason::Mismatch(alloc::format!(
+                "it is {}x{} {}, the sequence {}x{} {}",
+                v.size().0,
+                v.size().1,
+                v.type_name(),
+                self.size.0,
+                self.size.1,
+                self.type_name
+            )));
+        }
+        if let AnyView::F32(f) = v {
+            let pixels = f.rows().flatten().filter(|x| !x.is_finite()).count();
+            if pixels > 0 {
+                return Err(SkipReason::NonFinite { pixels });
+            }
+        }
+        let luma = luma_storage(&v);
+        Ok(Held { index: i, frame, luma, pos: (0.0, 0.0) })
+    }
+
+    fn register<T: GrayType>(&self, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
+        let (w, h) = self.size;
+        let p = self.p;
+        let limit = (p.keyframe_shift * w as f64, p.keyframe_shift * h as f64);
+        let mut records: Vec<FrameRecord> = Vec::with_capacity(self.frames.len());
+        let mut buffer = Integral::default();
+        // The frames the run may register against, found by index: the keyframe, the last
+        // good frame and, until the first pair registers, the latest readable frame that
+        // did not register against the reference candidate `key` (a candidate too).
+        let mut held: Vec<Held<'a>> = Vec::new();
+        let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
+        let mut reference = None;
+        let mut readable = 0;
+        let mut vel = (0.0, 0.0);
+        for i in 0..self.frames.len() {
+            let current = match self.load(i) {
+                Ok(f) => f,
+                Err(reason) => {
+                    records.push(FrameRecord::skipped(i, reason, 0));
+                    check_progress(progress, i + 1)?;
+                    continue;
+                }
+            };
+            readable += 1;
+            let Some(k) = key else {
+                records.push(FrameRecord::reference(i));
+                held.push(current);
+                key = Some(i);
+                check_progress(progress, i + 1)?;
+                continue;
+            };
+            let find = |idx: usize| held.iter().find(|f| f.index == idx).ok_or(Error::Backend("internal: lost a reference frame".into()));
+            let mut attempts: Vec<(usize, (f64, f64))> = Vec::with_capacity(3);
+            match last {
+                Some(l) => {
+                    // Keyframe with the prediction from the last good frame's motion, the
+                    // last good frame with it (if the keyframe is older), then the last good
+                    // frame with no motion.
+                    let l_pos = find(l)?.pos;
+                    let gap = (i - l) as f64;
+                    let predicted = (l_pos.0 + vel.0 * gap, l_pos.1 + vel.1 * gap);
+                    let k_pos = find(k)?.pos;
+                    if libm::fabs(predicted.0 - k_pos.0) > limit.0 || libm::fabs(predicted.1 - k_pos.1) > limit.1 {
+                        key = Some(l);
+                    }
+                    attempts.push((key.unwrap_or(l), predicted));
+                    if key != Some(l) {
+                        attempts.push((l, predicted));
+                    }
+                    if predicted != l_pos {
+                        attempts.push((l, l_pos));
+                    }
+                }
+                // Nothing registered yet: the candidate, then the pending frame, unmoved.
+                None => attempts.extend([Some(k), pending].into_iter().flatten().map(|c| (c, (0.0, 0.0)))),
+            }
+            let moving = SearchFrame::with_buffer(current.view::<T>()?, buffer)?;
+            let mut evaluations = 0;
+            let mut outcome: Option<(usize, PairRegistration)> = None;
+            for &(r, pred) in &attempts {
+                let r_held = find(r)?;
+                let reg = register_pair(r_held.view::<T>()?, &moving, &p.register, (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1), self.par)?;
+                evaluations += reg.evaluations;
+                let done = reg.shift.is_some();
+                outcome = Some((r, reg));
+                if done {
+                    break;
+                }
+            }
+            buffer = moving.into_integral();
+            let Some((r, reg)) = outcome else { unreachable_attempts()? };
+            match reg.shift {
+                None => {
+                    records.push(FrameRecord::skipped(i, reg.skip.unwrap_or(SkipReason::NoOverlap), evaluations));
+                    if reference.is_none() {
+                        pending = Some(i);
+                        held.retain(|f| f.index == k);
+                        held.push(current);
+                    } else {
+                        // The keyframe may have moved to the last good frame.
+                        held.retain(|f| Some(f.index) == key || Some(f.index) == last);
+                    }
+                }
+                Some(s) => {
+                    if reference.is_none() {
+                        if r != k {
+                            // The pending frame is the reference: the candidate before it
+                            // matched nothing.
+                            records[k] = FrameRecord::skipped(k, SkipReason::NoSuccessor { reference: r }, records[k].evaluations);
+                            records[r] = FrameRecord { evaluations: records[r].evaluations, ..FrameRecord::reference(r) };
+                        }
+                        reference = Some(r);
+                        pending = None;
+                    }
+                    let r_held = find(r)?;
+                    let pos = (r_held.pos.0 + s.0, r_held.pos.1 + s.1);
+                    let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
+                    rec = FrameRecord { position: Some(pos), reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, ..rec };
+                    if p.quality {
+                        let (a, b) = (r_held.view::<T>()?, current.view::<T>()?);
+                        rec.quality = overlap_ncc(a, b, s, self.par)?;
+                        rec.quality_grid = grid_ncc(a, b, s, p.register.rsz)?;
+                    }
+                    let (l, l_pos) = match last {
+                        Some(l) => (l, find(l)?.pos),
+                        None => (r, r_held.pos),
+                    };
+                    let gap = (i - l) as f64;
+                    vel = ((pos.0 - l_pos.0) / gap, (pos.1 - l_pos.1) / gap);
+                    key = Some(r);
+                    last = Some(i);
+                    held.retain(|f| f.index == r);
+                    held.push(Held { pos, ..current });
+                    records.push(rec);
+                }
+            }
+            check_progress(progress, i + 1)?;
+        }
+        match (reference, key) {
+            (Some(r), _) => Ok((records, r)),
+            (None, Some(k)) if readable == 1 => Ok((records, k)),
+            _ => Err(nothing_registered(&records)),
+        }
+    }
+}
+
+impl FrameRecord {
+    /// The reference frame's record: position (0, 0).
+    fn reference(index: usize) -> Self {
+        FrameRecord { index, position: Some((0.0, 0.0)), reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, evaluations: 0, quality: None, quality_grid: None }
+    }
+    fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
+        FrameRecord { index, position: None, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, evaluations, quality: None, quality_grid: None }
+    }
+}
+
+/// The error of a run in which no two frames registered, with the first reasons.
+fn nothing_registered(records: &[FrameRecord]) -> Error {
+    let mut why: Vec<String> = records.iter().filter_map(|r| r.skip.as_ref().map(|s| alloc::format!("frame {}: {}", r.index, s.describe()))).take(3).collect();
+    if records.iter().filter(|r| r.skip.is_some()).count() > 3 {
+        why.push("...".into());
+    }
+    Error::NothingRegistered { frames: records.len(), why: why.join("; ") }
 }
 
 /// Reports `done` frames; [`Error::Cancelled`] when the callback asks to stop.
@@ -269,22 +516,6 @@ fn check_progress(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usiz
 /// The attempt list is never empty; this keeps that invariant out of a panic.
 fn unreachable_attempts<T>() -> Result<T> {
     Err(Error::Backend("internal: no registration attempt was made".into()))
-}
-
-/// The whole pipeline: [`register_sequence`], then [`composite`] of the registered
-/// frames. Progress and cancellation as `register_sequence` (a run cancelled at any frame,
-/// the last included, composites nothing). Errors as `register_sequence`; when no frame
-/// but frame 0 registers, the panorama is frame 0 alone (the records say why).
-pub fn stitch(
-    frames: &[AnyView<'_>],
-    p: &StitchParams,
-    par: Parallelism,
-    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
-) -> Result<Panorama> {
-    let records = register_sequence(frames, p, par, progress)?;
-    let positions: Vec<_> = records.iter().map(|r| r.position).collect();
-    let canvas = composite(frames, &positions, p.blend)?;
-    Ok(Panorama { canvas, frames: records })
 }
 
 #[cfg(test)]
@@ -393,18 +624,104 @@ mod tests {
     }
 
     #[test]
-    fn single_frame_and_flat_first_frame() {
-        let (frames, _) = sequence(2, 1);
+    fn single_frame_and_a_first_frame_that_matches_nothing() {
+        let (frames, truth) = sequence(8, 1);
         let pano = stitch(&any(&frames[..1]), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
-        assert_eq!(pano.frames.len(), 1);
+        assert_eq!((pano.frames.len(), pano.reference), (1, 0));
         assert_eq!(pano.canvas.origin, (0, 0));
         assert_eq!(pano.canvas.image, AnyImage::U8(frames[0].clone()));
-        // Nothing registers against a flat frame 0: the panorama is frame 0 alone.
-        let flat = [Image::<u8>::filled(140, 110, 7).unwrap(), frames[1].clone()];
-        let pano = stitch(&any(&flat), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
-        assert_eq!(pano.frames[1].skip, Some(SkipReason::NoTexture));
-        assert_eq!(pano.canvas.image, AnyImage::U8(flat[0].clone()));
-        assert_eq!(pano.mean_ncc(), None);
+        // A flat or noisy frame 0 registers with nothing: frame 1, the first frame that
+        // registers with its successor, is the reference, and frame 0 says why it is out.
+        let mut rng = crate::stitch::SplitMix64::new(3);
+        let noise = Image::from_fn(140, 110, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        for bad in [Image::<u8>::filled(140, 110, 7).unwrap(), noise] {
+            let mut seq = frames.clone();
+            seq[0] = bad;
+            let pano = stitch(&any(&seq), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+            assert_eq!(pano.reference, 1);
+            assert_eq!(pano.frames[0].skip, Some(SkipReason::NoSuccessor { reference: 1 }));
+            assert!(pano.frames[0].position.is_none());
+            assert_eq!((pano.frames[1].position, pano.frames[1].reference), (Some((0.0, 0.0)), None));
+            let rel = |i: usize| (truth[i].0 - truth[1].0, truth[i].1 - truth[1].1);
+            for i in 2..8 {
+                assert!(err(&pano.frames[i], rel(i)) < 0.3, "frame {i}: {:?}", pano.frames[i]);
+            }
+        }
+        // A bad second frame does not move the reference.
+        let mut seq = frames.clone();
+        seq[1] = Image::<u8>::filled(140, 110, 7).unwrap();
+        let pano = stitch(&any(&seq), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+        assert_eq!((pano.reference, pano.frames[2].reference), (0, Some(0)));
+        assert!(pano.frames[1].skip.is_some());
+        // No two frames register: an error saying why, not a panorama of one frame.
+        let flat = [Image::<u8>::filled(140, 110, 7).unwrap(), Image::<u8>::filled(140, 110, 9).unwrap()];
+        let e = stitch(&any(&flat), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap_err();
+        assert!(matches!(e, Error::NothingRegistered { frames: 2, .. }), "{e}");
+        assert!(alloc::format!("{e}").contains("no texture"), "{e}");
+    }
+
+    /// A source that reads frames "from disk": owned images, some unreadable, counting
+    /// the reads.
+    struct Disk {
+        frames: Vec<Option<Image<u8>>>,
+        reads: core::cell::RefCell<Vec<usize>>,
+    }
+
+    impl FrameSource for Disk {
+        fn len(&self) -> usize {
+            self.frames.len()
+        }
+        fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String> {
+            self.reads.borrow_mut()[i] += 1;
+            match &self.frames[i] {
+                Some(f) => Ok(Frame::Image(AnyImage::U8(f.clone()))),
+                None => Err("truncated file".into()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_source_is_read_once_to_register_and_once_to_paste() {
+        let (frames, truth) = sequence(12, 6);
+        let mut disk = Disk { frames: frames.iter().cloned().map(Some).collect(), reads: core::cell::RefCell::new(alloc::vec![0; 12]) };
+        disk.frames[5] = None;
+        let pano = stitch_frames(&disk, &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+        assert_eq!(pano.frames[5].skip, Some(SkipReason::Unreadable("truncated file".into())));
+        for i in (0..12).filter(|&i| i != 5) {
+            assert!(err(&pano.frames[i], truth[i]) < 0.3, "frame {i}");
+        }
+        // The first readable frame is also read once to learn the sequence's type and size;
+        // the unreadable one is tried once.
+        let reads = disk.reads.borrow();
+        let want: Vec<usize> = (0..12).map(|i| match i { 0 => 3, 5 => 1, _ => 2 }).collect();
+        assert_eq!(*reads, want);
+        // Read from "disk" or held in memory, the same frames give the same panorama.
+        let whole = Disk { frames: frames.iter().cloned().map(Some).collect(), reads: core::cell::RefCell::new(alloc::vec![0; 12]) };
+        let from_disk = stitch_frames(&whole, &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+        let in_memory = stitch(&any(&frames), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+        assert_eq!(from_disk, in_memory);
+    }
+
+    #[test]
+    fn frames_that_differ_or_hold_non_finite_pixels_are_skipped_naming_why() {
+        let (frames, truth) = sequence(8, 2);
+        let mut f32s: Vec<Image<f32>> = frames.iter().map(|f| f.convert()).collect();
+        f32s[3].set(10, 20, f32::NAN);
+        f32s[3].set(11, 20, f32::INFINITY);
+        let other = Image::<f32>::filled(141, 110, 1.0).unwrap();
+        let u8_frame = frames[5].clone();
+        let mut views: Vec<AnyView<'_>> = f32s.iter().map(|f| AnyView::F32(f.view())).collect();
+        views[4] = AnyView::F32(other.view());
+        views[5] = AnyView::U8(u8_frame.view());
+        let pano = stitch(&views, &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+        assert_eq!(pano.frames[3].skip, Some(SkipReason::NonFinite { pixels: 2 }));
+        for i in [4, 5] {
+            let why = pano.frames[i].skip.as_ref().map(|s| s.describe()).unwrap_or_default();
+            assert!(matches!(pano.frames[i].skip, Some(SkipReason::Mismatch(_))) && why.contains("140x110 f32"), "frame {i}: {why}");
+        }
+        for i in [0, 1, 2, 6, 7] {
+            assert!(err(&pano.frames[i], truth[i]) < 0.3, "frame {i}");
+        }
     }
 
     #[test]
@@ -424,18 +741,13 @@ mod tests {
         let (frames, _) = sequence(3, 2);
         let s = Parallelism::Sequential;
         assert!(stitch(&[], &StitchParams::default(), s, &mut go_on).is_err());
-        let other = Image::<u8>::filled(141, 110, 1).unwrap();
-        let mixed = [AnyView::U8(frames[0].view()), AnyView::U8(frames[1].view()), AnyView::U8(other.view())];
-        let e = stitch(&mixed, &StitchParams::default(), s, &mut go_on).unwrap_err();
-        assert!(alloc::format!("{e}").contains("frame 2"), "{e}");
-        let f = frames[1].map(|v| v as f32);
-        let mixed = [AnyView::U8(frames[0].view()), AnyView::F32(f.view())];
-        let e = stitch(&mixed, &StitchParams::default(), s, &mut go_on).unwrap_err();
-        assert!(alloc::format!("{e}").contains("frame 1"), "{e}");
         for ks in [-0.1, 0.8, f64::NAN] {
             assert!(stitch(&any(&frames), &StitchParams { keyframe_shift: ks, ..Default::default() }, s, &mut go_on).is_err());
         }
         let p = StitchParams { register: RegisterParams { npts: 0, ..Default::default() }, ..Default::default() };
         assert!(stitch(&any(&frames), &p, s, &mut go_on).is_err());
+        let none = Disk { frames: alloc::vec![None, None], reads: core::cell::RefCell::new(alloc::vec![0; 2]) };
+        let e = stitch_frames(&none, &StitchParams::default(), s, &mut go_on).unwrap_err();
+        assert!(alloc::format!("{e}").contains("no frame could be read") && alloc::format!("{e}").contains("truncated file"), "{e}");
     }
 }
