@@ -282,7 +282,6 @@ fn upsample(coarse: ImageView<'_, f32>, size: (usize, usize)) -> Result<Image<f3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::Image;
     use crate::parallel::Parallelism;
 
     fn lcg(w: usize, h: usize, seed: u64, levels: u64) -> Image<u8> {
@@ -401,5 +400,73 @@ mod tests {
         assert!(matches!(mi_table(l.view(), l.view(), inf.view()), Err(Error::InvalidParameter { .. })));
         let nan = Image::<f32>::filled(8, 4, f32::NAN).unwrap();
         assert!(mi_table(l.view(), l.view(), nan.view()).is_err());
+    }
+
+    /// The passes [`hierarchical_table`] asks for (level size, candidates, tiling), each
+    /// answered with disparity 1 everywhere, and the table it returns.
+    fn schedule(l: &Image<u8>, r: &Image<u8>, p: &StereoParams) -> (Vec<((usize, usize), usize, Tiling)>, MiTable) {
+        let mut calls = Vec::new();
+        let mut pass = |_: &dyn RowCost, guide: ImageView<'_, u8>, q: &StereoParams, mut out: ImageViewMut<'_, f32>| {
+            assert!(!q.subpixel && !q.median && !q.fill && q.lr_check);
+            calls.push((guide.size(), q.max_disparity, q.tiling));
+            for y in 0..out.height() {
+                out.row_mut(y).fill(1.0);
+            }
+            Ok(())
+        };
+        let table = hierarchical_table(l.view(), r.view(), p, &mut pass).unwrap();
+        (calls, table)
+    }
+
+    #[test]
+    fn hierarchy_runs_the_papers_schedule() {
+        // 3 estimates at quarter resolution, one at half, and the last (full resolution)
+        // left to the caller: four passes, each on its level's pair and candidates.
+        let (l, r) = (lcg(40, 18, 5, 256), lcg(40, 18, 6, 256));
+        let p = StereoParams { max_disparity: 16, cost: Cost::MI_HIERARCHICAL, ..Default::default() };
+        let (calls, table) = schedule(&l, &r, &p);
+        let coarse = Tiling::default();
+        assert_eq!(calls, [((10, 5), 4, coarse), ((10, 5), 4, coarse), ((10, 5), 4, coarse), ((20, 9), 8, coarse)]);
+        // The last pass's disparity 1 at half resolution is 2 at full resolution.
+        let two = Image::<f32>::filled(40, 18, 2.0).unwrap();
+        assert_eq!(table, mi_table(l.view(), r.view(), two.view()).unwrap());
+
+        // Without levels: `iterations - 1` passes at full resolution, then the caller's.
+        let tiled = StereoParams { cost: Cost::Mi { iterations: 2, levels: 0 }, tiling: Tiling::Tiles { width: 9, height: 9, overlap: 2 }, ..p };
+        let (calls, table) = schedule(&l, &r, &tiled);
+        assert_eq!(calls, [((40, 18), 16, tiled.tiling)]);
+        let one = Image::<f32>::filled(40, 18, 1.0).unwrap();
+        assert_eq!(table, mi_table(l.view(), r.view(), one.view()).unwrap());
+        // One iteration: the table from zero disparities, no pass at all.
+        let once = StereoParams { cost: Cost::Mi { iterations: 1, levels: 0 }, ..p };
+        let (calls, table) = schedule(&l, &r, &once);
+        let zero = Image::<f32>::new(40, 18).unwrap();
+        assert!(calls.is_empty());
+        assert_eq!(table, mi_table(l.view(), r.view(), zero.view()).unwrap());
+    }
+
+    #[test]
+    fn hierarchy_rejects_bad_input_and_passes_errors_on() {
+        let l = lcg(8, 4, 1, 256);
+        let mut pass = |_: &dyn RowCost, _: ImageView<'_, u8>, _: &StereoParams, _: ImageViewMut<'_, f32>| -> Result<()> {
+            Err(Error::InvalidParameter { name: "pass", reason: "failed".into() })
+        };
+        let p = StereoParams { max_disparity: 4, cost: Cost::MI, ..Default::default() };
+        assert!(matches!(hierarchical_table(l.view(), l.view(), &p, &mut pass), Err(Error::InvalidParameter { name: "pass", .. })));
+        let census = StereoParams { cost: Cost::CENSUS_7X5, ..p };
+        assert!(hierarchical_table(l.view(), l.view(), &census, &mut pass).is_err());
+        let bad = Image::<u8>::new(7, 4).unwrap();
+        assert!(matches!(hierarchical_table(l.view(), bad.view(), &p, &mut pass), Err(Error::SizeMismatch { .. })));
+    }
+
+    #[test]
+    fn half_and_upsample() {
+        let img = Image::from_vec(3, 3, vec![0u8, 4, 8, 1, 3, 9, 200, 100, 7]).unwrap();
+        let h = half(img.view()).unwrap();
+        // (0+4+1+3+2)/4 = 2; (8+8+9+9+2)/4 = 9; (200+100+200+100+2)/4 = 150; 7.
+        assert_eq!(h.as_slice(), &[2, 9, 150, 7]);
+        let d = Image::from_vec(2, 1, vec![1.5f32, f32::INFINITY]).unwrap();
+        let u = upsample(d.view(), (3, 2)).unwrap();
+        assert_eq!(u.as_slice(), &[3.0, 3.0, f32::INFINITY, 3.0, 3.0, f32::INFINITY]);
     }
 }

@@ -228,3 +228,104 @@ impl<'a> RowStages<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stereo::consistency::lr_check;
+    use crate::stereo::cost_ad::ad_cost_volume_gray;
+    use crate::stereo::cost_census::census_cost_volume;
+    use crate::stereo::{wta::wta_left, wta::wta_right, CostVolume, Paths, Tiling};
+
+    /// A textured left image and a right image that sees it shifted by 1 to 5 pixels
+    /// depending on the row band, with a little noise.
+    fn scene(w: usize, h: usize) -> (Image<u8>, Image<u8>) {
+        let mut s = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 33) as u32
+        };
+        let left = Image::from_fn(w, h, |_, _| (next() % 200) as u8).unwrap();
+        let right = Image::from_fn(w, h, |x, y| {
+            let d = 1 + (y / 4) % 5;
+            left.view().row(y)[(x + d).min(w - 1)].saturating_add((next() % 6) as u8)
+        })
+        .unwrap();
+        (left, right)
+    }
+
+    /// The stages one after another on stored volumes and whole maps, through their
+    /// public functions: what the driver's fused, tiled run must reproduce exactly.
+    fn stage_by_stage(l: &Image<u8>, cost: &CostVolume, p: &StereoParams) -> (Image<f32>, StereoStats) {
+        let (w, h) = l.size();
+        let par = Parallelism::Sequential;
+        let (p1, p2) = p.penalties();
+        let pen = Penalties { p1, p2, adaptive_p2: p.adaptive_p2 };
+        let sum = aggregate::aggregate(cost, p.paths.directions(), &pen, Some(l.view()), par).unwrap();
+        let mut left = Image::<f32>::new(w, h).unwrap();
+        let rejected_uniqueness = wta_left(&sum, p.uniqueness, p.subpixel, left.view_mut(), par).unwrap();
+        let mut right = Image::<f32>::new(w, h).unwrap();
+        wta_right(&sum, right.view_mut(), par).unwrap();
+        let mut occ = Image::<u8>::new(w, h).unwrap();
+        let rejected_lr = lr_check(left.view_mut(), right.view(), p.lr_max_diff, Some(occ.view_mut())).unwrap();
+        let mut disp = Image::<f32>::new(w, h).unwrap();
+        median::median3x3(left.view(), disp.view_mut(), par).unwrap();
+        let filled = fill::fill_holes(disp.view_mut(), Some(occ.view()), par).unwrap();
+        let valid = disp.as_slice().iter().filter(|v| v.is_finite()).count();
+        (disp, StereoStats { valid, rejected_uniqueness, rejected_lr, filled, tiles: 1, p1, p2, ..Default::default() })
+    }
+
+    #[test]
+    fn driver_matches_the_stages_run_one_by_one() {
+        let (l, r) = scene(48, 28);
+        let base = StereoParams { max_disparity: 8, uniqueness: 10, ..Default::default() };
+        for (cost, paths) in [(Cost::CENSUS_7X5, Paths::Eight), (Cost::Ad, Paths::Four), (Cost::Census { width: 5, height: 3 }, Paths::Sixteen)] {
+            let p = StereoParams { cost, paths, ..base };
+            let volume = match cost {
+                Cost::Census { width, height } => {
+                    let (cl, cr) = cost_census::census_pair(l.view(), r.view(), CensusWindow::new(width, height).unwrap(), Parallelism::Sequential).unwrap();
+                    census_cost_volume(&cl, &cr, 8, Parallelism::Sequential).unwrap()
+                }
+                _ => ad_cost_volume_gray(l.view(), r.view(), 8, Parallelism::Sequential).unwrap(),
+            };
+            let (want, want_stats) = stage_by_stage(&l, &volume, &p);
+            for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+                let mut got = Image::<f32>::new(48, 28).unwrap();
+                let stats = stereo_sgm(AnyView::U8(l.view()), AnyView::U8(r.view()), got.view_mut(), &p, par).unwrap();
+                assert_eq!(got, want, "{cost:?} {par:?}");
+                assert_eq!(StereoStats { peak_bytes: 0, ..stats }, want_stats, "{cost:?} {par:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_plan_of_one_covering_tile_is_the_untiled_run() {
+        let (l, r) = scene(40, 24);
+        let p = StereoParams { max_disparity: 6, ..Default::default() };
+        let run = |tiling| {
+            let mut d = Image::<f32>::new(40, 24).unwrap();
+            let q = StereoParams { tiling, ..p };
+            stereo_sgm(AnyView::U8(l.view()), AnyView::U8(r.view()), d.view_mut(), &q, Parallelism::AllThreads).unwrap();
+            d
+        };
+        assert_eq!(run(Tiling::Tiles { width: 40, height: 24, overlap: 0 }), run(Tiling::default()));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let (l, r) = scene(16, 8);
+        let p = StereoParams { max_disparity: 4, ..Default::default() };
+        let mut d = Image::<f32>::new(16, 8).unwrap();
+        let small = Image::<u8>::new(15, 8).unwrap();
+        let run = |a: AnyView<'_>, b: AnyView<'_>, d: ImageViewMut<'_, f32>, p: &StereoParams| stereo_sgm(a, b, d, p, Parallelism::Sequential);
+        assert!(run(AnyView::U8(l.view()), AnyView::U8(small.view()), d.view_mut(), &p).is_err());
+        let f = Image::<f32>::new(16, 8).unwrap();
+        assert!(run(AnyView::F32(f.view()), AnyView::F32(f.view()), d.view_mut(), &p).is_err());
+        let mut d_small = Image::<f32>::new(15, 8).unwrap();
+        assert!(run(AnyView::U8(l.view()), AnyView::U8(r.view()), d_small.view_mut(), &p).is_err());
+        let too_many = StereoParams { max_disparity: 16, ..p };
+        assert!(run(AnyView::U8(l.view()), AnyView::U8(r.view()), d.view_mut(), &too_many).is_err());
+        let mi_too_deep = StereoParams { cost: Cost::Mi { iterations: 1, levels: 6 }, ..p };
+        assert!(run(AnyView::U8(l.view()), AnyView::U8(r.view()), d.view_mut(), &mi_too_deep).is_err());
+    }
+}

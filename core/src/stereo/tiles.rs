@@ -217,4 +217,18 @@ mod tests {
         assert!(plan_tiles(100, 50, 16, 8, Tiling::Auto { max_bytes: 0, overlap: 8 }).is_err());
         assert!(plan_tiles(100, 50, 16, 8, Tiling::Tiles { width: 0, height: 5, overlap: 1 }).is_err());
     }
+
+    #[test]
+    fn stitching_puts_each_core_in_its_place() {
+        let (w, h) = (23, 17);
+        let src = crate::image::Image::from_fn(w, h, |x, y| (y * w + x) as u32).unwrap();
+        let mut out = crate::image::Image::<u32>::new(w, h).unwrap();
+        for t in plan_tiles(w, h, 4, 8, Tiling::Tiles { width: 7, height: 5, overlap: 2 }).unwrap() {
+            let piece = src.view().crop(t.ext.x, t.ext.y, t.ext.width, t.ext.height).unwrap();
+            let c = t.core_in_ext();
+            assert_eq!((c.x + t.ext.x, c.y + t.ext.y, c.width, c.height), (t.core.x, t.core.y, t.core.width, t.core.height));
+            t.stitch(piece, &mut out.view_mut());
+        }
+        assert_eq!(out, src);
+    }
 }
