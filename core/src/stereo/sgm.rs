@@ -72,7 +72,8 @@ pub fn stereo_sgm_with(
     // Whole-image buffers: the left luma and the output map, then each stage's own.
     let mut whole_bytes = w * h * (core::mem::size_of::<u8>() + core::mem::size_of::<f32>());
 
-    // 1. Matching cost: the whole-image inputs its rows are computed from.
+    // 1. Matching cost: the whole-image inputs its rows are computed from. They are
+    // declared here, set by one arm, so that the row source can borrow them for the run.
     let (luma_r, codes, table);
     let (ad, census, mi);
     let rows: &dyn RowCost = match p.cost {
@@ -90,6 +91,8 @@ pub fn stereo_sgm_with(
         Cost::Mi { .. } => {
             luma_r = pair.luma(Side::Right);
             whole_bytes += w * h * 2;
+            // The table is estimated from earlier disparity maps, each the result of this
+            // same pipeline (stages 2 to 6 on a plan of its own) with an earlier table.
             let mut pass = |rows: &dyn RowCost, guide: ImageView<'_, u8>, q: &StereoParams, out: ImageViewMut<'_, f32>| {
                 let plan = plan_tiles(guide.width(), guide.height(), q.max_disparity, q.paths.count(), q.tiling)?;
                 match_tiles(rows, guide, &plan, q, out, None, par, ws).map(|_| ())

@@ -75,7 +75,7 @@ pub struct Tile {
 
 impl Tile {
     /// The core in the coordinates of the extended region (where a piece's results live).
-    pub fn core_in_ext(&self) -> Rect {
+    pub(crate) fn core_in_ext(&self) -> Rect {
         Rect { x: self.core.x - self.ext.x, y: self.core.y - self.ext.y, width: self.core.width, height: self.core.height }
     }
 
