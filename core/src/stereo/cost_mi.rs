@@ -402,9 +402,12 @@ mod tests {
         assert!(mi_table(l.view(), l.view(), nan.view()).is_err());
     }
 
-    /// The passes [`hierarchical_table`] asks for (level size, candidates, tiling), each
-    /// answered with disparity 1 everywhere, and the table it returns.
-    fn schedule(l: &Image<u8>, r: &Image<u8>, p: &StereoParams) -> (Vec<((usize, usize), usize, Tiling)>, MiTable) {
+    /// One pass as the hierarchy asks for it: level size, candidates, tiling.
+    type Pass = ((usize, usize), usize, Tiling);
+
+    /// The passes [`hierarchical_table`] asks for, each answered with disparity 1
+    /// everywhere, and the table it returns.
+    fn schedule(l: &Image<u8>, r: &Image<u8>, p: &StereoParams) -> (Vec<Pass>, MiTable) {
         let mut calls = Vec::new();
         let mut pass = |_: &dyn RowCost, guide: ImageView<'_, u8>, q: &StereoParams, mut out: ImageViewMut<'_, f32>| {
             assert!(!q.subpixel && !q.median && !q.fill && q.lr_check);
