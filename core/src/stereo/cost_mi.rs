@@ -16,7 +16,7 @@
 //! (1/16 nat per step, 16 nats of range above the best match). `eps = 1e-7`.
 //!
 //! The disparity map the table comes from is itself the result of matching with an earlier
-//! table: [`hierarchical_table`] runs that loop (the paper's iterations, on a pyramid when
+//! table: `hierarchical_table` runs that loop (the paper's iterations, on a pyramid when
 //! asked), with the matching pass handed in by the driver.
 
 use super::{check_no_nan, reversed_clamped, Cost, RowCost, StereoParams, Tiling};

@@ -10,7 +10,7 @@
 //! | matching cost: modified absolute difference | [`cost_ad`] |
 //! | matching cost: census transform + Hamming distance | [`cost_census`] |
 //! | matching cost: mutual information (iterative and hierarchical, Parzen-smoothed) | [`cost_mi`] |
-//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | [`aggregate`], its AVX-512BW kernel `aggregate_avx512` |
+//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | [`aggregate`](mod@aggregate), its AVX-512BW kernel `aggregate_avx512` |
 //! | winner-takes-all, uniqueness, subpixel, right map by diagonal search | [`wta`] |
 //! | left-right consistency check | [`consistency`] |
 //! | 3x3 median | [`median`] |

@@ -21,7 +21,7 @@
 //! [`cost_ad`]: super::cost_ad
 //! [`cost_census`]: super::cost_census
 //! [`cost_mi`]: super::cost_mi
-//! [`aggregate`]: super::aggregate
+//! [`aggregate`]: mod@super::aggregate
 //! [`wta`]: super::wta
 //! [`consistency`]: super::consistency
 //! [`median`]: super::median
