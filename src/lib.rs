@@ -1,10 +1,12 @@
 //! tessera: an image-processing engine with a portable `no_std` core, drop-in GPU
 //! acceleration and an ImageJ plugin. This crate is the facade (everything of
-//! `tessera-core` re-exported), the backend chooser, image I/O, and the `tessera` CLI.
+//! `tessera-core` re-exported), the backend chooser, image I/O, the stereo file formats
+//! and scores ([`stereo`]), and the `tessera` CLI.
 
 pub use tessera_core::*;
 
 pub mod io;
+pub mod stereo;
 
 use anyhow::bail;
 

@@ -279,6 +279,19 @@ pub fn census_cost_volume(
     Ok(cost_volume_of(&src, r, disparities, par))
 }
 
+/// Census transforms of both images of a pair (same size), one per thread: they are
+/// independent.
+pub fn census_pair(left: ImageView<'_, u8>, right: ImageView<'_, u8>, win: CensusWindow, par: Parallelism) -> Result<(CensusCodes, CensusCodes)> {
+    crate::image::check_same_size(left.size(), right.size())?;
+    let views = [left, right];
+    let mut codes = crate::parallel::map_indices(2, par, |i| census_transform(views[i], win)).into_iter();
+    match (codes.next(), codes.next()) {
+        (Some(l), Some(r)) => Ok((l?, r?)),
+        // map_indices gives one result per index; never taken.
+        _ => Err(Error::ZeroSize { width: left.width(), height: left.height() }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

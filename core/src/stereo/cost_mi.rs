@@ -14,11 +14,14 @@
 //! The paper's `1 / n` factor is left out: it scales every cost alike and only the ratio to
 //! P1 / P2 matters. The table is stored as u8: `round((c - min c) * 16)` saturated at 255
 //! (1/16 nat per step, 16 nats of range above the best match). `eps = 1e-7`.
+//!
+//! The disparity map the table comes from is itself the result of matching with an earlier
+//! table: `hierarchical_table` runs that loop (the paper's iterations, on a pyramid when
+//! asked), with the matching pass handed in by the driver.
 
-use super::{reversed_clamped, RowCost};
-use super::check_no_nan;
+use super::{check_no_nan, reversed_clamped, Cost, RowCost, StereoParams, Tiling};
 use crate::error::{Error, Result};
-use crate::image::{check_same_size, ImageView};
+use crate::image::{check_same_size, Image, ImageView, ImageViewMut};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -197,10 +200,88 @@ pub fn mi_cost_volume(
     Ok(super::cost_volume_of(&MiCost::new(left, right, table), r, disparities, par))
 }
 
+/// A full SGM pass the MI estimation runs between two tables: the costs `rows` matched
+/// with the settings `q` over the image `guide` (the level's left image) into the
+/// disparity map `out` of the same size. The driver passes its own per-tile pipeline.
+pub(crate) type MatchLevel<'m> = dyn FnMut(&dyn RowCost, ImageView<'_, u8>, &StereoParams, ImageViewMut<'_, f32>) -> Result<()> + 'm;
+
+/// The MI table of the final matching run for `p.cost = Cost::Mi { iterations, levels }`
+/// (paper sec. 2.1, iterative and hierarchical computation): the pair is halved `levels`
+/// times ([`half`]); at the coarsest level the table is estimated `iterations` times,
+/// starting from a zero disparity map, each estimate followed by a matching pass
+/// (`match_level`) whose disparities feed the next; each finer level starts from the
+/// level below's disparities, doubled ([`upsample`]), and is estimated once. The last
+/// estimate, at full resolution, is returned without a pass: it is the caller's run.
+/// Intermediate passes keep only the checked integer disparities (no subpixel, median or
+/// filling; LR check on) over `max_disparity / 2^k` candidates at level `k`.
+pub(crate) fn hierarchical_table(
+    left: ImageView<'_, u8>,
+    right: ImageView<'_, u8>,
+    p: &StereoParams,
+    match_level: &mut MatchLevel<'_>,
+) -> Result<MiTable> {
+    check_same_size(left.size(), right.size())?;
+    p.validate(left.width())?;
+    let Cost::Mi { iterations, levels } = p.cost else {
+        return Err(Error::InvalidParameter { name: "cost", reason: "the MI hierarchy needs Cost::Mi".into() });
+    };
+    let mut pyramid: Vec<(Image<u8>, Image<u8>)> = Vec::with_capacity(levels);
+    for _ in 0..levels {
+        let (l, r) = pyramid.last().map_or((left, right), |(l, r)| (l.view(), r.view()));
+        let next = (half(l)?, half(r)?);
+        pyramid.push(next);
+    }
+    let level = |k: usize| if k == 0 { (left, right) } else { (pyramid[k - 1].0.view(), pyramid[k - 1].1.view()) };
+    let inter = StereoParams { subpixel: false, median: false, fill: false, lr_check: true, ..*p };
+    let (cw, ch) = level(levels).0.size();
+    let mut disp = Image::<f32>::new(cw, ch)?;
+    for k in (0..=levels).rev() {
+        let (l, r) = level(k);
+        let (wk, hk) = l.size();
+        let estimates = if k == levels { iterations } else { 1 };
+        let passes = if k == 0 { estimates - 1 } else { estimates };
+        let q = StereoParams {
+            max_disparity: p.max_disparity.div_ceil(1 << k).clamp(1, wk - 1),
+            // Coarse levels are small: the default plan holds them whole.
+            tiling: if k == 0 { p.tiling } else { Tiling::default() },
+            ..inter
+        };
+        for _ in 0..passes {
+            let table = mi_table(l, r, disp.view())?;
+            let mut out = Image::<f32>::new(wk, hk)?;
+            match_level(&MiCost::new(l, r, &table), l, &q, out.view_mut())?;
+            disp = out;
+        }
+        if k > 0 {
+            disp = upsample(disp.view(), level(k - 1).0.size())?;
+        }
+    }
+    mi_table(left, right, disp.view())
+}
+
+/// Half-size image: each pixel the rounded mean of a 2x2 block (the last row / column of an
+/// odd size averages with itself).
+fn half(img: ImageView<'_, u8>) -> Result<Image<u8>> {
+    let (w, h) = img.size();
+    Image::from_fn(w.div_ceil(2), h.div_ceil(2), |x, y| {
+        let (x0, y0) = (2 * x, 2 * y);
+        let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
+        let (r0, r1) = (img.row(y0), img.row(y1));
+        let s = r0[x0] as u32 + r0[x1] as u32 + r1[x0] as u32 + r1[x1] as u32;
+        ((s + 2) / 4) as u8
+    })
+}
+
+/// A coarse disparity map brought to the finer `size` (at most twice as large): each pixel
+/// takes its 2x2 block's coarse disparity, doubled (disparities scale with the width).
+fn upsample(coarse: ImageView<'_, f32>, size: (usize, usize)) -> Result<Image<f32>> {
+    let (cw, ch) = coarse.size();
+    Image::from_fn(size.0, size.1, |x, y| 2.0 * coarse.row((y / 2).min(ch - 1))[(x / 2).min(cw - 1)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::Image;
     use crate::parallel::Parallelism;
 
     fn lcg(w: usize, h: usize, seed: u64, levels: u64) -> Image<u8> {
@@ -319,5 +400,76 @@ mod tests {
         assert!(matches!(mi_table(l.view(), l.view(), inf.view()), Err(Error::InvalidParameter { .. })));
         let nan = Image::<f32>::filled(8, 4, f32::NAN).unwrap();
         assert!(mi_table(l.view(), l.view(), nan.view()).is_err());
+    }
+
+    /// One pass as the hierarchy asks for it: level size, candidates, tiling.
+    type Pass = ((usize, usize), usize, Tiling);
+
+    /// The passes [`hierarchical_table`] asks for, each answered with disparity 1
+    /// everywhere, and the table it returns.
+    fn schedule(l: &Image<u8>, r: &Image<u8>, p: &StereoParams) -> (Vec<Pass>, MiTable) {
+        let mut calls = Vec::new();
+        let mut pass = |_: &dyn RowCost, guide: ImageView<'_, u8>, q: &StereoParams, mut out: ImageViewMut<'_, f32>| {
+            assert!(!q.subpixel && !q.median && !q.fill && q.lr_check);
+            calls.push((guide.size(), q.max_disparity, q.tiling));
+            for y in 0..out.height() {
+                out.row_mut(y).fill(1.0);
+            }
+            Ok(())
+        };
+        let table = hierarchical_table(l.view(), r.view(), p, &mut pass).unwrap();
+        (calls, table)
+    }
+
+    #[test]
+    fn hierarchy_runs_the_papers_schedule() {
+        // 3 estimates at quarter resolution, one at half, and the last (full resolution)
+        // left to the caller: four passes, each on its level's pair and candidates.
+        let (l, r) = (lcg(40, 18, 5, 256), lcg(40, 18, 6, 256));
+        let p = StereoParams { max_disparity: 16, cost: Cost::MI_HIERARCHICAL, ..Default::default() };
+        let (calls, table) = schedule(&l, &r, &p);
+        let coarse = Tiling::default();
+        assert_eq!(calls, [((10, 5), 4, coarse), ((10, 5), 4, coarse), ((10, 5), 4, coarse), ((20, 9), 8, coarse)]);
+        // The last pass's disparity 1 at half resolution is 2 at full resolution.
+        let two = Image::<f32>::filled(40, 18, 2.0).unwrap();
+        assert_eq!(table, mi_table(l.view(), r.view(), two.view()).unwrap());
+
+        // Without levels: `iterations - 1` passes at full resolution, then the caller's.
+        let tiled = StereoParams { cost: Cost::Mi { iterations: 2, levels: 0 }, tiling: Tiling::Tiles { width: 9, height: 9, overlap: 2 }, ..p };
+        let (calls, table) = schedule(&l, &r, &tiled);
+        assert_eq!(calls, [((40, 18), 16, tiled.tiling)]);
+        let one = Image::<f32>::filled(40, 18, 1.0).unwrap();
+        assert_eq!(table, mi_table(l.view(), r.view(), one.view()).unwrap());
+        // One iteration: the table from zero disparities, no pass at all.
+        let once = StereoParams { cost: Cost::Mi { iterations: 1, levels: 0 }, ..p };
+        let (calls, table) = schedule(&l, &r, &once);
+        let zero = Image::<f32>::new(40, 18).unwrap();
+        assert!(calls.is_empty());
+        assert_eq!(table, mi_table(l.view(), r.view(), zero.view()).unwrap());
+    }
+
+    #[test]
+    fn hierarchy_rejects_bad_input_and_passes_errors_on() {
+        let l = lcg(8, 4, 1, 256);
+        let mut pass = |_: &dyn RowCost, _: ImageView<'_, u8>, _: &StereoParams, _: ImageViewMut<'_, f32>| -> Result<()> {
+            Err(Error::InvalidParameter { name: "pass", reason: "failed".into() })
+        };
+        let p = StereoParams { max_disparity: 4, cost: Cost::MI, ..Default::default() };
+        assert!(matches!(hierarchical_table(l.view(), l.view(), &p, &mut pass), Err(Error::InvalidParameter { name: "pass", .. })));
+        let census = StereoParams { cost: Cost::CENSUS_7X5, ..p };
+        assert!(hierarchical_table(l.view(), l.view(), &census, &mut pass).is_err());
+        let bad = Image::<u8>::new(7, 4).unwrap();
+        assert!(matches!(hierarchical_table(l.view(), bad.view(), &p, &mut pass), Err(Error::SizeMismatch { .. })));
+    }
+
+    #[test]
+    fn half_and_upsample() {
+        let img = Image::from_vec(3, 3, vec![0u8, 4, 8, 1, 3, 9, 200, 100, 7]).unwrap();
+        let h = half(img.view()).unwrap();
+        // (0+4+1+3+2)/4 = 2; (8+8+9+9+2)/4 = 9; (200+100+200+100+2)/4 = 150; 7.
+        assert_eq!(h.as_slice(), &[2, 9, 150, 7]);
+        let d = Image::from_vec(2, 1, vec![1.5f32, f32::INFINITY]).unwrap();
+        let u = upsample(d.view(), (3, 2)).unwrap();
+        assert_eq!(u.as_slice(), &[3.0, 3.0, f32::INFINITY, 3.0, 3.0, f32::INFINITY]);
     }
 }

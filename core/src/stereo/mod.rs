@@ -1,20 +1,23 @@
 //! Semi-global matching stereo (H. Hirschmueller, "Stereo Processing by Semiglobal Matching
 //! and Mutual Information", IEEE PAMI 30(2), 2008), laid out like libSGM: one file per
-//! stage, each callable and testable on its own.
+//! stage, each callable and testable on its own, and one driver, [`sgm`], whose
+//! [`stereo_sgm`] reads as the pipeline.
 //!
 //! | stage | file |
 //! |---|---|
+//! | the driver: cost -> aggregate -> WTA -> subpixel -> LR check -> median -> fill | [`sgm`] |
+//! | the tiling plan (overlapping tiles / bands that bound the memory) and its stitching | [`tiles`] |
 //! | matching cost: modified absolute difference | [`cost_ad`] |
 //! | matching cost: census transform + Hamming distance | [`cost_census`] |
-//! | matching cost: mutual information (iterative, Parzen-smoothed) | [`cost_mi`] |
-//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | [`aggregate`], its AVX-512BW kernel `aggregate_avx512` |
+//! | matching cost: mutual information (iterative and hierarchical, Parzen-smoothed) | [`cost_mi`] |
+//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | [`aggregate`](mod@aggregate), its AVX-512BW kernel `aggregate_avx512` |
 //! | winner-takes-all, uniqueness, subpixel, right map by diagonal search | [`wta`] |
 //! | left-right consistency check | [`consistency`] |
 //! | 3x3 median | [`median`] |
 //! | hole filling along 8 scanlines (background for occlusions) | [`fill`] |
-//! | overlapping tiles / bands that bound the memory | [`tiles`] |
-//! | Middlebury scores (bad 1.0 / 2.0, MAE, density) | [`eval`] |
-//! | PFM reader / writer, colour map for viewing | [`pfm`], [`colormap`] |
+//!
+//! Scoring against ground truth, the PFM format and the colour map are not algorithms of
+//! the core: they live beside the command-line program (`tessera::stereo`).
 //!
 //! Conventions: disparity `d` of a left pixel `(x, y)` matches the right pixel `(x - d, y)`;
 //! candidates are `0..max_disparity`. Costs are `u8` (census <= 62, AD and MI <= 255),
@@ -26,22 +29,19 @@
 
 pub mod aggregate;
 mod aggregate_avx512;
-pub mod colormap;
 pub mod consistency;
 pub mod cost_ad;
 pub mod cost_census;
 pub mod cost_mi;
-pub mod eval;
 pub mod fill;
 pub mod median;
-pub mod pfm;
+pub mod sgm;
 pub mod tiles;
 pub mod wta;
 
 use crate::error::{require_range, Error, Result};
 use crate::image::{check_same_size, AnyView, Image, ImageView, ImageViewMut, Rgba8};
 use crate::parallel::{for_each_band, Parallelism};
-use crate::workspace::Workspace;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -49,7 +49,7 @@ use alloc::vec::Vec;
 pub use aggregate::{aggregate, Direction, Penalties, SummedVolume};
 pub use cost_census::{CensusCodes, CensusWindow};
 pub use cost_mi::MiTable;
-pub use eval::{evaluate, StereoScores};
+pub use sgm::{stereo_sgm, stereo_sgm_with};
 pub use tiles::{plan_tiles, Rect, Tile, Tiling};
 
 /// The marker of a pixel without a disparity.
@@ -327,24 +327,8 @@ pub(crate) fn reversed_clamped<T: Copy>(row: &[T], disparities: usize, out: &mut
     out.extend(core::iter::repeat(first).take(disparities.saturating_sub(1)));
 }
 
-/// Half-size image: each pixel the rounded mean of a 2x2 block (the last row / column of an
-/// odd size averages with itself).
-fn half(img: &Image<u8>) -> Result<Image<u8>> {
-    let (w, h) = img.size();
-    Image::from_fn(w.div_ceil(2), h.div_ceil(2), |x, y| {
-        let (x0, y0) = (2 * x, 2 * y);
-        let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
-        let s = img.at(x0, y0) as u32 + img.at(x1, y0) as u32 + img.at(x0, y1) as u32 + img.at(x1, y1) as u32;
-        ((s + 2) / 4) as u8
-    })
-}
-
-fn occ_view(o: &mut Option<Image<u8>>) -> Option<ImageViewMut<'_, u8>> {
-    o.as_mut().map(|i| i.view_mut())
-}
-
 /// Rejects a disparity map holding NaN (infinity is the invalid marker and allowed).
-pub(crate) fn check_no_nan(name: &'static str, v: ImageView<'_, f32>) -> Result<()> {
+pub fn check_no_nan(name: &'static str, v: ImageView<'_, f32>) -> Result<()> {
     for y in 0..v.height() {
         if let Some(x) = v.row(y).iter().position(|d| d.is_nan()) {
             return Err(Error::InvalidParameter { name, reason: format!("NaN at ({x}, {y}); invalid pixels must be +inf") });
@@ -360,135 +344,42 @@ pub(crate) enum Pair<'a> {
     Rgb(ImageView<'a, Rgba8>, ImageView<'a, Rgba8>),
 }
 
-fn pair<'a>(left: AnyView<'a>, right: AnyView<'a>) -> Result<Pair<'a>> {
-    check_same_size(left.size(), right.size())?;
-    match (left, right) {
-        (AnyView::U8(l), AnyView::U8(r)) => Ok(Pair::Gray(l, r)),
-        (AnyView::Rgba8(l), AnyView::Rgba8(r)) => Ok(Pair::Rgb(l, r)),
-        _ => Err(Error::UnsupportedType {
-            op: "stereo",
-            types: "other than two u8 or two rgba8 images (convert 16-bit or float input to 8 bits first)",
-        }),
+impl<'a> Pair<'a> {
+    /// The pair `left`, `right`: same size, both `u8` or both `Rgba8`.
+    pub(crate) fn new(left: AnyView<'a>, right: AnyView<'a>) -> Result<Self> {
+        check_same_size(left.size(), right.size())?;
+        match (left, right) {
+            (AnyView::U8(l), AnyView::U8(r)) => Ok(Pair::Gray(l, r)),
+            (AnyView::Rgba8(l), AnyView::Rgba8(r)) => Ok(Pair::Rgb(l, r)),
+            _ => Err(Error::UnsupportedType {
+                op: "stereo",
+                types: "other than two u8 or two rgba8 images (convert 16-bit or float input to 8 bits first)",
+            }),
+        }
+    }
+
+    /// One image of the pair as 8-bit gray: a copy of a gray image, the Rec. 601 luma of
+    /// a colour one (what census, MI and the adaptive P2 read).
+    pub(crate) fn luma(self, side: Side) -> Image<u8> {
+        match self {
+            Pair::Gray(l, r) => side.pick(l, r).to_image(),
+            Pair::Rgb(l, r) => side.pick(l, r).convert(),
+        }
     }
 }
 
-/// Semi-global matching of a rectified pair into the left disparity map `disp`
-/// (`f32`, same size; invalid = `f32::INFINITY`). Left and right are both `u8` gray or
-/// both `Rgba8` (census and MI use the Rec. 601 luma, AD the three colour channels).
-///
-/// Pipeline: cost -> aggregation along `p.paths` -> winner-takes-all (+ uniqueness,
-/// subpixel) -> left-right check -> 3x3 median, per tile of `p.tiling`; then hole filling
-/// over the whole map. With `Cost::Mi` the cost is re-estimated from the previous
-/// iteration's checked disparity map (whole image), starting from zero disparity.
-pub fn stereo_sgm(left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams, par: Parallelism) -> Result<StereoStats> {
-    stereo_sgm_with(left, right, disp, p, par, &mut Workspace::default())
+/// One image of a pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Left,
+    Right,
 }
 
-/// [`stereo_sgm`] with its large scratch buffers (the half-volumes of summed costs, the
-/// per-tile maps) taken from and given back to `ws`, so that repeated calls reuse them.
-pub fn stereo_sgm_with(
-    left: AnyView<'_>,
-    right: AnyView<'_>,
-    mut disp: ImageViewMut<'_, f32>,
-    p: &StereoParams,
-    par: Parallelism,
-    ws: &mut Workspace,
-) -> Result<StereoStats> {
-    let pr = pair(left, right)?;
-    check_same_size(left.size(), disp.size())?;
-    let (w, h) = left.size();
-    p.validate(w)?;
-    let tiles = plan_tiles(w, h, p.max_disparity, p.paths.count(), p.tiling)?;
-
-    let gray_l: Image<u8> = match pr {
-        Pair::Gray(l, _) => l.to_image(),
-        Pair::Rgb(l, _) => l.convert(),
-    };
-    let mut whole_bytes = w * h * (core::mem::size_of::<u8>() + core::mem::size_of::<f32>());
-    // Occlusion classes of the LR check, for hole filling.
-    let mut occ = if p.fill && p.lr_check { Some(Image::<u8>::new(w, h)?) } else { None };
-    let mut stats = match p.cost {
-        Cost::Ad => {
-            let src = cost_ad::AdCost::new(pr);
-            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par, ws)?
+impl Side {
+    fn pick<T>(self, left: T, right: T) -> T {
+        match self {
+            Side::Left => left,
+            Side::Right => right,
         }
-        Cost::Census { width, height } => {
-            let win = CensusWindow::new(width, height)?;
-            let gray_r: Image<u8> = match pr {
-                Pair::Gray(_, r) => r.to_image(),
-                Pair::Rgb(_, r) => r.convert(),
-            };
-            // The two transforms are independent: one per thread.
-            let views = [gray_l.view(), gray_r.view()];
-            let mut codes = crate::parallel::map_indices(2, par, |i| cost_census::census_transform(views[i], win)).into_iter();
-            let (cl, cr) = match (codes.next(), codes.next()) {
-                (Some(l), Some(r)) => (l?, r?),
-                // map_indices gives one result per index; never taken.
-                _ => return Err(Error::ZeroSize { width: w, height: h }),
-            };
-            whole_bytes += w * h * (1 + 2 * 8);
-            let src = cost_census::CensusCost::new(&cl, &cr)?;
-            tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par, ws)?
-        }
-        Cost::Mi { iterations, levels } => {
-            let gray_r: Image<u8> = match pr {
-                Pair::Gray(_, r) => r.to_image(),
-                Pair::Rgb(_, r) => r.convert(),
-            };
-            whole_bytes += w * h * 2;
-            // Hierarchical MI (paper sec. 2.1): `iterations` estimates at the coarsest level
-            // starting from zero disparities, then one per finer level from the level
-            // below's disparities (doubled); intermediate runs keep only the checked
-            // integer disparities, the final one uses the caller's steps.
-            let mut pyr = vec![(gray_l.clone(), gray_r.clone())];
-            for _ in 0..levels {
-                let (l, r) = &pyr[pyr.len() - 1];
-                let next = (half(l)?, half(r)?);
-                pyr.push(next);
-            }
-            let mut inter = *p;
-            inter.subpixel = false;
-            inter.median = false;
-            inter.fill = false;
-            inter.lr_check = true;
-            let (cw, ch) = pyr[levels].0.size();
-            let mut init = Image::<f32>::new(cw, ch)?;
-            let mut last = StereoStats::default();
-            for k in (0..=levels).rev() {
-                let (lk, rk) = (&pyr[k].0, &pyr[k].1);
-                let (wk, hk) = lk.size();
-                let runs = if k == levels { iterations } else { 1 };
-                for it in 0..runs {
-                    let table = cost_mi::mi_table(lk.view(), rk.view(), init.view())?;
-                    let src = cost_mi::MiCost::new(lk.view(), rk.view(), &table);
-                    if k == 0 && it + 1 == runs {
-                        last = tiles::run_tiles(&src, gray_l.view(), &tiles, p, disp.reborrow(), occ_view(&mut occ), par, ws)?;
-                    } else {
-                        let dk = p.max_disparity.div_ceil(1 << k).clamp(1, wk - 1);
-                        let tiling = if k == 0 { p.tiling } else { Tiling::default() };
-                        let q = StereoParams { max_disparity: dk, tiling, ..inter };
-                        let t = plan_tiles(wk, hk, dk, q.paths.count(), tiling)?;
-                        let mut out = Image::<f32>::new(wk, hk)?;
-                        tiles::run_tiles(&src, lk.view(), &t, &q, out.view_mut(), None, par, ws)?;
-                        init = out;
-                    }
-                }
-                if k > 0 {
-                    let (fw, fh) = pyr[k - 1].0.size();
-                    init = Image::from_fn(fw, fh, |x, y| 2.0 * init.at((x / 2).min(wk - 1), (y / 2).min(hk - 1)))?;
-                }
-            }
-            last
-        }
-    };
-    if p.fill {
-        stats.filled = fill::fill_holes(disp.reborrow(), occ.as_ref().map(|o| o.view()), par)?;
-        whole_bytes += w * h * 5;
     }
-    stats.valid = (0..h).map(|y| disp.row(y).iter().filter(|v| v.is_finite()).count()).sum();
-    stats.peak_bytes += whole_bytes;
-    let (p1, p2) = p.penalties();
-    stats.p1 = p1;
-    stats.p2 = p2;
-    Ok(stats)
 }

@@ -1,6 +1,8 @@
-//! Bounding the memory: the `W x H x D` summed volume (u16) is the working set (the costs
-//! are computed a row at a time inside the aggregation sweeps and never held as a volume),
-//! so large images are processed in pieces.
+//! The tiling plan, made before any matching: the pieces the driver ([`super::sgm`]) runs
+//! the stages on, and the stitching of their results. It bounds the memory: the
+//! `W x H x D` summed volume (u16) is the working set (the costs are computed a row at a
+//! time inside the aggregation sweeps and never held as a volume), so large images are
+//! processed in pieces.
 //!
 //! * [`Tiling::Auto`] (default): the whole image at once when its working set fits
 //!   `max_bytes`, otherwise horizontal bands of full width whose working set fits, each
@@ -16,11 +18,9 @@
 //! the tile's), so a tile that covers the image gives exactly the untiled result; inside
 //! the image, a piece differs only in that its paths start at the piece's edges.
 
-use super::{aggregate, consistency, median, wta, RowCost, StereoParams, StereoStats, INVALID};
+use super::aggregate;
 use crate::error::{Error, Result};
-use crate::image::{Image, ImageView, ImageViewMut};
-use crate::parallel::Parallelism;
-use crate::workspace::Workspace;
+use crate::image::{ImageView, ImageViewMut, Pixel};
 use alloc::format;
 use alloc::vec::Vec;
 
@@ -71,6 +71,22 @@ impl Tiling {
 pub struct Tile {
     pub core: Rect,
     pub ext: Rect,
+}
+
+impl Tile {
+    /// The core in the coordinates of the extended region (where a piece's results live).
+    pub(crate) fn core_in_ext(&self) -> Rect {
+        Rect { x: self.core.x - self.ext.x, y: self.core.y - self.ext.y, width: self.core.width, height: self.core.height }
+    }
+
+    /// Stitching: copies the core of `src`, a result computed over the extended region,
+    /// into its place in the whole-image `out` (sizes as the plan made them).
+    pub(crate) fn stitch<T: Pixel>(&self, src: ImageView<'_, T>, out: &mut ImageViewMut<'_, T>) {
+        let c = self.core_in_ext();
+        for j in 0..c.height {
+            out.row_mut(self.core.y + j)[self.core.x..self.core.x + c.width].copy_from_slice(&src.row(c.y + j)[c.x..c.x + c.width]);
+        }
+    }
 }
 
 /// Bytes of the working set of one `width x height` piece: the summed volume (2 bytes per
@@ -150,121 +166,6 @@ pub fn plan_tiles(width: usize, height: usize, disparities: usize, paths: usize,
     Ok(out)
 }
 
-/// What happens to a final row of `S` inside the aggregation (so it is read while it is
-/// still in cache, and on the aggregation's threads): WTA into the left map, and with the
-/// left-right check the right map of the row and the check, with the occlusion classes.
-/// One per half of the tile (see [`aggregate::split_row`]).
-struct RowFinish<'a> {
-    /// The half's rows of the left map and of the classes; `y0` is its first row.
-    left: &'a mut [f32],
-    occ: &'a mut [u8],
-    y0: usize,
-    width: usize,
-    nd: usize,
-    p: &'a StereoParams,
-    right: Vec<f32>,
-    scratch: wta::RightScratch,
-    /// The tile's core, in tile coordinates: only its pixels are counted.
-    core: Rect,
-    rejected_uniqueness: usize,
-    rejected_lr: usize,
-}
-
-impl<'a> RowFinish<'a> {
-    fn new(left: &'a mut [f32], occ: &'a mut [u8], y0: usize, width: usize, p: &'a StereoParams, core: Rect) -> Self {
-        let nd = p.max_disparity;
-        let right = if p.lr_check { alloc::vec![0f32; width] } else { Vec::new() };
-        let scratch = wta::RightScratch::new(if p.lr_check { width } else { 0 }, aggregate::padded(nd));
-        RowFinish { left, occ, y0, width, nd, p, right, scratch, core, rejected_uniqueness: 0, rejected_lr: 0 }
-    }
-
-    fn row(&mut self, y: usize, s: &[u16]) {
-        let (w, dp) = (self.width, aggregate::padded(self.nd));
-        let j = y - self.y0;
-        let left = &mut self.left[j * w..(j + 1) * w];
-        wta::wta_left_row(s, dp, self.nd, self.p.uniqueness, self.p.subpixel, left);
-        let in_core = y >= self.core.y && y < self.core.y + self.core.height;
-        let cols = self.core.x..self.core.x + self.core.width;
-        let invalid = |l: &[f32]| if in_core { l[cols.clone()].iter().filter(|v| !v.is_finite()).count() } else { 0 };
-        let after_wta = invalid(left);
-        self.rejected_uniqueness += after_wta;
-        if self.p.lr_check {
-            wta::wta_right_row(s, dp, self.nd, &mut self.scratch, &mut self.right);
-            let occ = &mut self.occ[j * w..(j + 1) * w];
-            consistency::lr_check_row(left, &self.right, self.p.lr_max_diff, Some(occ));
-            self.rejected_lr += invalid(left) - after_wta;
-        }
-    }
-}
-
-/// Runs cost, aggregation, WTA, LR check and median on every tile and writes the tiles'
-/// cores into `out` (the caller validated everything). Hole filling is left to the caller
-/// (it runs on the whole map).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_tiles(
-    src: &dyn RowCost,
-    guide: ImageView<'_, u8>,
-    tiles: &[Tile],
-    p: &StereoParams,
-    mut out: ImageViewMut<'_, f32>,
-    mut occluded: Option<ImageViewMut<'_, u8>>,
-    par: Parallelism,
-    ws: &mut Workspace,
-) -> Result<StereoStats> {
-    let (p1, p2) = p.penalties();
-    let pen = aggregate::Penalties { p1, p2, adaptive_p2: p.adaptive_p2 };
-    let dirs = p.paths.directions();
-    let nd = p.max_disparity;
-    let cost_max = p.cost.max_value();
-    let mut stats = StereoStats { tiles: tiles.len(), ..Default::default() };
-    for t in tiles {
-        let e = t.ext;
-        let (w, h) = (e.width, e.height);
-        let g = guide.crop(e.x, e.y, w, h)?;
-        let bytes = tile_bytes(w, h, nd, dirs.len()) + aggregate::line_buffer_bytes(w, nd, dirs, par.threads())
-            - aggregate::line_buffer_bytes(w, nd, dirs, 1);
-        stats.peak_bytes = stats.peak_bytes.max(bytes);
-        let core = Rect { x: t.core.x - e.x, y: t.core.y - e.y, width: t.core.width, height: t.core.height };
-        let mut left = ws.vec_filled(w * h, INVALID);
-        let mut occ = ws.vec_filled(if p.lr_check { w * h } else { 0 }, 0u8);
-        let mid = aggregate::split_row(h);
-        let (l_top, l_bottom) = left.split_at_mut(mid * w);
-        let (o_top, o_bottom) = occ.split_at_mut(if p.lr_check { mid * w } else { 0 });
-        let mut top = RowFinish::new(l_top, o_top, 0, w, p, core);
-        let mut bottom = RowFinish::new(l_bottom, o_bottom, mid, w, p, core);
-        aggregate::aggregate_rows(aggregate::Kernel::best(nd), src, e, nd, cost_max, dirs, &pen, Some(g), par, ws, &mut |y, s| top.row(y, s), &mut |y, s| {
-            bottom.row(y, s)
-        })?;
-        stats.rejected_uniqueness += top.rejected_uniqueness + bottom.rejected_uniqueness;
-        stats.rejected_lr += top.rejected_lr + bottom.rejected_lr;
-        let left = Image::from_vec(w, h, left)?;
-        if p.lr_check {
-            if let Some(o) = occluded.as_mut() {
-                copy_core(&ImageView::new(&occ, w, h, w)?, t, o);
-            }
-        }
-        ws.recycle(occ);
-        if p.median {
-            let mut m = Image::from_vec(w, h, ws.vec_filled(w * h, INVALID))?;
-            median::median3x3(left.view(), m.view_mut(), par)?;
-            copy_core(&m.view(), t, &mut out);
-            ws.recycle(m.into_vec());
-        } else {
-            copy_core(&left.view(), t, &mut out);
-        }
-        ws.recycle(left.into_vec());
-    }
-    Ok(stats)
-}
-
-/// Copies the core of tile `t` from its extended-region image into the whole-image view.
-fn copy_core<T: crate::image::Pixel>(src: &ImageView<'_, T>, t: &Tile, out: &mut ImageViewMut<'_, T>) {
-    let (dx, dy) = (t.core.x - t.ext.x, t.core.y - t.ext.y);
-    for j in 0..t.core.height {
-        out.row_mut(t.core.y + j)[t.core.x..t.core.x + t.core.width].copy_from_slice(&src.row(dy + j)[dx..dx + t.core.width]);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +216,19 @@ mod tests {
         assert!(plan_tiles(100, 50, 16, 8, Tiling::Auto { max_bytes: 1000, overlap: 8 }).is_err());
         assert!(plan_tiles(100, 50, 16, 8, Tiling::Auto { max_bytes: 0, overlap: 8 }).is_err());
         assert!(plan_tiles(100, 50, 16, 8, Tiling::Tiles { width: 0, height: 5, overlap: 1 }).is_err());
+    }
+
+    #[test]
+    fn stitching_puts_each_core_in_its_place() {
+        let (w, h) = (23, 17);
+        let src = crate::image::Image::from_fn(w, h, |x, y| (y * w + x) as u32).unwrap();
+        let mut out = crate::image::Image::<u32>::new(w, h).unwrap();
+        for t in plan_tiles(w, h, 4, 8, Tiling::Tiles { width: 7, height: 5, overlap: 2 }).unwrap() {
+            let piece = src.view().crop(t.ext.x, t.ext.y, t.ext.width, t.ext.height).unwrap();
+            let c = t.core_in_ext();
+            assert_eq!((c.x + t.ext.x, c.y + t.ext.y, c.width, c.height), (t.core.x, t.core.y, t.core.width, t.core.height));
+            t.stitch(piece, &mut out.view_mut());
+        }
+        assert_eq!(out, src);
     }
 }

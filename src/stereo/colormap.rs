@@ -2,13 +2,13 @@
 //! through the piecewise-linear "jet" ramp (dark blue - blue - cyan - yellow - red - dark
 //! red, near = warm); invalid pixels are black.
 
-use crate::error::{require_positive, Result};
-use crate::image::{Image, ImageView, Rgba8};
+use tessera_core::error::{require_positive, Result};
+use tessera_core::image::{Image, ImageView, Rgba8};
 
 /// The jet colour of `t` in [0, 1].
 pub fn jet(t: f32) -> Rgba8 {
     let t = t.clamp(0.0, 1.0);
-    let ch = |c: f32| (255.0 * (1.5 - libm::fabsf(4.0 * t - c)).clamp(0.0, 1.0) + 0.5) as u8;
+    let ch = |c: f32| (255.0 * (1.5 - (4.0 * t - c).abs()).clamp(0.0, 1.0) + 0.5) as u8;
     Rgba8::new(ch(3.0), ch(2.0), ch(1.0), 255)
 }
 
@@ -30,7 +30,7 @@ mod tests {
         assert_eq!(jet(0.0), Rgba8::new(0, 0, 128, 255));
         assert_eq!(jet(1.0), Rgba8::new(128, 0, 0, 255));
         assert_eq!(jet(0.5), Rgba8::new(128, 255, 128, 255));
-        let d = Image::from_vec(3, 1, alloc::vec![0.0, f32::INFINITY, 64.0]).unwrap();
+        let d = Image::from_vec(3, 1, vec![0.0, f32::INFINITY, 64.0]).unwrap();
         let c = colorize(d.view(), 64.0).unwrap();
         assert_eq!(c.row(0), &[jet(0.0), Rgba8::new(0, 0, 0, 255), jet(1.0)]);
         assert!(colorize(d.view(), 0.0).is_err());

@@ -5,8 +5,9 @@
 //! over the known pixels that have a disparity; the mean absolute error over the latter;
 //! and the density, the share of known pixels that have a disparity.
 
-use crate::error::{require_positive, Error, Result};
-use crate::image::{check_same_size, Image, ImageView};
+use tessera_core::error::{require_positive, Error, Result};
+use tessera_core::image::{check_same_size, Image, ImageView};
+use tessera_core::stereo::check_no_nan;
 
 /// Scores in percent (MAE in pixels).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -33,8 +34,8 @@ pub struct StereoScores {
 /// Errors: differing sizes, NaN in either map, no known pixel.
 pub fn evaluate(disp: ImageView<'_, f32>, gt: ImageView<'_, f32>) -> Result<StereoScores> {
     check_same_size(gt.size(), disp.size())?;
-    super::check_no_nan("disparity", disp)?;
-    super::check_no_nan("ground truth", gt)?;
+    check_no_nan("disparity", disp)?;
+    check_no_nan("ground truth", gt)?;
     let (mut known, mut valid, mut bad1, mut bad2, mut vb1, mut vb2) = (0usize, 0usize, 0usize, 0usize, 0usize, 0usize);
     let mut abs = 0.0f64;
     for y in 0..gt.height() {
@@ -87,7 +88,6 @@ pub fn ground_truth_from_u8(raw: ImageView<'_, u8>, scale: f32) -> Result<Image<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::vec;
 
     #[test]
     fn hand_example() {

@@ -3,11 +3,8 @@
 //! floats), then the rows of 32-bit floats from the BOTTOM row up. Written by hand: it is a
 //! three-line header and raw floats.
 
-use crate::error::{Error, Result};
-use crate::image::{Image, ImageView};
-use alloc::format;
-use alloc::string::String;
-use alloc::vec::Vec;
+use tessera_core::error::{Error, Result};
+use tessera_core::image::{Image, ImageView};
 
 /// One-channel little-endian PFM of `img` (scale -1.0).
 pub fn encode_pfm(img: ImageView<'_, f32>) -> Vec<u8> {
