@@ -87,7 +87,7 @@ pub fn same_type(src: &PixelArray<'_, '_>, dst: &PixelArray<'_, '_>) -> Result<(
 /// `void Native.meanFilter(Object src, Object dst, int width, int height, String options)`:
 /// the mean over a `width x height` window (see `tessera_core::filter::mean_filter`).
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_meanFilter<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeMeanFilter<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     src: JObject<'l>,
@@ -104,7 +104,7 @@ pub extern "system" fn Java_tessera_ij_Native_meanFilter<'l>(
 /// `void Native.gaussianBlur(Object src, Object dst, int width, int height, String options)`
 /// (see `tessera_core::filter::gaussian_blur`).
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_gaussianBlur<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeGaussianBlur<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     src: JObject<'l>,

@@ -40,7 +40,7 @@ pub(crate) fn guarded<'l, T: Default>(env: &mut EnvUnowned<'l>, f: impl FnOnce(&
 /// the options string takes them (`rsz` -> `25`, `cthresh` -> `0.85`, `blend` ->
 /// `overwrite`, `backend` -> `auto`).
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_defaults<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>, op: JString<'l>) -> JObject<'l> {
+pub extern "system" fn Java_tessera_ij_Native_nativeDefaults<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>, op: JString<'l>) -> JObject<'l> {
     guarded(&mut env, |env| {
         if op.is_null() {
             return Err(bad_arg("defaults: the operation name is null"));
@@ -105,4 +105,31 @@ pub extern "system" fn Java_tessera_ij_Native_backendList<'l>(mut env: EnvUnowne
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_tessera_ij_Native_panicCheck<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>) {
     guarded(&mut env, |_env| -> Result<()> { panic!("panicCheck: deliberate panic at the JNI boundary") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::{contrast::ContrastParams, filter::*, glare::GlareParams, stereo::StereoParams, stitch::*, variance::VarianceParams};
+
+    /// `P`'s defaults, written out as the plugin gets them and read back, are `P::default()`.
+    fn round_trip<P: Op + PartialEq + std::fmt::Debug>() {
+        let d = op_defaults(P::NAME).unwrap();
+        assert_eq!(d.last().unwrap(), &("backend", "auto".to_string()), "{}", P::NAME);
+        let s: Vec<String> = d.iter().map(|(k, v)| format!("{k}=[{v}]")).collect();
+        assert_eq!(options::parse::<P>(Some(&s.join(" "))).unwrap().0, P::default(), "{}", P::NAME);
+    }
+
+    #[test]
+    fn every_operations_defaults_read_back_as_its_default() {
+        round_trip::<BoxParams>();
+        round_trip::<GaussianParams>();
+        round_trip::<VarianceParams>();
+        round_trip::<ContrastParams>();
+        round_trip::<GlareParams>();
+        round_trip::<RegisterParams>();
+        round_trip::<StitchParams>();
+        round_trip::<StereoParams>();
+        assert!(op_defaults("sharpen").is_err());
+    }
 }

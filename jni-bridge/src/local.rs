@@ -112,7 +112,7 @@ fn u8_out<'a>(d: AnyViewMut<'a>, what: &'static str) -> tessera_core::Result<Ima
 /// `void Native.localVariance(Object src, float[] dst, int width, int height, String
 /// options)`: the weighted variance around every pixel (RGB: of its Rec. 601 luma).
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_localVariance<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeLocalVariance<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     src: JObject<'l>,
@@ -136,7 +136,7 @@ pub extern "system" fn Java_tessera_ij_Native_localVariance<'l>(
 /// `void Native.contrastEnhance(Object src, Object dst, int width, int height, String
 /// options)`: multi-scale local contrast enhancement (RGB: on the luma, keeping hue).
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_contrastEnhance<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeContrastEnhance<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     src: JObject<'l>,
@@ -165,7 +165,7 @@ fn describe(r: &GlareReport) -> String {
 /// image with the glare filled; the result names the spots, pixels and thresholds.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_tessera_ij_Native_glare<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeGlare<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     src: JObject<'l>,

@@ -229,9 +229,13 @@ impl<T: OptValue> OptValue for Option<T> {
     }
 }
 
-/// A comma-separated list (`7,31,127`; spaces after the commas allowed).
+/// A comma-separated list (`7,31,127`; spaces after the commas allowed; empty: none, which
+/// the operation's own check reports).
 impl<T: OptValue> OptValue for Vec<T> {
     fn parse(s: &str) -> std::result::Result<Self, String> {
+        if s.trim().is_empty() {
+            return Ok(Vec::new());
+        }
         s.split(',').map(|p| T::parse(p.trim())).collect::<std::result::Result<_, _>>().map_err(|why| format!("{why}, separated by commas"))
     }
     fn show(&self) -> String {

@@ -343,7 +343,7 @@ mod tests {
         let src = Image::from_vec(3, 1, vec![Rgba8::new(1, 2, 3, 4), Rgba8::new(5, 6, 7, 8), Rgba8::new(9, 10, 11, 12)]).unwrap();
         let mut dst = Image::<Rgba8>::new(3, 1).unwrap();
         weighted_channels(AnyView::Rgba8(src.view()), AnyViewMut::Rgba8(dst.view_mut()), |s, d| {
-            let (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) = (s, d) else { panic!("RGB") };
+            let (AnyView::Rgba8(s), AnyViewMut::Rgba8(mut d)) = (s, d) else { panic!("RGB") };
             assert_eq!(s.row(0)[0], Rgba8::new(3, 2, 1, 4), "the kernel sees true order");
             d.row_mut(0).copy_from_slice(s.row(0));
             Ok(())

@@ -60,7 +60,7 @@ fn describe(s: &StereoStats) -> String {
 /// `StereoResult Native.stereoSgm(...)` (module doc): the left disparity map into `disp`
 /// (invalid pixels +Infinity) and the run's counts.
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_stereoSgm<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeStereoSgm<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     left: JObject<'l>,

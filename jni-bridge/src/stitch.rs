@@ -55,7 +55,7 @@ impl Op for StitchParams {
 /// (both `width x height`, one pixel type), searched around the predicted (predX, predY).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_tessera_ij_Native_registerPair<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeRegisterPair<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     reference: JObject<'l>,
@@ -110,7 +110,7 @@ fn reason<'l>(env: &mut Env<'l>, why: Option<String>) -> Result<JObject<'l>> {
 /// thread after each frame; false stops the run (a `CancellationException`), and so does
 /// an exception it throws, which is left pending for the caller.
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_stitch<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeStitch<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     frames: JObjectArray<'l>,
