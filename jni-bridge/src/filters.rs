@@ -5,11 +5,11 @@
 
 use crate::error::{bad_arg, Result};
 use crate::options::{named, OptValue, Op, Visitor};
-use crate::pixels::{with_views, PixelArray};
-use crate::{guarded, options};
-use jni::objects::{JClass, JObject, JString};
+use crate::options;
+use crate::pixels::{with_views, Kind, PixelArray};
+use jni::objects::{JObject, JString};
 use jni::sys::jint;
-use jni::{Env, EnvUnowned};
+use jni::Env;
 use tessera_core::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera_core::{AnyView, AnyViewMut, Backend, Border};
 
@@ -60,63 +60,59 @@ impl Op for GaussianParams {
     }
 }
 
-/// The body of a filter entry point: `op` from `src` into `dst`, both of one type, with the
-/// parameters and backend of `options`.
+/// The body of an entry point from `src` into `dst`: `op` with the parameters and backend
+/// of `options`. `dst` has `src`'s pixel type, or `dst_kind` when one is given.
 pub fn src_to_dst<P: Op>(
     env: &mut Env<'_>,
-    src: &JObject<'_>,
-    dst: &JObject<'_>,
+    (src, dst): (&JObject<'_>, &JObject<'_>),
     (w, h): (jint, jint),
     options: &JString<'_>,
+    dst_kind: Option<Kind>,
     op: impl FnOnce(&dyn Backend, &P, AnyView<'_>, AnyViewMut<'_>) -> tessera_core::Result<()>,
 ) -> Result<()> {
     let (p, b) = options::from_java::<P>(env, options)?;
     let (s, d) = (PixelArray::of(env, src, "src")?, PixelArray::of(env, dst, "dst")?);
-    same_type(&s, &d)?;
+    let want = dst_kind.unwrap_or(s.kind);
+    if d.kind != want {
+        return Err(bad_arg(format!("dst is a {} array; {} takes a {} one here", d.kind.java(), P::NAME, want.java())));
+    }
     with_views(env, [&s], [&d], w, h, |[s], [d]| op(b, &p, s, d))
 }
 
-/// Checks that an output has its input's pixel type.
-pub fn same_type(src: &PixelArray<'_, '_>, dst: &PixelArray<'_, '_>) -> Result<()> {
-    if src.kind != dst.kind {
-        return Err(bad_arg(format!("src and dst pixel arrays have different types ({:?} and {:?})", src.kind, dst.kind)));
-    }
-    Ok(())
+/// A `void Native.<name>(Object src, Object dst, int width, int height, String options)`
+/// entry point: [`src_to_dst`] with operation `$params`, output type `$dst_kind`, running
+/// `$op`.
+macro_rules! src_dst_native {
+    ($(#[$doc:meta])* $name:ident: $params:ty, $dst_kind:expr, $op:expr) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub extern "system" fn $name<'l>(
+            mut env: jni::EnvUnowned<'l>,
+            _class: jni::objects::JClass<'l>,
+            src: jni::objects::JObject<'l>,
+            dst: jni::objects::JObject<'l>,
+            width: jni::sys::jint,
+            height: jni::sys::jint,
+            options: jni::objects::JString<'l>,
+        ) {
+            crate::guarded(&mut env, |env| {
+                crate::filters::src_to_dst::<$params>(env, (&src, &dst), (width, height), &options, $dst_kind, $op)
+            })
+        }
+    };
 }
+pub(crate) use src_dst_native;
 
-/// `void Native.meanFilter(Object src, Object dst, int width, int height, String options)`:
-/// the mean over a `width x height` window (see `tessera_core::filter::mean_filter`).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_nativeMeanFilter<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    src: JObject<'l>,
-    dst: JObject<'l>,
-    width: jint,
-    height: jint,
-    options: JString<'l>,
-) {
-    guarded(&mut env, |env| {
-        src_to_dst::<BoxParams>(env, &src, &dst, (width, height), &options, |b, p, s, d| b.mean_filter(s, d, p))
-    })
-}
+src_dst_native!(
+    /// `void Native.meanFilter(...)`: the mean over a `width x height` window (see
+    /// `tessera_core::filter::mean_filter`).
+    Java_tessera_ij_Native_nativeMeanFilter: BoxParams, None, |b, p, s, d| b.mean_filter(s, d, p)
+);
 
-/// `void Native.gaussianBlur(Object src, Object dst, int width, int height, String options)`
-/// (see `tessera_core::filter::gaussian_blur`).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_nativeGaussianBlur<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    src: JObject<'l>,
-    dst: JObject<'l>,
-    width: jint,
-    height: jint,
-    options: JString<'l>,
-) {
-    guarded(&mut env, |env| {
-        src_to_dst::<GaussianParams>(env, &src, &dst, (width, height), &options, |b, p, s, d| b.gaussian_blur(s, d, p))
-    })
-}
+src_dst_native!(
+    /// `void Native.gaussianBlur(...)` (see `tessera_core::filter::gaussian_blur`).
+    Java_tessera_ij_Native_nativeGaussianBlur: GaussianParams, None, |b, p, s, d| b.gaussian_blur(s, d, p)
+);
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@
 //! ([`weighted_channels`]).
 
 use crate::error::{bad_arg, Result};
-use crate::filters::{same_type, src_to_dst};
+use crate::filters::src_dst_native;
 use crate::options::{named, Op, OptValue, Visitor};
 use crate::pixels::{in_true_order, weighted_channels, with_views, Kind, PixelArray};
 use crate::{guarded, options};
@@ -94,63 +94,37 @@ impl Op for GlareParams {
     }
 }
 
-/// The `float[]` or `byte[]` output an operation writes, or an error naming it.
-fn f32_out<'a>(d: AnyViewMut<'a>, what: &'static str) -> tessera_core::Result<ImageViewMut<'a, f32>> {
+/// The `float[]` a variance is written into (its type checked before, by `src_to_dst`).
+fn f32_out(d: AnyViewMut<'_>) -> tessera_core::Result<ImageViewMut<'_, f32>> {
     match d {
         AnyViewMut::F32(v) => Ok(v),
-        _ => Err(Error::UnsupportedType { op: what, types: "an output other than float[]" }),
+        _ => Err(Error::UnsupportedType { op: "local variance", types: "an output other than float[]" }),
     }
 }
 
-fn u8_out<'a>(d: AnyViewMut<'a>, what: &'static str) -> tessera_core::Result<ImageViewMut<'a, u8>> {
+/// The `byte[]` a glare mask is written into (its type checked before).
+fn u8_out(d: AnyViewMut<'_>) -> tessera_core::Result<ImageViewMut<'_, u8>> {
     match d {
         AnyViewMut::U8(v) => Ok(v),
-        _ => Err(Error::UnsupportedType { op: what, types: "a mask other than byte[]" }),
+        _ => Err(Error::UnsupportedType { op: "glare", types: "a mask other than byte[]" }),
     }
 }
 
-/// `void Native.localVariance(Object src, float[] dst, int width, int height, String
-/// options)`: the weighted variance around every pixel (RGB: of its Rec. 601 luma).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_nativeLocalVariance<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    src: JObject<'l>,
-    dst: JObject<'l>,
-    width: jint,
-    height: jint,
-    options: JString<'l>,
-) {
-    guarded(&mut env, |env| {
-        let (p, b) = options::from_java::<VarianceParams>(env, &options)?;
-        let (s, d) = (PixelArray::of(env, &src, "src")?, PixelArray::of(env, &dst, "dst")?);
-        if d.kind != Kind::F32 {
-            return Err(bad_arg("the local variance goes into a float[] dst"));
-        }
-        with_views(env, [&s], [&d], width, height, |[s], [d]| {
-            in_true_order(s, |s| b.local_variance(s, f32_out(d, "local variance")?, &p))
-        })
-    })
-}
+src_dst_native!(
+    /// `void Native.localVariance(Object src, float[] dst, ...)`: the weighted variance
+    /// around every pixel (RGB: of its Rec. 601 luma).
+    Java_tessera_ij_Native_nativeLocalVariance: VarianceParams, Some(Kind::F32), |b, p, s, d| {
+        in_true_order(s, |s| b.local_variance(s, f32_out(d)?, p))
+    }
+);
 
-/// `void Native.contrastEnhance(Object src, Object dst, int width, int height, String
-/// options)`: multi-scale local contrast enhancement (RGB: on the luma, keeping hue).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_tessera_ij_Native_nativeContrastEnhance<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    src: JObject<'l>,
-    dst: JObject<'l>,
-    width: jint,
-    height: jint,
-    options: JString<'l>,
-) {
-    guarded(&mut env, |env| {
-        src_to_dst::<ContrastParams>(env, &src, &dst, (width, height), &options, |b, p, s, d| {
-            weighted_channels(s, d, |s, d| b.contrast_enhance(s, d, p))
-        })
-    })
-}
+src_dst_native!(
+    /// `void Native.contrastEnhance(...)`: multi-scale local contrast enhancement (RGB: on
+    /// the luma, keeping hue).
+    Java_tessera_ij_Native_nativeContrastEnhance: ContrastParams, None, |b, p, s, d| {
+        weighted_channels(s, d, |s, d| b.contrast_enhance(s, d, p))
+    }
+);
 
 /// The one-line report of a glare run, as the plugin logs it.
 fn describe(r: &GlareReport) -> String {
@@ -179,12 +153,16 @@ pub extern "system" fn Java_tessera_ij_Native_nativeGlare<'l>(
         let (p, b) = options::from_java::<GlareParams>(env, &options)?;
         let s = PixelArray::of(env, &src, "src")?;
         let (m, c) = (PixelArray::of(env, &mask, "mask")?, PixelArray::of(env, &corrected, "corrected")?);
-        same_type(&s, &c)?;
-        if m.kind != Kind::U8 {
-            return Err(bad_arg("the glare mask is a byte[]"));
+        if c.kind != s.kind || m.kind != Kind::U8 {
+            return Err(bad_arg(format!(
+                "glare writes a byte[] mask and a corrected {} like src; got a {} and a {}",
+                s.kind.java(),
+                m.kind.java(),
+                c.kind.java()
+            )));
         }
         let r = with_views(env, [&s], [&m, &c], width, height, |[s], [m, c]| {
-            let m = u8_out(m, "glare")?;
+            let m = u8_out(m)?;
             weighted_channels(s, c, |s, c| b.glare(s, m, c, &p))
         })?;
         let summary = JString::from_str(env, describe(&r))?;

@@ -39,6 +39,18 @@ pub enum Kind {
     Rgb,
 }
 
+impl Kind {
+    /// The Java array type, for messages.
+    pub fn java(self) -> &'static str {
+        match self {
+            Kind::U8 => "byte[]",
+            Kind::U16 => "short[]",
+            Kind::F32 => "float[]",
+            Kind::Rgb => "int[]",
+        }
+    }
+}
+
 /// A Java pixel array: its reference, element type and length, checked not null.
 pub struct PixelArray<'a, 'l> {
     obj: &'a JObject<'l>,
