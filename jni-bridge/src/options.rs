@@ -81,39 +81,45 @@ fn words(s: &str) -> Result<Vec<Word<'_>>> {
     Ok(out)
 }
 
-/// Fills options from a string; keys it did not visit are left for [`Parser::finish`].
+/// Fills options from a string, marking each word it takes; what is left unmarked is no
+/// option of the operation ([`Parser::finish`]).
 struct Parser<'a> {
     op: &'static str,
     words: Vec<Word<'a>>,
-    known: Vec<&'static str>,
 }
 
 impl Visitor for Parser<'_> {
     fn field<T: OptValue>(&mut self, key: &'static str, value: &mut T) -> Result<()> {
-        self.known.push(key);
-        // ImageJ's Macro.getValue takes the first occurrence of a key; so does this.
-        let Some(w) = self.words.iter_mut().find(|w| w.key == key) else {
+        let Some(raw) = self.take(key) else {
             return Ok(());
         };
-        w.used = true;
-        let raw = w.value.unwrap_or("true");
+        let raw = raw.unwrap_or("true");
         *value = T::parse(raw).map_err(|why| bad_arg(format!("{} option {key}={raw}: {why}", self.op)))?;
         Ok(())
     }
 }
 
-impl Parser<'_> {
-    /// An error naming the first key that no option of the operation took.
-    fn finish(self) -> Result<()> {
-        match self.words.iter().find(|w| !w.used && !self.known.contains(&w.key)) {
-            None => Ok(()),
-            Some(w) => Err(bad_arg(format!(
-                "unknown {} option \"{}\" (known: {})",
-                self.op,
-                w.key,
-                self.known.join(", ")
-            ))),
-        }
+impl<'a> Parser<'a> {
+    /// The value given for `key` (`Some(None)` for a bare key), marking the word taken.
+    /// ImageJ's Macro.getValue takes the first occurrence of a key; so does this.
+    fn take(&mut self, key: &str) -> Option<Option<&'a str>> {
+        let w = self.words.iter_mut().find(|w| w.key == key)?;
+        w.used = true;
+        Some(w.value)
+    }
+
+    /// An error naming the first key that no option of operation `P` took, and the known
+    /// ones (listed only then: the hot path does not collect them).
+    fn finish<P: Op>(self) -> Result<()> {
+        let Some(w) = self.words.iter().find(|w| !w.used) else {
+            return Ok(());
+        };
+        let known: Vec<&str> = defaults::<P>()?.into_iter().map(|(k, _)| k).collect();
+        Err(bad_arg(if known.contains(&w.key) {
+            format!("{} option \"{}\" is given twice", self.op, w.key)
+        } else {
+            format!("unknown {} option \"{}\" (known: {})", self.op, w.key, known.join(", "))
+        }))
     }
 }
 
@@ -127,48 +133,33 @@ impl Visitor for Writer {
     }
 }
 
-/// The backend option every operation takes (a name; selected after parsing).
-struct BackendName(String);
-
-impl OptValue for BackendName {
-    fn parse(s: &str) -> std::result::Result<Self, String> {
-        Ok(BackendName(s.to_string()))
-    }
-    fn show(&self) -> String {
-        self.0.clone()
-    }
-}
-
-/// Visits `p`'s options and then the backend's.
-fn visit_all<P: Op>(p: &mut P, backend: &mut BackendName, v: &mut impl Visitor) -> Result<()> {
-    p.visit(v)?;
-    v.field("backend", backend)
-}
-
 /// The parameters of operation `P` from an options string (keys not given keep
-/// `P::default()`'s values), and the backend it names. A null string (`None`) is all
-/// defaults.
+/// `P::default()`'s values), and the backend it names (`backend=`, default `auto`). A null
+/// string (`None`) is all defaults.
 pub fn parse<P: Op>(options: Option<&str>) -> Result<(P, &'static dyn Backend)> {
     let mut p = P::default();
-    let mut backend = BackendName("auto".into());
-    let mut parser = Parser { op: P::NAME, words: words(options.unwrap_or(""))?, known: Vec::new() };
-    visit_all(&mut p, &mut backend, &mut parser)?;
-    parser.finish()?;
-    Ok((p, backend::select(&backend.0)?))
+    let mut parser = Parser { op: P::NAME, words: words(options.unwrap_or(""))? };
+    p.visit(&mut parser)?;
+    let backend = parser.take("backend").map_or(Ok("auto"), |v| v.ok_or_else(|| bad_arg("backend needs a name: cpu, cuda or auto")))?;
+    parser.finish::<P>()?;
+    Ok((p, backend::select(backend)?))
 }
 
-/// [`parse`] of a Java options string (null: all defaults).
+/// [`parse`] of a Java options string (null: all defaults). The string is read in place
+/// (ASCII needs no conversion) and released before the call goes on.
 pub fn from_java<P: Op>(env: &Env<'_>, options: &JString<'_>) -> Result<(P, &'static dyn Backend)> {
     if options.is_null() {
         return parse(None);
     }
-    parse(Some(&options.try_to_string(env)?))
+    let chars = options.mutf8_chars(env)?;
+    parse(Some(&chars.to_str()))
 }
 
 /// Operation `P`'s options at their defaults, in visiting order, `backend=auto` last.
 pub fn defaults<P: Op>() -> Result<Vec<(&'static str, String)>> {
     let mut w = Writer(Vec::new());
-    visit_all(&mut P::default(), &mut BackendName("auto".into()), &mut w)?;
+    P::default().visit(&mut w)?;
+    w.0.push(("backend", "auto".into()));
     Ok(w.0)
 }
 
@@ -315,6 +306,7 @@ mod tests {
         assert!(message(parse::<Demo>(Some("radii=[7,31"))).contains("no closing"));
         assert!(message(parse::<Demo>(Some("=5"))).contains("without a key"));
         assert!(message(parse::<Demo>(Some("backend=opencl"))).contains("unknown backend"));
+        assert!(message(parse::<Demo>(Some("size=3 size=4"))).contains("\"size\" is given twice"));
     }
 
     #[test]

@@ -181,9 +181,13 @@ impl Drop for Critical<'_> {
     }
 }
 
-/// `N` items of a vector made with exactly `N`.
-fn array<T, const N: usize>(v: Vec<T>) -> [T; N] {
-    v.try_into().unwrap_or_else(|_| unreachable!("one view per array"))
+/// All `N` values, or the first error (the other values are dropped: a critical section
+/// already opened is released).
+fn all_ok<T, E, const N: usize>(results: [std::result::Result<T, E>; N]) -> std::result::Result<[T; N], E> {
+    if results.iter().any(|r| r.is_err()) {
+        return Err(results.into_iter().find_map(|r| r.err()).unwrap_or_else(|| unreachable!("an error was seen")));
+    }
+    Ok(results.map(|r| r.unwrap_or_else(|_| unreachable!("no error was seen"))))
 }
 
 /// Runs `f` with the `inputs` as read-only views and the `outputs` as writable views, all
@@ -218,11 +222,12 @@ pub fn with_views<const I: usize, const O: usize, R>(
         // SAFETY: `raw` is this thread's environment; no JNI call happens until every guard
         // drops at the end of this block; the outputs alias neither each other nor an input
         // (checked above), so the shared and the mutable slices do not overlap.
-        let ins = inputs.iter().map(|a| unsafe { Critical::new(raw, a, false) }).collect::<Result<Vec<_>>>()?;
-        let mut outs = outputs.iter().map(|a| unsafe { Critical::new(raw, a, true) }).collect::<Result<Vec<_>>>()?;
-        let views = ins.iter().map(|c| c.view(w, h)).collect::<tessera_core::Result<Vec<_>>>()?;
-        let views_mut = outs.iter_mut().map(|c| c.view_mut(w, h)).collect::<tessera_core::Result<Vec<_>>>()?;
-        f(array(views), array(views_mut))
+        // Fixed-size arrays, not vectors: no allocation on the per-call path.
+        let ins = all_ok(inputs.map(|a| unsafe { Critical::new(raw, a, false) }))?;
+        let mut outs = all_ok(outputs.map(|a| unsafe { Critical::new(raw, a, true) }))?;
+        let views = all_ok(ins.each_ref().map(|c| c.view(w, h)))?;
+        let views_mut = all_ok(outs.each_mut().map(|c| c.view_mut(w, h)))?;
+        f(views, views_mut)
     };
     Ok(result?)
 }
