@@ -38,8 +38,8 @@ pub trait Visitor {
 pub trait Op: Default {
     /// The operation's name, as `Native.defaults` takes it and messages say it.
     const NAME: &'static str;
-    /// Visits every option, each with its key; may fold several options into one field
-    /// (a kernel's shape and radius) and check what only the combination can tell.
+    /// Visits every option, each with its key; several options may fill one field (a
+    /// kernel's shape and its radius). Ranges are left to the core's own validation.
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()>;
 }
 
@@ -234,7 +234,8 @@ impl<T: OptValue> OptValue for Vec<T> {
     }
 }
 
-/// Options whose values are names: each name once, in one table per type.
+/// Options whose values are names: each name once, in one table per type. `show` meets
+/// only the defaults and what `parse` made, so every value it sees is in the table.
 macro_rules! named {
     ($t:ty { $($name:literal => $value:expr),+ $(,)? }) => {
         impl $crate::options::OptValue for $t {
