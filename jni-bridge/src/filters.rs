@@ -1,139 +1,142 @@
-//! Entry points of the sliding-window filters: `Native.meanFilter{8,16,32,Rgb}` and
-//! `Native.gaussianBlur{8,16,32,Rgb}`. Each reads `src` and writes `dst` (distinct arrays
-//! of the same type, `width * height` pixels) and runs on the named backend.
+//! Entry points of the sliding-window filters: `Native.meanFilter` and
+//! `Native.gaussianBlur`. Each reads `src` and writes `dst` (distinct arrays of the same
+//! type, `width * height` pixels, any of ImageJ's four types) in place, with the options of
+//! the command-line program's `mean` and `gauss`.
 
 use crate::error::{bad_arg, Result};
-use crate::pixels::{count, with_src_dst, JavaPixel};
-use crate::{backend, backend_name, guarded};
-use jni::objects::{JClass, JPrimitiveArray, JString};
-use jni::sys::{jbyte, jdouble, jfloat, jint, jshort};
-use jni::{Env, EnvUnowned};
+use crate::options::{named, OptValue, Op, Visitor};
+use crate::options;
+use crate::pixels::{with_views, Kind, PixelArray};
+use jni::objects::{JObject, JString};
+use jni::sys::jint;
+use jni::Env;
 use tessera_core::filter::{BoxParams, GaussianMethod, GaussianParams};
-use tessera_core::Border;
+use tessera_core::{AnyView, AnyViewMut, Backend, Border};
 
-/// The border code of the Java API: 0 reflect-101, 1 replicate, 2 constant (`value`),
-/// 3 normalize (a mean over the in-image pixels only).
-pub fn border(code: jint, value: jfloat) -> Result<Border> {
-    Ok(match code {
-        0 => Border::Reflect101,
-        1 => Border::Replicate,
-        2 => Border::Constant(value),
-        3 => Border::Normalize,
-        _ => return Err(bad_arg(format!("border = {code} is not one of 0 (reflect-101), 1 (replicate), 2 (constant), 3 (normalize)"))),
-    })
+/// `reflect101` (also `reflect-101`, `mirror`), `replicate` (`clamp`), `normalize` (a
+/// mean over the in-image pixels only) or `constant:V`, as the command line spells them.
+impl OptValue for Border {
+    fn parse(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "reflect101" | "reflect-101" | "mirror" => Ok(Border::Reflect101),
+            "replicate" | "clamp" => Ok(Border::Replicate),
+            "normalize" => Ok(Border::Normalize),
+            other => match other.strip_prefix("constant:").map(str::parse) {
+                Some(Ok(v)) => Ok(Border::Constant(v)),
+                _ => Err("expected reflect101, replicate, normalize or constant:V (V a number)".into()),
+            },
+        }
+    }
+    fn show(&self) -> String {
+        match self {
+            Border::Reflect101 => "reflect101".into(),
+            Border::Replicate => "replicate".into(),
+            Border::Normalize => "normalize".into(),
+            Border::Constant(v) => format!("constant:{v}"),
+        }
+    }
 }
 
-/// Generates the four typed `extern "system"` functions of one generic entry point.
-macro_rules! typed_natives {
-    ($generic:ident, $params:tt, $($name:ident: $j:ty),+ $(,)?) => {
-        $(typed_native!($generic, $params, $name, $j);)+
-    };
+named!(GaussianMethod { "auto" => GaussianMethod::Auto, "fir" => GaussianMethod::Fir, "iir" => GaussianMethod::Iir });
+
+/// `width`, `height` (the window), `border`.
+impl Op for BoxParams {
+    const NAME: &'static str = "mean";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("width", &mut self.width)?;
+        v.field("height", &mut self.height)?;
+        v.field("border", &mut self.border)
+    }
 }
 
-/// One typed `extern "system"` function: `Native.<name>(src, dst, width, height,
-/// <params>, backend)`.
-macro_rules! typed_native {
-    ($generic:ident, ($($arg:ident: $ty:ty),*), $name:ident, $j:ty) => {
+/// `sigma`, `radius` (`auto`: ceil(3 sigma)), `method` (`auto`, `fir`, `iir`), `border`.
+impl Op for GaussianParams {
+    const NAME: &'static str = "gauss";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("sigma", &mut self.sigma)?;
+        v.field("radius", &mut self.radius)?;
+        v.field("method", &mut self.method)?;
+        v.field("border", &mut self.border)
+    }
+}
+
+/// The body of an entry point from `src` into `dst`: `op` with the parameters and backend
+/// of `options`. `dst` has `src`'s pixel type, or `dst_kind` when one is given.
+pub fn src_to_dst<P: Op>(
+    env: &mut Env<'_>,
+    (src, dst): (&JObject<'_>, &JObject<'_>),
+    (w, h): (jint, jint),
+    options: &JString<'_>,
+    dst_kind: Option<Kind>,
+    op: impl FnOnce(&dyn Backend, &P, AnyView<'_>, AnyViewMut<'_>) -> tessera_core::Result<()>,
+) -> Result<()> {
+    let (p, b) = options::from_java::<P>(env, options)?;
+    let (s, d) = (PixelArray::of(env, src, "src")?, PixelArray::of(env, dst, "dst")?);
+    let want = dst_kind.unwrap_or(s.kind);
+    if d.kind != want {
+        return Err(bad_arg(format!("dst is a {} array; {} takes a {} one here", d.kind.java(), P::NAME, want.java())));
+    }
+    with_views(env, [&s], [&d], w, h, |[s], [d]| op(b, &p, s, d))
+}
+
+/// A `void Native.<name>(Object src, Object dst, int width, int height, String options)`
+/// entry point: [`src_to_dst`] with operation `$params`, output type `$dst_kind`, running
+/// `$op`.
+macro_rules! src_dst_native {
+    ($(#[$doc:meta])* $name:ident: $params:ty, $dst_kind:expr, $op:expr) => {
+        $(#[$doc])*
         #[unsafe(no_mangle)]
         pub extern "system" fn $name<'l>(
-            mut env: EnvUnowned<'l>,
-            _class: JClass<'l>,
-            src: JPrimitiveArray<'l, $j>,
-            dst: JPrimitiveArray<'l, $j>,
-            width: jint,
-            height: jint,
-            $($arg: $ty,)*
-            backend: JString<'l>,
+            mut env: jni::EnvUnowned<'l>,
+            _class: jni::objects::JClass<'l>,
+            src: jni::objects::JObject<'l>,
+            dst: jni::objects::JObject<'l>,
+            width: jni::sys::jint,
+            height: jni::sys::jint,
+            options: jni::objects::JString<'l>,
         ) {
-            guarded(&mut env, |env| $generic::<$j>(env, &src, &dst, width, height, $($arg,)* &backend))
+            crate::guarded(&mut env, |env| {
+                crate::filters::src_to_dst::<$params>(env, (&src, &dst), (width, height), &options, $dst_kind, $op)
+            })
         }
     };
 }
+pub(crate) use src_dst_native;
 
-/// Mean over a `kw x kh` window (see `tessera_core::filter::mean_filter`).
-#[allow(clippy::too_many_arguments)]
-fn mean_filter<'l, J: JavaPixel>(
-    env: &mut Env<'l>,
-    src: &JPrimitiveArray<'l, J>,
-    dst: &JPrimitiveArray<'l, J>,
-    w: jint,
-    h: jint,
-    kw: jint,
-    kh: jint,
-    border_code: jint,
-    border_value: jfloat,
-    backend: &JString<'l>,
-) -> Result<()> {
-    let b = backend::select(&backend_name(env, backend)?)?;
-    let p = BoxParams {
-        width: count("kernel width", kw)?,
-        height: count("kernel height", kh)?,
-        border: border(border_code, border_value)?,
-    };
-    with_src_dst(env, src, dst, w, h, |s, d| b.mean_filter(s, d, &p))
-}
-
-typed_natives!(
-    mean_filter,
-    (kw: jint, kh: jint, border_code: jint, border_value: jfloat),
-    Java_tessera_ij_Native_meanFilter8: jbyte,
-    Java_tessera_ij_Native_meanFilter16: jshort,
-    Java_tessera_ij_Native_meanFilter32: jfloat,
-    Java_tessera_ij_Native_meanFilterRgb: jint,
+src_dst_native!(
+    /// `void Native.meanFilter(...)`: the mean over a `width x height` window (see
+    /// `tessera_core::filter::mean_filter`).
+    Java_tessera_ij_Native_nativeMeanFilter: BoxParams, None, |b, p, s, d| b.mean_filter(s, d, p)
 );
 
-/// Gaussian blur (see `tessera_core::filter::gaussian_blur`); `radius < 0` means the
-/// default `ceil(3 sigma)`; `method` 0 auto, 1 FIR, 2 IIR.
-#[allow(clippy::too_many_arguments)]
-fn gaussian_blur<'l, J: JavaPixel>(
-    env: &mut Env<'l>,
-    src: &JPrimitiveArray<'l, J>,
-    dst: &JPrimitiveArray<'l, J>,
-    w: jint,
-    h: jint,
-    sigma: jdouble,
-    radius: jint,
-    method: jint,
-    border_code: jint,
-    border_value: jfloat,
-    backend: &JString<'l>,
-) -> Result<()> {
-    let b = backend::select(&backend_name(env, backend)?)?;
-    let method = match method {
-        0 => GaussianMethod::Auto,
-        1 => GaussianMethod::Fir,
-        2 => GaussianMethod::Iir,
-        m => return Err(bad_arg(format!("gaussian method = {m} is not one of 0 (auto), 1 (FIR), 2 (IIR)"))),
-    };
-    let p = GaussianParams {
-        sigma,
-        radius: if radius < 0 { None } else { Some(radius as usize) },
-        method,
-        border: border(border_code, border_value)?,
-    };
-    with_src_dst(env, src, dst, w, h, |s, d| b.gaussian_blur(s, d, &p))
-}
-
-typed_natives!(
-    gaussian_blur,
-    (sigma: jdouble, radius: jint, method: jint, border_code: jint, border_value: jfloat),
-    Java_tessera_ij_Native_gaussianBlur8: jbyte,
-    Java_tessera_ij_Native_gaussianBlur16: jshort,
-    Java_tessera_ij_Native_gaussianBlur32: jfloat,
-    Java_tessera_ij_Native_gaussianBlurRgb: jint,
+src_dst_native!(
+    /// `void Native.gaussianBlur(...)` (see `tessera_core::filter::gaussian_blur`).
+    Java_tessera_ij_Native_nativeGaussianBlur: GaussianParams, None, |b, p, s, d| b.gaussian_blur(s, d, p)
 );
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::parse;
 
     #[test]
-    fn border_codes() {
-        assert_eq!(border(0, 0.0).unwrap(), Border::Reflect101);
-        assert_eq!(border(1, 0.0).unwrap(), Border::Replicate);
-        assert_eq!(border(2, 7.0).unwrap(), Border::Constant(7.0));
-        assert_eq!(border(3, 0.0).unwrap(), Border::Normalize);
-        assert!(border(4, 0.0).is_err());
-        assert!(border(-1, 0.0).is_err());
+    fn border_names() {
+        for (s, b) in [("reflect101", Border::Reflect101), ("replicate", Border::Replicate), ("normalize", Border::Normalize), ("constant:7.5", Border::Constant(7.5))] {
+            assert_eq!(Border::parse(s).unwrap(), b);
+            assert_eq!(Border::parse(&b.show()).unwrap(), b);
+        }
+        assert_eq!(Border::parse("reflect-101").unwrap(), Border::Reflect101);
+        assert!(Border::parse("constant:x").is_err());
+        assert!(Border::parse("wrap").is_err());
+    }
+
+    #[test]
+    fn mean_and_gauss_options() {
+        let (p, _) = parse::<BoxParams>(Some("width=15 height=7 border=replicate backend=cpu")).unwrap();
+        assert_eq!(p, BoxParams { width: 15, height: 7, border: Border::Replicate });
+        let (g, _) = parse::<GaussianParams>(Some("sigma=2.5 method=iir backend=cpu")).unwrap();
+        assert_eq!((g.sigma, g.radius, g.method), (2.5, None, GaussianMethod::Iir));
+        assert_eq!(parse::<GaussianParams>(Some("radius=9")).unwrap().0.radius, Some(9));
+        assert!(parse::<GaussianParams>(Some("method=box")).is_err());
     }
 }

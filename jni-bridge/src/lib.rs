@@ -1,38 +1,72 @@
 //! tessera-jni: the JNI entry points of class `tessera.ij.Native`, used by the ImageJ /
 //! Fiji plugin (`imagej-plugin/`).
 //!
-//! Every entry point takes ImageJ's own pixel arrays (`byte[]`, `short[]`, `float[]`,
-//! `int[]`). Filters read and write them in place inside primitive-array critical sections
-//! ([`pixels`]); the few copies are stated where they happen: RGB for the operations that
-//! weigh the channels ([`local`], [`stereo`]), and the frames of a whole panorama run,
-//! which reports progress to ImageJ between frames and can be cancelled there ([`stitch`]).
-//! The backend is chosen per call by name ([`backend`]). Errors become Java exceptions
-//! (a cancelled run a `CancellationException`) and panics are caught at the boundary
-//! ([`error`]); nothing unwinds into the JVM and bad input never crashes it.
+//! One native per operation: it takes ImageJ's own pixel arrays as `Object`s (`byte[]`,
+//! `short[]`, `float[]`, `int[]` RGB; the type is read from the array, [`pixels`]), and one
+//! options string in the ImageJ macro style with the command-line program's option names,
+//! parsed once here ([`options`]), backend included (`backend=cpu|cuda|auto`, [`backend`]).
+//! Filters read and write the arrays in place inside primitive-array critical sections;
+//! the few copies are stated where they happen: RGB for the operations that weigh the
+//! channels, converted once ([`pixels`]), and the frames of a whole panorama run, which
+//! reports progress to ImageJ between frames and can be cancelled there ([`stitch`]).
+//! Results come back as Java objects with named fields (`PairResult`, `StitchResult`,
+//! `StereoResult`, `GlareResult`), and `Native.defaults(op)` gives each operation's
+//! options at the core's `Default`, so no default is written twice. Errors become Java
+//! exceptions (a cancelled run a `CancellationException`) and panics are caught at the
+//! boundary ([`error`]); nothing unwinds into the JVM and bad input never crashes it.
 
 pub mod backend;
 pub mod error;
 pub mod filters;
 pub mod local;
+pub mod options;
 pub mod pixels;
 pub mod stereo;
 pub mod stitch;
 
-use error::{Result, ThrowJava};
-use jni::objects::{JClass, JString};
-use jni::{Env, EnvUnowned};
+use error::{bad_arg, Result, ThrowJava};
+use jni::objects::{JClass, JObject, JString};
+use jni::{jni_sig, jni_str, Env, EnvUnowned};
+use options::Op;
 
 /// Runs the body of a native method under the bridge's error policy.
 pub(crate) fn guarded<'l, T: Default>(env: &mut EnvUnowned<'l>, f: impl FnOnce(&mut Env<'l>) -> Result<T>) -> T {
     env.with_env(f).resolve::<ThrowJava>()
 }
 
-/// Reads a backend name ("cpu", "cuda", "auto"); null means "auto".
-pub(crate) fn backend_name(env: &Env<'_>, s: &JString<'_>) -> Result<String> {
-    if s.as_raw().is_null() {
-        return Ok("auto".into());
+/// `Map<String, String> Native.defaults(String op)`: the options of operation `op` (`mean`,
+/// `gauss`, `variance`, `contrast`, `glare`, `register`, `stitch`, `stereo`) at the core's
+/// defaults, in a `LinkedHashMap` in the order the operation lists them, values spelled as
+/// the options string takes them (`rsz` -> `25`, `cthresh` -> `0.85`, `blend` ->
+/// `overwrite`, `backend` -> `auto`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_tessera_ij_Native_nativeDefaults<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>, op: JString<'l>) -> JObject<'l> {
+    guarded(&mut env, |env| {
+        if op.is_null() {
+            return Err(bad_arg("defaults: the operation name is null"));
+        }
+        let name = op.try_to_string(env)?;
+        let pairs = op_defaults(&name)?;
+        let map = env.new_object(jni_str!("java/util/LinkedHashMap"), jni_sig!("()V"), &[])?;
+        for (k, v) in pairs {
+            let (k, v) = (JString::from_str(env, k)?, JString::from_str(env, v)?);
+            env.call_method(&map, jni_str!("put"), jni_sig!("(Ljava/lang/Object;Ljava/lang/Object;)Ljava/lang/Object;"), &[(&k).into(), (&v).into()])?;
+        }
+        Ok(map)
+    })
+}
+
+/// The defaults of the operation called `name`.
+fn op_defaults(name: &str) -> Result<Vec<(&'static str, String)>> {
+    use tessera_core::{contrast::ContrastParams, filter::*, glare::GlareParams, stereo::StereoParams, stitch::*, variance::VarianceParams};
+    /// Tries each operation's name in turn.
+    macro_rules! by_name {
+        ($($p:ty),+) => {{
+            $(if name == <$p>::NAME { return options::defaults::<$p>(); })+
+            Err(bad_arg(format!("defaults: unknown operation \"{name}\" (known: {})", [$(<$p>::NAME),+].join(", "))))
+        }};
     }
-    Ok(s.try_to_string(env)?)
+    by_name!(BoxParams, GaussianParams, VarianceParams, ContrastParams, GlareParams, RegisterParams, StitchParams, StereoParams)
 }
 
 /// `String Native.nativeVersion()` (behind `Native.version()`): the crate version and the CPU features the SIMD kernels
@@ -71,4 +105,31 @@ pub extern "system" fn Java_tessera_ij_Native_backendList<'l>(mut env: EnvUnowne
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_tessera_ij_Native_panicCheck<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>) {
     guarded(&mut env, |_env| -> Result<()> { panic!("panicCheck: deliberate panic at the JNI boundary") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::{contrast::ContrastParams, filter::*, glare::GlareParams, stereo::StereoParams, stitch::*, variance::VarianceParams};
+
+    /// `P`'s defaults, written out as the plugin gets them and read back, are `P::default()`.
+    fn round_trip<P: Op + PartialEq + std::fmt::Debug>() {
+        let d = op_defaults(P::NAME).unwrap();
+        assert_eq!(d.last().unwrap(), &("backend", "auto".to_string()), "{}", P::NAME);
+        let s: Vec<String> = d.iter().map(|(k, v)| format!("{k}=[{v}]")).collect();
+        assert_eq!(options::parse::<P>(Some(&s.join(" "))).unwrap().0, P::default(), "{}", P::NAME);
+    }
+
+    #[test]
+    fn every_operations_defaults_read_back_as_its_default() {
+        round_trip::<BoxParams>();
+        round_trip::<GaussianParams>();
+        round_trip::<VarianceParams>();
+        round_trip::<ContrastParams>();
+        round_trip::<GlareParams>();
+        round_trip::<RegisterParams>();
+        round_trip::<StitchParams>();
+        round_trip::<StereoParams>();
+        assert!(op_defaults("sharpen").is_err());
+    }
 }

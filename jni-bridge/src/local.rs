@@ -1,197 +1,132 @@
-//! Entry points of the local-statistics operations: `Native.localVariance{8,16,32,Rgb}`
-//! (into a `float[]`), `Native.contrastEnhance{8,16,32,Rgb}` (same type out) and
-//! `Native.glare{8,16,32,Rgb}` (a `byte[]` mask and a corrected image of the input's type).
-//! Gray arrays are read and written in place (critical sections). These operations weigh
-//! the colour channels (Rec. 601 luma, saturation), so an RGB image is first copied into
-//! true-order RGBA (ImageJ's ints lie in memory as B, G, R, A) and, where the result is
-//! RGB, copied back: one pass over the pixels each way, stated here because the gray paths
-//! have none.
+//! Entry points of the local-statistics operations: `Native.localVariance` (into a
+//! `float[]`), `Native.contrastEnhance` (same type out) and `Native.glare` (a `byte[]` mask
+//! and a corrected image of the input's type), with the options of the command-line
+//! program's `variance`, `contrast` and `glare`. Arrays are read and written in place;
+//! these operations weigh the colour channels (Rec. 601 luma, saturation), so RGB is
+//! converted once on the way in and swapped in place on the way out
+//! ([`weighted_channels`]).
 
 use crate::error::{bad_arg, Result};
-use crate::filters::border;
-use crate::pixels::{count, true_rgba, with_src_dst, with_src_dst2, write_imagej_rgba, JavaPixel};
-use crate::{backend, backend_name, guarded};
-use jni::objects::{JByteArray, JClass, JFloatArray, JIntArray, JPrimitiveArray, JString};
-use jni::sys::{jbyte, jfloat, jint, jshort};
-use jni::{Env, EnvUnowned};
+use crate::filters::src_dst_native;
+use crate::options::{named, Op, OptValue, Visitor};
+use crate::pixels::{in_true_order, weighted_channels, with_views, Kind, PixelArray};
+use crate::{guarded, options};
+use jni::objects::{JClass, JObject, JString};
+use jni::sys::jint;
+use jni::{jni_sig, jni_str, EnvUnowned};
 use tessera_core::contrast::ContrastParams;
 use tessera_core::glare::{GlareMode, GlareParams, GlareReport};
 use tessera_core::variance::{VarianceKernel, VarianceMethod, VarianceParams};
-use tessera_core::{AnyView, AnyViewMut, Backend, Image, Rgba8};
+use tessera_core::{AnyViewMut, Error, ImageViewMut};
 
-/// The six methods in the order of the Java API's method codes.
-const METHODS: [VarianceMethod; 6] = [
-    VarianceMethod::Usual,
-    VarianceMethod::Koenig,
-    VarianceMethod::Welford,
-    VarianceMethod::Pairwise,
-    VarianceMethod::Threewise,
-    VarianceMethod::Recursive,
-];
-
-fn variance_params(method: jint, kernel: jint, radius: jint, border_code: jint, border_value: jfloat) -> Result<VarianceParams> {
-    let method = usize::try_from(method)
-        .ok()
-        .and_then(|m| METHODS.get(m).copied())
-        .ok_or_else(|| bad_arg(format!("variance method = {method} is not one of 0..=5 (usual, koenig, welford, pairwise, threewise, recursive)")))?;
-    let radius = count("radius", radius)?;
-    let kernel = match kernel {
-        0 => VarianceKernel::Tent { radius },
-        1 => VarianceKernel::Box { radius },
-        k => return Err(bad_arg(format!("kernel = {k} is not one of 0 (tent), 1 (box)"))),
-    };
-    Ok(VarianceParams { method, kernel, border: border(border_code, border_value)? })
-}
-
-/// RGB in place (swapped channels) -> true order; other views as they are.
-fn with_true_order<R>(src: AnyView<'_>, f: impl FnOnce(AnyView<'_>) -> tessera_core::Result<R>) -> tessera_core::Result<R> {
-    match src {
-        AnyView::Rgba8(v) => {
-            let t = true_rgba(v)?;
-            f(AnyView::Rgba8(t.view()))
-        }
-        other => f(other),
+/// `usual`, `koenig`, `welford`, `pairwise`, `threewise`, `recursive`.
+impl OptValue for VarianceMethod {
+    fn parse(s: &str) -> std::result::Result<Self, String> {
+        VarianceMethod::from_name(s).map_err(|e| e.to_string())
+    }
+    fn show(&self) -> String {
+        self.name().into()
     }
 }
 
-/// Runs `op` from `src` into `dst` of the same type; an RGB pair goes through true-order
-/// copies both ways.
-fn same_type_op(
-    src: AnyView<'_>,
-    dst: AnyViewMut<'_>,
-    op: impl FnOnce(AnyView<'_>, AnyViewMut<'_>) -> tessera_core::Result<()>,
-) -> tessera_core::Result<()> {
-    match (src, dst) {
-        (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => {
-            let t = true_rgba(s)?;
-            let mut out = Image::<Rgba8>::new(t.width(), t.height())?;
-            op(AnyView::Rgba8(t.view()), AnyViewMut::Rgba8(out.view_mut()))?;
-            write_imagej_rgba(&out, d)
-        }
-        (s, d) => op(s, d),
+/// The kernel's shape, without its radius (a separate option).
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Tent,
+    Box,
+}
+named!(Shape { "tent" => Shape::Tent, "box" => Shape::Box });
+
+/// `method`, `kernel` (`tent`, `box`), `radius`, `border`.
+impl Op for VarianceParams {
+    const NAME: &'static str = "variance";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("method", &mut self.method)?;
+        let mut shape = match self.kernel {
+            VarianceKernel::Tent { .. } => Shape::Tent,
+            VarianceKernel::Box { .. } => Shape::Box,
+        };
+        let mut radius = self.kernel.radius();
+        v.field("kernel", &mut shape)?;
+        v.field("radius", &mut radius)?;
+        self.kernel = match shape {
+            Shape::Tent => VarianceKernel::Tent { radius },
+            Shape::Box => VarianceKernel::Box { radius },
+        };
+        v.field("border", &mut self.border)
     }
 }
 
-fn f32_view(d: AnyViewMut<'_>) -> tessera_core::Result<tessera_core::ImageViewMut<'_, f32>> {
+/// `radii` (tent radii, comma-separated), `alpha`, `gain-max`, `gain-min`, `noise`, `border`.
+impl Op for ContrastParams {
+    const NAME: &'static str = "contrast";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("radii", &mut self.radii)?;
+        v.field("alpha", &mut self.alpha)?;
+        v.field("gain-max", &mut self.gain_max)?;
+        v.field("gain-min", &mut self.gain_min)?;
+        v.field("noise", &mut self.noise)?;
+        v.field("border", &mut self.border)
+    }
+}
+
+named!(GlareMode { "adaptive" => GlareMode::Adaptive, "manual" => GlareMode::Manual });
+
+/// `mode` (`adaptive`, `manual`), `radii` (box radii), `k-sigma`, `brightness`,
+/// `min-contrast`, `max-saturation`, `min-area`, `max-area`, `max-elongation`, `grow`,
+/// `fill-grow`, `fill-iterations`, `border`.
+impl Op for GlareParams {
+    const NAME: &'static str = "glare";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("mode", &mut self.mode)?;
+        v.field("radii", &mut self.radii)?;
+        v.field("k-sigma", &mut self.k_sigma)?;
+        v.field("brightness", &mut self.brightness)?;
+        v.field("min-contrast", &mut self.min_contrast)?;
+        v.field("max-saturation", &mut self.max_saturation)?;
+        v.field("min-area", &mut self.min_area)?;
+        v.field("max-area", &mut self.max_area)?;
+        v.field("max-elongation", &mut self.max_elongation)?;
+        v.field("grow", &mut self.grow)?;
+        v.field("fill-grow", &mut self.fill_grow)?;
+        v.field("fill-iterations", &mut self.fill_iterations)?;
+        v.field("border", &mut self.border)
+    }
+}
+
+/// The `float[]` a variance is written into (its type checked before, by `src_to_dst`).
+fn f32_out(d: AnyViewMut<'_>) -> tessera_core::Result<ImageViewMut<'_, f32>> {
     match d {
         AnyViewMut::F32(v) => Ok(v),
-        _ => Err(tessera_core::Error::UnsupportedType { op: "local variance", types: "an output other than f32" }),
+        _ => Err(Error::UnsupportedType { op: "local variance", types: "an output other than float[]" }),
     }
 }
 
-fn u8_view(d: AnyViewMut<'_>) -> tessera_core::Result<tessera_core::ImageViewMut<'_, u8>> {
+/// The `byte[]` a glare mask is written into (its type checked before).
+fn u8_out(d: AnyViewMut<'_>) -> tessera_core::Result<ImageViewMut<'_, u8>> {
     match d {
         AnyViewMut::U8(v) => Ok(v),
-        _ => Err(tessera_core::Error::UnsupportedType { op: "glare", types: "a mask other than u8" }),
+        _ => Err(Error::UnsupportedType { op: "glare", types: "a mask other than byte[]" }),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn local_variance<'l, J: JavaPixel>(
-    env: &mut Env<'l>,
-    src: &JPrimitiveArray<'l, J>,
-    dst: &JFloatArray<'l>,
-    w: jint,
-    h: jint,
-    method: jint,
-    kernel: jint,
-    radius: jint,
-    border_code: jint,
-    border_value: jfloat,
-    backend: &JString<'l>,
-) -> Result<()> {
-    let b = backend::select(&backend_name(env, backend)?)?;
-    let p = variance_params(method, kernel, radius, border_code, border_value)?;
-    with_src_dst(env, src, dst, w, h, |s, d| with_true_order(s, |s| b.local_variance(s, f32_view(d)?, &p)))
-}
-
-macro_rules! variance_natives {
-    ($($name:ident: $j:ty),+ $(,)?) => {$(
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub extern "system" fn $name<'l>(
-            mut env: EnvUnowned<'l>,
-            _class: JClass<'l>,
-            src: JPrimitiveArray<'l, $j>,
-            dst: JFloatArray<'l>,
-            width: jint,
-            height: jint,
-            method: jint,
-            kernel: jint,
-            radius: jint,
-            border_code: jint,
-            border_value: jfloat,
-            backend: JString<'l>,
-        ) {
-            guarded(&mut env, |env| local_variance::<$j>(env, &src, &dst, width, height, method, kernel, radius, border_code, border_value, &backend))
-        }
-    )+};
-}
-variance_natives!(
-    Java_tessera_ij_Native_localVariance8: jbyte,
-    Java_tessera_ij_Native_localVariance16: jshort,
-    Java_tessera_ij_Native_localVariance32: jfloat,
-    Java_tessera_ij_Native_localVarianceRgb: jint,
-);
-
-/// The tent radii from a Java `int[]` (null or empty: an error naming them).
-fn radii(env: &Env<'_>, a: &JIntArray<'_>) -> Result<Vec<usize>> {
-    if a.as_raw().is_null() {
-        return Err(bad_arg("radii is null"));
+src_dst_native!(
+    /// `void Native.localVariance(Object src, float[] dst, ...)`: the weighted variance
+    /// around every pixel (RGB: of its Rec. 601 luma).
+    Java_tessera_ij_Native_nativeLocalVariance: VarianceParams, Some(Kind::F32), |b, p, s, d| {
+        in_true_order(s, |s| b.local_variance(s, f32_out(d)?, p))
     }
-    let mut v = vec![0; a.len(env)?];
-    a.get_region(env, 0, &mut v)?;
-    v.into_iter().map(|r| count("radius", r)).collect()
-}
-
-#[allow(clippy::too_many_arguments)]
-fn contrast<'l, J: JavaPixel>(
-    env: &mut Env<'l>,
-    src: &JPrimitiveArray<'l, J>,
-    dst: &JPrimitiveArray<'l, J>,
-    w: jint,
-    h: jint,
-    radii_arr: &JIntArray<'l>,
-    alpha: jfloat,
-    gain_max: jfloat,
-    gain_min: jfloat,
-    noise: jfloat,
-    backend: &JString<'l>,
-) -> Result<()> {
-    let b = backend::select(&backend_name(env, backend)?)?;
-    let p = ContrastParams { radii: radii(env, radii_arr)?, alpha, gain_max, gain_min, noise, ..ContrastParams::default() };
-    with_src_dst(env, src, dst, w, h, |s, d| same_type_op(s, d, |s, d| b.contrast_enhance(s, d, &p)))
-}
-
-macro_rules! contrast_natives {
-    ($($name:ident: $j:ty),+ $(,)?) => {$(
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub extern "system" fn $name<'l>(
-            mut env: EnvUnowned<'l>,
-            _class: JClass<'l>,
-            src: JPrimitiveArray<'l, $j>,
-            dst: JPrimitiveArray<'l, $j>,
-            width: jint,
-            height: jint,
-            radii: JIntArray<'l>,
-            alpha: jfloat,
-            gain_max: jfloat,
-            gain_min: jfloat,
-            noise: jfloat,
-            backend: JString<'l>,
-        ) {
-            guarded(&mut env, |env| contrast::<$j>(env, &src, &dst, width, height, &radii, alpha, gain_max, gain_min, noise, &backend))
-        }
-    )+};
-}
-contrast_natives!(
-    Java_tessera_ij_Native_contrastEnhance8: jbyte,
-    Java_tessera_ij_Native_contrastEnhance16: jshort,
-    Java_tessera_ij_Native_contrastEnhance32: jfloat,
-    Java_tessera_ij_Native_contrastEnhanceRgb: jint,
 );
 
+src_dst_native!(
+    /// `void Native.contrastEnhance(...)`: multi-scale local contrast enhancement (RGB: on
+    /// the luma, keeping hue).
+    Java_tessera_ij_Native_nativeContrastEnhance: ContrastParams, None, |b, p, s, d| {
+        weighted_channels(s, d, |s, d| b.contrast_enhance(s, d, p))
+    }
+);
+
+/// The one-line report of a glare run, as the plugin logs it.
 fn describe(r: &GlareReport) -> String {
     format!(
         "{} spots, {} pixels; thresholds: brightness {:.3}, contrast {:.3} of the full scale {}",
@@ -199,115 +134,76 @@ fn describe(r: &GlareReport) -> String {
     )
 }
 
+/// `GlareResult Native.glare(Object src, byte[] mask, Object corrected, int width, int
+/// height, String options)`: `mask` gets 255 on glare, `corrected` (the type of `src`) the
+/// image with the glare filled; the result names the spots, pixels and thresholds.
+#[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
-fn glare<'l, J: JavaPixel>(
-    env: &mut Env<'l>,
-    src: &JPrimitiveArray<'l, J>,
-    mask: &JByteArray<'l>,
-    corrected: &JPrimitiveArray<'l, J>,
-    w: jint,
-    h: jint,
-    adaptive: bool,
-    radii_arr: &JIntArray<'l>,
-    k_sigma: jfloat,
-    brightness: jfloat,
-    min_contrast: jfloat,
-    max_saturation: jfloat,
-    min_area: jint,
-    max_area: jint,
-    grow: jint,
-    fill_iterations: jint,
-    backend: &JString<'l>,
-) -> Result<JString<'l>> {
-    let b: &dyn Backend = backend::select(&backend_name(env, backend)?)?;
-    let p = GlareParams {
-        mode: if adaptive { GlareMode::Adaptive } else { GlareMode::Manual },
-        radii: radii(env, radii_arr)?,
-        k_sigma,
-        brightness,
-        min_contrast,
-        max_saturation,
-        min_area: count("min area", min_area)?,
-        max_area: count("max area", max_area)?,
-        grow: count("grow", grow)?,
-        fill_iterations: count("fill iterations", fill_iterations)?,
-        ..GlareParams::default()
-    };
-    let report = with_src_dst2(env, src, mask, corrected, w, h, |s, m, c| {
-        let m = u8_view(m)?;
-        match (s, c) {
-            (AnyView::Rgba8(s), AnyViewMut::Rgba8(c)) => {
-                let t = true_rgba(s)?;
-                let mut out = Image::<Rgba8>::new(t.width(), t.height())?;
-                let r = b.glare(AnyView::Rgba8(t.view()), m, AnyViewMut::Rgba8(out.view_mut()), &p)?;
-                write_imagej_rgba(&out, c)?;
-                Ok(r)
-            }
-            (s, c) => b.glare(s, m, c, &p),
+pub extern "system" fn Java_tessera_ij_Native_nativeGlare<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    src: JObject<'l>,
+    mask: JObject<'l>,
+    corrected: JObject<'l>,
+    width: jint,
+    height: jint,
+    options: JString<'l>,
+) -> JObject<'l> {
+    guarded(&mut env, |env| {
+        let (p, b) = options::from_java::<GlareParams>(env, &options)?;
+        let s = PixelArray::of(env, &src, "src")?;
+        let (m, c) = (PixelArray::of(env, &mask, "mask")?, PixelArray::of(env, &corrected, "corrected")?);
+        if c.kind != s.kind || m.kind != Kind::U8 {
+            return Err(bad_arg(format!(
+                "glare writes a byte[] mask and a corrected {} like src; got a {} and a {}",
+                s.kind.java(),
+                m.kind.java(),
+                c.kind.java()
+            )));
         }
-    })?;
-    Ok(JString::from_str(env, describe(&report))?)
+        let r = with_views(env, [&s], [&m, &c], width, height, |[s], [m, c]| {
+            let m = u8_out(m)?;
+            weighted_channels(s, c, |s, c| b.glare(s, m, c, &p))
+        })?;
+        let summary = JString::from_str(env, describe(&r))?;
+        Ok(env.new_object(
+            jni_str!("tessera/ij/GlareResult"),
+            jni_sig!("(IJFFFLjava/lang/String;)V"),
+            &[
+                (r.spots as jint).into(),
+                (r.pixels as i64).into(),
+                r.brightness.into(),
+                r.min_contrast.into(),
+                r.full_scale.into(),
+                (&summary).into(),
+            ],
+        )?)
+    })
 }
-
-macro_rules! glare_natives {
-    ($($name:ident: $j:ty),+ $(,)?) => {$(
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub extern "system" fn $name<'l>(
-            mut env: EnvUnowned<'l>,
-            _class: JClass<'l>,
-            src: JPrimitiveArray<'l, $j>,
-            mask: JByteArray<'l>,
-            corrected: JPrimitiveArray<'l, $j>,
-            width: jint,
-            height: jint,
-            adaptive: jni::sys::jboolean,
-            radii: JIntArray<'l>,
-            k_sigma: jfloat,
-            brightness: jfloat,
-            min_contrast: jfloat,
-            max_saturation: jfloat,
-            min_area: jint,
-            max_area: jint,
-            grow: jint,
-            fill_iterations: jint,
-            backend: JString<'l>,
-        ) -> JString<'l> {
-            guarded(&mut env, |env| glare::<$j>(env, &src, &mask, &corrected, width, height, adaptive, &radii, k_sigma,
-                brightness, min_contrast, max_saturation, min_area, max_area, grow, fill_iterations, &backend))
-        }
-    )+};
-}
-glare_natives!(
-    Java_tessera_ij_Native_glare8: jbyte,
-    Java_tessera_ij_Native_glare16: jshort,
-    Java_tessera_ij_Native_glare32: jfloat,
-    Java_tessera_ij_Native_glareRgb: jint,
-);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::parse;
 
     #[test]
-    fn variance_codes() {
-        let p = variance_params(5, 0, 7, 0, 0.0).unwrap();
-        assert_eq!(p.method, VarianceMethod::Recursive);
-        assert_eq!(p.kernel, VarianceKernel::Tent { radius: 7 });
-        assert_eq!(variance_params(0, 1, 63, 1, 0.0).unwrap().kernel, VarianceKernel::Box { radius: 63 });
-        assert!(variance_params(6, 0, 7, 0, 0.0).is_err());
-        assert!(variance_params(-1, 0, 7, 0, 0.0).is_err());
-        assert!(variance_params(0, 2, 7, 0, 0.0).is_err());
-        assert!(variance_params(0, 0, -7, 0, 0.0).is_err());
+    fn variance_options() {
+        let (p, _) = parse::<VarianceParams>(Some("method=welford kernel=box radius=63 border=replicate")).unwrap();
+        assert_eq!(p.method, VarianceMethod::Welford);
+        assert_eq!(p.kernel, VarianceKernel::Box { radius: 63 });
+        let d = parse::<VarianceParams>(None).unwrap().0;
+        assert_eq!((d.method, d.kernel), (VarianceMethod::Recursive, VarianceKernel::Tent { radius: 7 }));
+        assert!(parse::<VarianceParams>(Some("method=fast")).is_err());
+        assert!(parse::<VarianceParams>(Some("kernel=disc")).is_err());
+        assert!(parse::<VarianceParams>(Some("radius=-7")).is_err());
     }
 
     #[test]
-    fn rgb_order_round_trip() {
-        let ij = Image::from_vec(2, 1, vec![Rgba8::new(1, 2, 3, 4), Rgba8::new(5, 6, 7, 8)]).unwrap();
-        let t = true_rgba(ij.view()).unwrap();
-        assert_eq!(t.as_slice()[0], Rgba8::new(3, 2, 1, 4));
-        let mut back = Image::<Rgba8>::new(2, 1).unwrap();
-        write_imagej_rgba(&t, back.view_mut()).unwrap();
-        assert_eq!(back, ij);
+    fn contrast_and_glare_options() {
+        let (c, _) = parse::<ContrastParams>(Some("radii=[3, 15] gain-max=2.5")).unwrap();
+        assert_eq!((c.radii, c.gain_max, c.alpha), (vec![3, 15], 2.5, 1.0));
+        let (g, _) = parse::<GlareParams>(Some("mode=manual brightness=0.9 min-area=4")).unwrap();
+        assert_eq!((g.mode, g.brightness, g.min_area, g.radii), (GlareMode::Manual, 0.9, 4, vec![5, 15, 45]));
+        assert!(parse::<GlareParams>(Some("mode=auto")).is_err());
     }
 }

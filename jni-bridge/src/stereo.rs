@@ -1,53 +1,55 @@
-//! Entry points of semi-global matching: `Native.stereoSgm8(byte[] left, byte[] right,
-//! float[] disp, ...)` (read in place through critical sections) and
-//! `Native.stereoSgmRgb(int[] left, int[] right, float[] disp, ...)`. RGB is copied into
-//! true-order RGBA first: census and MI match on the Rec. 601 luma, which weighs the
-//! channels, so ImageJ's byte order (B, G, R in memory) cannot be used as it is.
+//! Entry point of semi-global matching: `Native.stereoSgm(Object left, Object right,
+//! float[] disp, int width, int height, String options)`, both images 8-bit gray or both
+//! RGB, read in place through critical sections, with the options of the command-line
+//! program's `stereo`. RGB is converted once into true-order RGBA: census and MI match on
+//! the Rec. 601 luma, which weighs the channels.
 
 use crate::error::{bad_arg, Result};
-use crate::pixels::{copy_rgb, dims, with_dst, with_pair_dst};
-use crate::{backend, backend_name, guarded};
-use jni::objects::{JClass, JFloatArray, JIntArray, JByteArray, JString};
-use jni::sys::{jboolean, jint};
-use jni::{Env, EnvUnowned};
+use crate::options::{named, Op, OptValue, Visitor};
+use crate::pixels::{in_true_order, with_views, Kind, PixelArray};
+use crate::{guarded, options};
+use jni::objects::{JClass, JObject, JString};
+use jni::sys::jint;
+use jni::{jni_sig, jni_str, EnvUnowned};
 use tessera_core::stereo::{Cost, Paths, StereoParams, StereoStats};
-use tessera_core::{AnyView, AnyViewMut, ImageView};
+use tessera_core::{AnyViewMut, Error};
 
-/// Stereo parameters from the Java arguments: `cost` 0 census (the default 7 x 5
-/// window), 1 AD, 2 MI (3 iterations at full resolution), 3 hierarchical MI; `paths` 4, 5,
-/// 8 or 16; `p1`, `p2` < 0 take the cost's defaults; the rest as `StereoParams::default()`
-/// (intensity-adaptive P2, automatic bands).
-#[allow(clippy::too_many_arguments)]
-fn params(max_disp: jint, cost: jint, paths: jint, p1: jint, p2: jint, uniqueness: jint, subpixel: jboolean, lr_check: jboolean, median: jboolean, fill: jboolean) -> Result<StereoParams> {
-    let cost = match cost {
-        0 => Cost::CENSUS_7X5,
-        1 => Cost::Ad,
-        2 => Cost::MI,
-        3 => Cost::MI_HIERARCHICAL,
-        c => return Err(bad_arg(format!("cost = {c} is not one of 0 (census), 1 (AD), 2 (MI), 3 (hierarchical MI)"))),
-    };
-    let penalty = |name: &str, v: jint| -> Result<Option<u16>> {
-        if v < 0 {
-            Ok(None)
-        } else {
-            u16::try_from(v).map(Some).map_err(|_| bad_arg(format!("{name} = {v} is above 65535")))
-        }
-    };
-    Ok(StereoParams {
-        max_disparity: usize::try_from(max_disp).map_err(|_| bad_arg(format!("max disparity = {max_disp} is negative")))?,
-        cost,
-        paths: Paths::from_count(usize::try_from(paths).map_err(|_| bad_arg(format!("paths = {paths} is negative")))?)?,
-        p1: penalty("P1", p1)?,
-        p2: penalty("P2", p2)?,
-        uniqueness: u8::try_from(uniqueness).map_err(|_| bad_arg(format!("uniqueness = {uniqueness} is not within 0..=255")))?,
-        subpixel,
-        lr_check,
-        median,
-        fill,
-        ..StereoParams::default()
-    })
+named!(Cost { "census" => Cost::CENSUS_7X5, "ad" => Cost::Ad, "mi" => Cost::MI, "mi-hierarchical" => Cost::MI_HIERARCHICAL });
+
+/// 4, 5, 8 or 16.
+impl OptValue for Paths {
+    fn parse(s: &str) -> std::result::Result<Self, String> {
+        let n = usize::parse(s)?;
+        Paths::from_count(n).map_err(|e| e.to_string())
+    }
+    fn show(&self) -> String {
+        self.count().to_string()
+    }
 }
 
+/// `max-disp`, `cost` (`census` 7 x 5, `ad`, `mi`, `mi-hierarchical`), `paths`, `p1`,
+/// `p2` (`auto`: the cost's defaults), `fixed-p2`, `uniqueness`, `subpixel`, `lr-check`,
+/// `median`, `fill`.
+impl Op for StereoParams {
+    const NAME: &'static str = "stereo";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("max-disp", &mut self.max_disparity)?;
+        v.field("cost", &mut self.cost)?;
+        v.field("paths", &mut self.paths)?;
+        v.field("p1", &mut self.p1)?;
+        v.field("p2", &mut self.p2)?;
+        let mut fixed = !self.adaptive_p2;
+        v.field("fixed-p2", &mut fixed)?;
+        self.adaptive_p2 = !fixed;
+        v.field("uniqueness", &mut self.uniqueness)?;
+        v.field("subpixel", &mut self.subpixel)?;
+        v.field("lr-check", &mut self.lr_check)?;
+        v.field("median", &mut self.median)?;
+        v.field("fill", &mut self.fill)
+    }
+}
+
+/// The one-line summary of a run, as the plugin shows it.
 fn describe(s: &StereoStats) -> String {
     format!(
         "valid {}, rejected by uniqueness {}, rejected by the left-right check {}, filled {}, P1 {}, P2 {}, tiles {}",
@@ -55,99 +57,67 @@ fn describe(s: &StereoStats) -> String {
     )
 }
 
-fn disparity(d: AnyViewMut<'_>) -> tessera_core::Result<tessera_core::ImageViewMut<'_, f32>> {
-    match d {
-        AnyViewMut::F32(v) => Ok(v),
-        _ => Err(tessera_core::Error::UnsupportedType { op: "stereo", types: "a disparity map other than f32" }),
-    }
-}
-
-/// `String Native.stereoSgm8(byte[] left, byte[] right, float[] disp, int w, int h, ...)`:
-/// returns a summary of the run ([`StereoStats`]).
+/// `StereoResult Native.stereoSgm(...)` (module doc): the left disparity map into `disp`
+/// (invalid pixels +Infinity) and the run's counts.
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_tessera_ij_Native_stereoSgm8<'l>(
+pub extern "system" fn Java_tessera_ij_Native_nativeStereoSgm<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
-    left: JByteArray<'l>,
-    right: JByteArray<'l>,
-    disp: JFloatArray<'l>,
+    left: JObject<'l>,
+    right: JObject<'l>,
+    disp: JObject<'l>,
     width: jint,
     height: jint,
-    max_disp: jint,
-    cost: jint,
-    paths: jint,
-    p1: jint,
-    p2: jint,
-    uniqueness: jint,
-    subpixel: jboolean,
-    lr_check: jboolean,
-    median: jboolean,
-    fill: jboolean,
-    backend: JString<'l>,
-) -> JString<'l> {
-    guarded(&mut env, |env: &mut Env<'l>| {
-        let b = backend::select(&backend_name(env, &backend)?)?;
-        let p = params(max_disp, cost, paths, p1, p2, uniqueness, subpixel, lr_check, median, fill)?;
-        let stats = with_pair_dst(env, &left, &right, &disp, width, height, |l, r, d| b.stereo_sgm(l, r, disparity(d)?, &p))?;
-        Ok(JString::from_str(env, describe(&stats))?)
-    })
-}
-
-/// `String Native.stereoSgmRgb(int[] left, int[] right, float[] disp, int w, int h, ...)`.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_tessera_ij_Native_stereoSgmRgb<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    left: JIntArray<'l>,
-    right: JIntArray<'l>,
-    disp: JFloatArray<'l>,
-    width: jint,
-    height: jint,
-    max_disp: jint,
-    cost: jint,
-    paths: jint,
-    p1: jint,
-    p2: jint,
-    uniqueness: jint,
-    subpixel: jboolean,
-    lr_check: jboolean,
-    median: jboolean,
-    fill: jboolean,
-    backend: JString<'l>,
-) -> JString<'l> {
-    guarded(&mut env, |env: &mut Env<'l>| {
-        let b = backend::select(&backend_name(env, &backend)?)?;
-        let p = params(max_disp, cost, paths, p1, p2, uniqueness, subpixel, lr_check, median, fill)?;
-        let (w, h) = dims(width, height)?;
-        let l = copy_rgb(env, &left, "left", w, h)?;
-        let r = copy_rgb(env, &right, "right", w, h)?;
-        let stats = with_dst(env, &disp, width, height, |d| {
-            let lv = AnyView::Rgba8(ImageView::from_slice(&l, w, h)?);
-            let rv = AnyView::Rgba8(ImageView::from_slice(&r, w, h)?);
-            b.stereo_sgm(lv, rv, disparity(d)?, &p)
+    options: JString<'l>,
+) -> JObject<'l> {
+    guarded(&mut env, |env| {
+        let (p, b) = options::from_java::<StereoParams>(env, &options)?;
+        let (l, r, d) = (PixelArray::of(env, &left, "left")?, PixelArray::of(env, &right, "right")?, PixelArray::of(env, &disp, "disp")?);
+        if l.kind != r.kind || !matches!(l.kind, Kind::U8 | Kind::Rgb) {
+            return Err(bad_arg("stereo matching takes two 8-bit gray or two RGB images; convert 16-bit or 32-bit images to 8-bit first"));
+        }
+        if d.kind != Kind::F32 {
+            return Err(bad_arg("the disparity map is a float[]"));
+        }
+        let s = with_views(env, [&l, &r], [&d], width, height, |[l, r], [d]| {
+            let AnyViewMut::F32(d) = d else {
+                return Err(Error::UnsupportedType { op: "stereo", types: "a disparity map other than float[]" });
+            };
+            in_true_order(l, |l| in_true_order(r, |r| b.stereo_sgm(l, r, d, &p)))
         })?;
-        Ok(JString::from_str(env, describe(&stats))?)
+        let summary = JString::from_str(env, describe(&s))?;
+        Ok(env.new_object(
+            jni_str!("tessera/ij/StereoResult"),
+            jni_sig!("(JJJJIIILjava/lang/String;)V"),
+            &[
+                (s.valid as i64).into(),
+                (s.rejected_uniqueness as i64).into(),
+                (s.rejected_lr as i64).into(),
+                (s.filled as i64).into(),
+                (s.tiles as jint).into(),
+                jint::from(s.p1).into(),
+                jint::from(s.p2).into(),
+                (&summary).into(),
+            ],
+        )?)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::parse;
 
     #[test]
-    fn parameter_codes() {
-        let p = params(64, 0, 8, -1, -1, 0, true, true, true, true).unwrap();
-        assert_eq!(p.cost, Cost::CENSUS_7X5);
-        assert_eq!(p.paths, Paths::Eight);
-        assert_eq!((p.p1, p.p2), (None, None));
-        assert_eq!(params(64, 1, 4, 7, 90, 10, false, false, false, false).unwrap().p2, Some(90));
-        assert_eq!(params(64, 3, 8, -1, -1, 0, true, true, true, true).unwrap().cost, Cost::MI_HIERARCHICAL);
-        assert!(params(64, 4, 8, -1, -1, 0, true, true, true, true).is_err());
-        assert!(params(64, 0, 6, -1, -1, 0, true, true, true, true).is_err());
-        assert!(params(-1, 0, 8, -1, -1, 0, true, true, true, true).is_err());
-        assert!(params(64, 0, 8, 70000, -1, 0, true, true, true, true).is_err());
-        assert!(params(64, 0, 8, -1, -1, 300, true, true, true, true).is_err());
+    fn stereo_options() {
+        let p = parse::<StereoParams>(None).unwrap().0;
+        assert_eq!((p.cost, p.paths, p.p1, p.p2, p.adaptive_p2), (Cost::CENSUS_7X5, Paths::Eight, None, None, true));
+        let (p, _) = parse::<StereoParams>(Some("max-disp=128 cost=mi-hierarchical paths=16 p1=7 p2=90 fixed-p2 uniqueness=10 median=false")).unwrap();
+        assert_eq!((p.max_disparity, p.cost, p.paths), (128, Cost::MI_HIERARCHICAL, Paths::Sixteen));
+        assert_eq!((p.p1, p.p2, p.adaptive_p2, p.uniqueness, p.median), (Some(7), Some(90), false, 10, false));
+        assert!(parse::<StereoParams>(Some("paths=6")).is_err());
+        assert!(parse::<StereoParams>(Some("cost=sad")).is_err());
+        assert!(parse::<StereoParams>(Some("p1=70000")).is_err());
+        assert!(parse::<StereoParams>(Some("uniqueness=300")).is_err());
     }
 }

@@ -1,365 +1,255 @@
-//! Entry points of panorama stitching: `Native.registerPair{8,16,32,Rgb}` (one frame pair,
-//! the unit that Benchmark... times) and `Native.stitch{8,16,32,Rgb}` (a whole sequence:
-//! registration and composite).
+//! Entry points of panorama stitching: `Native.registerPair` (one frame pair, the unit that
+//! Benchmark... times) and `Native.stitch` (a whole sequence: registration and composite),
+//! with the options of the command-line program's `stitch` (`rsz`, `npts`, `cthresh`, ...).
 //!
 //! A pair is read in place through critical sections like the filters. A sequence is
 //! different: it runs for seconds and calls a Java progress callback between frames, which
 //! may cancel it (a JNI call, forbidden inside a critical section, and the GC must not be
-//! held off that long), so its frames are copied into Rust memory first
-//! (`Get<Type>ArrayRegion`, one memcpy per frame, small next to the registration), and the
-//! canvas comes back as a new Java array. RGB frames are converted to true-order RGBA on
-//! the way in (registration weighs the channels: Rec. 601 luma) and back to ImageJ ints on
-//! the way out.
+//! held off that long), so each frame is copied into Rust memory first (one pass per frame,
+//! small next to the registration) and the canvas comes back as a new Java array. RGB is
+//! converted once each way on those copies (registration weighs the channels: Rec. 601 luma).
+//! Results come back as `PairResult` / `StitchResult` objects with named fields.
 
 use crate::error::{bad_arg, BridgeError, Result};
-use crate::pixels::{checked_len, dims, rgba_from_imagej, rgba_to_imagej, JavaPixel};
-use crate::{backend, backend_name, guarded};
-use jni::objects::{JClass, JIntArray, JDoubleArray, JObject, JObjectArray, JPrimitiveArray, JString};
-use jni::sys::{jboolean, jbyte, jdouble, jfloat, jint, jshort};
+use crate::options::{named, Op, Visitor};
+use crate::pixels::{dims, in_true_order, owned, to_java, with_views, PixelArray};
+use crate::{guarded, options};
+use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
+use jni::sys::{jdouble, jint};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 use std::ops::ControlFlow;
-use tessera_core::stitch::{Blend, Panorama, RegisterParams, SearchMethod, StitchParams};
-use tessera_core::{AnyImage, AnyView, Image};
+use tessera_core::stitch::{Blend, FrameRecord, Panorama, RegisterParams, SearchMethod, StitchParams};
+use tessera_core::AnyView;
 
-/// Registration parameters from the Java arguments (validated by the core).
-#[allow(clippy::too_many_arguments)]
-/// `method`: 0 the centre-biased log search (default), 1 the original's plain log
-/// (three-step) search, 2 exhaustive search.
-fn register_params(rsz: jint, npts: jint, cthresh: jdouble, radius: jint, min_variance: jdouble, subpixel: jboolean, method: jint) -> Result<RegisterParams> {
-    let pos = |name: &str, v: jint| usize::try_from(v).map_err(|_| bad_arg(format!("{name} = {v} is negative")));
-    let p = RegisterParams {
-        rsz: pos("rsz", rsz)?,
-        npts: pos("NPTS", npts)?,
-        cthresh,
-        search_radius: pos("search radius", radius)?,
-        min_variance,
-        subpixel,
-        method: match method {
-            0 => SearchMethod::Log,
-            1 => SearchMethod::LogPlain,
-            2 => SearchMethod::Exhaustive,
-            m => return Err(bad_arg(format!("search method = {m} is not one of 0 (log), 1 (log-plain), 2 (exhaustive)"))),
-        },
-        ..RegisterParams::default()
-    };
-    p.validate()?;
-    Ok(p)
-}
+named!(SearchMethod { "log" => SearchMethod::Log, "log-plain" => SearchMethod::LogPlain, "exhaustive" => SearchMethod::Exhaustive });
+named!(Blend { "overwrite" => Blend::Overwrite, "average" => Blend::Average, "feather" => Blend::Feather });
 
-/// The pixels of one Java frame as an owned tessera image. RGB becomes true-order RGBA.
-trait FramePixel: JavaPixel + Copy + Default {
-    fn owned(p: Vec<Self>, w: usize, h: usize) -> tessera_core::Result<AnyImage>;
-    /// A new Java array holding `img` (of the type `owned` makes).
-    fn to_java<'l>(env: &mut Env<'l>, img: &AnyImage) -> Result<JPrimitiveArray<'l, Self>>;
-}
-
-/// Reinterprets a vector of one 1-, 2- or 4-byte plain type as another of the same size.
-fn recast<A: Copy, B: Copy>(v: &[A]) -> Vec<B> {
-    const { assert!(size_of::<A>() == size_of::<B>()) };
-    // SAFETY: same size, both plain data with every bit pattern valid (i8/u8, i16/u16,
-    // f32/f32); the copy is a fresh, properly aligned Vec<B>.
-    v.iter().map(|a| unsafe { std::mem::transmute_copy::<A, B>(a) }).collect()
-}
-
-macro_rules! gray_frame {
-    ($j:ty, $core:ty, $variant:ident) => {
-        impl FramePixel for $j {
-            fn owned(p: Vec<$j>, w: usize, h: usize) -> tessera_core::Result<AnyImage> {
-                Ok(AnyImage::$variant(Image::from_vec(w, h, recast::<$j, $core>(&p))?))
-            }
-            fn to_java<'l>(env: &mut Env<'l>, img: &AnyImage) -> Result<JPrimitiveArray<'l, $j>> {
-                let AnyImage::$variant(i) = img else {
-                    return Err(BridgeError::State("canvas has another pixel type than the frames".into()));
-                };
-                let a = JPrimitiveArray::<$j>::new(env, i.as_slice().len())?;
-                a.set_region(env, 0, &recast::<$core, $j>(i.as_slice()))?;
-                Ok(a)
-            }
-        }
-    };
-}
-gray_frame!(jbyte, u8, U8);
-gray_frame!(jshort, u16, U16);
-gray_frame!(jfloat, f32, F32);
-
-impl FramePixel for jint {
-    fn owned(p: Vec<jint>, w: usize, h: usize) -> tessera_core::Result<AnyImage> {
-        Ok(AnyImage::Rgba8(Image::from_vec(w, h, rgba_from_imagej(&p))?))
-    }
-    fn to_java<'l>(env: &mut Env<'l>, img: &AnyImage) -> Result<JPrimitiveArray<'l, jint>> {
-        let AnyImage::Rgba8(i) = img else {
-            return Err(BridgeError::State("canvas has another pixel type than the frames".into()));
-        };
-        let mut ints = vec![0; i.as_slice().len()];
-        rgba_to_imagej(i.as_slice(), &mut ints);
-        // ImageJ shows covered and uncovered canvas pixels alike; set alpha opaque.
-        for v in &mut ints {
-            *v |= 0xff00_0000u32 as jint;
-        }
-        let a = JPrimitiveArray::<jint>::new(env, ints.len())?;
-        a.set_region(env, 0, &ints)?;
-        Ok(a)
+/// `rsz`, `cthresh`, `npts`, `search-radius`, `min-variance`, `method` (`log`,
+/// `log-plain`, `exhaustive`), `subpixel`.
+impl Op for RegisterParams {
+    const NAME: &'static str = "register";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("rsz", &mut self.rsz)?;
+        v.field("cthresh", &mut self.cthresh)?;
+        v.field("npts", &mut self.npts)?;
+        v.field("search-radius", &mut self.search_radius)?;
+        v.field("min-variance", &mut self.min_variance)?;
+        v.field("method", &mut self.method)?;
+        v.field("subpixel", &mut self.subpixel)
     }
 }
 
-/// Copies one Java frame (checked: not null, at least `w * h` pixels) into Rust memory.
-fn copy_frame<J: FramePixel>(env: &Env<'_>, a: &JPrimitiveArray<'_, J>, name: &str, w: usize, h: usize) -> Result<AnyImage> {
-    checked_len(env, a, name, w, h)?;
-    let mut buf = vec![J::default(); w * h];
-    a.get_region(env, 0, &mut buf)?;
-    Ok(J::owned(buf, w, h)?)
+/// The registration's options, then `blend` (`overwrite`, `average`, `feather`) and
+/// `keyframe-shift`.
+impl Op for StitchParams {
+    const NAME: &'static str = "stitch";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        self.register.visit(v)?;
+        v.field("blend", &mut self.blend)?;
+        v.field("keyframe-shift", &mut self.keyframe_shift)
+    }
 }
 
-/// `double[] out` of `registerPair`: ok (1/0), x, y, ncc, vectors used, templates,
-/// confidence, NCC evaluations.
-const PAIR_FIELDS: usize = 8;
-
+/// `PairResult Native.registerPair(Object reference, Object moving, int width, int height,
+/// double predX, double predY, String options)`: the shift of `moving` against `reference`
+/// (both `width x height`, one pixel type), searched around the predicted (predX, predY).
+#[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
-fn register_pair<'l, J: FramePixel>(
-    env: &mut Env<'l>,
-    reference: &JPrimitiveArray<'l, J>,
-    moving: &JPrimitiveArray<'l, J>,
-    w: jint,
-    h: jint,
-    rsz: jint,
-    npts: jint,
-    cthresh: jdouble,
-    radius: jint,
-    min_variance: jdouble,
-    subpixel: jboolean,
-    method: jint,
+pub extern "system" fn Java_tessera_ij_Native_nativeRegisterPair<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    reference: JObject<'l>,
+    moving: JObject<'l>,
+    width: jint,
+    height: jint,
     pred_x: jdouble,
     pred_y: jdouble,
-    backend: &JString<'l>,
-    out: &JDoubleArray<'l>,
-) -> Result<JString<'l>> {
-    let b = backend::select(&backend_name(env, backend)?)?;
-    let p = register_params(rsz, npts, cthresh, radius, min_variance, subpixel, method)?;
-    if out.as_raw().is_null() || out.len(env)? < PAIR_FIELDS {
-        return Err(bad_arg(format!("out must be a double[{PAIR_FIELDS}]")));
-    }
-    let (w, h) = dims(w, h)?;
-    // Copied, not viewed in place: RGB needs the channel order fixed anyway, and a pair of
-    // frames is small next to the searches.
-    let r = copy_frame(env, reference, "reference", w, h)?;
-    let m = copy_frame(env, moving, "moving", w, h)?;
-    let (rv, mv) = (view(&r)?, view(&m)?);
-    let reg = b.register_pair(rv, mv, &p, (pred_x, pred_y))?;
-    let (x, y) = reg.shift.unwrap_or((f64::NAN, f64::NAN));
-    let vals = [
-        reg.shift.is_some() as u8 as f64,
-        x,
-        y,
-        reg.ncc,
-        reg.vectors_used as f64,
-        reg.templates as f64,
-        reg.confidence,
-        reg.evaluations as f64,
-    ];
-    out.set_region(env, 0, &vals)?;
-    match reg.skip {
-        Some(why) => Ok(JString::from_str(env, why.describe())?),
-        None => Ok(JString::null()),
-    }
-}
-
-/// The view of a frame made by [`copy_frame`] (u8, u16, f32 or RGBA, which all have one).
-fn view(img: &AnyImage) -> Result<AnyView<'_>> {
-    img.view().ok_or_else(|| BridgeError::State("internal: a frame image without a view".into()))
-}
-
-macro_rules! register_natives {
-    ($($name:ident: $j:ty),+ $(,)?) => {$(
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub extern "system" fn $name<'l>(
-            mut env: EnvUnowned<'l>,
-            _class: JClass<'l>,
-            reference: JPrimitiveArray<'l, $j>,
-            moving: JPrimitiveArray<'l, $j>,
-            width: jint,
-            height: jint,
-            rsz: jint,
-            npts: jint,
-            cthresh: jdouble,
-            radius: jint,
-            min_variance: jdouble,
-            subpixel: jboolean,
-            method: jint,
-            pred_x: jdouble,
-            pred_y: jdouble,
-            backend: JString<'l>,
-            out: JDoubleArray<'l>,
-        ) -> JString<'l> {
-            guarded(&mut env, |env| {
-                register_pair::<$j>(env, &reference, &moving, width, height, rsz, npts, cthresh, radius,
-                    min_variance, subpixel, method, pred_x, pred_y, &backend, &out)
-            })
+    options: JString<'l>,
+) -> JObject<'l> {
+    guarded(&mut env, |env| {
+        let (p, b) = options::from_java::<RegisterParams>(env, &options)?;
+        p.validate()?;
+        let (r, m) = (PixelArray::of(env, &reference, "reference")?, PixelArray::of(env, &moving, "moving")?);
+        if r.kind != m.kind {
+            return Err(bad_arg("reference and moving frames have different pixel types"));
         }
-    )+};
+        let reg = with_views(env, [&r, &m], [], width, height, |[r, m], []| {
+            in_true_order(r, |r| in_true_order(m, |m| b.register_pair(r, m, &p, (pred_x, pred_y))))
+        })?;
+        let (x, y) = reg.shift.unwrap_or((f64::NAN, f64::NAN));
+        let skip = reason(env, reg.skip.map(|s| s.describe()))?;
+        Ok(env.new_object(
+            jni_str!("tessera/ij/PairResult"),
+            jni_sig!("(ZDDDIIDJLjava/lang/String;)V"),
+            &[
+                reg.shift.is_some().into(),
+                x.into(),
+                y.into(),
+                reg.ncc.into(),
+                (reg.vectors_used as jint).into(),
+                (reg.templates as jint).into(),
+                reg.confidence.into(),
+                (reg.evaluations as i64).into(),
+                (&skip).into(),
+            ],
+        )?)
+    })
 }
-register_natives!(
-    Java_tessera_ij_Native_registerPair8: jbyte,
-    Java_tessera_ij_Native_registerPair16: jshort,
-    Java_tessera_ij_Native_registerPair32: jfloat,
-    Java_tessera_ij_Native_registerPairRgb: jint,
-);
 
-/// `double[] records` of `stitch`, per frame: ok (1/0), x, y, ncc, vectors used,
-/// confidence, overlap quality (NaN when none), grid quality (NaN when none).
-pub const RECORD_FIELDS: usize = 8;
+/// A Java string for an optional reason (null when there is none).
+fn reason<'l>(env: &mut Env<'l>, why: Option<String>) -> Result<JObject<'l>> {
+    Ok(match why {
+        Some(s) => JString::from_str(env, s)?.into(),
+        None => JObject::null(),
+    })
+}
 
-#[allow(clippy::too_many_arguments)]
-fn stitch<'l, J: FramePixel>(
-    env: &mut Env<'l>,
-    frames: &JObjectArray<'l>,
-    w: jint,
-    h: jint,
-    p: StitchParams,
-    backend: &JString<'l>,
-    geom: &JIntArray<'l>,
-    records: &JDoubleArray<'l>,
-    reasons: &JObjectArray<'l, JString<'l>>,
-    progress: &JObject<'l>,
-) -> Result<JPrimitiveArray<'l, J>> {
-    let b = backend::select(&backend_name(env, backend)?)?;
-    p.validate()?;
-    let (w, h) = dims(w, h)?;
-    if frames.as_raw().is_null() {
+/// `StitchResult Native.stitch(Object[] frames, int width, int height, String options,
+/// Native.Progress progress)`: registers every frame (frame i's position in frame-0
+/// coordinates) and composites the canvas. `progress` (may be null) is called on this
+/// thread after each frame; false stops the run (a `CancellationException`), and so does
+/// an exception it throws, which is left pending for the caller.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_tessera_ij_Native_nativeStitch<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    frames: JObjectArray<'l>,
+    width: jint,
+    height: jint,
+    options: JString<'l>,
+    progress: JObject<'l>,
+) -> JObject<'l> {
+    guarded(&mut env, |env| {
+        let (p, b) = options::from_java::<StitchParams>(env, &options)?;
+        p.validate()?;
+        let (w, h) = dims(width, height)?;
+        let owned_frames = copy_frames(env, &frames, w, h)?;
+        let n = owned_frames.len();
+        let views = owned_frames
+            .iter()
+            .map(|f| f.view().ok_or_else(|| BridgeError::State("internal: a frame image without a view".into())))
+            .collect::<Result<Vec<AnyView<'_>>>>()?;
+        // The callback runs outside any critical section (the frames are copies). A Java
+        // exception thrown by it (or a missing method) stops the run and is left pending,
+        // so Java sees that exception; no JNI call is made after it.
+        let mut progress_err = None;
+        let mut last_done = 0;
+        let result = {
+            let mut report = |done: usize| -> ControlFlow<()> {
+                last_done = done;
+                if progress.is_null() {
+                    return ControlFlow::Continue(());
+                }
+                let args = [(done as jint).into(), (n as jint).into()];
+                match env.call_method(&progress, jni_str!("progress"), jni_sig!("(II)Z"), &args).and_then(|v| v.z()) {
+                    Ok(true) => ControlFlow::Continue(()),
+                    Ok(false) => ControlFlow::Break(()),
+                    Err(e) => {
+                        progress_err = Some(e);
+                        ControlFlow::Break(())
+                    }
+                }
+            };
+            b.stitch(&views, &p, &mut report)
+        };
+        if let Some(e) = progress_err {
+            return Err(e.into());
+        }
+        let pano: Panorama = match result {
+            Err(tessera_core::Error::Cancelled) => {
+                return Err(BridgeError::Cancelled(format!("panorama cancelled after frame {last_done} of {n}")));
+            }
+            r => r?,
+        };
+        stitch_result(env, &pano, n)
+    })
+}
+
+/// Copies the frames of a Java `Object[]` (each an ImageJ pixel array of frame 1's type,
+/// `w x h`) into Rust memory, freeing each element's local reference once copied.
+fn copy_frames(env: &mut Env<'_>, frames: &JObjectArray<'_>, w: usize, h: usize) -> Result<Vec<tessera_core::AnyImage>> {
+    if frames.is_null() {
         return Err(bad_arg("frames is null"));
     }
     let n = frames.len(env)?;
     if n == 0 {
         return Err(bad_arg("no frames"));
     }
-    if geom.as_raw().is_null() || geom.len(env)? < 4 {
-        return Err(bad_arg("geom must be an int[4]"));
-    }
-    if records.as_raw().is_null() || records.len(env)? < n * RECORD_FIELDS {
-        return Err(bad_arg(format!("records must be a double[{} * frames]", RECORD_FIELDS)));
-    }
-    if reasons.as_raw().is_null() || reasons.len(env)? < n {
-        return Err(bad_arg("reasons must be a String[frames]"));
-    }
-    let mut owned = Vec::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    let mut first = None;
     for i in 0..n {
         let obj = frames.get_element(env, i)?;
-        // SAFETY: the Java signature types `frames` as `byte[][]` / `short[][]` /
-        // `float[][]` / `int[][]` matching `J`, so the JVM guarantees each element is an
-        // array of `J` (or null, which `copy_frame` reports); the local reference is
-        // owned by this frame of the native method only.
-        let a = unsafe { JPrimitiveArray::<J>::from_raw(env, obj.into_raw()) };
-        owned.push(copy_frame(env, &a, &format!("frame {}", i + 1), w, h)?);
-        // Long stacks: free each element's local reference once copied.
-        env.delete_local_ref(a);
-    }
-    let views = owned.iter().map(view).collect::<Result<Vec<AnyView<'_>>>>()?;
-    // The callback runs on this thread between frames, outside any critical section (the
-    // frames are copies). `boolean progress(done, total)`: false stops the run. A Java
-    // exception thrown by it (or a missing method) stops the run too and is left pending,
-    // so Java sees that exception; no JNI call is made after it.
-    let mut progress_err = None;
-    let mut last_done = 0;
-    let result = {
-        let mut report = |done: usize| -> ControlFlow<()> {
-            last_done = done;
-            if progress.as_raw().is_null() {
-                return ControlFlow::Continue(());
-            }
-            let args = [(done as jint).into(), (n as jint).into()];
-            match env.call_method(progress, jni_str!("progress"), jni_sig!("(II)Z"), &args).and_then(|v| v.z()) {
-                Ok(true) => ControlFlow::Continue(()),
-                Ok(false) => ControlFlow::Break(()),
-                Err(e) => {
-                    progress_err = Some(e);
-                    ControlFlow::Break(())
-                }
-            }
-        };
-        b.stitch(&views, &p, &mut report)
-    };
-    if let Some(e) = progress_err {
-        return Err(e.into());
-    }
-    let pano: Panorama = match result {
-        Err(tessera_core::Error::Cancelled) => {
-            return Err(BridgeError::Cancelled(format!("panorama cancelled after frame {last_done} of {n}")));
+        let name = format!("frame {}", i + 1);
+        let a = PixelArray::of(env, &obj, &name)?;
+        if *first.get_or_insert(a.kind) != a.kind {
+            return Err(bad_arg(format!("{name} has another pixel type than frame 1")));
         }
-        r => r?,
-    };
-    let (cw, ch) = pano.canvas.image.size();
-    geom.set_region(env, 0, &[cw as jint, ch as jint, pano.canvas.origin.0 as jint, pano.canvas.origin.1 as jint])?;
-    let mut rec = vec![f64::NAN; n * RECORD_FIELDS];
+        out.push(owned(env, &a, w, h)?);
+        env.delete_local_ref(obj);
+    }
+    Ok(out)
+}
+
+/// The Java `StitchResult`: the canvas (a new array of the frames' type), its geometry and
+/// one `StitchResult.Frame` per frame.
+fn stitch_result<'l>(env: &mut Env<'l>, pano: &Panorama, n: usize) -> Result<JObject<'l>> {
+    let records = env.new_object_array(n as jint, jni_str!("tessera/ij/StitchResult$Frame"), JObject::null())?;
     for (i, f) in pano.frames.iter().enumerate().take(n) {
-        let (x, y) = f.position.unwrap_or((f64::NAN, f64::NAN));
-        rec[i * RECORD_FIELDS..(i + 1) * RECORD_FIELDS].copy_from_slice(&[
-            f.is_ok() as u8 as f64,
-            x,
-            y,
-            f.ncc,
-            f.vectors_used as f64,
-            f.confidence,
-            f.quality.unwrap_or(f64::NAN),
-            f.quality_grid.unwrap_or(f64::NAN),
-        ]);
-        if let Some(why) = &f.skip {
-            let s = JString::from_str(env, why.describe())?;
-            reasons.set_element(env, i, &s)?;
-        }
+        let record = frame_record(env, f)?;
+        records.set_element(env, i, &record)?;
+        env.delete_local_ref(record);
     }
-    records.set_region(env, 0, &rec)?;
-    J::to_java(env, &pano.canvas.image)
+    let pixels = to_java(env, &pano.canvas.image)?;
+    let (cw, ch) = pano.canvas.image.size();
+    let (ox, oy) = pano.canvas.origin;
+    Ok(env.new_object(
+        jni_str!("tessera/ij/StitchResult"),
+        jni_sig!("(Ljava/lang/Object;IIII[Ltessera/ij/StitchResult$Frame;)V"),
+        &[(&pixels).into(), (cw as jint).into(), (ch as jint).into(), (ox as jint).into(), (oy as jint).into(), JValue::Object(&records)],
+    )?)
 }
 
-fn blend(code: jint) -> Result<Blend> {
-    Ok(match code {
-        0 => Blend::Overwrite,
-        1 => Blend::Average,
-        2 => Blend::Feather,
-        _ => return Err(bad_arg(format!("blend = {code} is not one of 0 (overwrite), 1 (average), 2 (feather)"))),
-    })
+/// One frame's `StitchResult.Frame` (NaN where a value does not exist).
+fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
+    let (x, y) = f.position.unwrap_or((f64::NAN, f64::NAN));
+    let why = reason(env, f.skip.as_ref().map(|s| s.describe()))?;
+    Ok(env.new_object(
+        jni_str!("tessera/ij/StitchResult$Frame"),
+        jni_sig!("(ZDDDIDDDLjava/lang/String;)V"),
+        &[
+            f.is_ok().into(),
+            x.into(),
+            y.into(),
+            f.ncc.into(),
+            (f.vectors_used as jint).into(),
+            f.confidence.into(),
+            f.quality.unwrap_or(f64::NAN).into(),
+            f.quality_grid.unwrap_or(f64::NAN).into(),
+            (&why).into(),
+        ],
+    )?)
 }
 
-macro_rules! stitch_natives {
-    ($($name:ident: $j:ty),+ $(,)?) => {$(
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub extern "system" fn $name<'l>(
-            mut env: EnvUnowned<'l>,
-            _class: JClass<'l>,
-            frames: JObjectArray<'l>,
-            width: jint,
-            height: jint,
-            rsz: jint,
-            npts: jint,
-            cthresh: jdouble,
-            radius: jint,
-            min_variance: jdouble,
-            subpixel: jboolean,
-            method: jint,
-            blend_code: jint,
-            keyframe_shift: jdouble,
-            backend: JString<'l>,
-            geom: JIntArray<'l>,
-            records: JDoubleArray<'l>,
-            reasons: JObjectArray<'l, JString<'l>>,
-            progress: JObject<'l>,
-        ) -> JPrimitiveArray<'l, $j> {
-            guarded(&mut env, |env| {
-                let p = StitchParams {
-                    register: register_params(rsz, npts, cthresh, radius, min_variance, subpixel, method)?,
-                    blend: blend(blend_code)?,
-                    keyframe_shift,
-                    quality: true,
-                };
-                stitch::<$j>(env, &frames, width, height, p, &backend, &geom, &records, &reasons, &progress)
-            })
-        }
-    )+};
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{defaults, parse};
+
+    #[test]
+    fn stitch_defaults_are_the_cores() {
+        let d = defaults::<StitchParams>().unwrap();
+        let get = |k: &str| d.iter().find(|(key, _)| *key == k).map(|(_, v)| v.as_str());
+        assert_eq!((get("rsz"), get("npts"), get("cthresh")), (Some("25"), Some("6"), Some("0.85")));
+        assert_eq!((get("method"), get("blend"), get("subpixel")), (Some("log"), Some("overwrite"), Some("true")));
+        assert_eq!(parse::<StitchParams>(None).unwrap().0, StitchParams::default());
+    }
+
+    #[test]
+    fn stitch_options() {
+        let (p, _) = parse::<StitchParams>(Some("rsz=31 npts=8 cthresh=0.9 search-radius=16 method=log-plain subpixel=false blend=feather keyframe-shift=0.5")).unwrap();
+        assert_eq!((p.register.rsz, p.register.npts, p.register.cthresh, p.register.search_radius), (31, 8, 0.9, 16));
+        assert_eq!((p.register.method, p.register.subpixel, p.blend, p.keyframe_shift), (SearchMethod::LogPlain, false, Blend::Feather, 0.5));
+        assert!(parse::<StitchParams>(Some("blend=mosaic")).is_err());
+        assert!(parse::<RegisterParams>(Some("blend=feather")).is_err(), "a pair has no blend");
+    }
 }
-stitch_natives!(
-    Java_tessera_ij_Native_stitch8: jbyte,
-    Java_tessera_ij_Native_stitch16: jshort,
-    Java_tessera_ij_Native_stitch32: jfloat,
-    Java_tessera_ij_Native_stitchRgb: jint,
-);

@@ -29,8 +29,11 @@ import java.util.concurrent.CancellationException;
  */
 public class BenchmarkPlugin implements PlugIn {
     static final String TITLE = "Benchmark", TABLE = "Tessera benchmark";
-    private static int rsz = 25, npts = 6, radius = 16, repeats = 3;
-    private static double cthresh = 0.85;
+    /** The benchmark's own choices, not the stitching defaults: a search radius of 16
+     *  (a short sweep's steps) and the best of 3 runs. rsz, NPTS and cthresh start at the
+     *  native registration defaults. */
+    private static int radius = 16, repeats = 3;
+    private static Options last;
 
     @Override
     public void run(String arg) {
@@ -41,11 +44,17 @@ public class BenchmarkPlugin implements PlugIn {
                     + imp.getTitle() + "\" has " + imp.getStackSize() + " slice.");
             return;
         }
+        try {
+            if (last == null) last = Options.defaults("register");
+        } catch (RuntimeException e) {
+            Tessera.error(TITLE, e);
+            return;
+        }
         Params gd = new Params(TITLE);
         gd.addMessage("Registers the stack with pure Java, then natively on every backend.");
-        gd.addNumber("rsz (template side)", rsz, 0, "pixels");
-        gd.addNumber("cthresh (NCC threshold)", cthresh, 2, "");
-        gd.addNumber("NPTS (templates per side)", npts, 0, "");
+        gd.addNumber("rsz (template side)", last.integer("rsz"), 0, "pixels");
+        gd.addNumber("cthresh (NCC threshold)", last.number("cthresh"), 2, "");
+        gd.addNumber("NPTS (templates per side)", last.integer("npts"), 0, "");
         gd.addNumber("Radius (search)", radius, 0, "pixels");
         gd.addNumber("Repeats", repeats, 0, "(the fastest run counts)");
         if (!gd.show()) return;
@@ -53,12 +62,10 @@ public class BenchmarkPlugin implements PlugIn {
             double r = gd.nextNumber(), c = gd.nextNumber(), n = gd.nextNumber(), rad = gd.nextNumber(), rep = gd.nextNumber();
             if (gd.invalidNumber() || r != Math.rint(r) || n != Math.rint(n) || rad != Math.rint(rad) || rep != Math.rint(rep) || rep < 1)
                 throw new IllegalArgumentException("rsz, NPTS, the search radius and the repeats must be whole numbers (repeats >= 1)");
-            rsz = (int) r;
-            cthresh = c;
-            npts = (int) n;
+            last.set("rsz", (int) r).set("cthresh", c).set("npts", (int) n);
             radius = (int) rad;
             repeats = (int) rep;
-            ResultsTable rt = benchmark(imp, rsz, npts, cthresh, radius, repeats);
+            ResultsTable rt = benchmark(imp, (int) r, (int) n, c, radius, repeats);
             rt.show(TABLE);
         } catch (CancellationException e) {
             IJ.resetEscape();
@@ -95,6 +102,10 @@ public class BenchmarkPlugin implements PlugIn {
 
     /** The same chain as {@link JavaNcc#registerSequence}, each pair registered natively. */
     static Run nativeRun(Object[] frames, int w, int h, int rsz, int npts, double cthresh, int radius, String backend) {
+        // The Java matcher's search: the plain log search, integer peaks; the rest (the
+        // variance floor) at the native defaults.
+        String options = Options.defaults("register").set("rsz", rsz).set("npts", npts).set("cthresh", cthresh)
+                .set("search-radius", radius).set("method", "log-plain").set("subpixel", false).set("backend", backend).toString();
         Run r = new Run();
         int n = frames.length;
         r.x = new double[n];
@@ -105,9 +116,9 @@ public class BenchmarkPlugin implements PlugIn {
         r.registered = 1;
         for (int i = 1; i < n; i++) {
             if (IJ.escapePressed()) throw new CancellationException("stopped by Esc");
-            Native.Pair p = Native.registerPair(frames[ref], frames[i], w, h, rsz, npts, cthresh, radius, 4.0, false, 1, px, py, backend);
+            PairResult p = Native.registerPair(frames[ref], frames[i], w, h, px, py, options);
             r.evaluations += p.evaluations;
-            if (!p.ok()) {
+            if (!p.ok) {
                 r.x[i] = r.y[i] = Double.NaN;
                 continue;
             }

@@ -10,9 +10,8 @@ import ij.ImagePlus;
  * Macro: {@code run("Contrast Enhancement...", "radii=7,31,127 alpha=1 gain=3 minimum=1 noise=0.1 backend=auto")}.
  */
 public class ContrastPlugin extends InPlaceFilter {
-    private static String radii = "7,31,127";
-    private static double alpha = 1, gainMax = 3, gainMin = 1, noise = 0.1;
-    private int[] parsed;
+    /** The last values of the session, from the native defaults at first. */
+    private static Options last;
 
     @Override
     String title() {
@@ -21,40 +20,29 @@ public class ContrastPlugin extends InPlaceFilter {
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        gd.addString("Radii (tent, comma-separated)", radii);
-        gd.addNumber("Alpha (target spread / global sigma)", alpha, 2, "");
-        gd.addNumber("Gain (largest)", gainMax, 2, "");
-        gd.addNumber("Minimum gain", gainMin, 2, "");
-        gd.addNumber("Noise floor (fraction of global sigma)", noise, 3, "");
+        if (last == null) last = Options.defaults("contrast");
+        gd.addString("Radii (tent, comma-separated)", last.get("radii"));
+        gd.addNumber("Alpha (target spread / global sigma)", last.number("alpha"), 2, "");
+        gd.addNumber("Gain (largest)", last.number("gain-max"), 2, "");
+        gd.addNumber("Minimum gain", last.number("gain-min"), 2, "");
+        gd.addNumber("Noise floor (fraction of global sigma)", last.number("noise"), 3, "");
     }
 
     @Override
     boolean readFields(Params gd) {
-        String r = gd.nextString();
+        String r = gd.nextString().trim();
         double a = gd.nextNumber(), g = gd.nextNumber(), m = gd.nextNumber(), n = gd.nextNumber();
         if (gd.invalidNumber()) {
             Tessera.error(title(), "alpha, the gains and the noise floor must be numbers");
             return false;
         }
-        String[] parts = r.trim().split("\\s*,\\s*");
-        int[] p = new int[parts.length];
-        try {
-            for (int i = 0; i < parts.length; i++) p[i] = Integer.parseInt(parts[i]);
-        } catch (NumberFormatException e) {
-            Tessera.error(title(), "radii must be whole numbers separated by commas, e.g. 7,31,127; got \"" + r + "\"");
-            return false;
-        }
-        radii = r;
-        parsed = p;
-        alpha = a;
-        gainMax = g;
-        gainMin = m;
-        noise = n;
+        // The radii list is parsed and checked natively, with the alpha, gains and noise.
+        last.set("radii", r).set("alpha", a).set("gain-max", g).set("gain-min", m).set("noise", n);
         return true;
     }
 
     @Override
     void filter(Object src, Object dst, int w, int h) {
-        Native.contrastEnhance(src, dst, w, h, parsed, (float) alpha, (float) gainMax, (float) gainMin, (float) noise, Tessera.backend);
+        Native.contrastEnhance(src, dst, w, h, Tessera.withBackend(last));
     }
 }

@@ -9,9 +9,8 @@ import ij.ImagePlus;
  */
 public class GaussianPlugin extends InPlaceFilter {
     static final String[] METHODS = {"auto", "FIR", "IIR"};
-    private static double sigma = 2;
-    private static int method = Native.GAUSS_AUTO, border = Native.BORDER_REFLECT101;
-    private static double value = 0;
+    /** The last values of the session, from the native defaults at first. */
+    private static Options last;
 
     @Override
     String title() {
@@ -20,28 +19,27 @@ public class GaussianPlugin extends InPlaceFilter {
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        gd.addNumber("Sigma", sigma, 2, "pixels");
-        gd.addChoice("Method", METHODS, METHODS[method]);
-        gd.addChoice("Border", Native.BORDERS, Native.BORDERS[border]);
-        gd.addNumber("Value (constant border)", value, 2, "");
+        if (last == null) last = Options.defaults("gauss");
+        gd.addNumber("Sigma", last.number("sigma"), 2, "pixels");
+        gd.addChoice("Method", METHODS, METHODS[Tessera.choiceOf(METHODS, last.get("method"))]);
+        Tessera.addBorderFields(gd, last, Tessera.BORDERS);
     }
 
     @Override
     boolean readFields(Params gd) {
         double s = gd.nextNumber();
-        method = gd.nextChoiceIndex();
-        border = gd.nextChoiceIndex();
-        value = gd.nextNumber();
+        String method = gd.nextChoice().toLowerCase(java.util.Locale.ROOT);
+        Tessera.readBorderFields(gd, last);
         if (gd.invalidNumber() || !(s > 0) || Double.isInfinite(s)) {
             Tessera.error(title(), "sigma must be a finite number > 0");
             return false;
         }
-        sigma = s;
+        last.set("sigma", s).set("method", method);
         return true;
     }
 
     @Override
     void filter(Object src, Object dst, int w, int h) {
-        Native.gaussianBlur(src, dst, w, h, sigma, -1, method, border, (float) value, Tessera.backend);
+        Native.gaussianBlur(src, dst, w, h, Tessera.withBackend(last));
     }
 }

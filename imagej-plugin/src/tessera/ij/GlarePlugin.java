@@ -19,13 +19,11 @@ import ij.process.ImageProcessor;
 public class GlarePlugin implements ExtendedPlugInFilter {
     static final String TITLE = "Glare Removal";
     static final String[] MODES = {"adaptive", "manual"};
-    private static int mode = 0, minArea = 2, maxArea = 2000, grow = 1, fillIterations = 100;
-    private static String radii = "5,15,45";
-    private static double kSigma = 3, brightness = 0.8, minContrast = 0.08, maxSaturation = 0.35;
+    /** The last values of the session, from the native defaults at first. */
+    private static Options last;
     private static final int FLAGS = DOES_8G | DOES_16 | DOES_32 | DOES_RGB | NO_CHANGES | NO_UNDO | FINAL_PROCESSING;
 
     private ImagePlus imp;
-    private int[] parsed;
     private ImageStack masks, corrected;
     private int nPasses = 1, pass;
     private boolean stopped;
@@ -47,46 +45,36 @@ public class GlarePlugin implements ExtendedPlugInFilter {
     @Override
     public int showDialog(ImagePlus imp, String command, PlugInFilterRunner pfr) {
         Params gd = new Params(TITLE);
-        gd.addChoice("Mode (thresholds)", MODES, MODES[mode]);
-        gd.addString("Radii (box, comma-separated)", radii);
-        gd.addNumber("k (local sigmas above the mean)", kSigma, 2, "");
-        gd.addNumber("Brightness (manual, fraction of full scale)", brightness, 3, "");
-        gd.addNumber("Contrast (manual, fraction of full scale)", minContrast, 3, "");
-        gd.addNumber("Saturation (largest, RGB)", maxSaturation, 3, "");
-        gd.addNumber("Minimum spot area", minArea, 0, "pixels");
-        gd.addNumber("Maximum spot area", maxArea, 0, "pixels");
-        gd.addNumber("Grow (rim)", grow, 0, "pixels");
-        gd.addNumber("Fill sweeps", fillIterations, 0, "");
+        try {
+            if (last == null) last = Options.defaults("glare");
+        } catch (RuntimeException e) {
+            Tessera.error(TITLE, e);
+            return DONE;
+        }
+        gd.addChoice("Mode (thresholds)", MODES, last.get("mode"));
+        gd.addString("Radii (box, comma-separated)", last.get("radii"));
+        gd.addNumber("k (local sigmas above the mean)", last.number("k-sigma"), 2, "");
+        gd.addNumber("Brightness (manual, fraction of full scale)", last.number("brightness"), 3, "");
+        gd.addNumber("Contrast (manual, fraction of full scale)", last.number("min-contrast"), 3, "");
+        gd.addNumber("Saturation (largest, RGB)", last.number("max-saturation"), 3, "");
+        gd.addNumber("Minimum spot area", last.integer("min-area"), 0, "pixels");
+        gd.addNumber("Maximum spot area", last.integer("max-area"), 0, "pixels");
+        gd.addNumber("Grow (rim)", last.integer("grow"), 0, "pixels");
+        gd.addNumber("Fill sweeps", last.integer("fill-iterations"), 0, "");
         Tessera.addBackendChoice(gd);
         if (!gd.show()) return DONE;
         try {
-            int m = gd.nextChoiceIndex();
-            String r = gd.nextString();
+            String m = gd.nextChoice();
+            String r = gd.nextString().trim();
             double k = gd.nextNumber(), b = gd.nextNumber(), c = gd.nextNumber(), s = gd.nextNumber();
             double amin = gd.nextNumber(), amax = gd.nextNumber(), g = gd.nextNumber(), f = gd.nextNumber();
             Tessera.readBackendChoice(gd);
             if (gd.invalidNumber() || amin != Math.rint(amin) || amax != Math.rint(amax) || g != Math.rint(g) || f != Math.rint(f))
                 throw new IllegalArgumentException("the areas, grow and the fill sweeps must be whole numbers");
-            String[] parts = r.trim().split("\\s*,\\s*");
-            int[] p = new int[parts.length];
-            for (int i = 0; i < parts.length; i++) {
-                try {
-                    p[i] = Integer.parseInt(parts[i]);
-                } catch (NumberFormatException e) {
-                    throw new IllegalArgumentException("radii must be whole numbers separated by commas, e.g. 5,15,45; got \"" + r + "\"");
-                }
-            }
-            mode = m;
-            radii = r;
-            parsed = p;
-            kSigma = k;
-            brightness = b;
-            minContrast = c;
-            maxSaturation = s;
-            minArea = (int) amin;
-            maxArea = (int) amax;
-            grow = (int) g;
-            fillIterations = (int) f;
+            // The radii list and the ranges are checked natively, once, by the first slice's call.
+            last.set("mode", m).set("radii", r).set("k-sigma", k).set("brightness", b).set("min-contrast", c)
+                    .set("max-saturation", s).set("min-area", (int) amin).set("max-area", (int) amax).set("grow", (int) g)
+                    .set("fill-iterations", (int) f);
         } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return DONE;
@@ -114,9 +102,7 @@ public class GlarePlugin implements ExtendedPlugInFilter {
         ImageProcessor out = ip.createProcessor(w, h);
         String report;
         try {
-            report = Native.glare(ip.getPixels(), mask, out.getPixels(), w, h, mode == 0, parsed, (float) kSigma,
-                    (float) brightness, (float) minContrast, (float) maxSaturation, minArea, maxArea, grow, fillIterations,
-                    Tessera.backend);
+            report = Native.glare(ip.getPixels(), mask, out.getPixels(), w, h, Tessera.withBackend(last)).summary;
         } catch (RuntimeException e) {
             stopped = true;
             Tessera.error(TITLE, e);

@@ -12,9 +12,12 @@ import ij.ImagePlus;
  * Macro: {@code run("Local Variance...", "method=recursive kernel=box radius=63 border=reflect-101 value=0 backend=auto")}.
  */
 public class LocalVariancePlugin extends NewImageFilter {
-    private static int method = 5, kernel = 0, radius = 7, border = Native.BORDER_REFLECT101;
-    private static double value = 0;
+    static final String[] METHODS = {"usual", "koenig", "welford", "pairwise", "threewise", "recursive"};
+    static final String[] KERNELS = {"tent", "box"};
+    /** Normalize has no meaning for a variance (the weights would depend on the position). */
     private static final String[] BORDERS = {"reflect-101", "replicate", "constant"};
+    /** The last values of the session, from the native defaults at first. */
+    private static Options last;
 
     @Override
     String title() {
@@ -23,7 +26,7 @@ public class LocalVariancePlugin extends NewImageFilter {
 
     @Override
     String outputTitle(ImagePlus src) {
-        return "Local variance (" + Native.KERNELS[kernel] + " r=" + radius + ") of " + src.getTitle();
+        return "Local variance (" + last.get("kernel") + " r=" + last.get("radius") + ") of " + src.getTitle();
     }
 
     @Override
@@ -33,30 +36,28 @@ public class LocalVariancePlugin extends NewImageFilter {
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        gd.addChoice("Method", Native.VARIANCE_METHODS, Native.VARIANCE_METHODS[method]);
-        gd.addChoice("Kernel", Native.KERNELS, Native.KERNELS[kernel]);
-        gd.addNumber("Radius", radius, 0, "pixels (tent: 1, 3, 7, ..., 255)");
-        gd.addChoice("Border", BORDERS, BORDERS[border]);
-        gd.addNumber("Value (constant border)", value, 2, "");
+        if (last == null) last = Options.defaults("variance");
+        gd.addChoice("Method", METHODS, last.get("method"));
+        gd.addChoice("Kernel", KERNELS, last.get("kernel"));
+        gd.addNumber("Radius", last.integer("radius"), 0, "pixels (tent: 1, 3, 7, ..., 255)");
+        Tessera.addBorderFields(gd, last, BORDERS);
     }
 
     @Override
     boolean readFields(Params gd) {
-        method = gd.nextChoiceIndex();
-        kernel = gd.nextChoiceIndex();
+        last.set("method", gd.nextChoice()).set("kernel", gd.nextChoice());
         double r = gd.nextNumber();
-        border = gd.nextChoiceIndex();
-        value = gd.nextNumber();
+        Tessera.readBorderFields(gd, last);
         if (gd.invalidNumber() || r != Math.rint(r) || r < 0) {
             Tessera.error(title(), "the radius must be a whole number >= 0");
             return false;
         }
-        radius = (int) r;
+        last.set("radius", (int) r);
         return true;
     }
 
     @Override
     void filter(Object src, float[] dst, int w, int h) {
-        Native.localVariance(src, dst, w, h, method, kernel, radius, border, (float) value, Tessera.backend);
+        Native.localVariance(src, dst, w, h, Tessera.withBackend(last));
     }
 }

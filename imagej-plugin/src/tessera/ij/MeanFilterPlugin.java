@@ -8,8 +8,8 @@ import ij.ImagePlus;
  * Macro: {@code run("Mean / Box Filter...", "width=15 height=15 border=reflect-101 value=0 backend=auto")}.
  */
 public class MeanFilterPlugin extends InPlaceFilter {
-    private static int width = 3, height = 3, border = Native.BORDER_REFLECT101;
-    private static double value = 0;
+    /** The last values of the session, from the native defaults at first. */
+    private static Options last;
 
     @Override
     String title() {
@@ -18,28 +18,26 @@ public class MeanFilterPlugin extends InPlaceFilter {
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        gd.addNumber("Width", width, 0, "pixels");
-        gd.addNumber("Height", height, 0, "pixels");
-        gd.addChoice("Border", Native.BORDERS, Native.BORDERS[border]);
-        gd.addNumber("Value (constant border)", value, 2, "");
+        if (last == null) last = Options.defaults("mean");
+        gd.addNumber("Width", last.integer("width"), 0, "pixels");
+        gd.addNumber("Height", last.integer("height"), 0, "pixels");
+        Tessera.addBorderFields(gd, last, Tessera.BORDERS);
     }
 
     @Override
     boolean readFields(Params gd) {
         double w = gd.nextNumber(), h = gd.nextNumber();
-        border = gd.nextChoiceIndex();
-        value = gd.nextNumber();
+        Tessera.readBorderFields(gd, last);
         if (gd.invalidNumber() || w != Math.rint(w) || h != Math.rint(h) || w < 1 || h < 1) {
             Tessera.error(title(), "the window width and height must be whole numbers >= 1");
             return false;
         }
-        width = (int) w;
-        height = (int) h;
+        last.set("width", (int) w).set("height", (int) h);
         return true;
     }
 
     @Override
     void filter(Object src, Object dst, int w, int h) {
-        Native.meanFilter(src, dst, w, h, width, height, border, (float) value, Tessera.backend);
+        Native.meanFilter(src, dst, w, h, Tessera.withBackend(last));
     }
 }

@@ -27,9 +27,10 @@ import java.util.concurrent.CancellationException;
 public class PanoramaPlugin implements PlugIn {
     static final String TITLE = "Panorama (NCC log search)";
     static final String TABLE = "Panorama frames";
-    private static int rsz = 25, npts = 6, radius = 32, blend = 0, search = 0;
-    private static double cthresh = 0.85, keyframe = 0.25, minVariance = 4;
-    private static boolean subpixel = true;
+    static final String[] SEARCHES = {"log", "log-plain", "exhaustive"};
+    static final String[] BLENDS = {"overwrite", "average", "feather"};
+    /** The last values of the session, from the native defaults at first. */
+    private static Options last;
 
     @Override
     public void run(String arg) {
@@ -45,41 +46,45 @@ public class PanoramaPlugin implements PlugIn {
             return;
         }
         Params gd = new Params(TITLE);
-        gd.addNumber("rsz (template side)", rsz, 0, "pixels");
-        gd.addNumber("cthresh (NCC threshold)", cthresh, 2, "");
-        gd.addNumber("NPTS (templates per side)", npts, 0, "");
-        gd.addNumber("Radius (search)", radius, 0, "pixels");
-        gd.addChoice("Search", Native.SEARCHES, Native.SEARCHES[search]);
-        gd.addChoice("Blend", Native.BLENDS, Native.BLENDS[blend]);
-        gd.addNumber("Keyframe shift (fraction of the frame)", keyframe, 2, "");
-        gd.addNumber("Minimum template variance", minVariance, 1, "");
-        gd.addCheckbox("Subpixel", subpixel);
+        try {
+            options();
+        } catch (RuntimeException e) {
+            Tessera.error(TITLE, e);
+            return;
+        }
+        gd.addNumber("rsz (template side)", last.integer("rsz"), 0, "pixels");
+        gd.addNumber("cthresh (NCC threshold)", last.number("cthresh"), 2, "");
+        gd.addNumber("NPTS (templates per side)", last.integer("npts"), 0, "");
+        gd.addNumber("Radius (search)", last.integer("search-radius"), 0, "pixels");
+        gd.addChoice("Search", SEARCHES, last.get("method"));
+        gd.addChoice("Blend", BLENDS, last.get("blend"));
+        gd.addNumber("Keyframe shift (fraction of the frame)", last.number("keyframe-shift"), 2, "");
+        gd.addNumber("Minimum template variance", last.number("min-variance"), 1, "");
+        gd.addCheckbox("Subpixel", last.flag("subpixel"));
         Tessera.addBackendChoice(gd);
         if (!gd.show()) return;
         try {
             double r = gd.nextNumber(), c = gd.nextNumber(), n = gd.nextNumber(), rad = gd.nextNumber();
-            int se = gd.nextChoiceIndex();
-            int b = gd.nextChoiceIndex();
+            String se = gd.nextChoice(), b = gd.nextChoice();
             double k = gd.nextNumber(), mv = gd.nextNumber();
             boolean sp = gd.nextBoolean();
             Tessera.readBackendChoice(gd);
             if (gd.invalidNumber() || r != Math.rint(r) || n != Math.rint(n) || rad != Math.rint(rad))
                 throw new IllegalArgumentException("rsz, NPTS and the search radius must be whole numbers");
-            rsz = (int) r;
-            cthresh = c;
-            npts = (int) n;
-            radius = (int) rad;
-            search = se;
-            blend = b;
-            keyframe = k;
-            minVariance = mv;
-            subpixel = sp;
+            last.set("rsz", (int) r).set("cthresh", c).set("npts", (int) n).set("search-radius", (int) rad)
+                    .set("method", se).set("blend", b).set("keyframe-shift", k).set("min-variance", mv).set("subpixel", sp);
         } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return;
         }
         ImagePlus pano = stitch(imp);
         if (pano != null) pano.show();
+    }
+
+    /** The session's options, the native defaults at first. */
+    private static Options options() {
+        if (last == null) last = Options.defaults("stitch");
+        return last;
     }
 
     /**
@@ -93,13 +98,12 @@ public class PanoramaPlugin implements PlugIn {
         int n = st.getSize();
         Object[] frames = new Object[n];
         for (int i = 0; i < n; i++) frames[i] = st.getPixels(i + 1);
-        Native.Stitched s;
+        StitchResult s;
         long t0 = System.nanoTime();
         int[] done = {0};
         try {
             IJ.showStatus("Panorama: registering " + n + " frames (Esc to cancel)...");
-            s = Native.stitch(frames, st.getWidth(), st.getHeight(), rsz, npts, cthresh, radius, minVariance, subpixel,
-                    search, blend, keyframe, Tessera.backend, (d, total) -> {
+            s = Native.stitch(frames, st.getWidth(), st.getHeight(), Tessera.withBackend(options()), (d, total) -> {
                         done[0] = d;
                         IJ.showProgress(d, total);
                         return !IJ.escapePressed();
@@ -127,28 +131,28 @@ public class PanoramaPlugin implements PlugIn {
         pano.setProperty("TesseraFrames", rt);
         rt.show(TABLE);
         int ok = 0;
-        for (int i = 0; i < n; i++) if (s.get(i, Native.REC_OK) == 1) ok++;
+        for (StitchResult.Frame f : s.frames) if (f.ok) ok++;
         IJ.showStatus(String.format("Panorama: %d of %d frames registered in %.2f s (%s)", ok, n, secs, Tessera.backend));
         return pano;
     }
 
-    static ResultsTable table(Native.Stitched s, ImagePlus imp) {
+    static ResultsTable table(StitchResult s, ImagePlus imp) {
         ResultsTable rt = new ResultsTable();
-        int n = s.records.length / Native.REC_FIELDS;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < s.frames.length; i++) {
+            StitchResult.Frame f = s.frames[i];
             rt.incrementCounter();
             rt.addValue("Frame", i + 1);
             String label = imp.getStack().getShortSliceLabel(i + 1);
             if (label != null) rt.addLabel(label);
-            rt.addValue("x", s.get(i, Native.REC_X));
-            rt.addValue("y", s.get(i, Native.REC_Y));
-            rt.addValue("NCC", s.get(i, Native.REC_NCC));
-            rt.addValue("Status", s.get(i, Native.REC_OK) == 1 ? "ok" : "skipped");
-            rt.addValue("Vectors", s.get(i, Native.REC_VECTORS));
-            rt.addValue("Confidence", s.get(i, Native.REC_CONFIDENCE));
-            rt.addValue("Quality", s.get(i, Native.REC_QUALITY));
-            rt.addValue("Quality (5x5 grid)", s.get(i, Native.REC_QUALITY_GRID));
-            rt.addValue("Reason", s.reasons[i] == null ? "" : s.reasons[i]);
+            rt.addValue("x", f.x);
+            rt.addValue("y", f.y);
+            rt.addValue("NCC", f.ncc);
+            rt.addValue("Status", f.ok ? "ok" : "skipped");
+            rt.addValue("Vectors", f.vectors);
+            rt.addValue("Confidence", f.confidence);
+            rt.addValue("Quality", f.quality);
+            rt.addValue("Quality (5x5 grid)", f.qualityGrid);
+            rt.addValue("Reason", f.reason == null ? "" : f.reason);
         }
         return rt;
     }

@@ -19,8 +19,10 @@ import ij.process.FloatProcessor;
 public class StereoPlugin implements PlugIn {
     static final String TITLE = "Stereo SGM";
     static final String[] PATHS = {"4", "5", "8", "16"};
-    private static int maxDisp = 64, cost = 0, paths = 2, p1 = -1, p2 = -1, uniqueness = 0;
-    private static boolean subpixel = true, lrCheck = true, median = true, fill = true;
+    /** The dialog's cost names, in the native options' order (census, ad, mi, mi-hierarchical). */
+    static final String[] COSTS = {"census", "AD", "MI", "MI-hierarchical"};
+    /** The last values of the session, from the native defaults at first. */
+    private static Options last;
 
     @Override
     public void run(String arg) {
@@ -32,18 +34,24 @@ public class StereoPlugin implements PlugIn {
         String[] titles = new String[ids.length];
         for (int i = 0; i < ids.length; i++) titles[i] = WindowManager.getImage(ids[i]).getTitle();
         Params gd = new Params(TITLE);
+        try {
+            options();
+        } catch (RuntimeException e) {
+            Tessera.error(TITLE, e);
+            return;
+        }
         gd.addChoice("Left image", titles, titles[0]);
         gd.addChoice("Right image", titles, titles[1]);
-        gd.addNumber("Disparities (max disparity + 1)", maxDisp, 0, "");
-        gd.addChoice("Cost", Native.COSTS, Native.COSTS[cost]);
-        gd.addChoice("Paths", PATHS, PATHS[paths]);
-        gd.addNumber("P1 (-1: default)", p1, 0, "");
-        gd.addNumber("P2 (-1: default)", p2, 0, "");
-        gd.addNumber("Uniqueness (%)", uniqueness, 0, "");
-        gd.addCheckbox("Subpixel", subpixel);
-        gd.addCheckbox("Left-right check", lrCheck);
-        gd.addCheckbox("Median (3x3)", median);
-        gd.addCheckbox("Fill holes", fill);
+        gd.addNumber("Disparities (max disparity + 1)", last.integer("max-disp"), 0, "");
+        gd.addChoice("Cost", COSTS, COSTS[Tessera.choiceOf(COSTS, last.get("cost"))]);
+        gd.addChoice("Paths", PATHS, last.get("paths"));
+        gd.addNumber("P1 (-1: default)", penaltyField(last.get("p1")), 0, "");
+        gd.addNumber("P2 (-1: default)", penaltyField(last.get("p2")), 0, "");
+        gd.addNumber("Uniqueness (%)", last.integer("uniqueness"), 0, "");
+        gd.addCheckbox("Subpixel", last.flag("subpixel"));
+        gd.addCheckbox("Left-right check", last.flag("lr-check"));
+        gd.addCheckbox("Median (3x3)", last.flag("median"));
+        gd.addCheckbox("Fill holes", last.flag("fill"));
         Tessera.addBackendChoice(gd);
         if (!gd.show()) return;
         ImagePlus left, right;
@@ -51,26 +59,36 @@ public class StereoPlugin implements PlugIn {
             left = WindowManager.getImage(ids[gd.nextChoiceIndex()]);
             right = WindowManager.getImage(ids[gd.nextChoiceIndex()]);
             double d = gd.nextNumber();
-            cost = gd.nextChoiceIndex();
-            paths = gd.nextChoiceIndex();
+            String cost = gd.nextChoice().toLowerCase(java.util.Locale.ROOT), paths = gd.nextChoice();
             double a = gd.nextNumber(), b = gd.nextNumber(), u = gd.nextNumber();
-            subpixel = gd.nextBoolean();
-            lrCheck = gd.nextBoolean();
-            median = gd.nextBoolean();
-            fill = gd.nextBoolean();
+            boolean sp = gd.nextBoolean(), lr = gd.nextBoolean(), med = gd.nextBoolean(), fill = gd.nextBoolean();
             Tessera.readBackendChoice(gd);
             if (gd.invalidNumber() || d != Math.rint(d) || a != Math.rint(a) || b != Math.rint(b) || u != Math.rint(u))
                 throw new IllegalArgumentException("disparities, P1, P2 and uniqueness must be whole numbers");
-            maxDisp = (int) d;
-            p1 = (int) a;
-            p2 = (int) b;
-            uniqueness = (int) u;
+            last.set("max-disp", (int) d).set("cost", cost).set("paths", paths).set("p1", penaltyOption(a)).set("p2", penaltyOption(b))
+                    .set("uniqueness", (int) u).set("subpixel", sp).set("lr-check", lr).set("median", med).set("fill", fill);
         } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return;
         }
         ImagePlus out = match(left, right);
         if (out != null) out.show();
+    }
+
+    /** The session's options, the native defaults at first. */
+    private static Options options() {
+        if (last == null) last = Options.defaults("stereo");
+        return last;
+    }
+
+    /** The dialog's penalty for an option's ("auto" is -1). */
+    private static int penaltyField(String option) {
+        return option.equals("auto") ? -1 : Integer.parseInt(option);
+    }
+
+    /** The option's penalty for the dialog's (a negative one is "auto"). */
+    private static String penaltyOption(double dialog) {
+        return dialog < 0 ? "auto" : String.valueOf((int) dialog);
     }
 
     /** Matches the current slices of {@code left} and {@code right}; null after an error. */
@@ -85,9 +103,9 @@ public class StereoPlugin implements PlugIn {
         String summary;
         long t0 = System.nanoTime();
         try {
+            String options = Tessera.withBackend(options());
             IJ.showStatus("Stereo SGM: matching...");
-            summary = Native.stereoSgm(left.getProcessor().getPixels(), right.getProcessor().getPixels(), disp, w, h, maxDisp,
-                    cost, Integer.parseInt(PATHS[paths]), p1, p2, uniqueness, subpixel, lrCheck, median, fill, Tessera.backend);
+            summary = Native.stereoSgm(left.getProcessor().getPixels(), right.getProcessor().getPixels(), disp, w, h, options).summary;
         } catch (RuntimeException e) {
             Tessera.error(TITLE, e);
             return null;
@@ -98,13 +116,13 @@ public class StereoPlugin implements PlugIn {
         FloatProcessor fp = new FloatProcessor(w, h, disp, null);
         ImagePlus out = new ImagePlus("Disparity of " + left.getTitle(), fp);
         applyLut(out);
-        out.setDisplayRange(0, maxDisp);
+        out.setDisplayRange(0, last.integer("max-disp"));
         Calibration cal = left.getCalibration().copy();
         cal.disableDensityCalibration();
         cal.setValueUnit("disparity (pixels)");
         out.setCalibration(cal);
-        out.setProperty("Info", "Tessera stereo SGM (" + Native.COSTS[cost] + ", " + PATHS[paths] + " paths, "
-                + maxDisp + " disparities, backend " + Tessera.backend + "): " + summary);
+        out.setProperty("Info", "Tessera stereo SGM (" + COSTS[Tessera.choiceOf(COSTS, last.get("cost"))] + ", " + last.get("paths")
+                + " paths, " + last.get("max-disp") + " disparities, backend " + Tessera.backend + "): " + summary);
         IJ.showStatus(String.format("Stereo SGM: %.2f s; %s", secs, summary));
         return out;
     }

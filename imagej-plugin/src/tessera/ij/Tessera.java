@@ -43,6 +43,37 @@ public final class Tessera {
         backend = gd.nextChoice();
     }
 
+    /** The options of one native call: the remembered ones and the dialog's backend. */
+    static String withBackend(Options o) {
+        return o.copy().set("backend", backend).toString();
+    }
+
+    /** The dialogs' border names ("constant" takes the Value field); the native options
+     *  spell reflect-101 "reflect101" and a constant "constant:V". */
+    static final String[] BORDERS = {"reflect-101", "replicate", "constant", "normalize"};
+
+    /** Adds the Border choice (among {@code names}) and its Value field, showing {@code o}'s
+     *  border option. */
+    static void addBorderFields(Params gd, Options o, String[] names) {
+        String b = o.get("border");
+        boolean constant = b.startsWith("constant:");
+        gd.addChoice("Border", names, constant ? "constant" : b.equals("reflect101") ? "reflect-101" : b);
+        gd.addNumber("Value (constant border)", constant ? Double.parseDouble(b.substring("constant:".length())) : 0, 2, "");
+    }
+
+    /** Reads the fields of {@link #addBorderFields} back into {@code o}'s border option. */
+    static void readBorderFields(Params gd, Options o) {
+        String b = gd.nextChoice();
+        double value = gd.nextNumber();
+        o.set("border", b.equals("constant") ? "constant:" + value : b);
+    }
+
+    /** The index of {@code option} among the dialog's {@code choices} (case aside). */
+    static int choiceOf(String[] choices, String option) {
+        for (int i = 0; i < choices.length; i++) if (choices[i].equalsIgnoreCase(option)) return i;
+        throw new IllegalStateException("\"" + option + "\" is not among " + String.join(", ", choices));
+    }
+
     /**
      * The dialog of every filter action: its own fields, then the backend choice. Returns
      * DONE when cancelled or when a field is invalid (reported with IJ.error), else the

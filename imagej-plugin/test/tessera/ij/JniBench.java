@@ -40,8 +40,9 @@ public final class JniBench {
         //    lookup, two critical sections, the exception-policy wrapper).
         byte[] one = {7}, oneOut = new byte[1];
         int calls = 200_000;
+        String identity = "width=1 height=1 backend=" + backend; // built once, as a plugin does per run
         double perCall = medianMs(() -> {
-            for (int i = 0; i < calls; i++) Native.meanFilter8(one, oneOut, 1, 1, 1, 1, 0, 0f, backend);
+            for (int i = 0; i < calls; i++) Native.meanFilter(one, oneOut, 1, 1, identity);
         }, 5) / calls;
         print("jni_call_1px", "\"op\": \"mean\"", perCall);
 
@@ -55,17 +56,17 @@ public final class JniBench {
         float[] o32 = new float[w * h];
 
         // 2. Whole-image operations through JNI (src -> dst arrays, no copy).
-        print("jni_mean_u8", "\"w\": 1920, \"h\": 1080, \"m\": 15", medianMs(() -> Native.meanFilter8(p8, o8, w, h, 15, 15, 0, 0f, backend), 15));
-        print("jni_mean_f32", "\"w\": 1920, \"h\": 1080, \"m\": 15", medianMs(() -> Native.meanFilter32(p, o32, w, h, 15, 15, 0, 0f, backend), 15));
+        print("jni_mean_u8", "\"w\": 1920, \"h\": 1080, \"m\": 15", medianMs(() -> Native.meanFilter(p8, o8, w, h, "width=15 height=15 backend=" + backend), 15));
+        print("jni_mean_f32", "\"w\": 1920, \"h\": 1080, \"m\": 15", medianMs(() -> Native.meanFilter(p, o32, w, h, "width=15 height=15 backend=" + backend), 15));
         String gaussErr = null;
         try {
-            Native.gaussianBlur32(p, o32, w, h, 2, -1, 0, 0, 0f, backend);
+            Native.gaussianBlur(p, o32, w, h, "sigma=2 backend=" + backend);
         } catch (RuntimeException e) {
             gaussErr = e.getMessage();
         }
         if (gaussErr == null) {
-            print("jni_gauss_f32", "\"w\": 1920, \"h\": 1080, \"sigma\": 2", medianMs(() -> Native.gaussianBlur32(p, o32, w, h, 2, -1, 0, 0, 0f, backend), 15));
-            print("jni_gauss_u8", "\"w\": 1920, \"h\": 1080, \"sigma\": 2", medianMs(() -> Native.gaussianBlur8(p8, o8, w, h, 2, -1, 0, 0, 0f, backend), 15));
+            print("jni_gauss_f32", "\"w\": 1920, \"h\": 1080, \"sigma\": 2", medianMs(() -> Native.gaussianBlur(p, o32, w, h, "sigma=2 backend=" + backend), 15));
+            print("jni_gauss_u8", "\"w\": 1920, \"h\": 1080, \"sigma\": 2", medianMs(() -> Native.gaussianBlur(p8, o8, w, h, "sigma=2 backend=" + backend), 15));
             // The menu command as a user runs it (snapshot for Undo + native call).
             ImagePlus imp = new ImagePlus("hd", hd.duplicate());
             print("plugin_gauss_f32", "\"w\": 1920, \"h\": 1080, \"sigma\": 2", medianMs(() -> IJ.run(imp, "Gaussian Blur (Tessera)...",
@@ -80,13 +81,13 @@ public final class JniBench {
         // Local variance, box radius 63, exact recursive method: through JNI and the menu.
         String varErr = null;
         try {
-            Native.localVariance32(p, o32, w, h, 5, 1, 63, 0, 0f, backend);
+            Native.localVariance(p, o32, w, h, "method=recursive kernel=box radius=63 backend=" + backend);
         } catch (RuntimeException | UnsatisfiedLinkError e) {
             varErr = e.getMessage();
         }
         if (varErr == null) {
-            print("jni_variance_box63_f32", "\"w\": 1920, \"h\": 1080, \"radius\": 63", medianMs(() -> Native.localVariance32(p, o32, w, h, 5, 1, 63, 0, 0f, backend), 9));
-            print("jni_variance_box63_u8", "\"w\": 1920, \"h\": 1080, \"radius\": 63", medianMs(() -> Native.localVariance8(p8, o32, w, h, 5, 1, 63, 0, 0f, backend), 9));
+            print("jni_variance_box63_f32", "\"w\": 1920, \"h\": 1080, \"radius\": 63", medianMs(() -> Native.localVariance(p, o32, w, h, "method=recursive kernel=box radius=63 backend=" + backend), 9));
+            print("jni_variance_box63_u8", "\"w\": 1920, \"h\": 1080, \"radius\": 63", medianMs(() -> Native.localVariance(p8, o32, w, h, "method=recursive kernel=box radius=63 backend=" + backend), 9));
         } else {
             System.out.println("# local variance through JNI unavailable: " + varErr);
         }

@@ -73,7 +73,7 @@ public class MeanFilterPluginTest {
         short[] p = new short[b.getPixelCount()];
         for (int i = 0; i < p.length; i++) p[i] = (short) (((b.get(i) * 257) + i % 251) & 0xffff);
         ShortProcessor ip = new ShortProcessor(b.getWidth(), b.getHeight(), p, null);
-        long[] want = Reference.meanInt(Reference.unsigned(p), ip.getWidth(), ip.getHeight(), 7, 31, Native.BORDER_REPLICATE);
+        long[] want = Reference.meanInt(Reference.unsigned(p), ip.getWidth(), ip.getHeight(), 7, 31, Reference.BORDER_REPLICATE);
         ImagePlus imp = new ImagePlus("cones16", ip);
         IJ.run(imp, CMD, opts(7, 31, "replicate"));
         assertNull(Tessera.lastError());

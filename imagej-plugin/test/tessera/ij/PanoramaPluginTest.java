@@ -191,19 +191,19 @@ public class PanoramaPluginTest {
     public void nativeStitchRejectsNullFramesAndMixedTypes() {
         Object[] mixed = {new byte[FW * FH], new short[FW * FH]};
         try {
-            Native.stitch(mixed, FW, FH, 25, 6, 0.85, 16, 4, true, 0, 0, 0.25, "cpu", null);
+            Native.stitch(mixed, FW, FH, OPTIONS, null);
             throw new AssertionError("mixed frame types must be refused");
         } catch (IllegalArgumentException expected) {
             assertThat(expected.getMessage(), containsString("frame 2"));
         }
         try {
-            Native.stitch(new Object[] {new byte[FW * FH], null}, FW, FH, 25, 6, 0.85, 16, 4, true, 0, 0, 0.25, "cpu", null);
+            Native.stitch(new Object[] {new byte[FW * FH], null}, FW, FH, OPTIONS, null);
             throw new AssertionError("a null frame must be refused");
         } catch (IllegalArgumentException expected) {
             assertThat(expected.getMessage(), containsString("null"));
         }
         try {
-            Native.stitch(new Object[] {new byte[FW * FH], new byte[10]}, FW, FH, 25, 6, 0.85, 16, 4, true, 0, 0, 0.25, "cpu", null);
+            Native.stitch(new Object[] {new byte[FW * FH], new byte[10]}, FW, FH, OPTIONS, null);
             throw new AssertionError("a short frame must be refused");
         } catch (IllegalArgumentException expected) {
             assertThat(expected.getMessage(), containsString("frame 2"));
@@ -218,15 +218,18 @@ public class PanoramaPluginTest {
         return frames;
     }
 
-    private static Native.Stitched nativeStitch(Object[] frames, Native.Progress progress) {
-        return Native.stitch(frames, FW, FH, 25, 6, 0.85, 16, 4, true, 0, 0, 0.25, "cpu", progress);
+    /** The native options of {@link #options}. */
+    private static final String OPTIONS = "rsz=25 cthresh=0.85 npts=6 search-radius=16 method=log blend=overwrite keyframe-shift=0.25 min-variance=4 subpixel backend=cpu";
+
+    private static StitchResult nativeStitch(Object[] frames, Native.Progress progress) {
+        return Native.stitch(frames, FW, FH, OPTIONS, progress);
     }
 
     @Test
     public void progressCallbackSeesEveryFrameAndCancelsAfterTheSecond() {
         Object[] frames = gray8Frames();
         List<Integer> seen = new ArrayList<>();
-        Native.Stitched full = nativeStitch(frames, (done, total) -> {
+        StitchResult full = nativeStitch(frames, (done, total) -> {
             assertEquals(PATH.length, total);
             seen.add(done);
             return true;
@@ -247,7 +250,7 @@ public class PanoramaPluginTest {
         }
         assertEquals("no call after the one that said stop", Arrays.asList(1, 2), seen);
         // The bridge is fine afterwards: the same frames stitch again, to the same canvas.
-        Native.Stitched again = nativeStitch(frames, null);
+        StitchResult again = nativeStitch(frames, null);
         assertArrayEquals((byte[]) full.pixels, (byte[]) again.pixels);
     }
 

@@ -2,18 +2,21 @@ package tessera.ij;
 
 /** Straightforward float64 references the native results are checked against. */
 final class Reference {
+    /** Border codes of the references (the plugin speaks border names). */
+    static final int BORDER_REFLECT101 = 0, BORDER_REPLICATE = 1;
+
     private Reference() {}
 
     /** Source index of {@code i} in a row of {@code n} under a border code; -1 = outside. */
     static int index(int i, int n, int border) {
         if (i >= 0 && i < n) return i;
         switch (border) {
-            case Native.BORDER_REFLECT101:
+            case BORDER_REFLECT101:
                 if (n == 1) return 0;
                 int period = 2 * (n - 1);
                 int m = Math.floorMod(i, period);
                 return m < n ? m : period - m;
-            case Native.BORDER_REPLICATE:
+            case BORDER_REPLICATE:
                 return i < 0 ? 0 : n - 1;
             default:
                 return -1;

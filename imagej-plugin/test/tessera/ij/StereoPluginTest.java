@@ -142,13 +142,13 @@ public class StereoPluginTest {
     public void nativeStereoRejectsNullAndShortArrays() {
         float[] d = new float[16];
         try {
-            Native.stereoSgm8(null, new byte[16], d, 4, 4, 2, 0, 8, -1, -1, 0, true, true, true, true, "cpu");
+            Native.stereoSgm(null, new byte[16], d, 4, 4, "max-disp=2 backend=cpu");
             throw new AssertionError("null left must be refused");
         } catch (IllegalArgumentException expected) {
             assertThat(expected.getMessage(), containsString("null"));
         }
         try {
-            Native.stereoSgmRgb(new int[16], new int[15], d, 4, 4, 2, 0, 8, -1, -1, 0, true, true, true, true, "cpu");
+            Native.stereoSgm(new int[16], new int[15], d, 4, 4, "max-disp=2 backend=cpu");
             throw new AssertionError("a short right image must be refused");
         } catch (IllegalArgumentException expected) {
             assertThat(expected.getMessage(), containsString("right"));

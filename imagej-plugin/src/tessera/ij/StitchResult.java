@@ -1,0 +1,50 @@
+package tessera.ij;
+
+/** The outcome of {@link Native#stitch}, built by the native side. */
+public final class StitchResult {
+    /** The canvas pixels (same array type as the frames; RGB opaque). */
+    public final Object pixels;
+    /** The canvas size, and the frame-0 coordinates of its pixel (0, 0). */
+    public final int width, height, originX, originY;
+    /** One record per frame, in the frames' order. */
+    public final Frame[] frames;
+
+    StitchResult(Object pixels, int width, int height, int originX, int originY, Frame[] frames) {
+        this.pixels = pixels;
+        this.width = width;
+        this.height = height;
+        this.originX = originX;
+        this.originY = originY;
+        this.frames = frames;
+    }
+
+    /** What happened to one frame. */
+    public static final class Frame {
+        /** Whether the frame registered (then {@link #reason} is null). */
+        public final boolean ok;
+        /** Position in frame-0 coordinates (frame i's pixel (u, v) shows what frame 0 shows
+         *  at (u + x, v + y)); NaN for a skipped frame. */
+        public final double x, y;
+        /** Mean NCC of the vectors used, and vectors used / templates placed. */
+        public final double ncc, confidence;
+        /** Vectors used. */
+        public final int vectors;
+        /** Overlap quality against the previous frame, and on a 5 x 5 grid; NaN when none. */
+        public final double quality, qualityGrid;
+        /** Why the frame was skipped, or null. */
+        public final String reason;
+
+        Frame(boolean ok, double x, double y, double ncc, int vectors, double confidence, double quality, double qualityGrid,
+              String reason) {
+            this.ok = ok;
+            this.x = x;
+            this.y = y;
+            this.ncc = ncc;
+            this.vectors = vectors;
+            this.confidence = confidence;
+            this.quality = quality;
+            this.qualityGrid = qualityGrid;
+            this.reason = reason;
+        }
+    }
+}
