@@ -37,7 +37,7 @@ pub mod welford;
 
 use crate::border::Border;
 use crate::error::{Error, Result};
-use crate::image::{check_same_size, Image, ImageView, ImageViewMut, Pixel};
+use crate::image::{check_same_size, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 use crate::parallel::{for_each_band, map_indices, Parallelism};
 use alloc::format;
 use alloc::vec;
@@ -187,7 +187,7 @@ impl VarianceParams {
     }
 
     /// Checks kernel, border and method/kernel combination for pixels of type `P`.
-    pub fn validate<P: VariancePixel>(&self) -> Result<()> {
+    pub fn validate<P: VarianceSample>(&self) -> Result<()> {
         self.kernel.validate()?;
         if self.border == Border::Normalize {
             return Err(Error::InvalidParameter {
@@ -204,14 +204,21 @@ mod sealed {
     impl Sealed for u8 {}
     impl Sealed for u16 {}
     impl Sealed for f32 {}
+    impl Sealed for crate::image::Rgba8 {}
 }
 
-/// The input types of the local variance: u8, u16 (exact integer path in `Recursive`) and
-/// f32.
-pub trait VariancePixel: Pixel + sealed::Sealed {
-    /// Largest value for integer types (for the Constant border check), `None` for f32.
+/// A pixel as one value the variance is taken of: u8, u16, f32, and RGBA as its
+/// unrounded Rec. 601 luma (read on the fly, so no converted image is made).
+pub trait VarianceSample: Pixel + sealed::Sealed {
+    /// Largest value for integer types (for the Constant border check), `None` for f32
+    /// and the luma.
     const INTEGER_MAX: Option<f32>;
     fn to_f32(self) -> f32;
+}
+
+/// The input types of [`local_variance`]: u8, u16 (exact integer path in `Recursive`) and
+/// f32.
+pub trait VariancePixel: VarianceSample {
     /// The `Recursive` method for this type (see [`recursive`]).
     #[doc(hidden)]
     fn recursive(
@@ -227,12 +234,14 @@ pub trait VariancePixel: Pixel + sealed::Sealed {
 
 macro_rules! variance_pixel {
     ($t:ty, $max:expr, $recursive:ident, $moments:ident) => {
-        impl VariancePixel for $t {
+        impl VarianceSample for $t {
             const INTEGER_MAX: Option<f32> = $max;
             #[inline]
             fn to_f32(self) -> f32 {
                 self as f32
             }
+        }
+        impl VariancePixel for $t {
             fn recursive(src: ImageView<'_, $t>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
                 recursive::$recursive(src, out, p, par)
             }
@@ -245,6 +254,15 @@ macro_rules! variance_pixel {
 variance_pixel!(u8, Some(255.0), local_variance_u8, tent_moments_u8);
 variance_pixel!(u16, Some(65535.0), local_variance_u16, tent_moments_u16);
 variance_pixel!(f32, None, local_variance_f32, tent_moments_f32);
+
+impl VarianceSample for Rgba8 {
+    const INTEGER_MAX: Option<f32> = None;
+    /// The unrounded luma, exactly as [`ConvertPixel`] turns RGBA into f32.
+    #[inline]
+    fn to_f32(self) -> f32 {
+        ConvertPixel::<f32>::convert(self)
+    }
+}
 
 /// Local variance of `src` into `dst` (same size) with the method, kernel and border of
 /// `p`: `dst(x, y) = sum_{i,j} w(i, j) (s(x+i, y+j) - mu)^2 / sum w`, `mu` the weighted mean,
@@ -264,8 +282,43 @@ pub fn local_variance<P: VariancePixel>(
 ) -> Result<()> {
     p.validate::<P>()?;
     check_same_size(src.size(), dst.size())?;
+    by_method(src, dst, p, par, |src, dst| P::recursive(src, Outputs::Var(dst), p, par))
+}
+
+/// Local variance of the unrounded Rec. 601 luma of `src` (`0.299 R + 0.587 G + 0.114 B`
+/// in f32, alpha ignored): bit-identical to [`local_variance`] of that f32 image, but the
+/// luma is read on the fly instead of from a converted copy. Errors as [`local_variance`]
+/// on f32 input.
+pub fn local_variance_luma(
+    src: ImageView<'_, Rgba8>,
+    dst: ImageViewMut<'_, f32>,
+    p: &VarianceParams,
+    par: Parallelism,
+) -> Result<()> {
+    p.validate::<f32>()?;
+    check_same_size(src.size(), dst.size())?;
+    by_method(src, dst, p, par, |src, dst| match p.border {
+        // The running sums take outside pixels as pixels of the input type, and a Constant
+        // border's value is a luma that no RGBA pixel need have: that case sums the
+        // converted image.
+        Border::Constant(_) => local_variance(src.convert::<f32>().view(), dst, p, par),
+        // Reflect101 and Replicate take every outside pixel from the image: the outside
+        // pixel given is never read.
+        _ => recursive::local_variance_float(src, Outputs::Var(dst), p, par, Rgba8::default()),
+    })
+}
+
+/// Runs the method of `p` (validated, sizes checked): `recursive` for `Recursive`, the
+/// f32 methods on the padded, shifted image for the other five.
+fn by_method<'s, 'd, P: VarianceSample>(
+    src: ImageView<'s, P>,
+    dst: ImageViewMut<'d, f32>,
+    p: &VarianceParams,
+    par: Parallelism,
+    recursive: impl FnOnce(ImageView<'s, P>, ImageViewMut<'d, f32>) -> Result<()>,
+) -> Result<()> {
     match p.method {
-        VarianceMethod::Recursive => P::recursive(src, Outputs::Var(dst), p, par),
+        VarianceMethod::Recursive => recursive(src, dst),
         VarianceMethod::Usual => usual::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Koenig => koenig::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Welford => welford::local_variance(&Padded::new(src, p), dst, p.kernel, par),
@@ -327,7 +380,7 @@ pub enum Outputs<'a> {
 /// weighted mean, then the weighted mean of squared deviations, outside pixels from
 /// `p.border` (the method in `p` is ignored). O(N^2) per pixel: for tests and small images.
 /// Returns the variances row by row (`w * h` values, pixel `(x, y)` at `y * w + x`).
-pub fn local_variance_reference<P: VariancePixel>(src: ImageView<'_, P>, p: &VarianceParams) -> Result<Vec<f64>> {
+pub fn local_variance_reference<P: VarianceSample>(src: ImageView<'_, P>, p: &VarianceParams) -> Result<Vec<f64>> {
     let p = VarianceParams { method: VarianceMethod::Usual, ..*p };
     p.validate::<P>()?;
     let (w, h) = src.size();
@@ -379,7 +432,7 @@ pub struct Padded {
 impl Padded {
     /// The padded image of `x - K`, `K` the image's mean rounded to a whole number (see
     /// [`global_shift`]); NaN stays NaN.
-    pub fn new<P: VariancePixel>(src: ImageView<'_, P>, p: &VarianceParams) -> Self {
+    pub fn new<P: VarianceSample>(src: ImageView<'_, P>, p: &VarianceParams) -> Self {
         let pad = p.kernel.radius();
         let k = global_shift(src);
         let outside = (p.border.outside_value() as f64 - k) as f32;
@@ -401,7 +454,7 @@ impl Padded {
 /// LeVeque (1983). It removes only the image-wide offset: where a local mean `m` is far
 /// from `K`, the f32 methods' errors still grow with `|m - K| / sigma` (and Koenig's with
 /// its square), as the tests show.
-pub fn global_shift<P: VariancePixel>(src: ImageView<'_, P>) -> f64 {
+pub fn global_shift<P: VarianceSample>(src: ImageView<'_, P>) -> f64 {
     let (mut s, mut n) = (0.0f64, 0usize);
     for row in src.rows() {
         for &v in row {
