@@ -213,6 +213,8 @@ pub trait VarianceSample: Pixel + sealed::Sealed {
     /// Largest value for integer types (for the Constant border check), `None` for f32
     /// and the luma.
     const INTEGER_MAX: Option<f32>;
+    /// Every value is finite (no NaN or infinity to look for).
+    const ALWAYS_FINITE: bool;
     fn to_f32(self) -> f32;
 }
 
@@ -236,6 +238,7 @@ macro_rules! variance_pixel {
     ($t:ty, $max:expr, $recursive:ident, $moments:ident) => {
         impl VarianceSample for $t {
             const INTEGER_MAX: Option<f32> = $max;
+            const ALWAYS_FINITE: bool = Self::INTEGER_MAX.is_some();
             #[inline]
             fn to_f32(self) -> f32 {
                 self as f32
@@ -257,6 +260,7 @@ variance_pixel!(f32, None, local_variance_f32, tent_moments_f32);
 
 impl VarianceSample for Rgba8 {
     const INTEGER_MAX: Option<f32> = None;
+    const ALWAYS_FINITE: bool = true;
     /// The unrounded luma, exactly as [`ConvertPixel`] turns RGBA into f32.
     #[inline]
     fn to_f32(self) -> f32 {
@@ -282,43 +286,8 @@ pub fn local_variance<P: VariancePixel>(
 ) -> Result<()> {
     p.validate::<P>()?;
     check_same_size(src.size(), dst.size())?;
-    by_method(src, dst, p, par, |src, dst| P::recursive(src, Outputs::Var(dst), p, par))
-}
-
-/// Local variance of the unrounded Rec. 601 luma of `src` (`0.299 R + 0.587 G + 0.114 B`
-/// in f32, alpha ignored): bit-identical to [`local_variance`] of that f32 image, but the
-/// luma is read on the fly instead of from a converted copy. Errors as [`local_variance`]
-/// on f32 input.
-pub fn local_variance_luma(
-    src: ImageView<'_, Rgba8>,
-    dst: ImageViewMut<'_, f32>,
-    p: &VarianceParams,
-    par: Parallelism,
-) -> Result<()> {
-    p.validate::<f32>()?;
-    check_same_size(src.size(), dst.size())?;
-    by_method(src, dst, p, par, |src, dst| match p.border {
-        // The running sums take outside pixels as pixels of the input type, and a Constant
-        // border's value is a luma that no RGBA pixel need have: that case sums the
-        // converted image.
-        Border::Constant(_) => local_variance(src.convert::<f32>().view(), dst, p, par),
-        // Reflect101 and Replicate take every outside pixel from the image: the outside
-        // pixel given is never read.
-        _ => recursive::local_variance_float(src, Outputs::Var(dst), p, par, Rgba8::default()),
-    })
-}
-
-/// Runs the method of `p` (validated, sizes checked): `recursive` for `Recursive`, the
-/// f32 methods on the padded, shifted image for the other five.
-fn by_method<'s, 'd, P: VarianceSample>(
-    src: ImageView<'s, P>,
-    dst: ImageViewMut<'d, f32>,
-    p: &VarianceParams,
-    par: Parallelism,
-    recursive: impl FnOnce(ImageView<'s, P>, ImageViewMut<'d, f32>) -> Result<()>,
-) -> Result<()> {
     match p.method {
-        VarianceMethod::Recursive => recursive(src, dst),
+        VarianceMethod::Recursive => P::recursive(src, Outputs::Var(dst), p, par),
         VarianceMethod::Usual => usual::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Koenig => koenig::local_variance(&Padded::new(src, p), dst, p.kernel, par),
         VarianceMethod::Welford => welford::local_variance(&Padded::new(src, p), dst, p.kernel, par),
@@ -331,6 +300,31 @@ fn by_method<'s, 'd, P: VarianceSample>(
             };
             separable_log(&Padded::new(src, p), dst, p.kernel.radius(), par, pass)
         }
+    }
+}
+
+/// Local variance of the unrounded Rec. 601 luma of `src` (`0.299 R + 0.587 G + 0.114 B`
+/// in f32, alpha ignored): bit-identical to [`local_variance`] of that f32 image. The
+/// `Recursive` method reads the luma on the fly (no converted image) under Reflect101
+/// and Replicate. Errors as [`local_variance`] on f32 input.
+pub fn local_variance_luma(
+    src: ImageView<'_, Rgba8>,
+    dst: ImageViewMut<'_, f32>,
+    p: &VarianceParams,
+    par: Parallelism,
+) -> Result<()> {
+    p.validate::<f32>()?;
+    check_same_size(src.size(), dst.size())?;
+    match (p.method, p.border) {
+        // Reflect101 and Replicate take every outside pixel from the image: the outside
+        // pixel given is never read.
+        (VarianceMethod::Recursive, Border::Reflect101 | Border::Replicate) => {
+            recursive::local_variance_float(src, Outputs::Var(dst), p, par, Rgba8::default())
+        }
+        // A Constant border's value is a luma that no RGBA pixel need have, and the other
+        // methods copy the image padded in f32 anyway: there one conversion first costs
+        // less than the luma computed again in each of their passes.
+        _ => local_variance(src.convert::<f32>().view(), dst, p, par),
     }
 }
 

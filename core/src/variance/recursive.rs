@@ -272,7 +272,7 @@ pub(crate) fn local_variance_float<P: VarianceSample>(
     let shift = super::global_shift(src);
     let inv = 1.0 / total_weight(p.kernel) as f64;
     // Pixels whose kernel holds a non-finite input: the same sums of a 0/1 indicator.
-    let nonfinite = if src.rows().any(|row| row.iter().any(|v| !v.to_f32().is_finite())) {
+    let nonfinite = if !P::ALWAYS_FINITE && src.rows().any(|row| row.iter().any(|v| !v.to_f32().is_finite())) {
         let mut cnt = Image::<u8>::new(w, h)?;
         stream(src, NonFinite(PhantomData), p, outside, cnt.view_mut(), par, |sums, row| {
             for (o, &n) in row.iter_mut().zip(sums[0]) {
