@@ -184,7 +184,8 @@ fn mean_filter_on_real_data() {
 fn box_sum_u8_u16_into_u32_exactly_and_f32_against_float64() {
     let [g8, g16, gf, rgba] = typed_noise(53, 37, 5);
     let borders = [Border::Reflect101, Border::Replicate, Border::Constant(17.0)];
-    for (src, float) in [(&g8, false), (&g16, false), (&gf, true)] {
+    for (src, types) in [(&g8, "u8->u32"), (&g16, "u16->u32"), (&gf, "f32->f32")] {
+        let float = !is_integer(src);
         let sp = &planes(src)[0];
         for border in borders {
             for (kw, kh) in [(1, 1), (3, 7), (16, 16), (41, 75)] {
@@ -200,7 +201,7 @@ fn box_sum_u8_u16_into_u32_exactly_and_f32_against_float64() {
             }
         }
         for (label, _) in backends() {
-            pass("box_sum", if float { "f32->f32" } else if matches!(src, AnyImage::U8(_)) { "u8->u32" } else { "u16->u32" }, label);
+            pass("box_sum", types, label);
         }
     }
     // RGBA, and a gray input into an output of its own type, are not box sums.
@@ -423,10 +424,8 @@ fn glare_every_type_against_the_cpu() {
 /// (unrounded), RGBA.
 fn cones_typed() -> [AnyImage; 4] {
     let rgba = common::cones_left();
-    let luma: Image<u8> = rgba.convert();
-    let [g8, g16, _, rgba] = typed(&luma, rgba.clone());
-    let AnyImage::Rgba8(ref c) = rgba else { unreachable!() };
-    let f: Image<f32> = c.convert();
+    let (luma, f): (Image<u8>, Image<f32>) = (rgba.convert(), rgba.convert());
+    let [g8, g16, _, rgba] = typed(&luma, rgba);
     [g8, g16, AnyImage::F32(f), rgba]
 }
 
@@ -471,6 +470,7 @@ fn stitch_every_type_matches_the_truth_and_the_cpu() {
     let g: Image<u8> = common::cones_left().convert();
     let sp = SynthParams { frame_width: 160, frame_height: 128, frames: 6, seed: 3, ..Default::default() };
     let seq = synth_sequence(g.view(), &sp, tessera::Parallelism::AllThreads).unwrap();
+    // The sequence as type `ty`: u8, u16 (x 257), f32, RGBA (gray).
     let as_type = |ty: usize| -> Vec<AnyImage> {
         seq.frames
             .iter()

@@ -85,10 +85,12 @@ pub trait Backend: Send + Sync {
     ) -> Result<Panorama>;
 
     /// Semi-global matching stereo ([`stereo_sgm`](crate::stereo::stereo_sgm)): `left` and
-    /// `right` both `u8` gray or both `Rgba8`, same size; `disp` (f32, same size) receives the left disparity
-    /// map, invalid pixels as `f32::INFINITY`.
+    /// `right` both `u8` gray or both `Rgba8`, same size; `disp` (f32, same size) receives
+    /// the left disparity map, invalid pixels as `f32::INFINITY`.
     fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats>;
 }
+
+// What every implementation shares to dispatch on run-time pixel types.
 
 /// The error for an output view whose type does not go with the input's.
 pub fn type_mismatch(op: &'static str) -> Error {
@@ -109,7 +111,6 @@ macro_rules! same_type {
         }
     };
 }
-
 
 /// Which backend a user asked for, by the name every face of tessera accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -183,11 +184,13 @@ impl fmt::Display for BackendChoice {
 /// An opened backend, and why it is not the one asked for (`auto` without a GPU).
 #[derive(Debug)]
 pub struct Opened<B = Box<dyn Backend>> {
+    /// The backend to run on.
     pub backend: B,
     /// `Some(reason)` when `auto` fell back to the CPU, for the caller to report.
     pub fallback: Option<String>,
 }
 
+/// A backend prints as its name (so an [`Opened`] can be printed).
 impl fmt::Debug for dyn Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Backend({})", self.name())
