@@ -1,10 +1,11 @@
 //! Criterion benches of the foundation's filters: the recursive O(1) box filter against the
-//! naive O(m^2) one (one thread), and all threads; Gaussian FIR / IIR; matrix product.
+//! naive O(m^2) one (one thread), and all threads; Gaussian FIR / IIR; matrix product; the
+//! mean filter through each backend that opens here (CUDA reported as skipped without one).
 //! `tessera bench filters --json` runs the full table side by side with the peers.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use tessera::filter::{gaussian_blur, mean_filter, mean_filter_naive, BoxParams, GaussianMethod, GaussianParams};
-use tessera::{linalg, Border, Image, Parallelism};
+use tessera::{linalg, open_backend, AnyView, AnyViewMut, BackendChoice, Border, Image, Parallelism};
 
 fn image(w: usize, h: usize) -> Image<u8> {
     Image::from_fn(w, h, |x, y| ((x * 7919 + y * 104729) % 251) as u8).expect("non-zero size")
@@ -58,5 +59,28 @@ fn matmul(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, box_filter, gaussian, matmul);
+/// The mean filter through `Box<dyn Backend>`, as the CLI and the JNI bridge call it: the
+/// CPU backend and CUDA, each opened by the one chooser the other faces use.
+fn backends(c: &mut Criterion) {
+    let src = image(1024, 1024);
+    let mut dst = Image::<u8>::new(1024, 1024).expect("non-zero size");
+    let p = BoxParams::square(15, Border::Reflect101);
+    let mut g = c.benchmark_group("mean_u8_1024_m15_backend");
+    g.sample_size(10);
+    for choice in [BackendChoice::Cpu, BackendChoice::Cuda] {
+        let backend = match open_backend(choice, Parallelism::AllThreads) {
+            Ok(opened) => opened.backend,
+            Err(e) => {
+                eprintln!("{choice}: SKIPPED: {e}");
+                continue;
+            }
+        };
+        g.bench_function(choice.name(), |b| {
+            b.iter(|| backend.mean_filter(AnyView::U8(src.view()), AnyViewMut::U8(dst.view_mut()), &p))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, box_filter, gaussian, matmul, backends);
 criterion_main!(benches);

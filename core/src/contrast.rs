@@ -31,7 +31,7 @@ use crate::border::Border;
 use crate::error::{require_positive, Error, Result};
 use crate::image::{check_same_size, ConvertPixel, ImageView, ImageViewMut, Pixel, Rgba8};
 use crate::parallel::{for_each_band, Parallelism};
-use crate::variance::{VarianceKernel, VariancePixel};
+use crate::variance::{VarianceKernel, VariancePixel, VarianceSample};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -104,7 +104,7 @@ macro_rules! gray {
     ($t:ty, $max:expr) => {
         impl ContrastPixel for $t {
             fn enhance(src: ImageView<'_, $t>, dst: ImageViewMut<'_, $t>, p: &ContrastParams, par: Parallelism) -> Result<()> {
-                p.border.validate(<$t as VariancePixel>::INTEGER_MAX)?;
+                p.border.validate(<$t as VarianceSample>::INTEGER_MAX)?;
                 enhance_rows(src, src, dst, p, par, |_, y, d, out| {
                     for ((o, &v), &d) in out.iter_mut().zip(y).zip(d) {
                         *o = round_non_negative((v + d).clamp(0.0, $max)) as $t;

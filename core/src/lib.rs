@@ -15,6 +15,7 @@ extern crate std;
 pub mod backend;
 pub mod border;
 pub mod contrast;
+pub mod cpu_backend;
 pub mod error;
 pub mod filter;
 pub mod fma;
@@ -32,7 +33,8 @@ pub mod workspace;
 pub mod stitch;
 pub mod stereo;
 
-pub use backend::{Backend, CpuBackend};
+pub use backend::{Backend, BackendChoice, Opened};
+pub use cpu_backend::CpuBackend;
 pub use border::Border;
 pub use contrast::{contrast_enhance, ContrastParams};
 pub use error::{Error, Result};

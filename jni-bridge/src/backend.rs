@@ -1,34 +1,29 @@
-//! Backend choice per call: "cpu", "cuda" or "auto" (CUDA when it opens, else CPU).
+//! Backend choice per call: "cpu", "cuda" or "auto", by the core's one rule
+//! ([`BackendChoice::resolve`]). What the bridge adds is the per-process cache: the CPU
+//! backend is a static, and CUDA is opened once (creating a CUDA context costs far more
+//! than any single call).
 
-use crate::error::{bad_arg, BridgeError, Result};
+use crate::error::Result;
 use std::sync::OnceLock;
-use tessera_core::{Backend, CpuBackend, Parallelism};
+use tessera_core::{Backend, BackendChoice, CpuBackend, Error, Parallelism};
 
 static CPU: CpuBackend = CpuBackend::new(Parallelism::AllThreads);
 
-/// The CUDA backend, opened once per process (creating a CUDA context costs far more than
-/// any single call), or the reason it could not be opened.
-fn cuda() -> &'static std::result::Result<Box<dyn Backend>, String> {
-    static CUDA: OnceLock<std::result::Result<Box<dyn Backend>, String>> = OnceLock::new();
-    CUDA.get_or_init(|| tessera_cuda::open().map_err(|e| e.to_string()))
+/// The CUDA backend, opened on first use, or the reason it could not be opened.
+fn cuda() -> std::result::Result<&'static dyn Backend, Error> {
+    static CUDA: OnceLock<std::result::Result<Box<dyn Backend>, Error>> = OnceLock::new();
+    match CUDA.get_or_init(tessera_cuda::open) {
+        Ok(b) => Ok(b.as_ref()),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 /// The backend named `name`: `cpu`, `cuda` (an `IllegalStateException` when no CUDA device
 /// or driver is present) or `auto` (CUDA if available, else CPU). Any other name is an
 /// `IllegalArgumentException`.
 pub fn select(name: &str) -> Result<&'static dyn Backend> {
-    match name {
-        "cpu" => Ok(&CPU),
-        "cuda" => match cuda() {
-            Ok(b) => Ok(b.as_ref()),
-            Err(why) => Err(BridgeError::State(why.clone())),
-        },
-        "auto" => Ok(match cuda() {
-            Ok(b) => b.as_ref(),
-            Err(_) => &CPU,
-        }),
-        other => Err(bad_arg(format!("unknown backend \"{other}\": expected cpu, cuda or auto"))),
-    }
+    let choice: BackendChoice = name.parse()?;
+    Ok(choice.resolve(|| &CPU as &'static dyn Backend, cuda)?.backend)
 }
 
 /// The names of the backends usable in this process, comma-separated ("cpu" or "cpu,cuda").
@@ -42,12 +37,13 @@ pub fn available() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::BridgeError;
 
     #[test]
     fn names() {
         assert_eq!(select("cpu").unwrap().name(), "cpu");
         assert!(select("auto").is_ok());
-        assert!(matches!(select("gpu"), Err(BridgeError::Argument(_))));
+        assert!(matches!(select("gpu"), Err(BridgeError::Argument(ref m)) if m.contains("unknown backend")));
         assert!(available().split(',').any(|b| b == "cpu"));
         // cuda either opens or says why, as an IllegalStateException.
         match select("cuda") {

@@ -10,7 +10,7 @@ mod stereo;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::time::Instant;
-use tessera::{open_backend, Backend, BackendChoice, Parallelism};
+use tessera::{backend_value_parser, open_backend, Backend, BackendChoice, Opened, Parallelism};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Suite {
@@ -34,7 +34,7 @@ pub struct BenchArgs {
     #[arg(long)]
     json: bool,
     /// Backend for the measured operations (cpu, cuda, auto)
-    #[arg(long, value_enum, default_value = "cpu")]
+    #[arg(long, value_parser = backend_value_parser(), default_value = "cpu")]
     backend: BackendChoice,
     /// Fewer repetitions (for a smoke test)
     #[arg(long)]
@@ -172,11 +172,11 @@ fn round4(x: f64) -> f64 {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
-    let (backend, note) = open_backend(a.backend, Parallelism::AllThreads)?;
-    if let Some(note) = note {
+    let Opened { backend, fallback } = open_backend(a.backend, Parallelism::AllThreads)?;
+    if let Some(note) = fallback {
         eprintln!("note: {note}");
     }
-    let (single, _) = open_backend(a.backend, Parallelism::Sequential)?;
+    let single = open_backend(a.backend, Parallelism::Sequential)?.backend;
     let b = Bench { backend, single, reps: if a.quick { 3 } else { 15 }, quick: a.quick };
     let mut r = Recorder { filter: a.filter, ..Recorder::default() };
     let suite = match a.suite {

@@ -1,7 +1,7 @@
 //! The `variance` suite: the variance paper's Figure 7 on this CPU (1920x1080 8-bit, tent
 //! R = 63, six methods: median time, speedup over Usual, largest error against the exact
 //! Recursive result), the O(1) and O(log N) methods against the radius (u8 and f32, tent
-//! and box, to set beside OpenCV's `variance_tent_koenig_f32` / `variance_box_koenig_f32`),
+//! and box; RGBA's luma at one radius, to set beside OpenCV's `variance_tent_koenig_f32` / `variance_box_koenig_f32`),
 //! contrast enhancement at three scales (1920x1080), and glare on an 18.7-megapixel image.
 
 use super::{Bench, Recorder};
@@ -119,6 +119,14 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     r.time("contrast_rgba8", params, name, b.reps_for(100.0), || {
         b.backend.contrast_enhance(AnyView::Rgba8(rgba.view()), AnyViewMut::Rgba8(out_rgba.view_mut()), &cp)
     });
+
+    // RGBA local variance: of the luma, read on the fly (O(1) and O(log N) methods).
+    for m in [VarianceMethod::Recursive, VarianceMethod::Threewise] {
+        let p = VarianceParams::new(m, VarianceKernel::Tent { radius: 7 });
+        r.time(&format!("variance_tent_{}_rgba8", m.name()), json!({"w": w, "h": h, "radius": 7}), name, b.reps_for(60.0), || {
+            b.backend.local_variance(AnyView::Rgba8(rgba.view()), out.view_mut(), &p)
+        });
+    }
 
     // Glare on 18.7 megapixels (5000 x 3740), a painting-like scene with 300 highlights.
     let (gw, gh) = if b.quick { (1000, 748) } else { (5000, 3740) };

@@ -4,13 +4,13 @@
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
-use tessera::{open_backend, AnyImage, Backend, BackendChoice, Border, Parallelism};
+use tessera::{backend_value_parser, open_backend, AnyImage, Backend, BackendChoice, Border, Opened, Parallelism};
 
 /// `--backend` and `--threads`, for every command that runs an operation.
 #[derive(clap::Args, Clone, Debug)]
 pub struct BackendArgs {
     /// Where to run: cpu, cuda, or auto (CUDA if a GPU is usable, else the CPU)
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_parser = backend_value_parser(), default_value = "auto")]
     pub backend: BackendChoice,
     /// Run the CPU backend on one thread instead of all
     #[arg(long)]
@@ -21,8 +21,8 @@ impl BackendArgs {
     /// Opens the backend; reports an `auto` fallback on stderr.
     pub fn open(&self) -> Result<Box<dyn Backend>> {
         let par = if self.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
-        let (backend, note) = open_backend(self.backend, par)?;
-        if let Some(note) = note {
+        let Opened { backend, fallback } = open_backend(self.backend, par)?;
+        if let Some(note) = fallback {
             eprintln!("note: {note}");
         }
         Ok(backend)

@@ -1,5 +1,8 @@
 //! What the workspace-level tests share.
 
+// Each test crate includes this module and uses a part of it.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 
 /// The shared real data (`shared/data`): `$TESSERA_DATA` if set, else the first
@@ -15,4 +18,78 @@ pub fn shared_data() -> PathBuf {
         .map(|a| a.join("shared/data"))
         .find(|d| d.join("stereo").is_dir())
         .unwrap_or_else(|| panic!("no shared/data/stereo above {}; set TESSERA_DATA", root.display()))
+}
+
+use std::io::Write;
+use std::sync::OnceLock;
+use tessera::{open_backend, Backend, BackendChoice, Parallelism};
+
+/// A backend the suites run on: its label, how it is opened, and, for a backend a machine
+/// may lack, what its absence means (`None`: it must open).
+pub struct Listed {
+    pub label: &'static str,
+    pub choice: BackendChoice,
+    pub parallelism: Parallelism,
+    pub may_be_absent: Option<&'static str>,
+}
+
+/// Every backend, listed once: a new backend gets the whole suite by a line here. The
+/// first entry is the reference the others are compared with where no float64 reference
+/// exists.
+pub const BACKENDS: &[Listed] = &[
+    Listed { label: "cpu-1thread", choice: BackendChoice::Cpu, parallelism: Parallelism::Sequential, may_be_absent: None },
+    Listed { label: "cpu-all", choice: BackendChoice::Cpu, parallelism: Parallelism::AllThreads, may_be_absent: None },
+    Listed { label: "cuda", choice: BackendChoice::Cuda, parallelism: Parallelism::AllThreads, may_be_absent: Some("no CUDA device") },
+];
+
+/// The listed backends that open on this machine, opened once per test process (a CUDA
+/// context is costly) and shared by the tests. Each absent one is reported once as
+/// `cuda: SKIPPED (no CUDA device): <reason>` on the process's stderr, past the test
+/// harness's capture, so a run without a GPU says so instead of passing silently.
+/// Panics if a backend that must open does not.
+pub fn backends() -> &'static [(&'static str, Box<dyn Backend>)] {
+    static OPENED: OnceLock<Vec<(&'static str, Box<dyn Backend>)>> = OnceLock::new();
+    OPENED.get_or_init(|| {
+        let mut opened = Vec::new();
+        for b in BACKENDS {
+            match (open_backend(b.choice, b.parallelism), b.may_be_absent) {
+                (Ok(o), _) => opened.push((b.label, o.backend)),
+                (Err(e), Some(absence)) => {
+                    let _ = writeln!(std::io::stderr(), "{}: SKIPPED ({absence}): {e}", b.label);
+                }
+                (Err(e), None) => panic!("{}: {e}", b.label),
+            }
+        }
+        opened
+    })
+}
+
+/// An image of the shared data as RGBA (the Middlebury PNGs are RGB).
+fn load_rgba(rel: &str) -> tessera::Image<tessera::Rgba8> {
+    let path = shared_data().join(rel);
+    match tessera::io::load(&path) {
+        Ok(tessera::AnyImage::Rgba8(img)) => img,
+        Ok(other) => panic!("{}: expected RGB, got {}", path.display(), other.view().map_or("u32", |v| v.type_name())),
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
+/// Middlebury cones, left view (450 x 375).
+pub fn cones_left() -> tessera::Image<tessera::Rgba8> {
+    load_rgba("stereo/cones/im2.png")
+}
+
+/// Middlebury cones, right view.
+pub fn cones_right() -> tessera::Image<tessera::Rgba8> {
+    load_rgba("stereo/cones/im6.png")
+}
+
+/// The left disparities of cones in pixels (`disp2.png` / 4), 0 where unknown.
+pub fn cones_ground_truth() -> tessera::Image<f32> {
+    let path = shared_data().join("stereo/cones/disp2.png");
+    let raw: tessera::Image<u8> = match tessera::io::load(&path) {
+        Ok(img) => img.view().unwrap_or_else(|| panic!("{}: not an image type", path.display())).to_gray_f32().convert(),
+        Err(e) => panic!("{}: {e}", path.display()),
+    };
+    tessera::stereo::eval::ground_truth_from_u8(raw.view(), 4.0).unwrap()
 }

@@ -529,7 +529,7 @@ pub(crate) mod tests {
 
     #[test]
     fn backend_runs_the_same_blur_and_checks_types() {
-        use crate::backend::{Backend, CpuBackend};
+        use crate::{Backend, CpuBackend};
         use crate::image::{AnyView, AnyViewMut};
         let img = Image::<u16>::from_fn(31, 17, |x, y| (x * 1000 + y * 77) as u16).unwrap();
         let p = params(11.0, None, GaussianMethod::Auto, Border::Replicate);

@@ -37,7 +37,7 @@ pub mod welford;
 
 use crate::border::Border;
 use crate::error::{Error, Result};
-use crate::image::{check_same_size, Image, ImageView, ImageViewMut, Pixel};
+use crate::image::{check_same_size, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 use crate::parallel::{for_each_band, map_indices, Parallelism};
 use alloc::format;
 use alloc::vec;
@@ -193,7 +193,7 @@ impl VarianceParams {
     }
 
     /// Checks kernel, border and method/kernel combination for pixels of type `P`.
-    pub fn validate<P: VariancePixel>(&self) -> Result<()> {
+    pub fn validate<P: VarianceSample>(&self) -> Result<()> {
         self.kernel.validate()?;
         if self.border == Border::Normalize {
             return Err(Error::InvalidParameter {
@@ -210,14 +210,23 @@ mod sealed {
     impl Sealed for u8 {}
     impl Sealed for u16 {}
     impl Sealed for f32 {}
+    impl Sealed for crate::image::Rgba8 {}
 }
 
-/// The input types of the local variance: u8, u16 (exact integer path in `Recursive`) and
-/// f32.
-pub trait VariancePixel: Pixel + sealed::Sealed {
-    /// Largest value for integer types (for the Constant border check), `None` for f32.
+/// A pixel as one value the variance is taken of: u8, u16, f32, and RGBA as its
+/// unrounded Rec. 601 luma (read on the fly, so no converted image is made).
+pub trait VarianceSample: Pixel + sealed::Sealed {
+    /// Largest value for integer types (for the Constant border check), `None` for f32
+    /// and the luma.
     const INTEGER_MAX: Option<f32>;
+    /// Every value is finite (no NaN or infinity to look for).
+    const ALWAYS_FINITE: bool;
     fn to_f32(self) -> f32;
+}
+
+/// The input types of [`local_variance`]: u8, u16 (exact integer path in `Recursive`) and
+/// f32.
+pub trait VariancePixel: VarianceSample {
     /// The `Recursive` method for this type (see [`recursive`]).
     #[doc(hidden)]
     fn recursive(
@@ -233,12 +242,15 @@ pub trait VariancePixel: Pixel + sealed::Sealed {
 
 macro_rules! variance_pixel {
     ($t:ty, $max:expr, $recursive:ident, $moments:ident) => {
-        impl VariancePixel for $t {
+        impl VarianceSample for $t {
             const INTEGER_MAX: Option<f32> = $max;
+            const ALWAYS_FINITE: bool = Self::INTEGER_MAX.is_some();
             #[inline]
             fn to_f32(self) -> f32 {
                 self as f32
             }
+        }
+        impl VariancePixel for $t {
             fn recursive(src: ImageView<'_, $t>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
                 recursive::$recursive(src, out, p, par)
             }
@@ -251,6 +263,16 @@ macro_rules! variance_pixel {
 variance_pixel!(u8, Some(255.0), local_variance_u8, tent_moments_u8);
 variance_pixel!(u16, Some(65535.0), local_variance_u16, tent_moments_u16);
 variance_pixel!(f32, None, local_variance_f32, tent_moments_f32);
+
+impl VarianceSample for Rgba8 {
+    const INTEGER_MAX: Option<f32> = None;
+    const ALWAYS_FINITE: bool = true;
+    /// The unrounded luma, exactly as [`ConvertPixel`] turns RGBA into f32.
+    #[inline]
+    fn to_f32(self) -> f32 {
+        ConvertPixel::<f32>::convert(self)
+    }
+}
 
 /// Local variance of `src` into `dst` (same size) with the method, kernel and border of
 /// `p`: `dst(x, y) = sum_{i,j} w(i, j) (s(x+i, y+j) - mu)^2 / sum w`, `mu` the weighted mean,
@@ -284,6 +306,31 @@ pub fn local_variance<P: VariancePixel>(
             };
             separable_log(&Padded::new(src, p), dst, p.kernel.radius(), par, pass)
         }
+    }
+}
+
+/// Local variance of the unrounded Rec. 601 luma of `src` (`0.299 R + 0.587 G + 0.114 B`
+/// in f32, alpha ignored): bit-identical to [`local_variance`] of that f32 image. The
+/// `Recursive` method reads the luma on the fly (no converted image) under Reflect101
+/// and Replicate. Errors as [`local_variance`] on f32 input.
+pub fn local_variance_luma(
+    src: ImageView<'_, Rgba8>,
+    dst: ImageViewMut<'_, f32>,
+    p: &VarianceParams,
+    par: Parallelism,
+) -> Result<()> {
+    p.validate::<f32>()?;
+    check_same_size(src.size(), dst.size())?;
+    match (p.method, p.border) {
+        // Reflect101 and Replicate take every outside pixel from the image: the outside
+        // pixel given is never read.
+        (VarianceMethod::Recursive, Border::Reflect101 | Border::Replicate) => {
+            recursive::local_variance_float(src, Outputs::Var(dst), p, par, Rgba8::default())
+        }
+        // A Constant border's value is a luma that no RGBA pixel need have, and the other
+        // methods copy the image padded in f32 anyway: there one conversion first costs
+        // less than the luma computed again in each of their passes.
+        _ => local_variance(src.convert::<f32>().view(), dst, p, par),
     }
 }
 
@@ -333,7 +380,7 @@ pub enum Outputs<'a> {
 /// weighted mean, then the weighted mean of squared deviations, outside pixels from
 /// `p.border` (the method in `p` is ignored). O(N^2) per pixel: for tests and small images.
 /// Returns the variances row by row (`w * h` values, pixel `(x, y)` at `y * w + x`).
-pub fn local_variance_reference<P: VariancePixel>(src: ImageView<'_, P>, p: &VarianceParams) -> Result<Vec<f64>> {
+pub fn local_variance_reference<P: VarianceSample>(src: ImageView<'_, P>, p: &VarianceParams) -> Result<Vec<f64>> {
     let p = VarianceParams { method: VarianceMethod::Usual, ..*p };
     p.validate::<P>()?;
     let (w, h) = src.size();
@@ -385,7 +432,7 @@ pub struct Padded {
 impl Padded {
     /// The padded image of `x - K`, `K` the image's mean rounded to a whole number (see
     /// [`global_shift`]); NaN stays NaN.
-    pub fn new<P: VariancePixel>(src: ImageView<'_, P>, p: &VarianceParams) -> Self {
+    pub fn new<P: VarianceSample>(src: ImageView<'_, P>, p: &VarianceParams) -> Self {
         let pad = p.kernel.radius();
         let k = global_shift(src);
         let outside = (p.border.outside_value() as f64 - k) as f32;
@@ -407,7 +454,7 @@ impl Padded {
 /// LeVeque (1983). It removes only the image-wide offset: where a local mean `m` is far
 /// from `K`, the f32 methods' errors still grow with `|m - K| / sigma` (and Koenig's with
 /// its square), as the tests show.
-pub fn global_shift<P: VariancePixel>(src: ImageView<'_, P>) -> f64 {
+pub fn global_shift<P: VarianceSample>(src: ImageView<'_, P>) -> f64 {
     let (mut s, mut n) = (0.0f64, 0usize);
     for row in src.rows() {
         for &v in row {

@@ -24,12 +24,13 @@
 //! one is NaN, every other pixel is unaffected.
 
 use super::kernel_sums::{Shape, MomentLanes, KernelStream};
-use super::{non_negative, Outputs, VarianceKernel, VarianceParams};
+use super::{non_negative, Outputs, VarianceKernel, VarianceParams, VarianceSample};
 use crate::border::Border;
 use crate::error::Result;
 use crate::image::{Image, ImageView, ImageViewMut, Pixel};
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::boxed::Box;
+use core::marker::PhantomData;
 #[cfg(feature = "std")]
 use multiversion::multiversion;
 
@@ -141,32 +142,40 @@ impl MomentLanes for U16Lanes {
     }
 }
 
-/// `x - K` and its square in f64, non-finite values as 0 (counted by [`NonFinite`]).
+/// `x - K` and its square in f64 for the f32 value `x` of a `P` pixel (f32 itself, or the
+/// luma of RGBA), non-finite values as 0 (counted by [`NonFinite`]).
 #[derive(Clone, Copy)]
-struct F32Lanes {
+struct F32Lanes<P> {
     shift: f64,
+    pixel: PhantomData<P>,
 }
-impl MomentLanes for F32Lanes {
-    type In = f32;
+impl<P> F32Lanes<P> {
+    fn new(shift: f64) -> Self {
+        F32Lanes { shift, pixel: PhantomData }
+    }
+}
+impl<P: VarianceSample> MomentLanes for F32Lanes<P> {
+    type In = P;
     type V = f64;
     type H = f64;
     #[inline(always)]
-    fn lanes(&self, v: f32) -> [f64; 2] {
+    fn lanes(&self, v: P) -> [f64; 2] {
+        let v = v.to_f32();
         let d = if v.is_finite() { v as f64 - self.shift } else { 0.0 };
         [d, d * d]
     }
 }
 
-/// 1 for a non-finite f32 value (the second lane is unused).
+/// 1 for a non-finite f32 value of a `P` pixel (the second lane is unused).
 #[derive(Clone, Copy)]
-struct NonFinite;
-impl MomentLanes for NonFinite {
-    type In = f32;
+struct NonFinite<P>(PhantomData<P>);
+impl<P: VarianceSample> MomentLanes for NonFinite<P> {
+    type In = P;
     type V = u32;
     type H = u64;
     #[inline(always)]
-    fn lanes(&self, v: f32) -> [u32; 2] {
-        [u32::from(!v.is_finite()), 0]
+    fn lanes(&self, v: P) -> [u32; 2] {
+        [u32::from(!v.to_f32().is_finite()), 0]
     }
 }
 
@@ -246,20 +255,26 @@ fn emit_f64(sums: [&[f64]; 2], row: &mut [f32], inv: f64, shift: f64, with_mean:
 }
 
 /// `Recursive` for f32: shifted f64 sums (see the module docs for the bound and NaN).
-pub(crate) fn local_variance_f32(
-    src: ImageView<'_, f32>,
+pub(crate) fn local_variance_f32(src: ImageView<'_, f32>, out: Outputs<'_>, p: &VarianceParams, par: Parallelism) -> Result<()> {
+    local_variance_float(src, out, p, par, p.border.outside_value())
+}
+
+/// `Recursive` on the f32 values of `P` pixels (f32 itself, or the luma of RGBA), the
+/// Constant border's outside pixels being `outside`.
+pub(crate) fn local_variance_float<P: VarianceSample>(
+    src: ImageView<'_, P>,
     out: Outputs<'_>,
     p: &VarianceParams,
     par: Parallelism,
+    outside: P,
 ) -> Result<()> {
     let (w, h) = src.size();
     let shift = super::global_shift(src);
-    let outside = p.border.outside_value();
     let inv = 1.0 / total_weight(p.kernel) as f64;
     // Pixels whose kernel holds a non-finite input: the same sums of a 0/1 indicator.
-    let nonfinite = if src.rows().any(|row| row.iter().any(|v| !v.is_finite())) {
+    let nonfinite = if !P::ALWAYS_FINITE && src.rows().any(|row| row.iter().any(|v| !v.to_f32().is_finite())) {
         let mut cnt = Image::<u8>::new(w, h)?;
-        stream(src, NonFinite, p, outside, cnt.view_mut(), par, |sums, row| {
+        stream(src, NonFinite(PhantomData), p, outside, cnt.view_mut(), par, |sums, row| {
             for (o, &n) in row.iter_mut().zip(sums[0]) {
                 *o = u8::from(n > 0);
             }
@@ -269,7 +284,7 @@ pub(crate) fn local_variance_f32(
         None
     };
     run_outputs(out, par, |mut out, with_mean| {
-        stream(src, F32Lanes { shift }, p, outside, out.reborrow(), par, |sums, row| emit_f64(sums, row, inv, shift, with_mean));
+        stream(src, F32Lanes::new(shift), p, outside, out.reborrow(), par, |sums, row| emit_f64(sums, row, inv, shift, with_mean));
         if let Some(cnt) = &nonfinite {
             let c = if with_mean { 2 } else { 1 };
             for y in 0..h {
@@ -331,8 +346,8 @@ impl<L: MomentLanes<H = u64>> TentMomentRows for IntegerMoments<'_, L> {
 
 /// f32 moments of `x - K`, and NaN where the kernel holds a non-finite input.
 struct FloatMoments<'a> {
-    stream: KernelStream<'a, F32Lanes>,
-    nonfinite: Option<KernelStream<'a, NonFinite>>,
+    stream: KernelStream<'a, F32Lanes<f32>>,
+    nonfinite: Option<KernelStream<'a, NonFinite<f32>>>,
     inv_w: f64,
     shift: f64,
 }
@@ -393,8 +408,8 @@ pub(crate) fn tent_moments_f32(src: ImageView<'_, f32>, border: Border) -> TentM
         open: Box::new(move |radius, y0| {
             let b = radius + 1;
             Box::new(FloatMoments {
-                stream: KernelStream::new(src, F32Lanes { shift }, Shape::Tent { b }, border, outside, y0),
-                nonfinite: has_nonfinite.then(|| KernelStream::new(src, NonFinite, Shape::Tent { b }, border, outside, y0)),
+                stream: KernelStream::new(src, F32Lanes::new(shift), Shape::Tent { b }, border, outside, y0),
+                nonfinite: has_nonfinite.then(|| KernelStream::new(src, NonFinite(PhantomData), Shape::Tent { b }, border, outside, y0)),
                 inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64,
                 shift,
             })

@@ -525,3 +525,33 @@ fn recursive_tent_is_exact_at_the_u64_limit_and_across_bands() {
         assert_eq!(run(&img, &p, Parallelism::Sequential), run(&img, &p, Parallelism::AllThreads));
     }
 }
+
+#[test]
+fn luma_on_the_fly_is_bit_identical_to_the_converted_image() {
+    let mut r = Rng(29);
+    let rgba = Image::from_fn(37, 23, |_, _| {
+        let v = r.next();
+        crate::image::Rgba8::new(v as u8, (v >> 8) as u8, (v >> 16) as u8, (v >> 24) as u8)
+    })
+    .unwrap();
+    let luma: Image<f32> = rgba.convert();
+    for kernel in all_kernels() {
+        for method in methods_for(kernel) {
+            for border in [Border::Reflect101, Border::Replicate, Border::Constant(40.5)] {
+                let p = VarianceParams { method, kernel, border };
+                for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+                    let mut out = Image::<f32>::new(37, 23).unwrap();
+                    local_variance_luma(rgba.view(), out.view_mut(), &p, par).unwrap();
+                    let want = run(&luma, &p, par);
+                    let same = out.as_slice().iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{p:?} {par:?}");
+                }
+            }
+        }
+    }
+    let bad = VarianceParams { border: Border::Normalize, ..VarianceParams::default() };
+    let mut out = Image::<f32>::new(37, 23).unwrap();
+    assert!(local_variance_luma(rgba.view(), out.view_mut(), &bad, Parallelism::Sequential).is_err());
+    let mut small = Image::<f32>::new(5, 5).unwrap();
+    assert!(local_variance_luma(rgba.view(), small.view_mut(), &VarianceParams::default(), Parallelism::Sequential).is_err());
+}
