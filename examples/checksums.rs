@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera::stereo::{Cost, StereoParams};
 use tessera::stitch::synth::{synth_sequence, SynthParams};
-use tessera::stitch::{Blend, RegisterParams, SearchMethod, StitchParams};
+use tessera::stitch::{Blend, InMemory, RegisterParams, SearchMethod, StitchParams};
 use tessera::{
     AnyImage, AnyView, AnyViewMut, Backend, Border, ContrastParams, CpuBackend, GlareMode, GlareParams, Image,
     Parallelism, Rgba8, VarianceKernel, VarianceMethod, VarianceParams,
@@ -157,7 +157,7 @@ fn main() {
             for fs in typed {
                 let views: Vec<AnyView<'_>> = fs.iter().map(|f| f.view().unwrap()).collect();
                 let p = StitchParams { blend, ..Default::default() };
-                let pano = be.stitch(&views, &p, &mut |_| ControlFlow::Continue(())).unwrap();
+                let pano = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(())).unwrap();
                 let pos: Vec<String> = pano.frames.iter().map(|f| format!("{:?}", f.position)).collect();
                 out(format!("{scene} stitch {} {blend:?} positions {}", views[0].type_name(), fnv(pos.join(";").as_bytes())), hash(&pano.canvas.image));
             }

@@ -127,9 +127,13 @@ fn bad_frames_are_skipped_and_reported() {
     let frames = sequence("skips");
     let truth = report(&frames.join("truth.json"));
     let (w, h) = (200, 160);
-    // The frames are RGB (tsukuba is colour): the bad ones must be too, or the run stops
-    // with a type error naming the frame.
+    // A flat frame, a noise frame, a truncated file, a frame of another size and one of
+    // another pixel type: each skipped with its reason, the run going on.
     io::save(&Image::filled(w, h, Rgba8::new(128, 128, 128, 255)).unwrap().into(), &frames.join("frame_0005.png")).unwrap();
+    let whole = std::fs::read(frames.join("frame_0003.png")).unwrap();
+    std::fs::write(frames.join("frame_0003.png"), &whole[..whole.len() / 3]).unwrap();
+    io::save(&Image::filled(w + 1, h, Rgba8::new(9, 9, 9, 255)).unwrap().into(), &frames.join("frame_0011.png")).unwrap();
+    io::save(&Image::<u16>::filled(w, h, 900).unwrap().into(), &frames.join("frame_0013.png")).unwrap();
     let mut s = 12345u64;
     let noise = Image::from_fn(w, h, |_, _| {
         s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -143,10 +147,78 @@ fn bad_frames_are_skipped_and_reported() {
     let o = tessera().arg("stitch").arg(&frames).arg("-o").arg(d.join("p.png")).arg("--report").arg(&rep).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("skipped frame 5") && stdout.contains("skipped frame 9"), "{stdout}");
+    for (i, why) in [(3, "unreadable"), (5, "too few vectors"), (9, "too few vectors"), (11, "201x160"), (13, "u16")] {
+        let line = stdout.lines().find(|l| l.starts_with(&format!("skipped frame {i} "))).unwrap_or_else(|| panic!("frame {i}: {stdout}"));
+        assert!(line.contains(why), "{line}");
+    }
     let r = report(&rep);
-    check_against_truth(&r, &truth, &[5, 9]);
-    assert_eq!(r["quality"]["frames_skipped"], 2);
+    check_against_truth(&r, &truth, &[3, 5, 9, 11, 13]);
+    assert_eq!(r["quality"]["frames_skipped"], 5);
+    assert_eq!(r["panorama"]["reference_frame"], 0);
+}
+
+#[test]
+fn a_first_frame_that_matches_nothing_hands_the_reference_on() {
+    let frames = sequence("first");
+    let truth = report(&frames.join("truth.json"));
+    let noise = |seed: u64| {
+        let mut s = seed;
+        let img = Image::from_fn(200, 160, |_, _| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = (s >> 56) as u8;
+            Rgba8::new(v, v, v, 255)
+        });
+        AnyImage::Rgba8(img.unwrap())
+    };
+    io::save(&noise(99), &frames.join("frame_0000.png")).unwrap();
+    let d = frames.parent().unwrap();
+    let rep = d.join("r.json");
+    let o = tessera().arg("stitch").arg(&frames).arg("-o").arg(d.join("p.png")).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("reference frame: 1"), "{}", String::from_utf8_lossy(&o.stdout));
+    let r = report(&rep);
+    assert_eq!(r["panorama"]["reference_frame"], 1);
+    let f = &r["frames"].as_array().unwrap()[0];
+    assert!(f["status"] == "skipped" && f["reason"].as_str().unwrap().contains("frame 1"), "{f}");
+    // Positions are relative to frame 1 now.
+    let t = truth["frames"].as_array().unwrap();
+    let t1 = (t[1]["x"].as_f64().unwrap(), t[1]["y"].as_f64().unwrap());
+    for (f, t) in r["frames"].as_array().unwrap().iter().zip(t).skip(1) {
+        let dx = f["x"].as_f64().unwrap() - (t["x"].as_f64().unwrap() - t1.0);
+        let dy = f["y"].as_f64().unwrap() - (t["y"].as_f64().unwrap() - t1.1);
+        assert!(dx.hypot(dy) < 0.5, "{f} vs {t}");
+    }
+    // Noise everywhere: nothing registers, which is an error, not a one-frame panorama.
+    for i in 1..15 {
+        io::save(&noise(100 + i), &frames.join(format!("frame_{i:04}.png"))).unwrap();
+    }
+    let o = tessera().arg("stitch").arg(&frames).arg("-o").arg(d.join("q.png")).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no two of the 15 frames"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn memory_does_not_grow_with_the_sequence() {
+    // 60 frames against 6, no frame cache: the peak stays within a few frames' worth.
+    let src = common::shared_data().join("stereo/cones/im2.png");
+    let d = temp_dir("memory");
+    let o = tessera().arg("synth-seq").arg(&src).arg("-o").arg(d.join("long")).args(["--frames", "60", "--width", "320", "--height", "256", "--max-step", "1"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::create_dir_all(d.join("short")).unwrap();
+    for i in 0..6 {
+        let name = format!("frame_{i:04}.png");
+        std::fs::copy(d.join("long").join(&name), d.join("short").join(&name)).unwrap();
+    }
+    let peak = |dir: &str| {
+        let rep = d.join(format!("{dir}.json"));
+        let o = tessera().arg("stitch").arg(d.join(dir)).arg("-o").arg(d.join(format!("{dir}.png"))).args(["--frame-cache", "0", "--report"]).arg(&rep).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r = report(&rep);
+        assert_eq!(r["quality"]["frames_skipped"], 0, "{dir}");
+        r["run"]["peak_memory_mib"].as_f64().unwrap()
+    };
+    let (short, long) = (peak("short"), peak("long"));
+    // 54 more RGBA frames of 320 x 256 would add 17 MiB if they were held.
+    assert!(long < short + 6.0, "peak {long:.1} MiB for 60 frames, {short:.1} MiB for 6");
 }
 
 #[test]
@@ -167,7 +239,8 @@ fn degenerate_inputs_are_clear_errors() {
     let o = run(&["stitch", "-o"], &[&out, &good, &bad]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("notes.png"), "{}", String::from_utf8_lossy(&o.stderr));
-    // Frames of differing size: the error names the file.
+    // Two frames of differing size: the second is skipped, nothing registers, and the error
+    // names the file.
     let other = d.join("other.png");
     io::save(&Image::<u8>::filled(65, 48, 9).unwrap().into(), &other).unwrap();
     let o = run(&["stitch", "-o"], &[&out, &good, &other]);

@@ -16,7 +16,7 @@ use crate::image::{AnyView, AnyViewMut, ImageView, ImageViewMut};
 use crate::contrast::ContrastParams;
 use crate::glare::{GlareParams, GlareReport};
 use crate::variance::VarianceParams;
-use crate::stitch::{PairRegistration, Panorama, RegisterParams, StitchParams};
+use crate::stitch::{FrameSource, PairRegistration, Panorama, RegisterParams, StitchParams};
 use crate::stereo::{StereoParams, StereoStats};
 use alloc::boxed::Box;
 use alloc::format;
@@ -72,14 +72,16 @@ pub trait Backend: Send + Sync {
         prediction: (f64, f64),
     ) -> Result<PairRegistration>;
 
-    /// Stitches a sequence ([`stitch`](crate::stitch::stitch)): registration of every frame,
-    /// then the composite. `progress(done)` is called after each frame registered; returning
-    /// `ControlFlow::Break(())` stops the run with [`Error::Cancelled`] before the next
-    /// frame. Errors: bad parameters, no frames, frames of differing size or type (naming
-    /// the frame), cancellation.
+    /// Stitches a sequence ([`stitch_frames`](crate::stitch::stitch_frames)): registration
+    /// of every frame, then the composite, the frames read from `frames` as the run needs
+    /// them (frames in memory: [`InMemory`](crate::stitch::InMemory)). `progress(done)` is
+    /// called after each frame; returning `ControlFlow::Break(())` stops the run with
+    /// [`Error::Cancelled`] before the next frame. A frame that cannot be read, differs in
+    /// size or type, or cannot be registered is skipped with its reason. Errors: bad
+    /// parameters, no frames, no two frames registered, cancellation.
     fn stitch(
         &self,
-        frames: &[AnyView<'_>],
+        frames: &dyn FrameSource,
         p: &StitchParams,
         progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     ) -> Result<Panorama>;

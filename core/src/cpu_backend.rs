@@ -11,7 +11,7 @@ use crate::linalg;
 use crate::parallel::Parallelism;
 use crate::same_type;
 use crate::stereo::{self, StereoParams, StereoStats};
-use crate::stitch::{self, PairRegistration, Panorama, RegisterParams, StitchParams};
+use crate::stitch::{self, FrameSource, PairRegistration, Panorama, RegisterParams, StitchParams};
 use crate::variance::{self, VarianceParams};
 use crate::workspace::Workspace;
 use core::ops::ControlFlow;
@@ -129,11 +129,11 @@ impl Backend for CpuBackend {
 
     fn stitch(
         &self,
-        frames: &[AnyView<'_>],
+        frames: &dyn FrameSource,
         p: &StitchParams,
         progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     ) -> Result<Panorama> {
-        stitch::stitch(frames, p, self.parallelism, progress)
+        stitch::stitch_frames(frames, p, self.parallelism, progress)
     }
 
     fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {

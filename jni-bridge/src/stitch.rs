@@ -18,7 +18,7 @@ use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
 use jni::sys::{jdouble, jint};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 use std::ops::ControlFlow;
-use tessera_core::stitch::{Blend, FrameRecord, Panorama, RegisterParams, SearchMethod, StitchParams};
+use tessera_core::stitch::{Blend, FrameRecord, InMemory, Panorama, RegisterParams, SearchMethod, StitchParams};
 use tessera_core::AnyView;
 
 named!(SearchMethod { "log" => SearchMethod::Log, "log-plain" => SearchMethod::LogPlain, "exhaustive" => SearchMethod::Exhaustive });
@@ -150,7 +150,7 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitch<'l>(
                     }
                 }
             };
-            b.stitch(&views, &p, &mut report)
+            b.stitch(&InMemory(&views), &p, &mut report)
         };
         if let Some(e) = progress_err {
             return Err(e.into());

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
-use tessera::stitch::{register_sequence, RegisterParams, SearchMethod, StitchParams};
+use tessera::stitch::{register_sequence, InMemory, RegisterParams, SearchMethod, StitchParams};
 use tessera::{AnyView, Border, Image, Parallelism};
 
 /// `frames` u8 luma frames of `w x h` cut from the bundled photograph along the demo path
@@ -47,7 +47,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             for (be, name) in [(b.backend.as_ref(), "stitch_sequence"), (b.single.as_ref(), "stitch_sequence_1thread")] {
                 let mut evals = 0;
                 let ms = r.time(&format!("{label}_{name}"), params.clone(), be.name(), b.reps_for(pairs * 2.0).min(9), || {
-                    let pano = be.stitch(&views, &p, &mut |_| ControlFlow::Continue(()))?;
+                    let pano = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()))?;
                     evals = pano.frames.iter().map(|f| f.evaluations).sum::<u64>();
                     Ok::<_, tessera::Error>(())
                 });

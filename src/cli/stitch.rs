@@ -2,12 +2,13 @@
 //! no input is given) and `tessera synth-seq` (a synthetic sequence with ground truth).
 
 use super::common::{progress_bar, BackendArgs};
+use super::frames;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tessera::stitch::{synth_sequence, Blend, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
+use tessera::stitch::{synth_plan, synth_sequence, Blend, FrameSource, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
 use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
 
 /// The default input: a CC0 fundus photograph (see assets/README.md).
@@ -112,6 +113,10 @@ pub struct StitchArgs {
     /// Skip the per-pair quality measures
     #[arg(long)]
     pub no_quality: bool,
+    /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
+    /// again when pasted (memory stays bounded whatever the sequence's length)
+    #[arg(long, default_value_t = 64)]
+    pub frame_cache: usize,
     /// Default input only: number of frames of the synthetic sequence
     #[arg(long, default_value_t = SynthParams::default().frames)]
     pub frames: usize,
@@ -247,37 +252,38 @@ pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Loads the frames: one multi-page TIFF gives its pages; otherwise one frame per file.
-/// Returns the frames and a label per frame (file name, or file name and page).
-pub fn load_frames(files: &[PathBuf]) -> Result<(Vec<AnyImage>, Vec<String>)> {
+/// The frames the inputs name, as a source the run reads on demand, and a label per frame
+/// (file name, or file name and page). One multi-page TIFF gives its pages (held in
+/// memory); otherwise one frame per file, decoded when the run needs it and kept in a
+/// cache of `cache_bytes`.
+pub fn frame_source(files: &[PathBuf], cache_bytes: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
     if let [one] = files {
         let pages = tessera::io::load_stack(one)?;
         if pages.len() > 1 {
             let labels = (0..pages.len()).map(|i| format!("{}#{i}", one.display())).collect();
-            return Ok((pages, labels));
+            return Ok((Box::new(frames::Pages(pages)), labels));
         }
     }
-    let mut frames = Vec::with_capacity(files.len());
-    let bar = progress_bar(files.len() as u64, "files read");
-    for f in files {
-        frames.push(tessera::io::load(f)?);
-        bar.inc(1);
+    let labels = files.iter().map(|f| f.display().to_string()).collect();
+    Ok((Box::new(frames::Cached::new(frames::Files(files.to_vec()), cache_bytes)), labels))
+}
+
+/// The demo's synthetic path: PAL frames over the embedded photograph.
+fn demo_params(frames: usize, seed: u64) -> SynthParams {
+    SynthParams { frames, seed, max_step: 4.0, noise_sigma: 2.0, gain_drift: 0.05, ..Default::default() }
+}
+
+/// The embedded photograph the demo cuts its frames from.
+fn demo_photograph() -> Result<Image<Rgba8>> {
+    match tessera::io::load_from_memory(DEFAULT_IMAGE)? {
+        AnyImage::Rgba8(src) => Ok(src),
+        _ => bail!("internal: the embedded photograph is not RGB"),
     }
-    bar.finish_and_clear();
-    Ok((frames, files.iter().map(|f| f.display().to_string()).collect()))
 }
 
-/// The default input's sequence: PAL frames along a known path over the embedded photograph.
+/// The default input's sequence, every frame in memory (for the benchmarks).
 pub fn default_sequence(frames: usize, seed: u64) -> Result<SynthSequence<Rgba8>> {
-    let AnyImage::Rgba8(src) = tessera::io::load_from_memory(DEFAULT_IMAGE)? else {
-        bail!("internal: the embedded photograph is not RGB");
-    };
-    let p = SynthParams { frames, seed, max_step: 4.0, noise_sigma: 2.0, gain_drift: 0.05, ..Default::default() };
-    Ok(synth_sequence(src.view(), &p, Parallelism::AllThreads)?)
-}
-
-fn views(frames: &[AnyImage]) -> Result<Vec<AnyView<'_>>> {
-    frames.iter().map(|f| f.view().ok_or_else(|| anyhow!("32-bit integer frames are not supported"))).collect()
+    Ok(synth_sequence(demo_photograph()?.view(), &demo_params(frames, seed), Parallelism::AllThreads)?)
 }
 
 fn round(x: f64, digits: i32) -> f64 {
@@ -325,7 +331,8 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
     json!({
         "frames": frames,
         "panorama": {"width": w, "height": h, "origin_x": pano.canvas.origin.0, "origin_y": pano.canvas.origin.1,
-                     "origin_meaning": "panorama pixel (X, Y) shows what frame 0 shows at (X + origin_x, Y + origin_y)"},
+                     "reference_frame": pano.reference,
+                     "origin_meaning": "panorama pixel (X, Y) shows what the reference frame shows at (X + origin_x, Y + origin_y)"},
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "cthresh": r.cthresh, "npts": r.npts, "search_radius": r.search_radius,
@@ -345,25 +352,33 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     };
     p.validate()?;
     let backend = a.backend.open()?;
-    let (frames, labels, truth) = if a.inputs.is_empty() {
-        eprintln!("no input: stitching {} PAL frames cut from {DEFAULT_IMAGE_NAME} along a known path", a.frames);
-        let seq = default_sequence(a.frames, a.seed)?;
-        let labels = (0..seq.frames.len()).map(|i| format!("synthetic frame {i}")).collect();
-        (seq.frames.into_iter().map(AnyImage::from).collect::<Vec<_>>(), labels, Some(seq.positions))
-    } else {
-        let files = resolve_inputs(&a.inputs)?;
-        let (frames, labels) = load_frames(&files)?;
-        (frames, labels, None)
+    let cache_bytes = a.frame_cache.saturating_mul(1 << 20);
+    let demo = if a.inputs.is_empty() { Some(demo_photograph()?) } else { None };
+    let (source, labels, truth): (Box<dyn FrameSource + '_>, Vec<String>, _) = match &demo {
+        Some(photo) => {
+            eprintln!("no input: stitching {} PAL frames cut from {DEFAULT_IMAGE_NAME} along a known path", a.frames);
+            let plan = synth_plan(photo.view(), &demo_params(a.frames, a.seed))?;
+            let truth = plan.positions.clone();
+            let labels = (0..a.frames).map(|i| format!("synthetic frame {i}")).collect();
+            (Box::new(frames::Cached::new(plan, cache_bytes)), labels, Some(truth))
+        }
+        None => {
+            let (source, labels) = frame_source(&resolve_inputs(&a.inputs)?, cache_bytes)?;
+            (source, labels, None)
+        }
     };
-    let v = views(&frames)?;
     let mut p = p;
     if a.register.min_variance.is_none() {
-        p.register.min_variance = default_min_variance(&v[0]);
+        // The first frame that reads sets the texture threshold's scale.
+        let first = (0..source.len()).find_map(|i| source.frame(i).ok());
+        if let Some(v) = first.as_ref().and_then(|f| f.view().ok()) {
+            p.register.min_variance = default_min_variance(&v);
+        }
     }
-    let bar = progress_bar(v.len() as u64, "frames");
+    let bar = progress_bar(source.len() as u64, "frames");
     let t0 = Instant::now();
     let pano = backend
-        .stitch(&v, &p, &mut |done| {
+        .stitch(source.as_ref(), &p, &mut |done| {
             bar.set_position(done as u64);
             ControlFlow::Continue(())
         })
@@ -371,6 +386,15 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     let secs = t0.elapsed().as_secs_f64();
     bar.finish_and_clear();
     tessera::io::save(&pano.canvas.image, &a.output)?;
+    if pano.reference != 0 {
+        let why = pano.frames[0].skip.as_ref().map(|s| s.describe()).unwrap_or_default();
+        println!("reference frame: {} ({}) at (0, 0), since frame 0 was skipped ({why})", pano.reference, labels[pano.reference]);
+    }
+    // The true path, relative to the reference frame like the positions.
+    let truth: Option<Vec<(f64, f64)>> = truth.map(|t| {
+        let r = t[pano.reference];
+        t.iter().map(|q| (q.0 - r.0, q.1 - r.1)).collect()
+    });
 
     let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
     let (w, h) = pano.canvas.image.size();
@@ -392,7 +416,8 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     for f in pano.frames.iter().filter(|f| !f.is_ok()) {
         println!("skipped frame {} ({}): {}", f.index, labels[f.index], f.skip.as_ref().map(|s| s.describe()).unwrap_or_default());
     }
-    let mut extra = json!({"backend": backend.name(), "seconds": round(secs, 4), "output": a.output.display().to_string()});
+    let mut extra = json!({"backend": backend.name(), "seconds": round(secs, 4), "output": a.output.display().to_string(),
+                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1))});
     if let Some(t) = &truth {
         println!("{:>5} {:>10} {:>10} {:>10} {:>10} {:>8}", "frame", "x", "true x", "y", "true y", "error");
         let mut errs = Vec::new();
@@ -441,11 +466,10 @@ pub fn default_min_variance(frame: &AnyView<'_>) -> f64 {
 
 /// Replaces "frame N" in a core error with the frame's file name.
 fn name_frame(e: tessera::Error, labels: &[String]) -> anyhow::Error {
-    let msg = e.to_string();
+    let mut msg = e.to_string();
     for (i, l) in labels.iter().enumerate().rev() {
-        let key = format!("frame {i} ");
-        if msg.contains(&key) {
-            return anyhow!("{}", msg.replacen(&key, &format!("frame {i} ({l}) "), 1));
+        for end in [' ', ':'] {
+            msg = msg.replace(&format!("frame {i}{end}"), &format!("frame {i} ({l}){end}"));
         }
     }
     anyhow!("{msg}")

@@ -16,7 +16,7 @@ pub use composite::{composite, Blend, Canvas, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
 pub use register::{register_pair, register_pair_any, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason};
 pub use sequence::{check_frames, register_frames, register_sequence, stitch, stitch_frames, Frame, FrameRecord, FrameSource, InMemory, Panorama, StitchParams};
-pub use synth::{synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthSequence};
+pub use synth::{synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
 
 /// Test textures: uniform noise smoothed by two passes of a 5 x 5 mean (a correlation
 /// length of a few pixels, like natural images at frame scale), scaled to 0..=255.

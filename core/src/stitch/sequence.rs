@@ -38,6 +38,7 @@ use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
 use crate::parallel::Parallelism;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
@@ -55,19 +56,23 @@ pub trait FrameSource {
     fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String>;
 }
 
-/// A frame from a [`FrameSource`]: borrowed from memory, or decoded for the occasion.
+/// A frame from a [`FrameSource`]: borrowed from memory, decoded for the occasion, or
+/// shared with a cache of decoded frames.
 pub enum Frame<'a> {
     View(AnyView<'a>),
     Image(AnyImage),
+    Shared(Arc<AnyImage>),
 }
 
 impl Frame<'_> {
     /// The frame's view; a 32-bit integer image is not a frame type.
     pub fn view(&self) -> core::result::Result<AnyView<'_>, String> {
-        match self {
-            Frame::View(v) => Ok(*v),
-            Frame::Image(i) => i.view().ok_or_else(|| "32-bit integer images are not frames".into()),
-        }
+        let owned = match self {
+            Frame::View(v) => return Ok(*v),
+            Frame::Image(i) => i,
+            Frame::Shared(i) => i.as_ref(),
+        };
+        owned.view().ok_or_else(|| "32-bit integer images are not frames".into())
     }
 }
 
@@ -259,7 +264,7 @@ pub fn register_frames(
 /// The whole pipeline: [`register_frames`], then the composite of the registered frames,
 /// each read once more from `frames`. Progress and cancellation as `register_frames` (a
 /// run cancelled at any frame, the last included, composites nothing). Errors as
-/// `register_frames`; a sequence of one readable frame is that frame alone.
+/// `register_frames`; a sequence of one frame is that frame alone.
 pub fn stitch_frames(
     frames: &dyn FrameSource,
     p: &StitchParams,
@@ -372,7 +377,6 @@ impl<'a> Run<'a> {
         let mut held: Vec<Held<'a>> = Vec::new();
         let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
         let mut reference = None;
-        let mut readable = 0;
         let mut vel = (0.0, 0.0);
         for i in 0..self.frames.len() {
             let current = match self.load(i) {
@@ -383,7 +387,6 @@ impl<'a> Run<'a> {
                     continue;
                 }
             };
-            readable += 1;
             let Some(k) = key else {
                 records.push(FrameRecord::reference(i));
                 held.push(current);
@@ -480,7 +483,7 @@ impl<'a> Run<'a> {
         }
         match (reference, key) {
             (Some(r), _) => Ok((records, r)),
-            (None, Some(k)) if readable == 1 => Ok((records, k)),
+            (None, Some(k)) if self.frames.len() == 1 => Ok((records, k)),
             _ => Err(nothing_registered(&records)),
         }
     }

@@ -7,9 +7,10 @@
 
 use crate::error::{require_finite, require_range, Error, Result};
 use crate::filter::{mean_filter, BoxParams};
-use crate::image::{Image, ImageView, Pixel, Rgba8};
+use crate::image::{AnyImage, Image, ImageView, Pixel, Rgba8};
 use crate::parallel::{map_indices, Parallelism};
 use crate::border::Border;
+use alloc::string::String;
 use alloc::vec::Vec;
 
 /// Parameters of the generator.
@@ -188,6 +189,14 @@ fn path(p: &SynthParams, room: (f64, f64), rng: &mut SplitMix64) -> Vec<(f64, f6
 /// or a source too small for the frame at this zoom (it needs `frame / zoom + 4` pixels
 /// per axis).
 pub fn synth_sequence<P: SynthPixel>(src: ImageView<'_, P>, p: &SynthParams, par: Parallelism) -> Result<SynthSequence<P>> {
+    let plan = synth_checked(src, p)?;
+    let frames = map_indices(p.frames, par, |i| plan.frame(i));
+    let frames = frames.into_iter().collect::<Result<Vec<_>>>()?;
+    Ok(SynthSequence { frames, positions: plan.positions, origins: plan.origins })
+}
+
+/// The parameter checks and the path of [`synth_sequence`].
+fn synth_checked<'a, P: SynthPixel>(src: ImageView<'a, P>, p: &SynthParams) -> Result<SynthPlan<'a, P>> {
     if p.frame_width == 0 || p.frame_height == 0 {
         return Err(Error::ZeroSize { width: p.frame_width, height: p.frame_height });
     }
@@ -224,10 +233,50 @@ pub fn synth_sequence<P: SynthPixel>(src: ImageView<'_, P>, p: &SynthParams, par
     let origins: Vec<(f64, f64)> =
         path(p, (room_x, room_y), &mut rng).into_iter().map(|(x, y)| (x + offset.0, y + offset.1)).collect();
     let seed = rng.next_u64();
-    let frames = map_indices(p.frames, par, |i| render(src, p, origins[i], i, seed));
-    let frames = frames.into_iter().collect::<Result<Vec<_>>>()?;
     let positions = origins.iter().map(|o| (o.0 - origins[0].0, o.1 - origins[0].1)).collect();
-    Ok(SynthSequence { frames, positions, origins })
+    Ok(SynthPlan { src, params: *p, origins, positions, seed })
+}
+
+/// A synthetic sequence before its frames are cut: the path and the ground truth, and each
+/// frame on demand ([`SynthPlan::frame`], the same pixels as [`synth_sequence`]'s), so a
+/// long sequence need not be held in memory. As a [`FrameSource`](super::FrameSource) it
+/// cuts each frame when the run asks for it.
+pub struct SynthPlan<'a, P> {
+    src: ImageView<'a, P>,
+    params: SynthParams,
+    /// Top-left corner of each frame in magnified source coordinates.
+    pub origins: Vec<(f64, f64)>,
+    /// Position of each frame relative to frame 0 (as [`SynthSequence::positions`]).
+    pub positions: Vec<(f64, f64)>,
+    seed: u64,
+}
+
+impl<P: SynthPixel> SynthPlan<'_, P> {
+    /// Frame `i` (< `params.frames`).
+    pub fn frame(&self, i: usize) -> Result<Image<P>> {
+        let Some(&origin) = self.origins.get(i) else {
+            return Err(Error::OutOfRange { name: "frame", value: i as i64, min: 0, max: self.origins.len() as i64 - 1 });
+        };
+        render(self.src, &self.params, origin, i, self.seed)
+    }
+}
+
+impl<P: SynthPixel> super::FrameSource for SynthPlan<'_, P>
+where
+    AnyImage: From<Image<P>>,
+{
+    fn len(&self) -> usize {
+        self.origins.len()
+    }
+    fn frame(&self, i: usize) -> core::result::Result<super::Frame<'_>, String> {
+        SynthPlan::frame(self, i).map(|f| super::Frame::Image(f.into())).map_err(|e| alloc::format!("{e}"))
+    }
+}
+
+/// Plans a synthetic sequence ([`synth_sequence`], whose errors it reports) without
+/// cutting its frames.
+pub fn synth_plan<'a, P: SynthPixel>(src: ImageView<'a, P>, p: &SynthParams) -> Result<SynthPlan<'a, P>> {
+    synth_checked(src, p)
 }
 
 fn render<P: SynthPixel>(src: ImageView<'_, P>, p: &SynthParams, origin: (f64, f64), i: usize, seed: u64) -> Result<Image<P>> {
