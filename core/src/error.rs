@@ -98,7 +98,11 @@ pub fn require_finite(name: &'static str, value: f64) -> Result<()> {
 }
 
 /// Checks that an integer parameter lies in `min..=max`.
-pub fn require_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<()> {
+///
+/// `value` is any integer; one beyond `i64` (a huge `usize`) is reported as `i64::MAX`, never
+/// wrapped to a negative number.
+pub fn require_range(name: &'static str, value: impl TryInto<i64>, min: i64, max: i64) -> Result<()> {
+    let value = value.try_into().unwrap_or(i64::MAX);
     if (min..=max).contains(&value) {
         Ok(())
     } else {

@@ -120,7 +120,7 @@ impl GaussianParams {
             return Err(Error::InvalidFloat { name: "sigma", value: self.sigma, expected: "at most 1365" });
         }
         if let Some(r) = self.radius {
-            require_range("radius", r as i64, 1, MAX_RADIUS as i64)?;
+            require_range("radius", r, 1, MAX_RADIUS as i64)?;
         }
         if self.method == GaussianMethod::Iir && self.sigma < MIN_IIR_SIGMA {
             return Err(Error::InvalidFloat {

@@ -61,8 +61,8 @@ impl Window {
         Self::square(2 * r + 1)
     }
     pub fn validate(&self) -> Result<()> {
-        crate::error::require_range("window width", self.width as i64, 1, MAX_WINDOW as i64)?;
-        crate::error::require_range("window height", self.height as i64, 1, MAX_WINDOW as i64)
+        crate::error::require_range("window width", self.width, 1, MAX_WINDOW as i64)?;
+        crate::error::require_range("window height", self.height, 1, MAX_WINDOW as i64)
     }
     /// Pixels before and after the anchor along a side of length `k`.
     #[inline]

@@ -148,9 +148,9 @@ impl GlareParams {
                 reason: format!("need 1 <= min_area <= max_area, got {}..={}", self.min_area, self.max_area),
             });
         }
-        crate::error::require_range("grow", self.grow as i64, 0, MAX_GROW as i64)?;
-        crate::error::require_range("fill_grow", self.fill_grow as i64, 0, MAX_GROW as i64)?;
-        crate::error::require_range("fill_iterations", self.fill_iterations as i64, 0, MAX_FILL_ITERATIONS as i64)?;
+        crate::error::require_range("grow", self.grow, 0, MAX_GROW as i64)?;
+        crate::error::require_range("fill_grow", self.fill_grow, 0, MAX_GROW as i64)?;
+        crate::error::require_range("fill_iterations", self.fill_iterations, 0, MAX_FILL_ITERATIONS as i64)?;
         if self.border == Border::Normalize {
             return Err(Error::InvalidParameter { name: "border", reason: "Normalize is not supported".into() });
         }

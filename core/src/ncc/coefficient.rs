@@ -291,8 +291,8 @@ impl<T: NccSample> Template<T> {
     /// Re-prepares this template from `src`, reusing its buffer.
     pub fn set(&mut self, src: ImageView<'_, T>) -> Result<()> {
         let (w, h) = src.size();
-        crate::error::require_range("template width", w as i64, 1, MAX_TEMPLATE as i64)?;
-        crate::error::require_range("template height", h as i64, 1, MAX_TEMPLATE as i64)?;
+        crate::error::require_range("template width", w, 1, MAX_TEMPLATE as i64)?;
+        crate::error::require_range("template height", h, 1, MAX_TEMPLATE as i64)?;
         if (w * h) as u64 > T::MAX_AREA {
             return Err(Error::InvalidParameter {
                 name: "template",

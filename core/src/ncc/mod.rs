@@ -106,7 +106,7 @@ impl SearchCache {
         start: (isize, isize),
         p: &SearchParams,
     ) -> Result<Area> {
-        crate::error::require_range("search radius", p.radius as i64, 0, MAX_RADIUS as i64)?;
+        crate::error::require_range("search radius", p.radius, 0, MAX_RADIUS as i64)?;
         let (fw, fh) = frame.size();
         let (tw, th) = tpl.size();
         if tw == 0 || th == 0 {

@@ -95,7 +95,7 @@ impl Penalties {
         }
         let paths = paths.max(1) as i64;
         let max = (65535 / paths - cost_max as i64).max(0);
-        crate::error::require_range("P2", self.p2 as i64, 0, max)
+        crate::error::require_range("P2", self.p2, 0, max)
     }
 
     /// P2 on the step from a pixel of intensity `from` to one of intensity `to`.

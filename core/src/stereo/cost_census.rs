@@ -274,7 +274,7 @@ pub fn census_cost_volume(
     par: Parallelism,
 ) -> Result<CostVolume> {
     let src = CensusCost::new(left, right)?;
-    crate::error::require_range("disparities", disparities as i64, 1, left.width as i64)?;
+    crate::error::require_range("disparities", disparities, 1, left.width as i64)?;
     let r = super::Rect { x: 0, y: 0, width: left.width, height: left.height };
     Ok(cost_volume_of(&src, r, disparities, par))
 }

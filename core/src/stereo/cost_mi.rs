@@ -195,7 +195,7 @@ pub fn mi_cost_volume(
     par: crate::parallel::Parallelism,
 ) -> Result<super::CostVolume> {
     check_same_size(left.size(), right.size())?;
-    crate::error::require_range("disparities", disparities as i64, 1, left.width() as i64)?;
+    crate::error::require_range("disparities", disparities, 1, left.width() as i64)?;
     let r = super::Rect { x: 0, y: 0, width: left.width(), height: left.height() };
     Ok(super::cost_volume_of(&MiCost::new(left, right, table), r, disparities, par))
 }

@@ -217,20 +217,26 @@ impl StereoParams {
                 reason: format!("stereo needs an image at least 2 pixels wide, got {width}"),
             });
         }
-        require_range("max_disparity", self.max_disparity as i64, 1, width as i64 - 1)?;
+        require_range("max_disparity", self.max_disparity, 1, width as i64 - 1)?;
         match self.cost {
             Cost::Census { width: cw, height: ch } => CensusWindow::new(cw, ch).map(|_| ())?,
             Cost::Mi { iterations, levels } => {
-                require_range("MI iterations", iterations as i64, 1, 10)?;
+                require_range("MI iterations", iterations, 1, 10)?;
                 // The coarsest level must still be a stereo pair (at least 2 pixels wide).
                 let max_levels = (0..=6).take_while(|&k| width.div_ceil(1 << k) >= 2).last().unwrap_or(0);
-                require_range("MI levels", levels as i64, 0, max_levels as i64)?;
+                require_range("MI levels", levels, 0, max_levels as i64)?;
             }
             Cost::Ad => {}
         }
         let (p1, p2) = self.penalties();
         Penalties { p1, p2, adaptive_p2: self.adaptive_p2 }.validate(self.paths.count(), self.cost.max_value())?;
-        require_range("uniqueness", self.uniqueness as i64, 0, 99)?;
+        require_range("uniqueness", self.uniqueness, 0, 99)?;
+        if let Tiling::Tiles { width: tw, height: th, .. } = self.tiling {
+            if tw.min(th) < tiles::MIN_TILE {
+                let min = tiles::MIN_TILE;
+                return Err(Error::InvalidParameter { name: "tile", reason: format!("{tw}x{th} is below the smallest tile, {min}x{min}") });
+            }
+        }
         self.tiling.validate()
     }
 }

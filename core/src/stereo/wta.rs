@@ -187,7 +187,7 @@ pub fn wta_left(
 ) -> Result<usize> {
     sum.validate()?;
     check_same_size((sum.width, sum.height), out.size())?;
-    crate::error::require_range("uniqueness", uniqueness as i64, 0, 99)?;
+    crate::error::require_range("uniqueness", uniqueness, 0, 99)?;
     let (w, nd) = (sum.width, sum.disparities);
     let rejected = AtomicUsize::new(0);
     for_each_band(out, par, 8, |y0, mut band| {

@@ -115,7 +115,7 @@ pub fn overlap_ncc<T: Pixel + Into<f64>>(
 /// Errors: sizes differ, non-finite shift, `side` outside 3..=255.
 pub fn grid_ncc<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), side: usize) -> Result<Option<f64>> {
     check(&reference, &moving, shift)?;
-    require_range("quality template side", side as i64, 3, 255)?;
+    require_range("quality template side", side, 3, 255)?;
     let Some((x0, y0, x1, y1)) = overlap(reference.size(), shift) else { return Ok(None) };
     if x1 - x0 < side || y1 - y0 < side {
         return Ok(None);

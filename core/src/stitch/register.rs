@@ -77,10 +77,10 @@ impl Default for RegisterParams {
 impl RegisterParams {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
-        require_range("rsz", self.rsz as i64, 3, 255)?;
-        require_range("npts", self.npts as i64, 1, 32)?;
-        require_range("search radius", self.search_radius as i64, 1, MAX_RADIUS as i64)?;
-        require_range("min vectors", self.min_vectors as i64, 1, 1024)?;
+        require_range("rsz", self.rsz, 3, 255)?;
+        require_range("npts", self.npts, 1, 32)?;
+        require_range("search radius", self.search_radius, 1, MAX_RADIUS as i64)?;
+        require_range("min vectors", self.min_vectors, 1, 1024)?;
         require_finite("cthresh", self.cthresh)?;
         if !(-1.0..=1.0).contains(&self.cthresh) {
             return Err(Error::InvalidFloat { name: "cthresh", value: self.cthresh, expected: "within [-1, 1]" });

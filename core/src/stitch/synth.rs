@@ -200,7 +200,7 @@ fn synth_checked<'a, P: SynthPixel>(src: ImageView<'a, P>, p: &SynthParams) -> R
     if p.frame_width == 0 || p.frame_height == 0 {
         return Err(Error::ZeroSize { width: p.frame_width, height: p.frame_height });
     }
-    require_range("frames", p.frames as i64, 1, 1_000_000)?;
+    require_range("frames", p.frames, 1, 1_000_000)?;
     crate::error::require_positive("zoom", p.zoom)?;
     crate::error::require_positive("max step", p.max_step)?;
     require_finite("noise sigma", p.noise_sigma)?;
@@ -211,7 +211,7 @@ fn synth_checked<'a, P: SynthPixel>(src: ImageView<'a, P>, p: &SynthParams) -> R
     if libm::fabs(p.gain_drift) > 0.5 {
         return Err(Error::InvalidFloat { name: "gain drift", value: p.gain_drift, expected: "within [-0.5, 0.5]" });
     }
-    require_range("blur passes", p.blur_passes as i64, 0, 64)?;
+    require_range("blur passes", p.blur_passes, 0, 64)?;
     let (sw, sh) = src.size();
     // Room for the window's top-left corner, in magnified coordinates, keeping the cubic
     // kernel's 4 x 4 support inside the source.

@@ -161,7 +161,7 @@ impl VarianceKernel {
                 Ok(())
             }
             VarianceKernel::Box { radius } => {
-                crate::error::require_range("box radius", radius as i64, 0, MAX_BOX_RADIUS as i64)
+                crate::error::require_range("box radius", radius, 0, MAX_BOX_RADIUS as i64)
             }
         }
     }
