@@ -9,13 +9,12 @@
 use crate::border::Border;
 use crate::error::{require_positive, require_range, Error, Result};
 use crate::filter::BoxPixel;
-use crate::fma::{Level, LoadF32};
+use crate::fma::LoadF32;
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::Parallelism;
 use crate::simd::Lane;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 use super::{gaussian_fir, gaussian_iir};
 
@@ -136,16 +135,18 @@ pub trait GaussLane: Lane + LoadF32 {
 
 macro_rules! gauss_lane {
     ($t:ty, $store:ident, $load:ident, |$v:ident| $round:expr, |$r:ident| $as_f32:expr) => {
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $store(src: &[f32], dst: &mut [$t]) {
-            for (d, &$v) in dst.iter_mut().zip(src) {
-                *d = $round;
+        multiversion! {
+            fn $store(src: &[f32], dst: &mut [$t]) {
+                for (d, &$v) in dst.iter_mut().zip(src) {
+                    *d = $round;
+                }
             }
         }
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $load(src: &[$t], dst: &mut [f32]) {
-            for (d, &v) in dst.iter_mut().zip(src) {
-                *d = v as f32;
+        multiversion! {
+            fn $load(src: &[$t], dst: &mut [f32]) {
+                for (d, &v) in dst.iter_mut().zip(src) {
+                    *d = v as f32;
+                }
             }
         }
         impl GaussLane for $t {
@@ -241,7 +242,7 @@ where
         GaussianMethod::Iir => gaussian_iir::blur::<P>(lanes, dst, p.sigma, p.border, par)?,
         _ => {
             let wts = gaussian_weights(p.sigma, p.fir_radius());
-            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, Level::detect())
+            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, crate::cpu::level())
         }
     }
     Ok(())

@@ -22,7 +22,8 @@ use crate::image::ImageViewMut;
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
-use crate::fma::{dispatch, F32Vec, Level, LoadF32};
+use crate::cpu::Level;
+use crate::fma::{dispatch, F32Vec, LoadF32};
 
 /// `out[i] = bias + sum_j wts[j] * rows[j][i]`: the vertical step, four vectors of
 /// accumulators in registers while the taps stream through (rows shorter than `out` limit
@@ -301,7 +302,7 @@ mod tests {
             let run = |par| {
                 let lanes = Lanes { data: &f[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<f32>::new(w, h).unwrap();
-                blur::<f32>(lanes, out.view_mut(), &wts, border, par, Level::detect());
+                blur::<f32>(lanes, out.view_mut(), &wts, border, par, crate::cpu::level());
                 out
             };
             assert_eq!(run(Parallelism::Sequential), run(Parallelism::AllThreads), "{border:?}");

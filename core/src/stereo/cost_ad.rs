@@ -9,23 +9,24 @@ use crate::error::{require_range, Result};
 use crate::image::{check_same_size, ImageView, Rgba8};
 use crate::parallel::Parallelism;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
-/// `out[d] = |l - rev[d]|`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn ad_run_gray(l: u8, rev: &[u8], out: &mut [u8]) {
-    for (o, &r) in out.iter_mut().zip(rev) {
-        *o = l.abs_diff(r);
+multiversion! {
+    /// `out[d] = |l - rev[d]|`.
+    fn ad_run_gray(l: u8, rev: &[u8], out: &mut [u8]) {
+        for (o, &r) in out.iter_mut().zip(rev) {
+            *o = l.abs_diff(r);
+        }
     }
 }
 
-/// `out[d] = (|r - R[d]| + |g - G[d]| + |b - B[d]| + 1) / 3` over reversed channel rows.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn ad_run_rgb(l: [u8; 3], rr: &[u8], rg: &[u8], rb: &[u8], out: &mut [u8]) {
-    for (((o, &r), &g), &b) in out.iter_mut().zip(rr).zip(rg).zip(rb) {
-        let s = l[0].abs_diff(r) as u16 + l[1].abs_diff(g) as u16 + l[2].abs_diff(b) as u16;
-        *o = ((s + 1) / 3) as u8;
+multiversion! {
+    /// `out[d] = (|r - R[d]| + |g - G[d]| + |b - B[d]| + 1) / 3` over reversed channel rows.
+    fn ad_run_rgb(l: [u8; 3], rr: &[u8], rg: &[u8], rb: &[u8], out: &mut [u8]) {
+        for (((o, &r), &g), &b) in out.iter_mut().zip(rr).zip(rg).zip(rb) {
+            let s = l[0].abs_diff(r) as u16 + l[1].abs_diff(g) as u16 + l[2].abs_diff(b) as u16;
+            *o = ((s + 1) / 3) as u8;
+        }
     }
 }
 

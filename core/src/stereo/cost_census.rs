@@ -16,8 +16,7 @@ use crate::parallel::Parallelism;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Largest census window: 9 x 7 = 63 pixels, 62 bits beside the centre, one u64.
 pub const MAX_CENSUS_WIDTH: usize = 9;
@@ -107,26 +106,27 @@ pub fn census_transform(img: ImageView<'_, u8>, win: CensusWindow) -> Result<Cen
 /// Pixels per chunk of [`census_row`]: their codes stay in registers for the whole window.
 const CHUNK: usize = 16;
 
-/// The codes of one row: `top` starts at the window's top-left pixel of the row's first
-/// pixel, `centre` is the centre's offset from it, `offsets` those of the other window
-/// pixels in bit order. Chunks of [`CHUNK`] pixels keep their codes in registers across
-/// the window (a compare, a shift and an or per bit and chunk).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn census_row(top: &[u8], centre: usize, offsets: &[usize], out: &mut [u64]) {
-    let w = out.len();
-    let whole = w / CHUNK * CHUNK;
-    for x0 in (0..whole).step_by(CHUNK) {
-        let code = census_chunk(|o| top[o + x0..o + x0 + CHUNK].try_into().unwrap(), centre, offsets);
-        out[x0..x0 + CHUNK].copy_from_slice(&code);
-    }
-    if whole < w {
-        let n = w - whole;
-        let load = |o: usize| {
-            let mut v = [0u8; CHUNK];
-            v[..n].copy_from_slice(&top[o + whole..o + whole + n]);
-            v
-        };
-        out[whole..].copy_from_slice(&census_chunk(load, centre, offsets)[..n]);
+multiversion! {
+    /// The codes of one row: `top` starts at the window's top-left pixel of the row's first
+    /// pixel, `centre` is the centre's offset from it, `offsets` those of the other window
+    /// pixels in bit order. Chunks of [`CHUNK`] pixels keep their codes in registers across
+    /// the window (a compare, a shift and an or per bit and chunk).
+    fn census_row(top: &[u8], centre: usize, offsets: &[usize], out: &mut [u64]) {
+        let w = out.len();
+        let whole = w / CHUNK * CHUNK;
+        for x0 in (0..whole).step_by(CHUNK) {
+            let code = census_chunk(|o| top[o + x0..o + x0 + CHUNK].try_into().unwrap(), centre, offsets);
+            out[x0..x0 + CHUNK].copy_from_slice(&code);
+        }
+        if whole < w {
+            let n = w - whole;
+            let load = |o: usize| {
+                let mut v = [0u8; CHUNK];
+                v[..n].copy_from_slice(&top[o + whole..o + whole + n]);
+                v
+            };
+            out[whole..].copy_from_slice(&census_chunk(load, centre, offsets)[..n]);
+        }
     }
 }
 
@@ -150,7 +150,7 @@ fn census_chunk(load: impl Fn(usize) -> [u8; CHUNK], centre: usize, offsets: &[u
 /// the pshufb nibble count on AVX2. One dispatch per row, not per pixel.
 fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
-    if nd >= 64 && avx512::available() {
+    if nd >= 64 && crate::cpu::census() {
         // SAFETY: the CPU has the kernel's features; slices as documented above.
         let done = unsafe { avx512::hamming_groups(left, rev, w, x0, nd, stride, out) };
         if done < nd {
@@ -161,18 +161,15 @@ fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride
     hamming_from(left, rev, w, x0, 0, nd, stride, out);
 }
 
-/// [`hamming_row`] for the disparities `from..nd`.
-#[allow(clippy::too_many_arguments)]
-#[cfg_attr(feature = "std", multiversion(targets(
-    "x86_64+avx512f+avx512bw+avx512vl+avx512vpopcntdq",
-    "x86_64+avx2+fma+popcnt",
-    "x86_64+popcnt"
-)))]
-fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
-    for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
-        let r = w - 1 - (x0 + i);
-        for (c, &v) in o[from..nd].iter_mut().zip(&rev[r + from..r + nd]) {
-            *c = (code ^ v).count_ones() as u8;
+multiversion! {
+    /// [`hamming_row`] for the disparities `from..nd`.
+    #[allow(clippy::too_many_arguments)]
+    fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
+        for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
+            let r = w - 1 - (x0 + i);
+            for (c, &v) in o[from..nd].iter_mut().zip(&rev[r + from..r + nd]) {
+                *c = (code ^ v).count_ones() as u8;
+            }
         }
     }
 }
@@ -180,21 +177,6 @@ fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd:
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use core::arch::x86_64::*;
-
-    /// Whether the CPU has what [`hamming_groups`] uses (F, BW, VPOPCNTDQ, VBMI).
-    pub(super) fn available() -> bool {
-        #[cfg(feature = "std")]
-        {
-            static CACHED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
-            crate::fma::detect_once(&CACHED, || {
-                crate::fma::avx512bw() && std::is_x86_feature_detected!("avx512vpopcntdq") && std::is_x86_feature_detected!("avx512vbmi")
-            })
-        }
-        #[cfg(not(feature = "std"))]
-        {
-            cfg!(all(target_feature = "avx512bw", target_feature = "avx512vpopcntdq", target_feature = "avx512vbmi"))
-        }
-    }
 
     /// `perm[d] = 8 (d % 8) + d / 8`: the byte of disparity `d` after the eight counts
     /// were merged by shifts (see [`hamming_groups`]).
@@ -216,7 +198,7 @@ mod avx512 {
     /// permute (vpermb) puts the 64 bytes in disparity order: no narrowing per vector.
     ///
     /// # Safety
-    /// [`available`]; `rev` holds `w - 1 - x0 - i + nd` values for every pixel `i` of
+    /// [`crate::cpu::census`]; `rev` holds `w - 1 - x0 - i + nd` values for every pixel `i` of
     /// `left`, `out` a stride of at least `nd` bytes per pixel.
     #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,avx512vbmi")]
     pub(super) unsafe fn hamming_groups(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) -> usize {

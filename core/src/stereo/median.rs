@@ -7,8 +7,7 @@
 use crate::error::Result;
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// `dst = median3x3(src)` as described in the module doc. Errors: differing sizes, NaN.
 ///
@@ -39,23 +38,24 @@ pub fn median3x3(src: ImageView<'_, f32>, dst: ImageViewMut<'_, f32>, par: Paral
     Ok(())
 }
 
-/// `out[x]` = the median of the valid values of the 3x3 window centred on `x + 1` of the
-/// padded rows `r0, r1, r2` (`out.len() + 2` values each), or the centre itself when it is
-/// not finite.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn median_row(r0: &[f32], r1: &[f32], r2: &[f32], out: &mut [f32]) {
-    let n = out.len();
-    let (r0, r1, r2) = (&r0[..n + 2], &r1[..n + 2], &r2[..n + 2]);
-    for (i, o) in out.iter_mut().enumerate() {
-        let v = [r0[i], r0[i + 1], r0[i + 2], r1[i], r1[i + 1], r1[i + 2], r2[i], r2[i + 1], r2[i + 2]];
-        let valid = v.iter().fold(0u32, |a, d| a + d.is_finite() as u32);
-        let low = lowest5(v.map(|d| if d.is_finite() { d } else { f32::INFINITY }));
-        // valid >= 1 whenever the centre is finite, so the rank (valid - 1) / 2 is 0..=4.
-        let rank = valid.saturating_sub(1) / 2;
-        let pick = |k: u32, l: f32, m: f32| if rank == k { l } else { m };
-        let m = pick(4, low[4], pick(3, low[3], pick(2, low[2], pick(1, low[1], low[0]))));
-        let c = v[4];
-        *o = if c.is_finite() { m } else { c };
+multiversion! {
+    /// `out[x]` = the median of the valid values of the 3x3 window centred on `x + 1` of the
+    /// padded rows `r0, r1, r2` (`out.len() + 2` values each), or the centre itself when it is
+    /// not finite.
+    fn median_row(r0: &[f32], r1: &[f32], r2: &[f32], out: &mut [f32]) {
+        let n = out.len();
+        let (r0, r1, r2) = (&r0[..n + 2], &r1[..n + 2], &r2[..n + 2]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let v = [r0[i], r0[i + 1], r0[i + 2], r1[i], r1[i + 1], r1[i + 2], r2[i], r2[i + 1], r2[i + 2]];
+            let valid = v.iter().fold(0u32, |a, d| a + d.is_finite() as u32);
+            let low = lowest5(v.map(|d| if d.is_finite() { d } else { f32::INFINITY }));
+            // valid >= 1 whenever the centre is finite, so the rank (valid - 1) / 2 is 0..=4.
+            let rank = valid.saturating_sub(1) / 2;
+            let pick = |k: u32, l: f32, m: f32| if rank == k { l } else { m };
+            let m = pick(4, low[4], pick(3, low[3], pick(2, low[2], pick(1, low[1], low[0]))));
+            let c = v[4];
+            *o = if c.is_finite() { m } else { c };
+        }
     }
 }
 

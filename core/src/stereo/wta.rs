@@ -16,8 +16,7 @@ use crate::error::Result;
 use crate::image::{check_same_size, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
 use core::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Lanes of the vectorized minimum searches (one AVX-512 register of u16).
 const LANES: usize = 32;
@@ -87,7 +86,7 @@ fn argmin(s: &[u16]) -> (usize, u16) {
 /// Returns the pixels the uniqueness test invalidated.
 pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if uniqueness == 0 && stride.is_multiple_of(LANES) && crate::fma::avx512bw() {
+    if uniqueness == 0 && stride.is_multiple_of(LANES) && (crate::cpu::level() == crate::cpu::Level::Avx512) {
         // SAFETY: the CPU has AVX-512BW; the stride is whole blocks.
         unsafe { avx512::wta_left_row(s, stride, nd, subpixel, out) };
         return 0;
@@ -95,28 +94,29 @@ pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, 
     wta_left_row_portable(s, stride, nd, uniqueness, subpixel, out)
 }
 
-/// [`wta_left_row`] for any CPU, stride and uniqueness.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn wta_left_row_portable(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
-    let u = uniqueness as u32;
-    let mut rejected = 0;
-    // Padding lanes (u16::MAX, after the real ones) never change a first minimum, so a
-    // padded stride is searched whole: no scalar tail.
-    let searched = if stride.is_multiple_of(LANES) { stride } else { nd };
-    for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
-        let (best, m) = argmin(&px[..searched]);
-        let s = &px[..nd];
-        if u > 0 {
-            let away = min_away(&px[..searched], best);
-            if (away as u32) * (100 - u) < (m as u32) * 100 {
-                *o = INVALID;
-                rejected += 1;
-                continue;
+multiversion! {
+    /// [`wta_left_row`] for any CPU, stride and uniqueness.
+    fn wta_left_row_portable(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
+        let u = uniqueness as u32;
+        let mut rejected = 0;
+        // Padding lanes (u16::MAX, after the real ones) never change a first minimum, so a
+        // padded stride is searched whole: no scalar tail.
+        let searched = if stride.is_multiple_of(LANES) { stride } else { nd };
+        for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
+            let (best, m) = argmin(&px[..searched]);
+            let s = &px[..nd];
+            if u > 0 {
+                let away = min_away(&px[..searched], best);
+                if (away as u32) * (100 - u) < (m as u32) * 100 {
+                    *o = INVALID;
+                    rejected += 1;
+                    continue;
+                }
             }
+            *o = refine(s, best, m, subpixel);
         }
-        *o = refine(s, best, m, subpixel);
+        rejected
     }
-    rejected
 }
 
 /// The disparity `best` (the minimum `m` of the pixel's sums `s`), moved by the parabola
@@ -215,41 +215,42 @@ impl RightScratch {
     }
 }
 
-/// One row of the right map (see [`wta_right`]); `s` as in [`wta_left_row`], and lanes
-/// `nd..stride` of each pixel, if any, must be `u16::MAX` (they then never win).
-///
-/// Left pixel x offers `S(x, d)` to right pixel `x - d`, at index `w - 1 - x + d`. The key
-/// `S << 16 | d` makes the minimum the smallest sum and, on ties, the smallest d whatever
-/// the order of the offers, so pixels are visited by residue of `x` modulo the stride:
-/// consecutive offers then touch disjoint runs of `key` (no store-to-load stalls).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-pub(crate) fn wta_right_row(s: &[u16], stride: usize, nd: usize, t: &mut RightScratch, out: &mut [f32]) {
-    let w = out.len();
-    t.key.fill(u32::MAX);
-    for j in 0..stride.min(w) {
-        for x in (j..w).step_by(stride) {
-            let px = &s[x * stride..(x + 1) * stride];
-            let r = w - 1 - x;
-            let lanes = px.chunks_exact(LANES);
-            let tail = lanes.remainder();
-            for (k, b) in lanes.enumerate() {
-                // Whole blocks by value: no aliasing for the compiler to guard against.
-                let o = k * LANES;
-                let mut key: [u32; LANES] = t.key[r + o..r + o + LANES].try_into().unwrap();
-                for i in 0..LANES {
-                    key[i] = key[i].min((b[i] as u32) << 16 | (o + i) as u32);
+multiversion! {
+    /// One row of the right map (see [`wta_right`]); `s` as in [`wta_left_row`], and lanes
+    /// `nd..stride` of each pixel, if any, must be `u16::MAX` (they then never win).
+    ///
+    /// Left pixel x offers `S(x, d)` to right pixel `x - d`, at index `w - 1 - x + d`. The key
+    /// `S << 16 | d` makes the minimum the smallest sum and, on ties, the smallest d whatever
+    /// the order of the offers, so pixels are visited by residue of `x` modulo the stride:
+    /// consecutive offers then touch disjoint runs of `key` (no store-to-load stalls).
+    pub(crate) fn wta_right_row(s: &[u16], stride: usize, nd: usize, t: &mut RightScratch, out: &mut [f32]) {
+        let w = out.len();
+        t.key.fill(u32::MAX);
+        for j in 0..stride.min(w) {
+            for x in (j..w).step_by(stride) {
+                let px = &s[x * stride..(x + 1) * stride];
+                let r = w - 1 - x;
+                let lanes = px.chunks_exact(LANES);
+                let tail = lanes.remainder();
+                for (k, b) in lanes.enumerate() {
+                    // Whole blocks by value: no aliasing for the compiler to guard against.
+                    let o = k * LANES;
+                    let mut key: [u32; LANES] = t.key[r + o..r + o + LANES].try_into().unwrap();
+                    for i in 0..LANES {
+                        key[i] = key[i].min((b[i] as u32) << 16 | (o + i) as u32);
+                    }
+                    t.key[r + o..r + o + LANES].copy_from_slice(&key);
                 }
-                t.key[r + o..r + o + LANES].copy_from_slice(&key);
-            }
-            let base = stride - tail.len();
-            for (i, &v) in tail.iter().enumerate().take(nd.saturating_sub(base)) {
-                let k = &mut t.key[r + base + i];
-                *k = (*k).min((v as u32) << 16 | (base + i) as u32);
+                let base = stride - tail.len();
+                for (i, &v) in tail.iter().enumerate().take(nd.saturating_sub(base)) {
+                    let k = &mut t.key[r + base + i];
+                    *k = (*k).min((v as u32) << 16 | (base + i) as u32);
+                }
             }
         }
-    }
-    for (o, &k) in out.iter_mut().zip(t.key[..w].iter().rev()) {
-        *o = (k & 0xffff) as f32;
+        for (o, &k) in out.iter_mut().zip(t.key[..w].iter().rev()) {
+            *o = (k & 0xffff) as f32;
+        }
     }
 }
 
