@@ -442,6 +442,51 @@ mod tests {
         }
     }
 
+    /// The remaining [`Lane`] steps and the mean conversions at every level against plain
+    /// arithmetic: long enough for whole vectors of each level and a tail.
+    #[test]
+    fn lane_steps_and_means_match_scalar_at_every_level() {
+        fn check_lane<L: Lane>(value: impl Fn(usize) -> L, to_f64: impl Fn(L) -> f64) {
+            let n = 203;
+            let (add, sub): (Vec<L>, Vec<L>) = ((0..n).map(&value).collect(), (0..n).map(|i| value(i * 7 + 3)).collect());
+            let mut acc: Vec<L::Acc> = (0..n).map(|i| L::acc_from_f64(1e6 + i as f64)).collect();
+            L::slide_row(&mut acc, &add, &sub);
+            for i in 0..n {
+                let want = 1e6 + i as f64 + to_f64(add[i]) - to_f64(sub[i]);
+                assert_eq!(L::acc_to_f64(acc[i]), want, "slide {i}");
+            }
+            let k = 9;
+            let mut out = alloc::vec![L::Acc::default(); n - k];
+            L::window_diff(&acc, k, &mut out);
+            for (i, &o) in out.iter().enumerate() {
+                assert_eq!(o, L::acc_sub(acc[i + k], acc[i]), "diff {i}");
+            }
+        }
+        crate::testing::at_every_level(|_| {
+            check_lane::<u8>(|i| (i * 131 % 256) as u8, |v| v as f64);
+            check_lane::<u16>(|i| (i * 40503 % 65536) as u16, |v| v as f64);
+            check_lane::<f32>(|i| (i * 37 % 1000) as f32 * 0.25 - 60.0, |v| v as f64);
+            check_add_rows::<u8>(|x, y| ((x * 131 + y * 71) % 256) as u8, |v| v as f64);
+            check_add_rows::<f32>(|x, y| ((x * 7 + y * 3) % 97) as f32 * 0.5, |v| v as f64);
+            for area in [1, 9, 225, F32_MEAN_EXACT_AREA, F32_MEAN_EXACT_AREA + 1, 65025, F32_MEAN_MAX_AREA, F32_MEAN_MAX_AREA + 1, 1 << 20] {
+                let sums: Vec<u32> = (0..=255 * area).step_by((area as usize / 13).max(1)).collect();
+                check_round_div(area, &sums);
+            }
+            let sums: Vec<u64> = (0..300u64).map(|i| i * 65535 * 49 / 299).collect();
+            let mut means = alloc::vec![0u16; sums.len()];
+            round_div_u64_to_u16(&sums, 49, &mut means);
+            for (&s, &m) in sums.iter().zip(&means) {
+                assert_eq!(m as u64, (2 * s + 49) / 98, "{s}");
+            }
+            let sums: Vec<f64> = (0..300).map(|i| i as f64 * 1.37 - 99.0).collect();
+            let mut out = alloc::vec![0f32; sums.len()];
+            scale_f64_to_f32(&sums, 1.0 / 49.0, &mut out);
+            for (&s, &o) in sums.iter().zip(&out) {
+                assert_eq!(o, (s * (1.0 / 49.0)) as f32);
+            }
+        });
+    }
+
     #[test]
     fn recip_up_is_the_least_f32_above() {
         for a in (1..=70_000u32).chain([1 << 24, 16_777_215]) {

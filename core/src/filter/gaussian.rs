@@ -255,6 +255,27 @@ pub(crate) mod tests {
     use alloc::vec;
     use proptest::prelude::*;
 
+    /// The lane conversions at every level: rounding half up and saturating, exact widening.
+    #[test]
+    fn lane_conversions_at_every_level() {
+        let src: Vec<f32> = (0..203).map(|i| i as f32 * 401.3 - 900.0).collect();
+        crate::testing::at_every_level(|_| {
+            let mut u8s = vec![0u8; src.len()];
+            u8::store_row(&src, &mut u8s);
+            let mut u16s = vec![0u16; src.len()];
+            u16::store_row(&src, &mut u16s);
+            let (mut back8, mut back16) = (vec![0f32; src.len()], vec![0f32; src.len()]);
+            u8::load_row(&u8s, &mut back8);
+            u16::load_row(&u16s, &mut back16);
+            for i in 0..src.len() {
+                let want = libm::floor(src[i] as f64 + 0.5);
+                assert_eq!(u8s[i] as f64, want.clamp(0.0, 255.0), "{}", src[i]);
+                assert_eq!(u16s[i] as f64, want.clamp(0.0, 65535.0), "{}", src[i]);
+                assert_eq!((back8[i], back16[i]), (u8s[i] as f32, u16s[i] as f32));
+            }
+        });
+    }
+
     /// f64 sampled Gaussian, normalized over `-radius..=radius`.
     pub(crate) fn weights_f64(sigma: f64, radius: usize) -> Vec<f64> {
         let g: Vec<f64> = (0..=2 * radius)

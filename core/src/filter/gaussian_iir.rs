@@ -504,12 +504,11 @@ mod tests {
     }
 
     /// Largest |IIR - exact sampled Gaussian| over a random 0..255 image, in % of 255.
-    fn max_error_percent(w: usize, h: usize, sigma: f64, border: Border, seed: u64) -> f64 {
+    fn max_error_percent(w: usize, h: usize, sigma: f64, border: Border, seed: u64, par: Parallelism) -> f64 {
         let vals: Vec<f32> = noise(w * h, seed).iter().map(|v| (v * 255.0) as f32).collect();
         let mut out = Image::<f32>::new(w, h).unwrap();
         let p = GaussianParams { sigma, radius: None, method: GaussianMethod::Iir, border };
-        gaussian_blur(ImageView::from_slice(&vals, w, h).unwrap(), out.view_mut(), &p, Parallelism::AllThreads)
-            .unwrap();
+        gaussian_blur(ImageView::from_slice(&vals, w, h).unwrap(), out.view_mut(), &p, par).unwrap();
         let plane: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
         let exact = convolve_separable(&plane, w, h, &weights_f64(sigma, libm::ceil(8.0 * sigma) as usize), border);
         out.as_slice().iter().zip(&exact).map(|(&g, &e)| (g as f64 - e).abs()).fold(0.0, f64::max) / 255.0 * 100.0
@@ -522,11 +521,22 @@ mod tests {
         for sigma in [3.0, 5.0, 10.0, 20.0, 60.0] {
             for (i, &border) in BORDERS.iter().enumerate() {
                 // 131 x 70: full 64 x 64 transposed tiles, and a partial strip and block.
-                let e = max_error_percent(131, 70, sigma, border, i as u64 + 1);
+                let e = max_error_percent(131, 70, sigma, border, i as u64 + 1, Parallelism::AllThreads);
                 std::eprintln!("sigma {sigma} {border:?}: max error {e:.3} % of range");
                 assert!(e < 1.0, "sigma {sigma} {border:?}: {e} %");
             }
         }
+    }
+
+    #[test]
+    fn every_level_is_below_one_percent() {
+        // The recursive passes and the 64-lane transposes of each level, on this thread.
+        crate::testing::at_every_level(|level| {
+            for (i, &border) in BORDERS.iter().enumerate() {
+                let e = max_error_percent(131, 70, 4.0, border, i as u64 + 7, Parallelism::Sequential);
+                assert!(e < 1.0, "{level:?} {border:?}: {e} %");
+            }
+        });
     }
 
     #[test]
@@ -535,7 +545,7 @@ mod tests {
         // designed for sigma >= 2 and degrades below; `Auto` uses the FIR there.
         for (sigma, bound) in [(0.5, 12.0), (1.0, 2.5), (2.0, 0.6)] {
             for (i, &border) in BORDERS.iter().enumerate() {
-                let e = max_error_percent(40, 33, sigma, border, i as u64 + 11);
+                let e = max_error_percent(40, 33, sigma, border, i as u64 + 11, Parallelism::AllThreads);
                 std::eprintln!("sigma {sigma} {border:?}: max error {e:.3} % of range");
                 assert!(e < bound, "sigma {sigma} {border:?}: {e} %");
             }
@@ -579,7 +589,7 @@ mod tests {
         // 1x1, 1xN, Nx1 and an RGBA image against the exact Gaussian, each channel.
         for (w, h) in [(1, 1), (1, 9), (13, 1), (70, 5)] {
             for &border in &BORDERS {
-                let e = max_error_percent(w, h, 4.0, border, 3);
+                let e = max_error_percent(w, h, 4.0, border, 3, Parallelism::AllThreads);
                 assert!(e < 1.0, "{w}x{h} {border:?}: {e} %");
             }
         }

@@ -278,25 +278,27 @@ mod tests {
 
     #[test]
     fn reflected_rows_match_naive_at_every_length_and_reach() {
-        // Every row length up to 80 and every window that reaches past at most one image's
-        // width: the edge blocks (with their tails in the interior and the padding), the
-        // window-by-window formula of short rows, windows past both edges. Two long rows
-        // take edges of 8 blocks and more.
-        for w in (1..=80).chain([271, 333]) {
-            let data: Vec<u8> = (0..2 * w).map(|i| (i * 73 % 256) as u8).collect();
-            let view = LaneView { data: &data, width: w, height: 2, stride: w, channels: 1 };
-            for kw in (1..2 * w).step_by(if w > 80 { 7 } else { 1 }) {
-                let win = Window { width: kw, height: 3 };
-                let mut got = vec![0u32; 2 * w];
-                window_sums(&view, win, Border::Reflect101, 0..2, |y, s| got[y * w..(y + 1) * w].copy_from_slice(s)).unwrap();
-                for y in 0..2 {
-                    for x in 0..w {
-                        let want = naive(&data, w, 2, win, Border::Reflect101, x, y);
-                        assert_eq!(got[y * w + x], want, "w = {w}, {win:?}, ({x},{y})");
+        crate::testing::at_every_level(|_| {
+            // Every row length up to 80 and every window that reaches past at most one image's
+            // width: the edge blocks (with their tails in the interior and the padding), the
+            // window-by-window formula of short rows, windows past both edges. Two long rows
+            // take edges of 8 blocks and more.
+            for w in (1..=80).chain([271, 333]) {
+                let data: Vec<u8> = (0..2 * w).map(|i| (i * 73 % 256) as u8).collect();
+                let view = LaneView { data: &data, width: w, height: 2, stride: w, channels: 1 };
+                for kw in (1..2 * w).step_by(if w > 80 { 7 } else { 1 }) {
+                    let win = Window { width: kw, height: 3 };
+                    let mut got = vec![0u32; 2 * w];
+                    window_sums(&view, win, Border::Reflect101, 0..2, |y, s| got[y * w..(y + 1) * w].copy_from_slice(s)).unwrap();
+                    for y in 0..2 {
+                        for x in 0..w {
+                            let want = naive(&data, w, 2, win, Border::Reflect101, x, y);
+                            assert_eq!(got[y * w + x], want, "w = {w}, {win:?}, ({x},{y})");
+                        }
                     }
                 }
             }
-        }
+        });
     }
 
     #[test]

@@ -441,6 +441,39 @@ pub(crate) mod tests {
         img.as_slice().iter().map(|&v| v.into()).collect()
     }
 
+    /// The window cross sums at every level against a plain sum: templates of one pixel,
+    /// one 8-chunk, 16 + 8 + 1 and more, windows at several starts, runs with a tail.
+    #[test]
+    fn cross_sums_match_scalar_at_every_level() {
+        let (stride, rows) = (90, 7);
+        let mut r = lcg(7);
+        let span8: Vec<u8> = (0..stride * (rows + 1)).map(|_| (r() % 256) as u8).collect();
+        let span16: Vec<u16> = (0..stride * (rows + 1)).map(|_| (r() % 65536) as u16).collect();
+        let tpl8: Vec<u8> = (0..40 * rows).map(|_| (r() % 256) as u8).collect();
+        let tpl16: Vec<u16> = (0..40 * rows).map(|_| (r() % 65536) as u16).collect();
+        let plain = |tpl: &[u64], span: &[u64], tw: usize, start: usize| -> u64 {
+            (0..rows).flat_map(|y| (0..tw).map(move |x| tpl[y * tw + x] * span[start + y * stride + x])).sum()
+        };
+        let wide8: Vec<u64> = span8.iter().map(|&v| v as u64).collect();
+        let wide16: Vec<u64> = span16.iter().map(|&v| v as u64).collect();
+        crate::testing::at_every_level(|level| {
+            for tw in [1, 8, 25, 40] {
+                let (t8, t16) = (&tpl8[..tw * rows], &tpl16[..tw * rows]);
+                let (w8, w16): (Vec<u64>, Vec<u64>) =
+                    (t8.iter().map(|&v| v as u64).collect(), t16.iter().map(|&v| v as u64).collect());
+                for start in [0, 3, 17] {
+                    assert_eq!(cross_u8(t8, tw, &span8, start, stride), plain(&w8, &wide8, tw, start), "{level:?} u8 {tw} {start}");
+                    assert_eq!(cross_u16(t16, tw, &span16, start, stride), plain(&w16, &wide16, tw, start), "{level:?} u16 {tw} {start}");
+                }
+                let mut out = alloc::vec![0u64; 37];
+                cross_run_u8(t8, tw, &span8, 2, stride, &mut out);
+                for (k, &o) in out.iter().enumerate() {
+                    assert_eq!(o, plain(&w8, &wide8, tw, 2 + k), "{level:?} run {tw} {k}");
+                }
+            }
+        });
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]

@@ -832,7 +832,7 @@ mod tests {
         // Guards the dispatch: on an AVX-512BW machine (like CI's) the register kernel must
         // be the one that runs, for up to MAX_BLOCKS blocks, and the portable one above.
         #[cfg(target_arch = "x86_64")]
-        if (crate::cpu::level() == crate::cpu::Level::Avx512) {
+        if crate::cpu::level() == crate::cpu::Level::Avx512 {
             assert_eq!(Kernel::best(64), Kernel::Avx512 { blocks: 2 });
             assert_eq!(Kernel::best(100), Kernel::Avx512 { blocks: 4 });
             assert_eq!(Kernel::best(256), Kernel::Avx512 { blocks: 8 });
@@ -869,18 +869,20 @@ mod tests {
 
     #[test]
     fn whole_and_partial_blocks_match_brute_force() {
-        // The kernels work in blocks of LANES disparities: one, two and eight whole blocks
-        // (no padding), padded last blocks, and 8 blocks + 3 (past the register kernel's
-        // limit), for each sweep layout.
-        for (k, d) in [LANES, 2 * LANES, LANES + 9, 3 * LANES + 1, 8 * LANES, 8 * LANES + 3].into_iter().enumerate() {
-            let (w, h) = (9, 7);
-            let c = random_volume(w, h, d, 3 + k as u64, 63);
-            let g = Image::from_fn(w, h, |x, y| ((x * 53 + y * 29 + k) % 5 * 40) as u8).unwrap();
-            let pen = Penalties { p1: 9, p2: 120, adaptive_p2: true };
-            for dirs in [&PATHS_4[..], &PATHS_5[..], &PATHS_8[..], &PATHS_16[..]] {
-                check_against_ref(&c, dirs, pen, Some(&g), Parallelism::AllThreads);
+        crate::testing::at_every_level(|_| {
+            // The kernels work in blocks of LANES disparities: one, two and eight whole blocks
+            // (no padding), padded last blocks, and 8 blocks + 3 (past the register kernel's
+            // limit), for each sweep layout; at every level, on this thread.
+            for (k, d) in [LANES, 2 * LANES, LANES + 9, 3 * LANES + 1, 8 * LANES, 8 * LANES + 3].into_iter().enumerate() {
+                let (w, h) = (9, 7);
+                let c = random_volume(w, h, d, 3 + k as u64, 63);
+                let g = Image::from_fn(w, h, |x, y| ((x * 53 + y * 29 + k) % 5 * 40) as u8).unwrap();
+                let pen = Penalties { p1: 9, p2: 120, adaptive_p2: true };
+                for dirs in [&PATHS_4[..], &PATHS_5[..], &PATHS_8[..], &PATHS_16[..]] {
+                    check_against_ref(&c, dirs, pen, Some(&g), Parallelism::Sequential);
+                }
             }
-        }
+        });
     }
 
     #[test]

@@ -120,26 +120,35 @@ mod tests {
         .unwrap()
     }
 
+    /// Both cost volumes of random `w x h` pairs with `d` disparities against the formula.
+    fn check_against_reference(w: usize, h: usize, seed: u64, d: usize, par: Parallelism) {
+        let l = lcg_image(w, h, seed, |s| (s >> 56) as u8);
+        let r = lcg_image(w, h, seed ^ 77, |s| (s >> 56) as u8);
+        let v = ad_cost_volume_gray(l.view(), r.view(), d, par).unwrap();
+        let lc = lcg_image(w, h, seed, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
+        let rc = lcg_image(w, h, seed ^ 5, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
+        let vc = ad_cost_volume_rgb(lc.view(), rc.view(), d, Parallelism::Sequential).unwrap();
+        for y in 0..h { for x in 0..w { for k in 0..d {
+            let xr = (x as i64 - k as i64).max(0) as usize;
+            let want = (l.at(x, y) as f64 - r.at(xr, y) as f64).abs();
+            assert_eq!(v.pixel(x, y)[k] as f64, want);
+            let (a, b) = (lc.at(x, y).to_array(), rc.at(xr, y).to_array());
+            let mean: f64 = (0..3).map(|c| (a[c] as f64 - b[c] as f64).abs()).sum::<f64>() / 3.0;
+            assert_eq!(vc.pixel(x, y)[k] as f64, libm::floor(mean + 0.5));
+        }}}
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
         #[test]
         fn gray_and_rgb_match_reference(w in 1usize..20, h in 1usize..8, seed in any::<u64>(), dsel in 0usize..100) {
-            let d = 1 + dsel % w;
-            let l = lcg_image(w, h, seed, |s| (s >> 56) as u8);
-            let r = lcg_image(w, h, seed ^ 77, |s| (s >> 56) as u8);
-            let v = ad_cost_volume_gray(l.view(), r.view(), d, Parallelism::AllThreads).unwrap();
-            let lc = lcg_image(w, h, seed, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
-            let rc = lcg_image(w, h, seed ^ 5, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
-            let vc = ad_cost_volume_rgb(lc.view(), rc.view(), d, Parallelism::Sequential).unwrap();
-            for y in 0..h { for x in 0..w { for k in 0..d {
-                let xr = (x as i64 - k as i64).max(0) as usize;
-                let want = (l.at(x, y) as f64 - r.at(xr, y) as f64).abs();
-                prop_assert_eq!(v.pixel(x, y)[k] as f64, want);
-                let (a, b) = (lc.at(x, y).to_array(), rc.at(xr, y).to_array());
-                let mean: f64 = (0..3).map(|c| (a[c] as f64 - b[c] as f64).abs()).sum::<f64>() / 3.0;
-                prop_assert_eq!(vc.pixel(x, y)[k] as f64, libm::floor(mean + 0.5));
-            }}}
+            check_against_reference(w, h, seed, 1 + dsel % w, Parallelism::AllThreads);
         }
+    }
+
+    #[test]
+    fn every_level_matches_reference() {
+        crate::testing::at_every_level(|_| check_against_reference(83, 3, 9, 70, Parallelism::Sequential));
     }
 
     #[test]

@@ -322,28 +322,30 @@ mod tests {
 
     #[test]
     fn wide_disparity_ranges_match_reference() {
-        // 64 and more disparities: whole groups of 64 (the AVX-512 kernel where the CPU has
-        // it) and the remainder after them; strides as the pipeline pads them.
-        let (w, h) = (200, 3);
-        let win = CensusWindow::new(9, 7).unwrap();
-        let (l, r) = (random_image(w, h, 3), random_image(w, h, 4));
-        let (cl, cr) = (census_transform(l.view(), win).unwrap(), census_transform(r.view(), win).unwrap());
-        let src = CensusCost::new(&cl, &cr).unwrap();
-        for (d, stride) in [(64, 64), (100, 128), (128, 128), (150, 160), (199, 224)] {
-            for (x0, n) in [(0, w), (37, 80)] {
-                let mut out = vec![0u8; n * stride];
-                for y in 0..h {
-                    src.cost_row(y, x0, n, d, stride, &mut out);
-                    for i in 0..n {
-                        for k in 0..d {
-                            let (x, xr) = (x0 + i, (x0 + i).saturating_sub(k));
-                            let want = (census_ref(&l, win, x, y) ^ census_ref(&r, win, xr, y)).count_ones() as u8;
-                            assert_eq!(out[i * stride + k], want, "d {d} x {x} k {k}");
+        crate::testing::at_every_level(|_| {
+            // Below 64 disparities, and 64 and more: whole groups of 64 (the AVX-512 kernel at its level)
+            // and the remainder after them; strides as the pipeline pads them. Every level.
+            let (w, h) = (200, 3);
+            let win = CensusWindow::new(9, 7).unwrap();
+            let (l, r) = (random_image(w, h, 3), random_image(w, h, 4));
+            let (cl, cr) = (census_transform(l.view(), win).unwrap(), census_transform(r.view(), win).unwrap());
+            let src = CensusCost::new(&cl, &cr).unwrap();
+            for (d, stride) in [(20, 32), (64, 64), (100, 128), (128, 128), (150, 160), (199, 224)] {
+                for (x0, n) in [(0, w), (37, 80)] {
+                    let mut out = vec![0u8; n * stride];
+                    for y in 0..h {
+                        src.cost_row(y, x0, n, d, stride, &mut out);
+                        for i in 0..n {
+                            for k in 0..d {
+                                let (x, xr) = (x0 + i, (x0 + i).saturating_sub(k));
+                                let want = (census_ref(&l, win, x, y) ^ census_ref(&r, win, xr, y)).count_ones() as u8;
+                                assert_eq!(out[i * stride + k], want, "d {d} x {x} k {k}");
+                            }
                         }
                     }
                 }
             }
-        }
+        });
     }
 
     #[test]

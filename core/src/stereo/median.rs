@@ -86,33 +86,43 @@ mod tests {
     use alloc::vec::Vec;
     use proptest::prelude::*;
 
+    /// The filter of a random `w x h` map (with invalid pixels) against sorting.
+    fn check_against_reference(w: usize, h: usize, seed: u64, par: Parallelism) {
+        let mut s = seed | 1;
+        let src = Image::from_fn(w, h, |_, _| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if (s >> 60) < 3 { f32::INFINITY } else { ((s >> 33) % 50) as f32 * 0.25 }
+        }).unwrap();
+        let mut dst = Image::<f32>::new(w, h).unwrap();
+        median3x3(src.view(), dst.view_mut(), par).unwrap();
+        for y in 0..h { for x in 0..w {
+            let c = src.at(x, y);
+            let want = if !c.is_finite() { f64::INFINITY } else {
+                let mut v: Vec<f64> = Vec::new();
+                for yy in y as i64 - 1..=y as i64 + 1 { for xx in x as i64 - 1..=x as i64 + 1 {
+                    if yy >= 0 && xx >= 0 && (yy as usize) < h && (xx as usize) < w {
+                        let d = src.at(xx as usize, yy as usize);
+                        if d.is_finite() { v.push(d as f64); }
+                    }
+                }}
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                v[(v.len() - 1) / 2]
+            };
+            assert_eq!(dst.at(x, y) as f64, want, "({x}, {y})");
+        }}
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn matches_reference(w in 1usize..14, h in 1usize..9, seed in any::<u64>()) {
-            let mut s = seed | 1;
-            let src = Image::from_fn(w, h, |_, _| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                if (s >> 60) < 3 { f32::INFINITY } else { ((s >> 33) % 50) as f32 * 0.25 }
-            }).unwrap();
-            let mut dst = Image::<f32>::new(w, h).unwrap();
-            median3x3(src.view(), dst.view_mut(), Parallelism::AllThreads).unwrap();
-            for y in 0..h { for x in 0..w {
-                let c = src.at(x, y);
-                let want = if !c.is_finite() { f64::INFINITY } else {
-                    let mut v: Vec<f64> = Vec::new();
-                    for yy in y as i64 - 1..=y as i64 + 1 { for xx in x as i64 - 1..=x as i64 + 1 {
-                        if yy >= 0 && xx >= 0 && (yy as usize) < h && (xx as usize) < w {
-                            let d = src.at(xx as usize, yy as usize);
-                            if d.is_finite() { v.push(d as f64); }
-                        }
-                    }}
-                    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                    v[(v.len() - 1) / 2]
-                };
-                prop_assert_eq!(dst.at(x, y) as f64, want);
-            }}
+            check_against_reference(w, h, seed, Parallelism::AllThreads);
         }
+    }
+
+    #[test]
+    fn every_level_matches_reference() {
+        crate::testing::at_every_level(|_| check_against_reference(83, 5, 21, Parallelism::Sequential));
     }
 
     #[test]

@@ -324,29 +324,31 @@ mod tests {
 
     #[test]
     fn whole_blocks_match_reference() {
-        // Depths of one, two and a partial block of the vectorized searches.
-        for d in [LANES, 2 * LANES, LANES + 13] {
-            let (w, h) = (70, 3);
-            let s = random_sum(w, h, d, d as u64);
-            let mut l = Image::<f32>::new(w, h).unwrap();
-            wta_left(&s, 0, false, l.view_mut(), Parallelism::Sequential).unwrap();
-            let mut r = Image::<f32>::new(w, h).unwrap();
-            wta_right(&s, r.view_mut(), Parallelism::Sequential).unwrap();
-            for y in 0..h {
-                for x in 0..w {
-                    let c = s.pixel(x, y);
-                    let b = (0..d).fold(0, |b, k| if c[k] < c[b] { k } else { b });
-                    assert_eq!(l.at(x, y) as usize, b, "left ({x}, {y}) d {d}");
-                    let mut rb = 0;
-                    for k in 0..d {
-                        if x + k < w && s.pixel(x + k, y)[k] < s.pixel(x + rb, y)[rb] {
-                            rb = k;
+        crate::testing::at_every_level(|_| {
+            // Depths of one, two and a partial block of the vectorized searches.
+            for d in [LANES, 2 * LANES, LANES + 13] {
+                let (w, h) = (70, 3);
+                let s = random_sum(w, h, d, d as u64);
+                let mut l = Image::<f32>::new(w, h).unwrap();
+                wta_left(&s, 0, false, l.view_mut(), Parallelism::Sequential).unwrap();
+                let mut r = Image::<f32>::new(w, h).unwrap();
+                wta_right(&s, r.view_mut(), Parallelism::Sequential).unwrap();
+                for y in 0..h {
+                    for x in 0..w {
+                        let c = s.pixel(x, y);
+                        let b = (0..d).fold(0, |b, k| if c[k] < c[b] { k } else { b });
+                        assert_eq!(l.at(x, y) as usize, b, "left ({x}, {y}) d {d}");
+                        let mut rb = 0;
+                        for k in 0..d {
+                            if x + k < w && s.pixel(x + k, y)[k] < s.pixel(x + rb, y)[rb] {
+                                rb = k;
+                            }
                         }
+                        assert_eq!(r.at(x, y) as usize, rb, "right ({x}, {y}) d {d}");
                     }
-                    assert_eq!(r.at(x, y) as usize, rb, "right ({x}, {y}) d {d}");
                 }
             }
-        }
+        });
     }
 
     #[test]
@@ -394,26 +396,28 @@ mod tests {
 
     #[test]
     fn vector_row_matches_the_portable_one_with_ties() {
-        // Sums from a small range (many equal minima, at every lane position), padded rows
-        // of one to four blocks: the dispatched row (the AVX-512 one where the CPU has it)
-        // and the portable one agree on the first minimum and the parabola.
-        let mut seed = 5u64;
-        for (d, stride) in [(1, LANES), (31, LANES), (32, LANES), (33, 2 * LANES), (64, 2 * LANES), (100, 4 * LANES)] {
-            let w = 40;
-            let mut s = alloc::vec![u16::MAX; w * stride];
-            for px in s.chunks_exact_mut(stride) {
-                for v in &mut px[..d] {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    *v = 100 + ((seed >> 33) % 4) as u16;
+        crate::testing::at_every_level(|_| {
+            // Sums from a small range (many equal minima, at every lane position), padded rows
+            // of one to four blocks: the dispatched row (the AVX-512 one where the CPU has it)
+            // and the portable one agree on the first minimum and the parabola.
+            let mut seed = 5u64;
+            for (d, stride) in [(1, LANES), (31, LANES), (32, LANES), (33, 2 * LANES), (64, 2 * LANES), (100, 4 * LANES)] {
+                let w = 40;
+                let mut s = alloc::vec![u16::MAX; w * stride];
+                for px in s.chunks_exact_mut(stride) {
+                    for v in &mut px[..d] {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        *v = 100 + ((seed >> 33) % 4) as u16;
+                    }
+                }
+                for subpixel in [false, true] {
+                    let (mut a, mut b) = (alloc::vec![0f32; w], alloc::vec![0f32; w]);
+                    wta_left_row(&s, stride, d, 0, subpixel, &mut a);
+                    wta_left_row_portable(&s, stride, d, 0, subpixel, &mut b);
+                    assert_eq!(a, b, "d {d} subpixel {subpixel}");
                 }
             }
-            for subpixel in [false, true] {
-                let (mut a, mut b) = (alloc::vec![0f32; w], alloc::vec![0f32; w]);
-                wta_left_row(&s, stride, d, 0, subpixel, &mut a);
-                wta_left_row_portable(&s, stride, d, 0, subpixel, &mut b);
-                assert_eq!(a, b, "d {d} subpixel {subpixel}");
-            }
-        }
+        });
     }
 
     #[test]
