@@ -145,31 +145,36 @@ fn census_chunk(load: impl Fn(usize) -> [u8; CHUNK], centre: usize, offsets: &[u
 }
 
 /// `out[i * stride + d] = popcount(left[i] ^ rev[w - 1 - (x0 + i) + d])` for `d < nd`: the
-/// costs of a run of left pixels. Whole groups of 64 disparities run the AVX-512 kernel
-/// where the CPU has it ([`avx512::hamming_groups`]); the rest vectorizes to vpopcntq or to
-/// the pshufb nibble count on AVX2. One dispatch per row, not per pixel.
+/// costs of a run of left pixels. Where the CPU has the census features, whole groups of
+/// 64 disparities run the AVX-512 kernel and the rest vectorizes to vpopcntq
+/// ([`avx512::hamming_row`]); elsewhere to the pshufb nibble count of the AVX2 and
+/// AVX-512 levels. One dispatch per row, not per pixel.
 fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
-    if nd >= 64 && crate::cpu::census() {
+    if crate::cpu::census() {
         // SAFETY: the CPU has the kernel's features; slices as documented above.
-        let done = unsafe { avx512::hamming_groups(left, rev, w, x0, nd, stride, out) };
-        if done < nd {
-            hamming_from(left, rev, w, x0, done, nd, stride, out);
-        }
+        unsafe { avx512::hamming_row(left, rev, w, x0, nd, stride, out) };
         return;
     }
     hamming_from(left, rev, w, x0, 0, nd, stride, out);
 }
 
 multiversion! {
-    /// [`hamming_row`] for the disparities `from..nd`.
+    /// [`hamming_counts`] at the CPU's level.
     #[allow(clippy::too_many_arguments)]
     fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
-        for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
-            let r = w - 1 - (x0 + i);
-            for (c, &v) in o[from..nd].iter_mut().zip(&rev[r + from..r + nd]) {
-                *c = (code ^ v).count_ones() as u8;
-            }
+        hamming_counts(left, rev, w, x0, from, nd, stride, out)
+    }
+}
+
+/// [`hamming_row`] for the disparities `from..nd`, inlined into each compiled version.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn hamming_counts(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
+    for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
+        let r = w - 1 - (x0 + i);
+        for (c, &v) in o[from..nd].iter_mut().zip(&rev[r + from..r + nd]) {
+            *c = (code ^ v).count_ones() as u8;
         }
     }
 }
@@ -179,7 +184,7 @@ mod avx512 {
     use core::arch::x86_64::*;
 
     /// `perm[d] = 8 (d % 8) + d / 8`: the byte of disparity `d` after the eight counts
-    /// were merged by shifts (see [`hamming_groups`]).
+    /// were merged by shifts (see [`hamming_row`]).
     const fn transpose_indices() -> [u8; 64] {
         let mut p = [0u8; 64];
         let mut d = 0;
@@ -191,17 +196,17 @@ mod avx512 {
     }
     const TRANSPOSE: [u8; 64] = transpose_indices();
 
-    /// The costs of whole groups of 64 disparities, `hamming_row`'s layout; returns how
-    /// many disparities it wrote (a multiple of 64). Each group is eight vectors of eight
-    /// u64 counts (vpxorq, vpopcntq); count `j` of lane `i` (disparity `8 j + i`) is
-    /// shifted to byte `j` of its lane and the vectors or-ed together, so one byte
-    /// permute (vpermb) puts the 64 bytes in disparity order: no narrowing per vector.
+    /// `hamming_row` with the census features: whole groups of 64 disparities, then the
+    /// rest ([`super::hamming_counts`], vectorized here to vpopcntq). Each group is eight
+    /// vectors of eight u64 counts (vpxorq, vpopcntq); count `j` of lane `i` (disparity
+    /// `8 j + i`) is shifted to byte `j` of its lane and the vectors or-ed together, so one
+    /// byte permute (vpermb) puts the 64 bytes in disparity order: no narrowing per vector.
     ///
     /// # Safety
     /// [`crate::cpu::census`]; `rev` holds `w - 1 - x0 - i + nd` values for every pixel `i` of
     /// `left`, `out` a stride of at least `nd` bytes per pixel.
     #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,avx512vbmi")]
-    pub(super) unsafe fn hamming_groups(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) -> usize {
+    pub(super) unsafe fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
         let groups = nd / 64;
         // SAFETY: reads of rev[r + 64 g .. + 64] and writes of out[i * stride + 64 g .. + 64]
         // stay within the extents the caller guarantees (64 g + 64 <= nd).
@@ -221,7 +226,7 @@ mod avx512 {
                 }
             }
         }
-        groups * 64
+        super::hamming_counts(left, rev, w, x0, groups * 64, nd, stride, out);
     }
 }
 
