@@ -23,7 +23,9 @@
 //! are crate-private and only built inside the clones this macro calls after detection.
 //!
 //! ```compile_fail,E0603
-//! // Safe code cannot reach an AVX2 vector on a CPU that may lack AVX2.
+//! // Safe code cannot build an AVX2 vector (and run AVX2 instructions) on a CPU that may
+//! // lack AVX2: this compiled before the vector modules became private.
+//! use tessera_core::fma::F32Vec;
 //! let _ = tessera_core::fma::Avx2::splat(1.0);
 //! ```
 
