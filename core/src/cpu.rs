@@ -6,18 +6,22 @@
 //!
 //! Dispatch: a kernel is written once, as plain Rust or generic over a vector type, and
 //! [`multiversion!`] compiles it three times, for AVX-512, for AVX2 + FMA (each with
-//! `#[target_feature]`) and for the build's baseline, calling the clone of [`level`].
-//! The two target-feature lists live in that macro alone. Why a macro of our own rather
-//! than the `multiversion` crate, which did this before: that crate detects features in
-//! each dispatcher itself (a second detection), cannot be told to run a lower level, so
-//! tests could only check the best variant, and needs `std`. Why not closures passed to
-//! one `#[target_feature]` trampoline: the clone would see the kernel's slices through
-//! the closure's captures, without the `noalias` of function parameters that lets LLVM
-//! vectorize without run-time overlap checks. Why not `wide` alone: it picks instructions
-//! by compile-time `cfg(target_feature)`, so a library built for baseline x86-64 gets no
-//! FMA and no 16 lanes from it. `wide` stays where explicit 8-lane f32 arithmetic with an
-//! unfused multiply-add reads best (the NCC dot product, contrast's accumulation): inside
-//! a clone it is inlined and widened like any plain code.
+//! `#[target_feature]`) and for the build's baseline, calling the clone of [`level`]. The
+//! two target-feature lists are written in that macro alone; `fma`'s generic kernels and
+//! `prefix`'s scans go through it too, naming their per-level vector type. Only the
+//! hand-written AVX-512 intrinsic kernels (stereo WTA, aggregation, census) carry their
+//! own `#[target_feature]`: one function each, behind a check of [`level`] or [`census`].
+//!
+//! Why a macro of our own rather than the `multiversion` crate, which did this before: that
+//! crate detects features in each dispatcher itself (a second detection), cannot be told to
+//! run a lower level, so tests could only check the best variant, and needs `std`. Why not
+//! closures passed to one `#[target_feature]` trampoline: the clone would see the kernel's
+//! slices through the closure's captures, without the `noalias` of function parameters
+//! that lets LLVM vectorize without run-time overlap checks. Why not `wide` for kernels: it
+//! picks instructions by compile-time `cfg(target_feature)`, so a library built for
+//! baseline x86-64 gets no FMA and no 16 lanes from it. `wide` stays in the two places
+//! where explicit 8-lane f32 arithmetic reads best (the NCC dot product, contrast's
+//! accumulation): there its fixed, unfused arithmetic gives the same bits at every level.
 //!
 //! Soundness: the instruction-set-specific vector types (`fma::Avx2`, `prefix`'s scans)
 //! are crate-private and only built inside the clones this macro calls after detection.
@@ -91,24 +95,32 @@ macro_rules! compiled_with {
     };
 }
 
+#[inline]
 fn detected() -> Features {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     {
         use core::sync::atomic::{AtomicU8, Ordering};
-        // 0: not asked yet; else 1 + level + 4 census.
+        /// 0: not asked yet; else 1 + level + 4 census.
         static CACHE: AtomicU8 = AtomicU8::new(0);
-        let c = CACHE.load(Ordering::Relaxed);
-        if c != 0 {
-            let level = match (c - 1) & 3 {
-                2 => Level::Avx512,
-                1 => Level::Avx2,
-                _ => Level::Portable,
-            };
-            return Features { level, census: (c - 1) & 4 != 0 };
+        // Kept out of line, so that the cached answer inlines into every dispatch.
+        #[cold]
+        #[inline(never)]
+        fn ask() -> u8 {
+            let f = features!(std::is_x86_feature_detected);
+            let c = 1 + f.level as u8 + 4 * f.census as u8;
+            CACHE.store(c, Ordering::Relaxed);
+            c
         }
-        let f = features!(std::is_x86_feature_detected);
-        CACHE.store(1 + f.level as u8 + 4 * f.census as u8, Ordering::Relaxed);
-        f
+        let c = match CACHE.load(Ordering::Relaxed) {
+            0 => ask(),
+            c => c,
+        };
+        let level = match (c - 1) & 3 {
+            2 => Level::Avx512,
+            1 => Level::Avx2,
+            _ => Level::Portable,
+        };
+        Features { level, census: (c - 1) & 4 != 0 }
     }
     #[cfg(all(target_arch = "x86_64", not(feature = "std")))]
     {

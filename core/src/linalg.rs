@@ -293,6 +293,23 @@ mod tests {
     }
 
     #[test]
+    fn sum_matches_at_every_level() {
+        let (w, h) = (83, 5);
+        let (da, db) = (filled(h, w + 2, 3), filled(h, w, 4));
+        let a = ImageView::new(&da, w, h, w + 2).unwrap();
+        let b = ImageView::from_slice(&db, w, h).unwrap();
+        crate::testing::at_every_level(|_| {
+            let mut c = Image::<f32>::new(w, h).unwrap();
+            mat_add(a, b, c.view_mut(), Parallelism::Sequential).unwrap();
+            for y in 0..h {
+                for x in 0..w {
+                    assert_eq!(c.at(x, y), a.get(x, y).unwrap() + b.get(x, y).unwrap(), "({x}, {y})");
+                }
+            }
+        });
+    }
+
+    #[test]
     fn large_product_with_several_depth_blocks() {
         // k = 600 crosses two KC boundaries; m = 200 two MC blocks; n = 75 a partial panel.
         let (m, k, n) = (200, 600, 75);

@@ -291,35 +291,50 @@ mod tests {
         SummedVolume { width: w, height: h, disparities: d, data }
     }
 
+    /// Both maps of random sums against the reference: the first minimum, the uniqueness
+    /// test, the parabola; the right map's diagonal minimum.
+    fn check_against_reference(w: usize, h: usize, d: usize, seed: u64, u: u8, subpixel: bool, par: Parallelism) {
+        let s = random_sum(w, h, d, seed);
+        let mut l = Image::<f32>::new(w, h).unwrap();
+        let rej = wta_left(&s, u, subpixel, l.view_mut(), par).unwrap();
+        let mut r = Image::<f32>::new(w, h).unwrap();
+        wta_right(&s, r.view_mut(), par).unwrap();
+        let mut want_rej = 0;
+        for y in 0..h { for x in 0..w {
+            let c: Vec<f64> = s.pixel(x, y).iter().map(|&v| v as f64).collect();
+            let mut b = 0;
+            for k in 1..d { if c[k] < c[b] { b = k; } }
+            let unique = (0..d).all(|k| k.abs_diff(b) <= 1 || c[k] * (100.0 - u as f64) >= c[b] * 100.0);
+            let want = if !unique { want_rej += 1; f64::INFINITY } else if subpixel && b > 0 && b + 1 < d && c[b-1] + c[b+1] - 2.0 * c[b] > 0.0 {
+                b as f64 + (c[b-1] - c[b+1]) / (2.0 * (c[b-1] + c[b+1] - 2.0 * c[b]))
+            } else { b as f64 };
+            let got = l.at(x, y) as f64;
+            assert!(got == want || (got - want).abs() < 1e-6 * (1.0 + want.abs()), "({x},{y}) {got} vs {want}");
+            if want.is_finite() { assert!((got - b as f64).abs() <= 0.5); }
+            // Right: diagonal minimum, first on ties.
+            let mut rb = 0; let mut rm = f64::INFINITY;
+            for k in 0..d { if x + k < w { let v = s.pixel(x + k, y)[k] as f64; if v < rm { rm = v; rb = k; } } }
+            assert_eq!(r.at(x, y) as usize, rb);
+        }}
+        assert_eq!(rej, want_rej);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn left_and_right_match_reference(w in 1usize..12, h in 1usize..6, d in 1usize..12, seed in any::<u64>(),
                                           u in 0u8..40, subpixel in any::<bool>()) {
-            let s = random_sum(w, h, d, seed);
-            let mut l = Image::<f32>::new(w, h).unwrap();
-            let rej = wta_left(&s, u, subpixel, l.view_mut(), Parallelism::AllThreads).unwrap();
-            let mut r = Image::<f32>::new(w, h).unwrap();
-            wta_right(&s, r.view_mut(), Parallelism::AllThreads).unwrap();
-            let mut want_rej = 0;
-            for y in 0..h { for x in 0..w {
-                let c: Vec<f64> = s.pixel(x, y).iter().map(|&v| v as f64).collect();
-                let mut b = 0;
-                for k in 1..d { if c[k] < c[b] { b = k; } }
-                let unique = (0..d).all(|k| k.abs_diff(b) <= 1 || c[k] * (100.0 - u as f64) >= c[b] * 100.0);
-                let want = if !unique { want_rej += 1; f64::INFINITY } else if subpixel && b > 0 && b + 1 < d && c[b-1] + c[b+1] - 2.0 * c[b] > 0.0 {
-                    b as f64 + (c[b-1] - c[b+1]) / (2.0 * (c[b-1] + c[b+1] - 2.0 * c[b]))
-                } else { b as f64 };
-                let got = l.at(x, y) as f64;
-                prop_assert!(got == want || (got - want).abs() < 1e-6, "({x},{y}) {got} vs {want}");
-                if want.is_finite() { prop_assert!((got - b as f64).abs() <= 0.5); }
-                // Right: diagonal minimum, first on ties.
-                let mut rb = 0; let mut rm = f64::INFINITY;
-                for k in 0..d { if x + k < w { let v = s.pixel(x + k, y)[k] as f64; if v < rm { rm = v; rb = k; } } }
-                prop_assert_eq!(r.at(x, y) as usize, rb);
-            }}
-            prop_assert_eq!(rej, want_rej);
+            check_against_reference(w, h, d, seed, u, subpixel, Parallelism::AllThreads);
         }
+    }
+
+    #[test]
+    fn every_level_matches_reference() {
+        crate::testing::at_every_level(|_| {
+            for (d, u, subpixel) in [(40, 15, true), (LANES, 0, true), (70, 0, false), (9, 30, false)] {
+                check_against_reference(83, 3, d, d as u64, u, subpixel, Parallelism::Sequential);
+            }
+        });
     }
 
     #[test]
