@@ -5,7 +5,7 @@
 //! [`Level`], plus the extra AVX-512 features of the census kernel ([`census`]).
 //!
 //! Dispatch: a kernel is written once, as plain Rust or generic over a vector type, and
-//! [`multiversion!`] compiles it three times, for AVX-512, for AVX2 + FMA (each with
+//! `multiversion!` compiles it three times, for AVX-512, for AVX2 + FMA (each with
 //! `#[target_feature]`) and for the build's baseline, calling the clone of [`level`]. The
 //! two target-feature lists are written in that macro alone; `fma`'s generic kernels and
 //! `prefix`'s scans go through it too, naming their per-level vector type. Only the
@@ -130,7 +130,7 @@ fn detected() -> Features {
     Features { level: Level::Portable, census: false }
 }
 
-/// The level kernels run at: the best this CPU has (below a test's [`with_level`] cap).
+/// The level kernels run at: the best this CPU has (below a test's `with_level` cap).
 #[inline]
 pub fn level() -> Level {
     let best = detected().level;

@@ -1,5 +1,5 @@
 //! Separable FIR Gaussian: a vertical then a horizontal 1-D convolution with the same
-//! normalized sampled weights, in f32 with fused multiply-adds ([`crate::fma`]).
+//! normalized sampled weights, in f32 with fused multiply-adds (`crate::fma`).
 //!
 //! Order and cache: each output row first combines the `2r + 1` source rows around it
 //! (vectorized across the row, accumulators held in registers while the taps stream

@@ -151,8 +151,8 @@ pub(crate) fn padded(nd: usize) -> usize {
 /// The implementation that runs the sweeps, and with it the layout of the line buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kernel {
-    /// Plain Rust vectorized by the compiler (`multiversion`), any CPU: `dp + 2` lanes per
-    /// pixel, the path costs at `1..=dp` between `u16::MAX` sentinels.
+    /// Plain Rust vectorized by the compiler at each level (`cpu::multiversion!`), any CPU:
+    /// `dp + 2` lanes per pixel, the path costs at `1..=dp` between `u16::MAX` sentinels.
     Portable,
     /// [`super::aggregate_avx512`], the path costs of a pixel in `blocks` registers: `dp`
     /// lanes per pixel, rows 64-byte aligned.
