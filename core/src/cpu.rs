@@ -147,6 +147,7 @@ pub fn census() -> bool {
 }
 
 /// `level` lowered to what this CPU runs.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // (only x86 has levels to pick)
 #[inline]
 pub(crate) fn capped(level: Level) -> Level {
     level.min(self::level())
