@@ -28,6 +28,7 @@
 //! the local variance: to the pixels whose largest kernel contains it.
 
 use crate::border::Border;
+use crate::cpu::multiversion;
 use crate::error::{require_positive, Error, Result};
 use crate::image::{check_same_size, ConvertPixel, ImageView, ImageViewMut, Pixel, Rgba8};
 use crate::parallel::{for_each_band, Parallelism};
@@ -230,49 +231,51 @@ fn global_sigma(h: usize, w: usize, luma_row: &(impl Fn(usize, &mut [f32]) + Syn
     libm::sqrt(s2 / n as f64) as f32
 }
 
-/// Sum of `(v - mean)^power` (power 1 or 2) over the finite values of `row`, and their
-/// count; eight f64 accumulators so the additions vectorize.
-#[cfg_attr(feature = "std", multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn finite_deviation_sums(row: &[f32], mean: f64, power: u32) -> (f64, u64) {
-    let (mut acc, mut cnt) = ([0.0f64; 8], [0u64; 8]);
-    let chunks = row.chunks_exact(8);
-    let tail = chunks.remainder();
-    let mut add = |lane: usize, v: f32| {
-        let ok = v.is_finite();
-        let d = if ok { v as f64 - mean } else { 0.0 };
-        acc[lane] += if power == 2 { d * d } else { d };
-        cnt[lane] += u64::from(ok);
-    };
-    for c in chunks {
-        for (lane, &v) in c.iter().enumerate() {
+multiversion! {
+    /// Sum of `(v - mean)^power` (power 1 or 2) over the finite values of `row`, and their
+    /// count; eight f64 accumulators so the additions vectorize.
+    fn finite_deviation_sums(row: &[f32], mean: f64, power: u32) -> (f64, u64) {
+        let (mut acc, mut cnt) = ([0.0f64; 8], [0u64; 8]);
+        let chunks = row.chunks_exact(8);
+        let tail = chunks.remainder();
+        let mut add = |lane: usize, v: f32| {
+            let ok = v.is_finite();
+            let d = if ok { v as f64 - mean } else { 0.0 };
+            acc[lane] += if power == 2 { d * d } else { d };
+            cnt[lane] += u64::from(ok);
+        };
+        for c in chunks {
+            for (lane, &v) in c.iter().enumerate() {
+                add(lane, v);
+            }
+        }
+        for (lane, &v) in tail.iter().enumerate() {
             add(lane, v);
         }
+        (acc.iter().sum(), cnt.iter().sum())
     }
-    for (lane, &v) in tail.iter().enumerate() {
-        add(lane, v);
-    }
-    (acc.iter().sum(), cnt.iter().sum())
 }
 
-/// `d[i] += w (g - 1)(y[i] - m[i])`, `g = clamp(num / (sqrt(v[i]) + floor), gmin, gmax)`;
-/// eight lanes at a time with `wide` (libm's `sqrtf` does not vectorize).
-#[allow(clippy::too_many_arguments)]
-#[cfg_attr(feature = "std", multiversion::multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn accumulate(d: &mut [f32], y: &[f32], m: &[f32], v: &[f32], num: f32, floor: f32, gmin: f32, gmax: f32, w: f32) {
-    use wide::f32x8;
-    let n = d.len().min(y.len()).min(m.len()).min(v.len());
-    let lanes = |s: &[f32], i: usize| f32x8::from(<[f32; 8]>::try_from(&s[i..i + 8]).unwrap_or_default());
-    let (numv, floorv, gminv, gmaxv, wv, one) = (f32x8::splat(num), f32x8::splat(floor), f32x8::splat(gmin), f32x8::splat(gmax), f32x8::splat(w), f32x8::ONE);
-    let mut i = 0;
-    while i + 8 <= n {
-        let g = (numv / (lanes(v, i).sqrt() + floorv)).fast_max(gminv).fast_min(gmaxv);
-        let out = lanes(d, i) + wv * (g - one) * (lanes(y, i) - lanes(m, i));
-        d[i..i + 8].copy_from_slice(&out.to_array());
-        i += 8;
-    }
-    for i in i..n {
-        let g = (num / (libm::sqrtf(v[i]) + floor)).max(gmin).min(gmax);
-        d[i] += w * (g - 1.0) * (y[i] - m[i]);
+multiversion! {
+    /// `d[i] += w (g - 1)(y[i] - m[i])`, `g = clamp(num / (sqrt(v[i]) + floor), gmin, gmax)`;
+    /// eight lanes at a time with `wide` (libm's `sqrtf` does not vectorize).
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate(d: &mut [f32], y: &[f32], m: &[f32], v: &[f32], num: f32, floor: f32, gmin: f32, gmax: f32, w: f32) {
+        use wide::f32x8;
+        let n = d.len().min(y.len()).min(m.len()).min(v.len());
+        let lanes = |s: &[f32], i: usize| f32x8::from(<[f32; 8]>::try_from(&s[i..i + 8]).unwrap_or_default());
+        let (numv, floorv, gminv, gmaxv, wv, one) = (f32x8::splat(num), f32x8::splat(floor), f32x8::splat(gmin), f32x8::splat(gmax), f32x8::splat(w), f32x8::ONE);
+        let mut i = 0;
+        while i + 8 <= n {
+            let g = (numv / (lanes(v, i).sqrt() + floorv)).fast_max(gminv).fast_min(gmaxv);
+            let out = lanes(d, i) + wv * (g - one) * (lanes(y, i) - lanes(m, i));
+            d[i..i + 8].copy_from_slice(&out.to_array());
+            i += 8;
+        }
+        for i in i..n {
+            let g = (num / (libm::sqrtf(v[i]) + floor)).max(gmin).min(gmax);
+            d[i] += w * (g - 1.0) * (y[i] - m[i]);
+        }
     }
 }
 
@@ -342,21 +345,23 @@ mod tests {
 
     #[test]
     fn matches_the_formula_for_f32_and_u8() {
-        let img = noisy(23, 19, 3, |x, y| if x > 11 { 120.0 } else { 40.0 } + (y % 5) as f32);
-        let p = ContrastParams { radii: vec![1, 3, 7], ..Default::default() };
-        let want = reference(&img, &p);
-        let mut out = Image::<f32>::new(23, 19).unwrap();
-        contrast_enhance(img.view(), out.view_mut(), &p, Parallelism::AllThreads).unwrap();
-        for (&g, &w) in out.as_slice().iter().zip(&want) {
-            assert!((g as f64 - w).abs() < 1e-3 * (1.0 + w.abs()), "{g} vs {w}");
-        }
-        let img8 = img.map(|v| libm::roundf(v) as u8);
-        let want8 = reference(&img8.convert::<f32>(), &p);
-        let mut out8 = Image::<u8>::new(23, 19).unwrap();
-        contrast_enhance(img8.view(), out8.view_mut(), &p, Parallelism::Sequential).unwrap();
-        for (&g, &w) in out8.as_slice().iter().zip(&want8) {
-            assert!((g as f64 - w.clamp(0.0, 255.0)).abs() <= 0.5 + 1e-3, "{g} vs {w}");
-        }
+        crate::testing::at_every_level(|_| {
+            let img = noisy(23, 19, 3, |x, y| if x > 11 { 120.0 } else { 40.0 } + (y % 5) as f32);
+            let p = ContrastParams { radii: vec![1, 3, 7], ..Default::default() };
+            let want = reference(&img, &p);
+            let mut out = Image::<f32>::new(23, 19).unwrap();
+            contrast_enhance(img.view(), out.view_mut(), &p, Parallelism::Sequential).unwrap();
+            for (&g, &w) in out.as_slice().iter().zip(&want) {
+                assert!((g as f64 - w).abs() < 1e-3 * (1.0 + w.abs()), "{g} vs {w}");
+            }
+            let img8 = img.map(|v| libm::roundf(v) as u8);
+            let want8 = reference(&img8.convert::<f32>(), &p);
+            let mut out8 = Image::<u8>::new(23, 19).unwrap();
+            contrast_enhance(img8.view(), out8.view_mut(), &p, Parallelism::Sequential).unwrap();
+            for (&g, &w) in out8.as_slice().iter().zip(&want8) {
+                assert!((g as f64 - w.clamp(0.0, 255.0)).abs() <= 0.5 + 1e-3, "{g} vs {w}");
+            }
+        });
     }
 
     #[test]

@@ -9,91 +9,6 @@
 //! `#[target_feature]` functions by the crate-private `dispatch!` macro, so every intrinsic
 //! inlines into a body compiled for its instruction set.
 
-/// The instruction-set level a kernel runs at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    /// Portable code, 8 lanes, no FMA.
-    Portable,
-    /// AVX2 + FMA, 8 lanes.
-    Avx2,
-    /// AVX-512F, 16 lanes.
-    Avx512,
-}
-
-impl Level {
-    /// The best level this CPU supports (detected once with `std`; without it, what the
-    /// build's target features allow).
-    pub fn detect() -> Level {
-        #[cfg(all(target_arch = "x86_64", feature = "std"))]
-        {
-            use core::sync::atomic::{AtomicU8, Ordering};
-            static CACHED: AtomicU8 = AtomicU8::new(0);
-            match CACHED.load(Ordering::Relaxed) {
-                1 => return Level::Portable,
-                2 => return Level::Avx2,
-                3 => return Level::Avx512,
-                _ => {}
-            }
-            let l = if std::is_x86_feature_detected!("avx512f") {
-                Level::Avx512
-            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                Level::Avx2
-            } else {
-                Level::Portable
-            };
-            CACHED.store(l as u8 + 1, Ordering::Relaxed);
-            l
-        }
-        #[cfg(all(target_arch = "x86_64", not(feature = "std")))]
-        {
-            if cfg!(target_feature = "avx512f") {
-                Level::Avx512
-            } else if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
-                Level::Avx2
-            } else {
-                Level::Portable
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        Level::Portable
-    }
-
-    /// Every level this CPU can run, for tests that check each variant.
-    pub fn available() -> alloc::vec::Vec<Level> {
-        let best = Level::detect();
-        [Level::Portable, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l as u8 <= best as u8).collect()
-    }
-}
-
-/// Whether the CPU has AVX-512F and BW, the 16-bit lanes of the stereo kernels (detected
-/// once with `std`; without it, what the build's target features allow).
-pub fn avx512bw() -> bool {
-    #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    {
-        static CACHED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
-        detect_once(&CACHED, || std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw"))
-    }
-    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
-    {
-        cfg!(all(target_arch = "x86_64", target_feature = "avx512f", target_feature = "avx512bw"))
-    }
-}
-
-/// A run-time CPU feature test, run once: `cache` holds 0 (not yet asked), 1 (no) or 2 (yes).
-#[cfg(all(target_arch = "x86_64", feature = "std"))]
-pub(crate) fn detect_once(cache: &core::sync::atomic::AtomicU8, detect: impl FnOnce() -> bool) -> bool {
-    use core::sync::atomic::Ordering;
-    match cache.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let yes = detect();
-            cache.store(1 + yes as u8, Ordering::Relaxed);
-            yes
-        }
-    }
-}
-
 /// A vector of f32 lanes. `load*` / `store` take raw pointers to at least `LANES`
 /// readable / writable elements (the caller's invariant, stated at each use).
 pub trait F32Vec: Copy {
@@ -253,11 +168,13 @@ mod x86 {
         }
     }
 
-    /// 8 lanes of AVX2 with FMA. Only constructed inside `avx2,fma` functions.
+    /// 8 lanes of AVX2 with FMA. Crate-private, and only constructed inside functions
+    /// compiled for AVX2 + FMA that `dispatch!` calls after detection.
     #[derive(Clone, Copy)]
     pub struct Avx2(__m256);
 
-    /// 16 lanes of AVX-512F. Only constructed inside `avx512f` functions.
+    /// 16 lanes of AVX-512F. Crate-private, and only constructed inside functions compiled
+    /// for AVX-512 that `dispatch!` calls after detection.
     #[derive(Clone, Copy)]
     pub struct Avx512(__m512);
 
@@ -348,33 +265,19 @@ mod x86 {
 pub use x86::{Avx2, Avx512};
 
 /// Defines `fn $name(level: Level, args...)` that runs the generic kernel `$kernel::<V, ..>`
-/// with the vector type of `level`, inside a function compiled for that level's features.
-/// A level above what the CPU supports falls back to the best supported one.
+/// with the vector type of `level`, inside a function compiled for that level's features
+/// ([`crate::cpu::multiversion!`]). A level above what the CPU supports falls back to the
+/// best supported one.
 macro_rules! dispatch {
-    ($(#[$m:meta])* $vis:vis fn $name:ident $(<$($g:ident: $b:path),*>)? ($($a:ident: $t:ty),* $(,)?) => $kernel:ident) => {
-        $(#[$m])*
-        $vis fn $name $(<$($g: $b),*>)? (level: $crate::fma::Level, $($a: $t),*) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                fn avx512 $(<$($g: $b),*>)? ($($a: $t),*) {
-                    $kernel::<$crate::fma::Avx512 $(, $($g),*)?>($($a),*)
-                }
-                #[target_feature(enable = "avx2,fma")]
-                fn avx2 $(<$($g: $b),*>)? ($($a: $t),*) {
-                    $kernel::<$crate::fma::Avx2 $(, $($g),*)?>($($a),*)
-                }
-                let best = $crate::fma::Level::detect();
-                let level = if level as u8 > best as u8 { best } else { level };
-                match level {
-                    // SAFETY: the CPU has the features (checked against `detect`).
-                    $crate::fma::Level::Avx512 => return unsafe { avx512 $(::<$($g),*>)? ($($a),*) },
-                    $crate::fma::Level::Avx2 => return unsafe { avx2 $(::<$($g),*>)? ($($a),*) },
-                    $crate::fma::Level::Portable => {}
-                }
+    ($(#[$m:meta])* $vis:vis fn $name:ident $(<$($g:ident: $b:ident),*>)? ($($a:ident: $t:ty),* $(,)?) => $kernel:ident) => {
+        $crate::cpu::multiversion! {
+            on level;
+            type V = $crate::fma::Avx512, $crate::fma::Avx2, $crate::fma::Portable;
+            $(#[$m])*
+            $vis fn $name $(<$($g: $b),*>)? (level: $crate::cpu::Level, $($a: $t),*) {
+                let _ = level;
+                $kernel::<V $(, $($g),*)?>($($a),*)
             }
-            let _ = level;
-            $kernel::<$crate::fma::Portable $(, $($g),*)?>($($a),*)
         }
     };
 }
@@ -383,6 +286,7 @@ pub(crate) use dispatch;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::Level;
 
     #[inline(always)]
     fn transpose_kernel<V: F32Vec>(src: &[f32], dst: &mut [f32]) {

@@ -1,5 +1,5 @@
 //! tessera-core: the portable, `no_std` (+ `alloc`) core of tessera. Every algorithm runs
-//! here on the CPU with explicit SIMD; `std` adds run-time CPU feature dispatch and
+//! here on the CPU with explicit SIMD; `std` adds run-time CPU feature detection and
 //! `std::error::Error`, `parallel` adds rayon over row bands.
 //!
 //! Operations take borrowed views and write into caller-owned views; every public function
@@ -15,17 +15,18 @@ extern crate std;
 pub mod backend;
 pub mod border;
 pub mod contrast;
+pub mod cpu;
 pub mod cpu_backend;
 pub mod error;
 pub mod filter;
-pub mod fma;
+pub(crate) mod fma;
 pub mod glare;
 pub mod image;
 pub mod linalg;
 pub mod ncc;
 pub mod parallel;
-pub mod prefix;
-pub mod simd;
+pub(crate) mod prefix;
+pub(crate) mod simd;
 #[cfg(test)]
 mod testing;
 pub mod variance;

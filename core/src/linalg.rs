@@ -9,13 +9,13 @@
 //! 6 x 16 on AVX2 + FMA (12), 6 x 16 portable. Rayon splits `C` into row bands.
 
 use crate::error::{Error, Result};
-use crate::fma::{dispatch, F32Vec, Level};
+use crate::cpu::Level;
+use crate::fma::{dispatch, F32Vec};
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Depth of one packed block (`KC`): an `MR x KC` A panel and a `KC x NR` B panel fit L1.
 const KC: usize = 256;
@@ -24,10 +24,11 @@ const MC: usize = 168;
 /// Largest micro-tile (for the edge scratch): 14 x 32.
 const MAX_TILE: usize = 14 * 32;
 
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn add_row(a: &[f32], b: &[f32], out: &mut [f32]) {
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        *o = x + y;
+multiversion! {
+    fn add_row(a: &[f32], b: &[f32], out: &mut [f32]) {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = x + y;
+        }
     }
 }
 
@@ -51,7 +52,7 @@ pub fn mat_add(a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'
 /// Errors: `a`'s width differs from `b`'s height, or `out` is not `b.width() x a.height()`
 /// ([`Error::SizeMismatch`]).
 pub fn mat_mul(a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>, par: Parallelism) -> Result<()> {
-    mat_mul_at(a, b, out, par, Level::detect())
+    mat_mul_at(a, b, out, par, crate::cpu::level())
 }
 
 /// [`mat_mul`] with the micro-kernel of a given instruction-set level (a level the CPU
@@ -93,8 +94,7 @@ fn tile(level: Level) -> (usize, usize) {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let best = Level::detect();
-        match if level as u8 > best as u8 { best } else { level } {
+        match crate::cpu::capped(level) {
             Level::Avx512 => return shape::<crate::fma::Avx512>(),
             Level::Avx2 => return shape::<crate::fma::Avx2>(),
             Level::Portable => {}
@@ -290,6 +290,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sum_matches_at_every_level() {
+        let (w, h) = (83, 5);
+        let (da, db) = (filled(h, w + 2, 3), filled(h, w, 4));
+        let a = ImageView::new(&da, w, h, w + 2).unwrap();
+        let b = ImageView::from_slice(&db, w, h).unwrap();
+        crate::testing::at_every_level(|_| {
+            let mut c = Image::<f32>::new(w, h).unwrap();
+            mat_add(a, b, c.view_mut(), Parallelism::Sequential).unwrap();
+            for y in 0..h {
+                for x in 0..w {
+                    assert_eq!(c.at(x, y), a.get(x, y).unwrap() + b.get(x, y).unwrap(), "({x}, {y})");
+                }
+            }
+        });
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! loop's (each `P[i]` is a chain of `i / L` block sums of `L` terms), with no larger
 //! error bound.
 
-use crate::fma::Level;
+use crate::cpu::{multiversion, Level};
 
 /// An element type with running sums.
 pub trait ScanElem: Copy + 'static {
@@ -39,7 +39,7 @@ pub trait ScanElem: Copy + 'static {
 pub fn prefix_sum<T: ScanElem>(src: &[T], dst: &mut [T], channels: usize) {
     let n = src.len().min(dst.len());
     // SAFETY: both pointers cover n elements; src and dst are distinct borrows.
-    unsafe { run(Level::detect(), src.as_ptr(), dst.as_mut_ptr(), n, channels) }
+    unsafe { run(crate::cpu::level(), src.as_ptr(), dst.as_mut_ptr(), n, channels) }
 }
 
 /// [`prefix_sum`] in place.
@@ -47,7 +47,7 @@ pub fn prefix_sum_in_place<T: ScanElem>(p: &mut [T], channels: usize) {
     let n = p.len();
     let ptr = p.as_mut_ptr();
     // SAFETY: one buffer of n elements; the kernels read each block before they write it.
-    unsafe { run(Level::detect(), ptr, ptr, n, channels) }
+    unsafe { run(crate::cpu::level(), ptr, ptr, n, channels) }
 }
 
 /// # Safety
@@ -76,9 +76,9 @@ impl ScanElem for u64 {
 }
 
 /// `impl ScanElem` for a type with kernels on both x86 levels: `$v512` / `$v256` are the
-/// vector types, `$c512` / `$c256` the channel counts each vectorizes.
+/// vector types; each scans the channel counts (powers of two) below its lane count.
 macro_rules! vector_scan {
-    ($t:ty, $zero:expr, |$a:ident, $b:ident| $plus:expr, $v512:ident [$($c512:literal)*], $v256:ident [$($c256:literal)*]) => {
+    ($t:ty, $zero:expr, |$a:ident, $b:ident| $plus:expr, $v512:ident, $v256:ident) => {
         impl ScanElem for $t {
             const ZERO: $t = $zero;
             #[inline(always)]
@@ -86,37 +86,61 @@ macro_rules! vector_scan {
                 let $a = self;
                 $plus
             }
-            #[allow(unused_variables)]
             unsafe fn vectorized(level: Level, src: *const $t, dst: *mut $t, n: usize, c: usize) -> usize {
-                #[cfg(target_arch = "x86_64")]
-                {
-                    #[target_feature(enable = "avx512f")]
-                    unsafe fn avx512<const C: usize>(src: *const $t, dst: *mut $t, n: usize) -> usize {
-                        // SAFETY: forwarded contract of `run`.
-                        unsafe { scan::<x86::$v512, C>(src, dst, n) }
-                    }
-                    #[target_feature(enable = "avx2")]
-                    unsafe fn avx2<const C: usize>(src: *const $t, dst: *mut $t, n: usize) -> usize {
-                        // SAFETY: forwarded contract of `run`.
-                        unsafe { scan::<x86::$v256, C>(src, dst, n) }
-                    }
-                    // SAFETY: the caller checked the level against the CPU; pointers as in `run`.
-                    unsafe {
-                        return match (level, c) {
-                            $((Level::Avx512, $c512) => avx512::<$c512>(src, dst, n),)*
-                            $((Level::Avx2, $c256) => avx2::<$c256>(src, dst, n),)*
-                            _ => 0,
-                        };
+                multiversion! {
+                    on level;
+                    type V = x86::$v512, x86::$v256, OneLane<$t>;
+                    /// # Safety
+                    /// As `run`.
+                    unsafe fn scan_at(level: Level, src: *const $t, dst: *mut $t, n: usize, c: usize) -> usize {
+                        let _ = level;
+                        // SAFETY: forwarded contract of `run`; the clone enables V's features.
+                        unsafe {
+                            match c {
+                                1 => scan::<V, 1>(src, dst, n),
+                                2 => scan::<V, 2>(src, dst, n),
+                                4 => scan::<V, 4>(src, dst, n),
+                                8 => scan::<V, 8>(src, dst, n),
+                                _ => 0,
+                            }
+                        }
                     }
                 }
-                #[allow(unreachable_code)]
-                0
+                // SAFETY: forwarded contract of `run`.
+                unsafe { scan_at(level, src, dst, n, c) }
             }
         }
     };
 }
-vector_scan!(u32, 0, |a, b| a.wrapping_add(b), Avx512U32 [1 2 4 8], Avx2U32 [1 2 4]);
-vector_scan!(f64, 0.0, |a, b| a + b, Avx512F64 [1 2 4], Avx2F64 [1 2]);
+vector_scan!(u32, 0, |a, b| a.wrapping_add(b), Avx512U32, Avx2U32);
+vector_scan!(f64, 0.0, |a, b| a + b, Avx512F64, Avx2F64);
+
+/// The portable level's "vector": one lane, so [`scan`] leaves every element to the
+/// scalar loop of `run` (a serial chain either way).
+#[derive(Clone, Copy)]
+struct OneLane<T>(T);
+
+impl<T: ScanElem> ScanVec for OneLane<T> {
+    type T = T;
+    const LANES: usize = 1;
+    fn zero() -> Self {
+        OneLane(T::ZERO)
+    }
+    unsafe fn load(p: *const T) -> Self {
+        // SAFETY: the caller's contract.
+        OneLane(unsafe { *p })
+    }
+    unsafe fn store(self, p: *mut T) {
+        // SAFETY: the caller's contract.
+        unsafe { *p = self.0 }
+    }
+    fn add(self, b: Self) -> Self {
+        OneLane(self.0.plus(b.0))
+    }
+    fn shift_in(self, prev: Self, _s: usize) -> Self {
+        prev
+    }
+}
 
 /// A vector of lanes, only constructed inside functions compiled for its level.
 trait ScanVec: Copy {
@@ -195,6 +219,7 @@ mod x86 {
     use super::ScanVec;
     use core::arch::x86_64::*;
 
+    // Crate-private, and only constructed inside `scan_at`'s clones.
     #[derive(Clone, Copy)]
     pub struct Avx512U32(__m512i);
     #[derive(Clone, Copy)]
@@ -205,7 +230,8 @@ mod x86 {
     pub struct Avx2F64(__m256d);
 
     // SAFETY (all methods): the intrinsics need the level's features, which the callers
-    // (`vectorized`) enable and have checked; pointer contracts are the trait's.
+    // (the clones of `vectorized`'s `scan_at`) enable and have checked; pointer contracts
+    // are the trait's.
     impl ScanVec for Avx512U32 {
         type T = u32;
         const LANES: usize = 16;

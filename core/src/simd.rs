@@ -1,14 +1,11 @@
-//! The few vector helpers shared by kernels, compiled for several x86-64 levels and picked
-//! at run time (`multiversion`): the shipped library runs on any x86-64 and uses AVX2 or
-//! AVX-512 where the CPU has them. Run-time detection needs std (the `multiversion` crate
-//! links it), so a `no_std` build compiles one version for its target's features: kernels
-//! write `#[cfg_attr(feature = "std", multiversion(targets(...)))]`. The loops are written so that LLVM vectorizes them at
-//! the width of the selected target (checked in the generated code: `vpaddd zmm` on the
+//! The few vector helpers shared by kernels, compiled for each CPU level and picked at run
+//! time ([`crate::cpu::multiversion!`]): the shipped library runs on any x86-64 and uses
+//! AVX2 or AVX-512 where the CPU has them. The loops are written so that LLVM vectorizes
+//! them at the width of the level (checked in the generated code: `vpaddd zmm` in the
 //! AVX-512 clone); `wide` carries the explicit f32 lanes where the arithmetic is not a
 //! plain element-wise map.
 
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// A channel type whose running window sums accumulate exactly (integers) or without
 /// drift (f32 in f64) in `Acc`.
@@ -32,16 +29,18 @@ pub trait Lane: Copy + Send + Sync + 'static {
 
 macro_rules! int_lane {
     ($t:ty, $acc:ty, $add:ident, $slide:ident, $diff:ident) => {
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $diff(p: &[$acc], k: usize, out: &mut [$acc]) {
-            for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
-                *o = hi.wrapping_sub(lo);
+        multiversion! {
+            fn $diff(p: &[$acc], k: usize, out: &mut [$acc]) {
+                for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
+                    *o = hi.wrapping_sub(lo);
+                }
             }
         }
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
-            for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
-                *a = a.wrapping_add(x as $acc).wrapping_sub(y as $acc);
+        multiversion! {
+            fn $slide(acc: &mut [$acc], add: &[$t], sub: &[$t]) {
+                for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
+                    *a = a.wrapping_add(x as $acc).wrapping_sub(y as $acc);
+                }
             }
         }
         impl Lane for $t {
@@ -91,27 +90,28 @@ int_lane!(u16, u64, add_rows_u16, slide_row_u16, diff_u64);
 /// 8 us, some 30 output rows' worth of the sliding window).
 macro_rules! column_sums {
     ($name:ident, $t:ty, $acc:ty, $part:ty, $block:literal, $group:expr, $part_add:path, $acc_add:path) => {
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $name(acc: &mut [$acc], rows: &[&[$t]]) {
-            const B: usize = $block;
-            let whole = acc.len() / B * B;
-            for x in (0..whole).step_by(B) {
-                for group in rows.chunks($group) {
-                    let mut part = [<$part>::default(); B];
-                    for row in group {
-                        let row = &row[x..x + B];
-                        for j in 0..B {
-                            part[j] = $part_add(part[j], row[j] as $part);
+        multiversion! {
+            fn $name(acc: &mut [$acc], rows: &[&[$t]]) {
+                const B: usize = $block;
+                let whole = acc.len() / B * B;
+                for x in (0..whole).step_by(B) {
+                    for group in rows.chunks($group) {
+                        let mut part = [<$part>::default(); B];
+                        for row in group {
+                            let row = &row[x..x + B];
+                            for j in 0..B {
+                                part[j] = $part_add(part[j], row[j] as $part);
+                            }
+                        }
+                        for (a, &p) in acc[x..x + B].iter_mut().zip(&part) {
+                            *a = $acc_add(*a, p as $acc);
                         }
                     }
-                    for (a, &p) in acc[x..x + B].iter_mut().zip(&part) {
-                        *a = $acc_add(*a, p as $acc);
-                    }
                 }
-            }
-            for row in rows {
-                for (a, &v) in acc[whole..].iter_mut().zip(&row[whole..]) {
-                    *a = $acc_add(*a, v as $acc);
+                for row in rows {
+                    for (a, &v) in acc[whole..].iter_mut().zip(&row[whole..]) {
+                        *a = $acc_add(*a, v as $acc);
+                    }
                 }
             }
         }
@@ -123,18 +123,20 @@ column_sums!(add_rows_u8, u8, u32, u16, 128, 257, u16::wrapping_add, u32::wrappi
 column_sums!(add_rows_u16, u16, u64, u32, 64, 65537, u32::wrapping_add, u64::wrapping_add);
 column_sums!(add_rows_f32, f32, f64, f64, 32, usize::MAX, core::ops::Add::add, core::ops::Add::add);
 
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn slide_row_f32(acc: &mut [f64], add: &[f32], sub: &[f32]) {
-    for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
-        // add and subtract separately: (x - y) in f64 is exact for f32 inputs anyway.
-        *a += x as f64 - y as f64;
+multiversion! {
+    fn slide_row_f32(acc: &mut [f64], add: &[f32], sub: &[f32]) {
+        for ((a, &x), &y) in acc.iter_mut().zip(add).zip(sub) {
+            // add and subtract separately: (x - y) in f64 is exact for f32 inputs anyway.
+            *a += x as f64 - y as f64;
+        }
     }
 }
 
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn diff_f64(p: &[f64], k: usize, out: &mut [f64]) {
-    for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
-        *o = hi - lo;
+multiversion! {
+    fn diff_f64(p: &[f64], k: usize, out: &mut [f64]) {
+        for ((o, &hi), &lo) in out.iter_mut().zip(&p[k..]).zip(p) {
+            *o = hi - lo;
+        }
     }
 }
 
@@ -206,10 +208,6 @@ impl<T: Copy + Default> AlignedRow<T> {
         AlignedRow { storage, start, len }
     }
     #[inline]
-    pub fn as_slice(&self) -> &[T] {
-        &self.storage[self.start..self.start + self.len]
-    }
-    #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [T] {
         &mut self.storage[self.start..self.start + self.len]
     }
@@ -221,63 +219,60 @@ pub const F32_MEAN_EXACT_AREA: u32 = 1 << 14;
 /// 256 x 256).
 pub const F32_MEAN_MAX_AREA: u32 = 1 << 16;
 
-/// `out[i] = round_half_up(sum[i] / area)` for exact integer window sums `sum[i] <= 255 area`,
-/// vectorized. round_half_up(s / a) = q = floor(t / a) with t = s + floor(a / 2) (for odd
-/// a, 2s + a is odd, so floor((2s + a) / 2a) = floor((2s + a - 1) / 2a)).
-///
-/// Areas up to 2^16, in f32 (16 lanes of AVX-512): t <= 255.5 a < 2^24 converts exactly,
-/// and t / a = q + f / a with 0 <= f <= a - 1.
-/// - a <= 2^14, one product: with r = 1/a rounded up to f32 (r - 1/a < ulp(r) <= 2^-23 r,
-///   so r a < 1 / (1 - 2^-23)), y = fl(t r) >= q: t r >= t / a >= q, and rounding is
-///   monotone with q representable. Above, t r - t / a < 255.5 (1 / (1 - 2^-23) - 1)
-///   < 2^-15, so t r < q + 1 - 1/a + 2^-15 <= q + 1 - 2^-15, a representable number below
-///   q + 1 <= 256, so y < q + 1 and trunc(y) = q.
-/// - a <= 2^16, with FMA: 1/a split in two f32, r + r_lo (r nearest, r_lo the f32 nearest
-///   1/a - r, |r_lo| <= 2^-24 r), and y = fma(t, r, fl(t r_lo)) rounds once. Before that
-///   rounding, v = t / a + e with |e| <= (t / a) (2^-48 + 2^-48 + 2^-53) < 2^-38 (the
-///   split's error, fl(t r_lo)'s, 1/a's in f64). For f = 0, q >= 1 (t >= a / 2 > 0) and v
-///   is within 2^-38 of q, closer than any other f32, so y = q. Else
-///   q < v <= q + 1 - 2^-16 + 2^-38, below the midpoint q + 1 - 2^-17 between q + 1 and the
-///   f32 under it (f32 spacing <= 2^-16 below 256), so q <= y < q + 1: one more instruction
-///   per vector than one product.
-/// - a <= 2^16, without FMA: trunc(fl(t r)) = q0 is q or q + 1 (t r < q + 2 by the same
-///   bound), and q0 a <= 2^24 is exact in f32, so `q0 a > t` tells q0 = q + 1 exactly.
-///
-/// Larger areas, in f64: with q = (2 s + a) / (2 a) <= 65536 and a < 2^25, the f64 product
-/// is within 2^-36 of q, and a non-integer q is at least 2^-25 below the next integer, so
-/// adding 2^-30 before the floor gives exactly floor(q).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
-    if area <= F32_MEAN_EXACT_AREA {
-        let r = recip_up_f32(area);
-        return round_div_f32::<false, false>(sums, area, r, 0.0, out);
-    }
-    if area <= F32_MEAN_MAX_AREA {
-        // Known when each version compiles (a const: the lookup by name is not free).
-        #[cfg(feature = "std")]
-        const FUSED: bool = multiversion::target::selected_target!().supports_feature_str("fma");
-        #[cfg(not(feature = "std"))]
-        const FUSED: bool = cfg!(target_feature = "fma");
-        if FUSED {
-            let inv = 1.0 / area as f64;
-            let r = inv as f32;
-            return round_div_f32::<true, false>(sums, area, r, (inv - r as f64) as f32, out);
+multiversion! {
+    /// `out[i] = round_half_up(sum[i] / area)` for exact integer window sums `sum[i] <= 255 area`,
+    /// vectorized. round_half_up(s / a) = q = floor(t / a) with t = s + floor(a / 2) (for odd
+    /// a, 2s + a is odd, so floor((2s + a) / 2a) = floor((2s + a - 1) / 2a)).
+    ///
+    /// Areas up to 2^16, in f32 (16 lanes of AVX-512): t <= 255.5 a < 2^24 converts exactly,
+    /// and t / a = q + f / a with 0 <= f <= a - 1.
+    /// - a <= 2^14, one product: with r = 1/a rounded up to f32 (r - 1/a < ulp(r) <= 2^-23 r,
+    ///   so r a < 1 / (1 - 2^-23)), y = fl(t r) >= q: t r >= t / a >= q, and rounding is
+    ///   monotone with q representable. Above, t r - t / a < 255.5 (1 / (1 - 2^-23) - 1)
+    ///   < 2^-15, so t r < q + 1 - 1/a + 2^-15 <= q + 1 - 2^-15, a representable number below
+    ///   q + 1 <= 256, so y < q + 1 and trunc(y) = q.
+    /// - a <= 2^16, with FMA: 1/a split in two f32, r + r_lo (r nearest, r_lo the f32 nearest
+    ///   1/a - r, |r_lo| <= 2^-24 r), and y = fma(t, r, fl(t r_lo)) rounds once. Before that
+    ///   rounding, v = t / a + e with |e| <= (t / a) (2^-48 + 2^-48 + 2^-53) < 2^-38 (the
+    ///   split's error, fl(t r_lo)'s, 1/a's in f64). For f = 0, q >= 1 (t >= a / 2 > 0) and v
+    ///   is within 2^-38 of q, closer than any other f32, so y = q. Else
+    ///   q < v <= q + 1 - 2^-16 + 2^-38, below the midpoint q + 1 - 2^-17 between q + 1 and the
+    ///   f32 under it (f32 spacing <= 2^-16 below 256), so q <= y < q + 1: one more instruction
+    ///   per vector than one product.
+    /// - a <= 2^16, without FMA: trunc(fl(t r)) = q0 is q or q + 1 (t r < q + 2 by the same
+    ///   bound), and q0 a <= 2^24 is exact in f32, so `q0 a > t` tells q0 = q + 1 exactly.
+    ///
+    /// Larger areas, in f64: with q = (2 s + a) / (2 a) <= 65536 and a < 2^25, the f64 product
+    /// is within 2^-36 of q, and a non-integer q is at least 2^-25 below the next integer, so
+    /// adding 2^-30 before the floor gives exactly floor(q).
+    pub fn round_div_u32_to_u8(sums: &[u32], area: u32, out: &mut [u8]) {
+        if area <= F32_MEAN_EXACT_AREA {
+            let r = recip_up_f32(area);
+            return round_div_f32::<false, false>(sums, area, r, 0.0, out);
         }
-        return round_div_f32::<false, true>(sums, area, recip_up_f32(area), 0.0, out);
-    }
-    let inv = 1.0 / (2.0 * area as f64);
-    let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
-    if (area as u64) * 255 < 1 << 31 {
-        // Sums fit i32, whose conversion to f64 is one instruction (u32's is not before
-        // AVX-512); the quotient is <= 255, so the i32 -> u8 truncation is exact.
-        for (o, &s) in out.iter_mut().zip(sums) {
-            let q = 2.0 * (s as i32) as f64 * inv + bias;
-            // SAFETY: 0 <= q < 256.5, so it is in i32's range.
-            *o = unsafe { q.to_int_unchecked::<i32>() } as u8;
+        if area <= F32_MEAN_MAX_AREA {
+            // The level this call was dispatched at: whether its clone has an FMA instruction.
+            if crate::cpu::level().has_fma() {
+                let inv = 1.0 / area as f64;
+                let r = inv as f32;
+                return round_div_f32::<true, false>(sums, area, r, (inv - r as f64) as f32, out);
+            }
+            return round_div_f32::<false, true>(sums, area, recip_up_f32(area), 0.0, out);
         }
-    } else {
-        for (o, &s) in out.iter_mut().zip(sums) {
-            *o = (2.0 * s as f64 * inv + bias) as u8;
+        let inv = 1.0 / (2.0 * area as f64);
+        let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
+        if (area as u64) * 255 < 1 << 31 {
+            // Sums fit i32, whose conversion to f64 is one instruction (u32's is not before
+            // AVX-512); the quotient is <= 255, so the i32 -> u8 truncation is exact.
+            for (o, &s) in out.iter_mut().zip(sums) {
+                let q = 2.0 * (s as i32) as f64 * inv + bias;
+                // SAFETY: 0 <= q < 256.5, so it is in i32's range.
+                *o = unsafe { q.to_int_unchecked::<i32>() } as u8;
+            }
+        } else {
+            for (o, &s) in out.iter_mut().zip(sums) {
+                *o = (2.0 * s as f64 * inv + bias) as u8;
+            }
         }
     }
 }
@@ -318,23 +313,25 @@ fn recip_up_f32(a: u32) -> f32 {
     }
 }
 
-/// As [`round_div_u32_to_u8`] for 16-bit means of u64 sums.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-pub fn round_div_u64_to_u16(sums: &[u64], area: u64, out: &mut [u16]) {
-    let inv = 1.0 / (2.0 * area as f64);
-    let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
-    for (o, &s) in out.iter_mut().zip(sums) {
-        let q = 2.0 * s as f64 * inv + bias;
-        // SAFETY: 0 <= q < 65536.5 for means of u16 sums, in i32's range.
-        *o = unsafe { q.to_int_unchecked::<i32>() } as u16;
+multiversion! {
+    /// As [`round_div_u32_to_u8`] for 16-bit means of u64 sums.
+    pub fn round_div_u64_to_u16(sums: &[u64], area: u64, out: &mut [u16]) {
+        let inv = 1.0 / (2.0 * area as f64);
+        let bias = area as f64 * inv + 1.0 / (1u64 << 30) as f64;
+        for (o, &s) in out.iter_mut().zip(sums) {
+            let q = 2.0 * s as f64 * inv + bias;
+            // SAFETY: 0 <= q < 65536.5 for means of u16 sums, in i32's range.
+            *o = unsafe { q.to_int_unchecked::<i32>() } as u16;
+        }
     }
 }
 
-/// `out[i] = sum[i] * scale` for f64 sums into f32.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-pub fn scale_f64_to_f32(sums: &[f64], scale: f64, out: &mut [f32]) {
-    for (o, &s) in out.iter_mut().zip(sums) {
-        *o = (s * scale) as f32;
+multiversion! {
+    /// `out[i] = sum[i] * scale` for f64 sums into f32.
+    pub fn scale_f64_to_f32(sums: &[f64], scale: f64, out: &mut [f32]) {
+        for (o, &s) in out.iter_mut().zip(sums) {
+            *o = (s * scale) as f32;
+        }
     }
 }
 
@@ -443,6 +440,51 @@ mod tests {
             let sums: Vec<u32> = (0..=255 * area).step_by((area as usize / 7).max(1)).collect();
             check_round_div(area, &sums);
         }
+    }
+
+    /// The remaining [`Lane`] steps and the mean conversions at every level against plain
+    /// arithmetic: long enough for whole vectors of each level and a tail.
+    #[test]
+    fn lane_steps_and_means_match_scalar_at_every_level() {
+        fn check_lane<L: Lane>(value: impl Fn(usize) -> L, to_f64: impl Fn(L) -> f64) {
+            let n = 203;
+            let (add, sub): (Vec<L>, Vec<L>) = ((0..n).map(&value).collect(), (0..n).map(|i| value(i * 7 + 3)).collect());
+            let mut acc: Vec<L::Acc> = (0..n).map(|i| L::acc_from_f64(1e6 + i as f64)).collect();
+            L::slide_row(&mut acc, &add, &sub);
+            for i in 0..n {
+                let want = 1e6 + i as f64 + to_f64(add[i]) - to_f64(sub[i]);
+                assert_eq!(L::acc_to_f64(acc[i]), want, "slide {i}");
+            }
+            let k = 9;
+            let mut out = alloc::vec![L::Acc::default(); n - k];
+            L::window_diff(&acc, k, &mut out);
+            for (i, &o) in out.iter().enumerate() {
+                assert_eq!(o, L::acc_sub(acc[i + k], acc[i]), "diff {i}");
+            }
+        }
+        crate::testing::at_every_level(|_| {
+            check_lane::<u8>(|i| (i * 131 % 256) as u8, |v| v as f64);
+            check_lane::<u16>(|i| (i * 40503 % 65536) as u16, |v| v as f64);
+            check_lane::<f32>(|i| (i * 37 % 1000) as f32 * 0.25 - 60.0, |v| v as f64);
+            check_add_rows::<u8>(|x, y| ((x * 131 + y * 71) % 256) as u8, |v| v as f64);
+            check_add_rows::<f32>(|x, y| ((x * 7 + y * 3) % 97) as f32 * 0.5, |v| v as f64);
+            for area in [1, 9, 225, F32_MEAN_EXACT_AREA, F32_MEAN_EXACT_AREA + 1, 65025, F32_MEAN_MAX_AREA, F32_MEAN_MAX_AREA + 1, 1 << 20] {
+                let sums: Vec<u32> = (0..=255 * area).step_by((area as usize / 13).max(1)).collect();
+                check_round_div(area, &sums);
+            }
+            let sums: Vec<u64> = (0..300u64).map(|i| i * 65535 * 49 / 299).collect();
+            let mut means = alloc::vec![0u16; sums.len()];
+            round_div_u64_to_u16(&sums, 49, &mut means);
+            for (&s, &m) in sums.iter().zip(&means) {
+                assert_eq!(m as u64, (2 * s + 49) / 98, "{s}");
+            }
+            let sums: Vec<f64> = (0..300).map(|i| i as f64 * 1.37 - 99.0).collect();
+            let mut out = alloc::vec![0f32; sums.len()];
+            scale_f64_to_f32(&sums, 1.0 / 49.0, &mut out);
+            for (&s, &o) in sums.iter().zip(&out) {
+                assert_eq!(o, (s * (1.0 / 49.0)) as f32);
+            }
+        });
     }
 
     #[test]

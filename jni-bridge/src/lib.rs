@@ -69,25 +69,14 @@ fn op_defaults(name: &str) -> Result<Vec<(&'static str, String)>> {
     by_name!(BoxParams, GaussianParams, VarianceParams, ContrastParams, GlareParams, RegisterParams, StitchParams, StereoParams)
 }
 
-/// `String Native.nativeVersion()` (behind `Native.version()`): the crate version and the CPU features the SIMD kernels
-/// dispatch on, e.g. "tessera-jni 0.1.0 (x86_64, avx2 fma)".
+/// `String Native.nativeVersion()` (behind `Native.version()`): the crate version and the instruction-set level the SIMD
+/// kernels dispatch on (the core's one detection), e.g. "tessera-jni 0.1.0 (x86_64, Avx512 + census)".
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_tessera_ij_Native_nativeVersion<'l>(mut env: EnvUnowned<'l>, _c: JClass<'l>) -> JString<'l> {
     guarded(&mut env, |env| {
-        let mut feats = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        {
-            for (name, on) in [
-                ("avx512f", std::is_x86_feature_detected!("avx512f")),
-                ("avx2", std::is_x86_feature_detected!("avx2")),
-                ("fma", std::is_x86_feature_detected!("fma")),
-            ] {
-                if on {
-                    feats.push(name);
-                }
-            }
-        }
-        let v = format!("tessera-jni {} ({}, {})", env!("CARGO_PKG_VERSION"), std::env::consts::ARCH, feats.join(" "));
+        let level = tessera_core::cpu::level();
+        let feats = if tessera_core::cpu::census() { format!("{level:?} + census") } else { format!("{level:?}") };
+        let v = format!("tessera-jni {} ({}, {feats})", env!("CARGO_PKG_VERSION"), std::env::consts::ARCH);
         Ok(JString::from_str(env, v)?)
     })
 }

@@ -9,13 +9,12 @@
 use crate::border::Border;
 use crate::error::{require_positive, require_range, Error, Result};
 use crate::filter::BoxPixel;
-use crate::fma::{Level, LoadF32};
+use crate::fma::LoadF32;
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::Parallelism;
 use crate::simd::Lane;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 use super::{gaussian_fir, gaussian_iir};
 
@@ -161,16 +160,18 @@ pub trait GaussLane: Lane + LoadF32 {
 
 macro_rules! gauss_lane {
     ($t:ty, $store:ident, $load:ident, |$v:ident| $round:expr, |$r:ident| $as_f32:expr) => {
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $store(src: &[f32], dst: &mut [$t]) {
-            for (d, &$v) in dst.iter_mut().zip(src) {
-                *d = $round;
+        multiversion! {
+            fn $store(src: &[f32], dst: &mut [$t]) {
+                for (d, &$v) in dst.iter_mut().zip(src) {
+                    *d = $round;
+                }
             }
         }
-        #[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-        fn $load(src: &[$t], dst: &mut [f32]) {
-            for (d, &v) in dst.iter_mut().zip(src) {
-                *d = v as f32;
+        multiversion! {
+            fn $load(src: &[$t], dst: &mut [f32]) {
+                for (d, &v) in dst.iter_mut().zip(src) {
+                    *d = v as f32;
+                }
             }
         }
         impl GaussLane for $t {
@@ -266,7 +267,7 @@ where
         GaussianMethod::Iir => gaussian_iir::blur::<P>(lanes, dst, p.sigma, p.border, par)?,
         _ => {
             let wts = gaussian_weights(p.sigma, p.fir_radius());
-            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, Level::detect())
+            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, crate::cpu::level())
         }
     }
     Ok(())
@@ -278,6 +279,27 @@ pub(crate) mod tests {
     use crate::image::{Image, Rgba8};
     use alloc::vec;
     use proptest::prelude::*;
+
+    /// The lane conversions at every level: rounding half up and saturating, exact widening.
+    #[test]
+    fn lane_conversions_at_every_level() {
+        let src: Vec<f32> = (0..203).map(|i| i as f32 * 401.3 - 900.0).collect();
+        crate::testing::at_every_level(|_| {
+            let mut u8s = vec![0u8; src.len()];
+            u8::store_row(&src, &mut u8s);
+            let mut u16s = vec![0u16; src.len()];
+            u16::store_row(&src, &mut u16s);
+            let (mut back8, mut back16) = (vec![0f32; src.len()], vec![0f32; src.len()]);
+            u8::load_row(&u8s, &mut back8);
+            u16::load_row(&u16s, &mut back16);
+            for i in 0..src.len() {
+                let want = libm::floor(src[i] as f64 + 0.5);
+                assert_eq!(u8s[i] as f64, want.clamp(0.0, 255.0), "{}", src[i]);
+                assert_eq!(u16s[i] as f64, want.clamp(0.0, 65535.0), "{}", src[i]);
+                assert_eq!((back8[i], back16[i]), (u8s[i] as f32, u16s[i] as f32));
+            }
+        });
+    }
 
     /// f64 sampled Gaussian, normalized over `-radius..=radius`.
     pub(crate) fn weights_f64(sigma: f64, radius: usize) -> Vec<f64> {

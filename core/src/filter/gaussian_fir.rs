@@ -1,5 +1,5 @@
 //! Separable FIR Gaussian: a vertical then a horizontal 1-D convolution with the same
-//! normalized sampled weights, in f32 with fused multiply-adds ([`crate::fma`]).
+//! normalized sampled weights, in f32 with fused multiply-adds (`crate::fma`).
 //!
 //! Order and cache: each output row first combines the `2r + 1` source rows around it
 //! (vectorized across the row, accumulators held in registers while the taps stream
@@ -22,7 +22,8 @@ use crate::image::ImageViewMut;
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
-use crate::fma::{dispatch, F32Vec, Level, LoadF32};
+use crate::cpu::Level;
+use crate::fma::{dispatch, F32Vec, LoadF32};
 
 /// `out[i] = bias + sum_j wts[j] * rows[j][i]`: the vertical step, four vectors of
 /// accumulators in registers while the taps stream through (rows shorter than `out` limit
@@ -301,7 +302,7 @@ mod tests {
             let run = |par| {
                 let lanes = Lanes { data: &f[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<f32>::new(w, h).unwrap();
-                blur::<f32>(lanes, out.view_mut(), &wts, border, par, Level::detect());
+                blur::<f32>(lanes, out.view_mut(), &wts, border, par, crate::cpu::level());
                 out
             };
             assert_eq!(run(Parallelism::Sequential), run(Parallelism::AllThreads), "{border:?}");
@@ -315,7 +316,7 @@ mod tests {
         let vals = noise(w * h, 21);
         let f: Vec<f32> = vals.iter().map(|v| (v * 255.0) as f32).collect();
         let u: Vec<u8> = vals.iter().map(|v| (v * 255.0) as u8).collect();
-        for level in Level::available() {
+        crate::testing::at_every_level(|level| {
             for (sigma, border) in [(1.3, Border::Reflect101), (2.0, Border::Normalize), (0.8, Border::Constant(3.0))] {
                 let r = (libm::ceil(3.0 * sigma) as usize).max(1);
                 let wts = gaussian_weights(sigma, r);
@@ -345,6 +346,6 @@ mod tests {
                     assert!((g as f64 - e).abs() <= 0.5 + 0.1, "{level:?} u16 {g} vs {e}");
                 }
             }
-        }
+        });
     }
 }

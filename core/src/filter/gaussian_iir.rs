@@ -40,13 +40,13 @@ use super::gaussian::{GaussLane, Lanes};
 use crate::border::{reflect101, Border};
 use crate::error::Result;
 use crate::filter::BoxPixel;
-use crate::fma::{dispatch, F32Vec, Level, LoadF32};
+use crate::cpu::Level;
+use crate::fma::{dispatch, F32Vec, LoadF32};
 use crate::image::ImageViewMut;
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Lines filtered together (interleaved): 4 AVX-512 / 8 AVX2 vectors of states.
 const LINES: usize = 64;
@@ -187,53 +187,56 @@ fn step(k: &Kernel, x: &[f32], s: &mut States, out: &mut [f32]) {
     }
 }
 
-/// Causal pass in place over `n` samples of [`LINES`] interleaved lines
-/// (`buf[t * LINES + l]`), the input before sample 0 being the constant `left[l]` (so the
-/// states start at their steady state `left`, the gain being 1).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn forward(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES]) -> States {
-    let mut s = [left.map(f64::from); 3];
-    for row in buf[..n * LINES].chunks_exact_mut(LINES) {
-        // Read into registers before the row is overwritten (no memcpy call).
-        let x: [f32; LINES] = core::array::from_fn(|l| row[l]);
-        step(k, &x, &mut s, row);
-    }
-    s
-}
-
-/// Causal pass reading sample `t` of the 64 lines from `rows[t]` (64 f32 lanes of the
-/// source, converted from u8 / u16 / f32) and writing into `buf`: the vertical pass
-/// without a copy of the source.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn forward_from<T: LoadF32>(rows: &[&[T]], buf: &mut [f32], k: &Kernel, left: &[f32; LINES]) -> States {
-    let mut s = [left.map(f64::from); 3];
-    for (row, out) in rows.iter().zip(buf.chunks_exact_mut(LINES)) {
-        let row = &row[..LINES];
-        let x: [f32; LINES] = core::array::from_fn(|l| row[l].to_f32());
-        step(k, &x, &mut s, out);
-    }
-    s
-}
-
-/// Anti-causal pass in place, started by Triggs-Sdika from the causal pass's last states,
-/// the input after sample `n - 1` being the constant `right[l]`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn backward(buf: &mut [f32], n: usize, k: &Kernel, right: &[f32; LINES], causal: &States) {
-    // Anti-causal outputs at N-1, N, N+1 from w[N-1], w[N-2], w[N-3] (eq. 15).
-    let mut s: States = [[0.0; LINES]; 3];
-    for l in 0..LINES {
-        let u = right[l] as f64;
-        let d = [causal[0][l] - u, causal[1][l] - u, causal[2][l] - u];
-        for (i, r) in k.m.iter().enumerate() {
-            s[i][l] = r[0] * d[0] + r[1] * d[1] + r[2] * d[2] + u;
+multiversion! {
+    /// Causal pass in place over `n` samples of [`LINES`] interleaved lines
+    /// (`buf[t * LINES + l]`), the input before sample 0 being the constant `left[l]` (so the
+    /// states start at their steady state `left`, the gain being 1).
+    fn forward(buf: &mut [f32], n: usize, k: &Kernel, left: &[f32; LINES]) -> States {
+        let mut s = [left.map(f64::from); 3];
+        for row in buf[..n * LINES].chunks_exact_mut(LINES) {
+            // Read into registers before the row is overwritten (no memcpy call).
+            let x: [f32; LINES] = core::array::from_fn(|l| row[l]);
+            step(k, &x, &mut s, row);
         }
+        s
     }
-    for (x, &v) in buf[(n - 1) * LINES..n * LINES].iter_mut().zip(&s[0]) {
-        *x = v as f32;
+}
+
+multiversion! {
+    /// Causal pass reading sample `t` of the 64 lines from `rows[t]` (64 f32 lanes of the
+    /// source, converted from u8 / u16 / f32) and writing into `buf`: the vertical pass
+    /// without a copy of the source.
+    fn forward_from<T: LoadF32>(rows: &[&[T]], buf: &mut [f32], k: &Kernel, left: &[f32; LINES]) -> States {
+        let mut s = [left.map(f64::from); 3];
+        for (row, out) in rows.iter().zip(buf.chunks_exact_mut(LINES)) {
+            let row = &row[..LINES];
+            let x: [f32; LINES] = core::array::from_fn(|l| row[l].to_f32());
+            step(k, &x, &mut s, out);
+        }
+        s
     }
-    for row in buf[..(n - 1) * LINES].chunks_exact_mut(LINES).rev() {
-        let x: [f32; LINES] = core::array::from_fn(|l| row[l]);
-        step(k, &x, &mut s, row);
+}
+
+multiversion! {
+    /// Anti-causal pass in place, started by Triggs-Sdika from the causal pass's last states,
+    /// the input after sample `n - 1` being the constant `right[l]`.
+    fn backward(buf: &mut [f32], n: usize, k: &Kernel, right: &[f32; LINES], causal: &States) {
+        // Anti-causal outputs at N-1, N, N+1 from w[N-1], w[N-2], w[N-3] (eq. 15).
+        let mut s: States = [[0.0; LINES]; 3];
+        for l in 0..LINES {
+            let u = right[l] as f64;
+            let d = [causal[0][l] - u, causal[1][l] - u, causal[2][l] - u];
+            for (i, r) in k.m.iter().enumerate() {
+                s[i][l] = r[0] * d[0] + r[1] * d[1] + r[2] * d[2] + u;
+            }
+        }
+        for (x, &v) in buf[(n - 1) * LINES..n * LINES].iter_mut().zip(&s[0]) {
+            *x = v as f32;
+        }
+        for row in buf[..(n - 1) * LINES].chunks_exact_mut(LINES).rev() {
+            let x: [f32; LINES] = core::array::from_fn(|l| row[l]);
+            step(k, &x, &mut s, row);
+        }
     }
 }
 
@@ -330,7 +333,7 @@ where
     // transposing 64-lane tiles of the strips (L1-sized) into the block and back out.
     let rows_per_block = LINES / c;
     let hn = w + 2 * m;
-    let level = Level::detect();
+    let level = crate::cpu::level();
     let cols = &cols;
     for_each_band(dst, par, rows_per_block, |y0, mut band| {
         let mut blk = vec![0.0f32; hn * LINES];
@@ -501,12 +504,11 @@ mod tests {
     }
 
     /// Largest |IIR - exact sampled Gaussian| over a random 0..255 image, in % of 255.
-    fn max_error_percent(w: usize, h: usize, sigma: f64, border: Border, seed: u64) -> f64 {
+    fn max_error_percent(w: usize, h: usize, sigma: f64, border: Border, seed: u64, par: Parallelism) -> f64 {
         let vals: Vec<f32> = noise(w * h, seed).iter().map(|v| (v * 255.0) as f32).collect();
         let mut out = Image::<f32>::new(w, h).unwrap();
         let p = GaussianParams { sigma, radius: None, method: GaussianMethod::Iir, border };
-        gaussian_blur(ImageView::from_slice(&vals, w, h).unwrap(), out.view_mut(), &p, Parallelism::AllThreads)
-            .unwrap();
+        gaussian_blur(ImageView::from_slice(&vals, w, h).unwrap(), out.view_mut(), &p, par).unwrap();
         let plane: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
         let exact = convolve_separable(&plane, w, h, &weights_f64(sigma, libm::ceil(8.0 * sigma) as usize), border);
         out.as_slice().iter().zip(&exact).map(|(&g, &e)| (g as f64 - e).abs()).fold(0.0, f64::max) / 255.0 * 100.0
@@ -519,11 +521,22 @@ mod tests {
         for sigma in [3.0, 5.0, 10.0, 20.0, 60.0] {
             for (i, &border) in BORDERS.iter().enumerate() {
                 // 131 x 70: full 64 x 64 transposed tiles, and a partial strip and block.
-                let e = max_error_percent(131, 70, sigma, border, i as u64 + 1);
+                let e = max_error_percent(131, 70, sigma, border, i as u64 + 1, Parallelism::AllThreads);
                 std::eprintln!("sigma {sigma} {border:?}: max error {e:.3} % of range");
                 assert!(e < 1.0, "sigma {sigma} {border:?}: {e} %");
             }
         }
+    }
+
+    #[test]
+    fn every_level_is_below_one_percent() {
+        // The recursive passes and the 64-lane transposes of each level, on this thread.
+        crate::testing::at_every_level(|level| {
+            for (i, &border) in BORDERS.iter().enumerate() {
+                let e = max_error_percent(131, 70, 4.0, border, i as u64 + 7, Parallelism::Sequential);
+                assert!(e < 1.0, "{level:?} {border:?}: {e} %");
+            }
+        });
     }
 
     #[test]
@@ -532,7 +545,7 @@ mod tests {
         // designed for sigma >= 2 and degrades below; `Auto` uses the FIR there.
         for (sigma, bound) in [(0.5, 12.0), (1.0, 2.5), (2.0, 0.6)] {
             for (i, &border) in BORDERS.iter().enumerate() {
-                let e = max_error_percent(40, 33, sigma, border, i as u64 + 11);
+                let e = max_error_percent(40, 33, sigma, border, i as u64 + 11, Parallelism::AllThreads);
                 std::eprintln!("sigma {sigma} {border:?}: max error {e:.3} % of range");
                 assert!(e < bound, "sigma {sigma} {border:?}: {e} %");
             }
@@ -576,7 +589,7 @@ mod tests {
         // 1x1, 1xN, Nx1 and an RGBA image against the exact Gaussian, each channel.
         for (w, h) in [(1, 1), (1, 9), (13, 1), (70, 5)] {
             for &border in &BORDERS {
-                let e = max_error_percent(w, h, 4.0, border, 3);
+                let e = max_error_percent(w, h, 4.0, border, 3, Parallelism::AllThreads);
                 assert!(e < 1.0, "{w}x{h} {border:?}: {e} %");
             }
         }

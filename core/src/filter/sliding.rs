@@ -18,8 +18,7 @@ use crate::simd::{AlignedRow, Lane};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Largest window side: 255 * 4095^2 < 2^32, so u8 window sums fit u32 exactly.
 pub const MAX_WINDOW: usize = 4095;
@@ -180,39 +179,40 @@ pub fn window_sums<L: Lane>(
 /// side for them to read.
 const MIRROR_PAD: usize = 16;
 
-/// Window sums of one channel from the prefix `p` of the row alone (`p[i]` = sum of the
-/// first `i` column sums, at `padded[MIRROR_PAD + i]`), Reflect101 outside,
-/// `left, right < w`: columns `-j` and `w - 1 + j` mirror `j` and `w - 1 - j`, so the
-/// outside part of a window is a run of interior columns, itself a difference of prefixes:
-/// `p[min(b, w - 1) + 1] - p[max(a, 0)]`, plus `p[-a + 1] - p[1]` past the left edge
-/// (`a = x - left < 0`) and `p[w - 1] - p[2w - 2 - b]` past the right one
-/// (`b = x + right > w - 1`).
-///
-/// The edges, whose mirrored term runs backwards along `p`, are vector loops with a lane
-/// reversal over a multiple of 16 windows, so that they have no scalar tail: the run goes
-/// on past the edge into the interior, whose plain differences are written after it, and
-/// reads the padding, whose results land only there. A row too short for that takes the edges' formula one
-/// window at a time.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn mirrored_window_sums<L: Lane>(padded: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
-    const B: usize = MIRROR_PAD;
-    let w = sums.len();
-    let add = L::acc_add;
-    let p = &padded[MIRROR_PAD..MIRROR_PAD + w + 1];
-    if left.next_multiple_of(B) + right > w || left + right.next_multiple_of(B) > w {
-        return short_row_window_sums::<L>(p, left, right, sums);
+multiversion! {
+    /// Window sums of one channel from the prefix `p` of the row alone (`p[i]` = sum of the
+    /// first `i` column sums, at `padded[MIRROR_PAD + i]`), Reflect101 outside,
+    /// `left, right < w`: columns `-j` and `w - 1 + j` mirror `j` and `w - 1 - j`, so the
+    /// outside part of a window is a run of interior columns, itself a difference of prefixes:
+    /// `p[min(b, w - 1) + 1] - p[max(a, 0)]`, plus `p[-a + 1] - p[1]` past the left edge
+    /// (`a = x - left < 0`) and `p[w - 1] - p[2w - 2 - b]` past the right one
+    /// (`b = x + right > w - 1`).
+    ///
+    /// The edges, whose mirrored term runs backwards along `p`, are vector loops with a lane
+    /// reversal over a multiple of 16 windows, so that they have no scalar tail: the run goes
+    /// on past the edge into the interior, whose plain differences are written after it, and
+    /// reads the padding, whose results land only there. A row too short for that takes the edges' formula one
+    /// window at a time.
+    fn mirrored_window_sums<L: Lane>(padded: &[L::Acc], left: usize, right: usize, sums: &mut [L::Acc]) {
+        const B: usize = MIRROR_PAD;
+        let w = sums.len();
+        let add = L::acc_add;
+        let p = &padded[MIRROR_PAD..MIRROR_PAD + w + 1];
+        if left.next_multiple_of(B) + right > w || left + right.next_multiple_of(B) > w {
+            return short_row_window_sums::<L>(p, left, right, sums);
+        }
+        // Left edge, x < left: p[x + right + 1] + p[left + 1 - x] - (p[0] + p[1]), the second
+        // term read backwards from padded[MIRROR_PAD + left + 1].
+        let (lw, rw) = (left.next_multiple_of(B), right.next_multiple_of(B));
+        let first = add(p[0], p[1]);
+        let rev = &padded[MIRROR_PAD + left + 2 - lw..MIRROR_PAD + left + 2];
+        reversed_pair_sums::<L>(&mut sums[..lw], &p[right + 1..right + 1 + lw], rev, first, false);
+        // Right edge, x >= w - right: (p[w] + p[w - 1]) - (p[x - left] + p[2w - 2 - right - x]).
+        let last = add(p[w], p[w - 1]);
+        let rev = &padded[MIRROR_PAD + w - 1 - right..MIRROR_PAD + w - 1 - right + rw];
+        reversed_pair_sums::<L>(&mut sums[w - rw..], &p[w - rw - left..w - left], rev, last, true);
+        L::window_diff(p, left + right + 1, &mut sums[left..w - right]);
     }
-    // Left edge, x < left: p[x + right + 1] + p[left + 1 - x] - (p[0] + p[1]), the second
-    // term read backwards from padded[MIRROR_PAD + left + 1].
-    let (lw, rw) = (left.next_multiple_of(B), right.next_multiple_of(B));
-    let first = add(p[0], p[1]);
-    let rev = &padded[MIRROR_PAD + left + 2 - lw..MIRROR_PAD + left + 2];
-    reversed_pair_sums::<L>(&mut sums[..lw], &p[right + 1..right + 1 + lw], rev, first, false);
-    // Right edge, x >= w - right: (p[w] + p[w - 1]) - (p[x - left] + p[2w - 2 - right - x]).
-    let last = add(p[w], p[w - 1]);
-    let rev = &padded[MIRROR_PAD + w - 1 - right..MIRROR_PAD + w - 1 - right + rw];
-    reversed_pair_sums::<L>(&mut sums[w - rw..], &p[w - rw - left..w - left], rev, last, true);
-    L::window_diff(p, left + right + 1, &mut sums[left..w - right]);
 }
 
 /// [`mirrored_window_sums`] of a row too short for its edge runs: the edges' formula one
@@ -278,25 +278,27 @@ mod tests {
 
     #[test]
     fn reflected_rows_match_naive_at_every_length_and_reach() {
-        // Every row length up to 80 and every window that reaches past at most one image's
-        // width: the edge blocks (with their tails in the interior and the padding), the
-        // window-by-window formula of short rows, windows past both edges. Two long rows
-        // take edges of 8 blocks and more.
-        for w in (1..=80).chain([271, 333]) {
-            let data: Vec<u8> = (0..2 * w).map(|i| (i * 73 % 256) as u8).collect();
-            let view = LaneView { data: &data, width: w, height: 2, stride: w, channels: 1 };
-            for kw in (1..2 * w).step_by(if w > 80 { 7 } else { 1 }) {
-                let win = Window { width: kw, height: 3 };
-                let mut got = vec![0u32; 2 * w];
-                window_sums(&view, win, Border::Reflect101, 0..2, |y, s| got[y * w..(y + 1) * w].copy_from_slice(s)).unwrap();
-                for y in 0..2 {
-                    for x in 0..w {
-                        let want = naive(&data, w, 2, win, Border::Reflect101, x, y);
-                        assert_eq!(got[y * w + x], want, "w = {w}, {win:?}, ({x},{y})");
+        crate::testing::at_every_level(|_| {
+            // Every row length up to 80 and every window that reaches past at most one image's
+            // width: the edge blocks (with their tails in the interior and the padding), the
+            // window-by-window formula of short rows, windows past both edges. Two long rows
+            // take edges of 8 blocks and more.
+            for w in (1..=80).chain([271, 333]) {
+                let data: Vec<u8> = (0..2 * w).map(|i| (i * 73 % 256) as u8).collect();
+                let view = LaneView { data: &data, width: w, height: 2, stride: w, channels: 1 };
+                for kw in (1..2 * w).step_by(if w > 80 { 7 } else { 1 }) {
+                    let win = Window { width: kw, height: 3 };
+                    let mut got = vec![0u32; 2 * w];
+                    window_sums(&view, win, Border::Reflect101, 0..2, |y, s| got[y * w..(y + 1) * w].copy_from_slice(s)).unwrap();
+                    for y in 0..2 {
+                        for x in 0..w {
+                            let want = naive(&data, w, 2, win, Border::Reflect101, x, y);
+                            assert_eq!(got[y * w + x], want, "w = {w}, {win:?}, ({x},{y})");
+                        }
                     }
                 }
             }
-        }
+        });
     }
 
     #[test]

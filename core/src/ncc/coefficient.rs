@@ -23,8 +23,7 @@ use super::integral::{Integral, IntegralSample};
 use crate::error::{Error, Result};
 use crate::image::ImageView;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Largest template side accepted (the integer row dot products of u8 templates stay in
 /// u32 up to this width); u8 templates are also limited in area by
@@ -85,82 +84,85 @@ impl TemplateStats {
     }
 }
 
-/// `sum(t * w)` over a template of `tw`-pixel rows against the window of `span` whose rows
-/// start at `start + r * stride`; one dispatch per window, not per row. Rows go in fixed
-/// chunks of 16 and 8 pixels that LLVM turns into widening multiply-adds (vpmaddwd), which
-/// the short rows of small templates (25 = 16 + 8 + 1) need: a plain loop would leave them
-/// to the scalar remainder. Exact: a row sums to at most 4095 * 255^2 < 2^32.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
-    let mut total = 0u64;
-    for (r, t) in tpl.chunks_exact(tw).enumerate() {
-        let w = &span[start + r * stride..start + r * stride + tw];
-        let mut acc = 0u32;
-        let (t16, w16) = (t.chunks_exact(16), w.chunks_exact(16));
-        let (tr, wr) = (t16.remainder(), w16.remainder());
-        for (a, b) in t16.zip(w16) {
-            acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
+multiversion! {
+    /// `sum(t * w)` over a template of `tw`-pixel rows against the window of `span` whose rows
+    /// start at `start + r * stride`; one dispatch per window, not per row. Rows go in fixed
+    /// chunks of 16 and 8 pixels that LLVM turns into widening multiply-adds (vpmaddwd), which
+    /// the short rows of small templates (25 = 16 + 8 + 1) need: a plain loop would leave them
+    /// to the scalar remainder. Exact: a row sums to at most 4095 * 255^2 < 2^32.
+    fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
+        let mut total = 0u64;
+        for (r, t) in tpl.chunks_exact(tw).enumerate() {
+            let w = &span[start + r * stride..start + r * stride + tw];
+            let mut acc = 0u32;
+            let (t16, w16) = (t.chunks_exact(16), w.chunks_exact(16));
+            let (tr, wr) = (t16.remainder(), w16.remainder());
+            for (a, b) in t16.zip(w16) {
+                acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
+            }
+            let (t8, w8) = (tr.chunks_exact(8), wr.chunks_exact(8));
+            let (tr, wr) = (t8.remainder(), w8.remainder());
+            for (a, b) in t8.zip(w8) {
+                acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
+            }
+            for (&x, &y) in tr.iter().zip(wr) {
+                acc = acc.wrapping_add(x as u32 * y as u32);
+            }
+            total += acc as u64;
         }
-        let (t8, w8) = (tr.chunks_exact(8), wr.chunks_exact(8));
-        let (tr, wr) = (t8.remainder(), w8.remainder());
-        for (a, b) in t8.zip(w8) {
-            acc = acc.wrapping_add(a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum::<u32>());
-        }
-        for (&x, &y) in tr.iter().zip(wr) {
-            acc = acc.wrapping_add(x as u32 * y as u32);
-        }
-        total += acc as u64;
+        total
     }
-    total
 }
 
-/// [`NccSample::cross_run`] for u8, 16 positions at a time: each template pixel is
-/// broadcast against 16 consecutive window pixels and accumulated into 16 u32 lanes (one
-/// widening multiply-add per template pixel for 16 positions, instead of 16 dot products
-/// over short rows). Exact: a position's sum is at most 66051 * 255^2 < 2^32
-/// ([`IntegralSample::MAX_AREA`]).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn cross_run_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize, out: &mut [u64]) {
-    const LANES: usize = 16;
-    for (b, chunk) in out.chunks_mut(LANES).enumerate() {
-        let s0 = start + b * LANES;
-        if chunk.len() < LANES {
-            for (k, o) in chunk.iter_mut().enumerate() {
-                *o = cross_u8(tpl, tw, span, s0 + k, stride);
+multiversion! {
+    /// [`NccSample::cross_run`] for u8, 16 positions at a time: each template pixel is
+    /// broadcast against 16 consecutive window pixels and accumulated into 16 u32 lanes (one
+    /// widening multiply-add per template pixel for 16 positions, instead of 16 dot products
+    /// over short rows). Exact: a position's sum is at most 66051 * 255^2 < 2^32
+    /// ([`IntegralSample::MAX_AREA`]).
+    fn cross_run_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize, out: &mut [u64]) {
+        const LANES: usize = 16;
+        for (b, chunk) in out.chunks_mut(LANES).enumerate() {
+            let s0 = start + b * LANES;
+            if chunk.len() < LANES {
+                for (k, o) in chunk.iter_mut().enumerate() {
+                    *o = cross_u8(tpl, tw, span, s0 + k, stride);
+                }
+                continue;
             }
-            continue;
-        }
-        let mut acc = [0u32; LANES];
-        for (r, trow) in tpl.chunks_exact(tw).enumerate() {
-            let wrow = &span[s0 + r * stride..s0 + r * stride + tw + LANES - 1];
-            for (j, &t) in trow.iter().enumerate() {
-                for (a, &w) in acc.iter_mut().zip(&wrow[j..j + LANES]) {
-                    *a = a.wrapping_add(t as u32 * w as u32);
+            let mut acc = [0u32; LANES];
+            for (r, trow) in tpl.chunks_exact(tw).enumerate() {
+                let wrow = &span[s0 + r * stride..s0 + r * stride + tw + LANES - 1];
+                for (j, &t) in trow.iter().enumerate() {
+                    for (a, &w) in acc.iter_mut().zip(&wrow[j..j + LANES]) {
+                        *a = a.wrapping_add(t as u32 * w as u32);
+                    }
                 }
             }
-        }
-        for (o, &a) in chunk.iter_mut().zip(&acc) {
-            *o = a as u64;
+            for (o, &a) in chunk.iter_mut().zip(&acc) {
+                *o = a as u64;
+            }
         }
     }
 }
 
-/// As [`cross_u8`] for u16 (products in u32, row sums in u64).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn cross_u16(tpl: &[u16], tw: usize, span: &[u16], start: usize, stride: usize) -> u64 {
-    let mut total = 0u64;
-    for (r, t) in tpl.chunks_exact(tw).enumerate() {
-        let w = &span[start + r * stride..start + r * stride + tw];
-        let (t8, w8) = (t.chunks_exact(8), w.chunks_exact(8));
-        let (tr, wr) = (t8.remainder(), w8.remainder());
-        for (a, b) in t8.zip(w8) {
-            total += a.iter().zip(b).map(|(&x, &y)| (x as u32 * y as u32) as u64).sum::<u64>();
+multiversion! {
+    /// As [`cross_u8`] for u16 (products in u32, row sums in u64).
+    fn cross_u16(tpl: &[u16], tw: usize, span: &[u16], start: usize, stride: usize) -> u64 {
+        let mut total = 0u64;
+        for (r, t) in tpl.chunks_exact(tw).enumerate() {
+            let w = &span[start + r * stride..start + r * stride + tw];
+            let (t8, w8) = (t.chunks_exact(8), w.chunks_exact(8));
+            let (tr, wr) = (t8.remainder(), w8.remainder());
+            for (a, b) in t8.zip(w8) {
+                total += a.iter().zip(b).map(|(&x, &y)| (x as u32 * y as u32) as u64).sum::<u64>();
+            }
+            for (&x, &y) in tr.iter().zip(wr) {
+                total += (x as u32 * y as u32) as u64;
+            }
         }
-        for (&x, &y) in tr.iter().zip(wr) {
-            total += (x as u32 * y as u32) as u64;
-        }
+        total
     }
-    total
 }
 
 fn int_stats(n: u64, s1: u64, s2: u64) -> TemplateStats {
@@ -437,6 +439,39 @@ pub(crate) mod tests {
 
     fn vals<T: crate::image::Pixel + Into<f64>>(img: &Image<T>) -> Vec<f64> {
         img.as_slice().iter().map(|&v| v.into()).collect()
+    }
+
+    /// The window cross sums at every level against a plain sum: templates of one pixel,
+    /// one 8-chunk, 16 + 8 + 1 and more, windows at several starts, runs with a tail.
+    #[test]
+    fn cross_sums_match_scalar_at_every_level() {
+        let (stride, rows) = (90, 7);
+        let mut r = lcg(7);
+        let span8: Vec<u8> = (0..stride * (rows + 1)).map(|_| (r() % 256) as u8).collect();
+        let span16: Vec<u16> = (0..stride * (rows + 1)).map(|_| (r() % 65536) as u16).collect();
+        let tpl8: Vec<u8> = (0..40 * rows).map(|_| (r() % 256) as u8).collect();
+        let tpl16: Vec<u16> = (0..40 * rows).map(|_| (r() % 65536) as u16).collect();
+        let plain = |tpl: &[u64], span: &[u64], tw: usize, start: usize| -> u64 {
+            (0..rows).flat_map(|y| (0..tw).map(move |x| tpl[y * tw + x] * span[start + y * stride + x])).sum()
+        };
+        let wide8: Vec<u64> = span8.iter().map(|&v| v as u64).collect();
+        let wide16: Vec<u64> = span16.iter().map(|&v| v as u64).collect();
+        crate::testing::at_every_level(|level| {
+            for tw in [1, 8, 25, 40] {
+                let (t8, t16) = (&tpl8[..tw * rows], &tpl16[..tw * rows]);
+                let (w8, w16): (Vec<u64>, Vec<u64>) =
+                    (t8.iter().map(|&v| v as u64).collect(), t16.iter().map(|&v| v as u64).collect());
+                for start in [0, 3, 17] {
+                    assert_eq!(cross_u8(t8, tw, &span8, start, stride), plain(&w8, &wide8, tw, start), "{level:?} u8 {tw} {start}");
+                    assert_eq!(cross_u16(t16, tw, &span16, start, stride), plain(&w16, &wide16, tw, start), "{level:?} u16 {tw} {start}");
+                }
+                let mut out = alloc::vec![0u64; 37];
+                cross_run_u8(t8, tw, &span8, 2, stride, &mut out);
+                for (k, &o) in out.iter().enumerate() {
+                    assert_eq!(o, plain(&w8, &wide8, tw, 2 + k), "{level:?} run {tw} {k}");
+                }
+            }
+        });
     }
 
     proptest! {

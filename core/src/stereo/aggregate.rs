@@ -32,8 +32,7 @@ use crate::workspace::Workspace;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// A path direction `r = (dx, dy)`: the path reaches `p` from `p - r`. `dy > 0` runs down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -152,8 +151,8 @@ pub(crate) fn padded(nd: usize) -> usize {
 /// The implementation that runs the sweeps, and with it the layout of the line buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kernel {
-    /// Plain Rust vectorized by the compiler (`multiversion`), any CPU: `dp + 2` lanes per
-    /// pixel, the path costs at `1..=dp` between `u16::MAX` sentinels.
+    /// Plain Rust vectorized by the compiler at each level (`cpu::multiversion!`), any CPU:
+    /// `dp + 2` lanes per pixel, the path costs at `1..=dp` between `u16::MAX` sentinels.
     Portable,
     /// [`super::aggregate_avx512`], the path costs of a pixel in `blocks` registers: `dp`
     /// lanes per pixel, rows 64-byte aligned.
@@ -166,7 +165,7 @@ impl Kernel {
         #[cfg(target_arch = "x86_64")]
         {
             let blocks = padded(nd) / LANES;
-            if blocks <= super::aggregate_avx512::MAX_BLOCKS && crate::fma::avx512bw() {
+            if blocks <= super::aggregate_avx512::MAX_BLOCKS && (crate::cpu::level() == crate::cpu::Level::Avx512) {
                 return Kernel::Avx512 { blocks };
             }
         }
@@ -270,9 +269,10 @@ fn path_start<const PAD: bool>(cost: &[u8], nd: usize, out: &mut [u16], sum: &mu
     mn.iter().copied().fold(u16::MAX, u16::min)
 }
 
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn max_u8(v: &[u8]) -> u8 {
-    v.iter().copied().fold(0, u8::max)
+multiversion! {
+    fn max_u8(v: &[u8]) -> u8 {
+        v.iter().copied().fold(0, u8::max)
+    }
 }
 
 /// Bytes of path line buffers the sweeps of `dirs` hold for a `width x .. x disparities`
@@ -675,14 +675,15 @@ pub(crate) struct SweepRow<'r, 'd> {
     pub(crate) pen: &'r StepPenalties,
 }
 
-/// One row of a sweep: for each x (in the horizontal path's order), the horizontal step
-/// when `hz` holds its two scratch slots, then every vertical / diagonal direction's step.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn sweep_row<'r, 'd>(input: SweepRow<'r, 'd>, hz: Option<(&mut [u16], &mut [u16])>, srow: &mut [u16]) {
-    if padded(input.nd) > input.nd {
-        sweep_row_impl::<true>(input, hz, srow);
-    } else {
-        sweep_row_impl::<false>(input, hz, srow);
+multiversion! {
+    /// One row of a sweep: for each x (in the horizontal path's order), the horizontal step
+    /// when `hz` holds its two scratch slots, then every vertical / diagonal direction's step.
+    fn sweep_row<'r, 'd>(input: SweepRow<'r, 'd>, hz: Option<(&mut [u16], &mut [u16])>, srow: &mut [u16]) {
+        if padded(input.nd) > input.nd {
+            sweep_row_impl::<true>(input, hz, srow);
+        } else {
+            sweep_row_impl::<false>(input, hz, srow);
+        }
     }
 }
 
@@ -831,7 +832,7 @@ mod tests {
         // Guards the dispatch: on an AVX-512BW machine (like CI's) the register kernel must
         // be the one that runs, for up to MAX_BLOCKS blocks, and the portable one above.
         #[cfg(target_arch = "x86_64")]
-        if crate::fma::avx512bw() {
+        if crate::cpu::level() == crate::cpu::Level::Avx512 {
             assert_eq!(Kernel::best(64), Kernel::Avx512 { blocks: 2 });
             assert_eq!(Kernel::best(100), Kernel::Avx512 { blocks: 4 });
             assert_eq!(Kernel::best(256), Kernel::Avx512 { blocks: 8 });
@@ -868,18 +869,20 @@ mod tests {
 
     #[test]
     fn whole_and_partial_blocks_match_brute_force() {
-        // The kernels work in blocks of LANES disparities: one, two and eight whole blocks
-        // (no padding), padded last blocks, and 8 blocks + 3 (past the register kernel's
-        // limit), for each sweep layout.
-        for (k, d) in [LANES, 2 * LANES, LANES + 9, 3 * LANES + 1, 8 * LANES, 8 * LANES + 3].into_iter().enumerate() {
-            let (w, h) = (9, 7);
-            let c = random_volume(w, h, d, 3 + k as u64, 63);
-            let g = Image::from_fn(w, h, |x, y| ((x * 53 + y * 29 + k) % 5 * 40) as u8).unwrap();
-            let pen = Penalties { p1: 9, p2: 120, adaptive_p2: true };
-            for dirs in [&PATHS_4[..], &PATHS_5[..], &PATHS_8[..], &PATHS_16[..]] {
-                check_against_ref(&c, dirs, pen, Some(&g), Parallelism::AllThreads);
+        crate::testing::at_every_level(|_| {
+            // The kernels work in blocks of LANES disparities: one, two and eight whole blocks
+            // (no padding), padded last blocks, and 8 blocks + 3 (past the register kernel's
+            // limit), for each sweep layout; at every level, on this thread.
+            for (k, d) in [LANES, 2 * LANES, LANES + 9, 3 * LANES + 1, 8 * LANES, 8 * LANES + 3].into_iter().enumerate() {
+                let (w, h) = (9, 7);
+                let c = random_volume(w, h, d, 3 + k as u64, 63);
+                let g = Image::from_fn(w, h, |x, y| ((x * 53 + y * 29 + k) % 5 * 40) as u8).unwrap();
+                let pen = Penalties { p1: 9, p2: 120, adaptive_p2: true };
+                for dirs in [&PATHS_4[..], &PATHS_5[..], &PATHS_8[..], &PATHS_16[..]] {
+                    check_against_ref(&c, dirs, pen, Some(&g), Parallelism::Sequential);
+                }
             }
-        }
+        });
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub(crate) const MAX_BLOCKS: usize = 8;
 /// `horizontal`: also run the horizontal path in the order of `input.forward`.
 ///
 /// # Safety
-/// The CPU supports AVX-512F and BW ([`crate::fma::avx512bw`]); `1 <= nb <= MAX_BLOCKS`; `srow` is
+/// The CPU supports AVX-512F and BW ([`crate::cpu::Level::Avx512`]); `1 <= nb <= MAX_BLOCKS`; `srow` is
 /// valid for `w * dp` writes and `partial` for as many reads; the slices of `dirs` are as
 /// `DirRow` documents with a pixel stride of `dp`.
 pub(crate) unsafe fn sweep_row(

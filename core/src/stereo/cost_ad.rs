@@ -9,23 +9,24 @@ use crate::error::{require_range, Result};
 use crate::image::{check_same_size, ImageView, Rgba8};
 use crate::parallel::Parallelism;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
-/// `out[d] = |l - rev[d]|`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn ad_run_gray(l: u8, rev: &[u8], out: &mut [u8]) {
-    for (o, &r) in out.iter_mut().zip(rev) {
-        *o = l.abs_diff(r);
+multiversion! {
+    /// `out[d] = |l - rev[d]|`.
+    fn ad_run_gray(l: u8, rev: &[u8], out: &mut [u8]) {
+        for (o, &r) in out.iter_mut().zip(rev) {
+            *o = l.abs_diff(r);
+        }
     }
 }
 
-/// `out[d] = (|r - R[d]| + |g - G[d]| + |b - B[d]| + 1) / 3` over reversed channel rows.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn ad_run_rgb(l: [u8; 3], rr: &[u8], rg: &[u8], rb: &[u8], out: &mut [u8]) {
-    for (((o, &r), &g), &b) in out.iter_mut().zip(rr).zip(rg).zip(rb) {
-        let s = l[0].abs_diff(r) as u16 + l[1].abs_diff(g) as u16 + l[2].abs_diff(b) as u16;
-        *o = ((s + 1) / 3) as u8;
+multiversion! {
+    /// `out[d] = (|r - R[d]| + |g - G[d]| + |b - B[d]| + 1) / 3` over reversed channel rows.
+    fn ad_run_rgb(l: [u8; 3], rr: &[u8], rg: &[u8], rb: &[u8], out: &mut [u8]) {
+        for (((o, &r), &g), &b) in out.iter_mut().zip(rr).zip(rg).zip(rb) {
+            let s = l[0].abs_diff(r) as u16 + l[1].abs_diff(g) as u16 + l[2].abs_diff(b) as u16;
+            *o = ((s + 1) / 3) as u8;
+        }
     }
 }
 
@@ -119,26 +120,35 @@ mod tests {
         .unwrap()
     }
 
+    /// Both cost volumes of random `w x h` pairs with `d` disparities against the formula.
+    fn check_against_reference(w: usize, h: usize, seed: u64, d: usize, par: Parallelism) {
+        let l = lcg_image(w, h, seed, |s| (s >> 56) as u8);
+        let r = lcg_image(w, h, seed ^ 77, |s| (s >> 56) as u8);
+        let v = ad_cost_volume_gray(l.view(), r.view(), d, par).unwrap();
+        let lc = lcg_image(w, h, seed, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
+        let rc = lcg_image(w, h, seed ^ 5, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
+        let vc = ad_cost_volume_rgb(lc.view(), rc.view(), d, Parallelism::Sequential).unwrap();
+        for y in 0..h { for x in 0..w { for k in 0..d {
+            let xr = (x as i64 - k as i64).max(0) as usize;
+            let want = (l.at(x, y) as f64 - r.at(xr, y) as f64).abs();
+            assert_eq!(v.pixel(x, y)[k] as f64, want);
+            let (a, b) = (lc.at(x, y).to_array(), rc.at(xr, y).to_array());
+            let mean: f64 = (0..3).map(|c| (a[c] as f64 - b[c] as f64).abs()).sum::<f64>() / 3.0;
+            assert_eq!(vc.pixel(x, y)[k] as f64, libm::floor(mean + 0.5));
+        }}}
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
         #[test]
         fn gray_and_rgb_match_reference(w in 1usize..20, h in 1usize..8, seed in any::<u64>(), dsel in 0usize..100) {
-            let d = 1 + dsel % w;
-            let l = lcg_image(w, h, seed, |s| (s >> 56) as u8);
-            let r = lcg_image(w, h, seed ^ 77, |s| (s >> 56) as u8);
-            let v = ad_cost_volume_gray(l.view(), r.view(), d, Parallelism::AllThreads).unwrap();
-            let lc = lcg_image(w, h, seed, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
-            let rc = lcg_image(w, h, seed ^ 5, |s| Rgba8::from_array(((s >> 32) as u32).to_le_bytes()));
-            let vc = ad_cost_volume_rgb(lc.view(), rc.view(), d, Parallelism::Sequential).unwrap();
-            for y in 0..h { for x in 0..w { for k in 0..d {
-                let xr = (x as i64 - k as i64).max(0) as usize;
-                let want = (l.at(x, y) as f64 - r.at(xr, y) as f64).abs();
-                prop_assert_eq!(v.pixel(x, y)[k] as f64, want);
-                let (a, b) = (lc.at(x, y).to_array(), rc.at(xr, y).to_array());
-                let mean: f64 = (0..3).map(|c| (a[c] as f64 - b[c] as f64).abs()).sum::<f64>() / 3.0;
-                prop_assert_eq!(vc.pixel(x, y)[k] as f64, libm::floor(mean + 0.5));
-            }}}
+            check_against_reference(w, h, seed, 1 + dsel % w, Parallelism::AllThreads);
         }
+    }
+
+    #[test]
+    fn every_level_matches_reference() {
+        crate::testing::at_every_level(|_| check_against_reference(83, 3, 9, 70, Parallelism::Sequential));
     }
 
     #[test]

@@ -16,8 +16,7 @@ use crate::parallel::Parallelism;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Largest census window: 9 x 7 = 63 pixels, 62 bits beside the centre, one u64.
 pub const MAX_CENSUS_WIDTH: usize = 9;
@@ -107,26 +106,27 @@ pub fn census_transform(img: ImageView<'_, u8>, win: CensusWindow) -> Result<Cen
 /// Pixels per chunk of [`census_row`]: their codes stay in registers for the whole window.
 const CHUNK: usize = 16;
 
-/// The codes of one row: `top` starts at the window's top-left pixel of the row's first
-/// pixel, `centre` is the centre's offset from it, `offsets` those of the other window
-/// pixels in bit order. Chunks of [`CHUNK`] pixels keep their codes in registers across
-/// the window (a compare, a shift and an or per bit and chunk).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn census_row(top: &[u8], centre: usize, offsets: &[usize], out: &mut [u64]) {
-    let w = out.len();
-    let whole = w / CHUNK * CHUNK;
-    for x0 in (0..whole).step_by(CHUNK) {
-        let code = census_chunk(|o| top[o + x0..o + x0 + CHUNK].try_into().unwrap(), centre, offsets);
-        out[x0..x0 + CHUNK].copy_from_slice(&code);
-    }
-    if whole < w {
-        let n = w - whole;
-        let load = |o: usize| {
-            let mut v = [0u8; CHUNK];
-            v[..n].copy_from_slice(&top[o + whole..o + whole + n]);
-            v
-        };
-        out[whole..].copy_from_slice(&census_chunk(load, centre, offsets)[..n]);
+multiversion! {
+    /// The codes of one row: `top` starts at the window's top-left pixel of the row's first
+    /// pixel, `centre` is the centre's offset from it, `offsets` those of the other window
+    /// pixels in bit order. Chunks of [`CHUNK`] pixels keep their codes in registers across
+    /// the window (a compare, a shift and an or per bit and chunk).
+    fn census_row(top: &[u8], centre: usize, offsets: &[usize], out: &mut [u64]) {
+        let w = out.len();
+        let whole = w / CHUNK * CHUNK;
+        for x0 in (0..whole).step_by(CHUNK) {
+            let code = census_chunk(|o| top[o + x0..o + x0 + CHUNK].try_into().unwrap(), centre, offsets);
+            out[x0..x0 + CHUNK].copy_from_slice(&code);
+        }
+        if whole < w {
+            let n = w - whole;
+            let load = |o: usize| {
+                let mut v = [0u8; CHUNK];
+                v[..n].copy_from_slice(&top[o + whole..o + whole + n]);
+                v
+            };
+            out[whole..].copy_from_slice(&census_chunk(load, centre, offsets)[..n]);
+        }
     }
 }
 
@@ -145,30 +145,32 @@ fn census_chunk(load: impl Fn(usize) -> [u8; CHUNK], centre: usize, offsets: &[u
 }
 
 /// `out[i * stride + d] = popcount(left[i] ^ rev[w - 1 - (x0 + i) + d])` for `d < nd`: the
-/// costs of a run of left pixels. Whole groups of 64 disparities run the AVX-512 kernel
-/// where the CPU has it ([`avx512::hamming_groups`]); the rest vectorizes to vpopcntq or to
-/// the pshufb nibble count on AVX2. One dispatch per row, not per pixel.
+/// costs of a run of left pixels. Where the CPU has the census features, whole groups of
+/// 64 disparities run the AVX-512 kernel and the rest vectorizes to vpopcntq
+/// ([`avx512::hamming_row`]); elsewhere to the pshufb nibble count of the AVX2 and
+/// AVX-512 levels. One dispatch per row, not per pixel.
 fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
-    if nd >= 64 && avx512::available() {
+    if crate::cpu::census() {
         // SAFETY: the CPU has the kernel's features; slices as documented above.
-        let done = unsafe { avx512::hamming_groups(left, rev, w, x0, nd, stride, out) };
-        if done < nd {
-            hamming_from(left, rev, w, x0, done, nd, stride, out);
-        }
+        unsafe { avx512::hamming_row(left, rev, w, x0, nd, stride, out) };
         return;
     }
     hamming_from(left, rev, w, x0, 0, nd, stride, out);
 }
 
-/// [`hamming_row`] for the disparities `from..nd`.
+multiversion! {
+    /// [`hamming_counts`] at the CPU's level.
+    #[allow(clippy::too_many_arguments)]
+    fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
+        hamming_counts(left, rev, w, x0, from, nd, stride, out)
+    }
+}
+
+/// [`hamming_row`] for the disparities `from..nd`, inlined into each compiled version.
 #[allow(clippy::too_many_arguments)]
-#[cfg_attr(feature = "std", multiversion(targets(
-    "x86_64+avx512f+avx512bw+avx512vl+avx512vpopcntdq",
-    "x86_64+avx2+fma+popcnt",
-    "x86_64+popcnt"
-)))]
-fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
+#[inline(always)]
+fn hamming_counts(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd: usize, stride: usize, out: &mut [u8]) {
     for (i, (o, &code)) in out.chunks_exact_mut(stride).zip(left).enumerate() {
         let r = w - 1 - (x0 + i);
         for (c, &v) in o[from..nd].iter_mut().zip(&rev[r + from..r + nd]) {
@@ -181,23 +183,8 @@ fn hamming_from(left: &[u64], rev: &[u64], w: usize, x0: usize, from: usize, nd:
 mod avx512 {
     use core::arch::x86_64::*;
 
-    /// Whether the CPU has what [`hamming_groups`] uses (F, BW, VPOPCNTDQ, VBMI).
-    pub(super) fn available() -> bool {
-        #[cfg(feature = "std")]
-        {
-            static CACHED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
-            crate::fma::detect_once(&CACHED, || {
-                crate::fma::avx512bw() && std::is_x86_feature_detected!("avx512vpopcntdq") && std::is_x86_feature_detected!("avx512vbmi")
-            })
-        }
-        #[cfg(not(feature = "std"))]
-        {
-            cfg!(all(target_feature = "avx512bw", target_feature = "avx512vpopcntdq", target_feature = "avx512vbmi"))
-        }
-    }
-
     /// `perm[d] = 8 (d % 8) + d / 8`: the byte of disparity `d` after the eight counts
-    /// were merged by shifts (see [`hamming_groups`]).
+    /// were merged by shifts (see [`hamming_row`]).
     const fn transpose_indices() -> [u8; 64] {
         let mut p = [0u8; 64];
         let mut d = 0;
@@ -209,17 +196,17 @@ mod avx512 {
     }
     const TRANSPOSE: [u8; 64] = transpose_indices();
 
-    /// The costs of whole groups of 64 disparities, `hamming_row`'s layout; returns how
-    /// many disparities it wrote (a multiple of 64). Each group is eight vectors of eight
-    /// u64 counts (vpxorq, vpopcntq); count `j` of lane `i` (disparity `8 j + i`) is
-    /// shifted to byte `j` of its lane and the vectors or-ed together, so one byte
-    /// permute (vpermb) puts the 64 bytes in disparity order: no narrowing per vector.
+    /// `hamming_row` with the census features: whole groups of 64 disparities, then the
+    /// rest ([`super::hamming_counts`], vectorized here to vpopcntq). Each group is eight
+    /// vectors of eight u64 counts (vpxorq, vpopcntq); count `j` of lane `i` (disparity
+    /// `8 j + i`) is shifted to byte `j` of its lane and the vectors or-ed together, so one
+    /// byte permute (vpermb) puts the 64 bytes in disparity order: no narrowing per vector.
     ///
     /// # Safety
-    /// [`available`]; `rev` holds `w - 1 - x0 - i + nd` values for every pixel `i` of
+    /// [`crate::cpu::census`]; `rev` holds `w - 1 - x0 - i + nd` values for every pixel `i` of
     /// `left`, `out` a stride of at least `nd` bytes per pixel.
     #[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,avx512vbmi")]
-    pub(super) unsafe fn hamming_groups(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) -> usize {
+    pub(super) unsafe fn hamming_row(left: &[u64], rev: &[u64], w: usize, x0: usize, nd: usize, stride: usize, out: &mut [u8]) {
         let groups = nd / 64;
         // SAFETY: reads of rev[r + 64 g .. + 64] and writes of out[i * stride + 64 g .. + 64]
         // stay within the extents the caller guarantees (64 g + 64 <= nd).
@@ -239,7 +226,7 @@ mod avx512 {
                 }
             }
         }
-        groups * 64
+        super::hamming_counts(left, rev, w, x0, groups * 64, nd, stride, out);
     }
 }
 
@@ -353,28 +340,30 @@ mod tests {
 
     #[test]
     fn wide_disparity_ranges_match_reference() {
-        // 64 and more disparities: whole groups of 64 (the AVX-512 kernel where the CPU has
-        // it) and the remainder after them; strides as the pipeline pads them.
-        let (w, h) = (200, 3);
-        let win = CensusWindow::new(9, 7).unwrap();
-        let (l, r) = (random_image(w, h, 3), random_image(w, h, 4));
-        let (cl, cr) = (census_transform(l.view(), win).unwrap(), census_transform(r.view(), win).unwrap());
-        let src = CensusCost::new(&cl, &cr).unwrap();
-        for (d, stride) in [(64, 64), (100, 128), (128, 128), (150, 160), (199, 224)] {
-            for (x0, n) in [(0, w), (37, 80)] {
-                let mut out = vec![0u8; n * stride];
-                for y in 0..h {
-                    src.cost_row(y, x0, n, d, stride, &mut out);
-                    for i in 0..n {
-                        for k in 0..d {
-                            let (x, xr) = (x0 + i, (x0 + i).saturating_sub(k));
-                            let want = (census_ref(&l, win, x, y) ^ census_ref(&r, win, xr, y)).count_ones() as u8;
-                            assert_eq!(out[i * stride + k], want, "d {d} x {x} k {k}");
+        crate::testing::at_every_level(|_| {
+            // Below 64 disparities, and 64 and more: whole groups of 64 (the AVX-512 kernel at its level)
+            // and the remainder after them; strides as the pipeline pads them. Every level.
+            let (w, h) = (200, 3);
+            let win = CensusWindow::new(9, 7).unwrap();
+            let (l, r) = (random_image(w, h, 3), random_image(w, h, 4));
+            let (cl, cr) = (census_transform(l.view(), win).unwrap(), census_transform(r.view(), win).unwrap());
+            let src = CensusCost::new(&cl, &cr).unwrap();
+            for (d, stride) in [(20, 32), (64, 64), (100, 128), (128, 128), (150, 160), (199, 224)] {
+                for (x0, n) in [(0, w), (37, 80)] {
+                    let mut out = vec![0u8; n * stride];
+                    for y in 0..h {
+                        src.cost_row(y, x0, n, d, stride, &mut out);
+                        for i in 0..n {
+                            for k in 0..d {
+                                let (x, xr) = (x0 + i, (x0 + i).saturating_sub(k));
+                                let want = (census_ref(&l, win, x, y) ^ census_ref(&r, win, xr, y)).count_ones() as u8;
+                                assert_eq!(out[i * stride + k], want, "d {d} x {x} k {k}");
+                            }
                         }
                     }
                 }
             }
-        }
+        });
     }
 
     #[test]

@@ -7,8 +7,7 @@
 use crate::error::Result;
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// `dst = median3x3(src)` as described in the module doc. Errors: differing sizes, NaN.
 ///
@@ -39,23 +38,24 @@ pub fn median3x3(src: ImageView<'_, f32>, dst: ImageViewMut<'_, f32>, par: Paral
     Ok(())
 }
 
-/// `out[x]` = the median of the valid values of the 3x3 window centred on `x + 1` of the
-/// padded rows `r0, r1, r2` (`out.len() + 2` values each), or the centre itself when it is
-/// not finite.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn median_row(r0: &[f32], r1: &[f32], r2: &[f32], out: &mut [f32]) {
-    let n = out.len();
-    let (r0, r1, r2) = (&r0[..n + 2], &r1[..n + 2], &r2[..n + 2]);
-    for (i, o) in out.iter_mut().enumerate() {
-        let v = [r0[i], r0[i + 1], r0[i + 2], r1[i], r1[i + 1], r1[i + 2], r2[i], r2[i + 1], r2[i + 2]];
-        let valid = v.iter().fold(0u32, |a, d| a + d.is_finite() as u32);
-        let low = lowest5(v.map(|d| if d.is_finite() { d } else { f32::INFINITY }));
-        // valid >= 1 whenever the centre is finite, so the rank (valid - 1) / 2 is 0..=4.
-        let rank = valid.saturating_sub(1) / 2;
-        let pick = |k: u32, l: f32, m: f32| if rank == k { l } else { m };
-        let m = pick(4, low[4], pick(3, low[3], pick(2, low[2], pick(1, low[1], low[0]))));
-        let c = v[4];
-        *o = if c.is_finite() { m } else { c };
+multiversion! {
+    /// `out[x]` = the median of the valid values of the 3x3 window centred on `x + 1` of the
+    /// padded rows `r0, r1, r2` (`out.len() + 2` values each), or the centre itself when it is
+    /// not finite.
+    fn median_row(r0: &[f32], r1: &[f32], r2: &[f32], out: &mut [f32]) {
+        let n = out.len();
+        let (r0, r1, r2) = (&r0[..n + 2], &r1[..n + 2], &r2[..n + 2]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let v = [r0[i], r0[i + 1], r0[i + 2], r1[i], r1[i + 1], r1[i + 2], r2[i], r2[i + 1], r2[i + 2]];
+            let valid = v.iter().fold(0u32, |a, d| a + d.is_finite() as u32);
+            let low = lowest5(v.map(|d| if d.is_finite() { d } else { f32::INFINITY }));
+            // valid >= 1 whenever the centre is finite, so the rank (valid - 1) / 2 is 0..=4.
+            let rank = valid.saturating_sub(1) / 2;
+            let pick = |k: u32, l: f32, m: f32| if rank == k { l } else { m };
+            let m = pick(4, low[4], pick(3, low[3], pick(2, low[2], pick(1, low[1], low[0]))));
+            let c = v[4];
+            *o = if c.is_finite() { m } else { c };
+        }
     }
 }
 
@@ -86,33 +86,43 @@ mod tests {
     use alloc::vec::Vec;
     use proptest::prelude::*;
 
+    /// The filter of a random `w x h` map (with invalid pixels) against sorting.
+    fn check_against_reference(w: usize, h: usize, seed: u64, par: Parallelism) {
+        let mut s = seed | 1;
+        let src = Image::from_fn(w, h, |_, _| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if (s >> 60) < 3 { f32::INFINITY } else { ((s >> 33) % 50) as f32 * 0.25 }
+        }).unwrap();
+        let mut dst = Image::<f32>::new(w, h).unwrap();
+        median3x3(src.view(), dst.view_mut(), par).unwrap();
+        for y in 0..h { for x in 0..w {
+            let c = src.at(x, y);
+            let want = if !c.is_finite() { f64::INFINITY } else {
+                let mut v: Vec<f64> = Vec::new();
+                for yy in y as i64 - 1..=y as i64 + 1 { for xx in x as i64 - 1..=x as i64 + 1 {
+                    if yy >= 0 && xx >= 0 && (yy as usize) < h && (xx as usize) < w {
+                        let d = src.at(xx as usize, yy as usize);
+                        if d.is_finite() { v.push(d as f64); }
+                    }
+                }}
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                v[(v.len() - 1) / 2]
+            };
+            assert_eq!(dst.at(x, y) as f64, want, "({x}, {y})");
+        }}
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn matches_reference(w in 1usize..14, h in 1usize..9, seed in any::<u64>()) {
-            let mut s = seed | 1;
-            let src = Image::from_fn(w, h, |_, _| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                if (s >> 60) < 3 { f32::INFINITY } else { ((s >> 33) % 50) as f32 * 0.25 }
-            }).unwrap();
-            let mut dst = Image::<f32>::new(w, h).unwrap();
-            median3x3(src.view(), dst.view_mut(), Parallelism::AllThreads).unwrap();
-            for y in 0..h { for x in 0..w {
-                let c = src.at(x, y);
-                let want = if !c.is_finite() { f64::INFINITY } else {
-                    let mut v: Vec<f64> = Vec::new();
-                    for yy in y as i64 - 1..=y as i64 + 1 { for xx in x as i64 - 1..=x as i64 + 1 {
-                        if yy >= 0 && xx >= 0 && (yy as usize) < h && (xx as usize) < w {
-                            let d = src.at(xx as usize, yy as usize);
-                            if d.is_finite() { v.push(d as f64); }
-                        }
-                    }}
-                    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                    v[(v.len() - 1) / 2]
-                };
-                prop_assert_eq!(dst.at(x, y) as f64, want);
-            }}
+            check_against_reference(w, h, seed, Parallelism::AllThreads);
         }
+    }
+
+    #[test]
+    fn every_level_matches_reference() {
+        crate::testing::at_every_level(|_| check_against_reference(83, 5, 21, Parallelism::Sequential));
     }
 
     #[test]

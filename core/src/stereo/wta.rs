@@ -16,8 +16,7 @@ use crate::error::Result;
 use crate::image::{check_same_size, ImageViewMut};
 use crate::parallel::{for_each_band, Parallelism};
 use core::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Lanes of the vectorized minimum searches (one AVX-512 register of u16).
 const LANES: usize = 32;
@@ -87,7 +86,7 @@ fn argmin(s: &[u16]) -> (usize, u16) {
 /// Returns the pixels the uniqueness test invalidated.
 pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if uniqueness == 0 && stride.is_multiple_of(LANES) && crate::fma::avx512bw() {
+    if uniqueness == 0 && stride.is_multiple_of(LANES) && (crate::cpu::level() == crate::cpu::Level::Avx512) {
         // SAFETY: the CPU has AVX-512BW; the stride is whole blocks.
         unsafe { avx512::wta_left_row(s, stride, nd, subpixel, out) };
         return 0;
@@ -95,28 +94,29 @@ pub(crate) fn wta_left_row(s: &[u16], stride: usize, nd: usize, uniqueness: u8, 
     wta_left_row_portable(s, stride, nd, uniqueness, subpixel, out)
 }
 
-/// [`wta_left_row`] for any CPU, stride and uniqueness.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn wta_left_row_portable(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
-    let u = uniqueness as u32;
-    let mut rejected = 0;
-    // Padding lanes (u16::MAX, after the real ones) never change a first minimum, so a
-    // padded stride is searched whole: no scalar tail.
-    let searched = if stride.is_multiple_of(LANES) { stride } else { nd };
-    for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
-        let (best, m) = argmin(&px[..searched]);
-        let s = &px[..nd];
-        if u > 0 {
-            let away = min_away(&px[..searched], best);
-            if (away as u32) * (100 - u) < (m as u32) * 100 {
-                *o = INVALID;
-                rejected += 1;
-                continue;
+multiversion! {
+    /// [`wta_left_row`] for any CPU, stride and uniqueness.
+    fn wta_left_row_portable(s: &[u16], stride: usize, nd: usize, uniqueness: u8, subpixel: bool, out: &mut [f32]) -> usize {
+        let u = uniqueness as u32;
+        let mut rejected = 0;
+        // Padding lanes (u16::MAX, after the real ones) never change a first minimum, so a
+        // padded stride is searched whole: no scalar tail.
+        let searched = if stride.is_multiple_of(LANES) { stride } else { nd };
+        for (o, px) in out.iter_mut().zip(s.chunks_exact(stride)) {
+            let (best, m) = argmin(&px[..searched]);
+            let s = &px[..nd];
+            if u > 0 {
+                let away = min_away(&px[..searched], best);
+                if (away as u32) * (100 - u) < (m as u32) * 100 {
+                    *o = INVALID;
+                    rejected += 1;
+                    continue;
+                }
             }
+            *o = refine(s, best, m, subpixel);
         }
-        *o = refine(s, best, m, subpixel);
+        rejected
     }
-    rejected
 }
 
 /// The disparity `best` (the minimum `m` of the pixel's sums `s`), moved by the parabola
@@ -215,41 +215,42 @@ impl RightScratch {
     }
 }
 
-/// One row of the right map (see [`wta_right`]); `s` as in [`wta_left_row`], and lanes
-/// `nd..stride` of each pixel, if any, must be `u16::MAX` (they then never win).
-///
-/// Left pixel x offers `S(x, d)` to right pixel `x - d`, at index `w - 1 - x + d`. The key
-/// `S << 16 | d` makes the minimum the smallest sum and, on ties, the smallest d whatever
-/// the order of the offers, so pixels are visited by residue of `x` modulo the stride:
-/// consecutive offers then touch disjoint runs of `key` (no store-to-load stalls).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-pub(crate) fn wta_right_row(s: &[u16], stride: usize, nd: usize, t: &mut RightScratch, out: &mut [f32]) {
-    let w = out.len();
-    t.key.fill(u32::MAX);
-    for j in 0..stride.min(w) {
-        for x in (j..w).step_by(stride) {
-            let px = &s[x * stride..(x + 1) * stride];
-            let r = w - 1 - x;
-            let lanes = px.chunks_exact(LANES);
-            let tail = lanes.remainder();
-            for (k, b) in lanes.enumerate() {
-                // Whole blocks by value: no aliasing for the compiler to guard against.
-                let o = k * LANES;
-                let mut key: [u32; LANES] = t.key[r + o..r + o + LANES].try_into().unwrap();
-                for i in 0..LANES {
-                    key[i] = key[i].min((b[i] as u32) << 16 | (o + i) as u32);
+multiversion! {
+    /// One row of the right map (see [`wta_right`]); `s` as in [`wta_left_row`], and lanes
+    /// `nd..stride` of each pixel, if any, must be `u16::MAX` (they then never win).
+    ///
+    /// Left pixel x offers `S(x, d)` to right pixel `x - d`, at index `w - 1 - x + d`. The key
+    /// `S << 16 | d` makes the minimum the smallest sum and, on ties, the smallest d whatever
+    /// the order of the offers, so pixels are visited by residue of `x` modulo the stride:
+    /// consecutive offers then touch disjoint runs of `key` (no store-to-load stalls).
+    pub(crate) fn wta_right_row(s: &[u16], stride: usize, nd: usize, t: &mut RightScratch, out: &mut [f32]) {
+        let w = out.len();
+        t.key.fill(u32::MAX);
+        for j in 0..stride.min(w) {
+            for x in (j..w).step_by(stride) {
+                let px = &s[x * stride..(x + 1) * stride];
+                let r = w - 1 - x;
+                let lanes = px.chunks_exact(LANES);
+                let tail = lanes.remainder();
+                for (k, b) in lanes.enumerate() {
+                    // Whole blocks by value: no aliasing for the compiler to guard against.
+                    let o = k * LANES;
+                    let mut key: [u32; LANES] = t.key[r + o..r + o + LANES].try_into().unwrap();
+                    for i in 0..LANES {
+                        key[i] = key[i].min((b[i] as u32) << 16 | (o + i) as u32);
+                    }
+                    t.key[r + o..r + o + LANES].copy_from_slice(&key);
                 }
-                t.key[r + o..r + o + LANES].copy_from_slice(&key);
-            }
-            let base = stride - tail.len();
-            for (i, &v) in tail.iter().enumerate().take(nd.saturating_sub(base)) {
-                let k = &mut t.key[r + base + i];
-                *k = (*k).min((v as u32) << 16 | (base + i) as u32);
+                let base = stride - tail.len();
+                for (i, &v) in tail.iter().enumerate().take(nd.saturating_sub(base)) {
+                    let k = &mut t.key[r + base + i];
+                    *k = (*k).min((v as u32) << 16 | (base + i) as u32);
+                }
             }
         }
-    }
-    for (o, &k) in out.iter_mut().zip(t.key[..w].iter().rev()) {
-        *o = (k & 0xffff) as f32;
+        for (o, &k) in out.iter_mut().zip(t.key[..w].iter().rev()) {
+            *o = (k & 0xffff) as f32;
+        }
     }
 }
 
@@ -290,62 +291,79 @@ mod tests {
         SummedVolume { width: w, height: h, disparities: d, data }
     }
 
+    /// Both maps of random sums against the reference: the first minimum, the uniqueness
+    /// test, the parabola; the right map's diagonal minimum.
+    fn check_against_reference(w: usize, h: usize, d: usize, seed: u64, u: u8, subpixel: bool, par: Parallelism) {
+        let s = random_sum(w, h, d, seed);
+        let mut l = Image::<f32>::new(w, h).unwrap();
+        let rej = wta_left(&s, u, subpixel, l.view_mut(), par).unwrap();
+        let mut r = Image::<f32>::new(w, h).unwrap();
+        wta_right(&s, r.view_mut(), par).unwrap();
+        let mut want_rej = 0;
+        for y in 0..h { for x in 0..w {
+            let c: Vec<f64> = s.pixel(x, y).iter().map(|&v| v as f64).collect();
+            let mut b = 0;
+            for k in 1..d { if c[k] < c[b] { b = k; } }
+            let unique = (0..d).all(|k| k.abs_diff(b) <= 1 || c[k] * (100.0 - u as f64) >= c[b] * 100.0);
+            let want = if !unique { want_rej += 1; f64::INFINITY } else if subpixel && b > 0 && b + 1 < d && c[b-1] + c[b+1] - 2.0 * c[b] > 0.0 {
+                b as f64 + (c[b-1] - c[b+1]) / (2.0 * (c[b-1] + c[b+1] - 2.0 * c[b]))
+            } else { b as f64 };
+            let got = l.at(x, y) as f64;
+            assert!(got == want || (got - want).abs() < 1e-6 * (1.0 + want.abs()), "({x},{y}) {got} vs {want}");
+            if want.is_finite() { assert!((got - b as f64).abs() <= 0.5); }
+            // Right: diagonal minimum, first on ties.
+            let mut rb = 0; let mut rm = f64::INFINITY;
+            for k in 0..d { if x + k < w { let v = s.pixel(x + k, y)[k] as f64; if v < rm { rm = v; rb = k; } } }
+            assert_eq!(r.at(x, y) as usize, rb);
+        }}
+        assert_eq!(rej, want_rej);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn left_and_right_match_reference(w in 1usize..12, h in 1usize..6, d in 1usize..12, seed in any::<u64>(),
                                           u in 0u8..40, subpixel in any::<bool>()) {
-            let s = random_sum(w, h, d, seed);
-            let mut l = Image::<f32>::new(w, h).unwrap();
-            let rej = wta_left(&s, u, subpixel, l.view_mut(), Parallelism::AllThreads).unwrap();
-            let mut r = Image::<f32>::new(w, h).unwrap();
-            wta_right(&s, r.view_mut(), Parallelism::AllThreads).unwrap();
-            let mut want_rej = 0;
-            for y in 0..h { for x in 0..w {
-                let c: Vec<f64> = s.pixel(x, y).iter().map(|&v| v as f64).collect();
-                let mut b = 0;
-                for k in 1..d { if c[k] < c[b] { b = k; } }
-                let unique = (0..d).all(|k| k.abs_diff(b) <= 1 || c[k] * (100.0 - u as f64) >= c[b] * 100.0);
-                let want = if !unique { want_rej += 1; f64::INFINITY } else if subpixel && b > 0 && b + 1 < d && c[b-1] + c[b+1] - 2.0 * c[b] > 0.0 {
-                    b as f64 + (c[b-1] - c[b+1]) / (2.0 * (c[b-1] + c[b+1] - 2.0 * c[b]))
-                } else { b as f64 };
-                let got = l.at(x, y) as f64;
-                prop_assert!(got == want || (got - want).abs() < 1e-6, "({x},{y}) {got} vs {want}");
-                if want.is_finite() { prop_assert!((got - b as f64).abs() <= 0.5); }
-                // Right: diagonal minimum, first on ties.
-                let mut rb = 0; let mut rm = f64::INFINITY;
-                for k in 0..d { if x + k < w { let v = s.pixel(x + k, y)[k] as f64; if v < rm { rm = v; rb = k; } } }
-                prop_assert_eq!(r.at(x, y) as usize, rb);
-            }}
-            prop_assert_eq!(rej, want_rej);
+            check_against_reference(w, h, d, seed, u, subpixel, Parallelism::AllThreads);
         }
     }
 
     #[test]
+    fn every_level_matches_reference() {
+        crate::testing::at_every_level(|_| {
+            for (d, u, subpixel) in [(40, 15, true), (LANES, 0, true), (70, 0, false), (9, 30, false)] {
+                check_against_reference(83, 3, d, d as u64, u, subpixel, Parallelism::Sequential);
+            }
+        });
+    }
+
+    #[test]
     fn whole_blocks_match_reference() {
-        // Depths of one, two and a partial block of the vectorized searches.
-        for d in [LANES, 2 * LANES, LANES + 13] {
-            let (w, h) = (70, 3);
-            let s = random_sum(w, h, d, d as u64);
-            let mut l = Image::<f32>::new(w, h).unwrap();
-            wta_left(&s, 0, false, l.view_mut(), Parallelism::Sequential).unwrap();
-            let mut r = Image::<f32>::new(w, h).unwrap();
-            wta_right(&s, r.view_mut(), Parallelism::Sequential).unwrap();
-            for y in 0..h {
-                for x in 0..w {
-                    let c = s.pixel(x, y);
-                    let b = (0..d).fold(0, |b, k| if c[k] < c[b] { k } else { b });
-                    assert_eq!(l.at(x, y) as usize, b, "left ({x}, {y}) d {d}");
-                    let mut rb = 0;
-                    for k in 0..d {
-                        if x + k < w && s.pixel(x + k, y)[k] < s.pixel(x + rb, y)[rb] {
-                            rb = k;
+        crate::testing::at_every_level(|_| {
+            // Depths of one, two and a partial block of the vectorized searches.
+            for d in [LANES, 2 * LANES, LANES + 13] {
+                let (w, h) = (70, 3);
+                let s = random_sum(w, h, d, d as u64);
+                let mut l = Image::<f32>::new(w, h).unwrap();
+                wta_left(&s, 0, false, l.view_mut(), Parallelism::Sequential).unwrap();
+                let mut r = Image::<f32>::new(w, h).unwrap();
+                wta_right(&s, r.view_mut(), Parallelism::Sequential).unwrap();
+                for y in 0..h {
+                    for x in 0..w {
+                        let c = s.pixel(x, y);
+                        let b = (0..d).fold(0, |b, k| if c[k] < c[b] { k } else { b });
+                        assert_eq!(l.at(x, y) as usize, b, "left ({x}, {y}) d {d}");
+                        let mut rb = 0;
+                        for k in 0..d {
+                            if x + k < w && s.pixel(x + k, y)[k] < s.pixel(x + rb, y)[rb] {
+                                rb = k;
+                            }
                         }
+                        assert_eq!(r.at(x, y) as usize, rb, "right ({x}, {y}) d {d}");
                     }
-                    assert_eq!(r.at(x, y) as usize, rb, "right ({x}, {y}) d {d}");
                 }
             }
-        }
+        });
     }
 
     #[test]
@@ -393,26 +411,28 @@ mod tests {
 
     #[test]
     fn vector_row_matches_the_portable_one_with_ties() {
-        // Sums from a small range (many equal minima, at every lane position), padded rows
-        // of one to four blocks: the dispatched row (the AVX-512 one where the CPU has it)
-        // and the portable one agree on the first minimum and the parabola.
-        let mut seed = 5u64;
-        for (d, stride) in [(1, LANES), (31, LANES), (32, LANES), (33, 2 * LANES), (64, 2 * LANES), (100, 4 * LANES)] {
-            let w = 40;
-            let mut s = alloc::vec![u16::MAX; w * stride];
-            for px in s.chunks_exact_mut(stride) {
-                for v in &mut px[..d] {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    *v = 100 + ((seed >> 33) % 4) as u16;
+        crate::testing::at_every_level(|_| {
+            // Sums from a small range (many equal minima, at every lane position), padded rows
+            // of one to four blocks: the dispatched row (the AVX-512 one where the CPU has it)
+            // and the portable one agree on the first minimum and the parabola.
+            let mut seed = 5u64;
+            for (d, stride) in [(1, LANES), (31, LANES), (32, LANES), (33, 2 * LANES), (64, 2 * LANES), (100, 4 * LANES)] {
+                let w = 40;
+                let mut s = alloc::vec![u16::MAX; w * stride];
+                for px in s.chunks_exact_mut(stride) {
+                    for v in &mut px[..d] {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        *v = 100 + ((seed >> 33) % 4) as u16;
+                    }
+                }
+                for subpixel in [false, true] {
+                    let (mut a, mut b) = (alloc::vec![0f32; w], alloc::vec![0f32; w]);
+                    wta_left_row(&s, stride, d, 0, subpixel, &mut a);
+                    wta_left_row_portable(&s, stride, d, 0, subpixel, &mut b);
+                    assert_eq!(a, b, "d {d} subpixel {subpixel}");
                 }
             }
-            for subpixel in [false, true] {
-                let (mut a, mut b) = (alloc::vec![0f32; w], alloc::vec![0f32; w]);
-                wta_left_row(&s, stride, d, 0, subpixel, &mut a);
-                wta_left_row_portable(&s, stride, d, 0, subpixel, &mut b);
-                assert_eq!(a, b, "d {d} subpixel {subpixel}");
-            }
-        }
+        });
     }
 
     #[test]

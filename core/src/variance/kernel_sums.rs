@@ -26,8 +26,7 @@ use crate::image::{ImageView, Pixel};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Accumulator arithmetic: wrapping for integers (exact modulo `2^n`), plain for f64.
 pub(crate) trait Accumulator: Copy + Default + Send + Sync {
@@ -110,44 +109,47 @@ impl Shape {
     }
 }
 
-/// `A += lanes(row)` for both lanes across all columns.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn add_row<L: MomentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], row: &[L::In]) {
-    let [a0, a1] = a;
-    for ((a0, a1), &v) in a0.iter_mut().zip(a1.iter_mut()).zip(row) {
-        let [x, xx] = lanes.lanes(v);
-        *a0 = a0.plus(x);
-        *a1 = a1.plus(xx);
+multiversion! {
+    /// `A += lanes(row)` for both lanes across all columns.
+    fn add_row<L: MomentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], row: &[L::In]) {
+        let [a0, a1] = a;
+        for ((a0, a1), &v) in a0.iter_mut().zip(a1.iter_mut()).zip(row) {
+            let [x, xx] = lanes.lanes(v);
+            *a0 = a0.plus(x);
+            *a1 = a1.plus(xx);
+        }
     }
 }
 
-/// One vertical step: `A += lanes(enter) - lanes(leave)`, `C += A - ring`, `ring = A`, for
-/// both lanes across all columns (one fused loop: `A` stays in a register).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn vertical_step<L: MomentLanes>(lanes: &L, planes: &mut Planes<L::V>, slot: Range<usize>, enter: &[L::In], leave: &[L::In]) {
-    let Planes { a: [a0, a1], c: [c0, c1], ring: [r0, r1] } = planes;
-    let (r0, r1) = (&mut r0[slot.clone()], &mut r1[slot]);
-    let n = a0.len();
-    let (a0, a1, c0, c1, r0, r1, enter, leave) = (&mut a0[..n], &mut a1[..n], &mut c0[..n], &mut c1[..n], &mut r0[..n], &mut r1[..n], &enter[..n], &leave[..n]);
-    for i in 0..n {
-        let [e0, e1] = lanes.lanes(enter[i]);
-        let [l0, l1] = lanes.lanes(leave[i]);
-        let x0 = a0[i].plus(e0).minus(l0);
-        let x1 = a1[i].plus(e1).minus(l1);
-        c0[i] = c0[i].plus(x0).minus(r0[i]);
-        c1[i] = c1[i].plus(x1).minus(r1[i]);
-        (a0[i], a1[i], r0[i], r1[i]) = (x0, x1, x0, x1);
+multiversion! {
+    /// One vertical step: `A += lanes(enter) - lanes(leave)`, `C += A - ring`, `ring = A`, for
+    /// both lanes across all columns (one fused loop: `A` stays in a register).
+    fn vertical_step<L: MomentLanes>(lanes: &L, planes: &mut Planes<L::V>, slot: Range<usize>, enter: &[L::In], leave: &[L::In]) {
+        let Planes { a: [a0, a1], c: [c0, c1], ring: [r0, r1] } = planes;
+        let (r0, r1) = (&mut r0[slot.clone()], &mut r1[slot]);
+        let n = a0.len();
+        let (a0, a1, c0, c1, r0, r1, enter, leave) = (&mut a0[..n], &mut a1[..n], &mut c0[..n], &mut c1[..n], &mut r0[..n], &mut r1[..n], &enter[..n], &leave[..n]);
+        for i in 0..n {
+            let [e0, e1] = lanes.lanes(enter[i]);
+            let [l0, l1] = lanes.lanes(leave[i]);
+            let x0 = a0[i].plus(e0).minus(l0);
+            let x1 = a1[i].plus(e1).minus(l1);
+            c0[i] = c0[i].plus(x0).minus(r0[i]);
+            c1[i] = c1[i].plus(x1).minus(r1[i]);
+            (a0[i], a1[i], r0[i], r1[i]) = (x0, x1, x0, x1);
+        }
     }
 }
 
-/// One vertical step of a single box: `A += lanes(enter) - lanes(leave)`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn slide_step<L: MomentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], enter: &[L::In], leave: &[L::In]) {
-    let [a0, a1] = a;
-    for (((a0, a1), &e), &l) in a0.iter_mut().zip(a1.iter_mut()).zip(enter).zip(leave) {
-        let ([e0, e1], [l0, l1]) = (lanes.lanes(e), lanes.lanes(l));
-        *a0 = a0.plus(e0).minus(l0);
-        *a1 = a1.plus(e1).minus(l1);
+multiversion! {
+    /// One vertical step of a single box: `A += lanes(enter) - lanes(leave)`.
+    fn slide_step<L: MomentLanes>(lanes: &L, a: &mut [Vec<L::V>; 2], enter: &[L::In], leave: &[L::In]) {
+        let [a0, a1] = a;
+        for (((a0, a1), &e), &l) in a0.iter_mut().zip(a1.iter_mut()).zip(enter).zip(leave) {
+            let ([e0, e1], [l0, l1]) = (lanes.lanes(e), lanes.lanes(l));
+            *a0 = a0.plus(e0).minus(l0);
+            *a1 = a1.plus(e1).minus(l1);
+        }
     }
 }
 
@@ -271,23 +273,25 @@ fn prefix_in_place<H: Accumulator>(p0: &mut [H], p1: &mut [H]) {
     }
 }
 
-/// `t[x] = P[x + k] - P[x]`: the box sums of width `k`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn first_differences<H: Accumulator>(p: &[H], k: usize, t: &mut [H]) {
-    let n = t.len();
-    let (lo, hi) = (&p[..n], &p[k..k + n]);
-    for x in 0..n {
-        t[x] = hi[x].minus(lo[x]);
+multiversion! {
+    /// `t[x] = P[x + k] - P[x]`: the box sums of width `k`.
+    fn first_differences<H: Accumulator>(p: &[H], k: usize, t: &mut [H]) {
+        let n = t.len();
+        let (lo, hi) = (&p[..n], &p[k..k + n]);
+        for x in 0..n {
+            t[x] = hi[x].minus(lo[x]);
+        }
     }
 }
 
-/// `t[x] = Q[x + 2B] - 2 Q[x + B] + Q[x]`: the tent sums centred on each column.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn second_differences<H: Accumulator>(q: &[H], b: usize, t: &mut [H]) {
-    let n = t.len();
-    let (lo, mid, hi) = (&q[..n], &q[b..b + n], &q[2 * b..2 * b + n]);
-    for x in 0..n {
-        t[x] = hi[x].minus(mid[x]).minus(mid[x]).plus(lo[x]);
+multiversion! {
+    /// `t[x] = Q[x + 2B] - 2 Q[x + B] + Q[x]`: the tent sums centred on each column.
+    fn second_differences<H: Accumulator>(q: &[H], b: usize, t: &mut [H]) {
+        let n = t.len();
+        let (lo, mid, hi) = (&q[..n], &q[b..b + n], &q[2 * b..2 * b + n]);
+        for x in 0..n {
+            t[x] = hi[x].minus(mid[x]).minus(mid[x]).plus(lo[x]);
+        }
     }
 }
 
@@ -308,11 +312,12 @@ fn running_boxes<H: Accumulator>(v0: &[H], v1: &[H], b: usize, out0: &mut [H], o
     }
 }
 
-/// `out[i] = H::from(v[i])`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn widen<V: Accumulator, H: Accumulator + From<V>>(out: &mut [H], v: &[V]) {
-    for (o, &x) in out.iter_mut().zip(v) {
-        *o = H::from(x);
+multiversion! {
+    /// `out[i] = H::from(v[i])`.
+    fn widen<V: Accumulator, H: From<V> + Accumulator>(out: &mut [H], v: &[V]) {
+        for (o, &x) in out.iter_mut().zip(v) {
+            *o = H::from(x);
+        }
     }
 }
 

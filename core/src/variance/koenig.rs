@@ -12,14 +12,14 @@ use crate::error::Result;
 use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
 use alloc::vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
-/// `s2[i] += w * x[i]^2`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn add_squares(s2: &mut [f32], x: &[f32], w: f32) {
-    for (b, &v) in s2.iter_mut().zip(x) {
-        *b += w * v * v;
+multiversion! {
+    /// `s2[i] += w * x[i]^2`.
+    fn add_squares(s2: &mut [f32], x: &[f32], w: f32) {
+        for (b, &v) in s2.iter_mut().zip(x) {
+            *b += w * v * v;
+        }
     }
 }
 

@@ -14,8 +14,7 @@
 //! `m = (m_a + m_b) / 2`, `v = (v_a + v_b) / 2 + (m_a - m_b)^2 / 4` (`merge11`, what runs).
 
 use super::threewise::Stats;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// Chan et al.'s pairwise merge: the statistic of the union of two groups. An empty union
 /// gives the default statistic.
@@ -28,14 +27,15 @@ pub fn merge2(a: Stats, b: Stats) -> Stats {
     Stats { n, mean: a.mean + delta * b.n / n, m2: a.m2 + b.m2 + delta * delta * a.n * b.n / n }
 }
 
-/// The equal-weight case of [`merge2`] on (mean, variance) lanes.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-pub(crate) fn merge11(om: &mut [f32], ov: &mut [f32], ma: &[f32], mb: &[f32], va: &[f32], vb: &[f32]) {
-    let n = om.len().min(ov.len()).min(ma.len()).min(mb.len()).min(va.len()).min(vb.len());
-    for i in 0..n {
-        let d = ma[i] - mb[i];
-        om[i] = 0.5 * (ma[i] + mb[i]);
-        ov[i] = 0.5 * (va[i] + vb[i]) + 0.25 * d * d;
+multiversion! {
+    /// The equal-weight case of [`merge2`] on (mean, variance) lanes.
+    pub(crate) fn merge11(om: &mut [f32], ov: &mut [f32], ma: &[f32], mb: &[f32], va: &[f32], vb: &[f32]) {
+        let n = om.len().min(ov.len()).min(ma.len()).min(mb.len()).min(va.len()).min(vb.len());
+        for i in 0..n {
+            let d = ma[i] - mb[i];
+            om[i] = 0.5 * (ma[i] + mb[i]);
+            ov[i] = 0.5 * (va[i] + vb[i]) + 0.25 * d * d;
+        }
     }
 }
 

@@ -30,9 +30,8 @@ use crate::error::Result;
 use crate::image::{Image, ImageView, ImageViewMut, Pixel};
 use crate::parallel::{for_each_band, Parallelism};
 use alloc::boxed::Box;
+use crate::cpu::multiversion;
 use core::marker::PhantomData;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
 
 /// Sum of the kernel weights: `(R + 1)^4` for the tent, `(2r + 1)^2` for the box.
 fn total_weight(kernel: VarianceKernel) -> u64 {
@@ -179,27 +178,28 @@ impl<P: VarianceSample> MomentLanes for NonFinite<P> {
     }
 }
 
-/// Variances (and means) of one row from exact integer kernel sums: the numerator
-/// `W S2 - S1^2` in wrapping u64 when the caller has checked that it stays below `2^64`
-/// (`W^2 max_var < 2^64`: one vectorized multiply), else in u128 ([`exact_variance`]).
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq", "x86_64+avx2+fma")))]
-fn emit_exact(sums: [&[u64]; 2], row: &mut [f32], total: u64, numerator_fits_u64: bool, with_mean: bool) {
-    let inv_w2 = 1.0 / (total as f64 * total as f64);
-    let inv_w = 1.0 / total as f64;
-    let n = row.len() / if with_mean { 2 } else { 1 };
-    let (s1, s2) = (&sums[0][..n], &sums[1][..n]);
-    let wrapped = |x: usize| (s2[x].wrapping_mul(total).wrapping_sub(s1[x].wrapping_mul(s1[x])) as f64 * inv_w2) as f32;
-    match (with_mean, numerator_fits_u64) {
-        (false, true) => row.iter_mut().enumerate().for_each(|(x, o)| *o = wrapped(x)),
-        (true, true) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
-            o[0] = (s1[x] as f64 * inv_w) as f32;
-            o[1] = wrapped(x);
-        }),
-        (false, false) => row.iter_mut().enumerate().for_each(|(x, o)| *o = exact_variance(s1[x], s2[x], total, inv_w2)),
-        (true, false) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
-            o[0] = (s1[x] as f64 * inv_w) as f32;
-            o[1] = exact_variance(s1[x], s2[x], total, inv_w2);
-        }),
+multiversion! {
+    /// Variances (and means) of one row from exact integer kernel sums: the numerator
+    /// `W S2 - S1^2` in wrapping u64 when the caller has checked that it stays below `2^64`
+    /// (`W^2 max_var < 2^64`: one vectorized multiply), else in u128 ([`exact_variance`]).
+    fn emit_exact(sums: [&[u64]; 2], row: &mut [f32], total: u64, numerator_fits_u64: bool, with_mean: bool) {
+        let inv_w2 = 1.0 / (total as f64 * total as f64);
+        let inv_w = 1.0 / total as f64;
+        let n = row.len() / if with_mean { 2 } else { 1 };
+        let (s1, s2) = (&sums[0][..n], &sums[1][..n]);
+        let wrapped = |x: usize| (s2[x].wrapping_mul(total).wrapping_sub(s1[x].wrapping_mul(s1[x])) as f64 * inv_w2) as f32;
+        match (with_mean, numerator_fits_u64) {
+            (false, true) => row.iter_mut().enumerate().for_each(|(x, o)| *o = wrapped(x)),
+            (true, true) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
+                o[0] = (s1[x] as f64 * inv_w) as f32;
+                o[1] = wrapped(x);
+            }),
+            (false, false) => row.iter_mut().enumerate().for_each(|(x, o)| *o = exact_variance(s1[x], s2[x], total, inv_w2)),
+            (true, false) => row.chunks_exact_mut(2).enumerate().for_each(|(x, o)| {
+                o[0] = (s1[x] as f64 * inv_w) as f32;
+                o[1] = exact_variance(s1[x], s2[x], total, inv_w2);
+            }),
+        }
     }
 }
 
@@ -315,21 +315,23 @@ fn moments(s1: f64, s2: f64, inv_w: f64, shift: f64) -> (f32, f32) {
     ((shift + m) as f32, (s2 * inv_w - m * m).max(0.0) as f32)
 }
 
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq", "x86_64+avx2+fma")))]
-fn moments_u64(sums: [&[u64]; 2], inv_w: f64, mean: &mut [f32], var: &mut [f32]) {
-    let n = mean.len().min(var.len());
-    let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
-    for x in 0..n {
-        (mean[x], var[x]) = moments(t1[x] as f64, t2[x] as f64, inv_w, 0.0);
+multiversion! {
+    fn moments_u64(sums: [&[u64]; 2], inv_w: f64, mean: &mut [f32], var: &mut [f32]) {
+        let n = mean.len().min(var.len());
+        let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
+        for x in 0..n {
+            (mean[x], var[x]) = moments(t1[x] as f64, t2[x] as f64, inv_w, 0.0);
+        }
     }
 }
 
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn moments_f64(sums: [&[f64]; 2], inv_w: f64, shift: f64, mean: &mut [f32], var: &mut [f32]) {
-    let n = mean.len().min(var.len());
-    let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
-    for x in 0..n {
-        (mean[x], var[x]) = moments(t1[x], t2[x], inv_w, shift);
+multiversion! {
+    fn moments_f64(sums: [&[f64]; 2], inv_w: f64, shift: f64, mean: &mut [f32], var: &mut [f32]) {
+        let n = mean.len().min(var.len());
+        let (t1, t2) = (&sums[0][..n], &sums[1][..n]);
+        for x in 0..n {
+            (mean[x], var[x]) = moments(t1[x], t2[x], inv_w, shift);
+        }
     }
 }
 

@@ -131,6 +131,28 @@ fn every_method_matches_the_reference_on_random_u8() {
     }
 }
 
+#[test]
+fn every_method_matches_the_reference_at_every_level() {
+    // Rows long enough for whole 16-lane vectors and a tail, u8 and f32 sources.
+    let img = random_u8(83, 13, 5);
+    let imgf = Image::from_fn(83, 13, |x, y| img.get(x, y).unwrap_or(0) as f32 * 0.37 - 20.0).unwrap();
+    crate::testing::at_every_level(|level| {
+        for k in all_kernels() {
+            let p0 = VarianceParams { method: VarianceMethod::Usual, kernel: k, border: Border::Reflect101 };
+            let want = local_variance_reference(img.view(), &p0).unwrap();
+            let wantf = local_variance_reference(imgf.view(), &p0).unwrap();
+            for m in methods_for(k) {
+                let p = VarianceParams { method: m, ..p0 };
+                let tol = if m == VarianceMethod::Koenig { 1e-3 } else { 1e-5 };
+                let e = max_rel(&run(&img, &p, Parallelism::Sequential), &want, 1.0);
+                assert!(e < tol, "{level:?} {m:?} {k:?} u8: rel error {e}");
+                let e = max_rel(&run(&imgf, &p, Parallelism::Sequential), &wantf, 1.0);
+                assert!(e < 10.0 * tol, "{level:?} {m:?} {k:?} f32: rel error {e}");
+            }
+        }
+    });
+}
+
 /// Every value is the f32 nearest to the exact one or its neighbour (the numerator is an
 /// exact integer; the final division and conversion round at most twice).
 fn within_one_ulp(got: &[f32], exact: &[f64]) {

@@ -32,8 +32,7 @@
 //!
 //! which needs no counts at all (`merge121`: it is what runs, in f32).
 
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
 /// A partial statistic: weight (count) `n`, mean, and `m2` = sum of squared deviations
 /// from the mean.
@@ -67,17 +66,18 @@ pub fn merge3(a: Stats, b: Stats, c: Stats) -> Stats {
     Stats { n, mean, m2: a.m2 + b.m2 + c.m2 + between }
 }
 
-/// The 1-2-1 merge of [`merge3`] with weights `n0, 2 n0, n0`, on (mean, variance) lanes:
-/// `om[i], ov[i]` from `(ma, va)`, `(mb, vb)`, `(mc, vc)` at index `i`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn merge121(om: &mut [f32], ov: &mut [f32], ma: &[f32], mb: &[f32], mc: &[f32], va: &[f32], vb: &[f32], vc: &[f32]) {
-    let n = om.len().min(ov.len()).min(ma.len()).min(mb.len()).min(mc.len()).min(va.len()).min(vb.len()).min(vc.len());
-    for i in 0..n {
-        let (a, b, c) = (ma[i], mb[i], mc[i]);
-        let (dab, dac, dbc) = (a - b, a - c, b - c);
-        om[i] = 0.25 * (a + c) + 0.5 * b;
-        ov[i] = 0.25 * (va[i] + 2.0 * vb[i] + vc[i]) + 0.0625 * (2.0 * dab * dab + dac * dac + 2.0 * dbc * dbc);
+multiversion! {
+    /// The 1-2-1 merge of [`merge3`] with weights `n0, 2 n0, n0`, on (mean, variance) lanes:
+    /// `om[i], ov[i]` from `(ma, va)`, `(mb, vb)`, `(mc, vc)` at index `i`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn merge121(om: &mut [f32], ov: &mut [f32], ma: &[f32], mb: &[f32], mc: &[f32], va: &[f32], vb: &[f32], vc: &[f32]) {
+        let n = om.len().min(ov.len()).min(ma.len()).min(mb.len()).min(mc.len()).min(va.len()).min(vb.len()).min(vc.len());
+        for i in 0..n {
+            let (a, b, c) = (ma[i], mb[i], mc[i]);
+            let (dab, dac, dbc) = (a - b, a - c, b - c);
+            om[i] = 0.25 * (a + c) + 0.5 * b;
+            ov[i] = 0.25 * (va[i] + 2.0 * vb[i] + vc[i]) + 0.0625 * (2.0 * dab * dab + dac * dac + 2.0 * dbc * dbc);
+        }
     }
 }
 

@@ -13,25 +13,26 @@ use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
 use alloc::vec;
 use alloc::vec::Vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
-/// `acc[i] += w * x[i]`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-pub(crate) fn axpy(acc: &mut [f32], x: &[f32], w: f32) {
-    for (a, &v) in acc.iter_mut().zip(x) {
-        *a += w * v;
+multiversion! {
+    /// `acc[i] += w * x[i]`.
+    pub(crate) fn axpy(acc: &mut [f32], x: &[f32], w: f32) {
+        for (a, &v) in acc.iter_mut().zip(x) {
+            *a += w * v;
+        }
     }
 }
 
-/// `d = x[i] - m[i]`; `s1[i] += w d`; `s2[i] += w d^2`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn deviations(s1: &mut [f32], s2: &mut [f32], x: &[f32], m: &[f32], w: f32) {
-    for (((a, b), &v), &mu) in s1.iter_mut().zip(s2.iter_mut()).zip(x).zip(m) {
-        let d = v - mu;
-        let wd = w * d;
-        *a += wd;
-        *b += wd * d;
+multiversion! {
+    /// `d = x[i] - m[i]`; `s1[i] += w d`; `s2[i] += w d^2`.
+    fn deviations(s1: &mut [f32], s2: &mut [f32], x: &[f32], m: &[f32], w: f32) {
+        for (((a, b), &v), &mu) in s1.iter_mut().zip(s2.iter_mut()).zip(x).zip(m) {
+            let d = v - mu;
+            let wd = w * d;
+            *a += wd;
+            *b += wd * d;
+        }
     }
 }
 

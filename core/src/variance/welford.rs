@@ -16,16 +16,16 @@ use crate::error::Result;
 use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
 use alloc::vec;
-#[cfg(feature = "std")]
-use multiversion::multiversion;
+use crate::cpu::multiversion;
 
-/// One Welford update of every lane with sample `x[i]`, weight `w`, `f = w / W`.
-#[cfg_attr(feature = "std", multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2+fma")))]
-fn update(mean: &mut [f32], m2: &mut [f32], x: &[f32], w: f32, f: f32) {
-    for ((m, s), &v) in mean.iter_mut().zip(m2.iter_mut()).zip(x) {
-        let delta = v - *m;
-        *m += delta * f;
-        *s += w * delta * (v - *m);
+multiversion! {
+    /// One Welford update of every lane with sample `x[i]`, weight `w`, `f = w / W`.
+    fn update(mean: &mut [f32], m2: &mut [f32], x: &[f32], w: f32, f: f32) {
+        for ((m, s), &v) in mean.iter_mut().zip(m2.iter_mut()).zip(x) {
+            let delta = v - *m;
+            *m += delta * f;
+            *s += w * delta * (v - *m);
+        }
     }
 }
 
