@@ -502,7 +502,8 @@ fn stitch_every_type_matches_the_truth_and_the_cpu() {
             let mixed = [views[0], view(&other[1]), views[2]];
             let pano = be.stitch(&InMemory(&mixed), &p, &mut |_| ControlFlow::Continue(())).unwrap();
             assert!(matches!(pano.frames[1].skip, Some(SkipReason::Mismatch(_))), "{what}: {:?}", pano.frames[1]);
-            assert_eq!(pano.frames[2].position, want.frames[2].position, "{what}");
+            let (pos, truth) = (pano.frames[2].position.unwrap_or((f64::NAN, 0.0)), seq.positions[2]);
+            assert!((pos.0 - truth.0).abs() <= 1.0 && (pos.1 - truth.1).abs() <= 1.0, "{what}: frame 2 at {pos:?}, truth {truth:?}");
             assert!(be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Break(())).is_err(), "{what}");
             pass("stitch", views[0].type_name(), label);
         }

@@ -435,7 +435,7 @@ mod tests {
         assert_eq!(table, mi_table(l.view(), r.view(), two.view()).unwrap());
 
         // Without levels: `iterations - 1` passes at full resolution, then the caller's.
-        let tiled = StereoParams { cost: Cost::Mi { iterations: 2, levels: 0 }, tiling: Tiling::Tiles { width: 9, height: 9, overlap: 2 }, ..p };
+        let tiled = StereoParams { cost: Cost::Mi { iterations: 2, levels: 0 }, tiling: Tiling::Tiles { width: 16, height: 16, overlap: 2 }, ..p };
         let (calls, table) = schedule(&l, &r, &tiled);
         assert_eq!(calls, [((40, 18), 16, tiled.tiling)]);
         let one = Image::<f32>::filled(40, 18, 1.0).unwrap();
