@@ -80,7 +80,7 @@ fn main() {
             for border in [Border::Reflect101, Border::Replicate, Border::Constant(9.0), Border::Normalize] {
                 for (w, h) in [(1, 1), (7, 5), (63, 63)] {
                     let p = BoxParams { width: w, height: h, border };
-                    let mut o = AnyImage::like(&v);
+                    let mut o = AnyImage::like(&v).unwrap();
                     be.mean_filter(v, o.view_mut(), &p).unwrap();
                     out(format!("{scene} mean {t} {w}x{h} {border:?}"), hash(&o));
                     if !matches!(v, AnyView::Rgba8(_)) {
@@ -95,7 +95,7 @@ fn main() {
             }
             for (sigma, method) in [(1.0, GaussianMethod::Fir), (2.0, GaussianMethod::Auto), (8.0, GaussianMethod::Iir)] {
                 let p = GaussianParams { sigma, method, ..Default::default() };
-                let mut o = AnyImage::like(&v);
+                let mut o = AnyImage::like(&v).unwrap();
                 be.gaussian_blur(v, o.view_mut(), &p).unwrap();
                 out(format!("{scene} gaussian {t} {sigma} {method:?}"), hash(&o));
             }
@@ -116,13 +116,13 @@ fn main() {
                     out(format!("{scene} variance {t} {method:?} {kernel:?}"), fnv(o.as_slice()));
                 }
             }
-            let mut o = AnyImage::like(&v);
+            let mut o = AnyImage::like(&v).unwrap();
             be.contrast_enhance(v, o.view_mut(), &ContrastParams::default()).unwrap();
             out(format!("{scene} contrast {t}"), hash(&o));
             for mode in [GlareMode::Adaptive, GlareMode::Manual] {
                 let (w, h) = v.size();
                 let mut mask = Image::<u8>::new(w, h).unwrap();
-                let mut fixed = AnyImage::like(&v);
+                let mut fixed = AnyImage::like(&v).unwrap();
                 let p = GlareParams { mode, ..Default::default() };
                 match be.glare(v, mask.view_mut(), fixed.view_mut(), &p) {
                     Ok(r) => out(format!("{scene} glare {t} {mode:?} spots {} px {}", r.spots, r.pixels), fnv(mask.as_slice()) ^ hash(&fixed)),

@@ -82,6 +82,24 @@ fn jpeg_truncation(bytes: &[u8]) -> Option<&'static str> {
         .then_some("the JPEG data has no end-of-image marker: the file is probably truncated, and the lower part of the image is made up by the decoder")
 }
 
+/// The width and height of the image at `path`, read from its header only (PFM included),
+/// so that sizes can be compared before anything large is decoded.
+pub fn dimensions(path: &Path) -> Result<(usize, usize)> {
+    let ctx = || format!("cannot read image {}", path.display());
+    if extension(path) == "pfm" {
+        let mut head = [0u8; 128];
+        let n = File::open(path).with_context(ctx)?.read(&mut head).with_context(ctx)?;
+        let fields: Vec<&[u8]> = head[..n].split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty()).take(3).collect();
+        let num = |f: Option<&&[u8]>| f.and_then(|f| std::str::from_utf8(f).ok()).and_then(|s| s.parse::<usize>().ok());
+        return match (num(fields.get(1)), num(fields.get(2))) {
+            (Some(w), Some(h)) => Ok((w, h)),
+            _ => Err(anyhow!("{}: not a PFM header", path.display())),
+        };
+    }
+    let (w, h) = image::ImageReader::open(path).with_context(ctx)?.with_guessed_format().with_context(ctx)?.into_dimensions().with_context(ctx)?;
+    Ok((w as usize, h as usize))
+}
+
 /// Loads an image from encoded bytes (any supported format, found by its content).
 pub fn load_from_memory(bytes: &[u8]) -> Result<AnyImage> {
     if bytes.starts_with(b"II*\0") || bytes.starts_with(b"MM\0*") {

@@ -138,3 +138,19 @@ fn every_page_of_a_stack_is_processed() {
     let o = tessera().arg("mean").arg(&stack).arg("-o").arg(d.join("out.png")).output().unwrap();
     assert!(!o.status.success() && stderr(&o).contains("stack of 3 pages"), "{}", stderr(&o));
 }
+
+#[test]
+fn stereo_sizes_are_compared_before_decoding() {
+    let d = temp_dir("stereo");
+    let bomb = d.join("gt.png");
+    bomb_png(&bomb, 20_000, 20_000);
+    let cones = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).ancestors().map(|a| a.join("shared/data/stereo/cones")).find(|p| p.is_dir()).unwrap();
+    // A size mismatch is reported from the headers, before the 400 MB ground truth (or a
+    // second image) is decoded: under a 300 MB address-space limit, a message, not a signal.
+    for args in [vec!["stereo-eval".into(), cones.join("im2.png"), bomb.clone()], vec!["stereo".into(), cones.join("im2.png"), bomb.clone(), "-o".into(), d.join("d.pfm")]] {
+        let out = Command::new("sh").args(["-c", "ulimit -v 300000; exec \"$@\"", "sh", env!("CARGO_BIN_EXE_tessera")]).args(&args).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("sizes differ") && err.contains("20000x20000"), "{args:?}: {err}");
+    }
+}

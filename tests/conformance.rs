@@ -151,7 +151,7 @@ fn mean_filter_every_type_against_float64() {
                     }).unwrap())
                     .collect();
                 for (label, be) in backends() {
-                    let mut out = AnyImage::like(&view(&src));
+                    let mut out = AnyImage::like(&view(&src)).unwrap();
                     be.mean_filter(view(&src), out.view_mut(), &p).unwrap();
                     check_planes(&out, &means, 1e-5, &format!("{label} {} {p:?}", type_name(&src)), &|c, x, y| means[c].at(x, y).abs());
                 }
@@ -173,7 +173,7 @@ fn mean_filter_on_real_data() {
         .map(|s| Image::from_fn(s.width(), s.height(), |x, y| window_sum(s, &p, x, y).0 / 81.0).unwrap())
         .collect();
     for (label, be) in backends() {
-        let mut out = AnyImage::like(&view(&img));
+        let mut out = AnyImage::like(&view(&img)).unwrap();
         be.mean_filter(view(&img), out.view_mut(), &p).unwrap();
         check_planes(&out, &means, 0.0, &format!("{label} cones"), &|_, _, _| 1.0);
         pass("mean_filter", "cones rgba8", label);
@@ -242,7 +242,7 @@ fn gaussian_every_type_fir_against_float64_and_iir_against_the_cpu() {
             let p = GaussianParams { sigma, method: GaussianMethod::Fir, ..Default::default() };
             let want: Vec<Image<f64>> = sp.iter().map(|s| gaussian_reference(s, sigma)).collect();
             for (label, be) in backends() {
-                let mut out = AnyImage::like(&view(&src));
+                let mut out = AnyImage::like(&view(&src)).unwrap();
                 be.gaussian_blur(view(&src), out.view_mut(), &p).unwrap();
                 let what = format!("{label} {} sigma {sigma}", type_name(&src));
                 // Integers are filtered in f32 and rounded once: within half a level plus
@@ -256,10 +256,10 @@ fn gaussian_every_type_fir_against_float64_and_iir_against_the_cpu() {
             }
         }
         let iir = GaussianParams { sigma: 4.0, method: GaussianMethod::Iir, ..Default::default() };
-        let mut want = AnyImage::like(&view(&src));
+        let mut want = AnyImage::like(&view(&src)).unwrap();
         reference().gaussian_blur(view(&src), want.view_mut(), &iir).unwrap();
         for (label, be) in backends() {
-            let mut out = AnyImage::like(&view(&src));
+            let mut out = AnyImage::like(&view(&src)).unwrap();
             be.gaussian_blur(view(&src), out.view_mut(), &iir).unwrap();
             assert_close(&out, &want, 1, 1e-4, &format!("{label} {} IIR", type_name(&src)));
             pass("gaussian_blur", type_name(&src), label);
@@ -386,10 +386,10 @@ fn spot_image() -> [AnyImage; 4] {
 fn contrast_every_type_against_the_cpu() {
     let cp = ContrastParams { radii: vec![3, 7], ..Default::default() };
     for src in spot_image() {
-        let mut want = AnyImage::like(&view(&src));
+        let mut want = AnyImage::like(&view(&src)).unwrap();
         reference().contrast_enhance(view(&src), want.view_mut(), &cp).unwrap();
         for (label, be) in backends() {
-            let mut out = AnyImage::like(&view(&src));
+            let mut out = AnyImage::like(&view(&src)).unwrap();
             be.contrast_enhance(view(&src), out.view_mut(), &cp).unwrap();
             assert_close(&out, &want, 1, 1e-5, &format!("{label} {} contrast", type_name(&src)));
             // A type pair the operation does not take is an error, not a panic.
@@ -403,13 +403,13 @@ fn contrast_every_type_against_the_cpu() {
 fn glare_every_type_against_the_cpu() {
     let gp = GlareParams::default();
     for src in spot_image() {
-        let (mut want_mask, mut want_fill) = (Image::<u8>::new(64, 48).unwrap(), AnyImage::like(&view(&src)));
+        let (mut want_mask, mut want_fill) = (Image::<u8>::new(64, 48).unwrap(), AnyImage::like(&view(&src)).unwrap());
         let want = reference().glare(view(&src), want_mask.view_mut(), want_fill.view_mut(), &gp).unwrap();
         if let AnyImage::Rgba8(_) = src {
             assert_eq!(want.spots, 1, "{want:?}");
         }
         for (label, be) in backends() {
-            let (mut mask, mut fill) = (Image::<u8>::new(64, 48).unwrap(), AnyImage::like(&view(&src)));
+            let (mut mask, mut fill) = (Image::<u8>::new(64, 48).unwrap(), AnyImage::like(&view(&src)).unwrap());
             let report = be.glare(view(&src), mask.view_mut(), fill.view_mut(), &gp).unwrap();
             let what = format!("{label} {}", type_name(&src));
             assert_eq!(report, want, "{what} report");
@@ -455,7 +455,7 @@ fn register_pair_every_type_finds_the_known_shift() {
             assert!((s.0 - shift.0).abs() <= 0.1 && (s.1 - shift.1).abs() <= 0.1, "{what}: shift {s:?}");
             assert_eq!(got.vectors_used, want.vectors_used, "{what}");
             // A flat pair is skipped with its reason, not an error; frames of two types are.
-            let flat = AnyImage::like(&reference_frame);
+            let flat = AnyImage::like(&reference_frame).unwrap();
             let skipped = be.register_pair(view(&flat), view(&flat), &p, (0.0, 0.0)).unwrap();
             assert_eq!((skipped.shift, skipped.skip), (None, Some(SkipReason::NoTexture)), "{what}");
             let other = if let AnyView::U8(_) = moving { AnyImage::F32(Image::new(w, h).unwrap()) } else { AnyImage::U8(Image::new(w, h).unwrap()) };

@@ -28,6 +28,9 @@ pub enum Error {
     BackendUnavailable(String),
     /// A failure inside a backend (for example a GPU error), with its message.
     Backend(String),
+    /// A buffer of this many bytes could not be allocated: the input is too large for the
+    /// memory available (an error instead of the process aborting).
+    OutOfMemory { bytes: usize },
     /// A stitching run in which no two frames could be registered: there is no panorama to
     /// make. `why` summarises the frames' skip reasons.
     NothingRegistered { frames: usize, why: String },
@@ -68,6 +71,9 @@ impl fmt::Display for Error {
             }
             Error::BackendUnavailable(why) => write!(f, "backend unavailable: {why}"),
             Error::Backend(why) => write!(f, "backend error: {why}"),
+            Error::OutOfMemory { bytes } => {
+                write!(f, "out of memory: a buffer of {} MiB could not be allocated", bytes.div_ceil(1 << 20))
+            }
             Error::NothingRegistered { frames, why } => {
                 write!(f, "no two of the {frames} frames could be registered: {why}")
             }
@@ -95,6 +101,15 @@ pub fn require_finite(name: &'static str, value: f64) -> Result<()> {
     } else {
         Err(Error::InvalidFloat { name, value, expected: "a finite number" })
     }
+}
+
+/// `n` copies of `value` in a new vector, or [`Error::OutOfMemory`] where the allocator
+/// refuses (a large image on a small machine is an error, not an abort).
+pub fn try_filled<T: Clone>(n: usize, value: T) -> Result<alloc::vec::Vec<T>> {
+    let mut v = alloc::vec::Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n.saturating_mul(core::mem::size_of::<T>()) })?;
+    v.resize(n, value);
+    Ok(v)
 }
 
 /// Checks that an integer parameter lies in `min..=max`.

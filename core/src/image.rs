@@ -7,7 +7,6 @@
 //! be short of a full stride (as in a crop of a larger image).
 
 use crate::error::{Error, Result};
-use alloc::vec;
 use alloc::vec::Vec;
 
 /// Interleaved 8-bit RGBA, the `uchar4` of the OpenCL filters.
@@ -290,7 +289,7 @@ impl<T: Pixel> Image<T> {
             return Err(Error::ZeroSize { width, height });
         }
         let n = width.checked_mul(height).ok_or(Error::BufferTooShort { needed: usize::MAX, got: 0 })?;
-        Ok(Image { data: vec![v; n], width, height })
+        Ok(Image { data: crate::error::try_filled(n, v)?, width, height })
     }
     /// Takes ownership of a contiguous pixel buffer of exactly `width * height` elements.
     pub fn from_vec(width: usize, height: usize, data: Vec<T>) -> Result<Self> {
@@ -598,18 +597,16 @@ impl AnyImage {
             AnyImage::Rgba8(i) => AnyViewMut::Rgba8(i.view_mut()),
         }
     }
-    /// A zeroed image of the same type and size as `v`.
-    pub fn like(v: &AnyView<'_>) -> AnyImage {
+    /// A zeroed image of the same type and size as `v` ([`Error::OutOfMemory`] where it
+    /// cannot be allocated).
+    pub fn like(v: &AnyView<'_>) -> Result<AnyImage> {
         let (w, h) = v.size();
-        // Sizes of a valid view are non-zero, so `new` cannot fail here.
-        match v {
-            AnyView::U8(_) => AnyImage::U8(Image { data: vec![0; w * h], width: w, height: h }),
-            AnyView::U16(_) => AnyImage::U16(Image { data: vec![0; w * h], width: w, height: h }),
-            AnyView::F32(_) => AnyImage::F32(Image { data: vec![0.0; w * h], width: w, height: h }),
-            AnyView::Rgba8(_) => {
-                AnyImage::Rgba8(Image { data: vec![Rgba8::default(); w * h], width: w, height: h })
-            }
-        }
+        Ok(match v {
+            AnyView::U8(_) => AnyImage::U8(Image::new(w, h)?),
+            AnyView::U16(_) => AnyImage::U16(Image::new(w, h)?),
+            AnyView::F32(_) => AnyImage::F32(Image::new(w, h)?),
+            AnyView::Rgba8(_) => AnyImage::Rgba8(Image::new(w, h)?),
+        })
     }
 }
 

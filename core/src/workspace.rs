@@ -10,6 +10,7 @@
 //! [`crate::CpuBackend`] owns one; a call that finds it busy (another thread is using the
 //! same backend) works with a fresh one, so the cache never serializes callers.
 
+use crate::error::{Error, Result};
 use alloc::vec::Vec;
 
 /// Element types a [`Workspace`] keeps vectors of.
@@ -62,25 +63,30 @@ impl Default for Workspace {
 
 impl Workspace {
     /// An empty vector with room for at least `capacity` elements: the smallest kept one
-    /// that is large enough, else a new allocation.
-    pub fn vec_with_capacity<T: Scratch>(&mut self, capacity: usize) -> Vec<T> {
+    /// that is large enough, else a new allocation ([`Error::OutOfMemory`] where the
+    /// allocator refuses).
+    pub fn vec_with_capacity<T: Scratch>(&mut self, capacity: usize) -> Result<Vec<T>> {
         let pool = T::pool(self);
         let best = pool.iter().enumerate().filter(|(_, v)| v.capacity() >= capacity).min_by_key(|(_, v)| v.capacity()).map(|(i, _)| i);
         match best {
             Some(i) => {
                 let mut v = pool.swap_remove(i);
                 v.clear();
-                v
+                Ok(v)
             }
-            None => Vec::with_capacity(capacity),
+            None => {
+                let mut v = Vec::new();
+                v.try_reserve_exact(capacity).map_err(|_| Error::OutOfMemory { bytes: capacity.saturating_mul(core::mem::size_of::<T>()) })?;
+                Ok(v)
+            }
         }
     }
 
     /// `len` copies of `value`, in a kept vector when one is large enough.
-    pub fn vec_filled<T: Scratch>(&mut self, len: usize, value: T) -> Vec<T> {
-        let mut v = self.vec_with_capacity(len);
+    pub fn vec_filled<T: Scratch>(&mut self, len: usize, value: T) -> Result<Vec<T>> {
+        let mut v = self.vec_with_capacity(len)?;
         v.resize(len, value);
-        v
+        Ok(v)
     }
 
     /// Keeps `v` for later calls, unless that would make the workspace hold more than its
@@ -100,26 +106,26 @@ mod tests {
     #[test]
     fn reuses_the_best_fitting_vector() {
         let mut ws = Workspace::new(1 << 20);
-        let a: Vec<u16> = ws.vec_filled(1000, 7);
+        let a: Vec<u16> = ws.vec_filled(1000, 7).unwrap();
         let pa = a.as_ptr();
-        let b: Vec<u16> = ws.vec_filled(100, 1);
+        let b: Vec<u16> = ws.vec_filled(100, 1).unwrap();
         let pb = b.as_ptr();
         ws.recycle(a);
         ws.recycle(b);
         assert_eq!(ws.held_bytes(), 2 * 1000 + 2 * 100);
         // The smaller kept vector fits 50 elements; the larger one serves 500.
-        let c: Vec<u16> = ws.vec_filled(50, 3);
+        let c: Vec<u16> = ws.vec_filled(50, 3).unwrap();
         assert_eq!((c.as_ptr(), c.len()), (pb, 50));
         assert!(c.iter().all(|&x| x == 3));
-        let d: Vec<u16> = ws.vec_with_capacity(500);
+        let d: Vec<u16> = ws.vec_with_capacity(500).unwrap();
         assert_eq!((d.as_ptr(), d.len()), (pa, 0));
         // Nothing kept is large enough: a new allocation.
-        let e: Vec<u16> = ws.vec_with_capacity(5000);
+        let e: Vec<u16> = ws.vec_with_capacity(5000).unwrap();
         assert!(e.capacity() >= 5000);
         assert_eq!(ws.held_bytes(), 0);
         // Types have separate pools.
         ws.recycle(alloc::vec![0f32; 10]);
-        let f: Vec<u8> = ws.vec_with_capacity(10);
+        let f: Vec<u8> = ws.vec_with_capacity(10).unwrap();
         assert_eq!(f.capacity(), 10);
         assert_eq!(ws.held_bytes(), 40);
     }

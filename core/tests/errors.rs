@@ -95,3 +95,41 @@ fn backend_rejects_mismatched_pixel_types() {
     // Errors print a readable message.
     assert!(err.to_string().contains("box sum"));
 }
+
+#[test]
+fn an_allocation_the_system_refuses_is_an_error() {
+    // 2^22 x 2^22 f32 = 64 TiB: no machine here has it, and the request must come back as
+    // an error rather than abort the process.
+    assert!(matches!(Image::<f32>::new(1 << 22, 1 << 22), Err(Error::OutOfMemory { .. })));
+    let e = Image::<u8>::new(1 << 23, 1 << 23).unwrap_err();
+    assert!(e.to_string().contains("out of memory"), "{e}");
+}
+
+#[test]
+fn a_huge_count_is_reported_as_given() {
+    // usize::MAX used to wrap to -1 in the message.
+    let p = BoxParams { width: usize::MAX, height: 3, border: Border::Reflect101 };
+    let src = Image::<u8>::new(8, 8).unwrap();
+    let mut dst = Image::<u8>::new(8, 8).unwrap();
+    let e = mean_filter(src.view(), dst.view_mut(), &p, Parallelism::Sequential).unwrap_err();
+    assert!(!e.to_string().contains("-1") && e.to_string().contains(&i64::MAX.to_string()), "{e}");
+}
+
+#[test]
+fn the_stereo_budget_bounds_the_working_set() {
+    use tessera_core::stereo::{stereo_sgm, StereoParams, Tiling};
+    let (w, h) = (300, 200);
+    let l = Image::<u8>::from_fn(w, h, |x, y| ((x * 7 + y * 13) % 251) as u8).unwrap();
+    let mut d = Image::<f32>::new(w, h).unwrap();
+    let run = |max_bytes: usize, d: &mut Image<f32>| {
+        let p = StereoParams { max_disparity: 16, tiling: Tiling::Auto { max_bytes, overlap: 8 }, ..Default::default() };
+        stereo_sgm(AnyView::U8(l.view()), AnyView::U8(l.view()), d.view_mut(), &p, Parallelism::Sequential)
+    };
+    // The whole-image buffers alone (about 28 bytes a pixel, 1.7 MB) exceed a 1 MB budget:
+    // an error saying what would do, before any allocation.
+    let e = run(1 << 20, &mut d).unwrap_err();
+    assert!(e.to_string().contains("needs at least"), "{e}");
+    // A budget that holds them and some bands: the run's peak stays within it.
+    let stats = run(3 << 20, &mut d).unwrap();
+    assert!(stats.tiles > 1 && stats.peak_bytes <= 3 << 20, "{stats:?}");
+}

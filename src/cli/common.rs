@@ -142,11 +142,8 @@ pub fn progress_bar(len: u64, unit: &str) -> ProgressBar {
 }
 
 /// A zeroed output of the same type and size as `img` (sums of integers are u32).
-pub fn output_like(img: &AnyImage) -> AnyImage {
-    match img.view() {
-        Some(v) => AnyImage::like(&v),
-        None => img.clone(),
-    }
+pub fn output_like(img: &AnyImage) -> Result<AnyImage> {
+    Ok(AnyImage::like(&input_view(img)?)?)
 }
 
 /// The view of an input image, or a clear error for a u32 image (not an input type).

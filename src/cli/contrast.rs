@@ -34,7 +34,7 @@ pub fn run(a: ContrastArgs) -> Result<()> {
     let backend = a.backend.open()?;
     let p = ContrastParams { radii: a.radii, alpha: a.alpha, gain_max: a.gain_max, gain_min: a.gain_min, noise: a.noise, border: a.border };
     process_files(&a.files, |img| {
-        let mut out = output_like(img);
+        let mut out = output_like(img)?;
         backend.contrast_enhance(input_view(img)?, out.view_mut(), &p)?;
         Ok(out)
     })

@@ -88,7 +88,7 @@ pub fn run_mean(a: WindowFilterArgs) -> Result<()> {
     let backend = a.backend.open()?;
     let p = a.window.params();
     process_files(&a.files, |img| {
-        let mut out = output_like(img);
+        let mut out = output_like(img)?;
         backend.mean_filter(input_view(img)?, out.view_mut(), &p)?;
         Ok(out)
     })
@@ -98,7 +98,7 @@ pub fn run_gauss(a: GaussArgs) -> Result<()> {
     let backend = a.backend.open()?;
     let p = GaussianParams { sigma: a.sigma, radius: a.radius, method: a.method, border: a.border };
     process_files(&a.files, |img| {
-        let mut out = output_like(img);
+        let mut out = output_like(img)?;
         backend.gaussian_blur(input_view(img)?, out.view_mut(), &p)?;
         Ok(out)
     })

@@ -100,7 +100,7 @@ pub fn run(a: GlareArgs) -> Result<()> {
     let img = tessera::io::load(&a.input)?;
     let (w, h) = img.size();
     let mut mask = Image::<u8>::new(w, h)?;
-    let mut out = output_like(&img);
+    let mut out = output_like(&img)?;
     let report = backend
         .glare(input_view(&img)?, mask.view_mut(), out.view_mut(), &p)
         .with_context(|| format!("processing {}", a.input.display()))?;

@@ -177,6 +177,10 @@ fn load_pair_image(path: &Path) -> Result<AnyImage> {
 
 pub fn run_stereo(a: StereoArgs) -> Result<()> {
     let p = a.params()?;
+    let (ls, rs) = (tessera::io::dimensions(&a.left)?, tessera::io::dimensions(&a.right)?);
+    if ls != rs {
+        bail!("image sizes differ: the left image {} is {}x{} but the right {} is {}x{} (a rectified pair has one size)", a.left.display(), ls.0, ls.1, a.right.display(), rs.0, rs.1);
+    }
     let left = load_pair_image(&a.left)?;
     let right = load_pair_image(&a.right)?;
     let backend = a.backend.open()?;
@@ -253,6 +257,11 @@ fn load_disparity(path: &Path, scale: f32, zero: f32) -> Result<Image<f32>> {
 }
 
 pub fn run_stereo_eval(a: StereoEvalArgs) -> Result<()> {
+    // Sizes first, from the headers: a mismatch is reported before anything is decoded.
+    let (ds, gs) = (tessera::io::dimensions(&a.disp)?, tessera::io::dimensions(&a.gt)?);
+    if ds != gs {
+        bail!("image sizes differ: the disparity map {} is {}x{} but the ground truth {} is {}x{}", a.disp.display(), ds.0, ds.1, a.gt.display(), gs.0, gs.1);
+    }
     let disp = load_disparity(&a.disp, a.disp_scale, f32::INFINITY)?;
     let gt = load_disparity(&a.gt, a.gt_scale, 0.0)?;
     let s = stereo::evaluate(disp.view(), gt.view())?;

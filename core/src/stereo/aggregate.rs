@@ -412,8 +412,8 @@ pub(crate) fn aggregate_rows(
             h_up.push(*r);
         }
     }
-    let mut dn = Sweep::new(kernel, src, r, nd, down, h_down, &pen, guide, ws);
-    let mut upw = Sweep::new(kernel, src, r, nd, up, h_up, &pen, guide, ws);
+    let mut dn = Sweep::new(kernel, src, r, nd, down, h_down, &pen, guide, ws)?;
+    let mut upw = Sweep::new(kernel, src, r, nd, up, h_up, &pen, guide, ws)?;
     let mid = split_row(h);
     if upw.is_empty() || dn.is_empty() {
         // One sweep finishes every row: no volume of S at all.
@@ -431,7 +431,7 @@ pub(crate) fn aggregate_rows(
         // the whole volume.
         // Each half starts with the lanes that put its rows on 64-byte boundaries.
         let n = w * padded(nd);
-        let (mut upper, mut lower) = (ws.vec_with_capacity(mid * n + ALIGN_SLACK), ws.vec_with_capacity((h - mid) * n + ALIGN_SLACK));
+        let (mut upper, mut lower) = (ws.vec_with_capacity(mid * n + ALIGN_SLACK)?, ws.vec_with_capacity((h - mid) * n + ALIGN_SLACK)?);
         upper.resize(aligned_start(upper.as_ptr()), 0);
         lower.resize(aligned_start(lower.as_ptr()), 0);
         let (ua, la) = (upper.len(), lower.len());
@@ -550,17 +550,17 @@ impl<'c> Sweep<'c> {
         pen: &'c StepPenalties,
         guide: Option<ImageView<'c, u8>>,
         ws: &mut Workspace,
-    ) -> Self {
+    ) -> Result<Self> {
         let keep = dirs.iter().map(|r| r.dy.unsigned_abs() as usize).max().unwrap_or(0) + 1;
         let w = region.width;
         let dp = padded(nd);
         let slot = kernel.slot(dp);
-        let bufs = dirs.iter().map(|_| ws.vec_filled(keep * w * slot + ALIGN_SLACK, u16::MAX)).collect();
-        let mins = dirs.iter().map(|_| ws.vec_filled(keep * w, 0u16)).collect();
+        let bufs = dirs.iter().map(|_| ws.vec_filled(keep * w * slot + ALIGN_SLACK, u16::MAX)).collect::<Result<_>>()?;
+        let mins = dirs.iter().map(|_| ws.vec_filled(keep * w, 0u16)).collect::<Result<_>>()?;
         let scratch = (vec![u16::MAX; dp + 2], vec![u16::MAX; dp + 2]);
         let empty = dirs.is_empty() && horizontal.is_empty();
         let crow = if empty { Vec::new() } else { vec![0u8; w * dp] };
-        Sweep { kernel, src, region, nd, crow, fin: Vec::new(), dirs, horizontal, scratch, pen, guide, keep, bufs, mins }
+        Ok(Sweep { kernel, src, region, nd, crow, fin: Vec::new(), dirs, horizontal, scratch, pen, guide, keep, bufs, mins })
     }
 
     /// Hands the line buffers back to the workspace.

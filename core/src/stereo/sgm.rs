@@ -32,9 +32,9 @@ use super::aggregate::{self, Kernel, Penalties};
 use super::cost_ad::AdCost;
 use super::cost_census::{self, CensusCost, CensusWindow};
 use super::cost_mi::{self, MiCost};
-use super::tiles::{plan_tiles, tile_bytes, Rect, Tile};
+use super::tiles::{plan_tiles, tile_bytes, Rect, Tile, Tiling};
 use super::{consistency, fill, median, wta, Cost, Pair, RowCost, Side, StereoParams, StereoStats, INVALID};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::image::{check_same_size, AnyView, Image, ImageView, ImageViewMut};
 use crate::parallel::Parallelism;
 use crate::workspace::Workspace;
@@ -66,11 +66,35 @@ pub fn stereo_sgm_with(
     check_same_size(left.size(), disp.size())?;
     let (w, h) = left.size();
     p.validate(w)?;
-    let plan = plan_tiles(w, h, p.max_disparity, p.paths.count(), p.tiling)?;
+    // The automatic bands get what the whole-image buffers leave of the budget, so that
+    // `max_bytes` bounds the whole working set. A budget that leaves no room for bands at
+    // least twice as tall as their overlaps (thinner ones would repeat most rows) is an
+    // error before anything is allocated, saying how much would do.
+    let whole_image = whole_image_bytes(w, h, p);
+    let tiling = match p.tiling {
+        Tiling::Auto { max_bytes, overlap } => {
+            let band = tile_bytes(w, (4 * overlap).clamp(2, h), p.max_disparity, p.paths.count());
+            let needed = whole_image.saturating_add(band);
+            if max_bytes < needed {
+                return Err(Error::InvalidParameter {
+                    name: "max_bytes",
+                    reason: alloc::format!(
+                        "a {w}x{h} pair at {} disparities needs at least {} MiB ({} MiB of whole-image buffers and bands of {} rows); the budget is {} MiB",
+                        p.max_disparity,
+                        needed.div_ceil(1 << 20),
+                        whole_image.div_ceil(1 << 20),
+                        (4 * overlap).clamp(2, h),
+                        max_bytes >> 20
+                    ),
+                });
+            }
+            Tiling::Auto { max_bytes: max_bytes - whole_image, overlap }
+        }
+        tiles => tiles,
+    };
+    let plan = plan_tiles(w, h, p.max_disparity, p.paths.count(), tiling)?;
     // The left luma guides the adaptive P2 (and is census's and MI's left image).
     let luma_l = pair.luma(Side::Left);
-    // Whole-image buffers: the left luma and the output map, then each stage's own.
-    let mut whole_bytes = w * h * (core::mem::size_of::<u8>() + core::mem::size_of::<f32>());
 
     // 1. Matching cost: the whole-image inputs its rows are computed from. They are
     // declared here, set by one arm, so that the row source can borrow them for the run.
@@ -84,13 +108,11 @@ pub fn stereo_sgm_with(
         Cost::Census { width, height } => {
             luma_r = pair.luma(Side::Right);
             codes = cost_census::census_pair(luma_l.view(), luma_r.view(), CensusWindow::new(width, height)?, par)?;
-            whole_bytes += w * h * (1 + 2 * 8);
             census = CensusCost::new(&codes.0, &codes.1)?;
             &census
         }
         Cost::Mi { .. } => {
             luma_r = pair.luma(Side::Right);
-            whole_bytes += w * h * 2;
             // The table is estimated from earlier disparity maps, each the result of this
             // same pipeline (stages 2 to 6 on a plan of its own) with an earlier table.
             let mut pass = |rows: &dyn RowCost, guide: ImageView<'_, u8>, q: &StereoParams, out: ImageViewMut<'_, f32>| {
@@ -111,12 +133,26 @@ pub fn stereo_sgm_with(
     // 7. Hole filling, on the whole map.
     if p.fill {
         stats.filled = fill::fill_holes(disp.reborrow(), occ.as_ref().map(|o| o.view()), par)?;
-        whole_bytes += w * h * 5;
     }
     stats.valid = (0..h).map(|y| disp.row(y).iter().filter(|v| v.is_finite()).count()).sum();
-    stats.peak_bytes += whole_bytes;
+    stats.peak_bytes += whole_image;
     (stats.p1, stats.p2) = p.penalties();
     Ok(stats)
+}
+
+/// Bytes of the buffers [`stereo_sgm_with`] holds for the whole image whatever the plan:
+/// the left luma and the output map, the cost's inputs (census codes of both images and the
+/// right luma; the right luma for MI), the occlusion classes and the fill's scratch.
+fn whole_image_bytes(w: usize, h: usize, p: &StereoParams) -> usize {
+    let per_pixel = 1 + 4
+        + match p.cost {
+            Cost::Census { .. } => 1 + 2 * 8,
+            Cost::Mi { .. } => 2,
+            Cost::Ad => 0,
+        }
+        + if p.fill { 5 } else { 0 }
+        + if p.fill && p.lr_check { 1 } else { 0 };
+    w.saturating_mul(h).saturating_mul(per_pixel)
 }
 
 /// Stages 2 to 6 on every piece of `plan`: aggregation, then per final row of summed costs
@@ -147,8 +183,8 @@ fn match_tiles(
         let bytes = tile_bytes(w, h, nd, dirs.len()) + aggregate::line_buffer_bytes(w, nd, dirs, par.threads())
             - aggregate::line_buffer_bytes(w, nd, dirs, 1);
         stats.peak_bytes = stats.peak_bytes.max(bytes);
-        let mut left = ws.vec_filled(w * h, INVALID);
-        let mut occ = ws.vec_filled(if p.lr_check { w * h } else { 0 }, 0u8);
+        let mut left = ws.vec_filled(w * h, INVALID)?;
+        let mut occ = ws.vec_filled(if p.lr_check { w * h } else { 0 }, 0u8)?;
 
         // 2. Aggregation; 3 to 5 on each row of S it finishes, one sink per half of the
         // piece (the halves may finish on two threads at once).
@@ -171,7 +207,7 @@ fn match_tiles(
         // 6. Median of the piece, then its core into the output.
         let left = Image::from_vec(w, h, left)?;
         if p.median {
-            let mut m = Image::from_vec(w, h, ws.vec_filled(w * h, INVALID))?;
+            let mut m = Image::from_vec(w, h, ws.vec_filled(w * h, INVALID)?)?;
             median::median3x3(left.view(), m.view_mut(), par)?;
             t.stitch(m.view(), &mut out);
             ws.recycle(m.into_vec());
