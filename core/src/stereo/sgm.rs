@@ -79,12 +79,12 @@ pub fn stereo_sgm_with(
                 return Err(Error::InvalidParameter {
                     name: "max_bytes",
                     reason: alloc::format!(
-                        "a {w}x{h} pair at {} disparities needs at least {} MiB ({} MiB of whole-image buffers and bands of {} rows); the budget is {} MiB",
+                        "a {w}x{h} pair at {} disparities needs at least {:.1} MiB ({:.1} MiB of whole-image buffers and bands of {} rows); the budget is {:.1} MiB",
                         p.max_disparity,
-                        needed.div_ceil(1 << 20),
-                        whole_image.div_ceil(1 << 20),
+                        mib(needed),
+                        mib(whole_image),
                         (4 * overlap).clamp(2, h),
-                        max_bytes >> 20
+                        mib(max_bytes)
                     ),
                 });
             }
@@ -138,6 +138,10 @@ pub fn stereo_sgm_with(
     stats.peak_bytes += whole_image;
     (stats.p1, stats.p2) = p.penalties();
     Ok(stats)
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 /// Bytes of the buffers [`stereo_sgm_with`] holds for the whole image whatever the plan:
