@@ -99,15 +99,7 @@ fn main() {
                 be.gaussian_blur(v, o.view_mut(), &p).unwrap();
                 out(format!("{scene} gaussian {t} {sigma} {method:?}"), hash(&o));
             }
-            let methods = [
-                VarianceMethod::Usual,
-                VarianceMethod::Koenig,
-                VarianceMethod::Welford,
-                VarianceMethod::Pairwise,
-                VarianceMethod::Threewise,
-                VarianceMethod::Recursive,
-            ];
-            for method in methods {
+            for method in VarianceMethod::ALL {
                 for kernel in [VarianceKernel::Tent { radius: 7 }, VarianceKernel::Box { radius: 5 }] {
                     let p = VarianceParams::new(method, kernel);
                     let (w, h) = v.size();

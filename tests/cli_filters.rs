@@ -1,22 +1,18 @@
 //! The `tessera` command line end to end: files in, files out, errors as messages.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 use tessera::filter::{box_sum, mean_filter, BoxParams};
 use tessera::{io, AnyImage, Border, Image, Parallelism};
-
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use common::tessera;
 
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::temp_dir("tessera-cli", name)
 }
 
 fn sample() -> Image<u8> {
-    Image::from_fn(97, 61, |x, y| ((x * 13 + y * 29 + x * y) % 256) as u8).unwrap()
+    common::pattern(97, 61)
 }
 
 #[test]

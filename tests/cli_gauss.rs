@@ -1,23 +1,19 @@
 //! `tessera gauss` end to end: each method and its parameters reach the library, and bad
 //! Gaussian parameters come back as messages.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 use tessera::filter::{gaussian_blur, GaussianMethod, GaussianParams};
 use tessera::{io, AnyImage, Border, Image, Parallelism};
-
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use common::tessera;
 
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-cli-gauss-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::temp_dir("tessera-cli-gauss", name)
 }
 
 fn sample() -> Image<u8> {
-    Image::from_fn(83, 57, |x, y| ((x * 13 + y * 29 + x * y) % 256) as u8).unwrap()
+    common::pattern(83, 57)
 }
 
 #[test]

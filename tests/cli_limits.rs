@@ -3,19 +3,16 @@
 //! one bad input among many not stopping the rest, and clear messages for inputs that are
 //! not supported.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::{io, AnyImage, Image, Parallelism};
-
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use common::tessera;
 
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-limits-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::temp_dir("tessera-limits", name)
 }
 
 fn stderr(o: &Output) -> String {

@@ -5,12 +5,9 @@ mod common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use tessera::{io, AnyImage, Image, Rgba8};
-
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use common::tessera;
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tessera-stitch-{name}-{}", std::process::id()));

@@ -87,16 +87,8 @@ impl ContrastParams {
     }
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for u8 {}
-    impl Sealed for u16 {}
-    impl Sealed for f32 {}
-    impl Sealed for crate::image::Rgba8 {}
-}
-
 /// The pixel types [`contrast_enhance`] takes: u8, u16, f32 gray and RGBA.
-pub trait ContrastPixel: Pixel + ConvertPixel<f32> + sealed::Sealed {
+pub trait ContrastPixel: Pixel + ConvertPixel<f32> + crate::sealed::Sealed {
     #[doc(hidden)]
     fn enhance(src: ImageView<'_, Self>, dst: ImageViewMut<'_, Self>, p: &ContrastParams, par: Parallelism) -> Result<()>;
 }

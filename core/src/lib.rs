@@ -27,6 +27,16 @@ pub mod ncc;
 pub mod parallel;
 pub(crate) mod prefix;
 pub(crate) mod simd;
+/// The seal of the pixel traits of the local-statistics operations (`VarianceSample`,
+/// `ContrastPixel`, `GlarePixel`): public but unnameable outside the crate, so only the
+/// four types below implement them.
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u8 {}
+    impl Sealed for u16 {}
+    impl Sealed for f32 {}
+    impl Sealed for crate::image::Rgba8 {}
+}
 #[cfg(test)]
 mod testing;
 pub mod variance;

@@ -4,13 +4,13 @@
 //! the command-line program's `mean` and `gauss`.
 
 use crate::error::{bad_arg, Result};
-use crate::options::{named, OptValue, Op, Visitor};
+use crate::options::{OptValue, Op, Visitor};
 use crate::options;
 use crate::pixels::{with_views, Kind, PixelArray};
 use jni::objects::{JObject, JString};
 use jni::sys::jint;
 use jni::Env;
-use tessera_core::filter::{BoxParams, GaussianMethod, GaussianParams};
+use tessera_core::filter::{BoxParams, GaussianParams};
 use tessera_core::{AnyView, AnyViewMut, Backend, Border};
 
 /// `reflect101` (also `reflect-101`, `mirror`), `replicate` (`clamp`), `normalize` (a
@@ -27,17 +27,11 @@ impl OptValue for Border {
             },
         }
     }
+    /// The core's name (`Border`'s `Display`).
     fn show(&self) -> String {
-        match self {
-            Border::Reflect101 => "reflect101".into(),
-            Border::Replicate => "replicate".into(),
-            Border::Normalize => "normalize".into(),
-            Border::Constant(v) => format!("constant:{v}"),
-        }
+        self.to_string()
     }
 }
-
-named!(GaussianMethod { "auto" => GaussianMethod::Auto, "fir" => GaussianMethod::Fir, "iir" => GaussianMethod::Iir });
 
 /// `width`, `height` (the window), `border`.
 impl Op for BoxParams {
@@ -118,6 +112,7 @@ src_dst_native!(
 mod tests {
     use super::*;
     use crate::options::parse;
+    use tessera_core::filter::GaussianMethod;
 
     #[test]
     fn border_names() {
@@ -138,5 +133,8 @@ mod tests {
         assert_eq!((g.sigma, g.radius, g.method), (2.5, None, GaussianMethod::Iir));
         assert_eq!(parse::<GaussianParams>(Some("radius=9")).unwrap().0.radius, Some(9));
         assert!(parse::<GaussianParams>(Some("method=box")).is_err());
+        for m in [GaussianMethod::Auto, GaussianMethod::Fir, GaussianMethod::Iir] {
+            assert_eq!(GaussianMethod::parse(&m.show()).unwrap(), m);
+        }
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::error::{bad_arg, Result};
 use crate::filters::src_dst_native;
-use crate::options::{named, Op, OptValue, Visitor};
+use crate::options::{named, Op, Visitor};
 use crate::pixels::{in_true_order, weighted_channels, with_views, Kind, PixelArray};
 use crate::{guarded, options};
 use jni::objects::{JClass, JObject, JString};
@@ -16,18 +16,8 @@ use jni::sys::jint;
 use jni::{jni_sig, jni_str, EnvUnowned};
 use tessera_core::contrast::ContrastParams;
 use tessera_core::glare::{GlareMode, GlareParams, GlareReport};
-use tessera_core::variance::{VarianceKernel, VarianceMethod, VarianceParams};
+use tessera_core::variance::{VarianceKernel, VarianceParams};
 use tessera_core::{AnyViewMut, Error, ImageViewMut};
-
-/// `usual`, `koenig`, `welford`, `pairwise`, `threewise`, `recursive`.
-impl OptValue for VarianceMethod {
-    fn parse(s: &str) -> std::result::Result<Self, String> {
-        VarianceMethod::from_name(s).map_err(|e| e.to_string())
-    }
-    fn show(&self) -> String {
-        self.name().into()
-    }
-}
 
 /// The kernel's shape, without its radius (a separate option).
 #[derive(Clone, Copy, PartialEq)]
@@ -185,6 +175,7 @@ pub extern "system" fn Java_tessera_ij_Native_nativeGlare<'l>(
 mod tests {
     use super::*;
     use crate::options::parse;
+    use tessera_core::variance::VarianceMethod;
 
     #[test]
     fn variance_options() {

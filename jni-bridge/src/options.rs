@@ -234,6 +234,23 @@ impl<T: OptValue> OptValue for Vec<T> {
     }
 }
 
+/// Options whose values are the core's names (`name`, `from_name`), so the plugin spells
+/// them as the command line does.
+macro_rules! core_named {
+    ($($t:ty),+) => {$(
+        impl OptValue for $t {
+            fn parse(s: &str) -> std::result::Result<Self, String> {
+                <$t>::from_name(s).map_err(|e| e.to_string())
+            }
+            fn show(&self) -> String {
+                self.name().into()
+            }
+        }
+    )+};
+}
+// `usual`, `koenig`, `welford`, `pairwise`, `threewise`, `recursive`; `auto`, `fir`, `iir`.
+core_named!(tessera_core::variance::VarianceMethod, tessera_core::filter::GaussianMethod);
+
 /// Options whose values are names: each name once, in one table per type. `show` meets
 /// only the defaults and what `parse` made, so every value it sees is in the table.
 macro_rules! named {

@@ -4,6 +4,25 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `tessera` command-line program of this build.
+pub fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+/// A scratch directory `<tag>-<name>-<pid>` in the system's temporary directory, created
+/// if missing.
+pub fn temp_dir(tag: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("{tag}-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A deterministic 8-bit test pattern of `w x h` pixels.
+pub fn pattern(w: usize, h: usize) -> tessera::Image<u8> {
+    tessera::Image::from_fn(w, h, |x, y| ((x * 13 + y * 29 + x * y) % 256) as u8).unwrap()
+}
 
 /// The shared real data (`shared/data`): `$TESSERA_DATA` if set, else the first
 /// `shared/data` holding `stereo/` beside the project root or one of its ancestors

@@ -172,16 +172,8 @@ pub struct GlareReport {
     pub full_scale: f32,
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for u8 {}
-    impl Sealed for u16 {}
-    impl Sealed for f32 {}
-    impl Sealed for crate::image::Rgba8 {}
-}
-
 /// The pixel types of the glare operations: u8, u16, f32 gray and RGBA.
-pub trait GlarePixel: Pixel + sealed::Sealed {
+pub trait GlarePixel: Pixel + crate::sealed::Sealed {
     /// Colour channels to fill (1 or 3).
     #[doc(hidden)]
     const CHANNELS: usize;

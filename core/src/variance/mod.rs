@@ -205,17 +205,9 @@ impl VarianceParams {
     }
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for u8 {}
-    impl Sealed for u16 {}
-    impl Sealed for f32 {}
-    impl Sealed for crate::image::Rgba8 {}
-}
-
 /// A pixel as one value the variance is taken of: u8, u16, f32, and RGBA as its
 /// unrounded Rec. 601 luma (read on the fly, so no converted image is made).
-pub trait VarianceSample: Pixel + sealed::Sealed {
+pub trait VarianceSample: Pixel + crate::sealed::Sealed {
     /// Largest value for integer types (for the Constant border check), `None` for f32
     /// and the luma.
     const INTEGER_MAX: Option<f32>;

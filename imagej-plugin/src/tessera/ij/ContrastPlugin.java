@@ -10,22 +10,17 @@ import ij.ImagePlus;
  * Macro: {@code run("Contrast Enhancement...", "radii=7,31,127 alpha=1 gain=3 minimum=1 noise=0.1 backend=auto")}.
  */
 public class ContrastPlugin extends InPlaceFilter {
-    /** The last values of the session, from the native defaults at first. */
-    private static Options last;
-
-    @Override
-    String title() {
-        return "Contrast Enhancement";
+    public ContrastPlugin() {
+        super("Contrast Enhancement", "contrast");
     }
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        if (last == null) last = Options.defaults("contrast");
-        gd.addString("Radii (tent, comma-separated)", last.get("radii"));
-        gd.addNumber("Alpha (target spread / global sigma)", last.number("alpha"), 2, "");
-        gd.addNumber("Gain (largest)", last.number("gain-max"), 2, "");
-        gd.addNumber("Minimum gain", last.number("gain-min"), 2, "");
-        gd.addNumber("Noise floor (fraction of global sigma)", last.number("noise"), 3, "");
+        gd.addString("Radii (tent, comma-separated)", last().get("radii"));
+        gd.addNumber("Alpha (target spread / global sigma)", last().number("alpha"), 2, "");
+        gd.addNumber("Gain (largest)", last().number("gain-max"), 2, "");
+        gd.addNumber("Minimum gain", last().number("gain-min"), 2, "");
+        gd.addNumber("Noise floor (fraction of global sigma)", last().number("noise"), 3, "");
     }
 
     @Override
@@ -37,12 +32,12 @@ public class ContrastPlugin extends InPlaceFilter {
             return false;
         }
         // The radii list is parsed and checked natively, with the alpha, gains and noise.
-        last.set("radii", r).set("alpha", a).set("gain-max", g).set("gain-min", m).set("noise", n);
+        last().set("radii", r).set("alpha", a).set("gain-max", g).set("gain-min", m).set("noise", n);
         return true;
     }
 
     @Override
     void filter(Object src, Object dst, int w, int h) {
-        Native.contrastEnhance(src, dst, w, h, Tessera.withBackend(last));
+        Native.contrastEnhance(src, dst, w, h, Tessera.withBackend(last()));
     }
 }

@@ -9,37 +9,32 @@ import ij.ImagePlus;
  */
 public class GaussianPlugin extends InPlaceFilter {
     static final String[] METHODS = {"auto", "FIR", "IIR"};
-    /** The last values of the session, from the native defaults at first. */
-    private static Options last;
-
-    @Override
-    String title() {
-        return "Gaussian Blur";
+    public GaussianPlugin() {
+        super("Gaussian Blur", "gauss");
     }
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        if (last == null) last = Options.defaults("gauss");
-        gd.addNumber("Sigma", last.number("sigma"), 2, "pixels");
-        gd.addChoice("Method", METHODS, METHODS[Tessera.choiceOf(METHODS, last.get("method"))]);
-        Tessera.addBorderFields(gd, last, Tessera.BORDERS);
+        gd.addNumber("Sigma", last().number("sigma"), 2, "pixels");
+        gd.addChoice("Method", METHODS, METHODS[Tessera.choiceOf(METHODS, last().get("method"))]);
+        Tessera.addBorderFields(gd, last(), Tessera.BORDERS);
     }
 
     @Override
     boolean readFields(Params gd) {
         double s = gd.nextNumber();
         String method = gd.nextChoice().toLowerCase(java.util.Locale.ROOT);
-        Tessera.readBorderFields(gd, last);
+        Tessera.readBorderFields(gd, last());
         if (gd.invalidNumber() || !(s > 0) || Double.isInfinite(s)) {
             Tessera.error(title(), "sigma must be a finite number > 0");
             return false;
         }
-        last.set("sigma", s).set("method", method);
+        last().set("sigma", s).set("method", method);
         return true;
     }
 
     @Override
     void filter(Object src, Object dst, int w, int h) {
-        Native.gaussianBlur(src, dst, w, h, Tessera.withBackend(last));
+        Native.gaussianBlur(src, dst, w, h, Tessera.withBackend(last()));
     }
 }

@@ -3,7 +3,6 @@ package tessera.ij;
 import ij.IJ;
 import ij.ImagePlus;
 import ij.plugin.filter.ExtendedPlugInFilter;
-import ij.plugin.filter.PlugInFilterRunner;
 import ij.process.ImageProcessor;
 
 /**
@@ -17,28 +16,21 @@ import ij.process.ImageProcessor;
  * array in place. Esc stops before the next slice; errors become {@code IJ.error} messages.
  * Calibration is untouched since the image stays the same image.
  */
-abstract class InPlaceFilter implements ExtendedPlugInFilter {
+abstract class InPlaceFilter extends SliceFilter {
     /** Pixel types the native operations take; with a selection, only it changes
      *  (SUPPORTS_MASKING: ImageJ restores the pixels outside a non-rectangular one). */
     static final int TYPES = DOES_8G | DOES_16 | DOES_32 | DOES_RGB | SUPPORTS_MASKING;
 
-    private int nPasses = 1, pass;
-    private boolean stopped;
-
-    /** The menu command, for messages. */
-    abstract String title();
-
-    /** Adds this filter's fields to the dialog. */
-    abstract void addFields(Params gd, ImagePlus imp);
-
-    /** Reads the fields back (in the order added); false when a value is unusable. */
-    abstract boolean readFields(Params gd);
+    InPlaceFilter(String title, String op) {
+        super(title, op);
+    }
 
     /** Runs the native operation from {@code src} into {@code dst}, both {@code w x h}. */
     abstract void filter(Object src, Object dst, int w, int h);
 
     /** Pixel types accepted (PlugInFilter flags). */
-    int types() {
+    @Override
+    int flags() {
         return TYPES;
     }
 
@@ -69,40 +61,21 @@ abstract class InPlaceFilter implements ExtendedPlugInFilter {
             IJ.noImage();
             return DONE;
         }
-        return types();
-    }
-
-    @Override
-    public int showDialog(ImagePlus imp, String command, PlugInFilterRunner pfr) {
-        return Tessera.showFilterDialog(title(), imp, this::addFields, this::readFields, this::types);
-    }
-
-    @Override
-    public void setNPasses(int nPasses) {
-        this.nPasses = Math.max(1, nPasses);
-        this.pass = 0;
+        return flags();
     }
 
     @Override
     public void run(ImageProcessor ip) {
-        if (stopped) return;
-        if (IJ.escapePressed()) {
-            stopped = true;
-            IJ.showStatus(title() + ": stopped by Esc after " + pass + " of " + nPasses + " slices");
-            IJ.showProgress(1.0);
-            return;
-        }
+        if (stopped()) return;
         ip.snapshot();
         try {
             filter(ip.getSnapshotPixels(), ip.getPixels(), ip.getWidth(), ip.getHeight());
             restoreOutside(ip);
         } catch (RuntimeException e) {
-            stopped = true;
             ip.reset();
-            Tessera.error(title(), e);
+            fail(e);
             return;
         }
-        pass++;
-        IJ.showProgress(pass, nPasses);
+        sliceDone();
     }
 }

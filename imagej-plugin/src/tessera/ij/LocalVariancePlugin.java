@@ -16,17 +16,13 @@ public class LocalVariancePlugin extends NewImageFilter {
     static final String[] KERNELS = {"tent", "box"};
     /** Normalize has no meaning for a variance (the weights would depend on the position). */
     private static final String[] BORDERS = {"reflect-101", "replicate", "constant"};
-    /** The last values of the session, from the native defaults at first. */
-    private static Options last;
-
-    @Override
-    String title() {
-        return "Local Variance";
+    public LocalVariancePlugin() {
+        super("Local Variance", "variance");
     }
 
     @Override
     String outputTitle(ImagePlus src) {
-        return "Local variance (" + last.get("kernel") + " r=" + last.get("radius") + ") of " + src.getTitle();
+        return "Local variance (" + last().get("kernel") + " r=" + last().get("radius") + ") of " + src.getTitle();
     }
 
     @Override
@@ -36,28 +32,27 @@ public class LocalVariancePlugin extends NewImageFilter {
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        if (last == null) last = Options.defaults("variance");
-        gd.addChoice("Method", METHODS, last.get("method"));
-        gd.addChoice("Kernel", KERNELS, last.get("kernel"));
-        gd.addNumber("Radius", last.integer("radius"), 0, "pixels (tent: 1, 3, 7, ..., 255)");
-        Tessera.addBorderFields(gd, last, BORDERS);
+        gd.addChoice("Method", METHODS, last().get("method"));
+        gd.addChoice("Kernel", KERNELS, last().get("kernel"));
+        gd.addNumber("Radius", last().integer("radius"), 0, "pixels (tent: 1, 3, 7, ..., 255)");
+        Tessera.addBorderFields(gd, last(), BORDERS);
     }
 
     @Override
     boolean readFields(Params gd) {
-        last.set("method", gd.nextChoice()).set("kernel", gd.nextChoice());
+        last().set("method", gd.nextChoice()).set("kernel", gd.nextChoice());
         double r = gd.nextNumber();
-        Tessera.readBorderFields(gd, last);
+        Tessera.readBorderFields(gd, last());
         if (gd.invalidNumber() || r != Math.rint(r) || r < 0) {
             Tessera.error(title(), "the radius must be a whole number >= 0");
             return false;
         }
-        last.set("radius", (int) r);
+        last().set("radius", (int) r);
         return true;
     }
 
     @Override
     void filter(Object src, float[] dst, int w, int h) {
-        Native.localVariance(src, dst, w, h, Tessera.withBackend(last));
+        Native.localVariance(src, dst, w, h, Tessera.withBackend(last()));
     }
 }

@@ -8,36 +8,31 @@ import ij.ImagePlus;
  * Macro: {@code run("Mean / Box Filter...", "width=15 height=15 border=reflect-101 value=0 backend=auto")}.
  */
 public class MeanFilterPlugin extends InPlaceFilter {
-    /** The last values of the session, from the native defaults at first. */
-    private static Options last;
-
-    @Override
-    String title() {
-        return "Mean / Box Filter";
+    public MeanFilterPlugin() {
+        super("Mean / Box Filter", "mean");
     }
 
     @Override
     void addFields(Params gd, ImagePlus imp) {
-        if (last == null) last = Options.defaults("mean");
-        gd.addNumber("Width", last.integer("width"), 0, "pixels");
-        gd.addNumber("Height", last.integer("height"), 0, "pixels");
-        Tessera.addBorderFields(gd, last, Tessera.BORDERS);
+        gd.addNumber("Width", last().integer("width"), 0, "pixels");
+        gd.addNumber("Height", last().integer("height"), 0, "pixels");
+        Tessera.addBorderFields(gd, last(), Tessera.BORDERS);
     }
 
     @Override
     boolean readFields(Params gd) {
         double w = gd.nextNumber(), h = gd.nextNumber();
-        Tessera.readBorderFields(gd, last);
+        Tessera.readBorderFields(gd, last());
         if (gd.invalidNumber() || w != Math.rint(w) || h != Math.rint(h) || w < 1 || h < 1) {
             Tessera.error(title(), "the window width and height must be whole numbers >= 1");
             return false;
         }
-        last.set("width", (int) w).set("height", (int) h);
+        last().set("width", (int) w).set("height", (int) h);
         return true;
     }
 
     @Override
     void filter(Object src, Object dst, int w, int h) {
-        Native.meanFilter(src, dst, w, h, Tessera.withBackend(last));
+        Native.meanFilter(src, dst, w, h, Tessera.withBackend(last()));
     }
 }

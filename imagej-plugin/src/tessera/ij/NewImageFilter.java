@@ -4,8 +4,6 @@ import ij.IJ;
 import ij.ImagePlus;
 import ij.ImageStack;
 import ij.measure.Calibration;
-import ij.plugin.filter.ExtendedPlugInFilter;
-import ij.plugin.filter.PlugInFilterRunner;
 import ij.process.FloatProcessor;
 import ij.process.ImageProcessor;
 
@@ -17,23 +15,19 @@ import ij.process.ImageProcessor;
  * slices and {@code IJ.error} messages as in {@link InPlaceFilter}. RGB images are refused
  * with a message saying what to do.
  */
-abstract class NewImageFilter implements ExtendedPlugInFilter {
+abstract class NewImageFilter extends SliceFilter {
     static final int TYPES = DOES_8G | DOES_16 | DOES_32;
     private static final int FLAGS = TYPES | NO_CHANGES | NO_UNDO | FINAL_PROCESSING;
 
     private ImagePlus imp;
     private ImageStack out;
-    private int nPasses = 1, pass;
-    private boolean stopped;
 
-    abstract String title();
+    NewImageFilter(String title, String op) {
+        super(title, op);
+    }
 
     /** Title of the new image made from {@code src}. */
     abstract String outputTitle(ImagePlus src);
-
-    abstract void addFields(Params gd, ImagePlus imp);
-
-    abstract boolean readFields(Params gd);
 
     /** Runs the native operation from ImageJ's pixel array {@code src} into {@code dst}. */
     abstract void filter(Object src, float[] dst, int w, int h);
@@ -62,48 +56,35 @@ abstract class NewImageFilter implements ExtendedPlugInFilter {
         return flags();
     }
 
-    private int flags() {
+    @Override
+    int flags() {
         return acceptsRgb() ? FLAGS | DOES_RGB : FLAGS;
     }
 
     @Override
-    public int showDialog(ImagePlus imp, String command, PlugInFilterRunner pfr) {
-        return Tessera.showFilterDialog(title(), imp, this::addFields, this::readFields, this::flags);
-    }
-
-    @Override
     public void setNPasses(int nPasses) {
-        this.nPasses = Math.max(1, nPasses);
-        this.pass = 0;
+        super.setNPasses(nPasses);
         this.out = new ImageStack(imp.getWidth(), imp.getHeight());
     }
 
     @Override
     public void run(ImageProcessor ip) {
-        if (stopped) return;
-        if (IJ.escapePressed()) {
-            stopped = true;
-            IJ.showStatus(title() + ": stopped by Esc after " + pass + " of " + nPasses + " slices");
-            IJ.showProgress(1.0);
-            return;
-        }
+        if (stopped()) return;
         int w = ip.getWidth(), h = ip.getHeight();
         float[] dst = new float[w * h];
         try {
             filter(ip.getPixels(), dst, w, h);
         } catch (RuntimeException e) {
-            stopped = true;
-            Tessera.error(title(), e);
+            fail(e);
             return;
         }
         String label = imp.getStackSize() > 1 ? imp.getStack().getShortSliceLabel(ip.getSliceNumber()) : null;
         out.addSlice(label, new FloatProcessor(w, h, dst, null));
-        pass++;
-        IJ.showProgress(pass, nPasses);
+        sliceDone();
     }
 
     private void showResult() {
-        if (stopped || out == null || out.getSize() == 0) return;
+        if (wasStopped() || out == null || out.getSize() == 0) return;
         ImagePlus res = new ImagePlus(outputTitle(imp), out);
         Calibration cal = imp.getCalibration().copy();
         cal.disableDensityCalibration(); // the values are new quantities, not the source's

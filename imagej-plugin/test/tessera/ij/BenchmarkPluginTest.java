@@ -4,9 +4,7 @@ import ij.IJ;
 import ij.ImagePlus;
 import ij.macro.Interpreter;
 import ij.measure.ResultsTable;
-import ij.process.ColorProcessor;
 import org.junit.Before;
-import org.junit.BeforeClass;
 import org.junit.Test;
 
 import static org.hamcrest.CoreMatchers.containsString;
@@ -16,15 +14,7 @@ import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertTrue;
 
 /** Plugins > Tessera > Benchmark...: Java and native registration agree on a known path. */
-public class BenchmarkPluginTest {
-    private static ColorProcessor cones;
-
-    @BeforeClass
-    public static void setUp() throws Exception {
-        IjHeadless.setUp();
-        cones = (ColorProcessor) IjHeadless.open("stereo/cones/im2.png").getProcessor();
-    }
-
+public class BenchmarkPluginTest extends ConesFixture {
     @Before
     public void clear() {
         Tessera.clearLastError();

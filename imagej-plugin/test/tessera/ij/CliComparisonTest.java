@@ -3,11 +3,9 @@ package tessera.ij;
 import ij.IJ;
 import ij.ImagePlus;
 import ij.process.ByteProcessor;
-import ij.process.ColorProcessor;
 import ij.process.FloatProcessor;
 import ij.process.ImageProcessor;
 import ij.process.ShortProcessor;
-import org.junit.BeforeClass;
 import org.junit.Test;
 
 import static org.junit.Assert.assertArrayEquals;
@@ -18,15 +16,7 @@ import static org.junit.Assert.assertNull;
  * The plugin's menu commands and the Rust CLI on the same input give the same output:
  * bit-identical for integer images, within the documented float bound for 32-bit.
  */
-public class CliComparisonTest {
-    private static ColorProcessor cones;
-
-    @BeforeClass
-    public static void setUp() throws Exception {
-        IjHeadless.setUp();
-        cones = (ColorProcessor) IjHeadless.open("stereo/cones/im2.png").getProcessor();
-    }
-
+public class CliComparisonTest extends ConesFixture {
     private static ImageProcessor viaPlugin(ImageProcessor ip, String cmd, String options) {
         Tessera.clearLastError();
         ImagePlus imp = new ImagePlus("in", ip.duplicate());
@@ -36,10 +26,7 @@ public class CliComparisonTest {
     }
 
     private static ShortProcessor gray16() {
-        ByteProcessor b = cones.convertToByteProcessor(false);
-        short[] p = new short[b.getPixelCount()];
-        for (int i = 0; i < p.length; i++) p[i] = (short) (b.get(i) * 257 + i % 97);
-        return new ShortProcessor(b.getWidth(), b.getHeight(), p, null);
+        return gray16(257, 97);
     }
 
     @Test

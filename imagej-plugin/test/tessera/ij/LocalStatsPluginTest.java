@@ -11,7 +11,6 @@ import ij.process.ImageProcessor;
 import ij.process.ShortProcessor;
 import org.junit.After;
 import org.junit.Before;
-import org.junit.BeforeClass;
 import org.junit.Test;
 
 import static org.hamcrest.CoreMatchers.containsString;
@@ -28,15 +27,7 @@ import static org.junit.Assert.assertTrue;
  * the Rust CLI ({@code tessera variance / contrast / glare}) on the same input: the same
  * library on the same pixels, so the same bits (float outputs included).
  */
-public class LocalStatsPluginTest {
-    private static ColorProcessor cones;
-
-    @BeforeClass
-    public static void setUp() throws Exception {
-        IjHeadless.setUp();
-        cones = (ColorProcessor) IjHeadless.open("stereo/cones/im2.png").getProcessor();
-    }
-
+public class LocalStatsPluginTest extends ConesFixture {
     @Before
     public void batch() {
         Interpreter.batchMode = true;
@@ -68,10 +59,7 @@ public class LocalStatsPluginTest {
     }
 
     private static ShortProcessor gray16() {
-        ByteProcessor b = cones.convertToByteProcessor(false);
-        short[] p = new short[b.getPixelCount()];
-        for (int i = 0; i < p.length; i++) p[i] = (short) (b.get(i) * 200 + i % 193);
-        return new ShortProcessor(b.getWidth(), b.getHeight(), p, null);
+        return gray16(200, 193);
     }
 
     @Test

@@ -11,7 +11,6 @@ import ij.process.ImageProcessor;
 import ij.process.ShortProcessor;
 import org.junit.After;
 import org.junit.Before;
-import org.junit.BeforeClass;
 import org.junit.Test;
 
 import java.awt.event.KeyEvent;
@@ -29,16 +28,8 @@ import static org.junit.Assert.assertNull;
  * "Mean / Box Filter...", options)}, on the Middlebury "cones" photograph in each ImageJ
  * pixel type, checked pixel for pixel against {@link Reference}.
  */
-public class MeanFilterPluginTest {
+public class MeanFilterPluginTest extends ConesFixture {
     private static final String CMD = "Mean / Box Filter...";
-    private static ColorProcessor cones;
-
-    @BeforeClass
-    public static void setUp() throws Exception {
-        IjHeadless.setUp();
-        cones = (ColorProcessor) IjHeadless.open("stereo/cones/im2.png").getProcessor();
-    }
-
     @Before
     public void clear() {
         Tessera.clearLastError();
