@@ -140,43 +140,68 @@ fn from_dynamic(img: image::DynamicImage) -> Result<AnyImage> {
     })
 }
 
-fn read_tiff<R: Read + Seek>(r: R, all_pages: bool) -> Result<Vec<AnyImage>> {
-    use tiff::decoder::{Decoder, DecodingResult as R8, Limits};
-    use tiff::tags::Tag;
-    use tiff::ColorType as C;
-    let mut limits = Limits::default();
+/// A TIFF decoder with the pixel limit applied.
+fn tiff_decoder<R: Read + Seek>(r: R) -> Result<tiff::decoder::Decoder<R>> {
+    let mut limits = tiff::decoder::Limits::default();
     limits.decoding_buffer_size = usize::try_from(MAX_PIXELS.load(Ordering::Relaxed).saturating_mul(16)).unwrap_or(usize::MAX);
-    let mut dec = Decoder::new(r)?.with_limits(limits);
+    Ok(tiff::decoder::Decoder::new(r)?.with_limits(limits))
+}
+
+fn read_tiff<R: Read + Seek>(r: R, all_pages: bool) -> Result<Vec<AnyImage>> {
+    let mut dec = tiff_decoder(r)?;
     let mut out = Vec::new();
     loop {
-        let (w, h) = dec.dimensions()?;
-        check_pixels(w as u64, h as u64)?;
-        let (w, h) = (w as usize, h as usize);
-        let color = dec.colortype()?;
-        // PlanarConfiguration 2: each channel stored whole after the other (what tifffile
-        // writes for a (3, H, W) array); the decoder returns only the first plane.
-        if matches!(color, C::RGB(_) | C::RGBA(_)) && dec.find_tag_unsigned::<u16>(Tag::PlanarConfiguration)? == Some(2) {
-            bail!("planar RGB TIFF (one plane per channel) is not supported: save it with interleaved channels (tifffile: an (H, W, 3) array, or planarconfig='contig')");
-        }
-        let img: AnyImage = match (color, dec.read_image()?) {
-            (C::Gray(8), R8::U8(v)) => Image::from_vec(w, h, v)?.into(),
-            (C::Gray(16), R8::U16(v)) => Image::from_vec(w, h, v)?.into(),
-            (C::Gray(32), R8::F32(v)) => Image::from_vec(w, h, v)?.into(),
-            (C::Gray(32), R8::U32(v)) => Image::from_vec(w, h, v)?.into(),
-            (C::RGB(8), R8::U8(v)) => {
-                Image::from_vec(w, h, v.chunks_exact(3).map(|c| Rgba8::new(c[0], c[1], c[2], 255)).collect())?.into()
-            }
-            (C::RGBA(8), R8::U8(v)) => {
-                Image::from_vec(w, h, v.chunks_exact(4).map(|c| Rgba8::new(c[0], c[1], c[2], c[3])).collect())?.into()
-            }
-            (c, _) => bail!("unsupported TIFF pixel type {c:?} (supported: 8/16-bit gray, 32-bit float gray, 8-bit RGB/RGBA)"),
-        };
-        out.push(img);
+        out.push(read_tiff_page(&mut dec)?);
         if !all_pages || !dec.more_images() {
             return Ok(out);
         }
         dec.next_image()?;
     }
+}
+
+/// The page the decoder stands on.
+fn read_tiff_page<R: Read + Seek>(dec: &mut tiff::decoder::Decoder<R>) -> Result<AnyImage> {
+    use tiff::decoder::DecodingResult as R8;
+    use tiff::tags::Tag;
+    use tiff::ColorType as C;
+    let (w, h) = dec.dimensions()?;
+    check_pixels(w as u64, h as u64)?;
+    let (w, h) = (w as usize, h as usize);
+    let color = dec.colortype()?;
+    // PlanarConfiguration 2: each channel stored whole after the other (what tifffile
+    // writes for a (3, H, W) array); the decoder returns only the first plane.
+    if matches!(color, C::RGB(_) | C::RGBA(_)) && dec.find_tag_unsigned::<u16>(Tag::PlanarConfiguration)? == Some(2) {
+        bail!("planar RGB TIFF (one plane per channel) is not supported: save it with interleaved channels (tifffile: an (H, W, 3) array, or planarconfig='contig')");
+    }
+    Ok(match (color, dec.read_image()?) {
+        (C::Gray(8), R8::U8(v)) => Image::from_vec(w, h, v)?.into(),
+        (C::Gray(16), R8::U16(v)) => Image::from_vec(w, h, v)?.into(),
+        (C::Gray(32), R8::F32(v)) => Image::from_vec(w, h, v)?.into(),
+        (C::Gray(32), R8::U32(v)) => Image::from_vec(w, h, v)?.into(),
+        (C::RGB(8), R8::U8(v)) => Image::from_vec(w, h, v.chunks_exact(3).map(|c| Rgba8::new(c[0], c[1], c[2], 255)).collect())?.into(),
+        (C::RGBA(8), R8::U8(v)) => Image::from_vec(w, h, v.chunks_exact(4).map(|c| Rgba8::new(c[0], c[1], c[2], c[3])).collect())?.into(),
+        (c, _) => bail!("unsupported TIFF pixel type {c:?} (supported: 8/16-bit gray, 32-bit float gray, 8-bit RGB/RGBA)"),
+    })
+}
+
+/// The number of pages of the TIFF at `path`, counted from its directories without
+/// decoding any pixel.
+pub fn tiff_pages(path: &Path) -> Result<usize> {
+    let mut dec = tiff_decoder(BufReader::new(File::open(path).with_context(|| format!("cannot open {}", path.display()))?))?;
+    let mut n = 1;
+    while dec.more_images() {
+        dec.next_image()?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Page `i` (from 0) of the TIFF at `path`, decoded alone.
+pub fn load_tiff_page(path: &Path, i: usize) -> Result<AnyImage> {
+    let ctx = || format!("cannot read page {i} of {}", path.display());
+    let mut dec = tiff_decoder(BufReader::new(File::open(path).with_context(ctx)?)).with_context(ctx)?;
+    dec.seek_to_image(i).with_context(ctx)?;
+    read_tiff_page(&mut dec).with_context(ctx)
 }
 
 /// Saves `img` to `path`, the format chosen by the extension. 32-bit float and 32-bit

@@ -1,5 +1,6 @@
-//! Where `tessera stitch` reads its frames: files decoded when the run asks for them (kept
-//! in a bounded cache), the pages of a multi-page TIFF, or the demo sequence cut on demand.
+//! Where `tessera stitch` reads its frames: files or the pages of a multi-page TIFF,
+//! decoded when the run asks for them (kept in a bounded cache), or the demo sequence cut
+//! on demand.
 //! A file that does not decode is not an error here: the run skips that frame with the
 //! decoder's message and goes on.
 
@@ -22,16 +23,18 @@ impl FrameSource for Files {
     }
 }
 
-/// Images already in memory (the pages of a stack).
-pub struct Pages(pub Vec<AnyImage>);
+/// The pages of a multi-page TIFF, each decoded on demand.
+pub struct TiffPages {
+    pub path: PathBuf,
+    pub pages: usize,
+}
 
-impl FrameSource for Pages {
+impl FrameSource for TiffPages {
     fn len(&self) -> usize {
-        self.0.len()
+        self.pages
     }
     fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
-        let page = self.0.get(i).ok_or_else(|| format!("no frame {i}"))?;
-        page.view().map(Frame::View).ok_or_else(|| "32-bit integer images are not frames".into())
+        tessera::io::load_tiff_page(&self.path, i).map(Frame::Image).map_err(|e| format!("{e:#}"))
     }
 }
 

@@ -253,15 +253,15 @@ pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 /// The frames the inputs name, as a source the run reads on demand, and a label per frame
-/// (file name, or file name and page). One multi-page TIFF gives its pages (held in
-/// memory); otherwise one frame per file, decoded when the run needs it and kept in a
-/// cache of `cache_bytes`.
+/// (file name, or file name and page): one multi-page TIFF gives its pages, otherwise one
+/// frame per file; each decoded when the run needs it and kept in a cache of `cache_bytes`.
 pub fn frame_source(files: &[PathBuf], cache_bytes: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
     if let [one] = files {
-        let pages = tessera::io::load_stack(one)?;
-        if pages.len() > 1 {
-            let labels = (0..pages.len()).map(|i| format!("{}#{i}", one.display())).collect();
-            return Ok((Box::new(frames::Pages(pages)), labels));
+        let pages = if tessera::io::is_tiff(one) { tessera::io::tiff_pages(one)? } else { 1 };
+        if pages > 1 {
+            let labels = (0..pages).map(|i| format!("{}#{i}", one.display())).collect();
+            let source = frames::TiffPages { path: one.clone(), pages };
+            return Ok((Box::new(frames::Cached::new(source, cache_bytes)), labels));
         }
     }
     let labels = files.iter().map(|f| f.display().to_string()).collect();
