@@ -73,7 +73,7 @@ pub fn stereo_sgm_with(
     let whole_image = whole_image_bytes(w, h, p);
     let tiling = match p.tiling {
         Tiling::Auto { max_bytes, overlap } => {
-            let band = tile_bytes(w, (4 * overlap).clamp(2, h), p.max_disparity, p.paths.count());
+            let band = tile_bytes(w, (4 * overlap).max(2).min(h), p.max_disparity, p.paths.count());
             let needed = whole_image.saturating_add(band);
             if max_bytes < needed {
                 return Err(Error::InvalidParameter {
@@ -83,7 +83,7 @@ pub fn stereo_sgm_with(
                         p.max_disparity,
                         mib(needed),
                         mib(whole_image),
-                        (4 * overlap).clamp(2, h),
+                        (4 * overlap).max(2).min(h),
                         mib(max_bytes)
                     ),
                 });
@@ -352,6 +352,16 @@ mod tests {
             d
         };
         assert_eq!(run(Tiling::Tiles { width: 40, height: 24, overlap: 0 }), run(Tiling::default()));
+    }
+
+    #[test]
+    fn a_one_row_pair_is_matched_not_a_panic() {
+        // Found by the stereo fuzz target: the band-size check clamped with a minimum above
+        // the image height.
+        let (l, r) = scene(16, 1);
+        let mut d = Image::<f32>::new(16, 1).unwrap();
+        let p = StereoParams { max_disparity: 4, ..Default::default() };
+        stereo_sgm(AnyView::U8(l.view()), AnyView::U8(r.view()), d.view_mut(), &p, Parallelism::Sequential).unwrap();
     }
 
     #[test]
