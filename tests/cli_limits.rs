@@ -151,3 +151,82 @@ fn stereo_sizes_are_compared_before_decoding() {
         assert!(err.contains("sizes differ") && err.contains("20000x20000"), "{args:?}: {err}");
     }
 }
+
+/// A 4x2 RGB TIFF stored planar (PlanarConfiguration 2: the red plane, then green, then
+/// blue), as tifffile writes a (3, H, W) array.
+fn planar_rgb_tiff(path: &Path) {
+    let (w, h) = (4u32, 2u32);
+    let plane = (w * h) as usize;
+    // Header, then the IFD at 8, then BitsPerSample's three values, then the planes.
+    let entries: [(u16, u16, u32, u32); 10] = [
+        (256, 3, 1, w),              // ImageWidth
+        (257, 3, 1, h),              // ImageLength
+        (258, 3, 3, 0),              // BitsPerSample, offset patched below
+        (259, 3, 1, 1),              // Compression: none
+        (262, 3, 1, 2),              // Photometric: RGB
+        (273, 4, 3, 0),              // StripOffsets, offset patched below
+        (277, 3, 1, 3),              // SamplesPerPixel
+        (278, 3, 1, h),              // RowsPerStrip
+        (279, 4, 3, 0),              // StripByteCounts, offset patched below
+        (284, 3, 1, 2),              // PlanarConfiguration: planar
+    ];
+    let ifd_len = 2 + entries.len() * 12 + 4;
+    let bits_at = 8 + ifd_len as u32;
+    let offsets_at = bits_at + 6;
+    let counts_at = offsets_at + 12;
+    let data_at = counts_at + 12;
+    let mut f = b"II*\0".to_vec();
+    f.extend_from_slice(&8u32.to_le_bytes());
+    f.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    for (tag, kind, count, value) in entries {
+        let value = match tag {
+            258 => bits_at,
+            273 => offsets_at,
+            279 => counts_at,
+            _ => value,
+        };
+        f.extend_from_slice(&tag.to_le_bytes());
+        f.extend_from_slice(&kind.to_le_bytes());
+        f.extend_from_slice(&count.to_le_bytes());
+        f.extend_from_slice(&value.to_le_bytes());
+    }
+    f.extend_from_slice(&0u32.to_le_bytes());
+    for _ in 0..3 {
+        f.extend_from_slice(&8u16.to_le_bytes());
+    }
+    for i in 0..3 {
+        f.extend_from_slice(&(data_at + i * plane as u32).to_le_bytes());
+    }
+    for _ in 0..3 {
+        f.extend_from_slice(&(plane as u32).to_le_bytes());
+    }
+    for c in 0..3u8 {
+        f.extend(std::iter::repeat_n(40 * (c + 1), plane));
+    }
+    std::fs::write(path, f).unwrap();
+}
+
+#[test]
+fn unsupported_or_odd_inputs_get_messages_that_say_what_to_do() {
+    let d = temp_dir("messages");
+    // A planar RGB TIFF: not "pixel buffer too short", but how to save it.
+    let planar = d.join("planar.tif");
+    planar_rgb_tiff(&planar);
+    let o = tessera().arg("mean").arg(&planar).arg("-o").arg(d.join("p.png")).output().unwrap();
+    assert!(!o.status.success() && stderr(&o).contains("planar RGB TIFF") && stderr(&o).contains("interleaved"), "{}", stderr(&o));
+    // A window size beyond i64 is reported as given, not as -1.
+    let img = d.join("in.png");
+    io::save(&AnyImage::U8(sample(1)), &img).unwrap();
+    let o = tessera().args(["mean", "-m", "18446744073709551615"]).arg(&img).arg("-o").arg(d.join("m.png")).output().unwrap();
+    assert!(!o.status.success() && !stderr(&o).contains("= -1") && stderr(&o).contains("window width"), "{}", stderr(&o));
+    // A negative threshold is a value, not an unknown option.
+    let frames = d.join("frames");
+    let o = tessera().arg("synth-seq").arg(common::shared_data().join("stereo/teddy/im2.png")).arg("-o").arg(&frames).args(["--frames", "3", "--width", "120", "--height", "100"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = tessera().args(["stitch", "--cthresh", "-1"]).arg(&frames).arg("-o").arg(d.join("s.png")).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Stereo tiles below 16x16 are refused at once instead of taking minutes.
+    let cones = common::shared_data().join("stereo/cones");
+    let o = tessera().args(["stereo", "--tile", "1x1"]).arg(cones.join("im2.png")).arg(cones.join("im6.png")).arg("-o").arg(d.join("t.pfm")).output().unwrap();
+    assert!(!o.status.success() && stderr(&o).contains("smallest tile"), "{}", stderr(&o));
+}
