@@ -229,8 +229,18 @@ macro_rules! multiversion {
                     $crate::cpu::Level::Portable => {}
                 }
             }
-            $(type $t = $tp;)?
-            $body
+            // The portable body out of line too: inlined here, its register pressure made
+            // every call (the vector ones included) save and restore five registers.
+            $(#[$m])*
+            #[inline(never)]
+            $($u)? fn portable<$($decl)*>($($a: $at),*) $(-> $r)? {
+                $(type $t = $tp;)?
+                $body
+            }
+            #[allow(unused_unsafe)]
+            // SAFETY: the function's own contract, which the caller keeps.
+            let result = unsafe { portable::<$($call)*>($($a),*) };
+            result
         }
     };
     (@ $($x:tt)*) => {
