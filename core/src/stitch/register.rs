@@ -172,10 +172,11 @@ pub struct PairRegistration {
 
 /// The grid positions along one axis of length `len` for prediction `pred` (rounded):
 /// `npts` positions evenly spread over `[max(0, pred + r), min(len - rsz, len - rsz + pred - r)]`.
+/// Saturating: a finite prediction may be as far as `i64` goes (no overlap, not an overflow).
 fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option<Vec<usize>> {
     let (len, rsz, r) = (len as i64, rsz as i64, r as i64);
-    let lo = 0.max(pred + r);
-    let hi = (len - rsz).min(len - rsz + pred - r);
+    let lo = 0.max(pred.saturating_add(r));
+    let hi = (len - rsz).min((len - rsz).saturating_add(pred).saturating_sub(r));
     if hi < lo {
         return None;
     }
@@ -454,6 +455,10 @@ mod tests {
         // A prediction that leaves no overlap.
         let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (140.0, 0.0), s).unwrap();
         assert_eq!(r.skip, Some(SkipReason::NoOverlap));
+        for far in [(1e300, 0.0), (0.0, -1e300), (f64::MAX, f64::MIN)] {
+            let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, far, s).unwrap();
+            assert_eq!(r.skip, Some(SkipReason::NoOverlap), "{far:?}");
+        }
         // An unrelated frame (no overlap in content): no consensus.
         let other = texture(150, 120, 77).map(|v| v.round() as u8);
         let r = register_pair(a.view(), &SearchFrame::new(other.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
@@ -480,6 +485,9 @@ mod tests {
         assert_eq!(grid_axis(200, 25, 32, 0, 1), Some(vec![87]));
         assert_eq!(grid_axis(80, 25, 32, 0, 2), None);
         assert_eq!(grid_axis(200, 25, 32, 200, 2), None);
+        // Found by fuzzing: predictions of 1e300 (i64::MAX once rounded) overflowed.
+        assert_eq!(grid_axis(200, 25, 32, i64::MAX, 2), None);
+        assert_eq!(grid_axis(200, 25, 32, i64::MIN, 2), None);
     }
 
     #[test]
