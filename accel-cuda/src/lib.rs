@@ -1,14 +1,61 @@
-//! tessera-cuda: the CUDA backend. Until its kernels land, [`open`] reports that no CUDA
-//! backend is available, so `auto` falls back to the CPU.
+//! tessera-cuda: the CUDA backend, a drop-in for the CPU backend.
+//!
+//! - `kernels/*.cu`: the CUDA C kernels, one file per core module, compiled at run time by
+//!   NVRTC for the GPU at hand (`nvrtc.rs`, cached in memory and on disk).
+//! - [`CudaBackend`] (`backend.rs`): every operation of [`Backend`], each driven by the Rust
+//!   module of its kernel file (`filter.rs`, `variance.rs`, ..., `linalg.rs`) through
+//!   [`device::Gpu`]: buffers, uploads, launches.
+//! - Two devices behind `Gpu`: the GPU through the CUDA driver (`driver.rs`), and, with
+//!   the `shim` feature, the same kernels compiled for the CPU and run on threads
+//!   (`shim.rs`, `shim/`), so that CI, which never has a GPU, runs every kernel and every
+//!   launch.
 //!
 //! This crate sees both backends, so it is where a [`BackendChoice`] becomes an opened
 //! backend ([`open_backend`]), for the CLI, the benchmarks and the tests alike.
 
+#[cfg(target_endian = "big")]
+compile_error!("kernel arguments are passed as little-endian words");
+
+mod backend;
+mod device;
+mod driver;
+pub mod kernels;
+pub mod nvrtc;
+#[cfg(feature = "shim")]
+mod shim;
+
+mod contrast;
+mod filter;
+mod glare;
+mod linalg;
+mod ncc;
+mod stereo;
+mod variance;
+
+pub use backend::CudaBackend;
 use tessera_core::{Backend, BackendChoice, CpuBackend, Error, Opened, Parallelism};
 
-/// Opens the CUDA backend on device 0.
+/// Opens the CUDA backend on device 0: an error saying why where there is no usable GPU
+/// (no driver, no device, a driver older than CUDA 13.0, no NVRTC). Never panics.
 pub fn open() -> Result<Box<dyn Backend>, Error> {
-    Err(Error::BackendUnavailable("no CUDA device: this build has no CUDA kernels yet".into()))
+    let device = driver::CudaDevice::open()?;
+    let description = device.description().to_string();
+    Ok(Box::new(CudaBackend::new(Box::new(device), description)))
+}
+
+/// The CUDA backend on the CPU shim: every kernel compiled for the CPU and run on threads,
+/// one block at a time. For tests of the kernels and their launches on machines without a
+/// GPU; its speed means nothing.
+#[cfg(feature = "shim")]
+pub fn open_shim() -> Box<dyn Backend> {
+    Box::new(CudaBackend::new(Box::new(shim::ShimDevice), "CPU shim (kernels on host threads)".into()))
+}
+
+/// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
+/// file is in it).
+#[cfg(feature = "shim")]
+pub fn shim_has_kernel(name: &str) -> bool {
+    shim::ShimDevice::has(name)
 }
 
 /// Opens the backend `choice` names: the CPU backend with `parallelism`, or CUDA by

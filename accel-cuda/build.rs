@@ -1,0 +1,60 @@
+//! With the `shim` feature, compiles the CUDA host shim and every kernel file as C++20 for
+//! the CPU (g++ or clang++ through `cc`), so tests run the very `.cu` sources NVRTC
+//! compiles for the GPU. `TESSERA_SHIM_SANITIZE=thread` or `=address` builds them with that
+//! sanitizer (the test binary then needs the runtime preloaded; see README.md).
+
+use std::path::Path;
+
+fn main() {
+    println!("cargo:rerun-if-changed=kernels");
+    println!("cargo:rerun-if-changed=shim");
+    println!("cargo:rerun-if-env-changed=TESSERA_SHIM_SANITIZE");
+    if std::env::var_os("CARGO_FEATURE_SHIM").is_none() {
+        return;
+    }
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .std("c++20")
+        .opt_level(2)
+        .define("TESSERA_SHIM", None)
+        .include("shim")
+        .include("kernels")
+        .flag("-include")
+        .flag("shim/cuda_shim.h")
+        .flag("-pthread")
+        .flag_if_supported("-Wno-unused-parameter")
+        .cargo_metadata(false);
+    let sanitizer = std::env::var("TESSERA_SHIM_SANITIZE").unwrap_or_default();
+    match sanitizer.as_str() {
+        "" => {}
+        "thread" | "address" => {
+            build.flag(format!("-fsanitize={sanitizer}")).flag("-fno-omit-frame-pointer").opt_level(1).debug(true);
+        }
+        other => panic!("TESSERA_SHIM_SANITIZE={other}: expected thread or address"),
+    }
+    build.file("shim/shim.cpp");
+    let mut kernels: Vec<_> = std::fs::read_dir("kernels")
+        .expect("kernels/")
+        .map(|e| e.expect("kernels/ entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    kernels.sort();
+    for k in &kernels {
+        // `.cu` is not a C++ extension to g++: say the language.
+        build.file(k);
+    }
+    build.flag("-x").flag("c++");
+    build.compile("tessera_shim");
+    let out = std::env::var("OUT_DIR").unwrap();
+    println!("cargo:rustc-link-search=native={}", Path::new(&out).display());
+    // The kernels register themselves from static constructors that nothing references:
+    // keep every object of the archive.
+    println!("cargo:rustc-link-lib=static:+whole-archive=tessera_shim");
+    println!("cargo:rustc-link-lib=dylib=stdc++");
+    match sanitizer.as_str() {
+        "thread" => println!("cargo:rustc-link-lib=dylib=tsan"),
+        "address" => println!("cargo:rustc-link-lib=dylib=asan"),
+        _ => {}
+    }
+}

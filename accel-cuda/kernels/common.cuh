@@ -1,0 +1,31 @@
+// What every tessera kernel file shares: fixed-width integer names, the export and
+// dynamic-shared-memory macros that differ between NVRTC and the CPU shim, and small
+// device helpers. Passed to NVRTC as an in-memory header; force-included by the shim
+// build after cuda_shim.h.
+#pragma once
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#ifndef TESSERA_SHIM
+// On the GPU a kernel needs no registration: the driver finds it by its extern "C" name.
+#define TESSERA_EXPORT(kernel)
+// One dynamic shared array per launch, typed by each kernel.
+#define TESSERA_DYNAMIC_SHARED(T, name) \
+    extern __shared__ __align__(16) unsigned char tessera_dynamic_shared[]; \
+    T* name = reinterpret_cast<T*>(tessera_dynamic_shared)
+#endif
+
+#define TESSERA_INF_F (__int_as_float(0x7f800000))
+
+// The pixel at column x, row y of an image with `stride` elements per row.
+template <typename T> __device__ __forceinline__ T& at(T* img, int x, int y, int stride) {
+    return img[(i64)y * stride + x];
+}
+template <typename T> __device__ __forceinline__ const T& at(const T* img, int x, int y, int stride) {
+    return img[(i64)y * stride + x];
+}

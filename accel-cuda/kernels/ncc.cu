@@ -1,0 +1,2 @@
+// ncc kernels (the core module of the same name).
+#include "common.cuh"

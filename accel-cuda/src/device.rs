@@ -1,0 +1,318 @@
+//! What the kernel drivers (one Rust module per kernel file) see of a device: [`Gpu`], with
+//! typed device buffers reused between calls, uploads and downloads of image views, and
+//! launches by kernel name with driver-style arguments. Two devices stand behind it: the
+//! real GPU through the CUDA driver (`driver.rs`) and, in tests, the CPU shim (`shim.rs`),
+//! so every line of launch logic runs in CI too.
+
+use crate::kernels::Kernel;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::Mutex;
+use tessera_core::image::Pixel;
+use tessera_core::{Error, ImageView, ImageViewMut, Rgba8};
+
+/// A device address (`CUdeviceptr`; a host address in the shim).
+pub(crate) type DevicePtr = u64;
+
+/// The raw operations of one device. Every method is called with valid, owned pointers
+/// from [`Gpu`]; errors are [`Error`]s, never panics.
+pub(crate) trait Device: Send + Sync {
+    /// "cuda" or "cuda-shim": the backend's name.
+    fn name(&self) -> &'static str;
+    /// Allocates `bytes` (> 0) of device memory.
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error>;
+    /// Frees an allocation of [`Device::alloc`].
+    fn free(&self, ptr: DevicePtr, bytes: usize);
+    /// Copies `src` to `dst` (an allocation at least as long).
+    fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<(), Error>;
+    /// Copies from `src` into `dst`, after every launch before it has finished.
+    fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), Error>;
+    /// Sets `bytes` bytes at `dst` to `value`.
+    fn memset(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<(), Error>;
+    /// Launches `kernel`; `args` points at each argument's value, as `cuLaunchKernel` takes them.
+    fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error>;
+    /// Waits for every launch to finish, reporting a failure of any.
+    fn synchronize(&self) -> Result<(), Error>;
+}
+
+/// A plain-old-data element type of device buffers.
+///
+/// # Safety
+/// Any bit pattern is a valid value and the type has no padding.
+pub(crate) unsafe trait Pod: Copy + Send + Sync + Default + 'static {}
+unsafe impl Pod for u8 {}
+unsafe impl Pod for u16 {}
+unsafe impl Pod for u32 {}
+unsafe impl Pod for i32 {}
+unsafe impl Pod for u64 {}
+unsafe impl Pod for f32 {}
+unsafe impl Pod for f64 {}
+unsafe impl Pod for Rgba8 {}
+
+fn as_bytes<T: Pod>(s: &[T]) -> &[u8] {
+    // SAFETY: Pod has no padding; the length is the slice's size in bytes.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
+}
+
+fn as_bytes_mut<T: Pod>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: Pod accepts any bit pattern; the length is the slice's size in bytes.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
+}
+
+/// Bytes of freed buffers kept for reuse (beyond it, buffers are freed).
+const POOL_LIMIT_BYTES: usize = 1 << 30;
+
+/// A device, with a pool of freed allocations by size so that repeated calls of the same
+/// size allocate nothing.
+pub(crate) struct Gpu {
+    device: Box<dyn Device>,
+    pool: Mutex<Pool>,
+}
+
+#[derive(Default)]
+struct Pool {
+    free: HashMap<usize, Vec<DevicePtr>>,
+    bytes: usize,
+}
+
+impl Gpu {
+    pub(crate) fn new(device: Box<dyn Device>) -> Self {
+        Gpu { device, pool: Mutex::new(Pool::default()) }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        self.device.name()
+    }
+
+    /// A buffer of `len` elements, contents undefined.
+    pub(crate) fn buffer<T: Pod>(&self, len: usize) -> Result<DevBuf<'_, T>, Error> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or(Error::OutOfMemory { bytes: usize::MAX })?.max(1);
+        let reused = self.pool.lock().ok().and_then(|mut p| {
+            let ptr = p.free.get_mut(&bytes)?.pop()?;
+            p.bytes -= bytes;
+            Some(ptr)
+        });
+        let ptr = match reused {
+            Some(p) => p,
+            None => match self.device.alloc(bytes) {
+                Ok(p) => p,
+                Err(_) => {
+                    // Memory held for reuse may be what is missing: give it back and retry.
+                    self.release_pool();
+                    self.device.alloc(bytes)?
+                }
+            },
+        };
+        Ok(DevBuf { gpu: self, ptr, len, bytes, _t: PhantomData })
+    }
+
+    /// A buffer of `len` elements, every byte zero.
+    pub(crate) fn zeroed<T: Pod>(&self, len: usize) -> Result<DevBuf<'_, T>, Error> {
+        let b = self.buffer(len)?;
+        self.device.memset(b.ptr, 0, b.bytes)?;
+        Ok(b)
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub(crate) fn upload<T: Pod>(&self, data: &[T]) -> Result<DevBuf<'_, T>, Error> {
+        let b = self.buffer(data.len())?;
+        self.device.upload(b.ptr, as_bytes(data))?;
+        Ok(b)
+    }
+
+    /// An image view copied to the device, rows packed (`stride == width`).
+    pub(crate) fn upload_view<T: Pod + Pixel>(&self, v: ImageView<'_, T>) -> Result<DevImage<'_, T>, Error> {
+        let (w, h) = v.size();
+        let buf = if v.stride() == w {
+            self.upload(&v.span()[..w * h])?
+        } else {
+            let mut packed = Vec::new();
+            packed.try_reserve_exact(w * h).map_err(|_| Error::OutOfMemory { bytes: w * h * std::mem::size_of::<T>() })?;
+            for row in v.rows() {
+                packed.extend_from_slice(row);
+            }
+            self.upload(&packed)?
+        };
+        Ok(DevImage { buf, width: w, height: h })
+    }
+
+    /// A packed `width x height` image on the device, contents undefined.
+    pub(crate) fn image<T: Pod>(&self, width: usize, height: usize) -> Result<DevImage<'_, T>, Error> {
+        let len = width.checked_mul(height).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+        Ok(DevImage { buf: self.buffer(len)?, width, height })
+    }
+
+    /// Copies `buf` (at least `dst.len()` elements) into `dst`.
+    pub(crate) fn download<T: Pod>(&self, buf: &DevBuf<'_, T>, dst: &mut [T]) -> Result<(), Error> {
+        debug_assert!(dst.len() <= buf.len);
+        self.device.download(as_bytes_mut(dst), buf.ptr)
+    }
+
+    /// Copies a device image into a view of the same size (any stride).
+    pub(crate) fn download_view<T: Pod + Pixel>(&self, img: &DevImage<'_, T>, mut dst: ImageViewMut<'_, T>) -> Result<(), Error> {
+        let (w, h) = (img.width, img.height);
+        debug_assert_eq!(dst.size(), (w, h));
+        if dst.stride() == w {
+            let n = w * h;
+            // SAFETY: a view with stride == width holds its w*h elements contiguously.
+            let all = unsafe { std::slice::from_raw_parts_mut(dst.row_mut(0).as_mut_ptr(), n) };
+            return self.download(&img.buf, all);
+        }
+        let mut packed = Vec::new();
+        packed.try_reserve_exact(w * h).map_err(|_| Error::OutOfMemory { bytes: w * h * std::mem::size_of::<T>() })?;
+        packed.resize(w * h, T::default());
+        self.download(&img.buf, &mut packed)?;
+        for (y, row) in packed.chunks_exact(w).enumerate() {
+            dst.row_mut(y).copy_from_slice(row);
+        }
+        Ok(())
+    }
+
+    /// Launches `kernel` over `grid` blocks of `block` threads with `args` (see [`Arg`]).
+    pub(crate) fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &[Arg]) -> Result<(), Error> {
+        if grid.contains(&0) {
+            return Ok(()); // nothing to do (an empty dimension)
+        }
+        let mut values: Vec<u64> = args.iter().map(Arg::bits).collect();
+        let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+        self.device.launch(kernel, grid, block, shared_bytes, &mut pointers)
+    }
+
+    /// Waits for the launches so far, reporting a failure of any.
+    pub(crate) fn synchronize(&self) -> Result<(), Error> {
+        self.device.synchronize()
+    }
+
+    fn release_pool(&self) {
+        if let Ok(mut p) = self.pool.lock() {
+            for (bytes, ptrs) in p.free.drain() {
+                for ptr in ptrs {
+                    self.device.free(ptr, bytes);
+                }
+            }
+            p.bytes = 0;
+        }
+    }
+
+    fn give_back(&self, ptr: DevicePtr, bytes: usize) {
+        if let Ok(mut p) = self.pool.lock() {
+            if p.bytes + bytes <= POOL_LIMIT_BYTES {
+                p.free.entry(bytes).or_default().push(ptr);
+                p.bytes += bytes;
+                return;
+            }
+        }
+        self.device.free(ptr, bytes);
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        self.release_pool();
+    }
+}
+
+/// A device buffer of `len` elements of `T`, returned to the pool when dropped.
+pub(crate) struct DevBuf<'g, T> {
+    gpu: &'g Gpu,
+    ptr: DevicePtr,
+    len: usize,
+    bytes: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> DevBuf<'_, T> {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+    pub(crate) fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+}
+
+impl<T> Drop for DevBuf<'_, T> {
+    fn drop(&mut self) {
+        self.gpu.give_back(self.ptr, self.bytes);
+    }
+}
+
+/// A packed image on the device.
+pub(crate) struct DevImage<'g, T> {
+    pub(crate) buf: DevBuf<'g, T>,
+    pub(crate) width: usize,
+    pub(crate) height: usize,
+}
+
+/// One kernel argument, by value as the kernel declares it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg {
+    Ptr(DevicePtr),
+    I32(i32),
+    U32(u32),
+    F32(f32),
+    F64(f64),
+    U64(u64),
+}
+
+impl Arg {
+    /// The value in the low bytes of a u64 (little-endian: a pointer to it points at the
+    /// argument as the kernel reads it).
+    fn bits(&self) -> u64 {
+        match *self {
+            Arg::Ptr(p) | Arg::U64(p) => p,
+            Arg::I32(v) => v as u32 as u64,
+            Arg::U32(v) => v as u64,
+            Arg::F32(v) => v.to_bits() as u64,
+            Arg::F64(v) => v.to_bits(),
+        }
+    }
+}
+
+impl<T> From<&DevBuf<'_, T>> for Arg {
+    fn from(b: &DevBuf<'_, T>) -> Arg {
+        Arg::Ptr(b.ptr)
+    }
+}
+impl<T> From<&DevImage<'_, T>> for Arg {
+    fn from(b: &DevImage<'_, T>) -> Arg {
+        Arg::Ptr(b.buf.ptr)
+    }
+}
+impl From<i32> for Arg {
+    fn from(v: i32) -> Arg {
+        Arg::I32(v)
+    }
+}
+impl From<u32> for Arg {
+    fn from(v: u32) -> Arg {
+        Arg::U32(v)
+    }
+}
+impl From<f32> for Arg {
+    fn from(v: f32) -> Arg {
+        Arg::F32(v)
+    }
+}
+impl From<f64> for Arg {
+    fn from(v: f64) -> Arg {
+        Arg::F64(v)
+    }
+}
+
+/// `args![a, b, w]`: a kernel's argument list, each converted by `Arg::from`.
+macro_rules! args {
+    ($($a:expr),* $(,)?) => { &[$($crate::device::Arg::from($a)),*] };
+}
+pub(crate) use args;
+
+/// `n` as a kernel's `int` argument, or an error naming `what` (images and counts past
+/// i32::MAX are beyond the kernels' indexing).
+pub(crate) fn int(n: usize, what: &'static str) -> Result<i32, Error> {
+    i32::try_from(n).map_err(|_| Error::OutOfRange { name: what, value: n.min(i64::MAX as usize) as i64, min: 0, max: i32::MAX as i64 })
+}
+
+/// Blocks of `block` threads covering `n` items.
+pub(crate) fn blocks(n: usize, block: u32) -> u32 {
+    n.div_ceil(block as usize).min(u32::MAX as usize) as u32
+}

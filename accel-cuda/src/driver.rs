@@ -1,0 +1,187 @@
+//! The real GPU as a [`Device`], through the CUDA driver API (cudarc's thin `result` layer):
+//! device 0's primary context, kernels compiled by NVRTC for the device's architecture on
+//! first use (`nvrtc.rs`), plain `cuMemAlloc` allocations (never managed memory), the
+//! legacy default stream. cudarc panics where a library is missing, so [`CudaDevice::open`]
+//! checks for `libcuda` and NVRTC first and contains the start-up in `catch_unwind`.
+
+use crate::device::{Device, DevicePtr};
+use crate::kernels::{Kernel, Module};
+use crate::nvrtc;
+use cudarc::driver::{result, sys};
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::Mutex;
+use tessera_core::Error;
+
+/// The CUDA driver version this build's kernels need at least (13.0: NVRTC 13.0's PTX).
+const MIN_DRIVER: i32 = 13000;
+
+pub(crate) struct CudaDevice {
+    ctx: sys::CUcontext,
+    arch: String,
+    description: String,
+    modules: Mutex<HashMap<Module, sys::CUmodule>>,
+    functions: Mutex<HashMap<&'static str, usize>>,
+}
+
+// SAFETY: a CUcontext and the module and function handles are usable from any thread once
+// the context is made current there, which every method does first.
+unsafe impl Send for CudaDevice {}
+unsafe impl Sync for CudaDevice {}
+
+fn driver_error(what: &str, e: result::DriverError) -> Error {
+    let name = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
+    Error::Backend(format!("CUDA {what}: {name}"))
+}
+
+impl CudaDevice {
+    /// Opens device 0: the driver library, its version, the device and its primary context.
+    /// Every failure is [`Error::BackendUnavailable`] with the reason.
+    pub(crate) fn open() -> Result<Self, Error> {
+        match std::panic::catch_unwind(Self::open_unguarded) {
+            Ok(r) => r,
+            Err(_) => Err(Error::BackendUnavailable("the CUDA driver library failed while starting".into())),
+        }
+    }
+
+    fn open_unguarded() -> Result<Self, Error> {
+        let unavailable = |why: String| Error::BackendUnavailable(why);
+        // SAFETY: only tries to open the library by its names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(unavailable("no CUDA device: the CUDA driver (libcuda.so) is not installed".into()));
+        }
+        let mut version = 0;
+        // SAFETY: an out-pointer to an int; callable before cuInit.
+        unsafe { sys::cuDriverGetVersion(&mut version) }.result().map_err(|e| unavailable(format!("no CUDA device: cuDriverGetVersion: {e:?}")))?;
+        if version < MIN_DRIVER {
+            return Err(unavailable(format!(
+                "no usable CUDA device: driver supports CUDA {}.{}, tessera's kernels need {}.{} or later",
+                version / 1000,
+                version % 1000 / 10,
+                MIN_DRIVER / 1000,
+                MIN_DRIVER % 1000 / 10
+            )));
+        }
+        result::init().map_err(|e| unavailable(format!("no CUDA device: cuInit: {e:?}")))?;
+        let count = result::device::get_count().map_err(|e| unavailable(format!("no CUDA device: {e:?}")))?;
+        if count < 1 {
+            return Err(unavailable("no CUDA device: the driver lists none".into()));
+        }
+        nvrtc::load().map_err(|e| unavailable(format!("CUDA device present but {e}")))?;
+        let dev = result::device::get(0).map_err(|e| unavailable(format!("cuDeviceGet: {e:?}")))?;
+        let attr = |a| {
+            // SAFETY: `dev` came from cuDeviceGet.
+            unsafe { result::device::get_attribute(dev, a) }.map_err(|e| unavailable(format!("cuDeviceGetAttribute: {e:?}")))
+        };
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown GPU".into());
+        // SAFETY: `dev` came from cuDeviceGet; the context is released never (process-long).
+        let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| unavailable(format!("cuDevicePrimaryCtxRetain: {e:?}")))?;
+        let description = format!("{name} (sm_{major}{minor}, driver {}.{})", version / 1000, version % 1000 / 10);
+        Ok(CudaDevice { ctx, arch: format!("sm_{major}{minor}"), description, modules: Mutex::default(), functions: Mutex::default() })
+    }
+
+    /// The device's name, architecture and driver version, for reports.
+    pub(crate) fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn current(&self) -> Result<(), Error> {
+        // SAFETY: `ctx` is the retained primary context.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| driver_error("cuCtxSetCurrent", e))
+    }
+
+    /// The function handle of `kernel`, compiling and loading its module on first use.
+    fn function(&self, kernel: Kernel) -> Result<sys::CUfunction, Error> {
+        if let Some(&f) = self.functions.lock().map_err(|_| Error::Backend("CUDA function table poisoned".into()))?.get(kernel.name) {
+            return Ok(f as sys::CUfunction);
+        }
+        let module = {
+            let mut modules = self.modules.lock().map_err(|_| Error::Backend("CUDA module table poisoned".into()))?;
+            match modules.get(&kernel.module) {
+                Some(&m) => m,
+                None => {
+                    let compiled = nvrtc::compile(kernel.module, &self.arch).map_err(Error::Backend)?;
+                    // SAFETY: a CUBIN NVRTC produced for this device's architecture.
+                    let m = unsafe { result::module::load_data(compiled.image.as_ptr().cast()) }.map_err(|e| driver_error("cuModuleLoadData", e))?;
+                    modules.insert(kernel.module, m);
+                    m
+                }
+            }
+        };
+        let cname = CString::new(kernel.name).map_err(|_| Error::Backend(format!("kernel name {:?}", kernel.name)))?;
+        // SAFETY: `module` is loaded and never unloaded.
+        let f = unsafe { result::module::get_function(module, cname) }.map_err(|e| driver_error(&format!("cuModuleGetFunction({})", kernel.name), e))?;
+        if let Ok(mut t) = self.functions.lock() {
+            t.insert(kernel.name, f as usize);
+        }
+        Ok(f)
+    }
+}
+
+impl Device for CudaDevice {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
+        self.current()?;
+        // SAFETY: a plain device allocation in the current context.
+        unsafe { result::malloc_sync(bytes) }.map_err(|e| {
+            let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+            if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                Error::Backend(format!(
+                    "GPU out of memory: {} MiB needed for one buffer, {} MiB free of {} MiB on {}",
+                    bytes >> 20,
+                    free >> 20,
+                    total >> 20,
+                    self.description
+                ))
+            } else {
+                driver_error("cuMemAlloc", e)
+            }
+        })
+    }
+
+    fn free(&self, ptr: DevicePtr, _bytes: usize) {
+        if self.current().is_ok() {
+            // SAFETY: `ptr` came from `alloc` and is freed once.
+            let _ = unsafe { result::free_sync(ptr) };
+        }
+    }
+
+    fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: `dst` holds at least `src.len()` bytes (the Device contract).
+        unsafe { result::memcpy_htod_sync(dst, src) }.map_err(|e| driver_error("cuMemcpyHtoD", e))
+    }
+
+    fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: `src` holds at least `dst.len()` bytes; the copy waits for prior launches.
+        unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(|e| driver_error("cuMemcpyDtoH (or a kernel before it)", e))
+    }
+
+    fn memset(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: `dst` holds at least `bytes` bytes.
+        unsafe { result::memset_d8_sync(dst, value, bytes) }.map_err(|e| driver_error("cuMemsetD8", e))
+    }
+
+    fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error> {
+        self.current()?;
+        let f = self.function(kernel)?;
+        // SAFETY: `f` is a loaded kernel; `args` points at one value per parameter of the
+        // kernel's type (each kernel driver's contract, checked through the shim in CI).
+        unsafe {
+            result::launch_kernel(f, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared_bytes, std::ptr::null_mut(), args)
+        }
+        .map_err(|e| driver_error(&format!("launch of {} ({grid:?} x {block:?}, {shared_bytes} B shared)", kernel.name), e))
+    }
+
+    fn synchronize(&self) -> Result<(), Error> {
+        self.current()?;
+        result::ctx::synchronize().map_err(|e| driver_error("kernel execution", e))
+    }
+}

@@ -1,0 +1,70 @@
+//! Every kernel file compiles with NVRTC, through the backend's own loading code, to a
+//! CUBIN for sm_90 (H100) and sm_80 (A100) and to PTX, with no spill and within the
+//! register and shared-memory budget of each kernel.
+//!
+//! NVRTC must be installed for this test to mean anything: with `TESSERA_REQUIRE_NVRTC=1`
+//! (set by `.ci/run`, which installs the pinned wheel) its absence fails the test; without,
+//! the test says SKIPPED on stderr and passes.
+
+use tessera_cuda::kernels::Module;
+use tessera_cuda::nvrtc;
+
+/// Registers per thread a kernel may use: at 64, a block of 256 threads leaves room for
+/// four blocks per SM (65 536 registers). Kernels that need more are listed with their
+/// budget and why.
+const DEFAULT_REGISTERS: u32 = 64;
+const REGISTER_BUDGET: &[(&str, u32)] = &[];
+/// Static shared memory per block: 48 KiB, the most a kernel may declare statically.
+const SHARED_BUDGET: u32 = 48 * 1024;
+
+fn nvrtc_or_skip() -> bool {
+    match nvrtc::load() {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("TESSERA_REQUIRE_NVRTC").is_some() => panic!("TESSERA_REQUIRE_NVRTC is set: {e}"),
+        Err(e) => {
+            eprintln!("nvrtc: SKIPPED (no NVRTC): {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn every_kernel_compiles_for_hopper_and_ampere_without_spills() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let (major, minor) = nvrtc::version().unwrap();
+    assert_eq!((major, minor), (13, 0), "NVRTC is pinned to CUDA 13.0 (driver 580 rejects newer PTX)");
+    for arch in ["sm_90", "sm_80"] {
+        for m in Module::ALL {
+            let c = nvrtc::compile(m, arch).unwrap_or_else(|e| panic!("{} for {arch}: {e}", m.file()));
+            assert!(c.image.len() > 16, "{} for {arch}: empty CUBIN", m.file());
+            let report = nvrtc::resources(&c.log);
+            for k in m.kernels() {
+                let r = report
+                    .iter()
+                    .find(|r| r.name == k)
+                    .unwrap_or_else(|| panic!("{k} ({}, {arch}): no ptxas report in\n{}", m.file(), c.log));
+                let budget = REGISTER_BUDGET.iter().find(|(n, _)| *n == k).map_or(DEFAULT_REGISTERS, |b| b.1);
+                assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "{k} ({arch}) spills: {r:?}");
+                assert!(r.registers <= budget, "{k} ({arch}) uses {} registers, budget {budget}", r.registers);
+                assert!(r.shared_bytes <= SHARED_BUDGET, "{k} ({arch}) declares {} bytes of shared memory", r.shared_bytes);
+                eprintln!("{arch} {k}: {} registers, {} B shared, {} B stack", r.registers, r.shared_bytes, r.stack_bytes);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_kernel_file_compiles_to_ptx_for_other_gpus() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    for m in Module::ALL {
+        let c = nvrtc::compile(m, "compute_90").unwrap_or_else(|e| panic!("{} to PTX: {e}", m.file()));
+        let ptx = String::from_utf8_lossy(&c.image);
+        for k in m.kernels() {
+            assert!(ptx.contains(&format!(".entry {k}(")), "{k} missing from the PTX of {}", m.file());
+        }
+    }
+}
