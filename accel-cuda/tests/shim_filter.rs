@@ -1,0 +1,1 @@
+//! `kernels/filter.cu` on the CPU shim against the CPU backend.

@@ -1,0 +1,1 @@
+//! `kernels/glare.cu` on the CPU shim against the CPU backend.

@@ -1,0 +1,1 @@
+//! `kernels/ncc.cu` on the CPU shim against the CPU backend.

@@ -1,0 +1,1 @@
+//! `kernels/stereo.cu` on the CPU shim against the CPU backend.

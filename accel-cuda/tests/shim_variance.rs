@@ -1,0 +1,1 @@
+//! `kernels/variance.cu` on the CPU shim against the CPU backend.
