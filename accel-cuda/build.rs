@@ -9,6 +9,7 @@ fn main() {
     println!("cargo:rerun-if-changed=kernels");
     println!("cargo:rerun-if-changed=shim");
     println!("cargo:rerun-if-env-changed=TESSERA_SHIM_SANITIZE");
+    println!("cargo:rustc-check-cfg=cfg(shim_sanitizer, values(\"thread\", \"address\"))");
     if std::env::var_os("CARGO_FEATURE_SHIM").is_none() {
         return;
     }
@@ -33,7 +34,10 @@ fn main() {
         }
         other => panic!("TESSERA_SHIM_SANITIZE={other}: expected thread or address"),
     }
-    build.file("shim/shim.cpp");
+    if !sanitizer.is_empty() {
+        println!("cargo:rustc-cfg=shim_sanitizer=\"{sanitizer}\"");
+    }
+    build.file("shim/shim.cpp").file("shim/selftest.cu");
     let mut kernels: Vec<_> = std::fs::read_dir("kernels")
         .expect("kernels/")
         .map(|e| e.expect("kernels/ entry").path())

@@ -87,3 +87,134 @@ impl Device for ShimDevice {
         Ok(())
     }
 }
+
+/// The shim's own tests, on the kernels of `shim/selftest.cu` (built into the shim only).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{args, Gpu};
+    use crate::kernels::Module;
+
+    /// A self-test kernel. The module only matters to NVRTC; the shim finds kernels by name.
+    fn kernel(name: &'static str) -> Kernel {
+        Kernel::new(Module::Linalg, name)
+    }
+
+    fn gpu() -> Gpu {
+        Gpu::new(Box::new(ShimDevice))
+    }
+
+    #[test]
+    fn block_barriers_and_static_shared_memory_over_many_blocks() {
+        let gpu = gpu();
+        let n = 1000usize;
+        let input: Vec<i32> = (0..n as i32).map(|i| i * 7 % 13 - 6).collect();
+        let din = gpu.upload(&input).unwrap();
+        let dout = gpu.buffer::<i32>(8).unwrap();
+        gpu.launch(kernel("selftest_block_sum"), [8, 1, 1], [128, 1, 1], 0, args![&din, &dout, n as i32]).unwrap();
+        let mut sums = vec![0i32; 8];
+        gpu.download(&dout, &mut sums).unwrap();
+        let want: Vec<i32> = input.chunks(128).map(|c| c.iter().sum()).collect();
+        assert_eq!(sums, want);
+    }
+
+    #[test]
+    fn warp_shuffles_and_votes_behave_as_on_the_gpu() {
+        let gpu = gpu();
+        let input: Vec<i32> = (0..32).map(|l| (l * 5 + 3) % 11).collect();
+        let din = gpu.upload(&input).unwrap();
+        let dout = gpu.buffer::<i32>(7 * 32).unwrap();
+        gpu.launch(kernel("selftest_warp"), [1, 1, 1], [32, 1, 1], 0, args![&din, &dout]).unwrap();
+        let mut out = vec![0i32; 7 * 32];
+        gpu.download(&dout, &mut out).unwrap();
+        let total: i32 = input.iter().sum();
+        let ballot = input.iter().enumerate().fold(0u32, |b, (l, v)| b | ((v & 1) as u32) << l) as i32;
+        let any7 = input.contains(&7) as i32;
+        for lane in 0..32 {
+            let o = &out[7 * lane..7 * lane + 7];
+            let scan: i32 = input[..=lane].iter().sum();
+            assert_eq!(o, [total, total, scan, input[3], ballot, any7, 1], "lane {lane}");
+        }
+    }
+
+    #[test]
+    fn threads_that_return_early_leave_the_barriers() {
+        let gpu = gpu();
+        let n = 45;
+        let dout = gpu.zeroed::<i32>(3 * 64).unwrap();
+        gpu.launch(kernel("selftest_early_exit"), [3, 1, 1], [64, 1, 1], 0, args![&dout, n as i32]).unwrap();
+        let mut out = vec![0i32; 3 * 64];
+        gpu.download(&dout, &mut out).unwrap();
+        for b in 0..3 {
+            for t in 0..64 {
+                let want = if t < n { ((t + n - 1) % n) as i32 * 10 + b as i32 } else { 0 };
+                assert_eq!(out[b * 64 + t], want, "block {b} thread {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn atomics_count_every_thread() {
+        let gpu = gpu();
+        let count = gpu.zeroed::<i32>(1).unwrap();
+        let total = gpu.zeroed::<f32>(1).unwrap();
+        let biggest = gpu.zeroed::<u32>(1).unwrap();
+        let cas = gpu.zeroed::<i32>(1).unwrap();
+        gpu.launch(kernel("selftest_atomics"), [5, 1, 1], [96, 1, 1], 0, args![&count, &total, &biggest, &cas]).unwrap();
+        let (mut c, mut t, mut b, mut k) = ([0i32], [0f32], [0u32], [0i32]);
+        gpu.download(&count, &mut c).unwrap();
+        gpu.download(&total, &mut t).unwrap();
+        gpu.download(&biggest, &mut b).unwrap();
+        gpu.download(&cas, &mut k).unwrap();
+        assert_eq!((c[0], t[0], b[0], k[0]), (480, 240.0, 479, 960));
+    }
+
+    #[test]
+    fn dynamic_shared_memory_and_three_dimensional_blocks() {
+        let gpu = gpu();
+        let per_block = 4 * 4 * 2;
+        let blocks = 2 * 3;
+        let input: Vec<f32> = (0..per_block * blocks).map(|i| i as f32).collect();
+        let din = gpu.upload(&input).unwrap();
+        let dout = gpu.buffer::<f32>(input.len()).unwrap();
+        gpu.launch(kernel("selftest_reverse"), [2, 3, 1], [4, 4, 2], (per_block * 4) as u32, args![&din, &dout]).unwrap();
+        let mut out = vec![0f32; input.len()];
+        gpu.download(&dout, &mut out).unwrap();
+        let want: Vec<f32> = input.chunks(per_block).flat_map(|c| c.iter().rev().copied()).collect();
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn bad_launches_are_errors() {
+        let gpu = gpu();
+        let dout = gpu.buffer::<i32>(64).unwrap();
+        let e = gpu.launch(kernel("no_such_kernel"), [1, 1, 1], [32, 1, 1], 0, args![&dout]).unwrap_err();
+        assert!(e.to_string().contains("no kernel no_such_kernel"), "{e}");
+        let e = gpu.launch(kernel("selftest_race"), [1, 1, 1], [2048, 1, 1], 0, args![&dout]).unwrap_err();
+        assert!(e.to_string().contains("launch shape"), "{e}");
+    }
+
+    /// Under ThreadSanitizer, the kernel with a missing barrier must be reported. The race
+    /// runs in a child process (TSan reports, then exits non-zero, at the end of a process).
+    #[test]
+    fn thread_sanitizer_finds_a_missing_barrier() {
+        if std::env::var_os("TESSERA_SHIM_RACE_CHILD").is_some() {
+            let gpu = gpu();
+            let dout = gpu.buffer::<i32>(64).unwrap();
+            gpu.launch(kernel("selftest_race"), [1, 1, 1], [64, 1, 1], 0, args![&dout]).unwrap();
+            return;
+        }
+        if !cfg!(shim_sanitizer = "thread") {
+            eprintln!("shim race check: SKIPPED (the shim is not built with TESSERA_SHIM_SANITIZE=thread)");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "shim::tests::thread_sanitizer_finds_a_missing_barrier", "--nocapture"])
+            .env("TESSERA_SHIM_RACE_CHILD", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("ThreadSanitizer: data race"), "no race reported:\n{stderr}");
+        assert!(stderr.contains("selftest_race"), "the race is not placed in the kernel:\n{stderr}");
+    }
+}
