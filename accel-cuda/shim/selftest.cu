@@ -92,3 +92,11 @@ extern "C" __global__ void selftest_race(int* out) {
     out[threadIdx.x] = v[(threadIdx.x + 1) % 64];
 }
 TESSERA_EXPORT(selftest_race)
+
+// An off-by-one: the last thread reads one element past the input. AddressSanitizer must
+// report it (device buffers are host allocations with red zones in the shim).
+extern "C" __global__ void selftest_overrun(const int* in, int* out, int n) {
+    int i = threadIdx.x;
+    if (i <= n) out[0] = in[i];
+}
+TESSERA_EXPORT(selftest_overrun)

@@ -217,4 +217,29 @@ mod tests {
         assert!(stderr.contains("ThreadSanitizer: data race"), "no race reported:\n{stderr}");
         assert!(stderr.contains("selftest_race"), "the race is not placed in the kernel:\n{stderr}");
     }
+
+    /// Under AddressSanitizer, a kernel reading past its buffer must be reported (in a
+    /// child process: ASan stops the process at the first error).
+    #[test]
+    fn address_sanitizer_finds_a_read_past_the_buffer() {
+        if std::env::var_os("TESSERA_SHIM_OVERRUN_CHILD").is_some() {
+            let gpu = gpu();
+            let din = gpu.upload(&[1i32; 64]).unwrap();
+            let dout = gpu.buffer::<i32>(1).unwrap();
+            gpu.launch(kernel("selftest_overrun"), [1, 1, 1], [96, 1, 1], 0, args![&din, &dout, 64]).unwrap();
+            return;
+        }
+        if !cfg!(shim_sanitizer = "address") {
+            eprintln!("shim overrun check: SKIPPED (the shim is not built with TESSERA_SHIM_SANITIZE=address)");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "shim::tests::address_sanitizer_finds_a_read_past_the_buffer", "--nocapture"])
+            .env("TESSERA_SHIM_OVERRUN_CHILD", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("AddressSanitizer: heap-buffer-overflow"), "no overflow reported:\n{stderr}");
+        assert!(stderr.contains("selftest_overrun"), "the overflow is not placed in the kernel:\n{stderr}");
+    }
 }
