@@ -78,8 +78,9 @@ impl CudaDevice {
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown GPU".into());
         // SAFETY: `dev` came from cuDeviceGet; the context is released never (process-long).
         let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| unavailable(format!("cuDevicePrimaryCtxRetain: {e:?}")))?;
-        let description = format!("{name} (sm_{major}{minor}, driver {}.{})", version / 1000, version % 1000 / 10);
-        Ok(CudaDevice { ctx, arch: format!("sm_{major}{minor}"), description, modules: Mutex::default(), functions: Mutex::default() })
+        let arch = nvrtc::target_for(major, minor).map_err(|e| unavailable(format!("sm_{major}{minor}: {e}")))?;
+        let description = format!("{name} (sm_{major}{minor}, kernels as {arch}, driver {}.{})", version / 1000, version % 1000 / 10);
+        Ok(CudaDevice { ctx, arch, description, modules: Mutex::default(), functions: Mutex::default() })
     }
 
     /// The device's name, architecture and driver version, for reports.
@@ -103,7 +104,8 @@ impl CudaDevice {
                 Some(&m) => m,
                 None => {
                     let compiled = nvrtc::compile(kernel.module, &self.arch).map_err(Error::Backend)?;
-                    // SAFETY: a CUBIN NVRTC produced for this device's architecture.
+                    // SAFETY: a CUBIN NVRTC produced for this device's architecture, or
+                    // NUL-terminated PTX for an older one.
                     let m = unsafe { result::module::load_data(compiled.image.as_ptr().cast()) }.map_err(|e| driver_error("cuModuleLoadData", e))?;
                     modules.insert(kernel.module, m);
                     m

@@ -96,6 +96,37 @@ pub fn version() -> Result<(i32, i32), String> {
     Ok((major, minor))
 }
 
+/// The architectures this NVRTC compiles for, as numbers (90 for sm_90).
+pub fn supported_archs() -> Result<Vec<i32>, String> {
+    load()?;
+    let mut n = 0;
+    // SAFETY: an out-pointer to an int, then a buffer of the size NVRTC reported.
+    unsafe {
+        check(sys::nvrtcGetNumSupportedArchs(&mut n), "nvrtcGetNumSupportedArchs")?;
+        let mut archs = vec![0i32; n.max(0) as usize];
+        check(sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()), "nvrtcGetSupportedArchs")?;
+        Ok(archs)
+    }
+}
+
+/// What to compile for a device of compute capability `major.minor`: its own `sm_XY`
+/// CUBIN where this NVRTC knows the architecture, else PTX for the newest architecture it
+/// knows below the device's (the driver compiles PTX for newer GPUs itself).
+pub fn target_for(major: i32, minor: i32) -> Result<String, String> {
+    let arch = major * 10 + minor;
+    let known = supported_archs()?;
+    if known.contains(&arch) {
+        return Ok(format!("sm_{arch}"));
+    }
+    known
+        .iter()
+        .copied()
+        .filter(|&a| a < arch)
+        .max()
+        .map(|a| format!("compute_{a}"))
+        .ok_or_else(|| format!("NVRTC {:?} compiles for none of the architectures up to sm_{arch}", version().unwrap_or((0, 0))))
+}
+
 fn check(r: sys::nvrtcResult, what: &str) -> Result<(), String> {
     if r == sys::nvrtcResult::NVRTC_SUCCESS {
         return Ok(());
@@ -363,6 +394,21 @@ mod disk_cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_get_their_own_cubin_or_the_newest_ptx_below_them() {
+        let Ok(archs) = supported_archs() else {
+            eprintln!("nvrtc: SKIPPED (no NVRTC here)");
+            return;
+        };
+        assert!(archs.contains(&90) && archs.contains(&80), "{archs:?}");
+        assert_eq!(target_for(9, 0).unwrap(), "sm_90");
+        assert_eq!(target_for(8, 0).unwrap(), "sm_80");
+        // A compute capability NVRTC 13.0 has never heard of gets PTX it can JIT.
+        let newest = *archs.iter().max().unwrap();
+        assert_eq!(target_for(99, 9).unwrap(), format!("compute_{newest}"));
+        assert!(target_for(1, 0).is_err());
+    }
 
     #[test]
     fn ptxas_reports_are_read_per_kernel() {
