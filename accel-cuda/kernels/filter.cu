@@ -1,2 +1,135 @@
-// filter kernels (the core module of the same name).
+// The sliding-window filters (filter/ in the core): box sums and means over any window, in
+// two passes whose cost per pixel does not depend on the window.
+//
+//   box_cols_*:  one thread per lane column (x * channels + c): the running sum of the
+//                window's rows down the column. Threads of a warp read neighbouring lanes
+//                of one row, so every load and store is coalesced.
+//   box_rows_*:  one thread per (row, channel): the running sum of the column sums along
+//                the row, and the output (sum, or mean rounded as the core rounds it).
+//
+// Borders as the core's `Border`: mode 0 reflect-101, 1 replicate, 2 constant, 3 normalize
+// (outside pixels count as `outside`, 0 for normalize, whose mean divides by the in-bounds
+// count). Sums are exact in integers (u8 and u16 columns in u32; u16 rows in u64) and in
+// f64 for f32 input, as the core accumulates them.
 #include "common.cuh"
+
+// Where index i of n reads from, or -1 for a constant / normalize outside pixel.
+__device__ __forceinline__ int source_index(int i, int n, int mode) {
+    if (i >= 0 && i < n) return i;
+    if (mode == 0) {
+        if (n == 1) return 0;
+        int period = 2 * (n - 1);
+        int m = i % period;
+        if (m < 0) m += period;
+        return m < n ? m : period - m;
+    }
+    if (mode == 1) return i < 0 ? 0 : n - 1;
+    return -1;
+}
+
+// In-bounds indices of the window [c - before, c + after] within 0..n.
+__device__ __forceinline__ int inside_count(int c, int before, int after, int n) {
+    int lo = c - before < 0 ? 0 : c - before;
+    int hi = c + after > n - 1 ? n - 1 : c + after;
+    return hi + 1 - lo;
+}
+
+template <typename T, typename A>
+__device__ void box_cols(const T* src, A* cols, int width, int height, int channels, int win_h, int mode, float outside) {
+    int lanes = width * channels;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= lanes) return;
+    int up = win_h / 2, down = win_h - 1 - up;
+    A out_value = (A)outside;
+    auto value = [&](int yy) -> A {
+        int r = source_index(yy, height, mode);
+        return r < 0 ? out_value : (A)src[(i64)r * lanes + j];
+    };
+    A s = 0;
+    for (int yy = -up; yy <= down; ++yy) s += value(yy);
+    cols[j] = s;
+    for (int y = 1; y < height; ++y) {
+        // Unsigned sums wrap in between and come out exact: the true sum fits.
+        s = s + value(y + down) - value(y - 1 - up);
+        cols[(i64)y * lanes + j] = s;
+    }
+}
+
+extern "C" __global__ void box_cols_u8(const u8* src, u32* cols, int w, int h, int c, int win_h, int mode, float outside) {
+    box_cols<u8, u32>(src, cols, w, h, c, win_h, mode, outside);
+}
+TESSERA_EXPORT(box_cols_u8)
+extern "C" __global__ void box_cols_u16(const u16* src, u32* cols, int w, int h, int c, int win_h, int mode, float outside) {
+    box_cols<u16, u32>(src, cols, w, h, c, win_h, mode, outside);
+}
+TESSERA_EXPORT(box_cols_u16)
+extern "C" __global__ void box_cols_f32(const float* src, double* cols, int w, int h, int c, int win_h, int mode, float outside) {
+    box_cols<float, double>(src, cols, w, h, c, win_h, mode, outside);
+}
+TESSERA_EXPORT(box_cols_f32)
+
+// What box_rows writes for one window sum `s` of `area` pixels.
+enum RowOutput { SUM = 0, MEAN = 1 };
+
+template <typename A, typename R, typename O, int OUT>
+__device__ void box_rows(const A* cols, O* dst, int width, int height, int channels, int win_w, int win_h, int mode, float outside) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= height * channels) return;
+    int y = idx / channels, ch = idx % channels;
+    int lanes = width * channels;
+    int left = win_w / 2, right = win_w - 1 - left;
+    int up = win_h / 2, down = win_h - 1 - up;
+    // A column wholly outside the image holds win_h outside pixels.
+    R outside_col = (R)((double)outside * (double)win_h);
+    const A* row = cols + (i64)y * lanes;
+    auto value = [&](int xx) -> R {
+        int c = source_index(xx, width, mode);
+        return c < 0 ? outside_col : (R)row[c * channels + ch];
+    };
+    R s = 0;
+    for (int xx = -left; xx <= right; ++xx) s += value(xx);
+    bool normalize = mode == 3;
+    int rows_in = normalize ? inside_count(y, up, down, height) : win_h;
+    O* out = dst + (i64)y * lanes + ch;
+    for (int x = 0; x < width; ++x) {
+        if (x > 0) s = s + value(x + right) - value(x - 1 - left);
+        if (OUT == SUM) {
+            out[x * channels] = (O)s;
+        } else {
+            u64 area = (u64)rows_in * (u64)(normalize ? inside_count(x, left, right, width) : win_w);
+            if constexpr (sizeof(O) == 4) {
+                // f32: the core scales by the reciprocal of the full area, divides by a
+                // normalized one.
+                out[x * channels] = normalize ? (O)((double)s / (double)area) : (O)((double)s * (1.0 / (double)area));
+            } else {
+                // Integers: rounded half up, exactly.
+                out[x * channels] = (O)((2 * (u64)s + area) / (2 * area));
+            }
+        }
+    }
+}
+
+extern "C" __global__ void box_sum_rows_u8(const u32* cols, u32* dst, int w, int h, int win_w, int win_h, int mode, float outside) {
+    box_rows<u32, u32, u32, SUM>(cols, dst, w, h, 1, win_w, win_h, mode, outside);
+}
+TESSERA_EXPORT(box_sum_rows_u8)
+extern "C" __global__ void box_sum_rows_u16(const u32* cols, u32* dst, int w, int h, int win_w, int win_h, int mode, float outside) {
+    box_rows<u32, u64, u32, SUM>(cols, dst, w, h, 1, win_w, win_h, mode, outside);
+}
+TESSERA_EXPORT(box_sum_rows_u16)
+extern "C" __global__ void box_sum_rows_f32(const double* cols, float* dst, int w, int h, int win_w, int win_h, int mode, float outside) {
+    box_rows<double, double, float, SUM>(cols, dst, w, h, 1, win_w, win_h, mode, outside);
+}
+TESSERA_EXPORT(box_sum_rows_f32)
+extern "C" __global__ void mean_rows_u8(const u32* cols, u8* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside) {
+    box_rows<u32, u32, u8, MEAN>(cols, dst, w, h, c, win_w, win_h, mode, outside);
+}
+TESSERA_EXPORT(mean_rows_u8)
+extern "C" __global__ void mean_rows_u16(const u32* cols, u16* dst, int w, int h, int win_w, int win_h, int mode, float outside) {
+    box_rows<u32, u64, u16, MEAN>(cols, dst, w, h, 1, win_w, win_h, mode, outside);
+}
+TESSERA_EXPORT(mean_rows_u16)
+extern "C" __global__ void mean_rows_f32(const double* cols, float* dst, int w, int h, int win_w, int win_h, int mode, float outside) {
+    box_rows<double, double, float, MEAN>(cols, dst, w, h, 1, win_w, win_h, mode, outside);
+}
+TESSERA_EXPORT(mean_rows_f32)

@@ -1,1 +1,185 @@
-//! `kernels/filter.cu` on the CPU shim against the CPU backend.
+//! `kernels/filter.cu` on the CPU shim against the CPU backend: box sums and means of every
+//! pixel type, every border, odd sizes, 1xN and Nx1, windows larger than the image, even
+//! windows, strided views in and out, bad parameters; and a crop of Middlebury cones.
+
+use tessera_core::filter::BoxParams;
+use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Error, Image, Parallelism, Rgba8};
+
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+/// One image of each pixel type, `w x h`, random over the type's range (f32: -1000..1000
+/// with fractions), inside a wider buffer so the views are strided.
+fn typed(w: usize, h: usize, seed: u64) -> [AnyImage; 4] {
+    let mut r = rng(seed);
+    [
+        AnyImage::U8(Image::from_fn(w, h, |_, _| r() as u8).unwrap()),
+        AnyImage::U16(Image::from_fn(w, h, |_, _| r() as u16).unwrap()),
+        AnyImage::F32(Image::from_fn(w, h, |_, _| (r() % 2_000_000) as f32 / 1000.0 - 1000.0).unwrap()),
+        AnyImage::Rgba8(Image::from_fn(w, h, |_, _| { let v = r(); Rgba8::new(v as u8, (v >> 8) as u8, (v >> 16) as u8, (v >> 24) as u8) }).unwrap()),
+    ]
+}
+
+const BORDERS: [Border; 5] = [Border::Reflect101, Border::Replicate, Border::Constant(7.0), Border::Constant(0.0), Border::Normalize];
+
+fn cpu() -> CpuBackend {
+    CpuBackend::new(Parallelism::Sequential)
+}
+
+/// f32 planes agree within `rel` of the magnitude `scale`; integer planes exactly.
+fn assert_same(got: &AnyImage, want: &AnyImage, f32_tol: f32, what: &str) {
+    match (got, want) {
+        (AnyImage::F32(g), AnyImage::F32(w)) => {
+            for (k, (a, b)) in g.as_slice().iter().zip(w.as_slice()).enumerate() {
+                assert!((a - b).abs() <= f32_tol, "{what}: pixel {k}: {a} vs {b}");
+            }
+        }
+        _ => assert!(got == want, "{what}: differs from the CPU"),
+    }
+}
+
+#[test]
+fn means_of_every_type_and_border_are_the_cpus() {
+    let gpu = tessera_cuda::open_shim();
+    let sizes = [(1, 1), (1, 9), (9, 1), (17, 11), (40, 23)];
+    let windows = [(1, 1), (3, 3), (4, 2), (5, 9), (31, 17), (61, 45)];
+    for (i, &(w, h)) in sizes.iter().enumerate() {
+        for img in typed(w, h, i as u64 + 1) {
+            for &(mw, mh) in &windows {
+                for border in BORDERS {
+                    let p = BoxParams { width: mw, height: mh, border };
+                    let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+                    cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
+                    let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+                    gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
+                    // f32: the mean of values up to 1000 in f64, rounded once to f32: half
+                    // an f32 step of 1000 either way.
+                    assert_same(&got, &want, 1e-4, &format!("mean {} {w}x{h} window {mw}x{mh} {border:?}", img.view().unwrap().type_name()));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn box_sums_are_exact_for_integers_and_close_for_f32() {
+    let gpu = tessera_cuda::open_shim();
+    for (i, &(w, h)) in [(1, 7), (7, 1), (23, 19), (37, 8)].iter().enumerate() {
+        let [u8s, u16s, f32s, _] = typed(w, h, 40 + i as u64);
+        for &(mw, mh) in &[(1, 1), (3, 5), (8, 8), (41, 29)] {
+            for border in BORDERS {
+                let p = BoxParams { width: mw, height: mh, border };
+                for src in [&u8s, &u16s] {
+                    let mut want = Image::<u32>::new(w, h).unwrap();
+                    let mut got = Image::<u32>::new(w, h).unwrap();
+                    cpu().box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(want.view_mut()), &p).unwrap();
+                    gpu.box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(got.view_mut()), &p).unwrap();
+                    assert!(got == want, "box {} {w}x{h} {mw}x{mh} {border:?}", src.view().unwrap().type_name());
+                }
+                let mut want = AnyImage::like(&f32s.view().unwrap()).unwrap();
+                let mut got = AnyImage::like(&f32s.view().unwrap()).unwrap();
+                cpu().box_sum(f32s.view().unwrap(), want.view_mut(), &p).unwrap();
+                gpu.box_sum(f32s.view().unwrap(), got.view_mut(), &p).unwrap();
+                // Sums of up to 1189 values below 1000: one f32 rounding of 1.2e6 is 0.0625.
+                assert_same(&got, &want, 0.07, &format!("box f32 {w}x{h} {mw}x{mh} {border:?}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn strided_views_in_and_out() {
+    let gpu = tessera_cuda::open_shim();
+    let big: Image<u8> = Image::from_fn(50, 30, |x, y| (x * 7 + y * 13 + x * y) as u8).unwrap();
+    let src = big.view().crop(5, 3, 33, 21).unwrap();
+    let p = BoxParams::square(7, Border::Reflect101);
+    let mut want = Image::<u8>::new(33, 21).unwrap();
+    cpu().mean_filter(AnyView::U8(src), tessera_core::AnyViewMut::U8(want.view_mut()), &p).unwrap();
+    let mut out = Image::<u8>::filled(40, 25, 99).unwrap();
+    let mut outv = out.view_mut();
+    gpu.mean_filter(AnyView::U8(src), tessera_core::AnyViewMut::U8(outv.crop_mut(4, 2, 33, 21).unwrap()), &p).unwrap();
+    for y in 0..25 {
+        for x in 0..40 {
+            let inside = (4..37).contains(&x) && (2..23).contains(&y);
+            let want = if inside { want.at(x - 4, y - 2) } else { 99 };
+            assert_eq!(out.at(x, y), want, "({x}, {y})");
+        }
+    }
+}
+
+#[test]
+fn bad_parameters_and_types_are_the_cpus_errors() {
+    let gpu = tessera_cuda::open_shim();
+    let img = Image::<u8>::new(8, 8).unwrap();
+    let mut out = Image::<u8>::new(8, 8).unwrap();
+    let mut small = Image::<u8>::new(7, 8).unwrap();
+    let mut sums = Image::<u32>::new(8, 8).unwrap();
+    let cases: Vec<(BoxParams, bool)> = vec![
+        (BoxParams { width: 0, height: 3, border: Border::Reflect101 }, false),
+        (BoxParams { width: 3, height: 5000, border: Border::Reflect101 }, false),
+        (BoxParams { width: 3, height: 3, border: Border::Constant(300.0) }, false),
+        (BoxParams { width: 3, height: 3, border: Border::Constant(1.5) }, false),
+        (BoxParams::square(3, Border::Reflect101), true),
+    ];
+    for (p, small_out) in cases {
+        let (a, b) = if small_out {
+            (cpu().mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(small.view_mut()), &p), gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(small.view_mut()), &p))
+        } else {
+            (cpu().mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p), gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p))
+        };
+        assert!(a.is_err());
+        assert_eq!(a, b, "{p:?}");
+    }
+    // Types: RGBA box sums and mixed types are errors; a u16 window too large for u32 too.
+    let rgba = Image::<Rgba8>::new(8, 8).unwrap();
+    let p = BoxParams::square(3, Border::Reflect101);
+    let e = gpu.box_sum(AnyView::Rgba8(rgba.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &p).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedType { .. }), "{e:?}");
+    let e = gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &p).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedType { .. }), "{e:?}");
+    let wide = Image::<u16>::new(8, 8).unwrap();
+    let big = BoxParams { width: 300, height: 300, border: Border::Reflect101 };
+    let want = cpu().box_sum(AnyView::U16(wide.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &big).unwrap_err();
+    let got = gpu.box_sum(AnyView::U16(wide.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &big).unwrap_err();
+    assert_eq!(got, want);
+}
+
+/// The shared real data: `$TESSERA_DATA`, else the first `shared/data` above this crate.
+fn shared_data() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("TESSERA_DATA") {
+        return d.into();
+    }
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data/stereo above the crate; set TESSERA_DATA")
+}
+
+#[test]
+fn a_crop_of_cones_in_every_type() {
+    let path = shared_data().join("stereo/cones/im2.png");
+    let rgb = image::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).to_rgba8();
+    let (x0, y0, w, h) = (150, 120, 96, 64);
+    let rgba = Image::from_fn(w, h, |x, y| {
+        let p = rgb.get_pixel((x0 + x) as u32, (y0 + y) as u32).0;
+        Rgba8::new(p[0], p[1], p[2], p[3])
+    })
+    .unwrap();
+    let gray: Image<u8> = Image::from_fn(w, h, |x, y| rgba.at(x, y).luma()).unwrap();
+    let imgs = [AnyImage::U8(gray.clone()), AnyImage::U16(gray.map(|v| v as u16 * 257)), AnyImage::F32(gray.map(|v| v as f32 / 3.0)), AnyImage::Rgba8(rgba)];
+    let gpu = tessera_cuda::open_shim();
+    for img in &imgs {
+        for p in [BoxParams::square(9, Border::Reflect101), BoxParams { width: 15, height: 5, border: Border::Normalize }] {
+            let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+            let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+            cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
+            gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
+            assert_same(&got, &want, 1e-4, &format!("cones {}", img.view().unwrap().type_name()));
+        }
+    }
+}
