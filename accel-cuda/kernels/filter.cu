@@ -133,3 +133,96 @@ extern "C" __global__ void mean_rows_f32(const double* cols, float* dst, int w, 
     box_rows<double, double, float, MEAN>(cols, dst, w, h, 1, win_w, win_h, mode, outside);
 }
 TESSERA_EXPORT(mean_rows_f32)
+
+// The separable FIR Gaussian (gaussian_fir.rs): a vertical then a horizontal pass of the
+// 2r + 1 taps `wts`, in f32 with fused multiply-adds, as the core does.
+//
+//   gauss_fir_cols_*: one thread per lane column and a grid row per output row chunk:
+//                     taps past the edge read the border's source row, add `tap *
+//                     outside` (constant) or are dropped and the kept taps rescaled to sum
+//                     to one (normalize); into an f32 image of lanes.
+//   gauss_fir_rows_*: one thread per output lane, a 2-D grid: the horizontal taps over the
+//                     f32 image (neighbouring threads read neighbouring lanes), the
+//                     normalize correction at the edges, and the rounding of integers
+//                     (half up, clamped), once.
+template <typename T>
+__device__ void gauss_fir_cols(const T* src, float* tmp, const float* wts, int r, int width, int height, int channels, int mode, float outside) {
+    int lanes = width * channels;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y;
+    if (j >= lanes) return;
+    float bias = 0.0f, kept = 0.0f;
+    bool dropped = false;
+    for (int k = 0; k <= 2 * r; ++k) {
+        if (source_index(y + k - r, height, mode) < 0) {
+            bias = __fadd_rn(bias, __fmul_rn(wts[k], outside));  // rounded twice, as the core
+            dropped = true;
+        } else {
+            kept += wts[k];
+        }
+    }
+    bool rescale = mode == 3 && dropped;
+    float acc = bias;
+    for (int k = 0; k <= 2 * r; ++k) {
+        int sy = source_index(y + k - r, height, mode);
+        if (sy < 0) continue;
+        float wk = rescale ? wts[k] / kept : wts[k];
+        acc = fmaf((float)src[(i64)sy * lanes + j], wk, acc);
+    }
+    tmp[(i64)y * lanes + j] = acc;
+}
+
+__device__ __forceinline__ void store_lane(u8* p, float v) { *p = (u8)fminf(fmaxf(v + 0.5f, 0.0f), 255.0f); }
+__device__ __forceinline__ void store_lane(u16* p, float v) { *p = (u16)fminf(fmaxf(v + 0.5f, 0.0f), 65535.0f); }
+__device__ __forceinline__ void store_lane(float* p, float v) { *p = v; }
+
+template <typename O>
+__device__ void gauss_fir_rows(const float* tmp, O* dst, const float* wts, int r, int width, int height, int channels, int mode, float outside) {
+    int lanes = width * channels;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y;
+    if (j >= lanes) return;
+    int x = j / channels, ch = j % channels;
+    const float* row = tmp + (i64)y * lanes;
+    float acc = 0.0f;
+    for (int k = 0; k <= 2 * r; ++k) {
+        int sx = source_index(x + k - r, width, mode);
+        float v = sx < 0 ? outside : row[sx * channels + ch];
+        acc = fmaf(v, wts[k], acc);
+    }
+    if (mode == 3 && (x < r || x >= width - r)) {
+        // Normalize: divide by the weight of the taps inside the row.
+        double inside = 0.0;
+        for (int k = 0; k <= 2 * r; ++k) {
+            int xx = x + k - r;
+            if (xx >= 0 && xx < width) inside += (double)wts[k];
+        }
+        acc *= 1.0f / (float)inside;
+    }
+    store_lane(dst + (i64)y * lanes + j, acc);
+}
+
+extern "C" __global__ void gauss_fir_cols_u8(const u8* src, float* tmp, const float* wts, int r, int w, int h, int c, int mode, float outside) {
+    gauss_fir_cols<u8>(src, tmp, wts, r, w, h, c, mode, outside);
+}
+TESSERA_EXPORT(gauss_fir_cols_u8)
+extern "C" __global__ void gauss_fir_cols_u16(const u16* src, float* tmp, const float* wts, int r, int w, int h, int c, int mode, float outside) {
+    gauss_fir_cols<u16>(src, tmp, wts, r, w, h, c, mode, outside);
+}
+TESSERA_EXPORT(gauss_fir_cols_u16)
+extern "C" __global__ void gauss_fir_cols_f32(const float* src, float* tmp, const float* wts, int r, int w, int h, int c, int mode, float outside) {
+    gauss_fir_cols<float>(src, tmp, wts, r, w, h, c, mode, outside);
+}
+TESSERA_EXPORT(gauss_fir_cols_f32)
+extern "C" __global__ void gauss_fir_rows_u8(const float* tmp, u8* dst, const float* wts, int r, int w, int h, int c, int mode, float outside) {
+    gauss_fir_rows<u8>(tmp, dst, wts, r, w, h, c, mode, outside);
+}
+TESSERA_EXPORT(gauss_fir_rows_u8)
+extern "C" __global__ void gauss_fir_rows_u16(const float* tmp, u16* dst, const float* wts, int r, int w, int h, int c, int mode, float outside) {
+    gauss_fir_rows<u16>(tmp, dst, wts, r, w, h, c, mode, outside);
+}
+TESSERA_EXPORT(gauss_fir_rows_u16)
+extern "C" __global__ void gauss_fir_rows_f32(const float* tmp, float* dst, const float* wts, int r, int w, int h, int c, int mode, float outside) {
+    gauss_fir_rows<float>(tmp, dst, wts, r, w, h, c, mode, outside);
+}
+TESSERA_EXPORT(gauss_fir_rows_f32)

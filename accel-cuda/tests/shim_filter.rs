@@ -183,3 +183,54 @@ fn a_crop_of_cones_in_every_type() {
         }
     }
 }
+
+/// Integer planes within `levels`, f32 within `tol` (absolute).
+fn assert_close(got: &AnyImage, want: &AnyImage, levels: f64, tol: f64, what: &str) {
+    let planes = |img: &AnyImage| -> Vec<f64> {
+        match img {
+            AnyImage::U8(i) => i.as_slice().iter().map(|&v| v as f64).collect(),
+            AnyImage::U16(i) => i.as_slice().iter().map(|&v| v as f64).collect(),
+            AnyImage::F32(i) => i.as_slice().iter().map(|&v| v as f64).collect(),
+            AnyImage::Rgba8(i) => i.as_slice().iter().flat_map(|p| [p.r, p.g, p.b, p.a]).map(|v| v as f64).collect(),
+            _ => unreachable!(),
+        }
+    };
+    let integer = !matches!(got, AnyImage::F32(_));
+    for (k, (g, w)) in planes(got).iter().zip(planes(want)).enumerate() {
+        let tol = if integer { levels } else { tol };
+        assert!((g - w).abs() <= tol, "{what}: lane {k}: {g} vs {w}");
+    }
+}
+
+#[test]
+fn fir_gaussians_of_every_type_and_border_match_the_cpu() {
+    use tessera_core::filter::{GaussianMethod, GaussianParams};
+    let gpu = tessera_cuda::open_shim();
+    for (i, &(w, h)) in [(1, 1), (1, 13), (13, 1), (29, 17), (45, 31)].iter().enumerate() {
+        for img in typed(w, h, 70 + i as u64) {
+            for (sigma, radius) in [(0.8, None), (2.0, None), (3.5, Some(20))] {
+                for border in BORDERS {
+                    let p = GaussianParams { sigma, radius, method: GaussianMethod::Fir, border };
+                    let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+                    let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+                    cpu().gaussian_blur(img.view().unwrap(), want.view_mut(), &p).unwrap();
+                    gpu.gaussian_blur(img.view().unwrap(), got.view_mut(), &p).unwrap();
+                    // The same f32 arithmetic but for the order of the horizontal taps
+                    // (the core folds symmetric pairs): integers may round one level apart,
+                    // f32 differ by rounding of the inputs' magnitude (up to 1000), which
+                    // cancellation can leave in a small output.
+                    assert_close(&got, &want, 1.0, 2e-6 * 1000.0, &format!("fir {} {w}x{h} sigma {sigma} {border:?}", img.view().unwrap().type_name()));
+                }
+            }
+        }
+    }
+    // Bad parameters are the CPU's errors.
+    let img = Image::<u8>::new(8, 8).unwrap();
+    for p in [GaussianParams { sigma: -1.0, ..Default::default() }, GaussianParams { sigma: f64::NAN, ..Default::default() }, GaussianParams { radius: Some(0), ..Default::default() }] {
+        let mut a = Image::<u8>::new(8, 8).unwrap();
+        let want = cpu().gaussian_blur(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(a.view_mut()), &p);
+        let got = gpu.gaussian_blur(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(a.view_mut()), &p);
+        assert!(want.is_err());
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    }
+}
