@@ -226,3 +226,111 @@ extern "C" __global__ void gauss_fir_rows_f32(const float* tmp, float* dst, cons
     gauss_fir_rows<float>(tmp, dst, wts, r, w, h, c, mode, outside);
 }
 TESSERA_EXPORT(gauss_fir_rows_f32)
+
+// The recursive Gaussian (gaussian_iir.rs): Young - van Vliet's third-order causal and
+// anti-causal passes with Triggs - Sdika's boundary start, in f64 as the core runs them
+// (rounded to f32 between passes), with the additions and products in the core's order
+// (no contraction into fused multiply-adds), so results follow the CPU's to f32 rounding.
+// `coef` holds gain, a1, a2, a3 and the 3 x 3 Triggs - Sdika matrix (row-major).
+//
+//   iir_cols_*: one thread per lane column; the column extended by `margin` mirrored
+//               samples on each side (reflect-101) is filtered down and up in `pad`
+//               (sample t of lane j at pad[t * lanes + j]: coalesced).
+//   iir_rows_*: one thread per (row, channel) line over `pad`'s rows margin..margin + h,
+//               the line held interleaved in `line` (sample t at line[t * lines + l]:
+//               coalesced), then the normalize factors and the rounding, once.
+__device__ __forceinline__ double iir_step(const double* coef, float x, double& s0, double& s1, double& s2) {
+    double v = __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(coef[0], (double)x), __dmul_rn(coef[3], s2)), __dmul_rn(coef[2], s1)), __dmul_rn(coef[1], s0));
+    s2 = s1;
+    s1 = s0;
+    s0 = v;
+    return v;
+}
+
+// Filters one line of n samples stored at buf[t * step] in place; before sample 0 the input
+// continues as `left`, after sample n - 1 as `right`.
+__device__ void iir_line(float* buf, i64 step, int n, const double* coef, float left, float right) {
+    double s0 = left, s1 = left, s2 = left;
+    for (int t = 0; t < n; ++t) buf[t * step] = (float)iir_step(coef, buf[t * step], s0, s1, s2);
+    double u = right;
+    double d0 = s0 - u, d1 = s1 - u, d2 = s2 - u;
+    double b[3];
+    for (int i = 0; i < 3; ++i) {
+        const double* r = coef + 4 + 3 * i;
+        b[i] = __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(r[0], d0), __dmul_rn(r[1], d1)), __dmul_rn(r[2], d2)), u);
+    }
+    s0 = b[0];
+    s1 = b[1];
+    s2 = b[2];
+    buf[(i64)(n - 1) * step] = (float)s0;
+    for (int t = n - 2; t >= 0; --t) buf[t * step] = (float)iir_step(coef, buf[t * step], s0, s1, s2);
+}
+
+__device__ __forceinline__ int reflect101(int i, int n) { return source_index(i, n, 0); }
+
+// The constant a line continues with, given its first or last sample.
+__device__ __forceinline__ float iir_edge(int mode, float outside, float sample) {
+    return mode == 2 ? outside : (mode == 3 ? 0.0f : sample);
+}
+
+template <typename T>
+__device__ void iir_cols(const T* src, float* pad, const double* coef, int lanes, int height, int margin, int mode, float outside) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= lanes) return;
+    int n = height + 2 * margin;
+    for (int t = 0; t < n; ++t) {
+        int sy = margin > 0 ? reflect101(t - margin, height) : t;
+        pad[(i64)t * lanes + j] = (float)src[(i64)sy * lanes + j];
+    }
+    float first = pad[j], last = pad[(i64)(n - 1) * lanes + j];
+    iir_line(pad + j, lanes, n, coef, iir_edge(mode, outside, first), iir_edge(mode, outside, last));
+}
+
+template <typename O>
+__device__ void iir_rows(const float* pad, float* line, O* dst, const double* coef, const float* inv_nx, const float* inv_ny,
+                         int width, int height, int channels, int margin, int mode, float outside) {
+    int l = blockIdx.x * blockDim.x + threadIdx.x;
+    int lines = height * channels;
+    if (l >= lines) return;
+    int y = l / channels, ch = l % channels;
+    int lanes = width * channels;
+    const float* row = pad + (i64)(y + margin) * lanes;
+    int n = width + 2 * margin;
+    for (int t = 0; t < n; ++t) {
+        int x = margin > 0 ? reflect101(t - margin, width) : t;
+        line[(i64)t * lines + l] = row[x * channels + ch];
+    }
+    float first = line[l], last = line[(i64)(n - 1) * lines + l];
+    iir_line(line + l, lines, n, coef, iir_edge(mode, outside, first), iir_edge(mode, outside, last));
+    O* out = dst + (i64)y * lanes + ch;
+    for (int x = 0; x < width; ++x) {
+        float v = line[(i64)(x + margin) * lines + l];
+        if (mode == 3) v *= inv_nx[x] * inv_ny[y];
+        store_lane(out + x * channels, v);
+    }
+}
+
+extern "C" __global__ void iir_cols_u8(const u8* src, float* pad, const double* coef, int lanes, int h, int margin, int mode, float outside) {
+    iir_cols<u8>(src, pad, coef, lanes, h, margin, mode, outside);
+}
+TESSERA_EXPORT(iir_cols_u8)
+extern "C" __global__ void iir_cols_u16(const u16* src, float* pad, const double* coef, int lanes, int h, int margin, int mode, float outside) {
+    iir_cols<u16>(src, pad, coef, lanes, h, margin, mode, outside);
+}
+TESSERA_EXPORT(iir_cols_u16)
+extern "C" __global__ void iir_cols_f32(const float* src, float* pad, const double* coef, int lanes, int h, int margin, int mode, float outside) {
+    iir_cols<float>(src, pad, coef, lanes, h, margin, mode, outside);
+}
+TESSERA_EXPORT(iir_cols_f32)
+extern "C" __global__ void iir_rows_u8(const float* pad, float* line, u8* dst, const double* coef, const float* inv_nx, const float* inv_ny, int w, int h, int c, int margin, int mode, float outside) {
+    iir_rows<u8>(pad, line, dst, coef, inv_nx, inv_ny, w, h, c, margin, mode, outside);
+}
+TESSERA_EXPORT(iir_rows_u8)
+extern "C" __global__ void iir_rows_u16(const float* pad, float* line, u16* dst, const double* coef, const float* inv_nx, const float* inv_ny, int w, int h, int c, int margin, int mode, float outside) {
+    iir_rows<u16>(pad, line, dst, coef, inv_nx, inv_ny, w, h, c, margin, mode, outside);
+}
+TESSERA_EXPORT(iir_rows_u16)
+extern "C" __global__ void iir_rows_f32(const float* pad, float* line, float* dst, const double* coef, const float* inv_nx, const float* inv_ny, int w, int h, int c, int margin, int mode, float outside) {
+    iir_rows<float>(pad, line, dst, coef, inv_nx, inv_ny, w, h, c, margin, mode, outside);
+}
+TESSERA_EXPORT(iir_rows_f32)

@@ -234,3 +234,31 @@ fn fir_gaussians_of_every_type_and_border_match_the_cpu() {
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
     }
 }
+
+#[test]
+fn iir_gaussians_of_every_type_and_border_match_the_cpu() {
+    use tessera_core::filter::{GaussianMethod, GaussianParams};
+    let gpu = tessera_cuda::open_shim();
+    for (i, &(w, h)) in [(1, 1), (1, 9), (9, 1), (33, 21), (50, 12)].iter().enumerate() {
+        for img in typed(w, h, 90 + i as u64) {
+            for sigma in [0.5, 4.0, 30.0] {
+                for border in BORDERS {
+                    let p = GaussianParams { sigma, radius: None, method: GaussianMethod::Iir, border };
+                    let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+                    let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+                    cpu().gaussian_blur(img.view().unwrap(), want.view_mut(), &p).unwrap();
+                    gpu.gaussian_blur(img.view().unwrap(), got.view_mut(), &p).unwrap();
+                    assert_close(&got, &want, 0.0, 0.0, &format!("iir {} {w}x{h} sigma {sigma} {border:?}", img.view().unwrap().type_name()));
+                }
+            }
+        }
+    }
+    // Auto picks the IIR for a large sigma, as on the CPU.
+    let img = &typed(40, 30, 5)[0];
+    let p = GaussianParams { sigma: 12.0, ..Default::default() };
+    let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+    let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+    cpu().gaussian_blur(img.view().unwrap(), want.view_mut(), &p).unwrap();
+    gpu.gaussian_blur(img.view().unwrap(), got.view_mut(), &p).unwrap();
+    assert_close(&got, &want, 1.0, 0.0, "auto sigma 12");
+}
