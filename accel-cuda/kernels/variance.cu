@@ -1,2 +1,174 @@
-// variance kernels (the core module of the same name).
+// Local variance (variance/ in the core). The `recursive` method: exact O(1) running sums
+// of x and x^2 over the tent (a box of width R + 1 convolved with itself) or the box, then
+// one final step per pixel as the core forms it.
+//
+//   var_cols_*: one thread per column: the vertical kernel sums of x and x^2 (and, for
+//               f32, of the indicator of non-finite values) at every row, by running
+//               sums (tent: T(i+1) = T(i) + R(i) - L(i) with the box sums L over
+//               [i - R, i] and R over [i + 1, i + R + 1]), outside rows by the border
+//               applied to the original image. Coalesced: a warp reads one row's
+//               neighbouring pixels.
+//   var_rows_*: one thread per row: the same running sums along the row over the column
+//               sums (outside columns mapped by the border, or the constant's column sum),
+//               and the variance: for integers (W S2 - S1^2) / W^2 exactly (u128 numerator,
+//               one f64 division, one f32 rounding), for f32 the core's f64 formula on
+//               data shifted by the image's mean, NaN where the kernel holds a
+//               non-finite input.
 #include "common.cuh"
+
+__device__ __forceinline__ int var_source(int i, int n, int mode) {
+    if (i >= 0 && i < n) return i;
+    if (mode == 0) {
+        if (n == 1) return 0;
+        int period = 2 * (n - 1);
+        int m = i % period;
+        if (m < 0) m += period;
+        return m < n ? m : period - m;
+    }
+    if (mode == 1) return i < 0 ? 0 : n - 1;
+    return -1;
+}
+
+// x, x^2 and the non-finite indicator of one sample, as the sums accumulate them.
+template <typename S> struct Moment {
+    S x, x2;
+    u32 bad;
+};
+
+__device__ __forceinline__ Moment<u64> moment_of(u8 v, double) { return {(u64)v, (u64)v * v, 0}; }
+__device__ __forceinline__ Moment<u64> moment_of(u16 v, double) { return {(u64)v, (u64)v * v, 0}; }
+__device__ __forceinline__ Moment<double> moment_of(float v, double shift) {
+    bool finite = v - v == 0.0f;
+    double d = finite ? (double)v - shift : 0.0;
+    return {d, d * d, finite ? 0u : 1u};
+}
+
+template <typename S> __device__ __forceinline__ void add(Moment<S>& a, const Moment<S>& b) { a.x += b.x; a.x2 += b.x2; a.bad += b.bad; }
+template <typename S> __device__ __forceinline__ void sub(Moment<S>& a, const Moment<S>& b) { a.x -= b.x; a.x2 -= b.x2; a.bad -= b.bad; }
+
+// Running kernel sums along one line of n outputs: `value(k)` gives the moment of sample k
+// (any k: the caller applies the border), `emit(i, sum)` takes each output. Tent of radius
+// r (a box of width r + 1 convolved with itself) when `tent`, else a box of radius r. The
+// non-finite count is a plain box count over the support [i - r, i + r] (every weight
+// there is > 0, so "any" is all that matters).
+template <typename S, typename V, typename E>
+__device__ void running_kernel(int n, int r, bool tent, V value, E emit) {
+    Moment<S> t = {0, 0, 0};
+    u32 bad = 0;
+    for (int j = -r; j <= r; ++j) {
+        Moment<S> v = value(j);
+        S w = tent ? (S)(r + 1 - (j < 0 ? -j : j)) : (S)1;
+        t.x += w * v.x;
+        t.x2 += w * v.x2;
+        bad += v.bad;
+    }
+    // Tent: the box sums over [i - r, i] and [i + 1, i + r + 1].
+    Moment<S> left = {0, 0, 0}, right = {0, 0, 0};
+    if (tent) {
+        for (int k = -r; k <= 0; ++k) add(left, value(k));
+        for (int k = 1; k <= r + 1; ++k) add(right, value(k));
+    }
+    for (int i = 0; i < n; ++i) {
+        t.bad = bad;
+        emit(i, t);
+        if (i + 1 == n) break;
+        Moment<S> leaving = value(i - r), entering = value(i + r + 1);
+        bad += entering.bad - leaving.bad;
+        if (tent) {
+            // T(i + 1) = T(i) + R(i) - L(i); then both boxes move by one.
+            t.x += right.x - left.x;
+            t.x2 += right.x2 - left.x2;
+            Moment<S> next = value(i + 1), far = value(i + r + 2);
+            add(left, next);
+            sub(left, leaving);
+            sub(right, next);
+            add(right, far);
+        } else {
+            t.x += entering.x - leaving.x;
+            t.x2 += entering.x2 - leaving.x2;
+        }
+    }
+}
+
+template <typename T, typename S>
+__device__ void var_cols(const T* src, S* c1, S* c2, u32* cbad, int width, int height, int r, int tent, int mode, float outside, double shift) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= width) return;
+    Moment<S> out_m = moment_of((T)outside, shift);
+    auto value = [&](int yy) -> Moment<S> {
+        int sy = var_source(yy, height, mode);
+        return sy < 0 ? out_m : moment_of(src[(i64)sy * width + x], shift);
+    };
+    running_kernel<S>(height, r, tent != 0, value, [&](int y, const Moment<S>& s) {
+        i64 i = (i64)y * width + x;
+        c1[i] = s.x;
+        c2[i] = s.x2;
+        cbad[i] = s.bad;
+    });
+}
+
+// The variance from exact integer sums: numerator W S2 - S1^2 in 128 bits (two 64-bit
+// halves: NVRTC has no 128-bit type by default), one f64 division, one f32 rounding, as
+// the core.
+__device__ __forceinline__ float finish(const Moment<u64>& s, u64 total, double inv_w2, double) {
+    u64 lo1 = s.x2 * total, hi1 = __umul64hi(s.x2, total);
+    u64 lo2 = s.x * s.x, hi2 = __umul64hi(s.x, s.x);
+    u64 lo = lo1 - lo2, hi = hi1 - hi2 - (lo1 < lo2 ? 1 : 0);
+    double f = (double)hi * 18446744073709551616.0 + (double)lo;
+    return (float)__dmul_rn(f, inv_w2);
+}
+
+// f32: the core's `S2 / W - (S1 / W)^2` on shifted f64 sums, clamped at 0; NaN where the
+// kernel holds a non-finite input.
+__device__ __forceinline__ float finish(const Moment<double>& s, u64, double inv_w, double) {
+    if (s.bad) return __int_as_float(0x7fc00000);
+    double m = __dmul_rn(s.x, inv_w);
+    float v = (float)__dadd_rn(__dmul_rn(s.x2, inv_w), -__dmul_rn(m, m));
+    return v < 0.0f ? 0.0f : v;
+}
+
+template <typename T, typename S>
+__device__ void var_rows(const S* c1, const S* c2, const u32* cbad, float* dst, int width, int height, int r, int tent, int mode,
+                         float outside, double shift, u64 total, double inv) {
+    int y = blockIdx.x * blockDim.x + threadIdx.x;
+    if (y >= height) return;
+    // A column wholly outside (constant border): the column kernel's weight times the
+    // constant's moments.
+    S col_weight = tent ? (S)(r + 1) * (S)(r + 1) : (S)(2 * r + 1);
+    Moment<S> o = moment_of((T)outside, shift);
+    Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
+    const S* r1 = c1 + (i64)y * width;
+    const S* r2 = c2 + (i64)y * width;
+    const u32* rb = cbad + (i64)y * width;
+    auto value = [&](int xx) -> Moment<S> {
+        int sx = var_source(xx, width, mode);
+        return sx < 0 ? out_col : Moment<S>{r1[sx], r2[sx], rb[sx]};
+    };
+    float* out = dst + (i64)y * width;
+    running_kernel<S>(width, r, tent != 0, value, [&](int x, const Moment<S>& s) { out[x] = finish(s, total, inv, shift); });
+}
+
+extern "C" __global__ void var_cols_u8(const u8* src, u64* c1, u64* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift) {
+    var_cols<u8, u64>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift);
+}
+TESSERA_EXPORT(var_cols_u8)
+extern "C" __global__ void var_cols_u16(const u16* src, u64* c1, u64* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift) {
+    var_cols<u16, u64>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift);
+}
+TESSERA_EXPORT(var_cols_u16)
+extern "C" __global__ void var_cols_f32(const float* src, double* c1, double* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift) {
+    var_cols<float, double>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift);
+}
+TESSERA_EXPORT(var_cols_f32)
+extern "C" __global__ void var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv) {
+    var_rows<u8, u64>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv);
+}
+TESSERA_EXPORT(var_rows_u8)
+extern "C" __global__ void var_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv) {
+    var_rows<u16, u64>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv);
+}
+TESSERA_EXPORT(var_rows_u16)
+extern "C" __global__ void var_rows_f32(const double* c1, const double* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv) {
+    var_rows<float, double>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv);
+}
+TESSERA_EXPORT(var_rows_f32)

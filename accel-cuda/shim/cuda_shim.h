@@ -119,6 +119,7 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int m, int width = 32) {
 static inline unsigned __ballot_sync(unsigned, int p) { return shim::warp_ballot(p != 0); }
 static inline int __any_sync(unsigned, int p) { return shim::warp_ballot(p != 0) != 0; }
 static inline int __all_sync(unsigned, int p) { return shim::warp_ballot(p == 0) == 0; }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) { return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
 static inline int __popc(unsigned v) { return __builtin_popcount(v); }
 static inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
 static inline int __ffs(int v) { return __builtin_ffs(v); }

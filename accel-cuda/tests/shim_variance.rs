@@ -1,1 +1,124 @@
-//! `kernels/variance.cu` on the CPU shim against the CPU backend.
+//! `kernels/variance.cu` on the CPU shim against the CPU backend: the `Recursive` local
+//! variance of every input type, tent and box kernels, every border it accepts, odd sizes,
+//! 1xN and Nx1, kernels wider than the image, NaN inputs, bad parameters; the other
+//! methods' clear error until they are on the device.
+
+use tessera_core::variance::{VarianceKernel, VarianceMethod, VarianceParams};
+use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Image, Parallelism, Rgba8};
+
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+fn typed(w: usize, h: usize, seed: u64) -> [AnyImage; 4] {
+    let mut r = rng(seed);
+    [
+        AnyImage::U8(Image::from_fn(w, h, |_, _| r() as u8).unwrap()),
+        AnyImage::U16(Image::from_fn(w, h, |_, _| r() as u16).unwrap()),
+        // A large offset against a modest spread: the shift matters.
+        AnyImage::F32(Image::from_fn(w, h, |_, _| 5000.0 + (r() % 20_000) as f32 / 100.0).unwrap()),
+        AnyImage::Rgba8(Image::from_fn(w, h, |_, _| { let v = r(); Rgba8::new(v as u8, (v >> 8) as u8, (v >> 16) as u8, 255) }).unwrap()),
+    ]
+}
+
+const KERNELS: [VarianceKernel; 7] = [
+    VarianceKernel::Tent { radius: 1 },
+    VarianceKernel::Tent { radius: 3 },
+    VarianceKernel::Tent { radius: 15 },
+    VarianceKernel::Box { radius: 0 },
+    VarianceKernel::Box { radius: 1 },
+    VarianceKernel::Box { radius: 4 },
+    VarianceKernel::Box { radius: 25 },
+];
+
+fn cpu() -> CpuBackend {
+    CpuBackend::new(Parallelism::Sequential)
+}
+
+fn variance(be: &dyn Backend, src: AnyView<'_>, p: &VarianceParams) -> Image<f32> {
+    let (w, h) = src.size();
+    let mut out = Image::<f32>::new(w, h).unwrap();
+    be.local_variance(src, out.view_mut(), p).unwrap();
+    out
+}
+
+#[test]
+fn recursive_variance_is_the_cpus_exactly_on_integers_and_within_bound_on_floats() {
+    let gpu = tessera_cuda::open_shim();
+    for (i, &(w, h)) in [(1, 1), (1, 11), (11, 1), (23, 17), (40, 9)].iter().enumerate() {
+        for img in typed(w, h, i as u64 + 3) {
+            let src = img.view().unwrap();
+            for kernel in KERNELS {
+                for border in [Border::Reflect101, Border::Replicate, Border::Constant(9.0)] {
+                    let p = VarianceParams { method: VarianceMethod::Recursive, kernel, border };
+                    let want = variance(&cpu(), src, &p);
+                    let got = variance(gpu.as_ref(), src, &p);
+                    let what = format!("{} {w}x{h} {kernel:?} {border:?}", src.type_name());
+                    match src {
+                        AnyView::U8(_) | AnyView::U16(_) => {
+                            let same = got.as_slice().iter().zip(want.as_slice()).all(|(a, b)| a.to_bits() == b.to_bits());
+                            assert!(same, "{what}: differs from the CPU");
+                        }
+                        _ => {
+                            // Shifted f64 sums: the core's bound, 2^-40 (x - K)^2 with
+                            // |x - K| <= 300 (RGBA luma <= 255), plus f32 rounding.
+                            for (k, (a, b)) in got.as_slice().iter().zip(want.as_slice()).enumerate() {
+                                let tol = 300.0f32 * 300.0 * 2f32.powi(-40) + b.abs() * 2e-7;
+                                assert!((a - b).abs() <= tol, "{what}: pixel {k}: {a} vs {b}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn non_finite_inputs_make_nan_exactly_where_the_kernel_holds_them() {
+    let gpu = tessera_cuda::open_shim();
+    let mut img = Image::<f32>::from_fn(21, 15, |x, y| (x * 3 + y * 7) as f32).unwrap();
+    img.view_mut().row_mut(7)[10] = f32::NAN;
+    img.view_mut().row_mut(1)[2] = f32::INFINITY;
+    for kernel in [VarianceKernel::Tent { radius: 3 }, VarianceKernel::Box { radius: 2 }] {
+        let p = VarianceParams { method: VarianceMethod::Recursive, kernel, border: Border::Reflect101 };
+        let want = variance(&cpu(), AnyView::F32(img.view()), &p);
+        let got = variance(gpu.as_ref(), AnyView::F32(img.view()), &p);
+        for (k, (a, b)) in got.as_slice().iter().zip(want.as_slice()).enumerate() {
+            assert_eq!(a.is_nan(), b.is_nan(), "{kernel:?} pixel {k}: {a} vs {b}");
+            if !b.is_nan() {
+                assert!((a - b).abs() <= 1e-3 + b.abs() * 1e-6, "{kernel:?} pixel {k}: {a} vs {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_parameters_are_the_cpus_errors_and_other_methods_say_they_are_missing() {
+    let gpu = tessera_cuda::open_shim();
+    let img = Image::<u8>::new(9, 9).unwrap();
+    let mut out = Image::<f32>::new(9, 9).unwrap();
+    let mut small = Image::<f32>::new(9, 8).unwrap();
+    let bad = [
+        VarianceParams { kernel: VarianceKernel::Tent { radius: 2 }, ..Default::default() },
+        VarianceParams { kernel: VarianceKernel::Box { radius: 5000 }, ..Default::default() },
+        VarianceParams { border: Border::Normalize, ..Default::default() },
+        VarianceParams { border: Border::Constant(256.0), ..Default::default() },
+    ];
+    for p in bad {
+        let want = cpu().local_variance(AnyView::U8(img.view()), out.view_mut(), &p);
+        let got = gpu.local_variance(AnyView::U8(img.view()), out.view_mut(), &p);
+        assert!(want.is_err(), "{p:?}");
+        assert_eq!(got, want, "{p:?}");
+    }
+    let p = VarianceParams::default();
+    assert_eq!(gpu.local_variance(AnyView::U8(img.view()), small.view_mut(), &p), cpu().local_variance(AnyView::U8(img.view()), small.view_mut(), &p));
+    let e = gpu.local_variance(AnyView::U8(img.view()), out.view_mut(), &VarianceParams::new(VarianceMethod::Welford, VarianceKernel::Tent { radius: 3 })).unwrap_err();
+    assert!(e.to_string().contains("not on the CUDA backend yet"), "{e}");
+}
