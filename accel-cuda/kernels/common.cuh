@@ -21,6 +21,7 @@ typedef long long i64;
 #endif
 
 #define TESSERA_INF_F (__int_as_float(0x7f800000))
+#define TESSERA_INF_D (__longlong_as_double(0x7ff0000000000000LL))
 
 // The pixel at column x, row y of an image with `stride` elements per row.
 template <typename T> __device__ __forceinline__ T& at(T* img, int x, int y, int stride) {

@@ -1,2 +1,236 @@
-// ncc kernels (the core module of the same name).
+// Template registration by normalized cross-correlation (ncc/ and stitch/register.rs in
+// the core): every template search of a frame pair in one launch, one warp per template.
+//
+// A warp runs the core's search for its template step by step (the centre-biased log
+// search with acceptance, the plain three-step search, or the exhaustive scan), all lanes
+// following the same control flow, and evaluates each candidate position together: the
+// lanes split the template's pixels, accumulate the cross term and the window's sums, and
+// combine them by shuffles. Coefficients are cached per template (a bitmap and values in
+// global scratch), so no position is evaluated twice and the evaluation counts are the
+// core's. Integer frames: exact integer sums and the core's final division and square
+// root in f64, so every coefficient, decision and count equals the CPU's. f32 frames: the
+// cross term and window sums in f64 (the core: f32 row dot products, integral images),
+// within about 1e-6 of the CPU's coefficients.
 #include "common.cuh"
+
+__constant__ int RING[8][2] = {{-1, -1}, {0, -1}, {1, -1}, {-1, 0}, {1, 0}, {-1, 1}, {0, 1}, {1, 1}};
+__constant__ int RING2[16][2] = {{-2, -2}, {-1, -2}, {0, -2}, {1, -2}, {2, -2}, {-2, -1}, {2, -1}, {-2, 0},
+                                 {2, 0}, {-2, 1}, {2, 1}, {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}};
+
+// What one warp knows about its search.
+struct NccSearch {
+    int sx, sy;            // template's top-left in the reference
+    int x0, x1, y0, y1;    // search area
+    int xmax, ymax;        // last window position in the frame
+    int cx0, cy0, side;    // the cache box
+    double tsum, tnorm;    // S_t; n^2 var (integers) or the zero-mean norm (f32)
+    double* values;
+    u32* bits;
+    u32 evaluations;
+};
+
+__device__ __forceinline__ u64 warp_sum(u64 v) {
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+}
+
+// r from exact integer sums (the core's finish_int; i64 for u8, i128 for u16).
+template <typename W>
+__device__ double finish_int(double n2_var, int n, u64 stw, u64 sw, u64 sww, double tsum) {
+    W nn = (W)n, w1 = (W)sw, w2 = (W)sww;
+    W var_w = nn * w2 - w1 * w1;
+    if (var_w <= 0) return -TESSERA_INF_D;
+    W num = nn * (W)stw - (W)(i64)tsum * w1;
+    double r = (double)num / sqrt(n2_var * (double)var_w);
+    return fmin(fmax(r, -1.0), 1.0);
+}
+
+__device__ __forceinline__ double coefficient(const u8* ref, const u8* mov, int w, int rsz, const NccSearch& s, int x, int y, double, double, int lane) {
+    u64 stw = 0, sw = 0, sww = 0;
+    int n = rsz * rsz;
+    for (int k = lane; k < n; k += 32) {
+        int r = k / rsz, c = k % rsz;
+        u64 t = ref[(i64)(s.sy + r) * w + s.sx + c], v = mov[(i64)(y + r) * w + x + c];
+        stw += t * v;
+        sw += v;
+        sww += v * v;
+    }
+    return finish_int<i64>(s.tnorm, n, warp_sum(stw), warp_sum(sw), warp_sum(sww), s.tsum);
+}
+
+__device__ __forceinline__ double coefficient(const u16* ref, const u16* mov, int w, int rsz, const NccSearch& s, int x, int y, double, double, int lane) {
+    u64 stw = 0, sw = 0, sww = 0;
+    int n = rsz * rsz;
+    for (int k = lane; k < n; k += 32) {
+        int r = k / rsz, c = k % rsz;
+        u64 t = ref[(i64)(s.sy + r) * w + s.sx + c], v = mov[(i64)(y + r) * w + x + c];
+        stw += t * v;
+        sw += v;
+        sww += v * v;
+    }
+    return finish_int<__int128>(s.tnorm, n, warp_sum(stw), warp_sum(sw), warp_sum(sww), s.tsum);
+}
+
+// f32: the template zero-mean as the core stores it, window sums about the frame's first
+// pixel `offset`, flat below `flat_tol`.
+__device__ __forceinline__ double coefficient(const float* ref, const float* mov, int w, int rsz, const NccSearch& s, int x, int y, double offset, double flat_tol, int lane) {
+    double cross = 0.0, s1 = 0.0, s2 = 0.0;
+    int n = rsz * rsz;
+    double mean = s.tsum / n;
+    for (int k = lane; k < n; k += 32) {
+        int r = k / rsz, c = k % rsz;
+        float t = (float)((double)ref[(i64)(s.sy + r) * w + s.sx + c] - mean);
+        float v = mov[(i64)(y + r) * w + x + c];
+        cross += (double)t * (double)v;
+        double d = (double)v - offset;
+        s1 += d;
+        s2 += d * d;
+    }
+    cross = warp_sum(cross);
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    double var_w = s2 - s1 * s1 / n;
+    if (s.tnorm <= 0.0 || var_w <= flat_tol) return -TESSERA_INF_D;
+    double r = cross / sqrt(s.tnorm * var_w);
+    return fmin(fmax(r, -1.0), 1.0);
+}
+
+// The coefficient at (x, y), computed once per search (the core's SearchCache).
+template <typename T>
+__device__ double cached(const T* ref, const T* mov, int w, int rsz, NccSearch& s, int x, int y, double offset, double flat_tol, int lane) {
+    int i = (y - s.cy0) * s.side + (x - s.cx0);
+    if (s.bits[i >> 5] & (1u << (i & 31))) return s.values[i];
+    double v = coefficient(ref, mov, w, rsz, s, x, y, offset, flat_tol, lane);
+    if (lane == 0) {
+        s.values[i] = v;
+        s.bits[i >> 5] |= 1u << (i & 31);
+    }
+    __syncwarp();
+    s.evaluations += 1;
+    return v;
+}
+
+struct Peak {
+    int x, y;
+    double v;
+};
+
+template <typename T>
+__device__ void ncc_search(const T* ref, const T* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius,
+                           int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits,
+                           int* best_xy, double* best, u32* evaluations, double* nbhd) {
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (warp >= count) return;  // whole warps: blockDim is a multiple of 32
+    NccSearch s;
+    s.sx = sites[4 * warp];
+    s.sy = sites[4 * warp + 1];
+    int stx = sites[4 * warp + 2], sty = sites[4 * warp + 3];
+    s.xmax = w - rsz;
+    s.ymax = h - rsz;
+    s.x0 = max(stx - radius, 0);
+    s.x1 = min(stx + radius, s.xmax);
+    s.y0 = max(sty - radius, 0);
+    s.y1 = min(sty + radius, s.ymax);
+    s.side = 2 * (radius + 1) + 1;
+    s.cx0 = stx - radius - 1;
+    s.cy0 = sty - radius - 1;
+    s.tsum = stats[2 * warp];
+    s.tnorm = stats[2 * warp + 1];
+    i64 cells = (i64)s.side * s.side;
+    s.values = values + warp * cells;
+    s.bits = bits + warp * ((cells + 31) / 32);
+    s.evaluations = 0;
+    auto clampx = [&](int x) { return min(max(x, s.x0), s.x1); };
+    auto clampy = [&](int y) { return min(max(y, s.y0), s.y1); };
+    auto get = [&](int x, int y) { return cached(ref, mov, w, rsz, s, x, y, offset, flat_tol, lane); };
+    auto probe = [&](int step, Peak& at) {
+        int cx = at.x, cy = at.y;
+        for (int k = 0; k < 8; ++k) {
+            int qx = clampx(cx + RING[k][0] * step), qy = clampy(cy + RING[k][1] * step);
+            double v = get(qx, qy);
+            if (v > at.v) at = {qx, qy, v};
+        }
+    };
+    auto climb = [&](Peak& at) {
+        for (;;) {
+            int bx = at.x, by = at.y;
+            probe(1, at);
+            if (at.x == bx && at.y == by) {
+                for (int k = 0; k < 16; ++k) {
+                    int qx = clampx(bx + RING2[k][0]), qy = clampy(by + RING2[k][1]);
+                    double v = get(qx, qy);
+                    if (v > at.v) at = {qx, qy, v};
+                }
+                if (at.x == bx && at.y == by) break;
+            }
+        }
+    };
+    Peak peak;
+    if (method == 2) {
+        // Exhaustive: every position, the first maximum in raster order.
+        peak = {s.x0, s.y0, -TESSERA_INF_D};
+        for (int y = s.y0; y <= s.y1; ++y)
+            for (int x = s.x0; x <= s.x1; ++x) {
+                double v = get(x, y);
+                if (v > peak.v) peak = {x, y, v};
+            }
+    } else {
+        int cx = clampx(stx), cy = clampy(sty);
+        Peak first = {cx, cy, get(cx, cy)};
+        Peak near = first;
+        bool accepting = method == 0;
+        bool done = false;
+        if (accepting) {
+            climb(near);
+            if (near.v >= accept) {
+                peak = near;
+                done = true;
+            }
+        }
+        if (!done) {
+            Peak far = first;
+            int step = radius == 0 ? 0 : 1;
+            while (radius != 0 && step < (radius + 1) / 2) step <<= 1;  // next power of two of ceil(r / 2)
+            for (; step >= 1; step /= 2) probe(step, far);
+            if (accepting) climb(far);
+            peak = near.v >= far.v ? near : far;
+        }
+    }
+    // The core's finish: the peak's coefficient, and the 3 x 3 neighbourhood for the
+    // subpixel fit (outside the frame: missing).
+    double v = get(peak.x, peak.y);
+    double* nb = nbhd + 9 * warp;
+    if (v != -TESSERA_INF_D && subpixel) {
+        for (int j = 0; j < 3; ++j)
+            for (int i = 0; i < 3; ++i) {
+                int xx = peak.x + i - 1, yy = peak.y + j - 1;
+                double c = -TESSERA_INF_D;
+                if (xx >= 0 && yy >= 0 && xx <= s.xmax && yy <= s.ymax) c = get(xx, yy);
+                if (lane == 0) nb[3 * j + i] = c;
+            }
+    }
+    if (lane == 0) {
+        best_xy[2 * warp] = peak.x;
+        best_xy[2 * warp + 1] = peak.y;
+        best[warp] = v;
+        evaluations[warp] = s.evaluations;
+    }
+}
+
+extern "C" __global__ void ncc_search_u8(const u8* ref, const u8* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits, int* best_xy, double* best, u32* evaluations, double* nbhd) {
+    ncc_search<u8>(ref, mov, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, offset, flat_tol, values, bits, best_xy, best, evaluations, nbhd);
+}
+TESSERA_EXPORT(ncc_search_u8)
+extern "C" __global__ void ncc_search_u16(const u16* ref, const u16* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits, int* best_xy, double* best, u32* evaluations, double* nbhd) {
+    ncc_search<u16>(ref, mov, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, offset, flat_tol, values, bits, best_xy, best, evaluations, nbhd);
+}
+TESSERA_EXPORT(ncc_search_u16)
+extern "C" __global__ void ncc_search_f32(const float* ref, const float* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits, int* best_xy, double* best, u32* evaluations, double* nbhd) {
+    ncc_search<float>(ref, mov, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, offset, flat_tol, values, bits, best_xy, best, evaluations, nbhd);
+}
+TESSERA_EXPORT(ncc_search_f32)

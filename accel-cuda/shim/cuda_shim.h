@@ -129,6 +129,8 @@ static inline float __int_as_float(int v) { return shim::from_bits<float>(uint32
 static inline int __float_as_int(float v) { return int(uint32_t(shim::to_bits(v))); }
 static inline float __uint_as_float(unsigned v) { return shim::from_bits<float>(v); }
 static inline unsigned __float_as_uint(float v) { return unsigned(shim::to_bits(v)); }
+static inline double __longlong_as_double(long long v) { return shim::from_bits<double>(uint64_t(v)); }
+static inline long long __double_as_longlong(double v) { return (long long)shim::to_bits(v); }
 
 template <typename T> static inline T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
 template <typename T> static inline T atomicSub(T* p, T v) { return std::atomic_ref<T>(*p).fetch_sub(v); }

@@ -143,6 +143,8 @@ fn options(arch: &str) -> Vec<String> {
         format!("--gpu-architecture={arch}"),
         "--std=c++17".into(),
         "--fmad=true".into(),
+        // The exact NCC of 16-bit frames needs 128-bit products.
+        "--device-int128".into(),
         "--ptxas-options=-v".into(),
         "-DTESSERA_NVRTC".into(),
     ]

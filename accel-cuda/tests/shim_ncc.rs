@@ -1,1 +1,110 @@
-//! `kernels/ncc.cu` on the CPU shim against the CPU backend.
+//! `kernels/ncc.cu` on the CPU shim against the CPU backend: pair registration of frames cut
+//! from a real photograph (Middlebury cones) with known shifts, every pixel type and search
+//! method, equal to the CPU's registration (integers exactly: shift, vectors, coefficients,
+//! evaluation counts); flat pairs, no overlap, bad parameters and mixed types as the CPU.
+
+use tessera_core::stitch::{RegisterParams, SearchMethod, SkipReason};
+use tessera_core::{AnyImage, AnyView, Backend, CpuBackend, Image, Parallelism, Rgba8};
+
+fn shared_data() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("TESSERA_DATA") {
+        return d.into();
+    }
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data/stereo above the crate; set TESSERA_DATA")
+}
+
+fn cones() -> Image<Rgba8> {
+    let rgb = image::open(shared_data().join("stereo/cones/im2.png")).unwrap().to_rgba8();
+    Image::from_fn(rgb.width() as usize, rgb.height() as usize, |x, y| {
+        let p = rgb.get_pixel(x as u32, y as u32).0;
+        Rgba8::new(p[0], p[1], p[2], 255)
+    })
+    .unwrap()
+}
+
+/// The cones image in the four frame types.
+fn typed(rgba: &Image<Rgba8>) -> [AnyImage; 4] {
+    let g: Image<u8> = Image::from_fn(rgba.width(), rgba.height(), |x, y| rgba.at(x, y).luma()).unwrap();
+    [AnyImage::U8(g.clone()), AnyImage::U16(g.map(|v| v as u16 * 257)), AnyImage::F32(g.map(|v| v as f32 / 4.0)), AnyImage::Rgba8(rgba.clone())]
+}
+
+fn crop(img: &AnyImage, x: usize, y: usize, w: usize, h: usize) -> AnyView<'_> {
+    match img {
+        AnyImage::U8(i) => AnyView::U8(i.view().crop(x, y, w, h).unwrap()),
+        AnyImage::U16(i) => AnyView::U16(i.view().crop(x, y, w, h).unwrap()),
+        AnyImage::F32(i) => AnyView::F32(i.view().crop(x, y, w, h).unwrap()),
+        AnyImage::Rgba8(i) => AnyView::Rgba8(i.view().crop(x, y, w, h).unwrap()),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn registrations_of_every_type_and_method_are_the_cpus() {
+    let gpu = tessera_cuda::open_shim();
+    let cpu = CpuBackend::new(Parallelism::Sequential);
+    let all = cones();
+    // Moving pixel (u, v) shows reference pixel (u + 7, v - 4).
+    let (x0, y0, w, h) = (150, 100, 120, 96);
+    for img in typed(&all) {
+        let reference = crop(&img, x0, y0, w, h);
+        let moving = crop(&img, x0 + 7, y0 - 4, w, h);
+        let ty = reference.type_name();
+        let min_variance = if ty == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
+        for method in [SearchMethod::Log, SearchMethod::LogPlain, SearchMethod::Exhaustive] {
+            for subpixel in [true, false] {
+                let p = RegisterParams { rsz: 15, npts: 3, search_radius: 10, min_variance, method, subpixel, ..Default::default() };
+                let want = cpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
+                let got = gpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
+                let what = format!("{ty} {method:?} subpixel {subpixel}");
+                let s = got.shift.unwrap_or_else(|| panic!("{what}: not registered: {:?}", got.skip));
+                assert!((s.0 - 7.0).abs() <= 0.2 && (s.1 + 4.0).abs() <= 0.2, "{what}: {s:?}");
+                if ty == "f32" {
+                    assert_eq!((got.vectors_used, got.evaluations), (want.vectors_used, want.evaluations), "{what}");
+                    let (a, b) = (got.shift.unwrap(), want.shift.unwrap());
+                    assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
+                    for (g, c) in got.vectors.iter().zip(&want.vectors) {
+                        assert!((g.coefficient - c.coefficient).abs() < 1e-6, "{what}: {} vs {}", g.coefficient, c.coefficient);
+                    }
+                } else {
+                    assert_eq!(got, want, "{what}");
+                }
+            }
+        }
+        // A prediction that leaves no overlap, and a flat pair, are skipped as on the CPU.
+        let p = RegisterParams { rsz: 15, npts: 3, search_radius: 10, min_variance, ..Default::default() };
+        let far = gpu.register_pair(reference, moving, &p, (1e6, 0.0)).unwrap();
+        assert_eq!(far.skip, Some(SkipReason::NoOverlap));
+        let flat = AnyImage::like(&reference).unwrap();
+        let r = gpu.register_pair(flat.view().unwrap(), flat.view().unwrap(), &p, (0.0, 0.0)).unwrap();
+        assert_eq!(r, cpu.register_pair(flat.view().unwrap(), flat.view().unwrap(), &p, (0.0, 0.0)).unwrap());
+        assert_eq!(r.skip, Some(SkipReason::NoTexture));
+    }
+}
+
+#[test]
+fn bad_input_is_the_cpus_error() {
+    let gpu = tessera_cuda::open_shim();
+    let cpu = CpuBackend::new(Parallelism::Sequential);
+    let a = Image::<u8>::from_fn(60, 50, |x, y| (x * 7 + y * 3) as u8).unwrap();
+    let b = Image::<u8>::new(60, 49).unwrap();
+    let f = Image::<f32>::new(60, 50).unwrap();
+    let p = RegisterParams::default();
+    let cases: Vec<(AnyView<'_>, AnyView<'_>, RegisterParams, (f64, f64))> = vec![
+        (AnyView::U8(a.view()), AnyView::U8(b.view()), p, (0.0, 0.0)),
+        (AnyView::U8(a.view()), AnyView::F32(f.view()), p, (0.0, 0.0)),
+        (AnyView::U8(a.view()), AnyView::U8(a.view()), RegisterParams { rsz: 1, ..p }, (0.0, 0.0)),
+        (AnyView::U8(a.view()), AnyView::U8(a.view()), RegisterParams { cthresh: 2.0, ..p }, (0.0, 0.0)),
+        (AnyView::U8(a.view()), AnyView::U8(a.view()), p, (f64::NAN, 0.0)),
+    ];
+    for (r, m, p, pred) in cases {
+        let want = cpu.register_pair(r, m, &p, pred);
+        assert!(want.is_err());
+        // (Debug text: an error holding NaN is not equal to itself.)
+        assert_eq!(format!("{:?}", gpu.register_pair(r, m, &p, pred)), format!("{want:?}"));
+    }
+    let mut nan = Image::<f32>::from_fn(60, 50, |x, y| (x + y) as f32).unwrap();
+    nan.view_mut().row_mut(3)[4] = f32::NAN;
+    let p = RegisterParams { rsz: 9, npts: 2, search_radius: 4, ..p };
+    assert_eq!(gpu.register_pair(AnyView::F32(nan.view()), AnyView::F32(nan.view()), &p, (0.0, 0.0)).is_err(), cpu.register_pair(AnyView::F32(nan.view()), AnyView::F32(nan.view()), &p, (0.0, 0.0)).is_err());
+}

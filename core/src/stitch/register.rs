@@ -17,7 +17,7 @@
 
 use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
-use crate::ncc::{exhaustive_search, log_search, NccSample, SearchCache, SearchFrame, SearchParams, Template, MAX_RADIUS};
+use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, MAX_RADIUS};
 use crate::parallel::{map_indices, Parallelism};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -205,8 +205,54 @@ pub fn register_pair<T: NccSample>(
     prediction: (f64, f64),
     par: Parallelism,
 ) -> Result<PairRegistration> {
+    register_pair_with(reference, moving.size(), p, prediction, &mut |searches, sp| {
+        // One search cache per worker: split the searches into a few contiguous chunks.
+        let chunks = par.threads().clamp(1, searches.len().max(1));
+        let per = searches.len().div_ceil(chunks);
+        let found = map_indices(chunks, par, |c| -> Result<Vec<Option<Match>>> {
+            let mut cache = SearchCache::new();
+            searches
+                .iter()
+                .skip(c * per)
+                .take(per)
+                .map(|s| match p.method {
+                    SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, &s.template, s.start, sp, &mut cache),
+                    SearchMethod::Exhaustive => exhaustive_search(moving, &s.template, s.start, sp, &mut cache),
+                })
+                .collect()
+        });
+        let mut all = Vec::with_capacity(searches.len());
+        for chunk in found {
+            all.extend(chunk?);
+        }
+        Ok(all)
+    })
+}
+
+/// One template search of a pair: the template cut from the reference at `site` (its
+/// statistics computed once), to be found in the moving frame around `start`.
+#[derive(Clone, Debug)]
+pub struct TemplateSearch<T: NccSample> {
+    pub site: (usize, usize),
+    pub template: Template<T>,
+    pub start: (isize, isize),
+}
+
+/// [`register_pair`] with the template searches run by `search`: it gets every textured
+/// template of the pair at once (in grid order) with the search parameters, and returns
+/// each one's [`Match`] (`None` for a flat best window) in the same order. The grid, the
+/// texture test, the threshold and the consensus are this function's; only the searches
+/// are the caller's: the seam through which a GPU backend runs all of a pair's searches in
+/// one launch. `moving_size` is the moving frame's size (checked against the reference's).
+pub fn register_pair_with<T: NccSample>(
+    reference: ImageView<'_, T>,
+    moving_size: (usize, usize),
+    p: &RegisterParams,
+    prediction: (f64, f64),
+    search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
+) -> Result<PairRegistration> {
     p.validate()?;
-    crate::image::check_same_size(reference.size(), moving.size())?;
+    crate::image::check_same_size(reference.size(), moving_size)?;
     require_finite("prediction x", prediction.0)?;
     require_finite("prediction y", prediction.1)?;
     let (w, h) = reference.size();
@@ -231,41 +277,34 @@ pub fn register_pair<T: NccSample>(
     let sites: Vec<(usize, usize)> = gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))).collect();
     out.templates = sites.len();
     let sp = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
-    // One search cache per worker: split the sites into a few contiguous chunks.
-    let chunks = par.threads().clamp(1, sites.len());
-    let per = sites.len().div_ceil(chunks);
-    let found = map_indices(chunks, par, |c| -> Result<Vec<MotionVector>> {
-        let mut cache = SearchCache::new();
-        let mut tpl = Template::default();
-        let mut v = Vec::new();
-        for &(tx, ty) in sites.iter().skip(c * per).take(per) {
-            tpl.set(reference.crop(tx, ty, p.rsz, p.rsz)?)?;
-            if tpl.is_flat() || tpl.stats().variance() < p.min_variance {
-                continue;
-            }
-            let start = (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize);
-            let m = match p.method {
-                SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, &tpl, start, &sp, &mut cache)?,
-                SearchMethod::Exhaustive => exhaustive_search(moving, &tpl, start, &sp, &mut cache)?,
-            };
-            // A flat best window has no vector; count it as searched.
-            let (found, coefficient, evaluations) = match m {
-                Some(m) => (m.position(), m.coefficient, m.evaluations),
-                None => ((f64::NAN, f64::NAN), f64::NEG_INFINITY, 0),
-            };
-            v.push(MotionVector {
-                template: (tx, ty),
-                found,
-                shift: (tx as f64 - found.0, ty as f64 - found.1),
-                coefficient,
-                evaluations,
-                inlier: false,
-            });
+    let mut searches = Vec::new();
+    for &(tx, ty) in &sites {
+        let template = Template::new(reference.crop(tx, ty, p.rsz, p.rsz)?)?;
+        if template.is_flat() || template.stats().variance() < p.min_variance {
+            continue;
         }
-        Ok(v)
-    });
-    for chunk in found {
-        out.vectors.extend(chunk?);
+        let start = (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize);
+        searches.push(TemplateSearch { site: (tx, ty), template, start });
+    }
+    let found = if searches.is_empty() { Vec::new() } else { search(&searches, &sp)? };
+    if found.len() != searches.len() {
+        return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), searches.len())));
+    }
+    for (s, m) in searches.iter().zip(found) {
+        let (tx, ty) = s.site;
+        // A flat best window has no vector; count it as searched.
+        let (found, coefficient, evaluations) = match m {
+            Some(m) => (m.position(), m.coefficient, m.evaluations),
+            None => ((f64::NAN, f64::NAN), f64::NEG_INFINITY, 0),
+        };
+        out.vectors.push(MotionVector {
+            template: (tx, ty),
+            found,
+            shift: (tx as f64 - found.0, ty as f64 - found.1),
+            coefficient,
+            evaluations,
+            inlier: false,
+        });
     }
     out.textured = out.vectors.len();
     out.evaluations = out.vectors.iter().map(|v| v.evaluations as u64).sum();
