@@ -13,9 +13,10 @@ use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
 use tessera_core::stitch::{
     register::{gray, luma_storage, Gray},
-    register_pair_with, FrameSource, PairRegistration, Panorama, RegisterParams, SearchMethod, StitchParams, TemplateSearch,
+    register_pair_with, stitch_frames_with, FrameSource, PairRegistrar, PairRegistration, Panorama, RegisterParams, SearchMethod,
+    StitchParams, TemplateSearch,
 };
-use tessera_core::{AnyView, Error, ImageView, Result};
+use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
 /// Warps per block of the search launch.
 const WARPS: u32 = 4;
@@ -162,6 +163,26 @@ fn search_all<T: DeviceSample>(
         .collect())
 }
 
-pub(crate) fn stitch(_gpu: &Gpu, _frames: &dyn FrameSource, _p: &StitchParams, _progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
-    Err(Error::Backend("stitch: CUDA kernel not written yet".into()))
+/// The device's pair registration as the core's stitching run asks for it.
+struct DeviceRegistrar<'g>(&'g Gpu);
+
+impl PairRegistrar for DeviceRegistrar<'_> {
+    fn register(&self, reference: Gray<'_>, moving: Gray<'_>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairRegistration> {
+        match (reference, moving) {
+            (Gray::U8(a), Gray::U8(b)) => register_gray(self.0, a, b, p, prediction),
+            (Gray::U16(a), Gray::U16(b)) => register_gray(self.0, a, b, p, prediction),
+            (Gray::F32(a), Gray::F32(b)) => register_gray(self.0, a, b, p, prediction),
+            _ => Err(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" }),
+        }
+    }
+}
+
+/// Stitches a sequence ([`tessera_core::stitch::stitch_frames`]): the core's run (frame
+/// reading, attempts, keyframes, skips, progress and cancellation, the composite) with
+/// every pair registered on the device. The same panorama as the CPU for integer frames.
+///
+/// Not yet as the GPU design wants it: each pair uploads its two frames (not each frame
+/// once), and the quality measures and the composite run on the host.
+pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
+    stitch_frames_with(frames, p, Parallelism::AllThreads, progress, Some(&DeviceRegistrar(gpu)))
 }

@@ -108,3 +108,39 @@ fn bad_input_is_the_cpus_error() {
     let p = RegisterParams { rsz: 9, npts: 2, search_radius: 4, ..p };
     assert_eq!(gpu.register_pair(AnyView::F32(nan.view()), AnyView::F32(nan.view()), &p, (0.0, 0.0)).is_err(), cpu.register_pair(AnyView::F32(nan.view()), AnyView::F32(nan.view()), &p, (0.0, 0.0)).is_err());
 }
+
+#[test]
+fn stitching_a_sequence_cut_from_cones_gives_the_cpus_panorama() {
+    use std::ops::ControlFlow;
+    use tessera_core::stitch::synth::{synth_sequence, SynthParams};
+    use tessera_core::stitch::{InMemory, StitchParams};
+    let gpu = tessera_cuda::open_shim();
+    let cpu = CpuBackend::new(Parallelism::Sequential);
+    let g: Image<u8> = { let c = cones(); Image::from_fn(c.width(), c.height(), |x, y| c.at(x, y).luma()).unwrap() };
+    let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 4, seed: 5, ..Default::default() };
+    let seq = synth_sequence(g.view(), &sp, Parallelism::Sequential).unwrap();
+    let p = StitchParams { register: RegisterParams { rsz: 15, npts: 3, search_radius: 12, ..Default::default() }, ..Default::default() };
+    let as_type = |ty: usize| -> Vec<AnyImage> {
+        seq.frames
+            .iter()
+            .map(|f| match ty {
+                0 => AnyImage::U8(f.clone()),
+                1 => AnyImage::U16(f.map(|v| v as u16 * 257)),
+                _ => AnyImage::Rgba8(f.map(|v| Rgba8::new(v, v, v, 255))),
+            })
+            .collect()
+    };
+    for ty in 0..3 {
+        let mut frames = as_type(ty);
+        let p = if ty == 1 { StitchParams { register: RegisterParams { min_variance: 4.0 * 257.0 * 257.0, ..p.register }, ..p } } else { p };
+        // A frame of another size in the middle is skipped, as on the CPU.
+        frames.insert(2, AnyImage::U8(Image::new(10, 10).unwrap()));
+        let views: Vec<AnyView<'_>> = frames.iter().map(|f| f.view().unwrap()).collect();
+        let want = cpu.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(())).unwrap();
+        let got = gpu.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(())).unwrap();
+        assert!(got.frames.iter().filter(|f| f.position.is_some()).count() >= 3, "type {ty}: {:?}", got.frames);
+        assert_eq!(got, want, "type {ty}");
+        let cancelled = gpu.stitch(&InMemory(&views), &p, &mut |done| if done >= 2 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) });
+        assert!(matches!(cancelled, Err(tessera_core::Error::Cancelled)), "{cancelled:?}");
+    }
+}

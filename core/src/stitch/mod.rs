@@ -15,7 +15,10 @@ pub mod synth;
 pub use composite::{composite, Blend, Canvas, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
 pub use register::{register_pair, register_pair_any, register_pair_with, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
-pub use sequence::{check_frames, register_frames, register_sequence, stitch, stitch_frames, Frame, FrameRecord, FrameSource, InMemory, Panorama, StitchParams};
+pub use sequence::{
+    check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_with, Frame, FrameRecord,
+    FrameSource, InMemory, PairRegistrar, Panorama, StitchParams,
+};
 pub use synth::{synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
 
 /// Test textures: uniform noise smoothed by two passes of a 5 x 5 mean (a correlation

@@ -235,6 +235,26 @@ pub fn register_frames(
     par: Parallelism,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
 ) -> Result<(Vec<FrameRecord>, usize)> {
+    register_frames_with(frames, p, par, progress, None)
+}
+
+/// Registers one pair of grey frames (of one type and size) for a stitching run: the seam
+/// through which another backend (the GPU) runs the pairs of [`stitch_frames_with`], the
+/// sequence logic (attempts, keyframes, skips, reference) staying the core's. It must
+/// answer as [`register_pair`] would.
+pub trait PairRegistrar: Sync {
+    fn register(&self, reference: Gray<'_>, moving: Gray<'_>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairRegistration>;
+}
+
+/// [`register_frames`] with the pairs registered by `registrar` (`None`: the CPU's
+/// [`register_pair`], each moving frame's integral images computed once for its attempts).
+pub fn register_frames_with(
+    frames: &dyn FrameSource,
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    registrar: Option<&dyn PairRegistrar>,
+) -> Result<(Vec<FrameRecord>, usize)> {
     p.validate()?;
     if frames.is_empty() {
         return Err(Error::InvalidParameter { name: "frames", reason: "no frames".into() });
@@ -253,7 +273,7 @@ pub fn register_frames(
         let why = frames.frame(0).err().unwrap_or_default();
         return Err(Error::InvalidParameter { name: "frames", reason: alloc::format!("no frame could be read (frame 0: {why})") });
     };
-    let run = Run { frames, p, par, size, type_name };
+    let run = Run { frames, p, par, size, type_name, registrar };
     match type_name {
         "u16" => run.register::<u16>(progress),
         "f32" => run.register::<f32>(progress),
@@ -271,7 +291,18 @@ pub fn stitch_frames(
     par: Parallelism,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
 ) -> Result<Panorama> {
-    let (records, reference) = register_frames(frames, p, par, progress)?;
+    stitch_frames_with(frames, p, par, progress, None)
+}
+
+/// [`stitch_frames`] with the pairs registered by `registrar` (see [`register_frames_with`]).
+pub fn stitch_frames_with(
+    frames: &dyn FrameSource,
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    registrar: Option<&dyn PairRegistrar>,
+) -> Result<Panorama> {
+    let (records, reference) = register_frames_with(frames, p, par, progress, registrar)?;
     let positions: Vec<_> = records.iter().map(|r| r.position).collect();
     let unreadable = |i: usize, why: String| Error::InvalidParameter { name: "frames", reason: alloc::format!("frame {i} could not be read again: {why}") };
     let mut canvas: Option<Compositor> = None;
@@ -293,6 +324,7 @@ pub fn stitch_frames(
 /// The grey type registration runs on, and its view of a frame's [`Gray`].
 trait GrayType: NccSample + Into<f64> {
     fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>>;
+    fn gray(v: ImageView<'_, Self>) -> Gray<'_>;
 }
 
 macro_rules! gray_type {
@@ -303,6 +335,9 @@ macro_rules! gray_type {
                     Gray::$var(v) => Some(v),
                     _ => None,
                 }
+            }
+            fn gray(v: ImageView<'_, Self>) -> Gray<'_> {
+                Gray::$var(v)
             }
         }
     };
@@ -337,6 +372,7 @@ struct Run<'a> {
     par: Parallelism,
     size: (usize, usize),
     type_name: &'static str,
+    registrar: Option<&'a dyn PairRegistrar>,
 }
 
 impl<'a> Run<'a> {
@@ -419,12 +455,21 @@ impl<'a> Run<'a> {
                 // Nothing registered yet: the candidate, then the pending frame, unmoved.
                 None => attempts.extend([Some(k), pending].into_iter().flatten().map(|c| (c, (0.0, 0.0)))),
             }
-            let moving = SearchFrame::with_buffer(current.view::<T>()?, buffer)?;
+            // The CPU prepares the moving frame's search once for all its attempts.
+            let moving = match self.registrar {
+                None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
+                Some(_) => None,
+            };
             let mut evaluations = 0;
             let mut outcome: Option<(usize, PairRegistration)> = None;
             for &(r, pred) in &attempts {
                 let r_held = find(r)?;
-                let reg = register_pair(r_held.view::<T>()?, &moving, &p.register, (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1), self.par)?;
+                let pred = (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1);
+                let reg = match (&moving, self.registrar) {
+                    (Some(m), _) => register_pair(r_held.view::<T>()?, m, &p.register, pred, self.par)?,
+                    (None, Some(g)) => g.register(T::gray(r_held.view::<T>()?), T::gray(current.view::<T>()?), &p.register, pred)?,
+                    (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
+                };
                 evaluations += reg.evaluations;
                 let done = reg.shift.is_some();
                 outcome = Some((r, reg));
@@ -432,7 +477,9 @@ impl<'a> Run<'a> {
                     break;
                 }
             }
-            buffer = moving.into_integral();
+            if let Some(m) = moving {
+                buffer = m.into_integral();
+            }
             let Some((r, reg)) = outcome else { unreachable_attempts()? };
             match reg.shift {
                 None => {
