@@ -172,3 +172,55 @@ extern "C" __global__ void var_rows_f32(const double* c1, const double* c2, cons
     var_rows<float, double>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv);
 }
 TESSERA_EXPORT(var_rows_f32)
+
+// Local tent means and variances for the contrast enhancement (the core's TentMomentRows):
+// the same column sums as var_cols, then per pixel mean = S1 / W and var = S2 / W - mean^2
+// (clamped at 0) in f64, as the core forms them for several scales at once.
+__device__ __forceinline__ void moments_of(const Moment<u64>& s, double inv_w, double, float* m, float* v) {
+    double mm = __dmul_rn((double)s.x, inv_w);
+    double vv = __dadd_rn(__dmul_rn((double)s.x2, inv_w), -__dmul_rn(mm, mm));
+    *m = (float)mm;
+    *v = (float)(vv > 0.0 ? vv : 0.0);
+}
+__device__ __forceinline__ void moments_of(const Moment<double>& s, double inv_w, double shift, float* m, float* v) {
+    if (s.bad) {
+        *m = *v = __int_as_float(0x7fc00000);
+        return;
+    }
+    double mm = __dmul_rn(s.x, inv_w);
+    double vv = __dadd_rn(__dmul_rn(s.x2, inv_w), -__dmul_rn(mm, mm));
+    *m = (float)__dadd_rn(shift, mm);
+    *v = (float)(vv > 0.0 ? vv : 0.0);
+}
+
+template <typename T, typename S>
+__device__ void moment_rows(const S* c1, const S* c2, const u32* cbad, float* mean, float* var, int width, int height, int r, int mode,
+                            float outside, double shift, double inv_w) {
+    int y = blockIdx.x * blockDim.x + threadIdx.x;
+    if (y >= height) return;
+    S col_weight = (S)(r + 1) * (S)(r + 1);
+    Moment<S> o = moment_of((T)outside, shift);
+    Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
+    const S* r1 = c1 + (i64)y * width;
+    const S* r2 = c2 + (i64)y * width;
+    const u32* rb = cbad + (i64)y * width;
+    auto value = [&](int xx) -> Moment<S> {
+        int sx = var_source(xx, width, mode);
+        return sx < 0 ? out_col : Moment<S>{r1[sx], r2[sx], rb[sx]};
+    };
+    i64 row = (i64)y * width;
+    running_kernel<S>(width, r, true, value, [&](int x, const Moment<S>& s) { moments_of(s, inv_w, shift, mean + row + x, var + row + x); });
+}
+
+extern "C" __global__ void moment_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w) {
+    moment_rows<u8, u64>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w);
+}
+TESSERA_EXPORT(moment_rows_u8)
+extern "C" __global__ void moment_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w) {
+    moment_rows<u16, u64>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w);
+}
+TESSERA_EXPORT(moment_rows_u16)
+extern "C" __global__ void moment_rows_f32(const double* c1, const double* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w) {
+    moment_rows<float, double>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w);
+}
+TESSERA_EXPORT(moment_rows_f32)

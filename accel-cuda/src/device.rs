@@ -246,6 +246,7 @@ pub(crate) struct DevImage<'g, T> {
 
 /// One kernel argument, by value as the kernel declares it.
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // every variant is a kernel parameter type; not all are used yet
 pub(crate) enum Arg {
     Ptr(DevicePtr),
     I32(i32),
@@ -292,6 +293,11 @@ impl From<u32> for Arg {
 impl From<f32> for Arg {
     fn from(v: f32) -> Arg {
         Arg::F32(v)
+    }
+}
+impl From<u64> for Arg {
+    fn from(v: u64) -> Arg {
+        Arg::U64(v)
     }
 }
 impl From<f64> for Arg {

@@ -122,3 +122,46 @@ fn bad_parameters_are_the_cpus_errors_and_other_methods_say_they_are_missing() {
     let e = gpu.local_variance(AnyView::U8(img.view()), out.view_mut(), &VarianceParams::new(VarianceMethod::Welford, VarianceKernel::Tent { radius: 3 })).unwrap_err();
     assert!(e.to_string().contains("not on the CUDA backend yet"), "{e}");
 }
+
+#[test]
+fn contrast_enhancement_of_every_type_is_the_cpus_within_a_level() {
+    use tessera_core::contrast::ContrastParams;
+    let gpu = tessera_cuda::open_shim();
+    for (i, &(w, h)) in [(1, 1), (1, 9), (9, 1), (37, 23)].iter().enumerate() {
+        for img in typed(w, h, 50 + i as u64) {
+            let src = img.view().unwrap();
+            for (radii, border) in [(vec![1, 7], Border::Reflect101), (vec![3], Border::Replicate), (vec![1, 3, 15], Border::Constant(20.0))] {
+                let p = ContrastParams { radii, border, ..Default::default() };
+                let mut want = AnyImage::like(&src).unwrap();
+                let mut got = AnyImage::like(&src).unwrap();
+                cpu().contrast_enhance(src, want.view_mut(), &p).unwrap();
+                gpu.contrast_enhance(src, got.view_mut(), &p).unwrap();
+                let what = format!("{} {w}x{h} {p:?}", src.type_name());
+                match (&got, &want) {
+                    (AnyImage::U8(g), AnyImage::U8(c)) => assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| a.abs_diff(*b) <= 1), "{what}"),
+                    (AnyImage::U16(g), AnyImage::U16(c)) => assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| a.abs_diff(*b) <= 1), "{what}"),
+                    (AnyImage::F32(g), AnyImage::F32(c)) => {
+                        for (k, (a, b)) in g.as_slice().iter().zip(c.as_slice()).enumerate() {
+                            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{what}: pixel {k}: {a} vs {b}");
+                        }
+                    }
+                    (AnyImage::Rgba8(g), AnyImage::Rgba8(c)) => {
+                        let near = |a: u8, b: u8| a.abs_diff(b) <= 1;
+                        assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| near(a.r, b.r) && near(a.g, b.g) && near(a.b, b.b) && a.a == b.a), "{what}");
+                    }
+                    _ => unreachable!(),
+                }
+            }
+        }
+    }
+    // A constant image is returned unchanged; bad parameters are the CPU's errors.
+    let flat = Image::<u8>::filled(12, 9, 77).unwrap();
+    let mut out = Image::<u8>::new(12, 9).unwrap();
+    gpu.contrast_enhance(AnyView::U8(flat.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &ContrastParams::default()).unwrap();
+    assert!(out == flat);
+    for p in [ContrastParams { radii: vec![], ..Default::default() }, ContrastParams { radii: vec![4], ..Default::default() }, ContrastParams { gain_max: 0.5, ..Default::default() }, ContrastParams { border: Border::Constant(300.0), ..Default::default() }] {
+        let want = cpu().contrast_enhance(AnyView::U8(flat.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p);
+        assert!(want.is_err(), "{p:?}");
+        assert_eq!(gpu.contrast_enhance(AnyView::U8(flat.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p), want);
+    }
+}
