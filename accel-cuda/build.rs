@@ -24,6 +24,9 @@ fn main() {
         .flag("-include")
         .flag("shim/cuda_shim.h")
         .flag("-pthread")
+        // No fused multiply-adds (GCC contracts by default where the target has them):
+        // expressions round as written, as the core's do.
+        .flag("-ffp-contract=off")
         .flag_if_supported("-Wno-unused-parameter")
         .cargo_metadata(false);
     let sanitizer = std::env::var("TESSERA_SHIM_SANITIZE").unwrap_or_default();

@@ -224,3 +224,210 @@ extern "C" __global__ void moment_rows_f32(const double* c1, const double* c2, c
     moment_rows<float, double>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w);
 }
 TESSERA_EXPORT(moment_rows_f32)
+
+// ---- The variance paper's five f32 methods, on data shifted by the image's mean K and
+// padded by the border (the core's `Padded`). This file is compiled without fused
+// multiply-adds, so each expression rounds as the core's does: same operations, same
+// order, same results.
+
+// The padded image of x - K: one thread per padded pixel, the border's source pixel or the
+// (shifted) constant.
+template <typename T>
+__device__ void pad_shift(const T* src, float* padded, int width, int height, int pad, int mode, float outside, double shift) {
+    int pw = width + 2 * pad, ph = height + 2 * pad;
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x >= pw || y >= ph) return;
+    int sx = var_source(x - pad, width, mode), sy = var_source(y - pad, height, mode);
+    padded[(i64)y * pw + x] = (sx < 0 || sy < 0) ? outside : (float)((double)src[(i64)sy * width + sx] - shift);
+}
+extern "C" __global__ void pad_shift_u8(const u8* src, float* padded, int w, int h, int pad, int mode, float outside, double shift) {
+    pad_shift<u8>(src, padded, w, h, pad, mode, outside, shift);
+}
+TESSERA_EXPORT(pad_shift_u8)
+extern "C" __global__ void pad_shift_u16(const u16* src, float* padded, int w, int h, int pad, int mode, float outside, double shift) {
+    pad_shift<u16>(src, padded, w, h, pad, mode, outside, shift);
+}
+TESSERA_EXPORT(pad_shift_u16)
+extern "C" __global__ void pad_shift_f32(const float* src, float* padded, int w, int h, int pad, int mode, float outside, double shift) {
+    pad_shift<float>(src, padded, w, h, pad, mode, outside, shift);
+}
+TESSERA_EXPORT(pad_shift_f32)
+
+__device__ __forceinline__ float non_negative(float v) { return v < 0.0f ? 0.0f : v; }
+
+// The direct O(N^2) methods: one thread per pixel, the kernel's rows then columns in the
+// core's order, weights `wt` (n x n) summing to `total`.
+//   method 0 usual (corrected two-pass), 1 koenig (E[x^2] - E[x]^2), 2 welford.
+extern "C" __global__ void var_direct(const float* padded, float* dst, int width, int height, int r, const float* wt, float total, int method) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x >= width || y >= height) return;
+    int n = 2 * r + 1, pw = width + 2 * r;
+    const float* base = padded + (i64)y * pw + x;
+    float out;
+    if (method == 0) {
+        float m = 0.0f;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < n; ++i) m += wt[j * n + i] * base[(i64)j * pw + i];
+        m /= total;
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < n; ++i) {
+                float d = base[(i64)j * pw + i] - m;
+                float wd = wt[j * n + i] * d;
+                s1 += wd;
+                s2 += wd * d;
+            }
+        out = non_negative((s2 - s1 * s1 / total) / total);
+    } else if (method == 1) {
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < n; ++i) {
+                float v = base[(i64)j * pw + i], w = wt[j * n + i];
+                s1 += w * v;
+                s2 += w * v * v;
+            }
+        float m = s1 / total;
+        out = non_negative(s2 / total - m * m);
+    } else {
+        float mean = 0.0f, m2 = 0.0f;
+        double seen = 0.0;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < n; ++i) {
+                float w = wt[j * n + i], v = base[(i64)j * pw + i];
+                seen += (double)w;
+                float f = (float)((double)w / seen);
+                float delta = v - mean;
+                mean += delta * f;
+                m2 += w * delta * (v - mean);
+            }
+        out = non_negative(m2 / total);
+    }
+    dst[(i64)y * width + x] = out;
+}
+TESSERA_EXPORT(var_direct)
+
+// One line's logarithmic pass (the core's LinePass), on the line's (mean, variance)
+// samples m, v of length n with scratch tm, tv, in place; the result is left in *m, *v.
+//   kind 0: pairwise tent (1-1 merges, twice per dilation d = 1, 2, 4, ...)
+//   kind 1: threewise tent (1-2-1 merges at dilation d)
+//   kind 2, 3: box of width 2r + 1 by blocks of 2^j (pairwise) or 3^j (threewise)
+//              samples, joined by the digits of the width
+__device__ void log_pass(float** pm, float** pv, float** ptm, float** ptv, int n, int r, int kind) {
+    float *m = *pm, *v = *pv, *tm = *ptm, *tv = *ptv;
+    auto swap = [](float*& a, float*& b) { float* t = a; a = b; b = t; };
+    if (kind == 0) {
+        int len = n;
+        for (int d = 1; d <= r; d *= 2)
+            for (int rep = 0; rep < 2; ++rep) {
+                int out = len - d;
+                for (int i = 0; i < out; ++i) {
+                    float dd = m[i] - m[i + d];
+                    tm[i] = 0.5f * (m[i] + m[i + d]);
+                    tv[i] = 0.5f * (v[i] + v[i + d]) + 0.25f * dd * dd;
+                }
+                swap(m, tm);
+                swap(v, tv);
+                len -= d;
+            }
+    } else if (kind == 1) {
+        int len = n;
+        for (int d = 1; d <= r; d *= 2) {
+            int out = len - 2 * d;
+            for (int i = 0; i < out; ++i) {
+                float a = m[i], b = m[i + d], c = m[i + 2 * d];
+                float dab = a - b, dac = a - c, dbc = b - c;
+                tm[i] = 0.25f * (a + c) + 0.5f * b;
+                tv[i] = 0.25f * (v[i] + 2.0f * v[i + d] + v[i + 2 * d]) + 0.0625f * (2.0f * dab * dab + dac * dac + 2.0f * dbc * dbc);
+            }
+            swap(m, tm);
+            swap(v, tv);
+            len -= 2 * d;
+        }
+    } else {
+        int base = kind == 2 ? 2 : 3;
+        int total = 2 * r + 1;
+        int width = 1, joined = 0, rest = total;
+        for (;;) {
+            for (int k = 0; k < rest % base; ++k) {
+                int out = n - joined - width + 1;
+                if (joined == 0) {
+                    for (int i = 0; i < out; ++i) {
+                        tm[i] = m[i];
+                        tv[i] = v[i];
+                    }
+                } else {
+                    float wa = (float)joined / (float)(joined + width), wb = 1.0f - wa, wab = wa * wb;
+                    for (int i = 0; i < out; ++i) {
+                        float bm = m[joined + i], bv = v[joined + i];
+                        float d = tm[i] - bm;
+                        tm[i] = wa * tm[i] + wb * bm;
+                        tv[i] = wa * tv[i] + wb * bv + wab * d * d;
+                    }
+                }
+                joined += width;
+            }
+            rest /= base;
+            if (rest == 0) break;
+            // The next level in place: blocks of base * width samples.
+            int len = n - base * width + 1, off = width;
+            for (int i = 0; i < len; ++i) {
+                float a = m[i], b = m[i + off], va = v[i], vb = v[i + off];
+                if (base == 2) {
+                    float d = a - b;
+                    m[i] = 0.5f * (a + b);
+                    v[i] = 0.5f * (va + vb) + 0.25f * d * d;
+                } else {
+                    float c = m[i + 2 * off], vc = v[i + 2 * off];
+                    float dab = a - b, dac = a - c, dbc = b - c;
+                    m[i] = (a + b + c) * (1.0f / 3.0f);
+                    v[i] = (va + vb + vc) * (1.0f / 3.0f) + (dab * dab + dac * dac + dbc * dbc) * (1.0f / 9.0f);
+                }
+            }
+            width *= base;
+        }
+        swap(m, tm);
+        swap(v, tv);
+    }
+    *pm = m;
+    *pv = v;
+    *ptm = tm;
+    *ptv = tv;
+}
+
+// The horizontal pass: one thread per padded row; its line in `scratch` (4 x pw floats
+// per row), the statistics of the first `width` positions into `hs` (means | variances).
+extern "C" __global__ void var_log_rows(const float* padded, float* hs, float* scratch, int width, int height, int r, int kind) {
+    int pw = width + 2 * r, ph = height + 2 * r;
+    int y = blockIdx.x * blockDim.x + threadIdx.x;
+    if (y >= ph) return;
+    float* m = scratch + (i64)y * 4 * pw;
+    float *v = m + pw, *tm = v + pw, *tv = tm + pw;
+    for (int i = 0; i < pw; ++i) {
+        m[i] = padded[(i64)y * pw + i];
+        v[i] = 0.0f;
+    }
+    log_pass(&m, &v, &tm, &tv, pw, r, kind);
+    float* out = hs + (i64)y * 2 * width;
+    for (int i = 0; i < width; ++i) {
+        out[i] = m[i];
+        out[width + i] = v[i];
+    }
+}
+TESSERA_EXPORT(var_log_rows)
+
+// The vertical pass: one thread per column over the `ph` rows of `hs`; the variance of the
+// first `height` positions, clamped at 0, into `dst`.
+extern "C" __global__ void var_log_cols(const float* hs, float* dst, float* scratch, int width, int height, int r, int kind) {
+    int ph = height + 2 * r;
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= width) return;
+    float* m = scratch + (i64)c * 4 * ph;
+    float *v = m + ph, *tm = v + ph, *tv = tm + ph;
+    for (int y = 0; y < ph; ++y) {
+        m[y] = hs[(i64)y * 2 * width + c];
+        v[y] = hs[(i64)y * 2 * width + width + c];
+    }
+    log_pass(&m, &v, &tm, &tv, ph, r, kind);
+    for (int y = 0; y < height; ++y) dst[(i64)y * width + c] = non_negative(v[y]);
+}
+TESSERA_EXPORT(var_log_cols)

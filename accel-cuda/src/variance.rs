@@ -4,15 +4,17 @@
 //! same shifted f64 sums accumulated as running sums, within the core's stated bound
 //! (about `2^-40 max (x - K)^2` absolute before the f32 rounding) of the CPU.
 //!
-//! The five f32 methods of the variance paper (usual, koenig, welford, pairwise,
-//! threewise) are not on the device yet: they return [`Error::Backend`] saying so.
+//! The variance paper's five f32 methods (usual, koenig, welford, pairwise, threewise)
+//! run on the device as the core runs them: the same shifted, padded data, the same f32
+//! operations in the same order (the file is compiled without fused multiply-adds), so
+//! their results are the CPU's, errors and all, which is what comparing them is for.
 
 use crate::device::{args, blocks, int, Gpu, Pod};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
 use tessera_core::image::{check_same_size, Pixel};
 use tessera_core::variance::{global_shift, VarianceKernel, VarianceMethod, VarianceParams, VarianceSample};
-use tessera_core::{AnyView, Error, Image, ImageView, ImageViewMut, Result};
+use tessera_core::{AnyView, Image, ImageView, ImageViewMut, Result};
 
 const fn k(name: &'static str) -> Kernel {
     Kernel::new(Module::Variance, name)
@@ -42,10 +44,7 @@ fn recursive<T: Pod + Pixel + VarianceSample>(gpu: &Gpu, src: ImageView<'_, T>, 
     p.validate::<T>()?;
     check_same_size(src.size(), dst.size())?;
     if p.method != VarianceMethod::Recursive {
-        return Err(Error::Backend(format!(
-            "local variance: the {} method is not on the CUDA backend yet (recursive is)",
-            p.method.name()
-        )));
+        return f32_method(gpu, src, dst, p, lane);
     }
     let (w, h) = src.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
@@ -75,5 +74,59 @@ fn recursive<T: Pod + Pixel + VarianceSample>(gpu: &Gpu, src: ImageView<'_, T>, 
     list.push(total_arg);
     list.push(crate::device::Arg::F64(inv));
     gpu.launch(k(rows), [blocks(h, BLOCK), 1, 1], [BLOCK, 1, 1], 0, &list)?;
+    gpu.download_view(&out, dst)
+}
+
+/// The five f32 methods: the padded image of `x - K` on the device, then the direct
+/// O(N^2) kernel (usual, koenig, welford) or the two logarithmic line passes (pairwise,
+/// threewise; tent or box).
+fn f32_method<T: Pod + Pixel + VarianceSample>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, f32>, p: &VarianceParams, lane: &str) -> Result<()> {
+    let (w, h) = src.size();
+    let r = p.kernel.radius();
+    let (pw, ph) = (w + 2 * r, h + 2 * r);
+    let (wi, hi) = (int(w, "width")?, int(h, "height")?);
+    int(pw.max(ph) * 4 * pw.max(ph).max(2 * w), "padded size")?;
+    let shift = global_shift(src);
+    let (mode, outside) = border_mode(p.border);
+    let outside_shifted = (outside as f64 - shift) as f32;
+    let dsrc = gpu.upload_view(src)?;
+    let padded = gpu.buffer::<f32>(pw * ph)?;
+    let pad_kernel = match lane {
+        "u8" => "pad_shift_u8",
+        "u16" => "pad_shift_u16",
+        _ => "pad_shift_f32",
+    };
+    gpu.launch(k(pad_kernel), [blocks(pw, BLOCK), ph as u32, 1], [BLOCK, 1, 1], 0, args![&dsrc, &padded, wi, hi, r as i32, mode, outside_shifted, shift])?;
+    drop(dsrc);
+    let out = gpu.image::<f32>(w, h)?;
+    let ri = r as i32;
+    match p.method {
+        VarianceMethod::Usual | VarianceMethod::Koenig | VarianceMethod::Welford => {
+            // The core's 2-D weights: products of the 1-D ones, and their total.
+            let w1 = p.kernel.weights_1d();
+            let wt: Vec<f32> = w1.iter().flat_map(|&a| w1.iter().map(move |&b| (a * b) as f32)).collect();
+            let s: u64 = w1.iter().map(|&v| v as u64).sum();
+            let total = (s * s) as f32;
+            let dwt = gpu.upload(&wt)?;
+            let method = match p.method {
+                VarianceMethod::Usual => 0,
+                VarianceMethod::Koenig => 1,
+                _ => 2,
+            };
+            gpu.launch(k("var_direct"), [blocks(w, BLOCK), h as u32, 1], [BLOCK, 1, 1], 0, args![&padded, &out, wi, hi, ri, &dwt, total, method])?;
+        }
+        VarianceMethod::Pairwise | VarianceMethod::Threewise | VarianceMethod::Recursive => {
+            let kind = match (p.method, p.kernel) {
+                (VarianceMethod::Pairwise, VarianceKernel::Tent { .. }) => 0,
+                (_, VarianceKernel::Tent { .. }) => 1,
+                (VarianceMethod::Pairwise, VarianceKernel::Box { .. }) => 2,
+                _ => 3,
+            };
+            let hs = gpu.buffer::<f32>(2 * w * ph)?;
+            let scratch = gpu.buffer::<f32>(4 * pw.max(ph) * ph.max(w))?;
+            gpu.launch(k("var_log_rows"), [blocks(ph, BLOCK), 1, 1], [BLOCK, 1, 1], 0, args![&padded, &hs, &scratch, wi, hi, ri, kind])?;
+            gpu.launch(k("var_log_cols"), [blocks(w, BLOCK), 1, 1], [BLOCK, 1, 1], 0, args![&hs, &out, &scratch, wi, hi, ri, kind])?;
+        }
+    }
     gpu.download_view(&out, dst)
 }
