@@ -30,10 +30,9 @@ pub(crate) trait Device: Send + Sync {
     fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), Error>;
     /// Sets `bytes` bytes at `dst` to `value`.
     fn memset(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<(), Error>;
-    /// Launches `kernel`; `args` points at each argument's value, as `cuLaunchKernel` takes them.
+    /// Launches `kernel`; `args` points at each argument's value, as `cuLaunchKernel` takes
+    /// them. A launch may run after it returns; the next download waits for it.
     fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error>;
-    /// Waits for every launch to finish, reporting a failure of any.
-    fn synchronize(&self) -> Result<(), Error>;
 }
 
 /// A plain-old-data element type of device buffers.
@@ -179,11 +178,6 @@ impl Gpu {
         self.device.launch(kernel, grid, block, shared_bytes, &mut pointers)
     }
 
-    /// Waits for the launches so far, reporting a failure of any.
-    pub(crate) fn synchronize(&self) -> Result<(), Error> {
-        self.device.synchronize()
-    }
-
     fn release_pool(&self) {
         if let Ok(mut p) = self.pool.lock() {
             for (bytes, ptrs) in p.free.drain() {
@@ -223,9 +217,6 @@ pub(crate) struct DevBuf<'g, T> {
 }
 
 impl<T> DevBuf<'_, T> {
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
     pub(crate) fn ptr(&self) -> DevicePtr {
         self.ptr
     }

@@ -181,9 +181,4 @@ impl Device for CudaDevice {
         }
         .map_err(|e| driver_error(&format!("launch of {} ({grid:?} x {block:?}, {shared_bytes} B shared)", kernel.name), e))
     }
-
-    fn synchronize(&self) -> Result<(), Error> {
-        self.current()?;
-        result::ctx::synchronize().map_err(|e| driver_error("kernel execution", e))
-    }
 }

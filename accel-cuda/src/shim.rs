@@ -82,10 +82,6 @@ impl Device for ShimDevice {
             _ => Err(Error::Backend(format!("shim: could not start the threads of one block of {}", kernel.name))),
         }
     }
-
-    fn synchronize(&self) -> Result<(), Error> {
-        Ok(())
-    }
 }
 
 /// The shim's own tests, on the kernels of `shim/selftest.cu` (built into the shim only).

@@ -47,18 +47,36 @@ use tessera::{open_backend, Backend, BackendChoice, Parallelism};
 /// may lack, what its absence means (`None`: it must open).
 pub struct Listed {
     pub label: &'static str,
-    pub choice: BackendChoice,
-    pub parallelism: Parallelism,
+    pub open: fn() -> Result<Box<dyn Backend>, tessera::Error>,
     pub may_be_absent: Option<&'static str>,
+}
+
+fn cpu_one_thread() -> Result<Box<dyn Backend>, tessera::Error> {
+    open_backend(BackendChoice::Cpu, Parallelism::Sequential).map(|o| o.backend)
+}
+
+fn cpu_all_threads() -> Result<Box<dyn Backend>, tessera::Error> {
+    open_backend(BackendChoice::Cpu, Parallelism::AllThreads).map(|o| o.backend)
+}
+
+fn cuda() -> Result<Box<dyn Backend>, tessera::Error> {
+    open_backend(BackendChoice::Cuda, Parallelism::AllThreads).map(|o| o.backend)
+}
+
+/// The CUDA backend's kernels and launches on the CPU shim: the same suite as the GPU
+/// gets, on every machine (slow; its speed means nothing).
+fn cuda_shim() -> Result<Box<dyn Backend>, tessera::Error> {
+    Ok(tessera_cuda::open_shim())
 }
 
 /// Every backend, listed once: a new backend gets the whole suite by a line here. The
 /// first entry is the reference the others are compared with where no float64 reference
 /// exists.
 pub const BACKENDS: &[Listed] = &[
-    Listed { label: "cpu-1thread", choice: BackendChoice::Cpu, parallelism: Parallelism::Sequential, may_be_absent: None },
-    Listed { label: "cpu-all", choice: BackendChoice::Cpu, parallelism: Parallelism::AllThreads, may_be_absent: None },
-    Listed { label: "cuda", choice: BackendChoice::Cuda, parallelism: Parallelism::AllThreads, may_be_absent: Some("no CUDA device") },
+    Listed { label: "cpu-1thread", open: cpu_one_thread, may_be_absent: None },
+    Listed { label: "cpu-all", open: cpu_all_threads, may_be_absent: None },
+    Listed { label: "cuda", open: cuda, may_be_absent: Some("no CUDA device") },
+    Listed { label: "cuda-shim", open: cuda_shim, may_be_absent: None },
 ];
 
 /// The listed backends that open on this machine, opened once per test process (a CUDA
@@ -71,8 +89,8 @@ pub fn backends() -> &'static [(&'static str, Box<dyn Backend>)] {
     OPENED.get_or_init(|| {
         let mut opened = Vec::new();
         for b in BACKENDS {
-            match (open_backend(b.choice, b.parallelism), b.may_be_absent) {
-                (Ok(o), _) => opened.push((b.label, o.backend)),
+            match ((b.open)(), b.may_be_absent) {
+                (Ok(backend), _) => opened.push((b.label, backend)),
                 (Err(e), Some(absence)) => {
                     let _ = writeln!(std::io::stderr(), "{}: SKIPPED ({absence}): {e}", b.label);
                 }
