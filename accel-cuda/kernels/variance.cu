@@ -431,3 +431,35 @@ extern "C" __global__ void var_log_cols(const float* hs, float* dst, float* scra
     for (int y = 0; y < height; ++y) dst[(i64)y * width + c] = non_negative(v[y]);
 }
 TESSERA_EXPORT(var_log_cols)
+
+// Box (or tent) means and exact variances together, for the glare detector (the core's
+// interleaved pairs): mean = S1 / W in f64 rounded to f32, the variance as var_rows.
+template <typename T>
+__device__ void mean_var_rows(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int width, int height, int r, int tent,
+                              int mode, float outside, u64 total, double inv_w2, double inv_w) {
+    int y = blockIdx.x * blockDim.x + threadIdx.x;
+    if (y >= height) return;
+    u64 col_weight = tent ? (u64)(r + 1) * (u64)(r + 1) : (u64)(2 * r + 1);
+    Moment<u64> o = moment_of((T)outside, 0.0);
+    Moment<u64> out_col = {col_weight * o.x, col_weight * o.x2, 0};
+    const u64* r1 = c1 + (i64)y * width;
+    const u64* r2 = c2 + (i64)y * width;
+    const u32* rb = cbad + (i64)y * width;
+    auto value = [&](int xx) -> Moment<u64> {
+        int sx = var_source(xx, width, mode);
+        return sx < 0 ? out_col : Moment<u64>{r1[sx], r2[sx], rb[sx]};
+    };
+    i64 row = (i64)y * width;
+    running_kernel<u64>(width, r, tent != 0, value, [&](int x, const Moment<u64>& s) {
+        mean[row + x] = (float)__dmul_rn((double)s.x, inv_w);
+        var[row + x] = finish(s, total, inv_w2, 0.0);
+    });
+}
+extern "C" __global__ void mean_var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w) {
+    mean_var_rows<u8>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w);
+}
+TESSERA_EXPORT(mean_var_rows_u8)
+extern "C" __global__ void mean_var_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w) {
+    mean_var_rows<u16>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w);
+}
+TESSERA_EXPORT(mean_var_rows_u16)

@@ -45,6 +45,7 @@ unsafe impl Pod for u16 {}
 unsafe impl Pod for u32 {}
 unsafe impl Pod for i32 {}
 unsafe impl Pod for u64 {}
+unsafe impl Pod for i64 {}
 unsafe impl Pod for f32 {}
 unsafe impl Pod for f64 {}
 unsafe impl Pod for Rgba8 {}

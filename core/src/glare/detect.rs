@@ -19,7 +19,8 @@ const RIM_FRACTION: f32 = 0.5;
 /// pale object, which the rim growth would otherwise take whole, are not glare.
 const MIN_CORE_FRACTION: f32 = 0.1;
 // Classes in the mask while it is being built.
-const SEED: u8 = 2;
+/// The seed mark [`finish_spots`] reads.
+pub const SEED: u8 = 2;
 const SEEN: u8 = 3;
 const KEPT: u8 = 4;
 const RIM: u8 = 5;
@@ -63,7 +64,19 @@ pub fn detect<P: GlarePixel>(
             }
         }
     });
-    let (spots, kept) = grow_spots(&mut mask, &excess, p);
+    finish_spots(mask, excess.view(), p, bright, cmin, full_scale)
+}
+
+/// Steps 3 and 4 of detection on a mask holding `SEED` (2) at the seeds and 0 elsewhere,
+/// with `excess` the excess `Y - mu_R` over the mean at the largest radius: grows the
+/// spots, keeps those that pass the area, core and elongation tests, dilates them by
+/// `grow`, and leaves 255 on glare and 0 elsewhere in `mask`. Sequential and
+/// order-dependent (a spot claims its rim before the next one in raster order), so a GPU
+/// backend that computes the seeds and the excess on the device runs this part here.
+pub fn finish_spots(mut mask: ImageViewMut<'_, u8>, excess: ImageView<'_, f32>, p: &GlareParams, bright: f32, cmin: f32, full_scale: f32) -> Result<GlareReport> {
+    check_same_size(mask.size(), excess.size())?;
+    let (w, h) = mask.size();
+    let (spots, kept) = grow_spots(&mut mask, excess, p);
     // Final mask: kept spots dilated by `grow`, everything else 0.
     for y in 0..h {
         for v in mask.row_mut(y) {
@@ -82,6 +95,7 @@ pub fn detect<P: GlarePixel>(
     let pixels = (0..h).map(|y| mask.row(y).iter().filter(|&&v| v == 255).count()).sum();
     Ok(GlareReport { spots, pixels, brightness: bright, min_contrast: cmin, full_scale })
 }
+
 
 /// Sets `SEED_CONTRAST` in `flags` from the local statistics of `luma` (full scale `q`),
 /// writes `excess = Y - mu` at the largest radius, and returns the brightness and contrast thresholds used (fractions of
@@ -159,7 +173,7 @@ fn contrast_flags<T: VariancePixel + Into<u32>>(
 }
 
 /// Smallest value whose cumulative count reaches the fraction `f` of a histogram.
-fn quantile(hist: &[usize], f: f64) -> usize {
+pub fn quantile(hist: &[usize], f: f64) -> usize {
     let total: usize = hist.iter().sum();
     let target = libm::ceil(f * total as f64) as usize;
     let mut acc = 0;
@@ -177,7 +191,7 @@ fn quantile(hist: &[usize], f: f64) -> usize {
 /// (where the highlight still makes up half of its peak). A spot whose area lies in
 /// `min_area..=max_area` is marked `KEPT`; growth stops early once a spot is too large.
 /// Returns the number of kept spots and their pixels.
-fn grow_spots(mask: &mut ImageViewMut<'_, u8>, excess: &Image<f32>, p: &GlareParams) -> (usize, Vec<(u32, u32)>) {
+fn grow_spots(mask: &mut ImageViewMut<'_, u8>, excess: ImageView<'_, f32>, p: &GlareParams) -> (usize, Vec<(u32, u32)>) {
     let (w, h) = mask.size();
     let mut kept = Vec::new();
     let mut spots = 0;

@@ -10,15 +10,17 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 /// Known pixels kept around a spot's bounding box.
-const MARGIN: usize = 3;
+pub const MARGIN: usize = 3;
 /// Above this many (unknown x known) pairs the initial guess is the plain mean of the known
 /// pixels instead of the 1/d^2-weighted one (the sweeps smooth it either way).
-const WEIGHTED_INIT_LIMIT: usize = 4_000_000;
+pub const WEIGHTED_INIT_LIMIT: usize = 4_000_000;
 
 /// A connected spot: its pixels and bounding box `(x0, y0, x1, y1)` (inclusive).
-struct Spot {
-    pixels: Vec<(u32, u32)>,
-    bbox: (usize, usize, usize, usize),
+pub struct Spot {
+    /// Its pixels, in the order the search found them.
+    pub pixels: Vec<(u32, u32)>,
+    /// `(x0, y0, x1, y1)`, inclusive.
+    pub bbox: (usize, usize, usize, usize),
 }
 
 /// Copies `src` into `dst` with every pixel where `mask != 0` (dilated by
@@ -73,7 +75,7 @@ fn dilate(mask: ImageView<'_, u8>, g: usize) -> Image<u8> {
 }
 
 /// The 8-connected spots of `mask != 0`.
-fn spots(mask: ImageView<'_, u8>) -> Vec<Spot> {
+pub fn spots(mask: ImageView<'_, u8>) -> Vec<Spot> {
     let (w, h) = mask.size();
     let mut seen = vec![false; w * h];
     let mut out = Vec::new();

@@ -34,8 +34,8 @@
 //! its surroundings without a seam. RGBA fills R, G, B (alpha is kept). Pixels outside the
 //! mask are copied unchanged.
 
-mod detect;
-mod fill;
+pub mod detect;
+pub mod fill;
 
 pub use detect::detect;
 pub use fill::fill;
