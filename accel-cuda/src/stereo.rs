@@ -1,9 +1,394 @@
-//! Drives `kernels/stereo.cu`.
+//! Drives `kernels/stereo.cu`: semi-global matching ([`tessera_core::stereo::stereo_sgm`])
+//! with every stage on the device; only the inputs go up and the disparity map and four
+//! counters come back (and, for MI, the small intermediate maps its table is estimated from).
+//!
+//! The pipeline is the core's: the same tiling plan ([`plan_tiles`], with the same budget
+//! rule), per piece the cost volume (u8, `ew x eh x 32 K`), one aggregation launch per
+//! direction into the u16 summed volume, WTA (+ uniqueness, subpixel, right map), the LR
+//! check (occlusion classes stitched into the whole image), the 3x3 median stitched into the
+//! output; then hole filling over the whole map.
+//!
+//! Exactness: the disparity maps and [`StereoStats`] equal the CPU backend's bit for bit.
+//! The path costs are the exact integer recursion (as the CPU's, whose parameter check
+//! keeps them within u16); the parabola is `best + (a - c) / (2 den)` with IEEE f32
+//! division and addition (no FMA can contract it), rounding for the LR check is
+//! `floor(d + 0.5)` in f64, and median and filling only select values. `peak_bytes` is the
+//! core's accounting of the working set for one thread (what `CpuBackend` with
+//! `Parallelism::Sequential` reports), not the device's allocation, which per piece is
+//! 3 bytes per volume element (u8 costs and u16 sums; the CPU holds the 2-byte sums).
+//!
+//! Limits: at most 256 disparities (K = 8 per lane); more is an `Error::Backend`. The MI
+//! table is computed on the host (`cost_mi::mi_table`) from intermediate disparity maps
+//! that are matched on the device and downloaded (the pyramid halving and upsampling are
+//! host-side too); the MI cost volume and its aggregation run on the device.
 
-use crate::device::Gpu;
-use tessera_core::stereo::{StereoParams, StereoStats};
-use tessera_core::{AnyView, Error, ImageViewMut, Result};
+use crate::device::{args, blocks, int, Arg, DevBuf, DevicePtr, Gpu};
+use crate::kernels::{Kernel, Module};
+use tessera_core::image::check_same_size;
+use tessera_core::stereo::cost_mi::mi_table;
+use tessera_core::stereo::tiles::tile_bytes;
+use tessera_core::stereo::{plan_tiles, Cost, CensusWindow, Rect, StereoParams, StereoStats, Tile, Tiling};
+use tessera_core::{AnyView, Error, Image, ImageView, ImageViewMut, Result};
 
-pub(crate) fn stereo_sgm(_gpu: &Gpu, _left: AnyView<'_>, _right: AnyView<'_>, _disp: ImageViewMut<'_, f32>, _p: &StereoParams) -> Result<StereoStats> {
-    Err(Error::Backend("stereo_sgm: not on the CUDA backend yet".into()))
+const fn kernel(name: &'static str) -> Kernel {
+    Kernel::new(Module::Stereo, name)
+}
+const LUMA_RGBA8: Kernel = kernel("stereo_luma_rgba8");
+const CENSUS: Kernel = kernel("stereo_census");
+const COST_CENSUS: Kernel = kernel("stereo_cost_census");
+const COST_AD_U8: Kernel = kernel("stereo_cost_ad_u8");
+const COST_AD_RGBA8: Kernel = kernel("stereo_cost_ad_rgba8");
+const COST_MI: Kernel = kernel("stereo_cost_mi");
+const AGGREGATE: [Kernel; 4] =
+    [kernel("stereo_aggregate_k1"), kernel("stereo_aggregate_k2"), kernel("stereo_aggregate_k4"), kernel("stereo_aggregate_k8")];
+const WTA: [Kernel; 4] = [kernel("stereo_wta_k1"), kernel("stereo_wta_k2"), kernel("stereo_wta_k4"), kernel("stereo_wta_k8")];
+const LR_CHECK: Kernel = kernel("stereo_lr_check");
+const MEDIAN_STITCH: Kernel = kernel("stereo_median_stitch");
+const FILL_BORDER: Kernel = kernel("stereo_fill_border");
+const FILL_LINES: Kernel = kernel("stereo_fill_lines");
+const COUNT_VALID: Kernel = kernel("stereo_count_valid");
+
+/// Slots of the device counters.
+const REJECTED_UNIQUENESS: usize = 0;
+const REJECTED_LR: usize = 1;
+const FILLED: usize = 2;
+const VALID: usize = 3;
+
+/// Warps per block of the aggregation (a warp per path) and of WTA (a warp per pixel).
+const AGG_WARPS: u32 = 4;
+const WTA_WARPS: u32 = 8;
+/// Blocks of the grid-stride WTA: enough to fill an H100 (132 SMs x 8 blocks of 256).
+const WTA_MAX_BLOCKS: u32 = 1056;
+
+/// The largest disparity count the kernels hold in registers (8 per lane).
+pub(crate) const MAX_DISPARITIES: usize = 256;
+
+/// The matching cost's device inputs: its cost-volume kernel and the pointers it reads
+/// before the volume (census codes, images, the MI table).
+struct CostSource {
+    kernel: Kernel,
+    inputs: Vec<DevicePtr>,
+}
+
+/// See the module doc.
+pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {
+    // Validation in the CPU's order, with its errors.
+    check_same_size(left.size(), right.size())?;
+    match (left, right) {
+        (AnyView::U8(_), AnyView::U8(_)) | (AnyView::Rgba8(_), AnyView::Rgba8(_)) => {}
+        _ => {
+            return Err(Error::UnsupportedType {
+                op: "stereo",
+                types: "other than two u8 or two rgba8 images (convert 16-bit or float input to 8 bits first)",
+            })
+        }
+    };
+    check_same_size(left.size(), disp.size())?;
+    let (w, h) = left.size();
+    p.validate(w)?;
+    let whole_image = whole_image_bytes(w, h, p);
+    let tiling = match p.tiling {
+        Tiling::Auto { max_bytes, overlap } => {
+            let band = tile_bytes(w, (4 * overlap).max(2).min(h), p.max_disparity, p.paths.count());
+            let needed = whole_image.saturating_add(band);
+            if max_bytes < needed {
+                return Err(Error::InvalidParameter {
+                    name: "max_bytes",
+                    reason: format!(
+                        "a {w}x{h} pair at {} disparities needs at least {:.1} MiB ({:.1} MiB of whole-image buffers and bands of {} rows); the budget is {:.1} MiB",
+                        p.max_disparity,
+                        mib(needed),
+                        mib(whole_image),
+                        (4 * overlap).max(2).min(h),
+                        mib(max_bytes)
+                    ),
+                });
+            }
+            Tiling::Auto { max_bytes: max_bytes - whole_image, overlap }
+        }
+        tiles => tiles,
+    };
+    let plan = plan_tiles(w, h, p.max_disparity, p.paths.count(), tiling)?;
+    lanes_per_disparity(p.max_disparity)?;
+    let (wi, hi) = (int(w, "width")?, int(h, "height")?);
+    let n = int(w.checked_mul(h).ok_or(Error::OutOfMemory { bytes: usize::MAX })?, "pixels")?;
+
+    // 1. The matching cost's whole-image inputs; the left luma guides the adaptive P2.
+    let (luma_l, luma_r, colour) = match (left, right) {
+        (AnyView::U8(l), AnyView::U8(r)) => (gpu.upload_view(l)?.buf, gpu.upload_view(r)?.buf, None),
+        (AnyView::Rgba8(l), AnyView::Rgba8(r)) => {
+            let (cl, cr) = (gpu.upload_view(l)?.buf, gpu.upload_view(r)?.buf);
+            let (ll, lr) = (gpu.buffer::<u8>(w * h)?, gpu.buffer::<u8>(w * h)?);
+            gpu.launch(LUMA_RGBA8, [blocks(w * h, 256), 1, 1], [256, 1, 1], 0, args![&cl, &ll, n])?;
+            gpu.launch(LUMA_RGBA8, [blocks(w * h, 256), 1, 1], [256, 1, 1], 0, args![&cr, &lr, n])?;
+            (ll, lr, Some((cl, cr)))
+        }
+        _ => unreachable_pair()?,
+    };
+    let mut codes = None;
+    let mut table = None;
+    let cost = match p.cost {
+        Cost::Ad => match &colour {
+            Some((cl, cr)) => CostSource { kernel: COST_AD_RGBA8, inputs: vec![cl.ptr(), cr.ptr()] },
+            None => CostSource { kernel: COST_AD_U8, inputs: vec![luma_l.ptr(), luma_r.ptr()] },
+        },
+        Cost::Census { width, height } => {
+            let win = CensusWindow::new(width, height)?;
+            let (cl, cr) = (gpu.buffer::<u64>(w * h)?, gpu.buffer::<u64>(w * h)?);
+            for (img, c) in [(&luma_l, &cl), (&luma_r, &cr)] {
+                let (ww, wh) = (win.width() as i32, win.height() as i32);
+                gpu.launch(CENSUS, [blocks(w, 32), blocks(h, 8), 1], [32, 8, 1], 0, args![img, c, wi, hi, ww, wh])?;
+            }
+            let c = codes.insert((cl, cr));
+            CostSource { kernel: COST_CENSUS, inputs: vec![c.0.ptr(), c.1.ptr()] }
+        }
+        Cost::Mi { .. } => {
+            // The hierarchy on host copies of the lumas (the table is host logic).
+            let (hl, hr) = match (left, right) {
+                (AnyView::U8(l), AnyView::U8(r)) => (l.to_image(), r.to_image()),
+                (AnyView::Rgba8(l), AnyView::Rgba8(r)) => (l.convert(), r.convert()),
+                _ => unreachable_pair()?,
+            };
+            let t = gpu.upload(&mi_hierarchical_table(gpu, hl.view(), hr.view(), p)?)?;
+            let t = table.insert(t);
+            CostSource { kernel: COST_MI, inputs: vec![luma_l.ptr(), luma_r.ptr(), t.ptr()] }
+        }
+    };
+
+    // 2 to 6 on every piece, stitched into the whole map; the occlusion classes too.
+    let with_occ = p.fill && p.lr_check;
+    let occ = if with_occ { Some(gpu.zeroed::<u8>(w * h)?) } else { None };
+    let map = gpu.buffer::<f32>(w * h)?;
+    let counters = gpu.zeroed::<u64>(4)?;
+    let (p1, p2) = p.penalties();
+    let mut stats = StereoStats { tiles: plan.len(), p1, p2, ..Default::default() };
+    stats.peak_bytes = match_tiles(gpu, &cost, luma_l.ptr(), (w, h), &plan, p, &map, occ.as_ref().map(|o| o.ptr()), &counters)? + whole_image;
+
+    // 7. Hole filling over the whole map (step 1 into a copy, step 2 back), counting the
+    // valid pixels of the result.
+    let block = [256, 1, 1];
+    if p.fill {
+        let copy = gpu.buffer::<f32>(w * h)?;
+        gpu.launch(FILL_BORDER, [blocks(h, 4), 1, 1], [128, 1, 1], 0, args![&map, &copy, wi, hi, &counters])?;
+        let occ_arg = occ.as_ref().map_or(Arg::Ptr(0), Arg::from);
+        gpu.launch(FILL_LINES, [blocks(w * h, 256), 1, 1], block, 0, &[Arg::from(&copy), Arg::from(&map), occ_arg, wi.into(), hi.into(), Arg::from(&counters)])?;
+    } else {
+        gpu.launch(COUNT_VALID, [blocks(w * h, 256), 1, 1], block, 0, args![&map, n, &counters])?;
+    }
+    let mut c = [0u64; 4];
+    gpu.download(&counters, &mut c)?;
+    let map = tessera_core_image(map, w, h);
+    gpu.download_view(&map, disp)?;
+    drop((codes, table, colour));
+    stats.rejected_uniqueness = c[REJECTED_UNIQUENESS] as usize;
+    stats.rejected_lr = c[REJECTED_LR] as usize;
+    stats.filled = c[FILLED] as usize;
+    stats.valid = c[VALID] as usize;
+    Ok(stats)
+}
+
+fn tessera_core_image<'g>(buf: DevBuf<'g, f32>, width: usize, height: usize) -> crate::device::DevImage<'g, f32> {
+    crate::device::DevImage { buf, width, height }
+}
+
+fn unreachable_pair<T>() -> Result<T> {
+    Err(Error::Backend("stereo: the pair's types changed between checks".into()))
+}
+
+/// Disparities per lane of a warp: 1, 2, 4 or 8 (the kernels' instantiations).
+fn lanes_per_disparity(nd: usize) -> Result<usize> {
+    if nd > MAX_DISPARITIES {
+        return Err(Error::Backend(format!("stereo_sgm: the CUDA kernels handle at most {MAX_DISPARITIES} disparities, got {nd}")));
+    }
+    Ok(nd.div_ceil(32).next_power_of_two())
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+/// The core's accounting of the whole-image buffers (`sgm::whole_image_bytes`).
+fn whole_image_bytes(w: usize, h: usize, p: &StereoParams) -> usize {
+    let per_pixel = 1 + 4
+        + match p.cost {
+            Cost::Census { .. } => 1 + 2 * 8,
+            Cost::Mi { .. } => 2,
+            Cost::Ad => 0,
+        }
+        + if p.fill { 5 } else { 0 }
+        + if p.fill && p.lr_check { 1 } else { 0 };
+    w.saturating_mul(h).saturating_mul(per_pixel)
+}
+
+/// Stages 2 to 6 on every piece of `plan` of the `size` image (`guide`: its left luma),
+/// writing the median (or the map) of each core into `out` (w x h) and, when given, the
+/// occlusion classes into `occ`; counts into `counters`. Returns the core's working-set
+/// accounting of the largest piece (one thread).
+#[allow(clippy::too_many_arguments)]
+fn match_tiles(
+    gpu: &Gpu,
+    cost: &CostSource,
+    guide: DevicePtr,
+    size: (usize, usize),
+    plan: &[Tile],
+    p: &StereoParams,
+    out: &DevBuf<'_, f32>,
+    occ: Option<DevicePtr>,
+    counters: &DevBuf<'_, u64>,
+) -> Result<usize> {
+    let (w, _) = size;
+    let nd = p.max_disparity;
+    let k = lanes_per_disparity(nd)?;
+    let kind = k.trailing_zeros() as usize;
+    let dp = 32 * k;
+    let (p1, p2) = p.penalties();
+    let dirs = p.paths.directions();
+    let wi = int(w, "width")?;
+    let mut peak = 0;
+    for t in plan {
+        let e = t.ext;
+        // The core in the piece's coordinates.
+        let c = Rect { x: t.core.x - e.x, y: t.core.y - e.y, width: t.core.width, height: t.core.height };
+        let (ew, eh) = (e.width, e.height);
+        peak = peak.max(tile_bytes(ew, eh, nd, dirs.len()));
+        let pixels = ew * eh;
+        let volume = pixels.checked_mul(dp).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+        let (ewi, ehi, ndi, dpi) = (int(ew, "width")?, int(eh, "height")?, int(nd, "max_disparity")?, dp as i32);
+        int(pixels, "pixels")?;
+        let (x0, y0) = (int(e.x, "x")?, int(e.y, "y")?);
+        let (cx, cy, cw, ch) = (c.x as i32, c.y as i32, c.width as i32, c.height as i32);
+
+        // 1. The piece's cost volume.
+        let costs = gpu.buffer::<u8>(volume)?;
+        let mut a: Vec<Arg> = cost.inputs.iter().map(|&q| Arg::Ptr(q)).collect();
+        a.extend([Arg::from(&costs), wi.into(), x0.into(), y0.into(), ewi.into(), ehi.into(), ndi.into(), dpi.into()]);
+        gpu.launch(cost.kernel, [blocks(volume / 4, 256), 1, 1], [256, 1, 1], 0, &a)?;
+
+        // 2. One launch per direction, the first writing the sums.
+        let sums = gpu.buffer::<u16>(volume)?;
+        let g = Arg::Ptr(guide + (e.y * w + e.x) as u64);
+        for (i, r) in dirs.iter().enumerate() {
+            let (adx, ady) = ((r.dx.unsigned_abs() as usize).min(ew), (r.dy.unsigned_abs() as usize).min(eh));
+            let paths = ady * ew + adx * (eh - ady);
+            let (dx, dy) = (r.dx as i32, r.dy as i32);
+            let first = (i > 0) as i32;
+            gpu.launch(
+                AGGREGATE[kind],
+                [blocks(paths, AGG_WARPS), 1, 1],
+                [32 * AGG_WARPS, 1, 1],
+                0,
+                &[Arg::from(&costs), Arg::from(&sums), g, wi.into(), ewi.into(), ehi.into(), dx.into(), dy.into(), ndi.into(), (p1 as i32).into(), (p2 as i32).into(), (p.adaptive_p2 as i32).into(), first.into()],
+            )?;
+        }
+        drop(costs);
+
+        // 3 to 5.
+        let left = gpu.buffer::<f32>(pixels)?;
+        let right = if p.lr_check { Some(gpu.buffer::<f32>(pixels)?) } else { None };
+        let right_arg = right.as_ref().map_or(Arg::Ptr(0), Arg::from);
+        let wta_blocks = blocks(pixels, WTA_WARPS).min(WTA_MAX_BLOCKS);
+        gpu.launch(
+            WTA[kind],
+            [wta_blocks, 1, 1],
+            [32 * WTA_WARPS, 1, 1],
+            0,
+            &[Arg::from(&sums), Arg::from(&left), right_arg, ewi.into(), ehi.into(), ndi.into(), (p.uniqueness as i32).into(), (p.subpixel as i32).into(), cx.into(), cy.into(), cw.into(), ch.into(), Arg::from(counters)],
+        )?;
+        drop(sums);
+        if let Some(right) = &right {
+            let occ_arg = occ.map_or(Arg::Ptr(0), |o| Arg::Ptr(o + (t.core.y * w + t.core.x) as u64));
+            let md = p.lr_max_diff as i32;
+            gpu.launch(
+                LR_CHECK,
+                [blocks(pixels, 256), 1, 1],
+                [256, 1, 1],
+                0,
+                &[Arg::from(&left), Arg::from(right), ewi.into(), ehi.into(), md.into(), cx.into(), cy.into(), cw.into(), ch.into(), occ_arg, wi.into(), Arg::from(counters)],
+            )?;
+        }
+
+        // 6. Median (or the map) of the core into its place.
+        let dst = Arg::Ptr(out.ptr() + 4 * (t.core.y * w + t.core.x) as u64);
+        gpu.launch(
+            MEDIAN_STITCH,
+            [blocks(c.width, 32), blocks(c.height, 8), 1],
+            [32, 8, 1],
+            0,
+            &[Arg::from(&left), ewi.into(), ehi.into(), cx.into(), cy.into(), cw.into(), ch.into(), dst, wi.into(), (p.median as i32).into()],
+        )?;
+    }
+    Ok(peak)
+}
+
+/// The MI table of [`Cost::Mi`], as `cost_mi::hierarchical_table` estimates it: the
+/// pyramid and the table on the host, each intermediate matching pass (stages 2 to 6 with
+/// integer, LR-checked disparities) on the device. Returns the 256 x 256 table.
+fn mi_hierarchical_table(gpu: &Gpu, left: ImageView<'_, u8>, right: ImageView<'_, u8>, p: &StereoParams) -> Result<Vec<u8>> {
+    let Cost::Mi { iterations, levels } = p.cost else {
+        return Err(Error::InvalidParameter { name: "cost", reason: "the MI hierarchy needs Cost::Mi".into() });
+    };
+    let mut pyramid: Vec<(Image<u8>, Image<u8>)> = Vec::with_capacity(levels);
+    for _ in 0..levels {
+        let (l, r) = pyramid.last().map_or((left, right), |(l, r)| (l.view(), r.view()));
+        let next = (half(l)?, half(r)?);
+        pyramid.push(next);
+    }
+    let level = |k: usize| if k == 0 { (left, right) } else { (pyramid[k - 1].0.view(), pyramid[k - 1].1.view()) };
+    let inter = StereoParams { subpixel: false, median: false, fill: false, lr_check: true, ..*p };
+    let (cw, ch) = level(levels).0.size();
+    let mut disp = Image::<f32>::new(cw, ch)?;
+    for k in (0..=levels).rev() {
+        let (l, r) = level(k);
+        let (wk, hk) = l.size();
+        let estimates = if k == levels { iterations } else { 1 };
+        let passes = if k == 0 { estimates - 1 } else { estimates };
+        let q = StereoParams {
+            max_disparity: p.max_disparity.div_ceil(1 << k).clamp(1, wk - 1),
+            tiling: if k == 0 { p.tiling } else { Tiling::default() },
+            ..inter
+        };
+        if passes > 0 {
+            let (dl, dr) = (gpu.upload_view(l)?.buf, gpu.upload_view(r)?.buf);
+            let plan = plan_tiles(wk, hk, q.max_disparity, q.paths.count(), q.tiling)?;
+            for _ in 0..passes {
+                let table = table_bytes(l, r, disp.view())?;
+                let t = gpu.upload(&table)?;
+                let cost = CostSource { kernel: COST_MI, inputs: vec![dl.ptr(), dr.ptr(), t.ptr()] };
+                let map = gpu.buffer::<f32>(wk * hk)?;
+                let counters = gpu.zeroed::<u64>(4)?;
+                match_tiles(gpu, &cost, dl.ptr(), (wk, hk), &plan, &q, &map, None, &counters)?;
+                let mut out = Image::<f32>::new(wk, hk)?;
+                gpu.download_view(&tessera_core_image(map, wk, hk), out.view_mut())?;
+                disp = out;
+            }
+        }
+        if k > 0 {
+            disp = upsample(disp.view(), level(k - 1).0.size())?;
+        }
+    }
+    table_bytes(left, right, disp.view())
+}
+
+/// `cost_mi::mi_table` as the 65536 bytes the kernel reads (left intensity major).
+fn table_bytes(l: ImageView<'_, u8>, r: ImageView<'_, u8>, disp: ImageView<'_, f32>) -> Result<Vec<u8>> {
+    let t = mi_table(l, r, disp)?;
+    Ok((0..65536usize).map(|i| t.cost((i >> 8) as u8, i as u8)).collect())
+}
+
+/// Half-size image, each pixel the rounded mean of a 2x2 block (the core's `cost_mi::half`).
+fn half(img: ImageView<'_, u8>) -> Result<Image<u8>> {
+    let (w, h) = img.size();
+    Image::from_fn(w.div_ceil(2), h.div_ceil(2), |x, y| {
+        let (x0, y0) = (2 * x, 2 * y);
+        let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
+        let (r0, r1) = (img.row(y0), img.row(y1));
+        let s = r0[x0] as u32 + r0[x1] as u32 + r1[x0] as u32 + r1[x1] as u32;
+        ((s + 2) / 4) as u8
+    })
+}
+
+/// A coarse map brought to the finer `size`, doubled (the core's `cost_mi::upsample`).
+fn upsample(coarse: ImageView<'_, f32>, size: (usize, usize)) -> Result<Image<f32>> {
+    let (cw, ch) = coarse.size();
+    Image::from_fn(size.0, size.1, |x, y| 2.0 * coarse.row((y / 2).min(ch - 1))[(x / 2).min(cw - 1)])
 }
