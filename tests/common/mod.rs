@@ -51,6 +51,12 @@ pub struct Listed {
     pub may_be_absent: Option<&'static str>,
 }
 
+/// Backends that emulate a device on the CPU (the CUDA shim: a thread per CUDA thread).
+/// The suite skips its full-size stereo case on them, saying so: 13 minutes of emulation
+/// for a check the GPU itself makes; `accel-cuda/tests/shim_stereo.rs` checks Middlebury
+/// crops bit for bit on the shim instead.
+pub const EMULATED: &[&str] = &["cuda-shim"];
+
 fn cpu_one_thread() -> Result<Box<dyn Backend>, tessera::Error> {
     open_backend(BackendChoice::Cpu, Parallelism::Sequential).map(|o| o.backend)
 }
