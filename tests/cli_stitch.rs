@@ -85,7 +85,8 @@ fn default_input_recovers_the_known_path() {
     let pano = io::load(&out).unwrap();
     assert_eq!(pano.size().0 as u64, r["panorama"]["width"].as_u64().unwrap());
     assert_eq!(pano.size().1 as u64, r["panorama"]["height"].as_u64().unwrap());
-    assert!(r["quality"]["mean_ncc"].as_f64().unwrap() > 0.85);
+    // Adaptive acceptance keeps faint true matches too, so the mean is below cthresh.
+    assert!(r["quality"]["mean_ncc"].as_f64().unwrap() > 0.7);
     assert_eq!(r["params"]["rsz"], 25);
 }
 

@@ -18,6 +18,7 @@ pub mod contrast;
 pub mod cpu;
 pub mod cpu_backend;
 pub mod error;
+pub mod fft;
 pub mod filter;
 pub(crate) mod fma;
 pub mod glare;

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tessera::stitch::{synth_plan, synth_sequence, Blend, FrameSource, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
+use tessera::stitch::{synth_plan, Acceptance, synth_sequence, Blend, FrameSource, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
 use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
 
 /// The default input: a CC0 fundus photograph (see assets/README.md).
@@ -32,6 +32,14 @@ pub enum MethodArg {
     Exhaustive,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AcceptArg {
+    /// Against the template's own null sample (default)
+    Adaptive,
+    /// A coefficient of at least --cthresh (the original)
+    Fixed,
+}
+
 /// Each CLI choice enum maps one to one onto the core's, so the defaults come from the
 /// core's parameter structs.
 macro_rules! mirror_enum {
@@ -50,6 +58,7 @@ macro_rules! mirror_enum {
 }
 mirror_enum!(BlendArg <=> Blend { Overwrite, Average, Feather });
 mirror_enum!(MethodArg <=> SearchMethod { Log, LogPlain, Exhaustive });
+mirror_enum!(AcceptArg <=> Acceptance { Adaptive, Fixed });
 
 /// Registration parameters shared by `stitch` and the bench.
 #[derive(clap::Args, Clone, Debug)]
@@ -57,9 +66,21 @@ pub struct RegisterArgs {
     /// Template side in pixels (25 for half PAL, 31 for PAL)
     #[arg(long, default_value_t = RegisterParams::default().rsz)]
     pub rsz: usize,
-    /// Vectors with a coefficient below this are dropped
+    /// How a template's match is accepted: adaptive (its peak must beat what the same
+    /// template scores where it cannot match by --null-margin) or fixed (the original's
+    /// rule: a coefficient of at least --cthresh)
+    #[arg(long, value_enum, default_value_t = RegisterParams::default().acceptance.into())]
+    pub accept: AcceptArg,
+    /// With --accept fixed, vectors with a coefficient below this are dropped; with
+    /// adaptive, the level at which the log search stops early
     #[arg(long, default_value_t = RegisterParams::default().cthresh, allow_negative_numbers = true)]
     pub cthresh: f64,
+    /// Adaptive acceptance: how far a peak must beat the template's largest null coefficient
+    #[arg(long, default_value_t = RegisterParams::default().null_margin)]
+    pub null_margin: f64,
+    /// Adaptive acceptance: the lowest coefficient ever accepted
+    #[arg(long, default_value_t = RegisterParams::default().min_coefficient, allow_negative_numbers = true)]
+    pub min_coefficient: f64,
     /// Templates per side of the grid (6 for half PAL, 8 for PAL)
     #[arg(long, default_value_t = RegisterParams::default().npts)]
     pub npts: usize,
@@ -81,6 +102,9 @@ impl RegisterArgs {
         RegisterParams {
             rsz: self.rsz,
             cthresh: self.cthresh,
+            acceptance: self.accept.into(),
+            null_margin: self.null_margin,
+            min_coefficient: self.min_coefficient,
             npts: self.npts,
             search_radius: self.search_radius,
             min_variance: self.min_variance.unwrap_or(RegisterParams::default().min_variance),
@@ -113,6 +137,10 @@ pub struct StitchArgs {
     /// Skip the per-pair quality measures
     #[arg(long)]
     pub no_quality: bool,
+    /// When a frame does not register where its motion predicts, seed the search with this
+    /// many coarse global estimates (phase correlation against the last good frame; 0: off)
+    #[arg(long, default_value_t = StitchParams::default().coarse_candidates)]
+    pub coarse: usize,
     /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
@@ -311,6 +339,8 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
                 "ncc": round(f.ncc, 4),
                 "vectors_used": f.vectors_used,
                 "confidence": round(f.confidence, 3),
+                "accepted_by": f.is_ok().then(|| p.register.acceptance.name()),
+                "margin": round(f.margin, 4),
                 "evaluations": f.evaluations,
                 "quality": opt(f.quality),
                 "quality_grid": opt(f.quality_grid),
@@ -335,7 +365,8 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
                      "origin_meaning": "panorama pixel (X, Y) shows what the reference frame shows at (X + origin_x, Y + origin_y)"},
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
-        "params": {"rsz": r.rsz, "cthresh": r.cthresh, "npts": r.npts, "search_radius": r.search_radius,
+        "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
+                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "method": format!("{:?}", r.method).to_lowercase(),
                    "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
@@ -349,6 +380,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         blend: a.blend.into(),
         keyframe_shift: a.keyframe_shift,
         quality: !a.no_quality,
+        coarse_candidates: a.coarse,
     };
     p.validate()?;
     let backend = a.backend.open()?;

@@ -3,6 +3,8 @@
 // Each test crate includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod footage;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

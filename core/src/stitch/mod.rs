@@ -6,12 +6,15 @@
 //! Convention for positions and shifts throughout: frame i's pixel `(u, v)` shows what
 //! frame 0 (or, for a pair's shift, the reference) shows at `(u + x, v + y)`.
 
+pub mod accept;
+pub mod coarse;
 pub mod composite;
 pub mod quality;
 pub mod register;
 pub mod sequence;
 pub mod synth;
 
+pub use accept::Acceptance;
 pub use composite::{composite, Blend, Canvas, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
 pub use register::{register_pair, register_pair_any, register_pair_with, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};

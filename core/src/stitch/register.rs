@@ -3,6 +3,11 @@
 //! logarithmic NCC search around the position the predicted shift gives, vectors below
 //! cthresh dropped, and the rest combined into one shift.
 //!
+//! Which vectors count is decided by [`Acceptance`]: by default against each template's
+//! own null sample ([`super::accept`]), so noisy or low-contrast footage registers with the
+//! defaults and chance matches on ramps or repeated texture do not; `Acceptance::Fixed` is
+//! the original's `cthresh` rule.
+//!
 //! Differences from the original, each for robustness: templates without texture (per-pixel
 //! variance below `min_variance`) are not searched, since their coefficient is meaningless;
 //! the grid is spread over the part of the reference whose search areas stay inside the
@@ -19,6 +24,7 @@ use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, MAX_RADIUS};
 use crate::parallel::{map_indices, Parallelism};
+use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -42,8 +48,17 @@ pub struct RegisterParams {
     pub rsz: usize,
     /// Templates per side of the grid (1..=32): 6 for half PAL, 8 for PAL.
     pub npts: usize,
-    /// Vectors whose coefficient is below this are dropped (in [-1, 1]).
+    /// With `Acceptance::Fixed`, vectors whose coefficient is below this are dropped; with
+    /// `Adaptive` it is the level at which the centre-biased log search stops early and
+    /// the threshold of a template with no null sample (in [-1, 1]).
     pub cthresh: f64,
+    /// How vectors are accepted ([`Acceptance`]).
+    pub acceptance: Acceptance,
+    /// Adaptive acceptance: how far a peak must beat the template's largest null
+    /// coefficient (in [0, 2]).
+    pub null_margin: f64,
+    /// Adaptive acceptance: the lowest coefficient ever accepted (in [-1, 1]).
+    pub min_coefficient: f64,
     /// Search radius in pixels around the predicted position (1..=256).
     pub search_radius: usize,
     /// Templates whose per-pixel variance (in squared grey levels of the registered
@@ -64,6 +79,9 @@ impl Default for RegisterParams {
             rsz: 25,
             npts: 6,
             cthresh: 0.85,
+            acceptance: Acceptance::Adaptive,
+            null_margin: 0.2,
+            min_coefficient: 0.3,
             search_radius: 32,
             min_variance: 4.0,
             agreement: 1.0,
@@ -89,6 +107,12 @@ impl RegisterParams {
         if self.min_variance < 0.0 {
             return Err(Error::InvalidFloat { name: "min variance", value: self.min_variance, expected: ">= 0" });
         }
+        for (name, v, lo, hi) in [("null margin", self.null_margin, 0.0, 2.0), ("min coefficient", self.min_coefficient, -1.0, 1.0)] {
+            require_finite(name, v)?;
+            if !(lo..=hi).contains(&v) {
+                return Err(Error::InvalidFloat { name, value: v, expected: if lo == 0.0 { "within [0, 2]" } else { "within [-1, 1]" } });
+            }
+        }
         crate::error::require_positive("agreement", self.agreement)
     }
 }
@@ -103,6 +127,8 @@ pub struct MotionVector {
     /// `template - found`: the pair's shift this vector votes for.
     pub shift: (f64, f64),
     pub coefficient: f64,
+    /// The coefficient it had to reach (`cthresh`, or its null sample's bound).
+    pub threshold: f64,
     pub evaluations: u32,
     /// In the consensus set.
     pub inlier: bool,
@@ -115,8 +141,13 @@ pub enum SkipReason {
     NoOverlap,
     /// No template of the reference has texture (variance >= min_variance).
     NoTexture,
-    /// Too few vectors reached cthresh, or too few of them agree.
+    /// Too few vectors reached their threshold, or too few of them agree.
     TooFewVectors { above_threshold: usize, agreeing: usize, needed: usize },
+    /// Two disjoint sets of vectors agree on different shifts (repeated texture).
+    Ambiguous { agreeing: usize, rival: (f64, f64) },
+    /// A minority of the templates agreed, and the whole overlap does not correlate at
+    /// that shift (its NCC is below `min_coefficient`).
+    Unconfirmed { agreeing: usize, textured: usize, overlap_ncc: f64 },
     /// The frame could not be read (a file that does not decode, ...), with the reason.
     Unreadable(String),
     /// The frame's size or pixel type differs from the sequence's (said how).
@@ -135,7 +166,14 @@ impl SkipReason {
             SkipReason::NoOverlap => "no overlap: the predicted shift leaves no room for a template and its search area".into(),
             SkipReason::NoTexture => "no texture: every template of the reference is flat".into(),
             SkipReason::TooFewVectors { above_threshold, agreeing, needed } => alloc::format!(
-                "too few vectors: {above_threshold} reached cthresh, {agreeing} agree, {needed} needed"
+                "too few vectors: {above_threshold} reached their threshold, {agreeing} agree, {needed} needed"
+            ),
+            SkipReason::Ambiguous { agreeing, rival } => alloc::format!(
+                "ambiguous: {agreeing} vectors agree, but as many agree on another shift ({:.1}, {:.1})",
+                rival.0, rival.1
+            ),
+            SkipReason::Unconfirmed { agreeing, textured, overlap_ncc } => alloc::format!(
+                "unconfirmed: {agreeing} of {textured} textured templates agree, and the overlap correlates only {overlap_ncc:.2} there"
             ),
             SkipReason::Unreadable(why) => alloc::format!("unreadable: {why}"),
             SkipReason::Mismatch(why) => alloc::format!("does not match the sequence: {why}"),
@@ -155,7 +193,12 @@ pub struct PairRegistration {
     /// The shift (module doc), or `None` when the pair was skipped.
     pub shift: Option<(f64, f64)>,
     pub skip: Option<SkipReason>,
-    /// Templates placed, textured (searched), above cthresh, and agreeing (used).
+    /// The rule that judged the vectors.
+    pub acceptance: Acceptance,
+    /// Mean of `coefficient - threshold` over the vectors used (0 when none): how clearly
+    /// the matches passed.
+    pub margin: f64,
+    /// Templates placed, textured (searched), above their threshold, and agreeing (used).
     pub templates: usize,
     pub textured: usize,
     pub above_threshold: usize,
@@ -180,17 +223,21 @@ fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option
     if hi < lo {
         return None;
     }
-    Some(
-        (0..npts)
-            .map(|k| {
-                if npts == 1 {
-                    ((lo + hi) / 2) as usize
-                } else {
-                    (lo + ((hi - lo) * k as i64 + (npts as i64 - 1) / 2) / (npts as i64 - 1)) as usize
-                }
-            })
-            .collect(),
-    )
+    let mut at: Vec<usize> = (0..npts)
+        .map(|k| {
+            if npts == 1 {
+                ((lo + hi) / 2) as usize
+            } else {
+                (lo + ((hi - lo) * k as i64 + (npts as i64 - 1) / 2) / (npts as i64 - 1)) as usize
+            }
+        })
+        .collect();
+    // Templates overlapping by three quarters or more are one piece of evidence, not
+    // several: on a narrow overlap they would outvote the rest of the consensus with a
+    // single chance match. Keep positions at least a quarter template apart.
+    let gap = (rsz as usize).div_ceil(4);
+    at.dedup_by(|next, kept| *next < *kept + gap);
+    Some(at)
 }
 
 /// Registers `moving` (prepared for search) against `reference`; `prediction` is the
@@ -260,6 +307,8 @@ pub fn register_pair_with<T: NccSample>(
     let mut out = PairRegistration {
         shift: None,
         skip: None,
+        acceptance: p.acceptance,
+        margin: 0.0,
         templates: 0,
         textured: 0,
         above_threshold: 0,
@@ -290,29 +339,37 @@ pub fn register_pair_with<T: NccSample>(
     if found.len() != searches.len() {
         return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), searches.len())));
     }
-    for (s, m) in searches.iter().zip(found) {
+    let (thresholds, null_evaluations) = thresholds(&searches, p, search)?;
+    out.evaluations = null_evaluations;
+    for ((s, m), threshold) in searches.iter().zip(found).zip(thresholds) {
         let (tx, ty) = s.site;
         // A flat best window has no vector; count it as searched.
         let (found, coefficient, evaluations) = match m {
             Some(m) => (m.position(), m.coefficient, m.evaluations),
             None => ((f64::NAN, f64::NAN), f64::NEG_INFINITY, 0),
         };
+        // Adaptive: a best window on the edge of the search area is no peak; the match
+        // lies beyond it (the search climbed towards it and hit the edge, as every
+        // template of a badly predicted pair does, agreeing on a wrong shift).
+        let on_edge = m.is_some_and(|m| m.x as isize - s.start.0 == r as isize || s.start.0 - m.x as isize == r as isize || m.y as isize - s.start.1 == r as isize || s.start.1 - m.y as isize == r as isize);
+        let threshold = if on_edge && p.acceptance == Acceptance::Adaptive { f64::INFINITY } else { threshold };
         out.vectors.push(MotionVector {
             template: (tx, ty),
             found,
             shift: (tx as f64 - found.0, ty as f64 - found.1),
             coefficient,
+            threshold,
             evaluations,
             inlier: false,
         });
     }
     out.textured = out.vectors.len();
-    out.evaluations = out.vectors.iter().map(|v| v.evaluations as u64).sum();
+    out.evaluations += out.vectors.iter().map(|v| v.evaluations as u64).sum::<u64>();
     if out.textured == 0 {
         out.skip = Some(SkipReason::NoTexture);
         return Ok(out);
     }
-    let kept: Vec<usize> = (0..out.vectors.len()).filter(|&i| out.vectors[i].coefficient >= p.cthresh).collect();
+    let kept: Vec<usize> = (0..out.vectors.len()).filter(|&i| out.vectors[i].coefficient >= out.vectors[i].threshold).collect();
     out.above_threshold = kept.len();
     let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
     if inliers.len() < p.min_vectors {
@@ -324,14 +381,61 @@ pub fn register_pair_with<T: NccSample>(
         });
         return Ok(out);
     }
+    if let Some(rival) = ambiguous(&out.vectors, &kept, &inliers, shift, p.agreement, p.min_vectors) {
+        out.vectors_used = inliers.len();
+        out.skip = Some(SkipReason::Ambiguous { agreeing: inliers.len(), rival });
+        return Ok(out);
+    }
     for &i in &inliers {
         out.vectors[i].inlier = true;
     }
     out.vectors_used = inliers.len();
+    out.margin = inliers.iter().map(|&i| out.vectors[i].coefficient - out.vectors[i].threshold).sum::<f64>() / inliers.len() as f64;
     out.ncc = inliers.iter().map(|&i| out.vectors[i].coefficient).sum::<f64>() / inliers.len() as f64;
     out.confidence = inliers.len() as f64 / out.templates as f64;
     out.shift = Some(shift);
     Ok(out)
+}
+
+/// Each search's acceptance threshold. Adaptive: the template's coefficient at the windows
+/// where other templates are expected ([`null_sites`]), one NCC each, run through `search`
+/// as searches of radius 0 (so a GPU evaluates them in one launch too).
+fn thresholds<T: NccSample>(
+    searches: &[TemplateSearch<T>],
+    p: &RegisterParams,
+    search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
+) -> Result<(Vec<f64>, u64)> {
+    let fixed = || (alloc::vec![p.cthresh; searches.len()], 0);
+    if p.acceptance == Acceptance::Fixed || searches.is_empty() {
+        return Ok(fixed());
+    }
+    let sites: Vec<(usize, usize)> = searches.iter().map(|s| s.site).collect();
+    let nulls = null_sites(&sites, p.rsz);
+    let probes: Vec<TemplateSearch<T>> = nulls
+        .iter()
+        .enumerate()
+        .flat_map(|(t, us)| us.iter().map(move |&u| (t, u)))
+        .map(|(t, u)| TemplateSearch { site: searches[t].site, template: searches[t].template.clone(), start: searches[u].start })
+        .collect();
+    if probes.is_empty() {
+        return Ok(fixed());
+    }
+    let at = SearchParams { radius: 0, subpixel: false, accept: None };
+    let values = search(&probes, &at)?;
+    if values.len() != probes.len() {
+        return Err(Error::Backend(alloc::format!("{} null probes answered for {}", values.len(), probes.len())));
+    }
+    let evaluations = values.iter().flatten().map(|m| m.evaluations as u64).sum();
+    // A flat window has no coefficient: it cannot be mistaken for a match.
+    let mut values = values.into_iter().map(|m| m.map(|m| m.coefficient));
+    let thresholds = nulls
+        .iter()
+        .map(|us| {
+            let sample: Vec<f64> = us.iter().filter_map(|_| values.next().flatten()).collect();
+            threshold(p.acceptance, &sample, p.cthresh, p.null_margin, p.min_coefficient)
+        })
+        .collect();
+    Ok((thresholds, evaluations))
 }
 
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`
@@ -445,7 +549,8 @@ mod tests {
             let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &p, (0.0, 0.0), s).unwrap();
             assert!(close(r.shift, t, 0.15), "u8 {:?} vs {t:?}", r.shift);
             assert!(r.vectors_used >= 20 && r.ncc > 0.9 && r.confidence > 0.5, "{r:?}");
-            assert!(r.evaluations <= 36 * (9 + 8 * 4 + 5));
+            // The searches, and one evaluation per null probe.
+            assert!(r.evaluations <= 36 * (9 + 8 * 4 + 5 + crate::stitch::accept::NULL_SAMPLES as u64));
             let (a, b, t) = pair(&src.map(|v| (v * 200.0) as u16), seed);
             let q = RegisterParams { min_variance: 4.0 * 200.0 * 200.0, ..p };
             let r = register_pair(a.view(), &SearchFrame::new(b.view()).unwrap(), &q, (0.0, 0.0), s).unwrap();
@@ -506,7 +611,7 @@ mod tests {
 
     #[test]
     fn consensus_ignores_outliers() {
-        let v = |sx: f64, sy: f64, c: f64| MotionVector { template: (0, 0), found: (0.0, 0.0), shift: (sx, sy), coefficient: c, evaluations: 0, inlier: false };
+        let v = |sx: f64, sy: f64, c: f64| MotionVector { template: (0, 0), found: (0.0, 0.0), shift: (sx, sy), coefficient: c, threshold: 0.5, evaluations: 0, inlier: false };
         let vs = [v(3.0, 1.0, 0.9), v(3.2, 0.9, 0.95), v(2.9, 1.1, 0.9), v(-8.0, 4.0, 0.99), v(-8.1, 4.0, 0.99), v(20.0, 20.0, 1.0)];
         let kept: Vec<usize> = (0..vs.len()).collect();
         let (s, set) = consensus(&vs, &kept, 1.0);
@@ -522,6 +627,9 @@ mod tests {
         assert_eq!(grid_axis(200, 25, 32, 10, 2), Some(vec![42, 153]));
         assert_eq!(grid_axis(200, 25, 32, -10, 2), Some(vec![22, 133]));
         assert_eq!(grid_axis(200, 25, 32, 0, 1), Some(vec![87]));
+        // A narrow range: positions closer than a quarter template merge.
+        assert_eq!(grid_axis(200, 25, 32, 130, 6), Some(vec![162, 170]));
+        assert_eq!(grid_axis(200, 25, 32, 140, 6), Some(vec![172]));
         assert_eq!(grid_axis(80, 25, 32, 0, 2), None);
         assert_eq!(grid_axis(200, 25, 32, 200, 2), None);
         // Found by fuzzing: predictions of 1e300 (i64::MAX once rounded) overflowed.

@@ -30,8 +30,10 @@
 //! and the current one; the composite reads each frame once more to paste it. A source
 //! that decodes files therefore keeps a few frames in memory whatever the sequence's length.
 
+use super::coarse::{self, Spectrum};
 use super::composite::{Blend, Canvas, Compositor};
 use super::quality::{grid_ncc, overlap_ncc};
+use super::accept::Acceptance;
 use super::register::{gray, luma_storage, register_pair, Gray, PairRegistration, RegisterParams, SkipReason};
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
@@ -100,11 +102,15 @@ pub struct StitchParams {
     /// Compute the quality measures of every registered pair (costs two passes over the
     /// overlap per pair).
     pub quality: bool,
+    /// When a frame registers with no prediction, try this many coarse global estimates
+    /// ([`super::coarse`], phase correlation) as starts of the search against the last
+    /// good frame (0..=8; 0: off, the original).
+    pub coarse_candidates: usize,
 }
 
 impl Default for StitchParams {
     fn default() -> Self {
-        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true }
+        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3 }
     }
 }
 
@@ -115,7 +121,7 @@ impl StitchParams {
         if !(0.0..=0.75).contains(&self.keyframe_shift) {
             return Err(Error::InvalidFloat { name: "keyframe shift", value: self.keyframe_shift, expected: "within [0, 0.75]" });
         }
-        Ok(())
+        crate::error::require_range("coarse candidates", self.coarse_candidates, 0, 8)
     }
 }
 
@@ -134,6 +140,9 @@ pub struct FrameRecord {
     pub ncc: f64,
     pub vectors_used: usize,
     pub confidence: f64,
+    /// How clearly its vectors passed their acceptance threshold (the pair's
+    /// [`PairRegistration::margin`]; 0 for the reference and skipped frames).
+    pub margin: f64,
     /// NCC evaluations spent on this frame (all attempts).
     pub evaluations: u64,
     /// [`overlap_ncc`] with its reference, when computed.
@@ -461,8 +470,7 @@ impl<'a> Run<'a> {
                 Some(_) => None,
             };
             let mut evaluations = 0;
-            let mut outcome: Option<(usize, PairRegistration)> = None;
-            for &(r, pred) in &attempts {
+            let mut attempt = |r: usize, pred: (f64, f64)| -> Result<PairRegistration> {
                 let r_held = find(r)?;
                 let pred = (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1);
                 let reg = match (&moving, self.registrar) {
@@ -471,16 +479,67 @@ impl<'a> Run<'a> {
                     (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
                 };
                 evaluations += reg.evaluations;
+                Ok(reg)
+            };
+            let mut outcome: Option<(usize, PairRegistration)> = None;
+            for &(r, pred) in &attempts {
+                let reg = attempt(r, pred)?;
                 let done = reg.shift.is_some();
                 outcome = Some((r, reg));
                 if done {
                     break;
                 }
             }
+            // The coarse global estimates (phase correlation) seed the search where the
+            // motion's prediction did not: a pair that failed (a jump, or a prediction
+            // made over skipped frames; against the last good frame), and a pair that
+            // registered on a weak minority of its templates, which a local search that
+            // started far from the peak can lock onto (a lattice, a field of grass). A
+            // seeded registration wins with more agreeing vectors; the first stays
+            // otherwise.
+            let weak = |reg: &PairRegistration| reg.shift.is_some() && 3 * reg.vectors_used < reg.textured;
+            match &outcome {
+                Some((r, reg)) if p.coarse_candidates > 0 && (reg.shift.is_none() || weak(reg)) => {
+                    let base = if reg.shift.is_some() { *r } else { last.unwrap_or(k) };
+                    let b_held = find(base)?;
+                    let seeds = coarse::candidates(&Spectrum::new(b_held.view::<T>()?), &Spectrum::new(current.view::<T>()?), p.coarse_candidates);
+                    let b_pos = b_held.pos;
+                    for (seed, _) in seeds.unwrap_or_default() {
+                        if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
+                            // Already where this seed leads.
+                            if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
+                                continue;
+                            }
+                        }
+                        let reg = attempt(base, (b_pos.0 + seed.0, b_pos.1 + seed.1))?;
+                        let better = match &outcome {
+                            Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
+                            None => true,
+                        };
+                        if better {
+                            outcome = Some((base, reg));
+                        }
+                        if outcome.as_ref().is_some_and(|o| o.1.shift.is_some() && !weak(&o.1)) {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            }
             if let Some(m) = moving {
                 buffer = m.into_integral();
             }
-            let Some((r, reg)) = outcome else { unreachable_attempts()? };
+            let Some((r, mut reg)) = outcome else { unreachable_attempts()? };
+            // A weak consensus must be confirmed by the whole overlap: chance agreement of a
+            // few templates between unrelated frames is rare but, over a long run with
+            // several attempts per frame, not rare enough to report a position on it.
+            if let (Some(s), true) = (reg.shift, weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
+                let overlap = overlap_ncc(find(r)?.view::<T>()?, current.view::<T>()?, s, self.par)?.unwrap_or(f64::NEG_INFINITY);
+                if overlap < p.register.min_coefficient {
+                    reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap });
+                    reg.shift = None;
+                }
+            }
             match reg.shift {
                 None => {
                     records.push(FrameRecord::skipped(i, reg.skip.unwrap_or(SkipReason::NoOverlap), evaluations));
@@ -507,7 +566,7 @@ impl<'a> Run<'a> {
                     let r_held = find(r)?;
                     let pos = (r_held.pos.0 + s.0, r_held.pos.1 + s.1);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
-                    rec = FrameRecord { position: Some(pos), reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, ..rec };
+                    rec = FrameRecord { position: Some(pos), reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, ..rec };
                     if p.quality {
                         let (a, b) = (r_held.view::<T>()?, current.view::<T>()?);
                         rec.quality = overlap_ncc(a, b, s, self.par)?;
@@ -539,10 +598,10 @@ impl<'a> Run<'a> {
 impl FrameRecord {
     /// The reference frame's record: position (0, 0).
     fn reference(index: usize) -> Self {
-        FrameRecord { index, position: Some((0.0, 0.0)), reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, evaluations: 0, quality: None, quality_grid: None }
+        FrameRecord { index, position: Some((0.0, 0.0)), reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None }
     }
     fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
-        FrameRecord { index, position: None, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, evaluations, quality: None, quality_grid: None }
+        FrameRecord { index, position: None, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None }
     }
 }
 

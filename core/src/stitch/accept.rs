@@ -1,0 +1,151 @@
+//! Deciding which template matches are real, with a rule that scales with the data.
+//!
+//! A fixed coefficient threshold (the original's `cthresh`) cannot serve clean and noisy
+//! footage alike: a true match's NCC is bounded by the signal-to-noise ratio (about
+//! `var_signal / (var_signal + var_noise)`), so on low-contrast tissue every true match
+//! sits near 0.6, while on smooth images a template that is only a brightness ramp scores
+//! 0.9 wherever the ramp continues. What tells a match from chance is how far the peak
+//! stands above what the same template scores where it cannot match.
+//!
+//! So each template is also compared (one NCC each) with the windows where the *other*
+//! templates of the grid are expected (at least one template side away from its own site,
+//! so no overlap with its true match): its null sample, as ASHLAR compares a pair's NCC
+//! with that of pairs that cannot overlap (Muhlich et al., "Stitching and registering
+//! highly multiplexed whole-slide images of tissues and tumors using ASHLAR",
+//! Bioinformatics 2022). A vector is kept when its peak beats the largest null value by
+//! `null_margin` (and reaches `min_coefficient`). Templates that are only ramps or
+//! repeat themselves have high null values and drop out; faint but distinctive texture is
+//! kept at whatever coefficient the noise allows.
+
+use crate::stitch::MotionVector;
+use alloc::vec::Vec;
+
+/// How a vector's coefficient is judged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Acceptance {
+    /// Against the template's own null sample (module doc): the default.
+    #[default]
+    Adaptive,
+    /// Against the fixed `cthresh` (the original plugin's rule).
+    Fixed,
+}
+
+impl Acceptance {
+    /// The name the command line and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acceptance::Adaptive => "adaptive",
+            Acceptance::Fixed => "fixed",
+        }
+    }
+}
+
+impl core::str::FromStr for Acceptance {
+    type Err = alloc::string::String;
+    fn from_str(s: &str) -> core::result::Result<Self, Self::Err> {
+        match s {
+            "adaptive" => Ok(Acceptance::Adaptive),
+            "fixed" => Ok(Acceptance::Fixed),
+            _ => Err(alloc::format!("unknown acceptance rule '{s}' (adaptive, fixed)")),
+        }
+    }
+}
+
+impl core::fmt::Display for Acceptance {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Null samples per template.
+pub const NULL_SAMPLES: usize = 8;
+
+/// For each template site, the indices of the other sites its null sample is taken at:
+/// up to [`NULL_SAMPLES`] sites at least `rsz` away (Chebyshev), spread evenly over the
+/// grid order. Empty where no site is far enough (a one-template grid).
+pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
+    sites
+        .iter()
+        .enumerate()
+        .map(|(t, &(tx, ty))| {
+            let far: Vec<usize> =
+                (0..sites.len()).filter(|&u| u != t && (sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)).collect();
+            if far.len() <= NULL_SAMPLES {
+                return far;
+            }
+            // Evenly spaced over the list, starting after the template's own position so
+            // neighbouring templates do not all sample the same sites.
+            let start = far.iter().position(|&u| u > t).unwrap_or(0);
+            (0..NULL_SAMPLES).map(|k| far[(start + k * far.len() / NULL_SAMPLES) % far.len()]).collect()
+        })
+        .collect()
+}
+
+/// The threshold a vector's coefficient must reach under `rule`: `cthresh` (fixed), or
+/// the largest of `nulls` plus `margin`, at least `floor` (adaptive; with no null value
+/// the fixed threshold stands in).
+pub fn threshold(rule: Acceptance, nulls: &[f64], cthresh: f64, margin: f64, floor: f64) -> f64 {
+    match rule {
+        Acceptance::Fixed => cthresh,
+        Acceptance::Adaptive => match nulls.iter().cloned().reduce(f64::max) {
+            Some(null) => (null + margin).max(floor),
+            None => cthresh,
+        },
+    }
+}
+
+/// The shift of a second consensus among the vectors `kept` large enough to doubt the
+/// first (`inliers`, around `shift`): at least `min_vectors` and half the winner's count,
+/// disjoint from the winner and more than `2 tol` away from its shift. Repetitive texture
+/// (tiles, bricks, a lattice of cells) matches at several shifts; such a pair is skipped,
+/// not guessed.
+pub fn ambiguous(v: &[MotionVector], kept: &[usize], inliers: &[usize], shift: (f64, f64), tol: f64, min_vectors: usize) -> Option<(f64, f64)> {
+    let away = |s: (f64, f64)| libm::fabs(s.0 - shift.0) > 2.0 * tol || libm::fabs(s.1 - shift.1) > 2.0 * tol;
+    let rest: Vec<usize> = kept.iter().copied().filter(|j| !inliers.contains(j) && away(v[*j].shift)).collect();
+    let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
+    let (count, at) = rest.iter().map(|&i| (rest.iter().filter(|&&j| near(v[i].shift, v[j].shift)).count(), v[i].shift)).max_by_key(|c| c.0)?;
+    (count >= min_vectors && 2 * count >= inliers.len()).then_some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_sites_are_far_and_spread() {
+        let sites: Vec<(usize, usize)> = (0..6).flat_map(|y| (0..6).map(move |x| (x * 20, y * 20))).collect();
+        let nulls = null_sites(&sites, 25);
+        for (t, n) in nulls.iter().enumerate() {
+            assert_eq!(n.len(), NULL_SAMPLES);
+            for &u in n {
+                assert!(u != t && (sites[u].0.abs_diff(sites[t].0) >= 25 || sites[u].1.abs_diff(sites[t].1) >= 25));
+            }
+            let mut d = n.clone();
+            d.sort();
+            d.dedup();
+            assert_eq!(d.len(), NULL_SAMPLES, "{n:?}");
+        }
+        assert!(null_sites(&[(5, 5)], 25)[0].is_empty());
+        assert!(null_sites(&[(5, 5), (10, 10)], 25).iter().all(|n| n.is_empty()));
+    }
+
+    #[test]
+    fn thresholds_follow_the_rule() {
+        assert_eq!(threshold(Acceptance::Fixed, &[0.9], 0.85, 0.2, 0.3), 0.85);
+        assert!((threshold(Acceptance::Adaptive, &[0.1, 0.4, -0.2], 0.85, 0.2, 0.3) - 0.6).abs() < 1e-12);
+        assert_eq!(threshold(Acceptance::Adaptive, &[-0.5], 0.85, 0.2, 0.3), 0.3);
+        assert_eq!(threshold(Acceptance::Adaptive, &[], 0.85, 0.2, 0.3), 0.85);
+        assert_eq!("fixed".parse::<Acceptance>(), Ok(Acceptance::Fixed));
+        assert!("other".parse::<Acceptance>().is_err());
+    }
+
+    #[test]
+    fn a_second_cluster_of_equal_weight_is_ambiguous() {
+        let v = |sx: f64| MotionVector { template: (0, 0), found: (0.0, 0.0), shift: (sx, 0.0), coefficient: 0.9, threshold: 0.5, evaluations: 0, inlier: false };
+        let vs = [v(0.0), v(0.1), v(0.2), v(0.1), v(10.0), v(10.1), v(10.2), v(30.0)];
+        let all: Vec<usize> = (0..vs.len()).collect();
+        assert!(ambiguous(&vs, &all, &[0, 1, 2, 3], (0.1, 0.0), 1.0, 3).is_some_and(|s| (s.0 - 10.0).abs() < 0.3));
+        // A lone outlier and a pair are no rival.
+        assert_eq!(ambiguous(&vs, &[0, 1, 2, 3, 4, 5, 7], &[0, 1, 2, 3], (0.1, 0.0), 1.0, 3), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! A coarse global estimate of a pair's shift by phase correlation (Kuglin and Hines, "The
+//! phase correlation image alignment method", 1975), for the frames the log search cannot
+//! reach: the search climbs from the predicted position and finds the peak only when the
+//! prediction is within its radius, while a hand-held probe can jump by half a frame.
+//!
+//! Each frame is reduced by box averaging by an integer factor so it fits a [`SIDE`]
+//! square, its mean removed, tapered at its edges (a Tukey window) (so the frame's edges do not
+//! correlate) and zero-padded; the normalized cross-power spectrum of two frames
+//! transforms back to a surface whose peaks are the candidate shifts, found over the whole
+//! frame at once (up to half the grid, at least half the frame). The
+//! candidates only seed the fine registration, whose acceptance decides.
+
+use crate::fft::{fft2, Complex};
+use crate::image::ImageView;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Side of the coarse grid (a power of two).
+pub const SIDE: usize = 128;
+
+/// A frame's spectrum, reusable against any other frame of the sequence.
+#[derive(Clone, Debug)]
+pub struct Spectrum {
+    factor: usize,
+    bins: Vec<Complex>,
+}
+
+impl Spectrum {
+    /// The spectrum of a grey frame (module doc).
+    pub fn new<T: crate::image::Pixel + Into<f64>>(frame: ImageView<'_, T>) -> Spectrum {
+        let (w, h) = frame.size();
+        // Frames are reduced to fit the grid: shifts up to half the grid (at least half the
+        // frame) are told apart from their wrapped aliases.
+        let factor = w.max(h).div_ceil(SIDE).max(1);
+        let (cw, ch) = (w / factor, h / factor);
+        let mut small = vec![0.0f64; cw * ch];
+        for (y, row) in frame.rows().take(ch * factor).enumerate() {
+            let out = &mut small[(y / factor) * cw..(y / factor + 1) * cw];
+            for (o, block) in out.iter_mut().zip(row.chunks_exact(factor)) {
+                *o += block.iter().map(|&v| v.into()).sum::<f64>();
+            }
+        }
+        let mean = small.iter().sum::<f64>() / small.len().max(1) as f64;
+        // A Tukey window (cosine tapers over the outer eighth on each side): flat enough
+        // that the overlap of frames shifted by half their size still carries weight.
+        let taper = |i: usize, n: usize| {
+            let t = (i as f64 + 0.5) / n as f64;
+            let edge = t.min(1.0 - t) / 0.125;
+            if edge >= 1.0 { 1.0 } else { 0.5 - 0.5 * libm::cos(core::f64::consts::PI * edge) }
+        };
+        let mut bins = vec![(0.0f32, 0.0f32); SIDE * SIDE];
+        for y in 0..ch {
+            for x in 0..cw {
+                bins[y * SIDE + x].0 = ((small[y * cw + x] - mean) * taper(x, cw) * taper(y, ch)) as f32;
+            }
+        }
+        fft2(&mut bins, SIDE, false);
+        Spectrum { factor, bins }
+    }
+}
+
+/// Up to `count` candidate shifts of `moving` against `reference` in the stitching
+/// convention (moving pixel `(u, v)` shows the reference at `(u + x, v + y)`), strongest
+/// first, each with its peak height (the fraction of the frames' energy that agrees with
+/// it). `None` when the spectra come from frames of different sizes.
+pub fn candidates(reference: &Spectrum, moving: &Spectrum, count: usize) -> Option<Vec<((f64, f64), f64)>> {
+    if reference.factor != moving.factor || reference.bins.len() != moving.bins.len() {
+        return None;
+    }
+    let mut surface: Vec<Complex> = moving
+        .bins
+        .iter()
+        .zip(&reference.bins)
+        .map(|(&m, &r)| {
+            // M = e^{ikx} R when m(u) = r(u + x), so R conj(M) = |R|^2 e^{-ikx}, whose
+            // inverse transform peaks at u = x.
+            let p = (r.0 * m.0 + r.1 * m.1, r.1 * m.0 - r.0 * m.1);
+            let norm = libm::sqrtf(p.0 * p.0 + p.1 * p.1);
+            if norm > 1e-12 { (p.0 / norm, p.1 / norm) } else { (0.0, 0.0) }
+        })
+        .collect();
+    fft2(&mut surface, SIDE, true);
+    let n = SIDE as isize;
+    let at = |x: isize, y: isize| surface[(y.rem_euclid(n) * n + x.rem_euclid(n)) as usize].0;
+    let total = (SIDE * SIDE) as f32;
+    let mut peaks: Vec<((isize, isize), f32)> = Vec::new();
+    for y in 0..n {
+        for x in 0..n {
+            let v = at(x, y);
+            let is_max = (-1..=1).all(|dy| (-1..=1).all(|dx| (dx, dy) == (0, 0) || at(x + dx, y + dy) < v || (at(x + dx, y + dy) == v && (y + dy, x + dx) > (y, x))));
+            if is_max && v > 0.0 {
+                peaks.push(((x, y), v));
+            }
+        }
+    }
+    peaks.sort_by(|a, b| b.1.total_cmp(&a.1));
+    peaks.truncate(count);
+    let f = reference.factor as f64;
+    Some(
+        peaks
+            .into_iter()
+            .map(|((x, y), v)| {
+                // Parabolic refinement per axis, then the wrap to signed shifts.
+                let refine = |l: f32, c: f32, r: f32| {
+                    let d = l - 2.0 * c + r;
+                    if d < 0.0 { (0.5 * (l - r) / d) as f64 } else { 0.0 }
+                };
+                let sx = x as f64 + refine(at(x - 1, y), v, at(x + 1, y));
+                let sy = y as f64 + refine(at(x, y - 1), v, at(x, y + 1));
+                let wrap = |s: f64| if s >= SIDE as f64 / 2.0 { s - SIDE as f64 } else { s };
+                ((wrap(sx) * f, wrap(sy) * f), (v / total) as f64)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use crate::stitch::texture;
+
+    #[test]
+    fn finds_large_shifts_of_either_sign() {
+        let src = texture(900, 800, 4);
+        for (fw, fh) in [(200usize, 160usize), (320, 240), (150, 150)] {
+            let a = Image::from_fn(fw, fh, |x, y| src.row(y + 200)[x + 250]).unwrap();
+            let sa = Spectrum::new(a.view());
+            for shift in [(0isize, 0isize), (37, -12), (-90, 61), (fw as isize / 2 - 1, -(fh as isize) / 2 + 1)] {
+                // moving(u, v) = reference(u + x, v + y)
+                let b = Image::from_fn(fw, fh, |x, y| src.row((y as isize + 200 + shift.1) as usize)[(x as isize + 250 + shift.0) as usize]).unwrap();
+                let c = candidates(&sa, &Spectrum::new(b.view()), 3).unwrap();
+                let f = fw.max(fh).div_ceil(SIDE) as f64;
+                assert!((c[0].0 .0 - shift.0 as f64).abs() <= f && (c[0].0 .1 - shift.1 as f64).abs() <= f, "{fw}x{fh} {shift:?}: {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn unrelated_frames_give_weak_peaks() {
+        let a = texture(200, 160, 1);
+        let b = texture(200, 160, 2);
+        let c = candidates(&Spectrum::new(a.view()), &Spectrum::new(b.view()), 1).unwrap();
+        let same = candidates(&Spectrum::new(a.view()), &Spectrum::new(a.view()), 1).unwrap();
+        assert!(c[0].1 < 0.25 * same[0].1, "{c:?} vs {same:?}");
+        let other = Spectrum::new(texture(100, 80, 3).view());
+        assert!(candidates(&Spectrum::new(a.view()), &other, 1).is_none());
+    }
+}

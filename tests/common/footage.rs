@@ -1,0 +1,153 @@
+//! Hard footage with ground truth, cut from real photographs: the conditions endoscopy and
+//! microscope sweeps show (low contrast, noise, blur, gain drift, vignetting fixed to the
+//! lens, large and wandering jumps, closed loops), so registration is judged on more than
+//! the clean sequences of `tessera::stitch::synth_sequence`.
+//!
+//! Frame `i` samples the photograph at `(origin_i + (u, v))` with Keys' bicubic
+//! interpolation, so its position in the report's convention is `origin_i - origin_0`.
+
+use std::path::Path;
+use tessera::stitch::SplitMix64;
+use tessera::Image;
+
+/// The photographs the robustness suite is built from, of different character: a fundus
+/// image (smooth, vessels), colonic tissue under the microscope (IHC), an indoor photo with
+/// smooth porcelain and wood grain, an outdoor photo with a uniform sky, gravel and grass
+/// (fine natural textures), a portrait, and the Middlebury cones scene (`shared/data`).
+pub const PHOTOS: [&str; 8] = ["retina", "ihc", "coffee", "camera", "gravel", "grass", "astronaut", "cones"];
+
+/// A photograph of [`PHOTOS`] as 8-bit grey, in f32.
+pub fn photo(name: &str) -> Image<f32> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = match name {
+        "retina" => root.join("assets/retina.jpg"),
+        "cones" => super::shared_data().join("stereo/cones/im2.png"),
+        _ => root.join("assets/photos").join(format!("{name}.png")),
+    };
+    let img = image::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).to_luma8();
+    let (w, h) = img.dimensions();
+    Image::from_vec(w as usize, h as usize, img.into_raw().into_iter().map(f32::from).collect()).unwrap()
+}
+
+/// How the frames are degraded.
+#[derive(Clone, Copy, Debug)]
+pub struct Conditions {
+    /// Contrast around the photograph's mean (1: as it is; 0.3: low contrast).
+    pub contrast: f64,
+    /// Additive Gaussian noise, grey levels.
+    pub noise: f64,
+    /// Gaussian blur sigma in pixels (0: none), applied to the photograph.
+    pub blur: f64,
+    /// Relative gain change from the first frame to the last.
+    pub gain_drift: f64,
+    /// Radial fall-off of the lens: brightness at the corners is `1 - vignetting`.
+    pub vignetting: f64,
+}
+
+impl Default for Conditions {
+    fn default() -> Self {
+        Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }
+    }
+}
+
+fn keys(t: f64) -> f64 {
+    let t = t.abs();
+    if t < 1.0 {
+        (1.5 * t - 2.5) * t * t + 1.0
+    } else if t < 2.0 {
+        ((-0.5 * t + 2.5) * t - 4.0) * t + 2.0
+    } else {
+        0.0
+    }
+}
+
+/// The photograph blurred by a sampled Gaussian of `sigma` (replicated borders).
+fn blurred(src: &Image<f32>, sigma: f64) -> Image<f32> {
+    if sigma <= 0.0 {
+        return src.clone();
+    }
+    let r = (3.0 * sigma).ceil() as isize;
+    let k: Vec<f64> = (-r..=r).map(|i| (-(i * i) as f64 / (2.0 * sigma * sigma)).exp()).collect();
+    let s: f64 = k.iter().sum();
+    let (w, h) = src.size();
+    let pass = |img: &Image<f32>, dx: isize, dy: isize| {
+        Image::from_fn(w, h, |x, y| {
+            let mut acc = 0.0;
+            for (j, kj) in k.iter().enumerate() {
+                let o = j as isize - r;
+                let xs = (x as isize + o * dx).clamp(0, w as isize - 1) as usize;
+                let ys = (y as isize + o * dy).clamp(0, h as isize - 1) as usize;
+                acc += kj * img.row(ys)[xs] as f64;
+            }
+            (acc / s) as f32
+        })
+        .unwrap()
+    };
+    pass(&pass(src, 1, 0), 0, 1)
+}
+
+/// A sequence cut from `src` at `origins` (top-left corners, photograph pixels, each at
+/// least 2 px inside), `w x h` frames, under `c`; noise from `seed`. 8-bit frames.
+pub fn render(src: &Image<f32>, origins: &[(f64, f64)], (w, h): (usize, usize), c: &Conditions, seed: u64) -> Vec<Image<u8>> {
+    let mean = src.as_slice().iter().map(|&v| v as f64).sum::<f64>() / src.as_slice().len() as f64;
+    let src = blurred(src, c.blur);
+    let mut rng = SplitMix64::new(seed);
+    let n = origins.len();
+    origins
+        .iter()
+        .enumerate()
+        .map(|(i, &(ox, oy))| {
+            let gain = 1.0 + c.gain_drift * if n > 1 { i as f64 / (n - 1) as f64 } else { 0.0 };
+            let (cx, cy) = ((w as f64 - 1.0) / 2.0, (h as f64 - 1.0) / 2.0);
+            let corner = cx.hypot(cy);
+            Image::from_fn(w, h, |u, v| {
+                let (sx, sy) = (ox + u as f64, oy + v as f64);
+                let (fx, fy) = (sx.floor(), sy.floor());
+                let mut acc = 0.0;
+                for j in -1..=2 {
+                    let wy = keys(sy - (fy + j as f64));
+                    let row = src.row((fy as isize + j) as usize);
+                    for i in -1..=2 {
+                        acc += wy * keys(sx - (fx + i as f64)) * row[(fx as isize + i) as usize] as f64;
+                    }
+                }
+                let rad = (u as f64 - cx).hypot(v as f64 - cy) / corner;
+                let lens = 1.0 - c.vignetting * rad * rad;
+                let value = (mean + c.contrast * (acc - mean)) * gain * lens + c.noise * rng.normal();
+                value.round().clamp(0.0, 255.0) as u8
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+/// A wandering path of `n` frames inside `room` (the range of top-left corners), `step` px
+/// per frame, the heading turning by up to `turn / 2` radians each frame (0.5: smooth;
+/// 2: a hand-held probe whose direction wanders).
+pub fn wandering(n: usize, room: (f64, f64), step: f64, turn: f64, seed: u64) -> Vec<(f64, f64)> {
+    let mut rng = SplitMix64::new(seed);
+    let mut at = (2.0 + room.0 * (0.3 + 0.4 * rng.uniform()), 2.0 + room.1 * (0.3 + 0.4 * rng.uniform()));
+    let mut heading = std::f64::consts::TAU * rng.uniform();
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(at);
+        heading += turn * (rng.uniform() - 0.5);
+        let mut next = (at.0 + step * heading.cos(), at.1 + step * heading.sin());
+        // Turn back at the walls.
+        if !(2.0..=2.0 + room.0).contains(&next.0) {
+            heading = std::f64::consts::PI - heading;
+            next.0 = at.0 + step * heading.cos();
+        }
+        if !(2.0..=2.0 + room.1).contains(&next.1) {
+            heading = -heading;
+            next.1 = at.1 + step * heading.sin();
+        }
+        at = (next.0.clamp(2.0, 2.0 + room.0), next.1.clamp(2.0, 2.0 + room.1));
+    }
+    out
+}
+
+/// The room for frames of `frame` size in a photograph of `size` (corners 2 px inside).
+pub fn room(size: (usize, usize), frame: (usize, usize)) -> (f64, f64) {
+    (size.0 as f64 - frame.0 as f64 - 5.0, size.1 as f64 - frame.1 as f64 - 5.0)
+}

@@ -1,0 +1,109 @@
+//! Registration on hard footage with the default parameters: sequences cut from eight real
+//! photographs of different character (`common::footage`) under low contrast, noise, blur,
+//! gain drift, vignetting and large wandering jumps, with known positions. Judged as a user
+//! would: how many frames register, how far the reported positions are from the truth, and
+//! that no frame reported `ok` is wrong by more than 2 px. Frames that show nothing to
+//! match (pure noise, uniform, another photograph) must be skipped with a reason.
+
+mod common;
+
+use common::footage::{photo, render, room, wandering, Conditions, PHOTOS};
+use std::ops::ControlFlow;
+use tessera::stitch::{register_sequence, FrameRecord, StitchParams};
+use tessera::{AnyView, Image, Parallelism};
+
+/// What a run got right and wrong.
+#[derive(Debug)]
+struct Score {
+    frames: usize,
+    registered: usize,
+    mean_error: f64,
+    max_error: f64,
+    /// Frames reported `ok` more than 2 px from the truth.
+    wrong_ok: usize,
+}
+
+fn run(frames: &[Image<u8>], truth: &[(f64, f64)], p: &StitchParams) -> (Score, Vec<FrameRecord>) {
+    let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::U8(f.view())).collect();
+    let (recs, reference) = match register_sequence(&views, p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())) {
+        Ok(r) => r,
+        Err(tessera::Error::NothingRegistered { .. }) => {
+            return (Score { frames: frames.len(), registered: 0, mean_error: 0.0, max_error: 0.0, wrong_ok: 0 }, Vec::new());
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let base = truth[reference];
+    let errors: Vec<f64> = recs
+        .iter()
+        .filter_map(|r| r.position.map(|q| (q.0 - (truth[r.index].0 - base.0)).hypot(q.1 - (truth[r.index].1 - base.1))))
+        .collect();
+    let score = Score {
+        frames: frames.len(),
+        registered: errors.len(),
+        mean_error: errors.iter().sum::<f64>() / errors.len().max(1) as f64,
+        max_error: errors.iter().cloned().fold(0.0, f64::max),
+        wrong_ok: errors.iter().filter(|&&e| e > 2.0).count(),
+    };
+    (score, recs)
+}
+
+/// The positions of a path of top-left corners, relative to the first.
+fn positions(origins: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    origins.iter().map(|o| (o.0 - origins[0].0, o.1 - origins[0].1)).collect()
+}
+
+struct Case {
+    name: &'static str,
+    frame: (usize, usize),
+    frames: usize,
+    step: f64,
+    turn: f64,
+    conditions: Conditions,
+}
+
+const CASES: [Case; 5] = [
+    Case { name: "clean", frame: (200, 160), frames: 40, step: 3.0, turn: 0.5, conditions: Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 } },
+    Case { name: "low contrast", frame: (200, 160), frames: 40, step: 3.0, turn: 0.5, conditions: Conditions { contrast: 0.3, noise: 3.5, blur: 1.0, gain_drift: 0.0, vignetting: 0.0 } },
+    Case { name: "noise 8", frame: (200, 160), frames: 40, step: 3.0, turn: 0.5, conditions: Conditions { contrast: 1.0, noise: 8.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 } },
+    Case { name: "blur, gain, lens", frame: (200, 160), frames: 40, step: 3.0, turn: 0.5, conditions: Conditions { contrast: 1.0, noise: 3.0, blur: 1.5, gain_drift: 0.2, vignetting: 0.4 } },
+    Case { name: "jumps 28 px", frame: (200, 160), frames: 40, step: 28.0, turn: 2.0, conditions: Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 } },
+];
+
+#[test]
+#[ignore]
+fn table() {
+    let p = StitchParams { quality: false, ..Default::default() };
+    for case in &CASES {
+        for (k, name) in PHOTOS.iter().enumerate() {
+            let src = photo(name);
+            let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
+            let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
+            let truth = positions(&origins);
+            let (s, recs) = run(&frames, &truth, &p);
+            if std::env::var("DETAIL").is_ok_and(|d| d == format!("{} {}", case.name, name)) {
+                for r in &recs {
+                    let t = truth[r.index];
+                    println!("  {:3} {:?} truth ({:.1}, {:.1}) ref {:?} ncc {:.3} used {} skip {:?}", r.index, r.position.map(|q| (q.0 as f32, q.1 as f32)), t.0, t.1, r.reference, r.ncc, r.vectors_used, r.skip.as_ref().map(|s| s.describe()));
+                }
+            }
+            println!("{:18} {:10} {:3}/{:3} registered, mean {:.3} px, max {:.2} px, wrong ok {}", case.name, name, s.registered, s.frames, s.mean_error, s.max_error, s.wrong_ok);
+        }
+    }
+}
+
+#[test]
+#[ignore]
+fn debug_pair() {
+    let case = &CASES[4];
+    let k = 1;
+    let src = photo(PHOTOS[k]);
+    let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
+    let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
+    let p = tessera::stitch::RegisterParams::default();
+    let m = tessera::ncc::SearchFrame::new(frames[10].view()).unwrap();
+    let r = tessera::stitch::register_pair(frames[5].view(), &m, &p, (-99.0, 99.0), Parallelism::Sequential).unwrap();
+    println!("{:?} {:?} {:?}", r.shift, r.skip, (r.templates, r.textured, r.above_threshold, r.vectors_used));
+    for v in &r.vectors {
+        println!("  {:?} found {:?} shift ({:.2}, {:.2}) c {:.3} thr {:.3} {}", v.template, v.found, v.shift.0, v.shift.1, v.coefficient, v.threshold, v.inlier);
+    }
+}
