@@ -69,6 +69,65 @@ const CASES: [Case; 5] = [
     Case { name: "jumps 28 px", frame: (200, 160), frames: 40, step: 28.0, turn: 2.0, conditions: Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 } },
 ];
 
+/// Cases where the defaults still fall short, measured and written down (issue 18): the
+/// fundus image at 200 x 160 is nearly textureless at this scale, so at contrast 0.3 no
+/// template agrees (every frame is skipped: nothing wrong is reported), and under noise
+/// sigma 8 its faint matches (NCC about 0.35) drift by up to 3 px over the run.
+const SHORTFALLS: [(&str, &str); 2] = [("low contrast", "retina"), ("noise 8", "retina")];
+
+/// Every case on every photograph with the default parameters: at least 95 % of the frames
+/// registered, mean error at most 0.5 px, and no frame reported `ok` more than 2 px from
+/// the truth; the shortfalls above only may register fewer frames or drift, but even they
+/// must not register a frame wildly wrong (over 5 px).
+#[test]
+fn hard_footage_registers_with_the_defaults() {
+    let p = StitchParams { quality: false, ..Default::default() };
+    let mut failures = Vec::new();
+    for case in &CASES {
+        for (k, name) in PHOTOS.iter().enumerate() {
+            let src = photo(name);
+            let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
+            let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
+            let (s, _) = run(&frames, &positions(&origins), &p);
+            println!("{:18} {:10} {s:?}", case.name, name);
+            if SHORTFALLS.contains(&(case.name, name)) {
+                if s.max_error > 5.0 {
+                    failures.push(format!("{} {name}: {s:?}", case.name));
+                }
+            } else if 20 * s.registered < 19 * s.frames || s.mean_error > 0.5 || s.wrong_ok > 0 {
+                failures.push(format!("{} {name}: {s:?}", case.name));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Frames that show nothing to match, put into a sequence from each photograph: pure
+/// noise, a uniform frame, and a frame from another photograph are skipped with a reason,
+/// and the frames around them still register.
+#[test]
+fn frames_without_a_match_are_skipped_with_reasons() {
+    let p = StitchParams { quality: false, ..Default::default() };
+    for (k, name) in PHOTOS.iter().enumerate() {
+        let src = photo(name);
+        let other = photo(PHOTOS[(k + 3) % PHOTOS.len()]);
+        let origins = wandering(16, room(src.size(), (200, 160)), 3.0, 0.5, 3 + k as u64);
+        let mut frames = render(&src, &origins, (200, 160), &Conditions::default(), 9 + k as u64);
+        let mut rng = tessera::stitch::SplitMix64::new(k as u64);
+        frames[4] = Image::from_fn(200, 160, |_, _| (128.0 + 40.0 * rng.normal()).clamp(0.0, 255.0) as u8).unwrap();
+        frames[8] = Image::filled(200, 160, 97).unwrap();
+        frames[12] = render(&other, &[(30.0, 40.0)], (200, 160), &Conditions::default(), 1).pop().unwrap();
+        let (s, recs) = run(&frames, &positions(&origins), &p);
+        for i in [4, 8, 12] {
+            let r = &recs[i];
+            assert!(r.position.is_none() && r.skip.is_some(), "{name} frame {i}: {r:?}");
+        }
+        assert_eq!((s.registered, s.wrong_ok), (13, 0), "{name}: {s:?}");
+    }
+}
+
+/// The table behind the tests, per case and photograph (`--ignored --nocapture`; set
+/// `DETAIL="<case> <photo>"` for every frame's record).
 #[test]
 #[ignore]
 fn table() {
@@ -91,19 +150,3 @@ fn table() {
     }
 }
 
-#[test]
-#[ignore]
-fn debug_pair() {
-    let case = &CASES[4];
-    let k = 1;
-    let src = photo(PHOTOS[k]);
-    let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
-    let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
-    let p = tessera::stitch::RegisterParams::default();
-    let m = tessera::ncc::SearchFrame::new(frames[10].view()).unwrap();
-    let r = tessera::stitch::register_pair(frames[5].view(), &m, &p, (-99.0, 99.0), Parallelism::Sequential).unwrap();
-    println!("{:?} {:?} {:?}", r.shift, r.skip, (r.templates, r.textured, r.above_threshold, r.vectors_used));
-    for v in &r.vectors {
-        println!("  {:?} found {:?} shift ({:.2}, {:.2}) c {:.3} thr {:.3} {}", v.template, v.found, v.shift.0, v.shift.1, v.coefficient, v.threshold, v.inlier);
-    }
-}

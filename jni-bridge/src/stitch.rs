@@ -18,19 +18,24 @@ use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
 use jni::sys::{jdouble, jint};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 use std::ops::ControlFlow;
-use tessera_core::stitch::{Blend, FrameRecord, InMemory, Panorama, RegisterParams, SearchMethod, StitchParams};
+use tessera_core::stitch::{Acceptance, Blend, FrameRecord, InMemory, Panorama, RegisterParams, SearchMethod, StitchParams};
 use tessera_core::AnyView;
 
 named!(SearchMethod { "log" => SearchMethod::Log, "log-plain" => SearchMethod::LogPlain, "exhaustive" => SearchMethod::Exhaustive });
+named!(Acceptance { "adaptive" => Acceptance::Adaptive, "fixed" => Acceptance::Fixed });
 named!(Blend { "overwrite" => Blend::Overwrite, "average" => Blend::Average, "feather" => Blend::Feather });
 
-/// `rsz`, `cthresh`, `npts`, `search-radius`, `min-variance`, `method` (`log`,
-/// `log-plain`, `exhaustive`), `subpixel`.
+/// `rsz`, `accept` (`adaptive`, `fixed`), `cthresh`, `null-margin`, `min-coefficient`,
+/// `npts`, `search-radius`, `min-variance`, `method` (`log`, `log-plain`, `exhaustive`),
+/// `subpixel`.
 impl Op for RegisterParams {
     const NAME: &'static str = "register";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
         v.field("rsz", &mut self.rsz)?;
+        v.field("accept", &mut self.acceptance)?;
         v.field("cthresh", &mut self.cthresh)?;
+        v.field("null-margin", &mut self.null_margin)?;
+        v.field("min-coefficient", &mut self.min_coefficient)?;
         v.field("npts", &mut self.npts)?;
         v.field("search-radius", &mut self.search_radius)?;
         v.field("min-variance", &mut self.min_variance)?;
@@ -39,14 +44,16 @@ impl Op for RegisterParams {
     }
 }
 
-/// The registration's options, then `blend` (`overwrite`, `average`, `feather`) and
-/// `keyframe-shift`.
+/// The registration's options, then `blend` (`overwrite`, `average`, `feather`),
+/// `keyframe-shift`, `coarse` (coarse candidates) and `grow` (grow templates).
 impl Op for StitchParams {
     const NAME: &'static str = "stitch";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
         self.register.visit(v)?;
         v.field("blend", &mut self.blend)?;
-        v.field("keyframe-shift", &mut self.keyframe_shift)
+        v.field("keyframe-shift", &mut self.keyframe_shift)?;
+        v.field("coarse", &mut self.coarse_candidates)?;
+        v.field("grow", &mut self.grow_templates)
     }
 }
 

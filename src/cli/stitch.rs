@@ -141,6 +141,9 @@ pub struct StitchArgs {
     /// many coarse global estimates (phase correlation against the last good frame; 0: off)
     #[arg(long, default_value_t = StitchParams::default().coarse_candidates)]
     pub coarse: usize,
+    /// Do not retry pairs on which too few templates agree with templates of twice the side
+    #[arg(long)]
+    pub no_grow: bool,
     /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
@@ -366,7 +369,7 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
-                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "npts": r.npts, "search_radius": r.search_radius,
+                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "method": format!("{:?}", r.method).to_lowercase(),
                    "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
@@ -381,6 +384,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         keyframe_shift: a.keyframe_shift,
         quality: !a.no_quality,
         coarse_candidates: a.coarse,
+        grow_templates: !a.no_grow,
     };
     p.validate()?;
     let backend = a.backend.open()?;

@@ -106,11 +106,14 @@ pub struct StitchParams {
     /// ([`super::coarse`], phase correlation) as starts of the search against the last
     /// good frame (0..=8; 0: off, the original).
     pub coarse_candidates: usize,
+    /// With adaptive acceptance, retry a pair on which too few templates agree with
+    /// templates of twice the side (faint texture; false: off).
+    pub grow_templates: bool,
 }
 
 impl Default for StitchParams {
     fn default() -> Self {
-        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3 }
+        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true }
     }
 }
 
@@ -470,17 +473,18 @@ impl<'a> Run<'a> {
                 Some(_) => None,
             };
             let mut evaluations = 0;
-            let mut attempt = |r: usize, pred: (f64, f64)| -> Result<PairRegistration> {
+            let mut attempt_with = |r: usize, pred: (f64, f64), rp: &RegisterParams| -> Result<PairRegistration> {
                 let r_held = find(r)?;
                 let pred = (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1);
                 let reg = match (&moving, self.registrar) {
-                    (Some(m), _) => register_pair(r_held.view::<T>()?, m, &p.register, pred, self.par)?,
-                    (None, Some(g)) => g.register(T::gray(r_held.view::<T>()?), T::gray(current.view::<T>()?), &p.register, pred)?,
+                    (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
+                    (None, Some(g)) => g.register(T::gray(r_held.view::<T>()?), T::gray(current.view::<T>()?), rp, pred)?,
                     (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
                 };
                 evaluations += reg.evaluations;
                 Ok(reg)
             };
+            let mut attempt = |r: usize, pred: (f64, f64)| attempt_with(r, pred, &p.register);
             let mut outcome: Option<(usize, PairRegistration)> = None;
             for &(r, pred) in &attempts {
                 let reg = attempt(r, pred)?;
@@ -525,6 +529,20 @@ impl<'a> Run<'a> {
                     }
                 }
                 _ => {}
+            }
+            // Faint texture (low contrast, strong noise): where too few templates agree,
+            // grow them to twice the side, from the shift found or the prediction, so each
+            // averages more signal; the grown registration stands if it is not weak too.
+            let short = |reg: &PairRegistration| weak(reg) || matches!(reg.skip, Some(SkipReason::TooFewVectors { .. }));
+            if let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) {
+                let r = *r;
+                let r_pos = find(r)?.pos;
+                let start = reg.shift.map(|s| (r_pos.0 + s.0, r_pos.1 + s.1)).or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(r_pos);
+                let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
+                let g = attempt_with(r, start, &grown)?;
+                if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
+                    outcome = Some((r, g));
+                }
             }
             if let Some(m) = moving {
                 buffer = m.into_integral();
