@@ -193,8 +193,10 @@ public final class Native {
     /**
      * Registers {@code moving} against {@code reference} (both w x h, same pixel type):
      * NPTS x NPTS templates of side rsz, each found by the search {@code method} within the
-     * search radius of the predicted shift (predX, predY), vectors below {@code cthresh}
-     * dropped, the agreeing rest combined. Options: {@code rsz cthresh npts search-radius
+     * search radius of the predicted shift (predX, predY), each vector kept if it passes the
+     * {@code accept} rule (adaptive: its peak beats the template's null sample by
+     * {@code null-margin}; fixed: at least {@code cthresh}), the agreeing rest combined.
+     * Options: {@code rsz accept cthresh null-margin min-coefficient npts search-radius
      * min-variance method} (log, log-plain, exhaustive) {@code subpixel}.
      */
     public static PairResult registerPair(Object reference, Object moving, int w, int h, double predX, double predY,
@@ -206,8 +208,9 @@ public final class Native {
     /**
      * Stitches a sequence (all frames w x h, one pixel type): registration of every frame
      * (frame i's position in frame-0 coordinates), then the composite. Options: those of
-     * {@link #registerPair}, {@code blend} (overwrite, average, feather) and
-     * {@code keyframe-shift}. The frames are copied into native memory first.
+     * {@link #registerPair}, {@code blend} (overwrite, average, feather),
+     * {@code keyframe-shift}, {@code coarse} (phase-correlation seeds for failed or weak
+     * pairs) and {@code grow} (retry weak pairs with templates of twice the side). The frames are copied into native memory first.
      * {@code progress} (may be null) is called after each frame; when it returns false the
      * run stops before the next frame and this throws
      * {@link java.util.concurrent.CancellationException} (nothing is composited); an
