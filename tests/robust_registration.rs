@@ -69,16 +69,18 @@ const CASES: [Case; 5] = [
     Case { name: "jumps 28 px", frame: (200, 160), frames: 40, step: 28.0, turn: 2.0, conditions: Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 } },
 ];
 
-/// Cases where the defaults still fall short, measured and written down (issue 18): the
-/// fundus image at 200 x 160 is nearly textureless at this scale, so at contrast 0.3 no
-/// template agrees (every frame is skipped: nothing wrong is reported), and under noise
-/// sigma 8 its faint matches (NCC about 0.35) drift by up to 3 px over the run.
-const SHORTFALLS: [(&str, &str); 2] = [("low contrast", "retina"), ("noise 8", "retina")];
+/// Cases where the defaults still fall short of the issue's targets, measured and written
+/// down: the fundus photograph at 200 x 160 is almost textureless, so at contrast 0.3 no
+/// template agrees (every frame skipped), under noise 8 its faint matches (NCC about 0.35)
+/// drift (0.7 px mean, 32 of 40 frames), and under the fixed vignetting, which does not move
+/// with the content, two frames are skipped and the rest drift (0.9 px mean); the coffee
+/// photograph's smooth porcelain at contrast 0.3 reaches 0.30 px mean.
+const SHORTFALLS: [(&str, &str); 4] = [("low contrast", "retina"), ("noise 8", "retina"), ("blur, gain, lens", "retina"), ("low contrast", "coffee")];
 
-/// Every case on every photograph with the default parameters: at least 95 % of the frames
-/// registered, mean error at most 0.5 px, and no frame reported `ok` more than 2 px from
-/// the truth; the shortfalls above only may register fewer frames or drift, but even they
-/// must not register a frame wildly wrong (over 5 px).
+/// Every case on every photograph with the default parameters, the issue's targets: at
+/// least 95 % of the frames registered, mean error at most 0.25 px, and no frame reported
+/// `ok` more than 2 px from the truth. The shortfalls above may register fewer frames or
+/// drift, but even they must never report a frame 2 px wrong as `ok`.
 #[test]
 fn hard_footage_registers_with_the_defaults() {
     let p = StitchParams { quality: false, ..Default::default() };
@@ -90,11 +92,8 @@ fn hard_footage_registers_with_the_defaults() {
             let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
             let (s, _) = run(&frames, &positions(&origins), &p);
             println!("{:18} {:10} {s:?}", case.name, name);
-            if SHORTFALLS.contains(&(case.name, name)) {
-                if s.max_error > 5.0 {
-                    failures.push(format!("{} {name}: {s:?}", case.name));
-                }
-            } else if 20 * s.registered < 19 * s.frames || s.mean_error > 0.5 || s.wrong_ok > 0 {
+            let meets = 20 * s.registered >= 19 * s.frames && s.mean_error <= 0.25;
+            if s.wrong_ok > 0 || (!meets && !SHORTFALLS.contains(&(case.name, name))) {
                 failures.push(format!("{} {name}: {s:?}", case.name));
             }
         }

@@ -22,7 +22,7 @@ use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 const WARPS: u32 = 4;
 
 /// The kernel and its per-frame constants for one sample type.
-trait DeviceSample: NccSample + Pod + Pixel {
+trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const KERNEL: &'static str;
     /// The frame's offset and flatness tolerance (f32 only: the core's integral image's).
     fn f32_terms(_moving: ImageView<'_, Self>) -> Result<(f64, f64)> {
@@ -70,7 +70,7 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
     // as the CPU prepares the moving frame before validating).
     let (offset, flat_tol) = T::f32_terms(moving)?;
     let method = p.method;
-    register_pair_with(reference, moving.size(), p, prediction, &mut |searches, sp| {
+    register_pair_with(reference, moving, p, prediction, &mut |searches, sp| {
         search_all(gpu, reference, moving, p.rsz, method, searches, sp, offset, flat_tol)
     })
 }

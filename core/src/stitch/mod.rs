@@ -10,6 +10,7 @@ pub mod accept;
 pub mod coarse;
 pub mod composite;
 pub mod quality;
+pub mod refine;
 pub mod register;
 pub mod sequence;
 pub mod synth;

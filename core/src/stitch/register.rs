@@ -25,6 +25,7 @@ use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, MAX_RADIUS};
 use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
+use crate::stitch::refine::refine_shift;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -70,6 +71,9 @@ pub struct RegisterParams {
     pub min_vectors: usize,
     /// Refine each peak to subpixel precision.
     pub subpixel: bool,
+    /// Refine the pair's shift on the agreeing templates' pixels (Lucas-Kanade), removing
+    /// the peak fit's pull towards whole pixels.
+    pub refine: bool,
     pub method: SearchMethod,
 }
 
@@ -87,6 +91,7 @@ impl Default for RegisterParams {
             agreement: 1.0,
             min_vectors: 3,
             subpixel: true,
+            refine: true,
             method: SearchMethod::Log,
         }
     }
@@ -245,14 +250,14 @@ fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option
 /// [`PairRegistration`] (with its reason) when the pair cannot be registered.
 ///
 /// Errors: invalid parameters, frames of different sizes, a non-finite prediction.
-pub fn register_pair<T: NccSample>(
+pub fn register_pair<T: NccSample + Into<f64>>(
     reference: ImageView<'_, T>,
     moving: &SearchFrame<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    register_pair_with(reference, moving.size(), p, prediction, &mut |searches, sp| {
+    register_pair_with(reference, moving.view(), p, prediction, &mut |searches, sp| {
         // One search cache per worker: split the searches into a few contiguous chunks.
         let chunks = par.threads().clamp(1, searches.len().max(1));
         let per = searches.len().div_ceil(chunks);
@@ -290,16 +295,17 @@ pub struct TemplateSearch<T: NccSample> {
 /// each one's [`Match`] (`None` for a flat best window) in the same order. The grid, the
 /// texture test, the threshold and the consensus are this function's; only the searches
 /// are the caller's: the seam through which a GPU backend runs all of a pair's searches in
-/// one launch. `moving_size` is the moving frame's size (checked against the reference's).
-pub fn register_pair_with<T: NccSample>(
+/// one launch. The consensus shift is then refined on the agreeing templates' pixels
+/// ([`super::refine`]) when `p.refine` is set.
+pub fn register_pair_with<T: NccSample + Into<f64>>(
     reference: ImageView<'_, T>,
-    moving_size: (usize, usize),
+    moving: ImageView<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
     search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
     p.validate()?;
-    crate::image::check_same_size(reference.size(), moving_size)?;
+    crate::image::check_same_size(reference.size(), moving.size())?;
     require_finite("prediction x", prediction.0)?;
     require_finite("prediction y", prediction.1)?;
     let (w, h) = reference.size();
@@ -393,7 +399,7 @@ pub fn register_pair_with<T: NccSample>(
     out.margin = inliers.iter().map(|&i| out.vectors[i].coefficient - out.vectors[i].threshold).sum::<f64>() / inliers.len() as f64;
     out.ncc = inliers.iter().map(|&i| out.vectors[i].coefficient).sum::<f64>() / inliers.len() as f64;
     out.confidence = inliers.len() as f64 / out.templates as f64;
-    out.shift = Some(shift);
+    out.shift = Some(if p.refine { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
     Ok(out)
 }
 
