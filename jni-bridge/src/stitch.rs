@@ -27,7 +27,7 @@ named!(Blend { "overwrite" => Blend::Overwrite, "average" => Blend::Average, "fe
 
 /// `rsz`, `accept` (`adaptive`, `fixed`), `cthresh`, `null-margin`, `min-coefficient`,
 /// `npts`, `search-radius`, `min-variance`, `method` (`log`, `log-plain`, `exhaustive`),
-/// `subpixel`.
+/// `subpixel`, `refine`.
 impl Op for RegisterParams {
     const NAME: &'static str = "register";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -40,7 +40,8 @@ impl Op for RegisterParams {
         v.field("search-radius", &mut self.search_radius)?;
         v.field("min-variance", &mut self.min_variance)?;
         v.field("method", &mut self.method)?;
-        v.field("subpixel", &mut self.subpixel)
+        v.field("subpixel", &mut self.subpixel)?;
+        v.field("refine", &mut self.refine)
     }
 }
 

@@ -95,6 +95,10 @@ pub struct RegisterArgs {
     /// Search method
     #[arg(long, value_enum, default_value_t = RegisterParams::default().method.into())]
     pub method: MethodArg,
+    /// Keep the consensus of the peak fits instead of refining the shift on the agreeing
+    /// templates' pixels
+    #[arg(long)]
+    pub no_refine: bool,
 }
 
 impl RegisterArgs {
@@ -109,6 +113,7 @@ impl RegisterArgs {
             search_radius: self.search_radius,
             min_variance: self.min_variance.unwrap_or(RegisterParams::default().min_variance),
             method: self.method.into(),
+            refine: !self.no_refine,
             ..Default::default()
         }
     }
@@ -371,7 +376,7 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
                    "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
-                   "subpixel": r.subpixel, "method": format!("{:?}", r.method).to_lowercase(),
+                   "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
                    "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
         "run": extra,
     })

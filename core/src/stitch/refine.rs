@@ -27,89 +27,96 @@ const ITERATIONS: usize = 3;
 pub fn refine_shift<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector], shift: (f64, f64)) -> (f64, f64) {
     let (w, h) = moving.size();
     // Interior pixels of each template (central differences need both neighbours).
-    let inner = rsz.saturating_sub(2);
-    if inner < 2 {
+    let n = rsz.saturating_sub(2);
+    if n < 2 {
         return shift;
     }
+    /// A template's interior: its top-left pixel in the reference, and per pixel (row
+    /// major) the value and gradient, each of zero mean.
     struct Patch {
-        site: (usize, usize),
-        values: Vec<f64>,
-        gradient: Vec<(f64, f64)>,
+        corner: (usize, usize),
+        value: Vec<f64>,
+        gx: Vec<f64>,
+        gy: Vec<f64>,
     }
     let patches: Vec<Patch> = vectors
         .iter()
         .filter(|v| v.inlier)
         .map(|v| {
             let (tx, ty) = v.template;
-            let mut values = Vec::with_capacity(inner * inner);
-            let mut gradient = Vec::with_capacity(inner * inner);
-            for y in ty + 1..ty + 1 + inner {
-                let (above, row, below) = (&reference.row(y - 1)[tx..], &reference.row(y)[tx..], &reference.row(y + 1)[tx..]);
-                for x in 1..1 + inner {
-                    let at = |r: &[T], x: usize| -> f64 { r[x].into() };
-                    values.push(at(row, x));
-                    gradient.push((0.5 * (at(row, x + 1) - at(row, x - 1)), 0.5 * (at(below, x) - at(above, x))));
+            let mut p = Patch { corner: (tx + 1, ty + 1), value: Vec::with_capacity(n * n), gx: Vec::with_capacity(n * n), gy: Vec::with_capacity(n * n) };
+            for y in ty + 1..ty + 1 + n {
+                let (above, here, below) = (&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..]);
+                let f = |v: &T| -> f64 { (*v).into() };
+                for ((h, a), b) in here.windows(3).take(n).zip(above).zip(below) {
+                    p.value.push(f(&h[1]));
+                    p.gx.push(0.5 * (f(&h[2]) - f(&h[0])));
+                    p.gy.push(0.5 * (f(b) - f(a)));
                 }
             }
-            zero_mean(&mut values);
-            let n = gradient.len() as f64;
-            let mean = gradient.iter().fold((0.0, 0.0), |a, g| (a.0 + g.0 / n, a.1 + g.1 / n));
-            gradient.iter_mut().for_each(|g| *g = (g.0 - mean.0, g.1 - mean.1));
-            Patch { site: (tx + 1, ty + 1), values, gradient }
+            zero_mean(&mut p.value);
+            zero_mean(&mut p.gx);
+            zero_mean(&mut p.gy);
+            p
         })
         .collect();
-    // The Gauss-Newton matrix is the same every iteration.
+    // The Gauss-Newton matrix, and each template's sums of gradient times value, are the
+    // same every iteration.
+    let dot = |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
     let (mut hxx, mut hxy, mut hyy) = (0.0, 0.0, 0.0);
-    for g in patches.iter().flat_map(|p| &p.gradient) {
-        hxx += g.0 * g.0;
-        hxy += g.0 * g.1;
-        hyy += g.1 * g.1;
-    }
+    let gv: Vec<(f64, f64)> = patches
+        .iter()
+        .map(|p| {
+            hxx += dot(&p.gx, &p.gx);
+            hxy += dot(&p.gx, &p.gy);
+            hyy += dot(&p.gy, &p.gy);
+            (dot(&p.gx, &p.value), dot(&p.gy, &p.value))
+        })
+        .collect();
     let det = hxx * hyy - hxy * hxy;
     // Both axes must be constrained (no pure edge); relative to the gradient energy.
     if !(det > 1e-6 * (hxx + hyy) * (hxx + hyy)) {
         return shift;
     }
     let mut s = shift;
-    let mut window = Vec::with_capacity(inner * inner);
     for _ in 0..ITERATIONS {
+        // The reference pixel (x, y) is at (x - sx, y - sy) in the moving frame: every
+        // pixel shares the fractional part, so the bilinear weights are the pair's.
+        let (fx, fy) = (libm::floor(-s.0), libm::floor(-s.1));
+        let (ax, ay) = (-s.0 - fx, -s.1 - fy);
+        let (fx, fy) = (fx as isize, fy as isize);
         let (mut bx, mut by) = (0.0, 0.0);
-        for p in &patches {
-            // The template's pixel (x, y) of the reference is at (x - sx, y - sy) in moving.
-            let (ox, oy) = (p.site.0 as f64 - s.0, p.site.1 as f64 - s.1);
-            if ox < 0.0 || oy < 0.0 || ox + inner as f64 > (w - 1) as f64 || oy + inner as f64 > (h - 1) as f64 {
+        for (p, &(gxv, gyv)) in patches.iter().zip(&gv) {
+            let (x0, y0) = (p.corner.0 as isize + fx, p.corner.1 as isize + fy);
+            if x0 < 0 || y0 < 0 || x0 + n as isize >= w as isize || y0 + n as isize >= h as isize {
                 return shift;
             }
-            let (fx, fy) = (libm::floor(ox), libm::floor(oy));
-            let (ax, ay) = (ox - fx, oy - fy);
-            window.clear();
-            let x0 = fx as usize;
-            for j in 0..inner {
-                let y0 = fy as usize + j;
-                let (r0, r1) = (&moving.row(y0)[x0..x0 + inner + 1], &moving.row(y0 + 1)[x0..x0 + inner + 1]);
-                let mut top_left: f64 = r0[0].into();
-                let mut bottom_left: f64 = r1[0].into();
-                for i in 0..inner {
-                    let (top_right, bottom_right): (f64, f64) = (r0[i + 1].into(), r1[i + 1].into());
-                    let top = top_left + ax * (top_right - top_left);
-                    let bottom = bottom_left + ax * (bottom_right - bottom_left);
-                    window.push(top + ay * (bottom - top));
-                    (top_left, bottom_left) = (top_right, bottom_right);
+            let (x0, y0) = (x0 as usize, y0 as usize);
+            // With e = gain (w - mean w) - value, and gradients and values of zero mean:
+            // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2.
+            let (mut sw, mut sww, mut svw, mut sgxw, mut sgyw) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for j in 0..n {
+                let (r0, r1) = (&moving.row(y0 + j)[x0..x0 + n + 1], &moving.row(y0 + j + 1)[x0..x0 + n + 1]);
+                let k = j * n;
+                let (value, gx, gy) = (&p.value[k..k + n], &p.gx[k..k + n], &p.gy[k..k + n]);
+                for ((((t, b), value), gx), gy) in r0.windows(2).zip(r1.windows(2)).zip(value).zip(gx).zip(gy) {
+                    let (t0, t1, b0, b1): (f64, f64, f64, f64) = (t[0].into(), t[1].into(), b[0].into(), b[1].into());
+                    let top = t0 + ax * (t1 - t0);
+                    let v = top + ay * (b0 + ax * (b1 - b0) - top);
+                    sw += v;
+                    sww += v * v;
+                    svw += value * v;
+                    sgxw += gx * v;
+                    sgyw += gy * v;
                 }
             }
-            zero_mean(&mut window);
-            // The gain that maps the moving window onto the template.
-            let ww: f64 = window.iter().map(|v| v * v).sum();
-            let rw: f64 = window.iter().zip(&p.values).map(|(a, b)| a * b).sum();
-            if ww <= 0.0 {
+            let var = sww - sw * sw / (n * n) as f64;
+            if !(var > 0.0) {
                 return shift;
             }
-            let gain = rw / ww;
-            for ((m, r), g) in window.iter().zip(&p.values).zip(&p.gradient) {
-                let e = gain * m - r;
-                bx += g.0 * e;
-                by += g.1 * e;
-            }
+            let gain = svw / var;
+            bx += gain * sgxw - gxv;
+            by += gain * sgyw - gyv;
         }
         let dx = (hyy * bx - hxy * by) / det;
         let dy = (hxx * by - hxy * bx) / det;
