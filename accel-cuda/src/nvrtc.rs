@@ -141,7 +141,7 @@ fn check(r: sys::nvrtcResult, what: &str) -> Result<(), String> {
 /// variance and contrast files go without, so that their f32 expressions round as the
 /// core's do (the paper's methods compared bit for bit, glare's fill identical).
 fn options(module: Module, arch: &str) -> Vec<String> {
-    let fmad = !matches!(module, Module::Variance | Module::Contrast | Module::Glare);
+    let fmad = !matches!(module, Module::Variance | Module::Contrast | Module::Glare | Module::Stitch);
     vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".into(),
