@@ -264,6 +264,11 @@ const RESIDENT: usize = LOOKAHEAD + 4;
 /// Search scratch (cached coefficients) a speculative launch may take; the pair asked for
 /// is registered whatever its own scratch.
 const SPECULATION_SCRATCH: usize = 256 << 20;
+/// A look-ahead pair is registered at every rounded prediction within this many pixels
+/// (per axis) of its constant-velocity guess, so that the few tenths of a pixel by which
+/// the run's actual prediction differs (registration noise in the velocity) rarely miss:
+/// at most 2 x 2 predictions a pair.
+const HEDGE: f64 = 0.3;
 
 /// A frame of the run kept on the device, by its index in the source.
 struct Resident<'g, T> {
@@ -366,7 +371,7 @@ impl<'g> DeviceRegistrar<'g> {
     }
 
     /// Registers `pairs` in one launch (their frames made resident first).
-    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[&PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
+    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
         let batch = st.clock + 1;
         let mut jobs = Vec::with_capacity(pairs.len());
         for pair in pairs {
@@ -392,7 +397,7 @@ impl<'g> DeviceRegistrar<'g> {
                 return Ok(st.ahead.swap_remove(k).1);
             }
         }
-        let mut found = self.launch::<T>(&mut st, &[pair], p)?;
+        let mut found = self.launch::<T>(&mut st, std::slice::from_ref(pair), p)?;
         found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
     }
 
@@ -412,8 +417,18 @@ impl<'g> DeviceRegistrar<'g> {
         // a bit each).
         let side = 2 * p.search_radius + 3;
         let per_pair = (p.npts * p.npts * side * side * 9).max(1);
-        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, LOOKAHEAD + 1);
-        let todo: Vec<&PairRequest<'_>> = pairs.iter().filter(|pair| !known(&st, pair)).take(most).collect();
+        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, 4 * LOOKAHEAD + 1);
+        let mut todo: Vec<PairRequest<'_>> = Vec::new();
+        for (j, pair) in pairs.iter().enumerate() {
+            for prediction in hedged(pair.prediction, if j == 0 { 0.0 } else { HEDGE }) {
+                let pair = PairRequest { prediction, ..pair.clone() };
+                let key = Key::of(&pair, p);
+                if !known(&st, &pair) && !todo.iter().any(|t| Key::of(t, p) == key) {
+                    todo.push(pair);
+                }
+            }
+        }
+        todo.truncate(most);
         let Ok(found) = self.launch::<T>(&mut st, &todo, p) else { return Ok(()) };
         for (pair, reg) in todo.iter().zip(found) {
             if let (Some(key), Ok(reg)) = (Key::of(pair, p), reg) {
@@ -422,6 +437,19 @@ impl<'g> DeviceRegistrar<'g> {
         }
         Ok(())
     }
+}
+
+/// The whole-pixel predictions within `hedge` (per axis) of `prediction` (itself alone when
+/// 0, or when not finite).
+fn hedged((x, y): (f64, f64), hedge: f64) -> Vec<(f64, f64)> {
+    if hedge == 0.0 || !x.is_finite() || !y.is_finite() {
+        return vec![(x, y)];
+    }
+    let near = |v: f64| {
+        let (lo, hi) = ((v - hedge).round(), (v + hedge).round());
+        if lo == hi { vec![lo] } else { vec![lo, hi] }
+    };
+    near(x).into_iter().flat_map(|a| near(y).into_iter().map(move |b| (a, b))).collect()
 }
 
 /// `by_type!(self.f(gray, args..))`: `self.f::<T>(args..)` for the grey type `T` of `gray`.

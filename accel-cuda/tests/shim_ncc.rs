@@ -144,3 +144,87 @@ fn stitching_a_sequence_cut_from_cones_gives_the_cpus_panorama() {
         assert!(matches!(cancelled, Err(tessera_core::Error::Cancelled)), "{cancelled:?}");
     }
 }
+
+mod stitching {
+    use super::*;
+    use std::cell::RefCell;
+    use std::ops::ControlFlow;
+    use tessera_core::stitch::synth::{synth_sequence, SynthParams};
+    use tessera_core::stitch::{Blend, Frame, FrameSource, InMemory, StitchParams};
+
+    fn go_on(_: usize) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    fn cones_gray() -> Image<u8> {
+        let c = cones();
+        Image::from_fn(c.width(), c.height(), |x, y| c.at(x, y).luma()).unwrap()
+    }
+
+    /// Small templates and search areas: the shim runs every warp on threads.
+    fn params(ty: &str, blend: Blend, keyframe_shift: f64) -> StitchParams {
+        let min_variance = if ty == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
+        StitchParams { register: RegisterParams { rsz: 15, npts: 3, search_radius: 12, min_variance, ..Default::default() }, blend, keyframe_shift, ..Default::default() }
+    }
+
+    fn as_type(f: &Image<u8>, ty: &str) -> AnyImage {
+        match ty {
+            "u8" => AnyImage::U8(f.clone()),
+            "u16" => AnyImage::U16(f.map(|v| v as u16 * 257)),
+            "f32" => AnyImage::F32(f.map(|v| v as f32 / 4.0)),
+            _ => AnyImage::Rgba8(f.map(|v| Rgba8::new(v, 255 - v, v / 2, 255))),
+        }
+    }
+
+    /// Frames "read from disk": owned copies, some unreadable, counting the reads.
+    struct Disk {
+        frames: Vec<Option<AnyImage>>,
+        reads: RefCell<Vec<usize>>,
+    }
+
+    impl FrameSource for Disk {
+        fn len(&self) -> usize {
+            self.frames.len()
+        }
+        fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+            self.reads.borrow_mut()[i] += 1;
+            self.frames[i].clone().map(Frame::Image).ok_or_else(|| "truncated file".into())
+        }
+    }
+
+    /// The first `n` frames of a source.
+    struct First<'s>(&'s dyn FrameSource, usize);
+
+    impl FrameSource for First<'_> {
+        fn len(&self) -> usize {
+            self.1
+        }
+        fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+            self.0.frame(i)
+        }
+    }
+
+    #[test]
+    fn smooth_footage_uploads_each_frame_once_and_batches_pairs() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        // The start of a long sweep: smooth motion, nearly constant velocity.
+        let g = cones_gray();
+        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed: 5, ..Default::default() };
+        let plan = tessera_core::stitch::synth_plan(g.view(), &sp).unwrap();
+        let n = 16;
+        let source = First(&plan, n);
+        for keyframe_shift in [0.25, 0.0] {
+            let p = params("u8", Blend::Overwrite, keyframe_shift);
+            let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
+            let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+            eprintln!("keyframe shift {keyframe_shift}: {counts:?}");
+            assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
+            assert_eq!(got, want, "keyframe shift {keyframe_shift}");
+            assert_eq!(counts.uploads, vec![1; n], "each frame uploaded once to register");
+            assert_eq!((counts.paste_uploads, counts.canvas_downloads), (n, 1));
+            // n - 1 pairs; most answered by launches that registered several.
+            assert_eq!(counts.pairs, n - 1);
+            assert!(counts.launches * 3 <= counts.pairs, "{counts:?}");
+        }
+    }
+}
