@@ -227,4 +227,81 @@ mod stitching {
             assert!(counts.launches * 3 <= counts.pairs, "{counts:?}");
         }
     }
+
+    #[test]
+    fn skips_bad_frames_and_turns_give_the_cpus_result_reading_each_frame_as_often() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let g = cones_gray();
+        // Whole-pixel crops along a path that turns twice.
+        let mut at = vec![(150usize, 120usize)];
+        for k in 0..15 {
+            let (x, y) = at[k];
+            at.push(match k {
+                0..=4 => (x + 4, y + 1),
+                5..=9 => (x - 3, y + 2),
+                _ => (x + 1, y - 3),
+            });
+        }
+        let crops: Vec<Image<u8>> = at.iter().map(|&(x, y)| Image::from_fn(112, 88, |u, v| g.at(x + u, y + v)).unwrap()).collect();
+        let mut rng = tessera_core::stitch::SplitMix64::new(7);
+        let noise = Image::from_fn(112, 88, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        for ty in ["u8", "rgba"] {
+            let mut frames: Vec<Option<AnyImage>> = crops.iter().map(|f| Some(as_type(f, ty))).collect();
+            frames[4] = Some(as_type(&Image::filled(112, 88, 90).unwrap(), ty));
+            frames[9] = Some(as_type(&noise, ty));
+            frames[12] = None;
+            frames[14] = Some(as_type(&Image::filled(60, 88, 90).unwrap(), ty));
+            for (keyframe_shift, blend) in [(0.25, Blend::Feather), (0.0, Blend::Overwrite)] {
+                let p = params("u8", blend, keyframe_shift);
+                let disk = |frames: &[Option<AnyImage>]| Disk { frames: frames.to_vec(), reads: RefCell::new(vec![0; frames.len()]) };
+                let (on_cpu, on_shim) = (disk(&frames), disk(&frames));
+                let want = cpu.stitch(&on_cpu, &p, &mut go_on).unwrap();
+                let (got, counts) = tessera_cuda::shim_stitch_counted(&on_shim, &p, &mut go_on).unwrap();
+                let what = format!("{ty}, keyframe shift {keyframe_shift}");
+                eprintln!("{what}: {counts:?}");
+                for i in [4, 9, 12, 14] {
+                    assert!(want.frames[i].skip.is_some(), "{what}: frame {i}: {:?}", want.frames[i]);
+                }
+                assert_eq!(want.frames.iter().filter(|f| f.is_ok()).count(), 12, "{what}");
+                assert_eq!(got, want, "{what}");
+                assert_eq!(*on_shim.reads.borrow(), *on_cpu.reads.borrow(), "{what}: reads");
+                // Frames that registered or were tried are uploaded once; the unreadable
+                // and the odd-sized one never.
+                for (i, &n) in counts.uploads.iter().enumerate() {
+                    assert!(n <= 1 && (n == 1 || [12, 14].contains(&i)), "{what}: frame {i} uploaded {n} times: {counts:?}");
+                }
+                assert_eq!((counts.paste_uploads, counts.canvas_downloads), (12, 1), "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn device_composites_of_every_type_and_blend_are_the_cpus() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let g = cones_gray();
+        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed: 9, ..Default::default() };
+        let plan = tessera_core::stitch::synth_plan(g.view(), &sp).unwrap();
+        let gray: Vec<Image<u8>> = (0..6).map(|i| plan.frame(i).unwrap()).collect();
+        for ty in ["u16", "f32", "rgba", "u8"] {
+            let frames: Vec<AnyImage> = gray.iter().map(|f| as_type(f, ty)).collect();
+            let views: Vec<AnyView<'_>> = frames.iter().map(|f| f.view().unwrap()).collect();
+            for blend in [Blend::Average, Blend::Feather, Blend::Overwrite] {
+                let p = params(ty, blend, 0.25);
+                let want = cpu.stitch(&InMemory(&views), &p, &mut go_on).unwrap();
+                let got = tessera_cuda::open_shim().stitch(&InMemory(&views), &p, &mut go_on).unwrap();
+                let what = format!("{ty} {blend:?}");
+                assert!(want.frames.iter().all(|f| f.is_ok()), "{what}");
+                if ty == "f32" {
+                    for (a, b) in got.frames.iter().zip(&want.frames) {
+                        let (a, b) = (a.position.unwrap(), b.position.unwrap());
+                        assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
+                    }
+                    // The same whole-pixel placements: the same arithmetic, the same canvas.
+                    assert_eq!(got.canvas, want.canvas, "{what}");
+                } else {
+                    assert_eq!(got, want, "{what}");
+                }
+            }
+        }
+    }
 }
