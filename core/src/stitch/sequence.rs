@@ -868,6 +868,68 @@ mod tests {
         assert_eq!(from_disk, in_memory);
     }
 
+    /// A registrar that registers as the CPU does and records what the run asks and
+    /// offers: the speculation seam seen from the core.
+    #[derive(Default)]
+    struct Recorder {
+        asked: core::cell::RefCell<Vec<(usize, usize, (f64, f64))>>,
+        offered: core::cell::RefCell<Vec<Vec<(usize, usize, (f64, f64))>>>,
+    }
+
+    // The tests run it on one thread.
+    unsafe impl Sync for Recorder {}
+
+    fn ids(r: &PairRequest<'_>) -> (usize, usize, (f64, f64)) {
+        (r.reference.0, r.moving.0, r.prediction)
+    }
+
+    impl PairRegistrar for Recorder {
+        fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
+            self.asked.borrow_mut().push(ids(pair));
+            match (&pair.reference.1, &pair.moving.1) {
+                (Gray::U8(a), Gray::U8(b)) => register_pair(*a, &SearchFrame::new(*b)?, p, pair.prediction, Parallelism::Sequential),
+                _ => Err(Error::Backend("u8 only".into())),
+            }
+        }
+        fn lookahead(&self) -> usize {
+            6
+        }
+        fn speculate(&self, pairs: &[PairRequest<'_>], _: &RegisterParams) -> Result<()> {
+            self.offered.borrow_mut().push(pairs.iter().map(ids).collect());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_speculating_registrar_is_offered_the_next_pairs_and_changes_nothing() {
+        let (frames, _) = sequence(20, 6);
+        let mut disk = Disk { frames: frames.iter().cloned().map(Some).collect(), reads: core::cell::RefCell::new(alloc::vec![0; 20]) };
+        disk.frames[11] = None;
+        let p = StitchParams::default();
+        let want = stitch_frames(&disk, &p, Parallelism::Sequential, &mut go_on).unwrap();
+        let cpu_reads = disk.reads.replace(alloc::vec![0; 20]);
+        let rec = Recorder::default();
+        let got = stitch_frames_with(&disk, &p, Parallelism::Sequential, &mut go_on, Some(&rec)).unwrap();
+        assert_eq!(got, want);
+        // Look-ahead frames are read early, but each as often as without.
+        assert_eq!(*disk.reads.borrow(), cpu_reads);
+        let (asked, offered) = (rec.asked.borrow(), rec.offered.borrow());
+        // Each offer starts with the very next request, to the bit, and stops before the
+        // unreadable frame.
+        let mut next = 0;
+        for offer in offered.iter() {
+            assert!(offer.len() <= 7 && !offer.is_empty());
+            while asked[next].1 != offer[0].1 {
+                next += 1;
+            }
+            assert_eq!(asked[next], offer[0]);
+            assert!(offer.iter().all(|o| o.1 != 11) && offer.windows(2).all(|w| w[1].1 == w[0].1 + 1), "{offer:?}");
+        }
+        // (How many later requests an offer foresees depends on the footage's smoothness:
+        // the CUDA backend's shim tests count its launches on smooth footage.)
+        assert!(offered.len() >= asked.len() / 2);
+    }
+
     #[test]
     fn frames_that_differ_or_hold_non_finite_pixels_are_skipped_naming_why() {
         let (frames, truth) = sequence(8, 2);
