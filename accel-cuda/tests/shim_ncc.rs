@@ -2,6 +2,9 @@
 //! from a real photograph (Middlebury cones) with known shifts, every pixel type and search
 //! method, equal to the CPU's registration (integers exactly: shift, vectors, coefficients,
 //! evaluation counts); flat pairs, no overlap, bad parameters and mixed types as the CPU.
+//! Stitching on the device (`mod stitching`): the CPU's records and panorama for every type
+//! and blend, each frame uploaded once to register, several pairs per launch on smooth
+//! footage, and skipped, unreadable and odd-sized frames and turns as the CPU.
 
 use tessera_core::stitch::{RegisterParams, SearchMethod, SkipReason};
 use tessera_core::{AnyImage, AnyView, Backend, CpuBackend, Image, Parallelism, Rgba8};
@@ -228,6 +231,22 @@ mod stitching {
         }
     }
 
+    /// Small enough for ThreadSanitizer (scripts/test runs the `registrations` of this
+    /// file under it): a launch of several pairs and the averaging paste.
+    #[test]
+    fn speculative_registrations_of_a_short_sweep_are_the_cpus() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed: 5, ..Default::default() };
+        let g = cones_gray();
+        let plan = tessera_core::stitch::synth_plan(g.view(), &sp).unwrap();
+        let source = First(&plan, 5);
+        let p = params("u8", Blend::Feather, 0.25);
+        let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
+        let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+        assert_eq!(got, want);
+        assert!(counts.launches < counts.pairs, "{counts:?}");
+    }
+
     #[test]
     fn skips_bad_frames_and_turns_give_the_cpus_result_reading_each_frame_as_often() {
         let cpu = CpuBackend::new(Parallelism::Sequential);
@@ -245,33 +264,31 @@ mod stitching {
         let crops: Vec<Image<u8>> = at.iter().map(|&(x, y)| Image::from_fn(112, 88, |u, v| g.at(x + u, y + v)).unwrap()).collect();
         let mut rng = tessera_core::stitch::SplitMix64::new(7);
         let noise = Image::from_fn(112, 88, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
-        for ty in ["u8", "rgba"] {
+        for (ty, keyframe_shift, blend) in [("u8", 0.25, Blend::Feather), ("rgba", 0.0, Blend::Overwrite)] {
             let mut frames: Vec<Option<AnyImage>> = crops.iter().map(|f| Some(as_type(f, ty))).collect();
             frames[4] = Some(as_type(&Image::filled(112, 88, 90).unwrap(), ty));
             frames[9] = Some(as_type(&noise, ty));
             frames[12] = None;
             frames[14] = Some(as_type(&Image::filled(60, 88, 90).unwrap(), ty));
-            for (keyframe_shift, blend) in [(0.25, Blend::Feather), (0.0, Blend::Overwrite)] {
-                let p = params("u8", blend, keyframe_shift);
-                let disk = |frames: &[Option<AnyImage>]| Disk { frames: frames.to_vec(), reads: RefCell::new(vec![0; frames.len()]) };
-                let (on_cpu, on_shim) = (disk(&frames), disk(&frames));
-                let want = cpu.stitch(&on_cpu, &p, &mut go_on).unwrap();
-                let (got, counts) = tessera_cuda::shim_stitch_counted(&on_shim, &p, &mut go_on).unwrap();
-                let what = format!("{ty}, keyframe shift {keyframe_shift}");
-                eprintln!("{what}: {counts:?}");
-                for i in [4, 9, 12, 14] {
-                    assert!(want.frames[i].skip.is_some(), "{what}: frame {i}: {:?}", want.frames[i]);
-                }
-                assert_eq!(want.frames.iter().filter(|f| f.is_ok()).count(), 12, "{what}");
-                assert_eq!(got, want, "{what}");
-                assert_eq!(*on_shim.reads.borrow(), *on_cpu.reads.borrow(), "{what}: reads");
-                // Frames that registered or were tried are uploaded once; the unreadable
-                // and the odd-sized one never.
-                for (i, &n) in counts.uploads.iter().enumerate() {
-                    assert!(n <= 1 && (n == 1 || [12, 14].contains(&i)), "{what}: frame {i} uploaded {n} times: {counts:?}");
-                }
-                assert_eq!((counts.paste_uploads, counts.canvas_downloads), (12, 1), "{what}");
+            let p = params("u8", blend, keyframe_shift);
+            let disk = |frames: &[Option<AnyImage>]| Disk { frames: frames.to_vec(), reads: RefCell::new(vec![0; frames.len()]) };
+            let (on_cpu, on_shim) = (disk(&frames), disk(&frames));
+            let want = cpu.stitch(&on_cpu, &p, &mut go_on).unwrap();
+            let (got, counts) = tessera_cuda::shim_stitch_counted(&on_shim, &p, &mut go_on).unwrap();
+            let what = format!("{ty}, keyframe shift {keyframe_shift}");
+            eprintln!("{what}: {counts:?}");
+            for i in [4, 9, 12, 14] {
+                assert!(want.frames[i].skip.is_some(), "{what}: frame {i}: {:?}", want.frames[i]);
             }
+            assert_eq!(want.frames.iter().filter(|f| f.is_ok()).count(), 12, "{what}");
+            assert_eq!(got, want, "{what}");
+            assert_eq!(*on_shim.reads.borrow(), *on_cpu.reads.borrow(), "{what}: reads");
+            // Frames that registered or were tried are uploaded once; the unreadable
+            // and the odd-sized one never.
+            for (i, &n) in counts.uploads.iter().enumerate() {
+                assert!(n <= 1 && (n == 1 || [12, 14].contains(&i)), "{what}: frame {i} uploaded {n} times: {counts:?}");
+            }
+            assert_eq!((counts.paste_uploads, counts.canvas_downloads), (12, 1), "{what}");
         }
     }
 
