@@ -316,18 +316,29 @@ pub struct StitchCounts {
     /// Pairs the run asked for, and how many of them a speculative launch had registered.
     pub pairs: usize,
     pub speculated: usize,
+    /// Pairs registered on the device, speculative ones (each hedged prediction) included.
+    pub registered: usize,
     /// Frames uploaded for the composite, and downloads of the canvas.
     pub paste_uploads: usize,
     pub canvas_downloads: usize,
 }
 
-#[derive(Default)]
 struct State<'g> {
     frames: Caches<'g>,
     /// Registrations done ahead, waiting for their request.
     ahead: Vec<(Key, PairRegistration)>,
+    /// Look-ahead pairs of the next speculative launch: halved when the run leaves the
+    /// guessed path, doubled (up to `LOOKAHEAD`) when it used a whole launch, so that rough
+    /// footage does not pay for searches it never uses.
+    depth: usize,
     clock: u64,
     counts: StitchCounts,
+}
+
+impl Default for State<'_> {
+    fn default() -> Self {
+        State { frames: Caches::default(), ahead: Vec::new(), depth: LOOKAHEAD, clock: 0, counts: StitchCounts::default() }
+    }
 }
 
 /// The device's pair registration as the core's stitching run asks for it: frames kept on
@@ -385,6 +396,7 @@ impl<'g> DeviceRegistrar<'g> {
         }
         let (found, launched) = register_jobs(self.gpu, &jobs, p)?;
         st.counts.launches += usize::from(launched);
+        st.counts.registered += jobs.len();
         Ok(found)
     }
 
@@ -407,19 +419,21 @@ impl<'g> DeviceRegistrar<'g> {
     fn speculate_typed<T: DeviceSample>(&self, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<()> {
         let Some(first) = pairs.first() else { return Ok(()) };
         let mut st = self.state()?;
-        // Results for frames the run has passed will never be asked for.
-        st.ahead.retain(|(k, _)| k.moving >= first.moving.0);
         let known = |st: &State<'_>, pair: &PairRequest<'_>| Key::of(pair, p).is_none_or(|key| st.ahead.iter().any(|(a, _)| *a == key));
         if known(&st, first) {
             return Ok(()); // answered by an earlier launch: the run is on track
         }
+        let diverged = st.ahead.iter().any(|(k, _)| k.moving == first.moving.0);
+        st.depth = if diverged { (st.depth / 2).max(1) } else { (st.depth * 2).clamp(1, LOOKAHEAD) };
+        // Results for frames the run has passed will never be asked for.
+        st.ahead.retain(|(k, _)| k.moving >= first.moving.0);
         // A pair's scratch is at most npts^2 searches of (2 r + 3)^2 coefficients (f64 and
         // a bit each).
         let side = 2 * p.search_radius + 3;
         let per_pair = (p.npts * p.npts * side * side * 9).max(1);
         let most = (SPECULATION_SCRATCH / per_pair).clamp(1, 4 * LOOKAHEAD + 1);
         let mut todo: Vec<PairRequest<'_>> = Vec::new();
-        for (j, pair) in pairs.iter().enumerate() {
+        for (j, pair) in pairs.iter().enumerate().take(st.depth + 1) {
             for prediction in hedged(pair.prediction, if j == 0 { 0.0 } else { HEDGE }) {
                 let pair = PairRequest { prediction, ..pair.clone() };
                 let key = Key::of(&pair, p);

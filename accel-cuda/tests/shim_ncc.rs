@@ -228,6 +228,8 @@ mod stitching {
             // n - 1 pairs; most answered by launches that registered several.
             assert_eq!(counts.pairs, n - 1);
             assert!(counts.launches * 3 <= counts.pairs, "{counts:?}");
+            // The price: hedged look-ahead pairs that the run did not ask for.
+            assert!(counts.registered <= 4 * counts.pairs, "{counts:?}");
         }
     }
 

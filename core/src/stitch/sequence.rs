@@ -868,16 +868,15 @@ mod tests {
         assert_eq!(from_disk, in_memory);
     }
 
+    extern crate std;
+
     /// A registrar that registers as the CPU does and records what the run asks and
     /// offers: the speculation seam seen from the core.
     #[derive(Default)]
     struct Recorder {
-        asked: core::cell::RefCell<Vec<(usize, usize, (f64, f64))>>,
-        offered: core::cell::RefCell<Vec<Vec<(usize, usize, (f64, f64))>>>,
+        asked: std::sync::Mutex<Vec<(usize, usize, (f64, f64))>>,
+        offered: std::sync::Mutex<Vec<Vec<(usize, usize, (f64, f64))>>>,
     }
-
-    // The tests run it on one thread.
-    unsafe impl Sync for Recorder {}
 
     fn ids(r: &PairRequest<'_>) -> (usize, usize, (f64, f64)) {
         (r.reference.0, r.moving.0, r.prediction)
@@ -885,7 +884,7 @@ mod tests {
 
     impl PairRegistrar for Recorder {
         fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
-            self.asked.borrow_mut().push(ids(pair));
+            self.asked.lock().unwrap().push(ids(pair));
             match (&pair.reference.1, &pair.moving.1) {
                 (Gray::U8(a), Gray::U8(b)) => register_pair(*a, &SearchFrame::new(*b)?, p, pair.prediction, Parallelism::Sequential),
                 _ => Err(Error::Backend("u8 only".into())),
@@ -895,7 +894,7 @@ mod tests {
             6
         }
         fn speculate(&self, pairs: &[PairRequest<'_>], _: &RegisterParams) -> Result<()> {
-            self.offered.borrow_mut().push(pairs.iter().map(ids).collect());
+            self.offered.lock().unwrap().push(pairs.iter().map(ids).collect());
             Ok(())
         }
     }
@@ -913,7 +912,7 @@ mod tests {
         assert_eq!(got, want);
         // Look-ahead frames are read early, but each as often as without.
         assert_eq!(*disk.reads.borrow(), cpu_reads);
-        let (asked, offered) = (rec.asked.borrow(), rec.offered.borrow());
+        let (asked, offered) = (rec.asked.lock().unwrap(), rec.offered.lock().unwrap());
         // Each offer starts with the very next request, to the bit, and stops before the
         // unreadable frame.
         let mut next = 0;
