@@ -152,7 +152,7 @@ mod stitching {
     use super::*;
     use std::cell::RefCell;
     use std::ops::ControlFlow;
-    use tessera_core::stitch::synth::{synth_sequence, SynthParams};
+    use tessera_core::stitch::synth::SynthParams;
     use tessera_core::stitch::{Blend, Frame, FrameSource, InMemory, StitchParams};
 
     fn go_on(_: usize) -> ControlFlow<()> {
@@ -195,6 +195,14 @@ mod stitching {
         }
     }
 
+    /// `f` of the start of a long synthetic sweep over cones (smooth motion, nearly constant
+    /// velocity), 112 x 88 frames.
+    fn with_sweep<R>(seed: u64, f: impl FnOnce(&tessera_core::stitch::SynthPlan<'_, u8>) -> R) -> R {
+        let g = cones_gray();
+        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed, ..Default::default() };
+        f(&tessera_core::stitch::synth_plan(g.view(), &sp).unwrap())
+    }
+
     /// The first `n` frames of a source.
     struct First<'s>(&'s dyn FrameSource, usize);
 
@@ -210,13 +218,9 @@ mod stitching {
     #[test]
     fn smooth_footage_uploads_each_frame_once_and_batches_pairs() {
         let cpu = CpuBackend::new(Parallelism::Sequential);
-        // The start of a long sweep: smooth motion, nearly constant velocity.
-        let g = cones_gray();
-        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed: 5, ..Default::default() };
-        let plan = tessera_core::stitch::synth_plan(g.view(), &sp).unwrap();
         let n = 16;
-        let source = First(&plan, n);
-        for keyframe_shift in [0.25, 0.0] {
+        with_sweep(5, |plan| for keyframe_shift in [0.25, 0.0] {
+            let source = First(plan, n);
             let p = params("u8", Blend::Overwrite, keyframe_shift);
             let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
             let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
@@ -230,7 +234,7 @@ mod stitching {
             assert!(counts.launches * 3 <= counts.pairs, "{counts:?}");
             // The price: hedged look-ahead pairs that the run did not ask for.
             assert!(counts.registered <= 4 * counts.pairs, "{counts:?}");
-        }
+        });
     }
 
     /// Small enough for ThreadSanitizer (scripts/test runs the `registrations` of this
@@ -238,13 +242,12 @@ mod stitching {
     #[test]
     fn speculative_registrations_of_a_short_sweep_are_the_cpus() {
         let cpu = CpuBackend::new(Parallelism::Sequential);
-        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed: 5, ..Default::default() };
-        let g = cones_gray();
-        let plan = tessera_core::stitch::synth_plan(g.view(), &sp).unwrap();
-        let source = First(&plan, 5);
         let p = params("u8", Blend::Feather, 0.25);
-        let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
-        let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+        let (got, want, counts) = with_sweep(5, |plan| {
+            let source = First(plan, 5);
+            let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+            (got, cpu.stitch(&source, &p, &mut go_on).unwrap(), counts)
+        });
         assert_eq!(got, want);
         assert!(counts.launches < counts.pairs, "{counts:?}");
     }
@@ -297,10 +300,7 @@ mod stitching {
     #[test]
     fn device_composites_of_every_type_and_blend_are_the_cpus() {
         let cpu = CpuBackend::new(Parallelism::Sequential);
-        let g = cones_gray();
-        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed: 9, ..Default::default() };
-        let plan = tessera_core::stitch::synth_plan(g.view(), &sp).unwrap();
-        let gray: Vec<Image<u8>> = (0..6).map(|i| plan.frame(i).unwrap()).collect();
+        let gray: Vec<Image<u8>> = with_sweep(9, |plan| (0..6).map(|i| plan.frame(i).unwrap()).collect());
         for ty in ["u16", "f32", "rgba", "u8"] {
             let frames: Vec<AnyImage> = gray.iter().map(|f| as_type(f, ty)).collect();
             let views: Vec<AnyView<'_>> = frames.iter().map(|f| f.view().unwrap()).collect();
