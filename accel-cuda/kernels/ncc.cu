@@ -1,5 +1,7 @@
 // Template registration by normalized cross-correlation (ncc/ and stitch/register.rs in
-// the core): every template search of a frame pair in one launch, one warp per template.
+// the core): every template search of one or several frame pairs in one launch, one warp
+// per template. Each search names its reference and moving frame by a slot of a table of
+// frame addresses, so a stitching run uploads each frame once and batches pairs.
 //
 // A warp runs the core's search for its template step by step (the centre-biased log
 // search with acceptance, the plain three-step search, or the exhaustive scan), all lanes
@@ -119,17 +121,31 @@ struct Peak {
     double v;
 };
 
+// Words of a search's record in `sites` and `stats`, and of its result in `out`.
+#define NCC_SITE_WORDS 6
+#define NCC_STAT_WORDS 4
+#define NCC_RESULT_WORDS 13
+
+// frames: the device address of each slot's frame (w x h, packed). Per search, sites: the
+// template's top-left in the reference, the search start, the reference's and the moving
+// frame's slots; stats: S_t, the norm, and the moving frame's offset and flatness
+// tolerance (f32). out, per search: best x, y, coefficient, evaluations, then the 3 x 3
+// neighbourhood (when subpixel and the coefficient is finite): one download for all.
 template <typename T>
-__device__ void ncc_search(const T* ref, const T* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius,
-                           int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits,
-                           int* best_xy, double* best, u32* evaluations, double* nbhd) {
+__device__ void ncc_search(const u64* frames, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius,
+                           int method, double accept, int subpixel, double* values, u32* bits, double* out) {
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (warp >= count) return;  // whole warps: blockDim is a multiple of 32
+    const int* site = sites + (i64)NCC_SITE_WORDS * warp;
+    const double* stat = stats + (i64)NCC_STAT_WORDS * warp;
+    const T* ref = reinterpret_cast<const T*>(frames[site[4]]);
+    const T* mov = reinterpret_cast<const T*>(frames[site[5]]);
+    double offset = stat[2], flat_tol = stat[3];
     NccSearch s;
-    s.sx = sites[4 * warp];
-    s.sy = sites[4 * warp + 1];
-    int stx = sites[4 * warp + 2], sty = sites[4 * warp + 3];
+    s.sx = site[0];
+    s.sy = site[1];
+    int stx = site[2], sty = site[3];
     s.xmax = w - rsz;
     s.ymax = h - rsz;
     s.x0 = max(stx - radius, 0);
@@ -139,8 +155,8 @@ __device__ void ncc_search(const T* ref, const T* mov, int w, int h, int rsz, co
     s.side = 2 * (radius + 1) + 1;
     s.cx0 = stx - radius - 1;
     s.cy0 = sty - radius - 1;
-    s.tsum = stats[2 * warp];
-    s.tnorm = stats[2 * warp + 1];
+    s.tsum = stat[0];
+    s.tnorm = stat[1];
     i64 cells = (i64)s.side * s.side;
     s.values = values + warp * cells;
     s.bits = bits + warp * ((cells + 31) / 32);
@@ -204,7 +220,8 @@ __device__ void ncc_search(const T* ref, const T* mov, int w, int h, int rsz, co
     // The core's finish: the peak's coefficient, and the 3 x 3 neighbourhood for the
     // subpixel fit (outside the frame: missing).
     double v = get(peak.x, peak.y);
-    double* nb = nbhd + 9 * warp;
+    double* res = out + (i64)NCC_RESULT_WORDS * warp;
+    double* nb = res + 4;
     if (v != -TESSERA_INF_D && subpixel) {
         for (int j = 0; j < 3; ++j)
             for (int i = 0; i < 3; ++i) {
@@ -215,22 +232,22 @@ __device__ void ncc_search(const T* ref, const T* mov, int w, int h, int rsz, co
             }
     }
     if (lane == 0) {
-        best_xy[2 * warp] = peak.x;
-        best_xy[2 * warp + 1] = peak.y;
-        best[warp] = v;
-        evaluations[warp] = s.evaluations;
+        res[0] = peak.x;
+        res[1] = peak.y;
+        res[2] = v;
+        res[3] = s.evaluations;
     }
 }
 
-extern "C" __global__ void ncc_search_u8(const u8* ref, const u8* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits, int* best_xy, double* best, u32* evaluations, double* nbhd) {
-    ncc_search<u8>(ref, mov, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, offset, flat_tol, values, bits, best_xy, best, evaluations, nbhd);
+extern "C" __global__ void ncc_search_u8(const u64* frames, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double* values, u32* bits, double* out) {
+    ncc_search<u8>(frames, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, values, bits, out);
 }
 TESSERA_EXPORT(ncc_search_u8)
-extern "C" __global__ void ncc_search_u16(const u16* ref, const u16* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits, int* best_xy, double* best, u32* evaluations, double* nbhd) {
-    ncc_search<u16>(ref, mov, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, offset, flat_tol, values, bits, best_xy, best, evaluations, nbhd);
+extern "C" __global__ void ncc_search_u16(const u64* frames, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double* values, u32* bits, double* out) {
+    ncc_search<u16>(frames, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, values, bits, out);
 }
 TESSERA_EXPORT(ncc_search_u16)
-extern "C" __global__ void ncc_search_f32(const float* ref, const float* mov, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double offset, double flat_tol, double* values, u32* bits, int* best_xy, double* best, u32* evaluations, double* nbhd) {
-    ncc_search<float>(ref, mov, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, offset, flat_tol, values, bits, best_xy, best, evaluations, nbhd);
+extern "C" __global__ void ncc_search_f32(const u64* frames, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius, int method, double accept, int subpixel, double* values, u32* bits, double* out) {
+    ncc_search<float>(frames, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, values, bits, out);
 }
 TESSERA_EXPORT(ncc_search_f32)

@@ -30,6 +30,7 @@ mod glare;
 mod linalg;
 mod ncc;
 mod stereo;
+mod stitch;
 mod variance;
 
 pub use backend::CudaBackend;
@@ -57,6 +58,22 @@ pub fn open_shim() -> Box<dyn Backend> {
 pub fn shim_has_kernel(name: &str) -> bool {
     shim::ShimDevice::has(name)
 }
+
+/// Stitches on the shim as [`CudaBackend`]'s `stitch` does, returning also what the run did
+/// on the device (uploads per frame, launches, pairs answered by speculative launches,
+/// composite transfers): for the tests that frames are uploaded once and pairs batched.
+#[cfg(feature = "shim")]
+#[doc(hidden)]
+pub fn shim_stitch_counted(
+    frames: &dyn tessera_core::stitch::FrameSource,
+    p: &tessera_core::stitch::StitchParams,
+    progress: &mut dyn FnMut(usize) -> core::ops::ControlFlow<()>,
+) -> Result<(tessera_core::stitch::Panorama, StitchCounts), Error> {
+    ncc::stitch_counted(&device::Gpu::new(Box::new(shim::ShimDevice)), frames, p, progress)
+}
+
+#[doc(hidden)]
+pub use ncc::StitchCounts;
 
 /// Opens the backend `choice` names: the CPU backend with `parallelism`, or CUDA by
 /// [`open`]. `auto` without a usable GPU gives the CPU backend and the reason in

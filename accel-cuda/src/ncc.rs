@@ -1,25 +1,37 @@
-//! Drives `kernels/ncc.cu`: pair registration with every template search of the pair in
-//! one launch (a warp per template), through the core's seam
+//! Drives `kernels/ncc.cu`: pair registration with every template search of one or several
+//! pairs in one launch (a warp per template), through the core's seam
 //! [`register_pair_with`](tessera_core::stitch::register_pair_with): the grid, the texture
 //! test, the threshold and the consensus are the core's, the searches the device's.
 //! Integer frames (u8, u16, RGBA on its u8 luma) give the CPU's registration exactly
 //! (every coefficient, peak, evaluation count and shift); f32 frames within about 1e-6 of
 //! the CPU's coefficients.
+//!
+//! A stitching run registers through [`DeviceRegistrar`]: each frame uploaded once (kept
+//! by index in a small cache), the pairs the run will probably ask for next registered
+//! ahead in one launch ([`PairRegistrar::speculate`]), and the composite pasted on the
+//! device (`stitch.rs`).
 
-use crate::device::{args, int, Arg, Gpu, Pod};
+use crate::device::{args, int, Arg, DevImage, DevicePtr, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use core::ops::ControlFlow;
+use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
 use tessera_core::stitch::{
     register::{gray, luma_storage, Gray},
-    register_pair_with, stitch_frames_with, FrameSource, PairRegistrar, PairRegistration, Panorama, RegisterParams, SearchMethod,
-    StitchParams, TemplateSearch,
+    register_pair_with, stitch_frames_into, FrameSource, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, RegisterParams,
+    SearchMethod, StitchParams,
 };
+use tessera_core::stitch::Blend;
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
 /// Warps per block of the search launch.
 const WARPS: u32 = 4;
+/// Words per search of the kernel's site and stat records and of its results
+/// (`NCC_SITE_WORDS`, `NCC_STAT_WORDS`, `NCC_RESULT_WORDS` of ncc.cu).
+const SITE_WORDS: usize = 6;
+const STAT_WORDS: usize = 4;
+const RESULT_WORDS: usize = 13;
 
 /// The kernel and its per-frame constants for one sample type.
 trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
@@ -33,12 +45,28 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     fn norm(t: &tessera_core::ncc::TemplateStats) -> f64 {
         t.n2_var
     }
+    /// A grey frame of this type, or `None`.
+    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>>;
+    /// This type's slot of a registrar's cache.
+    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>>;
 }
 impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
+    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
+        if let Gray::U8(v) = g { Some(*v) } else { None }
+    }
+    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
+        &mut c.u8
+    }
 }
 impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
+    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
+        if let Gray::U16(v) = g { Some(*v) } else { None }
+    }
+    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
+        &mut c.u16
+    }
 }
 impl DeviceSample for f32 {
     const KERNEL: &'static str = "ncc_search_f32";
@@ -49,6 +77,29 @@ impl DeviceSample for f32 {
     fn norm(t: &tessera_core::ncc::TemplateStats) -> f64 {
         t.dev
     }
+    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
+        if let Gray::F32(v) = g { Some(*v) } else { None }
+    }
+    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
+        &mut c.f32
+    }
+}
+
+/// A frame on the device as the searches see it: its address and, as a moving frame, its
+/// f32 terms.
+#[derive(Clone, Copy)]
+struct OnDevice {
+    ptr: DevicePtr,
+    terms: (f64, f64),
+}
+
+/// One pair of a launch: the reference's view (templates are cut on the host), both frames
+/// on the device, the prediction.
+struct Job<'v, T> {
+    reference: ImageView<'v, T>,
+    moving: ImageView<'v, T>,
+    devices: (OnDevice, OnDevice),
+    prediction: (f64, f64),
 }
 
 /// Registers `moving` against `reference` ([`tessera_core::stitch::register_pair_any`]).
@@ -68,121 +119,431 @@ pub(crate) fn register_pair(gpu: &Gpu, reference: AnyView<'_>, moving: AnyView<'
 fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairRegistration> {
     // Non-finite f32 pixels are an error, as the CPU's search frame says (checked first,
     // as the CPU prepares the moving frame before validating).
-    let (offset, flat_tol) = T::f32_terms(moving)?;
-    let method = p.method;
-    register_pair_with(reference, moving, p, prediction, &mut |searches, sp| {
-        search_all(gpu, reference, moving, p.rsz, method, searches, sp, offset, flat_tol)
-    })
+    let terms = T::f32_terms(moving)?;
+    p.validate()?;
+    tessera_core::image::check_same_size(reference.size(), moving.size())?;
+    let (dref, dmov) = (gpu.upload_view(reference)?, gpu.upload_view(moving)?);
+    let devices = (OnDevice { ptr: dref.buf.ptr(), terms: (0.0, 0.0) }, OnDevice { ptr: dmov.buf.ptr(), terms });
+    let job = Job { reference, moving, devices, prediction };
+    let (mut found, _) = register_jobs(gpu, &[job], p)?;
+    found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
 }
 
-/// Every search of a pair in one launch; each result as the core's search returns it.
-#[allow(clippy::too_many_arguments)]
-fn search_all<T: DeviceSample>(
-    gpu: &Gpu,
-    reference: ImageView<'_, T>,
-    moving: ImageView<'_, T>,
-    rsz: usize,
-    method: SearchMethod,
-    searches: &[TemplateSearch<T>],
-    sp: &SearchParams,
-    offset: f64,
-    flat_tol: f64,
-) -> Result<Vec<Option<Match>>> {
-    let (w, h) = moving.size();
+/// Registers every pair of `jobs` (frames of one size, the parameters `p`) with one launch
+/// for all their searches and one download of the results: each pair is first run through
+/// the core's `register_pair_with` to collect its searches (the grid and texture test are
+/// the core's), then, after the launch, once more to answer them with the device's
+/// matches. Returns each pair's registration (or its own error) and whether a launch ran
+/// (pairs without a search need none).
+fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
+    let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
+    let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
-    let count = searches.len();
-    let r = sp.radius;
-    // The core's checks of a search start (SearchCache::begin).
-    let (xmax, ymax) = (w as isize - rsz as isize, h as isize - rsz as isize);
-    let mut sites = Vec::with_capacity(4 * count);
-    let mut stats = Vec::with_capacity(2 * count);
-    for s in searches {
-        let (sx, sy) = s.start;
-        let ri = r as isize;
-        let (x0, x1) = (sx.saturating_sub(ri).max(0), sx.saturating_add(ri).min(xmax));
-        let (y0, y1) = (sy.saturating_sub(ri).max(0), sy.saturating_add(ri).min(ymax));
-        if x0 > x1 || y0 > y1 {
-            return Err(Error::InvalidParameter {
-                name: "search start",
-                reason: format!("({sx}, {sy}) with radius {r} leaves no window position inside the frame"),
-            });
-        }
-        // Sites lie inside the frame and starts within a search radius of it: all fit i32.
-        sites.extend([s.site.0 as i32, s.site.1 as i32, sx as i32, sy as i32]);
-        stats.extend([s.template.stats().sum, T::norm(s.template.stats())]);
+    let (xmax, ymax) = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
+    // The frame table: each distinct frame once; searches name frames by slot.
+    let mut frames: Vec<u64> = Vec::new();
+    let mut slot = |ptr: DevicePtr| -> i32 {
+        let at = frames.iter().position(|&f| f == ptr).unwrap_or_else(|| {
+            frames.push(ptr);
+            frames.len() - 1
+        });
+        at as i32
+    };
+    // The core asks for searches in one or more calls per pair (the template searches,
+    // then, with adaptive acceptance, the null probes of radius 0); the k-th calls of all
+    // pairs go into the k-th launch.
+    #[derive(Default)]
+    struct Call {
+        sp: Option<SearchParams>,
+        sites: Vec<i32>,
+        stats: Vec<f64>,
     }
+    let mut calls: Vec<Call> = Vec::new();
+    // Per job: each call's searches' range in its launch, or its finished registration.
+    let mut collected: Vec<core::result::Result<Vec<(usize, usize)>, Result<PairRegistration>>> = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let (r_slot, m_slot) = (slot(job.devices.0.ptr), slot(job.devices.1.ptr));
+        let (offset, flat_tol) = job.devices.1.terms;
+        let marks: Vec<usize> = calls.iter().map(|c| c.sites.len()).collect();
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let reg = register_pair_with(job.reference, job.moving, p, job.prediction, &mut |searches, sp| {
+            let k = ranges.len();
+            if calls.len() == k {
+                calls.push(Call::default());
+            }
+            let call = &mut calls[k];
+            if call.sp.is_some_and(|c| c != *sp) {
+                return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
+            }
+            call.sp = Some(*sp);
+            let start = call.sites.len() / SITE_WORDS;
+            for s in searches {
+                // The core's checks of a search start (SearchCache::begin).
+                let ((sx, sy), r) = (s.start, sp.radius as isize);
+                let (x0, x1) = (sx.saturating_sub(r).max(0), sx.saturating_add(r).min(xmax));
+                let (y0, y1) = (sy.saturating_sub(r).max(0), sy.saturating_add(r).min(ymax));
+                if x0 > x1 || y0 > y1 {
+                    return Err(Error::InvalidParameter {
+                        name: "search start",
+                        reason: format!("({sx}, {sy}) with radius {r} leaves no window position inside the frame"),
+                    });
+                }
+                // Sites lie inside the frame and starts within a search radius of it: all fit i32.
+                call.sites.extend([s.site.0 as i32, s.site.1 as i32, sx as i32, sy as i32, r_slot, m_slot]);
+                call.stats.extend([s.template.stats().sum, T::norm(s.template.stats()), offset, flat_tol]);
+            }
+            ranges.push((start, call.sites.len() / SITE_WORDS));
+            Ok(vec![None; searches.len()])
+        });
+        collected.push(match reg {
+            Ok(_) if !ranges.is_empty() => Ok(ranges),
+            other => {
+                for (call, &mark) in calls.iter_mut().zip(&marks) {
+                    call.sites.truncate(mark);
+                    call.stats.truncate(mark / SITE_WORDS * STAT_WORDS);
+                }
+                Err(other)
+            }
+        });
+    }
+    let mut found = Vec::with_capacity(calls.len());
+    for call in &calls {
+        match &call.sp {
+            Some(sp) => found.push(search_all::<T>(gpu, &frames, (wi, hi), p, &call.sites, &call.stats, sp)?),
+            None => found.push(Vec::new()),
+        }
+    }
+    let answered = jobs
+        .iter()
+        .zip(collected)
+        .map(|(job, c)| match c {
+            Err(done) => done,
+            Ok(ranges) => {
+                let mut k = 0;
+                register_pair_with(job.reference, job.moving, p, job.prediction, &mut |searches, _| {
+                    let Some(&(start, end)) = ranges.get(k) else {
+                        return Err(Error::Backend(format!("search call {k} of a pair was not collected")));
+                    };
+                    k += 1;
+                    if searches.len() != end - start {
+                        return Err(Error::Backend(format!("{} searches asked again for {}", searches.len(), end - start)));
+                    }
+                    Ok(found[k - 1][start..end].to_vec())
+                })
+            }
+        })
+        .collect();
+    Ok((answered, !calls.is_empty()))
+}
+
+/// The launch of every search (`sites` / `stats` records) over the frames at the addresses
+/// `frames`, and its one download; each result as the core's search returns it.
+fn search_all<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, sites: &[i32], stats: &[f64], sp: &SearchParams) -> Result<Vec<Option<Match>>> {
+    let count = sites.len() / SITE_WORDS;
+    let r = sp.radius;
     let side = 2 * (r + 1) + 1;
     let cells = side * side;
     let words = cells.div_ceil(32);
-    let dref = gpu.upload_view(reference)?;
-    let dmov = gpu.upload_view(moving)?;
-    let dsites = gpu.upload(&sites)?;
-    let dstats = gpu.upload(&stats)?;
+    let dframes = gpu.upload(frames)?;
+    let dsites = gpu.upload(sites)?;
+    let dstats = gpu.upload(stats)?;
     let values = gpu.buffer::<f64>(count * cells)?;
     let bits = gpu.zeroed::<u32>(count * words)?;
-    let best_xy = gpu.buffer::<i32>(2 * count)?;
-    let best = gpu.buffer::<f64>(count)?;
-    let evals = gpu.buffer::<u32>(count)?;
-    let nbhd = gpu.buffer::<f64>(9 * count)?;
-    let method_code = match method {
+    let out = gpu.buffer::<f64>(RESULT_WORDS * count)?;
+    let method_code = match p.method {
         SearchMethod::Log => 0,
         SearchMethod::LogPlain => 1,
         SearchMethod::Exhaustive => 2,
     };
     let accept = sp.accept.unwrap_or(f64::INFINITY);
+    let count_i = int(count, "template searches")?;
     let list: Vec<Arg> = args![
-        &dref, &dmov, wi, hi, rsz as i32, &dsites, &dstats, count as i32, r as i32, method_code, accept,
-        i32::from(sp.subpixel), offset, flat_tol, &values, &bits, &best_xy, &best, &evals, &nbhd
+        &dframes, w, h, p.rsz as i32, &dsites, &dstats, count_i, r as i32, method_code, accept, i32::from(sp.subpixel), &values, &bits, &out
     ]
     .to_vec();
     let threads = 32 * WARPS;
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], 0, &list)?;
-    let mut xy = vec![0i32; 2 * count];
-    let mut coef = vec![0f64; count];
-    let mut n_eval = vec![0u32; count];
-    let mut nb = vec![0f64; 9 * count];
-    gpu.download(&best_xy, &mut xy)?;
-    gpu.download(&best, &mut coef)?;
-    gpu.download(&evals, &mut n_eval)?;
-    if sp.subpixel {
-        gpu.download(&nbhd, &mut nb)?;
-    }
-    Ok((0..count)
-        .map(|i| {
-            if coef[i] == f64::NEG_INFINITY {
+    let mut res = vec![0f64; RESULT_WORDS * count];
+    gpu.download(&out, &mut res)?;
+    Ok(res
+        .chunks_exact(RESULT_WORDS)
+        .map(|r| {
+            if r[2] == f64::NEG_INFINITY {
                 return None;
             }
             let offset = if sp.subpixel {
-                let v: [[f64; 3]; 3] = core::array::from_fn(|j| core::array::from_fn(|k| nb[9 * i + 3 * j + k]));
+                let v: [[f64; 3]; 3] = core::array::from_fn(|j| core::array::from_fn(|k| r[4 + 3 * j + k]));
                 quadratic_peak(&v)
             } else {
                 (0.0, 0.0)
             };
-            Some(Match { x: xy[2 * i] as usize, y: xy[2 * i + 1] as usize, coefficient: coef[i], offset, evaluations: n_eval[i] })
+            // Positions and counts are exact in f64.
+            Some(Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset, evaluations: r[3] as u32 })
         })
         .collect())
 }
 
-/// The device's pair registration as the core's stitching run asks for it.
-struct DeviceRegistrar<'g>(&'g Gpu);
+/// Frames a stitching run reads ahead, so that a launch registers up to this many pairs
+/// besides the one asked for.
+const LOOKAHEAD: usize = 8;
+/// Frames kept on the device by a run: a launch's (at most `LOOKAHEAD + 2` distinct ones)
+/// and the keyframe and last good frame the run goes back to.
+const RESIDENT: usize = LOOKAHEAD + 4;
+/// Search scratch (cached coefficients) a speculative launch may take; the pair asked for
+/// is registered whatever its own scratch.
+const SPECULATION_SCRATCH: usize = 256 << 20;
+/// A look-ahead pair is registered at every rounded prediction within this many pixels
+/// (per axis) of its constant-velocity guess, so that the few tenths of a pixel by which
+/// the run's actual prediction differs (registration noise in the velocity) rarely miss:
+/// at most 2 x 2 predictions a pair.
+const HEDGE: f64 = 0.3;
+
+/// A frame of the run kept on the device, by its index in the source.
+struct Resident<'g, T> {
+    index: usize,
+    image: DevImage<'g, T>,
+    terms: (f64, f64),
+    used: u64,
+}
+
+/// The resident frames of each grey type (a run has one).
+#[derive(Default)]
+struct Caches<'g> {
+    u8: Vec<Resident<'g, u8>>,
+    u16: Vec<Resident<'g, u16>>,
+    f32: Vec<Resident<'g, f32>>,
+}
+
+/// What a pair's registration depends on (the core's `register_pair_with` reads the
+/// prediction only rounded): a speculative result answers a request with the same key.
+#[derive(Clone, Copy, PartialEq)]
+struct Key {
+    reference: usize,
+    moving: usize,
+    prediction: (i64, i64),
+    params: RegisterParams,
+}
+
+impl Key {
+    /// `None` for a non-finite prediction (an error, which the pair registered afresh gives).
+    fn of(pair: &PairRequest<'_>, p: &RegisterParams) -> Option<Key> {
+        let (x, y) = pair.prediction;
+        (x.is_finite() && y.is_finite()).then(|| Key { reference: pair.reference.0, moving: pair.moving.0, prediction: (x.round() as i64, y.round() as i64), params: *p })
+    }
+}
+
+/// What a device stitching run did, for the tests that it uploads each frame once and
+/// batches pairs.
+#[doc(hidden)]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StitchCounts {
+    /// Registration uploads of each frame index.
+    pub uploads: Vec<usize>,
+    /// Search launches.
+    pub launches: usize,
+    /// Pairs the run asked for, and how many of them a speculative launch had registered.
+    pub pairs: usize,
+    pub speculated: usize,
+    /// Pairs registered on the device, speculative ones (each hedged prediction) included.
+    pub registered: usize,
+    /// Frames uploaded for the composite, and downloads of the canvas.
+    pub paste_uploads: usize,
+    pub canvas_downloads: usize,
+}
+
+struct State<'g> {
+    frames: Caches<'g>,
+    /// Registrations done ahead, waiting for their request.
+    ahead: Vec<(Key, PairRegistration)>,
+    /// Look-ahead pairs of the next speculative launch: halved when the run leaves the
+    /// guessed path, doubled (up to `LOOKAHEAD`) when it used a whole launch, so that rough
+    /// footage does not pay for searches it never uses.
+    depth: usize,
+    clock: u64,
+    counts: StitchCounts,
+}
+
+impl Default for State<'_> {
+    fn default() -> Self {
+        State { frames: Caches::default(), ahead: Vec::new(), depth: LOOKAHEAD, clock: 0, counts: StitchCounts::default() }
+    }
+}
+
+/// The device's pair registration as the core's stitching run asks for it: frames kept on
+/// the device by index (each uploaded once while the run needs it), and the pairs the run
+/// will probably ask for next registered in one launch.
+struct DeviceRegistrar<'g> {
+    gpu: &'g Gpu,
+    state: Mutex<State<'g>>,
+}
+
+impl<'g> DeviceRegistrar<'g> {
+    fn state(&self) -> Result<std::sync::MutexGuard<'_, State<'g>>> {
+        self.state.lock().map_err(|_| Error::Backend("stitch registrar poisoned by an earlier panic".into()))
+    }
+
+    /// Frame `index` on the device, uploaded unless resident; the least recently used frame
+    /// not used since `batch` (the clock when the current launch began) makes room.
+    fn resident<T: DeviceSample>(&self, st: &mut State<'g>, batch: u64, index: usize, view: ImageView<'_, T>) -> Result<OnDevice> {
+        st.clock += 1;
+        let clock = st.clock;
+        let cache = T::cache(&mut st.frames);
+        if let Some(r) = cache.iter_mut().find(|r| r.index == index) {
+            r.used = clock;
+            return Ok(OnDevice { ptr: r.image.buf.ptr(), terms: r.terms });
+        }
+        let terms = T::f32_terms(view)?;
+        let image = self.gpu.upload_view(view)?;
+        let ptr = image.buf.ptr();
+        if cache.len() >= RESIDENT {
+            if let Some(old) = cache.iter().enumerate().filter(|(_, r)| r.used < batch).min_by_key(|(_, r)| r.used).map(|(k, _)| k) {
+                cache.swap_remove(old);
+            }
+        }
+        cache.push(Resident { index, image, terms, used: clock });
+        let uploads = &mut st.counts.uploads;
+        if uploads.len() <= index {
+            uploads.resize(index + 1, 0);
+        }
+        uploads[index] += 1;
+        Ok(OnDevice { ptr, terms })
+    }
+
+    /// Registers `pairs` in one launch (their frames made resident first).
+    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
+        let batch = st.clock + 1;
+        let mut jobs = Vec::with_capacity(pairs.len());
+        for pair in pairs {
+            let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
+            let reference = T::typed(&pair.reference.1).ok_or_else(mismatch)?;
+            let moving = T::typed(&pair.moving.1).ok_or_else(mismatch)?;
+            // The moving frame first: its f32 terms are the CPU's first check.
+            let m = self.resident(st, batch, pair.moving.0, moving)?;
+            let r = self.resident(st, batch, pair.reference.0, reference)?;
+            jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
+        }
+        let (found, launched) = register_jobs(self.gpu, &jobs, p)?;
+        st.counts.launches += usize::from(launched);
+        st.counts.registered += jobs.len();
+        Ok(found)
+    }
+
+    fn register_typed<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
+        let mut st = self.state()?;
+        st.counts.pairs += 1;
+        if let Some(key) = Key::of(pair, p) {
+            if let Some(k) = st.ahead.iter().position(|(a, _)| *a == key) {
+                st.counts.speculated += 1;
+                return Ok(st.ahead.swap_remove(k).1);
+            }
+        }
+        let mut found = self.launch::<T>(&mut st, std::slice::from_ref(pair), p)?;
+        found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
+    }
+
+    /// Registers the requests not yet done, the first included, in one launch, keeping
+    /// their results for the run's requests. A failure costs only the work: each pair is
+    /// then registered afresh when asked (and its error, if any, reported then).
+    fn speculate_typed<T: DeviceSample>(&self, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<()> {
+        let Some(first) = pairs.first() else { return Ok(()) };
+        let mut st = self.state()?;
+        let known = |st: &State<'_>, pair: &PairRequest<'_>| Key::of(pair, p).is_none_or(|key| st.ahead.iter().any(|(a, _)| *a == key));
+        if known(&st, first) {
+            return Ok(()); // answered by an earlier launch: the run is on track
+        }
+        let diverged = st.ahead.iter().any(|(k, _)| k.moving == first.moving.0);
+        st.depth = if diverged { (st.depth / 2).max(1) } else { (st.depth * 2).clamp(1, LOOKAHEAD) };
+        // Results for frames the run has passed will never be asked for.
+        st.ahead.retain(|(k, _)| k.moving >= first.moving.0);
+        // A pair's scratch is at most npts^2 searches of (2 r + 3)^2 coefficients (f64 and
+        // a bit each).
+        let side = 2 * p.search_radius + 3;
+        let per_pair = (p.npts * p.npts * side * side * 9).max(1);
+        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, 4 * LOOKAHEAD + 1);
+        let mut todo: Vec<PairRequest<'_>> = Vec::new();
+        for (j, pair) in pairs.iter().enumerate().take(st.depth + 1) {
+            for prediction in hedged(pair.prediction, if j == 0 { 0.0 } else { HEDGE }) {
+                let pair = PairRequest { prediction, ..pair.clone() };
+                let key = Key::of(&pair, p);
+                if !known(&st, &pair) && !todo.iter().any(|t| Key::of(t, p) == key) {
+                    todo.push(pair);
+                }
+            }
+        }
+        todo.truncate(most);
+        let Ok(found) = self.launch::<T>(&mut st, &todo, p) else { return Ok(()) };
+        for (pair, reg) in todo.iter().zip(found) {
+            if let (Some(key), Ok(reg)) = (Key::of(pair, p), reg) {
+                st.ahead.push((key, reg));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The whole-pixel predictions within `hedge` (per axis) of `prediction` (itself alone when
+/// 0, or when not finite).
+fn hedged((x, y): (f64, f64), hedge: f64) -> Vec<(f64, f64)> {
+    if hedge == 0.0 || !x.is_finite() || !y.is_finite() {
+        return vec![(x, y)];
+    }
+    let near = |v: f64| {
+        let (lo, hi) = ((v - hedge).round(), (v + hedge).round());
+        if lo == hi { vec![lo] } else { vec![lo, hi] }
+    };
+    near(x).into_iter().flat_map(|a| near(y).into_iter().map(move |b| (a, b))).collect()
+}
+
+/// `by_type!(self.f(gray, args..))`: `self.f::<T>(args..)` for the grey type `T` of `gray`.
+macro_rules! by_type {
+    ($self:ident . $f:ident ($g:expr, $($a:expr),*)) => {
+        match $g {
+            Gray::U8(_) => $self.$f::<u8>($($a),*),
+            Gray::U16(_) => $self.$f::<u16>($($a),*),
+            Gray::F32(_) => $self.$f::<f32>($($a),*),
+        }
+    };
+}
 
 impl PairRegistrar for DeviceRegistrar<'_> {
-    fn register(&self, reference: Gray<'_>, moving: Gray<'_>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairRegistration> {
-        match (reference, moving) {
-            (Gray::U8(a), Gray::U8(b)) => register_gray(self.0, a, b, p, prediction),
-            (Gray::U16(a), Gray::U16(b)) => register_gray(self.0, a, b, p, prediction),
-            (Gray::F32(a), Gray::F32(b)) => register_gray(self.0, a, b, p, prediction),
-            _ => Err(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" }),
-        }
+    fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
+        by_type!(self.register_typed(&pair.moving.1, pair, p))
+    }
+    fn lookahead(&self) -> usize {
+        LOOKAHEAD
+    }
+    fn speculate(&self, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<()> {
+        let Some(first) = pairs.first() else { return Ok(()) };
+        by_type!(self.speculate_typed(&first.moving.1, pairs, p))
     }
 }
 
 /// Stitches a sequence ([`tessera_core::stitch::stitch_frames`]): the core's run (frame
-/// reading, attempts, keyframes, skips, progress and cancellation, the composite) with
-/// every pair registered on the device. The same panorama as the CPU for integer frames.
+/// reading, attempts, keyframes, skips, progress and cancellation) with every pair
+/// registered on the device and the composite pasted on the device. The same panorama
+/// and records as the CPU for integer frames; f32 positions within 1e-3 px.
 ///
-/// Not yet as the GPU design wants it: each pair uploads its two frames (not each frame
-/// once), and the quality measures and the composite run on the host.
+/// Each frame is uploaded once for registration (kept on the device by index while the
+/// run may register against it) and once more to be pasted. The run reads up to
+/// `LOOKAHEAD` frames ahead, and each launch registers, besides the pair asked for, the
+/// pairs the run will ask for next if the motion keeps its velocity, all their templates
+/// in one grid; a later request with the same frames, parameters and rounded prediction
+/// is answered from that launch, anything else registered afresh, so the result is the
+/// sequential run's. Each launch downloads one packed result buffer, and the canvas is
+/// downloaded once. The quality measures (`p.quality`) run on the host.
 pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
-    stitch_frames_with(frames, p, Parallelism::AllThreads, progress, Some(&DeviceRegistrar(gpu)))
+    stitch_counted(gpu, frames, p, progress).map(|(pano, _)| pano)
+}
+
+/// [`stitch`], with what it did.
+pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Panorama, StitchCounts)> {
+    let registrar = DeviceRegistrar { gpu, state: Mutex::new(State::default()) };
+    let pasted = crate::stitch::PasteCounts::default();
+    let mut canvas = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend| -> Result<Box<dyn Pasting + '_>> {
+        crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
+    };
+    let pano = stitch_frames_into(frames, p, Parallelism::AllThreads, progress, Some(&registrar), &mut canvas)?;
+    let mut counts = registrar.state()?.counts.clone();
+    (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
+    Ok((pano, counts))
 }

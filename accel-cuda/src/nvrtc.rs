@@ -138,10 +138,11 @@ fn check(r: sys::nvrtcResult, what: &str) -> Result<(), String> {
 
 /// The options a kernel file is compiled with: C++17, `ptxas -v` for the resource report,
 /// and fused multiply-adds where the float bounds the tests state allow them; the
-/// variance and contrast files go without, so that their f32 expressions round as the
-/// core's do (the paper's methods compared bit for bit, glare's fill identical).
+/// variance, contrast, glare and stitch files go without, so that their f32 expressions
+/// round as the core's do (the paper's methods compared bit for bit, glare's fill and the
+/// panorama's blends identical).
 fn options(module: Module, arch: &str) -> Vec<String> {
-    let fmad = !matches!(module, Module::Variance | Module::Contrast | Module::Glare);
+    let fmad = !matches!(module, Module::Variance | Module::Contrast | Module::Glare | Module::Stitch);
     vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".into(),

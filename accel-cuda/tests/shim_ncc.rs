@@ -2,6 +2,9 @@
 //! from a real photograph (Middlebury cones) with known shifts, every pixel type and search
 //! method, equal to the CPU's registration (integers exactly: shift, vectors, coefficients,
 //! evaluation counts); flat pairs, no overlap, bad parameters and mixed types as the CPU.
+//! Stitching on the device (`mod stitching`): the CPU's records and panorama for every type
+//! and blend, each frame uploaded once to register, several pairs per launch on smooth
+//! footage, and skipped, unreadable and odd-sized frames and turns as the CPU.
 
 use tessera_core::stitch::{RegisterParams, SearchMethod, SkipReason};
 use tessera_core::{AnyImage, AnyView, Backend, CpuBackend, Image, Parallelism, Rgba8};
@@ -142,5 +145,182 @@ fn stitching_a_sequence_cut_from_cones_gives_the_cpus_panorama() {
         assert_eq!(got, want, "type {ty}");
         let cancelled = gpu.stitch(&InMemory(&views), &p, &mut |done| if done >= 2 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) });
         assert!(matches!(cancelled, Err(tessera_core::Error::Cancelled)), "{cancelled:?}");
+    }
+}
+
+mod stitching {
+    use super::*;
+    use std::cell::RefCell;
+    use std::ops::ControlFlow;
+    use tessera_core::stitch::synth::SynthParams;
+    use tessera_core::stitch::{Blend, Frame, FrameSource, InMemory, StitchParams};
+
+    fn go_on(_: usize) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    fn cones_gray() -> Image<u8> {
+        let c = cones();
+        Image::from_fn(c.width(), c.height(), |x, y| c.at(x, y).luma()).unwrap()
+    }
+
+    /// Small templates and search areas: the shim runs every warp on threads.
+    fn params(ty: &str, blend: Blend, keyframe_shift: f64) -> StitchParams {
+        let min_variance = if ty == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
+        StitchParams { register: RegisterParams { rsz: 15, npts: 3, search_radius: 12, min_variance, ..Default::default() }, blend, keyframe_shift, ..Default::default() }
+    }
+
+    fn as_type(f: &Image<u8>, ty: &str) -> AnyImage {
+        match ty {
+            "u8" => AnyImage::U8(f.clone()),
+            "u16" => AnyImage::U16(f.map(|v| v as u16 * 257)),
+            "f32" => AnyImage::F32(f.map(|v| v as f32 / 4.0)),
+            _ => AnyImage::Rgba8(f.map(|v| Rgba8::new(v, 255 - v, v / 2, 255))),
+        }
+    }
+
+    /// Frames "read from disk": owned copies, some unreadable, counting the reads.
+    struct Disk {
+        frames: Vec<Option<AnyImage>>,
+        reads: RefCell<Vec<usize>>,
+    }
+
+    impl FrameSource for Disk {
+        fn len(&self) -> usize {
+            self.frames.len()
+        }
+        fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+            self.reads.borrow_mut()[i] += 1;
+            self.frames[i].clone().map(Frame::Image).ok_or_else(|| "truncated file".into())
+        }
+    }
+
+    /// `f` of the start of a long synthetic sweep over cones (smooth motion, nearly constant
+    /// velocity), 112 x 88 frames.
+    fn with_sweep<R>(seed: u64, f: impl FnOnce(&tessera_core::stitch::SynthPlan<'_, u8>) -> R) -> R {
+        let g = cones_gray();
+        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed, ..Default::default() };
+        f(&tessera_core::stitch::synth_plan(g.view(), &sp).unwrap())
+    }
+
+    /// The first `n` frames of a source.
+    struct First<'s>(&'s dyn FrameSource, usize);
+
+    impl FrameSource for First<'_> {
+        fn len(&self) -> usize {
+            self.1
+        }
+        fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+            self.0.frame(i)
+        }
+    }
+
+    #[test]
+    fn smooth_footage_uploads_each_frame_once_and_batches_pairs() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let n = 16;
+        with_sweep(5, |plan| for keyframe_shift in [0.25, 0.0] {
+            let source = First(plan, n);
+            let p = params("u8", Blend::Overwrite, keyframe_shift);
+            let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
+            let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+            eprintln!("keyframe shift {keyframe_shift}: {counts:?}");
+            assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
+            assert_eq!(got, want, "keyframe shift {keyframe_shift}");
+            assert_eq!(counts.uploads, vec![1; n], "each frame uploaded once to register");
+            assert_eq!((counts.paste_uploads, counts.canvas_downloads), (n, 1));
+            // n - 1 pairs; most answered by launches that registered several.
+            assert_eq!(counts.pairs, n - 1);
+            assert!(counts.launches * 3 <= counts.pairs, "{counts:?}");
+            // The price: hedged look-ahead pairs that the run did not ask for.
+            assert!(counts.registered <= 4 * counts.pairs, "{counts:?}");
+        });
+    }
+
+    /// Small enough for ThreadSanitizer (scripts/test runs the `registrations` of this
+    /// file under it): a launch of several pairs and the averaging paste.
+    #[test]
+    fn speculative_registrations_of_a_short_sweep_are_the_cpus() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let p = params("u8", Blend::Feather, 0.25);
+        let (got, want, counts) = with_sweep(5, |plan| {
+            let source = First(plan, 5);
+            let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+            (got, cpu.stitch(&source, &p, &mut go_on).unwrap(), counts)
+        });
+        assert_eq!(got, want);
+        assert!(counts.launches < counts.pairs, "{counts:?}");
+    }
+
+    #[test]
+    fn skips_bad_frames_and_turns_give_the_cpus_result_reading_each_frame_as_often() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let g = cones_gray();
+        // Whole-pixel crops along a path that turns twice.
+        let mut at = vec![(150usize, 120usize)];
+        for k in 0..15 {
+            let (x, y) = at[k];
+            at.push(match k {
+                0..=4 => (x + 4, y + 1),
+                5..=9 => (x - 3, y + 2),
+                _ => (x + 1, y - 3),
+            });
+        }
+        let crops: Vec<Image<u8>> = at.iter().map(|&(x, y)| Image::from_fn(112, 88, |u, v| g.at(x + u, y + v)).unwrap()).collect();
+        let mut rng = tessera_core::stitch::SplitMix64::new(7);
+        let noise = Image::from_fn(112, 88, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        for (ty, keyframe_shift, blend) in [("u8", 0.25, Blend::Feather), ("rgba", 0.0, Blend::Overwrite)] {
+            let mut frames: Vec<Option<AnyImage>> = crops.iter().map(|f| Some(as_type(f, ty))).collect();
+            frames[4] = Some(as_type(&Image::filled(112, 88, 90).unwrap(), ty));
+            frames[9] = Some(as_type(&noise, ty));
+            frames[12] = None;
+            frames[14] = Some(as_type(&Image::filled(60, 88, 90).unwrap(), ty));
+            let p = params("u8", blend, keyframe_shift);
+            let disk = |frames: &[Option<AnyImage>]| Disk { frames: frames.to_vec(), reads: RefCell::new(vec![0; frames.len()]) };
+            let (on_cpu, on_shim) = (disk(&frames), disk(&frames));
+            let want = cpu.stitch(&on_cpu, &p, &mut go_on).unwrap();
+            let (got, counts) = tessera_cuda::shim_stitch_counted(&on_shim, &p, &mut go_on).unwrap();
+            let what = format!("{ty}, keyframe shift {keyframe_shift}");
+            eprintln!("{what}: {counts:?}");
+            for i in [4, 9, 12, 14] {
+                assert!(want.frames[i].skip.is_some(), "{what}: frame {i}: {:?}", want.frames[i]);
+            }
+            assert_eq!(want.frames.iter().filter(|f| f.is_ok()).count(), 12, "{what}");
+            assert_eq!(got, want, "{what}");
+            assert_eq!(*on_shim.reads.borrow(), *on_cpu.reads.borrow(), "{what}: reads");
+            // Frames that registered or were tried are uploaded once; the unreadable
+            // and the odd-sized one never.
+            for (i, &n) in counts.uploads.iter().enumerate() {
+                assert!(n <= 1 && (n == 1 || [12, 14].contains(&i)), "{what}: frame {i} uploaded {n} times: {counts:?}");
+            }
+            assert_eq!((counts.paste_uploads, counts.canvas_downloads), (12, 1), "{what}");
+        }
+    }
+
+    #[test]
+    fn device_composites_of_every_type_and_blend_are_the_cpus() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let gray: Vec<Image<u8>> = with_sweep(9, |plan| (0..6).map(|i| plan.frame(i).unwrap()).collect());
+        for ty in ["u16", "f32", "rgba", "u8"] {
+            let frames: Vec<AnyImage> = gray.iter().map(|f| as_type(f, ty)).collect();
+            let views: Vec<AnyView<'_>> = frames.iter().map(|f| f.view().unwrap()).collect();
+            for blend in [Blend::Average, Blend::Feather, Blend::Overwrite] {
+                let p = params(ty, blend, 0.25);
+                let want = cpu.stitch(&InMemory(&views), &p, &mut go_on).unwrap();
+                let got = tessera_cuda::open_shim().stitch(&InMemory(&views), &p, &mut go_on).unwrap();
+                let what = format!("{ty} {blend:?}");
+                assert!(want.frames.iter().all(|f| f.is_ok()), "{what}");
+                if ty == "f32" {
+                    for (a, b) in got.frames.iter().zip(&want.frames) {
+                        let (a, b) = (a.position.unwrap(), b.position.unwrap());
+                        assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
+                    }
+                    // The same whole-pixel placements: the same arithmetic, the same canvas.
+                    assert_eq!(got.canvas, want.canvas, "{what}");
+                } else {
+                    assert_eq!(got, want, "{what}");
+                }
+            }
+        }
     }
 }

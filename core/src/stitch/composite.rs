@@ -64,31 +64,27 @@ pub fn composite(frames: &[AnyView<'_>], positions: &[Option<(f64, f64)>], blend
     Ok(canvas.finish())
 }
 
-/// A canvas being filled frame by frame, so that a long sequence is pasted without holding
-/// every frame at once: plan it from the positions, [`paste`](Compositor::paste) each
-/// placed frame in sequence order (any order gives the same `Average` and `Feather`;
-/// `Overwrite` keeps the last pasted), then [`finish`](Compositor::finish).
-pub struct Compositor {
-    blend: Blend,
-    origin: (i64, i64),
-    frame_size: (usize, usize),
+/// Where the frames of a canvas go: the canvas's origin and size and each frame's top-left
+/// corner in it, from the positions rounded to whole pixels (module doc). [`Compositor`]
+/// pastes by it, and so does a backend that composites on its device, so the placement
+/// arithmetic exists once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Frame-0 coordinates of the canvas's pixel (0, 0) ([`Canvas::origin`]).
+    pub origin: (i64, i64),
+    /// Canvas width and height in pixels.
+    pub size: (usize, usize),
+    /// The size and pixel type every pasted frame must have.
+    pub frame_size: (usize, usize),
+    pub type_name: &'static str,
     /// Canvas coordinates of each frame's top-left pixel; `None`: left out.
-    at: Vec<Option<(usize, usize)>>,
-    pixels: Pixels,
+    pub at: Vec<Option<(usize, usize)>>,
 }
 
-/// The canvas and, for the blends that average, the running weighted sums.
-enum Pixels {
-    U8(Paste<u8>),
-    U16(Paste<u16>),
-    F32(Paste<f32>),
-    Rgba8(Paste<Rgba8>),
-}
-
-impl Compositor {
+impl Plan {
     /// Plans the canvas for frames of `like`'s type and size at `positions` (module doc).
     /// Errors: every position `None`, a non-finite position, a canvas above [`MAX_CANVAS`].
-    pub fn new(like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend) -> Result<Self> {
+    pub fn new(like: &AnyView<'_>, positions: &[Option<(f64, f64)>]) -> Result<Self> {
         let mut placed = Vec::new();
         for p in positions {
             placed.push(match *p {
@@ -114,24 +110,23 @@ impl Compositor {
             return Err(Error::InvalidParameter { name: "canvas", reason: alloc::format!("{cw}x{ch} exceeds {MAX_CANVAS} pixels") });
         }
         let at = placed.iter().map(|p| p.map(|(x, y)| ((x - x0) as usize, (y - y0) as usize))).collect();
-        let size = (cw, ch);
-        let pixels = match like {
-            AnyView::U8(_) => Pixels::U8(Paste::new(size, blend)?),
-            AnyView::U16(_) => Pixels::U16(Paste::new(size, blend)?),
-            AnyView::F32(_) => Pixels::F32(Paste::new(size, blend)?),
-            AnyView::Rgba8(_) => Pixels::Rgba8(Paste::new(size, blend)?),
-        };
-        Ok(Compositor { blend, origin: (x0, y0), frame_size: (fw, fh), at, pixels })
+        Ok(Plan { origin: (x0, y0), size: (cw, ch), frame_size: (fw, fh), type_name: like.type_name(), at })
     }
 
-    /// Pastes frame `i` at its planned place (nothing for a frame left out). Errors: a
-    /// frame of another size or pixel type than planned (naming it), `i` out of range.
-    pub fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
+    /// Where frame `i` goes (`None`: left out, whatever the frame). Errors: `i` out of
+    /// range, a placed frame of another size or pixel type than planned (naming it).
+    pub fn place(&self, i: usize, frame: &AnyView<'_>) -> Result<Option<(usize, usize)>> {
         let Some(&at) = self.at.get(i) else {
             return Err(Error::InvalidParameter { name: "frame index", reason: alloc::format!("frame {i} of {}", self.at.len()) });
         };
-        let Some(at) = at else { return Ok(()) };
-        let mismatch = || Error::InvalidParameter {
+        if at.is_some() && (frame.size() != self.frame_size || frame.type_name() != self.type_name) {
+            return Err(self.mismatch(i, frame));
+        }
+        Ok(at)
+    }
+
+    fn mismatch(&self, i: usize, frame: &AnyView<'_>) -> Error {
+        Error::InvalidParameter {
             name: "frames",
             reason: alloc::format!(
                 "frame {i} is {}x{} {}, but the canvas was planned for {}x{} frames of another type or size",
@@ -141,17 +136,62 @@ impl Compositor {
                 self.frame_size.0,
                 self.frame_size.1
             ),
-        };
-        if frame.size() != self.frame_size {
-            return Err(mismatch());
         }
+    }
+}
+
+/// A canvas filled frame by frame in sequence order: [`Compositor`] on the host, or a
+/// backend's canvas on its device (see [`stitch_frames_into`](super::stitch_frames_into)).
+pub trait Pasting {
+    /// Pastes frame `i` at its planned place ([`Compositor::paste`]).
+    fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()>;
+    /// The finished canvas.
+    fn finish(self: alloc::boxed::Box<Self>) -> Result<Canvas>;
+}
+
+/// A canvas being filled frame by frame, so that a long sequence is pasted without holding
+/// every frame at once: plan it from the positions, [`paste`](Compositor::paste) each
+/// placed frame in sequence order (any order gives the same `Average` and `Feather`;
+/// `Overwrite` keeps the last pasted), then [`finish`](Compositor::finish).
+pub struct Compositor {
+    blend: Blend,
+    plan: Plan,
+    pixels: Pixels,
+}
+
+/// The canvas and, for the blends that average, the running weighted sums.
+enum Pixels {
+    U8(Paste<u8>),
+    U16(Paste<u16>),
+    F32(Paste<f32>),
+    Rgba8(Paste<Rgba8>),
+}
+
+impl Compositor {
+    /// Plans the canvas ([`Plan::new`], whose errors it returns) for `blend`.
+    pub fn new(like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend) -> Result<Self> {
+        let plan = Plan::new(like, positions)?;
+        let size = plan.size;
+        let pixels = match like {
+            AnyView::U8(_) => Pixels::U8(Paste::new(size, blend)?),
+            AnyView::U16(_) => Pixels::U16(Paste::new(size, blend)?),
+            AnyView::F32(_) => Pixels::F32(Paste::new(size, blend)?),
+            AnyView::Rgba8(_) => Pixels::Rgba8(Paste::new(size, blend)?),
+        };
+        Ok(Compositor { blend, plan, pixels })
+    }
+
+    /// Pastes frame `i` at its planned place (nothing for a frame left out). Errors: as
+    /// [`Plan::place`].
+    pub fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
+        let Some(at) = self.plan.place(i, frame)? else { return Ok(()) };
         let blend = self.blend;
         match (&mut self.pixels, frame) {
             (Pixels::U8(c), AnyView::U8(f)) => c.add(*f, at, blend),
             (Pixels::U16(c), AnyView::U16(f)) => c.add(*f, at, blend),
             (Pixels::F32(c), AnyView::F32(f)) => c.add(*f, at, blend),
             (Pixels::Rgba8(c), AnyView::Rgba8(f)) => c.add(*f, at, blend),
-            _ => return Err(mismatch()),
+            _ => return Err(self.plan.mismatch(i, frame)),
         }
         Ok(())
     }
@@ -164,7 +204,16 @@ impl Compositor {
             Pixels::F32(c) => AnyImage::F32(c.finish()),
             Pixels::Rgba8(c) => AnyImage::Rgba8(c.finish()),
         };
-        Canvas { image, origin: self.origin }
+        Canvas { image, origin: self.plan.origin }
+    }
+}
+
+impl Pasting for Compositor {
+    fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
+        Compositor::paste(self, i, frame)
+    }
+    fn finish(self: alloc::boxed::Box<Self>) -> Result<Canvas> {
+        Ok(Compositor::finish(*self))
     }
 }
 

@@ -16,12 +16,12 @@ pub mod sequence;
 pub mod synth;
 
 pub use accept::Acceptance;
-pub use composite::{composite, Blend, Canvas, MAX_CANVAS};
+pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
 pub use register::{register_pair, register_pair_any, register_pair_with, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
-    check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_with, Frame, FrameRecord,
-    FrameSource, InMemory, PairRegistrar, Panorama, StitchParams,
+    check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
+    FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams, MAX_LOOKAHEAD,
 };
 pub use synth::{synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
 

@@ -29,9 +29,12 @@
 //! frames it registers against (the keyframe, the last good frame, a reference candidate)
 //! and the current one; the composite reads each frame once more to paste it. A source
 //! that decodes files therefore keeps a few frames in memory whatever the sequence's length.
+//! A registrar that speculates ([`PairRegistrar::speculate`], a GPU registering several
+//! pairs per launch) has the run read up to [`MAX_LOOKAHEAD`] frames ahead, still each
+//! once; the CPU reads none ahead.
 
 use super::coarse::{self, Spectrum};
-use super::composite::{Blend, Canvas, Compositor};
+use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc};
 use super::accept::Acceptance;
 use super::register::{gray, luma_storage, register_pair, Gray, PairRegistration, RegisterParams, SkipReason};
@@ -39,6 +42,8 @@ use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
 use crate::parallel::Parallelism;
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -250,12 +255,45 @@ pub fn register_frames(
     register_frames_with(frames, p, par, progress, None)
 }
 
-/// Registers one pair of grey frames (of one type and size) for a stitching run: the seam
+/// Registers pairs of grey frames (of one type and size) for a stitching run: the seam
 /// through which another backend (the GPU) runs the pairs of [`stitch_frames_with`], the
 /// sequence logic (attempts, keyframes, skips, reference) staying the core's. It must
 /// answer as [`register_pair`] would.
+///
+/// Frames come with their index in the [`FrameSource`]: within one run an index always
+/// names the same pixels, so a registrar may keep a copy of a frame (on its device) by
+/// index, and answer a pair from work it did earlier ([`PairRegistrar::speculate`]).
 pub trait PairRegistrar: Sync {
-    fn register(&self, reference: Gray<'_>, moving: Gray<'_>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairRegistration>;
+    fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration>;
+    /// How many frames past the current one the run should read ahead and offer to
+    /// [`speculate`](PairRegistrar::speculate) (at most [`MAX_LOOKAHEAD`]); 0, the
+    /// default: none, and `speculate` is never called.
+    fn lookahead(&self) -> usize {
+        0
+    }
+    /// The pairs the run will ask for next if every frame registers at the position its
+    /// constant-velocity prediction says: `pairs[0]` is the very next
+    /// [`register`](PairRegistrar::register) call, `pairs[j]` the first attempt of the
+    /// frame `j` further on (its reference possibly a look-ahead frame, as the keyframe
+    /// rule would choose). A registrar may register them all at once and answer a later
+    /// `register` call from them when it is the same pair (same indices, parameters and
+    /// rounded prediction, all that [`register_pair`] depends on); anything else it must
+    /// register afresh. Called before each frame's registration; the default does nothing.
+    fn speculate(&self, _pairs: &[PairRequest<'_>], _p: &RegisterParams) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Most frames a run reads ahead for [`PairRegistrar::speculate`] (the run holds them).
+pub const MAX_LOOKAHEAD: usize = 16;
+
+/// One pair registration a run asks a [`PairRegistrar`] for: frame `moving.0` against frame
+/// `reference.0`, starting at the predicted shift `prediction`.
+#[derive(Clone, Debug)]
+pub struct PairRequest<'a> {
+    pub reference: (usize, Gray<'a>),
+    pub moving: (usize, Gray<'a>),
+    pub prediction: (f64, f64),
 }
 
 /// [`register_frames`] with the pairs registered by `registrar` (`None`: the CPU's
@@ -314,23 +352,43 @@ pub fn stitch_frames_with(
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     registrar: Option<&dyn PairRegistrar>,
 ) -> Result<Panorama> {
+    let mut host = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend| -> Result<Box<dyn Pasting>> {
+        Ok(Box::new(Compositor::new(like, positions, blend)?))
+    };
+    stitch_frames_into(frames, p, par, progress, registrar, &mut host)
+}
+
+/// A function that plans a canvas for frames like the first one at `positions` (as
+/// [`Compositor::new`]) and returns it to be pasted into.
+pub type NewCanvas<'c> = dyn FnMut(&AnyView<'_>, &[Option<(f64, f64)>], Blend) -> Result<Box<dyn Pasting + 'c>> + 'c;
+
+/// [`stitch_frames_with`] pasting into the canvas `new_canvas` makes (a backend's on its
+/// device): each placed frame read once more and pasted in sequence order.
+pub fn stitch_frames_into<'c>(
+    frames: &dyn FrameSource,
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    registrar: Option<&dyn PairRegistrar>,
+    new_canvas: &mut NewCanvas<'c>,
+) -> Result<Panorama> {
     let (records, reference) = register_frames_with(frames, p, par, progress, registrar)?;
     let positions: Vec<_> = records.iter().map(|r| r.position).collect();
     let unreadable = |i: usize, why: String| Error::InvalidParameter { name: "frames", reason: alloc::format!("frame {i} could not be read again: {why}") };
-    let mut canvas: Option<Compositor> = None;
+    let mut canvas: Option<Box<dyn Pasting + 'c>> = None;
     for (i, pos) in positions.iter().enumerate() {
         if pos.is_some() {
             let f = frames.frame(i).map_err(|why| unreadable(i, why))?;
             let v = f.view().map_err(|why| unreadable(i, why))?;
             let c = match &mut canvas {
                 Some(c) => c,
-                None => canvas.insert(Compositor::new(&v, &positions, p.blend)?),
+                None => canvas.insert(new_canvas(&v, &positions, p.blend)?),
             };
             c.paste(i, &v)?;
         }
     }
     let Some(canvas) = canvas else { return Err(nothing_registered(&records)) };
-    Ok(Panorama { canvas: canvas.finish(), frames: records, reference })
+    Ok(Panorama { canvas: canvas.finish()?, frames: records, reference })
 }
 
 /// The grey type registration runs on, and its view of a frame's [`Gray`].
@@ -426,8 +484,16 @@ impl<'a> Run<'a> {
         let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
         let mut reference = None;
         let mut vel = (0.0, 0.0);
+        // Frames read ahead for a registrar that speculates (none for the CPU), each read
+        // once: the run takes frame i from here when it gets there.
+        let lookahead = self.registrar.map_or(0, |g| g.lookahead().min(MAX_LOOKAHEAD));
+        let mut ahead: VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)> = VecDeque::new();
         for i in 0..self.frames.len() {
-            let current = match self.load(i) {
+            let loaded = match ahead.pop_front() {
+                Some((j, f)) if j == i => f,
+                _ => self.load(i),
+            };
+            let current = match loaded {
                 Ok(f) => f,
                 Err(reason) => {
                     records.push(FrameRecord::skipped(i, reason, 0));
@@ -467,6 +533,14 @@ impl<'a> Run<'a> {
                 // Nothing registered yet: the candidate, then the pending frame, unmoved.
                 None => attempts.extend([Some(k), pending].into_iter().flatten().map(|c| (c, (0.0, 0.0)))),
             }
+            if let (Some(g), Some(l), Some(&first)) = (self.registrar.filter(|_| lookahead > 0), last, attempts.first()) {
+                while ahead.len() < lookahead && i + 1 + ahead.len() < self.frames.len() {
+                    let j = i + 1 + ahead.len();
+                    ahead.push_back((j, self.load(j)));
+                }
+                let pairs = speculation::<T>(&held, &current, &ahead, first, (l, find(l)?.pos), vel, limit)?;
+                g.speculate(&pairs, &p.register)?;
+            }
             // The CPU prepares the moving frame's search once for all its attempts.
             let moving = match self.registrar {
                 None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
@@ -478,7 +552,10 @@ impl<'a> Run<'a> {
                 let pred = (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1);
                 let reg = match (&moving, self.registrar) {
                     (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
-                    (None, Some(g)) => g.register(T::gray(r_held.view::<T>()?), T::gray(current.view::<T>()?), rp, pred)?,
+                    (None, Some(g)) => {
+                        let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (i, T::gray(current.view::<T>()?)), prediction: pred };
+                        g.register(&pair, rp)?
+                    }
                     (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
                 };
                 evaluations += reg.evaluations;
@@ -611,6 +688,45 @@ impl<'a> Run<'a> {
             _ => Err(nothing_registered(&records)),
         }
     }
+}
+
+/// The pairs the run will ask for from the current frame on if each frame registers where
+/// predicted ([`PairRegistrar::speculate`]): the current frame's first attempt `first`
+/// (reference, predicted position), then each look-ahead frame, up to the first unreadable
+/// one, at the constant-velocity prediction from the last good frame `l` (index, position)
+/// against the keyframe the rule would pick (a look-ahead frame, at its predicted position,
+/// once the prediction leaves `limit`). The current frame's request is computed exactly as
+/// the run's attempt is, so it is the same pair.
+#[allow(clippy::too_many_arguments)]
+fn speculation<'h, T: GrayType>(
+    held: &'h [Held<'_>],
+    current: &'h Held<'_>,
+    ahead: &'h VecDeque<(usize, core::result::Result<Held<'_>, SkipReason>)>,
+    first: (usize, (f64, f64)),
+    (l, l_pos): (usize, (f64, f64)),
+    vel: (f64, f64),
+    limit: (f64, f64),
+) -> Result<Vec<PairRequest<'h>>> {
+    let frame = |idx: usize| held.iter().chain([current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx);
+    let lost = || Error::Backend("internal: lost a reference frame".into());
+    let guess = |m: usize| {
+        let gap = (m - l) as f64;
+        (l_pos.0 + vel.0 * gap, l_pos.1 + vel.1 * gap)
+    };
+    let (mut key, i) = (first.0, current.index);
+    let mut key_pos = frame(key).ok_or_else(lost)?.pos;
+    let mut pairs = Vec::with_capacity(ahead.len() + 1);
+    for m in i..=i + ahead.len() {
+        let Some(moving) = frame(m) else { break };
+        let predicted = if m == i { first.1 } else { guess(m) };
+        if m > i && (libm::fabs(predicted.0 - key_pos.0) > limit.0 || libm::fabs(predicted.1 - key_pos.1) > limit.1) {
+            (key, key_pos) = (m - 1, guess(m - 1));
+        }
+        let reference = frame(key).ok_or_else(lost)?;
+        let prediction = (predicted.0 - key_pos.0, predicted.1 - key_pos.1);
+        pairs.push(PairRequest { reference: (key, T::gray(reference.view::<T>()?)), moving: (m, T::gray(moving.view::<T>()?)), prediction });
+    }
+    Ok(pairs)
 }
 
 impl FrameRecord {
@@ -827,6 +943,67 @@ mod tests {
         let from_disk = stitch_frames(&whole, &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         let in_memory = stitch(&any(&frames), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         assert_eq!(from_disk, in_memory);
+    }
+
+    extern crate std;
+
+    /// A registrar that registers as the CPU does and records what the run asks and
+    /// offers: the speculation seam seen from the core.
+    #[derive(Default)]
+    struct Recorder {
+        asked: std::sync::Mutex<Vec<(usize, usize, (f64, f64))>>,
+        offered: std::sync::Mutex<Vec<Vec<(usize, usize, (f64, f64))>>>,
+    }
+
+    fn ids(r: &PairRequest<'_>) -> (usize, usize, (f64, f64)) {
+        (r.reference.0, r.moving.0, r.prediction)
+    }
+
+    impl PairRegistrar for Recorder {
+        fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
+            self.asked.lock().unwrap().push(ids(pair));
+            match (&pair.reference.1, &pair.moving.1) {
+                (Gray::U8(a), Gray::U8(b)) => register_pair(*a, &SearchFrame::new(*b)?, p, pair.prediction, Parallelism::Sequential),
+                _ => Err(Error::Backend("u8 only".into())),
+            }
+        }
+        fn lookahead(&self) -> usize {
+            6
+        }
+        fn speculate(&self, pairs: &[PairRequest<'_>], _: &RegisterParams) -> Result<()> {
+            self.offered.lock().unwrap().push(pairs.iter().map(ids).collect());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_speculating_registrar_is_offered_the_next_pairs_and_changes_nothing() {
+        let (frames, _) = sequence(20, 6);
+        let mut disk = Disk { frames: frames.iter().cloned().map(Some).collect(), reads: core::cell::RefCell::new(alloc::vec![0; 20]) };
+        disk.frames[11] = None;
+        let p = StitchParams::default();
+        let want = stitch_frames(&disk, &p, Parallelism::Sequential, &mut go_on).unwrap();
+        let cpu_reads = disk.reads.replace(alloc::vec![0; 20]);
+        let rec = Recorder::default();
+        let got = stitch_frames_with(&disk, &p, Parallelism::Sequential, &mut go_on, Some(&rec)).unwrap();
+        assert_eq!(got, want);
+        // Look-ahead frames are read early, but each as often as without.
+        assert_eq!(*disk.reads.borrow(), cpu_reads);
+        let (asked, offered) = (rec.asked.lock().unwrap(), rec.offered.lock().unwrap());
+        // Each offer starts with the very next request, to the bit, and stops before the
+        // unreadable frame.
+        let mut next = 0;
+        for offer in offered.iter() {
+            assert!(offer.len() <= 7 && !offer.is_empty());
+            while asked[next].1 != offer[0].1 {
+                next += 1;
+            }
+            assert_eq!(asked[next], offer[0]);
+            assert!(offer.iter().all(|o| o.1 != 11) && offer.windows(2).all(|w| w[1].1 == w[0].1 + 1), "{offer:?}");
+        }
+        // (How many later requests an offer foresees depends on the footage's smoothness:
+        // the CUDA backend's shim tests count its launches on smooth footage.)
+        assert!(offered.len() >= asked.len() / 2);
     }
 
     #[test]
