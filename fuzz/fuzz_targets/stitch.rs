@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use std::ops::ControlFlow;
-use tessera::stitch::{Blend, InMemory, RegisterParams, SearchMethod, StitchParams};
+use tessera::stitch::{Acceptance, Blend, InMemory, RegisterParams, SearchMethod, StitchParams};
 use tessera::{AnyView, Backend, CpuBackend, Parallelism};
 use tessera_fuzz::Bytes;
 
@@ -34,6 +34,10 @@ fuzz_target!(|data: &[u8]| {
         search_radius: b.range(0, 80),
         min_variance: b.param(0.0, 20.0) as f64,
         method: [SearchMethod::Log, SearchMethod::LogPlain, SearchMethod::Exhaustive][b.range(0, 2)],
+        acceptance: [Acceptance::Adaptive, Acceptance::Fixed][b.range(0, 1)],
+        null_margin: b.param(-0.5, 2.5) as f64,
+        min_coefficient: b.param(-1.5, 1.5) as f64,
+        refine: b.bool(),
         ..Default::default()
     };
     let prediction = (b.param(-40.0, 40.0) as f64, b.param(-40.0, 40.0) as f64);
@@ -45,6 +49,8 @@ fuzz_target!(|data: &[u8]| {
         blend: [Blend::Overwrite, Blend::Average, Blend::Feather][b.range(0, 2)],
         keyframe_shift: b.param(0.0, 0.8) as f64,
         quality: b.bool(),
+        coarse_candidates: b.range(0, 9),
+        grow_templates: b.bool(),
     };
     let _ = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()));
 });
