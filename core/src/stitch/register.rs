@@ -72,7 +72,8 @@ pub struct RegisterParams {
     /// Refine each peak to subpixel precision.
     pub subpixel: bool,
     /// Refine the pair's shift on the agreeing templates' pixels (Lucas-Kanade), removing
-    /// the peak fit's pull towards whole pixels.
+    /// the peak fit's pull towards whole pixels (with `subpixel` only: without it, shifts
+    /// stay whole pixels).
     pub refine: bool,
     pub method: SearchMethod,
 }
@@ -296,7 +297,7 @@ pub struct TemplateSearch<T: NccSample> {
 /// texture test, the threshold and the consensus are this function's; only the searches
 /// are the caller's: the seam through which a GPU backend runs all of a pair's searches in
 /// one launch. The consensus shift is then refined on the agreeing templates' pixels
-/// ([`super::refine`]) when `p.refine` is set.
+/// ([`super::refine`]) when `p.refine` and `p.subpixel` are set.
 pub fn register_pair_with<T: NccSample + Into<f64>>(
     reference: ImageView<'_, T>,
     moving: ImageView<'_, T>,
@@ -399,7 +400,7 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     out.margin = inliers.iter().map(|&i| out.vectors[i].coefficient - out.vectors[i].threshold).sum::<f64>() / inliers.len() as f64;
     out.ncc = inliers.iter().map(|&i| out.vectors[i].coefficient).sum::<f64>() / inliers.len() as f64;
     out.confidence = inliers.len() as f64 / out.templates as f64;
-    out.shift = Some(if p.refine { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
+    out.shift = Some(if p.refine && p.subpixel { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
     Ok(out)
 }
 
