@@ -18,6 +18,8 @@ use alloc::vec::Vec;
 
 /// Iterations at most; the update is usually below 0.005 px after two.
 const ITERATIONS: usize = 3;
+/// Templates the refinement uses at most.
+const MAX_TEMPLATES: usize = 12;
 
 /// The shift (moving `(u, v)` shows the reference at `(u + x, v + y)`) refined from
 /// `shift` on the templates of side `rsz` at the sites of the `inlier` vectors. Returns
@@ -39,9 +41,13 @@ pub fn refine_shift<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: I
         gx: Vec<f64>,
         gy: Vec<f64>,
     }
-    let patches: Vec<Patch> = vectors
+    // A dozen templates spread over the agreeing ones carry plenty of pixels for two
+    // unknowns; more only cost time.
+    let inliers: Vec<&MotionVector> = vectors.iter().filter(|v| v.inlier).collect();
+    let step = inliers.len().div_ceil(MAX_TEMPLATES).max(1);
+    let patches: Vec<Patch> = inliers
         .iter()
-        .filter(|v| v.inlier)
+        .step_by(step)
         .map(|v| {
             let (tx, ty) = v.template;
             let mut p = Patch { corner: (tx + 1, ty + 1), value: Vec::with_capacity(n * n), gx: Vec::with_capacity(n * n), gy: Vec::with_capacity(n * n) };
