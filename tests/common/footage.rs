@@ -7,6 +7,7 @@
 //! interpolation, so its position in the report's convention is `origin_i - origin_0`.
 
 use std::path::Path;
+use tessera::stitch::synth::keys;
 use tessera::stitch::SplitMix64;
 use tessera::Image;
 
@@ -47,17 +48,6 @@ pub struct Conditions {
 impl Default for Conditions {
     fn default() -> Self {
         Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }
-    }
-}
-
-fn keys(t: f64) -> f64 {
-    let t = t.abs();
-    if t < 1.0 {
-        (1.5 * t - 2.5) * t * t + 1.0
-    } else if t < 2.0 {
-        ((-0.5 * t + 2.5) * t - 4.0) * t + 2.0
-    } else {
-        0.0
     }
 }
 

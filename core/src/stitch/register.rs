@@ -113,10 +113,13 @@ impl RegisterParams {
         if self.min_variance < 0.0 {
             return Err(Error::InvalidFloat { name: "min variance", value: self.min_variance, expected: ">= 0" });
         }
-        for (name, v, lo, hi) in [("null margin", self.null_margin, 0.0, 2.0), ("min coefficient", self.min_coefficient, -1.0, 1.0)] {
-            require_finite(name, v)?;
-            if !(lo..=hi).contains(&v) {
-                return Err(Error::InvalidFloat { name, value: v, expected: if lo == 0.0 { "within [0, 2]" } else { "within [-1, 1]" } });
+        for (name, value, range, expected) in [
+            ("null margin", self.null_margin, 0.0..=2.0, "within [0, 2]"),
+            ("min coefficient", self.min_coefficient, -1.0..=1.0, "within [-1, 1]"),
+        ] {
+            require_finite(name, value)?;
+            if !range.contains(&value) {
+                return Err(Error::InvalidFloat { name, value, expected });
             }
         }
         crate::error::require_positive("agreement", self.agreement)
@@ -199,8 +202,6 @@ pub struct PairRegistration {
     /// The shift (module doc), or `None` when the pair was skipped.
     pub shift: Option<(f64, f64)>,
     pub skip: Option<SkipReason>,
-    /// The rule that judged the vectors.
-    pub acceptance: Acceptance,
     /// Mean of `coefficient - threshold` over the vectors used (0 when none): how clearly
     /// the matches passed.
     pub margin: f64,
@@ -314,7 +315,6 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     let mut out = PairRegistration {
         shift: None,
         skip: None,
-        acceptance: p.acceptance,
         margin: 0.0,
         templates: 0,
         textured: 0,
@@ -358,7 +358,7 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
         // Adaptive: a best window on the edge of the search area is no peak; the match
         // lies beyond it (the search climbed towards it and hit the edge, as every
         // template of a badly predicted pair does, agreeing on a wrong shift).
-        let on_edge = m.is_some_and(|m| m.x as isize - s.start.0 == r as isize || s.start.0 - m.x as isize == r as isize || m.y as isize - s.start.1 == r as isize || s.start.1 - m.y as isize == r as isize);
+        let on_edge = m.is_some_and(|m| (m.x as isize - s.start.0).unsigned_abs() == r || (m.y as isize - s.start.1).unsigned_abs() == r);
         let threshold = if on_edge && p.acceptance == Acceptance::Adaptive { f64::INFINITY } else { threshold };
         out.vectors.push(MotionVector {
             template: (tx, ty),

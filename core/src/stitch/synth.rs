@@ -151,7 +151,7 @@ impl SplitMix64 {
 
 /// Keys' cubic convolution weight (a = -0.5), "Cubic convolution interpolation for digital
 /// image processing", IEEE Trans. ASSP 1981.
-fn keys(t: f64) -> f64 {
+pub fn keys(t: f64) -> f64 {
     let t = libm::fabs(t);
     if t < 1.0 {
         (1.5 * t - 2.5) * t * t + 1.0
