@@ -663,6 +663,10 @@ mod tests {
             RegisterParams { min_variance: f64::INFINITY, ..d },
             RegisterParams { agreement: 0.0, ..d },
             RegisterParams { min_vectors: 0, ..d },
+            RegisterParams { null_margin: -0.1, ..d },
+            RegisterParams { null_margin: f64::NAN, ..d },
+            RegisterParams { min_coefficient: 1.5, ..d },
+            RegisterParams { min_coefficient: f64::NEG_INFINITY, ..d },
         ];
         for p in bad {
             assert!(register_pair(a.view(), &m, &p, (0.0, 0.0), s).is_err(), "{p:?}");

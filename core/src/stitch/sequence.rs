@@ -1050,6 +1050,8 @@ mod tests {
         }
         let p = StitchParams { register: RegisterParams { npts: 0, ..Default::default() }, ..Default::default() };
         assert!(stitch(&any(&frames), &p, s, &mut go_on).is_err());
+        let p = StitchParams { coarse_candidates: 9, ..Default::default() };
+        assert!(matches!(stitch(&any(&frames), &p, s, &mut go_on), Err(Error::OutOfRange { name: "coarse candidates", .. })));
         let none = Disk { frames: alloc::vec![None, None], reads: core::cell::RefCell::new(alloc::vec![0; 2]) };
         let e = stitch_frames(&none, &StitchParams::default(), s, &mut go_on).unwrap_err();
         assert!(alloc::format!("{e}").contains("no frame could be read") && alloc::format!("{e}").contains("truncated file"), "{e}");
