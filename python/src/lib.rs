@@ -35,6 +35,27 @@ fn backend_info<'py>(py: Python<'py>, backend: &str, single_thread: bool) -> PyR
     params::to_python(py, &serde_json::json!({"name": c.backend.name(), "fallback": c.fallback}))
 }
 
+/// The Rust call alone, for the call-overhead benchmark: ``repeats`` mean filters of the
+/// borrowed ``image`` into one preallocated output, each timed inside Rust (seconds).
+#[pyfunction]
+#[pyo3(signature = (image, size, repeats, single_thread = false))]
+fn _bench_mean(py: Python<'_>, image: &Bound<'_, PyAny>, size: i64, repeats: i64, single_thread: bool) -> PyResult<Vec<f64>> {
+    let b = backend::choose("cpu", single_thread)?.backend;
+    let p = tessera::filter::BoxParams::square(params::count("size", size)?, tessera::Border::Reflect101);
+    let inp = array::input(image, "image", array::Accepts::ALL)?;
+    let src = inp.view("image")?;
+    let out = array::Output::like(py, &src);
+    let mut g = out.write()?;
+    let mut times = Vec::new();
+    for _ in 0..params::count("repeats", repeats)? {
+        let dst = g.view_mut()?;
+        let t0 = std::time::Instant::now();
+        b.mean_filter(src, dst, &p).map_err(errors::to_py)?;
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    Ok(times)
+}
+
 #[pymodule]
 fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(filters::mean, m)?)?;
@@ -54,6 +75,7 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stereo::mat_add, m)?)?;
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(backend_info, m)?)?;
+    m.add_function(wrap_pyfunction!(_bench_mean, m)?)?;
     m.add("BACKENDS", params::backend_names())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
