@@ -293,6 +293,34 @@ impl OutputGuard<'_> {
     }
 }
 
+/// One image in, one new image out: borrows `image` (of the `accepts` types), makes the
+/// output with `make` from the input's view, and runs `op` on both with the GIL released.
+pub fn unary<'py>(
+    py: Python<'py>,
+    image: &Bound<'py, PyAny>,
+    accepts: Accepts,
+    make: impl FnOnce(Python<'py>, &AnyView<'_>) -> Output<'py>,
+    op: impl for<'a, 'b> FnOnce(AnyView<'a>, AnyViewMut<'b>) -> tessera::Result<()> + Send,
+) -> PyResult<Bound<'py, PyAny>> {
+    let inp = input(image, "image", accepts)?;
+    let src = inp.view("image")?;
+    let out = make(py, &src);
+    {
+        let mut g = out.write()?;
+        let dst = g.view_mut()?;
+        py.detach(move || op(src, dst)).map_err(to_py)?;
+    }
+    Ok(out.into_any())
+}
+
+/// A float32 output view out of the run-time typed one (the outputs `Output::f32` made).
+pub fn as_f32(v: AnyViewMut<'_>) -> tessera::Result<ImageViewMut<'_, f32>> {
+    match v {
+        AnyViewMut::F32(v) => Ok(v),
+        _ => Err(tessera::backend::type_mismatch("float32 output")),
+    }
+}
+
 /// An owned image moved into a NumPy array (the buffer is handed over, not copied).
 pub fn image_to_numpy<'py>(py: Python<'py>, img: AnyImage) -> PyResult<Bound<'py, PyAny>> {
     use numpy::IntoPyArray;

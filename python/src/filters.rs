@@ -3,7 +3,7 @@
 //! released. The docstrings are the Python help: the math and the border rule of each, as
 //! the core's docs state them.
 
-use crate::array::{input, Accepts, Output};
+use crate::array::{as_f32, input, unary, Accepts, Output};
 use crate::backend::choose;
 use crate::errors::to_py;
 use crate::params::{border, count, counts, glare_mode, opt_count, to_python, variance_kernel, variance_method, AUTO};
@@ -54,15 +54,7 @@ pub fn mean<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let p = window(size, width, height, &border)?;
     let b = choose(backend, single_thread)?.backend;
-    let inp = input(image, "image", Accepts::ALL)?;
-    let src = inp.view("image")?;
-    let out = Output::like(py, &src);
-    {
-        let mut g = out.write()?;
-        let dst = g.view_mut()?;
-        py.detach(|| b.mean_filter(src, dst, &p)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
+    unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.mean_filter(src, dst, &p))
 }
 
 /// Box sum over a rectangular window, O(1) per pixel: ``out[y, x] = sum`` of ``image`` over
@@ -88,19 +80,14 @@ pub fn box_sum<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let p = window(size, width, height, &border)?;
     let b = choose(backend, single_thread)?.backend;
-    let inp = input(image, "image", Accepts::GRAY)?;
-    let src = inp.view("image")?;
-    let (w, h) = src.size();
-    let out = match src {
-        AnyView::F32(_) => Output::f32(py, w, h),
-        _ => Output::u32(py, w, h),
+    let make = |py, src: &AnyView<'_>| {
+        let (w, h) = src.size();
+        match src {
+            AnyView::F32(_) => Output::f32(py, w, h),
+            _ => Output::u32(py, w, h),
+        }
     };
-    {
-        let mut g = out.write()?;
-        let dst = g.view_mut()?;
-        py.detach(|| b.box_sum(src, dst, &p)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
+    unary(py, image, Accepts::GRAY, make, move |src, dst| b.box_sum(src, dst, &p))
 }
 
 /// Gaussian blur with standard deviation ``sigma`` (finite, > 0, at most 1365).
@@ -136,15 +123,7 @@ pub fn gaussian<'py>(
         border: crate::params::border(&border)?,
     };
     let b = choose(backend, single_thread)?.backend;
-    let inp = input(image, "image", Accepts::ALL)?;
-    let src = inp.view("image")?;
-    let out = Output::like(py, &src);
-    {
-        let mut g = out.write()?;
-        let dst = g.view_mut()?;
-        py.detach(|| b.gaussian_blur(src, dst, &p)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
+    unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.gaussian_blur(src, dst, &p))
 }
 
 /// What :func:`gaussian` runs for these parameters: ``("fir", radius)`` or ``("iir", None)``
@@ -203,16 +182,8 @@ pub fn local_variance<'py>(
         border: crate::params::border(&border)?,
     };
     let b = choose(backend, single_thread)?.backend;
-    let inp = input(image, "image", Accepts::ALL)?;
-    let src = inp.view("image")?;
-    let (w, h) = src.size();
-    let out = Output::f32(py, w, h);
-    {
-        let mut g = out.write()?;
-        let dst = g.f32_mut()?;
-        py.detach(|| b.local_variance(src, dst, &p)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
+    let make = |py, src: &AnyView<'_>| Output::f32(py, src.size().0, src.size().1);
+    unary(py, image, Accepts::ALL, make, move |src, dst| b.local_variance(src, as_f32(dst)?, &p))
 }
 
 /// Multi-scale local contrast enhancement from the local mean and variance.
@@ -247,15 +218,7 @@ pub fn contrast<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let p = ContrastParams { radii: counts("radii", &radii)?, alpha, gain_max, gain_min, noise, border: crate::params::border(&border)? };
     let b = choose(backend, single_thread)?.backend;
-    let inp = input(image, "image", Accepts::ALL)?;
-    let src = inp.view("image")?;
-    let out = Output::like(py, &src);
-    {
-        let mut g = out.write()?;
-        let dst = g.view_mut()?;
-        py.detach(|| b.contrast_enhance(src, dst, &p)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
+    unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.contrast_enhance(src, dst, &p))
 }
 
 /// Specular-highlight (glare) detection and correction. Returns ``(corrected, mask,

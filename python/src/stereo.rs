@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use serde_json::json;
 use tessera::cli::stereo::{census_window_default, mi_default, parse_wxh, tiling_default, CostArg};
 use tessera::stereo::{Cost, Paths, StereoParams, Tiling};
-use tessera::AnyView;
+use tessera::{AnyView, ImageView, ImageViewMut};
 
 /// Semi-global matching (Hirschmueller 2008) of a rectified pair into the left disparity
 /// map: disparity ``d`` of left pixel ``(x, y)`` matches right pixel ``(x - d, y)``,
@@ -107,11 +107,28 @@ pub fn stereo<'py>(
     Ok((out.into_any(), to_python(py, &stats)?))
 }
 
-fn f32_pair<'a>(a: &'a crate::array::Input<'_>, b: &'a crate::array::Input<'_>) -> PyResult<(tessera::ImageView<'a, f32>, tessera::ImageView<'a, f32>)> {
-    match (a.view("a")?, b.view("b")?) {
-        (AnyView::F32(a), AnyView::F32(b)) => Ok((a, b)),
-        _ => Err(value_error("internal: matrices are float32")),
+/// Two float32 matrices in, a new float32 matrix of `shape(a, b)` (width, height) out,
+/// `op` run with the GIL released.
+fn matrices<'py>(
+    py: Python<'py>,
+    (a, b): (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+    (backend, single_thread): (&str, bool),
+    shape: fn(&ImageView<'_, f32>, &ImageView<'_, f32>) -> (usize, usize),
+    op: impl for<'x> FnOnce(&dyn tessera::Backend, ImageView<'x, f32>, ImageView<'x, f32>, ImageViewMut<'x, f32>) -> tessera::Result<()> + Send,
+) -> PyResult<Bound<'py, PyAny>> {
+    let be = choose(backend, single_thread)?.backend;
+    let (ai, bi) = (input(a, "a", Accepts::F32)?, input(b, "b", Accepts::F32)?);
+    let (AnyView::F32(av), AnyView::F32(bv)) = (ai.view("a")?, bi.view("b")?) else {
+        return Err(value_error("internal: matrices are float32"));
+    };
+    let (w, h) = shape(&av, &bv);
+    let out = Output::f32(py, w, h);
+    {
+        let mut g = out.write()?;
+        let dst = g.f32_mut()?;
+        py.detach(move || op(be, av, bv, dst)).map_err(to_py)?;
     }
+    Ok(out.into_any())
 }
 
 /// Matrix product ``a @ b`` of float32 2-D arrays (``a`` is m x k, ``b`` k x n; the result
@@ -121,16 +138,7 @@ fn f32_pair<'a>(a: &'a crate::array::Input<'_>, b: &'a crate::array::Input<'_>) 
 #[pyfunction]
 #[pyo3(signature = (a, b, /, *, backend = AUTO, single_thread = false))]
 pub fn matmul<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, backend: &str, single_thread: bool) -> PyResult<Bound<'py, PyAny>> {
-    let be = choose(backend, single_thread)?.backend;
-    let (ai, bi) = (input(a, "a", Accepts::F32)?, input(b, "b", Accepts::F32)?);
-    let (av, bv) = f32_pair(&ai, &bi)?;
-    let out = Output::f32(py, bv.width(), av.height());
-    {
-        let mut g = out.write()?;
-        let dst = g.f32_mut()?;
-        py.detach(|| be.mat_mul(av, bv, dst)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
+    matrices(py, (a, b), (backend, single_thread), |a, b| (b.width(), a.height()), |be, a, b, out| be.mat_mul(a, b, out))
 }
 
 /// Element-wise sum ``a + b`` of float32 2-D arrays of one shape, each element the float32
@@ -138,14 +146,5 @@ pub fn matmul<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>
 #[pyfunction]
 #[pyo3(signature = (a, b, /, *, backend = AUTO, single_thread = false))]
 pub fn mat_add<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, backend: &str, single_thread: bool) -> PyResult<Bound<'py, PyAny>> {
-    let be = choose(backend, single_thread)?.backend;
-    let (ai, bi) = (input(a, "a", Accepts::F32)?, input(b, "b", Accepts::F32)?);
-    let (av, bv) = f32_pair(&ai, &bi)?;
-    let out = Output::f32(py, av.width(), av.height());
-    {
-        let mut g = out.write()?;
-        let dst = g.f32_mut()?;
-        py.detach(|| be.mat_add(av, bv, dst)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
+    matrices(py, (a, b), (backend, single_thread), |a, _| a.size(), |be, a, b, out| be.mat_add(a, b, out))
 }

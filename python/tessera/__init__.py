@@ -66,24 +66,7 @@ def _expose(name):
     return function
 
 
-mean = _expose("mean")
-box_sum = _expose("box_sum")
-gaussian = _expose("gaussian")
-local_variance = _expose("local_variance")
-contrast = _expose("contrast")
-glare = _expose("glare")
-register_pair = _expose("register_pair")
-stitch = _expose("stitch")
-stereo = _expose("stereo")
-matmul = _expose("matmul")
-mat_add = _expose("mat_add")
-synth_sequence = _expose("synth_sequence")
-backend_info = _expose("backend_info")
-gaussian_plan = _tessera.gaussian_plan
-load = _tessera.load
-save = _tessera.save
-
-__all__ = [
+_EXPOSED = [
     "mean",
     "box_sum",
     "gaussian",
@@ -96,10 +79,13 @@ __all__ = [
     "matmul",
     "mat_add",
     "synth_sequence",
-    "load",
-    "save",
     "backend_info",
-    "gaussian_plan",
-    "defaults",
-    "BACKENDS",
 ]
+for _name in _EXPOSED:
+    globals()[_name] = _expose(_name)
+del _name
+gaussian_plan = _tessera.gaussian_plan
+load = _tessera.load
+save = _tessera.save
+
+__all__ = _EXPOSED + ["load", "save", "gaussian_plan", "defaults", "BACKENDS"]
