@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Python package (maturin, release, into the repository's target/ so the core
-# compiled by the Rust tests is reused), installs the wheel into the test environment
+# Builds the Python package (maturin, release, into the repository's target/ so the registry
+# crates compiled by the Rust tests are reused), installs the wheel into the test environment
 # (python/setup-venv) and runs pytest against the CLI at target/release/tessera. Ends with
 # pytest's summary line. Called by scripts/test; runs on its own too.
 set -euo pipefail
