@@ -21,74 +21,74 @@ fn window(size: i64, width: Option<i64>, height: Option<i64>, border_name: &str)
     })
 }
 
-/// Mean filter over a rectangular window, O(1) per pixel whatever its size.
-///
-/// ``out[y, x]`` is the mean of ``image`` over the ``width x height`` window (``size x
-/// size`` unless ``width`` / ``height`` are given, each 1..=4095) whose anchor
-/// ``(width // 2, height // 2)`` sits on ``(x, y)``: columns ``x - width//2 ..= x - width//2
-/// + width - 1``, rows likewise. Outside the image, ``border``: ``"reflect101"`` (mirror
-/// without repeating the edge pixel, ``... 2 1 | 0 1 2 ...``; OpenCV's BORDER_REFLECT_101,
-/// scipy's ``mode="mirror"``), ``"replicate"`` (edge pixel repeated; scipy ``"nearest"``),
-/// ``"constant:V"`` (outside pixels are V), ``"normalize"`` (outside pixels left out: the
-/// mean of the in-bounds pixels only).
-///
-/// uint8 / uint16: the exact integer window sum, rounded half up (``floor(sum / n + 1/2)``).
-/// float32: the sum accumulated in float64, then divided. RGBA ``(H, W, 4)`` uint8: each
-/// channel separately. Returns a new array of the input's dtype and shape.
-///
-/// Raises ValueError (bad window, border, shape or strides), TypeError (dtype),
-/// RuntimeError (``backend="cuda"`` without a usable GPU).
-#[pyfunction]
-#[pyo3(signature = (image, /, *, size = BoxParams::default().width as i64, width = None, height = None,
-                    border = BoxParams::default().border.to_string(), backend = AUTO, single_thread = false))]
-#[allow(clippy::too_many_arguments)]
-pub fn mean<'py>(
-    py: Python<'py>,
-    image: &Bound<'py, PyAny>,
-    size: i64,
-    width: Option<i64>,
-    height: Option<i64>,
-    border: String,
-    backend: &str,
-    single_thread: bool,
-) -> PyResult<Bound<'py, PyAny>> {
-    let p = window(size, width, height, &border)?;
-    let b = choose(backend, single_thread)?.backend;
-    unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.mean_filter(src, dst, &p))
-}
-
-/// Box sum over a rectangular window, O(1) per pixel: ``out[y, x] = sum`` of ``image`` over
-/// the window of :func:`mean` (same anchor, same ``border`` rules; ``"normalize"`` sums the
-/// in-bounds pixels only).
-///
-/// uint8 / uint16 gray: the exact integer sum as uint32 (uint16 needs ``65535 * area <
-/// 2**32``, so a window of at most 65537 pixels). float32: accumulated in float64, rounded
-/// once to float32. RGBA is a TypeError (the CLI's ``box`` takes gray images only).
-#[pyfunction]
-#[pyo3(signature = (image, /, *, size = BoxParams::default().width as i64, width = None, height = None,
-                    border = BoxParams::default().border.to_string(), backend = AUTO, single_thread = false))]
-#[allow(clippy::too_many_arguments)]
-pub fn box_sum<'py>(
-    py: Python<'py>,
-    image: &Bound<'py, PyAny>,
-    size: i64,
-    width: Option<i64>,
-    height: Option<i64>,
-    border: String,
-    backend: &str,
-    single_thread: bool,
-) -> PyResult<Bound<'py, PyAny>> {
-    let p = window(size, width, height, &border)?;
-    let b = choose(backend, single_thread)?.backend;
-    let make = |py, src: &AnyView<'_>| {
-        let (w, h) = src.size();
-        match src {
-            AnyView::F32(_) => Output::f32(py, w, h),
-            _ => Output::u32(py, w, h),
+/// The window operations take the same options (the CLI's `-m/--size`, `--width`,
+/// `--height`, `--border`): one definition of their signature.
+macro_rules! window_function {
+    ($(#[$doc:meta])* $name:ident, |$py:ident, $image:ident, $b:ident, $p:ident| $body:expr) => {
+        $(#[$doc])*
+        #[pyfunction]
+        #[pyo3(signature = (image, /, *, size = BoxParams::default().width as i64, width = None, height = None,
+                            border = BoxParams::default().border.to_string(), backend = AUTO, single_thread = false))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name<'py>(
+            $py: Python<'py>,
+            $image: &Bound<'py, PyAny>,
+            size: i64,
+            width: Option<i64>,
+            height: Option<i64>,
+            border: String,
+            backend: &str,
+            single_thread: bool,
+        ) -> PyResult<Bound<'py, PyAny>> {
+            let $p = window(size, width, height, &border)?;
+            let $b = choose(backend, single_thread)?.backend;
+            $body
         }
     };
-    unary(py, image, Accepts::GRAY, make, move |src, dst| b.box_sum(src, dst, &p))
 }
+
+window_function!(
+    /// Mean filter over a rectangular window, O(1) per pixel whatever its size.
+    ///
+    /// ``out[y, x]`` is the mean of ``image`` over the ``width x height`` window (``size x
+    /// size`` unless ``width`` / ``height`` are given, each 1..=4095) whose anchor
+    /// ``(width // 2, height // 2)`` sits on ``(x, y)``: columns ``x - width//2 ..= x - width//2
+    /// + width - 1``, rows likewise. Outside the image, ``border``: ``"reflect101"`` (mirror
+    /// without repeating the edge pixel, ``... 2 1 | 0 1 2 ...``; OpenCV's BORDER_REFLECT_101,
+    /// scipy's ``mode="mirror"``), ``"replicate"`` (edge pixel repeated; scipy ``"nearest"``),
+    /// ``"constant:V"`` (outside pixels are V), ``"normalize"`` (outside pixels left out: the
+    /// mean of the in-bounds pixels only).
+    ///
+    /// uint8 / uint16: the exact integer window sum, rounded half up (``floor(sum / n + 1/2)``).
+    /// float32: the sum accumulated in float64, then divided. RGBA ``(H, W, 4)`` uint8: each
+    /// channel separately. Returns a new array of the input's dtype and shape.
+    ///
+    /// Raises ValueError (bad window, border, shape or strides), TypeError (dtype),
+    /// RuntimeError (``backend="cuda"`` without a usable GPU).
+    mean,
+    |py, image, b, p| unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.mean_filter(src, dst, &p))
+);
+
+window_function!(
+    /// Box sum over a rectangular window, O(1) per pixel: ``out[y, x] = sum`` of ``image`` over
+    /// the window of :func:`mean` (same anchor, same ``border`` rules; ``"normalize"`` sums the
+    /// in-bounds pixels only).
+    ///
+    /// uint8 / uint16 gray: the exact integer sum as uint32 (uint16 needs ``65535 * area <
+    /// 2**32``, so a window of at most 65537 pixels). float32: accumulated in float64, rounded
+    /// once to float32. RGBA is a TypeError (the CLI's ``box`` takes gray images only).
+    box_sum,
+    |py, image, b, p| {
+        let make = |py, src: &AnyView<'_>| {
+            let (w, h) = src.size();
+            match src {
+                AnyView::F32(_) => Output::f32(py, w, h),
+                _ => Output::u32(py, w, h),
+            }
+        };
+        unary(py, image, Accepts::GRAY, make, move |src, dst| b.box_sum(src, dst, &p))
+    }
+);
 
 /// Gaussian blur with standard deviation ``sigma`` (finite, > 0, at most 1365).
 ///
