@@ -149,6 +149,10 @@ pub struct StitchArgs {
     /// Do not retry pairs on which too few templates agree with templates of twice the side
     #[arg(long)]
     pub no_grow: bool,
+    /// Do not register frames that come back over earlier keyframes against them, nor solve
+    /// the positions together: chain them along the registrations (the original)
+    #[arg(long)]
+    pub no_close_loops: bool,
     /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
@@ -352,6 +356,8 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
                 "evaluations": f.evaluations,
                 "quality": opt(f.quality),
                 "quality_grid": opt(f.quality_grid),
+                "residual": opt(f.residual),
+                "loop_closure": f.loop_closure,
             });
             if let Some(r) = &f.skip {
                 o["reason"] = json!(r.describe());
@@ -374,7 +380,7 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
-                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "npts": r.npts, "search_radius": r.search_radius,
+                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
                    "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
@@ -390,6 +396,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         quality: !a.no_quality,
         coarse_candidates: a.coarse,
         grow_templates: !a.no_grow,
+        close_loops: !a.no_close_loops,
     };
     p.validate()?;
     let backend = a.backend.open()?;

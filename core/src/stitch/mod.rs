@@ -10,6 +10,7 @@ pub mod accept;
 pub mod coarse;
 pub mod composite;
 pub mod quality;
+pub mod loops;
 pub mod refine;
 pub mod solve;
 pub mod register;
