@@ -326,6 +326,12 @@ pub fn default_sequence(frames: usize, seed: u64) -> Result<SynthSequence<Rgba8>
     Ok(synth_sequence(demo_photograph()?.view(), &demo_params(frames, seed), Parallelism::AllThreads)?)
 }
 
+/// The default input's path and conditions with frames of `w x h` (for the benchmarks).
+pub fn default_sequence_sized(frames: usize, (w, h): (usize, usize), seed: u64) -> Result<SynthSequence<Rgba8>> {
+    let p = SynthParams { frame_width: w, frame_height: h, ..demo_params(frames, seed) };
+    Ok(synth_sequence(demo_photograph()?.view(), &p, Parallelism::AllThreads)?)
+}
+
 fn round(x: f64, digits: i32) -> f64 {
     let k = 10f64.powi(digits);
     (x * k).round() / k
