@@ -1,8 +1,8 @@
 //! The `stitch` suite: frame pairs per second of sequence registration at PAL (720x576)
 //! and half PAL (360x288), rsz 25 / 31, NPTS 6 / 8, one thread and all; NCC evaluations
 //! per pair (log search against exhaustive); the curve of time against template size
-//! (25..255); the cost of closing loops on a 300-frame sweep; and one template searched exhaustively over +-16 / +-32 pixels, the
-//! workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
+//! (25..255); the cost of closing loops on a 300-frame sweep; and one template searched
+//! exhaustively over +-16 / +-32 pixels, the workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
 
 use super::{Bench, Recorder};
