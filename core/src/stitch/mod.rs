@@ -9,6 +9,7 @@
 pub mod accept;
 pub mod coarse;
 pub mod composite;
+pub mod grid;
 pub mod quality;
 pub mod loops;
 pub mod refine;
@@ -18,6 +19,7 @@ pub mod sequence;
 pub mod synth;
 
 pub use accept::Acceptance;
+pub use grid::{grid_positions, neighbours, register_tiles, Corner, GridParams, Mosaic, TileOrder, TilePair, TileRecord};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
 pub use solve::{solve, Constraint, Solution};
