@@ -8,5 +8,6 @@ pub const EXPECTED: &[(&str, Digest)] = &[
     ("gaussian s=2 u8", Digest { hash: 0xeb790306770ccd25, sum: 2606836.0, weighted: 11822461.0 }),
     ("variance recursive tent r=7", Digest { hash: 0x158ce227d5648953, sum: 17804694.98919934, weighted: 79988259.71089035 }),
     ("register_pair", Digest { hash: 0x6ff5f618c3b71413, sum: 4.000012020342426, weighted: -0.9999300591078821 }),
+    ("register_pair f32", Digest { hash: 0x6ff5f618c3b71413, sum: 4.000012020117774, weighted: -0.9999300603122165 }),
     ("sgm census 32d", Digest { hash: 0xa9eb9f62e37d5872, sum: 308943.0, weighted: 1389548.0 }),
 ];

@@ -12,7 +12,7 @@
 
 use alloc::vec::Vec;
 use tessera_core::filter::{gaussian_blur, mean_filter, BoxParams, GaussianParams, MAX_WINDOW};
-use tessera_core::ncc::SearchFrame;
+use tessera_core::ncc::{NccSample, SearchFrame};
 use tessera_core::stereo::{stereo_sgm, StereoParams};
 use tessera_core::stitch::{register_pair, RegisterParams};
 use tessera_core::variance::{local_variance, VarianceKernel, VarianceMethod, VarianceParams};
@@ -47,6 +47,10 @@ pub enum Check {
     /// `register_pair` of the coffee crops: the counts of templates and NCC evaluations
     /// (hashed, exact) and the subpixel shift (the moments, within a bound).
     Register,
+    /// The same registration on the crops as f32, whose NCC cross terms run through
+    /// `wide`'s f32x8 (`simd::dot_f32`): the shift, within the same bound (the counts may
+    /// follow a different rounding of a near-tie, so they are not compared).
+    RegisterF32,
     /// SGM with census 7x5, 32 disparities, 8 paths, integer disparities (no subpixel),
     /// left-right check, median and hole filling: the whole pipeline in integers.
     Stereo,
@@ -59,6 +63,7 @@ pub const FULL: &[Check] = &[
     Check::Gaussian,
     Check::Variance,
     Check::Register,
+    Check::RegisterF32,
     Check::Stereo,
 ];
 
@@ -69,6 +74,7 @@ impl Check {
             Check::Gaussian => "gaussian s=2 u8",
             Check::Variance => "variance recursive tent r=7",
             Check::Register => "register_pair",
+            Check::RegisterF32 => "register_pair f32",
             Check::Stereo => "sgm census 32d",
         }
     }
@@ -81,15 +87,15 @@ impl Check {
     pub fn tolerance(self) -> Option<f64> {
         match self {
             Check::Gaussian => Some((W * H) as f64 * 1e-3),
-            Check::Register => Some(2e-3),
+            Check::Register | Check::RegisterF32 => Some(2e-3),
             _ => None,
         }
     }
 
-    /// Whether the hash must equal the host's: for every output but the Gaussian's, whose
-    /// u8 values come from f32 arithmetic.
+    /// Whether the hash must equal the host's: for every output but those that follow
+    /// from f32 arithmetic (the Gaussian's u8 values, the f32 registration's counts).
     pub fn exact(self) -> bool {
-        self != Check::Gaussian
+        !matches!(self, Check::Gaussian | Check::RegisterF32)
     }
 
     /// Runs the operation (single-threaded, as on the target) and digests its output.
@@ -112,15 +118,11 @@ impl Check {
                 local_variance(camera, out.view_mut(), &p, Parallelism::Sequential)?;
                 Ok(Digest::of_f32(out.as_slice()))
             }
-            Check::Register => {
-                let moving = SearchFrame::new(view(COFFEE_MOVING)?)?;
-                let p = RegisterParams { search_radius: 16, ..RegisterParams::default() };
-                let r = register_pair(view(COFFEE_REF)?, &moving, &p, (0.0, 0.0), Parallelism::Sequential)?;
-                let counts = [r.templates, r.textured, r.above_threshold, r.vectors_used, r.evaluations as usize];
-                // A skipped pair has no shift: NaN moments never lie within a bound.
-                let (x, y) = r.shift.unwrap_or((f64::NAN, f64::NAN));
-                let shift = Digest::of_f64(&[x, y]);
-                Ok(Digest { hash: Digest::of_usize(&counts).hash, ..shift })
+            Check::Register => register(view(COFFEE_REF)?, view(COFFEE_MOVING)?),
+            Check::RegisterF32 => {
+                let as_f32 = |v: ImageView<'_, u8>| v.to_image().map(|p| p as f32);
+                let (reference, moving) = (as_f32(view(COFFEE_REF)?), as_f32(view(COFFEE_MOVING)?));
+                register(reference.view(), moving.view())
             }
             Check::Stereo => {
                 let mut disp = Image::<f32>::new(W, H)?;
@@ -135,6 +137,18 @@ impl Check {
 
 fn view(data: &'static [u8; W * H]) -> Result<ImageView<'static, u8>, Error> {
     ImageView::from_slice(data, W, H)
+}
+
+/// `register_pair` with the defaults (search radius 16): the counts of templates and NCC
+/// evaluations hashed, the shift in the moments.
+fn register<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>) -> Result<Digest, Error> {
+    let moving = SearchFrame::new(moving)?;
+    let p = RegisterParams { search_radius: 16, ..RegisterParams::default() };
+    let r = register_pair(reference, &moving, &p, (0.0, 0.0), Parallelism::Sequential)?;
+    let counts = [r.templates, r.textured, r.above_threshold, r.vectors_used, r.evaluations as usize];
+    // A skipped pair has no shift: NaN moments never lie within a bound.
+    let (x, y) = r.shift.unwrap_or((f64::NAN, f64::NAN));
+    Ok(Digest { hash: Digest::of_usize(&counts).hash, ..Digest::of_f64(&[x, y]) })
 }
 
 /// A digest of one output: `hash` is FNV-1a over its values' little-endian bytes; `sum`

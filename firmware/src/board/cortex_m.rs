@@ -43,6 +43,13 @@ fn SysTick() {
     WRAPS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A fault reports itself and exits through the panic handler, instead of cortex-m-rt's
+/// default loop that only the runner's timeout would end.
+#[cortex_m_rt::exception]
+unsafe fn HardFault(frame: &cortex_m_rt::ExceptionFrame) -> ! {
+    panic!("HardFault at pc {:#010x}", frame.pc());
+}
+
 /// The counter the timings use, with a line saying what it counts.
 pub enum Counter {
     /// The DWT cycle counter runs.
