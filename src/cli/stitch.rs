@@ -153,6 +153,30 @@ pub struct StitchArgs {
     /// the positions together: chain them along the registrations (the original)
     #[arg(long)]
     pub no_close_loops: bool,
+    /// Tile grid mode: the inputs are COLSxROWS tiles of a microscope scan (e.g. 4x3), in
+    /// acquisition order; each neighbouring pair is registered from its nominal offset and
+    /// all positions are solved together
+    #[arg(long, value_name = "COLSxROWS", conflicts_with = "positions")]
+    pub grid: Option<String>,
+    /// Grid mode: overlap of neighbouring tiles, percent of the tile
+    #[arg(long, default_value_t = 10.0)]
+    pub overlap: f64,
+    /// Grid mode: acquisition order of the tiles
+    #[arg(long, value_enum, default_value_t = super::grid::OrderArg::Row)]
+    pub order: super::grid::OrderArg,
+    /// Grid mode: corner of the first tile
+    #[arg(long, value_enum, default_value_t = super::grid::StartArg::TopLeft)]
+    pub start: super::grid::StartArg,
+    /// Tile mode with nominal stage positions: a CSV file, one line per input tile, x and y
+    /// (top-left corner) as its last two fields, in pixels (or micrometres with --pixel-size)
+    #[arg(long, value_name = "FILE.csv")]
+    pub positions: Option<PathBuf>,
+    /// Micrometres per pixel, for --positions given in micrometres
+    #[arg(long)]
+    pub pixel_size: Option<f64>,
+    /// Tile modes: how far a tile may be from its nominal position, fraction of the tile
+    #[arg(long, default_value_t = tessera::stitch::GridParams::default().stage_error)]
+    pub stage_error: f64,
     /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
@@ -332,7 +356,7 @@ pub fn default_sequence_sized(frames: usize, (w, h): (usize, usize), seed: u64) 
     Ok(synth_sequence(demo_photograph()?.view(), &p, Parallelism::AllThreads)?)
 }
 
-fn round(x: f64, digits: i32) -> f64 {
+pub fn round(x: f64, digits: i32) -> f64 {
     let k = 10f64.powi(digits);
     (x * k).round() / k
 }
@@ -428,6 +452,12 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         if let Some(v) = first.as_ref().and_then(|f| f.view().ok()) {
             p.register.min_variance = default_min_variance(&v);
         }
+    }
+    if a.grid.is_some() || a.positions.is_some() {
+        if demo.is_some() {
+            bail!("tile modes (--grid, --positions) need the tiles as input");
+        }
+        return super::grid::run_grid(&a, &p, source.as_ref(), &labels);
     }
     let bar = progress_bar(source.len() as u64, "frames");
     let t0 = Instant::now();

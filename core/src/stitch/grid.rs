@@ -11,7 +11,9 @@
 //! from the nominal one than the stage error allows is rejected.
 //!
 //! All positions are then solved together ([`super::solve`]): each accepted pair is a
-//! constraint of weight 1, and every tile is also tied to its nominal position relative to
+//! constraint weighted by its number of agreeing templates (where a cycle of pairs
+//! disagrees, the least supported pair takes most of the residual, and is the one
+//! rejected), and every tile is also tied to its nominal position relative to
 //! the first tile by a constraint of weight [`STAGE_WEIGHT`], which places tiles (or groups
 //! of tiles) that no accepted pair connects to the rest where the stage says, and moves the
 //! others by a few thousandths of a pixel at most. A pair left with a residual over
@@ -31,7 +33,8 @@ use crate::parallel::Parallelism;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// Weight of a tile's tie to its nominal position, against 1 for a registered pair.
+/// Weight of a tile's tie to its nominal position, against a registered pair's number of
+/// agreeing templates.
 pub const STAGE_WEIGHT: f64 = 1e-4;
 /// Largest residual (pixels) of an accepted pair after the solve.
 pub const PAIR_REJECT: f64 = 1.0;
@@ -267,7 +270,7 @@ fn solve_grid(nominal: &[(f64, f64)], pairs: &mut [TilePair]) -> Result<Vec<(f64
         let used: Vec<usize> = (0..pairs.len()).filter(|&k| pairs[k].shift.is_some()).collect();
         let constraints: Vec<Constraint> = used
             .iter()
-            .map(|&k| Constraint { from: pairs[k].a, to: pairs[k].b, shift: pairs[k].shift.unwrap_or_default(), weight: 1.0 })
+            .map(|&k| Constraint { from: pairs[k].a, to: pairs[k].b, shift: pairs[k].shift.unwrap_or_default(), weight: pairs[k].vectors_used.max(1) as f64 })
             .chain(stage.iter().copied())
             .collect();
         let s = solve(n, 0, (0.0, 0.0), &constraints, &guess, 0.5)?;
