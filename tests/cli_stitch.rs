@@ -88,6 +88,18 @@ fn default_input_recovers_the_known_path() {
     // Adaptive acceptance keeps faint true matches too, so the mean is below cthresh.
     assert!(r["quality"]["mean_ncc"].as_f64().unwrap() > 0.7);
     assert_eq!(r["params"]["rsz"], 25);
+    // The global solve's fields: a short sweep closes no loop, so every residual is 0.
+    assert_eq!(r["params"]["close_loops"], true);
+    for f in frames {
+        assert_eq!((f["residual"].as_f64(), &f["loop_closure"]), (Some(0.0), &Value::Null), "{f}");
+    }
+    let o = tessera().args(["stitch", "--frames", "12", "--backend", "cpu", "--no-close-loops", "-o"]).arg(&out).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let chained = report(&rep);
+    assert_eq!(chained["params"]["close_loops"], false);
+    for (f, g) in frames.iter().zip(chained["frames"].as_array().unwrap()) {
+        assert_eq!((&f["x"], &f["y"], &g["residual"]), (&g["x"], &g["y"], &Value::Null));
+    }
 }
 
 #[test]

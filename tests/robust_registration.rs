@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::footage::{photo, render, room, wandering, Conditions, PHOTOS};
+use common::footage::{closed_loop, photo, render, room, wandering, Conditions, PHOTOS};
 use std::ops::ControlFlow;
 use tessera::stitch::{register_sequence, FrameRecord, StitchParams};
 use tessera::{AnyView, Image, Parallelism};
@@ -125,6 +125,55 @@ fn frames_without_a_match_are_skipped_with_reasons() {
             assert!(r.position.is_none() && r.skip.is_some(), "{name} frame {i}: {r:?}");
         }
         assert_eq!((s.registered, s.wrong_ok), (13, 0), "{name}: {s:?}");
+    }
+}
+
+/// A 500-frame sweep that comes back to its start, on six photographs with noise: with the
+/// defaults (loops closed, positions solved together) the last frame is within 0.5 px of the
+/// truth, and the run meets the targets; per-frame residuals are reported.
+#[test]
+fn a_long_closed_loop_ends_where_it_began() {
+    let p = StitchParams { quality: false, ..Default::default() };
+    for (k, name) in ["ihc", "coffee", "camera", "gravel", "grass", "astronaut"].iter().enumerate() {
+        let src = photo(name);
+        let origins = closed_loop(500, room(src.size(), (160, 120)), 21 + k as u64);
+        let frames = render(&src, &origins, (160, 120), &Conditions { noise: 4.0, ..Default::default() }, 7 + k as u64);
+        let truth = positions(&origins);
+        let (s, recs) = run(&frames, &truth, &p);
+        let last = recs[499].position.map(|q| (q.0 - truth[499].0).hypot(q.1 - truth[499].1));
+        println!("{name:10} {s:?} last frame {last:?} loops {}", recs.iter().filter(|r| r.loop_closure.is_some()).count());
+        assert!(last.is_some_and(|e| e <= 0.5), "{name}: last frame {last:?}");
+        assert!(20 * s.registered >= 19 * s.frames && s.mean_error <= 0.25 && s.wrong_ok == 0, "{name}: {s:?}");
+        assert!(recs.iter().filter(|r| r.loop_closure.is_some()).count() >= 1, "{name}: no loop closed");
+        assert!(recs.iter().all(|r| r.position.is_some() == r.residual.is_some()), "{name}: every registered frame has a residual");
+    }
+}
+
+/// The closed loop with and without the global solve (`--ignored --nocapture`).
+#[test]
+#[ignore]
+fn loop_table() {
+    for (k, name) in ["ihc", "coffee", "camera", "gravel", "grass", "astronaut"].iter().enumerate() {
+        let src = photo(name);
+        let origins = closed_loop(500, room(src.size(), (160, 120)), 21 + k as u64);
+        let frames = render(&src, &origins, (160, 120), &Conditions { noise: 4.0, ..Default::default() }, 7 + k as u64);
+        let truth = positions(&origins);
+        for close_loops in [false, true] {
+            let p = StitchParams { quality: false, close_loops, ..Default::default() };
+            let t = std::time::Instant::now();
+            let (s, recs) = run(&frames, &truth, &p);
+            let secs = t.elapsed().as_secs_f64();
+            let last = recs[499].position.map(|q| (q.0 - truth[499].0).hypot(q.1 - truth[499].1)).unwrap_or(f64::NAN);
+            let loops = recs.iter().filter(|r| r.loop_closure.is_some()).count();
+            let worst = recs.iter().filter_map(|r| r.residual).fold(0.0, f64::max);
+            if std::env::var("DETAIL").is_ok_and(|d| d == *name) {
+                for r in recs.iter().filter(|r| r.loop_closure.is_some() || r.index > 480 || r.index < 5) {
+                    let e = r.position.map(|q| (q.0 - truth[r.index].0, q.1 - truth[r.index].1));
+                    println!("  {:3} ref {:?} loop {:?} err {:?} residual {:?}", r.index, r.reference, r.loop_closure, e, r.residual);
+                }
+            }
+            println!("{name:10} loops {close_loops:5}: {:3}/{} registered, mean {:.3} px, max {:.2} px, last {last:.3} px, {loops} loops kept, worst residual {worst:.2} px, {secs:.2} s", s.registered, s.frames, s.mean_error, s.max_error);
+        }
     }
 }
 

@@ -114,3 +114,40 @@ pub fn map_indices<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R +
     let _ = par;
     (0..n).map(f).collect()
 }
+
+/// Runs `background` on another thread while `foreground` runs on this one (one after the
+/// other with one thread, or without the `parallel` feature): the overlap of independent
+/// stages of a pipeline, where only the background work needs to be `Send`. Returns both
+/// results (`None` for the background's only if it could not run, which does not happen).
+pub fn overlap<A, B: Send>(par: Parallelism, background: impl FnOnce() -> B + Send, foreground: impl FnOnce() -> A) -> (A, Option<B>) {
+    #[cfg(feature = "parallel")]
+    if par.threads() > 1 {
+        let mut b = None;
+        let a = rayon::in_place_scope(|s| {
+            s.spawn(|_| b = Some(background()));
+            foreground()
+        });
+        return (a, b);
+    }
+    let _ = par;
+    let a = foreground();
+    (a, Some(background()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_returns_both_results_on_one_thread_and_many() {
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            let mut side = alloc::vec![0u64; 1000];
+            let data: Vec<u64> = (0..1000).collect();
+            let (a, b) = overlap(par, || {
+                side.iter_mut().zip(&data).for_each(|(s, d)| *s = d * d);
+                side.iter().sum::<u64>()
+            }, || data.iter().sum::<u64>());
+            assert_eq!((a, b), (499_500, Some(332_833_500)));
+        }
+    }
+}

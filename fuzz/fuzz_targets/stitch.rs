@@ -51,6 +51,7 @@ fuzz_target!(|data: &[u8]| {
         quality: b.bool(),
         coarse_candidates: b.range(0, 9),
         grow_templates: b.bool(),
+        close_loops: b.bool(),
     };
     let _ = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()));
 });

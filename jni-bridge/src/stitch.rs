@@ -46,7 +46,8 @@ impl Op for RegisterParams {
 }
 
 /// The registration's options, then `blend` (`overwrite`, `average`, `feather`),
-/// `keyframe-shift`, `coarse` (coarse candidates) and `grow` (grow templates).
+/// `keyframe-shift`, `coarse` (coarse candidates), `grow` (grow templates) and `loops`
+/// (close loops and solve the positions together).
 impl Op for StitchParams {
     const NAME: &'static str = "stitch";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -54,7 +55,8 @@ impl Op for StitchParams {
         v.field("blend", &mut self.blend)?;
         v.field("keyframe-shift", &mut self.keyframe_shift)?;
         v.field("coarse", &mut self.coarse_candidates)?;
-        v.field("grow", &mut self.grow_templates)
+        v.field("grow", &mut self.grow_templates)?;
+        v.field("loops", &mut self.close_loops)
     }
 }
 

@@ -110,6 +110,7 @@ pub fn defaults() -> Value {
         ("no_quality", json!(false)),
         ("coarse", json!(s.coarse_candidates)),
         ("no_grow", json!(false)),
+        ("no_close_loops", json!(!s.close_loops)),
         ("frame_cache", json!(crate::stitch::FRAME_CACHE_MIB)),
     ] {
         stitch[k] = val;

@@ -193,7 +193,9 @@ fn run(backend: &dyn tessera::Backend, source: &dyn FrameSource, mut p: StitchPa
 /// every frame against the current keyframe (kept while the predicted shift from it is at
 /// most ``keyframe_shift`` of the frame size), frames that do not register where their
 /// motion predicts retried from ``coarse`` phase-correlation estimates, pairs with too few
-/// agreeing templates retried with templates of twice the side (unless ``no_grow``); then
+/// agreeing templates retried with templates of twice the side (unless ``no_grow``); frames
+/// that come back over earlier keyframes registered against them too and all positions
+/// solved together by robust least squares (unless ``no_close_loops``); then
 /// the composite (``blend``: ``"overwrite"``, ``"average"``, ``"feather"``) at the positions
 /// rounded to whole pixels. A frame that cannot be read or registered is skipped with its
 /// reason.
@@ -216,7 +218,7 @@ fn run(backend: &dyn tessera::Backend, source: &dyn FrameSource, mut p: StitchPa
                     no_refine = false, blend = crate::params::name_of(BlendArg::from(StitchParams::default().blend)),
                     keyframe_shift = StitchParams::default().keyframe_shift, no_quality = false,
                     coarse = StitchParams::default().coarse_candidates as i64, no_grow = false,
-                    frame_cache = FRAME_CACHE_MIB as i64, backend = AUTO, single_thread = false))]
+                    no_close_loops = !StitchParams::default().close_loops, frame_cache = FRAME_CACHE_MIB as i64, backend = AUTO, single_thread = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn stitch<'py>(
     py: Python<'py>,
@@ -236,6 +238,7 @@ pub fn stitch<'py>(
     no_quality: bool,
     coarse: i64,
     no_grow: bool,
+    no_close_loops: bool,
     frame_cache: i64,
     backend: &str,
     single_thread: bool,
@@ -248,6 +251,7 @@ pub fn stitch<'py>(
         quality: !no_quality,
         coarse_candidates: count("coarse", coarse)?,
         grow_templates: !no_grow,
+        close_loops: !no_close_loops,
     };
     p.validate().map_err(to_py)?;
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);

@@ -176,6 +176,7 @@ def stitch(
     no_quality: bool = ...,
     coarse: int = ...,
     no_grow: bool = ...,
+    no_close_loops: bool = ...,
     frame_cache: int = ...,
     backend: Backend = ...,
     single_thread: bool = ...,

@@ -1,12 +1,12 @@
 //! The `stitch` suite: frame pairs per second of sequence registration at PAL (720x576)
 //! and half PAL (360x288), rsz 25 / 31, NPTS 6 / 8, one thread and all; NCC evaluations
 //! per pair (log search against exhaustive); the curve of time against template size
-//! (25..255); and one template searched exhaustively over +-16 / +-32 pixels, the
-//! workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
+//! (25..255); the cost of closing loops on a 300-frame sweep; and one template searched
+//! exhaustively over +-16 / +-32 pixels, the workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
 
 use super::{Bench, Recorder};
-use crate::cli::stitch::default_sequence;
+use crate::cli::stitch::{default_sequence, default_sequence_sized};
 use anyhow::Result;
 use serde_json::json;
 use std::ops::ControlFlow;
@@ -87,6 +87,28 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             }
             r.record("pal_exhaustive_ncc_evaluations_per_pair", json!({"rsz": 25, "npts": 6, "search_radius": 32}), "cpu", json!((evals as f64 / n).round()));
         }
+    }
+
+    // The cost of closing loops: a long sweep that comes back over itself (the demo path,
+    // 300 PAL frames: 17 loops), registered with and without the global solve.
+    let frames = if b.quick { 120 } else { 300 };
+    let seq = default_sequence_sized(frames, (720, 576), 1)?;
+    let luma: Vec<Image<u8>> = seq.frames.iter().map(|f| f.convert()).collect();
+    let views: Vec<AnyView<'_>> = luma.iter().map(|f| AnyView::U8(f.view())).collect();
+    // Interleaved, so the ratio (`_flatness`: with over without) is the solve's cost.
+    let cases: Vec<StitchParams> = [false, true].map(|close_loops| StitchParams { quality: false, close_loops, ..Default::default() }).into();
+    let params: Vec<_> = cases.iter().map(|p| json!({"w": 720, "h": 576, "frames": frames, "close_loops": p.close_loops})).collect();
+    let mut loops = [0; 2];
+    let medians = r.time_interleaved("pal_long_sweep_registration", &params, "cpu", |k| {
+        let (recs, _) = register_sequence(&views, &cases[k], Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
+        loops[k] = recs.iter().filter(|f| f.loop_closure.is_some()).count();
+        Ok::<_, tessera::Error>(())
+    });
+    for (k, p) in params.iter().enumerate() {
+        if let Some(ms) = medians.as_ref().map(|m| m[k]) {
+            r.record("pal_long_sweep_pairs_per_s", p.clone(), "cpu", json!((1000.0 * (frames - 1) as f64 / ms).round()));
+        }
+        r.record("pal_long_sweep_loops_kept", p.clone(), "cpu", json!(loops[k]));
     }
 
     // Time against template size, PAL, NPTS 6, radius 32.

@@ -5,6 +5,7 @@ pub mod contrast;
 pub mod filters;
 pub mod frames;
 pub mod glare;
+pub mod grid;
 pub mod variance;
 pub mod stitch;
 pub mod stereo;

@@ -149,6 +149,34 @@ pub struct StitchArgs {
     /// Do not retry pairs on which too few templates agree with templates of twice the side
     #[arg(long)]
     pub no_grow: bool,
+    /// Do not register frames that come back over earlier keyframes against them, nor solve
+    /// the positions together: chain them along the registrations (the original)
+    #[arg(long)]
+    pub no_close_loops: bool,
+    /// Tile grid mode: the inputs are COLSxROWS tiles of a microscope scan (e.g. 4x3), in
+    /// acquisition order; each neighbouring pair is registered from its nominal offset and
+    /// all positions are solved together
+    #[arg(long, value_name = "COLSxROWS", conflicts_with = "positions")]
+    pub grid: Option<String>,
+    /// Grid mode: overlap of neighbouring tiles, percent of the tile
+    #[arg(long, default_value_t = 10.0)]
+    pub overlap: f64,
+    /// Grid mode: acquisition order of the tiles
+    #[arg(long, value_enum, default_value_t = super::grid::OrderArg::Row)]
+    pub order: super::grid::OrderArg,
+    /// Grid mode: corner of the first tile
+    #[arg(long, value_enum, default_value_t = super::grid::StartArg::TopLeft)]
+    pub start: super::grid::StartArg,
+    /// Tile mode with nominal stage positions: a CSV file, one line per input tile, x and y
+    /// (top-left corner) as its last two fields, in pixels (or micrometres with --pixel-size)
+    #[arg(long, value_name = "FILE.csv")]
+    pub positions: Option<PathBuf>,
+    /// Micrometres per pixel, for --positions given in micrometres
+    #[arg(long)]
+    pub pixel_size: Option<f64>,
+    /// Tile modes: how far a tile may be from its nominal position, fraction of the tile
+    #[arg(long, default_value_t = tessera::stitch::GridParams::default().stage_error)]
+    pub stage_error: f64,
     /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
@@ -322,7 +350,13 @@ pub fn default_sequence(frames: usize, seed: u64) -> Result<SynthSequence<Rgba8>
     Ok(synth_sequence(demo_photograph()?.view(), &demo_params(frames, seed), Parallelism::AllThreads)?)
 }
 
-fn round(x: f64, digits: i32) -> f64 {
+/// The default input's path and conditions with frames of `w x h` (for the benchmarks).
+pub fn default_sequence_sized(frames: usize, (w, h): (usize, usize), seed: u64) -> Result<SynthSequence<Rgba8>> {
+    let p = SynthParams { frame_width: w, frame_height: h, ..demo_params(frames, seed) };
+    Ok(synth_sequence(demo_photograph()?.view(), &p, Parallelism::AllThreads)?)
+}
+
+pub fn round(x: f64, digits: i32) -> f64 {
     let k = 10f64.powi(digits);
     (x * k).round() / k
 }
@@ -352,6 +386,8 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
                 "evaluations": f.evaluations,
                 "quality": opt(f.quality),
                 "quality_grid": opt(f.quality_grid),
+                "residual": opt(f.residual),
+                "loop_closure": f.loop_closure,
             });
             if let Some(r) = &f.skip {
                 o["reason"] = json!(r.describe());
@@ -374,7 +410,7 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
-                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "npts": r.npts, "search_radius": r.search_radius,
+                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
                    "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
@@ -390,6 +426,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         quality: !a.no_quality,
         coarse_candidates: a.coarse,
         grow_templates: !a.no_grow,
+        close_loops: !a.no_close_loops,
     };
     p.validate()?;
     let backend = a.backend.open()?;
@@ -415,6 +452,12 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         if let Some(v) = first.as_ref().and_then(|f| f.view().ok()) {
             p.register.min_variance = default_min_variance(&v);
         }
+    }
+    if a.grid.is_some() || a.positions.is_some() {
+        if demo.is_some() {
+            bail!("tile modes (--grid, --positions) need the tiles as input");
+        }
+        return super::grid::run_grid(&a, &p, source.as_ref(), &labels);
     }
     let bar = progress_bar(source.len() as u64, "frames");
     let t0 = Instant::now();

@@ -141,3 +141,19 @@ pub fn wandering(n: usize, room: (f64, f64), step: f64, turn: f64, seed: u64) ->
 pub fn room(size: (usize, usize), frame: (usize, usize)) -> (f64, f64) {
     (size.0 as f64 - frame.0 as f64 - 5.0, size.1 as f64 - frame.1 as f64 - 5.0)
 }
+
+/// A closed loop of `n` frames: an ellipse through `room`, 0.4 of its half-width and
+/// half-height, started at a random phase, with a little jitter, ending where it began.
+pub fn closed_loop(n: usize, room: (f64, f64), seed: u64) -> Vec<(f64, f64)> {
+    let mut rng = SplitMix64::new(seed);
+    let centre = (2.0 + room.0 / 2.0, 2.0 + room.1 / 2.0);
+    let radii = (0.4 * room.0, 0.4 * room.1);
+    let phase = std::f64::consts::TAU * rng.uniform();
+    (0..n)
+        .map(|i| {
+            let a = phase + std::f64::consts::TAU * i as f64 / (n - 1) as f64;
+            let jitter = if i == 0 || i + 1 == n { (0.0, 0.0) } else { (0.3 * rng.normal(), 0.3 * rng.normal()) };
+            (centre.0 + radii.0 * a.cos() + jitter.0, centre.1 + radii.1 * a.sin() + jitter.1)
+        })
+        .collect()
+}

@@ -353,10 +353,18 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
     /// As [`SearchFrame::new`], computing the integral images into `buffer` (reused).
     pub fn with_buffer(view: ImageView<'a, T>, mut buffer: Integral<T>) -> Result<Self> {
         buffer.compute(view)?;
+        Self::with_integral(view, buffer)
+    }
+    /// As [`SearchFrame::with_buffer`] with `integral` already computed from `view` (on
+    /// another thread, while the previous frame was registered). Errors: sizes differ.
+    pub(crate) fn with_integral(view: ImageView<'a, T>, integral: Integral<T>) -> Result<Self> {
+        if integral.size() != view.size() {
+            return Err(Error::SizeMismatch { expected: view.size(), got: integral.size() });
+        }
         // An f32 window variance is a difference of prefix sums whose rounding error is
         // about 4 eps times the largest prefix; at or below 64 eps of it a window is flat.
-        let flat_tol = 64.0 * f64::EPSILON * buffer.squares_scale();
-        Ok(SearchFrame { view, integral: buffer, flat_tol })
+        let flat_tol = 64.0 * f64::EPSILON * integral.squares_scale();
+        Ok(SearchFrame { view, integral, flat_tol })
     }
     pub fn view(&self) -> ImageView<'a, T> {
         self.view

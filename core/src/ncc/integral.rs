@@ -121,8 +121,13 @@ impl<T: IntegralSample> Integral<T> {
         self.offset = T::offset(first);
         let stride = w + 1;
         let len = stride.checked_mul(h + 1).ok_or(Error::BufferTooShort { needed: usize::MAX, got: 0 })?;
-        self.table.clear();
-        self.table.resize(len, [T::Acc::default(); 2]);
+        // Row 0 and column 0 are the zeros every entry's sum starts from; the rest is
+        // overwritten below, so a buffer of the same shape is reused without refilling it
+        // (the fill cost as much as the sums).
+        if (self.width, self.height) != (w, h) || self.table.len() != len {
+            self.table.clear();
+            self.table.resize(len, [T::Acc::default(); 2]);
+        }
         self.width = w;
         self.height = h;
         for y in 0..h {

@@ -156,12 +156,13 @@ pub(crate) enum Kernel {
     Portable,
     /// [`super::aggregate_avx512`], the path costs of a pixel in `blocks` registers: `dp`
     /// lanes per pixel, rows 64-byte aligned.
+    #[cfg(target_arch = "x86_64")]
     Avx512 { blocks: usize },
 }
 
 impl Kernel {
     /// The fastest kernel this CPU runs for `nd` disparities.
-    pub(crate) fn best(nd: usize) -> Kernel {
+    pub(crate) fn best(#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))] nd: usize) -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
             let blocks = padded(nd) / LANES;
@@ -176,6 +177,7 @@ impl Kernel {
     fn slot(self, dp: usize) -> usize {
         match self {
             Kernel::Portable => dp + 2,
+            #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 { .. } => dp,
         }
     }
@@ -485,7 +487,7 @@ unsafe fn kernel_row(
     hz: Option<(&mut [u16], &mut [u16])>,
     partial: Option<*const u16>,
     srow: *mut u16,
-    stream: bool,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))] stream: bool,
 ) {
     // crow holds w * dp costs: as many lanes as the row of sums.
     let n = input.crow.len();
@@ -509,8 +511,6 @@ unsafe fn kernel_row(
         Kernel::Avx512 { blocks } => unsafe {
             super::aggregate_avx512::sweep_row(blocks, input, hz.is_some(), partial, srow, stream)
         },
-        #[cfg(not(target_arch = "x86_64"))]
-        Kernel::Avx512 { .. } => unreachable!("Kernel::best picks it on x86-64 only"),
     }
 }
 

@@ -9,15 +9,20 @@
 pub mod accept;
 pub mod coarse;
 pub mod composite;
+pub mod grid;
 pub mod quality;
+pub mod loops;
 pub mod refine;
+pub mod solve;
 pub mod register;
 pub mod sequence;
 pub mod synth;
 
 pub use accept::Acceptance;
+pub use grid::{grid_positions, neighbours, register_tiles, Corner, GridParams, Mosaic, TileOrder, TilePair, TileRecord};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
+pub use solve::{solve, Constraint, Solution};
 pub use register::{register_pair, register_pair_any, register_pair_with, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
     check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,

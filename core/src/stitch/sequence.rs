@@ -34,6 +34,7 @@
 //! once; the CPU reads none ahead.
 
 use super::coarse::{self, Spectrum};
+use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc};
 use super::accept::Acceptance;
@@ -41,7 +42,7 @@ use super::register::{gray, luma_storage, register_pair, Gray, PairRegistration,
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
-use crate::parallel::Parallelism;
+use crate::parallel::{self, Parallelism};
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::string::String;
@@ -114,11 +115,15 @@ pub struct StitchParams {
     /// With adaptive acceptance, retry a pair on which too few templates agree with
     /// templates of twice the side (faint texture; false: off).
     pub grow_templates: bool,
+    /// Register frames that come back over earlier keyframes against them too, and solve
+    /// all positions together ([`super::loops`]; false: positions chained along the
+    /// registrations, the original).
+    pub close_loops: bool,
 }
 
 impl Default for StitchParams {
     fn default() -> Self {
-        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true }
+        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true, close_loops: true }
     }
 }
 
@@ -157,6 +162,12 @@ pub struct FrameRecord {
     pub quality: Option<f64>,
     /// [`grid_ncc`] (5 x 5 templates of side rsz) with its reference, when computed.
     pub quality_grid: Option<f64>,
+    /// With [`StitchParams::close_loops`]: the largest residual (pixels) of the frame's
+    /// registrations after the global solve ([`super::loops`]); 0 where no loop was closed.
+    /// `None` for skipped frames and without the solve.
+    pub residual: Option<f64>,
+    /// The earlier keyframe this frame closed a loop with, if that loop was kept.
+    pub loop_closure: Option<usize>,
 }
 
 impl FrameRecord {
@@ -392,7 +403,7 @@ pub fn stitch_frames_into<'c>(
 }
 
 /// The grey type registration runs on, and its view of a frame's [`Gray`].
-trait GrayType: NccSample + Into<f64> {
+pub(super) trait GrayType: NccSample + Into<f64> {
     fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>>;
     fn gray(v: ImageView<'_, Self>) -> Gray<'_>;
 }
@@ -417,18 +428,18 @@ gray_type!(u16, U16);
 gray_type!(f32, F32);
 
 /// A frame the run holds: the registration reference candidates and the current frame.
-struct Held<'s> {
-    index: usize,
+pub(super) struct Held<'s> {
+    pub(super) index: usize,
     frame: Frame<'s>,
     /// The luma of an RGBA frame (registration runs on grey).
     luma: Option<Image<u8>>,
     /// Position in the reference's coordinates (for a candidate not yet registered: its
     /// own origin).
-    pos: (f64, f64),
+    pub(super) pos: (f64, f64),
 }
 
 impl Held<'_> {
-    fn view<T: GrayType>(&self) -> Result<ImageView<'_, T>> {
+    pub(super) fn view<T: GrayType>(&self) -> Result<ImageView<'_, T>> {
         let v = self.frame.view().map_err(|why| Error::InvalidParameter { name: "frames", reason: why })?;
         let g = gray(&v, &self.luma)?;
         T::typed(g).ok_or(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" })
@@ -436,18 +447,18 @@ impl Held<'_> {
 }
 
 /// One registration run over a source whose first readable frame is `size` / `type_name`.
-struct Run<'a> {
+pub(super) struct Run<'a> {
     frames: &'a dyn FrameSource,
     p: &'a StitchParams,
     par: Parallelism,
-    size: (usize, usize),
+    pub(super) size: (usize, usize),
     type_name: &'static str,
-    registrar: Option<&'a dyn PairRegistrar>,
+    pub(super) registrar: Option<&'a dyn PairRegistrar>,
 }
 
 impl<'a> Run<'a> {
     /// Frame `i`, held, or why it is skipped.
-    fn load(&self, i: usize) -> core::result::Result<Held<'a>, SkipReason> {
+    pub(super) fn load(&self, i: usize) -> core::result::Result<Held<'a>, SkipReason> {
         let frame = self.frames.frame(i).map_err(SkipReason::Unreadable)?;
         let v = frame.view().map_err(SkipReason::Mismatch)?;
         if v.size() != self.size || v.type_name() != self.type_name {
@@ -471,12 +482,126 @@ impl<'a> Run<'a> {
         Ok(Held { index: i, frame, luma, pos: (0.0, 0.0) })
     }
 
+    /// Registers `current` by the first of `attempts` (reference index, predicted position
+    /// in the run's coordinates) that succeeds; where none did, or the match rests on a weak
+    /// minority of templates, from the coarse estimates against `fallback` (the last good
+    /// frame) and with grown templates; a weak consensus must then be confirmed by the whole
+    /// overlap. `moving` is the CPU's prepared search of `current` (`None` with a
+    /// registrar). Returns the reference of the registration that stands (the last tried
+    /// when none succeeded), the registration, and the NCC evaluations of every attempt.
+    pub(super) fn settle<'h, T: GrayType>(
+        &self,
+        frame: &dyn Fn(usize) -> Result<&'h Held<'a>>,
+        current: &Held<'a>,
+        moving: Option<&SearchFrame<'_, T>>,
+        attempts: &[(usize, (f64, f64))],
+        fallback: usize,
+    ) -> Result<(usize, PairRegistration, u64)>
+    where
+        'a: 'h,
+    {
+        let p = self.p;
+        let mut evaluations = 0;
+        let mut attempt_with = |r: usize, pred: (f64, f64), rp: &RegisterParams| -> Result<PairRegistration> {
+            let r_held = frame(r)?;
+            let pred = (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1);
+            let reg = match (moving, self.registrar) {
+                (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
+                (None, Some(g)) => {
+                    let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (current.index, T::gray(current.view::<T>()?)), prediction: pred };
+                    g.register(&pair, rp)?
+                }
+                (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
+            };
+            evaluations += reg.evaluations;
+            Ok(reg)
+        };
+        let mut attempt = |r: usize, pred: (f64, f64)| attempt_with(r, pred, &p.register);
+        let mut outcome: Option<(usize, PairRegistration)> = None;
+        for &(r, pred) in attempts {
+            let reg = attempt(r, pred)?;
+            let done = reg.shift.is_some();
+            outcome = Some((r, reg));
+            if done {
+                break;
+            }
+        }
+        // The coarse global estimates (phase correlation) seed the search where the
+        // motion's prediction did not: a pair that failed (a jump, or a prediction
+        // made over skipped frames; against the last good frame), and a pair that
+        // registered on a weak minority of its templates, which a local search that
+        // started far from the peak can lock onto (a lattice, a field of grass). A
+        // seeded registration wins with more agreeing vectors; the first stays
+        // otherwise.
+        let weak = |reg: &PairRegistration| reg.shift.is_some() && 3 * reg.vectors_used < reg.textured;
+        match &outcome {
+            Some((r, reg)) if p.coarse_candidates > 0 && (reg.shift.is_none() || weak(reg)) => {
+                let base = if reg.shift.is_some() { *r } else { fallback };
+                let b_held = frame(base)?;
+                let seeds = coarse::candidates(&Spectrum::new(b_held.view::<T>()?), &Spectrum::new(current.view::<T>()?), p.coarse_candidates);
+                let b_pos = b_held.pos;
+                for (seed, _) in seeds.unwrap_or_default() {
+                    if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
+                        // Already where this seed leads.
+                        if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
+                            continue;
+                        }
+                    }
+                    let reg = attempt(base, (b_pos.0 + seed.0, b_pos.1 + seed.1))?;
+                    let better = match &outcome {
+                        Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
+                        None => true,
+                    };
+                    if better {
+                        outcome = Some((base, reg));
+                    }
+                    if outcome.as_ref().is_some_and(|o| o.1.shift.is_some() && !weak(&o.1)) {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+        // Faint texture (low contrast, strong noise): where too few templates agree,
+        // grow them to twice the side, from the shift found or the prediction, so each
+        // averages more signal; the grown registration stands if it is not weak too.
+        let short = |reg: &PairRegistration| weak(reg) || matches!(reg.skip, Some(SkipReason::TooFewVectors { .. }));
+        if let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) {
+            let r = *r;
+            let r_pos = frame(r)?.pos;
+            let start = reg.shift.map(|s| (r_pos.0 + s.0, r_pos.1 + s.1)).or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(r_pos);
+            let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
+            let g = attempt_with(r, start, &grown)?;
+            if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
+                outcome = Some((r, g));
+            }
+        }
+        let Some((r, mut reg)) = outcome else { unreachable_attempts()? };
+        // A weak consensus must be confirmed by the whole overlap: chance agreement of a
+        // few templates between unrelated frames is rare but, over a long run with
+        // several attempts per frame, not rare enough to report a position on it.
+        if let (Some(s), true) = (reg.shift, weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
+            let overlap = overlap_ncc(frame(r)?.view::<T>()?, current.view::<T>()?, s, self.par)?.unwrap_or(f64::NEG_INFINITY);
+            if overlap < p.register.min_coefficient {
+                reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap });
+                reg.shift = None;
+            }
+        }
+        Ok((r, reg, evaluations))
+    }
+
     fn register<T: GrayType>(&self, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
         let (w, h) = self.size;
         let p = self.p;
         let limit = (p.keyframe_shift * w as f64, p.keyframe_shift * h as f64);
         let mut records: Vec<FrameRecord> = Vec::with_capacity(self.frames.len());
         let mut buffer = Integral::default();
+        // With threads to spare, the CPU computes the next frame's integral images (half
+        // of a pair's work on PAL frames) on another thread while it registers this one:
+        // `spare` receives them, and `prepared` says for which frame `buffer` holds them.
+        let pipelined = self.registrar.is_none() && self.par.threads() > 1;
+        let mut spare = Integral::default();
+        let mut prepared: Option<usize> = None;
         // The frames the run may register against, found by index: the keyframe, the last
         // good frame and, until the first pair registers, the latest readable frame that
         // did not register against the reference candidate `key` (a candidate too).
@@ -484,6 +609,7 @@ impl<'a> Run<'a> {
         let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
         let mut reference = None;
         let mut vel = (0.0, 0.0);
+        let mut loops = Loops::default();
         // Frames read ahead for a registrar that speculates (none for the CPU), each read
         // once: the run takes frame i from here when it gets there.
         let lookahead = self.registrar.map_or(0, |g| g.lookahead().min(MAX_LOOKAHEAD));
@@ -542,99 +668,33 @@ impl<'a> Run<'a> {
                 g.speculate(&pairs, &p.register)?;
             }
             // The CPU prepares the moving frame's search once for all its attempts.
-            let moving = match self.registrar {
-                None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
-                Some(_) => None,
+            let moving = match (self.registrar, prepared == Some(i)) {
+                (None, true) => Some(SearchFrame::with_integral(current.view::<T>()?, core::mem::take(&mut buffer))?),
+                (None, false) => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
+                (Some(_), _) => None,
             };
-            let mut evaluations = 0;
-            let mut attempt_with = |r: usize, pred: (f64, f64), rp: &RegisterParams| -> Result<PairRegistration> {
-                let r_held = find(r)?;
-                let pred = (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1);
-                let reg = match (&moving, self.registrar) {
-                    (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
-                    (None, Some(g)) => {
-                        let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (i, T::gray(current.view::<T>()?)), prediction: pred };
-                        g.register(&pair, rp)?
-                    }
-                    (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
-                };
-                evaluations += reg.evaluations;
-                Ok(reg)
+            if pipelined && ahead.is_empty() && i + 1 < self.frames.len() {
+                ahead.push_back((i + 1, self.load(i + 1)));
+            }
+            let next = match ahead.front() {
+                Some((_, Ok(f))) if pipelined => Some(f.view::<T>()?),
+                _ => None,
             };
-            let mut attempt = |r: usize, pred: (f64, f64)| attempt_with(r, pred, &p.register);
-            let mut outcome: Option<(usize, PairRegistration)> = None;
-            for &(r, pred) in &attempts {
-                let reg = attempt(r, pred)?;
-                let done = reg.shift.is_some();
-                outcome = Some((r, reg));
-                if done {
-                    break;
-                }
-            }
-            // The coarse global estimates (phase correlation) seed the search where the
-            // motion's prediction did not: a pair that failed (a jump, or a prediction
-            // made over skipped frames; against the last good frame), and a pair that
-            // registered on a weak minority of its templates, which a local search that
-            // started far from the peak can lock onto (a lattice, a field of grass). A
-            // seeded registration wins with more agreeing vectors; the first stays
-            // otherwise.
-            let weak = |reg: &PairRegistration| reg.shift.is_some() && 3 * reg.vectors_used < reg.textured;
-            match &outcome {
-                Some((r, reg)) if p.coarse_candidates > 0 && (reg.shift.is_none() || weak(reg)) => {
-                    let base = if reg.shift.is_some() { *r } else { last.unwrap_or(k) };
-                    let b_held = find(base)?;
-                    let seeds = coarse::candidates(&Spectrum::new(b_held.view::<T>()?), &Spectrum::new(current.view::<T>()?), p.coarse_candidates);
-                    let b_pos = b_held.pos;
-                    for (seed, _) in seeds.unwrap_or_default() {
-                        if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
-                            // Already where this seed leads.
-                            if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
-                                continue;
-                            }
-                        }
-                        let reg = attempt(base, (b_pos.0 + seed.0, b_pos.1 + seed.1))?;
-                        let better = match &outcome {
-                            Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
-                            None => true,
-                        };
-                        if better {
-                            outcome = Some((base, reg));
-                        }
-                        if outcome.as_ref().is_some_and(|o| o.1.shift.is_some() && !weak(&o.1)) {
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            }
-            // Faint texture (low contrast, strong noise): where too few templates agree,
-            // grow them to twice the side, from the shift found or the prediction, so each
-            // averages more signal; the grown registration stands if it is not weak too.
-            let short = |reg: &PairRegistration| weak(reg) || matches!(reg.skip, Some(SkipReason::TooFewVectors { .. }));
-            if let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) {
-                let r = *r;
-                let r_pos = find(r)?.pos;
-                let start = reg.shift.map(|s| (r_pos.0 + s.0, r_pos.1 + s.1)).or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(r_pos);
-                let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
-                let g = attempt_with(r, start, &grown)?;
-                if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
-                    outcome = Some((r, g));
-                }
-            }
+            let spare_ref = &mut spare;
+            let (settled, next_ready) = parallel::overlap(
+                self.par,
+                move || next.map(|v| spare_ref.compute(v).is_ok()).unwrap_or(false),
+                || self.settle::<T>(&find, &current, moving.as_ref(), &attempts, last.unwrap_or(k)),
+            );
             if let Some(m) = moving {
                 buffer = m.into_integral();
             }
-            let Some((r, mut reg)) = outcome else { unreachable_attempts()? };
-            // A weak consensus must be confirmed by the whole overlap: chance agreement of a
-            // few templates between unrelated frames is rare but, over a long run with
-            // several attempts per frame, not rare enough to report a position on it.
-            if let (Some(s), true) = (reg.shift, weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
-                let overlap = overlap_ncc(find(r)?.view::<T>()?, current.view::<T>()?, s, self.par)?.unwrap_or(f64::NEG_INFINITY);
-                if overlap < p.register.min_coefficient {
-                    reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap });
-                    reg.shift = None;
-                }
+            prepared = None;
+            if next_ready == Some(true) {
+                core::mem::swap(&mut buffer, &mut spare);
+                prepared = Some(i + 1);
             }
+            let (r, reg, evaluations) = settled?;
             match reg.shift {
                 None => {
                     records.push(FrameRecord::skipped(i, reg.skip.unwrap_or(SkipReason::NoOverlap), evaluations));
@@ -659,7 +719,8 @@ impl<'a> Run<'a> {
                         pending = None;
                     }
                     let r_held = find(r)?;
-                    let pos = (r_held.pos.0 + s.0, r_held.pos.1 + s.1);
+                    let r_pos = r_held.pos;
+                    let pos = (r_pos.0 + s.0, r_pos.1 + s.1);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
                     rec = FrameRecord { position: Some(pos), reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, ..rec };
                     if p.quality {
@@ -676,14 +737,23 @@ impl<'a> Run<'a> {
                     key = Some(r);
                     last = Some(i);
                     held.retain(|f| f.index == r);
-                    held.push(Held { pos, ..current });
                     records.push(rec);
+                    let current = Held { pos, ..current };
+                    if p.close_loops {
+                        self.close_loop::<T>(&current, (r, r_pos), &mut records, &mut loops, &mut spare)?;
+                    }
+                    held.push(current);
                 }
             }
             check_progress(progress, i + 1)?;
         }
         match (reference, key) {
-            (Some(r), _) => Ok((records, r)),
+            (Some(r), _) => {
+                if p.close_loops {
+                    solve_loops(&mut records, r, &loops)?;
+                }
+                Ok((records, r))
+            }
             (None, Some(k)) if self.frames.len() == 1 => Ok((records, k)),
             _ => Err(nothing_registered(&records)),
         }
@@ -732,10 +802,10 @@ fn speculation<'h, T: GrayType>(
 impl FrameRecord {
     /// The reference frame's record: position (0, 0).
     fn reference(index: usize) -> Self {
-        FrameRecord { index, position: Some((0.0, 0.0)), reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None }
+        FrameRecord { index, position: Some((0.0, 0.0)), reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None }
     }
     fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
-        FrameRecord { index, position: None, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None }
+        FrameRecord { index, position: None, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None }
     }
 }
 
@@ -812,6 +882,19 @@ mod tests {
             assert_eq!(pano.canvas.origin, (x0, y0));
             assert_eq!(pano.canvas.image.size(), ((x1 - x0) as usize + 140, (y1 - y0) as usize + 110));
         }
+    }
+
+    #[test]
+    fn one_thread_and_all_give_the_same_records() {
+        // All threads: the next frame's integral images are computed while a pair is
+        // registered (the pipeline), and the templates of a pair are searched in parallel.
+        let (mut frames, _) = sequence(24, 12);
+        frames[7] = Image::filled(140, 110, 9).unwrap();
+        let views = any(&frames);
+        let p = StitchParams::default();
+        let one = register_sequence(&views, &p, Parallelism::Sequential, &mut go_on).unwrap();
+        let all = register_sequence(&views, &p, Parallelism::AllThreads, &mut go_on).unwrap();
+        assert_eq!(one, all);
     }
 
     #[test]

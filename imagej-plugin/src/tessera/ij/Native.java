@@ -210,7 +210,9 @@ public final class Native {
      * (frame i's position in frame-0 coordinates), then the composite. Options: those of
      * {@link #registerPair}, {@code blend} (overwrite, average, feather),
      * {@code keyframe-shift}, {@code coarse} (phase-correlation seeds for failed or weak
-     * pairs) and {@code grow} (retry weak pairs with templates of twice the side). The frames are copied into native memory first.
+     * pairs), {@code grow} (retry weak pairs with templates of twice the side) and
+     * {@code loops} (register frames that come back over earlier ones against them too, and
+     * solve all positions together). The frames are copied into native memory first.
      * {@code progress} (may be null) is called after each frame; when it returns false the
      * run stops before the next frame and this throws
      * {@link java.util.concurrent.CancellationException} (nothing is composited); an

@@ -1,0 +1,233 @@
+//! Closing loops: global consistency over long sweeps.
+//!
+//! A run registers each frame against one reference, so every frame hangs on a tree of
+//! registrations rooted at the reference frame, and a frame's position carries the error of
+//! every pair on its path to the root. Endoscopy sweeps and microscope raster scans come
+//! back over regions they have seen; there two frames overlap whose tree path is long, and
+//! their chained positions disagree by the accumulated error.
+//!
+//! After a frame registers, the run looks among the earlier keyframes (frames others were
+//! registered against) for the one its position overlaps most, by at least
+//! [`LOOP_OVERLAP`] of the frame, among those the tree joins to it through [`LOOP_HOPS`]
+//! registrations or more. It registers the frame against that keyframe as it registers any
+//! frame (prediction from the chained positions, coarse seeds, grown templates, the same
+//! acceptance). Every frame over a revisited region gets its loop, not one per keyframe
+//! group: a loop measurement is one pair's measurement, as uncertain as the tree's pairs
+//! (a few tenths of a pixel on smooth content), and the solve averages the loops of
+//! neighbouring frames. A loop that moves the frame more than
+//! [`LOOP_DRIFT`] from its chained position is not believed: chains drift by tenths of a
+//! pixel, so such a match is a repeated pattern, not a return.
+//!
+//! At the end, every registration (the tree and the loops) is a [`Constraint`], and
+//! [`solve`] finds all positions together by robust least squares. A loop whose residual
+//! after the solve exceeds [`LOOP_REJECT`] disagrees with the rest and is dropped (the worst
+//! first, then the solve is repeated). Every registered frame reports the largest residual
+//! of its constraints; without any loop the tree is fitted exactly and the positions are the
+//! chained ones, unchanged.
+
+use super::register::PairRegistration;
+use super::sequence::{FrameRecord, GrayType, Held, Run};
+use super::solve::{solve, Constraint};
+use crate::error::{Error, Result};
+use crate::ncc::{Integral, SearchFrame};
+use alloc::vec::Vec;
+
+/// Fewest registrations on the tree path between a frame and a loop partner.
+pub const LOOP_HOPS: usize = 4;
+/// Least overlap of a frame and its loop partner, as a fraction of the frame's area.
+pub const LOOP_OVERLAP: f64 = 0.5;
+/// Largest move (pixels) a loop may ask of a frame's chained position.
+pub const LOOP_DRIFT: f64 = 4.0;
+/// Largest residual (pixels) of a loop after the solve.
+pub const LOOP_REJECT: f64 = 1.0;
+/// Residual (pixels) beyond which the solve down-weights a constraint (Huber's scale).
+const ROBUST_SCALE: f64 = 0.5;
+
+/// The loops a run has found.
+#[derive(Default)]
+pub(super) struct Loops {
+    /// Keyframes with their chained positions, in the order they became keyframes.
+    keyframes: Vec<(usize, (f64, f64))>,
+    /// Accepted loops: `from` the earlier keyframe, `to` the frame.
+    found: Vec<Constraint>,
+}
+
+impl<'a> Run<'a> {
+    /// Tries to close a loop from frame `current` (just registered against `reference` at
+    /// chained position `current.pos`): the loop is kept in `loops`, its NCC evaluations
+    /// added to the frame's record.
+    pub(super) fn close_loop<T: GrayType>(&self, current: &Held<'a>, reference: (usize, (f64, f64)), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>) -> Result<()> {
+        let (r, r_pos) = reference;
+        if !loops.keyframes.iter().any(|k| k.0 == r) {
+            loops.keyframes.push((r, r_pos));
+        }
+        let (w, h) = (self.size.0 as f64, self.size.1 as f64);
+        let overlap = |p: (f64, f64)| {
+            let (dx, dy) = (libm::fabs(p.0 - current.pos.0), libm::fabs(p.1 - current.pos.1));
+            if dx < w && dy < h { (w - dx) * (h - dy) / (w * h) } else { 0.0 }
+        };
+        let partner = loops
+            .keyframes
+            .iter()
+            .filter(|k| k.0 != r && overlap(k.1) >= LOOP_OVERLAP && !near_in_tree(records, current.index, k.0, LOOP_HOPS))
+            .max_by(|a, b| overlap(a.1).total_cmp(&overlap(b.1)));
+        let Some(&(k, k_pos)) = partner else { return Ok(()) };
+        // A keyframe that cannot be read again (a file removed during the run) closes nothing.
+        let Ok(mut earlier) = self.load(k) else { return Ok(()) };
+        earlier.pos = k_pos;
+        let frame = |idx: usize| if idx == k { Ok(&earlier) } else { Err(Error::Backend("internal: lost a loop partner".into())) };
+        let moving = match self.registrar {
+            None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
+            Some(_) => None,
+        };
+        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, current.pos)], k);
+        if let Some(m) = moving {
+            *buffer = m.into_integral();
+        }
+        let (_, reg, evaluations): (usize, PairRegistration, u64) = settled?;
+        records[current.index].evaluations += evaluations;
+        if let Some(s) = reg.shift {
+            let drift = libm::hypot(k_pos.0 + s.0 - current.pos.0, k_pos.1 + s.1 - current.pos.1);
+            if drift <= LOOP_DRIFT {
+                loops.found.push(Constraint { from: k, to: current.index, shift: s, weight: 1.0 });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Solves the run's positions from its tree of registrations and its `loops` (module doc),
+/// with the reference frame `anchor` at (0, 0): updates the registered frames' positions,
+/// residuals and loop partners. Without a loop (none found, or all rejected) the tree
+/// fits exactly: the chained positions stay, to the bit, with residual 0.
+pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Loops) -> Result<()> {
+    let tree: Vec<Constraint> = records
+        .iter()
+        .filter_map(|rec| {
+            let (r, p) = (rec.reference?, rec.position?);
+            let q = records[r].position?;
+            Some(Constraint { from: r, to: rec.index, shift: (p.0 - q.0, p.1 - q.1), weight: 1.0 })
+        })
+        .collect();
+    let mut kept: Vec<Constraint> = loops.found.clone();
+    for rec in records.iter_mut() {
+        rec.residual = rec.position.map(|_| 0.0);
+        rec.loop_closure = None;
+    }
+    let guess: Vec<Option<(f64, f64)>> = records.iter().map(|r| r.position).collect();
+    while !kept.is_empty() {
+        let all: Vec<Constraint> = tree.iter().chain(&kept).copied().collect();
+        let solution = solve(records.len(), anchor, (0.0, 0.0), &all, &guess, ROBUST_SCALE)?;
+        let worst = (tree.len()..all.len()).max_by(|&a, &b| solution.residuals[a].total_cmp(&solution.residuals[b]));
+        if let Some(wi) = worst.filter(|&wi| solution.residuals[wi] > LOOP_REJECT) {
+            kept.remove(wi - tree.len());
+            continue;
+        }
+        for rec in records.iter_mut().filter(|r| r.position.is_some()) {
+            rec.position = solution.positions[rec.index];
+        }
+        for (c, &res) in all.iter().zip(&solution.residuals) {
+            for f in [c.from, c.to] {
+                if let Some(r) = records[f].residual.as_mut() {
+                    *r = r.max(res);
+                }
+            }
+        }
+        for c in &kept {
+            records[c.to].loop_closure = Some(c.from);
+        }
+        break;
+    }
+    Ok(())
+}
+
+/// Whether the tree of registrations (each frame to its reference) joins frames `a` and
+/// `b` through fewer than `hops` registrations.
+fn near_in_tree(records: &[FrameRecord], a: usize, b: usize, hops: usize) -> bool {
+    let mut up: Vec<(usize, usize)> = Vec::with_capacity(hops);
+    let mut x = Some(a);
+    for d in 0..hops {
+        let Some(v) = x else { break };
+        up.push((v, d));
+        x = records[v].reference;
+    }
+    let mut y = Some(b);
+    for d in 0..hops {
+        let Some(v) = y else { break };
+        if up.iter().any(|&(u, du)| u == v && du + d < hops) {
+            return true;
+        }
+        y = records[v].reference;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::{AnyView, Image};
+    use crate::parallel::Parallelism;
+    use crate::stitch::synth::{synth_sequence, SynthParams};
+    use crate::stitch::{register_sequence, texture, StitchParams};
+    use core::ops::ControlFlow;
+
+    fn run(frames: &[Image<u8>], close_loops: bool) -> Vec<FrameRecord> {
+        let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::U8(f.view())).collect();
+        let p = StitchParams { close_loops, quality: false, ..Default::default() };
+        register_sequence(&views, &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(())).unwrap().0
+    }
+
+    #[test]
+    fn a_sweep_over_its_own_path_closes_loops_and_drifts_less() {
+        // A Lissajous sweep of 160 frames that comes back over its own path (this seed's;
+        // most seeds' sweeps come back beside it, overlapping less than LOOP_OVERLAP).
+        let src = texture(420, 340, 5).map(|v| v.round() as u8);
+        let sp = SynthParams { frame_width: 120, frame_height: 96, frames: 160, max_step: 3.0, noise_sigma: 6.0, blur_passes: 1, seed: 6, ..Default::default() };
+        let s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        let err = |recs: &[FrameRecord]| {
+            let e: alloc::vec::Vec<f64> = recs.iter().zip(&s.positions).map(|(r, t)| libm::hypot(r.position.unwrap().0 - t.0, r.position.unwrap().1 - t.1)).collect();
+            (e.iter().sum::<f64>() / e.len() as f64, e.iter().cloned().fold(0.0, f64::max))
+        };
+        let (chained, solved) = (run(&s.frames, false), run(&s.frames, true));
+        let loops = solved.iter().filter(|r| r.loop_closure.is_some()).count();
+        assert!(loops >= 20, "{loops} loops");
+        let (before, after) = (err(&chained), err(&solved));
+        assert!(after.0 < before.0 && after.1 <= before.1 + 0.05, "mean / max error {before:?} -> {after:?}");
+        // Residuals: every registered frame has one with the solve, none without it.
+        assert!(chained.iter().all(|r| r.residual.is_none() && r.loop_closure.is_none()));
+        assert!(solved.iter().all(|r| r.residual.is_some_and(|x| (0.0..LOOP_REJECT).contains(&x))));
+        // A loop partner is an earlier frame, far in the tree.
+        for r in solved.iter().filter(|r| r.loop_closure.is_some()) {
+            let k = r.loop_closure.unwrap();
+            assert!(k < r.index && !near_in_tree(&solved, r.index, k, LOOP_HOPS), "{} -> {k}", r.index);
+        }
+    }
+
+    #[test]
+    fn without_a_loop_the_chained_positions_stand_to_the_bit() {
+        // A short sweep never comes back LOOP_HOPS registrations away.
+        let src = texture(320, 260, 2).map(|v| v.round() as u8);
+        let sp = SynthParams { frame_width: 140, frame_height: 110, frames: 12, max_step: 2.5, noise_sigma: 3.0, blur_passes: 1, seed: 2, ..Default::default() };
+        let s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        let (chained, solved) = (run(&s.frames, false), run(&s.frames, true));
+        for (a, b) in chained.iter().zip(&solved) {
+            assert_eq!((a.position, b.residual, b.loop_closure), (b.position, Some(0.0), None));
+        }
+    }
+
+    #[test]
+    fn tree_distance_counts_registrations_through_the_common_ancestor() {
+        // 0 <- 1 <- 2 <- 3, 1 <- 4, 4 <- 5
+        let parents = [None, Some(0), Some(1), Some(2), Some(1), Some(4)];
+        let recs: alloc::vec::Vec<FrameRecord> = parents
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| FrameRecord { index: i, position: Some((0.0, 0.0)), reference: p, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None })
+            .collect();
+        // 3 to 5: 3-2-1-4-5, four registrations.
+        assert!(near_in_tree(&recs, 3, 5, 5) && !near_in_tree(&recs, 3, 5, 4));
+        assert!(near_in_tree(&recs, 5, 3, 5) && !near_in_tree(&recs, 5, 3, 4));
+        assert!(near_in_tree(&recs, 3, 0, 4) && !near_in_tree(&recs, 3, 0, 3));
+        assert!(near_in_tree(&recs, 2, 2, 1));
+    }
+}

@@ -1,0 +1,190 @@
+//! `tessera stitch --grid COLSxROWS` / `--positions FILE.csv`: microscope tile grids
+//! (`tessera::stitch::grid`), the mosaic and a report in the sequences' contract plus
+//! `pairs[]`.
+
+use super::frames;
+use super::stitch::{round, StitchArgs};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Instant;
+use tessera::stitch::{grid_positions, register_tiles, Compositor, Corner, FrameSource, GridParams, Mosaic, StitchParams, TileOrder};
+use tessera::Parallelism;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OrderArg {
+    Row,
+    Column,
+    SnakeRow,
+    SnakeColumn,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StartArg {
+    TopLeft,
+    TopRight,
+    BottomLeft,
+    BottomRight,
+}
+
+/// `COLSxROWS` -> (cols, rows).
+pub fn parse_grid(s: &str) -> Result<(usize, usize)> {
+    let (c, r) = s.split_once(['x', 'X']).ok_or_else(|| anyhow!("--grid {s}: expected COLSxROWS, e.g. 4x3"))?;
+    let n = |t: &str| t.trim().parse::<usize>().ok().filter(|&v| v > 0).ok_or_else(|| anyhow!("--grid {s}: {t:?} is not a positive whole number"));
+    Ok((n(c)?, n(r)?))
+}
+
+/// Nominal positions from a CSV file: one line per tile in input order, the last two fields
+/// x and y (a header line and blank lines are skipped), divided by `pixel_size` when given
+/// (positions in micrometres).
+pub fn read_positions(path: &Path, pixel_size: Option<f64>) -> Result<Vec<(f64, f64)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let scale = match pixel_size {
+        Some(s) if s.is_finite() && s > 0.0 => s,
+        Some(s) => bail!("--pixel-size {s}: expected a positive number of micrometres per pixel"),
+        None => 1.0,
+    };
+    let mut out = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let fields: Vec<&str> = line.split([',', ';', '\t']).map(str::trim).filter(|f| !f.is_empty()).collect();
+        if fields.len() < 2 {
+            continue;
+        }
+        let (x, y) = (fields[fields.len() - 2].parse::<f64>(), fields[fields.len() - 1].parse::<f64>());
+        match (x, y) {
+            (Ok(x), Ok(y)) if x.is_finite() && y.is_finite() => out.push((x / scale, y / scale)),
+            _ if k == 0 => continue,
+            _ => bail!("{} line {}: expected x and y numbers as the last two fields, got {line:?}", path.display(), k + 1),
+        }
+    }
+    Ok(out)
+}
+
+/// The grid run: register, solve, composite, report.
+pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
+    let first = (0..source.len()).find_map(|i| source.frame(i).ok()).ok_or_else(|| anyhow!("no tile could be read"))?;
+    let like = first.view().map_err(|e| anyhow!(e))?;
+    let tile = like.size();
+    let nominal = match (&a.grid, &a.positions) {
+        (Some(g), None) => {
+            let (cols, rows) = parse_grid(g)?;
+            if cols * rows != source.len() {
+                bail!("--grid {g} is {} tiles, but {} were given", cols * rows, source.len());
+            }
+            let order = match a.order {
+                OrderArg::Row => TileOrder::Row,
+                OrderArg::Column => TileOrder::Column,
+                OrderArg::SnakeRow => TileOrder::SnakeRow,
+                OrderArg::SnakeColumn => TileOrder::SnakeColumn,
+            };
+            let start = match a.start {
+                StartArg::TopLeft => Corner::TopLeft,
+                StartArg::TopRight => Corner::TopRight,
+                StartArg::BottomLeft => Corner::BottomLeft,
+                StartArg::BottomRight => Corner::BottomRight,
+            };
+            grid_positions(cols, rows, tile, a.overlap / 100.0, order, start)?
+        }
+        (None, Some(csv)) => {
+            let q = read_positions(csv, a.pixel_size)?;
+            if q.len() != source.len() {
+                bail!("{} has {} positions, but {} tiles were given", csv.display(), q.len(), source.len());
+            }
+            q
+        }
+        _ => bail!("give either --grid COLSxROWS or --positions FILE.csv"),
+    };
+    let gp = GridParams { register: p.register, stage_error: a.stage_error, coarse_candidates: p.coarse_candidates };
+    let t0 = Instant::now();
+    let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads)?;
+    let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
+    let mut canvas = Compositor::new(&like, &placed, p.blend)?;
+    for (i, q) in placed.iter().enumerate() {
+        if q.is_some() {
+            let f = source.frame(i).map_err(|e| anyhow!("tile {i} could not be read again: {e}"))?;
+            canvas.paste(i, &f.view().map_err(|e| anyhow!(e))?)?;
+        }
+    }
+    let canvas = canvas.finish();
+    let secs = t0.elapsed().as_secs_f64();
+    tessera::io::save(&canvas.image, &a.output)?;
+    let (w, h) = canvas.image.size();
+    let accepted = mosaic.pairs.iter().filter(|q| q.shift.is_some()).count();
+    let registered = mosaic.tiles.iter().filter(|t| t.registered).count();
+    println!(
+        "{} tiles: {registered} placed by registration, {} at their stage position; {accepted} of {} pairs accepted; mosaic {w}x{h} -> {} ({secs:.2} s)",
+        mosaic.tiles.len(),
+        mosaic.tiles.len() - registered,
+        mosaic.pairs.len(),
+        a.output.display()
+    );
+    for t in mosaic.tiles.iter().filter(|t| !t.registered) {
+        println!("tile {} ({}): {}", t.index, labels[t.index], tile_reason(&mosaic, t.index));
+    }
+    if let Some(path) = &a.report {
+        let extra = json!({"seconds": round(secs, 4), "output": a.output.display().to_string(), "backend": "cpu",
+                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1))});
+        let r = grid_report(&mosaic, labels, (w, h), canvas.origin, &gp, a, extra);
+        std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("report -> {}", path.display());
+    }
+    Ok(())
+}
+
+fn tile_reason(m: &Mosaic, i: usize) -> String {
+    match &m.tiles[i].unreadable {
+        Some(why) => format!("left out: {why}"),
+        None => "no accepted pair: placed at its stage position".into(),
+    }
+}
+
+/// The grid report: `frames[]` as for sequences (`status` "ok", "nominal" or "skipped"),
+/// `pairs[]` with each neighbouring pair's outcome and residual.
+fn grid_report(m: &Mosaic, labels: &[String], (w, h): (usize, usize), origin: (i64, i64), gp: &GridParams, a: &StitchArgs, extra: Value) -> Value {
+    let frames: Vec<Value> = m
+        .tiles
+        .iter()
+        .map(|t| {
+            let placed = t.unreadable.is_none();
+            let mut o = json!({
+                "index": t.index,
+                "file": labels.get(t.index).cloned().unwrap_or_default(),
+                "x": placed.then(|| round(t.position.0, 3)),
+                "y": placed.then(|| round(t.position.1, 3)),
+                "status": if t.registered { "ok" } else if placed { "nominal" } else { "skipped" },
+                "residual": m.pairs.iter().filter(|q| q.a == t.index || q.b == t.index).filter_map(|q| q.residual).fold(None, |acc: Option<f64>, r| Some(acc.map_or(r, |x| x.max(r)))).map(|r| round(r, 4)),
+            });
+            if !t.registered {
+                o["reason"] = json!(tile_reason(m, t.index));
+            }
+            o
+        })
+        .collect();
+    let pairs: Vec<Value> = m
+        .pairs
+        .iter()
+        .map(|q| {
+            json!({
+                "a": q.a, "b": q.b,
+                "status": if q.shift.is_some() { "accepted" } else { "rejected" },
+                "dx": q.shift.map(|s| round(s.0, 3)), "dy": q.shift.map(|s| round(s.1, 3)),
+                "ncc": round(q.ncc, 4), "margin": round(q.margin, 4), "vectors_used": q.vectors_used,
+                "residual": q.residual.map(|r| round(r, 4)),
+                "reason": q.skip,
+            })
+        })
+        .collect();
+    let r = &gp.register;
+    json!({
+        "frames": frames,
+        "pairs": pairs,
+        "panorama": {"width": w, "height": h, "origin_x": origin.0, "origin_y": origin.1, "reference_frame": 0,
+                     "origin_meaning": "panorama pixel (X, Y) shows what tile 0 shows at (X + origin_x, Y + origin_y)"},
+        "params": {"mode": "grid", "grid": a.grid, "positions": a.positions.as_ref().map(|p| p.display().to_string()),
+                   "overlap_percent": a.overlap, "order": format!("{:?}", a.order).to_lowercase(), "start": format!("{:?}", a.start).to_lowercase(),
+                   "pixel_size": a.pixel_size, "stage_error": gp.stage_error, "coarse_candidates": gp.coarse_candidates,
+                   "rsz": r.rsz, "accept": r.acceptance.name(), "null_margin": r.null_margin, "min_coefficient": r.min_coefficient,
+                   "npts": r.npts, "search_radius": r.search_radius},
+        "run": extra,
+    })
+}

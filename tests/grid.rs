@@ -1,0 +1,146 @@
+//! Tile grids (`tessera stitch --grid`, `--positions`): 3 x 3 grids cut from real
+//! photographs at stage positions off by up to 5 % of a tile each (10 % between
+//! neighbours), subpixel, with noise; 8- and 16-bit grey and RGB; through the library and
+//! the command line.
+
+mod common;
+
+use common::footage::{photo, render, Conditions};
+use common::{temp_dir, tessera};
+use serde_json::Value;
+use tessera::stitch::{grid_positions, register_tiles, Corner, GridParams, InMemory, TileOrder};
+use tessera::stitch::SplitMix64;
+use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
+
+const TILE: (usize, usize) = (180, 150);
+
+/// Nominal corners of a 3 x 3 snake-row grid overlapping by 25 %, and the true corners in
+/// the photograph (`inset` px in, each off by up to 5 % of a tile, subpixel).
+fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    let nominal = grid_positions(3, 3, TILE, 0.25, TileOrder::SnakeRow, Corner::TopLeft).unwrap();
+    let mut rng = SplitMix64::new(seed);
+    let truth = nominal
+        .iter()
+        .map(|q| (q.0 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.0 as f64, q.1 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.1 as f64))
+        .collect();
+    (nominal, truth)
+}
+
+fn errors(positions: &[(f64, f64)], truth: &[(f64, f64)]) -> Vec<f64> {
+    positions.iter().zip(truth).map(|(p, t)| (p.0 - (t.0 - truth[0].0)).hypot(p.1 - (t.1 - truth[0].1))).collect()
+}
+
+#[test]
+fn grids_from_six_photographs_register_to_subpixel_accuracy() {
+    for (k, name) in ["ihc", "camera", "gravel", "grass", "astronaut", "retina"].iter().enumerate() {
+        let src = photo(name);
+        // (The fundus photograph's corners are black, outside the eye.)
+        let (nominal, truth) = layout(3 + k as u64, if *name == "retina" { 500.0 } else { 30.0 });
+        let tiles = render(&src, &truth, TILE, &Conditions::default(), 40 + k as u64);
+        let views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U8(t.view())).collect();
+        let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::AllThreads).unwrap();
+        let e = errors(&m.tiles.iter().map(|t| t.position).collect::<Vec<_>>(), &truth);
+        let mean = e.iter().sum::<f64>() / e.len() as f64;
+        let max = e.iter().cloned().fold(0.0, f64::max);
+        println!("{name:10} mean {mean:.3} px, max {max:.3} px, {} of {} pairs accepted", m.pairs.iter().filter(|q| q.shift.is_some()).count(), m.pairs.len());
+        assert_eq!(m.pairs.len(), 12);
+        if std::env::var("DETAIL").is_ok_and(|d| d == *name) {
+            for q in &m.pairs {
+                let t = (truth[q.b].0 - truth[q.a].0, truth[q.b].1 - truth[q.a].1);
+                println!("  {}-{} {:?} truth ({:.2}, {:.2}) used {} ncc {:.3} margin {:.3} residual {:?} {:?}", q.a, q.b, q.shift, t.0, t.1, q.vectors_used, q.ncc, q.margin, q.residual, q.skip);
+            }
+        }
+        assert!(m.tiles.iter().all(|t| t.registered), "{name}: {:?}", m.tiles);
+        assert!(mean <= 0.25 && max <= 1.0, "{name}: mean {mean}, max {max}");
+        // No accepted pair is wrong.
+        for q in m.pairs.iter().filter(|q| q.shift.is_some()) {
+            let s = q.shift.unwrap();
+            let t = (truth[q.b].0 - truth[q.a].0, truth[q.b].1 - truth[q.a].1);
+            assert!((s.0 - t.0).hypot(s.1 - t.1) < 2.0, "{name} pair {}-{}: {s:?} vs {t:?}", q.a, q.b);
+        }
+    }
+}
+
+#[test]
+fn sixteen_bit_and_rgb_tiles_register_like_eight_bit() {
+    let src = photo("astronaut");
+    let (nominal, truth) = layout(9, 30.0);
+    let tiles = render(&src, &truth, TILE, &Conditions::default(), 2);
+    let wide: Vec<Image<u16>> = tiles.iter().map(|t| t.map(|v| v as u16 * 257)).collect();
+    let rgb: Vec<Image<Rgba8>> = tiles.iter().map(|t| t.map(|v| Rgba8::new(v, v, v, 255))).collect();
+    let sets: [Vec<AnyView<'_>>; 2] = [wide.iter().map(|t| AnyView::U16(t.view())).collect(), rgb.iter().map(|t| AnyView::Rgba8(t.view())).collect()];
+    for views in &sets {
+        let m = register_tiles(&InMemory(views), &nominal, &GridParams::default(), Parallelism::Sequential).unwrap();
+        let e = errors(&m.tiles.iter().map(|t| t.position).collect::<Vec<_>>(), &truth);
+        assert!(e.iter().all(|&x| x < 0.5), "{} {e:?}", views[0].type_name());
+    }
+}
+
+fn report(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn the_command_line_stitches_a_grid_and_a_positions_file() {
+    let src = photo("gravel");
+    let (nominal, truth) = layout(4, 30.0);
+    let mut tiles = render(&src, &truth, TILE, &Conditions::default(), 8);
+    tiles[4] = Image::filled(TILE.0, TILE.1, 90).unwrap();
+    let d = temp_dir("tessera-grid", "cli");
+    let dir = d.join("tiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, t) in tiles.iter().enumerate() {
+        tessera::io::save(&AnyImage::U8(t.clone()), &dir.join(format!("tile_{i:02}.png"))).unwrap();
+    }
+    let rep = d.join("grid.json");
+    let o = tessera()
+        .arg("stitch")
+        .arg(&dir)
+        .args(["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--backend", "cpu", "-o"])
+        .arg(d.join("mosaic.png"))
+        .arg("--report")
+        .arg(&rep)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&rep);
+    let frames = r["frames"].as_array().unwrap();
+    assert_eq!((frames.len(), r["pairs"].as_array().unwrap().len()), (9, 12));
+    for f in frames {
+        let i = f["index"].as_u64().unwrap() as usize;
+        let (x, y) = (f["x"].as_f64().unwrap(), f["y"].as_f64().unwrap());
+        if i == 4 {
+            // The blank centre tile: at its stage position, flagged.
+            assert_eq!(f["status"], "nominal", "{f}");
+            assert!((x - (nominal[4].0 - nominal[0].0)).hypot(y - (nominal[4].1 - nominal[0].1)) < 1.0, "{f}");
+        } else {
+            assert_eq!(f["status"], "ok", "{f}");
+            let t = (truth[i].0 - truth[0].0, truth[i].1 - truth[0].1);
+            assert!((x - t.0).hypot(y - t.1) < 0.5, "{f} vs {t:?}");
+        }
+    }
+    assert!(r["pairs"].as_array().unwrap().iter().all(|q| (q["b"] == 4 || q["a"] == 4) == (q["status"] == "rejected")), "{}", r["pairs"]);
+    let mosaic = tessera::io::load(&d.join("mosaic.png")).unwrap();
+    assert_eq!(mosaic.size().0 as u64, r["panorama"]["width"].as_u64().unwrap());
+
+    // The same layout as stage positions in micrometres (0.5 um per pixel).
+    let csv = d.join("stage.csv");
+    let lines: Vec<String> = nominal.iter().enumerate().map(|(i, q)| format!("tile_{i:02}.png,{},{}", q.0 * 0.5, q.1 * 0.5)).collect();
+    std::fs::write(&csv, format!("file,x_um,y_um\n{}\n", lines.join("\n"))).unwrap();
+    let rep2 = d.join("positions.json");
+    let o = tessera().arg("stitch").arg(&dir).arg("--positions").arg(&csv).args(["--pixel-size", "0.5", "-o"]).arg(d.join("m2.png")).arg("--report").arg(&rep2).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r2 = report(&rep2);
+    for (f, g) in frames.iter().zip(r2["frames"].as_array().unwrap()) {
+        assert_eq!((&f["x"], &f["y"], &f["status"]), (&g["x"], &g["y"], &g["status"]));
+    }
+    // Bad input: a grid of the wrong size, a malformed grid, both modes at once.
+    for args in [vec!["--grid", "4x3"], vec!["--grid", "3by3"], vec!["--grid", "0x3"]] {
+        let o = tessera().arg("stitch").arg(&dir).args(&args).arg("-o").arg(d.join("x.png")).output().unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--grid"), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = tessera().arg("stitch").arg(&dir).args(["--grid", "3x3", "--positions"]).arg(&csv).arg("-o").arg(d.join("x.png")).output().unwrap();
+    assert!(!o.status.success());
+    let _ = std::fs::remove_dir_all(&d);
+}
