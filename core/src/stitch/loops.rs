@@ -8,8 +8,10 @@
 //!
 //! After a frame registers, the run looks among the earlier keyframes (frames others were
 //! registered against) for the one its position overlaps most, by at least
-//! [`LOOP_OVERLAP`] of the frame, among those the tree joins to it through [`LOOP_HOPS`]
-//! registrations or more. It registers the frame against that keyframe as it registers any
+//! [`LOOP_OVERLAP`] of the frame, among those the sweep has left since (some later frame
+//! overlapped it by less) and that the tree joins to it through [`LOOP_HOPS`] registrations
+//! or more: a return, not the recent past (with frame-to-frame chaining every frame is a
+//! keyframe, and the last few always overlap). It registers the frame against that keyframe as it registers any
 //! frame (prediction from the chained positions, coarse seeds, grown templates, the same
 //! acceptance). Every frame over a revisited region gets its loop, not one per keyframe
 //! group: a loop measurement is one pair's measurement, as uncertain as the tree's pairs
@@ -46,8 +48,9 @@ const ROBUST_SCALE: f64 = 0.5;
 /// The loops a run has found.
 #[derive(Default)]
 pub(super) struct Loops {
-    /// Keyframes with their chained positions, in the order they became keyframes.
-    keyframes: Vec<(usize, (f64, f64))>,
+    /// Keyframes with their chained positions, in the order they became keyframes, and
+    /// whether a later frame has overlapped them by less than [`LOOP_OVERLAP`].
+    keyframes: Vec<(usize, (f64, f64), bool)>,
     /// Accepted loops: `from` the earlier keyframe, `to` the frame.
     found: Vec<Constraint>,
 }
@@ -59,19 +62,22 @@ impl<'a> Run<'a> {
     pub(super) fn close_loop<T: GrayType>(&self, current: &Held<'a>, reference: (usize, (f64, f64)), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>) -> Result<()> {
         let (r, r_pos) = reference;
         if !loops.keyframes.iter().any(|k| k.0 == r) {
-            loops.keyframes.push((r, r_pos));
+            loops.keyframes.push((r, r_pos, false));
         }
         let (w, h) = (self.size.0 as f64, self.size.1 as f64);
         let overlap = |p: (f64, f64)| {
             let (dx, dy) = (libm::fabs(p.0 - current.pos.0), libm::fabs(p.1 - current.pos.1));
             if dx < w && dy < h { (w - dx) * (h - dy) / (w * h) } else { 0.0 }
         };
+        for k in loops.keyframes.iter_mut() {
+            k.2 |= overlap(k.1) < LOOP_OVERLAP;
+        }
         let partner = loops
             .keyframes
             .iter()
-            .filter(|k| k.0 != r && overlap(k.1) >= LOOP_OVERLAP && !near_in_tree(records, current.index, k.0, LOOP_HOPS))
+            .filter(|k| k.2 && k.0 != r && overlap(k.1) >= LOOP_OVERLAP && !near_in_tree(records, current.index, k.0, LOOP_HOPS))
             .max_by(|a, b| overlap(a.1).total_cmp(&overlap(b.1)));
-        let Some(&(k, k_pos)) = partner else { return Ok(()) };
+        let Some(&(k, k_pos, _)) = partner else { return Ok(()) };
         // A keyframe that cannot be read again (a file removed during the run) closes nothing.
         let Ok(mut earlier) = self.load(k) else { return Ok(()) };
         earlier.pos = k_pos;
@@ -213,6 +219,19 @@ mod tests {
         for (a, b) in chained.iter().zip(&solved) {
             assert_eq!((a.position, b.residual, b.loop_closure), (b.position, Some(0.0), None));
         }
+    }
+
+    #[test]
+    fn frame_to_frame_chaining_closes_no_loop_with_its_recent_past() {
+        // Every frame is a keyframe, and the last few always overlap it by more than half.
+        let src = texture(320, 260, 4).map(|v| v.round() as u8);
+        let sp = SynthParams { frame_width: 140, frame_height: 110, frames: 16, max_step: 2.0, noise_sigma: 3.0, blur_passes: 1, seed: 4, ..Default::default() };
+        let s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        let views: alloc::vec::Vec<AnyView<'_>> = s.frames.iter().map(|f| AnyView::U8(f.view())).collect();
+        let p = StitchParams { keyframe_shift: 0.0, quality: false, ..Default::default() };
+        let (recs, _) = register_sequence(&views, &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(())).unwrap();
+        assert!(recs.iter().all(|r| r.loop_closure.is_none() && r.residual == Some(0.0)), "{recs:?}");
+        assert!(recs.iter().all(|r| r.evaluations < 20_000), "no extra registrations");
     }
 
     #[test]
