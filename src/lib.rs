@@ -6,6 +6,7 @@
 pub use tessera_core::*;
 
 pub mod io;
+pub mod ome_tiff;
 pub mod stereo;
 
 pub use tessera_cuda::open_backend;
