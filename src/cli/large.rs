@@ -44,6 +44,8 @@ pub struct Written {
     pub strips: usize,
     /// The OME-TIFF's levels, when one was written.
     pub ome: Option<OmeTiffSummary>,
+    /// Seconds spent compositing and writing (a GPU backend's canvas: writing only).
+    pub seconds: f64,
 }
 
 /// Bytes the compositor holds per canvas pixel: the pixel, and for the averaging blends
@@ -74,6 +76,7 @@ pub fn write_composite(
     if opts.max_mem_mib == 0 {
         bail!("--max-mem must be at least 1 MiB");
     }
+    let t0 = std::time::Instant::now();
     let plan = Plan::with_limit(like, positions, MAX_STREAMED_CANVAS)?;
     let (cw, ch) = plan.size;
     let per_row = cw * bytes_per_pixel(like, blend);
@@ -82,13 +85,13 @@ pub fn write_composite(
     if fits && !is_ome_tiff(output) {
         let canvas = composite_rows(source, &plan, blend, 0, ch)?;
         tessera::io::save(&canvas.image, output)?;
-        return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None });
+        return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64() });
     }
     let path = if is_ome_tiff(output) {
         output.to_path_buf()
     } else {
         let p = output.with_extension("ome.tif");
-        println!("the {cw}x{ch} canvas needs {} MiB, above --max-mem {}: writing it in strips to {}", per_row * ch >> 20, opts.max_mem_mib, p.display());
+        println!("the {cw}x{ch} canvas needs {} MiB, above --max-mem {}: writing it in strips to {}", per_row.saturating_mul(ch) >> 20, opts.max_mem_mib, p.display());
         p
     };
     // Strips of whole tile rows, half the budget each (the frame cache and the writer's
@@ -106,7 +109,7 @@ pub fn write_composite(
         strips += 1;
     }
     let summary = writer.finish()?;
-    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary) })
+    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64() })
 }
 
 /// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted
@@ -125,6 +128,7 @@ pub fn describe(w: &Written) -> serde_json::Value {
     serde_json::json!({
         "path": w.path.display().to_string(),
         "strips": w.strips,
+        "seconds": (w.seconds * 1e4).round() / 1e4,
         "ome_tiff": w.ome.as_ref().map(|o| serde_json::json!({"levels": o.levels, "bigtiff": o.bigtiff, "bytes": o.bytes})),
         "peak_memory_mib": frames::peak_memory_mib(),
     })

@@ -184,6 +184,10 @@ pub struct StitchArgs {
     /// OME-TIFF tile side in pixels (a multiple of 16)
     #[arg(long, default_value_t = 512)]
     pub ome_tile: usize,
+    /// Write an OME-TIFF as BigTIFF even when it stays under 4 GiB (it is BigTIFF
+    /// automatically past that)
+    #[arg(long)]
+    pub bigtiff: bool,
     /// Tile modes: how far a tile may be from its nominal position, fraction of the tile
     #[arg(long, default_value_t = tessera::stitch::GridParams::default().stage_error)]
     pub stage_error: f64,
@@ -493,9 +497,10 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     } else {
         let pano = backend.stitch(source.as_ref(), &p, &mut progress).map_err(|e| name_frame(e, &labels))?;
         bar.finish_and_clear();
+        let t_save = Instant::now();
         tessera::io::save(&pano.canvas.image, &a.output)?;
-        let size = pano.canvas.image.size();
-        let written = super::large::Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None };
+        let (size, seconds) = (pano.canvas.image.size(), t_save.elapsed().as_secs_f64());
+        let written = super::large::Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds };
         (pano, written)
     };
     let secs = t0.elapsed().as_secs_f64();
@@ -560,7 +565,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
 
 /// Where and how the panorama is written (`--max-mem`, `--ome-tile`, `--pixel-size`).
 pub fn output_options(a: &StitchArgs) -> super::large::OutputOptions {
-    let ome = tessera::ome_tiff::OmeTiffOptions { tile: a.ome_tile, pixel_size_um: a.pixel_size, ..Default::default() };
+    let ome = tessera::ome_tiff::OmeTiffOptions { tile: a.ome_tile, pixel_size_um: a.pixel_size, bigtiff: a.bigtiff.then_some(true), ..Default::default() };
     super::large::OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(super::large::default_max_mem_mib), ome }
 }
 
