@@ -179,6 +179,9 @@ fn bad_input_is_an_error() {
     assert!(OmeTiffWriter::create(&d.join("a.ome.tif"), (10, 10), PixelKind::U8, &OmeTiffOptions { pixel_size_um: Some(-1.0), ..Default::default() }).is_err());
     // Classic TIFF refused past 4 GiB (nothing is written before the check).
     assert!(OmeTiffWriter::create(&d.join("huge.ome.tif"), (70_000, 70_000), PixelKind::U8, &OmeTiffOptions { bigtiff: Some(false), ..Default::default() }).is_err());
+    // Automatic BigTIFF past 4 GiB, classic below.
+    assert!(OmeTiffWriter::create(&d.join("huge.ome.tif"), (70_000, 70_000), PixelKind::U8, &opts).unwrap().is_bigtiff());
+    assert!(!OmeTiffWriter::create(&d.join("small.ome.tif"), (50_000, 50_000), PixelKind::U8, &opts).unwrap().is_bigtiff());
     // Unwritable: a path under a regular file.
     std::fs::write(d.join("file"), b"x").unwrap();
     assert!(OmeTiffWriter::create(&d.join("file/a.ome.tif"), (10, 10), PixelKind::U8, &opts).is_err());
@@ -249,4 +252,38 @@ fn the_cli_refuses_an_unwritable_ome_tiff() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("rror") && !err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+/// A 34 000 x 34 000 f32 image (4.6 GB at full resolution, 6.2 GB with its levels) streamed
+/// in strips: BigTIFF chosen by itself, and the last tile of the full level, past 4 GiB in
+/// the file, holds its pixels. Run by hand (`--ignored`): it writes 6 GB to the temporary
+/// directory and removes it.
+#[test]
+#[ignore]
+fn a_file_past_4_gib_is_bigtiff_and_reads_back() {
+    let (w, h, tile) = (34_000usize, 34_000usize, 512usize);
+    let path = dir("past4gib").join("huge.ome.tif");
+    let value = |x: usize, y: usize| ((x / tile) + (y / tile) * 100) as f32;
+    let mut wr = OmeTiffWriter::create(&path, (w, h), PixelKind::F32, &OmeTiffOptions::default()).unwrap();
+    assert!(wr.is_bigtiff());
+    for y0 in (0..h).step_by(tile) {
+        let strip = pattern(w, tile.min(h - y0), |x, y| value(x, y0 + y));
+        wr.write_strip(&strip.view().into()).unwrap();
+    }
+    let summary = wr.finish().unwrap();
+    assert!(summary.bigtiff && summary.bytes > 1 << 32);
+    let mut dec = Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+    assert_eq!(dec.dimensions().unwrap(), (w as u32, h as u32));
+    let n = dec.tile_count().unwrap();
+    let last = match dec.read_chunk(n - 1).unwrap() {
+        DecodingResult::F32(v) => v,
+        _ => panic!("type"),
+    };
+    // The last tile covers x from 33 792 and y from 33 792: 208 x 208 pixels of value 66 * 100 + 66.
+    assert!(last.iter().take(208).all(|&v| v == value(w - 1, h - 1)), "{:?}", &last[..4]);
+    let subs = dec.find_tag_unsigned_vec::<u64>(Tag::SubIfd).unwrap().unwrap();
+    assert_eq!(subs.len(), summary.levels.len() - 1);
+    assert!(subs.iter().all(|&o| o > 1 << 32));
+    drop(dec);
+    std::fs::remove_file(&path).unwrap();
 }

@@ -268,6 +268,11 @@ impl OmeTiffWriter {
         Ok(OmeTiffWriter { path: path.to_path_buf(), out, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, rgb: Vec::new() })
     }
 
+    /// Whether the file is a BigTIFF.
+    pub fn is_bigtiff(&self) -> bool {
+        self.big
+    }
+
     /// The rows written so far.
     pub fn rows_written(&self) -> usize {
         self.rows_in
