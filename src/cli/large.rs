@@ -13,7 +13,7 @@ use tessera::AnyView;
 
 /// Largest canvas planned at all, in pixels (2^40: a million by a million); beyond it a
 /// position is surely wrong. Strips are still bounded by the core's `MAX_CANVAS`.
-const MAX_STREAMED_CANVAS: usize = 1 << 40;
+const MAX_STREAMED_CANVAS: usize = if usize::BITS > 32 { 1 << 40 } else { usize::MAX };
 
 /// The default memory budget: a quarter of the physical memory (Linux's MemTotal), or
 /// 4096 MiB where it cannot be read.
