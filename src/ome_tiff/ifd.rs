@@ -92,7 +92,7 @@ impl Ifd {
     }
 
     /// The directory's whole size, values included; it does not depend on where it goes.
-    pub fn len(&self) -> usize {
+    pub fn byte_len(&self) -> usize {
         let spill: usize = self.entries.iter().filter(|e| e.data.len() > self.inline()).map(|e| (e.data.len() + 1) & !1).sum();
         self.table_len() + spill
     }
@@ -162,7 +162,7 @@ mod tests {
         d.set(256, Kind::Long, &[7]);
         d.set_ascii(270, "ab");
         let b = d.to_bytes(100);
-        assert_eq!(b.len(), d.len());
+        assert_eq!(b.len(), d.byte_len());
         assert_eq!(u16::from_le_bytes([b[0], b[1]]), 3);
         // Sorted: 256 first.
         assert_eq!(u16::from_le_bytes([b[2], b[3]]), 256);
@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(&b[2 + 24 + 8..2 + 24 + 11], b"ab\0");
         let mut big = Ifd::new(true);
         big.set(258, Kind::Short, &[8, 8, 8]);
-        assert_eq!(big.len(), 8 + 20 + 8);
+        assert_eq!(big.byte_len(), 8 + 20 + 8);
         assert_eq!(header(true, 16).len(), 16);
         assert_eq!(header(false, 8).len(), 8);
     }

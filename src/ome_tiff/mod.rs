@@ -223,7 +223,7 @@ impl OmeTiffWriter {
         if width > u32::MAX as usize || height > u32::MAX as usize {
             bail!("{width}x{height} is beyond TIFF's 32-bit image size");
         }
-        if opts.tile % 16 != 0 || !(16..=4096).contains(&opts.tile) {
+        if !opts.tile.is_multiple_of(16) || !(16..=4096).contains(&opts.tile) {
             bail!("OME-TIFF tile side {} must be a multiple of 16 from 16 to 4096", opts.tile);
         }
         if let Some(s) = opts.pixel_size_um {
@@ -324,7 +324,7 @@ impl OmeTiffWriter {
         let start = self.out.pos + (self.out.pos & 1);
         let mut at = vec![start];
         for d in &dirs[..dirs.len() - 1] {
-            at.push(at.last().copied().unwrap_or(start) + d.len() as u64);
+            at.push(at.last().copied().unwrap_or(start) + d.byte_len() as u64);
         }
         if dirs.len() > 1 {
             let kind = dirs[0].offset_kind();
