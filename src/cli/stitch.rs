@@ -380,8 +380,13 @@ fn opt(x: Option<f64>) -> Value {
 }
 
 /// The report (contract in issue 4): frames, panorama, quality, params.
-/// `size`: the panorama's (its canvas may have been streamed to disk, see [`super::large`]).
-pub fn report(pano: &Panorama, size: (usize, usize), labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
+pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
+    report_sized(pano, pano.canvas.image.size(), labels, truth, p, extra)
+}
+
+/// [`report`] of a panorama of `size`, whose canvas may have been streamed to disk (see
+/// [`super::large`]) and stands in `pano` only for its origin.
+pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
     let frames: Vec<Value> = pano
         .frames
         .iter()
@@ -556,7 +561,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         extra["truth"] = json!({"source": DEFAULT_IMAGE_NAME, "mean_error_px": round(mean, 4), "max_error_px": round(max, 4)});
     }
     if let Some(path) = &a.report {
-        let r = report(&pano, written.size, &labels, truth.as_deref(), &p, extra);
+        let r = report_sized(&pano, written.size, &labels, truth.as_deref(), &p, extra);
         std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("report -> {}", path.display());
     }
