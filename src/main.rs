@@ -1,7 +1,8 @@
 //! The `tessera` command line.
 
 mod bench;
-mod cli;
+
+use tessera::cli;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -93,7 +93,7 @@ pub struct StereoArgs {
 }
 
 impl CostArg {
-    fn of(c: Cost) -> Self {
+    pub fn of(c: Cost) -> Self {
         match c {
             Cost::Census { .. } => CostArg::Census,
             Cost::Ad => CostArg::Ad,
@@ -103,7 +103,7 @@ impl CostArg {
 }
 
 /// The default census window, `WxH`: the default cost's.
-fn census_window_default() -> String {
+pub fn census_window_default() -> String {
     match StereoParams::default().cost {
         Cost::Census { width, height } => format!("{width}x{height}"),
         _ => unreachable!("the default stereo cost is census"),
@@ -111,7 +111,7 @@ fn census_window_default() -> String {
 }
 
 /// The default MI schedule (iterations, levels): `Cost::MI`'s.
-fn mi_default() -> (usize, usize) {
+pub fn mi_default() -> (usize, usize) {
     match Cost::MI {
         Cost::Mi { iterations, levels } => (iterations, levels),
         _ => unreachable!("Cost::MI is an MI cost"),
@@ -119,14 +119,14 @@ fn mi_default() -> (usize, usize) {
 }
 
 /// The default automatic banding (working-set bytes, overlap): `Tiling::default()`'s.
-fn tiling_default() -> (usize, usize) {
+pub fn tiling_default() -> (usize, usize) {
     match Tiling::default() {
         Tiling::Auto { max_bytes, overlap } => (max_bytes, overlap),
         Tiling::Tiles { .. } => unreachable!("the default tiling is automatic"),
     }
 }
 
-fn parse_wxh(s: &str, what: &str) -> Result<(usize, usize)> {
+pub fn parse_wxh(s: &str, what: &str) -> Result<(usize, usize)> {
     let (w, h) = s.split_once(['x', 'X']).with_context(|| format!("{what} {s:?}: expected WxH"))?;
     Ok((w.trim().parse().with_context(|| format!("{what} width {w:?}"))?, h.trim().parse().with_context(|| format!("{what} height {h:?}"))?))
 }

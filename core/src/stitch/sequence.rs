@@ -681,10 +681,13 @@ impl<'a> Run<'a> {
                 _ => None,
             };
             let spare_ref = &mut spare;
+            // Pipelined, the pair runs on this thread alone while the other computes the
+            // next frame's integral images: two even halves, no fork-join inside the pair.
+            let solo = Run { par: if pipelined { Parallelism::Sequential } else { self.par }, ..*self };
             let (settled, next_ready) = parallel::overlap(
                 self.par,
                 move || next.map(|v| spare_ref.compute(v).is_ok()).unwrap_or(false),
-                || self.settle::<T>(&find, &current, moving.as_ref(), &attempts, last.unwrap_or(k)),
+                || solo.settle::<T>(&find, &current, moving.as_ref(), &attempts, last.unwrap_or(k)),
             );
             if let Some(m) = moving {
                 buffer = m.into_integral();

@@ -1,0 +1,150 @@
+//! Semi-global matching stereo and the matrix kernels.
+
+use crate::array::{input, Accepts, Output};
+use crate::backend::choose;
+use crate::errors::{to_py, value_error};
+use crate::params::{choice, count, to_python, AUTO};
+use pyo3::prelude::*;
+use serde_json::json;
+use tessera::cli::stereo::{census_window_default, mi_default, parse_wxh, tiling_default, CostArg};
+use tessera::stereo::{Cost, Paths, StereoParams, Tiling};
+use tessera::{AnyView, ImageView, ImageViewMut};
+
+/// Semi-global matching (Hirschmueller 2008) of a rectified pair into the left disparity
+/// map: disparity ``d`` of left pixel ``(x, y)`` matches right pixel ``(x - d, y)``,
+/// candidates ``0 .. max_disp - 1``. Matching ``cost``: ``"census"`` (``census_window``
+/// ``"WxH"``, odd sides, at most 9x7, Hamming distance), ``"ad"`` (absolute difference) or
+/// ``"mi"`` (mutual information, ``mi_iterations`` at the coarsest of ``mi_levels``
+/// halvings). Costs summed along ``paths`` (4, 5, 8, 16) directions with penalties ``p1``
+/// / ``p2`` (default per cost; adaptive P2 unless ``fixed_p2``); winner takes all, then
+/// optional ``uniqueness`` ratio (percent), ``subpixel`` parabola, ``lr_check``, 3x3
+/// ``median``, hole ``fill``. Memory: automatic bands within ``max_mem`` MiB, or tiles
+/// ``tile="WxH"``, with ``overlap`` pixels.
+///
+/// ``left`` and ``right``: both uint8 ``(H, W)`` or both RGBA ``(H, W, 4)``, one shape.
+/// Returns ``(disparity, stats)``: float32 ``(H, W)`` with ``inf`` where invalid, and a dict
+/// (``valid``, ``rejected_uniqueness``, ``rejected_lr``, ``filled``, ``tiles``,
+/// ``peak_bytes``, ``p1``, ``p2``).
+#[pyfunction]
+#[pyo3(signature = (left, right, /, *, max_disp = StereoParams::default().max_disparity as i64,
+                    cost = crate::params::name_of(CostArg::of(StereoParams::default().cost)),
+                    census_window = census_window_default(), mi_iterations = mi_default().0 as i64,
+                    mi_levels = mi_default().1 as i64, paths = StereoParams::default().paths.count() as i64,
+                    p1 = None, p2 = None, fixed_p2 = !StereoParams::default().adaptive_p2,
+                    uniqueness = StereoParams::default().uniqueness, subpixel = StereoParams::default().subpixel,
+                    lr_check = StereoParams::default().lr_check, median = StereoParams::default().median,
+                    fill = StereoParams::default().fill, tile = None, overlap = tiling_default().1 as i64,
+                    max_mem = (tiling_default().0 >> 20) as i64, backend = AUTO, single_thread = false))]
+#[allow(clippy::too_many_arguments)]
+pub fn stereo<'py>(
+    py: Python<'py>,
+    left: &Bound<'py, PyAny>,
+    right: &Bound<'py, PyAny>,
+    max_disp: i64,
+    cost: String,
+    census_window: String,
+    mi_iterations: i64,
+    mi_levels: i64,
+    paths: i64,
+    p1: Option<u16>,
+    p2: Option<u16>,
+    fixed_p2: bool,
+    uniqueness: u8,
+    subpixel: bool,
+    lr_check: bool,
+    median: bool,
+    fill: bool,
+    tile: Option<String>,
+    overlap: i64,
+    max_mem: i64,
+    backend: &str,
+    single_thread: bool,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let wxh = |s: &str, what: &str| parse_wxh(s, what).map_err(|e| value_error(format!("{e:#}")));
+    let cost = match choice::<CostArg>("cost", &cost)? {
+        CostArg::Census => {
+            let (width, height) = wxh(&census_window, "census window")?;
+            Cost::Census { width, height }
+        }
+        CostArg::Ad => Cost::Ad,
+        CostArg::Mi => Cost::Mi { iterations: count("mi_iterations", mi_iterations)?, levels: count("mi_levels", mi_levels)? },
+    };
+    let overlap = count("overlap", overlap)?;
+    let tiling = match tile {
+        Some(t) => {
+            let (width, height) = wxh(&t, "tile")?;
+            Tiling::Tiles { width, height, overlap }
+        }
+        None => Tiling::Auto { max_bytes: count("max_mem", max_mem)?.saturating_mul(1 << 20), overlap },
+    };
+    let p = StereoParams {
+        max_disparity: count("max_disp", max_disp)?,
+        cost,
+        paths: Paths::from_count(count("paths", paths)?).map_err(to_py)?,
+        p1,
+        p2,
+        adaptive_p2: !fixed_p2,
+        uniqueness,
+        subpixel,
+        lr_check,
+        lr_max_diff: StereoParams::default().lr_max_diff,
+        median,
+        fill,
+        tiling,
+    };
+    let b = choose(backend, single_thread)?.backend;
+    let (li, ri) = (input(left, "left", Accepts::U8_OR_RGBA)?, input(right, "right", Accepts::U8_OR_RGBA)?);
+    let (l, r) = (li.view("left")?, ri.view("right")?);
+    let (w, h) = l.size();
+    let out = Output::f32(py, w, h);
+    let s = {
+        let mut g = out.write()?;
+        let dst = g.f32_mut()?;
+        py.detach(|| b.stereo_sgm(l, r, dst, &p)).map_err(to_py)?
+    };
+    let stats = json!({"valid": s.valid, "rejected_uniqueness": s.rejected_uniqueness, "rejected_lr": s.rejected_lr,
+                       "filled": s.filled, "tiles": s.tiles, "peak_bytes": s.peak_bytes, "p1": s.p1, "p2": s.p2});
+    Ok((out.into_any(), to_python(py, &stats)?))
+}
+
+/// Two float32 matrices in, a new float32 matrix of `shape(a, b)` (width, height) out,
+/// `op` run with the GIL released.
+fn matrices<'py>(
+    py: Python<'py>,
+    (a, b): (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+    (backend, single_thread): (&str, bool),
+    shape: fn(&ImageView<'_, f32>, &ImageView<'_, f32>) -> (usize, usize),
+    op: impl for<'x> FnOnce(&dyn tessera::Backend, ImageView<'x, f32>, ImageView<'x, f32>, ImageViewMut<'x, f32>) -> tessera::Result<()> + Send,
+) -> PyResult<Bound<'py, PyAny>> {
+    let be = choose(backend, single_thread)?.backend;
+    let (ai, bi) = (input(a, "a", Accepts::F32)?, input(b, "b", Accepts::F32)?);
+    let (AnyView::F32(av), AnyView::F32(bv)) = (ai.view("a")?, bi.view("b")?) else {
+        return Err(value_error("internal: matrices are float32"));
+    };
+    let (w, h) = shape(&av, &bv);
+    let out = Output::f32(py, w, h);
+    {
+        let mut g = out.write()?;
+        let dst = g.f32_mut()?;
+        py.detach(move || op(be, av, bv, dst)).map_err(to_py)?;
+    }
+    Ok(out.into_any())
+}
+
+/// Matrix product ``a @ b`` of float32 2-D arrays (``a`` is m x k, ``b`` k x n; the result
+/// m x n float32): ``out[i, j] = sum_p a[i, p] b[p, j]``, accumulated in float32 with fused
+/// multiply-adds in blocks of 256 terms (error below ``k 2**-24 sum_p |a b|``). Shapes that
+/// do not chain: ValueError.
+#[pyfunction]
+#[pyo3(signature = (a, b, /, *, backend = AUTO, single_thread = false))]
+pub fn matmul<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, backend: &str, single_thread: bool) -> PyResult<Bound<'py, PyAny>> {
+    matrices(py, (a, b), (backend, single_thread), |a, b| (b.width(), a.height()), |be, a, b, out| be.mat_mul(a, b, out))
+}
+
+/// Element-wise sum ``a + b`` of float32 2-D arrays of one shape, each element the float32
+/// sum rounded once.
+#[pyfunction]
+#[pyo3(signature = (a, b, /, *, backend = AUTO, single_thread = false))]
+pub fn mat_add<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, backend: &str, single_thread: bool) -> PyResult<Bound<'py, PyAny>> {
+    matrices(py, (a, b), (backend, single_thread), |a, _| a.size(), |be, a, b, out| be.mat_add(a, b, out))
+}

@@ -1,0 +1,243 @@
+# Type stubs of tessera. Defaults are `...` here: the values are the Rust library's
+# (`tessera.defaults()`, and each function's signature at run time).
+import os
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypedDict, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+BACKENDS: Tuple[str, ...]
+
+Gray = Union[npt.NDArray[np.uint8], npt.NDArray[np.uint16], npt.NDArray[np.float32]]
+"""A gray image: uint8, uint16 or float32 of shape (H, W)."""
+Image = Union[Gray, npt.NDArray[np.uint8]]
+"""A gray image, or RGBA uint8 of shape (H, W, 4)."""
+Backend = Literal["cpu", "cuda", "auto"]
+Border = str
+"""'reflect101', 'replicate', 'normalize' or 'constant:V'."""
+PathLike = Union[str, os.PathLike]
+
+class BackendInfo(TypedDict):
+    name: str
+    fallback: Optional[str]
+
+class GlareReport(TypedDict):
+    spots: int
+    pixels: int
+    brightness: float
+    min_contrast: float
+    full_scale: float
+
+class StereoStats(TypedDict):
+    valid: int
+    rejected_uniqueness: int
+    rejected_lr: int
+    filled: int
+    tiles: int
+    peak_bytes: int
+    p1: int
+    p2: int
+
+def defaults(function: Optional[str] = ...) -> Dict[str, Any]: ...
+def backend_info(backend: Backend = ..., single_thread: bool = ...) -> BackendInfo: ...
+def mean(
+    image: Image,
+    /,
+    *,
+    size: int = ...,
+    width: Optional[int] = ...,
+    height: Optional[int] = ...,
+    border: Border = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Image:
+    """Mean over the width x height window anchored at (width // 2, height // 2); exact
+    rounded-half-up integer means for uint8 / uint16."""
+
+def box_sum(
+    image: Gray,
+    /,
+    *,
+    size: int = ...,
+    width: Optional[int] = ...,
+    height: Optional[int] = ...,
+    border: Border = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Union[npt.NDArray[np.uint32], npt.NDArray[np.float32]]:
+    """Window sums: exact uint32 for uint8 / uint16, float32 for float32."""
+
+def gaussian(
+    image: Image,
+    /,
+    *,
+    sigma: float = ...,
+    radius: Optional[int] = ...,
+    method: Literal["auto", "fir", "iir"] = ...,
+    border: Border = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Image:
+    """Gaussian blur: FIR (sampled, normalized weights, radius ceil(3 sigma)) or IIR."""
+
+def gaussian_plan(
+    sigma: float, radius: Optional[int] = ..., method: str = ..., channels: int = ...
+) -> Tuple[str, Optional[int]]:
+    """('fir', radius) or ('iir', None): what gaussian() runs for these parameters."""
+
+def local_variance(
+    image: Image,
+    /,
+    *,
+    method: Literal["usual", "koenig", "welford", "pairwise", "threewise", "recursive"] = ...,
+    kernel: Literal["tent", "box"] = ...,
+    radius: int = ...,
+    border: Border = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> npt.NDArray[np.float32]:
+    """sum w (p - mu)^2 / sum w over a tent (R = 2^k - 1) or box kernel; float32."""
+
+def contrast(
+    image: Image,
+    /,
+    *,
+    radii: Sequence[int] = ...,
+    alpha: float = ...,
+    gain_max: float = ...,
+    gain_min: float = ...,
+    noise: float = ...,
+    border: Border = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Image:
+    """Multi-scale local contrast enhancement from local mean and variance."""
+
+def glare(
+    image: Image,
+    /,
+    *,
+    mode: Literal["adaptive", "manual"] = ...,
+    radii: Sequence[int] = ...,
+    k_sigma: float = ...,
+    brightness: float = ...,
+    min_contrast: float = ...,
+    max_saturation: float = ...,
+    min_area: int = ...,
+    max_area: int = ...,
+    max_elongation: float = ...,
+    grow: int = ...,
+    fill_grow: int = ...,
+    fill_iterations: int = ...,
+    border: Border = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Tuple[Image, npt.NDArray[np.uint8], GlareReport]:
+    """(corrected, mask with 255 on glare, report)."""
+
+def register_pair(
+    reference: Image,
+    moving: Image,
+    /,
+    *,
+    prediction: Tuple[float, float] = ...,
+    rsz: int = ...,
+    accept: Literal["adaptive", "fixed"] = ...,
+    cthresh: float = ...,
+    null_margin: float = ...,
+    min_coefficient: float = ...,
+    npts: int = ...,
+    search_radius: int = ...,
+    min_variance: Optional[float] = ...,
+    method: Literal["log", "log-plain", "exhaustive"] = ...,
+    no_refine: bool = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Dict[str, Any]:
+    """NCC registration of a pair: {'shift': (x, y) or None, 'reason', 'ncc', ...}."""
+
+def stitch(
+    frames: Union[PathLike, Sequence[PathLike], Sequence[Image]],
+    /,
+    *,
+    rsz: int = ...,
+    accept: Literal["adaptive", "fixed"] = ...,
+    cthresh: float = ...,
+    null_margin: float = ...,
+    min_coefficient: float = ...,
+    npts: int = ...,
+    search_radius: int = ...,
+    min_variance: Optional[float] = ...,
+    method: Literal["log", "log-plain", "exhaustive"] = ...,
+    no_refine: bool = ...,
+    blend: Literal["overwrite", "average", "feather"] = ...,
+    keyframe_shift: float = ...,
+    no_quality: bool = ...,
+    coarse: int = ...,
+    no_grow: bool = ...,
+    no_close_loops: bool = ...,
+    frame_cache: int = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Tuple[Image, Dict[str, Any]]:
+    """(panorama, report): the report is `tessera stitch --report`'s JSON as a dict."""
+
+def synth_sequence(
+    image: Image,
+    /,
+    *,
+    frames: int = ...,
+    width: int = ...,
+    height: int = ...,
+    zoom: float = ...,
+    max_step: float = ...,
+    noise: float = ...,
+    gain_drift: float = ...,
+    blur: int = ...,
+    seed: int = ...,
+) -> Tuple[List[Image], List[Tuple[float, float]]]:
+    """(frames, true positions), as `tessera synth-seq`."""
+
+def stereo(
+    left: Image,
+    right: Image,
+    /,
+    *,
+    max_disp: int = ...,
+    cost: Literal["census", "ad", "mi"] = ...,
+    census_window: str = ...,
+    mi_iterations: int = ...,
+    mi_levels: int = ...,
+    paths: Literal[4, 5, 8, 16] = ...,
+    p1: Optional[int] = ...,
+    p2: Optional[int] = ...,
+    fixed_p2: bool = ...,
+    uniqueness: int = ...,
+    subpixel: bool = ...,
+    lr_check: bool = ...,
+    median: bool = ...,
+    fill: bool = ...,
+    tile: Optional[str] = ...,
+    overlap: int = ...,
+    max_mem: int = ...,
+    backend: Backend = ...,
+    single_thread: bool = ...,
+) -> Tuple[npt.NDArray[np.float32], StereoStats]:
+    """SGM: (left disparity map with inf where invalid, stats)."""
+
+def matmul(
+    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], /, *, backend: Backend = ..., single_thread: bool = ...
+) -> npt.NDArray[np.float32]:
+    """a @ b in float32."""
+
+def mat_add(
+    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], /, *, backend: Backend = ..., single_thread: bool = ...
+) -> npt.NDArray[np.float32]:
+    """a + b in float32."""
+
+def load(path: PathLike, /) -> npt.NDArray[Any]:
+    """An image file as an array (gray (H, W) or RGBA (H, W, 4))."""
+
+def save(path: PathLike, image: Image, /) -> None:
+    """An array to an image file (format from the extension; float32 needs .tif)."""
