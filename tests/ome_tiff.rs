@@ -1,11 +1,11 @@
 //! The pyramidal OME-TIFF writer read back through the `tiff` crate's decoder (every level,
 //! classic and BigTIFF, strips of any height), its bad input, and `tessera stitch` writing
-//! an `.ome.tif` (and streaming a canvas over `--max-mem`) equal to its PNG output.
+//! an `.ome.tif` (and streaming a canvas over `--max-mem`) equal to its PNG output, and a
+//! 20 000 x 20 000 panorama streamed with a peak under 1 GiB.
 
 mod common;
 
 use serde_json::Value;
-use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use tessera::ome_tiff::{rows_of, write_ome_tiff, OmeTiffOptions, OmeTiffWriter, PixelKind};
 use tessera::{AnyImage, Image, Rgba8};
@@ -32,14 +32,50 @@ fn samples(r: DecodingResult) -> Vec<f64> {
 /// Every level of the file: (width, height, samples), the full resolution first, each
 /// sub-resolution level read by pointing a copy's header at its SubIFD.
 fn read_levels(path: &Path) -> (Vec<(usize, usize, Vec<f64>)>, String) {
-    let bytes = std::fs::read(path).unwrap();
+    read_levels_with(path, true)
+}
+
+/// The file with its first bytes replaced by `head` (a header pointing elsewhere), read
+/// from disk so a large file is not held in memory.
+struct Patched {
+    file: std::io::BufReader<std::fs::File>,
+    head: Vec<u8>,
+}
+
+impl std::io::Read for Patched {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::Seek;
+        let pos = self.file.stream_position()? as usize;
+        let n = self.file.read(buf)?;
+        for i in pos..(pos + n).min(self.head.len()) {
+            buf[i - pos] = self.head[i];
+        }
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for Patched {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.file.seek(to)
+    }
+}
+
+fn open_at(path: &Path, head: Vec<u8>) -> Decoder<Patched> {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    Decoder::new(Patched { file, head }).unwrap().with_limits(tiff::decoder::Limits::unlimited())
+}
+
+/// [`read_levels`], the pixels left out (empty) unless `pixels`.
+fn read_levels_with(path: &Path, pixels: bool) -> (Vec<(usize, usize, Vec<f64>)>, String) {
+    let mut bytes = vec![0u8; 16];
+    std::io::Read::read_exact(&mut std::fs::File::open(path).unwrap(), &mut bytes).unwrap();
     let big = bytes[2] == 43;
-    let mut dec = Decoder::new(Cursor::new(bytes.clone())).unwrap();
+    let mut dec = open_at(path, bytes.clone());
     let xml = dec.get_tag_ascii_string(Tag::ImageDescription).unwrap();
     let subs = dec.find_tag_unsigned_vec::<u64>(Tag::SubIfd).unwrap().unwrap_or_default();
     assert_eq!(dec.find_tag_unsigned::<u32>(Tag::NewSubfileType).unwrap(), Some(0));
     assert!(!dec.more_images(), "one top-level directory");
-    let mut levels = vec![level(&mut dec)];
+    let mut levels = vec![level(&mut dec, pixels)];
     for off in subs {
         let mut b = bytes.clone();
         if big {
@@ -47,17 +83,17 @@ fn read_levels(path: &Path) -> (Vec<(usize, usize, Vec<f64>)>, String) {
         } else {
             b[4..8].copy_from_slice(&(off as u32).to_le_bytes());
         }
-        let mut d = Decoder::new(Cursor::new(b)).unwrap();
+        let mut d = open_at(path, b);
         assert_eq!(d.find_tag_unsigned::<u32>(Tag::NewSubfileType).unwrap(), Some(1), "reduced-resolution flag");
-        levels.push(level(&mut d));
+        levels.push(level(&mut d, pixels));
     }
     (levels, xml)
 }
 
-fn level(d: &mut Decoder<Cursor<Vec<u8>>>) -> (usize, usize, Vec<f64>) {
+fn level(d: &mut Decoder<Patched>, pixels: bool) -> (usize, usize, Vec<f64>) {
     assert_eq!(d.get_chunk_type(), tiff::decoder::ChunkType::Tile);
     let (w, h) = d.dimensions().unwrap();
-    (w as usize, h as usize, samples(d.read_image().unwrap()))
+    (w as usize, h as usize, if pixels { samples(d.read_image().unwrap()) } else { Vec::new() })
 }
 
 /// Reference 2x2 mean (written apart from the writer's): `ceil` halves, edge pixels
@@ -286,4 +322,52 @@ fn a_file_past_4_gib_is_bigtiff_and_reads_back() {
     assert!(subs.iter().all(|&o| o > 1 << 32));
     drop(dec);
     std::fs::remove_file(&path).unwrap();
+}
+
+/// The size: a 20 000 x 20 000 panorama (five 1000-px tiles at their stage
+/// positions, corners and centre, no overlap, so none registers and each keeps its
+/// position) written by `tessera stitch --positions` to an OME-TIFF in strips with a peak
+/// under 1 GiB (the canvas alone is 381 MiB), every level's size, and the full level read
+/// back: each tile where it was put, zero elsewhere.
+#[test]
+fn a_20000_pixel_panorama_streams_in_under_a_gib() {
+    let d = dir("20k");
+    let (side, tile) = (20_000usize, 1000usize);
+    let at = [(0, 0), (19_000, 0), (0, 19_000), (19_000, 19_000), (9_500, 9_500)];
+    let mut csv = String::from("file,x,y\n");
+    for (i, &(x, y)) in at.iter().enumerate() {
+        let img = pattern(tile, tile, |u, v| ((u * 7 + v * 13 + i * 50) % 251 + 1) as u8);
+        tessera::io::save(&img.into(), &d.join(format!("t{i}.pgm"))).unwrap();
+        csv.push_str(&format!("t{i}.pgm,{x},{y}\n"));
+    }
+    std::fs::write(d.join("pos.csv"), csv).unwrap();
+    let out = d.join("big.ome.tif");
+    let o = common::tessera()
+        .current_dir(&d)
+        .args(["stitch", "t0.pgm", "t1.pgm", "t2.pgm", "t3.pgm", "t4.pgm", "--positions", "pos.csv", "--max-mem", "256", "--report", "r.json", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(d.join("r.json")).unwrap()).unwrap();
+    let peak = r["run"]["peak_memory_mib"].as_f64().unwrap();
+    println!("20000 x 20000 OME-TIFF: peak {peak} MiB, {} strips, {} s", r["run"]["written"]["strips"], r["run"]["written"]["seconds"]);
+    assert!(peak < 1024.0, "peak {peak} MiB");
+    assert!(r["run"]["written"]["strips"].as_u64().unwrap() > 1);
+    let (levels, _) = read_levels_with(&out, false);
+    let sizes: Vec<(usize, usize)> = levels.iter().map(|l| (l.0, l.1)).collect();
+    assert_eq!(sizes, [20000, 10000, 5000, 2500, 1250, 625, 313].map(|s| (s, s)));
+    let file = std::io::BufReader::new(std::fs::File::open(&out).unwrap());
+    let mut dec = Decoder::new(file).unwrap().with_limits(tiff::decoder::Limits::unlimited());
+    let DecodingResult::U8(full) = dec.read_image().unwrap() else { panic!("8-bit") };
+    for (i, &(x0, y0)) in at.iter().enumerate() {
+        for v in (0..tile).step_by(7) {
+            for u in (0..tile).step_by(3) {
+                assert_eq!(full[(y0 + v) * side + x0 + u], ((u * 7 + v * 13 + i * 50) % 251 + 1) as u8);
+            }
+        }
+    }
+    let covered = |x: usize, y: usize| at.iter().any(|&(x0, y0)| x >= x0 && x < x0 + tile && y >= y0 && y < y0 + tile);
+    let uncovered_nonzero = (0..side).step_by(37).flat_map(|y| (0..side).step_by(41).map(move |x| (x, y))).filter(|&(x, y)| !covered(x, y) && full[y * side + x] != 0).count();
+    assert_eq!(uncovered_nonzero, 0);
 }
