@@ -47,8 +47,9 @@ impl std::io::Read for Patched {
         use std::io::Seek;
         let pos = self.file.stream_position()? as usize;
         let n = self.file.read(buf)?;
-        for i in pos..(pos + n).min(self.head.len()) {
-            buf[i - pos] = self.head[i];
+        let end = (pos + n).min(self.head.len());
+        if pos < end {
+            buf[..end - pos].copy_from_slice(&self.head[pos..end]);
         }
         Ok(n)
     }
