@@ -204,13 +204,17 @@ pub fn load_tiff_page(path: &Path, i: usize) -> Result<AnyImage> {
     read_tiff_page(&mut dec).with_context(ctx)
 }
 
-/// Saves `img` to `path`, the format chosen by the extension. 32-bit float and 32-bit
-/// integer images need `.tif` / `.tiff`.
+/// Saves `img` to `path`, the format chosen by the extension (`.ome.tif` / `.ome.tiff`: a
+/// pyramidal OME-TIFF, [`crate::ome_tiff`]). 32-bit float and 32-bit integer images need
+/// `.tif` / `.tiff`.
 pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let ctx = || format!("cannot write {}", path.display());
+    if crate::ome_tiff::is_ome_tiff(path) {
+        return crate::ome_tiff::write_ome_tiff(img, path, &Default::default()).map(drop).with_context(ctx);
+    }
     if is_tiff(path) {
         return write_tiff(std::slice::from_ref(img), path).with_context(ctx);
     }

@@ -6,6 +6,7 @@
 pub use tessera_core::*;
 
 pub mod io;
+pub mod ome_tiff;
 pub mod stereo;
 
 // The command line's modules are written against the `tessera` facade; this name lets them

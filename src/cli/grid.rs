@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;
-use tessera::stitch::{grid_positions, register_tiles, Compositor, Corner, FrameSource, GridParams, Mosaic, StitchParams, TileOrder};
+use tessera::stitch::{grid_positions, register_tiles, Corner, FrameSource, GridParams, Mosaic, StitchParams, TileOrder};
 use tessera::Parallelism;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -98,17 +98,9 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     let t0 = Instant::now();
     let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads)?;
     let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
-    let mut canvas = Compositor::new(&like, &placed, p.blend)?;
-    for (i, q) in placed.iter().enumerate() {
-        if q.is_some() {
-            let f = source.frame(i).map_err(|e| anyhow!("tile {i} could not be read again: {e}"))?;
-            canvas.paste(i, &f.view().map_err(|e| anyhow!(e))?)?;
-        }
-    }
-    let canvas = canvas.finish();
+    let written = super::large::write_composite(source, &like, &placed, p.blend, &a.output, &super::stitch::output_options(a))?;
     let secs = t0.elapsed().as_secs_f64();
-    tessera::io::save(&canvas.image, &a.output)?;
-    let (w, h) = canvas.image.size();
+    let (w, h) = written.size;
     let accepted = mosaic.pairs.iter().filter(|q| q.shift.is_some()).count();
     let registered = mosaic.tiles.iter().filter(|t| t.registered).count();
     println!(
@@ -116,15 +108,15 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
         mosaic.tiles.len(),
         mosaic.tiles.len() - registered,
         mosaic.pairs.len(),
-        a.output.display()
+        written.path.display()
     );
     for t in mosaic.tiles.iter().filter(|t| !t.registered) {
         println!("tile {} ({}): {}", t.index, labels[t.index], tile_reason(&mosaic, t.index));
     }
     if let Some(path) = &a.report {
-        let extra = json!({"seconds": round(secs, 4), "output": a.output.display().to_string(), "backend": "cpu",
-                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1))});
-        let r = grid_report(&mosaic, labels, (w, h), canvas.origin, &gp, a, extra);
+        let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
+                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1)), "written": super::large::describe(&written)});
+        let r = grid_report(&mosaic, labels, (w, h), written.origin, &gp, a, extra);
         std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("report -> {}", path.display());
     }

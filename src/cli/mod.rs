@@ -6,6 +6,7 @@ pub mod filters;
 pub mod frames;
 pub mod glare;
 pub mod grid;
+pub mod large;
 pub mod variance;
 pub mod stitch;
 pub mod stereo;

@@ -171,9 +171,23 @@ pub struct StitchArgs {
     /// (top-left corner) as its last two fields, in pixels (or micrometres with --pixel-size)
     #[arg(long, value_name = "FILE.csv")]
     pub positions: Option<PathBuf>,
-    /// Micrometres per pixel, for --positions given in micrometres
+    /// Micrometres per pixel: for --positions given in micrometres, and written into an
+    /// OME-TIFF's metadata (PhysicalSizeX/Y)
     #[arg(long)]
     pub pixel_size: Option<f64>,
+    /// Memory budget for the panorama, MiB: a larger canvas is composited in strips and
+    /// streamed to a tiled, pyramidal OME-TIFF (an output not named .ome.tif becomes
+    /// NAME.ome.tif), as is any output named .ome.tif / .ome.tiff
+    /// [default: a quarter of the physical memory, or 4096]
+    #[arg(long, value_name = "MiB")]
+    pub max_mem: Option<usize>,
+    /// OME-TIFF tile side in pixels (a multiple of 16)
+    #[arg(long, default_value_t = 512)]
+    pub ome_tile: usize,
+    /// Write an OME-TIFF as BigTIFF even when it stays under 4 GiB (it is BigTIFF
+    /// automatically past that)
+    #[arg(long)]
+    pub bigtiff: bool,
     /// Tile modes: how far a tile may be from its nominal position, fraction of the tile
     #[arg(long, default_value_t = tessera::stitch::GridParams::default().stage_error)]
     pub stage_error: f64,
@@ -367,6 +381,12 @@ fn opt(x: Option<f64>) -> Value {
 
 /// The report (contract in issue 4): frames, panorama, quality, params.
 pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
+    report_sized(pano, pano.canvas.image.size(), labels, truth, p, extra)
+}
+
+/// [`report`] of a panorama of `size`, whose canvas may have been streamed to disk (see
+/// [`super::large`]) and stands in `pano` only for its origin.
+pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
     let frames: Vec<Value> = pano
         .frames
         .iter()
@@ -399,7 +419,7 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
             o
         })
         .collect();
-    let (w, h) = pano.canvas.image.size();
+    let (w, h) = size;
     let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
     let r = &p.register;
     json!({
@@ -461,15 +481,34 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     }
     let bar = progress_bar(source.len() as u64, "frames");
     let t0 = Instant::now();
-    let pano = backend
-        .stitch(source.as_ref(), &p, &mut |done| {
-            bar.set_position(done as u64);
-            ControlFlow::Continue(())
-        })
-        .map_err(|e| name_frame(e, &labels))?;
+    let mut progress = |done: usize| {
+        bar.set_position(done as u64);
+        ControlFlow::Continue(())
+    };
+    // The CPU (and any OME-TIFF output) registers first and then composites through
+    // `large`, whole or in strips as the canvas's size asks; a GPU backend composites on its
+    // device, the canvas whole.
+    let (pano, written) = if backend.name() == "cpu" || tessera::ome_tiff::is_ome_tiff(&a.output) {
+        let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
+        let (frames, reference) = tessera::stitch::register_frames(source.as_ref(), &p, par, &mut progress).map_err(|e| name_frame(e, &labels))?;
+        bar.finish_and_clear();
+        let positions: Vec<_> = frames.iter().map(|r| r.position).collect();
+        let first = (0..source.len()).find(|&i| positions[i].is_some()).and_then(|i| source.frame(i).ok());
+        let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
+        let written = super::large::write_composite(source.as_ref(), &like, &positions, p.blend, &a.output, &output_options(&a))?;
+        // The canvas went to disk; the report needs only its size and origin.
+        let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
+        (Panorama { canvas, frames, reference }, written)
+    } else {
+        let pano = backend.stitch(source.as_ref(), &p, &mut progress).map_err(|e| name_frame(e, &labels))?;
+        bar.finish_and_clear();
+        let t_save = Instant::now();
+        tessera::io::save(&pano.canvas.image, &a.output)?;
+        let (size, seconds) = (pano.canvas.image.size(), t_save.elapsed().as_secs_f64());
+        let written = super::large::Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds };
+        (pano, written)
+    };
     let secs = t0.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    tessera::io::save(&pano.canvas.image, &a.output)?;
     if pano.reference != 0 {
         let why = pano.frames[0].skip.as_ref().map(|s| s.describe()).unwrap_or_default();
         println!("reference frame: {} ({}) at (0, 0), since frame 0 was skipped ({why})", pano.reference, labels[pano.reference]);
@@ -481,12 +520,12 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     });
 
     let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
-    let (w, h) = pano.canvas.image.size();
+    let (w, h) = written.size;
     println!(
         "{} frames: {ok} registered, {} skipped; panorama {w}x{h} -> {} ({:.1} frames/s on {}, {secs:.2} s)",
         pano.frames.len(),
         pano.frames.len() - ok,
-        a.output.display(),
+        written.path.display(),
         pano.frames.len() as f64 / secs.max(1e-9),
         backend.name()
     );
@@ -500,8 +539,8 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     for f in pano.frames.iter().filter(|f| !f.is_ok()) {
         println!("skipped frame {} ({}): {}", f.index, labels[f.index], f.skip.as_ref().map(|s| s.describe()).unwrap_or_default());
     }
-    let mut extra = json!({"backend": backend.name(), "seconds": round(secs, 4), "output": a.output.display().to_string(),
-                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1))});
+    let mut extra = json!({"backend": backend.name(), "seconds": round(secs, 4), "output": written.path.display().to_string(),
+                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1)), "written": super::large::describe(&written)});
     if let Some(t) = &truth {
         println!("{:>5} {:>10} {:>10} {:>10} {:>10} {:>8}", "frame", "x", "true x", "y", "true y", "error");
         let mut errs = Vec::new();
@@ -522,11 +561,17 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         extra["truth"] = json!({"source": DEFAULT_IMAGE_NAME, "mean_error_px": round(mean, 4), "max_error_px": round(max, 4)});
     }
     if let Some(path) = &a.report {
-        let r = report(&pano, &labels, truth.as_deref(), &p, extra);
+        let r = report_sized(&pano, written.size, &labels, truth.as_deref(), &p, extra);
         std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("report -> {}", path.display());
     }
     Ok(())
+}
+
+/// Where and how the panorama is written (`--max-mem`, `--ome-tile`, `--pixel-size`).
+pub fn output_options(a: &StitchArgs) -> super::large::OutputOptions {
+    let ome = tessera::ome_tiff::OmeTiffOptions { tile: a.ome_tile, pixel_size_um: a.pixel_size, bigtiff: a.bigtiff.then_some(true), ..Default::default() };
+    super::large::OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(super::large::default_max_mem_mib), ome }
 }
 
 /// The texture threshold when none is given: `RegisterParams`' (4 squared grey levels on an 8-bit scale, a

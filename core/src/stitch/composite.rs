@@ -10,6 +10,11 @@
 //!   and stitching: a tutorial", 2006, section 6.2).
 //!
 //! Pixels no frame covers are 0 (RGBA: transparent black).
+//!
+//! A canvas too large for memory is composited in horizontal strips
+//! ([`Compositor::rows`]): each strip pastes only the frames that reach its rows, in
+//! sequence order, so its pixels are bit for bit those of the same rows of the whole
+//! canvas (every pixel sees the same frames in the same order).
 
 use super::synth::SynthPixel;
 use crate::error::{Error, Result};
@@ -85,6 +90,16 @@ impl Plan {
     /// Plans the canvas for frames of `like`'s type and size at `positions` (module doc).
     /// Errors: every position `None`, a non-finite position, a canvas above [`MAX_CANVAS`].
     pub fn new(like: &AnyView<'_>, positions: &[Option<(f64, f64)>]) -> Result<Self> {
+        Self::with_limit(like, positions, MAX_CANVAS)
+    }
+
+    /// [`Plan::new`] with a canvas of up to `max_pixels` pixels instead of [`MAX_CANVAS`]:
+    /// for a canvas composited in strips ([`Compositor::rows`]), where only a strip must
+    /// fit in memory. Errors as `Plan::new`, and a `max_pixels` of 0.
+    pub fn with_limit(like: &AnyView<'_>, positions: &[Option<(f64, f64)>], max_pixels: usize) -> Result<Self> {
+        if max_pixels == 0 {
+            return Err(Error::InvalidParameter { name: "max_pixels", reason: "a canvas of at most 0 pixels".into() });
+        }
         let mut placed = Vec::new();
         for p in positions {
             placed.push(match *p {
@@ -106,8 +121,8 @@ impl Plan {
         let x1 = corners().map(|p| p.0).max().unwrap_or(x0) + fw as i64;
         let y1 = corners().map(|p| p.1).max().unwrap_or(y0) + fh as i64;
         let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
-        if cw.checked_mul(ch).is_none_or(|n| n > MAX_CANVAS) {
-            return Err(Error::InvalidParameter { name: "canvas", reason: alloc::format!("{cw}x{ch} exceeds {MAX_CANVAS} pixels") });
+        if cw.checked_mul(ch).is_none_or(|n| n > max_pixels) {
+            return Err(Error::InvalidParameter { name: "canvas", reason: alloc::format!("{cw}x{ch} exceeds {max_pixels} pixels") });
         }
         let at = placed.iter().map(|p| p.map(|(x, y)| ((x - x0) as usize, (y - y0) as usize))).collect();
         Ok(Plan { origin: (x0, y0), size: (cw, ch), frame_size: (fw, fh), type_name: like.type_name(), at })
@@ -123,6 +138,13 @@ impl Plan {
             return Err(self.mismatch(i, frame));
         }
         Ok(at)
+    }
+
+    /// The frames placed on any of the canvas rows `y0..y1`, in sequence order: the frames a
+    /// strip [`Compositor::rows`] needs.
+    pub fn frames_on_rows(&self, y0: usize, y1: usize) -> Vec<usize> {
+        let fh = self.frame_size.1;
+        (0..self.at.len()).filter(|&i| self.at[i].is_some_and(|(_, y)| y < y1 && y + fh > y0)).collect()
     }
 
     fn mismatch(&self, i: usize, frame: &AnyView<'_>) -> Error {
@@ -157,6 +179,8 @@ pub struct Compositor {
     blend: Blend,
     plan: Plan,
     pixels: Pixels,
+    /// The first canvas row held (0 but for a strip, [`Compositor::rows`]).
+    y0: usize,
 }
 
 /// The canvas and, for the blends that average, the running weighted sums.
@@ -171,26 +195,45 @@ impl Compositor {
     /// Plans the canvas ([`Plan::new`], whose errors it returns) for `blend`.
     pub fn new(like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend) -> Result<Self> {
         let plan = Plan::new(like, positions)?;
-        let size = plan.size;
-        let pixels = match like {
-            AnyView::U8(_) => Pixels::U8(Paste::new(size, blend)?),
-            AnyView::U16(_) => Pixels::U16(Paste::new(size, blend)?),
-            AnyView::F32(_) => Pixels::F32(Paste::new(size, blend)?),
-            AnyView::Rgba8(_) => Pixels::Rgba8(Paste::new(size, blend)?),
+        let rows = plan.size.1;
+        Self::rows(plan, blend, 0, rows)
+    }
+
+    /// A compositor of the canvas rows `y0..y1` of `plan` only (module doc): paste the
+    /// frames [`Plan::frames_on_rows`] names, in sequence order (any other placed frame is
+    /// let through and adds nothing); [`finish`](Compositor::finish) gives those rows, their
+    /// origin in frame-0 coordinates. Errors: rows empty or past the canvas, a strip above
+    /// [`MAX_CANVAS`] pixels.
+    pub fn rows(plan: Plan, blend: Blend, y0: usize, y1: usize) -> Result<Self> {
+        let (cw, ch) = plan.size;
+        if y0 >= y1 || y1 > ch {
+            return Err(Error::InvalidParameter { name: "rows", reason: alloc::format!("rows {y0}..{y1} of a canvas of {ch} rows") });
+        }
+        if cw.checked_mul(y1 - y0).is_none_or(|n| n > MAX_CANVAS) {
+            return Err(Error::InvalidParameter { name: "rows", reason: alloc::format!("a strip of {cw}x{} exceeds {MAX_CANVAS} pixels", y1 - y0) });
+        }
+        let size = (cw, y1 - y0);
+        use crate::image::Pixel;
+        let pixels = match plan.type_name {
+            t if t == u8::NAME => Pixels::U8(Paste::new(size, blend)?),
+            t if t == u16::NAME => Pixels::U16(Paste::new(size, blend)?),
+            t if t == f32::NAME => Pixels::F32(Paste::new(size, blend)?),
+            t if t == Rgba8::NAME => Pixels::Rgba8(Paste::new(size, blend)?),
+            _ => return Err(Error::UnsupportedType { op: "composite", types: "u8, u16, f32 and RGBA frames" }),
         };
-        Ok(Compositor { blend, plan, pixels })
+        Ok(Compositor { blend, plan, pixels, y0 })
     }
 
     /// Pastes frame `i` at its planned place (nothing for a frame left out). Errors: as
     /// [`Plan::place`].
     pub fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
         let Some(at) = self.plan.place(i, frame)? else { return Ok(()) };
-        let blend = self.blend;
+        let (blend, y0) = (self.blend, self.y0);
         match (&mut self.pixels, frame) {
-            (Pixels::U8(c), AnyView::U8(f)) => c.add(*f, at, blend),
-            (Pixels::U16(c), AnyView::U16(f)) => c.add(*f, at, blend),
-            (Pixels::F32(c), AnyView::F32(f)) => c.add(*f, at, blend),
-            (Pixels::Rgba8(c), AnyView::Rgba8(f)) => c.add(*f, at, blend),
+            (Pixels::U8(c), AnyView::U8(f)) => c.add(*f, at, blend, y0),
+            (Pixels::U16(c), AnyView::U16(f)) => c.add(*f, at, blend, y0),
+            (Pixels::F32(c), AnyView::F32(f)) => c.add(*f, at, blend, y0),
+            (Pixels::Rgba8(c), AnyView::Rgba8(f)) => c.add(*f, at, blend, y0),
             _ => return Err(self.plan.mismatch(i, frame)),
         }
         Ok(())
@@ -204,7 +247,7 @@ impl Compositor {
             Pixels::F32(c) => AnyImage::F32(c.finish()),
             Pixels::Rgba8(c) => AnyImage::Rgba8(c.finish()),
         };
-        Canvas { image, origin: self.plan.origin }
+        Canvas { image, origin: (self.plan.origin.0, self.plan.origin.1 + self.y0 as i64) }
     }
 }
 
@@ -231,16 +274,21 @@ impl<P: SynthPixel> Paste<P> {
         Ok(Paste { canvas: Image::new(cw, ch)?, acc: vec![0.0; sums * P::COLOURS], weight: vec![0.0; sums] })
     }
 
-    fn add(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), blend: Blend) {
+    /// Adds frame `f` whose top-left pixel goes to canvas `(x, y)`, into this canvas of the
+    /// rows from `y0`: only the frame's rows that land here (the feather weight still
+    /// counts from the frame's own edges).
+    fn add(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), blend: Blend, y0: usize) {
         let (w, h) = f.size();
+        let v0 = y0.saturating_sub(y);
+        let v1 = h.min((y0 + self.canvas.height()).saturating_sub(y));
         if blend == Blend::Overwrite {
-            for v in 0..h {
-                self.canvas.row_mut(y + v)[x..x + w].copy_from_slice(f.row(v));
+            for v in v0..v1 {
+                self.canvas.row_mut(y + v - y0)[x..x + w].copy_from_slice(f.row(v));
             }
             return;
         }
         let (c, cw) = (P::COLOURS, self.canvas.width());
-        for v in 0..h {
+        for v in v0..v1 {
             let row = f.row(v);
             let wy = (v + 1).min(h - v);
             for (u, &px) in row.iter().enumerate() {
@@ -248,7 +296,7 @@ impl<P: SynthPixel> Paste<P> {
                     Blend::Feather => (u + 1).min(w - u).min(wy) as f32,
                     _ => 1.0,
                 };
-                let idx = (y + v) * cw + x + u;
+                let idx = (y + v - y0) * cw + x + u;
                 self.weight[idx] += k;
                 for ch in 0..c {
                     self.acc[idx * c + ch] += k * px.channel(ch);
@@ -349,6 +397,93 @@ mod tests {
         // A frame left out (None) does not count.
         let c = composite(&[AnyView::U16(a.view()), AnyView::U16(b.view())], &[None, Some((5.0, 5.0))], Blend::Overwrite).unwrap();
         assert_eq!((c.origin, c.image.size()), ((5, 5), (4, 3)));
+    }
+
+    /// Frames of `make`'s pixels at scattered positions, composited whole and in strips of
+    /// every height from 1 to 9 rows: each strip equals its rows of the whole, bit for bit.
+    fn strips_equal_whole<P: crate::image::Pixel>(make: impl Fn(u64) -> Image<P>)
+    where
+        AnyImage: From<Image<P>>,
+    {
+        let frames: Vec<AnyImage> = (0..5).map(|s| AnyImage::from(make(s))).collect();
+        let views: Vec<AnyView<'_>> = frames.iter().map(|f| f.view().unwrap()).collect();
+        let positions = [Some((0.0, 0.0)), Some((3.4, 2.6)), None, Some((-4.0, 7.0)), Some((1.0, -3.0))];
+        for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+            let whole = composite(&views, &positions, blend).unwrap();
+            let plan = Plan::with_limit(&views[0], &positions, 1 << 40).unwrap();
+            assert_eq!(plan, Plan::new(&views[0], &positions).unwrap());
+            let ch = plan.size.1;
+            for step in 1..10 {
+                for y0 in (0..ch).step_by(step) {
+                    let y1 = (y0 + step).min(ch);
+                    let mut c = Compositor::rows(plan.clone(), blend, y0, y1).unwrap();
+                    for i in plan.frames_on_rows(y0, y1) {
+                        c.paste(i, &views[i]).unwrap();
+                    }
+                    let strip = c.finish();
+                    assert_eq!(strip.origin, (whole.origin.0, whole.origin.1 + y0 as i64));
+                    let want = rows_of(&whole.image, y0, y1);
+                    assert!(want == rows_of(&strip.image, 0, y1 - y0), "{blend:?} rows {y0}..{y1}");
+                }
+            }
+        }
+    }
+
+    /// Rows `y0..y1` as raw bytes, so that f32 compares bit for bit (NaN included).
+    fn rows_of(img: &AnyImage, y0: usize, y1: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for y in y0..y1 {
+            match img {
+                AnyImage::U8(i) => out.extend_from_slice(i.row(y)),
+                AnyImage::U16(i) => out.extend(i.row(y).iter().flat_map(|v| v.to_le_bytes())),
+                AnyImage::F32(i) => out.extend(i.row(y).iter().flat_map(|v| v.to_bits().to_le_bytes())),
+                AnyImage::Rgba8(i) => out.extend(i.row(y).iter().flat_map(|p| p.to_array())),
+                AnyImage::U32(i) => out.extend(i.row(y).iter().flat_map(|v| v.to_le_bytes())),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn strips_are_bit_identical_to_the_whole_canvas() {
+        let noise = |seed: u64| {
+            let mut rng = crate::stitch::SplitMix64::new(seed);
+            move |_: usize, _: usize| rng.uniform()
+        };
+        strips_equal_whole(|s| { let mut r = noise(s); Image::from_fn(9, 7, |x, y| (r(x, y) * 255.0) as u8).unwrap() });
+        strips_equal_whole(|s| { let mut r = noise(s); Image::from_fn(9, 7, |x, y| (r(x, y) * 65535.0) as u16).unwrap() });
+        strips_equal_whole(|s| { let mut r = noise(s); Image::from_fn(9, 7, |x, y| (r(x, y) * 1000.0 - 300.0) as f32).unwrap() });
+        strips_equal_whole(
+            |s| {
+                let mut r = noise(s);
+                Image::from_fn(9, 7, |x, y| {
+                    let v = (r(x, y) * 16_777_215.0) as u32;
+                    Rgba8::new(v as u8, (v >> 8) as u8, (v >> 16) as u8, 255)
+                })
+                .unwrap()
+            },
+        );
+    }
+
+    #[test]
+    fn bad_strips_are_errors() {
+        let a = Image::<u8>::filled(4, 3, 1).unwrap();
+        let v = AnyView::U8(a.view());
+        let pos = [Some((0.0, 0.0)), Some((100_000.0, 0.0))];
+        // Too large whole, fine in strips.
+        assert!(Plan::new(&v, &[Some((0.0, 0.0)), Some((100_000.0, 20_000.0))]).is_err());
+        let plan = Plan::with_limit(&v, &[Some((0.0, 0.0)), Some((100_000.0, 20_000.0))], 1 << 40).unwrap();
+        assert_eq!(plan.frames_on_rows(0, 10), vec![0]);
+        assert!(Compositor::rows(plan.clone(), Blend::Average, 0, 16).is_ok());
+        assert!(Compositor::rows(plan.clone(), Blend::Average, 0, 20_003).is_err());
+        assert!(Plan::with_limit(&v, &pos, 0).is_err());
+        let plan = Plan::new(&v, &pos).unwrap();
+        assert!(Compositor::rows(plan.clone(), Blend::Overwrite, 2, 2).is_err());
+        assert!(Compositor::rows(plan.clone(), Blend::Overwrite, 0, 4).is_err());
+        let f = Image::<f32>::filled(4, 3, 1.0).unwrap();
+        let mut c = Compositor::rows(plan, Blend::Overwrite, 0, 3).unwrap();
+        assert!(c.paste(0, &AnyView::F32(f.view())).is_err());
+        assert!(c.paste(7, &v).is_err());
     }
 
     #[test]

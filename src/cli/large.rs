@@ -1,0 +1,135 @@
+//! Writing a composite, however large: a canvas within the memory budget is composited
+//! whole and saved in the output's format; a larger one, or any output named `.ome.tif`,
+//! is composited in strips of whole tile rows (each strip pasting only the frames that
+//! reach it, re-read from the frame source) and streamed to a pyramidal OME-TIFF, so memory
+//! holds one strip, the writer's tile rows and the frame cache, never the canvas.
+
+use super::frames;
+use anyhow::{anyhow, bail, Result};
+use std::path::{Path, PathBuf};
+use tessera::ome_tiff::{is_ome_tiff, OmeTiffOptions, OmeTiffSummary, OmeTiffWriter, PixelKind};
+use tessera::stitch::{Blend, Compositor, FrameSource, Plan};
+use tessera::AnyView;
+
+/// Largest canvas planned at all, in pixels (2^40: a million by a million); beyond it a
+/// position is surely wrong. Strips are still bounded by the core's `MAX_CANVAS`.
+const MAX_STREAMED_CANVAS: usize = if usize::BITS > 32 { 1 << 40 } else { usize::MAX };
+
+/// The default memory budget: a quarter of the physical memory (Linux's MemTotal), or
+/// 4096 MiB where it cannot be read.
+pub fn default_max_mem_mib() -> usize {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines().find_map(|l| l.strip_prefix("MemTotal:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+    });
+    total_kib.map_or(4096, |k| (k / 1024 / 4).max(1))
+}
+
+/// How a composite is written.
+#[derive(Clone, Debug)]
+pub struct OutputOptions {
+    /// Memory budget for the canvas, MiB.
+    pub max_mem_mib: usize,
+    /// The OME-TIFF writer's settings (tile side, pixel size).
+    pub ome: OmeTiffOptions,
+}
+
+/// What was written.
+#[derive(Clone, Debug)]
+pub struct Written {
+    pub path: PathBuf,
+    pub size: (usize, usize),
+    /// Frame-0 coordinates of the panorama's pixel (0, 0).
+    pub origin: (i64, i64),
+    /// Strips composited (1: the whole canvas at once).
+    pub strips: usize,
+    /// The OME-TIFF's levels, when one was written.
+    pub ome: Option<OmeTiffSummary>,
+    /// Seconds spent compositing and writing (a GPU backend's canvas: writing only).
+    pub seconds: f64,
+}
+
+/// Bytes the compositor holds per canvas pixel: the pixel, and for the averaging blends
+/// an f32 sum per colour and an f32 weight.
+fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
+    let (pixel, colours) = match like {
+        AnyView::U8(_) => (1, 1),
+        AnyView::U16(_) => (2, 1),
+        AnyView::F32(_) => (4, 1),
+        AnyView::Rgba8(_) => (4, 3),
+    };
+    pixel + if blend == Blend::Overwrite { 0 } else { 4 * (colours + 1) }
+}
+
+/// Composites the frames of `source` at `positions` (in frame-0 coordinates; `None`: left
+/// out) with `blend`, `like` giving their type and size, and writes the result to
+/// `output`, or, when the canvas is over the budget and `output` is not an OME-TIFF, to
+/// `output` with its extension replaced by `.ome.tif` (said on stdout).
+/// Errors: no position, an unwritable output, a frame that cannot be read again.
+pub fn write_composite(
+    source: &dyn FrameSource,
+    like: &AnyView<'_>,
+    positions: &[Option<(f64, f64)>],
+    blend: Blend,
+    output: &Path,
+    opts: &OutputOptions,
+) -> Result<Written> {
+    if opts.max_mem_mib == 0 {
+        bail!("--max-mem must be at least 1 MiB");
+    }
+    let t0 = std::time::Instant::now();
+    let plan = Plan::with_limit(like, positions, MAX_STREAMED_CANVAS)?;
+    let (cw, ch) = plan.size;
+    let per_row = cw * bytes_per_pixel(like, blend);
+    let budget = opts.max_mem_mib.saturating_mul(1 << 20);
+    let fits = per_row.saturating_mul(ch) <= budget && cw * ch <= tessera::stitch::MAX_CANVAS;
+    if fits && !is_ome_tiff(output) {
+        let canvas = composite_rows(source, &plan, blend, 0, ch)?;
+        tessera::io::save(&canvas.image, output)?;
+        return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64() });
+    }
+    let path = if is_ome_tiff(output) {
+        output.to_path_buf()
+    } else {
+        let p = output.with_extension("ome.tif");
+        println!("the {cw}x{ch} canvas needs {} MiB, above --max-mem {}: writing it in strips to {}", per_row.saturating_mul(ch) >> 20, opts.max_mem_mib, p.display());
+        p
+    };
+    // Strips of whole tile rows, half the budget each (the frame cache and the writer's
+    // tile rows take the rest), at least one tile row, at most the core's canvas limit.
+    let tile = opts.ome.tile;
+    let fit_rows = (budget / 2 / per_row.max(1)).min(tessera::stitch::MAX_CANVAS / cw.max(1));
+    let strip = (fit_rows / tile).max(1) * tile;
+    let mut writer = OmeTiffWriter::create(&path, (cw, ch), PixelKind::of(like), &opts.ome)?;
+    let mut strips = 0;
+    for y0 in (0..ch).step_by(strip) {
+        let y1 = (y0 + strip).min(ch);
+        let canvas = composite_rows(source, &plan, blend, y0, y1)?;
+        let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
+        writer.write_strip(&view)?;
+        strips += 1;
+    }
+    let summary = writer.finish()?;
+    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64() })
+}
+
+/// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted
+/// in sequence order.
+fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize) -> Result<tessera::stitch::Canvas> {
+    let mut c = Compositor::rows(plan.clone(), blend, y0, y1)?;
+    for i in plan.frames_on_rows(y0, y1) {
+        let f = source.frame(i).map_err(|e| anyhow!("frame {i} could not be read again: {e}"))?;
+        c.paste(i, &f.view().map_err(|e| anyhow!("frame {i} could not be read again: {e}"))?)?;
+    }
+    Ok(c.finish())
+}
+
+/// The report's account of the output: size, strips, levels, peak memory.
+pub fn describe(w: &Written) -> serde_json::Value {
+    serde_json::json!({
+        "path": w.path.display().to_string(),
+        "strips": w.strips,
+        "seconds": (w.seconds * 1e4).round() / 1e4,
+        "ome_tiff": w.ome.as_ref().map(|o| serde_json::json!({"levels": o.levels, "bigtiff": o.bigtiff, "bytes": o.bytes})),
+        "peak_memory_mib": frames::peak_memory_mib(),
+    })
+}

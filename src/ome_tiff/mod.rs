@@ -1,0 +1,406 @@
+//! A streaming writer of tiled, pyramidal OME-TIFF: the full-resolution image in the first
+//! (and only top-level) directory, with the OME-XML in its ImageDescription, and each
+//! sub-resolution level a SubIFD of it, flagged reduced-resolution (NewSubfileType 1): the
+//! OME-TIFF pyramid layout that Bio-Formats 6+, QuPath and napari (tifffile) read.
+//!
+//! The image arrives as horizontal strips in order, so it never needs to be in memory
+//! whole: each level keeps one row of tiles, writes it out when it is full, and hands it,
+//! halved ([`pyramid`]), to the next level. Memory is about two tile rows of the full
+//! width, whatever the height. Tiles are written uncompressed, so the file's size is known
+//! from the start and BigTIFF is chosen when it could pass 4 GiB.
+//!
+//! Pixel types: 8- and 16-bit and 32-bit float gray, and 8-bit RGB: an RGBA image is
+//! written as RGB, its alpha (the compositor's coverage mask) dropped, as
+//! [`crate::io::write_tiff`] does and as viewers expect of a microscopy image.
+
+pub mod ifd;
+pub mod pyramid;
+pub mod xml;
+
+use anyhow::{bail, Context, Result};
+use ifd::{Ifd, Kind};
+use pyramid::{halve, level_sizes, Sample};
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use tessera_core::{AnyImage, AnyView, ImageView};
+
+/// Whether `path` asks for an OME-TIFF (`.ome.tif` / `.ome.tiff`, any case).
+pub fn is_ome_tiff(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    name.ends_with(".ome.tif") || name.ends_with(".ome.tiff")
+}
+
+/// How the file is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OmeTiffOptions {
+    /// Tile side in pixels: a multiple of 16 (TIFF's rule) from 16 to 4096.
+    pub tile: usize,
+    /// Micrometres per pixel, written as OME's PhysicalSizeX/Y when known.
+    pub pixel_size_um: Option<f64>,
+    /// `Some(true)`: BigTIFF always; `Some(false)`: classic TIFF (an error past 4 GiB);
+    /// `None`: BigTIFF only when the file could pass 4 GiB.
+    pub bigtiff: Option<bool>,
+    /// The image's name in the OME-XML.
+    pub name: String,
+}
+
+impl Default for OmeTiffOptions {
+    fn default() -> Self {
+        OmeTiffOptions { tile: 512, pixel_size_um: None, bigtiff: None, name: "tessera panorama".into() }
+    }
+}
+
+/// The pixel layouts the writer stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PixelKind {
+    U8,
+    U16,
+    F32,
+    /// 8-bit RGB, from `Rgba8` strips (alpha dropped).
+    Rgb8,
+}
+
+impl PixelKind {
+    /// The layout strips of `v`'s type are written in.
+    pub fn of(v: &AnyView<'_>) -> Self {
+        match v {
+            AnyView::U8(_) => PixelKind::U8,
+            AnyView::U16(_) => PixelKind::U16,
+            AnyView::F32(_) => PixelKind::F32,
+            AnyView::Rgba8(_) => PixelKind::Rgb8,
+        }
+    }
+    fn samples(self) -> usize {
+        if self == PixelKind::Rgb8 { 3 } else { 1 }
+    }
+    fn sample_bytes(self) -> usize {
+        match self {
+            PixelKind::U8 | PixelKind::Rgb8 => 1,
+            PixelKind::U16 => 2,
+            PixelKind::F32 => 4,
+        }
+    }
+    fn ome_type(self) -> &'static str {
+        match self {
+            PixelKind::U8 | PixelKind::Rgb8 => "uint8",
+            PixelKind::U16 => "uint16",
+            PixelKind::F32 => "float",
+        }
+    }
+}
+
+/// What a finished file holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OmeTiffSummary {
+    /// Every level's size, full resolution first.
+    pub levels: Vec<(usize, usize)>,
+    pub bigtiff: bool,
+    pub bytes: u64,
+}
+
+/// The file being written and where its end is.
+struct Out {
+    w: BufWriter<File>,
+    pos: u64,
+    scratch: Vec<u8>,
+}
+
+/// One level: its buffered row of tiles and the tiles written so far (offset, bytes), in
+/// row-major order.
+struct Level<T> {
+    size: (usize, usize),
+    buf: Vec<T>,
+    rows: usize,
+    done: usize,
+    tiles: Vec<(u64, u64)>,
+}
+
+/// Every level of one sample type.
+struct Pyramid<T> {
+    levels: Vec<Level<T>>,
+    spp: usize,
+    tile: usize,
+}
+
+impl<T: Sample> Pyramid<T> {
+    fn new(sizes: &[(usize, usize)], spp: usize, tile: usize) -> Self {
+        let levels = sizes.iter().map(|&size| Level { size, buf: Vec::new(), rows: 0, done: 0, tiles: Vec::new() }).collect();
+        Pyramid { levels, spp, tile }
+    }
+
+    /// Appends whole rows to level `k`, writing (and passing down) each row of tiles as it
+    /// fills, and the last one when the level's last row arrives.
+    fn push(&mut self, k: usize, mut rows: &[T], out: &mut Out) -> std::io::Result<()> {
+        let row_len = self.levels[k].size.0 * self.spp;
+        while !rows.is_empty() {
+            let lvl = &mut self.levels[k];
+            let take = ((self.tile - lvl.rows) * row_len).min(rows.len());
+            lvl.buf.extend_from_slice(&rows[..take]);
+            lvl.rows += take / row_len;
+            rows = &rows[take..];
+            if lvl.rows == self.tile || lvl.done + lvl.rows == lvl.size.1 {
+                self.flush(k, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, k: usize, out: &mut Out) -> std::io::Result<()> {
+        let (tile, spp) = (self.tile, self.spp);
+        let lvl = &mut self.levels[k];
+        let (w, rows) = (lvl.size.0, lvl.rows);
+        let bytes = tile * tile * spp * (T::BITS as usize / 8);
+        for x0 in (0..w).step_by(tile) {
+            let tw = tile.min(w - x0);
+            out.scratch.clear();
+            for r in 0..tile {
+                if r < rows {
+                    let start = (r * w + x0) * spp;
+                    T::extend_le(&lvl.buf[start..start + tw * spp], &mut out.scratch);
+                }
+                // Edge tiles are padded to the full tile with zeros (TIFF tiles are whole).
+                let row_end = (r + 1) * tile * spp * (T::BITS as usize / 8);
+                out.scratch.resize(row_end, 0);
+            }
+            debug_assert_eq!(out.scratch.len(), bytes);
+            out.w.write_all(&out.scratch)?;
+            lvl.tiles.push((out.pos, bytes as u64));
+            out.pos += bytes as u64;
+        }
+        lvl.done += rows;
+        let buf = std::mem::take(&mut lvl.buf);
+        lvl.rows = 0;
+        if k + 1 < self.levels.len() {
+            let half = halve(&buf, w, rows, spp);
+            self.levels[k].buf = buf;
+            self.levels[k].buf.clear();
+            self.push(k + 1, &half, out)?;
+        } else {
+            self.levels[k].buf = buf;
+            self.levels[k].buf.clear();
+        }
+        Ok(())
+    }
+
+    fn tiles(&self) -> Vec<&[(u64, u64)]> {
+        self.levels.iter().map(|l| l.tiles.as_slice()).collect()
+    }
+}
+
+enum Body {
+    U8(Pyramid<u8>),
+    U16(Pyramid<u16>),
+    F32(Pyramid<f32>),
+}
+
+/// A pyramidal OME-TIFF being written strip by strip (module doc): [`create`](Self::create),
+/// [`write_strip`](Self::write_strip) the rows top to bottom, [`finish`](Self::finish).
+/// A writer dropped unfinished leaves an incomplete file.
+pub struct OmeTiffWriter {
+    path: PathBuf,
+    out: Out,
+    kind: PixelKind,
+    size: (usize, usize),
+    sizes: Vec<(usize, usize)>,
+    big: bool,
+    xml: String,
+    tile: usize,
+    rows_in: usize,
+    body: Body,
+    rgb: Vec<u8>,
+}
+
+impl OmeTiffWriter {
+    /// Creates `path` (its folder too) for a `width x height` image of `kind`.
+    /// Errors: a zero size, a tile that is not a multiple of 16 in 16..=4096, a pixel size
+    /// that is not finite and positive, a file past 4 GiB with `bigtiff: Some(false)`, a
+    /// path that cannot be written.
+    pub fn create(path: &Path, (width, height): (usize, usize), kind: PixelKind, opts: &OmeTiffOptions) -> Result<Self> {
+        if width == 0 || height == 0 {
+            bail!("cannot write an empty image ({width}x{height}) as OME-TIFF");
+        }
+        if width > u32::MAX as usize || height > u32::MAX as usize {
+            bail!("{width}x{height} is beyond TIFF's 32-bit image size");
+        }
+        if !opts.tile.is_multiple_of(16) || !(16..=4096).contains(&opts.tile) {
+            bail!("OME-TIFF tile side {} must be a multiple of 16 from 16 to 4096", opts.tile);
+        }
+        if let Some(s) = opts.pixel_size_um {
+            if !s.is_finite() || s <= 0.0 {
+                bail!("pixel size {s} µm must be finite and positive");
+            }
+        }
+        let tile = opts.tile;
+        let sizes = level_sizes((width, height), tile);
+        let xml = xml::ome_xml(&xml::Pixels {
+            name: &opts.name,
+            size: (width, height),
+            type_name: kind.ome_type(),
+            samples: kind.samples(),
+            pixel_size_um: opts.pixel_size_um,
+        });
+        // The file's size is known up front (tiles uncompressed); the directories hold two
+        // offsets per tile and a few hundred bytes of tags.
+        let tile_bytes = (tile * tile * kind.samples() * kind.sample_bytes()) as u64;
+        let tiles: u64 = sizes.iter().map(|&(w, h)| (w.div_ceil(tile) * h.div_ceil(tile)) as u64).sum();
+        let estimate = 16 + tiles * (tile_bytes + 16) + sizes.len() as u64 * 1024 + xml.len() as u64;
+        let fits = estimate <= u32::MAX as u64;
+        let big = match opts.bigtiff {
+            Some(false) if !fits => bail!("a {width}x{height} OME-TIFF takes about {estimate} bytes, more than classic TIFF's 4 GiB: use BigTIFF"),
+            Some(b) => b,
+            None => !fits,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let file = File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        let mut out = Out { w: BufWriter::with_capacity(1 << 20, file), pos: 0, scratch: Vec::new() };
+        let head = ifd::header(big, 0);
+        out.w.write_all(&head).with_context(|| format!("cannot write {}", path.display()))?;
+        out.pos = head.len() as u64;
+        let body = match kind {
+            PixelKind::U8 => Body::U8(Pyramid::new(&sizes, 1, tile)),
+            PixelKind::Rgb8 => Body::U8(Pyramid::new(&sizes, 3, tile)),
+            PixelKind::U16 => Body::U16(Pyramid::new(&sizes, 1, tile)),
+            PixelKind::F32 => Body::F32(Pyramid::new(&sizes, 1, tile)),
+        };
+        Ok(OmeTiffWriter { path: path.to_path_buf(), out, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, rgb: Vec::new() })
+    }
+
+    /// Whether the file is a BigTIFF.
+    pub fn is_bigtiff(&self) -> bool {
+        self.big
+    }
+
+    /// The rows written so far.
+    pub fn rows_written(&self) -> usize {
+        self.rows_in
+    }
+
+    /// Writes the next rows of the image: `strip` is as wide as the image, of its pixel
+    /// type, and no taller than the rows still missing (any height; a multiple of the tile
+    /// side keeps the buffering to one row of tiles).
+    pub fn write_strip(&mut self, strip: &AnyView<'_>) -> Result<()> {
+        let (w, h) = strip.size();
+        if PixelKind::of(strip) != self.kind {
+            bail!("a {} strip for an OME-TIFF of {:?} pixels", strip.type_name(), self.kind);
+        }
+        if w != self.size.0 || h == 0 || self.rows_in + h > self.size.1 {
+            bail!("a {w}x{h} strip at row {} of a {}x{} image", self.rows_in, self.size.0, self.size.1);
+        }
+        let ctx = || format!("cannot write {}", self.path.display());
+        let out = &mut self.out;
+        let written = match (&mut self.body, strip) {
+            (Body::U8(p), AnyView::U8(v)) => push_view(p, v, out),
+            (Body::U16(p), AnyView::U16(v)) => push_view(p, v, out),
+            (Body::F32(p), AnyView::F32(v)) => push_view(p, v, out),
+            (Body::U8(p), AnyView::Rgba8(v)) => v.rows().try_for_each(|row| {
+                self.rgb.clear();
+                self.rgb.extend(row.iter().flat_map(|px| [px.r, px.g, px.b]));
+                p.push(0, &self.rgb, out)
+            }),
+            _ => bail!("internal: strip type"),
+        };
+        written.with_context(ctx)?;
+        self.rows_in += h;
+        Ok(())
+    }
+
+    /// Writes the directories and completes the file. Errors: rows still missing, a write
+    /// that fails.
+    pub fn finish(mut self) -> Result<OmeTiffSummary> {
+        if self.rows_in != self.size.1 {
+            bail!("{}: only {} of {} rows were written", self.path.display(), self.rows_in, self.size.1);
+        }
+        let tiles = match &self.body {
+            Body::U8(p) => p.tiles(),
+            Body::U16(p) => p.tiles(),
+            Body::F32(p) => p.tiles(),
+        };
+        let mut dirs: Vec<Ifd> = tiles.iter().enumerate().map(|(k, t)| self.directory(k, t)).collect();
+        // Every directory's size is known before its offset: place them all after the
+        // tiles, then point the first at the others.
+        let start = self.out.pos + (self.out.pos & 1);
+        let mut at = vec![start];
+        for d in &dirs[..dirs.len() - 1] {
+            at.push(at.last().copied().unwrap_or(start) + d.byte_len() as u64);
+        }
+        if dirs.len() > 1 {
+            let kind = dirs[0].offset_kind();
+            dirs[0].set(330, kind, &at[1..]);
+        }
+        let ctx = || format!("cannot write {}", self.path.display());
+        let mut bytes = vec![0u8; (start - self.out.pos) as usize];
+        for (d, &a) in dirs.iter().zip(&at) {
+            bytes.extend(d.to_bytes(a));
+        }
+        if !self.big && start + bytes.len() as u64 > u32::MAX as u64 {
+            bail!("internal: the classic TIFF passed 4 GiB");
+        }
+        self.out.w.write_all(&bytes).with_context(ctx)?;
+        let end = self.out.pos + bytes.len() as u64;
+        self.out.w.seek(SeekFrom::Start(0)).with_context(ctx)?;
+        self.out.w.write_all(&ifd::header(self.big, start)).with_context(ctx)?;
+        self.out.w.flush().with_context(ctx)?;
+        Ok(OmeTiffSummary { levels: self.sizes.clone(), bigtiff: self.big, bytes: end })
+    }
+
+    /// Level `k`'s directory, its tile offsets `tiles` (the SubIFDs of level 0 set later).
+    fn directory(&self, k: usize, tiles: &[(u64, u64)]) -> Ifd {
+        let mut d = Ifd::new(self.big);
+        let (w, h) = self.sizes[k];
+        let spp = self.kind.samples() as u64;
+        let bits = (self.kind.sample_bytes() * 8) as u64;
+        let format = if self.kind == PixelKind::F32 { 3 } else { 1 };
+        let off = d.offset_kind();
+        d.set(254, Kind::Long, &[if k == 0 { 0 } else { 1 }]);
+        d.set(256, Kind::Long, &[w as u64]);
+        d.set(257, Kind::Long, &[h as u64]);
+        d.set(258, Kind::Short, &vec![bits; spp as usize]);
+        d.set(259, Kind::Short, &[1]);
+        d.set(262, Kind::Short, &[if spp == 3 { 2 } else { 1 }]);
+        if k == 0 {
+            d.set_ascii(270, &self.xml);
+            // Placeholder of the right length; the offsets are set once known.
+            if self.sizes.len() > 1 {
+                d.set(330, off, &vec![0; self.sizes.len() - 1]);
+            }
+        }
+        d.set(277, Kind::Short, &[spp]);
+        d.set(284, Kind::Short, &[1]);
+        d.set_ascii(305, concat!("tessera ", env!("CARGO_PKG_VERSION")));
+        d.set(322, Kind::Long, &[self.tile as u64]);
+        d.set(323, Kind::Long, &[self.tile as u64]);
+        d.set(324, off, &tiles.iter().map(|t| t.0).collect::<Vec<_>>());
+        d.set(325, off, &tiles.iter().map(|t| t.1).collect::<Vec<_>>());
+        d.set(339, Kind::Short, &vec![format; spp as usize]);
+        d
+    }
+}
+
+fn push_view<T: Sample + tessera_core::Pixel>(p: &mut Pyramid<T>, v: &ImageView<'_, T>, out: &mut Out) -> std::io::Result<()> {
+    v.rows().try_for_each(|row| p.push(0, row, out))
+}
+
+/// Writes a whole image in memory as a pyramidal OME-TIFF (strips of one tile row).
+pub fn write_ome_tiff(img: &AnyImage, path: &Path, opts: &OmeTiffOptions) -> Result<OmeTiffSummary> {
+    let Some(view) = img.view() else { bail!("32-bit integer images cannot be written as OME-TIFF") };
+    let (w, h) = view.size();
+    let mut wr = OmeTiffWriter::create(path, (w, h), PixelKind::of(&view), opts)?;
+    for y in (0..h).step_by(opts.tile) {
+        wr.write_strip(&rows_of(&view, y, opts.tile.min(h - y))?)?;
+    }
+    wr.finish()
+}
+
+/// Rows `y..y + h` of `v`.
+pub fn rows_of<'a>(v: &AnyView<'a>, y: usize, h: usize) -> Result<AnyView<'a>> {
+    let w = v.size().0;
+    Ok(match v {
+        AnyView::U8(v) => AnyView::U8(v.crop(0, y, w, h)?),
+        AnyView::U16(v) => AnyView::U16(v.crop(0, y, w, h)?),
+        AnyView::F32(v) => AnyView::F32(v.crop(0, y, w, h)?),
+        AnyView::Rgba8(v) => AnyView::Rgba8(v.crop(0, y, w, h)?),
+    })
+}
