@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use tessera::stitch::synth::keys;
-use tessera::stitch::SplitMix64;
+use tessera::stitch::{Similarity, SplitMix64};
 use tessera::Image;
 
 /// The photographs the robustness suite is built from, of different character: a fundus
@@ -78,20 +78,28 @@ fn blurred(src: &Image<f32>, sigma: f64) -> Image<f32> {
 
 /// A sequence cut from `src` at `origins` (top-left corners, photograph pixels, each at
 /// least 2 px inside), `w x h` frames, under `c`; noise from `seed`. 8-bit frames.
-pub fn render(src: &Image<f32>, origins: &[(f64, f64)], (w, h): (usize, usize), c: &Conditions, seed: u64) -> Vec<Image<u8>> {
+pub fn render(src: &Image<f32>, origins: &[(f64, f64)], size: (usize, usize), c: &Conditions, seed: u64) -> Vec<Image<u8>> {
+    let poses: Vec<Similarity> = origins.iter().map(|&o| Similarity::translation(o)).collect();
+    render_posed(src, &poses, size, c, seed)
+}
+
+/// A sequence cut from `src` at `poses`: frame pixel `(u, v)` samples the photograph at
+/// `pose(u, v)` (every pixel at least 2 px inside), `w x h` frames, under `c`; noise from
+/// `seed`. Frame i's pose in the report's contract is `poses[0]^-1 poses[i]`.
+pub fn render_posed(src: &Image<f32>, poses: &[Similarity], (w, h): (usize, usize), c: &Conditions, seed: u64) -> Vec<Image<u8>> {
     let mean = src.as_slice().iter().map(|&v| v as f64).sum::<f64>() / src.as_slice().len() as f64;
     let src = blurred(src, c.blur);
     let mut rng = SplitMix64::new(seed);
-    let n = origins.len();
-    origins
+    let n = poses.len();
+    poses
         .iter()
         .enumerate()
-        .map(|(i, &(ox, oy))| {
+        .map(|(i, pose)| {
             let gain = 1.0 + c.gain_drift * if n > 1 { i as f64 / (n - 1) as f64 } else { 0.0 };
             let (cx, cy) = ((w as f64 - 1.0) / 2.0, (h as f64 - 1.0) / 2.0);
             let corner = cx.hypot(cy);
             Image::from_fn(w, h, |u, v| {
-                let (sx, sy) = (ox + u as f64, oy + v as f64);
+                let (sx, sy) = pose.apply((u as f64, v as f64));
                 let (fx, fy) = (sx.floor(), sy.floor());
                 let mut acc = 0.0;
                 for j in -1..=2 {
@@ -107,6 +115,31 @@ pub fn render(src: &Image<f32>, origins: &[(f64, f64)], (w, h): (usize, usize), 
                 value.round().clamp(0.0, 255.0) as u8
             })
             .unwrap()
+        })
+        .collect()
+}
+
+/// A rolling sweep of `n` frames of `frame` size: the frame centres on a wandering path
+/// (as [`wandering`], `step` px per frame) through a photograph of `size`, each frame turned
+/// about its centre by `roll` radians more than the one before (its rate varying by half
+/// either way along the path). Every frame stays inside the photograph however it turns.
+pub fn rolling(n: usize, size: (usize, usize), frame: (usize, usize), step: f64, roll: f64, seed: u64) -> Vec<Similarity> {
+    let half = (frame.0 as f64 - 1.0).hypot(frame.1 as f64 - 1.0) / 2.0 + 3.0;
+    let room = (size.0 as f64 - 2.0 * half, size.1 as f64 - 2.0 * half);
+    assert!(room.0 > 0.0 && room.1 > 0.0, "photograph too small for turned frames");
+    let centres = wandering(n, (room.0 - 4.0, room.1 - 4.0), step, 0.5, seed);
+    let mut rng = SplitMix64::new(seed ^ 0x5eed);
+    let phase = std::f64::consts::TAU * rng.uniform();
+    let c = ((frame.0 as f64 - 1.0) / 2.0, (frame.1 as f64 - 1.0) / 2.0);
+    let mut angle = 0.0;
+    centres
+        .iter()
+        .enumerate()
+        .map(|(i, &(x, y))| {
+            if i > 0 {
+                angle += roll * (1.0 + 0.5 * (phase + i as f64 / 7.0).sin());
+            }
+            Similarity::about(c, (half - 2.0 + x - c.0, half - 2.0 + y - c.1), angle, 1.0)
         })
         .collect()
 }

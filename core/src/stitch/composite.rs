@@ -1,8 +1,10 @@
 //! Compositing registered frames into one panorama canvas.
 //!
 //! Frames are pasted at their positions rounded to whole pixels (as the original plugin
-//! pasted them; resampling would blur every frame). The canvas is the bounding box of the
-//! pasted frames. Blending where frames overlap:
+//! pasted them; resampling would blur every frame). A frame whose pose turns or scales it
+//! ([`Similarity`]) is resampled (bilinear, [`super::warp`]) into the canvas pixels whose
+//! centres it covers. The canvas is the bounding box of the pasted frames. Blending where
+//! frames overlap:
 //! * `Overwrite`: the later frame wins (the original plugin's behaviour);
 //! * `Average`: the plain mean of the frames covering a pixel;
 //! * `Feather`: the mean weighted by each frame's distance to its own nearest edge,
@@ -16,7 +18,9 @@
 //! sequence order, so its pixels are bit for bit those of the same rows of the whole
 //! canvas (every pixel sees the same frames in the same order).
 
+use super::similarity::Similarity;
 use super::synth::SynthPixel;
+use super::warp::sample;
 use crate::error::{Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView, Rgba8};
 use alloc::vec;
@@ -82,8 +86,12 @@ pub struct Plan {
     /// The size and pixel type every pasted frame must have.
     pub frame_size: (usize, usize),
     pub type_name: &'static str,
-    /// Canvas coordinates of each frame's top-left pixel; `None`: left out.
+    /// Canvas coordinates of each frame's top-left pixel (of its bounding box, when
+    /// turned); `None`: left out.
     pub at: Vec<Option<(usize, usize)>>,
+    /// For each turned frame: the map from canvas pixels to its pixels, and its bounding
+    /// box's size. `None` for a frame pasted upright (and one left out).
+    pub turned: Vec<Option<(Similarity, (usize, usize))>>,
 }
 
 impl Plan {
@@ -97,35 +105,66 @@ impl Plan {
     /// for a canvas composited in strips ([`Compositor::rows`]), where only a strip must
     /// fit in memory. Errors as `Plan::new`, and a `max_pixels` of 0.
     pub fn with_limit(like: &AnyView<'_>, positions: &[Option<(f64, f64)>], max_pixels: usize) -> Result<Self> {
+        let poses: Vec<Option<Similarity>> = positions.iter().map(|p| p.map(Similarity::translation)).collect();
+        Self::with_poses(like, &poses, max_pixels)
+    }
+
+    /// [`Plan::with_limit`] for frames at `poses` (frame pixel `(u, v)` at `pose(u, v)` in
+    /// frame-0 coordinates): a translation is placed by its rounded position, a turned or
+    /// scaled frame by the bounding box of its pixel centres. Errors as `with_limit`, and a
+    /// non-finite angle or a scale outside (0, 100].
+    pub fn with_poses(like: &AnyView<'_>, poses: &[Option<Similarity>], max_pixels: usize) -> Result<Self> {
         if max_pixels == 0 {
             return Err(Error::InvalidParameter { name: "max_pixels", reason: "a canvas of at most 0 pixels".into() });
         }
-        let mut placed = Vec::new();
-        for p in positions {
-            placed.push(match *p {
-                Some((x, y)) => {
+        let (fw, fh) = like.size();
+        // Per frame: the frame-0 box [x0, x1) x [y0, y1) it covers.
+        let mut boxes = Vec::new();
+        for p in poses {
+            boxes.push(match *p {
+                Some(pose) => {
+                    let (x, y) = (pose.x, pose.y);
                     if !x.is_finite() || !y.is_finite() || libm::fabs(x) > 1e9 || libm::fabs(y) > 1e9 {
                         let value = if x.is_finite() { y } else { x };
                         return Err(Error::InvalidFloat { name: "frame position", value, expected: "finite, |value| <= 1e9" });
                     }
-                    Some((libm::round(x) as i64, libm::round(y) as i64))
+                    crate::error::require_finite("frame angle", pose.angle)?;
+                    if !(pose.scale > 0.0 && pose.scale <= 100.0) {
+                        return Err(Error::InvalidFloat { name: "frame scale", value: pose.scale, expected: "within (0, 100]" });
+                    }
+                    Some(if pose.is_translation() {
+                        let (x, y) = (libm::round(x) as i64, libm::round(y) as i64);
+                        (x, y, x + fw as i64, y + fh as i64)
+                    } else {
+                        let corners = [(0.0, 0.0), ((fw - 1) as f64, 0.0), (0.0, (fh - 1) as f64), ((fw - 1) as f64, (fh - 1) as f64)].map(|c| pose.apply(c));
+                        let lo = |k: fn(&(f64, f64)) -> f64| libm::floor(corners.iter().map(k).fold(f64::INFINITY, f64::min)) as i64;
+                        let hi = |k: fn(&(f64, f64)) -> f64| libm::ceil(corners.iter().map(k).fold(f64::NEG_INFINITY, f64::max)) as i64 + 1;
+                        (lo(|c| c.0), lo(|c| c.1), hi(|c| c.0), hi(|c| c.1))
+                    })
                 }
                 None => None,
             });
         }
-        let corners = || placed.iter().flatten();
-        let (Some(x0), Some(y0)) = (corners().map(|p| p.0).min(), corners().map(|p| p.1).min()) else {
+        let placed = || boxes.iter().flatten();
+        let (Some(x0), Some(y0)) = (placed().map(|b| b.0).min(), placed().map(|b| b.1).min()) else {
             return Err(Error::InvalidParameter { name: "positions", reason: "no frame has a position".into() });
         };
-        let (fw, fh) = like.size();
-        let x1 = corners().map(|p| p.0).max().unwrap_or(x0) + fw as i64;
-        let y1 = corners().map(|p| p.1).max().unwrap_or(y0) + fh as i64;
+        let x1 = placed().map(|b| b.2).max().unwrap_or(x0);
+        let y1 = placed().map(|b| b.3).max().unwrap_or(y0);
         let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
         if cw.checked_mul(ch).is_none_or(|n| n > max_pixels) {
             return Err(Error::InvalidParameter { name: "canvas", reason: alloc::format!("{cw}x{ch} exceeds {max_pixels} pixels") });
         }
-        let at = placed.iter().map(|p| p.map(|(x, y)| ((x - x0) as usize, (y - y0) as usize))).collect();
-        Ok(Plan { origin: (x0, y0), size: (cw, ch), frame_size: (fw, fh), type_name: like.type_name(), at })
+        let at = boxes.iter().map(|b| b.map(|(x, y, _, _)| ((x - x0) as usize, (y - y0) as usize))).collect();
+        let turned = poses
+            .iter()
+            .zip(&boxes)
+            .map(|(p, b)| match (p, b) {
+                (Some(pose), Some(b)) if !pose.is_translation() => Some((pose.inverse().then(&Similarity::translation((x0 as f64, y0 as f64))), ((b.2 - b.0) as usize, (b.3 - b.1) as usize))),
+                _ => None,
+            })
+            .collect();
+        Ok(Plan { origin: (x0, y0), size: (cw, ch), frame_size: (fw, fh), type_name: like.type_name(), at, turned })
     }
 
     /// Where frame `i` goes (`None`: left out, whatever the frame). Errors: `i` out of
@@ -143,8 +182,8 @@ impl Plan {
     /// The frames placed on any of the canvas rows `y0..y1`, in sequence order: the frames a
     /// strip [`Compositor::rows`] needs.
     pub fn frames_on_rows(&self, y0: usize, y1: usize) -> Vec<usize> {
-        let fh = self.frame_size.1;
-        (0..self.at.len()).filter(|&i| self.at[i].is_some_and(|(_, y)| y < y1 && y + fh > y0)).collect()
+        let height = |i: usize| self.turned[i].map_or(self.frame_size.1, |t| t.1 .1);
+        (0..self.at.len()).filter(|&i| self.at[i].is_some_and(|(_, y)| y < y1 && y + height(i) > y0)).collect()
     }
 
     fn mismatch(&self, i: usize, frame: &AnyView<'_>) -> Error {
@@ -194,7 +233,16 @@ enum Pixels {
 impl Compositor {
     /// Plans the canvas ([`Plan::new`], whose errors it returns) for `blend`.
     pub fn new(like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend) -> Result<Self> {
-        let plan = Plan::new(like, positions)?;
+        Self::whole(Plan::new(like, positions)?, blend)
+    }
+
+    /// [`Compositor::new`] for frames at `poses` ([`Plan::with_poses`], whose errors it
+    /// returns; the canvas at most [`MAX_CANVAS`] pixels).
+    pub fn with_poses(like: &AnyView<'_>, poses: &[Option<Similarity>], blend: Blend) -> Result<Self> {
+        Self::whole(Plan::with_poses(like, poses, MAX_CANVAS)?, blend)
+    }
+
+    fn whole(plan: Plan, blend: Blend) -> Result<Self> {
         let rows = plan.size.1;
         Self::rows(plan, blend, 0, rows)
     }
@@ -229,6 +277,16 @@ impl Compositor {
     pub fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
         let Some(at) = self.plan.place(i, frame)? else { return Ok(()) };
         let (blend, y0) = (self.blend, self.y0);
+        if let Some(turn) = self.plan.turned[i] {
+            match (&mut self.pixels, frame) {
+                (Pixels::U8(c), AnyView::U8(f)) => c.add_turned(*f, at, turn, blend, y0),
+                (Pixels::U16(c), AnyView::U16(f)) => c.add_turned(*f, at, turn, blend, y0),
+                (Pixels::F32(c), AnyView::F32(f)) => c.add_turned(*f, at, turn, blend, y0),
+                (Pixels::Rgba8(c), AnyView::Rgba8(f)) => c.add_turned(*f, at, turn, blend, y0),
+                _ => return Err(self.plan.mismatch(i, frame)),
+            }
+            return Ok(());
+        }
         match (&mut self.pixels, frame) {
             (Pixels::U8(c), AnyView::U8(f)) => c.add(*f, at, blend, y0),
             (Pixels::U16(c), AnyView::U16(f)) => c.add(*f, at, blend, y0),
@@ -300,6 +358,35 @@ impl<P: SynthPixel> Paste<P> {
                 self.weight[idx] += k;
                 for ch in 0..c {
                     self.acc[idx * c + ch] += k * px.channel(ch);
+                }
+            }
+        }
+    }
+
+    /// Adds the turned frame `f` whose bounding box (of size `size`) has its top-left pixel
+    /// at canvas `(x, y)`, `inverse` mapping canvas pixels to the frame's: every canvas pixel
+    /// of the box (in this strip's rows) whose centre the frame covers gets the frame's
+    /// bilinear value there, the feather weight counted from the frame's own edges.
+    fn add_turned(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), (inverse, size): (Similarity, (usize, usize)), blend: Blend, y0: usize) {
+        let (w, h) = f.size();
+        let (c, cw) = (P::COLOURS, self.canvas.width());
+        let rows = y.max(y0)..(y + size.1).min(y0 + self.canvas.height());
+        for row in rows {
+            for col in x..x + size.0 {
+                let (u, v) = inverse.apply((col as f64, row as f64));
+                let Some(value) = sample(f, (u, v)) else { continue };
+                let idx = (row - y0) * cw + col;
+                if blend == Blend::Overwrite {
+                    self.canvas.as_mut_slice()[idx] = P::from_channels(value);
+                    continue;
+                }
+                let k = match blend {
+                    Blend::Feather => ((u + 1.0).min(w as f64 - u).min(v + 1.0).min(h as f64 - v)) as f32,
+                    _ => 1.0,
+                };
+                self.weight[idx] += k;
+                for ch in 0..c {
+                    self.acc[idx * c + ch] += k * value[ch];
                 }
             }
         }

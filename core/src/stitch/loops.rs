@@ -28,8 +28,9 @@
 //! chained ones, unchanged.
 
 use super::register::PairRegistration;
-use super::sequence::{FrameRecord, GrayType, Held, Run};
-use super::solve::{solve, Constraint};
+use super::sequence::{centre_offset, FrameRecord, GrayType, Held, Run};
+use super::similarity::Similarity;
+use super::solve::{solve, Constraint, Solution};
 use crate::error::{Error, Result};
 use crate::ncc::{Integral, SearchFrame};
 use alloc::vec::Vec;
@@ -48,25 +49,27 @@ const ROBUST_SCALE: f64 = 0.5;
 /// The loops a run has found.
 #[derive(Default)]
 pub(super) struct Loops {
-    /// Keyframes with their chained positions, in the order they became keyframes, and
+    /// Keyframes with their chained poses, in the order they became keyframes, and
     /// whether a later frame has overlapped them by less than [`LOOP_OVERLAP`].
-    keyframes: Vec<(usize, (f64, f64), bool)>,
-    /// Accepted loops: `from` the earlier keyframe, `to` the frame.
-    found: Vec<Constraint>,
+    keyframes: Vec<(usize, Similarity, bool)>,
+    /// Accepted loops: the earlier keyframe, the frame, and the pair's motion.
+    found: Vec<(usize, usize, Similarity)>,
 }
 
 impl<'a> Run<'a> {
     /// Tries to close a loop from frame `current` (just registered against `reference` at
     /// chained position `current.pos`): the loop is kept in `loops`, its NCC evaluations
     /// added to the frame's record.
-    pub(super) fn close_loop<T: GrayType>(&self, current: &Held<'a>, reference: (usize, (f64, f64)), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>) -> Result<()> {
+    pub(super) fn close_loop<T: GrayType>(&self, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>) -> Result<()> {
         let (r, r_pos) = reference;
         if !loops.keyframes.iter().any(|k| k.0 == r) {
             loops.keyframes.push((r, r_pos, false));
         }
         let (w, h) = (self.size.0 as f64, self.size.1 as f64);
-        let overlap = |p: (f64, f64)| {
-            let (dx, dy) = (libm::fabs(p.0 - current.pos.0), libm::fabs(p.1 - current.pos.1));
+        // The overlap of two frames as if upright (a turned frame's is a little less).
+        let overlap = |p: Similarity| {
+            let d = centre_offset(&p, &current.pos, self.size);
+            let (dx, dy) = (libm::fabs(d.0), libm::fabs(d.1));
             if dx < w && dy < h { (w - dx) * (h - dy) / (w * h) } else { 0.0 }
         };
         for k in loops.keyframes.iter_mut() {
@@ -92,59 +95,96 @@ impl<'a> Run<'a> {
         }
         let (_, reg, evaluations): (usize, PairRegistration, u64) = settled?;
         records[current.index].evaluations += evaluations;
-        if let Some(s) = reg.shift {
-            let drift = libm::hypot(k_pos.0 + s.0 - current.pos.0, k_pos.1 + s.1 - current.pos.1);
-            if drift <= LOOP_DRIFT {
-                loops.found.push(Constraint { from: k, to: current.index, shift: s, weight: 1.0 });
+        if let Some(m) = reg.motion() {
+            let d = centre_offset(&k_pos.then(&m), &current.pos, self.size);
+            if libm::hypot(d.0, d.1) <= LOOP_DRIFT {
+                loops.found.push((k, current.index, m));
             }
         }
         Ok(())
     }
 }
 
-/// Solves the run's positions from its tree of registrations and its `loops` (module doc),
-/// with the reference frame `anchor` at (0, 0): updates the registered frames' positions,
-/// residuals and loop partners. Without a loop (none found, or all rejected) the tree
-/// fits exactly: the chained positions stay, to the bit, with residual 0.
-pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Loops) -> Result<()> {
-    let tree: Vec<Constraint> = records
+/// Solves the run's poses from its tree of registrations and its `loops` (module doc), with
+/// the reference frame `anchor` at (0, 0), for frames of `size`: updates the registered
+/// frames' positions (and angles), residuals and loop partners. Without a loop (none found,
+/// or all rejected) the tree fits exactly: the chained poses stay, to the bit, with
+/// residual 0.
+///
+/// Turned frames: the angles are solved first (they chain by sums, like positions), then the
+/// positions with every pair's shift turned by its `from` frame's solved angle, which makes
+/// them linear again. A constraint's residual is then its position residual and its angle
+/// residual at the frame's corners, whichever is larger.
+pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Loops, size: (usize, usize)) -> Result<()> {
+    // Every registration as (from, to, the pair's motion).
+    let tree: Vec<(usize, usize, Similarity)> = records
         .iter()
         .filter_map(|rec| {
-            let (r, p) = (rec.reference?, rec.position?);
-            let q = records[r].position?;
-            Some(Constraint { from: r, to: rec.index, shift: (p.0 - q.0, p.1 - q.1), weight: 1.0 })
+            let (r, p) = (rec.reference?, rec.pose()?);
+            Some((r, rec.index, records[r].pose()?.inverse().then(&p)))
         })
         .collect();
-    let mut kept: Vec<Constraint> = loops.found.clone();
+    let mut kept = loops.found.clone();
     for rec in records.iter_mut() {
         rec.residual = rec.position.map(|_| 0.0);
         rec.loop_closure = None;
     }
-    let guess: Vec<Option<(f64, f64)>> = records.iter().map(|r| r.position).collect();
+    let turned = records.iter().any(|r| r.pose().is_some_and(|p| !p.is_translation())) || kept.iter().any(|l| !l.2.is_translation());
+    // Angles in pixels: the arc the frame's corner travels, so one robust scale serves both.
+    let radius = libm::hypot(size.0 as f64, size.1 as f64) / 2.0;
     while !kept.is_empty() {
-        let all: Vec<Constraint> = tree.iter().chain(&kept).copied().collect();
-        let solution = solve(records.len(), anchor, (0.0, 0.0), &all, &guess, ROBUST_SCALE)?;
-        let worst = (tree.len()..all.len()).max_by(|&a, &b| solution.residuals[a].total_cmp(&solution.residuals[b]));
-        if let Some(wi) = worst.filter(|&wi| solution.residuals[wi] > LOOP_REJECT) {
+        let all: Vec<(usize, usize, Similarity)> = tree.iter().chain(&kept).copied().collect();
+        let angles = if turned {
+            let constraints: Vec<Constraint> = all.iter().map(|&(from, to, m)| Constraint { from, to, shift: (m.angle * radius, 0.0), weight: 1.0 }).collect();
+            let guess: Vec<Option<(f64, f64)>> = records.iter().map(|r| r.position.map(|_| (r.angle * radius, 0.0))).collect();
+            Some(solve(records.len(), anchor, (0.0, 0.0), &constraints, &guess, ROBUST_SCALE)?)
+        } else {
+            None
+        };
+        let angle_of = |i: usize| angles.as_ref().and_then(|a| a.positions[i]).map_or(0.0, |p| p.0 / radius);
+        let constraints: Vec<Constraint> = all
+            .iter()
+            .map(|&(from, to, m)| {
+                let shift = if turned { Similarity { x: 0.0, y: 0.0, angle: angle_of(from), scale: records[from].scale }.apply(m.shift()) } else { m.shift() };
+                Constraint { from, to, shift, weight: 1.0 }
+            })
+            .collect();
+        let guess: Vec<Option<(f64, f64)>> = records.iter().map(|r| r.position).collect();
+        let solution = solve(records.len(), anchor, (0.0, 0.0), &constraints, &guess, ROBUST_SCALE)?;
+        let residual = |c: usize| match &angles {
+            Some(a) => solution.residuals[c].max(a.residuals[c]),
+            None => solution.residuals[c],
+        };
+        let worst = (tree.len()..all.len()).max_by(|&a, &b| residual(a).total_cmp(&residual(b)));
+        if let Some(wi) = worst.filter(|&wi| residual(wi) > LOOP_REJECT) {
             kept.remove(wi - tree.len());
             continue;
         }
-        for rec in records.iter_mut().filter(|r| r.position.is_some()) {
-            rec.position = solution.positions[rec.index];
-        }
-        for (c, &res) in all.iter().zip(&solution.residuals) {
-            for f in [c.from, c.to] {
+        apply(records, &solution, angles.as_ref(), radius);
+        for (c, &(from, to, _)) in all.iter().enumerate() {
+            for f in [from, to] {
                 if let Some(r) = records[f].residual.as_mut() {
-                    *r = r.max(res);
+                    *r = r.max(residual(c));
                 }
             }
         }
-        for c in &kept {
-            records[c.to].loop_closure = Some(c.from);
+        for &(from, to, _) in &kept {
+            records[to].loop_closure = Some(from);
         }
         break;
     }
     Ok(())
+}
+
+/// Writes the solved positions (and angles, in pixels of arc at `radius`) into the
+/// registered frames' records.
+fn apply(records: &mut [FrameRecord], positions: &Solution, angles: Option<&Solution>, radius: f64) {
+    for rec in records.iter_mut().filter(|r| r.position.is_some()) {
+        rec.position = positions.positions[rec.index];
+        if let Some(a) = angles.and_then(|a| a.positions[rec.index]) {
+            rec.angle = a.0 / radius;
+        }
+    }
 }
 
 /// Whether the tree of registrations (each frame to its reference) joins frames `a` and
@@ -241,7 +281,7 @@ mod tests {
         let recs: alloc::vec::Vec<FrameRecord> = parents
             .iter()
             .enumerate()
-            .map(|(i, &p)| FrameRecord { index: i, position: Some((0.0, 0.0)), reference: p, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None })
+            .map(|(i, &p)| FrameRecord { index: i, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: p, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None })
             .collect();
         // 3 to 5: 3-2-1-4-5, four registrations.
         assert!(near_in_tree(&recs, 3, 5, 5) && !near_in_tree(&recs, 3, 5, 4));

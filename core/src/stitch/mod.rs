@@ -16,18 +16,21 @@ pub mod refine;
 pub mod solve;
 pub mod register;
 pub mod sequence;
+pub mod similarity;
 pub mod synth;
+pub mod warp;
 
 pub use accept::Acceptance;
 pub use grid::{grid_positions, neighbours, register_tiles, Corner, GridParams, Mosaic, TileOrder, TilePair, TileRecord};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
 pub use solve::{solve, Constraint, Solution};
-pub use register::{register_pair, register_pair_any, register_pair_with, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
+pub use register::{register_pair, register_pair_any, register_pair_with, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
     check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
     FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams, MAX_LOOKAHEAD,
 };
+pub use similarity::Similarity;
 pub use synth::{synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
 
 /// Test textures: uniform noise smoothed by two passes of a 5 x 5 mean (a correlation

@@ -25,7 +25,8 @@ use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, MAX_RADIUS};
 use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
-use crate::stitch::refine::refine_shift;
+use crate::stitch::refine::{refine_motion, refine_shift};
+use crate::stitch::similarity::{self, Bounds, Correspondence, Similarity};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -40,6 +41,18 @@ pub enum SearchMethod {
     LogPlain,
     /// Every position of the search area (the accuracy baseline).
     Exhaustive,
+}
+
+/// The motion model a pair's vectors are fitted with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Motion {
+    /// A shift only (the original).
+    Translation,
+    /// Rotation (and scale with [`RegisterParams::fit_scale`]) plus a shift, fitted by
+    /// consensus and least squares ([`super::similarity`]); a pair whose rotation is not
+    /// significant against the vectors' scatter keeps the translation result exactly.
+    #[default]
+    Similarity,
 }
 
 /// Parameters of pair registration, with the original plugin's tuned defaults.
@@ -76,6 +89,13 @@ pub struct RegisterParams {
     /// stay whole pixels).
     pub refine: bool,
     pub method: SearchMethod,
+    /// The motion model ([`Motion`]).
+    pub motion: Motion,
+    /// With [`Motion::Similarity`]: fit a scale too (a zoom; off: rotation only).
+    pub fit_scale: bool,
+    /// With [`Motion::Similarity`]: the largest rotation (degrees) a pair may show beyond
+    /// what it was warped by (in (0, 45]).
+    pub max_turn: f64,
 }
 
 impl Default for RegisterParams {
@@ -94,6 +114,9 @@ impl Default for RegisterParams {
             subpixel: true,
             refine: true,
             method: SearchMethod::Log,
+            motion: Motion::Similarity,
+            fit_scale: false,
+            max_turn: 6.0,
         }
     }
 }
@@ -116,6 +139,7 @@ impl RegisterParams {
         for (name, value, range, expected) in [
             ("null margin", self.null_margin, 0.0..=2.0, "within [0, 2]"),
             ("min coefficient", self.min_coefficient, -1.0..=1.0, "within [-1, 1]"),
+            ("max turn", self.max_turn, 1e-3..=45.0, "within (0, 45] degrees"),
         ] {
             require_finite(name, value)?;
             if !range.contains(&value) {
@@ -199,8 +223,14 @@ impl SkipReason {
 /// The registration of one frame pair.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PairRegistration {
-    /// The shift (module doc), or `None` when the pair was skipped.
+    /// The shift (module doc), or `None` when the pair was skipped. With a rotation, the
+    /// translation of the motion: the moving frame's `(u, v)` shows the reference at
+    /// `shift + scale R(angle) (u, v)` ([`PairRegistration::motion`]).
     pub shift: Option<(f64, f64)>,
+    /// Rotation in radians (0 for a translation).
+    pub angle: f64,
+    /// Scale (1 unless fitted).
+    pub scale: f64,
     pub skip: Option<SkipReason>,
     /// Mean of `coefficient - threshold` over the vectors used (0 when none): how clearly
     /// the matches passed.
@@ -218,6 +248,14 @@ pub struct PairRegistration {
     pub evaluations: u64,
     /// Every searched template's vector.
     pub vectors: Vec<MotionVector>,
+}
+
+impl PairRegistration {
+    /// The pair's motion (moving `(u, v)` shows the reference at `motion(u, v)`), `None`
+    /// when skipped.
+    pub fn motion(&self) -> Option<Similarity> {
+        self.shift.map(|(x, y)| Similarity { x, y, angle: self.angle, scale: self.scale })
+    }
 }
 
 /// The grid positions along one axis of length `len` for prediction `pred` (rounded):
@@ -324,6 +362,8 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
         confidence: 0.0,
         evaluations: 0,
         vectors: Vec::new(),
+        angle: 0.0,
+        scale: 1.0,
     };
     let r = p.search_radius;
     let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {
@@ -379,6 +419,23 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     let kept: Vec<usize> = (0..out.vectors.len()).filter(|&i| out.vectors[i].coefficient >= out.vectors[i].threshold).collect();
     out.above_threshold = kept.len();
     let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
+    if p.motion == Motion::Similarity {
+        if let Some((candidate, turned)) = turned_consensus(&out.vectors, &kept, &inliers, p) {
+            mark_inliers(&mut out, &turned);
+            let refined = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &out.vectors, candidate, p.fit_scale) } else { candidate };
+            if turn_visible(&refined, &out.vectors, &turned, p) {
+                if let Some(rival) = turned_rival(&out.vectors, &kept, &turned, p) {
+                    out.skip = Some(SkipReason::Ambiguous { agreeing: turned.len(), rival });
+                    return Ok(out);
+                }
+                (out.shift, out.angle, out.scale) = (Some(refined.shift()), refined.angle, refined.scale);
+                return Ok(out);
+            }
+            // Back to the translation's result, as if never tried.
+            out.vectors.iter_mut().for_each(|v| v.inlier = false);
+            (out.vectors_used, out.margin, out.ncc, out.confidence) = (0, 0.0, 0.0, 0.0);
+        }
+    }
     if inliers.len() < p.min_vectors {
         out.vectors_used = inliers.len();
         out.skip = Some(SkipReason::TooFewVectors {
@@ -393,15 +450,123 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
         out.skip = Some(SkipReason::Ambiguous { agreeing: inliers.len(), rival });
         return Ok(out);
     }
-    for &i in &inliers {
+    mark_inliers(&mut out, &inliers);
+    out.shift = Some(if p.refine && p.subpixel { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
+    Ok(out)
+}
+
+/// Marks the vectors used and fills the pair's statistics from them.
+fn mark_inliers(out: &mut PairRegistration, inliers: &[usize]) {
+    for &i in inliers {
         out.vectors[i].inlier = true;
     }
     out.vectors_used = inliers.len();
     out.margin = inliers.iter().map(|&i| out.vectors[i].coefficient - out.vectors[i].threshold).sum::<f64>() / inliers.len() as f64;
     out.ncc = inliers.iter().map(|&i| out.vectors[i].coefficient).sum::<f64>() / inliers.len() as f64;
     out.confidence = inliers.len() as f64 / out.templates as f64;
-    out.shift = Some(if p.refine && p.subpixel { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
-    Ok(out)
+}
+
+/// A rotation is a candidate when the angle fitted to the vectors' peaks exceeds this many
+/// standard errors (the peaks are noisy: pixel locking, broad peaks on smooth texture).
+const TURN_CANDIDATE: f64 = 2.0;
+/// A candidate rotation stands when, refined on the templates' pixels, it moves a typical
+/// template this far (pixels) beyond the shift; the translation result stands otherwise.
+const VISIBLE_TURN: f64 = 0.1;
+/// Noise (pixels) assumed per vector at least, so that a perfect fit of few vectors does
+/// not make any angle significant.
+const VECTOR_NOISE: f64 = 0.1;
+
+/// Fewest vectors a rotated registration rests on: two make a hypothesis, two more confirm.
+const MIN_TURNED_VECTORS: usize = 4;
+
+/// With [`Motion::Similarity`]: the similarity consensus of the vectors `kept`, a candidate
+/// when its rotation (or scale) stands out of the peaks' noise and it explains at least as
+/// many vectors as the translation consensus `shift_inliers`; `None` otherwise (the
+/// translation result stands, to the bit). Where every kept vector agrees on the shift already, the similarity is
+/// fitted to them directly, with no search for a consensus.
+fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize], p: &RegisterParams) -> Option<(Similarity, Vec<usize>)> {
+    let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
+    if kept.len() < needed {
+        return None;
+    }
+    let points = correspondences(v, kept, p.rsz);
+    let bounds = turn_bounds(p);
+    let set: Vec<usize> = if shift_inliers.len() == kept.len() {
+        (0..kept.len()).collect()
+    } else {
+        let weights: Vec<f64> = kept.iter().map(|&k| v[k].coefficient).collect();
+        similarity::consensus(&points, &weights, p.agreement, &bounds)?.1
+    };
+    let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
+    let f = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE)?;
+    let turned = libm::fabs(f.motion.angle) > TURN_CANDIDATE * f.angle_error;
+    let zoomed = p.fit_scale && libm::fabs(f.motion.scale - 1.0) > TURN_CANDIDATE * f.angle_error;
+    if set.len() < shift_inliers.len() || set.len() < needed || !(turned || zoomed) || libm::fabs(f.motion.angle) > bounds.max_angle {
+        return None;
+    }
+    Some((f.motion, set.iter().map(|&k| kept[k]).collect()))
+}
+
+/// Whether the similarity `m` of a pair, fitted to the vectors `inliers`, moves a typical
+/// template (at the root mean square distance from their centroid) by at least
+/// [`VISIBLE_TURN`] beyond the shift: a turn worth reporting.
+fn turn_visible(m: &Similarity, v: &[MotionVector], inliers: &[usize], p: &RegisterParams) -> bool {
+    let points = correspondences(v, inliers, p.rsz);
+    let n = points.len().max(1) as f64;
+    let (cx, cy) = points.iter().fold((0.0, 0.0), |c, q| (c.0 + q.moving.0 / n, c.1 + q.moving.1 / n));
+    let radius = libm::sqrt(points.iter().map(|q| (q.moving.0 - cx) * (q.moving.0 - cx) + (q.moving.1 - cy) * (q.moving.1 - cy)).sum::<f64>() / n);
+    let turn = Similarity { x: 0.0, y: 0.0, angle: m.angle, scale: m.scale };
+    let moved = turn.apply((radius, 0.0));
+    libm::hypot(moved.0 - radius, moved.1) >= VISIBLE_TURN
+}
+
+/// The vectors `ks` as correspondences of template centres.
+fn correspondences(v: &[MotionVector], ks: &[usize], rsz: usize) -> Vec<Correspondence> {
+    let half = (rsz as f64 - 1.0) / 2.0;
+    ks.iter().map(|&k| Correspondence { reference: (v[k].template.0 as f64 + half, v[k].template.1 as f64 + half), moving: (v[k].found.0 + half, v[k].found.1 + half) }).collect()
+}
+
+/// The hypotheses a similarity consensus considers: turns up to `max_turn`, zooms up to 20 %
+/// when fitted, from vectors at least two templates apart.
+fn turn_bounds(p: &RegisterParams) -> Bounds {
+    Bounds { max_angle: p.max_turn.to_radians(), max_scale_change: if p.fit_scale { 0.2 } else { 0.0 }, min_baseline: 2.0 * p.rsz as f64 }
+}
+
+/// Whether the vectors `kept` outside the similarity consensus `inliers` agree among
+/// themselves on another motion as strongly (repeated texture): the rival's centre shift.
+fn turned_rival(v: &[MotionVector], kept: &[usize], inliers: &[usize], p: &RegisterParams) -> Option<(f64, f64)> {
+    let rest: Vec<usize> = kept.iter().copied().filter(|k| !inliers.contains(k)).collect();
+    let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
+    if rest.len() < needed {
+        return None;
+    }
+    let weights: Vec<f64> = rest.iter().map(|&k| v[k].coefficient).collect();
+    let (f, set) = similarity::consensus(&correspondences(v, &rest, p.rsz), &weights, p.agreement, &turn_bounds(p))?;
+    (set.len() >= needed && 2 * set.len() >= inliers.len()).then(|| f.motion.shift())
+}
+
+fn set_turned<T: NccSample + Into<f64>>(out: &mut PairRegistration, motion: Similarity, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams) {
+    let m = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &out.vectors, motion, p.fit_scale) } else { motion };
+    out.shift = Some(m.shift());
+    out.angle = m.angle;
+    out.scale = m.scale;
+}
+
+/// A registered pair's similarity, fitted to its agreeing vectors by least squares and
+/// refined, however small its rotation: for a pair of a sequence that turns, where the
+/// turn predicted for it is only a prediction (a registration that kept a translation
+/// would carry the prediction's error on). `reference` and `moving` are the frames the
+/// pair was registered on. Nothing changes for a skipped pair, or one of fewer than three
+/// agreeing vectors.
+pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams) {
+    let inliers: Vec<usize> = (0..reg.vectors.len()).filter(|&k| reg.vectors[k].inlier).collect();
+    if reg.shift.is_none() || inliers.len() < 3 {
+        return;
+    }
+    let fitted = similarity::fit(&correspondences(&reg.vectors, &inliers, p.rsz), p.fit_scale, VECTOR_NOISE);
+    if let Some(f) = fitted.filter(|f| libm::fabs(f.motion.angle - reg.angle) <= turn_bounds(p).max_angle) {
+        set_turned(reg, f.motion, reference, moving, p);
+    }
 }
 
 /// Each search's acceptance threshold. Adaptive: the template's coefficient at the windows

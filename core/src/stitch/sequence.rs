@@ -38,7 +38,10 @@ use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc};
 use super::accept::Acceptance;
-use super::register::{gray, luma_storage, register_pair, Gray, PairRegistration, RegisterParams, SkipReason};
+use super::register::{fit_turn, gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
+use super::similarity::Similarity;
+use super::synth::SynthPixel;
+use super::warp::warp;
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
@@ -142,9 +145,14 @@ impl StitchParams {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FrameRecord {
     pub index: usize,
-    /// Position in the reference frame's coordinates (frame i's pixel (u, v) shows what the
-    /// reference shows at (u + x, v + y)); `None` for a skipped frame.
+    /// Position in the reference frame's coordinates: frame i's pixel (u, v) shows what the
+    /// reference shows at `(x, y) + scale R(angle) (u, v)` (with no rotation, at
+    /// `(u + x, v + y)`); `None` for a skipped frame.
     pub position: Option<(f64, f64)>,
+    /// Rotation in radians ([`super::similarity`]; 0 with the translation model).
+    pub angle: f64,
+    /// Scale (1 unless fitted).
+    pub scale: f64,
     /// The frame it was registered against (`None` for frame 0 and skipped frames).
     pub reference: Option<usize>,
     /// Why it was skipped (`None` when registered).
@@ -173,6 +181,10 @@ pub struct FrameRecord {
 impl FrameRecord {
     pub fn is_ok(&self) -> bool {
         self.position.is_some()
+    }
+    /// Its pose (position, angle, scale), `None` for a skipped frame.
+    pub fn pose(&self) -> Option<Similarity> {
+        self.position.map(|(x, y)| Similarity { x, y, angle: self.angle, scale: self.scale })
     }
 }
 
@@ -385,6 +397,10 @@ pub fn stitch_frames_into<'c>(
 ) -> Result<Panorama> {
     let (records, reference) = register_frames_with(frames, p, par, progress, registrar)?;
     let positions: Vec<_> = records.iter().map(|r| r.position).collect();
+    // Turned frames are resampled into the canvas on the host (a backend's canvas pastes
+    // upright frames).
+    let poses: Vec<_> = records.iter().map(|r| r.pose()).collect();
+    let turned = poses.iter().flatten().any(|p| !p.is_translation());
     let unreadable = |i: usize, why: String| Error::InvalidParameter { name: "frames", reason: alloc::format!("frame {i} could not be read again: {why}") };
     let mut canvas: Option<Box<dyn Pasting + 'c>> = None;
     for (i, pos) in positions.iter().enumerate() {
@@ -393,6 +409,7 @@ pub fn stitch_frames_into<'c>(
             let v = f.view().map_err(|why| unreadable(i, why))?;
             let c = match &mut canvas {
                 Some(c) => c,
+                None if turned => canvas.insert(Box::new(Compositor::with_poses(&v, &poses, p.blend)?)),
                 None => canvas.insert(new_canvas(&v, &positions, p.blend)?),
             };
             c.paste(i, &v)?;
@@ -403,7 +420,7 @@ pub fn stitch_frames_into<'c>(
 }
 
 /// The grey type registration runs on, and its view of a frame's [`Gray`].
-pub(super) trait GrayType: NccSample + Into<f64> {
+pub(super) trait GrayType: NccSample + Into<f64> + SynthPixel {
     fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>>;
     fn gray(v: ImageView<'_, Self>) -> Gray<'_>;
 }
@@ -433,9 +450,9 @@ pub(super) struct Held<'s> {
     frame: Frame<'s>,
     /// The luma of an RGBA frame (registration runs on grey).
     luma: Option<Image<u8>>,
-    /// Position in the reference's coordinates (for a candidate not yet registered: its
-    /// own origin).
-    pub(super) pos: (f64, f64),
+    /// Pose in the reference's coordinates (for a candidate not yet registered: the
+    /// identity).
+    pub(super) pos: Similarity,
 }
 
 impl Held<'_> {
@@ -479,7 +496,7 @@ impl<'a> Run<'a> {
             }
         }
         let luma = luma_storage(&v);
-        Ok(Held { index: i, frame, luma, pos: (0.0, 0.0) })
+        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY })
     }
 
     /// Registers `current` by the first of `attempts` (reference index, predicted position
@@ -494,7 +511,7 @@ impl<'a> Run<'a> {
         frame: &dyn Fn(usize) -> Result<&'h Held<'a>>,
         current: &Held<'a>,
         moving: Option<&SearchFrame<'_, T>>,
-        attempts: &[(usize, (f64, f64))],
+        attempts: &[(usize, Similarity)],
         fallback: usize,
     ) -> Result<(usize, PairRegistration, u64)>
     where
@@ -502,10 +519,16 @@ impl<'a> Run<'a> {
     {
         let p = self.p;
         let mut evaluations = 0;
-        let mut attempt_with = |r: usize, pred: (f64, f64), rp: &RegisterParams| -> Result<PairRegistration> {
+        let mut attempt_with = |r: usize, pred: Similarity, rp: &RegisterParams| -> Result<PairRegistration> {
             let r_held = frame(r)?;
-            let pred = (pred.0 - r_held.pos.0, pred.1 - r_held.pos.1);
-            let reg = match (moving, self.registrar) {
+            let motion = r_held.pos.inverse().then(&pred);
+            if rp.motion == Motion::Similarity && motion.spread(self.size) > WARP_SPREAD {
+                let reg = self.register_turned(r_held.view::<T>()?, current.view::<T>()?, rp, &motion)?;
+                evaluations += reg.evaluations;
+                return Ok(reg);
+            }
+            let pred = pair_prediction(&motion, self.size);
+            let mut reg = match (moving, self.registrar) {
                 (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
                 (None, Some(g)) => {
                     let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (current.index, T::gray(current.view::<T>()?)), prediction: pred };
@@ -513,10 +536,13 @@ impl<'a> Run<'a> {
                 }
                 (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
             };
+            if rp.motion == Motion::Similarity && !motion.is_translation() && reg.motion().is_some_and(|m| m.is_translation()) {
+                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, rp);
+            }
             evaluations += reg.evaluations;
             Ok(reg)
         };
-        let mut attempt = |r: usize, pred: (f64, f64)| attempt_with(r, pred, &p.register);
+        let mut attempt = |r: usize, pred: Similarity| attempt_with(r, pred, &p.register);
         let mut outcome: Option<(usize, PairRegistration)> = None;
         for &(r, pred) in attempts {
             let reg = attempt(r, pred)?;
@@ -540,6 +566,8 @@ impl<'a> Run<'a> {
                 let b_held = frame(base)?;
                 let seeds = coarse::candidates(&Spectrum::new(b_held.view::<T>()?), &Spectrum::new(current.view::<T>()?), p.coarse_candidates);
                 let b_pos = b_held.pos;
+                // Seeds are shifts of the frame's centre; the turn stays the predicted one.
+                let turn = attempts.first().map_or(Similarity::IDENTITY, |a| b_pos.inverse().then(&a.1));
                 for (seed, _) in seeds.unwrap_or_default() {
                     if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
                         // Already where this seed leads.
@@ -547,7 +575,8 @@ impl<'a> Run<'a> {
                             continue;
                         }
                     }
-                    let reg = attempt(base, (b_pos.0 + seed.0, b_pos.1 + seed.1))?;
+                    let seeded = if turn.is_translation() { Similarity::translation(seed) } else { Similarity::about(centre(self.size), seed, turn.angle, turn.scale) };
+                    let reg = attempt(base, b_pos.then(&seeded))?;
                     let better = match &outcome {
                         Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
                         None => true,
@@ -569,7 +598,7 @@ impl<'a> Run<'a> {
         if let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) {
             let r = *r;
             let r_pos = frame(r)?.pos;
-            let start = reg.shift.map(|s| (r_pos.0 + s.0, r_pos.1 + s.1)).or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(r_pos);
+            let start = reg.motion().map(|m| r_pos.then(&m)).or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(r_pos);
             let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
             let g = attempt_with(r, start, &grown)?;
             if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
@@ -580,14 +609,36 @@ impl<'a> Run<'a> {
         // A weak consensus must be confirmed by the whole overlap: chance agreement of a
         // few templates between unrelated frames is rare but, over a long run with
         // several attempts per frame, not rare enough to report a position on it.
-        if let (Some(s), true) = (reg.shift, weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
-            let overlap = overlap_ncc(frame(r)?.view::<T>()?, current.view::<T>()?, s, self.par)?.unwrap_or(f64::NEG_INFINITY);
+        if let (Some(m), true) = (reg.motion(), weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
+            let aligned = Aligned::new(current.view::<T>()?, &m)?;
+            let overlap = overlap_ncc(frame(r)?.view::<T>()?, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
             if overlap < p.register.min_coefficient {
                 reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap });
                 reg.shift = None;
             }
         }
         Ok((r, reg, evaluations))
+    }
+
+    /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
+    /// (or scales) the frame visibly: the moving frame is first turned back by it about its
+    /// centre, so that the templates meet their matches upright and the pair is nearly a
+    /// translation, then the pair's motion is composed with the turn. Always on the CPU (a
+    /// registrar's frames are the sequence's, not turned copies).
+    fn register_turned<T: GrayType>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, rp: &RegisterParams, motion: &Similarity) -> Result<PairRegistration> {
+        let turn = Similarity::about(centre(self.size), (0.0, 0.0), motion.angle, motion.scale);
+        let back = turn.inverse();
+        let turned = warp(moving, &back)?;
+        let search = SearchFrame::new(turned.view())?;
+        let mut reg = register_pair(reference, &search, rp, motion.then(&back).shift(), self.par)?;
+        if reg.motion().is_some_and(|m| m.is_translation()) {
+            fit_turn(&mut reg, reference, turned.view(), rp);
+        }
+        if let Some(m) = reg.motion() {
+            let total = m.then(&turn);
+            (reg.shift, reg.angle, reg.scale) = (Some(total.shift()), total.angle, total.scale);
+        }
+        Ok(reg)
     }
 
     fn register<T: GrayType>(&self, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
@@ -608,7 +659,7 @@ impl<'a> Run<'a> {
         let mut held: Vec<Held<'a>> = Vec::new();
         let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
         let mut reference = None;
-        let mut vel = (0.0, 0.0);
+        let mut vel = Velocity::default();
         let mut loops = Loops::default();
         // Frames read ahead for a registrar that speculates (none for the CPU), each read
         // once: the run takes frame i from here when it gets there.
@@ -635,17 +686,16 @@ impl<'a> Run<'a> {
                 continue;
             };
             let find = |idx: usize| held.iter().find(|f| f.index == idx).ok_or(Error::Backend("internal: lost a reference frame".into()));
-            let mut attempts: Vec<(usize, (f64, f64))> = Vec::with_capacity(3);
+            let mut attempts: Vec<(usize, Similarity)> = Vec::with_capacity(3);
             match last {
                 Some(l) => {
                     // Keyframe with the prediction from the last good frame's motion, the
                     // last good frame with it (if the keyframe is older), then the last good
                     // frame with no motion.
                     let l_pos = find(l)?.pos;
-                    let gap = (i - l) as f64;
-                    let predicted = (l_pos.0 + vel.0 * gap, l_pos.1 + vel.1 * gap);
+                    let predicted = vel.predict(&l_pos, (i - l) as f64, self.size);
                     let k_pos = find(k)?.pos;
-                    if libm::fabs(predicted.0 - k_pos.0) > limit.0 || libm::fabs(predicted.1 - k_pos.1) > limit.1 {
+                    if keyframe_left(&predicted, &k_pos, limit, self.size) {
                         key = Some(l);
                     }
                     attempts.push((key.unwrap_or(l), predicted));
@@ -657,14 +707,14 @@ impl<'a> Run<'a> {
                     }
                 }
                 // Nothing registered yet: the candidate, then the pending frame, unmoved.
-                None => attempts.extend([Some(k), pending].into_iter().flatten().map(|c| (c, (0.0, 0.0)))),
+                None => attempts.extend([Some(k), pending].into_iter().flatten().map(|c| (c, Similarity::IDENTITY))),
             }
             if let (Some(g), Some(l), Some(&first)) = (self.registrar.filter(|_| lookahead > 0), last, attempts.first()) {
                 while ahead.len() < lookahead && i + 1 + ahead.len() < self.frames.len() {
                     let j = i + 1 + ahead.len();
                     ahead.push_back((j, self.load(j)));
                 }
-                let pairs = speculation::<T>(&held, &current, &ahead, first, (l, find(l)?.pos), vel, limit)?;
+                let pairs = speculation::<T>(&held, &current, &ahead, first, (l, find(l)?.pos), vel, limit, self.size)?;
                 g.speculate(&pairs, &p.register)?;
             }
             // The CPU prepares the moving frame's search once for all its attempts.
@@ -723,20 +773,21 @@ impl<'a> Run<'a> {
                     }
                     let r_held = find(r)?;
                     let r_pos = r_held.pos;
-                    let pos = (r_pos.0 + s.0, r_pos.1 + s.1);
+                    let motion = Similarity { x: s.0, y: s.1, angle: reg.angle, scale: reg.scale };
+                    let pos = r_pos.then(&motion);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
-                    rec = FrameRecord { position: Some(pos), reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, ..rec };
+                    rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, ..rec };
                     if p.quality {
-                        let (a, b) = (r_held.view::<T>()?, current.view::<T>()?);
-                        rec.quality = overlap_ncc(a, b, s, self.par)?;
-                        rec.quality_grid = grid_ncc(a, b, s, p.register.rsz)?;
+                        let aligned = Aligned::new(current.view::<T>()?, &motion)?;
+                        let (a, b) = (r_held.view::<T>()?, aligned.view());
+                        rec.quality = overlap_ncc(a, b, aligned.shift, self.par)?;
+                        rec.quality_grid = grid_ncc(a, b, aligned.shift, p.register.rsz)?;
                     }
                     let (l, l_pos) = match last {
                         Some(l) => (l, find(l)?.pos),
                         None => (r, r_held.pos),
                     };
-                    let gap = (i - l) as f64;
-                    vel = ((pos.0 - l_pos.0) / gap, (pos.1 - l_pos.1) / gap);
+                    vel = Velocity::between(&l_pos, &pos, (i - l) as f64, self.size);
                     key = Some(r);
                     last = Some(i);
                     held.retain(|f| f.index == r);
@@ -753,7 +804,7 @@ impl<'a> Run<'a> {
         match (reference, key) {
             (Some(r), _) => {
                 if p.close_loops {
-                    solve_loops(&mut records, r, &loops)?;
+                    solve_loops(&mut records, r, &loops, self.size)?;
                 }
                 Ok((records, r))
             }
@@ -775,40 +826,133 @@ fn speculation<'h, T: GrayType>(
     held: &'h [Held<'_>],
     current: &'h Held<'_>,
     ahead: &'h VecDeque<(usize, core::result::Result<Held<'_>, SkipReason>)>,
-    first: (usize, (f64, f64)),
-    (l, l_pos): (usize, (f64, f64)),
-    vel: (f64, f64),
+    first: (usize, Similarity),
+    (l, l_pos): (usize, Similarity),
+    vel: Velocity,
     limit: (f64, f64),
+    size: (usize, usize),
 ) -> Result<Vec<PairRequest<'h>>> {
     let frame = |idx: usize| held.iter().chain([current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx);
     let lost = || Error::Backend("internal: lost a reference frame".into());
-    let guess = |m: usize| {
-        let gap = (m - l) as f64;
-        (l_pos.0 + vel.0 * gap, l_pos.1 + vel.1 * gap)
-    };
+    let guess = |m: usize| vel.predict(&l_pos, (m - l) as f64, size);
     let (mut key, i) = (first.0, current.index);
     let mut key_pos = frame(key).ok_or_else(lost)?.pos;
     let mut pairs = Vec::with_capacity(ahead.len() + 1);
     for m in i..=i + ahead.len() {
         let Some(moving) = frame(m) else { break };
         let predicted = if m == i { first.1 } else { guess(m) };
-        if m > i && (libm::fabs(predicted.0 - key_pos.0) > limit.0 || libm::fabs(predicted.1 - key_pos.1) > limit.1) {
+        if m > i && keyframe_left(&predicted, &key_pos, limit, size) {
             (key, key_pos) = (m - 1, guess(m - 1));
         }
         let reference = frame(key).ok_or_else(lost)?;
-        let prediction = (predicted.0 - key_pos.0, predicted.1 - key_pos.1);
+        let prediction = pair_prediction(&key_pos.inverse().then(&predicted), size);
         pairs.push(PairRequest { reference: (key, T::gray(reference.view::<T>()?)), moving: (m, T::gray(moving.view::<T>()?)), prediction });
     }
     Ok(pairs)
 }
 
+/// A predicted pair motion that moves a frame's corners less than this (pixels) beyond the
+/// shift of its centre is registered as it is; a larger turn is undone first
+/// ([`Run::register_turned`]).
+const WARP_SPREAD: f64 = 1.0;
+/// The keyframe changes when the predicted frame has turned more than this (radians) from
+/// it: the overlap shrinks, and the frame turned back has more of its corners off the frame.
+const KEYFRAME_TURN: f64 = 10.0 * core::f64::consts::PI / 180.0;
+
+/// The centre of a frame of `size` (pixel coordinates).
+pub(super) fn centre(size: (usize, usize)) -> (f64, f64) {
+    ((size.0 as f64 - 1.0) / 2.0, (size.1 as f64 - 1.0) / 2.0)
+}
+
+/// How far the centre of a frame at pose `a` is from that of one at pose `b` (for
+/// translations, the offset of their origins, to the bit).
+pub(super) fn centre_offset(a: &Similarity, b: &Similarity, size: (usize, usize)) -> (f64, f64) {
+    if a.is_translation() && b.is_translation() {
+        return (a.x - b.x, a.y - b.y);
+    }
+    let c = centre(size);
+    let (p, q) = (a.apply(c), b.apply(c));
+    (p.0 - q.0, p.1 - q.1)
+}
+
+/// The shift a pair's search starts from for the predicted pair motion `motion`: where it
+/// puts the frame's centre (its own shift for a translation).
+fn pair_prediction(motion: &Similarity, size: (usize, usize)) -> (f64, f64) {
+    if motion.is_translation() {
+        return motion.shift();
+    }
+    let c = centre(size);
+    let m = motion.apply(c);
+    (m.0 - c.0, m.1 - c.1)
+}
+
+/// Whether a frame predicted at `predicted` has left the keyframe at `key`: its centre moved
+/// past `limit`, or it turned past [`KEYFRAME_TURN`].
+fn keyframe_left(predicted: &Similarity, key: &Similarity, limit: (f64, f64), size: (usize, usize)) -> bool {
+    let d = centre_offset(predicted, key, size);
+    libm::fabs(d.0) > limit.0 || libm::fabs(d.1) > limit.1 || libm::fabs(predicted.angle - key.angle) > KEYFRAME_TURN
+}
+
+/// The sequence's motion per frame at constant velocity: the move of a frame's centre and
+/// its turn.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Velocity {
+    shift: (f64, f64),
+    spin: f64,
+}
+
+impl Velocity {
+    /// From pose `from` to pose `to`, `gap` frames later.
+    fn between(from: &Similarity, to: &Similarity, gap: f64, size: (usize, usize)) -> Self {
+        let d = centre_offset(to, from, size);
+        Velocity { shift: (d.0 / gap, d.1 / gap), spin: (to.angle - from.angle) / gap }
+    }
+
+    /// The pose `gap` frames after pose `from` (scale kept).
+    fn predict(&self, from: &Similarity, gap: f64, size: (usize, usize)) -> Similarity {
+        if self.spin == 0.0 && from.is_translation() {
+            return Similarity::translation((from.x + self.shift.0 * gap, from.y + self.shift.1 * gap));
+        }
+        let c = centre(size);
+        let at = from.apply(c);
+        let turned = Similarity { x: 0.0, y: 0.0, angle: from.angle + self.spin * gap, scale: from.scale };
+        let tc = turned.apply(c);
+        Similarity { x: at.0 + self.shift.0 * gap - tc.0, y: at.1 + self.shift.1 * gap - tc.1, ..turned }
+    }
+}
+
+/// A moving frame brought into line with its reference up to a translation, for the
+/// measures that compare a pair at a shift (overlap NCC): the frame itself for a
+/// translation, else the frame turned back about its centre.
+pub(super) struct Aligned<'v, T: GrayType> {
+    frame: ImageView<'v, T>,
+    turned: Option<Image<T>>,
+    /// The pair's shift between the reference and [`Aligned::view`].
+    pub(super) shift: (f64, f64),
+}
+
+impl<'v, T: GrayType> Aligned<'v, T> {
+    pub(super) fn new(frame: ImageView<'v, T>, motion: &Similarity) -> Result<Self> {
+        if motion.is_translation() {
+            return Ok(Aligned { frame, turned: None, shift: motion.shift() });
+        }
+        let turn = Similarity::about(centre(frame.size()), (0.0, 0.0), motion.angle, motion.scale);
+        let back = turn.inverse();
+        Ok(Aligned { frame, turned: Some(warp(frame, &back)?), shift: motion.then(&back).shift() })
+    }
+
+    pub(super) fn view(&self) -> ImageView<'_, T> {
+        self.turned.as_ref().map_or(self.frame, |t| t.view())
+    }
+}
+
 impl FrameRecord {
     /// The reference frame's record: position (0, 0).
     fn reference(index: usize) -> Self {
-        FrameRecord { index, position: Some((0.0, 0.0)), reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None }
+        FrameRecord { index, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None }
     }
     fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
-        FrameRecord { index, position: None, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None }
+        FrameRecord { index, position: None, angle: 0.0, scale: 1.0, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None }
     }
 }
 

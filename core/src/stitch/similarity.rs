@@ -1,0 +1,344 @@
+//! The similarity motion model (rotation, optional scale, translation) and its robust fit
+//! to a pair's template vectors.
+//!
+//! A [`Similarity`] maps a frame's pixel `(u, v)` to `(x, y) + s R(angle) (u, v)` with
+//! `R(a) = [[cos a, -sin a], [sin a, cos a]]`, in pixel coordinates (x to the right, y
+//! down). As a frame's pose it says where its pixels land in the reference frame's
+//! coordinates; as a pair's motion, where the moving frame's pixels land in the reference
+//! frame. With angle 0 and scale 1 it is the translation of [`super::register`]'s shift
+//! convention, so a pure translation keeps every result of the translation model to the bit.
+//!
+//! The fit is least squares over point correspondences (template centre in the reference,
+//! where it was found in the moving frame), in closed form: the 2-D case of Procrustes
+//! analysis (Umeyama, "Least-squares estimation of transformation parameters between two
+//! point patterns", PAMI 1991). Outliers are removed by consensus as for translations
+//! (RANSAC, Fischler and Bolles 1981): every pair of vectors far enough apart is a
+//! hypothesis, and the one most vectors agree with (within the pair's agreement tolerance)
+//! wins; the model is then refitted on its inliers.
+
+use alloc::vec::Vec;
+
+/// A rotation with optional scale, then a translation (module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Similarity {
+    pub x: f64,
+    pub y: f64,
+    /// Radians, counter-clockwise on screen axes (x right, y down: clockwise as seen).
+    pub angle: f64,
+    pub scale: f64,
+}
+
+impl Default for Similarity {
+    fn default() -> Self {
+        Similarity::IDENTITY
+    }
+}
+
+impl Similarity {
+    pub const IDENTITY: Similarity = Similarity { x: 0.0, y: 0.0, angle: 0.0, scale: 1.0 };
+
+    /// The pure translation by `(x, y)`.
+    pub fn translation((x, y): (f64, f64)) -> Self {
+        Similarity { x, y, ..Similarity::IDENTITY }
+    }
+
+    /// The motion that turns by `angle` and scales by `scale` about `centre` and then
+    /// moves the centre by `shift`: `p -> centre + shift + s R(angle) (p - centre)`.
+    pub fn about(centre: (f64, f64), shift: (f64, f64), angle: f64, scale: f64) -> Self {
+        let turn = Similarity { x: 0.0, y: 0.0, angle, scale };
+        let c = turn.apply(centre);
+        Similarity { x: centre.0 + shift.0 - c.0, y: centre.1 + shift.1 - c.1, angle, scale }
+    }
+
+    /// Whether it is a pure translation (angle 0, scale 1).
+    pub fn is_translation(&self) -> bool {
+        self.angle == 0.0 && self.scale == 1.0
+    }
+
+    /// Its translation `(x, y)`.
+    pub fn shift(&self) -> (f64, f64) {
+        (self.x, self.y)
+    }
+
+    fn matrix(&self) -> (f64, f64) {
+        if self.angle == 0.0 {
+            return (self.scale, 0.0);
+        }
+        (self.scale * libm::cos(self.angle), self.scale * libm::sin(self.angle))
+    }
+
+    /// The image of the point `(u, v)`.
+    pub fn apply(&self, (u, v): (f64, f64)) -> (f64, f64) {
+        if self.is_translation() {
+            return (self.x + u, self.y + v);
+        }
+        let (c, s) = self.matrix();
+        (self.x + c * u - s * v, self.y + s * u + c * v)
+    }
+
+    /// `self` after `inner`: `p -> self(inner(p))`. A frame's pose from its reference's pose
+    /// and the pair's motion is `reference_pose.then(&pair)`.
+    pub fn then(&self, inner: &Similarity) -> Similarity {
+        if self.is_translation() && inner.is_translation() {
+            return Similarity::translation((self.x + inner.x, self.y + inner.y));
+        }
+        let (x, y) = self.apply(inner.shift());
+        Similarity { x, y, angle: self.angle + inner.angle, scale: self.scale * inner.scale }
+    }
+
+    /// The inverse motion. A scale of 0 has none: callers keep scales positive.
+    pub fn inverse(&self) -> Similarity {
+        if self.is_translation() {
+            return Similarity::translation((-self.x, -self.y));
+        }
+        let back = Similarity { x: 0.0, y: 0.0, angle: -self.angle, scale: 1.0 / self.scale };
+        let (x, y) = back.apply((self.x, self.y));
+        Similarity { x: -x, y: -y, ..back }
+    }
+
+    /// How far (pixels) it moves any point of a frame of `size` away from where the
+    /// translation of its centre would put it: the rotation and scale's effect at the
+    /// corners. 0 for a translation.
+    pub fn spread(&self, size: (usize, usize)) -> f64 {
+        if self.is_translation() {
+            return 0.0;
+        }
+        let half = libm::hypot(size.0 as f64 / 2.0, size.1 as f64 / 2.0);
+        let (c, s) = self.matrix();
+        half * libm::hypot(c - 1.0, s)
+    }
+}
+
+/// A point correspondence: `reference` (a template's centre) is where the moving frame's
+/// point `moving` (where it was found) lands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Correspondence {
+    pub reference: (f64, f64),
+    pub moving: (f64, f64),
+}
+
+/// A least-squares fit and how well it is determined.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fit {
+    pub motion: Similarity,
+    /// Root mean square residual (pixels).
+    pub rms: f64,
+    /// Standard error of the angle (radians), from the residuals (at least `floor` pixels of
+    /// noise per point, so that a perfect fit of few points is not overconfident).
+    pub angle_error: f64,
+}
+
+/// The least-squares similarity mapping each `moving` point onto its `reference` (scale 1
+/// unless `with_scale`). `None` with fewer than two points or all moving points in one place.
+pub fn fit(points: &[Correspondence], with_scale: bool, floor: f64) -> Option<Fit> {
+    let n = points.len();
+    if n < 2 {
+        return None;
+    }
+    let nf = n as f64;
+    let (mut ax, mut ay, mut bx, mut by) = (0.0, 0.0, 0.0, 0.0);
+    for p in points {
+        ax += p.reference.0;
+        ay += p.reference.1;
+        bx += p.moving.0;
+        by += p.moving.1;
+    }
+    let (ax, ay, bx, by) = (ax / nf, ay / nf, bx / nf, by / nf);
+    let (mut dot, mut cross, mut spread) = (0.0, 0.0, 0.0);
+    for p in points {
+        let (ux, uy) = (p.moving.0 - bx, p.moving.1 - by);
+        let (vx, vy) = (p.reference.0 - ax, p.reference.1 - ay);
+        dot += ux * vx + uy * vy;
+        cross += ux * vy - uy * vx;
+        spread += ux * ux + uy * uy;
+    }
+    if !(spread > 1e-9) {
+        return None;
+    }
+    let angle = libm::atan2(cross, dot);
+    let scale = if with_scale { libm::hypot(dot, cross) / spread } else { 1.0 };
+    let turn = Similarity { x: 0.0, y: 0.0, angle, scale };
+    let b = turn.apply((bx, by));
+    let motion = Similarity { x: ax - b.0, y: ay - b.1, angle, scale };
+    let rss: f64 = points.iter().map(|p| sq_dist(motion.apply(p.moving), p.reference)).sum();
+    let unknowns = if with_scale { 4.0 } else { 3.0 };
+    let dof = (2.0 * nf - unknowns).max(1.0);
+    let sigma = libm::sqrt(rss / dof).max(floor);
+    Some(Fit { motion, rms: libm::sqrt(rss / nf), angle_error: sigma / (scale * libm::sqrt(spread)) })
+}
+
+fn sq_dist(a: (f64, f64), b: (f64, f64)) -> f64 {
+    (a.0 - b.0) * (a.0 - b.0) + (a.1 - b.1) * (a.1 - b.1)
+}
+
+/// Limits of a consensus hypothesis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    /// Largest rotation (radians, either way) a hypothesis may have.
+    pub max_angle: f64,
+    /// Largest `|scale - 1|` (0: scale fixed at 1).
+    pub max_scale_change: f64,
+    /// Fewest pixels between the two moving points of a hypothesis (closer points
+    /// determine the angle poorly).
+    pub min_baseline: f64,
+}
+
+/// The consensus similarity of the correspondences `points` with the given `weights` (ties
+/// of inlier count go to the larger weight sum): for every pair of points at least
+/// `min_baseline` apart as hypothesis, the points whose image lands within `tol` pixels
+/// (Chebyshev) of their reference; the largest set wins, the model is refitted on it by
+/// least squares, and the set gathered once more around the fit. Returns the fit and its
+/// inlier indices, or `None` when no hypothesis is within `bounds`.
+pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
+    let with_scale = bounds.max_scale_change > 0.0;
+    let gather = |m: &Similarity| -> Vec<usize> {
+        // The matrix once per hypothesis, not per point.
+        let (c, s) = m.matrix();
+        let near = |p: &Correspondence| {
+            let (u, v) = p.moving;
+            libm::fabs(m.x + c * u - s * v - p.reference.0) <= tol && libm::fabs(m.y + s * u + c * v - p.reference.1) <= tol
+        };
+        (0..points.len()).filter(|&k| near(&points[k])).collect()
+    };
+    let within = |m: &Similarity| libm::fabs(m.angle) <= bounds.max_angle && libm::fabs(m.scale - 1.0) <= bounds.max_scale_change + 1e-12;
+    let mut best: Option<(usize, f64, Vec<usize>)> = None;
+    for i in 0..points.len() {
+        for j in i + 1..points.len() {
+            let (a, b) = (&points[i], &points[j]);
+            if libm::sqrt(sq_dist(a.moving, b.moving)) < bounds.min_baseline {
+                continue;
+            }
+            let Some(h) = fit(&[*a, *b], with_scale, 0.0) else { continue };
+            if !within(&h.motion) {
+                continue;
+            }
+            let set = gather(&h.motion);
+            let score: f64 = set.iter().map(|&k| weights[k]).sum();
+            if best.as_ref().is_none_or(|b| set.len() > b.0 || (set.len() == b.0 && score > b.1)) {
+                best = Some((set.len(), score, set));
+            }
+        }
+    }
+    let (_, _, mut set) = best?;
+    let mut result = None;
+    for _ in 0..2 {
+        let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
+        let Some(f) = fit(&chosen, with_scale, 0.0).filter(|f| within(&f.motion)) else { break };
+        let again = gather(&f.motion);
+        result = Some((f, set.clone()));
+        if again.len() < set.len() || again == set {
+            break;
+        }
+        set = again;
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stitch::SplitMix64;
+
+    fn close(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
+        libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol
+    }
+
+    #[test]
+    fn composition_and_inverse_agree_with_applying_points() {
+        let mut rng = SplitMix64::new(3);
+        for _ in 0..200 {
+            let mut m = || Similarity { x: 100.0 * rng.normal(), y: 100.0 * rng.normal(), angle: rng.normal(), scale: 0.5 + rng.uniform() };
+            let (a, b) = (m(), m());
+            let p = (50.0, -20.0);
+            assert!(close(a.then(&b).apply(p), a.apply(b.apply(p)), 1e-9));
+            assert!(close(a.inverse().apply(a.apply(p)), p, 1e-9));
+            assert!(close(a.then(&a.inverse()).shift(), (0.0, 0.0), 1e-9));
+        }
+        // Translations compose as sums, to the bit.
+        let (t, u) = (Similarity::translation((0.1, 0.7)), Similarity::translation((1e-3, 2.2)));
+        assert_eq!(t.then(&u), Similarity::translation((0.1 + 1e-3, 0.7 + 2.2)));
+        assert_eq!(t.inverse(), Similarity::translation((-0.1, -0.7)));
+        // About a centre: the centre moves by the shift.
+        let m = Similarity::about((10.0, 5.0), (2.0, -1.0), 0.3, 1.1);
+        assert!(close(m.apply((10.0, 5.0)), (12.0, 4.0), 1e-12));
+        assert!(libm::fabs(Similarity::about((100.0, 0.0), (0.0, 0.0), 0.01, 1.0).spread((200, 0)) - 100.0 * 0.01) < 1e-3);
+    }
+
+    /// The float64 reference: the angle and translation that minimise the squared residuals,
+    /// found by a fine scan of the angle (the translation is the centroids' difference).
+    fn scanned(points: &[Correspondence]) -> Similarity {
+        let n = points.len() as f64;
+        let (mut best, mut arg) = (f64::INFINITY, Similarity::IDENTITY);
+        for k in -20_000..=20_000 {
+            let angle = k as f64 * 1e-5;
+            let turn = Similarity { x: 0.0, y: 0.0, angle, scale: 1.0 };
+            let (mut tx, mut ty) = (0.0, 0.0);
+            for p in points {
+                let q = turn.apply(p.moving);
+                tx += (p.reference.0 - q.0) / n;
+                ty += (p.reference.1 - q.1) / n;
+            }
+            let m = Similarity { x: tx, y: ty, ..turn };
+            let rss: f64 = points.iter().map(|p| sq_dist(m.apply(p.moving), p.reference)).sum();
+            if rss < best {
+                (best, arg) = (rss, m);
+            }
+        }
+        arg
+    }
+
+    #[test]
+    fn the_fit_is_the_least_squares_motion() {
+        let mut rng = SplitMix64::new(11);
+        for _ in 0..5 {
+            let truth = Similarity { x: 30.0 * rng.normal(), y: 30.0 * rng.normal(), angle: 0.1 * rng.normal(), scale: 1.0 };
+            let points: Vec<Correspondence> = (0..12)
+                .map(|_| {
+                    let m = (200.0 * rng.uniform(), 150.0 * rng.uniform());
+                    let r = truth.apply(m);
+                    Correspondence { moving: m, reference: (r.0 + 0.3 * rng.normal(), r.1 + 0.3 * rng.normal()) }
+                })
+                .collect();
+            let f = fit(&points, false, 0.0).unwrap();
+            let want = scanned(&points);
+            assert!(libm::fabs(f.motion.angle - want.angle) < 2e-5, "{f:?} vs {want:?}");
+            assert!(close(f.motion.shift(), want.shift(), 2e-3));
+            // The angle's standard error covers the truth.
+            assert!(libm::fabs(f.motion.angle - truth.angle) < 5.0 * f.angle_error, "{f:?} vs {truth:?}");
+            // With scale: exact points give the exact motion back.
+            let scaled = Similarity { scale: 1.03, ..truth };
+            let exact: Vec<Correspondence> = points.iter().map(|p| Correspondence { moving: p.moving, reference: scaled.apply(p.moving) }).collect();
+            let g = fit(&exact, true, 0.0).unwrap();
+            assert!(libm::fabs(g.motion.angle - scaled.angle) < 1e-12 && libm::fabs(g.motion.scale - 1.03) < 1e-12 && g.rms < 1e-9);
+        }
+        assert!(fit(&[], false, 0.0).is_none());
+        let one = Correspondence { moving: (1.0, 1.0), reference: (2.0, 2.0) };
+        assert!(fit(&[one], false, 0.0).is_none() && fit(&[one, one], false, 0.0).is_none());
+    }
+
+    #[test]
+    fn consensus_ignores_outliers_and_respects_its_bounds() {
+        let mut rng = SplitMix64::new(5);
+        let truth = Similarity::about((100.0, 80.0), (4.0, -3.0), 0.035, 1.0);
+        let mut points: Vec<Correspondence> = (0..30)
+            .map(|k| {
+                let m = (20.0 + 30.0 * (k % 6) as f64, 20.0 + 25.0 * (k / 6) as f64);
+                let r = truth.apply(m);
+                Correspondence { moving: m, reference: (r.0 + 0.1 * rng.normal(), r.1 + 0.1 * rng.normal()) }
+            })
+            .collect();
+        for k in [3, 8, 17, 22, 29] {
+            points[k].reference.0 += 15.0 + 10.0 * rng.uniform();
+        }
+        let weights = alloc::vec![1.0; points.len()];
+        let bounds = Bounds { max_angle: 0.1, max_scale_change: 0.0, min_baseline: 25.0 };
+        let (f, inliers) = consensus(&points, &weights, 1.0, &bounds).unwrap();
+        assert_eq!(inliers.len(), 25);
+        assert!(inliers.iter().all(|k| ![3, 8, 17, 22, 29].contains(k)));
+        assert!(libm::fabs(f.motion.angle - 0.035) < 1e-3 && close(f.motion.apply((100.0, 80.0)), (104.0, 77.0), 0.1), "{f:?}");
+        // A rotation beyond the bounds is not a hypothesis.
+        let tight = Bounds { max_angle: 0.01, ..bounds };
+        assert!(consensus(&points, &weights, 1.0, &tight).is_none_or(|(_, s)| s.len() < 10));
+        assert!(consensus(&points[..1], &weights[..1], 1.0, &bounds).is_none());
+    }
+}
