@@ -220,42 +220,37 @@ fn loop_table() {
 #[test]
 #[ignore]
 fn table() {
-    let p = StitchParams { quality: false, ..Default::default() };
+    use tessera::stitch::{Motion, RegisterParams};
+    let motions = [Motion::Translation, Motion::Similarity];
+    let params = |motion| StitchParams { quality: false, register: RegisterParams { motion, ..Default::default() }, ..Default::default() };
+    let line = |s: &Score| format!("{:3}/{:3} mean {:.3} max {:5.2} wrong {}", s.registered, s.frames, s.mean_error, s.max_error, s.wrong_ok);
+    println!("{:18} {:10} {:38} | similarity", "case", "photo", "translation");
     for case in &CASES {
         for (k, name) in PHOTOS.iter().enumerate() {
             let src = photo(name);
             let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
             let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
             let truth = positions(&origins);
-            let (s, recs) = run(&frames, &truth, &p);
-            if std::env::var("DETAIL").is_ok_and(|d| d == format!("{} {}", case.name, name)) {
-                for r in &recs {
-                    let t = truth[r.index];
-                    println!("  {:3} {:?} truth ({:.1}, {:.1}) ref {:?} ncc {:.3} used {} skip {:?}", r.index, r.position.map(|q| (q.0 as f32, q.1 as f32)), t.0, t.1, r.reference, r.ncc, r.vectors_used, r.skip.as_ref().map(|s| s.describe()));
-                }
-            }
-            println!("{:18} {:10} {:3}/{:3} registered, mean {:.3} px, max {:.2} px, wrong ok {}", case.name, name, s.registered, s.frames, s.mean_error, s.max_error, s.wrong_ok);
+            let scores: Vec<Score> = motions.iter().map(|&m| run(&frames, &truth, &params(m)).0).collect();
+            println!("{:18} {:10} {:38} | {}", case.name, name, line(&scores[0]), line(&scores[1]));
         }
     }
-}
-
-
-#[test]
-#[ignore]
-fn roll_detail() {
-    let p = StitchParams { quality: false, ..Default::default() };
-    let name = std::env::var("PHOTO").unwrap_or("astronaut".into());
-    let roll: f64 = std::env::var("ROLL").map(|r| r.parse().unwrap()).unwrap_or(0.4);
-    let k = ["ihc", "coffee", "camera", "gravel", "grass", "astronaut"].iter().position(|n| *n == name).unwrap();
-    let src = photo(&name);
-    let frames = 40;
-    let poses = rolling(frames, src.size(), (200, 160), 3.0, roll.to_radians(), 31 + k as u64);
-    let images = render_posed(&src, &poses, (200, 160), &Conditions::default(), 5 + k as u64);
-    let truth: Vec<Similarity> = poses.iter().map(|q| poses[0].inverse().then(q)).collect();
-    let (_, recs) = run_posed(&images, &truth, &p);
-    for r in &recs {
-        let c = (99.5, 79.5);
-        let e = r.pose().map(|q| { let (a, b) = (q.apply(c), truth[r.index].apply(c)); ((a.0 - b.0).hypot(a.1 - b.1), (r.angle - truth[r.index].angle).to_degrees()) });
-        println!("{:3} ref {:?} used {} of {} err {:?}", r.index, r.reference, r.vectors_used, r.confidence, e);
+    for (roll, frames) in [(0.4f64, 40), (1.9, 24)] {
+        for (k, name) in ["ihc", "coffee", "camera", "gravel", "grass", "astronaut"].iter().enumerate() {
+            let src = photo(name);
+            let poses = rolling(frames, src.size(), (200, 160), 3.0, roll.to_radians(), 31 + k as u64);
+            let images = render_posed(&src, &poses, (200, 160), &Conditions::default(), 5 + k as u64);
+            let truth: Vec<Similarity> = poses.iter().map(|q| poses[0].inverse().then(q)).collect();
+            let scores: Vec<Score> = motions.iter().map(|&m| run_posed(&images, &truth, &params(m)).0).collect();
+            println!("{:18} {:10} {:38} | {}", format!("roll {roll} deg/frame"), name, line(&scores[0]), line(&scores[1]));
+        }
+    }
+    for (k, name) in ["ihc", "coffee", "camera", "gravel", "grass", "astronaut"].iter().enumerate() {
+        let src = photo(name);
+        let origins = closed_loop(500, room(src.size(), (160, 120)), 21 + k as u64);
+        let frames = render(&src, &origins, (160, 120), &Conditions { noise: 4.0, ..Default::default() }, 7 + k as u64);
+        let truth = positions(&origins);
+        let scores: Vec<Score> = motions.iter().map(|&m| run(&frames, &truth, &params(m)).0).collect();
+        println!("{:18} {:10} {:38} | {}", "closed loop 500", name, line(&scores[0]), line(&scores[1]));
     }
 }

@@ -21,6 +21,8 @@ use alloc::vec::Vec;
 const ITERATIONS: usize = 3;
 /// Templates the refinement uses at most.
 const MAX_TEMPLATES: usize = 12;
+/// Iterations at most of [`refine_motion`].
+const TURN_ITERATIONS: usize = 10;
 
 /// The shift (moving `(u, v)` shows the reference at `(u + x, v + y)`) refined from
 /// `shift` on the templates of side `rsz` at the sites of the `inlier` vectors. Returns
@@ -160,14 +162,18 @@ const UNKNOWNS: usize = 4;
 /// template, the Jacobian the reference's gradient (the update is composed on the reference
 /// side, `new = update . motion`, so it stays fixed), and the moving frame resampled per
 /// pixel (bilinear) where `motion` sends each template pixel. Unknowns: the translation,
-/// the angle, and the scale when `with_scale`. Returns `motion` unchanged when the
-/// templates do not determine every unknown, a template leaves the moving frame, or the
-/// refinement moves a template corner more than 1 px.
-pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector], motion: Similarity, with_scale: bool) -> Similarity {
+/// the angle, and the scale when `with_scale`. Returns the refined motion and the standard
+/// error of its angle (radians, from the residuals and the Gauss-Newton matrix; pixels
+/// taken as independent, so it is a lower bound on smooth images). Returns `motion`
+/// unchanged, with an infinite error, when the templates do not determine every unknown, a
+/// template leaves the moving frame, or the refinement moves a template corner more than
+/// 1 px.
+pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector], motion: Similarity, with_scale: bool) -> (Similarity, f64) {
+    let unrefined = (motion, f64::INFINITY);
     let (w, h) = moving.size();
     let n = rsz.saturating_sub(2);
     if n < 2 {
-        return motion;
+        return unrefined;
     }
     let patches = patches(reference, rsz, vectors);
     let k = if with_scale { 4 } else { 3 };
@@ -202,12 +208,15 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
             (cols, with_value)
         })
         .collect();
-    let Some(inverse) = invert(&hess, k) else { return motion };
+    let Some(inverse) = invert(&hess, k) else { return unrefined };
     let mut m = motion;
     let reach = (n as f64) * 2.0;
-    for _ in 0..ITERATIONS {
+    // The residual sum of squares at the last iterate.
+    let mut sse = 0.0;
+    for _ in 0..TURN_ITERATIONS {
         let back = m.inverse();
         let mut rhs = [0.0; UNKNOWNS];
+        sse = 0.0;
         for (p, (cols, with_value)) in patches.iter().zip(&jacobians) {
             // Where the template's pixels are in the moving frame: a row steps by a constant.
             let corner = back.apply((p.corner.0 as f64, p.corner.1 as f64));
@@ -217,7 +226,7 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
             let inside = |q: (f64, f64)| q.0 >= 0.0 && q.1 >= 0.0 && q.0 + 1.0 < w as f64 && q.1 + 1.0 < h as f64;
             let corners = [corner, far, (corner.0 + sx.0 * n as f64, corner.1 + sx.1 * n as f64), (corner.0 + sy.0 * n as f64, corner.1 + sy.1 * n as f64)];
             if !corners.iter().all(|&q| inside(q)) {
-                return motion;
+                return unrefined;
             }
             let mut sampled = Vec::with_capacity(n * n);
             for j in 0..n {
@@ -235,11 +244,14 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
             let mean = sampled.iter().sum::<f64>() / sampled.len() as f64;
             let var = sampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
             if !(var > 0.0) {
-                return motion;
+                return unrefined;
             }
             // With e = gain (w - mean w) - value, and columns and values of zero mean:
-            // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2.
-            let gain = dot(&p.value, &sampled) / var;
+            // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2,
+            // and sum e^2 = sum value^2 - (sum value w)^2 / sum (w - mean w)^2.
+            let value_w = dot(&p.value, &sampled);
+            let gain = value_w / var;
+            sse += dot(&p.value, &p.value) - value_w * value_w / var;
             for a in 0..k {
                 rhs[a] += gain * dot(&cols[a], &sampled) - with_value[a];
             }
@@ -256,13 +268,15 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
         });
         let worst = moved.fold(0.0, f64::max);
         if !(worst <= 1.0) || !m.x.is_finite() || !m.y.is_finite() {
-            return motion;
+            return unrefined;
         }
         if step[0] * step[0] + step[1] * step[1] + (step[2] * step[2] + step[3] * step[3]) * reach * reach < 2.5e-5 {
             break;
         }
     }
-    m
+    // Unknowns: the motion's, and a gain and offset per template.
+    let dof = (patches.len() * n * n).saturating_sub(k + 2 * patches.len()).max(1) as f64;
+    (m, libm::sqrt(sse.max(0.0) / dof * inverse[2][2].max(0.0)))
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {

@@ -422,8 +422,8 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     if p.motion == Motion::Similarity {
         if let Some((candidate, turned)) = turned_consensus(&out.vectors, &kept, &inliers, p) {
             mark_inliers(&mut out, &turned);
-            let refined = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &out.vectors, candidate, p.fit_scale) } else { candidate };
-            if turn_visible(&refined, &out.vectors, &turned, p) {
+            let (refined, angle_error) = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &out.vectors, candidate, p.fit_scale) } else { (candidate, 0.0) };
+            if turn_stands(&refined, angle_error, &out.vectors, &turned, p) {
                 if let Some(rival) = turned_rival(&out.vectors, &kept, &turned, p) {
                     out.skip = Some(SkipReason::Ambiguous { agreeing: turned.len(), rival });
                     return Ok(out);
@@ -472,6 +472,11 @@ const TURN_CANDIDATE: f64 = 2.0;
 /// A candidate rotation stands when, refined on the templates' pixels, it moves a typical
 /// template this far (pixels) beyond the shift; the translation result stands otherwise.
 const VISIBLE_TURN: f64 = 0.1;
+/// ... and its angle exceeds this many of the refinement's standard errors (an error that
+/// takes pixels as independent: blur correlates them, hence the wide margin).
+const TURN_SIGNIFICANCE: f64 = 8.0;
+/// ... and this many standard errors of the angle fitted to the vectors' peaks.
+const PEAK_SIGNIFICANCE: f64 = 3.0;
 /// Noise (pixels) assumed per vector at least, so that a perfect fit of few vectors does
 /// not make any angle significant.
 const VECTOR_NOISE: f64 = 0.1;
@@ -507,17 +512,25 @@ fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize],
     Some((f.motion, set.iter().map(|&k| kept[k]).collect()))
 }
 
-/// Whether the similarity `m` of a pair, fitted to the vectors `inliers`, moves a typical
-/// template (at the root mean square distance from their centroid) by at least
-/// [`VISIBLE_TURN`] beyond the shift: a turn worth reporting.
-fn turn_visible(m: &Similarity, v: &[MotionVector], inliers: &[usize], p: &RegisterParams) -> bool {
+/// Whether the refined similarity `m` of a pair, fitted to the vectors `inliers`, is a turn
+/// worth reporting: it moves a typical template (at the root mean square distance from
+/// their centroid) by at least [`VISIBLE_TURN`] beyond the shift, and its angle is
+/// [`TURN_SIGNIFICANCE`] of the refinement's standard errors (`angle_error`) and
+/// [`PEAK_SIGNIFICANCE`] of the peaks' from 0. On smooth, faint texture the refinement's
+/// error (pixels independent) is far too small, and the peaks' scatter tells.
+fn turn_stands(m: &Similarity, angle_error: f64, v: &[MotionVector], inliers: &[usize], p: &RegisterParams) -> bool {
+    if !(libm::fabs(m.angle) >= TURN_SIGNIFICANCE * angle_error) && !(p.fit_scale && libm::fabs(m.scale - 1.0) >= TURN_SIGNIFICANCE * angle_error) {
+        return false;
+    }
     let points = correspondences(v, inliers, p.rsz);
     let n = points.len().max(1) as f64;
     let (cx, cy) = points.iter().fold((0.0, 0.0), |c, q| (c.0 + q.moving.0 / n, c.1 + q.moving.1 / n));
     let radius = libm::sqrt(points.iter().map(|q| (q.moving.0 - cx) * (q.moving.0 - cx) + (q.moving.1 - cy) * (q.moving.1 - cy)).sum::<f64>() / n);
     let turn = Similarity { x: 0.0, y: 0.0, angle: m.angle, scale: m.scale };
     let moved = turn.apply((radius, 0.0));
-    libm::hypot(moved.0 - radius, moved.1) >= VISIBLE_TURN
+    // The peaks' scatter about their own fit says how well the pair shows a turn at all.
+    let peaks = similarity::fit(&points, p.fit_scale, VECTOR_NOISE).map_or(f64::INFINITY, |f| f.angle_error);
+    libm::hypot(moved.0 - radius, moved.1) >= VISIBLE_TURN && libm::fabs(m.angle) >= PEAK_SIGNIFICANCE * peaks
 }
 
 /// The vectors `ks` as correspondences of template centres.
@@ -545,27 +558,26 @@ fn turned_rival(v: &[MotionVector], kept: &[usize], inliers: &[usize], p: &Regis
     (set.len() >= needed && 2 * set.len() >= inliers.len()).then(|| f.motion.shift())
 }
 
-fn set_turned<T: NccSample + Into<f64>>(out: &mut PairRegistration, motion: Similarity, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams) {
-    let m = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &out.vectors, motion, p.fit_scale) } else { motion };
-    out.shift = Some(m.shift());
-    out.angle = m.angle;
-    out.scale = m.scale;
-}
-
 /// A registered pair's similarity, fitted to its agreeing vectors by least squares and
-/// refined, however small its rotation: for a pair of a sequence that turns, where the
-/// turn predicted for it is only a prediction (a registration that kept a translation
-/// would carry the prediction's error on). `reference` and `moving` are the frames the
-/// pair was registered on. Nothing changes for a skipped pair, or one of fewer than three
-/// agreeing vectors.
-pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams) {
+/// refined, for a pair of a sequence that turns, where the registration may have kept a
+/// translation because the peaks alone did not show the turn. With `always` (a pair
+/// registered on a frame turned back by its predicted turn, whose own turn is then only the
+/// prediction) the fit stands whatever its size; otherwise only a turn that is visible and
+/// significant once refined, as [`register_pair_with`] decides. `reference` and `moving`
+/// are the frames the pair was registered on. Nothing changes for a skipped pair, or one of
+/// fewer than three agreeing vectors.
+pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, always: bool) {
     let inliers: Vec<usize> = (0..reg.vectors.len()).filter(|&k| reg.vectors[k].inlier).collect();
     if reg.shift.is_none() || inliers.len() < 3 {
         return;
     }
-    let fitted = similarity::fit(&correspondences(&reg.vectors, &inliers, p.rsz), p.fit_scale, VECTOR_NOISE);
-    if let Some(f) = fitted.filter(|f| libm::fabs(f.motion.angle - reg.angle) <= turn_bounds(p).max_angle) {
-        set_turned(reg, f.motion, reference, moving, p);
+    let Some(f) = similarity::fit(&correspondences(&reg.vectors, &inliers, p.rsz), p.fit_scale, VECTOR_NOISE) else { return };
+    if libm::fabs(f.motion.angle - reg.angle) > turn_bounds(p).max_angle {
+        return;
+    }
+    let (m, angle_error) = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &reg.vectors, f.motion, p.fit_scale) } else { (f.motion, 0.0) };
+    if always || turn_stands(&m, angle_error, &reg.vectors, &inliers, p) {
+        (reg.shift, reg.angle, reg.scale) = (Some(m.shift()), m.angle, m.scale);
     }
 }
 

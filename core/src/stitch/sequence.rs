@@ -537,7 +537,7 @@ impl<'a> Run<'a> {
                 (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
             };
             if rp.motion == Motion::Similarity && !motion.is_translation() && reg.motion().is_some_and(|m| m.is_translation()) {
-                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, rp);
+                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, rp, false);
             }
             evaluations += reg.evaluations;
             Ok(reg)
@@ -632,7 +632,7 @@ impl<'a> Run<'a> {
         let search = SearchFrame::new(turned.view())?;
         let mut reg = register_pair(reference, &search, rp, motion.then(&back).shift(), self.par)?;
         if reg.motion().is_some_and(|m| m.is_translation()) {
-            fit_turn(&mut reg, reference, turned.view(), rp);
+            fit_turn(&mut reg, reference, turned.view(), rp, true);
         }
         if let Some(m) = reg.motion() {
             let total = m.then(&turn);
