@@ -293,3 +293,66 @@ fn float_frames_in_unit_range_register_with_the_scaled_default_threshold() {
     assert!(r["params"]["min_variance"].as_f64().unwrap() < 1e-3);
     assert!(matches!(io::load(&d.join("f.tif")).unwrap(), AnyImage::F32(_)));
 }
+
+/// A sweep that rolls 1 degree per frame, written as PNG files: the default (similarity)
+/// reports each frame's angle and places its centre where it belongs, and the panorama shows
+/// the last frame turned into place; `--motion translation` (the original) cannot follow it.
+#[test]
+fn a_rolling_sweep_reports_angles_and_composites_turned_frames() {
+    use common::footage::{photo, render_posed, rolling, Conditions};
+    use tessera::stitch::Similarity;
+    let d = temp_dir("rolling");
+    let frames_dir = d.join("frames");
+    std::fs::create_dir_all(&frames_dir).unwrap();
+    let src = photo("camera");
+    let poses = rolling(20, src.size(), (200, 160), 3.0, 1f64.to_radians(), 8);
+    let frames = render_posed(&src, &poses, (200, 160), &Conditions::default(), 3);
+    for (i, f) in frames.iter().enumerate() {
+        io::save(&AnyImage::U8(f.clone()), &frames_dir.join(format!("f{i:02}.png"))).unwrap();
+    }
+    let truth: Vec<Similarity> = poses.iter().map(|q| poses[0].inverse().then(q)).collect();
+    let (pano, rep) = (d.join("pano.png"), d.join("r.json"));
+    let o = run(&["stitch", "-o", pano.to_str().unwrap(), "--report", rep.to_str().unwrap()], &[&frames_dir]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&rep);
+    assert_eq!(r["params"]["motion"], "similarity");
+    let c = (99.5, 79.5);
+    for (i, f) in r["frames"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(f["status"], "ok", "frame {i}: {f}");
+        let got = Similarity { x: f["x"].as_f64().unwrap(), y: f["y"].as_f64().unwrap(), angle: f["angle"].as_f64().unwrap().to_radians(), scale: 1.0 };
+        assert!((got.angle - truth[i].angle).abs().to_degrees() < 0.1, "frame {i}: {f}");
+        let (a, b) = (got.apply(c), truth[i].apply(c));
+        assert!((a.0 - b.0).hypot(a.1 - b.1) < 0.5, "frame {i}: centre {a:?} vs {b:?}");
+    }
+    // The last frame is pasted last: the panorama around its centre shows its pixels.
+    let AnyImage::U8(img) = io::load(&pano).unwrap() else { panic!("8-bit panorama") };
+    let origin = (r["panorama"]["origin_x"].as_f64().unwrap(), r["panorama"]["origin_y"].as_f64().unwrap());
+    let last = truth[19];
+    let mut diff = Vec::new();
+    for (u, v) in [(100, 80), (60, 50), (150, 120), (30, 130)] {
+        let p = last.apply((u as f64, v as f64));
+        let (x, y) = ((p.0 - origin.0).round() as usize, (p.1 - origin.1).round() as usize);
+        // The canvas pixel's centre lies within half a pixel of (u, v) in the frame.
+        let nearby = (-1i64..=1).flat_map(|j| (-1i64..=1).map(move |i| (i, j))).map(|(i, j)| frames[19].at((u as i64 + i) as usize, (v as i64 + j) as usize) as i32);
+        let (lo, hi) = nearby.fold((255, 0), |(l, h), q| (l.min(q), h.max(q)));
+        let got = img.at(x, y) as i32;
+        diff.push((got, lo, hi));
+        assert!(got >= lo - 2 && got <= hi + 2, "({u}, {v}): {got} outside {lo}..{hi}");
+    }
+    // The original's translation model: frames go missing or land wrong.
+    let rep_t = d.join("t.json");
+    let o = run(&["stitch", "--motion", "translation", "-o", d.join("t.png").to_str().unwrap(), "--report", rep_t.to_str().unwrap()], &[&frames_dir]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = report(&rep_t);
+    let worst = t["frames"].as_array().unwrap().iter().enumerate().map(|(i, f)| match (f["x"].as_f64(), f["y"].as_f64()) {
+        (Some(x), Some(y)) => {
+            let (a, b) = (Similarity::translation((x, y)).apply(c), truth[i].apply(c));
+            (a.0 - b.0).hypot(a.1 - b.1)
+        }
+        _ => f64::INFINITY,
+    });
+    assert!(worst.fold(0.0, f64::max) > 2.0, "{diff:?}");
+    if std::env::var("KEEP").is_err() {
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

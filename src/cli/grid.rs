@@ -98,7 +98,8 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     let t0 = Instant::now();
     let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads)?;
     let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
-    let written = super::large::write_composite(source, &like, &placed, p.blend, &a.output, &super::stitch::output_options(a))?;
+    let poses: Vec<_> = placed.iter().map(|p| p.map(tessera::stitch::Similarity::translation)).collect();
+    let written = super::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
     let accepted = mosaic.pairs.iter().filter(|q| q.shift.is_some()).count();

@@ -8,7 +8,7 @@ use super::frames;
 use anyhow::{anyhow, bail, Result};
 use std::path::{Path, PathBuf};
 use tessera::ome_tiff::{is_ome_tiff, OmeTiffOptions, OmeTiffSummary, OmeTiffWriter, PixelKind};
-use tessera::stitch::{Blend, Compositor, FrameSource, Plan};
+use tessera::stitch::{Blend, Compositor, FrameSource, Plan, Similarity};
 use tessera::AnyView;
 
 /// Largest canvas planned at all, in pixels (2^40: a million by a million); beyond it a
@@ -60,7 +60,7 @@ fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
     pixel + if blend == Blend::Overwrite { 0 } else { 4 * (colours + 1) }
 }
 
-/// Composites the frames of `source` at `positions` (in frame-0 coordinates; `None`: left
+/// Composites the frames of `source` at `poses` (in frame-0 coordinates; `None`: left
 /// out) with `blend`, `like` giving their type and size, and writes the result to
 /// `output`, or, when the canvas is over the budget and `output` is not an OME-TIFF, to
 /// `output` with its extension replaced by `.ome.tif` (said on stdout).
@@ -68,7 +68,7 @@ fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
 pub fn write_composite(
     source: &dyn FrameSource,
     like: &AnyView<'_>,
-    positions: &[Option<(f64, f64)>],
+    poses: &[Option<Similarity>],
     blend: Blend,
     output: &Path,
     opts: &OutputOptions,
@@ -77,7 +77,7 @@ pub fn write_composite(
         bail!("--max-mem must be at least 1 MiB");
     }
     let t0 = std::time::Instant::now();
-    let plan = Plan::with_limit(like, positions, MAX_STREAMED_CANVAS)?;
+    let plan = Plan::with_poses(like, poses, MAX_STREAMED_CANVAS)?;
     let (cw, ch) = plan.size;
     let per_row = cw * bytes_per_pixel(like, blend);
     let budget = opts.max_mem_mib.saturating_mul(1 << 20);

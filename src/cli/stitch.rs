@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tessera::stitch::{synth_plan, Acceptance, synth_sequence, Blend, FrameSource, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
+use tessera::stitch::{synth_plan, Acceptance, synth_sequence, Blend, Motion, FrameSource, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
 use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
 
 /// The default input: a CC0 fundus photograph (see assets/README.md).
@@ -30,6 +30,14 @@ pub enum MethodArg {
     LogPlain,
     /// Every position of the search area
     Exhaustive,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MotionArg {
+    /// Shift only (the original)
+    Translation,
+    /// Rotation, optionally scale, and shift (default)
+    Similarity,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -59,6 +67,7 @@ macro_rules! mirror_enum {
 mirror_enum!(BlendArg <=> Blend { Overwrite, Average, Feather });
 mirror_enum!(MethodArg <=> SearchMethod { Log, LogPlain, Exhaustive });
 mirror_enum!(AcceptArg <=> Acceptance { Adaptive, Fixed });
+mirror_enum!(MotionArg <=> Motion { Translation, Similarity });
 
 /// Registration parameters shared by `stitch` and the bench.
 #[derive(clap::Args, Clone, Debug)]
@@ -99,6 +108,18 @@ pub struct RegisterArgs {
     /// templates' pixels
     #[arg(long)]
     pub no_refine: bool,
+    /// Motion model: similarity (rotation plus shift, fitted where a pair shows a visible
+    /// turn; a pair that does not keeps the translation result exactly) or translation
+    /// (the original)
+    #[arg(long, value_enum, default_value_t = RegisterParams::default().motion.into())]
+    pub motion: MotionArg,
+    /// With --motion similarity: fit a scale (zoom) too
+    #[arg(long)]
+    pub fit_scale: bool,
+    /// With --motion similarity: the largest turn, in degrees, a pair may show beyond the
+    /// turn it was predicted to have
+    #[arg(long, default_value_t = RegisterParams::default().max_turn)]
+    pub max_turn: f64,
 }
 
 impl RegisterArgs {
@@ -114,6 +135,9 @@ impl RegisterArgs {
             min_variance: self.min_variance.unwrap_or(RegisterParams::default().min_variance),
             method: self.method.into(),
             refine: !self.no_refine,
+            motion: self.motion.into(),
+            fit_scale: self.fit_scale,
+            max_turn: self.max_turn,
             ..Default::default()
         }
     }
@@ -396,6 +420,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
                 "file": labels.get(f.index).cloned().unwrap_or_default(),
                 "x": f.position.map(|q| round(q.0, 3)),
                 "y": f.position.map(|q| round(q.1, 3)),
+                "angle": f.position.map(|_| round(f.angle.to_degrees(), 4)),
                 "status": if f.is_ok() { "ok" } else { "skipped" },
                 "reference": f.reference,
                 "ncc": round(f.ncc, 4),
@@ -412,6 +437,9 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
             if let Some(r) = &f.skip {
                 o["reason"] = json!(r.describe());
             }
+            if p.register.fit_scale {
+                o["scale"] = json!(f.position.map(|_| round(f.scale, 6)));
+            }
             if let Some(t) = truth.and_then(|t| t.get(f.index)) {
                 o["true_x"] = json!(round(t.0, 3));
                 o["true_y"] = json!(round(t.1, 3));
@@ -426,13 +454,15 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
         "frames": frames,
         "panorama": {"width": w, "height": h, "origin_x": pano.canvas.origin.0, "origin_y": pano.canvas.origin.1,
                      "reference_frame": pano.reference,
-                     "origin_meaning": "panorama pixel (X, Y) shows what the reference frame shows at (X + origin_x, Y + origin_y)"},
+                     "origin_meaning": "panorama pixel (X, Y) shows what the reference frame shows at (X + origin_x, Y + origin_y)",
+                     "pose_meaning": "frame pixel (u, v) shows what the reference frame shows at (x, y) + scale R(angle) (u, v), R(a) = [[cos a, -sin a], [sin a, cos a]], angle in degrees, x right, y down"},
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
                    "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
+                   "motion": format!("{:?}", r.motion).to_lowercase(), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
                    "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
         "run": extra,
     })
@@ -495,7 +525,8 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         let positions: Vec<_> = frames.iter().map(|r| r.position).collect();
         let first = (0..source.len()).find(|&i| positions[i].is_some()).and_then(|i| source.frame(i).ok());
         let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
-        let written = super::large::write_composite(source.as_ref(), &like, &positions, p.blend, &a.output, &output_options(&a))?;
+        let poses: Vec<_> = frames.iter().map(|r| r.pose()).collect();
+        let written = super::large::write_composite(source.as_ref(), &like, &poses, p.blend, &a.output, &output_options(&a))?;
         // The canvas went to disk; the report needs only its size and origin.
         let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
         (Panorama { canvas, frames, reference }, written)

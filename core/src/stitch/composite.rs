@@ -468,6 +468,68 @@ mod tests {
         }
     }
 
+    /// Turned frames against a float64 reference: every canvas pixel whose centre a frame
+    /// covers takes the frame's bilinear value there (overwrite: the last such frame; the
+    /// averaging blends: weighted by the distance to the frame's own edges).
+    #[test]
+    fn turned_frames_match_the_reference_and_strips_the_whole() {
+        let mut rng = crate::stitch::SplitMix64::new(7);
+        let frames: Vec<Image<f32>> = (0..3).map(|_| Image::from_fn(11, 8, |_, _| (rng.uniform() * 100.0) as f32).unwrap()).collect();
+        let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::F32(f.view())).collect();
+        let poses = [Some(Similarity::IDENTITY), Some(Similarity::about((5.0, 3.5), (4.3, 2.2), 0.4, 1.0)), Some(Similarity { x: -3.0, y: 6.0, angle: -0.25, scale: 1.1 })];
+        for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+            let mut c = Compositor::with_poses(&views[0], &poses, blend).unwrap();
+            for (i, v) in views.iter().enumerate() {
+                c.paste(i, v).unwrap();
+            }
+            let canvas = c.finish();
+            let AnyImage::F32(img) = &canvas.image else { panic!() };
+            let (ox, oy) = canvas.origin;
+            for y in 0..img.height() {
+                for x in 0..img.width() {
+                    let (mut s, mut k, mut last) = (0.0, 0.0, None);
+                    for (f, pose) in frames.iter().zip(&poses) {
+                        let pose = pose.unwrap();
+                        let (u, v) = pose.inverse().apply(((x as i64 + ox) as f64, (y as i64 + oy) as f64));
+                        let (u, v) = if pose.is_translation() { (libm::round(u), libm::round(v)) } else { (u, v) };
+                        if !(u >= 0.0 && v >= 0.0 && u <= 10.0 && v <= 7.0) {
+                            continue;
+                        }
+                        let (x0, y0) = (u.floor() as usize, v.floor() as usize);
+                        let (x1, y1) = ((x0 + 1).min(10), (y0 + 1).min(7));
+                        let (ax, ay) = (u - x0 as f64, v - y0 as f64);
+                        let at = |a: usize, b: usize| f.at(a, b) as f64;
+                        let value = (1.0 - ay) * ((1.0 - ax) * at(x0, y0) + ax * at(x1, y0)) + ay * ((1.0 - ax) * at(x0, y1) + ax * at(x1, y1));
+                        let w = if blend == Blend::Feather { (u + 1.0).min(11.0 - u).min(v + 1.0).min(8.0 - v) } else { 1.0 };
+                        s += w * value;
+                        k += w;
+                        last = Some(value);
+                    }
+                    let want = match blend {
+                        Blend::Overwrite => last.unwrap_or(0.0),
+                        _ if k > 0.0 => s / k,
+                        _ => 0.0,
+                    };
+                    assert!((img.at(x, y) as f64 - want).abs() < 1e-3, "{blend:?} ({x}, {y}): {} vs {want}", img.at(x, y));
+                }
+            }
+            // In strips, the same rows bit for bit.
+            let plan = Plan::with_poses(&views[0], &poses, MAX_CANVAS).unwrap();
+            for y0 in (0..plan.size.1).step_by(3) {
+                let y1 = (y0 + 3).min(plan.size.1);
+                let mut strip = Compositor::rows(plan.clone(), blend, y0, y1).unwrap();
+                for i in plan.frames_on_rows(y0, y1) {
+                    strip.paste(i, &views[i]).unwrap();
+                }
+                assert!(rows_of(&strip.finish().image, 0, y1 - y0) == rows_of(&canvas.image, y0, y1), "{blend:?} rows {y0}..{y1}");
+            }
+        }
+        // Bad poses.
+        for bad in [Similarity { angle: f64::NAN, ..Similarity::IDENTITY }, Similarity { scale: 0.0, angle: 0.1, ..Similarity::IDENTITY }, Similarity { scale: f64::INFINITY, ..Similarity::IDENTITY }] {
+            assert!(Plan::with_poses(&views[0], &[Some(bad)], MAX_CANVAS).is_err(), "{bad:?}");
+        }
+    }
+
     #[test]
     fn integer_and_rgba_frames_keep_their_type() {
         let a = Image::<u16>::filled(4, 3, 1000).unwrap();

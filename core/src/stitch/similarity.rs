@@ -265,12 +265,13 @@ mod tests {
     }
 
     /// The float64 reference: the angle and translation that minimise the squared residuals,
-    /// found by a fine scan of the angle (the translation is the centroids' difference).
-    fn scanned(points: &[Correspondence]) -> Similarity {
+    /// found by a fine scan of the angle within 0.05 rad of `near` (the translation is the
+    /// centroids' difference).
+    fn scanned(points: &[Correspondence], near: f64) -> Similarity {
         let n = points.len() as f64;
         let (mut best, mut arg) = (f64::INFINITY, Similarity::IDENTITY);
-        for k in -20_000..=20_000 {
-            let angle = k as f64 * 1e-5;
+        for k in -50_000..=50_000 {
+            let angle = near + k as f64 * 1e-6;
             let turn = Similarity { x: 0.0, y: 0.0, angle, scale: 1.0 };
             let (mut tx, mut ty) = (0.0, 0.0);
             for p in points {
@@ -300,8 +301,8 @@ mod tests {
                 })
                 .collect();
             let f = fit(&points, false, 0.0).unwrap();
-            let want = scanned(&points);
-            assert!(libm::fabs(f.motion.angle - want.angle) < 2e-5, "{f:?} vs {want:?}");
+            let want = scanned(&points, truth.angle);
+            assert!(libm::fabs(f.motion.angle - want.angle) < 2e-6, "{f:?} vs {want:?}");
             assert!(close(f.motion.shift(), want.shift(), 2e-3));
             // The angle's standard error covers the truth.
             assert!(libm::fabs(f.motion.angle - truth.angle) < 5.0 * f.angle_error, "{f:?} vs {truth:?}");
