@@ -26,6 +26,10 @@ fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
     (nominal, truth)
 }
 
+fn go_on(_: usize) -> std::ops::ControlFlow<()> {
+    std::ops::ControlFlow::Continue(())
+}
+
 fn errors(positions: &[(f64, f64)], truth: &[(f64, f64)]) -> Vec<f64> {
     positions.iter().zip(truth).map(|(p, t)| (p.0 - (t.0 - truth[0].0)).hypot(p.1 - (t.1 - truth[0].1))).collect()
 }
@@ -38,7 +42,7 @@ fn grids_from_six_photographs_register_to_subpixel_accuracy() {
         let (nominal, truth) = layout(3 + k as u64, if *name == "retina" { 500.0 } else { 30.0 });
         let tiles = render(&src, &truth, TILE, &Conditions::default(), 40 + k as u64);
         let views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U8(t.view())).collect();
-        let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::AllThreads).unwrap();
+        let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::AllThreads, &mut go_on).unwrap();
         let e = errors(&m.tiles.iter().map(|t| t.position).collect::<Vec<_>>(), &truth);
         let mean = e.iter().sum::<f64>() / e.len() as f64;
         let max = e.iter().cloned().fold(0.0, f64::max);
@@ -70,7 +74,7 @@ fn sixteen_bit_and_rgb_tiles_register_like_eight_bit() {
     let rgb: Vec<Image<Rgba8>> = tiles.iter().map(|t| t.map(|v| Rgba8::new(v, v, v, 255))).collect();
     let sets: [Vec<AnyView<'_>>; 2] = [wide.iter().map(|t| AnyView::U16(t.view())).collect(), rgb.iter().map(|t| AnyView::Rgba8(t.view())).collect()];
     for views in &sets {
-        let m = register_tiles(&InMemory(views), &nominal, &GridParams::default(), Parallelism::Sequential).unwrap();
+        let m = register_tiles(&InMemory(views), &nominal, &GridParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         let e = errors(&m.tiles.iter().map(|t| t.position).collect::<Vec<_>>(), &truth);
         assert!(e.iter().all(|&x| x < 0.5), "{} {e:?}", views[0].type_name());
     }
