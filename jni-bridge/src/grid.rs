@@ -92,7 +92,7 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
             .collect::<Result<Vec<AnyView<'_>>>>()?;
         let source = InMemory(&views);
         let total = neighbours(&nominal, (w, h)).len();
-        let mosaic = with_java_progress(env, &progress, total, ("grid stitching", "pairs"), |report| {
+        let mosaic = with_java_progress(env, &progress, total, ("grid stitching", "pair"), |report| {
             register_tiles(&source, &nominal, &run.grid, Parallelism::AllThreads, report)
         })?;
         let positions: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
@@ -114,7 +114,10 @@ fn grid_result<'l>(env: &mut Env<'l>, canvas: &tessera_core::stitch::Canvas, m: 
             &[t.position.0.into(), t.position.1.into(), (&status).into(), largest_residual(m, i).into(), (&why).into()],
         )?;
         tiles.set_element(env, i, &record)?;
+        // Freed as they go: a large grid would overflow the frame's local references.
         env.delete_local_ref(record);
+        env.delete_local_ref(status);
+        env.delete_local_ref(why);
     }
     let pairs = env.new_object_array(m.pairs.len() as jint, jni_str!("tessera/ij/GridResult$Pair"), JObject::null())?;
     for (k, q) in m.pairs.iter().enumerate() {
@@ -138,6 +141,7 @@ fn grid_result<'l>(env: &mut Env<'l>, canvas: &tessera_core::stitch::Canvas, m: 
         )?;
         pairs.set_element(env, k, &record)?;
         env.delete_local_ref(record);
+        env.delete_local_ref(why);
     }
     let pixels = to_java(env, &canvas.image)?;
     let (cw, ch) = canvas.image.size();

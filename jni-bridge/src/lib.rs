@@ -69,7 +69,7 @@ fn op_defaults(name: &str) -> Result<Vec<(&'static str, String)>> {
             Err(bad_arg(format!("defaults: unknown operation \"{name}\" (known: {})", [$(<$p>::NAME),+].join(", "))))
         }};
     }
-    by_name!(BoxParams, GaussianParams, VarianceParams, ContrastParams, GlareParams, RegisterParams, StitchParams, grid::GridRun, StereoParams)
+    by_name!(BoxParams, GaussianParams, VarianceParams, ContrastParams, GlareParams, RegisterParams, StitchParams, crate::grid::GridRun, StereoParams)
 }
 
 /// `String Native.nativeVersion()` (behind `Native.version()`): the crate version and the instruction-set level the SIMD

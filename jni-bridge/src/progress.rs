@@ -11,14 +11,14 @@ use std::ops::ControlFlow;
 /// Runs `run` with a progress function that calls `progress.progress(done, total)` (a
 /// null `progress` is never called). When it returns false the run's
 /// `tessera_core::Error::Cancelled` becomes a `CancellationException` saying
-/// "`what` cancelled after `done` of `total` `steps`"; an exception thrown by the callback
+/// "`what` cancelled after `step` `done` of `total`"; an exception thrown by the callback
 /// (or a missing method) stops the run too and is left pending, so Java sees that
 /// exception, and no JNI call is made after it.
 pub fn with_java_progress<R>(
     env: &mut Env<'_>,
     progress: &JObject<'_>,
     total: usize,
-    (what, steps): (&str, &str),
+    (what, step): (&str, &str),
     run: impl FnOnce(&mut dyn FnMut(usize) -> ControlFlow<()>) -> tessera_core::Result<R>,
 ) -> Result<R> {
     let mut callback_err = None;
@@ -45,7 +45,7 @@ pub fn with_java_progress<R>(
         return Err(e.into());
     }
     match result {
-        Err(tessera_core::Error::Cancelled) => Err(BridgeError::Cancelled(format!("{what} cancelled after {last_done} of {total} {steps}"))),
+        Err(tessera_core::Error::Cancelled) => Err(BridgeError::Cancelled(format!("{what} cancelled after {step} {last_done} of {total}"))),
         r => Ok(r?),
     }
 }

@@ -140,7 +140,7 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitch<'l>(
             .map(|f| f.view().ok_or_else(|| BridgeError::State("internal: a frame image without a view".into())))
             .collect::<Result<Vec<AnyView<'_>>>>()?;
         // The callback runs outside any critical section (the frames are copies).
-        let pano: Panorama = with_java_progress(env, &progress, n, ("panorama", "frames"), |report| b.stitch(&InMemory(&views), &p, report))?;
+        let pano: Panorama = with_java_progress(env, &progress, n, ("panorama", "frame"), |report| b.stitch(&InMemory(&views), &p, report))?;
         stitch_result(env, &pano, n)
     })
 }
@@ -196,7 +196,7 @@ fn stitch_result<'l>(env: &mut Env<'l>, pano: &Panorama, n: usize) -> Result<JOb
 fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
     let (x, y) = f.position.unwrap_or((f64::NAN, f64::NAN));
     let why = reason(env, f.skip.as_ref().map(|s| s.describe()))?;
-    Ok(env.new_object(
+    let record = env.new_object(
         jni_str!("tessera/ij/StitchResult$Frame"),
         jni_sig!("(ZDDDIDDDLjava/lang/String;)V"),
         &[
@@ -210,7 +210,10 @@ fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
             f.quality_grid.unwrap_or(f64::NAN).into(),
             (&why).into(),
         ],
-    )?)
+    )?;
+    // A long sequence would overflow the frame's local references otherwise.
+    env.delete_local_ref(why);
+    Ok(record)
 }
 
 #[cfg(test)]
