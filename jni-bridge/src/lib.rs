@@ -54,6 +54,10 @@ pub extern "system" fn Java_tessera_ij_Native_nativeDefaults<'l>(mut env: EnvUno
         for (k, v) in pairs {
             let (k, v) = (JString::from_str(env, k)?, JString::from_str(env, v)?);
             env.call_method(&map, jni_str!("put"), jni_sig!("(Ljava/lang/Object;Ljava/lang/Object;)Ljava/lang/Object;"), &[(&k).into(), (&v).into()])?;
+            // Freed as they go: an operation with many options would overflow the frame's
+            // local references.
+            env.delete_local_ref(k);
+            env.delete_local_ref(v);
         }
         Ok(map)
     })
