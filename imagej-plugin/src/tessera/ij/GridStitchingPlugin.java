@@ -8,7 +8,6 @@ import ij.plugin.PlugIn;
 import ij.process.ImageProcessor;
 
 import java.io.File;
-import java.util.concurrent.CancellationException;
 
 /**
  * Plugins &gt; Tessera &gt; Grid Stitching (Tessera)...: stitches the tiles of a microscope
@@ -94,29 +93,19 @@ public class GridStitchingPlugin implements PlugIn {
      */
     static ImagePlus stitch(File folder, int cols, int rows) {
         long t0 = System.nanoTime();
-        int[] done = {0, 0};
         TileFolder tiles;
-        GridResult g;
         try {
             tiles = TileFolder.read(folder, cols * rows);
-            IJ.showStatus("Grid: registering " + cols + "x" + rows + " tiles (Esc to cancel)...");
-            g = Native.stitchGrid(tiles.pixels, tiles.first.getWidth(), tiles.first.getHeight(), cols, rows, options().toString(),
-                    (d, total) -> {
-                        done[0] = d;
-                        done[1] = total;
-                        IJ.showProgress(d, total);
-                        return !IJ.escapePressed();
-                    });
-        } catch (CancellationException e) {
-            IJ.resetEscape();
-            IJ.showStatus("Grid stitching cancelled after " + done[0] + " of " + done[1] + " pairs");
-            return null;
-        } catch (RuntimeException e) {
+        } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return null;
-        } finally {
-            IJ.showProgress(1.0);
         }
+        IJ.showStatus("Grid: registering " + cols + "x" + rows + " tiles (Esc to cancel)...");
+        GridResult g = Tessera.withProgress(TITLE,
+                progress -> Native.stitchGrid(tiles.pixels, tiles.first.getWidth(), tiles.first.getHeight(), cols, rows, options().toString(),
+                        progress),
+                (done, total) -> "Grid stitching cancelled after " + done + " of " + total + " pairs");
+        if (g == null) return null;
         double secs = (System.nanoTime() - t0) / 1e9;
         ImageProcessor ip = tiles.first.getProcessor().createProcessor(g.width, g.height);
         ip.setPixels(g.pixels);
