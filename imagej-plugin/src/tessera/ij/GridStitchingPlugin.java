@@ -2,10 +2,8 @@ package tessera.ij;
 
 import ij.IJ;
 import ij.ImagePlus;
-import ij.measure.Calibration;
 import ij.measure.ResultsTable;
 import ij.plugin.PlugIn;
-import ij.process.ImageProcessor;
 
 import java.io.File;
 
@@ -107,15 +105,7 @@ public class GridStitchingPlugin implements PlugIn {
                 (done, total) -> "Grid stitching cancelled after " + done + " of " + total + " pairs");
         if (g == null) return null;
         double secs = (System.nanoTime() - t0) / 1e9;
-        ImageProcessor ip = tiles.first.getProcessor().createProcessor(g.width, g.height);
-        ip.setPixels(g.pixels);
-        ip.resetMinAndMax();
-        ImagePlus mosaic = new ImagePlus("Grid of " + folder.getName(), ip);
-        Calibration cal = tiles.first.getCalibration().copy();
-        // Mosaic pixel (X, Y) shows tile 1's (X + originX, Y + originY).
-        cal.xOrigin = cal.xOrigin - g.originX;
-        cal.yOrigin = cal.yOrigin - g.originY;
-        mosaic.setCalibration(cal);
+        ImagePlus mosaic = Tessera.canvasImage("Grid of " + folder.getName(), tiles.first, g.pixels, g.width, g.height, g.originX, g.originY);
         ResultsTable tileTable = tileTable(g, tiles.files), pairTable = pairTable(g, tiles.files);
         mosaic.setProperty("TesseraTiles", tileTable);
         mosaic.setProperty("TesseraPairs", pairTable);

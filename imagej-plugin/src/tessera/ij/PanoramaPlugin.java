@@ -3,10 +3,8 @@ package tessera.ij;
 import ij.IJ;
 import ij.ImagePlus;
 import ij.ImageStack;
-import ij.measure.Calibration;
 import ij.measure.ResultsTable;
 import ij.plugin.PlugIn;
-import ij.process.ImageProcessor;
 
 /**
  * Plugins &gt; Tessera &gt; Panorama (NCC log search)...: stitches the frames of the current
@@ -103,14 +101,7 @@ public class PanoramaPlugin implements PlugIn {
                 (done, total) -> "Panorama cancelled after " + done + " of " + total + " frames");
         if (s == null) return null;
         double secs = (System.nanoTime() - t0) / 1e9;
-        ImageProcessor ip = imp.getProcessor().createProcessor(s.width, s.height);
-        ip.setPixels(s.pixels);
-        ImagePlus pano = new ImagePlus("Panorama of " + imp.getTitle(), ip);
-        Calibration cal = imp.getCalibration().copy();
-        // Canvas pixel (X, Y) shows frame 1's (X + originX, Y + originY).
-        cal.xOrigin = cal.xOrigin - s.originX;
-        cal.yOrigin = cal.yOrigin - s.originY;
-        pano.setCalibration(cal);
+        ImagePlus pano = Tessera.canvasImage("Panorama of " + imp.getTitle(), imp, s.pixels, s.width, s.height, s.originX, s.originY);
         ResultsTable rt = table(s, imp);
         pano.setProperty("TesseraFrames", rt);
         rt.show(TABLE);

@@ -2,6 +2,8 @@ package tessera.ij;
 
 import ij.IJ;
 import ij.ImagePlus;
+import ij.measure.Calibration;
+import ij.process.ImageProcessor;
 import ij.plugin.filter.PlugInFilter;
 import java.util.concurrent.CancellationException;
 import java.util.function.BiConsumer;
@@ -127,6 +129,24 @@ public final class Tessera {
         } finally {
             IJ.showProgress(1.0);
         }
+    }
+
+    /**
+     * A new image of a native canvas ({@code pixels}, {@code w x h}, of {@code like}'s type),
+     * with {@code like}'s spatial calibration whose origin is moved so that the reference
+     * frame or tile keeps its coordinates: canvas pixel (X, Y) shows the reference's
+     * (X + originX, Y + originY).
+     */
+    static ImagePlus canvasImage(String title, ImagePlus like, Object pixels, int w, int h, int originX, int originY) {
+        ImageProcessor ip = like.getProcessor().createProcessor(w, h);
+        ip.setPixels(pixels);
+        ip.resetMinAndMax();
+        ImagePlus imp = new ImagePlus(title, ip);
+        Calibration cal = like.getCalibration().copy();
+        cal.xOrigin = cal.xOrigin - originX;
+        cal.yOrigin = cal.yOrigin - originY;
+        imp.setCalibration(cal);
+        return imp;
     }
 
     /** Shows an ImageJ error message for a failed native call (never a stack trace). */
