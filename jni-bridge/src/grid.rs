@@ -77,7 +77,9 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
     progress: JObject<'l>,
 ) -> JObject<'l> {
     guarded(&mut env, |env| {
-        let (run, _cpu_only) = options::from_java::<GridRun>(env, &options)?;
+        // The backend is parsed (a bad name is still an error) but unused: tile pairs run on
+        // the CPU core.
+        let (run, _backend) = options::from_java::<GridRun>(env, &options)?;
         run.grid.validate()?;
         let (w, h) = dims(width, height)?;
         let (cols, rows) = dims(cols, rows).map_err(|_| bad_arg(format!("grid {cols}x{rows}: the numbers of columns and rows must be positive")))?;
