@@ -98,9 +98,25 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
             register_tiles(&source, &nominal, &run.grid, Parallelism::AllThreads, report)
         })?;
         let positions: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
-        let canvas = composite(&views, &positions, run.blend)?;
+        let canvas = composite(&views, &positions, run.blend).map_err(|e| beyond_memory(e, (cols, rows), &run))?;
         grid_result(env, &canvas, &mosaic)
     })
+}
+
+/// A canvas too large to be one image in memory is an error that says how to stitch the grid
+/// anyway: the command line composites in strips and streams a pyramidal OME-TIFF (the plugin
+/// has no such path yet). Other errors pass unchanged.
+fn beyond_memory(e: tessera_core::Error, (cols, rows): (usize, usize), run: &GridRun) -> BridgeError {
+    match e {
+        tessera_core::Error::InvalidParameter { name: "canvas", reason } => bad_arg(format!(
+            "the mosaic is too large for one image in memory ({reason}); the command line streams it to a pyramidal OME-TIFF: \
+             tessera stitch FOLDER --grid {cols}x{rows} --overlap {} --order {} --start {} -o mosaic.ome.tif",
+            run.overlap_percent,
+            crate::options::OptValue::show(&run.order),
+            crate::options::OptValue::show(&run.start)
+        )),
+        other => other.into(),
+    }
 }
 
 /// The Java `GridResult`: the canvas (a new array of the tiles' type), its geometry, one
@@ -185,6 +201,18 @@ mod tests {
         assert_eq!((get("overlap"), get("order"), get("start")), (Some("10"), Some("row"), Some("top-left")));
         assert_eq!((get("stage-error"), get("coarse"), get("rsz")), (Some("0.1"), Some("3"), Some("25")));
         assert_eq!(parse::<GridRun>(None).unwrap().0, GridRun::default());
+    }
+
+    #[test]
+    fn a_canvas_beyond_memory_says_how_to_stitch_it() {
+        let run = GridRun { order: TileOrder::SnakeRow, ..GridRun::default() };
+        let e = tessera_core::Error::InvalidParameter { name: "canvas", reason: "20000x20000 exceeds 268435456 pixels".into() };
+        match beyond_memory(e, (11, 11), &run) {
+            BridgeError::Argument(m) => assert!(m.contains("20000x20000") && m.contains("--grid 11x11 --overlap 10 --order snake-row --start top-left -o mosaic.ome.tif"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let e = tessera_core::Error::ZeroSize { width: 0, height: 1 };
+        assert!(matches!(beyond_memory(e, (1, 1), &run), BridgeError::Argument(m) if m.contains("no pixels")));
     }
 
     #[test]
