@@ -47,7 +47,7 @@ classes=$(cd "$here/test" && find . -name '*Test.java' | sed 's|^\./||; s|\.java
 
 log="$here/build/junit.log"
 set +e
-java -Djava.awt.headless=true -Xcheck:jni -Dtessera.data="$data" "${cli_args[@]}" \
+java -Djava.awt.headless=true -Xcheck:jni -Dtessera.data="$data" -Dtessera.assets="$root/assets" "${cli_args[@]}" \
     -cp "$cp_compile:$out" org.junit.runner.JUnitCore $classes 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e

@@ -8,9 +8,10 @@
 //! Filters read and write the arrays in place inside primitive-array critical sections;
 //! the few copies are stated where they happen: RGB for the operations that weigh the
 //! channels, converted once ([`pixels`]), and the frames of a whole panorama run, which
-//! reports progress to ImageJ between frames and can be cancelled there ([`stitch`]).
+//! reports progress to ImageJ between frames and can be cancelled there ([`stitch`]), and
+//! the tiles of a grid, likewise ([`grid`]).
 //! Results come back as Java objects with named fields (`PairResult`, `StitchResult`,
-//! `StereoResult`, `GlareResult`), and `Native.defaults(op)` gives each operation's
+//! `GridResult`, `StereoResult`, `GlareResult`), and `Native.defaults(op)` gives each operation's
 //! options at the core's `Default`, so no default is written twice. Errors become Java
 //! exceptions (a cancelled run a `CancellationException`) and panics are caught at the
 //! boundary ([`error`]); nothing unwinds into the JVM and bad input never crashes it.
@@ -18,9 +19,11 @@
 pub mod backend;
 pub mod error;
 pub mod filters;
+pub mod grid;
 pub mod local;
 pub mod options;
 pub mod pixels;
+pub mod progress;
 pub mod stereo;
 pub mod stitch;
 
@@ -35,7 +38,7 @@ pub(crate) fn guarded<'l, T: Default>(env: &mut EnvUnowned<'l>, f: impl FnOnce(&
 }
 
 /// `Map<String, String> Native.defaults(String op)`: the options of operation `op` (`mean`,
-/// `gauss`, `variance`, `contrast`, `glare`, `register`, `stitch`, `stereo`) at the core's
+/// `gauss`, `variance`, `contrast`, `glare`, `register`, `stitch`, `grid`, `stereo`) at the core's
 /// defaults, in a `LinkedHashMap` in the order the operation lists them, values spelled as
 /// the options string takes them (`rsz` -> `25`, `cthresh` -> `0.85`, `blend` ->
 /// `overwrite`, `backend` -> `auto`).
@@ -51,6 +54,10 @@ pub extern "system" fn Java_tessera_ij_Native_nativeDefaults<'l>(mut env: EnvUno
         for (k, v) in pairs {
             let (k, v) = (JString::from_str(env, k)?, JString::from_str(env, v)?);
             env.call_method(&map, jni_str!("put"), jni_sig!("(Ljava/lang/Object;Ljava/lang/Object;)Ljava/lang/Object;"), &[(&k).into(), (&v).into()])?;
+            // Freed as they go: an operation with many options would overflow the frame's
+            // local references.
+            env.delete_local_ref(k);
+            env.delete_local_ref(v);
         }
         Ok(map)
     })
@@ -66,7 +73,7 @@ fn op_defaults(name: &str) -> Result<Vec<(&'static str, String)>> {
             Err(bad_arg(format!("defaults: unknown operation \"{name}\" (known: {})", [$(<$p>::NAME),+].join(", "))))
         }};
     }
-    by_name!(BoxParams, GaussianParams, VarianceParams, ContrastParams, GlareParams, RegisterParams, StitchParams, StereoParams)
+    by_name!(BoxParams, GaussianParams, VarianceParams, ContrastParams, GlareParams, RegisterParams, StitchParams, crate::grid::GridRun, StereoParams)
 }
 
 /// `String Native.nativeVersion()` (behind `Native.version()`): the crate version and the instruction-set level the SIMD
@@ -118,6 +125,7 @@ mod tests {
         round_trip::<GlareParams>();
         round_trip::<RegisterParams>();
         round_trip::<StitchParams>();
+        round_trip::<crate::grid::GridRun>();
         round_trip::<StereoParams>();
         assert!(op_defaults("sharpen").is_err());
     }

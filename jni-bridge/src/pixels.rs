@@ -80,6 +80,11 @@ impl<'a, 'l> PixelArray<'a, 'l> {
         Ok(PixelArray { obj, kind, len, name })
     }
 
+    /// The number of pixels the array holds.
+    pub fn pixels(&self) -> usize {
+        self.len
+    }
+
     /// Checks that the array holds at least `w * h` pixels. Done before any critical
     /// section, where no JNI call may be made.
     fn check(&self, w: usize, h: usize) -> Result<()> {

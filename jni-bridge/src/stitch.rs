@@ -13,11 +13,11 @@
 use crate::error::{bad_arg, BridgeError, Result};
 use crate::options::{named, Op, Visitor};
 use crate::pixels::{dims, in_true_order, owned, to_java, with_views, PixelArray};
+use crate::progress::with_java_progress;
 use crate::{guarded, options};
 use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
 use jni::sys::{jdouble, jint};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
-use std::ops::ControlFlow;
 use tessera_core::stitch::{Acceptance, Blend, FrameRecord, InMemory, Panorama, RegisterParams, SearchMethod, StitchParams};
 use tessera_core::AnyView;
 
@@ -107,7 +107,7 @@ pub extern "system" fn Java_tessera_ij_Native_nativeRegisterPair<'l>(
 }
 
 /// A Java string for an optional reason (null when there is none).
-fn reason<'l>(env: &mut Env<'l>, why: Option<String>) -> Result<JObject<'l>> {
+pub(crate) fn reason<'l>(env: &mut Env<'l>, why: Option<String>) -> Result<JObject<'l>> {
     Ok(match why {
         Some(s) => JString::from_str(env, s)?.into(),
         None => JObject::null(),
@@ -139,45 +139,15 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitch<'l>(
             .iter()
             .map(|f| f.view().ok_or_else(|| BridgeError::State("internal: a frame image without a view".into())))
             .collect::<Result<Vec<AnyView<'_>>>>()?;
-        // The callback runs outside any critical section (the frames are copies). A Java
-        // exception thrown by it (or a missing method) stops the run and is left pending,
-        // so Java sees that exception; no JNI call is made after it.
-        let mut progress_err = None;
-        let mut last_done = 0;
-        let result = {
-            let mut report = |done: usize| -> ControlFlow<()> {
-                last_done = done;
-                if progress.is_null() {
-                    return ControlFlow::Continue(());
-                }
-                let args = [(done as jint).into(), (n as jint).into()];
-                match env.call_method(&progress, jni_str!("progress"), jni_sig!("(II)Z"), &args).and_then(|v| v.z()) {
-                    Ok(true) => ControlFlow::Continue(()),
-                    Ok(false) => ControlFlow::Break(()),
-                    Err(e) => {
-                        progress_err = Some(e);
-                        ControlFlow::Break(())
-                    }
-                }
-            };
-            b.stitch(&InMemory(&views), &p, &mut report)
-        };
-        if let Some(e) = progress_err {
-            return Err(e.into());
-        }
-        let pano: Panorama = match result {
-            Err(tessera_core::Error::Cancelled) => {
-                return Err(BridgeError::Cancelled(format!("panorama cancelled after frame {last_done} of {n}")));
-            }
-            r => r?,
-        };
+        // The callback runs outside any critical section (the frames are copies).
+        let pano: Panorama = with_java_progress(env, &progress, n, ("panorama", "frame"), |report| b.stitch(&InMemory(&views), &p, report))?;
         stitch_result(env, &pano, n)
     })
 }
 
 /// Copies the frames of a Java `Object[]` (each an ImageJ pixel array of frame 1's type,
 /// `w x h`) into Rust memory, freeing each element's local reference once copied.
-fn copy_frames(env: &mut Env<'_>, frames: &JObjectArray<'_>, w: usize, h: usize) -> Result<Vec<tessera_core::AnyImage>> {
+pub(crate) fn copy_frames(env: &mut Env<'_>, frames: &JObjectArray<'_>, w: usize, h: usize) -> Result<Vec<tessera_core::AnyImage>> {
     if frames.is_null() {
         return Err(bad_arg("frames is null"));
     }
@@ -193,6 +163,9 @@ fn copy_frames(env: &mut Env<'_>, frames: &JObjectArray<'_>, w: usize, h: usize)
         let a = PixelArray::of(env, &obj, &name)?;
         if *first.get_or_insert(a.kind) != a.kind {
             return Err(bad_arg(format!("{name} has another pixel type than frame 1")));
+        }
+        if a.pixels() != w * h {
+            return Err(bad_arg(format!("{name} holds {} pixels, not {w} x {h}", a.pixels())));
         }
         out.push(owned(env, &a, w, h)?);
         env.delete_local_ref(obj);
@@ -223,7 +196,7 @@ fn stitch_result<'l>(env: &mut Env<'l>, pano: &Panorama, n: usize) -> Result<JOb
 fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
     let (x, y) = f.position.unwrap_or((f64::NAN, f64::NAN));
     let why = reason(env, f.skip.as_ref().map(|s| s.describe()))?;
-    Ok(env.new_object(
+    let record = env.new_object(
         jni_str!("tessera/ij/StitchResult$Frame"),
         jni_sig!("(ZDDDIDDDLjava/lang/String;)V"),
         &[
@@ -237,7 +210,10 @@ fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
             f.quality_grid.unwrap_or(f64::NAN).into(),
             (&why).into(),
         ],
-    )?)
+    )?;
+    // A long sequence would overflow the frame's local references otherwise.
+    env.delete_local_ref(why);
+    Ok(record)
 }
 
 #[cfg(test)]

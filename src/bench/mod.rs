@@ -3,6 +3,8 @@
 //! shape of `../shared/bench/opencv_anchor.sh` so the two can be compared side by side.
 
 mod filters;
+mod grid;
+mod memory;
 mod variance;
 mod stitch;
 mod stereo;
@@ -18,7 +20,8 @@ pub enum Suite {
     Filters,
     /// Local variance (the paper's Figure 7: six methods), radius sweeps, contrast, glare
     Variance,
-    /// Stitching: frame pairs/s (PAL, half PAL, rsz 25/31, NPTS 6/8), NCC evaluations, template-size curve, exhaustive one-template search
+    /// Stitching: frame pairs/s (PAL, half PAL, rsz 25/31, NPTS 6/8), NCC evaluations, template-size curve, exhaustive one-template search;
+    /// a 10x10 grid of 1392x1040 16-bit tiles (registration and solve, composite to OME-TIFF, peak memory)
     Stitch,
     /// SGM stereo: cones / teddy (costs, path sets, bad 1.0), 1024x440 at 128 disparities,
     /// the original's table (384x288, 512x512, 1024x1024 at 100, AD, MI, hierarchical MI), peak memory
@@ -190,6 +193,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
         Suite::Stitch => {
             stitch::run(&b, &mut r)?;
+            grid::run(&b, &mut r)?;
             "stitch"
         }
         Suite::Stereo => {

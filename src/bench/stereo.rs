@@ -10,6 +10,7 @@
 //! new memory the call touched; near 0 when the allocator reuses pages a previous case
 //! left resident, so only the first case of a size shows the full working set).
 
+use super::memory::{current_rss, peak_rss, reset_peak};
 use super::{Bench, Recorder};
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -58,24 +59,6 @@ fn synthetic(w: usize, h: usize, max_disp: usize) -> Result<(Image<u8>, Image<u8
     let left = Image::from_fn(w, h, |x, y| tex(x as f64, y as f64))?;
     let right = Image::from_fn(w, h, |x, y| tex(x as f64 + d(x), y as f64))?;
     Ok((left, right))
-}
-
-/// Peak resident memory of this process in bytes (`VmHWM`), if the system tells.
-fn peak_rss() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
-}
-
-fn current_rss() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
-}
-
-/// Resets the peak-RSS mark (Linux >= 4.0: writing 5 to clear_refs).
-fn reset_peak() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 struct Case<'a> {

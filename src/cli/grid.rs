@@ -96,7 +96,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     };
     let gp = GridParams { register: p.register, stage_error: a.stage_error, coarse_candidates: p.coarse_candidates };
     let t0 = Instant::now();
-    let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads)?;
+    let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
     let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
     let poses: Vec<_> = placed.iter().map(|p| p.map(tessera::stitch::Similarity::translation)).collect();
     let written = super::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a))?;

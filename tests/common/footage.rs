@@ -190,3 +190,24 @@ pub fn closed_loop(n: usize, room: (f64, f64), seed: u64) -> Vec<(f64, f64)> {
         })
         .collect()
 }
+
+/// `src` enlarged `factor` times by Keys' bicubic interpolation (a photograph of another
+/// resolution, for grids larger than the photographs), edges replicated.
+pub fn enlarged(src: &Image<f32>, factor: f64) -> Image<f32> {
+    let (w, h) = src.size();
+    let (nw, nh) = ((w as f64 * factor) as usize, (h as f64 * factor) as usize);
+    Image::from_fn(nw, nh, |x, y| {
+        let (sx, sy) = ((x as f64 + 0.5) / factor - 0.5, (y as f64 + 0.5) / factor - 0.5);
+        let (fx, fy) = (sx.floor(), sy.floor());
+        let mut acc = 0.0;
+        for j in -1..=2 {
+            let wy = keys(sy - (fy + j as f64));
+            let row = src.row((fy as isize + j).clamp(0, h as isize - 1) as usize);
+            for i in -1..=2 {
+                acc += wy * keys(sx - (fx + i as f64)) * row[(fx as isize + i).clamp(0, w as isize - 1) as usize] as f64;
+            }
+        }
+        acc.clamp(0.0, 255.0) as f32
+    })
+    .unwrap()
+}

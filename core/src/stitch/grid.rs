@@ -32,7 +32,11 @@ use crate::ncc::{NccSample, SearchFrame};
 use crate::parallel::Parallelism;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::ops::ControlFlow;
 
+/// The overlap of neighbouring tiles assumed when none is given (a fraction of the tile):
+/// the usual setting of microscope scanning software.
+pub const DEFAULT_OVERLAP: f64 = 0.1;
 /// Weight of a tile's tie to its nominal position, against a registered pair's number of
 /// agreeing templates.
 pub const STAGE_WEIGHT: f64 = 1e-4;
@@ -183,9 +187,18 @@ pub fn neighbours(nominal: &[(f64, f64)], tile: (usize, usize)) -> Vec<(usize, u
 /// Registers the tiles of `tiles` (one per nominal position, `nominal[i]` the top-left
 /// corner of tile i in pixels) and solves their positions (module doc). A tile that cannot
 /// be read, or differs in size or pixel type from the first, is reported and left out.
+/// `progress` is called before each neighbouring pair and once after the last with the
+/// number of pairs done (of `neighbours(nominal, tile size).len()`); `ControlFlow::Break`
+/// stops the run there with [`Error::Cancelled`].
 /// Errors: bad parameters, a nominal list of another length, non-finite positions, no
-/// readable tile.
-pub fn register_tiles(tiles: &dyn FrameSource, nominal: &[(f64, f64)], p: &GridParams, par: Parallelism) -> Result<Mosaic> {
+/// readable tile, cancelled.
+pub fn register_tiles(
+    tiles: &dyn FrameSource,
+    nominal: &[(f64, f64)],
+    p: &GridParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+) -> Result<Mosaic> {
     p.validate()?;
     if nominal.len() != tiles.len() || nominal.is_empty() {
         return Err(Error::InvalidParameter { name: "positions", reason: alloc::format!("{} positions for {} tiles", nominal.len(), tiles.len()) });
@@ -218,7 +231,9 @@ pub fn register_tiles(tiles: &dyn FrameSource, nominal: &[(f64, f64)], p: &GridP
         return Err(Error::InvalidParameter { name: "tiles", reason: "no tile could be read".into() });
     };
     let mut pairs = Vec::new();
-    for (a, b) in neighbours(nominal, size) {
+    let neighbouring = neighbours(nominal, size);
+    for (done, &(a, b)) in neighbouring.iter().enumerate() {
+        report(progress, done)?;
         if unreadable[a].is_some() || unreadable[b].is_some() {
             continue;
         }
@@ -241,6 +256,7 @@ pub fn register_tiles(tiles: &dyn FrameSource, nominal: &[(f64, f64)], p: &GridP
         };
         pairs.push(TilePair { a, b, shift: reg.shift.filter(|_| skip.is_none()), skip, ncc: reg.ncc, margin: reg.margin, vectors_used: reg.vectors_used, residual: None });
     }
+    report(progress, neighbouring.len())?;
     let solved = solve_grid(nominal, &mut pairs)?;
     let tiles = (0..tiles.len())
         .map(|i| TileRecord {
@@ -251,6 +267,14 @@ pub fn register_tiles(tiles: &dyn FrameSource, nominal: &[(f64, f64)], p: &GridP
         })
         .collect();
     Ok(Mosaic { tiles, pairs })
+}
+
+/// Reports `done` pairs; [`Error::Cancelled`] when the callback asks to stop.
+fn report(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usize) -> Result<()> {
+    match progress(done) {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(()) => Err(Error::Cancelled),
+    }
 }
 
 fn bad_tile(why: String) -> Error {
@@ -399,13 +423,17 @@ mod tests {
 
     const TILE: (usize, usize) = (240, 200);
 
+    fn go_on(_: usize) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
     #[test]
     fn a_grid_with_stage_error_registers_exactly() {
         for seed in 1..4 {
             let (src, nominal, truth) = grid(seed);
             let tiles: Vec<Image<u8>> = truth.iter().map(|&(x, y)| src.view().crop(x, y, TILE.0, TILE.1).unwrap().to_image()).collect();
             let views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U8(t.view())).collect();
-            let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::Sequential).unwrap();
+            let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
             assert_eq!(m.pairs.len(), 17);
             for t in &m.tiles {
                 let want = (truth[t.index].0 as f64 - truth[0].0 as f64, truth[t.index].1 as f64 - truth[0].1 as f64);
@@ -423,7 +451,7 @@ mod tests {
         let odd = Image::<u8>::filled(60, 200, 1).unwrap();
         let mut views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U8(t.view())).collect();
         views[9] = AnyView::U8(odd.view());
-        let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::Sequential).unwrap();
+        let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         for i in [5, 9] {
             let t = &m.tiles[i];
             let want = (nominal[i].0 - nominal[0].0, nominal[i].1 - nominal[0].1);
@@ -439,18 +467,33 @@ mod tests {
     }
 
     #[test]
+    fn progress_counts_the_pairs_and_can_cancel() {
+        let (src, nominal, truth) = grid(2);
+        let tiles: Vec<Image<u8>> = truth.iter().map(|&(x, y)| src.view().crop(x, y, TILE.0, TILE.1).unwrap().to_image()).collect();
+        let views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U8(t.view())).collect();
+        let mut seen = Vec::new();
+        let mut stop_at_3 = |done: usize| {
+            seen.push(done);
+            if done == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        };
+        let r = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::Sequential, &mut stop_at_3);
+        assert_eq!(r, Err(Error::Cancelled));
+        assert_eq!(seen, [0, 1, 2, 3]);
+    }
+
+    #[test]
     fn bad_input_is_an_error() {
         let t = Image::<u8>::filled(50, 40, 3).unwrap();
         let views = [AnyView::U8(t.view()), AnyView::U8(t.view())];
         let ok = [(0.0, 0.0), (40.0, 0.0)];
         let s = Parallelism::Sequential;
-        assert!(register_tiles(&InMemory(&views), &ok[..1], &GridParams::default(), s).is_err());
-        assert!(register_tiles(&InMemory(&views), &[(0.0, 0.0), (f64::NAN, 0.0)], &GridParams::default(), s).is_err());
+        assert!(register_tiles(&InMemory(&views), &ok[..1], &GridParams::default(), s, &mut go_on).is_err());
+        assert!(register_tiles(&InMemory(&views), &[(0.0, 0.0), (f64::NAN, 0.0)], &GridParams::default(), s, &mut go_on).is_err());
         for bad in [GridParams { stage_error: 0.6, ..Default::default() }, GridParams { coarse_candidates: 9, ..Default::default() }] {
-            assert!(register_tiles(&InMemory(&views), &ok, &bad, s).is_err());
+            assert!(register_tiles(&InMemory(&views), &ok, &bad, s, &mut go_on).is_err());
         }
         // Flat tiles: nothing registers, both stay at the stage positions.
-        let m = register_tiles(&InMemory(&views), &ok, &GridParams::default(), s).unwrap();
+        let m = register_tiles(&InMemory(&views), &ok, &GridParams::default(), s, &mut go_on).unwrap();
         assert_eq!((m.tiles[1].position, m.tiles[1].registered), ((40.0, 0.0), false));
         assert!(m.pairs[0].skip.is_some());
     }

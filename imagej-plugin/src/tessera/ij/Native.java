@@ -24,7 +24,8 @@ import java.util.Map;
  * {@code cpu}, {@code cuda} or {@code auto} (the default). The string is parsed and
  * validated once, natively: an unknown key or a bad value is an
  * {@link IllegalArgumentException} naming the key. Results come back as objects with named
- * fields ({@link PairResult}, {@link StitchResult}, {@link StereoResult}, {@link GlareResult}).
+ * fields ({@link PairResult}, {@link StitchResult}, {@link GridResult}, {@link StereoResult},
+ * {@link GlareResult}).
  *
  * <p>Errors: bad input throws {@link IllegalArgumentException}, a missing backend
  * {@link IllegalStateException}, both with the core's message; a Rust panic is caught at the
@@ -122,7 +123,7 @@ public final class Native {
 
     /**
      * The options of operation {@code op} ({@code mean}, {@code gauss}, {@code variance},
-     * {@code contrast}, {@code glare}, {@code register}, {@code stitch}, {@code stereo}) at
+     * {@code contrast}, {@code glare}, {@code register}, {@code stitch}, {@code grid}, {@code stereo}) at
      * the native core's defaults, in the operation's order, e.g. {@code rsz -> 25} for
      * {@code stitch}: the one place the defaults are written is the Rust parameter structs.
      */
@@ -224,6 +225,25 @@ public final class Native {
     }
 
     /**
+     * Stitches a tile grid: {@code cols * rows} tiles (all w x h, one pixel type) in
+     * acquisition order, laid out by the options {@code overlap} (percent of a tile),
+     * {@code order} (row, column, snake-row, snake-column) and {@code start} (top-left,
+     * top-right, bottom-left, bottom-right). Every neighbouring pair is registered from its
+     * nominal offset (options of {@link #registerPair}, {@code stage-error}: how far, as a
+     * fraction of a tile, a tile may be off its stage position, and {@code coarse}:
+     * phase-correlation seeds), all positions are solved together, and the tiles composited
+     * with {@code blend}; on the CPU core whatever {@code backend} says. The tiles are
+     * copied into native memory first. {@code progress} (may be null) is called before each
+     * pair and after the last with the pairs done of all; returning false cancels the run
+     * ({@link java.util.concurrent.CancellationException}); an exception it throws ends the
+     * run and is rethrown here.
+     */
+    public static GridResult stitchGrid(Object[] tiles, int w, int h, int cols, int rows, String options, Progress progress) {
+        load();
+        return nativeStitchGrid(tiles, w, h, cols, rows, options, progress);
+    }
+
+    /**
      * Semi-global matching of a rectified pair (both 8-bit gray or both RGB, w x h) into the
      * left disparity map {@code disp} (invalid pixels: +Infinity). Options: {@code max-disp
      * cost} (census, ad, mi, mi-hierarchical) {@code paths} (4, 5, 8, 16) {@code p1 p2}
@@ -247,5 +267,7 @@ public final class Native {
     private static native PairResult nativeRegisterPair(Object reference, Object moving, int w, int h, double predX,
                                                         double predY, String options);
     private static native StitchResult nativeStitch(Object[] frames, int w, int h, String options, Progress progress);
+    private static native GridResult nativeStitchGrid(Object[] tiles, int w, int h, int cols, int rows, String options,
+                                                      Progress progress);
     private static native StereoResult nativeStereoSgm(Object left, Object right, float[] disp, int w, int h, String options);
 }

@@ -3,12 +3,8 @@ package tessera.ij;
 import ij.IJ;
 import ij.ImagePlus;
 import ij.ImageStack;
-import ij.measure.Calibration;
 import ij.measure.ResultsTable;
 import ij.plugin.PlugIn;
-import ij.process.ImageProcessor;
-
-import java.util.concurrent.CancellationException;
 
 /**
  * Plugins &gt; Tessera &gt; Panorama (NCC log search)...: stitches the frames of the current
@@ -98,35 +94,14 @@ public class PanoramaPlugin implements PlugIn {
         int n = st.getSize();
         Object[] frames = new Object[n];
         for (int i = 0; i < n; i++) frames[i] = st.getPixels(i + 1);
-        StitchResult s;
         long t0 = System.nanoTime();
-        int[] done = {0};
-        try {
-            IJ.showStatus("Panorama: registering " + n + " frames (Esc to cancel)...");
-            s = Native.stitch(frames, st.getWidth(), st.getHeight(), Tessera.withBackend(options()), (d, total) -> {
-                        done[0] = d;
-                        IJ.showProgress(d, total);
-                        return !IJ.escapePressed();
-                    });
-        } catch (CancellationException e) {
-            IJ.resetEscape();
-            IJ.showStatus("Panorama cancelled after " + done[0] + " of " + n + " frames");
-            return null;
-        } catch (RuntimeException e) {
-            Tessera.error(TITLE, e);
-            return null;
-        } finally {
-            IJ.showProgress(1.0);
-        }
+        IJ.showStatus("Panorama: registering " + n + " frames (Esc to cancel)...");
+        StitchResult s = Tessera.withProgress(TITLE,
+                progress -> Native.stitch(frames, st.getWidth(), st.getHeight(), Tessera.withBackend(options()), progress),
+                (done, total) -> "Panorama cancelled after " + done + " of " + total + " frames");
+        if (s == null) return null;
         double secs = (System.nanoTime() - t0) / 1e9;
-        ImageProcessor ip = imp.getProcessor().createProcessor(s.width, s.height);
-        ip.setPixels(s.pixels);
-        ImagePlus pano = new ImagePlus("Panorama of " + imp.getTitle(), ip);
-        Calibration cal = imp.getCalibration().copy();
-        // Canvas pixel (X, Y) shows frame 1's (X + originX, Y + originY).
-        cal.xOrigin = cal.xOrigin - s.originX;
-        cal.yOrigin = cal.yOrigin - s.originY;
-        pano.setCalibration(cal);
+        ImagePlus pano = Tessera.canvasImage("Panorama of " + imp.getTitle(), imp, s.pixels, s.width, s.height, s.originX, s.originY);
         ResultsTable rt = table(s, imp);
         pano.setProperty("TesseraFrames", rt);
         rt.show(TABLE);

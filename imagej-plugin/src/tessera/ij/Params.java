@@ -62,6 +62,12 @@ final class Params {
         else fields.add(new Object[] {label, def});
     }
 
+    /** A folder path (with a Browse button in the dialog); read back with {@link #nextString}. */
+    void addDirectory(String label, String def) {
+        if (gd != null) gd.addDirectoryField(label, def, 30);
+        else fields.add(new Object[] {label, def});
+    }
+
     String nextString() {
         if (gd != null) return gd.getNextString();
         Object[] f = field();

@@ -2,8 +2,12 @@ package tessera.ij;
 
 import ij.IJ;
 import ij.ImagePlus;
+import ij.measure.Calibration;
+import ij.process.ImageProcessor;
 import ij.plugin.filter.PlugInFilter;
+import java.util.concurrent.CancellationException;
 import java.util.function.BiConsumer;
+import java.util.function.Function;
 import java.util.function.IntSupplier;
 import java.util.function.Predicate;
 
@@ -93,6 +97,56 @@ public final class Tessera {
             return PlugInFilter.DONE;
         }
         return Params.stackFlags(imp, flags.getAsInt());
+    }
+
+    /** What the status bar says when a run is cancelled after {@code done} of {@code total} steps. */
+    interface CancelledStatus {
+        String say(int done, int total);
+    }
+
+    /**
+     * Runs a long native call that reports progress ({@link Native.Progress}): a progress bar
+     * follows it and Esc stops it. Returns the call's result; null when it failed (shown with
+     * {@link #error} under {@code title}) or was cancelled (no error dialog: the status bar
+     * says {@code cancelled}, and the Esc flag is reset).
+     */
+    static <T> T withProgress(String title, Function<Native.Progress, T> call, CancelledStatus cancelled) {
+        int[] done = {0, 0};
+        try {
+            return call.apply((d, total) -> {
+                done[0] = d;
+                done[1] = total;
+                IJ.showProgress(d, total);
+                return !IJ.escapePressed();
+            });
+        } catch (CancellationException e) {
+            IJ.resetEscape();
+            IJ.showStatus(cancelled.say(done[0], done[1]));
+            return null;
+        } catch (RuntimeException e) {
+            error(title, e);
+            return null;
+        } finally {
+            IJ.showProgress(1.0);
+        }
+    }
+
+    /**
+     * A new image of a native canvas ({@code pixels}, {@code w x h}, of {@code like}'s type),
+     * with {@code like}'s spatial calibration whose origin is moved so that the reference
+     * frame or tile keeps its coordinates: canvas pixel (X, Y) shows the reference's
+     * (X + originX, Y + originY).
+     */
+    static ImagePlus canvasImage(String title, ImagePlus like, Object pixels, int w, int h, int originX, int originY) {
+        ImageProcessor ip = like.getProcessor().createProcessor(w, h);
+        ip.setPixels(pixels);
+        ip.resetMinAndMax();
+        ImagePlus imp = new ImagePlus(title, ip);
+        Calibration cal = like.getCalibration().copy();
+        cal.xOrigin = cal.xOrigin - originX;
+        cal.yOrigin = cal.yOrigin - originY;
+        imp.setCalibration(cal);
+        return imp;
     }
 
     /** Shows an ImageJ error message for a failed native call (never a stack trace). */

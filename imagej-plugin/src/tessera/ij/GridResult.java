@@ -1,0 +1,76 @@
+package tessera.ij;
+
+/** The outcome of {@link Native#stitchGrid}, built by the native side. */
+public final class GridResult {
+    /** The mosaic's pixels (same array type as the tiles; RGB opaque). */
+    public final Object pixels;
+    /** The mosaic's size, and the tile-1 coordinates of its pixel (0, 0). */
+    public final int width, height, originX, originY;
+    /** One record per tile, in acquisition order. */
+    public final Tile[] tiles;
+    /** One record per neighbouring pair of tiles. */
+    public final Pair[] pairs;
+
+    GridResult(Object pixels, int width, int height, int originX, int originY, Tile[] tiles, Pair[] pairs) {
+        this.pixels = pixels;
+        this.width = width;
+        this.height = height;
+        this.originX = originX;
+        this.originY = originY;
+        this.tiles = tiles;
+        this.pairs = pairs;
+    }
+
+    /** Where one tile went. */
+    public static final class Tile {
+        /** Position in tile-1 coordinates (tile i's pixel (u, v) shows what tile 1 shows at
+         *  (u + x, v + y)). */
+        public final double x, y;
+        /** "ok" (placed by registration), "nominal" (no accepted pair reaches it: at its stage
+         *  position) or "skipped" (left out, see {@link #reason}). */
+        public final String status;
+        /** The largest residual of its accepted pairs after the solve, pixels; NaN when none. */
+        public final double residual;
+        /** Why it was left out, or null. */
+        public final String reason;
+
+        Tile(double x, double y, String status, double residual, String reason) {
+            this.x = x;
+            this.y = y;
+            this.status = status;
+            this.residual = residual;
+            this.reason = reason;
+        }
+    }
+
+    /** One neighbouring pair: tile {@link #b}'s offset from tile {@link #a} (0-based). */
+    public static final class Pair {
+        public final int a, b;
+        /** Whether the pair's offset is used (then {@link #reason} is null). */
+        public final boolean accepted;
+        /** The measured offset; NaN when rejected. */
+        public final double dx, dy;
+        /** Mean NCC of the vectors used, and their mean margin over the acceptance threshold. */
+        public final double ncc, margin;
+        /** Vectors used. */
+        public final int vectors;
+        /** |position[b] - position[a] - offset| after the solve; NaN when rejected. */
+        public final double residual;
+        /** Why the pair was rejected, or null. */
+        public final String reason;
+
+        Pair(int a, int b, boolean accepted, double dx, double dy, double ncc, double margin, int vectors, double residual,
+             String reason) {
+            this.a = a;
+            this.b = b;
+            this.accepted = accepted;
+            this.dx = dx;
+            this.dy = dy;
+            this.ncc = ncc;
+            this.margin = margin;
+            this.vectors = vectors;
+            this.residual = residual;
+            this.reason = reason;
+        }
+    }
+}

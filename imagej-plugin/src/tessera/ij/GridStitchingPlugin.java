@@ -1,0 +1,156 @@
+package tessera.ij;
+
+import ij.IJ;
+import ij.ImagePlus;
+import ij.measure.ResultsTable;
+import ij.plugin.PlugIn;
+
+import java.io.File;
+
+/**
+ * Plugins &gt; Tessera &gt; Grid Stitching (Tessera)...: stitches the tiles of a microscope
+ * scan, a folder of image files (natural order = acquisition order) on a cols x rows grid
+ * with a nominal overlap, acquired row by row, column by column or in a snake, from one
+ * corner. Every neighbouring pair is registered from its nominal offset by NCC templates
+ * (phase correlation of the overlap strips where the stage is further off), all positions
+ * are solved together, and a pair that disagrees with the rest is rejected; a tile no
+ * accepted pair reaches stays at its stage position, flagged "nominal". The same run as
+ * {@code tessera stitch TILES --grid COLSxROWS}. A progress bar follows the pairs and Esc
+ * cancels the run (no image is made).
+ *
+ * <p>Output: the mosaic (the tiles' pixel type: 8-bit, 16-bit, 32-bit or RGB, the first
+ * tile's spatial calibration, its origin set so that tile 1 keeps its coordinates), and two
+ * Results tables, also attached to the mosaic as the properties {@code TesseraTiles} and
+ * {@code TesseraPairs}: "Grid tiles" (x, y, status, residual) and "Grid pairs" (offset, NCC,
+ * margin, vectors, residual, or why rejected).
+ * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1")}.
+ */
+public class GridStitchingPlugin implements PlugIn {
+    static final String TITLE = "Grid Stitching (Tessera)";
+    static final String TILE_TABLE = "Grid tiles", PAIR_TABLE = "Grid pairs";
+    static final String[] ORDERS = {"row", "column", "snake-row", "snake-column"};
+    static final String[] CORNERS = {"top-left", "top-right", "bottom-left", "bottom-right"};
+    /** The last values of the session: native defaults at first, and the grid's shape. */
+    private static Options last;
+    private static String lastFolder = "";
+    private static int lastColumns = 2, lastRows = 2;
+
+    @Override
+    public void run(String arg) {
+        Params gd = new Params(TITLE);
+        try {
+            options();
+        } catch (RuntimeException e) {
+            Tessera.error(TITLE, e);
+            return;
+        }
+        gd.addDirectory("Folder (of tiles)", lastFolder);
+        gd.addNumber("Columns", lastColumns, 0, "tiles");
+        gd.addNumber("Rows", lastRows, 0, "tiles");
+        gd.addNumber("Overlap", last.number("overlap"), 1, "% of a tile");
+        gd.addChoice("Order", ORDERS, last.get("order"));
+        gd.addChoice("Start (first tile's corner)", CORNERS, last.get("start"));
+        gd.addChoice("Blend", PanoramaPlugin.BLENDS, last.get("blend"));
+        gd.addNumber("Stage error (fraction of a tile)", last.number("stage-error"), 2, "");
+        gd.addMessage("Tiles in natural file-name order; registration runs on the CPU.");
+        if (!gd.show()) return;
+        int cols, rows;
+        String folder;
+        try {
+            folder = gd.nextString().trim();
+            double c = gd.nextNumber(), r = gd.nextNumber(), overlap = gd.nextNumber();
+            String order = gd.nextChoice(), start = gd.nextChoice(), blend = gd.nextChoice();
+            double stage = gd.nextNumber();
+            if (gd.invalidNumber() || c != Math.rint(c) || r != Math.rint(r) || c < 1 || r < 1)
+                throw new IllegalArgumentException("columns and rows must be whole numbers of at least 1");
+            if (folder.isEmpty()) throw new IllegalArgumentException("choose the folder of tiles");
+            cols = (int) c;
+            rows = (int) r;
+            last.set("overlap", overlap).set("order", order).set("start", start).set("blend", blend).set("stage-error", stage);
+            lastFolder = folder;
+            lastColumns = cols;
+            lastRows = rows;
+        } catch (IllegalArgumentException e) {
+            Tessera.error(TITLE, e);
+            return;
+        }
+        ImagePlus mosaic = stitch(new File(folder), cols, rows);
+        if (mosaic != null) mosaic.show();
+    }
+
+    /** The session's options, the native defaults at first. */
+    private static Options options() {
+        if (last == null) last = Options.defaults("grid");
+        return last;
+    }
+
+    /**
+     * Stitches the tiles of {@code folder} as a {@code cols x rows} grid with the current
+     * options; null after an error (shown with IJ.error) or when cancelled (Esc: status
+     * "Grid stitching cancelled ...", no image, no error message, the Esc flag reset).
+     */
+    static ImagePlus stitch(File folder, int cols, int rows) {
+        long t0 = System.nanoTime();
+        TileFolder tiles;
+        try {
+            tiles = TileFolder.read(folder, cols * rows);
+        } catch (IllegalArgumentException e) {
+            Tessera.error(TITLE, e);
+            return null;
+        }
+        IJ.showStatus("Grid: registering " + cols + "x" + rows + " tiles (Esc to cancel)...");
+        GridResult g = Tessera.withProgress(TITLE,
+                progress -> Native.stitchGrid(tiles.pixels, tiles.first.getWidth(), tiles.first.getHeight(), cols, rows, options().toString(),
+                        progress),
+                (done, total) -> "Grid stitching cancelled after " + done + " of " + total + " pairs");
+        if (g == null) return null;
+        double secs = (System.nanoTime() - t0) / 1e9;
+        ImagePlus mosaic = Tessera.canvasImage("Grid of " + folder.getName(), tiles.first, g.pixels, g.width, g.height, g.originX, g.originY);
+        ResultsTable tileTable = tileTable(g, tiles.files), pairTable = pairTable(g, tiles.files);
+        mosaic.setProperty("TesseraTiles", tileTable);
+        mosaic.setProperty("TesseraPairs", pairTable);
+        tileTable.show(TILE_TABLE);
+        pairTable.show(PAIR_TABLE);
+        int ok = 0, accepted = 0;
+        for (GridResult.Tile t : g.tiles) if (t.status.equals("ok")) ok++;
+        for (GridResult.Pair p : g.pairs) if (p.accepted) accepted++;
+        IJ.showStatus(String.format("Grid: %d of %d tiles registered, %d of %d pairs accepted, in %.2f s", ok, g.tiles.length, accepted,
+                g.pairs.length, secs));
+        return mosaic;
+    }
+
+    static ResultsTable tileTable(GridResult g, File[] files) {
+        ResultsTable rt = new ResultsTable();
+        for (int i = 0; i < g.tiles.length; i++) {
+            GridResult.Tile t = g.tiles[i];
+            rt.incrementCounter();
+            rt.addLabel(files[i].getName());
+            rt.addValue("Tile", i + 1);
+            rt.addValue("x", t.x);
+            rt.addValue("y", t.y);
+            rt.addValue("Status", t.status);
+            rt.addValue("Residual", t.residual);
+            rt.addValue("Reason", t.status.equals("nominal") ? "no accepted pair: at its stage position" : t.reason == null ? "" : t.reason);
+        }
+        return rt;
+    }
+
+    static ResultsTable pairTable(GridResult g, File[] files) {
+        ResultsTable rt = new ResultsTable();
+        for (GridResult.Pair p : g.pairs) {
+            rt.incrementCounter();
+            rt.addLabel(files[p.a].getName() + " - " + files[p.b].getName());
+            rt.addValue("Tile A", p.a + 1);
+            rt.addValue("Tile B", p.b + 1);
+            rt.addValue("Status", p.accepted ? "accepted" : "rejected");
+            rt.addValue("dx", p.dx);
+            rt.addValue("dy", p.dy);
+            rt.addValue("NCC", p.ncc);
+            rt.addValue("Margin", p.margin);
+            rt.addValue("Vectors", p.vectors);
+            rt.addValue("Residual", p.residual);
+            rt.addValue("Reason", p.reason == null ? "" : p.reason);
+        }
+        return rt;
+    }
+}

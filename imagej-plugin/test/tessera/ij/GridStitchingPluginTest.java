@@ -1,0 +1,304 @@
+package tessera.ij;
+
+import ij.IJ;
+import ij.ImagePlus;
+import ij.WindowManager;
+import ij.io.FileSaver;
+import ij.macro.Interpreter;
+import ij.measure.ResultsTable;
+import ij.process.ColorProcessor;
+import ij.process.ImageProcessor;
+import org.junit.AfterClass;
+import org.junit.Before;
+import org.junit.BeforeClass;
+import org.junit.Test;
+
+import java.awt.event.KeyEvent;
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CancellationException;
+
+import static org.hamcrest.CoreMatchers.containsString;
+import static org.hamcrest.MatcherAssert.assertThat;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNotNull;
+import static org.junit.Assert.assertNull;
+import static org.junit.Assert.assertTrue;
+
+/**
+ * Plugins > Tessera > Grid Stitching (Tessera)... on 3 x 3 grids cut from real photographs
+ * (the repository's assets/photos; for RGB three of them as the channels): 180 x 160 tiles
+ * overlapping by 25 %, each up to 3 % of a tile off its stage position (whole pixels, so the
+ * truth is exact; more would leave some vertical overlaps narrower than the 25-pixel
+ * templates), with noise, written as files to a temporary folder in snake-row order.
+ */
+public class GridStitchingPluginTest {
+    private static final String CMD = "Grid Stitching (Tessera)...";
+    static final int TW = 180, TH = 160, COLS = 3, ROWS = 3;
+    static final double OVERLAP = 0.25, JITTER = 0.03;
+
+    @BeforeClass
+    public static void setUp() throws Exception {
+        IjHeadless.setUp();
+        Interpreter.batchMode = true; // shown images are kept for WindowManager, headless
+    }
+
+    @AfterClass
+    public static void tearDown() {
+        Interpreter.batchMode = false;
+    }
+
+    @Before
+    public void clear() {
+        Tessera.clearLastError();
+        IJ.resetEscape();
+    }
+
+    static ImageProcessor photo(String name) {
+        File f = new File(System.getProperty("tessera.assets", "../assets"), "photos/" + name + ".png");
+        ImagePlus imp = IJ.openImage(f.getPath());
+        assertNotNull("ImageJ could not open " + f, imp);
+        return imp.getProcessor();
+    }
+
+    /** A cut grid: the tiles' files in acquisition order and their true top-left corners. */
+    static final class Grid {
+        final File folder;
+        final int[][] truth;
+
+        Grid(File folder, int[][] truth) {
+            this.folder = folder;
+            this.truth = truth;
+        }
+    }
+
+    /**
+     * Cuts a snake-row 3 x 3 grid from {@code src} (12 px in from its corner, each tile off
+     * its stage position by up to {@link #JITTER} of a tile), adds Gaussian noise of sigma 2 (gray
+     * levels of 8 bits) and saves the tiles as TIFF files named so that natural order is
+     * acquisition order (tile_1 ... tile_9, with tile_10-style names sorting after them).
+     */
+    static Grid cut(ImageProcessor src, long seed) throws IOException {
+        File dir = Files.createTempDirectory("tessera-grid").toFile();
+        Random rng = new Random(seed);
+        int[][] truth = new int[COLS * ROWS][];
+        double sx = TW * (1 - OVERLAP), sy = TH * (1 - OVERLAP);
+        for (int k = 0; k < COLS * ROWS; k++) {
+            int r = k / COLS, c = r % 2 == 0 ? k % COLS : COLS - 1 - k % COLS;
+            int x = 12 + (int) Math.round(c * sx + (rng.nextDouble() * 2 - 1) * JITTER * TW);
+            int y = 12 + (int) Math.round(r * sy + (rng.nextDouble() * 2 - 1) * JITTER * TH);
+            truth[k] = new int[] {x, y};
+            src.setRoi(x, y, TW, TH);
+            ImageProcessor tile = src.crop();
+            double scale = tile.getBitDepth() == 16 ? 257 : 1;
+            if (tile.getBitDepth() != 24) {
+                for (int i = 0; i < TW * TH; i++) tile.setf(i, (float) Math.max(0, Math.min(255 * scale, tile.getf(i) + rng.nextGaussian() * 2 * scale)));
+            }
+            assertTrue(new FileSaver(new ImagePlus("t", tile)).saveAsTiff(new File(dir, "tile_" + (k + 1) + ".tif").getPath()));
+        }
+        src.resetRoi();
+        return new Grid(dir, truth);
+    }
+
+    private static String options(Grid g, String extra) {
+        return "folder=[" + g.folder.getPath() + "] columns=" + COLS + " rows=" + ROWS + " overlap=25 order=snake-row start=top-left "
+                + "blend=overwrite stage=0.1 " + extra;
+    }
+
+    /** Runs the command as a macro does (options given: no dialog) and returns the new image. */
+    private static ImagePlus run(Grid g) {
+        int before = WindowManager.getImageCount();
+        IJ.run(CMD, options(g, ""));
+        assertNull("no error expected: " + Tessera.lastError(), Tessera.lastError());
+        assertEquals("one new image", before + 1, WindowManager.getImageCount());
+        return WindowManager.getImage(WindowManager.getIDList()[before]);
+    }
+
+    /** Every tile registered, within 0.5 px of the truth (relative to tile 1), every pair accepted. */
+    private static void checkPositions(ImagePlus mosaic, Grid g) {
+        ResultsTable tiles = (ResultsTable) mosaic.getProperty("TesseraTiles");
+        ResultsTable pairs = (ResultsTable) mosaic.getProperty("TesseraPairs");
+        assertNotNull("the tile table is attached to the mosaic", tiles);
+        assertNotNull("the pair table is attached to the mosaic", pairs);
+        assertEquals(COLS * ROWS, tiles.size());
+        assertEquals("neighbouring pairs of a 3x3 grid", 12, pairs.size());
+        for (int i = 0; i < tiles.size(); i++) {
+            assertEquals("tile " + (i + 1), "ok", tiles.getStringValue("Status", i));
+            double ex = g.truth[i][0] - g.truth[0][0], ey = g.truth[i][1] - g.truth[0][1];
+            double err = Math.hypot(tiles.getValue("x", i) - ex, tiles.getValue("y", i) - ey);
+            assertTrue("tile " + (i + 1) + " is " + err + " px from the truth", err <= 0.5);
+            assertEquals("tile_" + (i + 1) + ".tif", tiles.getLabel(i));
+        }
+        for (int k = 0; k < pairs.size(); k++) {
+            assertEquals("pair " + pairs.getLabel(k) + ": " + pairs.getStringValue("Reason", k), "accepted", pairs.getStringValue("Status", k));
+            assertTrue(pairs.getValue("NCC", k) > 0.5);
+            assertTrue(pairs.getValue("Residual", k) < 0.5);
+        }
+        int xs = 0, ys = 0;
+        for (int[] t : g.truth) {
+            xs = Math.max(xs, t[0] - g.truth[0][0]);
+            ys = Math.max(ys, t[1] - g.truth[0][1]);
+        }
+        assertTrue("the mosaic spans the grid", mosaic.getWidth() >= xs + TW && mosaic.getWidth() <= 3 * TW);
+        assertTrue(mosaic.getHeight() >= ys + TH && mosaic.getHeight() <= 3 * TH);
+    }
+
+    private static void delete(Grid g) {
+        File[] files = g.folder.listFiles();
+        if (files != null) for (File f : files) f.delete();
+        g.folder.delete();
+    }
+
+    @Test
+    public void gray8GridFromAPhotographRegistersWithinHalfAPixel() throws IOException {
+        Grid g = cut(photo("ihc"), 1);
+        ImagePlus mosaic = run(g);
+        assertEquals(ImagePlus.GRAY8, mosaic.getType());
+        checkPositions(mosaic, g);
+        delete(g);
+    }
+
+    @Test
+    public void gray16GridKeepsSixteenBits() throws IOException {
+        ImageProcessor wide = photo("gravel").convertToShortProcessor(false);
+        wide.multiply(257); // the whole 16-bit range, as a camera gives
+        Grid g = cut(wide, 2);
+        ImagePlus mosaic = run(g);
+        assertEquals(ImagePlus.GRAY16, mosaic.getType());
+        checkPositions(mosaic, g);
+        assertTrue("16-bit values survive", mosaic.getProcessor().getStatistics().max > 255);
+        delete(g);
+    }
+
+    @Test
+    public void rgbGridStaysRgb() throws IOException {
+        // A colour photograph of the right size: three photographs as its channels.
+        ColorProcessor rgb = new ColorProcessor(512, 512);
+        rgb.setRGB((byte[]) photo("astronaut").getPixels(), (byte[]) photo("grass").getPixels(), (byte[]) photo("camera").getPixels());
+        Grid g = cut(rgb, 3);
+        ImagePlus mosaic = run(g);
+        assertEquals(ImagePlus.COLOR_RGB, mosaic.getType());
+        checkPositions(mosaic, g);
+        delete(g);
+    }
+
+    /** Runs the command expecting an IJ.error (outside batch mode: in a batch macro
+     *  ImageJ turns IJ.error into "Macro canceled"), and no new image. */
+    private static void runExpectingError(String opts, String expected) {
+        int before = WindowManager.getImageCount();
+        Interpreter.batchMode = false;
+        try {
+            IJ.run(CMD, opts);
+        } finally {
+            Interpreter.batchMode = true;
+        }
+        assertNotNull("an IJ.error was expected", Tessera.lastError());
+        assertThat(Tessera.lastError(), containsString(expected));
+        assertEquals(before, WindowManager.getImageCount());
+    }
+
+    @Test
+    public void badInputIsAnErrorMessageNotACrash() throws IOException {
+        File empty = Files.createTempDirectory("tessera-empty").toFile();
+        runExpectingError("folder=[" + empty.getPath() + "] columns=3 rows=3 overlap=25", "no image files");
+        empty.delete();
+
+        Grid g = cut(photo("camera"), 4);
+        Tessera.clearLastError();
+        runExpectingError("folder=[" + g.folder.getPath() + "] columns=4 rows=3 overlap=25", "the grid has 12 tiles");
+        Tessera.clearLastError();
+        runExpectingError(options(g, "").replace("overlap=25", "overlap=95"), "overlap");
+        Tessera.clearLastError();
+        runExpectingError(options(g, "").replace("columns=3", "columns=1.5"), "whole numbers");
+        // One tile of another size.
+        ImageProcessor small = photo("camera");
+        small.setRoi(0, 0, TW - 20, TH);
+        assertTrue(new FileSaver(new ImagePlus("t", small.crop())).saveAsTiff(new File(g.folder, "tile_5.tif").getPath()));
+        Tessera.clearLastError();
+        runExpectingError(options(g, ""), "tile_5.tif is 160x160 8-bit");
+        delete(g);
+    }
+
+    @Test
+    public void theNativeEntryRefusesMixedTypesAndAWrongCount() {
+        Object[] mixed = {new byte[TW * TH], new short[TW * TH], new byte[TW * TH], new byte[TW * TH]};
+        try {
+            Native.stitchGrid(mixed, TW, TH, 2, 2, "overlap=25", null);
+            throw new AssertionError("mixed tile types must be refused");
+        } catch (IllegalArgumentException expected) {
+            assertThat(expected.getMessage(), containsString("frame 2"));
+        }
+        try {
+            Native.stitchGrid(new Object[] {new byte[TW * TH], new byte[TW * TH]}, TW, TH, 2, 2, "overlap=25", null);
+            throw new AssertionError("2 tiles are not a 2x2 grid");
+        } catch (IllegalArgumentException expected) {
+            assertThat(expected.getMessage(), containsString("2x2 grid is 4 tiles"));
+        }
+        try {
+            Native.stitchGrid(new Object[] {new byte[TW * TH], new byte[TW * TH + 7]}, TW, TH, 2, 1, "overlap=25", null);
+            throw new AssertionError("a tile of another size must be refused");
+        } catch (IllegalArgumentException expected) {
+            assertThat(expected.getMessage(), containsString("frame 2 holds"));
+        }
+    }
+
+    @Test
+    public void progressCountsThePairsAndFalseCancels() throws IOException {
+        Grid g = cut(photo("grass"), 5);
+        Object[] tiles = new Object[COLS * ROWS];
+        for (int i = 0; i < tiles.length; i++) tiles[i] = IJ.openImage(new File(g.folder, "tile_" + (i + 1) + ".tif").getPath()).getProcessor().getPixels();
+        String opts = "overlap=25 order=snake-row";
+        List<Integer> seen = new ArrayList<>();
+        GridResult full = Native.stitchGrid(tiles, TW, TH, COLS, ROWS, opts, (done, total) -> {
+            assertEquals(12, total);
+            seen.add(done);
+            return true;
+        });
+        assertEquals(Arrays.asList(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12), seen);
+        assertNotNull(full.pixels);
+        seen.clear();
+        try {
+            Native.stitchGrid(tiles, TW, TH, COLS, ROWS, opts, (done, total) -> {
+                seen.add(done);
+                return done < 3;
+            });
+            throw new AssertionError("returning false from the callback must cancel the run");
+        } catch (CancellationException expected) {
+            assertThat(expected.getMessage(), containsString("after pair 3 of 12"));
+        }
+        assertEquals("no call after the one that said stop", Arrays.asList(0, 1, 2, 3), seen);
+        delete(g);
+    }
+
+    @Test
+    public void escapeCancelsWithoutAnImageOrAnError() throws IOException {
+        Grid g = cut(photo("astronaut"), 6);
+        run(g); // sets the session's options (snake-row, 20 %)
+        int before = WindowManager.getImageCount();
+        IJ.setKeyDown(KeyEvent.VK_ESCAPE);
+        try {
+            assertTrue(IJ.escapePressed());
+            assertNull("no mosaic when cancelled", GridStitchingPlugin.stitch(g.folder, COLS, ROWS));
+            assertNull("cancelling is not an error: " + Tessera.lastError(), Tessera.lastError());
+            assertFalse("the Esc flag is reset", IJ.escapePressed());
+            assertEquals(before, WindowManager.getImageCount());
+        } finally {
+            IJ.resetEscape();
+        }
+        assertNotNull("the next run goes through", GridStitchingPlugin.stitch(g.folder, COLS, ROWS));
+        delete(g);
+    }
+
+    @Test
+    public void naturalOrderSortsNumbersAsNumbers() {
+        String[] names = {"tile_10.tif", "tile_2.tif", "tile_1.tif", "a.tif", "tile_002b.tif"};
+        Arrays.sort(names, TileFolder::natural);
+        assertEquals(Arrays.asList("a.tif", "tile_1.tif", "tile_2.tif", "tile_002b.tif", "tile_10.tif"), Arrays.asList(names));
+    }
+}

@@ -1,0 +1,226 @@
+//! Entry point of tile-grid stitching: `Native.stitchGrid` registers the tiles of a
+//! microscope scan laid on a `cols x rows` grid (the core's `stitch::grid`: every
+//! neighbouring pair from its nominal offset, all positions solved together) and composites
+//! them, as `tessera stitch --grid` does.
+//!
+//! Like a sequence ([`crate::stitch`]) the run is long and reports progress to Java between
+//! pairs, which may cancel it, so the tiles are copied into Rust memory first and the canvas
+//! comes back as a new Java array. Registration and composite run on the CPU core whatever
+//! the `backend` option says (tile pairs have no GPU path yet).
+
+use crate::error::{bad_arg, BridgeError, Result};
+use crate::options::{named, Op, Visitor};
+use crate::pixels::{dims, to_java};
+use crate::progress::with_java_progress;
+use crate::stitch::{copy_frames, reason};
+use crate::{guarded, options};
+use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
+use jni::sys::jint;
+use jni::{jni_sig, jni_str, Env, EnvUnowned};
+use tessera_core::stitch::grid::DEFAULT_OVERLAP;
+use tessera_core::stitch::{composite, grid_positions, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, TileOrder};
+use tessera_core::{AnyView, Parallelism};
+
+named!(TileOrder { "row" => TileOrder::Row, "column" => TileOrder::Column, "snake-row" => TileOrder::SnakeRow, "snake-column" => TileOrder::SnakeColumn });
+named!(Corner { "top-left" => Corner::TopLeft, "top-right" => Corner::TopRight, "bottom-left" => Corner::BottomLeft, "bottom-right" => Corner::BottomRight });
+
+/// A grid run's options: the layout (overlap in percent of the tile, acquisition order,
+/// first tile's corner), the registration ([`GridParams`]) and the blend.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GridRun {
+    pub overlap_percent: f64,
+    pub order: TileOrder,
+    pub start: Corner,
+    pub grid: GridParams,
+    pub blend: Blend,
+}
+
+impl Default for GridRun {
+    fn default() -> Self {
+        GridRun { overlap_percent: DEFAULT_OVERLAP * 100.0, order: TileOrder::default(), start: Corner::default(), grid: GridParams::default(), blend: Blend::default() }
+    }
+}
+
+/// `overlap` (percent), `order` (`row`, `column`, `snake-row`, `snake-column`), `start`
+/// (`top-left`, ...), the registration's options, `stage-error` (fraction of a tile),
+/// `coarse` (phase-correlation seeds) and `blend`: the command line's names.
+impl Op for GridRun {
+    const NAME: &'static str = "grid";
+    fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
+        v.field("overlap", &mut self.overlap_percent)?;
+        v.field("order", &mut self.order)?;
+        v.field("start", &mut self.start)?;
+        self.grid.register.visit(v)?;
+        v.field("stage-error", &mut self.grid.stage_error)?;
+        v.field("coarse", &mut self.grid.coarse_candidates)?;
+        v.field("blend", &mut self.blend)
+    }
+}
+
+/// `GridResult Native.stitchGrid(Object[] tiles, int width, int height, int cols, int rows,
+/// String options, Native.Progress progress)`: `cols * rows` tiles of one pixel type, each
+/// `width x height`, in acquisition order. `progress` (may be null) is called on this
+/// thread before each neighbouring pair and after the last, with the pairs done of all;
+/// false stops the run (a `CancellationException`), and so does an exception it throws,
+/// which is left pending for the caller.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    tiles: JObjectArray<'l>,
+    width: jint,
+    height: jint,
+    cols: jint,
+    rows: jint,
+    options: JString<'l>,
+    progress: JObject<'l>,
+) -> JObject<'l> {
+    guarded(&mut env, |env| {
+        // The backend is parsed (a bad name is still an error) but unused: tile pairs run on
+        // the CPU core.
+        let (run, _backend) = options::from_java::<GridRun>(env, &options)?;
+        run.grid.validate()?;
+        let (w, h) = dims(width, height)?;
+        let (cols, rows) = dims(cols, rows).map_err(|_| bad_arg(format!("grid {cols}x{rows}: the numbers of columns and rows must be positive")))?;
+        let owned_tiles = copy_frames(env, &tiles, w, h)?;
+        if cols * rows != owned_tiles.len() {
+            return Err(bad_arg(format!("a {cols}x{rows} grid is {} tiles, but {} were given", cols * rows, owned_tiles.len())));
+        }
+        let nominal = grid_positions(cols, rows, (w, h), run.overlap_percent / 100.0, run.order, run.start)?;
+        let views = owned_tiles
+            .iter()
+            .map(|t| t.view().ok_or_else(|| BridgeError::State("internal: a tile image without a view".into())))
+            .collect::<Result<Vec<AnyView<'_>>>>()?;
+        let source = InMemory(&views);
+        let total = neighbours(&nominal, (w, h)).len();
+        let mosaic = with_java_progress(env, &progress, total, ("grid stitching", "pair"), |report| {
+            register_tiles(&source, &nominal, &run.grid, Parallelism::AllThreads, report)
+        })?;
+        let positions: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
+        let canvas = composite(&views, &positions, run.blend).map_err(|e| beyond_memory(e, (cols, rows), &run))?;
+        grid_result(env, &canvas, &mosaic)
+    })
+}
+
+/// A canvas too large to be one image in memory is an error that says how to stitch the grid
+/// anyway: the command line composites in strips and streams a pyramidal OME-TIFF (the plugin
+/// has no such path yet). Other errors pass unchanged.
+fn beyond_memory(e: tessera_core::Error, (cols, rows): (usize, usize), run: &GridRun) -> BridgeError {
+    match e {
+        tessera_core::Error::InvalidParameter { name: "canvas", reason } => bad_arg(format!(
+            "the mosaic is too large for one image in memory ({reason}); the command line streams it to a pyramidal OME-TIFF: \
+             tessera stitch FOLDER --grid {cols}x{rows} --overlap {} --order {} --start {} -o mosaic.ome.tif",
+            run.overlap_percent,
+            crate::options::OptValue::show(&run.order),
+            crate::options::OptValue::show(&run.start)
+        )),
+        other => other.into(),
+    }
+}
+
+/// The Java `GridResult`: the canvas (a new array of the tiles' type), its geometry, one
+/// `GridResult.Tile` per tile and one `GridResult.Pair` per neighbouring pair.
+fn grid_result<'l>(env: &mut Env<'l>, canvas: &tessera_core::stitch::Canvas, m: &Mosaic) -> Result<JObject<'l>> {
+    let tiles = env.new_object_array(m.tiles.len() as jint, jni_str!("tessera/ij/GridResult$Tile"), JObject::null())?;
+    for (i, t) in m.tiles.iter().enumerate() {
+        let status = JString::from_str(env, tile_status(m, i))?;
+        let why = reason(env, t.unreadable.clone())?;
+        let record = env.new_object(
+            jni_str!("tessera/ij/GridResult$Tile"),
+            jni_sig!("(DDLjava/lang/String;DLjava/lang/String;)V"),
+            &[t.position.0.into(), t.position.1.into(), (&status).into(), largest_residual(m, i).into(), (&why).into()],
+        )?;
+        tiles.set_element(env, i, &record)?;
+        // Freed as they go: a large grid would overflow the frame's local references.
+        env.delete_local_ref(record);
+        env.delete_local_ref(status);
+        env.delete_local_ref(why);
+    }
+    let pairs = env.new_object_array(m.pairs.len() as jint, jni_str!("tessera/ij/GridResult$Pair"), JObject::null())?;
+    for (k, q) in m.pairs.iter().enumerate() {
+        let (dx, dy) = q.shift.unwrap_or((f64::NAN, f64::NAN));
+        let why = reason(env, q.skip.clone())?;
+        let record = env.new_object(
+            jni_str!("tessera/ij/GridResult$Pair"),
+            jni_sig!("(IIZDDDDIDLjava/lang/String;)V"),
+            &[
+                (q.a as jint).into(),
+                (q.b as jint).into(),
+                q.shift.is_some().into(),
+                dx.into(),
+                dy.into(),
+                q.ncc.into(),
+                q.margin.into(),
+                (q.vectors_used as jint).into(),
+                q.residual.unwrap_or(f64::NAN).into(),
+                (&why).into(),
+            ],
+        )?;
+        pairs.set_element(env, k, &record)?;
+        env.delete_local_ref(record);
+        env.delete_local_ref(why);
+    }
+    let pixels = to_java(env, &canvas.image)?;
+    let (cw, ch) = canvas.image.size();
+    let (ox, oy) = canvas.origin;
+    Ok(env.new_object(
+        jni_str!("tessera/ij/GridResult"),
+        jni_sig!("(Ljava/lang/Object;IIII[Ltessera/ij/GridResult$Tile;[Ltessera/ij/GridResult$Pair;)V"),
+        &[(&pixels).into(), (cw as jint).into(), (ch as jint).into(), (ox as jint).into(), (oy as jint).into(), JValue::Object(&tiles), JValue::Object(&pairs)],
+    )?)
+}
+
+/// "ok" (placed by an accepted pair), "nominal" (at its stage position: no accepted pair
+/// reaches it) or "skipped" (unreadable): the words of the command line's report.
+fn tile_status(m: &Mosaic, i: usize) -> &'static str {
+    let t = &m.tiles[i];
+    if t.registered {
+        "ok"
+    } else if t.unreadable.is_none() {
+        "nominal"
+    } else {
+        "skipped"
+    }
+}
+
+/// The largest residual of the accepted pairs that tile `i` is in (NaN when none).
+fn largest_residual(m: &Mosaic, i: usize) -> f64 {
+    m.pairs.iter().filter(|q| q.a == i || q.b == i).filter_map(|q| q.residual).fold(f64::NAN, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{defaults, parse};
+
+    #[test]
+    fn grid_defaults_are_the_cores_and_the_command_lines() {
+        let d = defaults::<GridRun>().unwrap();
+        let get = |k: &str| d.iter().find(|(key, _)| *key == k).map(|(_, v)| v.as_str());
+        assert_eq!((get("overlap"), get("order"), get("start")), (Some("10"), Some("row"), Some("top-left")));
+        assert_eq!((get("stage-error"), get("coarse"), get("rsz")), (Some("0.1"), Some("3"), Some("25")));
+        assert_eq!(parse::<GridRun>(None).unwrap().0, GridRun::default());
+    }
+
+    #[test]
+    fn a_canvas_beyond_memory_says_how_to_stitch_it() {
+        let run = GridRun { order: TileOrder::SnakeRow, ..GridRun::default() };
+        let e = tessera_core::Error::InvalidParameter { name: "canvas", reason: "20000x20000 exceeds 268435456 pixels".into() };
+        match beyond_memory(e, (11, 11), &run) {
+            BridgeError::Argument(m) => assert!(m.contains("20000x20000") && m.contains("--grid 11x11 --overlap 10 --order snake-row --start top-left -o mosaic.ome.tif"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let e = tessera_core::Error::ZeroSize { width: 0, height: 1 };
+        assert!(matches!(beyond_memory(e, (1, 1), &run), BridgeError::Argument(m) if m.contains("no pixels")));
+    }
+
+    #[test]
+    fn grid_options() {
+        let (p, _) = parse::<GridRun>(Some("overlap=25 order=snake-column start=bottom-right stage-error=0.05 blend=feather rsz=31")).unwrap();
+        assert_eq!((p.overlap_percent, p.order, p.start), (25.0, TileOrder::SnakeColumn, Corner::BottomRight));
+        assert_eq!((p.grid.stage_error, p.blend, p.grid.register.rsz), (0.05, Blend::Feather, 31));
+        assert!(parse::<GridRun>(Some("order=spiral")).is_err());
+        assert!(parse::<GridRun>(Some("keyframe-shift=0.5")).is_err(), "a grid has no keyframes");
+    }
+}

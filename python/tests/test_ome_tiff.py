@@ -1,0 +1,86 @@
+"""The pyramidal OME-TIFF that ``tessera stitch`` streams in strips, read back level by level
+by an independent reader (tifffile), against the same mosaic composited whole in memory and
+written as a PNG: the full level pixel for pixel, every smaller level against the 2x2 mean
+of the level before it (``ceil`` sizes, an odd last row or column averaging what it has,
+integers rounded half up), computed here in NumPy from the PNG. A small 3x3 grid cut from a
+photograph, 64-pixel OME tiles so that it has several levels and several strips."""
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import tifffile
+
+import tessera
+from conftest import PHOTOS
+
+TILE = (160, 128)
+OME_TILE = 64
+
+
+def halved(level):
+    """The 2x2 mean of ``level`` (H, W) or (H, W, C), as tessera's pyramid computes it."""
+    h, w = level.shape[:2]
+    wide = level.astype(np.uint64 if level.dtype.kind == "u" else np.float64)
+    sums = np.zeros(((h + 1) // 2, (w + 1) // 2) + level.shape[2:], wide.dtype)
+    counts = np.zeros(((h + 1) // 2, (w + 1) // 2), np.uint64)
+    for dy in (0, 1):
+        for dx in (0, 1):
+            part = wide[dy::2, dx::2]
+            sums[: part.shape[0], : part.shape[1]] += part
+            counts[: part.shape[0], : part.shape[1]] += 1
+    if level.dtype.kind == "f":
+        return (sums / counts.reshape(counts.shape + (1,) * (level.ndim - 2))).astype(level.dtype)
+    n = counts.reshape(counts.shape + (1,) * (level.ndim - 2))
+    return ((sums + n // 2) // n).astype(level.dtype)
+
+
+def cut_grid(photo, folder, seed):
+    """A snake-row 3x3 grid of TILE tiles overlapping by 25 %, each up to 3 whole pixels off
+    its stage position, saved as PNG files in acquisition order."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir()
+    step = (int(TILE[0] * 0.75), int(TILE[1] * 0.75))
+    for k in range(9):
+        r, c = divmod(k, 3)
+        c = c if r % 2 == 0 else 2 - c
+        x, y = 10 + c * step[0] + rng.integers(-3, 4), 10 + r * step[1] + rng.integers(-3, 4)
+        tessera.save(folder / f"tile_{k}.png", np.ascontiguousarray(photo[y : y + TILE[1], x : x + TILE[0]]))
+
+
+def photo(kind):
+    gray = tessera.load(PHOTOS / "gravel.png")
+    if kind == "uint8":
+        return gray
+    if kind == "uint16":
+        # Most of the 16-bit range, with low bits that an 8-bit path would lose.
+        return gray.astype(np.uint16) * 250 + (np.arange(gray.size).reshape(gray.shape) % 251).astype(np.uint16)
+    rgba = np.stack([gray, tessera.load(PHOTOS / "grass.png"), tessera.load(PHOTOS / "ihc.png"), np.full_like(gray, 255)], axis=-1)
+    return np.ascontiguousarray(rgba)
+
+
+@pytest.mark.parametrize("kind", ["uint8", "uint16", "rgb"])
+def test_ome_tiff_levels_equal_the_in_memory_composite(cli, tmp_path, kind):
+    tiles = tmp_path / "tiles"
+    cut_grid(photo(kind), tiles, seed=len(kind))
+    grid = ["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--blend", "feather"]
+    ome, png = tmp_path / "mosaic.ome.tif", tmp_path / "mosaic.png"
+    cli("stitch", tiles, *grid, "--ome-tile", OME_TILE, "--max-mem", 1, "--pixel-size", 0.65, "-o", ome)
+    cli("stitch", tiles, *grid, "-o", png)
+    whole = tessera.load(png)
+    if kind == "rgb":
+        whole = whole[..., :3]  # the OME-TIFF is RGB: the alpha is the compositor's coverage
+    with tifffile.TiffFile(ome) as tf:
+        assert tf.is_ome, "not recognised as OME-TIFF"
+        pixels = ET.fromstring(tf.ome_metadata).find(".//{*}Pixels")
+        assert float(pixels.attrib["PhysicalSizeX"]) == 0.65
+        levels = tf.series[0].levels
+        assert len(levels) >= 3, "a pyramid of several levels"
+        assert all(lvl.keyframe.is_tiled and lvl.keyframe.tilewidth == OME_TILE for lvl in levels)
+        want = whole
+        for k, lvl in enumerate(levels):
+            got = lvl.asarray()
+            assert got.dtype == want.dtype and got.shape == want.shape, (k, got.shape, want.shape)
+            assert np.array_equal(got, want), f"level {k} differs in {np.count_nonzero(got != want)} samples"
+            want = halved(want)
+        assert max(levels[-1].shape[:2]) <= OME_TILE
