@@ -54,7 +54,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let register_peak = peak_rss().filter(|_| reset);
     let mosaic = mosaic.ok_or_else(|| anyhow!("the grid did not register"))?;
 
-    let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| Some(t.position)).collect();
+    let placed: Vec<_> = mosaic.tiles.iter().map(|t| Some(tessera::stitch::Similarity::translation(t.position))).collect();
     let out = std::env::temp_dir().join(format!("tessera-bench-grid-{}.ome.tif", std::process::id()));
     let opts = OutputOptions { max_mem_mib: crate::cli::large::default_max_mem_mib(), ome: OmeTiffOptions::default() };
     let mut levels = 0;
