@@ -12,7 +12,8 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
-use tessera::stitch::{register_sequence, InMemory, RegisterParams, SearchMethod, StitchParams};
+use tessera::stitch::warp::warp_sized;
+use tessera::stitch::{register_sequence, InMemory, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
 use tessera::{AnyView, Border, Image, Parallelism};
 
 /// `frames` u8 luma frames of `w x h` cut from the bundled photograph along the demo path
@@ -32,6 +33,17 @@ fn luma_sequence(frames: usize, w: usize, h: usize) -> Result<Vec<Image<u8>>> {
             }
         })
         .collect())
+}
+
+/// `frames` PAL u8 frames cut from the bundled photograph along a straight path (3 px and 1
+/// px per frame), each turned `roll` degrees more than the last about its centre, and
+/// their true poses relative to frame 0.
+fn rolling_sequence(frames: usize, roll: f64) -> Result<(Vec<Image<u8>>, Vec<Similarity>)> {
+    let photo = crate::cli::stitch::demo_photograph()?.convert::<u8>();
+    let c = (359.5, 287.5);
+    let poses: Vec<Similarity> = (0..frames).map(|i| Similarity::about(c, (250.0 + 3.0 * i as f64, 420.0 + i as f64), (roll * i as f64).to_radians(), 1.0)).collect();
+    let images = poses.iter().map(|q| warp_sized(photo.view(), q, (720, 576))).collect::<tessera::Result<Vec<_>>>()?;
+    Ok((images, poses.iter().map(|q| poses[0].inverse().then(q)).collect()))
 }
 
 pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
@@ -109,6 +121,39 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             r.record("pal_long_sweep_pairs_per_s", p.clone(), "cpu", json!((1000.0 * (frames - 1) as f64 / ms).round()));
         }
         r.record("pal_long_sweep_loops_kept", p.clone(), "cpu", json!(loops[k]));
+    }
+
+    // The cost of the similarity model: the demo's PAL sweep (no roll), registered with the
+    // translation model and with the default similarity, interleaved; then a PAL sweep that
+    // rolls half a degree per frame, which only the similarity model follows.
+    let frames = if b.quick { 9 } else { 31 };
+    let seq = luma_sequence(frames, 720, 576)?;
+    let views: Vec<AnyView<'_>> = seq.iter().map(|f| AnyView::U8(f.view())).collect();
+    let cases: Vec<StitchParams> = [Motion::Translation, Motion::Similarity].map(|motion| StitchParams { register: RegisterParams { motion, ..Default::default() }, quality: false, ..Default::default() }).into();
+    let params: Vec<_> = cases.iter().map(|p| json!({"w": 720, "h": 576, "frames": frames, "motion": format!("{:?}", p.register.motion).to_lowercase(), "roll_deg_per_frame": 0})).collect();
+    let medians = r.time_interleaved("pal_motion_registration", &params, "cpu", |k| register_sequence(&views, &cases[k], Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ()));
+    for (k, p) in params.iter().enumerate() {
+        if let Some(ms) = medians.as_ref().map(|m| m[k]) {
+            r.record("pal_motion_pairs_per_s", p.clone(), "cpu", json!((1000.0 * (frames - 1) as f64 / ms).round()));
+        }
+    }
+    let (rolled, truth) = if r.wants("pal_rolling_registration") { rolling_sequence(frames, 0.5)? } else { (Vec::new(), Vec::new()) };
+    let views: Vec<AnyView<'_>> = rolled.iter().map(|f| AnyView::U8(f.view())).collect();
+    let p = StitchParams { quality: false, ..Default::default() };
+    for (par, be) in [(Parallelism::AllThreads, "cpu"), (Parallelism::Sequential, "cpu-1thread")].into_iter().filter(|_| !views.is_empty()) {
+        let params = json!({"w": 720, "h": 576, "frames": frames, "motion": "similarity", "roll_deg_per_frame": 0.5});
+        let mut error = (0.0, 0usize);
+        let ms = r.time("pal_rolling_registration", params.clone(), be, b.reps_for(frames as f64).min(5), || {
+            let (recs, _) = register_sequence(&views, &p, par, &mut |_| ControlFlow::Continue(()))?;
+            let c = (359.5, 287.5);
+            let centre_errors: Vec<f64> = recs.iter().filter_map(|f| f.pose().map(|q| (q.apply(c), truth[f.index].apply(c)))).map(|(a, b)| (a.0 - b.0).hypot(a.1 - b.1)).collect();
+            error = (centre_errors.iter().sum::<f64>() / centre_errors.len().max(1) as f64, centre_errors.len());
+            Ok::<_, tessera::Error>(())
+        });
+        if let Some(ms) = ms {
+            r.record("pal_rolling_pairs_per_s", params.clone(), be, json!((1000.0 * (frames - 1) as f64 / ms).round()));
+        }
+        r.record("pal_rolling_mean_centre_error_px", params, be, json!({"mean": error.0, "registered": error.1}));
     }
 
     // Time against template size, PAL, NPTS 6, radius 32.

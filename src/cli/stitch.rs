@@ -376,7 +376,7 @@ fn demo_params(frames: usize, seed: u64) -> SynthParams {
 }
 
 /// The embedded photograph the demo cuts its frames from.
-fn demo_photograph() -> Result<Image<Rgba8>> {
+pub fn demo_photograph() -> Result<Image<Rgba8>> {
     match tessera::io::load_from_memory(DEFAULT_IMAGE)? {
         AnyImage::Rgba8(src) => Ok(src),
         _ => bail!("internal: the embedded photograph is not RGB"),

@@ -775,6 +775,18 @@ mod tests {
             let r = register_pair(reference.view(), &m, &t, (0.0, 0.0), s).unwrap();
             assert_eq!(r.angle, 0.0);
         }
+        // A zoom of 3 % with a turn, with the scale fitted (`fit_scale`); without, no
+        // similarity of scale 1 explains it well enough to stand for it.
+        let truth = Similarity::about((100.0, 80.0), (1.5, -2.0), 1.5f64.to_radians(), 1.03);
+        let moving = warp(src.view(), &Similarity::translation((30.0, 20.0)).then(&truth)).unwrap().view().crop(0, 0, 200, 160).unwrap().to_image();
+        let m = SearchFrame::new(moving.view()).unwrap();
+        let zoom = RegisterParams { fit_scale: true, ..Default::default() };
+        let got = register_pair(reference.view(), &m, &zoom, (0.0, 0.0), s).unwrap().motion().unwrap();
+        assert!((got.scale - 1.03).abs() < 1e-3 && (got.angle - truth.angle).abs().to_degrees() < 0.02, "{got:?}");
+        for corner in [(0.0, 0.0), (199.0, 159.0)] {
+            let (a, b) = (got.apply(corner), truth.apply(corner));
+            assert!((a.0 - b.0).hypot(a.1 - b.1) < 0.1, "zoom: corner {corner:?}");
+        }
         let (a, b, _) = pair(&src, 2);
         let m = SearchFrame::new(b.view()).unwrap();
         let sim = register_pair(a.view(), &m, &RegisterParams::default(), (0.0, 0.0), s).unwrap();

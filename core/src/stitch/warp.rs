@@ -45,7 +45,12 @@ fn bilinear<P: SynthPixel>(src: ImageView<'_, P>, x: f64, y: f64) -> [f32; 3] {
 /// (bilinear; points off the frame take its nearest border pixel), of `src`'s size.
 /// Errors: allocation.
 pub fn warp<P: SynthPixel>(src: ImageView<'_, P>, inverse: &Similarity) -> Result<Image<P>> {
-    let (w, h) = src.size();
+    warp_sized(src, inverse, src.size())
+}
+
+/// [`warp`] into an image of `size` (a turned frame cut from a larger picture). Errors: a
+/// size of zero, allocation.
+pub fn warp_sized<P: SynthPixel>(src: ImageView<'_, P>, inverse: &Similarity, (w, h): (usize, usize)) -> Result<Image<P>> {
     let mut out = Image::<P>::new(w, h)?;
     // Along a row the source point moves by a constant step.
     let (o, step) = (inverse.apply((0.0, 0.0)), inverse.apply((1.0, 0.0)));
