@@ -174,7 +174,9 @@ pub trait Pasting {
 /// A canvas being filled frame by frame, so that a long sequence is pasted without holding
 /// every frame at once: plan it from the positions, [`paste`](Compositor::paste) each
 /// placed frame in sequence order (any order gives the same `Average` and `Feather`;
-/// `Overwrite` keeps the last pasted), then [`finish`](Compositor::finish).
+/// `Overwrite` keeps the last pasted), then [`finish`](Compositor::finish). A clone
+/// finished is a snapshot of the canvas so far.
+#[derive(Clone)]
 pub struct Compositor {
     blend: Blend,
     plan: Plan,
@@ -184,6 +186,7 @@ pub struct Compositor {
 }
 
 /// The canvas and, for the blends that average, the running weighted sums.
+#[derive(Clone)]
 enum Pixels {
     U8(Paste<u8>),
     U16(Paste<u16>),
@@ -224,6 +227,27 @@ impl Compositor {
         Ok(Compositor { blend, plan, pixels, y0 })
     }
 
+    /// Plans frame `i` at `position` (frame-0 coordinates, rounded as [`Plan::new`] rounds
+    /// them), for a frame whose position was not known when the canvas was planned: a live
+    /// run's canvas, planned with room to grow, places each frame as it registers. Returns
+    /// whether the frame fits the canvas; if not, nothing changes.
+    pub fn place(&mut self, i: usize, position: (f64, f64)) -> bool {
+        let plan = &mut self.plan;
+        let corner = |p: f64, origin: i64, room: usize| {
+            let c = libm::round(p) as i64 - origin;
+            (p.is_finite() && c >= 0 && c as usize <= room).then_some(c as usize)
+        };
+        let (w, h) = plan.frame_size;
+        let x = corner(position.0, plan.origin.0, plan.size.0.saturating_sub(w));
+        let y = corner(position.1, plan.origin.1, plan.size.1.saturating_sub(h));
+        let (Some(x), Some(y)) = (x, y) else { return false };
+        if plan.at.len() <= i {
+            plan.at.resize(i + 1, None);
+        }
+        plan.at[i] = Some((x, y));
+        true
+    }
+
     /// Pastes frame `i` at its planned place (nothing for a frame left out). Errors: as
     /// [`Plan::place`].
     pub fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
@@ -262,6 +286,7 @@ impl Pasting for Compositor {
 
 /// One pixel type's canvas; `acc` / `weight` hold the weighted channel sums and weights of
 /// the averaging blends (empty for `Overwrite`).
+#[derive(Clone)]
 struct Paste<P> {
     canvas: Image<P>,
     acc: Vec<f32>,
