@@ -148,7 +148,9 @@ impl Arrivals {
             if let Some(f) = arrived.files.get(i) {
                 return Some(f.clone());
             }
-            arrived.ended?;
+            if arrived.ended.is_some() {
+                return None;
+            }
             arrived = self.changed.wait(arrived).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -217,8 +219,10 @@ impl Watch {
             let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
             Some(parent.canonicalize().ok()?.join(p.file_name()?))
         };
-        let own = [Some(&a.output), a.report.as_ref()].into_iter().flatten().filter_map(|p| canonical(p)).collect();
-        Ok(Watch { dir: dir.canonicalize().with_context(|| format!("cannot open {}", dir.display()))?, stop_file, own })
+        let here = dir.canonicalize().with_context(|| format!("cannot open {}", dir.display()))?;
+        // The run's own files, by their name in `dir`.
+        let own = [Some(&a.output), a.report.as_ref()].into_iter().flatten().filter_map(|p| canonical(p)?.strip_prefix(&here).ok().map(|n| dir.join(n))).collect();
+        Ok(Watch { dir: dir.to_path_buf(), stop_file, own })
     }
 
     /// The candidate files now, with their sizes, in natural order.
