@@ -7,7 +7,8 @@
 //! Three threads. The watcher lists the directory (or reads standard input) and appends the
 //! frames that have arrived to [`Arrivals`]. The run, on this thread, is the core's, over
 //! [`Live`]: a [`FrameSource`] that promises one frame more than has arrived while the input
-//! lasts, waits for it in `frame`, and hands every record to [`Updates`] after each frame.
+//! lasts, waits for it in `frame` (the run reads ahead only what has arrived), and hands
+//! every record to [`Updates`] after each frame.
 //! The writer rewrites the intermediate panorama and report when an update is due, from
 //! the latest records: a slow write never holds registration up, and updates that fall due
 //! while it writes fold into one (only intermediate states are skipped, never a frame).
@@ -172,6 +173,9 @@ impl FrameSource for Live<'_> {
     }
     fn recorded(&self, records: &[FrameRecord]) {
         self.updates.offer(records);
+    }
+    fn ready(&self) -> usize {
+        self.arrivals.lock().files.len()
     }
 }
 

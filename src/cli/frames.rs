@@ -85,6 +85,9 @@ impl<S: FrameSource> FrameSource for Cached<S> {
     fn recorded(&self, records: &[FrameRecord]) {
         self.inner.recorded(records)
     }
+    fn ready(&self) -> usize {
+        self.inner.ready()
+    }
 }
 
 fn image_bytes(img: &AnyImage) -> usize {

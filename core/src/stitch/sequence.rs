@@ -71,6 +71,11 @@ pub trait FrameSource {
     /// to arrive, and if the input ends first, return an error with `len()` now `i`: the
     /// run then ends as if the sequence had `i` frames.
     fn recorded(&self, _records: &[FrameRecord]) {}
+    /// How many frames can be had without waiting: `len()` but for a live source. The run
+    /// reads ahead only these, so that a frame's record never waits for the next frame.
+    fn ready(&self) -> usize {
+        self.len()
+    }
 }
 
 /// A frame from a [`FrameSource`]: borrowed from memory, decoded for the occasion, or
@@ -672,7 +677,7 @@ impl<'a> Run<'a> {
                 None => attempts.extend([Some(k), pending].into_iter().flatten().map(|c| (c, (0.0, 0.0)))),
             }
             if let (Some(g), Some(l), Some(&first)) = (self.registrar.filter(|_| lookahead > 0), last, attempts.first()) {
-                while ahead.len() < lookahead && i + 1 + ahead.len() < self.frames.len() {
+                while ahead.len() < lookahead && i + 1 + ahead.len() < self.frames.ready() {
                     let j = i + 1 + ahead.len();
                     ahead.push_back((j, self.load(j)));
                 }
@@ -685,7 +690,7 @@ impl<'a> Run<'a> {
                 (None, false) => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
                 (Some(_), _) => None,
             };
-            if pipelined && ahead.is_empty() && i + 1 < self.frames.len() {
+            if pipelined && ahead.is_empty() && i + 1 < self.frames.ready() {
                 ahead.push_back((i + 1, self.load(i + 1)));
             }
             let next = match ahead.front() {
@@ -1073,6 +1078,9 @@ mod tests {
         }
         fn recorded(&self, records: &[FrameRecord]) {
             self.heard.borrow_mut().push(records.len());
+        }
+        fn ready(&self) -> usize {
+            self.arrived.get()
         }
     }
 
