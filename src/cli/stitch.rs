@@ -202,11 +202,13 @@ pub struct StitchArgs {
     /// SIGTERM (a second one aborts). Runs on the CPU
     #[arg(long, value_name = "DIR|-", conflicts_with_all = ["inputs", "grid", "positions", "frames", "seed"])]
     pub follow: Option<PathBuf>,
-    /// Live mode: rewrite the panorama and report after every N registered frames
+    /// Live mode: rewrite the panorama and report after every N frames (registered or
+    /// skipped)
     #[arg(long, value_name = "N", requires = "follow")]
     pub update_every: Option<usize>,
     /// Live mode: rewrite them when S seconds have passed since the last rewrite and a
-    /// frame has registered since [default: 2 without --update-every]
+    /// frame has come since (with --update-every: whichever comes first) [default: 2
+    /// without --update-every]
     #[arg(long, value_name = "S", requires = "follow")]
     pub update_seconds: Option<f64>,
     /// Live mode: a file of this name in DIR ends the run

@@ -491,6 +491,31 @@ mod tests {
     }
 
     #[test]
+    fn frames_placed_after_planning_paste_as_on_a_planned_canvas() {
+        let mut rng = crate::stitch::SplitMix64::new(5);
+        let frames: Vec<Image<f32>> = (0..4).map(|_| Image::from_fn(9, 7, |_, _| (rng.uniform() * 100.0) as f32).unwrap()).collect();
+        let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::F32(f.view())).collect();
+        let pos = [Some((0.0, 0.0)), Some((3.4, -2.6)), None, Some((-5.5, 4.2))];
+        // Planned with room from two corners only; each frame placed as it comes.
+        let room = Plan::new(&views[0], &[Some((-8.0, -8.0)), Some((8.0, 8.0))]).unwrap();
+        for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+            let mut live = Compositor::rows(Plan { at: Vec::new(), ..room.clone() }, blend, 0, room.size.1).unwrap();
+            assert!(!live.place(9, (9.0, 0.0)), "past the room's right edge");
+            for (i, p) in pos.iter().enumerate() {
+                if let Some(p) = *p {
+                    assert!(live.place(i, p));
+                    live.paste(i, &views[i]).unwrap();
+                }
+            }
+            let (live, planned) = (live.finish(), composite(&views, &pos, blend).unwrap());
+            let AnyImage::F32(whole) = live.image else { panic!() };
+            let AnyImage::F32(want) = planned.image else { panic!() };
+            let at = ((planned.origin.0 - live.origin.0) as usize, (planned.origin.1 - live.origin.1) as usize);
+            assert_eq!(whole.view().crop(at.0, at.1, want.width(), want.height()).unwrap().to_image(), want, "{blend:?}");
+        }
+    }
+
+    #[test]
     fn bad_strips_are_errors() {
         let a = Image::<u8>::filled(4, 3, 1).unwrap();
         let v = AnyView::U8(a.view());
