@@ -166,7 +166,7 @@ fn the_stop_file_ends_the_run_and_a_file_written_in_two_halves_waits_for_its_sec
     assert!(String::from_utf8_lossy(&o.stderr).contains("input ended (stop file)"));
     let live = report(&d.join("live.json"));
     assert_eq!(live["quality"]["frames_ok"], 8, "{}", live["frames"]);
-    same_as_batch(&d, &live, &batch(&d, &[watch.clone()]));
+    same_as_batch(&d, &live, &batch(&d, std::slice::from_ref(&watch)));
     // A stop file left over would end the next run at once: that is an error.
     let o = tessera().args(["stitch", "--stop-file", "STOP", "--follow"]).arg(&watch).output().unwrap();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("remove it first"));
