@@ -175,8 +175,9 @@ fn the_stop_file_ends_the_run_and_a_file_written_in_two_halves_waits_for_its_sec
 #[test]
 fn bad_live_input_is_a_clear_error() {
     let d = temp_dir("bad");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--follow", "/no/such/dir"], "no such directory"),
+        (&["--follow", "-", "--report", "/no/such/dir/r.json"], "no such directory"),
         (&["--follow", "-", "a.png"], "cannot be used with"),
         (&["--follow", "-", "--grid", "2x2"], "cannot be used with"),
         (&["--update-every", "3"], "--follow"),

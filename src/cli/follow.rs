@@ -56,6 +56,12 @@ pub fn run_follow(a: &StitchArgs, p: StitchParams) -> Result<()> {
     if a.poll_ms == 0 {
         bail!("--poll-ms must be at least 1");
     }
+    // Found out now, not after an hour of frames.
+    for out in [Some(&a.output), a.report.as_ref()].into_iter().flatten() {
+        if !folder(out).is_dir() {
+            bail!("{}: no such directory to write {} in", folder(out).display(), out.display());
+        }
+    }
     let seconds = a.update_seconds.or(if a.update_every.is_none() { Some(2.0) } else { None });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -219,10 +225,7 @@ impl Watch {
             bail!("{} exists, and it ends a live run at once: remove it first", stop_file.display());
         }
         // Compared in canonical form: the output may be named relative to another directory.
-        let canonical = |p: &Path| -> Option<PathBuf> {
-            let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            Some(parent.canonicalize().ok()?.join(p.file_name()?))
-        };
+        let canonical = |p: &Path| Some(folder(p).canonicalize().ok()?.join(p.file_name()?));
         let here = dir.canonicalize().with_context(|| format!("cannot open {}", dir.display()))?;
         // The run's own files, by their name in `dir`.
         let own = [Some(&a.output), a.report.as_ref()].into_iter().flatten().filter_map(|p| canonical(p)?.strip_prefix(&here).ok().map(|n| dir.join(n))).collect();
@@ -494,6 +497,11 @@ impl Preview {
         }
         Ok(canvas)
     }
+}
+
+/// The directory a file is in (`.` for a bare name).
+fn folder(file: &Path) -> &Path {
+    file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
 fn read(path: &Path) -> Result<Frame<'static>> {
