@@ -110,16 +110,16 @@ pub fn run_follow(a: &StitchArgs, p: StitchParams) -> Result<()> {
     let (records, reference) = registered.map_err(|e| stitch::name_frame(e, &labels))?;
     eprintln!("input ended ({ended}): {} frames; writing the final panorama", records.len());
     let (pano, written) = stitch::composite_registered(&source, records, reference, &p, a)?;
-    let live = live_keys(true, &p, ended, true);
+    let live = live_keys(Some(ended), &p, true);
     stitch::conclude(a, &p, &pano, &written, &labels, None, "cpu", t0.elapsed().as_secs_f64(), json!({ "live": live }))
 }
 
-/// The report's `run.live`: whether this is the final report, which positions it holds
-/// (chained along the registrations, or solved with the loops closed), why the input ended,
-/// and whether the panorama was written with it.
-fn live_keys(last: bool, p: &StitchParams, ended: &str, panorama: bool) -> Value {
-    let solved = last && p.close_loops;
-    json!({"final": last, "positions": if solved { "solved" } else { "chained" }, "ended_by": last.then_some(ended), "panorama_written": panorama})
+/// The report's `run.live`: whether it is the final report (the input `ended`, and why),
+/// which positions it holds (chained along the registrations, or solved with the loops
+/// closed), and whether the panorama was written with it.
+fn live_keys(ended: Option<&str>, p: &StitchParams, panorama: bool) -> Value {
+    let solved = ended.is_some() && p.close_loops;
+    json!({"final": ended.is_some(), "positions": if solved { "solved" } else { "chained" }, "ended_by": ended, "panorama_written": panorama})
 }
 
 /// The frames that have arrived, in order, and why the input ended (once it has): written
@@ -163,7 +163,7 @@ impl Arrivals {
     }
 }
 
-/// The arrived files as a growing [`FrameSource`] (see [`FrameSource::recorded`]).
+/// The arrived files as a live [`FrameSource`]: it grows, and waits for its next frame.
 struct Live<'a> {
     arrivals: &'a Arrivals,
     updates: &'a Updates,
@@ -409,7 +409,7 @@ impl Writer<'_> {
         let reference = records.iter().find(|r| r.is_ok() && r.reference.is_none()).map_or(0, |r| r.index);
         let written = Written { path: self.a.output.clone(), size, origin: canvas.origin, strips: 1, ome: None, seconds: t.elapsed().as_secs_f64() };
         let mut run = stitch::run_keys("cpu", self.t0.elapsed().as_secs_f64(), &written);
-        run["live"] = live_keys(false, self.p, "", drawn);
+        run["live"] = live_keys(None, self.p, drawn);
         let pano = Panorama { canvas, frames: records, reference };
         let report = stitch::report_sized(&pano, size, &labels, None, self.p, run);
         stitch::write_replacing(path, serde_json::to_string_pretty(&report)?.as_bytes())

@@ -52,6 +52,11 @@ use core::ops::ControlFlow;
 
 /// Where a stitching run reads its frames: by index, each as often as the run needs it
 /// (twice: to register, then to paste), so a sequence need not be held in memory whole.
+///
+/// A live source (frames still arriving) may grow: the run reads `len()` again before each
+/// frame, so such a source promises the next frame, waits for it in `frame(i)`, and if its
+/// input ends first, returns an error with `len()` now `i`: the run then ends as if the
+/// sequence had `i` frames. It reports progress from [`recorded`](FrameSource::recorded).
 pub trait FrameSource {
     /// Number of frames.
     fn len(&self) -> usize;
@@ -65,11 +70,6 @@ pub trait FrameSource {
     /// Told after each frame every record the run has made so far (an earlier record may
     /// still change, and with [`StitchParams::close_loops`] the positions are the chained
     /// ones until the global solve at the end). The default does nothing.
-    ///
-    /// A live source (frames still arriving) reports from it. The run reads `len()` again
-    /// before each frame, so such a source may grow; its `frame(i)` may wait for frame `i`
-    /// to arrive, and if the input ends first, return an error with `len()` now `i`: the
-    /// run then ends as if the sequence had `i` frames.
     fn recorded(&self, _records: &[FrameRecord]) {}
     /// How many frames can be had without waiting: `len()` but for a live source. The run
     /// reads ahead only these, so that a frame's record never waits for the next frame.
@@ -628,7 +628,7 @@ impl<'a> Run<'a> {
         // once: the run takes frame i from here when it gets there.
         let lookahead = self.registrar.map_or(0, |g| g.lookahead().min(MAX_LOOKAHEAD));
         let mut ahead: VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)> = VecDeque::new();
-        // `len()` is read before each frame: a live source grows (FrameSource::recorded).
+        // `len()` is read before each frame: a live source grows (FrameSource).
         for i in (0..).take_while(|&i| i < self.frames.len()) {
             let loaded = match ahead.pop_front() {
                 Some((j, f)) if j == i => f,
