@@ -149,8 +149,9 @@ fn the_stop_file_ends_the_run_and_a_file_written_in_two_halves_waits_for_its_sec
     let d = temp_dir("stop");
     let frames = tsukuba_sequence(&d, 8);
     let watch = d.join("watch");
-    // Listings 200 ms apart: the 50 ms pause between the halves is never seen as the end.
-    let child = follow(&d, &watch, &["--poll-ms", "200", "--stop-file", "STOP"], Stdio::null());
+    // Listings 400 ms apart: the 50 ms pause between the halves is never seen as the end
+    // (the margin is for a loaded machine that stretches the pause).
+    let child = follow(&d, &watch, &["--poll-ms", "400", "--stop-file", "STOP"], Stdio::null());
     write_frames(&frames[..4], &watch, Duration::from_millis(20));
     let bytes = std::fs::read(&frames[4]).unwrap();
     let mut half = std::fs::File::create(watch.join("frame_0004.png")).unwrap();
