@@ -122,6 +122,32 @@ fn sigint_ends_the_run_with_every_frame_written_and_the_batch_panorama() {
 }
 
 #[test]
+fn the_intermediate_panorama_is_the_composite_of_the_frames_so_far() {
+    // Without the global solve the final positions are the chained ones, so once every
+    // frame is in, the panorama pasted frame by frame (its canvas planned anew as the
+    // sweep outgrows it) must be the final one, composited from scratch, byte for byte.
+    let d = temp_dir("preview");
+    let frames = tsukuba_sequence(&d, 12);
+    let watch = d.join("watch");
+    let child = follow(&d, &watch, &["--update-every", "1", "--no-close-loops", "--blend", "feather"], Stdio::null());
+    write_frames(&frames, &watch, Duration::from_millis(30));
+    let t = Instant::now();
+    let listed = |r: &Value| r["frames"].as_array().map_or(0, Vec::len);
+    while std::fs::read_to_string(d.join("live.json")).ok().and_then(|s| serde_json::from_str::<Value>(&s).ok()).map_or(0, |r| listed(&r)) < 12 {
+        assert!(t.elapsed() < Duration::from_secs(20), "the report never listed every frame");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let intermediate = std::fs::read(d.join("live.png")).unwrap();
+    let early = report(&d.join("live.json"));
+    signal(&child, "TERM");
+    finished(child);
+    let last = report(&d.join("live.json"));
+    assert_eq!((&early["run"]["live"]["final"], &last["run"]["live"]["ended_by"]), (&Value::Bool(false), &Value::from("signal")));
+    assert_eq!((&early["frames"], &early["panorama"]), (&last["frames"], &last["panorama"]));
+    assert!(intermediate == std::fs::read(d.join("live.png")).unwrap(), "the intermediate panorama differs from the final one");
+}
+
+#[test]
 fn names_on_standard_input_until_its_end_with_an_unreadable_file_skipped() {
     let d = temp_dir("stdin");
     let mut frames = tsukuba_sequence(&d, 10);

@@ -518,3 +518,47 @@ fn crop(img: &AnyImage, (x, y): (usize, usize), (w, h): (usize, usize)) -> Resul
         AnyImage::U32(_) => bail!("internal: a 32-bit integer canvas"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera::stitch::{composite, SkipReason};
+    use tessera::Image;
+
+    fn record(index: usize, position: Option<(f64, f64)>) -> FrameRecord {
+        let skip = position.is_none().then_some(SkipReason::NoOverlap);
+        FrameRecord { index, position, reference: None, skip, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None }
+    }
+
+    #[test]
+    fn the_preview_is_the_composite_of_the_frames_so_far_as_it_grows() {
+        let dir = std::env::temp_dir().join(format!("tessera-preview-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A sweep that leaves the canvas planned around the first frame, and more than once
+        // the canvases after it; a skipped frame.
+        let sweep = [Some((0.0, 0.0)), Some((7.3, 2.1)), None, Some((19.6, 5.5)), Some((41.2, -3.4)), Some((88.9, 30.2)), Some((-60.5, 12.0))];
+        let frames: Vec<Image<u8>> = (0..sweep.len()).map(|i| Image::from_fn(16, 12, |x, y| ((x * 7 + y * 13 + i * 41) % 256) as u8).unwrap()).collect();
+        let files: Vec<PathBuf> = frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let path = dir.join(format!("f{i}.png"));
+                tessera::io::save(&AnyImage::U8(f.clone()), &path).unwrap();
+                path
+            })
+            .collect();
+        // Then the reference passes to frame 1: every position changes, the canvas is made anew.
+        let moved: Vec<_> = sweep.iter().enumerate().map(|(i, p)| p.filter(|_| i > 0).map(|(x, y)| (x - 7.3, y - 2.1))).collect();
+        for blend in [Blend::Overwrite, Blend::Feather] {
+            let mut preview = Preview { blend, budget: usize::MAX, canvas: None, pasted: Vec::new() };
+            let steps = (1..=sweep.len()).map(|n| &sweep[..n]).chain([&moved[..]]);
+            for positions in steps {
+                let records: Vec<_> = positions.iter().enumerate().map(|(i, p)| record(i, *p)).collect();
+                let got = preview.update(&records, &files).unwrap().unwrap();
+                let views: Vec<AnyView<'_>> = frames[..positions.len()].iter().map(|f| AnyView::U8(f.view())).collect();
+                assert_eq!(got, composite(&views, positions, blend).unwrap(), "{blend:?}, {positions:?}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
