@@ -90,8 +90,9 @@ pub fn run_follow(a: &StitchArgs, p: StitchParams) -> Result<()> {
     let p = stitch::scale_min_variance(p, &a.register, &source);
     let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
     let t0 = Instant::now();
+    let bar = indicatif::ProgressBar::new_spinner();
     let registered = std::thread::scope(|s| {
-        let mut writer = Writer { a, p: &p, arrivals: &arrivals, preview: Preview::new(a, p.blend), t0 };
+        let mut writer = Writer { a, p: &p, arrivals: &arrivals, preview: Preview::new(a, p.blend), t0, bar: bar.clone() };
         let updates = &updates;
         let writing = s.spawn(move || writer.run(updates));
         let registered = tessera::stitch::register_frames(&source, &p, par, &mut |_| ControlFlow::Continue(()));
@@ -99,6 +100,7 @@ pub fn run_follow(a: &StitchArgs, p: StitchParams) -> Result<()> {
         let _ = writing.join();
         registered
     });
+    bar.finish_and_clear();
     let (files, ended) = {
         let arrived = arrivals.lock();
         (arrived.files.clone(), arrived.ended.unwrap_or("end of input"))
@@ -366,6 +368,8 @@ struct Writer<'a> {
     /// `None` once it is off: an OME-TIFF output, a canvas past the budget, an error.
     preview: Option<Preview>,
     t0: Instant,
+    /// Says what the last update wrote.
+    bar: indicatif::ProgressBar,
 }
 
 impl Writer<'_> {
@@ -374,7 +378,7 @@ impl Writer<'_> {
         while let Some(records) = updates.next(written, since) {
             (written, since) = (records.len(), Instant::now());
             if let Err(e) = self.update(records) {
-                eprintln!("warning: intermediate update failed: {e:#}");
+                self.bar.suspend(|| eprintln!("warning: intermediate update failed: {e:#}"));
             }
         }
     }
@@ -386,7 +390,7 @@ impl Writer<'_> {
         let canvas = match self.preview.as_mut().map(|pv| pv.update(&records, &files)) {
             Some(Ok(c)) => c,
             Some(Err(e)) => {
-                eprintln!("note: no intermediate panorama ({e:#}); the panorama is written at the end");
+                self.bar.suspend(|| eprintln!("note: no intermediate panorama ({e:#}); the panorama is written at the end"));
                 self.preview = None;
                 None
             }
@@ -403,7 +407,8 @@ impl Writer<'_> {
         };
         let size = if drawn { canvas.image.size() } else { (0, 0) };
         let ok = records.iter().filter(|r| r.is_ok()).count();
-        eprintln!("{} frames, {ok} registered{}", records.len(), if drawn { format!(" -> {}", self.a.output.display()) } else { String::new() });
+        self.bar.set_message(format!("{} frames, {ok} registered{}", records.len(), if drawn { format!(" -> {}", self.a.output.display()) } else { String::new() }));
+        self.bar.tick();
         let Some(path) = &self.a.report else { return Ok(()) };
         // Until a pair registers, the reference is the candidate at (0, 0).
         let reference = records.iter().find(|r| r.is_ok() && r.reference.is_none()).map_or(0, |r| r.index);
