@@ -5,9 +5,9 @@
 //! decoder's message and goes on.
 
 use std::cell::{Cell, RefCell};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tessera::stitch::{Frame, FrameSource};
+use tessera::stitch::{Frame, FrameRecord, FrameSource};
 use tessera::AnyImage;
 
 /// Image files, decoded on demand.
@@ -18,9 +18,13 @@ impl FrameSource for Files {
         self.0.len()
     }
     fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
-        let path = self.0.get(i).ok_or_else(|| format!("no frame {i}"))?;
-        tessera::io::load(path).map(Frame::Image).map_err(|e| format!("{e:#}"))
+        load(self.0.get(i).ok_or_else(|| format!("no frame {i}"))?)
     }
+}
+
+/// An image file as a frame, or the decoder's message.
+pub fn load(path: &Path) -> Result<Frame<'static>, String> {
+    tessera::io::load(path).map(Frame::Image).map_err(|e| format!("{e:#}"))
 }
 
 /// The pages of a multi-page TIFF, each decoded on demand.
@@ -50,8 +54,7 @@ pub struct Cached<S> {
 
 impl<S: FrameSource> Cached<S> {
     pub fn new(inner: S, budget: usize) -> Self {
-        let kept = RefCell::new(vec![None; inner.len()]);
-        Cached { inner, kept, used: Cell::new(0), budget }
+        Cached { inner, kept: RefCell::new(Vec::new()), used: Cell::new(0), budget }
     }
 }
 
@@ -70,11 +73,20 @@ impl<S: FrameSource> FrameSource for Cached<S> {
         let bytes = image_bytes(&made);
         if self.used.get() + bytes <= self.budget {
             self.used.set(self.used.get() + bytes);
-            if let Some(slot) = self.kept.borrow_mut().get_mut(i) {
-                *slot = Some(Arc::clone(&made));
+            // Grown on demand: a live source's length is not known up front.
+            let mut kept = self.kept.borrow_mut();
+            if kept.len() <= i {
+                kept.resize(i + 1, None);
             }
+            kept[i] = Some(Arc::clone(&made));
         }
         Ok(Frame::Shared(made))
+    }
+    fn recorded(&self, records: &[FrameRecord]) {
+        self.inner.recorded(records)
+    }
+    fn ready(&self) -> usize {
+        self.inner.ready()
     }
 }
 

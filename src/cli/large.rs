@@ -50,7 +50,7 @@ pub struct Written {
 
 /// Bytes the compositor holds per canvas pixel: the pixel, and for the averaging blends
 /// an f32 sum per colour and an f32 weight.
-fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
+pub fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
     let (pixel, colours) = match like {
         AnyView::U8(_) => (1, 1),
         AnyView::U16(_) => (2, 1),

@@ -3,6 +3,7 @@
 pub mod common;
 pub mod contrast;
 pub mod filters;
+pub mod follow;
 pub mod frames;
 pub mod glare;
 pub mod grid;

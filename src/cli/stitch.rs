@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tessera::stitch::{synth_plan, Acceptance, synth_sequence, Blend, Motion, FrameSource, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
+use tessera::stitch::{synth_plan, Acceptance, synth_sequence, Blend, FrameRecord, FrameSource, Motion, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
 use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
 
 /// The default input: a CC0 fundus photograph (see assets/README.md).
@@ -219,6 +219,29 @@ pub struct StitchArgs {
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
     pub frame_cache: usize,
+    /// Live mode: register frames as they appear in DIR (a file counts once it stops
+    /// growing; frames in natural name order), or, with "-", the files named on standard
+    /// input (one per line); rewrite the panorama and report as frames register, and write
+    /// the final ones when the input ends: end of standard input, the stop file, SIGINT or
+    /// SIGTERM (a second one aborts). Runs on the CPU
+    #[arg(long, value_name = "DIR|-", conflicts_with_all = ["inputs", "grid", "positions", "frames", "seed"])]
+    pub follow: Option<PathBuf>,
+    /// Live mode: rewrite the panorama and report after every N frames (registered or
+    /// skipped)
+    #[arg(long, value_name = "N", requires = "follow")]
+    pub update_every: Option<usize>,
+    /// Live mode: rewrite them when S seconds have passed since the last rewrite and a
+    /// frame has come since (with --update-every: whichever comes first) [default: 2
+    /// without --update-every]
+    #[arg(long, value_name = "S", requires = "follow")]
+    pub update_seconds: Option<f64>,
+    /// Live mode: a file of this name in DIR ends the run
+    #[arg(long, value_name = "NAME", default_value = ".tessera-stop", requires = "follow")]
+    pub stop_file: String,
+    /// Live mode: how often DIR is listed, milliseconds; a file counts once two listings
+    /// this far apart see it at the same size
+    #[arg(long, value_name = "MS", default_value_t = 50, requires = "follow")]
+    pub poll_ms: u64,
     /// Default input only: number of frames of the synthetic sequence
     #[arg(long, default_value_t = SynthParams::default().frames)]
     pub frames: usize,
@@ -309,7 +332,7 @@ fn wildcard(pattern: &[char], name: &[char]) -> bool {
 
 const IMAGE_EXTENSIONS: [&str; 8] = ["png", "tif", "tiff", "jpg", "jpeg", "pgm", "ppm", "pnm"];
 
-fn is_image_name(p: &Path) -> bool {
+pub fn is_image_name(p: &Path) -> bool {
     p.extension().and_then(|e| e.to_str()).is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
@@ -479,6 +502,9 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         close_loops: !a.no_close_loops,
     };
     p.validate()?;
+    if a.follow.is_some() {
+        return super::follow::run_follow(&a, p);
+    }
     let backend = a.backend.open()?;
     let cache_bytes = a.frame_cache.saturating_mul(1 << 20);
     let demo = if a.inputs.is_empty() { Some(demo_photograph()?) } else { None };
@@ -495,14 +521,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
             (source, labels, None)
         }
     };
-    let mut p = p;
-    if a.register.min_variance.is_none() {
-        // The first frame that reads sets the texture threshold's scale.
-        let first = (0..source.len()).find_map(|i| source.frame(i).ok());
-        if let Some(v) = first.as_ref().and_then(|f| f.view().ok()) {
-            p.register.min_variance = default_min_variance(&v);
-        }
-    }
+    let p = scale_min_variance(p, &a.register, source.as_ref());
     if a.grid.is_some() || a.positions.is_some() {
         if demo.is_some() {
             bail!("tile modes (--grid, --positions) need the tiles as input");
@@ -522,14 +541,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
         let (frames, reference) = tessera::stitch::register_frames(source.as_ref(), &p, par, &mut progress).map_err(|e| name_frame(e, &labels))?;
         bar.finish_and_clear();
-        let positions: Vec<_> = frames.iter().map(|r| r.position).collect();
-        let first = (0..source.len()).find(|&i| positions[i].is_some()).and_then(|i| source.frame(i).ok());
-        let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
-        let poses: Vec<_> = frames.iter().map(|r| r.pose()).collect();
-        let written = super::large::write_composite(source.as_ref(), &like, &poses, p.blend, &a.output, &output_options(&a))?;
-        // The canvas went to disk; the report needs only its size and origin.
-        let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
-        (Panorama { canvas, frames, reference }, written)
+        composite_registered(source.as_ref(), frames, reference, &p, &a)?
     } else {
         let pano = backend.stitch(source.as_ref(), &p, &mut progress).map_err(|e| name_frame(e, &labels))?;
         bar.finish_and_clear();
@@ -539,7 +551,37 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         let written = super::large::Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds };
         (pano, written)
     };
-    let secs = t0.elapsed().as_secs_f64();
+    conclude(&a, &p, &pano, &written, &labels, truth, backend.name(), t0.elapsed().as_secs_f64(), json!({}))
+}
+
+/// The texture threshold's default (`--min-variance` not given) scaled to the first frame
+/// that reads ([`default_min_variance`]); a live source waits for it.
+pub fn scale_min_variance(mut p: StitchParams, args: &RegisterArgs, source: &dyn FrameSource) -> StitchParams {
+    if args.min_variance.is_none() {
+        let first = (0..).take_while(|&i| i < source.len()).find_map(|i| source.frame(i).ok());
+        if let Some(v) = first.as_ref().and_then(|f| f.view().ok()) {
+            p.register.min_variance = default_min_variance(&v);
+        }
+    }
+    p
+}
+
+/// Composites the registered `frames` of `source` (read once more) and writes the panorama
+/// through [`super::large`]; returns the panorama (its canvas standing in for its origin
+/// only: the pixels went to disk) and what was written.
+pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, reference: usize, p: &StitchParams, a: &StitchArgs) -> Result<(Panorama, super::large::Written)> {
+    let poses: Vec<_> = frames.iter().map(|r| r.pose()).collect();
+    let first = (0..poses.len()).find(|&i| poses[i].is_some()).and_then(|i| source.frame(i).ok());
+    let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
+    let written = super::large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a))?;
+    let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
+    Ok((Panorama { canvas, frames, reference }, written))
+}
+
+/// Says how the run went on stdout and writes the report (`--report`), `run` holding the
+/// backend, timing and output, and the keys of `more`.
+#[allow(clippy::too_many_arguments)]
+pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &super::large::Written, labels: &[String], truth: Option<Vec<(f64, f64)>>, backend: &str, secs: f64, more: Value) -> Result<()> {
     if pano.reference != 0 {
         let why = pano.frames[0].skip.as_ref().map(|s| s.describe()).unwrap_or_default();
         println!("reference frame: {} ({}) at (0, 0), since frame 0 was skipped ({why})", pano.reference, labels[pano.reference]);
@@ -558,7 +600,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         pano.frames.len() - ok,
         written.path.display(),
         pano.frames.len() as f64 / secs.max(1e-9),
-        backend.name()
+        backend
     );
     let fmt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.4}"));
     println!(
@@ -570,8 +612,10 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     for f in pano.frames.iter().filter(|f| !f.is_ok()) {
         println!("skipped frame {} ({}): {}", f.index, labels[f.index], f.skip.as_ref().map(|s| s.describe()).unwrap_or_default());
     }
-    let mut extra = json!({"backend": backend.name(), "seconds": round(secs, 4), "output": written.path.display().to_string(),
-                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1)), "written": super::large::describe(&written)});
+    let mut extra = run_keys(backend, secs, written);
+    if let (Value::Object(e), Value::Object(m)) = (&mut extra, more) {
+        e.extend(m);
+    }
     if let Some(t) = &truth {
         println!("{:>5} {:>10} {:>10} {:>10} {:>10} {:>8}", "frame", "x", "true x", "y", "true y", "error");
         let mut errs = Vec::new();
@@ -592,11 +636,33 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         extra["truth"] = json!({"source": DEFAULT_IMAGE_NAME, "mean_error_px": round(mean, 4), "max_error_px": round(max, 4)});
     }
     if let Some(path) = &a.report {
-        let r = report_sized(&pano, written.size, &labels, truth.as_deref(), &p, extra);
-        std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
+        let r = report_sized(pano, written.size, labels, truth.as_deref(), p, extra);
+        write_replacing(path, serde_json::to_string_pretty(&r)?.as_bytes())?;
         println!("report -> {}", path.display());
     }
     Ok(())
+}
+
+/// The report's `run` keys every stitching run has.
+pub fn run_keys(backend: &str, secs: f64, written: &super::large::Written) -> Value {
+    json!({"backend": backend, "seconds": round(secs, 4), "output": written.path.display().to_string(),
+           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1)), "written": super::large::describe(written)})
+}
+
+/// Writes `bytes` to `path` through a hidden file beside it renamed over it, so a reader
+/// (of a live run's report) never sees half a file.
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+    let part = partial_name(path);
+    std::fs::write(&part, bytes).with_context(|| format!("cannot write {}", part.display()))?;
+    std::fs::rename(&part, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `DIR/.NAME.partial.EXT` for `DIR/NAME.EXT`: hidden, in the same file system, and of the
+/// same extension (which picks the image format).
+pub fn partial_name(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    path.with_file_name(format!(".{name}.partial{ext}"))
 }
 
 /// Where and how the panorama is written (`--max-mem`, `--ome-tile`, `--pixel-size`).
@@ -625,7 +691,7 @@ pub fn default_min_variance(frame: &AnyView<'_>) -> f64 {
 }
 
 /// Replaces "frame N" in a core error with the frame's file name.
-fn name_frame(e: tessera::Error, labels: &[String]) -> anyhow::Error {
+pub fn name_frame(e: tessera::Error, labels: &[String]) -> anyhow::Error {
     let mut msg = e.to_string();
     for (i, l) in labels.iter().enumerate().rev() {
         for end in [' ', ':'] {

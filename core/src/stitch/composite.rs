@@ -132,15 +132,7 @@ impl Plan {
                     if !(pose.scale > 0.0 && pose.scale <= 100.0) {
                         return Err(Error::InvalidFloat { name: "frame scale", value: pose.scale, expected: "within (0, 100]" });
                     }
-                    Some(if pose.is_translation() {
-                        let (x, y) = (libm::round(x) as i64, libm::round(y) as i64);
-                        (x, y, x + fw as i64, y + fh as i64)
-                    } else {
-                        let corners = [(0.0, 0.0), ((fw - 1) as f64, 0.0), (0.0, (fh - 1) as f64), ((fw - 1) as f64, (fh - 1) as f64)].map(|c| pose.apply(c));
-                        let lo = |k: fn(&(f64, f64)) -> f64| libm::floor(corners.iter().map(k).fold(f64::INFINITY, f64::min)) as i64;
-                        let hi = |k: fn(&(f64, f64)) -> f64| libm::ceil(corners.iter().map(k).fold(f64::NEG_INFINITY, f64::max)) as i64 + 1;
-                        (lo(|c| c.0), lo(|c| c.1), hi(|c| c.0), hi(|c| c.1))
-                    })
+                    Some(frame_box(&pose, (fw, fh)))
                 }
                 None => None,
             });
@@ -156,14 +148,7 @@ impl Plan {
             return Err(Error::InvalidParameter { name: "canvas", reason: alloc::format!("{cw}x{ch} exceeds {max_pixels} pixels") });
         }
         let at = boxes.iter().map(|b| b.map(|(x, y, _, _)| ((x - x0) as usize, (y - y0) as usize))).collect();
-        let turned = poses
-            .iter()
-            .zip(&boxes)
-            .map(|(p, b)| match (p, b) {
-                (Some(pose), Some(b)) if !pose.is_translation() => Some((pose.inverse().then(&Similarity::translation((x0 as f64, y0 as f64))), ((b.2 - b.0) as usize, (b.3 - b.1) as usize))),
-                _ => None,
-            })
-            .collect();
+        let turned = poses.iter().zip(&boxes).map(|(p, b)| turn_of(p, b, (x0, y0))).collect();
         Ok(Plan { origin: (x0, y0), size: (cw, ch), frame_size: (fw, fh), type_name: like.type_name(), at, turned })
     }
 
@@ -210,10 +195,34 @@ pub trait Pasting {
     fn finish(self: alloc::boxed::Box<Self>) -> Result<Canvas>;
 }
 
+/// The box `[x0, x1) x [y0, y1)` of frame-0 pixels a frame of `size` at `pose` covers: its
+/// rounded placement for a translation, else the bounding box of its pixel centres.
+fn frame_box(pose: &Similarity, (fw, fh): (usize, usize)) -> (i64, i64, i64, i64) {
+    if pose.is_translation() {
+        let (x, y) = (libm::round(pose.x) as i64, libm::round(pose.y) as i64);
+        return (x, y, x + fw as i64, y + fh as i64);
+    }
+    let corners = [(0.0, 0.0), ((fw - 1) as f64, 0.0), (0.0, (fh - 1) as f64), ((fw - 1) as f64, (fh - 1) as f64)].map(|c| pose.apply(c));
+    let lo = |k: fn(&(f64, f64)) -> f64| libm::floor(corners.iter().map(k).fold(f64::INFINITY, f64::min)) as i64;
+    let hi = |k: fn(&(f64, f64)) -> f64| libm::ceil(corners.iter().map(k).fold(f64::NEG_INFINITY, f64::max)) as i64 + 1;
+    (lo(|c| c.0), lo(|c| c.1), hi(|c| c.0), hi(|c| c.1))
+}
+
+/// A turned frame's entry of [`Plan::turned`]: the map from canvas pixels (the canvas's
+/// pixel (0, 0) at frame-0 `origin`) to the frame's, and the size of its box `b`.
+fn turn_of(pose: &Option<Similarity>, b: &Option<(i64, i64, i64, i64)>, origin: (i64, i64)) -> Option<(Similarity, (usize, usize))> {
+    match (pose, b) {
+        (Some(pose), Some(b)) if !pose.is_translation() => Some((pose.inverse().then(&Similarity::translation((origin.0 as f64, origin.1 as f64))), ((b.2 - b.0) as usize, (b.3 - b.1) as usize))),
+        _ => None,
+    }
+}
+
 /// A canvas being filled frame by frame, so that a long sequence is pasted without holding
 /// every frame at once: plan it from the positions, [`paste`](Compositor::paste) each
 /// placed frame in sequence order (any order gives the same `Average` and `Feather`;
-/// `Overwrite` keeps the last pasted), then [`finish`](Compositor::finish).
+/// `Overwrite` keeps the last pasted), then [`finish`](Compositor::finish). A clone
+/// finished is a snapshot of the canvas so far.
+#[derive(Clone)]
 pub struct Compositor {
     blend: Blend,
     plan: Plan,
@@ -223,6 +232,7 @@ pub struct Compositor {
 }
 
 /// The canvas and, for the blends that average, the running weighted sums.
+#[derive(Clone)]
 enum Pixels {
     U8(Paste<u8>),
     U16(Paste<u16>),
@@ -270,6 +280,31 @@ impl Compositor {
             _ => return Err(Error::UnsupportedType { op: "composite", types: "u8, u16, f32 and RGBA frames" }),
         };
         Ok(Compositor { blend, plan, pixels, y0 })
+    }
+
+    /// Plans frame `i` at `pose` (frame-0 coordinates, placed as [`Plan::with_poses`] places
+    /// it), for a frame whose pose was not known when the canvas was planned: a live run's
+    /// canvas, planned with room to grow, places each frame as it registers. Returns
+    /// whether the frame fits the canvas; if not, nothing changes.
+    pub fn place(&mut self, i: usize, pose: Similarity) -> bool {
+        let plan = &mut self.plan;
+        let finite = [pose.x, pose.y, pose.angle, pose.scale].iter().all(|v| v.is_finite() && libm::fabs(*v) <= 1e9) && pose.scale > 0.0;
+        if !finite {
+            return false;
+        }
+        let b = frame_box(&pose, plan.frame_size);
+        let (x, y) = (b.0 - plan.origin.0, b.1 - plan.origin.1);
+        let (right, bottom) = (b.2 - plan.origin.0, b.3 - plan.origin.1);
+        if x < 0 || y < 0 || right > plan.size.0 as i64 || bottom > plan.size.1 as i64 {
+            return false;
+        }
+        if plan.at.len() <= i {
+            plan.at.resize(i + 1, None);
+            plan.turned.resize(i + 1, None);
+        }
+        plan.at[i] = Some((x as usize, y as usize));
+        plan.turned[i] = turn_of(&Some(pose), &Some(b), plan.origin);
+        true
     }
 
     /// Pastes frame `i` at its planned place (nothing for a frame left out). Errors: as
@@ -320,6 +355,7 @@ impl Pasting for Compositor {
 
 /// One pixel type's canvas; `acc` / `weight` hold the weighted channel sums and weights of
 /// the averaging blends (empty for `Overwrite`).
+#[derive(Clone)]
 struct Paste<P> {
     canvas: Image<P>,
     acc: Vec<f32>,
@@ -612,6 +648,31 @@ mod tests {
                 .unwrap()
             },
         );
+    }
+
+    #[test]
+    fn frames_placed_after_planning_paste_as_on_a_planned_canvas() {
+        let mut rng = crate::stitch::SplitMix64::new(5);
+        let frames: Vec<Image<f32>> = (0..4).map(|_| Image::from_fn(9, 7, |_, _| (rng.uniform() * 100.0) as f32).unwrap()).collect();
+        let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::F32(f.view())).collect();
+        let pos = [Some((0.0, 0.0)), Some((3.4, -2.6)), None, Some((-5.5, 4.2))];
+        // Planned with room from two corners only; each frame placed as it comes.
+        let room = Plan::new(&views[0], &[Some((-8.0, -8.0)), Some((8.0, 8.0))]).unwrap();
+        for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+            let mut live = Compositor::rows(Plan { at: Vec::new(), turned: Vec::new(), ..room.clone() }, blend, 0, room.size.1).unwrap();
+            assert!(!live.place(9, Similarity::translation((9.0, 0.0))), "past the room's right edge");
+            for (i, p) in pos.iter().enumerate() {
+                if let Some(p) = *p {
+                    assert!(live.place(i, Similarity::translation(p)));
+                    live.paste(i, &views[i]).unwrap();
+                }
+            }
+            let (live, planned) = (live.finish(), composite(&views, &pos, blend).unwrap());
+            let AnyImage::F32(whole) = live.image else { panic!() };
+            let AnyImage::F32(want) = planned.image else { panic!() };
+            let at = ((planned.origin.0 - live.origin.0) as usize, (planned.origin.1 - live.origin.1) as usize);
+            assert_eq!(whole.view().crop(at.0, at.1, want.width(), want.height()).unwrap().to_image(), want, "{blend:?}");
+        }
     }
 
     #[test]

@@ -55,6 +55,11 @@ use core::ops::ControlFlow;
 
 /// Where a stitching run reads its frames: by index, each as often as the run needs it
 /// (twice: to register, then to paste), so a sequence need not be held in memory whole.
+///
+/// A live source (frames still arriving) may grow: the run reads `len()` again before each
+/// frame, so such a source promises the next frame, waits for it in `frame(i)`, and if its
+/// input ends first, returns an error with `len()` now `i`: the run then ends as if the
+/// sequence had `i` frames. It reports progress from [`recorded`](FrameSource::recorded).
 pub trait FrameSource {
     /// Number of frames.
     fn len(&self) -> usize;
@@ -65,6 +70,15 @@ pub trait FrameSource {
     /// Frame `i` (< `len()`), or why it cannot be had; such a frame is skipped with that
     /// reason ([`SkipReason::Unreadable`]) and the run goes on.
     fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String>;
+    /// Told after each frame every record the run has made so far (an earlier record may
+    /// still change, and with [`StitchParams::close_loops`] the positions are the chained
+    /// ones until the global solve at the end). The default does nothing.
+    fn recorded(&self, _records: &[FrameRecord]) {}
+    /// How many frames can be had without waiting: `len()` but for a live source. The run
+    /// reads ahead only these, so that a frame's record never waits for the next frame.
+    fn ready(&self) -> usize {
+        self.len()
+    }
 }
 
 /// A frame from a [`FrameSource`]: borrowed from memory, decoded for the occasion, or
@@ -334,7 +348,7 @@ pub fn register_frames_with(
     }
     // The first readable frame sets the sequence's pixel type and size.
     let mut first = None;
-    for i in 0..frames.len() {
+    for i in (0..).take_while(|&i| i < frames.len()) {
         if let Ok(f) = frames.frame(i) {
             if let Ok(v) = f.view() {
                 first = Some((v.size(), v.type_name()));
@@ -665,16 +679,19 @@ impl<'a> Run<'a> {
         // once: the run takes frame i from here when it gets there.
         let lookahead = self.registrar.map_or(0, |g| g.lookahead().min(MAX_LOOKAHEAD));
         let mut ahead: VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)> = VecDeque::new();
-        for i in 0..self.frames.len() {
+        // `len()` is read before each frame: a live source grows (FrameSource).
+        for i in (0..).take_while(|&i| i < self.frames.len()) {
             let loaded = match ahead.pop_front() {
                 Some((j, f)) if j == i => f,
                 _ => self.load(i),
             };
             let current = match loaded {
                 Ok(f) => f,
+                // The input ended while the run waited for this frame: there is none.
+                Err(_) if i >= self.frames.len() => break,
                 Err(reason) => {
                     records.push(FrameRecord::skipped(i, reason, 0));
-                    check_progress(progress, i + 1)?;
+                    self.step(progress, &records)?;
                     continue;
                 }
             };
@@ -682,7 +699,7 @@ impl<'a> Run<'a> {
                 records.push(FrameRecord::reference(i));
                 held.push(current);
                 key = Some(i);
-                check_progress(progress, i + 1)?;
+                self.step(progress, &records)?;
                 continue;
             };
             let find = |idx: usize| held.iter().find(|f| f.index == idx).ok_or(Error::Backend("internal: lost a reference frame".into()));
@@ -710,7 +727,7 @@ impl<'a> Run<'a> {
                 None => attempts.extend([Some(k), pending].into_iter().flatten().map(|c| (c, Similarity::IDENTITY))),
             }
             if let (Some(g), Some(l), Some(&first)) = (self.registrar.filter(|_| lookahead > 0), last, attempts.first()) {
-                while ahead.len() < lookahead && i + 1 + ahead.len() < self.frames.len() {
+                while ahead.len() < lookahead && i + 1 + ahead.len() < self.frames.ready() {
                     let j = i + 1 + ahead.len();
                     ahead.push_back((j, self.load(j)));
                 }
@@ -723,7 +740,7 @@ impl<'a> Run<'a> {
                 (None, false) => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
                 (Some(_), _) => None,
             };
-            if pipelined && ahead.is_empty() && i + 1 < self.frames.len() {
+            if pipelined && ahead.is_empty() && i + 1 < self.frames.ready() {
                 ahead.push_back((i + 1, self.load(i + 1)));
             }
             let next = match ahead.front() {
@@ -799,7 +816,7 @@ impl<'a> Run<'a> {
                     held.push(current);
                 }
             }
-            check_progress(progress, i + 1)?;
+            self.step(progress, &records)?;
         }
         match (reference, key) {
             (Some(r), _) => {
@@ -811,6 +828,12 @@ impl<'a> Run<'a> {
             (None, Some(k)) if self.frames.len() == 1 => Ok((records, k)),
             _ => Err(nothing_registered(&records)),
         }
+    }
+
+    /// After each frame: the source hears the records, `progress` the count.
+    fn step(&self, progress: &mut dyn FnMut(usize) -> ControlFlow<()>, records: &[FrameRecord]) -> Result<()> {
+        self.frames.recorded(records);
+        check_progress(progress, records.len())
     }
 }
 
@@ -1173,6 +1196,48 @@ mod tests {
         let from_disk = stitch_frames(&whole, &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         let in_memory = stitch(&any(&frames), &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
         assert_eq!(from_disk, in_memory);
+    }
+
+    /// A source whose frames arrive one at a time: `len()` counts the arrived frames and
+    /// promises one more until the input ends after `end`; asking for the next frame makes
+    /// it arrive, or finds the input ended.
+    struct Arriving {
+        frames: Vec<Image<u8>>,
+        end: usize,
+        arrived: core::cell::Cell<usize>,
+        heard: core::cell::RefCell<Vec<usize>>,
+    }
+
+    impl FrameSource for Arriving {
+        fn len(&self) -> usize {
+            let a = self.arrived.get();
+            if a < self.end { a + 1 } else { a }
+        }
+        fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String> {
+            if i >= self.end {
+                return Err("the input ended".into());
+            }
+            self.arrived.set(self.arrived.get().max(i + 1));
+            Ok(Frame::Image(AnyImage::U8(self.frames[i].clone())))
+        }
+        fn recorded(&self, records: &[FrameRecord]) {
+            self.heard.borrow_mut().push(records.len());
+        }
+        fn ready(&self) -> usize {
+            self.arrived.get()
+        }
+    }
+
+    #[test]
+    fn a_growing_source_is_registered_up_to_the_end_of_its_input() {
+        let (frames, _) = sequence(12, 7);
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            let live = Arriving { frames: frames.clone(), end: 9, arrived: Default::default(), heard: Default::default() };
+            let got = register_frames(&live, &StitchParams::default(), par, &mut go_on).unwrap();
+            // The frame the run waited for when the input ended is no skipped frame.
+            assert_eq!(got, register_sequence(&any(&frames[..9]), &StitchParams::default(), par, &mut go_on).unwrap());
+            assert_eq!(*live.heard.borrow(), (1..=9).collect::<Vec<_>>());
+        }
     }
 
     extern crate std;
