@@ -23,7 +23,7 @@
 
 use super::coarse::{self, Spectrum};
 use super::quality::overlap_ncc;
-use super::register::{gray, luma_storage, register_pair, Gray, PairRegistration, RegisterParams, SkipReason};
+use super::register::{gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::sequence::FrameSource;
 use super::solve::{solve, Constraint};
 use crate::error::{require_finite, Error, Result};
@@ -108,6 +108,7 @@ pub fn grid_positions(cols: usize, rows: usize, tile: (usize, usize), overlap: f
 /// Parameters of a grid registration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GridParams {
+    /// The pairs' registration (always with [`Motion::Translation`]: tiles do not turn).
     pub register: RegisterParams,
     /// How far (fraction of the tile size, per axis, in [0, 0.5]) a tile may be from its
     /// nominal position (so a neighbouring pair from its nominal offset by twice that).
@@ -244,7 +245,9 @@ pub fn register_tiles(
         // searches a small radius, and the strip seeds cover the stage error beyond it.
         let overlap = (size.0 as f64 - libm::fabs(predicted.0)).min(size.1 as f64 - libm::fabs(predicted.1));
         let radius = (((overlap - p.register.rsz as f64) / 2.0 - 1.0).max(2.0) as usize).min(p.register.search_radius);
-        let pp = GridParams { register: RegisterParams { search_radius: radius, ..p.register }, ..*p };
+        // A stage moves tiles without turning them: grid pairs are translations, whatever
+        // the sequences' motion model.
+        let pp = GridParams { register: RegisterParams { search_radius: radius, motion: Motion::Translation, ..p.register }, ..*p };
         let reg = register_tile_pair(&va, &vb, predicted, size, &pp, par)?;
         // Each tile may be off by the stage error, so a pair by twice it.
         let tolerance = (2.0 * p.stage_error * size.0 as f64 + 1.0, 2.0 * p.stage_error * size.1 as f64 + 1.0);
