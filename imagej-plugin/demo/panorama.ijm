@@ -25,5 +25,5 @@ close();
 selectImage(seq);
 setSlice(6);
 setBatchMode("exit and display");
-run("Panorama (NCC log search)...", "rsz=25 cthresh=0.85 npts=6 radius=32 search=log blend=feather keyframe=0.25 minimum=4 subpixel backend=auto");
+run("Panorama (NCC log search)...", "rsz=25 cthresh=0.85 npts=6 radius=32 search=log motion=similarity blend=feather keyframe=0.25 minimum=4 subpixel backend=auto");
 File.saveString("done", "DONEFILE");

@@ -18,16 +18,18 @@ use crate::{guarded, options};
 use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
 use jni::sys::{jdouble, jint};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
-use tessera_core::stitch::{Acceptance, Blend, FrameRecord, InMemory, Panorama, RegisterParams, SearchMethod, StitchParams};
+use tessera_core::stitch::{Acceptance, Blend, FrameRecord, InMemory, Motion, Panorama, RegisterParams, SearchMethod, Similarity, StitchParams};
 use tessera_core::AnyView;
 
 named!(SearchMethod { "log" => SearchMethod::Log, "log-plain" => SearchMethod::LogPlain, "exhaustive" => SearchMethod::Exhaustive });
 named!(Acceptance { "adaptive" => Acceptance::Adaptive, "fixed" => Acceptance::Fixed });
 named!(Blend { "overwrite" => Blend::Overwrite, "average" => Blend::Average, "feather" => Blend::Feather });
+named!(Motion { "translation" => Motion::Translation, "similarity" => Motion::Similarity });
 
 /// `rsz`, `accept` (`adaptive`, `fixed`), `cthresh`, `null-margin`, `min-coefficient`,
 /// `npts`, `search-radius`, `min-variance`, `method` (`log`, `log-plain`, `exhaustive`),
-/// `subpixel`, `refine`.
+/// `subpixel`, `refine`, `motion` (`translation`, `similarity`), `fit-scale` and `max-turn`
+/// (degrees).
 impl Op for RegisterParams {
     const NAME: &'static str = "register";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -41,7 +43,10 @@ impl Op for RegisterParams {
         v.field("min-variance", &mut self.min_variance)?;
         v.field("method", &mut self.method)?;
         v.field("subpixel", &mut self.subpixel)?;
-        v.field("refine", &mut self.refine)
+        v.field("refine", &mut self.refine)?;
+        v.field("motion", &mut self.motion)?;
+        v.field("fit-scale", &mut self.fit_scale)?;
+        v.field("max-turn", &mut self.max_turn)
     }
 }
 
@@ -62,7 +67,11 @@ impl Op for StitchParams {
 
 /// `PairResult Native.registerPair(Object reference, Object moving, int width, int height,
 /// double predX, double predY, String options)`: the shift of `moving` against `reference`
-/// (both `width x height`, one pixel type), searched around the predicted (predX, predY).
+/// (both `width x height`, one pixel type), searched around the predicted (predX, predY),
+/// with its rotation (degrees) and scale: the moving pixel (u, v) shows the reference at
+/// (x, y) + scale R(angle) (u, v), the core's contract ([`PairRegistration::motion`]).
+///
+/// [`PairRegistration::motion`]: tessera_core::stitch::PairRegistration::motion
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_tessera_ij_Native_nativeRegisterPair<'l>(
@@ -86,15 +95,17 @@ pub extern "system" fn Java_tessera_ij_Native_nativeRegisterPair<'l>(
         let reg = with_views(env, [&r, &m], [], width, height, |[r, m], []| {
             in_true_order(r, |r| in_true_order(m, |m| b.register_pair(r, m, &p, (pred_x, pred_y))))
         })?;
-        let (x, y) = reg.shift.unwrap_or((f64::NAN, f64::NAN));
+        let [x, y, angle, scale] = pose_values(reg.motion());
         let skip = reason(env, reg.skip.map(|s| s.describe()))?;
         Ok(env.new_object(
             jni_str!("tessera/ij/PairResult"),
-            jni_sig!("(ZDDDIIDJLjava/lang/String;)V"),
+            jni_sig!("(ZDDDDDIIDJLjava/lang/String;)V"),
             &[
                 reg.shift.is_some().into(),
                 x.into(),
                 y.into(),
+                angle.into(),
+                scale.into(),
                 reg.ncc.into(),
                 (reg.vectors_used as jint).into(),
                 (reg.templates as jint).into(),
@@ -104,6 +115,12 @@ pub extern "system" fn Java_tessera_ij_Native_nativeRegisterPair<'l>(
             ],
         )?)
     })
+}
+
+/// A pose as Java sees it: x, y, the angle in degrees (the plugin's unit, as the command
+/// line's report) and the scale; all NaN for a skipped frame or pair.
+fn pose_values(pose: Option<Similarity>) -> [f64; 4] {
+    pose.map_or([f64::NAN; 4], |m| [m.x, m.y, m.angle.to_degrees(), m.scale])
 }
 
 /// A Java string for an optional reason (null when there is none).
@@ -192,17 +209,20 @@ fn stitch_result<'l>(env: &mut Env<'l>, pano: &Panorama, n: usize) -> Result<JOb
     )?)
 }
 
-/// One frame's `StitchResult.Frame` (NaN where a value does not exist).
+/// One frame's `StitchResult.Frame`: its pose ([`FrameRecord::pose`], angle in degrees) and
+/// scores (NaN where a value does not exist).
 fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
-    let (x, y) = f.position.unwrap_or((f64::NAN, f64::NAN));
+    let [x, y, angle, scale] = pose_values(f.pose());
     let why = reason(env, f.skip.as_ref().map(|s| s.describe()))?;
     let record = env.new_object(
         jni_str!("tessera/ij/StitchResult$Frame"),
-        jni_sig!("(ZDDDIDDDLjava/lang/String;)V"),
+        jni_sig!("(ZDDDDDIDDDLjava/lang/String;)V"),
         &[
             f.is_ok().into(),
             x.into(),
             y.into(),
+            angle.into(),
+            scale.into(),
             f.ncc.into(),
             (f.vectors_used as jint).into(),
             f.confidence.into(),
@@ -227,6 +247,7 @@ mod tests {
         let get = |k: &str| d.iter().find(|(key, _)| *key == k).map(|(_, v)| v.as_str());
         assert_eq!((get("rsz"), get("npts"), get("cthresh")), (Some("25"), Some("6"), Some("0.85")));
         assert_eq!((get("method"), get("blend"), get("subpixel")), (Some("log"), Some("overwrite"), Some("true")));
+        assert_eq!((get("motion"), get("fit-scale"), get("max-turn")), (Some("similarity"), Some("false"), Some("6")));
         assert_eq!(parse::<StitchParams>(None).unwrap().0, StitchParams::default());
     }
 
@@ -236,6 +257,11 @@ mod tests {
         assert_eq!((p.register.rsz, p.register.npts, p.register.cthresh, p.register.search_radius), (31, 8, 0.9, 16));
         assert_eq!((p.register.method, p.register.subpixel, p.blend, p.keyframe_shift), (SearchMethod::LogPlain, false, Blend::Feather, 0.5));
         assert!(parse::<StitchParams>(Some("blend=mosaic")).is_err());
+        let (p, _) = parse::<RegisterParams>(Some("motion=translation fit-scale max-turn=2.5")).unwrap();
+        assert_eq!((p.motion, p.fit_scale, p.max_turn), (Motion::Translation, true, 2.5));
+        assert!(parse::<RegisterParams>(Some("motion=affine")).is_err());
+        let zero = parse::<RegisterParams>(Some("max-turn=0")).unwrap().0;
+        assert!(zero.validate().is_err(), "a turn limit of 0 is the core's error");
         assert!(parse::<RegisterParams>(Some("blend=feather")).is_err(), "a pair has no blend");
     }
 }

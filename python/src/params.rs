@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use pyo3::prelude::*;
 use serde_json::{json, Value};
 use tessera::cli::stereo::{census_window_default, mi_default, tiling_default};
-use tessera::cli::stitch::{AcceptArg, BlendArg, MethodArg};
+use tessera::cli::stitch::{AcceptArg, BlendArg, MethodArg, MotionArg};
 use tessera::filter::{BoxParams, GaussianParams};
 use tessera::stereo::StereoParams;
 use tessera::stitch::{RegisterParams, StitchParams, SynthParams};
@@ -100,7 +100,7 @@ pub fn defaults() -> Value {
         "rsz": r.rsz, "accept": name_of(AcceptArg::from(r.acceptance)), "cthresh": r.cthresh,
         "null_margin": r.null_margin, "min_coefficient": r.min_coefficient, "npts": r.npts,
         "search_radius": r.search_radius, "min_variance": null, "method": name_of(MethodArg::from(r.method)),
-        "no_refine": false,
+        "no_refine": !r.refine, "motion": name_of(MotionArg::from(r.motion)), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
     });
     let s = StitchParams::default();
     let mut stitch = register.clone();

@@ -7,7 +7,7 @@
 use crate::array::{image_to_numpy, input, Accepts, Input};
 use crate::backend::choose;
 use crate::errors::{to_py, type_error, value_error};
-use crate::params::{choice, count, to_python, AUTO};
+use crate::params::{choice, count, name_of, to_python, AUTO};
 use numpy::PyUntypedArray;
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError};
 use pyo3::prelude::*;
@@ -15,41 +15,86 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
-use tessera::cli::stitch::{default_min_variance, frame_source, report, resolve_inputs, AcceptArg, BlendArg, MethodArg, RegisterArgs};
+use tessera::cli::stitch::{default_min_variance, frame_source, report, resolve_inputs, AcceptArg, BlendArg, MethodArg, MotionArg, RegisterArgs};
 use tessera::stitch::{synth_sequence as synth, FrameSource, InMemory, Panorama, RegisterParams, StitchParams, SynthParams};
 use tessera::{AnyImage, AnyView, Image, Parallelism, Pixel};
 
 /// The CLI's `--frame-cache` default, MiB.
 pub const FRAME_CACHE_MIB: usize = 64;
 
-/// The registration arguments, named as the CLI's.
-#[allow(clippy::too_many_arguments)]
-fn register_args(
-    rsz: i64,
-    accept: &str,
-    cthresh: f64,
-    null_margin: f64,
-    min_coefficient: f64,
-    npts: i64,
-    search_radius: i64,
-    min_variance: Option<f64>,
-    method: &str,
-    no_refine: bool,
-) -> PyResult<RegisterArgs> {
-    Ok(RegisterArgs {
-        rsz: count("rsz", rsz)?,
-        accept: choice::<AcceptArg>("accept", accept)?,
-        cthresh,
-        null_margin,
-        min_coefficient,
-        npts: count("npts", npts)?,
-        search_radius: count("search_radius", search_radius)?,
-        min_variance,
-        method: choice::<MethodArg>("method", method)?,
-        no_refine,
-    })
+/// Writes a `#[pyfunction]` that takes the registration keywords, named and defaulted as
+/// the CLI's `RegisterArgs` (whose field list this is: a field the CLI adds fails to compile
+/// here until it is exposed), between the function's own keywords: those before
+/// `..NAME: RegisterArgs` and those after it. The body sees the keywords checked into a
+/// `RegisterArgs` called NAME (a negative count or an unknown name is a `ValueError`); the
+/// ranges are the core's to check. `register_pair` and `stitch` share the list this way.
+macro_rules! with_registration_keywords {
+    (
+        $(#[$attr:meta])*
+        pub fn $name:ident<$py:lifetime>($pyarg:ident: $pyty:ty, $($pos:ident: $pos_ty:ty),+, /, *,
+            $($head:ident: $head_ty:ty = $head_default:expr,)*
+            ..$args:ident: RegisterArgs,
+            $($tail:ident: $tail_ty:ty = $tail_default:expr),+ $(,)?
+        ) -> $ret:ty $body:block
+    ) => {
+        $(#[$attr])*
+        #[pyfunction]
+        #[pyo3(signature = ($($pos),+, /, *, $($head = $head_default,)*
+            rsz = RegisterParams::default().rsz as i64,
+            accept = name_of(AcceptArg::from(RegisterParams::default().acceptance)),
+            cthresh = RegisterParams::default().cthresh,
+            null_margin = RegisterParams::default().null_margin,
+            min_coefficient = RegisterParams::default().min_coefficient,
+            npts = RegisterParams::default().npts as i64,
+            search_radius = RegisterParams::default().search_radius as i64,
+            min_variance = None,
+            method = name_of(MethodArg::from(RegisterParams::default().method)),
+            no_refine = !RegisterParams::default().refine,
+            motion = name_of(MotionArg::from(RegisterParams::default().motion)),
+            fit_scale = RegisterParams::default().fit_scale,
+            max_turn = RegisterParams::default().max_turn,
+            $($tail = $tail_default),+))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name<$py>(
+            $pyarg: $pyty,
+            $($pos: $pos_ty,)+
+            $($head: $head_ty,)*
+            rsz: i64,
+            accept: String,
+            cthresh: f64,
+            null_margin: f64,
+            min_coefficient: f64,
+            npts: i64,
+            search_radius: i64,
+            min_variance: Option<f64>,
+            method: String,
+            no_refine: bool,
+            motion: String,
+            fit_scale: bool,
+            max_turn: f64,
+            $($tail: $tail_ty),+
+        ) -> $ret {
+            let $args = RegisterArgs {
+                rsz: count("rsz", rsz)?,
+                accept: choice::<AcceptArg>("accept", &accept)?,
+                cthresh,
+                null_margin,
+                min_coefficient,
+                npts: count("npts", npts)?,
+                search_radius: count("search_radius", search_radius)?,
+                min_variance,
+                method: choice::<MethodArg>("method", &method)?,
+                no_refine,
+                motion: choice::<MotionArg>("motion", &motion)?,
+                fit_scale,
+                max_turn,
+            };
+            $body
+        }
+    };
 }
 
+with_registration_keywords! {
 /// Registers ``moving`` against ``reference`` by normalized cross-correlation: ``npts x
 /// npts`` templates of ``rsz x rsz`` pixels of the reference, each searched in the moving
 /// frame within ``search_radius`` of ``prediction`` (``method``: ``"log"`` centre-biased
@@ -61,46 +106,31 @@ fn register_args(
 /// variance below ``min_variance`` are not searched (default: 4 grey levels squared,
 /// scaled by the frame's value range for uint16 / float32, as the CLI). The agreeing
 /// vectors' shift is refined to subpixel (Lucas-Kanade on their pixels unless
-/// ``no_refine``).
+/// ``no_refine``). With ``motion="similarity"`` the vectors are also fitted with a rotation
+/// (and a scale with ``fit_scale``) of at most ``max_turn`` degrees, kept where it is
+/// significant against their scatter; ``"translation"`` fits the shift alone.
 ///
 /// Frames of one dtype and shape (uint8, uint16, float32, or RGBA registered on the luma).
-/// Returns a dict: ``shift`` ``(x, y)`` (moving pixel ``(u, v)`` shows reference ``(u + x, v
-/// + y)``) or None with ``reason``, and ``ncc``, ``margin``, ``confidence``, ``templates``,
+/// Returns a dict: ``shift`` ``(x, y)``, ``angle`` (degrees) and ``scale`` (moving pixel
+/// ``(u, v)`` shows reference ``(x, y) + scale R(angle) (u, v)``, ``R(a) = [[cos a, -sin
+/// a], [sin a, cos a]]``, x right, y down; without a turn ``(u + x, v + y)``), all None
+/// with ``reason`` when skipped, and ``ncc``, ``margin``, ``confidence``, ``templates``,
 /// ``textured``, ``above_threshold``, ``vectors_used``, ``evaluations``, ``vectors``.
-#[pyfunction]
-#[pyo3(signature = (reference, moving, /, *, prediction = (0.0, 0.0),
-                    rsz = RegisterParams::default().rsz as i64,
-                    accept = crate::params::name_of(AcceptArg::from(RegisterParams::default().acceptance)),
-                    cthresh = RegisterParams::default().cthresh, null_margin = RegisterParams::default().null_margin,
-                    min_coefficient = RegisterParams::default().min_coefficient, npts = RegisterParams::default().npts as i64,
-                    search_radius = RegisterParams::default().search_radius as i64, min_variance = None,
-                    method = crate::params::name_of(MethodArg::from(RegisterParams::default().method)),
-                    no_refine = false, backend = AUTO, single_thread = false))]
-#[allow(clippy::too_many_arguments)]
 pub fn register_pair<'py>(
     py: Python<'py>,
     reference: &Bound<'py, PyAny>,
     moving: &Bound<'py, PyAny>,
-    prediction: (f64, f64),
-    rsz: i64,
-    accept: String,
-    cthresh: f64,
-    null_margin: f64,
-    min_coefficient: f64,
-    npts: i64,
-    search_radius: i64,
-    min_variance: Option<f64>,
-    method: String,
-    no_refine: bool,
-    backend: &str,
-    single_thread: bool,
+    /, *,
+    prediction: (f64, f64) = (0.0, 0.0),
+    ..args: RegisterArgs,
+    backend: &str = AUTO,
+    single_thread: bool = false,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let args = register_args(rsz, &accept, cthresh, null_margin, min_coefficient, npts, search_radius, min_variance, &method, no_refine)?;
     let b = choose(backend, single_thread)?.backend;
     let (ri, mi) = (input(reference, "reference", Accepts::ALL)?, input(moving, "moving", Accepts::ALL)?);
     let (r, m) = (ri.view("reference")?, mi.view("moving")?);
     let mut p = args.params();
-    if min_variance.is_none() {
+    if args.min_variance.is_none() {
         p.min_variance = default_min_variance(&r);
     }
     let reg = py.detach(|| b.register_pair(r, m, &p, prediction)).map_err(to_py)?;
@@ -112,13 +142,16 @@ pub fn register_pair<'py>(
                    "coefficient": v.coefficient, "threshold": v.threshold, "evaluations": v.evaluations, "inlier": v.inlier})
         })
         .collect();
+    let motion = reg.motion();
     let out = json!({
-        "shift": reg.shift.map(|s| [s.0, s.1]), "reason": reg.skip.as_ref().map(|s| s.describe()),
+        "shift": motion.map(|m| [m.x, m.y]), "angle": motion.map(|m| m.angle.to_degrees()), "scale": motion.map(|m| m.scale),
+        "reason": reg.skip.as_ref().map(|s| s.describe()),
         "ncc": reg.ncc, "margin": reg.margin, "confidence": reg.confidence, "templates": reg.templates,
         "textured": reg.textured, "above_threshold": reg.above_threshold, "vectors_used": reg.vectors_used,
         "evaluations": reg.evaluations, "vectors": vectors,
     });
     to_python(py, &out)
+}
 }
 
 /// What `stitch` was given: frame files (after the CLI's resolution of directories and
@@ -189,6 +222,7 @@ fn run(backend: &dyn tessera::Backend, source: &dyn FrameSource, mut p: StitchPa
     }
 }
 
+with_registration_keywords! {
 /// Stitches a sequence into a panorama by NCC registration (see :func:`register_pair`):
 /// every frame against the current keyframe (kept while the predicted shift from it is at
 /// most ``keyframe_shift`` of the frame size), frames that do not register where their
@@ -197,53 +231,33 @@ fn run(backend: &dyn tessera::Backend, source: &dyn FrameSource, mut p: StitchPa
 /// that come back over earlier keyframes registered against them too and all positions
 /// solved together by robust least squares (unless ``no_close_loops``); then
 /// the composite (``blend``: ``"overwrite"``, ``"average"``, ``"feather"``) at the positions
-/// rounded to whole pixels. A frame that cannot be read or registered is skipped with its
-/// reason.
+/// rounded to whole pixels, turned frames (``motion="similarity"``) resampled bilinearly.
+/// A frame that cannot be read or registered is skipped with its reason.
 ///
 /// ``frames``: a list of arrays (one dtype and shape; borrowed, not copied), or a list of
 /// paths, or one path: image files, a directory (natural order), a glob pattern
 /// (``"dir/*.png"``) or a multi-page TIFF, read as the run needs them (``frame_cache`` MiB
 /// of decoded frames kept). Returns ``(panorama, report)``: the panorama array (the
-/// frames' dtype) and the report dict of ``tessera stitch --report`` (``frames``,
-/// ``panorama``, ``quality``, ``params``, ``run``).
+/// frames' dtype) and the report dict of ``tessera stitch --report`` (``frames``, each
+/// with its pose ``x``, ``y``, ``angle`` in degrees and, with ``fit_scale``, ``scale``;
+/// ``panorama``, whose ``pose_meaning`` states the pose; ``quality``, ``params``, ``run``).
 /// Raises ValueError when no two frames register (with the reasons), FileNotFoundError
 /// for paths that name no frames, KeyboardInterrupt on Ctrl-C (between frames).
-#[pyfunction]
-#[pyo3(signature = (frames, /, *, rsz = RegisterParams::default().rsz as i64,
-                    accept = crate::params::name_of(AcceptArg::from(RegisterParams::default().acceptance)),
-                    cthresh = RegisterParams::default().cthresh, null_margin = RegisterParams::default().null_margin,
-                    min_coefficient = RegisterParams::default().min_coefficient, npts = RegisterParams::default().npts as i64,
-                    search_radius = RegisterParams::default().search_radius as i64, min_variance = None,
-                    method = crate::params::name_of(MethodArg::from(RegisterParams::default().method)),
-                    no_refine = false, blend = crate::params::name_of(BlendArg::from(StitchParams::default().blend)),
-                    keyframe_shift = StitchParams::default().keyframe_shift, no_quality = false,
-                    coarse = StitchParams::default().coarse_candidates as i64, no_grow = false,
-                    no_close_loops = !StitchParams::default().close_loops, frame_cache = FRAME_CACHE_MIB as i64, backend = AUTO, single_thread = false))]
-#[allow(clippy::too_many_arguments)]
 pub fn stitch<'py>(
     py: Python<'py>,
     frames: &Bound<'py, PyAny>,
-    rsz: i64,
-    accept: String,
-    cthresh: f64,
-    null_margin: f64,
-    min_coefficient: f64,
-    npts: i64,
-    search_radius: i64,
-    min_variance: Option<f64>,
-    method: String,
-    no_refine: bool,
-    blend: String,
-    keyframe_shift: f64,
-    no_quality: bool,
-    coarse: i64,
-    no_grow: bool,
-    no_close_loops: bool,
-    frame_cache: i64,
-    backend: &str,
-    single_thread: bool,
+    /, *,
+    ..args: RegisterArgs,
+    blend: String = name_of(BlendArg::from(StitchParams::default().blend)),
+    keyframe_shift: f64 = StitchParams::default().keyframe_shift,
+    no_quality: bool = false,
+    coarse: i64 = StitchParams::default().coarse_candidates as i64,
+    no_grow: bool = false,
+    no_close_loops: bool = !StitchParams::default().close_loops,
+    frame_cache: i64 = FRAME_CACHE_MIB as i64,
+    backend: &str = AUTO,
+    single_thread: bool = false,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let args = register_args(rsz, &accept, cthresh, null_margin, min_coefficient, npts, search_radius, min_variance, &method, no_refine)?;
     let p = StitchParams {
         register: args.params(),
         blend: choice::<BlendArg>("blend", &blend)?.into(),
@@ -256,7 +270,7 @@ pub fn stitch<'py>(
     p.validate().map_err(to_py)?;
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);
     let b = choose(backend, single_thread)?.backend;
-    let given = min_variance.is_some();
+    let given = args.min_variance.is_some();
     let (outcome, labels) = match frames_arg(frames)? {
         Frames::Files(files) => {
             let labels: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
@@ -285,6 +299,7 @@ pub fn stitch<'py>(
                        "peak_memory_mib": tessera::cli::frames::peak_memory_mib().map(|m| (m * 10.0).round() / 10.0)});
     let rep = report(&pano, &labels, None, &p, extra);
     Ok((image_to_numpy(py, pano.canvas.image)?, to_python(py, &rep)?))
+}
 }
 
 /// A synthetic sequence with ground truth, as ``tessera synth-seq``: ``frames`` windows of

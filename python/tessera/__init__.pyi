@@ -152,10 +152,13 @@ def register_pair(
     min_variance: Optional[float] = ...,
     method: Literal["log", "log-plain", "exhaustive"] = ...,
     no_refine: bool = ...,
+    motion: Literal["similarity", "translation"] = ...,
+    fit_scale: bool = ...,
+    max_turn: float = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
 ) -> Dict[str, Any]:
-    """NCC registration of a pair: {'shift': (x, y) or None, 'reason', 'ncc', ...}."""
+    """NCC registration of a pair: {'shift': (x, y) or None, 'angle' (degrees), 'scale', 'reason', 'ncc', ...}."""
 
 def stitch(
     frames: Union[PathLike, Sequence[PathLike], Sequence[Image]],
@@ -171,6 +174,9 @@ def stitch(
     min_variance: Optional[float] = ...,
     method: Literal["log", "log-plain", "exhaustive"] = ...,
     no_refine: bool = ...,
+    motion: Literal["similarity", "translation"] = ...,
+    fit_scale: bool = ...,
+    max_turn: float = ...,
     blend: Literal["overwrite", "average", "feather"] = ...,
     keyframe_shift: float = ...,
     no_quality: bool = ...,

@@ -175,6 +175,15 @@ def test_registration_and_stitching_bad_input():
         tessera.register_pair(a, a, cthresh=float("nan"), backend="cpu")
     with pytest.raises(ValueError, match='unknown value "spiral"'):
         tessera.register_pair(a, a, method="spiral", backend="cpu")
+    with pytest.raises(ValueError, match='motion: unknown value "affine"; expected one of translation, similarity'):
+        tessera.register_pair(a, a, motion="affine", backend="cpu")
+    with pytest.raises(ValueError, match='motion: unknown value "rigid"'):
+        tessera.stitch([a, a], motion="rigid", backend="cpu")
+    for turn in (0.0, -1.0, 46.0, float("nan")):
+        with pytest.raises(ValueError, match="max turn"):
+            tessera.register_pair(a, a, max_turn=turn, backend="cpu")
+        with pytest.raises(ValueError, match="max turn"):
+            tessera.stitch([a, a], max_turn=turn, backend="cpu")
     with pytest.raises(ValueError, match="keyframe shift"):
         tessera.stitch([a, a], keyframe_shift=2.0, backend="cpu")
     with pytest.raises(ValueError, match="no frames"):
@@ -209,6 +218,8 @@ def test_stereo_and_matrices_bad_input():
 def test_defaults_come_from_rust_and_show_in_signatures():
     d = tessera.defaults()
     assert d["mean"]["size"] == 3 and d["stitch"]["rsz"] == 25 and d["stitch"]["cthresh"] == 0.85
+    for name in ("register_pair", "stitch"):
+        assert (d[name]["motion"], d[name]["fit_scale"], d[name]["max_turn"]) == ("similarity", False, 6.0)
     for name in ["mean", "box_sum", "gaussian", "local_variance", "contrast", "glare", "register_pair", "stitch", "stereo"]:
         sig = inspect.signature(getattr(tessera, name))
         for key, value in d[name].items():
@@ -231,7 +242,8 @@ def test_defaults_match_the_cli_help(cli):
         ("gauss", "gaussian", {"sigma": "sigma", "method": "method"}),
         ("variance", "local_variance", {"method": "method", "kernel": "kernel", "radius": "radius"}),
         ("stitch", "stitch", {"rsz": "rsz", "cthresh": "cthresh", "npts": "npts", "search-radius": "search_radius",
-                              "coarse": "coarse", "blend": "blend", "method": "method", "accept": "accept"}),
+                              "coarse": "coarse", "blend": "blend", "method": "method", "accept": "accept",
+                              "motion": "motion", "max-turn": "max_turn"}),
         ("stereo", "stereo", {"max-disp": "max_disp", "cost": "cost", "census-window": "census_window", "paths": "paths"}),
     ]:
         text = cli(command, "--help")

@@ -40,10 +40,68 @@ def test_register_pair_recovers_the_shift_like_phase_correlation(sequence):
         assert np.hypot(dx - truth[0], dy - truth[1]) < 1.0
 
 
+def turned(photo, corner, angle, scale=1.0, size=(200, 160)):
+    """A frame of ``size`` whose pixel (u, v) shows ``photo`` at corner + scale R(angle) (u,
+    v), R(a) = [[cos a, -sin a], [sin a, cos a]] (angle in degrees, y down): cv2.warpAffine,
+    bilinear, rounded to uint8 like a camera frame."""
+    a = np.radians(angle)
+    c, s = scale * np.cos(a), scale * np.sin(a)
+    m = np.array([[c, -s, corner[0]], [s, c, corner[1]]])
+    return cv2.warpAffine(photo, m, size, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+
+
+def corner_for(centre, angle, scale=1.0, size=(200, 160)):
+    """The corner that puts a frame's centre pixel at ``centre`` of the photograph."""
+    a = np.radians(angle)
+    half = (np.array(size) - 1) / 2
+    rot = scale * np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    return np.array(centre) - rot @ half
+
+
+@pytest.mark.parametrize("angle", [-3.0, 1.5, 4.0])
+def test_register_pair_finds_a_turn(angle):
+    photo = tessera.load(PHOTOS / "astronaut.png")
+    ref_corner = corner_for((240, 250), 0.0)
+    reference = turned(photo, ref_corner, 0.0)
+    corner = corner_for((249, 244), angle)
+    moving = turned(photo, corner, angle)
+    # The reference is an upright window, so moving (u, v) shows it at
+    # (corner - ref_corner) + R(angle) (u, v).
+    truth = corner - ref_corner
+    r = tessera.register_pair(reference, moving, backend="cpu")
+    assert r["reason"] is None, r["reason"]
+    assert abs(r["angle"] - angle) < 0.1, (r["angle"], angle)
+    assert r["scale"] == 1.0
+    assert np.hypot(*(np.array(r["shift"]) - truth)) < 0.3, (r["shift"], truth)
+    # The translation model fits the shift alone (a few degrees turn its templates too far
+    # for it to register at all).
+    t = tessera.register_pair(reference, moving, motion="translation", backend="cpu")
+    if abs(angle) < 2.0:
+        assert (t["angle"], t["scale"]) == (0.0, 1.0) and t["reason"] is None
+    else:
+        assert t["shift"] is None or (t["angle"], t["scale"]) == (0.0, 1.0)
+    # A turn beyond max_turn is not fitted as one.
+    narrow = tessera.register_pair(reference, moving, max_turn=1.0, backend="cpu")
+    assert narrow["shift"] is None or abs(narrow["angle"]) <= 1.0, narrow["angle"]
+
+
+def test_register_pair_fits_a_zoom_with_fit_scale():
+    photo = tessera.load(PHOTOS / "astronaut.png")
+    ref_corner = corner_for((240, 250), 0.0)
+    reference = turned(photo, ref_corner, 0.0)
+    moving = turned(photo, corner_for((246, 247), 2.0, 1.03), 2.0, 1.03)
+    r = tessera.register_pair(reference, moving, fit_scale=True, backend="cpu")
+    assert r["reason"] is None, r["reason"]
+    assert abs(r["angle"] - 2.0) < 0.1 and abs(r["scale"] - 1.03) < 0.003, (r["angle"], r["scale"])
+    plain = tessera.register_pair(reference, moving, backend="cpu")
+    assert plain["shift"] is None or plain["scale"] == 1.0
+
+
 def test_register_pair_on_flat_frames_gives_the_reason():
     flat = np.full((100, 100), 7, np.uint8)
     r = tessera.register_pair(flat, flat, backend="cpu")
     assert r["shift"] is None and "texture" in r["reason"]
+    assert r["angle"] is None and r["scale"] is None
 
 
 def _positions(report):
@@ -61,6 +119,8 @@ def test_stitch_arrays_files_and_the_cli_agree(cli, tmp_path, sequence):
     pano_a, rep_a = tessera.stitch(frames, backend="cpu")
     pano_f, rep_f = tessera.stitch(d, backend="cpu")
     pano_g, rep_g = tessera.stitch(str(d / "frame_*.png"), backend="cpu")
+    assert "pose_meaning" in want["panorama"] and all("angle" in f and "scale" not in f for f in want["frames"])
+    assert (want["params"]["motion"], want["params"]["fit_scale"], want["params"]["max_turn"]) == ("similarity", False, 6.0)
     for rep in (rep_a, rep_f, rep_g):
         assert _positions(rep) == _positions(want)
         assert rep["params"] == want["params"] and rep["quality"] == want["quality"] and rep["panorama"] == want["panorama"]
@@ -92,6 +152,57 @@ def test_stitch_of_rgba_with_options_matches_the_cli(cli, tmp_path, photo_rgba):
     pano, rep = tessera.stitch(frames, rsz=31, npts=4, blend="feather", accept="fixed", cthresh=0.8, no_refine=True, coarse=0, backend="cpu")
     assert _positions(rep) == _positions(want) and rep["params"] == want["params"]
     np.testing.assert_array_equal(pano, tessera.load(tmp_path / "p.png"))
+
+
+@pytest.fixture(scope="module")
+def turned_sequence():
+    """Six frames of 200 x 160 cut from a photograph, frame i turned i degrees about its
+    centre (which moves 10, 6 pixels a frame), and their true poses (x, y, degrees) in
+    frame 0's coordinates."""
+    photo = tessera.load(PHOTOS / "astronaut.png")
+    corners = [corner_for((170 + 10 * i, 180 + 6 * i), float(i)) for i in range(6)]
+    frames = [turned(photo, c, float(i)) for i, c in enumerate(corners)]
+    return frames, [(*(c - corners[0]), float(i)) for i, c in enumerate(corners)]
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"fit_scale": True, "max_turn": 4.0},
+    {"motion": "translation"},
+])
+def test_stitch_of_a_turned_sweep_matches_the_cli(cli, tmp_path, turned_sequence, options):
+    frames, truth = turned_sequence
+    d = tmp_path / "turned"
+    d.mkdir()
+    for i, f in enumerate(frames):
+        tessera.save(d / f"{i}.png", f)
+    args = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        args += [flag] if value is True else [flag, str(value)]
+    cli("stitch", d, "-o", tmp_path / "p.png", "--report", tmp_path / "r.json", "--backend", "cpu", *args)
+    want = json.loads((tmp_path / "r.json").read_text())
+    pano, rep = tessera.stitch(frames, backend="cpu", **options)
+    strip = lambda r: [{k: v for k, v in f.items() if k != "file"} for f in r["frames"]]
+    assert strip(rep) == strip(want)
+    assert rep["params"] == want["params"] and rep["panorama"] == want["panorama"] and rep["quality"] == want["quality"]
+    np.testing.assert_array_equal(pano, tessera.load(tmp_path / "p.png"))
+    motion = options.get("motion", "similarity")
+    assert (rep["params"]["motion"], rep["params"]["fit_scale"]) == (motion, options.get("fit_scale", False))
+    assert rep["params"]["max_turn"] == options.get("max_turn", 6.0)
+    for f in rep["frames"]:
+        assert ("scale" in f) == options.get("fit_scale", False)
+        if f["status"] != "ok":
+            assert motion == "translation", f
+            continue
+        x, y, angle = truth[f["index"]]
+        if motion == "translation":
+            assert f["angle"] == 0.0
+            continue
+        assert abs(f["angle"] - angle) < 0.1, (f["index"], f["angle"], angle)
+        assert np.hypot(f["x"] - x, f["y"] - y) < 0.5, (f["index"], f["x"], f["y"], x, y)
+        if "scale" in f:
+            assert abs(f["scale"] - 1.0) < 0.005
 
 
 def test_stitch_skips_a_foreign_frame_and_says_why(sequence):

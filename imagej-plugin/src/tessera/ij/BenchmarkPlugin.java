@@ -102,10 +102,12 @@ public class BenchmarkPlugin implements PlugIn {
 
     /** The same chain as {@link JavaNcc#registerSequence}, each pair registered natively. */
     static Run nativeRun(Object[] frames, int w, int h, int rsz, int npts, double cthresh, int radius, String backend) {
-        // The Java matcher's search: the plain log search, integer peaks; the rest (the
-        // variance floor) at the native defaults.
+        // The Java matcher's search: the plain log search, integer peaks, shifts only (the
+        // positions chain by adding shifts); the rest (the variance floor) at the native
+        // defaults.
         String options = Options.defaults("register").set("rsz", rsz).set("npts", npts).set("cthresh", cthresh)
-                .set("search-radius", radius).set("method", "log-plain").set("subpixel", false).set("backend", backend).toString();
+                .set("search-radius", radius).set("method", "log-plain").set("subpixel", false).set("motion", "translation")
+                .set("backend", backend).toString();
         Run r = new Run();
         int n = frames.length;
         r.x = new double[n];

@@ -198,7 +198,10 @@ public final class Native {
      * {@code accept} rule (adaptive: its peak beats the template's null sample by
      * {@code null-margin}; fixed: at least {@code cthresh}), the agreeing rest combined.
      * Options: {@code rsz accept cthresh null-margin min-coefficient npts search-radius
-     * min-variance method} (log, log-plain, exhaustive) {@code subpixel}.
+     * min-variance method} (log, log-plain, exhaustive) {@code subpixel refine motion}
+     * (similarity: rotation too, where the pair shows a significant one; translation)
+     * {@code fit-scale max-turn} (degrees). The result's (x, y, angle, scale) is the pair's
+     * motion ({@link PairResult#x}).
      */
     public static PairResult registerPair(Object reference, Object moving, int w, int h, double predX, double predY,
                                           String options) {

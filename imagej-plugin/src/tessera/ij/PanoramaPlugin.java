@@ -11,19 +11,24 @@ import ij.plugin.PlugIn;
  * stack (a video sweep) into one panorama. In each reference frame NPTS x NPTS templates of
  * side rsz are found in the next frame by a logarithmic search on the normalized
  * cross-correlation; vectors below cthresh are dropped; the agreeing rest give the shift.
+ * Motion "similarity" (the default) also fits each pair's rotation where it is significant
+ * against the vectors' scatter (a pair that shows no turn keeps the shift exactly), and the
+ * panorama resamples turned frames (bilinear); "translation" fits the shift alone.
  * A frame that cannot be registered is skipped (with its reason) and registration goes on.
  * A progress bar follows the frames and Esc cancels the run (no image is made).
  *
  * <p>Output: the panorama (same pixel type as the stack, the stack's spatial calibration,
  * its origin set so that frame 1 keeps its coordinates) and a Results table "Panorama
  * frames" (also attached to the panorama as the property {@code TesseraFrames}) with each
- * frame's x, y, NCC, status, vectors, confidence and quality.
- * Macro: {@code run("Panorama (NCC log search)...", "rsz=25 cthresh=0.85 npts=6 radius=32 search=log blend=overwrite keyframe=0.25 minimum=4 subpixel backend=auto")}.
+ * frame's x, y, angle (degrees; frame i's pixel (u, v) shows what frame 1 shows at
+ * (x, y) + R(angle) (u, v), y down), NCC, status, vectors, confidence and quality.
+ * Macro: {@code run("Panorama (NCC log search)...", "rsz=25 cthresh=0.85 npts=6 radius=32 search=log motion=similarity blend=overwrite keyframe=0.25 minimum=4 subpixel backend=auto")}.
  */
 public class PanoramaPlugin implements PlugIn {
     static final String TITLE = "Panorama (NCC log search)";
     static final String TABLE = "Panorama frames";
     static final String[] SEARCHES = {"log", "log-plain", "exhaustive"};
+    static final String[] MOTIONS = {"similarity", "translation"};
     static final String[] BLENDS = {"overwrite", "average", "feather"};
     /** The last values of the session, from the native defaults at first. */
     private static Options last;
@@ -53,6 +58,7 @@ public class PanoramaPlugin implements PlugIn {
         gd.addNumber("NPTS (templates per side)", last.integer("npts"), 0, "");
         gd.addNumber("Radius (search)", last.integer("search-radius"), 0, "pixels");
         gd.addChoice("Search", SEARCHES, last.get("method"));
+        gd.addChoice("Motion", MOTIONS, last.get("motion"));
         gd.addChoice("Blend", BLENDS, last.get("blend"));
         gd.addNumber("Keyframe shift (fraction of the frame)", last.number("keyframe-shift"), 2, "");
         gd.addNumber("Minimum template variance", last.number("min-variance"), 1, "");
@@ -61,14 +67,14 @@ public class PanoramaPlugin implements PlugIn {
         if (!gd.show()) return;
         try {
             double r = gd.nextNumber(), c = gd.nextNumber(), n = gd.nextNumber(), rad = gd.nextNumber();
-            String se = gd.nextChoice(), b = gd.nextChoice();
+            String se = gd.nextChoice(), mo = gd.nextChoice(), b = gd.nextChoice();
             double k = gd.nextNumber(), mv = gd.nextNumber();
             boolean sp = gd.nextBoolean();
             Tessera.readBackendChoice(gd);
             if (gd.invalidNumber() || r != Math.rint(r) || n != Math.rint(n) || rad != Math.rint(rad))
                 throw new IllegalArgumentException("rsz, NPTS and the search radius must be whole numbers");
             last.set("rsz", (int) r).set("cthresh", c).set("npts", (int) n).set("search-radius", (int) rad)
-                    .set("method", se).set("blend", b).set("keyframe-shift", k).set("min-variance", mv).set("subpixel", sp);
+                    .set("method", se).set("motion", mo).set("blend", b).set("keyframe-shift", k).set("min-variance", mv).set("subpixel", sp);
         } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return;
@@ -121,6 +127,7 @@ public class PanoramaPlugin implements PlugIn {
             if (label != null) rt.addLabel(label);
             rt.addValue("x", f.x);
             rt.addValue("y", f.y);
+            rt.addValue("angle", f.angle);
             rt.addValue("NCC", f.ncc);
             rt.addValue("Status", f.ok ? "ok" : "skipped");
             rt.addValue("Vectors", f.vectors);

@@ -22,9 +22,14 @@ public final class StitchResult {
     public static final class Frame {
         /** Whether the frame registered (then {@link #reason} is null). */
         public final boolean ok;
-        /** Position in frame-0 coordinates (frame i's pixel (u, v) shows what frame 0 shows
-         *  at (u + x, v + y)); NaN for a skipped frame. */
+        /** Pose in the reference frame's coordinates (frame 0 unless it registered with
+         *  nothing): frame i's pixel (u, v) shows what the reference shows at
+         *  (x, y) + scale R(angle) (u, v), R(a) = [[cos a, -sin a], [sin a, cos a]] (x right,
+         *  y down); without a turn at (u + x, v + y). NaN for a skipped frame. */
         public final double x, y;
+        /** The rotation in degrees, and the scale (1 unless {@code fit-scale}); NaN for a
+         *  skipped frame. */
+        public final double angle, scale;
         /** Mean NCC of the vectors used, and vectors used / templates placed. */
         public final double ncc, confidence;
         /** Vectors used. */
@@ -34,11 +39,13 @@ public final class StitchResult {
         /** Why the frame was skipped, or null. */
         public final String reason;
 
-        Frame(boolean ok, double x, double y, double ncc, int vectors, double confidence, double quality, double qualityGrid,
-              String reason) {
+        Frame(boolean ok, double x, double y, double angle, double scale, double ncc, int vectors, double confidence,
+              double quality, double qualityGrid, String reason) {
             this.ok = ok;
             this.x = x;
             this.y = y;
+            this.angle = angle;
+            this.scale = scale;
             this.ncc = ncc;
             this.vectors = vectors;
             this.confidence = confidence;
