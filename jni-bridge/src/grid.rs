@@ -15,11 +15,17 @@ use crate::progress::with_java_progress;
 use crate::stitch::{copy_frames, reason};
 use crate::{guarded, options};
 use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
-use jni::sys::jint;
+use crate::level::Level;
+use jni::sys::{jboolean, jint, jlong};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use tessera::cli::large::{default_max_mem_mib, write_composite_observed, OutputOptions, MAX_STREAMED_CANVAS};
+use tessera::ome_tiff::pyramid::level_sizes;
+use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 use tessera_core::stitch::grid::DEFAULT_OVERLAP;
-use tessera_core::stitch::{composite, grid_positions, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, TileOrder};
-use tessera_core::{AnyView, Parallelism};
+use tessera_core::stitch::{composite, grid_positions, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
+use tessera_core::{AnyImage, AnyView, Parallelism};
 
 named!(TileOrder { "row" => TileOrder::Row, "column" => TileOrder::Column, "snake-row" => TileOrder::SnakeRow, "snake-column" => TileOrder::SnakeColumn });
 named!(Corner { "top-left" => Corner::TopLeft, "top-right" => Corner::TopRight, "bottom-left" => Corner::BottomLeft, "bottom-right" => Corner::BottomRight });
@@ -58,11 +64,21 @@ impl Op for GridRun {
 }
 
 /// `GridResult Native.stitchGrid(Object[] tiles, int width, int height, int cols, int rows,
-/// String options, Native.Progress progress)`: `cols * rows` tiles of one pixel type, each
-/// `width x height`, in acquisition order. `progress` (may be null) is called on this
-/// thread before each neighbouring pair and after the last, with the pairs done of all;
-/// false stops the run (a `CancellationException`), and so does an exception it throws,
-/// which is left pending for the caller.
+/// String options, String ome, boolean force, int omeTile, long maxPixels, Native.Progress
+/// progress)`: `cols * rows` tiles of one pixel type, each `width x height`, in acquisition
+/// order. `progress` (may be null) is called on this thread before each neighbouring pair
+/// and after the last, with the pairs done of all, then, when the mosaic is streamed, after
+/// each strip with the mosaic rows written of all; false stops the run (a
+/// `CancellationException`), and so does an exception it throws, which is left pending for
+/// the caller.
+///
+/// The mosaic comes back whole when it fits: at most `maxPixels` (the Java heap's share;
+/// 0 or less: no such bound) and the core's `MAX_CANVAS` pixels. Otherwise, or always when
+/// `force`, and when `ome` (a path) is not null, it is composited in strips and streamed to
+/// a pyramidal OME-TIFF at `ome` with `omeTile`-pixel tiles, as `tessera stitch --grid ...
+/// -o FILE.ome.tif` does (the command line's `write_composite`), and the result holds the
+/// largest level of that pyramid that fits ([`crate::level`]). Without `ome`, a mosaic
+/// beyond `MAX_CANVAS` is an error that prints the command line.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
@@ -74,6 +90,10 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
     cols: jint,
     rows: jint,
     options: JString<'l>,
+    ome: JString<'l>,
+    force: jboolean,
+    ome_tile: jint,
+    max_pixels: jlong,
     progress: JObject<'l>,
 ) -> JObject<'l> {
     guarded(&mut env, |env| {
@@ -83,6 +103,12 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
         run.grid.validate()?;
         let (w, h) = dims(width, height)?;
         let (cols, rows) = dims(cols, rows).map_err(|_| bad_arg(format!("grid {cols}x{rows}: the numbers of columns and rows must be positive")))?;
+        let ome: Option<PathBuf> = if ome.is_null() { None } else { Some(PathBuf::from(ome.try_to_string(env)?)) };
+        let tile = usize::try_from(ome_tile).unwrap_or(0);
+        if ome.is_some() && (!tile.is_multiple_of(16) || !(16..=4096).contains(&tile)) {
+            return Err(bad_arg(format!("OME-TIFF tile side {ome_tile} must be a multiple of 16 from 16 to 4096")));
+        }
+        let limit = if max_pixels > 0 { MAX_CANVAS.min(usize::try_from(max_pixels).unwrap_or(usize::MAX)) } else { MAX_CANVAS };
         let owned_tiles = copy_frames(env, &tiles, w, h)?;
         if cols * rows != owned_tiles.len() {
             return Err(bad_arg(format!("a {cols}x{rows} grid is {} tiles, but {} were given", cols * rows, owned_tiles.len())));
@@ -98,14 +124,91 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
             register_tiles(&source, &nominal, &run.grid, Parallelism::AllThreads, report)
         })?;
         let positions: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
-        let canvas = composite(&views, &positions, run.blend).map_err(|e| beyond_memory(e, (cols, rows), &run))?;
-        grid_result(env, &canvas, &mosaic)
+        let poses: Vec<Option<Similarity>> = positions.iter().map(|p| p.map(Similarity::translation)).collect();
+        let plan = Plan::with_poses(&views[0], &poses, MAX_STREAMED_CANVAS)?;
+        let (cw, ch) = plan.size;
+        match ome {
+            Some(path) if force || cw.saturating_mul(ch) > limit => {
+                let streamed = stream(env, &progress, &source, &views[0], &poses, &run, &path, tile, limit, plan.size)?;
+                grid_result(env, &streamed.image, plan.origin, &mosaic, Some((&path, streamed.level, plan.size)))
+            }
+            _ => {
+                let canvas = composite(&views, &positions, run.blend).map_err(|e| beyond_memory(e, (cols, rows), &run))?;
+                grid_result(env, &canvas.image, canvas.origin, &mosaic, None)
+            }
+        }
     })
 }
 
+/// A streamed mosaic: the level kept in memory and its index in the pyramid.
+struct Streamed {
+    image: AnyImage,
+    level: usize,
+}
+
+/// Composites the tiles at `poses` in strips and streams them to the pyramidal OME-TIFF
+/// `path` (the command line's `write_composite`), keeping in memory the largest level of at
+/// most `limit` pixels (the smallest level when none is that small). Progress counts mosaic
+/// rows; a cancelled or failed run removes the incomplete file (never a file it did not
+/// begin to write).
+#[allow(clippy::too_many_arguments)]
+fn stream(
+    env: &mut Env<'_>,
+    progress: &JObject<'_>,
+    source: &InMemory<'_, '_>,
+    like: &AnyView<'_>,
+    poses: &[Option<Similarity>],
+    run: &GridRun,
+    path: &Path,
+    tile: usize,
+    limit: usize,
+    size: (usize, usize),
+) -> Result<Streamed> {
+    let sizes = level_sizes(size, tile);
+    let k = sizes.iter().position(|&(w, h)| w * h <= limit).unwrap_or(sizes.len() - 1);
+    let mut level = Level::new(like, size, k);
+    let opts = OutputOptions { max_mem_mib: default_max_mem_mib(), ome: OmeTiffOptions { tile, name: "tessera grid mosaic".into(), ..OmeTiffOptions::default() } };
+    let mut failure = None;
+    let mut begun = false;
+    let written = with_java_progress(env, progress, size.1, ("writing the OME-TIFF", "row"), |report| {
+        let mut on_strip = |strip: &AnyView<'_>, y0: usize| -> anyhow::Result<()> {
+            begun = true;
+            level.push(strip);
+            match report(y0 + strip.size().1) {
+                ControlFlow::Continue(()) => Ok(()),
+                ControlFlow::Break(()) => Err(tessera_core::Error::Cancelled.into()),
+            }
+        };
+        match write_composite_observed(source, like, poses, run.blend, path, &opts, &mut on_strip) {
+            Ok(w) => Ok(Some(w)),
+            Err(e) if matches!(e.downcast_ref::<tessera_core::Error>(), Some(tessera_core::Error::Cancelled)) => Err(tessera_core::Error::Cancelled),
+            Err(e) => {
+                failure = Some(e);
+                Ok(None)
+            }
+        }
+    });
+    let written = match written {
+        Ok(Some(w)) => w,
+        other => {
+            if begun {
+                let _ = std::fs::remove_file(path);
+            }
+            return match (other, failure) {
+                (_, Some(e)) => Err(bad_arg(format!("{e:#}"))),
+                (Err(e), None) => Err(e),
+                (Ok(_), None) => Err(BridgeError::State("internal: the OME-TIFF run ended without a result".into())),
+            };
+        }
+    };
+    debug_assert_eq!(written.ome.as_ref().map(|o| o.levels.get(k).copied()), Some(Some(level.size())));
+    Ok(Streamed { image: level.finish()?, level: k })
+}
+
 /// A canvas too large to be one image in memory is an error that says how to stitch the grid
-/// anyway: the command line composites in strips and streams a pyramidal OME-TIFF (the plugin
-/// has no such path yet). Other errors pass unchanged.
+/// anyway (reached only when no OME-TIFF path was given: the plugin always gives one): the
+/// command line composites in strips and streams a pyramidal OME-TIFF. Other errors pass
+/// unchanged.
 fn beyond_memory(e: tessera_core::Error, (cols, rows): (usize, usize), run: &GridRun) -> BridgeError {
     match e {
         tessera_core::Error::InvalidParameter { name: "canvas", reason } => bad_arg(format!(
@@ -119,9 +222,11 @@ fn beyond_memory(e: tessera_core::Error, (cols, rows): (usize, usize), run: &Gri
     }
 }
 
-/// The Java `GridResult`: the canvas (a new array of the tiles' type), its geometry, one
-/// `GridResult.Tile` per tile and one `GridResult.Pair` per neighbouring pair.
-fn grid_result<'l>(env: &mut Env<'l>, canvas: &tessera_core::stitch::Canvas, m: &Mosaic) -> Result<JObject<'l>> {
+/// The Java `GridResult`: the image (a new array of the tiles' type: the canvas, or a level
+/// of the OME-TIFF it was streamed to), the canvas's origin (full resolution), one
+/// `GridResult.Tile` per tile, one `GridResult.Pair` per neighbouring pair and, when
+/// streamed, the file, the level's index and the full-resolution size.
+fn grid_result<'l>(env: &mut Env<'l>, image: &AnyImage, (ox, oy): (i64, i64), m: &Mosaic, ome: Option<(&Path, usize, (usize, usize))>) -> Result<JObject<'l>> {
     let tiles = env.new_object_array(m.tiles.len() as jint, jni_str!("tessera/ij/GridResult$Tile"), JObject::null())?;
     for (i, t) in m.tiles.iter().enumerate() {
         let status = JString::from_str(env, tile_status(m, i))?;
@@ -161,13 +266,28 @@ fn grid_result<'l>(env: &mut Env<'l>, canvas: &tessera_core::stitch::Canvas, m: 
         env.delete_local_ref(record);
         env.delete_local_ref(why);
     }
-    let pixels = to_java(env, &canvas.image)?;
-    let (cw, ch) = canvas.image.size();
-    let (ox, oy) = canvas.origin;
+    let pixels = to_java(env, image)?;
+    let (cw, ch) = image.size();
+    let (path, level, (fw, fh)) = match ome {
+        Some((p, k, full)) => (JString::from_str(env, p.to_string_lossy())?, k, full),
+        None => (JString::null(), 0, (cw, ch)),
+    };
     Ok(env.new_object(
         jni_str!("tessera/ij/GridResult"),
-        jni_sig!("(Ljava/lang/Object;IIII[Ltessera/ij/GridResult$Tile;[Ltessera/ij/GridResult$Pair;)V"),
-        &[(&pixels).into(), (cw as jint).into(), (ch as jint).into(), (ox as jint).into(), (oy as jint).into(), JValue::Object(&tiles), JValue::Object(&pairs)],
+        jni_sig!("(Ljava/lang/Object;IIII[Ltessera/ij/GridResult$Tile;[Ltessera/ij/GridResult$Pair;Ljava/lang/String;III)V"),
+        &[
+            (&pixels).into(),
+            (cw as jint).into(),
+            (ch as jint).into(),
+            (ox as jint).into(),
+            (oy as jint).into(),
+            JValue::Object(&tiles),
+            JValue::Object(&pairs),
+            (&path).into(),
+            (level as jint).into(),
+            (fw as jint).into(),
+            (fh as jint).into(),
+        ],
     )?)
 }
 

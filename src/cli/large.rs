@@ -13,7 +13,7 @@ use tessera::AnyView;
 
 /// Largest canvas planned at all, in pixels (2^40: a million by a million); beyond it a
 /// position is surely wrong. Strips are still bounded by the core's `MAX_CANVAS`.
-const MAX_STREAMED_CANVAS: usize = if usize::BITS > 32 { 1 << 40 } else { usize::MAX };
+pub const MAX_STREAMED_CANVAS: usize = if usize::BITS > 32 { 1 << 40 } else { usize::MAX };
 
 /// The default memory budget: a quarter of the physical memory (Linux's MemTotal), or
 /// 4096 MiB where it cannot be read.
@@ -73,6 +73,22 @@ pub fn write_composite(
     output: &Path,
     opts: &OutputOptions,
 ) -> Result<Written> {
+    write_composite_observed(source, like, poses, blend, output, opts, &mut |_, _| Ok(()))
+}
+
+/// [`write_composite`], showing `on_strip` each composited strip and its first canvas row
+/// once it is written (the whole canvas, row 0, when it is composited at once). An error
+/// from `on_strip` stops the run and is returned, the file left incomplete: the ImageJ
+/// plugin keeps a pyramid level in memory this way and cancels on Esc.
+pub fn write_composite_observed(
+    source: &dyn FrameSource,
+    like: &AnyView<'_>,
+    poses: &[Option<Similarity>],
+    blend: Blend,
+    output: &Path,
+    opts: &OutputOptions,
+    on_strip: &mut dyn FnMut(&AnyView<'_>, usize) -> Result<()>,
+) -> Result<Written> {
     if opts.max_mem_mib == 0 {
         bail!("--max-mem must be at least 1 MiB");
     }
@@ -85,6 +101,7 @@ pub fn write_composite(
     if fits && !is_ome_tiff(output) {
         let canvas = composite_rows(source, &plan, blend, 0, ch)?;
         tessera::io::save(&canvas.image, output)?;
+        on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
         return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64() });
     }
     let path = if is_ome_tiff(output) {
@@ -106,6 +123,7 @@ pub fn write_composite(
         let canvas = composite_rows(source, &plan, blend, y0, y1)?;
         let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
         writer.write_strip(&view)?;
+        on_strip(&view, y0)?;
         strips += 1;
     }
     let summary = writer.finish()?;
