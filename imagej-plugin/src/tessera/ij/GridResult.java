@@ -2,16 +2,35 @@ package tessera.ij;
 
 /** The outcome of {@link Native#stitchGrid}, built by the native side. */
 public final class GridResult {
-    /** The mosaic's pixels (same array type as the tiles; RGB opaque). */
+    /** The mosaic's pixels (same array type as the tiles; RGB opaque): the whole mosaic, or,
+     *  when it was streamed to {@link #omePath}, its pyramid level {@link #level}. */
     public final Object pixels;
-    /** The mosaic's size, and the tile-1 coordinates of its pixel (0, 0). */
+    /** The size of {@link #pixels}, and the tile-1 coordinates of the full-resolution
+     *  mosaic's pixel (0, 0). */
     public final int width, height, originX, originY;
+    /** The pyramidal OME-TIFF the mosaic was streamed to, or null (the mosaic is whole). */
+    public final String omePath;
+    /** The pyramid level held by {@link #pixels}: the full-resolution mosaic halved (2x2 mean,
+     *  rounding the size up) this many times; 0 when whole. */
+    public final int level;
+    /** The full-resolution mosaic's size. */
+    public final int fullWidth, fullHeight;
+    /** The downsampling of {@link #pixels}: 2^{@link #level}. */
+    public int factor() {
+        return 1 << level;
+    }
+
     /** One record per tile, in acquisition order. */
     public final Tile[] tiles;
     /** One record per neighbouring pair of tiles. */
     public final Pair[] pairs;
 
-    GridResult(Object pixels, int width, int height, int originX, int originY, Tile[] tiles, Pair[] pairs) {
+    GridResult(Object pixels, int width, int height, int originX, int originY, Tile[] tiles, Pair[] pairs, String omePath, int level,
+               int fullWidth, int fullHeight) {
+        this.omePath = omePath;
+        this.level = level;
+        this.fullWidth = fullWidth;
+        this.fullHeight = fullHeight;
         this.pixels = pixels;
         this.width = width;
         this.height = height;

@@ -2,6 +2,7 @@ package tessera.ij;
 
 import ij.IJ;
 import ij.ImagePlus;
+import ij.measure.Calibration;
 import ij.measure.ResultsTable;
 import ij.plugin.PlugIn;
 
@@ -23,7 +24,16 @@ import java.io.File;
  * Results tables, also attached to the mosaic as the properties {@code TesseraTiles} and
  * {@code TesseraPairs}: "Grid tiles" (x, y, status, residual) and "Grid pairs" (offset, NCC,
  * margin, vectors, residual, or why rejected).
- * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1")}.
+ *
+ * <p>Large mosaics: one too large for one ImageJ image (over 2^28 pixels, or over what the
+ * Java heap has free), or any mosaic when "Save as pyramidal OME-TIFF" is ticked, is
+ * composited in strips and streamed to a tiled, pyramidal OME-TIFF (the command line's
+ * writer: each level the previous halved by a 2x2 mean), by default {@code mosaic.ome.tif}
+ * in the tile folder (that file, and the run's own output, are never read as tiles). The image opened is then the
+ * largest level of that pyramid that fits, titled and described (Info) with its level and
+ * downsampling factor, its calibration scaled by that factor; the file's path is logged.
+ * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1")},
+ * add {@code save} to always write the OME-TIFF and {@code ome=[/path/mosaic.ome.tif]} to choose the file.
  */
 public class GridStitchingPlugin implements PlugIn {
     static final String TITLE = "Grid Stitching (Tessera)";
@@ -34,6 +44,12 @@ public class GridStitchingPlugin implements PlugIn {
     private static Options last;
     private static String lastFolder = "";
     private static int lastColumns = 2, lastRows = 2;
+    private static boolean lastSave;
+    private static String lastOme = "";
+    /** The OME-TIFF's default name, in the tile folder. */
+    static final String DEFAULT_OME = "mosaic.ome.tif";
+    /** The OME-TIFF's tile side, as the command line's default. */
+    static final int OME_TILE = 512;
 
     @Override
     public void run(String arg) {
@@ -52,6 +68,8 @@ public class GridStitchingPlugin implements PlugIn {
         gd.addChoice("Start (first tile's corner)", CORNERS, last.get("start"));
         gd.addChoice("Blend", PanoramaPlugin.BLENDS, last.get("blend"));
         gd.addNumber("Stage error (fraction of a tile)", last.number("stage-error"), 2, "");
+        gd.addCheckbox("Save as pyramidal OME-TIFF (always; a mosaic too large for ImageJ is saved anyway)", lastSave);
+        gd.addString("OME-TIFF file (empty: " + DEFAULT_OME + " in the tile folder)", lastOme);
         gd.addMessage("Tiles in natural file-name order; registration runs on the CPU.");
         if (!gd.show()) return;
         int cols, rows;
@@ -61,6 +79,8 @@ public class GridStitchingPlugin implements PlugIn {
             double c = gd.nextNumber(), r = gd.nextNumber(), overlap = gd.nextNumber();
             String order = gd.nextChoice(), start = gd.nextChoice(), blend = gd.nextChoice();
             double stage = gd.nextNumber();
+            lastSave = gd.nextBoolean();
+            lastOme = gd.nextString().trim();
             if (gd.invalidNumber() || c != Math.rint(c) || r != Math.rint(r) || c < 1 || r < 1)
                 throw new IllegalArgumentException("columns and rows must be whole numbers of at least 1");
             if (folder.isEmpty()) throw new IllegalArgumentException("choose the folder of tiles");
@@ -74,7 +94,9 @@ public class GridStitchingPlugin implements PlugIn {
             Tessera.error(TITLE, e);
             return;
         }
-        ImagePlus mosaic = stitch(new File(folder), cols, rows);
+        File dir = new File(folder);
+        File ome = lastOme.isEmpty() ? new File(dir, DEFAULT_OME) : new File(lastOme);
+        ImagePlus mosaic = stitch(dir, cols, rows, ome, lastSave, OME_TILE, heapPixels());
         if (mosaic != null) mosaic.show();
     }
 
@@ -90,10 +112,32 @@ public class GridStitchingPlugin implements PlugIn {
      * "Grid stitching cancelled ...", no image, no error message, the Esc flag reset).
      */
     static ImagePlus stitch(File folder, int cols, int rows) {
+        return stitch(folder, cols, rows, new File(folder, DEFAULT_OME), false, OME_TILE, heapPixels());
+    }
+
+    /**
+     * Pixels of the tiles' type that the mosaic may have as an ImageJ image: the Java heap
+     * still free, halved (ImageJ may keep a snapshot), over 4 bytes (the widest pixel); at
+     * least 1.
+     */
+    static long heapPixels() {
+        Runtime rt = Runtime.getRuntime();
+        long free = rt.maxMemory() - (rt.totalMemory() - rt.freeMemory());
+        return Math.max(1, Math.min(Integer.MAX_VALUE, free / 2 / 4));
+    }
+
+    /**
+     * {@link #stitch(File, int, int)}, streaming the mosaic to the pyramidal OME-TIFF
+     * {@code ome} ({@code omeTile}-pixel tiles) when it is over {@code maxPixels} pixels (or
+     * the native 2^28), or always when {@code force}; the image is then the largest pyramid
+     * level of at most {@code maxPixels} pixels.
+     */
+    static ImagePlus stitch(File folder, int cols, int rows, File ome, boolean force, int omeTile, long maxPixels) {
         long t0 = System.nanoTime();
         TileFolder tiles;
         try {
-            tiles = TileFolder.read(folder, cols * rows);
+            // Neither this run's output nor the default one is a tile.
+            tiles = TileFolder.read(folder, cols * rows, ome, new File(folder, DEFAULT_OME));
         } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return null;
@@ -101,11 +145,13 @@ public class GridStitchingPlugin implements PlugIn {
         IJ.showStatus("Grid: registering " + cols + "x" + rows + " tiles (Esc to cancel)...");
         GridResult g = Tessera.withProgress(TITLE,
                 progress -> Native.stitchGrid(tiles.pixels, tiles.first.getWidth(), tiles.first.getHeight(), cols, rows, options().toString(),
-                        progress),
-                (done, total) -> "Grid stitching cancelled after " + done + " of " + total + " pairs");
+                        ome.getPath(), force, omeTile, maxPixels, progress),
+                // The steps are the pairs, then, when the mosaic is streamed, its rows.
+                (done, total) -> "Grid stitching cancelled after " + done + " of " + total + " steps (no OME-TIFF left)");
         if (g == null) return null;
         double secs = (System.nanoTime() - t0) / 1e9;
         ImagePlus mosaic = Tessera.canvasImage("Grid of " + folder.getName(), tiles.first, g.pixels, g.width, g.height, g.originX, g.originY);
+        if (g.omePath != null) describeLevel(mosaic, g);
         ResultsTable tileTable = tileTable(g, tiles.files), pairTable = pairTable(g, tiles.files);
         mosaic.setProperty("TesseraTiles", tileTable);
         mosaic.setProperty("TesseraPairs", pairTable);
@@ -117,6 +163,30 @@ public class GridStitchingPlugin implements PlugIn {
         IJ.showStatus(String.format("Grid: %d of %d tiles registered, %d of %d pairs accepted, in %.2f s", ok, g.tiles.length, accepted,
                 g.pairs.length, secs));
         return mosaic;
+    }
+
+    /**
+     * Marks {@code mosaic} as pyramid level {@code g.level} of the OME-TIFF: title and Info say
+     * which level and the downsampling factor f, the calibration's pixel size is f times the
+     * tile's and its origin (in pixels) divided by f, and the file's path is logged.
+     */
+    static void describeLevel(ImagePlus mosaic, GridResult g) {
+        int f = g.factor();
+        String name = new File(g.omePath).getName();
+        mosaic.setTitle(g.level == 0 ? name : name + " (level " + g.level + ", 1/" + f + ")");
+        Calibration cal = mosaic.getCalibration().copy();
+        cal.pixelWidth *= f;
+        cal.pixelHeight *= f;
+        cal.xOrigin /= f;
+        cal.yOrigin /= f;
+        mosaic.setCalibration(cal);
+        String info = "Tessera grid mosaic, saved as a pyramidal OME-TIFF: " + g.omePath + "\n"
+                + "Full resolution: " + g.fullWidth + " x " + g.fullHeight + " pixels\n"
+                + "This image: pyramid level " + g.level + " (level 0 = full resolution), " + g.width + " x " + g.height
+                + " pixels, downsampled " + f + "x" + f + " (2x2 mean per level)\n";
+        mosaic.setProperty("Info", info);
+        IJ.log("Grid: the " + g.fullWidth + "x" + g.fullHeight + " mosaic was saved as a pyramidal OME-TIFF: " + g.omePath
+                + (g.level == 0 ? "" : "; opened level " + g.level + " (" + f + "x downsampled, " + g.width + "x" + g.height + ")"));
     }
 
     static ResultsTable tileTable(GridResult g, File[] files) {

@@ -239,11 +239,30 @@ public final class Native {
      * copied into native memory first. {@code progress} (may be null) is called before each
      * pair and after the last with the pairs done of all; returning false cancels the run
      * ({@link java.util.concurrent.CancellationException}); an exception it throws ends the
-     * run and is rethrown here.
+     * run and is rethrown here. A mosaic of more than 2^28 pixels is an
+     * {@link IllegalArgumentException} that prints the command line (see the overload that
+     * streams it to an OME-TIFF).
      */
     public static GridResult stitchGrid(Object[] tiles, int w, int h, int cols, int rows, String options, Progress progress) {
+        return stitchGrid(tiles, w, h, cols, rows, options, null, false, 512, 0, progress);
+    }
+
+    /**
+     * {@link #stitchGrid(Object[], int, int, int, int, String, Progress)}, and a mosaic of more
+     * than {@code maxPixels} pixels (0: no bound but the native 2^28), or any mosaic when
+     * {@code force}, is composited in strips and streamed to the tiled, pyramidal OME-TIFF
+     * {@code ome} (tiles of {@code omeTile} pixels, a multiple of 16 from 16 to 4096; each
+     * level the previous halved by a 2x2 mean), as {@code tessera stitch --grid ... -o
+     * FILE.ome.tif} does; the result then holds the largest pyramid level of at most
+     * {@code maxPixels} pixels ({@link GridResult#level}, {@link GridResult#omePath}).
+     * {@code progress} then also follows the mosaic's rows as they are written. A file that
+     * cannot be written is an {@link IllegalArgumentException}; a cancelled or failed run
+     * removes the incomplete file. {@code ome} null: never streamed.
+     */
+    public static GridResult stitchGrid(Object[] tiles, int w, int h, int cols, int rows, String options, String ome, boolean force,
+                                        int omeTile, long maxPixels, Progress progress) {
         load();
-        return nativeStitchGrid(tiles, w, h, cols, rows, options, progress);
+        return nativeStitchGrid(tiles, w, h, cols, rows, options, ome, force, omeTile, maxPixels, progress);
     }
 
     /**
@@ -271,6 +290,6 @@ public final class Native {
                                                         double predY, String options);
     private static native StitchResult nativeStitch(Object[] frames, int w, int h, String options, Progress progress);
     private static native GridResult nativeStitchGrid(Object[] tiles, int w, int h, int cols, int rows, String options,
-                                                      Progress progress);
+                                                      String ome, boolean force, int omeTile, long maxPixels, Progress progress);
     private static native StereoResult nativeStereoSgm(Object left, Object right, float[] disp, int w, int h, String options);
 }

@@ -35,8 +35,20 @@ final class TileFolder {
 
     /** Reads the tiles of {@code folder}; {@code expected} is the grid's tile count. */
     static TileFolder read(File folder, int expected) {
+        return read(folder, expected, new File[0]);
+    }
+
+    /**
+     * {@link #read(File, int)}, leaving out the files {@code outputs}: a mosaic that a previous
+     * run wrote into the tile folder is not a tile.
+     */
+    static TileFolder read(File folder, int expected, File... outputs) {
         if (!folder.isDirectory()) throw new IllegalArgumentException("\"" + folder + "\" is not a folder");
         File[] files = imageFiles(folder);
+        for (File output : outputs) {
+            File out = output.getAbsoluteFile();
+            files = Arrays.stream(files).filter(f -> !f.getAbsoluteFile().equals(out)).toArray(File[]::new);
+        }
         if (files.length == 0) throw new IllegalArgumentException("no image files (" + String.join(" ", EXTENSIONS) + ") in " + folder);
         if (files.length != expected)
             throw new IllegalArgumentException("the grid has " + expected + " tiles, but " + folder + " holds " + files.length + " image files");
