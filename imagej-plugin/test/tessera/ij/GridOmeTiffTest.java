@@ -167,6 +167,35 @@ public class GridOmeTiffTest {
     }
 
     @Test
+    public void cancellingWhileStreamingLeavesNoFile() throws IOException {
+        GridStitchingPluginTest.Grid g = GridStitchingPluginTest.cut(GridStitchingPluginTest.photo("ihc"), 14);
+        File ome = new File(g.folder, "cancelled.ome.tif");
+        try {
+            TileFolder tiles = TileFolder.read(g.folder, COLS * ROWS);
+            int w = tiles.first.getWidth(), h = tiles.first.getHeight();
+            String opts = "overlap=25 order=snake-row start=top-left stage-error=0.1";
+            int[] rowCalls = {0};
+            try {
+                // 12 pairs, then the mosaic's rows: stop at the first strip written.
+                Native.stitchGrid(tiles.pixels, w, h, COLS, ROWS, opts, ome.getPath(), true, 64, 0, (done, total) -> {
+                    if (total == 12) return true;
+                    rowCalls[0]++;
+                    return false;
+                });
+                throw new AssertionError("not cancelled");
+            } catch (java.util.concurrent.CancellationException e) {
+                assertThat(e.getMessage(), containsString("cancelled"));
+            }
+            assertEquals("stopped at the first strip", 1, rowCalls[0]);
+            assertFalse("the incomplete file is removed", ome.exists());
+        } finally {
+            File[] files = g.folder.listFiles();
+            if (files != null) for (File f : files) f.delete();
+            g.folder.delete();
+        }
+    }
+
+    @Test
     public void anUnwritableOutputIsAnErrorNotACrash() throws IOException {
         GridStitchingPluginTest.Grid g = GridStitchingPluginTest.cut(GridStitchingPluginTest.photo("camera"), 13);
         try {
