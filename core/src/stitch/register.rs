@@ -468,7 +468,7 @@ fn mark_inliers(out: &mut PairRegistration, inliers: &[usize]) {
 
 /// A rotation is a candidate when the angle fitted to the vectors' peaks exceeds this many
 /// standard errors (the peaks are noisy: pixel locking, broad peaks on smooth texture).
-const TURN_CANDIDATE: f64 = 2.0;
+const TURN_CANDIDATE: f64 = 3.0;
 /// A candidate rotation stands when, refined on the templates' pixels, it moves a typical
 /// template this far (pixels) beyond the shift; the translation result stands otherwise.
 const VISIBLE_TURN: f64 = 0.1;

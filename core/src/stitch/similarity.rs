@@ -171,6 +171,9 @@ fn sq_dist(a: (f64, f64), b: (f64, f64)) -> f64 {
     (a.0 - b.0) * (a.0 - b.0) + (a.1 - b.1) * (a.1 - b.1)
 }
 
+/// Points a consensus draws its hypotheses from at most (the strongest): a 6 x 6 grid whole.
+const MAX_HYPOTHESIS_POINTS: usize = 36;
+
 /// Limits of a consensus hypothesis.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bounds {
@@ -185,41 +188,60 @@ pub struct Bounds {
 
 /// The consensus similarity of the correspondences `points` with the given `weights` (ties
 /// of inlier count go to the larger weight sum): for every pair of points at least
-/// `min_baseline` apart as hypothesis, the points whose image lands within `tol` pixels
+/// `min_baseline` apart among the [`MAX_HYPOTHESIS_POINTS`] of largest weight as hypothesis, the points whose image lands within `tol` pixels
 /// (Chebyshev) of their reference; the largest set wins, the model is refitted on it by
 /// least squares, and the set gathered once more around the fit. Returns the fit and its
 /// inlier indices, or `None` when no hypothesis is within `bounds`.
 pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
     let with_scale = bounds.max_scale_change > 0.0;
+    // A motion as the matrix entries and shift, so no hypothesis needs trigonometry.
+    let near = |(c, s, x, y): (f64, f64, f64, f64), p: &Correspondence| {
+        let (u, v) = p.moving;
+        libm::fabs(x + c * u - s * v - p.reference.0) <= tol && libm::fabs(y + s * u + c * v - p.reference.1) <= tol
+    };
     let gather = |m: &Similarity| -> Vec<usize> {
-        // The matrix once per hypothesis, not per point.
         let (c, s) = m.matrix();
-        let near = |p: &Correspondence| {
-            let (u, v) = p.moving;
-            libm::fabs(m.x + c * u - s * v - p.reference.0) <= tol && libm::fabs(m.y + s * u + c * v - p.reference.1) <= tol
-        };
-        (0..points.len()).filter(|&k| near(&points[k])).collect()
+        (0..points.len()).filter(|&k| near((c, s, m.x, m.y), &points[k])).collect()
     };
     let within = |m: &Similarity| libm::fabs(m.angle) <= bounds.max_angle && libm::fabs(m.scale - 1.0) <= bounds.max_scale_change + 1e-12;
-    let mut best: Option<(usize, f64, Vec<usize>)> = None;
-    for i in 0..points.len() {
-        for j in i + 1..points.len() {
+    // The bounds as limits on the matrix (c, s) = scale (cos a, sin a).
+    let (min_cos, max_zoom) = (libm::cos(bounds.max_angle.min(core::f64::consts::PI)), 1.0 + bounds.max_scale_change + 1e-12);
+    // Hypotheses from the strongest points only: the consensus needs one good pair of
+    // them, and all pairs of every point cost quadratically more.
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
+    order.truncate(MAX_HYPOTHESIS_POINTS);
+    let mut best: Option<(usize, f64, (f64, f64, f64, f64))> = None;
+    for (n, &i) in order.iter().enumerate() {
+        for &j in &order[n + 1..] {
             let (a, b) = (&points[i], &points[j]);
-            if libm::sqrt(sq_dist(a.moving, b.moving)) < bounds.min_baseline {
+            let (ux, uy) = (b.moving.0 - a.moving.0, b.moving.1 - a.moving.1);
+            let (vx, vy) = (b.reference.0 - a.reference.0, b.reference.1 - a.reference.1);
+            let (lu, lv) = (libm::hypot(ux, uy), libm::hypot(vx, vy));
+            if lu < bounds.min_baseline || !(lv > 0.0) {
                 continue;
             }
-            let Some(h) = fit(&[*a, *b], with_scale, 0.0) else { continue };
-            if !within(&h.motion) {
+            let zoom = if with_scale { lv / lu } else { 1.0 };
+            if zoom > max_zoom || zoom < 2.0 - max_zoom {
                 continue;
             }
-            let set = gather(&h.motion);
-            let score: f64 = set.iter().map(|&k| weights[k]).sum();
-            if best.as_ref().is_none_or(|b| set.len() > b.0 || (set.len() == b.0 && score > b.1)) {
-                best = Some((set.len(), score, set));
+            // The turn taking u to v, scaled.
+            let (cos, sin) = ((ux * vx + uy * vy) / (lu * lv), (ux * vy - uy * vx) / (lu * lv));
+            if cos < min_cos {
+                continue;
+            }
+            let (c, s) = (zoom * cos, zoom * sin);
+            let mid = ((a.moving.0 + b.moving.0) / 2.0, (a.moving.1 + b.moving.1) / 2.0);
+            let goal = ((a.reference.0 + b.reference.0) / 2.0, (a.reference.1 + b.reference.1) / 2.0);
+            let h = (c, s, goal.0 - (c * mid.0 - s * mid.1), goal.1 - (s * mid.0 + c * mid.1));
+            let (count, score) = points.iter().zip(weights).filter(|(p, _)| near(h, p)).fold((0, 0.0), |(n, w), (_, &k)| (n + 1, w + k));
+            if best.is_none_or(|b| count > b.0 || (count == b.0 && score > b.1)) {
+                best = Some((count, score, h));
             }
         }
     }
-    let (_, _, mut set) = best?;
+    let (_, _, h) = best?;
+    let mut set: Vec<usize> = (0..points.len()).filter(|&k| near(h, &points[k])).collect();
     let mut result = None;
     for _ in 0..2 {
         let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();

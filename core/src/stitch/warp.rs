@@ -28,7 +28,8 @@ fn bilinear<P: SynthPixel>(src: ImageView<'_, P>, x: f64, y: f64) -> [f32; 3] {
     let (w, h) = src.size();
     let x = x.clamp(0.0, (w - 1) as f64);
     let y = y.clamp(0.0, (h - 1) as f64);
-    let (x0, y0) = (libm::floor(x) as usize, libm::floor(y) as usize);
+    // Non-negative: truncation is the floor (and cheaper than `libm::floor` without std).
+    let (x0, y0) = (x as usize, y as usize);
     let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
     let (ax, ay) = ((x - x0 as f64) as f32, (y - y0 as f64) as f32);
     let (top, bottom) = (src.row(y0), src.row(y1));
