@@ -60,7 +60,7 @@ impl<'a> Run<'a> {
     /// Tries to close a loop from frame `current` (just registered against `reference` at
     /// chained position `current.pos`): the loop is kept in `loops`, its NCC evaluations
     /// added to the frame's record.
-    pub(super) fn close_loop<T: GrayType>(&self, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>) -> Result<()> {
+    pub(super) fn close_loop<T: GrayType>(&self, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<()> {
         let (r, r_pos) = reference;
         if !loops.keyframes.iter().any(|k| k.0 == r) {
             loops.keyframes.push((r, r_pos, false));
@@ -89,7 +89,7 @@ impl<'a> Run<'a> {
             None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
             Some(_) => None,
         };
-        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, current.pos)], k);
+        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, current.pos)], k, turn_buffer);
         if let Some(m) = moving {
             *buffer = m.into_integral();
         }

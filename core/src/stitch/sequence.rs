@@ -41,7 +41,7 @@ use super::accept::Acceptance;
 use super::register::{fit_turn, gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
-use super::warp::warp;
+use super::warp::{warp, warp_with};
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
@@ -527,6 +527,7 @@ impl<'a> Run<'a> {
         moving: Option<&SearchFrame<'_, T>>,
         attempts: &[(usize, Similarity)],
         fallback: usize,
+        turn_buffer: &mut Integral<T>,
     ) -> Result<(usize, PairRegistration, u64)>
     where
         'a: 'h,
@@ -537,7 +538,7 @@ impl<'a> Run<'a> {
             let r_held = frame(r)?;
             let motion = r_held.pos.inverse().then(&pred);
             if rp.motion == Motion::Similarity && motion.spread(self.size) > WARP_SPREAD {
-                let reg = self.register_turned(r_held.view::<T>()?, current.view::<T>()?, rp, &motion)?;
+                let reg = self.register_turned(r_held.view::<T>()?, current.view::<T>()?, rp, &motion, turn_buffer)?;
                 evaluations += reg.evaluations;
                 return Ok(reg);
             }
@@ -638,13 +639,16 @@ impl<'a> Run<'a> {
     /// (or scales) the frame visibly: the moving frame is first turned back by it about its
     /// centre, so that the templates meet their matches upright and the pair is nearly a
     /// translation, then the pair's motion is composed with the turn. Always on the CPU (a
-    /// registrar's frames are the sequence's, not turned copies).
-    fn register_turned<T: GrayType>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, rp: &RegisterParams, motion: &Similarity) -> Result<PairRegistration> {
+    /// registrar's frames are the sequence's, not turned copies). The turned frame's
+    /// integral images go to `buffer`, kept from pair to pair (a fresh one is zero-filled).
+    fn register_turned<T: GrayType>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, rp: &RegisterParams, motion: &Similarity, buffer: &mut Integral<T>) -> Result<PairRegistration> {
         let turn = Similarity::about(centre(self.size), (0.0, 0.0), motion.angle, motion.scale);
         let back = turn.inverse();
-        let turned = warp(moving, &back)?;
-        let search = SearchFrame::new(turned.view())?;
-        let mut reg = register_pair(reference, &search, rp, motion.then(&back).shift(), self.par)?;
+        let turned = warp_with(moving, &back, self.size, self.par)?;
+        let search = SearchFrame::with_buffer(turned.view(), core::mem::take(buffer))?;
+        let registered = register_pair(reference, &search, rp, motion.then(&back).shift(), self.par);
+        *buffer = search.into_integral();
+        let mut reg = registered?;
         if reg.motion().is_some_and(|m| m.is_translation()) {
             fit_turn(&mut reg, reference, turned.view(), rp, true);
         }
@@ -667,6 +671,7 @@ impl<'a> Run<'a> {
         let pipelined = self.registrar.is_none() && self.par.threads() > 1;
         let mut spare = Integral::default();
         let mut prepared: Option<usize> = None;
+        let mut turn_buffer = Integral::default();
         // The frames the run may register against, found by index: the keyframe, the last
         // good frame and, until the first pair registers, the latest readable frame that
         // did not register against the reference candidate `key` (a candidate too).
@@ -743,18 +748,22 @@ impl<'a> Run<'a> {
             if pipelined && ahead.is_empty() && i + 1 < self.frames.ready() {
                 ahead.push_back((i + 1, self.load(i + 1)));
             }
+            // A pair that turns is matched in a turned copy of its frame, whose integral
+            // images it computes itself; the next frame will most likely turn too, and
+            // its integral images go unused. Then both threads turn this frame instead.
+            let turning = self.registrar.is_none() && p.register.motion == Motion::Similarity && attempts.first().is_some_and(|&(r, pred)| find(r).is_ok_and(|f| f.pos.inverse().then(&pred).spread(self.size) > WARP_SPREAD));
             let next = match ahead.front() {
-                Some((_, Ok(f))) if pipelined => Some(f.view::<T>()?),
+                Some((_, Ok(f))) if pipelined && !turning => Some(f.view::<T>()?),
                 _ => None,
             };
             let spare_ref = &mut spare;
             // Pipelined, the pair runs on this thread alone while the other computes the
             // next frame's integral images: two even halves, no fork-join inside the pair.
-            let solo = Run { par: if pipelined { Parallelism::Sequential } else { self.par }, ..*self };
+            let solo = Run { par: if pipelined && !turning { Parallelism::Sequential } else { self.par }, ..*self };
             let (settled, next_ready) = parallel::overlap(
                 self.par,
                 move || next.map(|v| spare_ref.compute(v).is_ok()).unwrap_or(false),
-                || solo.settle::<T>(&find, &current, moving.as_ref(), &attempts, last.unwrap_or(k)),
+                || solo.settle::<T>(&find, &current, moving.as_ref(), &attempts, last.unwrap_or(k), &mut turn_buffer),
             );
             if let Some(m) = moving {
                 buffer = m.into_integral();
@@ -811,7 +820,7 @@ impl<'a> Run<'a> {
                     records.push(rec);
                     let current = Held { pos, ..current };
                     if p.close_loops {
-                        self.close_loop::<T>(&current, (r, r_pos), &mut records, &mut loops, &mut spare)?;
+                        self.close_loop::<T>(&current, (r, r_pos), &mut records, &mut loops, &mut spare, &mut turn_buffer)?;
                     }
                     held.push(current);
                 }

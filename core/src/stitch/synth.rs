@@ -73,13 +73,27 @@ pub trait SynthPixel: Pixel + crate::filter::BoxPixel {
     fn from_channels(v: [f32; 3]) -> Self;
 }
 
+/// `x` clamped to `0..=max`, then rounded half away from zero (NaN gives 0), as
+/// `libm::roundf(x).clamp(0, max)` but inline: a warp rounds every pixel, and the call
+/// cost more than the interpolation. Not `(x + 0.5) as u32`, which rounds the largest
+/// float below 0.5 up.
+#[inline]
+fn rounded(x: f32, max: f32) -> u32 {
+    // NaN fails `x > 0` and becomes 0.
+    let c = if x > 0.0 { x.min(max) } else { 0.0 };
+    // SAFETY: `0 <= c <= max <= 65535`, finite: in range for i32, and truncation is the
+    // floor.
+    let t = unsafe { c.to_int_unchecked::<i32>() };
+    (if c - t as f32 >= 0.5 { t + 1 } else { t }) as u32
+}
+
 impl SynthPixel for u8 {
     const COLOURS: usize = 1;
     fn channel(self, _c: usize) -> f32 {
         self as f32
     }
     fn from_channels(v: [f32; 3]) -> Self {
-        libm::roundf(v[0]).clamp(0.0, 255.0) as u8
+        rounded(v[0], 255.0) as u8
     }
 }
 impl SynthPixel for u16 {
@@ -88,7 +102,7 @@ impl SynthPixel for u16 {
         self as f32
     }
     fn from_channels(v: [f32; 3]) -> Self {
-        libm::roundf(v[0]).clamp(0.0, 65535.0) as u16
+        rounded(v[0], 65535.0) as u16
     }
 }
 impl SynthPixel for f32 {
@@ -106,7 +120,7 @@ impl SynthPixel for Rgba8 {
         self.to_array()[c] as f32
     }
     fn from_channels(v: [f32; 3]) -> Self {
-        let q = |x: f32| libm::roundf(x).clamp(0.0, 255.0) as u8;
+        let q = |x: f32| rounded(x, 255.0) as u8;
         Rgba8::new(q(v[0]), q(v[1]), q(v[2]), 255)
     }
 }
