@@ -25,7 +25,7 @@ pub use grid::{grid_positions, neighbours, register_tiles, Corner, GridParams, M
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc};
 pub use solve::{solve, Constraint, Solution};
-pub use register::{register_pair, register_pair_any, register_pair_with, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
+pub use register::{register_pair, register_pair_any, register_pair_turned, register_pair_with, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
     check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
     FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams, MAX_LOOKAHEAD,

@@ -27,6 +27,7 @@ use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
 use crate::stitch::refine::{refine_motion, refine_shift};
 use crate::stitch::similarity::{self, Bounds, Correspondence, Similarity};
+use crate::stitch::synth::SynthPixel;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -290,15 +291,42 @@ fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option
 /// [`PairRegistration`] (with its reason) when the pair cannot be registered.
 ///
 /// Errors: invalid parameters, frames of different sizes, a non-finite prediction.
-pub fn register_pair<T: NccSample + Into<f64>>(
+pub fn register_pair<T: NccSample + Into<f64> + SynthPixel>(
     reference: ImageView<'_, T>,
     moving: &SearchFrame<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    register_pair_with(reference, moving.view(), p, prediction, &mut |searches, sp| {
-        // One search cache per worker: split the searches into a few contiguous chunks.
+    register_pair_seen(reference, moving.view(), p, prediction, &Similarity::IDENTITY, &mut cpu_searches(moving, p, par))
+}
+
+/// [`register_pair`] for a pair predicted to turn (or scale) visibly: registered as if
+/// `moving` were first turned back by `turn` (a rotation and scale about the frame's
+/// centre, [`Similarity::about`]), where `prediction` is the shift that remains. The frame
+/// is not resampled: each template is cut from the reference turned by `turn` about its
+/// centre and searched in `moving` as it is, where the turn sends it, and the refinement
+/// samples `moving` through the turn. The result is the motion as seen on the turned-back
+/// frame (compose it with `turn` for the pair's).
+pub fn register_pair_turned<T: NccSample + Into<f64> + SynthPixel>(
+    reference: ImageView<'_, T>,
+    moving: &SearchFrame<'_, T>,
+    p: &RegisterParams,
+    prediction: (f64, f64),
+    turn: &Similarity,
+    par: Parallelism,
+) -> Result<PairRegistration> {
+    register_pair_seen(reference, moving.view(), p, prediction, turn, &mut cpu_searches(moving, p, par))
+}
+
+/// The CPU's template searches for [`register_pair_with`]: one search cache per worker,
+/// the searches split into a few contiguous chunks.
+fn cpu_searches<'s, T: NccSample>(
+    moving: &'s SearchFrame<'_, T>,
+    p: &'s RegisterParams,
+    par: Parallelism,
+) -> impl FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
+    move |searches, sp| {
         let chunks = par.threads().clamp(1, searches.len().max(1));
         let per = searches.len().div_ceil(chunks);
         let found = map_indices(chunks, par, |c| -> Result<Vec<Option<Match>>> {
@@ -318,7 +346,7 @@ pub fn register_pair<T: NccSample + Into<f64>>(
             all.extend(chunk?);
         }
         Ok(all)
-    })
+    }
 }
 
 /// One template search of a pair: the template cut from the reference at `site` (its
@@ -337,14 +365,31 @@ pub struct TemplateSearch<T: NccSample> {
 /// are the caller's: the seam through which a GPU backend runs all of a pair's searches in
 /// one launch. The consensus shift is then refined on the agreeing templates' pixels
 /// ([`super::refine`]) when `p.refine` and `p.subpixel` are set.
-pub fn register_pair_with<T: NccSample + Into<f64>>(
+pub fn register_pair_with<T: NccSample + Into<f64> + SynthPixel>(
     reference: ImageView<'_, T>,
     moving: ImageView<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
     search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
+    register_pair_seen(reference, moving, p, prediction, &Similarity::IDENTITY, search)
+}
+
+/// [`register_pair_with`] on `moving` seen turned back by `turn` ([`register_pair_turned`];
+/// the identity: as it is, to the bit).
+fn register_pair_seen<T: NccSample + Into<f64> + SynthPixel>(
+    reference: ImageView<'_, T>,
+    moving: ImageView<'_, T>,
+    p: &RegisterParams,
+    prediction: (f64, f64),
+    turn: &Similarity,
+    search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
+) -> Result<PairRegistration> {
     p.validate()?;
+    if !(turn.scale > 0.0 && turn.angle.is_finite() && turn.scale.is_finite() && turn.x.is_finite() && turn.y.is_finite()) {
+        return Err(Error::InvalidParameter { name: "turn", reason: "must be finite with a positive scale".into() });
+    }
+    let seen = Seen { frame: moving, turn: *turn };
     crate::image::check_same_size(reference.size(), moving.size())?;
     require_finite("prediction x", prediction.0)?;
     require_finite("prediction y", prediction.1)?;
@@ -375,11 +420,10 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     let sp = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
     let mut searches = Vec::new();
     for &(tx, ty) in &sites {
-        let template = Template::new(reference.crop(tx, ty, p.rsz, p.rsz)?)?;
+        let Some((template, start)) = seen.template(reference, (tx, ty), p, pred, prediction)? else { continue };
         if template.is_flat() || template.stats().variance() < p.min_variance {
             continue;
         }
-        let start = (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize);
         searches.push(TemplateSearch { site: (tx, ty), template, start });
     }
     let found = if searches.is_empty() { Vec::new() } else { search(&searches, &sp)? };
@@ -392,7 +436,7 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
         let (tx, ty) = s.site;
         // A flat best window has no vector; count it as searched.
         let (found, coefficient, evaluations) = match m {
-            Some(m) => (m.position(), m.coefficient, m.evaluations),
+            Some(m) => (seen.turned(m.position(), p.rsz), m.coefficient, m.evaluations),
             None => ((f64::NAN, f64::NAN), f64::NEG_INFINITY, 0),
         };
         // Adaptive: a best window on the edge of the search area is no peak; the match
@@ -422,7 +466,7 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     if p.motion == Motion::Similarity {
         if let Some((candidate, turned)) = turned_consensus(&out.vectors, &kept, &inliers, p) {
             mark_inliers(&mut out, &turned);
-            let (refined, angle_error) = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &out.vectors, candidate, p.fit_scale) } else { (candidate, 0.0) };
+            let (refined, angle_error) = if p.refine && p.subpixel { seen.refine(reference, p.rsz, &out.vectors, candidate, p.fit_scale) } else { (candidate, 0.0) };
             if turn_stands(&refined, angle_error, &out.vectors, &turned, p) {
                 if let Some(rival) = turned_rival(&out.vectors, &kept, &turned, p) {
                     out.skip = Some(SkipReason::Ambiguous { agreeing: turned.len(), rival });
@@ -451,8 +495,93 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
         return Ok(out);
     }
     mark_inliers(&mut out, &inliers);
-    out.shift = Some(if p.refine && p.subpixel { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
+    // A turned pair's shift is refined with its turn by `fit_turn` (`refine_shift` reads
+    // the frame as it lies, which a turned pair's templates do not match).
+    out.shift = Some(if p.refine && p.subpixel && seen.is_upright() { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
     Ok(out)
+}
+
+/// The moving frame as a pair's registration sees it: `frame` turned back by `turn` about
+/// its centre ([`register_pair_turned`]), or as it is (the identity).
+#[derive(Clone, Copy)]
+struct Seen<'a, T> {
+    frame: ImageView<'a, T>,
+    turn: Similarity,
+}
+
+impl<T: NccSample + Into<f64> + SynthPixel> Seen<'_, T> {
+    fn is_upright(&self) -> bool {
+        self.turn.is_translation()
+    }
+
+    /// The template at `site` of `reference` and where its search starts in the frame,
+    /// for the rounded prediction `pred` (exact: `prediction`): upright, the crop itself;
+    /// turned, the reference resampled (bilinear) about the template's centre as the turn
+    /// shows it in the frame. `None` where a turned template would leave the reference, or
+    /// its search start the frame.
+    fn template(&self, reference: ImageView<'_, T>, (tx, ty): (usize, usize), p: &RegisterParams, pred: (i64, i64), prediction: (f64, f64)) -> Result<Option<(Template<T>, (isize, isize))>> {
+        if self.is_upright() {
+            let start = (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize);
+            return Ok(Some((Template::new(reference.crop(tx, ty, p.rsz, p.rsz)?)?, start)));
+        }
+        let half = (p.rsz as f64 - 1.0) / 2.0;
+        let c = (tx as f64 + half, ty as f64 + half);
+        // Template pixel d shows the reference at c + L (d - half), L the turn's matrix.
+        let linear = Similarity { x: 0.0, y: 0.0, ..self.turn };
+        let o = linear.apply((half, half));
+        let cut = Similarity { x: c.0 - o.0, y: c.1 - o.1, ..linear };
+        let (w, h) = reference.size();
+        let last = p.rsz as f64 - 1.0;
+        let inside = [(0.0, 0.0), (last, 0.0), (0.0, last), (last, last)].iter().all(|&q| {
+            let (x, y) = cut.apply(q);
+            x >= 0.0 && y >= 0.0 && x <= (w - 1) as f64 && y <= (h - 1) as f64
+        });
+        // Its centre in the frame: where the turned-back view shows it, turned forward.
+        let at = self.turn.inverse().apply((c.0 - prediction.0, c.1 - prediction.1));
+        let start = (libm::round(at.0 - half) as isize, libm::round(at.1 - half) as isize);
+        // The start itself must be a window of the frame, as on an upright pair's grid: the
+        // null probes evaluate the other templates there.
+        let fits = |s: isize, len: usize| s >= 0 && s <= len as isize - p.rsz as isize;
+        if !inside || !fits(start.0, w) || !fits(start.1, h) {
+            return Ok(None);
+        }
+        let patch = super::warp::warp_sized(reference, &cut, (p.rsz, p.rsz))?;
+        Ok(Some((Template::new(patch.view())?, start)))
+    }
+
+    /// A match's top-left `position` in the frame, as the turned-back view has it.
+    fn turned(&self, position: (f64, f64), rsz: usize) -> (f64, f64) {
+        if self.is_upright() {
+            return position;
+        }
+        let half = (rsz as f64 - 1.0) / 2.0;
+        let c = self.turn.apply((position.0 + half, position.1 + half));
+        (c.0 - half, c.1 - half)
+    }
+
+    /// [`refine_motion`] of `motion` (the turned-back view's): on the frame itself, through
+    /// the turn.
+    fn refine(&self, reference: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector], motion: Similarity, with_scale: bool) -> (Similarity, f64) {
+        if self.is_upright() {
+            return refine_motion(reference, self.frame, rsz, vectors, motion, with_scale);
+        }
+        // A template that the turn sends across the frame's edge would stop the whole
+        // refinement (an upright pair's grid keeps them inside): leave it out, with a
+        // pixel to spare for the refinement's own moves.
+        let total = motion.then(&self.turn);
+        let back = total.inverse();
+        let (w, h) = self.frame.size();
+        let last = rsz as f64 - 1.0;
+        let inside = |v: &MotionVector| {
+            [(0.0, 0.0), (last, 0.0), (0.0, last), (last, last)].iter().all(|&(u, t)| {
+                let (x, y) = back.apply((v.template.0 as f64 + u, v.template.1 as f64 + t));
+                x >= 1.0 && y >= 1.0 && x <= (w as f64) - 3.0 && y <= (h as f64) - 3.0
+            })
+        };
+        let kept: Vec<MotionVector> = vectors.iter().map(|v| MotionVector { inlier: v.inlier && inside(v), ..v.clone() }).collect();
+        let (m, error) = refine_motion(reference, self.frame, rsz, &kept, total, with_scale);
+        (m.then(&self.turn.inverse()), error)
+    }
 }
 
 /// Marks the vectors used and fills the pair's statistics from them.
@@ -506,7 +635,11 @@ fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize],
     let f = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE)?;
     let turned = libm::fabs(f.motion.angle) > TURN_CANDIDATE * f.angle_error;
     let zoomed = p.fit_scale && libm::fabs(f.motion.scale - 1.0) > TURN_CANDIDATE * f.angle_error;
-    if set.len() < shift_inliers.len() || set.len() < needed || !(turned || zoomed) || libm::fabs(f.motion.angle) > bounds.max_angle {
+    // A weak consensus (a minority of the textured templates, as on faint texture) shows
+    // no turn: chance agreement bends a few peaks as easily as it moves them, and a false
+    // turn, once chained, misplaces every later frame. Grown templates see it if it is there.
+    let weak = 3 * set.len() < v.len();
+    if weak || set.len() < shift_inliers.len() || set.len() < needed || !(turned || zoomed) || libm::fabs(f.motion.angle) > bounds.max_angle {
         return None;
     }
     Some((f.motion, set.iter().map(|&k| kept[k]).collect()))
@@ -564,9 +697,10 @@ fn turned_rival(v: &[MotionVector], kept: &[usize], inliers: &[usize], p: &Regis
 /// registered on a frame turned back by its predicted turn, whose own turn is then only the
 /// prediction) the fit stands whatever its size; otherwise only a turn that is visible and
 /// significant once refined, as [`register_pair_with`] decides. `reference` and `moving`
-/// are the frames the pair was registered on. Nothing changes for a skipped pair, or one of
+/// are the frames the pair was registered on, `moving` seen turned back by `turn`
+/// ([`register_pair_turned`]; the identity for a pair registered upright). Nothing changes for a skipped pair, or one of
 /// fewer than three agreeing vectors.
-pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, always: bool) {
+pub fn fit_turn<T: NccSample + Into<f64> + SynthPixel>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, turn: &Similarity, p: &RegisterParams, always: bool) {
     let inliers: Vec<usize> = (0..reg.vectors.len()).filter(|&k| reg.vectors[k].inlier).collect();
     if reg.shift.is_none() || inliers.len() < 3 {
         return;
@@ -575,7 +709,8 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
     if libm::fabs(f.motion.angle - reg.angle) > turn_bounds(p).max_angle {
         return;
     }
-    let (m, angle_error) = if p.refine && p.subpixel { refine_motion(reference, moving, p.rsz, &reg.vectors, f.motion, p.fit_scale) } else { (f.motion, 0.0) };
+    let seen = Seen { frame: moving, turn: *turn };
+    let (m, angle_error) = if p.refine && p.subpixel { seen.refine(reference, p.rsz, &reg.vectors, f.motion, p.fit_scale) } else { (f.motion, 0.0) };
     if always || turn_stands(&m, angle_error, &reg.vectors, &inliers, p) {
         (reg.shift, reg.angle, reg.scale) = (Some(m.shift()), m.angle, m.scale);
     }

@@ -38,10 +38,10 @@ use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc};
 use super::accept::Acceptance;
-use super::register::{fit_turn, gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
+use super::register::{fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
-use super::warp::{warp, warp_with};
+use super::warp::warp;
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
@@ -538,7 +538,16 @@ impl<'a> Run<'a> {
             let r_held = frame(r)?;
             let motion = r_held.pos.inverse().then(&pred);
             if rp.motion == Motion::Similarity && motion.spread(self.size) > WARP_SPREAD {
-                let reg = self.register_turned(r_held.view::<T>()?, current.view::<T>()?, rp, &motion, turn_buffer)?;
+                // With a registrar, the frame's integral images are computed here.
+                let own = match moving {
+                    Some(_) => None,
+                    None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(turn_buffer))?),
+                };
+                let reg = self.register_turned(r_held.view::<T>()?, moving.or(own.as_ref()).ok_or(Error::Backend("internal: no moving frame".into()))?, rp, &motion);
+                if let Some(o) = own {
+                    *turn_buffer = o.into_integral();
+                }
+                let reg = reg?;
                 evaluations += reg.evaluations;
                 return Ok(reg);
             }
@@ -552,7 +561,7 @@ impl<'a> Run<'a> {
                 (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
             };
             if rp.motion == Motion::Similarity && !motion.is_translation() && reg.motion().is_some_and(|m| m.is_translation()) {
-                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, rp, false);
+                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, &Similarity::IDENTITY, rp, false);
             }
             evaluations += reg.evaluations;
             Ok(reg)
@@ -636,21 +645,17 @@ impl<'a> Run<'a> {
     }
 
     /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
-    /// (or scales) the frame visibly: the moving frame is first turned back by it about its
-    /// centre, so that the templates meet their matches upright and the pair is nearly a
-    /// translation, then the pair's motion is composed with the turn. Always on the CPU (a
-    /// registrar's frames are the sequence's, not turned copies). The turned frame's
-    /// integral images go to `buffer`, kept from pair to pair (a fresh one is zero-filled).
-    fn register_turned<T: GrayType>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, rp: &RegisterParams, motion: &Similarity, buffer: &mut Integral<T>) -> Result<PairRegistration> {
+    /// (or scales) the frame visibly, as if the moving frame were first turned back by it
+    /// about its centre ([`register_pair_turned`]: the templates are turned, not the frame),
+    /// so that the templates meet their matches upright and the pair is nearly a
+    /// translation; then the pair's motion is composed with the turn. Always on the CPU (a
+    /// registrar searches upright templates).
+    fn register_turned<T: GrayType>(&self, reference: ImageView<'_, T>, moving: &SearchFrame<'_, T>, rp: &RegisterParams, motion: &Similarity) -> Result<PairRegistration> {
         let turn = Similarity::about(centre(self.size), (0.0, 0.0), motion.angle, motion.scale);
         let back = turn.inverse();
-        let turned = warp_with(moving, &back, self.size, self.par)?;
-        let search = SearchFrame::with_buffer(turned.view(), core::mem::take(buffer))?;
-        let registered = register_pair(reference, &search, rp, motion.then(&back).shift(), self.par);
-        *buffer = search.into_integral();
-        let mut reg = registered?;
+        let mut reg = register_pair_turned(reference, moving, rp, motion.then(&back).shift(), &turn, self.par)?;
         if reg.motion().is_some_and(|m| m.is_translation()) {
-            fit_turn(&mut reg, reference, turned.view(), rp, true);
+            fit_turn(&mut reg, reference, moving.view(), &turn, rp, true);
         }
         if let Some(m) = reg.motion() {
             let total = m.then(&turn);
@@ -748,18 +753,14 @@ impl<'a> Run<'a> {
             if pipelined && ahead.is_empty() && i + 1 < self.frames.ready() {
                 ahead.push_back((i + 1, self.load(i + 1)));
             }
-            // A pair that turns is matched in a turned copy of its frame, whose integral
-            // images it computes itself; the next frame will most likely turn too, and
-            // its integral images go unused. Then both threads turn this frame instead.
-            let turning = self.registrar.is_none() && p.register.motion == Motion::Similarity && attempts.first().is_some_and(|&(r, pred)| find(r).is_ok_and(|f| f.pos.inverse().then(&pred).spread(self.size) > WARP_SPREAD));
             let next = match ahead.front() {
-                Some((_, Ok(f))) if pipelined && !turning => Some(f.view::<T>()?),
+                Some((_, Ok(f))) if pipelined => Some(f.view::<T>()?),
                 _ => None,
             };
             let spare_ref = &mut spare;
             // Pipelined, the pair runs on this thread alone while the other computes the
             // next frame's integral images: two even halves, no fork-join inside the pair.
-            let solo = Run { par: if pipelined && !turning { Parallelism::Sequential } else { self.par }, ..*self };
+            let solo = Run { par: if pipelined { Parallelism::Sequential } else { self.par }, ..*self };
             let (settled, next_ready) = parallel::overlap(
                 self.par,
                 move || next.map(|v| spare_ref.compute(v).is_ok()).unwrap_or(false),
