@@ -41,7 +41,7 @@ use super::accept::Acceptance;
 use super::register::{fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
-use super::warp::warp;
+use super::warp::warp_with;
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
@@ -634,7 +634,7 @@ impl<'a> Run<'a> {
         // few templates between unrelated frames is rare but, over a long run with
         // several attempts per frame, not rare enough to report a position on it.
         if let (Some(m), true) = (reg.motion(), weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
-            let aligned = Aligned::new(current.view::<T>()?, &m)?;
+            let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
             let overlap = overlap_ncc(frame(r)?.view::<T>()?, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
             if overlap < p.register.min_coefficient {
                 reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap });
@@ -805,7 +805,7 @@ impl<'a> Run<'a> {
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
                     rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, ..rec };
                     if p.quality {
-                        let aligned = Aligned::new(current.view::<T>()?, &motion)?;
+                        let aligned = Aligned::new(current.view::<T>()?, &motion, self.par)?;
                         let (a, b) = (r_held.view::<T>()?, aligned.view());
                         rec.quality = overlap_ncc(a, b, aligned.shift, self.par)?;
                         rec.quality_grid = grid_ncc(a, b, aligned.shift, p.register.rsz)?;
@@ -965,13 +965,14 @@ pub(super) struct Aligned<'v, T: GrayType> {
 }
 
 impl<'v, T: GrayType> Aligned<'v, T> {
-    pub(super) fn new(frame: ImageView<'v, T>, motion: &Similarity) -> Result<Self> {
+    /// `frame` aligned for `motion`, turned (if it turns) on `par`'s threads.
+    pub(super) fn new(frame: ImageView<'v, T>, motion: &Similarity, par: Parallelism) -> Result<Self> {
         if motion.is_translation() {
             return Ok(Aligned { frame, turned: None, shift: motion.shift() });
         }
         let turn = Similarity::about(centre(frame.size()), (0.0, 0.0), motion.angle, motion.scale);
         let back = turn.inverse();
-        Ok(Aligned { frame, turned: Some(warp(frame, &back)?), shift: motion.then(&back).shift() })
+        Ok(Aligned { frame, turned: Some(warp_with(frame, &back, frame.size(), par)?), shift: motion.then(&back).shift() })
     }
 
     pub(super) fn view(&self) -> ImageView<'_, T> {
