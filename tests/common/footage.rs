@@ -144,6 +144,48 @@ pub fn rolling(n: usize, size: (usize, usize), frame: (usize, usize), step: f64,
         .collect()
 }
 
+/// An endoscope advancing and withdrawing: `n` frames of `frame` size whose centres wander
+/// as in [`rolling`] (`step` px per frame, turning `roll` radians per frame, the rate varying
+/// by half either way) while the scale (photograph pixels per frame pixel) changes by up
+/// to `zoom` per frame (relative), smoothly: the rate is `zoom * tanh(2.5 cos(2 pi t))`, `t`
+/// going from 0 to 1 along the sweep, so the probe advances (magnifies, scale below 1)
+/// from the first frame, withdraws past where it started, and advances again, ending near
+/// the first frame's scale. With `zoom` 0.01 and 80 frames the scale spans 0.85 to 1.17
+/// of the first frame's. Every frame stays inside the photograph at every scale and
+/// turn.
+pub fn zooming(n: usize, size: (usize, usize), frame: (usize, usize), step: f64, zoom: f64, roll: f64, seed: u64) -> Vec<Similarity> {
+    let mut log_scale = 0.0;
+    let scales: Vec<f64> = (0..n)
+        .map(|i| {
+            if i > 0 {
+                let t = (i as f64 - 0.5) / (n.max(2) - 1) as f64;
+                log_scale -= zoom * (2.5 * (std::f64::consts::TAU * t).cos()).tanh();
+            }
+            log_scale.exp()
+        })
+        .collect();
+    let largest = scales.iter().cloned().fold(1.0, f64::max);
+    let half = largest * (frame.0 as f64 - 1.0).hypot(frame.1 as f64 - 1.0) / 2.0 + 3.0;
+    let room = (size.0 as f64 - 2.0 * half, size.1 as f64 - 2.0 * half);
+    assert!(room.0 > 4.0 && room.1 > 4.0, "photograph too small for zoomed frames");
+    let centres = wandering(n, (room.0 - 4.0, room.1 - 4.0), step, 0.5, seed);
+    let mut rng = SplitMix64::new(seed ^ 0x5eed);
+    let phase = std::f64::consts::TAU * rng.uniform();
+    let c = ((frame.0 as f64 - 1.0) / 2.0, (frame.1 as f64 - 1.0) / 2.0);
+    let mut angle = 0.0;
+    centres
+        .iter()
+        .zip(&scales)
+        .enumerate()
+        .map(|(i, (&(x, y), &scale))| {
+            if i > 0 {
+                angle += roll * (1.0 + 0.5 * (phase + i as f64 / 7.0).sin());
+            }
+            Similarity::about(c, (half - 2.0 + x - c.0, half - 2.0 + y - c.1), angle, scale)
+        })
+        .collect()
+}
+
 /// A wandering path of `n` frames inside `room` (the range of top-left corners), `step` px
 /// per frame, the heading turning by up to `turn / 2` radians each frame (0.5: smooth;
 /// 2: a hand-held probe whose direction wanders).

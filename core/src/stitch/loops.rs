@@ -111,10 +111,11 @@ impl<'a> Run<'a> {
 /// or all rejected) the tree fits exactly: the chained poses stay, to the bit, with
 /// residual 0.
 ///
-/// Turned frames: the angles are solved first (they chain by sums, like positions), then the
-/// positions with every pair's shift turned by its `from` frame's solved angle, which makes
-/// them linear again. A constraint's residual is then its position residual and its angle
-/// residual at the frame's corners, whichever is larger.
+/// Turned frames: the angles and the logs of the scales are solved first (they chain by
+/// sums, like positions), then the positions with every pair's shift turned and scaled by
+/// its `from` frame's solved angle and scale, which makes them linear again. A constraint's
+/// residual is then its position residual and its angle and scale residual at the frame's
+/// corners, whichever is larger.
 pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Loops, size: (usize, usize)) -> Result<()> {
     // Every registration as (from, to, the pair's motion).
     let tree: Vec<(usize, usize, Similarity)> = records
@@ -130,22 +131,27 @@ pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Lo
         rec.loop_closure = None;
     }
     let turned = records.iter().any(|r| r.pose().is_some_and(|p| !p.is_translation())) || kept.iter().any(|l| !l.2.is_translation());
-    // Angles in pixels: the arc the frame's corner travels, so one robust scale serves both.
+    // Angles in pixels: the arc the frame's corner travels, so one robust scale serves both;
+    // log scales likewise, as the second coordinate: the corner's move under the zoom. The
+    // scales were once kept as chained, so a loop could not correct a zooming sweep's scale
+    // drift, and the positions were solved with the chained scales the loops disagreed with.
+    // Unscaled frames (log 1 = 0 exactly) solve to scale 1 exactly, as before.
     let radius = libm::hypot(size.0 as f64, size.1 as f64) / 2.0;
     while !kept.is_empty() {
         let all: Vec<(usize, usize, Similarity)> = tree.iter().chain(&kept).copied().collect();
         let angles = if turned {
-            let constraints: Vec<Constraint> = all.iter().map(|&(from, to, m)| Constraint { from, to, shift: (m.angle * radius, 0.0), weight: 1.0 }).collect();
-            let guess: Vec<Option<(f64, f64)>> = records.iter().map(|r| r.position.map(|_| (r.angle * radius, 0.0))).collect();
+            let constraints: Vec<Constraint> = all.iter().map(|&(from, to, m)| Constraint { from, to, shift: (m.angle * radius, libm::log(m.scale) * radius), weight: 1.0 }).collect();
+            let guess: Vec<Option<(f64, f64)>> = records.iter().map(|r| r.position.map(|_| (r.angle * radius, libm::log(r.scale) * radius))).collect();
             Some(solve(records.len(), anchor, (0.0, 0.0), &constraints, &guess, ROBUST_SCALE)?)
         } else {
             None
         };
         let angle_of = |i: usize| angles.as_ref().and_then(|a| a.positions[i]).map_or(0.0, |p| p.0 / radius);
+        let scale_of = |i: usize| angles.as_ref().and_then(|a| a.positions[i]).map_or(records[i].scale, |p| libm::exp(p.1 / radius));
         let constraints: Vec<Constraint> = all
             .iter()
             .map(|&(from, to, m)| {
-                let shift = if turned { Similarity { x: 0.0, y: 0.0, angle: angle_of(from), scale: records[from].scale }.apply(m.shift()) } else { m.shift() };
+                let shift = if turned { Similarity { x: 0.0, y: 0.0, angle: angle_of(from), scale: scale_of(from) }.apply(m.shift()) } else { m.shift() };
                 Constraint { from, to, shift, weight: 1.0 }
             })
             .collect();
@@ -176,13 +182,14 @@ pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Lo
     Ok(())
 }
 
-/// Writes the solved positions (and angles, in pixels of arc at `radius`) into the
-/// registered frames' records.
+/// Writes the solved positions (and angles and log scales, in pixels of arc and of zoom at
+/// `radius`) into the registered frames' records.
 fn apply(records: &mut [FrameRecord], positions: &Solution, angles: Option<&Solution>, radius: f64) {
     for rec in records.iter_mut().filter(|r| r.position.is_some()) {
         rec.position = positions.positions[rec.index];
         if let Some(a) = angles.and_then(|a| a.positions[rec.index]) {
             rec.angle = a.0 / radius;
+            rec.scale = libm::exp(a.1 / radius);
         }
     }
 }

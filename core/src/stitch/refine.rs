@@ -211,6 +211,27 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
     let Some(inverse) = invert(&hess, k) else { return unrefined };
     let mut m = motion;
     let reach = (n as f64) * 2.0;
+    // Where the refinement's move is measured: two template sides from the moving frame's
+    // origin; with a scale, at the templates' corners themselves (where they sample the
+    // moving frame at the start). A zoom (or turn) corrected about the templates' centroid
+    // moves the frame's corner, a frame's half-diagonal away, by more than any template:
+    // a loop pair zoomed 12 % whose start was 0.7 % off kept that start, the move being
+    // over 1 px at the corner and under it at the templates. Without a scale the probes
+    // stay as they were, so that results without `fit_scale` are unchanged to the bit.
+    let probes: Vec<(f64, f64)> = if with_scale {
+        let start = motion.inverse();
+        let last = (n - 1) as f64;
+        patches
+            .iter()
+            .flat_map(|p| {
+                let c = (p.corner.0 as f64, p.corner.1 as f64);
+                [c, (c.0 + last, c.1), (c.0, c.1 + last), (c.0 + last, c.1 + last)]
+            })
+            .map(|c| start.apply(c))
+            .collect()
+    } else {
+        alloc::vec![(0.0, 0.0), (reach, 0.0), (0.0, reach)]
+    };
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
     for _ in 0..TURN_ITERATIONS {
@@ -262,7 +283,7 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
         }
         let update = Similarity::about(centre, (step[0], step[1]), step[2], 1.0 + step[3]);
         m = update.then(&m);
-        let moved = [(0.0, 0.0), (reach, 0.0), (0.0, reach)].into_iter().map(|q| {
+        let moved = probes.iter().map(|&q| {
             let (a, b) = (m.apply(q), motion.apply(q));
             libm::hypot(a.0 - b.0, a.1 - b.1)
         });

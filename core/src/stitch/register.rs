@@ -647,10 +647,11 @@ fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize],
 
 /// Whether the refined similarity `m` of a pair, fitted to the vectors `inliers`, is a turn
 /// worth reporting: it moves a typical template (at the root mean square distance from
-/// their centroid) by at least [`VISIBLE_TURN`] beyond the shift, and its angle is
-/// [`TURN_SIGNIFICANCE`] of the refinement's standard errors (`angle_error`) and
-/// [`PEAK_SIGNIFICANCE`] of the peaks' from 0. On smooth, faint texture the refinement's
-/// error (pixels independent) is far too small, and the peaks' scatter tells.
+/// their centroid) by at least [`VISIBLE_TURN`] beyond the shift, and its angle (with a
+/// fitted scale, its angle or its zoom) is [`TURN_SIGNIFICANCE`] of the refinement's
+/// standard errors (`angle_error`) and [`PEAK_SIGNIFICANCE`] of the peaks' from 0. On
+/// smooth, faint texture the refinement's error (pixels independent) is far too small, and
+/// the peaks' scatter tells.
 fn turn_stands(m: &Similarity, angle_error: f64, v: &[MotionVector], inliers: &[usize], p: &RegisterParams) -> bool {
     if !(libm::fabs(m.angle) >= TURN_SIGNIFICANCE * angle_error) && !(p.fit_scale && libm::fabs(m.scale - 1.0) >= TURN_SIGNIFICANCE * angle_error) {
         return false;
@@ -663,7 +664,12 @@ fn turn_stands(m: &Similarity, angle_error: f64, v: &[MotionVector], inliers: &[
     let moved = turn.apply((radius, 0.0));
     // The peaks' scatter about their own fit says how well the pair shows a turn at all.
     let peaks = similarity::fit(&points, p.fit_scale, VECTOR_NOISE).map_or(f64::INFINITY, |f| f.angle_error);
-    libm::hypot(moved.0 - radius, moved.1) >= VISIBLE_TURN && libm::fabs(m.angle) >= PEAK_SIGNIFICANCE * peaks
+    // A fitted zoom counts as a turn does: the peaks' error of the angle is that of the
+    // relative scale too (both are the fit's spread over the points' radius), and a pure
+    // zoom (an endoscope advancing without roll) has no angle to show; judged on the angle
+    // alone it never stood, and a zooming sweep was chained at scale 1.
+    let shown = libm::fabs(m.angle) >= PEAK_SIGNIFICANCE * peaks || (p.fit_scale && libm::fabs(m.scale - 1.0) >= PEAK_SIGNIFICANCE * peaks);
+    libm::hypot(moved.0 - radius, moved.1) >= VISIBLE_TURN && shown
 }
 
 /// The vectors `ks` as correspondences of template centres.
