@@ -34,7 +34,7 @@ const STAT_WORDS: usize = 4;
 const RESULT_WORDS: usize = 13;
 
 /// The kernel and its per-frame constants for one sample type.
-trait DeviceSample: NccSample + Pod + Pixel + Into<f64> + tessera_core::stitch::SynthPixel {
+trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const KERNEL: &'static str;
     /// The frame's offset and flatness tolerance (f32 only: the core's integral image's).
     fn f32_terms(_moving: ImageView<'_, Self>) -> Result<(f64, f64)> {

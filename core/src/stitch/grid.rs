@@ -328,7 +328,7 @@ fn register_tile_pair(a: &AnyView<'_>, b: &AnyView<'_>, predicted: (f64, f64), s
     }
 }
 
-fn register_typed<T: NccSample + Into<f64> + super::synth::SynthPixel>(a: ImageView<'_, T>, b: ImageView<'_, T>, predicted: (f64, f64), size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<PairRegistration> {
+fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, predicted: (f64, f64), size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<PairRegistration> {
     let moving = SearchFrame::new(b)?;
     let weak = |r: &PairRegistration| r.shift.is_some() && 3 * r.vectors_used < r.textured;
     let mut best = register_pair(a, &moving, &p.register, predicted, par)?;

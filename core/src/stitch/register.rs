@@ -291,14 +291,14 @@ fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option
 /// [`PairRegistration`] (with its reason) when the pair cannot be registered.
 ///
 /// Errors: invalid parameters, frames of different sizes, a non-finite prediction.
-pub fn register_pair<T: NccSample + Into<f64> + SynthPixel>(
+pub fn register_pair<T: NccSample + Into<f64>>(
     reference: ImageView<'_, T>,
     moving: &SearchFrame<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    register_pair_seen(reference, moving.view(), p, prediction, &Similarity::IDENTITY, &mut cpu_searches(moving, p, par))
+    register_pair_seen(reference, Seen::upright(moving.view()), p, prediction, &mut cpu_searches(moving, p, par))
 }
 
 /// [`register_pair`] for a pair predicted to turn (or scale) visibly: registered as if
@@ -316,7 +316,12 @@ pub fn register_pair_turned<T: NccSample + Into<f64> + SynthPixel>(
     turn: &Similarity,
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    register_pair_seen(reference, moving.view(), p, prediction, turn, &mut cpu_searches(moving, p, par))
+    if !(turn.scale > 0.0 && turn.angle.is_finite() && turn.scale.is_finite() && turn.x.is_finite() && turn.y.is_finite()) {
+        return Err(Error::InvalidParameter { name: "turn", reason: "must be finite with a positive scale".into() });
+    }
+    let resample = |r: ImageView<'_, T>, cut: &Similarity, side: usize| super::warp::warp_sized(r, cut, (side, side));
+    let seen = Seen { frame: moving.view(), turn: *turn, resample: Some(&resample) };
+    register_pair_seen(reference, seen, p, prediction, &mut cpu_searches(moving, p, par))
 }
 
 /// The CPU's template searches for [`register_pair_with`]: one search cache per worker,
@@ -365,31 +370,27 @@ pub struct TemplateSearch<T: NccSample> {
 /// are the caller's: the seam through which a GPU backend runs all of a pair's searches in
 /// one launch. The consensus shift is then refined on the agreeing templates' pixels
 /// ([`super::refine`]) when `p.refine` and `p.subpixel` are set.
-pub fn register_pair_with<T: NccSample + Into<f64> + SynthPixel>(
+pub fn register_pair_with<T: NccSample + Into<f64>>(
     reference: ImageView<'_, T>,
     moving: ImageView<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
     search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
-    register_pair_seen(reference, moving, p, prediction, &Similarity::IDENTITY, search)
+    register_pair_seen(reference, Seen::upright(moving), p, prediction, search)
 }
 
-/// [`register_pair_with`] on `moving` seen turned back by `turn` ([`register_pair_turned`];
-/// the identity: as it is, to the bit).
-fn register_pair_seen<T: NccSample + Into<f64> + SynthPixel>(
+/// [`register_pair_with`] on the moving frame as `seen` ([`register_pair_turned`]; upright:
+/// as it is, to the bit).
+fn register_pair_seen<T: NccSample + Into<f64>>(
     reference: ImageView<'_, T>,
-    moving: ImageView<'_, T>,
+    seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
-    turn: &Similarity,
     search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
     p.validate()?;
-    if !(turn.scale > 0.0 && turn.angle.is_finite() && turn.scale.is_finite() && turn.x.is_finite() && turn.y.is_finite()) {
-        return Err(Error::InvalidParameter { name: "turn", reason: "must be finite with a positive scale".into() });
-    }
-    let seen = Seen { frame: moving, turn: *turn };
+    let moving = seen.frame;
     crate::image::check_same_size(reference.size(), moving.size())?;
     require_finite("prediction x", prediction.0)?;
     require_finite("prediction y", prediction.1)?;
@@ -501,15 +502,25 @@ fn register_pair_seen<T: NccSample + Into<f64> + SynthPixel>(
     Ok(out)
 }
 
+/// Resamples a square of the given side from a frame, pixel `d` at `cut(d)` (bilinear):
+/// a turned template. Passed in by [`register_pair_turned`], whose pixel types can be
+/// resampled; upright pairs need none.
+type Resample<'r, T> = &'r dyn Fn(ImageView<'_, T>, &Similarity, usize) -> Result<Image<T>>;
+
 /// The moving frame as a pair's registration sees it: `frame` turned back by `turn` about
 /// its centre ([`register_pair_turned`]), or as it is (the identity).
 #[derive(Clone, Copy)]
-struct Seen<'a, T> {
+struct Seen<'a, 'r, T> {
     frame: ImageView<'a, T>,
     turn: Similarity,
+    resample: Option<Resample<'r, T>>,
 }
 
-impl<T: NccSample + Into<f64> + SynthPixel> Seen<'_, T> {
+impl<'a, T: NccSample + Into<f64>> Seen<'a, '_, T> {
+    fn upright(frame: ImageView<'a, T>) -> Self {
+        Seen { frame, turn: Similarity::IDENTITY, resample: None }
+    }
+
     fn is_upright(&self) -> bool {
         self.turn.is_translation()
     }
@@ -545,7 +556,8 @@ impl<T: NccSample + Into<f64> + SynthPixel> Seen<'_, T> {
         if !inside || !fits(start.0, w) || !fits(start.1, h) {
             return Ok(None);
         }
-        let patch = super::warp::warp_sized(reference, &cut, (p.rsz, p.rsz))?;
+        let Some(resample) = self.resample else { return Err(Error::Backend("internal: a turned pair with no way to resample templates".into())) };
+        let patch = resample(reference, &cut, p.rsz)?;
         Ok(Some((Template::new(patch.view())?, start)))
     }
 
@@ -706,7 +718,7 @@ fn turned_rival(v: &[MotionVector], kept: &[usize], inliers: &[usize], p: &Regis
 /// are the frames the pair was registered on, `moving` seen turned back by `turn`
 /// ([`register_pair_turned`]; the identity for a pair registered upright). Nothing changes for a skipped pair, or one of
 /// fewer than three agreeing vectors.
-pub fn fit_turn<T: NccSample + Into<f64> + SynthPixel>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, turn: &Similarity, p: &RegisterParams, always: bool) {
+pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, turn: &Similarity, p: &RegisterParams, always: bool) {
     let inliers: Vec<usize> = (0..reg.vectors.len()).filter(|&k| reg.vectors[k].inlier).collect();
     if reg.shift.is_none() || inliers.len() < 3 {
         return;
@@ -715,7 +727,7 @@ pub fn fit_turn<T: NccSample + Into<f64> + SynthPixel>(reg: &mut PairRegistratio
     if libm::fabs(f.motion.angle - reg.angle) > turn_bounds(p).max_angle {
         return;
     }
-    let seen = Seen { frame: moving, turn: *turn };
+    let seen = Seen { frame: moving, turn: *turn, resample: None };
     let (m, angle_error) = if p.refine && p.subpixel { seen.refine(reference, p.rsz, &reg.vectors, f.motion, p.fit_scale) } else { (f.motion, 0.0) };
     if always || turn_stands(&m, angle_error, &reg.vectors, &inliers, p) {
         (reg.shift, reg.angle, reg.scale) = (Some(m.shift()), m.angle, m.scale);
