@@ -124,24 +124,8 @@ pub fn render_posed(src: &Image<f32>, poses: &[Similarity], (w, h): (usize, usiz
 /// about its centre by `roll` radians more than the one before (its rate varying by half
 /// either way along the path). Every frame stays inside the photograph however it turns.
 pub fn rolling(n: usize, size: (usize, usize), frame: (usize, usize), step: f64, roll: f64, seed: u64) -> Vec<Similarity> {
-    let half = (frame.0 as f64 - 1.0).hypot(frame.1 as f64 - 1.0) / 2.0 + 3.0;
-    let room = (size.0 as f64 - 2.0 * half, size.1 as f64 - 2.0 * half);
-    assert!(room.0 > 0.0 && room.1 > 0.0, "photograph too small for turned frames");
-    let centres = wandering(n, (room.0 - 4.0, room.1 - 4.0), step, 0.5, seed);
-    let mut rng = SplitMix64::new(seed ^ 0x5eed);
-    let phase = std::f64::consts::TAU * rng.uniform();
-    let c = ((frame.0 as f64 - 1.0) / 2.0, (frame.1 as f64 - 1.0) / 2.0);
-    let mut angle = 0.0;
-    centres
-        .iter()
-        .enumerate()
-        .map(|(i, &(x, y))| {
-            if i > 0 {
-                angle += roll * (1.0 + 0.5 * (phase + i as f64 / 7.0).sin());
-            }
-            Similarity::about(c, (half - 2.0 + x - c.0, half - 2.0 + y - c.1), angle, 1.0)
-        })
-        .collect()
+    // A zoom of 0 keeps every scale at exactly 1.
+    zooming(n, size, frame, step, 0.0, roll, seed)
 }
 
 /// An endoscope advancing and withdrawing: `n` frames of `frame` size whose centres wander
