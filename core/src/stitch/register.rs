@@ -1050,6 +1050,13 @@ mod tests {
             assert!(register_pair(a.view(), &m, &p, (0.0, 0.0), s).is_err(), "{p:?}");
         }
         assert!(register_pair(a.view(), &m, &d, (f64::NAN, 0.0), s).is_err());
+        // A turn that is no similarity; and bad parameters on the turned path too.
+        for turn in [Similarity { angle: f64::NAN, ..Similarity::IDENTITY }, Similarity { scale: 0.0, ..Similarity::IDENTITY }, Similarity { scale: -1.0, ..Similarity::IDENTITY }, Similarity { x: f64::INFINITY, ..Similarity::IDENTITY }] {
+            assert!(register_pair_turned(a.view(), &m, &d, (0.0, 0.0), &turn, s).is_err(), "{turn:?}");
+        }
+        let turn = Similarity::about((59.5, 49.5), (0.0, 0.0), 0.05, 1.0);
+        assert!(register_pair_turned(a.view(), &m, &RegisterParams { rsz: 2, ..d }, (0.0, 0.0), &turn, s).is_err());
+        assert!(register_pair_turned(a.view(), &m, &d, (f64::NAN, 0.0), &turn, s).is_err());
         let b = texture(121, 100, 1).map(|v| v as u8);
         assert!(matches!(register_pair(b.view(), &m, &d, (0.0, 0.0), s), Err(Error::SizeMismatch { .. })));
         let f = a.map(|v| v as f32);
