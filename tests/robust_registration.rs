@@ -82,14 +82,13 @@ const CASES: [Case; 5] = [
 ];
 
 /// Cases where the defaults still fall short of the issue's targets, measured and written
-/// down: the fundus photograph at 200 x 160 is almost textureless, so at contrast 0.3 no
-/// template agrees (every frame skipped), under noise 8 its faint matches (NCC about 0.35)
-/// drift (0.7 px mean, 32 of 40 frames), and under the fixed vignetting, which does not move
-/// with the content and pulls every pair towards no motion, two frames are skipped and the
-/// rest drift (0.9 px mean, the last frames about 2 px: the issue's "no frame over 2 px
-/// reported ok" is not met there); the coffee photograph's smooth porcelain at contrast 0.3
-/// reaches 0.35 px mean.
-const SHORTFALLS: [(&str, &str); 4] = [("low contrast", "retina"), ("noise 8", "retina"), ("blur, gain, lens", "retina"), ("low contrast", "coffee")];
+/// down: the fundus photograph at 200 x 160 at contrast 0.3 is almost textureless, so no
+/// template agrees; the whole overlap registers the first ten frames from their
+/// phase-correlation peaks (0.65 px mean), the rest are skipped (their overlaps correlate
+/// less than `min_coefficient`; let through, they drifted up to 4.7 px); the coffee
+/// photograph's smooth porcelain at contrast 0.3 reaches 0.33 px mean (its matches are not
+/// faint enough to be refined on the whole overlap, and its errors lie along the grain).
+const SHORTFALLS: [(&str, &str); 2] = [("low contrast", "retina"), ("low contrast", "coffee")];
 
 /// Every case on every photograph with the default parameters, the issue's targets: at
 /// least 95 % of the frames registered, mean error at most 0.25 px, and no frame reported
@@ -314,8 +313,14 @@ fn table() {
             let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
             let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
             let truth = positions(&origins);
-            let scores: Vec<Score> = motions.iter().map(|&m| run(&frames, &truth, &params(m)).0).collect();
-            println!("{:18} {:10} {:38} | {}", case.name, name, line(&scores[0]), line(&scores[1]));
+            let runs: Vec<(Score, Vec<FrameRecord>)> = motions.iter().map(|&m| run(&frames, &truth, &params(m))).collect();
+            println!("{:18} {:10} {:38} | {}", case.name, name, line(&runs[0].0), line(&runs[1].0));
+            if std::env::var("DETAIL").is_ok_and(|d| d == format!("{} {name}", case.name)) {
+                for r in &runs[1].1 {
+                    let e = r.position.map(|(x, y)| (x - truth[r.index].0, y - truth[r.index].1));
+                    println!("  {:3} ref {:?} err {e:.3?} ncc {:.3} vectors {} margin {:.3} skip {:?}", r.index, r.reference, r.ncc, r.vectors_used, r.margin, r.skip.as_ref().map(|s| s.describe()));
+                }
+            }
         }
     }
     for (roll, frames) in [(0.4f64, 40), (1.9, 24)] {
@@ -356,4 +361,42 @@ fn a_turning_sweep_gives_the_same_records_on_one_thread_and_all() {
             assert!(one.0.iter().filter(|r| r.is_ok()).count() >= 15, "{name}, roll {roll}");
         }
     }
+}
+
+
+/// The significance of a phase-correlation peak (its height over the surface's RMS), which
+/// lets the whole overlap register a pair no template can: on every photograph under low
+/// contrast, noise 8 and vignetting, the peaks of a frame against another photograph's,
+/// and the second peaks of true pairs, stay under `SIGNIFICANT_PEAK`; the true peaks of
+/// the fundus under noise 8 and vignetting (whose templates are faint) clear it and lie
+/// within 1 px of the truth.
+#[test]
+fn phase_peaks_are_significant_only_for_matches() {
+    use tessera::stitch::coarse::{weighted_candidates, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
+    let candidates = |a: &Spectrum, b: &Spectrum, n: usize| weighted_candidates(a, b, n, Some(FAINT_BAND));
+    let spec = |f: &Image<u8>| Spectrum::new(f.view());
+    let mut highest_null: f64 = 0.0;
+    for case in &CASES[1..4] {
+        for (k, name) in PHOTOS.iter().enumerate() {
+            let src = photo(name);
+            let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
+            let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
+            let truth = positions(&origins);
+            for (a, b) in [(0, 1), (0, 5), (0, 12), (10, 20)] {
+                let c = candidates(&spec(&frames[a]), &spec(&frames[b]), 2).unwrap();
+                highest_null = highest_null.max(c[1].significance);
+                let t = (truth[b].0 - truth[a].0, truth[b].1 - truth[a].1);
+                let error = (c[0].shift.0 - t.0).hypot(c[0].shift.1 - t.1);
+                if *name == "retina" && case.name != "low contrast" {
+                    assert!(c[0].significance > SIGNIFICANT_PEAK && error < 1.0, "{} {name} {a}-{b}: {:?}, error {error:.2}", case.name, c[0]);
+                }
+            }
+            let other = photo(PHOTOS[(k + 1) % PHOTOS.len()]);
+            let o = render(&other, &[(10.0, 10.0)], case.frame, &case.conditions, 99);
+            let c = candidates(&spec(&frames[0]), &spec(&o[0]), 2).unwrap();
+            highest_null = highest_null.max(c[0].significance);
+        }
+    }
+    println!("highest null peak: {highest_null:.1}");
+    assert!(highest_null < SIGNIFICANT_PEAK, "{highest_null}");
 }

@@ -177,6 +177,11 @@ pub struct StitchArgs {
     /// the positions together: chain them along the registrations (the original)
     #[arg(long)]
     pub no_close_loops: bool,
+    /// Do not let the whole overlap decide where templates are too faint (a pair too few
+    /// templates agree on registers from a clear phase-correlation peak refined on the whole
+    /// overlap, and faint matches are refined there)
+    #[arg(long)]
+    pub no_whole_overlap: bool,
     /// Tile grid mode: the inputs are COLSxROWS tiles of a microscope scan (e.g. 4x3), in
     /// acquisition order; each neighbouring pair is registered from its nominal offset and
     /// all positions are solved together
@@ -449,8 +454,9 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
                 "ncc": round(f.ncc, 4),
                 "vectors_used": f.vectors_used,
                 "confidence": round(f.confidence, 3),
-                "accepted_by": f.is_ok().then(|| p.register.acceptance.name()),
+                "accepted_by": f.is_ok().then(|| if f.phase_significance.is_some() { "whole overlap" } else { p.register.acceptance.name() }),
                 "margin": round(f.margin, 4),
+                "phase_significance": opt(f.phase_significance),
                 "evaluations": f.evaluations,
                 "quality": opt(f.quality),
                 "quality_grid": opt(f.quality_grid),
@@ -482,7 +488,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
-                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "npts": r.npts, "search_radius": r.search_radius,
+                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "whole_overlap": p.whole_overlap, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
                    "motion": format!("{:?}", r.motion).to_lowercase(), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
@@ -500,6 +506,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         coarse_candidates: a.coarse,
         grow_templates: !a.no_grow,
         close_loops: !a.no_close_loops,
+        whole_overlap: !a.no_whole_overlap,
     };
     p.validate()?;
     if a.follow.is_some() {

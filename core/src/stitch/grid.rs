@@ -384,7 +384,7 @@ fn strip_seeds<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T
     let found = coarse::candidates(&Spectrum::new(sa), &Spectrum::new(sb), p.coarse_candidates).unwrap_or_default();
     // A strip shift s (b's strip shows a's strip at +s) is the tile offset s + (a's strip
     // corner - b's strip corner).
-    Ok(found.into_iter().map(|(s, _)| (s.0 + x0 as f64 - bx as f64, s.1 + y0 as f64 - by as f64)).collect())
+    Ok(found.into_iter().map(|peak| (peak.shift.0 + x0 as f64 - bx as f64, peak.shift.1 + y0 as f64 - by as f64)).collect())
 }
 
 #[cfg(test)]

@@ -288,7 +288,7 @@ mod tests {
         let recs: alloc::vec::Vec<FrameRecord> = parents
             .iter()
             .enumerate()
-            .map(|(i, &p)| FrameRecord { index: i, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: p, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None })
+            .map(|(i, &p)| FrameRecord { index: i, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: p, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None })
             .collect();
         // 3 to 5: 3-2-1-4-5, four registrations.
         assert!(near_in_tree(&recs, 3, 5, 5) && !near_in_tree(&recs, 3, 5, 4));

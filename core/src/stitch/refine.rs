@@ -12,7 +12,10 @@
 //! template's gradient, computed once; only the moving frame is resampled (bilinear) per
 //! iteration.
 
-use crate::image::{ImageView, Pixel};
+use crate::error::Result;
+use crate::filter::{gaussian_blur, GaussianParams};
+use crate::image::{Image, ImageView, Pixel};
+use crate::parallel::Parallelism;
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
@@ -121,29 +124,27 @@ struct Patch {
 /// The patches of a dozen templates spread over the agreeing (`inlier`) ones: plenty of
 /// pixels for a few unknowns; more only cost time.
 fn patches<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector]) -> Vec<Patch> {
-    let n = rsz.saturating_sub(2);
     let inliers: Vec<&MotionVector> = vectors.iter().filter(|v| v.inlier).collect();
     let step = inliers.len().div_ceil(MAX_TEMPLATES).max(1);
-    inliers
-        .iter()
-        .step_by(step)
-        .map(|v| {
-            let (tx, ty) = v.template;
-            let mut p = Patch { corner: (tx + 1, ty + 1), value: Vec::with_capacity(n * n), gx: Vec::with_capacity(n * n), gy: Vec::with_capacity(n * n), mean_gradient: (0.0, 0.0) };
-            for y in ty + 1..ty + 1 + n {
-                let (above, here, below) = (&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..]);
-                let f = |v: &T| -> f64 { (*v).into() };
-                for ((h, a), b) in here.windows(3).take(n).zip(above).zip(below) {
-                    p.value.push(f(&h[1]));
-                    p.gx.push(0.5 * (f(&h[2]) - f(&h[0])));
-                    p.gy.push(0.5 * (f(b) - f(a)));
-                }
-            }
-            zero_mean(&mut p.value);
-            p.mean_gradient = (zero_mean(&mut p.gx), zero_mean(&mut p.gy));
-            p
-        })
-        .collect()
+    inliers.iter().step_by(step).map(|v| patch(reference, v.template, rsz.saturating_sub(2))).collect()
+}
+
+/// The interior (`n x n`, central differences) of the template whose top-left pixel is
+/// `(tx, ty)`, which must lie at least a pixel inside the reference.
+fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize) -> Patch {
+    let mut p = Patch { corner: (tx + 1, ty + 1), value: Vec::with_capacity(n * n), gx: Vec::with_capacity(n * n), gy: Vec::with_capacity(n * n), mean_gradient: (0.0, 0.0) };
+    for y in ty + 1..ty + 1 + n {
+        let (above, here, below) = (&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..]);
+        let f = |v: &T| -> f64 { (*v).into() };
+        for ((h, a), b) in here.windows(3).take(n).zip(above).zip(below) {
+            p.value.push(f(&h[1]));
+            p.gx.push(0.5 * (f(&h[2]) - f(&h[0])));
+            p.gy.push(0.5 * (f(b) - f(a)));
+        }
+    }
+    zero_mean(&mut p.value);
+    p.mean_gradient = (zero_mean(&mut p.gx), zero_mean(&mut p.gy));
+    p
 }
 
 /// Subtracts the mean; returns it.
@@ -169,14 +170,132 @@ const UNKNOWNS: usize = 4;
 /// template leaves the moving frame, or the refinement moves a template corner more than
 /// 1 px.
 pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector], motion: Similarity, with_scale: bool) -> (Similarity, f64) {
-    let unrefined = (motion, f64::INFINITY);
-    let (w, h) = moving.size();
     let n = rsz.saturating_sub(2);
     if n < 2 {
-        return unrefined;
+        return (motion, f64::INFINITY);
     }
     let patches = patches(reference, rsz, vectors);
-    let k = if with_scale { 4 } else { 3 };
+    // Where the refinement's move is measured: two template sides from the moving frame's
+    // origin; with a scale, at the templates' corners themselves (where they sample the
+    // moving frame at the start). A zoom (or turn) corrected about the templates' centroid
+    // moves the frame's corner, a frame's half-diagonal away, by more than any template:
+    // a loop pair zoomed 12 % whose start was 0.7 % off kept that start, the move being
+    // over 1 px at the corner and under it at the templates. Without a scale the probes
+    // stay as they were, so that results without `fit_scale` are unchanged to the bit.
+    let probes = if with_scale {
+        corners(&patches, n, &motion)
+    } else {
+        let reach = (n as f64) * 2.0;
+        alloc::vec![(0.0, 0.0), (reach, 0.0), (0.0, reach)]
+    };
+    let unknowns = if with_scale { 4 } else { 3 };
+    solve(moving, &patches, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes })
+}
+
+/// The pair motion `motion` refined on the whole overlap of the pair, as [`refine_motion`]
+/// refines it on the agreeing templates: the overlap tiled with patches of side `tile`, each
+/// with a gain, an offset and a brightness ramp of its own (the ramps take up a vignetting
+/// fixed to the lens, which does not move with the content and would pull the pair towards
+/// no motion), on both frames smoothed by a Gaussian of [`OVERLAP_SMOOTHING`] (on `par`'s
+/// threads). For faint texture, whose few agreeing templates leave the motion uncertain by
+/// a pixel or more, while the overlap holds ten times their pixels. Unknowns: the
+/// translation, and the angle and scale where `unknowns` is 3 or 4. Returns the refined
+/// motion and the number of patches, or `None` when fewer than `MIN_OVERLAP_PATCHES` fit,
+/// the patches do not determine the motion, or the refinement moves a corner of the overlap
+/// more than `limit` pixels; an error only where the smoothed copies cannot be allocated.
+pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
+    let smoothed = |v: ImageView<'_, T>| -> Result<Image<f32>> {
+        let (w, h) = v.size();
+        let grey = Image::from_fn(w, h, |x, y| Into::<f64>::into(v.row(y)[x]) as f32)?;
+        let mut out = Image::<f32>::new(w, h)?;
+        gaussian_blur(grey.view(), out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
+        Ok(out)
+    };
+    let (reference, moving) = (smoothed(reference)?, smoothed(moving)?);
+    Ok(refine_tiles(reference.view(), moving.view(), motion, tile, unknowns, limit))
+}
+
+/// Sigma (pixels) of the Gaussian that smooths both frames before [`refine_overlap`]: the
+/// refinement's Jacobian is the reference's gradient, and on faint texture under noise the
+/// noise's gradient outweighs the signal's, so each Gauss-Newton step falls short and the
+/// iterations stop near the start (the fundus under noise 8 drifted 0.1 px a pair towards
+/// no motion). Measured there: 0.22 px mean at 1 (0.27 at 1.5, 0.63 at 2.5), and 0.07 px
+/// under vignetting; about what OpenCV's ECC (`findTransformECC`) smooths by by default.
+pub const OVERLAP_SMOOTHING: f64 = 1.0;
+
+/// [`refine_overlap`] on frames as they are.
+fn refine_tiles(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64) -> Option<(Similarity, usize)> {
+    let n = tile.saturating_sub(2);
+    let (w, h) = moving.size();
+    let (rw, rh) = reference.size();
+    if n < 2 || rw < tile + 2 || rh < tile + 2 {
+        return None;
+    }
+    // Tiles of the reference whose interiors lie in the moving frame, `limit` and a pixel to
+    // spare, where `motion` puts them.
+    let back = motion.inverse();
+    let last = (n - 1) as f64;
+    let margin = limit + 1.0;
+    let inside = |(tx, ty): (usize, usize)| {
+        [(0.0, 0.0), (last, 0.0), (0.0, last), (last, last)].iter().all(|&(u, v)| {
+            let (x, y) = back.apply(((tx + 1) as f64 + u, (ty + 1) as f64 + v));
+            x >= margin && y >= margin && x + margin + 1.0 <= w as f64 && y + margin + 1.0 <= h as f64
+        })
+    };
+    let sites: Vec<(usize, usize)> = (0..(rh - 2) / tile).flat_map(|j| (0..(rw - 2) / tile).map(move |i| (i * tile, j * tile))).filter(|&s| inside(s)).collect();
+    if sites.len() < MIN_OVERLAP_PATCHES {
+        return None;
+    }
+    let patches: Vec<Patch> = sites
+        .iter()
+        .map(|&s| {
+            let mut p = patch(reference, s, n);
+            remove_ramps(&mut p.value, n);
+            p
+        })
+        .collect();
+    let probes = corners(&patches, n, &motion);
+    let (refined, error) = solve(moving, &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes });
+    error.is_finite().then_some((refined, patches.len()))
+}
+
+/// Fewest patches [`refine_overlap`] refines on.
+const MIN_OVERLAP_PATCHES: usize = 4;
+
+/// The corners of every patch in the moving frame at the start, for motion `motion`.
+fn corners(patches: &[Patch], n: usize, motion: &Similarity) -> Vec<(f64, f64)> {
+    let start = motion.inverse();
+    let last = (n - 1) as f64;
+    patches
+        .iter()
+        .flat_map(|p| {
+            let c = (p.corner.0 as f64, p.corner.1 as f64);
+            [c, (c.0 + last, c.1), (c.0, c.1 + last), (c.0 + last, c.1 + last)]
+        })
+        .map(|c| start.apply(c))
+        .collect()
+}
+
+/// How [`solve`] runs.
+struct Solve {
+    /// 2: the translation; 3: and the angle; 4: and the scale.
+    unknowns: usize,
+    /// Each patch has a brightness ramp of its own (x and y slopes, besides the gain and
+    /// offset): the patches' values have theirs removed, and the Jacobian and the resampled
+    /// pixels are projected likewise.
+    ramps: bool,
+    /// The refinement gives up (the start stands) when a probe moves further than this
+    /// (pixels).
+    limit: f64,
+    /// Points of the moving frame whose move is measured against `limit`.
+    probes: Vec<(f64, f64)>,
+}
+
+/// Gauss-Newton on `patches` (interiors of side `n`) from `motion` ([`refine_motion`]).
+fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: usize, motion: Similarity, how: &Solve) -> (Similarity, f64) {
+    let unrefined = (motion, f64::INFINITY);
+    let (w, h) = moving.size();
+    let k = how.unknowns;
     // The update turns and scales about the templates' centroid, which decouples it from
     // the translation.
     let count = patches.len().max(1) as f64;
@@ -198,6 +317,11 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
             }
             zero_mean(&mut cols[2]);
             zero_mean(&mut cols[3]);
+            if how.ramps {
+                cols.iter_mut().take(k).for_each(|c| {
+                    remove_ramps(c, n);
+                });
+            }
             let mut with_value = [0.0; UNKNOWNS];
             for a in 0..k {
                 with_value[a] = dot(&cols[a], &p.value);
@@ -211,27 +335,6 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
     let Some(inverse) = invert(&hess, k) else { return unrefined };
     let mut m = motion;
     let reach = (n as f64) * 2.0;
-    // Where the refinement's move is measured: two template sides from the moving frame's
-    // origin; with a scale, at the templates' corners themselves (where they sample the
-    // moving frame at the start). A zoom (or turn) corrected about the templates' centroid
-    // moves the frame's corner, a frame's half-diagonal away, by more than any template:
-    // a loop pair zoomed 12 % whose start was 0.7 % off kept that start, the move being
-    // over 1 px at the corner and under it at the templates. Without a scale the probes
-    // stay as they were, so that results without `fit_scale` are unchanged to the bit.
-    let probes: Vec<(f64, f64)> = if with_scale {
-        let start = motion.inverse();
-        let last = (n - 1) as f64;
-        patches
-            .iter()
-            .flat_map(|p| {
-                let c = (p.corner.0 as f64, p.corner.1 as f64);
-                [c, (c.0 + last, c.1), (c.0, c.1 + last), (c.0 + last, c.1 + last)]
-            })
-            .map(|c| start.apply(c))
-            .collect()
-    } else {
-        alloc::vec![(0.0, 0.0), (reach, 0.0), (0.0, reach)]
-    };
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
     for _ in 0..TURN_ITERATIONS {
@@ -263,7 +366,10 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
                 }
             }
             let mean = sampled.iter().sum::<f64>() / sampled.len() as f64;
-            let var = sampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+            let mut var = sampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+            if how.ramps {
+                var -= ramp_energy(&sampled, n);
+            }
             if !(var > 0.0) {
                 return unrefined;
             }
@@ -283,21 +389,62 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
         }
         let update = Similarity::about(centre, (step[0], step[1]), step[2], 1.0 + step[3]);
         m = update.then(&m);
-        let moved = probes.iter().map(|&q| {
+        let moved = how.probes.iter().map(|&q| {
             let (a, b) = (m.apply(q), motion.apply(q));
             libm::hypot(a.0 - b.0, a.1 - b.1)
         });
         let worst = moved.fold(0.0, f64::max);
-        if !(worst <= 1.0) || !m.x.is_finite() || !m.y.is_finite() {
+        if !(worst <= how.limit) || !m.x.is_finite() || !m.y.is_finite() {
             return unrefined;
         }
         if step[0] * step[0] + step[1] * step[1] + (step[2] * step[2] + step[3] * step[3]) * reach * reach < 2.5e-5 {
             break;
         }
     }
-    // Unknowns: the motion's, and a gain and offset per template.
-    let dof = (patches.len() * n * n).saturating_sub(k + 2 * patches.len()).max(1) as f64;
+    // Unknowns: the motion's, and a gain and offset (and two slopes) per template.
+    let photometric = if how.ramps { 4 } else { 2 };
+    let dof = (patches.len() * n * n).saturating_sub(k + photometric * patches.len()).max(1) as f64;
     (m, libm::sqrt(sse.max(0.0) / dof * inverse[2][2].max(0.0)))
+}
+
+/// `x - (n - 1) / 2` over an `n x n` patch's columns, and the sum of its squares over the
+/// patch: the x (and, by rows, y) ramp of a patch, orthogonal to the constant and to each
+/// other.
+fn ramp(n: usize) -> (impl Fn(usize) -> f64, f64) {
+    let c = (n as f64 - 1.0) / 2.0;
+    let sum: f64 = (0..n).map(|i| (i as f64 - c) * (i as f64 - c)).sum();
+    (move |i| i as f64 - c, sum * n as f64)
+}
+
+/// The slopes (x, y) of the least-squares plane through an `n x n` patch, per pixel.
+fn slopes(v: &[f64], n: usize) -> (f64, f64) {
+    let (at, energy) = ramp(n);
+    let (mut sx, mut sy) = (0.0, 0.0);
+    for (j, row) in v.chunks_exact(n).enumerate() {
+        for (i, x) in row.iter().enumerate() {
+            sx += x * at(i);
+            sy += x * at(j);
+        }
+    }
+    (sx / energy, sy / energy)
+}
+
+/// Removes the x and y ramps from a zero-mean `n x n` patch.
+fn remove_ramps(v: &mut [f64], n: usize) {
+    let (at, _) = ramp(n);
+    let (bx, by) = slopes(v, n);
+    for (j, row) in v.chunks_exact_mut(n).enumerate() {
+        for (i, x) in row.iter_mut().enumerate() {
+            *x -= bx * at(i) + by * at(j);
+        }
+    }
+}
+
+/// The energy of a patch's x and y ramps (what [`remove_ramps`] would take away).
+fn ramp_energy(v: &[f64], n: usize) -> f64 {
+    let (_, energy) = ramp(n);
+    let (bx, by) = slopes(v, n);
+    (bx * bx + by * by) * energy
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -336,4 +483,86 @@ fn invert(m: &[[f64; UNKNOWNS]; UNKNOWNS], k: usize) -> Option<[[f64; UNKNOWNS];
         }
     }
     Some(inv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use crate::stitch::synth::keys;
+    use crate::stitch::{texture, SplitMix64};
+
+    /// A `w x h` frame of `src` (Keys' bicubic) at `pose` (frame pixel `(u, v)` shows `src` at
+    /// `pose(u, v)`), darkened towards its corners by `vignetting` (fixed to the frame), with
+    /// Gaussian noise of `noise` grey levels.
+    fn frame(src: &Image<f32>, pose: &Similarity, (w, h): (usize, usize), vignetting: f64, noise: f64, seed: u64) -> Image<f32> {
+        let mut rng = SplitMix64::new(seed);
+        let (cx, cy) = ((w as f64 - 1.0) / 2.0, (h as f64 - 1.0) / 2.0);
+        Image::from_fn(w, h, |u, v| {
+            let (sx, sy) = pose.apply((u as f64, v as f64));
+            let (fx, fy) = (sx.floor(), sy.floor());
+            let mut acc = 0.0;
+            for j in -1..=2 {
+                for i in -1..=2 {
+                    acc += keys(sy - (fy + j as f64)) * keys(sx - (fx + i as f64)) * src.row((fy as isize + j) as usize)[(fx as isize + i) as usize] as f64;
+                }
+            }
+            let r = (u as f64 - cx).hypot(v as f64 - cy) / cx.hypot(cy);
+            (acc * (1.0 - vignetting * r * r) + noise * rng.normal()) as f32
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn ramps_are_removed_and_their_energy_counted() {
+        let mut rng = SplitMix64::new(3);
+        for n in [2usize, 5, 23] {
+            let mut v: Vec<f64> = (0..n * n).map(|_| rng.uniform() * 10.0).collect();
+            zero_mean(&mut v);
+            let before = dot(&v, &v);
+            let energy = ramp_energy(&v, n);
+            remove_ramps(&mut v, n);
+            let (bx, by) = slopes(&v, n);
+            assert!(bx.abs() < 1e-12 && by.abs() < 1e-12, "{n}: {bx} {by}");
+            assert!((before - dot(&v, &v) - energy).abs() < 1e-9 * before, "{n}");
+            assert!(v.iter().sum::<f64>().abs() < 1e-9, "{n}: the mean stays 0");
+        }
+    }
+
+    /// Through a vignetting of 40 % fixed to the frame and noise, on faint texture (grey
+    /// levels 90 to 115), from a start 1.5 px off, the whole overlap finds the shift (and a
+    /// turn) within a tenth of a pixel at the centre and 0.06 degrees (measured: 0.04 px; with
+    /// a turn of 0.8 degrees 0.06 px and 0.05 degrees). Without the tiles' ramps, 0.15 px.
+    #[test]
+    fn the_whole_overlap_finds_the_motion_through_vignetting_and_noise() {
+        let src = texture(500, 400, 9).map(|v| 90.0 + 0.1 * v);
+        let size = (200, 160);
+        let origin = Similarity::translation((150.0, 120.0));
+        for (k, truth) in [Similarity::translation((7.3, -4.6)), Similarity::about((99.5, 79.5), (-3.2, 5.7), 0.8f64.to_radians(), 1.0)].into_iter().enumerate() {
+            let reference = frame(&src, &origin, size, 0.4, 2.0, 1);
+            let moving = frame(&src, &origin.then(&truth), size, 0.4, 2.0, 2);
+            let unknowns = if truth.is_translation() { 2 } else { 3 };
+            let start = Similarity { x: truth.x + 1.1, y: truth.y - 1.0, ..truth };
+            let (found, tiles) = refine_overlap(reference.view(), moving.view(), start, 25, unknowns, 3.0, Parallelism::Sequential).unwrap().expect("refined");
+            assert!(tiles >= 20, "{k}: {tiles} tiles");
+            let c = (99.5, 79.5);
+            let (a, b) = (found.apply(c), truth.apply(c));
+            assert!((a.0 - b.0).hypot(a.1 - b.1) < 0.1, "{k}: {found:?} vs {truth:?}");
+            assert!((found.angle - truth.angle).abs().to_degrees() < 0.06, "{k}: {found:?} vs {truth:?}");
+        }
+    }
+
+    #[test]
+    fn no_overlap_or_a_start_out_of_reach_gives_none() {
+        let src = texture(500, 400, 4);
+        let origin = Similarity::translation((150.0, 120.0));
+        let truth = Similarity::translation((2.4, 1.7));
+        let reference = frame(&src, &origin, (200, 160), 0.0, 1.0, 1);
+        let moving = frame(&src, &origin.then(&truth), (200, 160), 0.0, 1.0, 2);
+        // Three tiles' width of overlap left.
+        assert!(refine_overlap(reference.view(), moving.view(), Similarity::translation((150.0, 110.0)), 25, 2, 2.0, Parallelism::Sequential).unwrap().is_none());
+        // The refinement would have to move 2.5 px, and may move 1.
+        assert!(refine_overlap(reference.view(), moving.view(), Similarity::translation((4.9, 1.7)), 25, 2, 1.0, Parallelism::Sequential).unwrap().is_none());
+        assert!(refine_overlap(reference.view(), moving.view(), Similarity::translation((4.9, 1.7)), 1, 2, 3.0, Parallelism::Sequential).unwrap().is_none(), "tiles too small");
+    }
 }

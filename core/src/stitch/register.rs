@@ -249,6 +249,10 @@ pub struct PairRegistration {
     pub evaluations: u64,
     /// Every searched template's vector.
     pub vectors: Vec<MotionVector>,
+    /// Set where too few templates agreed and the pair was registered on its whole overlap
+    /// instead, from a phase-correlation peak this many times the surface's RMS (faint
+    /// texture; [`super::coarse::Peak::significance`]); `None` where the templates decided.
+    pub phase_significance: Option<f64>,
 }
 
 impl PairRegistration {
@@ -410,6 +414,7 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
         vectors: Vec::new(),
         angle: 0.0,
         scale: 1.0,
+        phase_significance: None,
     };
     let r = p.search_radius;
     let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {

@@ -37,6 +37,7 @@ use super::coarse::{self, Spectrum};
 use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc};
+use super::refine::refine_overlap;
 use super::accept::Acceptance;
 use super::register::{fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
@@ -136,11 +137,16 @@ pub struct StitchParams {
     /// all positions together ([`super::loops`]; false: positions chained along the
     /// registrations, the original).
     pub close_loops: bool,
+    /// With adaptive acceptance, let the whole overlap decide where templates are too faint:
+    /// a pair on which too few templates agree registers from a clear phase-correlation peak
+    /// refined on the whole overlap, and a faint template registration is refined there
+    /// ([`super::refine::refine_overlap`]; false: off).
+    pub whole_overlap: bool,
 }
 
 impl Default for StitchParams {
     fn default() -> Self {
-        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true, close_loops: true }
+        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true, close_loops: true, whole_overlap: true }
     }
 }
 
@@ -190,6 +196,9 @@ pub struct FrameRecord {
     pub residual: Option<f64>,
     /// The earlier keyframe this frame closed a loop with, if that loop was kept.
     pub loop_closure: Option<usize>,
+    /// Registered on the whole overlap from a phase-correlation peak this significant
+    /// ([`PairRegistration::phase_significance`]); `None` where templates decided.
+    pub phase_significance: Option<f64>,
 }
 
 impl FrameRecord {
@@ -592,23 +601,29 @@ impl<'a> Run<'a> {
         // seeded registration wins with more agreeing vectors; the first stays
         // otherwise.
         let weak = |reg: &PairRegistration| reg.shift.is_some() && 3 * reg.vectors_used < reg.textured;
+        // Seeds are shifts of the frame's centre; the turn stays the predicted one (from the
+        // pose `b_pos` of the frame registered against).
+        let predicted_turn = |b_pos: Similarity| attempts.first().map_or(Similarity::IDENTITY, |a| b_pos.inverse().then(&a.1));
+        let seeded = |seed: (f64, f64), turn: &Similarity| if turn.is_translation() { Similarity::translation(seed) } else { Similarity::about(centre(self.size), seed, turn.angle, turn.scale) };
+        // The spectra of a reference (index) and the frame, once computed.
+        let mut spectra: Option<(usize, Spectrum, Spectrum)> = None;
         match &outcome {
             Some((r, reg)) if p.coarse_candidates > 0 && (reg.shift.is_none() || weak(reg)) => {
                 let base = if reg.shift.is_some() { *r } else { fallback };
                 let b_held = frame(base)?;
-                let seeds = coarse::candidates(&Spectrum::new(b_held.view::<T>()?), &Spectrum::new(current.view::<T>()?), p.coarse_candidates);
+                let (b_spectrum, c_spectrum) = (Spectrum::new(b_held.view::<T>()?), Spectrum::new(current.view::<T>()?));
+                let seeds = coarse::candidates(&b_spectrum, &c_spectrum, p.coarse_candidates).unwrap_or_default();
+                spectra = Some((base, b_spectrum, c_spectrum));
                 let b_pos = b_held.pos;
-                // Seeds are shifts of the frame's centre; the turn stays the predicted one.
-                let turn = attempts.first().map_or(Similarity::IDENTITY, |a| b_pos.inverse().then(&a.1));
-                for (seed, _) in seeds.unwrap_or_default() {
+                let turn = predicted_turn(b_pos);
+                for seed in seeds.into_iter().map(|peak| peak.shift) {
                     if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
                         // Already where this seed leads.
                         if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
                             continue;
                         }
                     }
-                    let seeded = if turn.is_translation() { Similarity::translation(seed) } else { Similarity::about(centre(self.size), seed, turn.angle, turn.scale) };
-                    let reg = attempt(base, b_pos.then(&seeded))?;
+                    let reg = attempt(base, b_pos.then(&seeded(seed, &turn)))?;
                     let better = match &outcome {
                         Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
                         None => true,
@@ -637,6 +652,28 @@ impl<'a> Run<'a> {
                 outcome = Some((r, g));
             }
         }
+        // Texture too faint for templates (the fundus at low contrast or under strong noise):
+        // where no registration stands on a clear majority of them, the whole overlap decides,
+        // from the band-limited phase correlation's peak where it stands clear of the noise.
+        let adaptive = p.register.acceptance == Acceptance::Adaptive;
+        if let Some((r, reg)) = outcome.as_ref().filter(|o| adaptive && p.whole_overlap && (o.1.shift.is_none() || weak(&o.1))) {
+            let base = if reg.shift.is_some() { *r } else { fallback };
+            let (b_spectrum, c_spectrum) = match spectra.take() {
+                Some((b, r, c)) if b == base => (r, c),
+                _ => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
+            };
+            let found = coarse::weighted_candidates(&b_spectrum, &c_spectrum, 1, Some(coarse::FAINT_BAND)).unwrap_or_default();
+            if let Some(peak) = found.first().filter(|k| k.significance >= coarse::SIGNIFICANT_PEAK) {
+                let b_held = frame(base)?;
+                let start = seeded(peak.shift, &predicted_turn(b_held.pos));
+                let unknowns = overlap_unknowns(&p.register, &start);
+                if let Some(m) = self.refine_on_overlap(b_held.view::<T>()?, current.view::<T>()?, start, unknowns, SEED_REACH)? {
+                    let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..reg.clone() };
+                    (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
+                    outcome = Some((base, phased));
+                }
+            }
+        }
         let Some((r, mut reg)) = outcome else { unreachable_attempts()? };
         // A weak consensus must be confirmed by the whole overlap: chance agreement of a
         // few templates between unrelated frames is rare but, over a long run with
@@ -644,12 +681,33 @@ impl<'a> Run<'a> {
         if let (Some(m), true) = (reg.motion(), weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
             let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
             let overlap = overlap_ncc(frame(r)?.view::<T>()?, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
+            // A phase-correlation match must pass this too: on the fundus at contrast 0.3,
+            // pairs whose overlap correlated less than `min_coefficient` drifted (23 frames
+            // more than 2 px off when they were let through).
             if overlap < p.register.min_coefficient {
                 reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap });
                 reg.shift = None;
+                reg.phase_significance = None;
+            } else if reg.phase_significance.is_some() {
+                // No template vouches for it: its coefficient is the overlap's.
+                reg.ncc = overlap;
+            }
+        }
+        // Faint matches (few templates agree, or agree weakly) leave the motion uncertain by
+        // up to a pixel: the whole overlap refines it.
+        let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
+        if let Some(m) = reg.motion().filter(|_| adaptive && p.whole_overlap && faint(&reg)) {
+            let unknowns = overlap_unknowns(&p.register, &m);
+            if let Some(refined) = self.refine_on_overlap(frame(r)?.view::<T>()?, current.view::<T>()?, m, unknowns, FAINT_REACH)? {
+                (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
             }
         }
         Ok((r, reg, evaluations))
+    }
+
+    /// [`refine_overlap`] of the pair motion `start` on the run's threads.
+    fn refine_on_overlap<T: GrayType>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
+        Ok(refine_overlap(reference, moving, start, self.p.register.rsz, unknowns, reach, self.par)?.map(|(m, _)| m))
     }
 
     /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
@@ -811,7 +869,7 @@ impl<'a> Run<'a> {
                     let motion = Similarity { x: s.0, y: s.1, angle: reg.angle, scale: reg.scale };
                     let pos = r_pos.then(&motion);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
-                    rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, ..rec };
+                    rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, phase_significance: reg.phase_significance, ..rec };
                     if p.quality {
                         let aligned = Aligned::new(current.view::<T>()?, &motion, self.par)?;
                         let (a, b) = (r_held.view::<T>()?, aligned.view());
@@ -890,6 +948,27 @@ fn speculation<'h, T: GrayType>(
         pairs.push(PairRequest { reference: (key, T::gray(reference.view::<T>()?)), moving: (m, T::gray(moving.view::<T>()?)), prediction });
     }
     Ok(pairs)
+}
+
+/// How far (pixels, at the overlap's corners) the whole-overlap refinement may move a
+/// phase-correlation seed (measured within 0.8 px on the fundus at contrast 0.3), and a
+/// faint template registration.
+const SEED_REACH: f64 = 3.0;
+const FAINT_REACH: f64 = 2.0;
+/// Template registrations whose agreeing vectors correlate less than this on average are
+/// faint (refined on the whole overlap).
+const FAINT_NCC: f64 = 0.8;
+
+/// The unknowns of a whole-overlap refinement from `start` ([`refine_overlap`]): the
+/// translation; the angle too under the similarity model unless the start is a
+/// translation (the template stage found no significant turn); the scale where fitted.
+fn overlap_unknowns(p: &RegisterParams, start: &Similarity) -> usize {
+    match p.motion {
+        Motion::Translation => 2,
+        Motion::Similarity if start.is_translation() => 2,
+        Motion::Similarity if p.fit_scale => 4,
+        Motion::Similarity => 3,
+    }
 }
 
 /// A predicted pair motion that moves a frame's corners less than this (pixels) beyond the
@@ -999,10 +1078,10 @@ impl<'v, T: GrayType> Aligned<'v, T> {
 impl FrameRecord {
     /// The reference frame's record: position (0, 0).
     fn reference(index: usize) -> Self {
-        FrameRecord { index, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None }
+        FrameRecord { index, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None }
     }
     fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
-        FrameRecord { index, position: None, angle: 0.0, scale: 1.0, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None }
+        FrameRecord { index, position: None, angle: 0.0, scale: 1.0, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None }
     }
 }
 
