@@ -246,8 +246,10 @@ fn refine_tiles(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motio
     if sites.len() < MIN_OVERLAP_PATCHES {
         return None;
     }
+    let step = sites.len().div_ceil(MAX_OVERLAP_PATCHES);
     let patches: Vec<Patch> = sites
         .iter()
+        .step_by(step)
         .map(|&s| {
             let mut p = patch(reference, s, n);
             remove_ramps(&mut p.value, n);
@@ -261,6 +263,10 @@ fn refine_tiles(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motio
 
 /// Fewest patches [`refine_overlap`] refines on.
 const MIN_OVERLAP_PATCHES: usize = 4;
+/// Most patches [`refine_overlap`] refines on, spread over the overlap (all of a 200 x 160
+/// frame's 25 x 25 tiles; a sixth of a PAL frame's, whose refinement then costs about as
+/// much as a pair's template searches).
+const MAX_OVERLAP_PATCHES: usize = 64;
 
 /// The corners of every patch in the moving frame at the start, for motion `motion`.
 fn corners(patches: &[Patch], n: usize, motion: &Similarity) -> Vec<(f64, f64)> {
