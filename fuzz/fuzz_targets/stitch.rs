@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
         coarse_candidates: b.range(0, 9),
         grow_templates: b.bool(),
         close_loops: b.bool(),
+        whole_overlap: b.bool(),
     };
     let _ = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()));
 });

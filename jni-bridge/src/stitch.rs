@@ -51,8 +51,9 @@ impl Op for RegisterParams {
 }
 
 /// The registration's options, then `blend` (`overwrite`, `average`, `feather`),
-/// `keyframe-shift`, `coarse` (coarse candidates), `grow` (grow templates) and `loops`
-/// (close loops and solve the positions together).
+/// `keyframe-shift`, `coarse` (coarse candidates), `grow` (grow templates), `loops`
+/// (close loops and solve the positions together) and `whole-overlap` (let the whole
+/// overlap decide where templates are too faint).
 impl Op for StitchParams {
     const NAME: &'static str = "stitch";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -61,7 +62,8 @@ impl Op for StitchParams {
         v.field("keyframe-shift", &mut self.keyframe_shift)?;
         v.field("coarse", &mut self.coarse_candidates)?;
         v.field("grow", &mut self.grow_templates)?;
-        v.field("loops", &mut self.close_loops)
+        v.field("loops", &mut self.close_loops)?;
+        v.field("whole-overlap", &mut self.whole_overlap)
     }
 }
 

@@ -111,6 +111,7 @@ pub fn defaults() -> Value {
         ("coarse", json!(s.coarse_candidates)),
         ("no_grow", json!(false)),
         ("no_close_loops", json!(!s.close_loops)),
+        ("no_whole_overlap", json!(!s.whole_overlap)),
         ("frame_cache", json!(crate::stitch::FRAME_CACHE_MIB)),
     ] {
         stitch[k] = val;

@@ -227,7 +227,9 @@ with_registration_keywords! {
 /// every frame against the current keyframe (kept while the predicted shift from it is at
 /// most ``keyframe_shift`` of the frame size), frames that do not register where their
 /// motion predicts retried from ``coarse`` phase-correlation estimates, pairs with too few
-/// agreeing templates retried with templates of twice the side (unless ``no_grow``); frames
+/// agreeing templates retried with templates of twice the side (unless ``no_grow``), and
+/// where templates stay too faint, registered on the whole overlap from a clear
+/// phase-correlation peak (unless ``no_whole_overlap``); frames
 /// that come back over earlier keyframes registered against them too and all positions
 /// solved together by robust least squares (unless ``no_close_loops``); then
 /// the composite (``blend``: ``"overwrite"``, ``"average"``, ``"feather"``) at the positions
@@ -254,6 +256,7 @@ pub fn stitch<'py>(
     coarse: i64 = StitchParams::default().coarse_candidates as i64,
     no_grow: bool = false,
     no_close_loops: bool = !StitchParams::default().close_loops,
+    no_whole_overlap: bool = !StitchParams::default().whole_overlap,
     frame_cache: i64 = FRAME_CACHE_MIB as i64,
     backend: &str = AUTO,
     single_thread: bool = false,
@@ -266,6 +269,7 @@ pub fn stitch<'py>(
         coarse_candidates: count("coarse", coarse)?,
         grow_templates: !no_grow,
         close_loops: !no_close_loops,
+        whole_overlap: !no_whole_overlap,
     };
     p.validate().map_err(to_py)?;
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);

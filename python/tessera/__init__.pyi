@@ -183,6 +183,7 @@ def stitch(
     coarse: int = ...,
     no_grow: bool = ...,
     no_close_loops: bool = ...,
+    no_whole_overlap: bool = ...,
     frame_cache: int = ...,
     backend: Backend = ...,
     single_thread: bool = ...,

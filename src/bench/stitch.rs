@@ -1,7 +1,8 @@
 //! The `stitch` suite: frame pairs per second of sequence registration at PAL (720x576)
 //! and half PAL (360x288), rsz 25 / 31, NPTS 6 / 8, one thread and all; NCC evaluations
 //! per pair (log search against exhaustive); the curve of time against template size
-//! (25..255); the cost of closing loops on a 300-frame sweep; and one template searched
+//! (25..255); the cost of closing loops on a 300-frame sweep; the cost of the whole-overlap
+//! stages on faint footage (`pal_faint_*`); and one template searched
 //! exhaustively over +-16 / +-32 pixels, the workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
 
@@ -44,6 +45,22 @@ fn rolling_sequence(frames: usize, roll: f64) -> Result<(Vec<Image<u8>>, Vec<Sim
     let poses: Vec<Similarity> = (0..frames).map(|i| Similarity::about(c, (250.0 + 3.0 * i as f64, 420.0 + i as f64), (roll * i as f64).to_radians(), 1.0)).collect();
     let images = poses.iter().map(|q| warp_sized(photo.view(), q, (720, 576))).collect::<tessera::Result<Vec<_>>>()?;
     Ok((images, poses.iter().map(|q| poses[0].inverse().then(q)).collect()))
+}
+
+/// The rolling sequence's path with no roll, at contrast 0.3 around the photograph's mean and
+/// with Gaussian noise of 6 grey levels: faint texture, on which too few templates agree,
+/// and their true positions relative to frame 0.
+fn faint_sequence(frames: usize) -> Result<(Vec<Image<u8>>, Vec<(f64, f64)>)> {
+    let (clean, poses) = rolling_sequence(frames, 0.0)?;
+    let mut rng = tessera::stitch::SplitMix64::new(17);
+    let faint = clean
+        .iter()
+        .map(|f| {
+            let mean = f.as_slice().iter().map(|&v| v as f64).sum::<f64>() / f.as_slice().len() as f64;
+            f.map(|v| (mean + 0.3 * (v as f64 - mean) + 6.0 * rng.normal()).round().clamp(0.0, 255.0) as u8)
+        })
+        .collect();
+    Ok((faint, poses.iter().map(|q| q.shift()).collect()))
 }
 
 pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
@@ -154,6 +171,27 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             r.record("pal_rolling_pairs_per_s", params.clone(), be, json!((1000.0 * (frames - 1) as f64 / ms).round()));
         }
         r.record("pal_rolling_mean_centre_error_px", params, be, json!({"mean": error.0, "registered": error.1}));
+    }
+
+    // Faint footage (the rolling path without the roll, contrast 0.3 and noise 6): the cost
+    // of the whole-overlap stages, against the same run without them.
+    let (faint, truth) = if r.wants("pal_faint_registration") { faint_sequence(frames)? } else { (Vec::new(), Vec::new()) };
+    let views: Vec<AnyView<'_>> = faint.iter().map(|f| AnyView::U8(f.view())).collect();
+    for whole_overlap in [true, false].into_iter().filter(|_| !views.is_empty()) {
+        let p = StitchParams { quality: false, whole_overlap, ..Default::default() };
+        let params = json!({"w": 720, "h": 576, "frames": frames, "contrast": 0.3, "noise": 6.0, "whole_overlap": whole_overlap});
+        let mut outcome = json!(null);
+        let ms = r.time("pal_faint_registration", params.clone(), "cpu-1thread", b.reps_for(frames as f64).min(5), || {
+            let (recs, _) = register_sequence(&views, &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(()))?;
+            let errors: Vec<f64> = recs.iter().filter_map(|f| f.position.map(|q| (q.0 - truth[f.index].0).hypot(q.1 - truth[f.index].1))).collect();
+            let phase = recs.iter().filter(|f| f.phase_significance.is_some()).count();
+            outcome = json!({"mean_error_px": errors.iter().sum::<f64>() / errors.len().max(1) as f64, "max_error_px": errors.iter().cloned().fold(0.0, f64::max), "registered": errors.len(), "by_phase_peak": phase});
+            Ok::<_, tessera::Error>(())
+        });
+        if let Some(ms) = ms {
+            r.record("pal_faint_pairs_per_s", params.clone(), "cpu-1thread", json!((1000.0 * (frames - 1) as f64 / ms).round()));
+        }
+        r.record("pal_faint_outcome", params, "cpu-1thread", outcome);
     }
 
     // Time against template size, PAL, NPTS 6, radius 32.

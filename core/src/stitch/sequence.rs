@@ -609,7 +609,9 @@ impl<'a> Run<'a> {
         let mut spectra: Option<(usize, Spectrum, Spectrum)> = None;
         match &outcome {
             Some((r, reg)) if p.coarse_candidates > 0 && (reg.shift.is_none() || weak(reg)) => {
-                let base = if reg.shift.is_some() { *r } else { fallback };
+                // Against the keyframe first attempted (the first reference tried, `r` when the
+            // templates found a weak match), so that faint frames do not chain frame to frame.
+            let base = if reg.shift.is_some() { *r } else { attempts.first().map_or(fallback, |a| a.0) };
                 let b_held = frame(base)?;
                 let (b_spectrum, c_spectrum) = (Spectrum::new(b_held.view::<T>()?), Spectrum::new(current.view::<T>()?));
                 let seeds = coarse::candidates(&b_spectrum, &c_spectrum, p.coarse_candidates).unwrap_or_default();
@@ -657,7 +659,9 @@ impl<'a> Run<'a> {
         // from the band-limited phase correlation's peak where it stands clear of the noise.
         let adaptive = p.register.acceptance == Acceptance::Adaptive;
         if let Some((r, reg)) = outcome.as_ref().filter(|o| adaptive && p.whole_overlap && (o.1.shift.is_none() || weak(&o.1))) {
-            let base = if reg.shift.is_some() { *r } else { fallback };
+            // Against the keyframe first attempted (the first reference tried, `r` when the
+            // templates found a weak match), so that faint frames do not chain frame to frame.
+            let base = if reg.shift.is_some() { *r } else { attempts.first().map_or(fallback, |a| a.0) };
             let (b_spectrum, c_spectrum) = match spectra.take() {
                 Some((b, r, c)) if b == base => (r, c),
                 _ => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
