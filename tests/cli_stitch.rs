@@ -100,6 +100,19 @@ fn default_input_recovers_the_known_path() {
     for (f, g) in frames.iter().zip(chained["frames"].as_array().unwrap()) {
         assert_eq!((&f["x"], &f["y"], &g["residual"]), (&g["x"], &g["y"], &Value::Null));
     }
+    // The demo's templates agree: the whole overlap decides nothing, and switching it off
+    // changes no position.
+    assert_eq!(r["params"]["whole_overlap"], true);
+    for f in frames.iter().skip(1) {
+        assert_eq!((&f["accepted_by"], &f["phase_significance"]), (&Value::from("adaptive"), &Value::Null), "{f}");
+    }
+    let o = tessera().args(["stitch", "--frames", "12", "--backend", "cpu", "--no-whole-overlap", "-o"]).arg(&out).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let templates_only = report(&rep);
+    assert_eq!(templates_only["params"]["whole_overlap"], false);
+    for (f, g) in frames.iter().zip(templates_only["frames"].as_array().unwrap()) {
+        assert_eq!((&f["x"], &f["y"]), (&g["x"], &g["y"]));
+    }
 }
 
 #[test]
