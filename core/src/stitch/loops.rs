@@ -89,7 +89,7 @@ impl<'a> Run<'a> {
             None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
             Some(_) => None,
         };
-        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, current.pos)], k, turn_buffer);
+        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, current.pos)], turn_buffer);
         if let Some(m) = moving {
             *buffer = m.into_integral();
         }

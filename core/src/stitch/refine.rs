@@ -204,6 +204,9 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
 /// the patches do not determine the motion, or the refinement moves a corner of the overlap
 /// more than `limit` pixels; an error only where the smoothed copies cannot be allocated.
 pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
+    // The tiles first: a pair with too little overlap costs no smoothing.
+    let n = tile.saturating_sub(2);
+    let Some(sites) = overlap_sites(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
     let smoothed = |v: ImageView<'_, T>| -> Result<Image<f32>> {
         let (w, h) = v.size();
         let grey = Image::from_fn(w, h, |x, y| Into::<f64>::into(v.row(y)[x]) as f32)?;
@@ -212,7 +215,17 @@ pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving:
         Ok(out)
     };
     let (reference, moving) = (smoothed(reference)?, smoothed(moving)?);
-    Ok(refine_tiles(reference.view(), moving.view(), motion, tile, unknowns, limit))
+    let patches: Vec<Patch> = sites
+        .into_iter()
+        .map(|s| {
+            let mut p = patch(reference.view(), s, n);
+            remove_ramps(&mut p.value, n);
+            p
+        })
+        .collect();
+    let probes = corners(&patches, n, &motion);
+    let (refined, error) = solve(moving.view(), &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes });
+    Ok(error.is_finite().then_some((refined, patches.len())))
 }
 
 /// Sigma (pixels) of the Gaussian that smooths both frames before [`refine_overlap`]: the
@@ -220,19 +233,18 @@ pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving:
 /// noise's gradient outweighs the signal's, so each Gauss-Newton step falls short and the
 /// iterations stop near the start (the fundus under noise 8 drifted 0.1 px a pair towards
 /// no motion). Measured there: 0.22 px mean at 1 (0.27 at 1.5, 0.63 at 2.5), and 0.07 px
-/// under vignetting; about what OpenCV's ECC (`findTransformECC`) smooths by by default.
+/// under vignetting; about what OpenCV's ECC (`findTransformECC`) smooths by default.
 pub const OVERLAP_SMOOTHING: f64 = 1.0;
 
-/// [`refine_overlap`] on frames as they are.
-fn refine_tiles(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64) -> Option<(Similarity, usize)> {
+/// The top-left pixels of the tiles of side `tile` of a reference of `reference` size whose
+/// interiors lie in a moving frame of `moving` size, `limit` and a pixel to spare, where
+/// `motion` puts them; at most [`MAX_OVERLAP_PATCHES`], spread evenly. `None` when fewer
+/// than [`MIN_OVERLAP_PATCHES`] fit.
+fn overlap_sites((rw, rh): (usize, usize), (w, h): (usize, usize), motion: &Similarity, tile: usize, limit: f64) -> Option<Vec<(usize, usize)>> {
     let n = tile.saturating_sub(2);
-    let (w, h) = moving.size();
-    let (rw, rh) = reference.size();
     if n < 2 || rw < tile + 2 || rh < tile + 2 {
         return None;
     }
-    // Tiles of the reference whose interiors lie in the moving frame, `limit` and a pixel to
-    // spare, where `motion` puts them.
     let back = motion.inverse();
     let last = (n - 1) as f64;
     let margin = limit + 1.0;
@@ -247,18 +259,7 @@ fn refine_tiles(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motio
         return None;
     }
     let step = sites.len().div_ceil(MAX_OVERLAP_PATCHES);
-    let patches: Vec<Patch> = sites
-        .iter()
-        .step_by(step)
-        .map(|&s| {
-            let mut p = patch(reference, s, n);
-            remove_ramps(&mut p.value, n);
-            p
-        })
-        .collect();
-    let probes = corners(&patches, n, &motion);
-    let (refined, error) = solve(moving, &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes });
-    error.is_finite().then_some((refined, patches.len()))
+    Some(sites.into_iter().step_by(step).collect())
 }
 
 /// Fewest patches [`refine_overlap`] refines on.

@@ -524,9 +524,9 @@ impl<'a> Run<'a> {
 
     /// Registers `current` by the first of `attempts` (reference index, predicted position
     /// in the run's coordinates) that succeeds; where none did, or the match rests on a weak
-    /// minority of templates, from the coarse estimates against `fallback` (the last good
-    /// frame) and with grown templates; a weak consensus must then be confirmed by the whole
-    /// overlap. `moving` is the CPU's prepared search of `current` (`None` with a
+    /// minority of templates, from the coarse estimates against the first attempt's reference
+    /// (the keyframe) and with grown templates, and where the templates stay too faint, on
+    /// the whole overlap; a weak consensus must then be confirmed by the whole overlap. `moving` is the CPU's prepared search of `current` (`None` with a
     /// registrar). Returns the reference of the registration that stands (the last tried
     /// when none succeeded), the registration, and the NCC evaluations of every attempt.
     pub(super) fn settle<'h, T: GrayType>(
@@ -535,7 +535,6 @@ impl<'a> Run<'a> {
         current: &Held<'a>,
         moving: Option<&SearchFrame<'_, T>>,
         attempts: &[(usize, Similarity)],
-        fallback: usize,
         turn_buffer: &mut Integral<T>,
     ) -> Result<(usize, PairRegistration, u64)>
     where
@@ -595,12 +594,17 @@ impl<'a> Run<'a> {
         }
         // The coarse global estimates (phase correlation) seed the search where the
         // motion's prediction did not: a pair that failed (a jump, or a prediction
-        // made over skipped frames; against the last good frame), and a pair that
+        // made over skipped frames), and a pair that
         // registered on a weak minority of its templates, which a local search that
         // started far from the peak can lock onto (a lattice, a field of grass). A
         // seeded registration wins with more agreeing vectors; the first stays
         // otherwise.
         let weak = |reg: &PairRegistration| reg.shift.is_some() && 3 * reg.vectors_used < reg.textured;
+        // The frame the global estimates are made against: the reference of a weak match, else
+        // the first attempt's (the keyframe), so that frames that fail do not chain frame to
+        // frame. (The seeds were once made against the last good frame; they moved to the
+        // keyframe with the whole-overlap stage, and the robustness footage is measured so.)
+        let base_of = |(r, reg): &(usize, PairRegistration)| if reg.shift.is_some() { *r } else { attempts.first().map_or(*r, |a| a.0) };
         // Seeds are shifts of the frame's centre; the turn stays the predicted one (from the
         // pose `b_pos` of the frame registered against).
         let predicted_turn = |b_pos: Similarity| attempts.first().map_or(Similarity::IDENTITY, |a| b_pos.inverse().then(&a.1));
@@ -608,10 +612,8 @@ impl<'a> Run<'a> {
         // The spectra of a reference (index) and the frame, once computed.
         let mut spectra: Option<(usize, Spectrum, Spectrum)> = None;
         match &outcome {
-            Some((r, reg)) if p.coarse_candidates > 0 && (reg.shift.is_none() || weak(reg)) => {
-                // Against the keyframe first attempted (the first reference tried, `r` when the
-            // templates found a weak match), so that faint frames do not chain frame to frame.
-            let base = if reg.shift.is_some() { *r } else { attempts.first().map_or(fallback, |a| a.0) };
+            Some(o) if p.coarse_candidates > 0 && (o.1.shift.is_none() || weak(&o.1)) => {
+                let base = base_of(o);
                 let b_held = frame(base)?;
                 let (b_spectrum, c_spectrum) = (Spectrum::new(b_held.view::<T>()?), Spectrum::new(current.view::<T>()?));
                 let seeds = coarse::candidates(&b_spectrum, &c_spectrum, p.coarse_candidates).unwrap_or_default();
@@ -658,10 +660,8 @@ impl<'a> Run<'a> {
         // where no registration stands on a clear majority of them, the whole overlap decides,
         // from the band-limited phase correlation's peak where it stands clear of the noise.
         let adaptive = p.register.acceptance == Acceptance::Adaptive;
-        if let Some((r, reg)) = outcome.as_ref().filter(|o| adaptive && p.whole_overlap && (o.1.shift.is_none() || weak(&o.1))) {
-            // Against the keyframe first attempted (the first reference tried, `r` when the
-            // templates found a weak match), so that faint frames do not chain frame to frame.
-            let base = if reg.shift.is_some() { *r } else { attempts.first().map_or(fallback, |a| a.0) };
+        if let Some(o) = outcome.as_ref().filter(|o| adaptive && p.whole_overlap && (o.1.shift.is_none() || weak(&o.1))) {
+            let base = base_of(o);
             let (b_spectrum, c_spectrum) = match spectra.take() {
                 Some((b, r, c)) if b == base => (r, c),
                 _ => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
@@ -672,7 +672,7 @@ impl<'a> Run<'a> {
                 let start = seeded(peak.shift, &predicted_turn(b_held.pos));
                 let unknowns = overlap_unknowns(&p.register, &start);
                 if let Some(m) = self.refine_on_overlap(b_held.view::<T>()?, current.view::<T>()?, start, unknowns, SEED_REACH)? {
-                    let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..reg.clone() };
+                    let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..o.1.clone() };
                     (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
                     outcome = Some((base, phased));
                 }
@@ -834,7 +834,7 @@ impl<'a> Run<'a> {
             let (settled, next_ready) = parallel::overlap(
                 self.par,
                 move || next.map(|v| spare_ref.compute(v).is_ok()).unwrap_or(false),
-                || solo.settle::<T>(&find, &current, moving.as_ref(), &attempts, last.unwrap_or(k), &mut turn_buffer),
+                || solo.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer),
             );
             if let Some(m) = moving {
                 buffer = m.into_integral();
