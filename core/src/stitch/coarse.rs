@@ -98,9 +98,10 @@ pub fn candidates(reference: &Spectrum, moving: &Spectrum, count: usize) -> Opti
 
 /// [`candidates`] from the whitened cross-power spectrum weighted by a Gaussian of sigma
 /// `band` (bins of the grid; Nyquist is `SIDE / 2`; `None`: unweighted): for faint frames,
-/// whose high frequencies are mostly noise ([`FAINT_BAND`]).
+/// whose high frequencies are mostly noise ([`FAINT_BAND`]). `None` too for a band that
+/// is not finite and positive.
 pub fn weighted_candidates(reference: &Spectrum, moving: &Spectrum, count: usize, band: Option<f32>) -> Option<Vec<Peak>> {
-    if reference.factor != moving.factor || reference.bins.len() != moving.bins.len() {
+    if reference.factor != moving.factor || reference.bins.len() != moving.bins.len() || band.is_some_and(|b| !(b.is_finite() && b > 0.0)) {
         return None;
     }
     let mut surface: Vec<Complex> = moving
@@ -187,5 +188,9 @@ mod tests {
         assert!(c[0].height < 0.25 * same[0].height, "{c:?} vs {same:?}");
         let other = Spectrum::new(texture(100, 80, 3).view());
         assert!(candidates(&Spectrum::new(a.view()), &other, 1).is_none());
+        for band in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            assert!(weighted_candidates(&Spectrum::new(a.view()), &Spectrum::new(b.view()), 1, Some(band)).is_none(), "{band}");
+        }
+        assert!(weighted_candidates(&Spectrum::new(a.view()), &Spectrum::new(a.view()), 1, Some(FAINT_BAND)).unwrap()[0].significance > SIGNIFICANT_PEAK);
     }
 }

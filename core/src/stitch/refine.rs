@@ -12,7 +12,7 @@
 //! template's gradient, computed once; only the moving frame is resampled (bilinear) per
 //! iteration.
 
-use crate::error::Result;
+use crate::error::{require_positive, require_range, Result};
 use crate::filter::{gaussian_blur, GaussianParams};
 use crate::image::{Image, ImageView, Pixel};
 use crate::parallel::Parallelism;
@@ -202,8 +202,11 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
 /// translation, and the angle and scale where `unknowns` is 3 or 4. Returns the refined
 /// motion and the number of patches, or `None` when fewer than `MIN_OVERLAP_PATCHES` fit,
 /// the patches do not determine the motion, or the refinement moves a corner of the overlap
-/// more than `limit` pixels; an error only where the smoothed copies cannot be allocated.
+/// more than `limit` pixels; an error for `unknowns` outside 2..=4 or a `limit` that is not
+/// finite and positive, or where the smoothed copies cannot be allocated.
 pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
+    require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
+    require_positive("limit", limit)?;
     // The tiles first: a pair with too little overlap costs no smoothing.
     let n = tile.saturating_sub(2);
     let Some(sites) = overlap_sites(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
@@ -571,5 +574,11 @@ mod tests {
         // The refinement would have to move 2.5 px, and may move 1.
         assert!(refine_overlap(reference.view(), moving.view(), Similarity::translation((4.9, 1.7)), 25, 2, 1.0, Parallelism::Sequential).unwrap().is_none());
         assert!(refine_overlap(reference.view(), moving.view(), Similarity::translation((4.9, 1.7)), 1, 2, 3.0, Parallelism::Sequential).unwrap().is_none(), "tiles too small");
+        // Bad parameters are errors.
+        let refine = |unknowns: usize, limit: f64| refine_overlap(reference.view(), moving.view(), truth, 25, unknowns, limit, Parallelism::Sequential);
+        for (unknowns, limit) in [(0, 2.0), (1, 2.0), (5, 2.0), (2, 0.0), (2, -1.0), (2, f64::NAN), (2, f64::INFINITY)] {
+            assert!(refine(unknowns, limit).is_err(), "{unknowns} {limit}");
+        }
+        assert!(refine(2, 2.0).unwrap().is_some());
     }
 }
