@@ -208,26 +208,44 @@ pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving:
     require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
     require_positive("limit", limit)?;
     // The tiles first: a pair with too little overlap costs no smoothing.
+    if overlap_sites(reference.size(), moving.size(), &motion, tile, limit).is_none() {
+        return Ok(None);
+    }
+    refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit)
+}
+
+/// A frame as [`refine_overlap`] sees it: grey values as `f32`, smoothed by a Gaussian of
+/// [`OVERLAP_SMOOTHING`] (on `par`'s threads). A sequence keeps each frame's copy, which
+/// serves every pair the frame is in ([`refine_overlap_smoothed`]).
+pub fn overlap_smoothed<T: Pixel + Into<f64>>(v: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
+    let (w, h) = v.size();
+    let mut grey = Image::<f32>::new(w, h)?;
+    for y in 0..h {
+        for (g, &p) in grey.row_mut(y).iter_mut().zip(v.row(y)) {
+            *g = Into::<f64>::into(p) as f32;
+        }
+    }
+    let mut out = Image::<f32>::new(w, h)?;
+    gaussian_blur(grey.view(), out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
+    Ok(out)
+}
+
+/// [`refine_overlap`] on frames already smoothed by [`overlap_smoothed`].
+pub fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64) -> Result<Option<(Similarity, usize)>> {
+    require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
+    require_positive("limit", limit)?;
     let n = tile.saturating_sub(2);
     let Some(sites) = overlap_sites(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
-    let smoothed = |v: ImageView<'_, T>| -> Result<Image<f32>> {
-        let (w, h) = v.size();
-        let grey = Image::from_fn(w, h, |x, y| Into::<f64>::into(v.row(y)[x]) as f32)?;
-        let mut out = Image::<f32>::new(w, h)?;
-        gaussian_blur(grey.view(), out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
-        Ok(out)
-    };
-    let (reference, moving) = (smoothed(reference)?, smoothed(moving)?);
     let patches: Vec<Patch> = sites
         .into_iter()
         .map(|s| {
-            let mut p = patch(reference.view(), s, n);
+            let mut p = patch(reference, s, n);
             remove_ramps(&mut p.value, n);
             p
         })
         .collect();
     let probes = corners(&patches, n, &motion);
-    let (refined, error) = solve(moving.view(), &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes });
+    let (refined, error) = solve(moving, &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes });
     Ok(error.is_finite().then_some((refined, patches.len())))
 }
 
@@ -347,6 +365,7 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     let reach = (n as f64) * 2.0;
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
+    let mut sampled = Vec::with_capacity(n * n);
     for _ in 0..TURN_ITERATIONS {
         let back = m.inverse();
         let mut rhs = [0.0; UNKNOWNS];
@@ -362,13 +381,13 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
             if !corners.iter().all(|&q| inside(q)) {
                 return unrefined;
             }
-            let mut sampled = Vec::with_capacity(n * n);
+            sampled.clear();
             for j in 0..n {
                 for i in 0..n {
                     let (x, y) = (corner.0 + sx.0 * i as f64 + sy.0 * j as f64, corner.1 + sx.1 * i as f64 + sy.1 * j as f64);
-                    let (x0, y0) = (libm::floor(x), libm::floor(y));
-                    let (ax, ay) = (x - x0, y - y0);
-                    let (x0, y0) = (x0 as usize, y0 as usize);
+                    // Inside the frame (the corners are), so truncation is the floor.
+                    let (x0, y0) = (x as usize, y as usize);
+                    let (ax, ay) = (x - x0 as f64, y - y0 as f64);
                     let (t, b) = (&moving.row(y0)[x0..x0 + 2], &moving.row(y0 + 1)[x0..x0 + 2]);
                     let (t0, t1, b0, b1): (f64, f64, f64, f64) = (t[0].into(), t[1].into(), b[0].into(), b[1].into());
                     let top = t0 + ax * (t1 - t0);

@@ -37,7 +37,7 @@ use super::coarse::{self, Spectrum};
 use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc};
-use super::refine::refine_overlap;
+use super::refine::{overlap_smoothed, refine_overlap_smoothed};
 use super::accept::Acceptance;
 use super::register::{fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
@@ -52,6 +52,7 @@ use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::cell::OnceCell;
 use core::ops::ControlFlow;
 
 /// Where a stitching run reads its frames: by index, each as often as the run needs it
@@ -476,6 +477,9 @@ pub(super) struct Held<'s> {
     /// Pose in the reference's coordinates (for a candidate not yet registered: the
     /// identity).
     pub(super) pos: Similarity,
+    /// The frame as the whole-overlap refinement sees it ([`overlap_smoothed`]), made the
+    /// first time a pair needs it and kept for the others the frame is in.
+    smoothed: OnceCell<Image<f32>>,
 }
 
 impl Held<'_> {
@@ -483,6 +487,15 @@ impl Held<'_> {
         let v = self.frame.view().map_err(|why| Error::InvalidParameter { name: "frames", reason: why })?;
         let g = gray(&v, &self.luma)?;
         T::typed(g).ok_or(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" })
+    }
+
+    /// The frame smoothed for the whole-overlap refinement.
+    fn smoothed<T: GrayType>(&self, par: Parallelism) -> Result<&Image<f32>> {
+        if let Some(s) = self.smoothed.get() {
+            return Ok(s);
+        }
+        let s = overlap_smoothed(self.view::<T>()?, par)?;
+        Ok(self.smoothed.get_or_init(|| s))
     }
 }
 
@@ -519,7 +532,7 @@ impl<'a> Run<'a> {
             }
         }
         let luma = luma_storage(&v);
-        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY })
+        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: OnceCell::new() })
     }
 
     /// Registers `current` by the first of `attempts` (reference index, predicted position
@@ -671,7 +684,7 @@ impl<'a> Run<'a> {
                 let b_held = frame(base)?;
                 let start = seeded(peak.shift, &predicted_turn(b_held.pos));
                 let unknowns = overlap_unknowns(&p.register, &start);
-                if let Some(m) = self.refine_on_overlap(b_held.view::<T>()?, current.view::<T>()?, start, unknowns, SEED_REACH)? {
+                if let Some(m) = self.refine_on_overlap::<T>(b_held, current, start, unknowns, SEED_REACH)? {
                     let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..o.1.clone() };
                     (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
                     outcome = Some((base, phased));
@@ -702,17 +715,43 @@ impl<'a> Run<'a> {
         let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
         if let Some(m) = reg.motion().filter(|_| adaptive && p.whole_overlap && faint(&reg)) {
             let unknowns = overlap_unknowns(&p.register, &m);
-            if let Some(refined) = self.refine_on_overlap(frame(r)?.view::<T>()?, current.view::<T>()?, m, unknowns, FAINT_REACH)? {
+            if let Some(refined) = self.refine_on_overlap::<T>(frame(r)?, current, m, unknowns, FAINT_REACH)? {
                 (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
             }
         }
         Ok((r, reg, evaluations))
     }
 
-    /// [`refine_overlap`] of the pair motion `start` on the run's threads.
-    fn refine_on_overlap<T: GrayType>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
-        Ok(refine_overlap(reference, moving, start, self.p.register.rsz, unknowns, reach, self.par)?.map(|(m, _)| m))
+    /// Refines the registration of held frame `l` against its held reference on the whole
+    /// overlap (`l` is about to become the keyframe): its pose, in `held` and in its record,
+    /// moves where the refinement leads (unchanged where it finds nothing).
+    fn refine_keyframe<T: GrayType>(&self, held: &mut [Held<'_>], records: &mut [FrameRecord], l: usize) -> Result<()> {
+        let Some(r) = records[l].reference else { return Ok(()) };
+        let (Some(l_held), Some(r_held)) = (held.iter().find(|f| f.index == l), held.iter().find(|f| f.index == r)) else { return Ok(()) };
+        let motion = r_held.pos.inverse().then(&l_held.pos);
+        let unknowns = overlap_unknowns(&self.p.register, &motion);
+        let Some(refined) = self.refine_on_overlap::<T>(r_held, l_held, motion, unknowns, FAINT_REACH)? else { return Ok(()) };
+        let pos = r_held.pos.then(&refined);
+        if let Some(f) = held.iter_mut().find(|f| f.index == l) {
+            f.pos = pos;
+        }
+        let rec = &mut records[l];
+        (rec.position, rec.angle, rec.scale) = (Some(pos.shift()), pos.angle, pos.scale);
+        Ok(())
     }
+
+    /// Whether pairs are refined on the whole overlap (faint ones, and the keyframes' links).
+    fn refines_on_overlap(&self) -> bool {
+        self.p.whole_overlap && self.p.register.acceptance == Acceptance::Adaptive
+    }
+
+    /// The pair motion `start` refined on the whole overlap of `reference` and `moving`
+    /// ([`super::refine::refine_overlap`]), on their kept smoothed copies.
+    fn refine_on_overlap<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
+        let (r, m) = (reference.smoothed::<T>(self.par)?, moving.smoothed::<T>(self.par)?);
+        Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach)?.map(|(m, _)| m))
+    }
+
 
     /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
     /// (or scales) the frame visibly, as if the moving frame were first turned back by it
@@ -782,6 +821,18 @@ impl<'a> Run<'a> {
                 self.step(progress, &records)?;
                 continue;
             };
+            // The last good frame about to become the keyframe carries its registration's error
+            // to every frame registered after it: that link is refined on the whole overlap.
+            if let (Some(l), true) = (last, self.refines_on_overlap()) {
+                if key != Some(l) && records[l].reference == key {
+                    let at = |idx: usize| held.iter().find(|f| f.index == idx).map(|f| f.pos);
+                    if let (Some(l_pos), Some(k_pos)) = (at(l), key.and_then(at)) {
+                        if keyframe_left(&vel.predict(&l_pos, (i - l) as f64, self.size), &k_pos, limit, self.size) {
+                            self.refine_keyframe::<T>(&mut held, &mut records, l)?;
+                        }
+                    }
+                }
+            }
             let find = |idx: usize| held.iter().find(|f| f.index == idx).ok_or(Error::Backend("internal: lost a reference frame".into()));
             let mut attempts: Vec<(usize, Similarity)> = Vec::with_capacity(3);
             match last {
