@@ -595,9 +595,14 @@ mod tests {
         assert!(refine_overlap(reference.view(), moving.view(), Similarity::translation((4.9, 1.7)), 1, 2, 3.0, Parallelism::Sequential).unwrap().is_none(), "tiles too small");
         // Bad parameters are errors.
         let refine = |unknowns: usize, limit: f64| refine_overlap(reference.view(), moving.view(), truth, 25, unknowns, limit, Parallelism::Sequential);
+        let (smooth_ref, smooth_moving) = (overlap_smoothed(reference.view(), Parallelism::Sequential).unwrap(), overlap_smoothed(moving.view(), Parallelism::AllThreads).unwrap());
+        let refine_smoothed = |unknowns: usize, limit: f64| refine_overlap_smoothed(smooth_ref.view(), smooth_moving.view(), truth, 25, unknowns, limit);
         for (unknowns, limit) in [(0, 2.0), (1, 2.0), (5, 2.0), (2, 0.0), (2, -1.0), (2, f64::NAN), (2, f64::INFINITY)] {
             assert!(refine(unknowns, limit).is_err(), "{unknowns} {limit}");
+            assert!(refine_smoothed(unknowns, limit).is_err(), "{unknowns} {limit}");
         }
+        // On copies smoothed once (as a sequence keeps them), on any threads: the same answer.
         assert!(refine(2, 2.0).unwrap().is_some());
+        assert_eq!(refine(2, 2.0).unwrap(), refine_smoothed(2, 2.0).unwrap());
     }
 }
