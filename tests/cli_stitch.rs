@@ -113,6 +113,20 @@ fn default_input_recovers_the_known_path() {
     for (f, g) in frames.iter().zip(templates_only["frames"].as_array().unwrap()) {
         assert_eq!((&f["x"], &f["y"]), (&g["x"], &g["y"]));
     }
+    // Every pair refined on the whole overlap: positions move (by less than a tenth of a
+    // pixel on the demo's clean frames) and stay as close to the truth.
+    assert_eq!(r["params"]["refine_every_pair"], false);
+    let o = tessera().args(["stitch", "--frames", "12", "--backend", "cpu", "--refine-every-pair", "-o"]).arg(&out).arg("--report").arg(&rep).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let refined = report(&rep);
+    assert_eq!(refined["params"]["refine_every_pair"], true);
+    let error = |f: &Value| (f["x"].as_f64().unwrap() - f["true_x"].as_f64().unwrap()).hypot(f["y"].as_f64().unwrap() - f["true_y"].as_f64().unwrap());
+    let moved = frames.iter().zip(refined["frames"].as_array().unwrap()).filter(|(f, g)| (&f["x"], &f["y"]) != (&g["x"], &g["y"])).count();
+    assert!(moved > 0);
+    for (f, g) in frames.iter().zip(refined["frames"].as_array().unwrap()) {
+        assert!((f["x"].as_f64().unwrap() - g["x"].as_f64().unwrap()).hypot(f["y"].as_f64().unwrap() - g["y"].as_f64().unwrap()) < 0.1, "{f} {g}");
+        assert!(error(g) < 0.1, "{g}");
+    }
 }
 
 #[test]

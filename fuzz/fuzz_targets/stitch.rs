@@ -53,6 +53,7 @@ fuzz_target!(|data: &[u8]| {
         grow_templates: b.bool(),
         close_loops: b.bool(),
         whole_overlap: b.bool(),
+        refine_every_pair: b.bool(),
     };
     let _ = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()));
 });

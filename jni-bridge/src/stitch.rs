@@ -52,8 +52,9 @@ impl Op for RegisterParams {
 
 /// The registration's options, then `blend` (`overwrite`, `average`, `feather`),
 /// `keyframe-shift`, `coarse` (coarse candidates), `grow` (grow templates), `loops`
-/// (close loops and solve the positions together) and `whole-overlap` (let the whole
-/// overlap decide where templates are too faint).
+/// (close loops and solve the positions together), `whole-overlap` (let the whole
+/// overlap decide where templates are too faint) and `refine-every-pair` (refine every
+/// pair on the whole overlap).
 impl Op for StitchParams {
     const NAME: &'static str = "stitch";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -63,7 +64,8 @@ impl Op for StitchParams {
         v.field("coarse", &mut self.coarse_candidates)?;
         v.field("grow", &mut self.grow_templates)?;
         v.field("loops", &mut self.close_loops)?;
-        v.field("whole-overlap", &mut self.whole_overlap)
+        v.field("whole-overlap", &mut self.whole_overlap)?;
+        v.field("refine-every-pair", &mut self.refine_every_pair)
     }
 }
 

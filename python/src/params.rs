@@ -112,6 +112,7 @@ pub fn defaults() -> Value {
         ("no_grow", json!(false)),
         ("no_close_loops", json!(!s.close_loops)),
         ("no_whole_overlap", json!(!s.whole_overlap)),
+        ("refine_every_pair", json!(s.refine_every_pair)),
         ("frame_cache", json!(crate::stitch::FRAME_CACHE_MIB)),
     ] {
         stitch[k] = val;

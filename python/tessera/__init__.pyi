@@ -184,6 +184,7 @@ def stitch(
     no_grow: bool = ...,
     no_close_loops: bool = ...,
     no_whole_overlap: bool = ...,
+    refine_every_pair: bool = ...,
     frame_cache: int = ...,
     backend: Backend = ...,
     single_thread: bool = ...,

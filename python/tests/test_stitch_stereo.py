@@ -169,6 +169,7 @@ def turned_sequence():
     {},
     {"fit_scale": True, "max_turn": 4.0},
     {"motion": "translation"},
+    {"refine_every_pair": True},
 ])
 def test_stitch_of_a_turned_sweep_matches_the_cli(cli, tmp_path, turned_sequence, options):
     frames, truth = turned_sequence
@@ -190,6 +191,7 @@ def test_stitch_of_a_turned_sweep_matches_the_cli(cli, tmp_path, turned_sequence
     motion = options.get("motion", "similarity")
     assert (rep["params"]["motion"], rep["params"]["fit_scale"]) == (motion, options.get("fit_scale", False))
     assert rep["params"]["max_turn"] == options.get("max_turn", 6.0)
+    assert rep["params"]["refine_every_pair"] == options.get("refine_every_pair", False)
     for f in rep["frames"]:
         assert ("scale" in f) == options.get("fit_scale", False)
         if f["status"] != "ok":

@@ -2,7 +2,8 @@
 //! and half PAL (360x288), rsz 25 / 31, NPTS 6 / 8, one thread and all; NCC evaluations
 //! per pair (log search against exhaustive); the curve of time against template size
 //! (25..255); the cost of closing loops on a 300-frame sweep; the cost of the whole-overlap
-//! stages on faint footage (`pal_faint_*`); and one template searched
+//! stages on faint footage (`pal_faint_*`) and of refining every pair on the whole overlap
+//! (`pal_refine_every_pair_*`); and one template searched
 //! exhaustively over +-16 / +-32 pixels, the workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
 
@@ -98,6 +99,16 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             });
             if let Some(ms) = ms {
                 r.record(&format!("{label}_registration_only_pairs_per_s"), json!({"w": w, "h": h, "rsz": 25, "npts": 6}), be, json!((1000.0 * pairs / ms).round()));
+            }
+        }
+        // The same with every pair refined on the whole overlap (`refine_every_pair`).
+        let every = StitchParams { refine_every_pair: true, ..p };
+        for (par, be) in [(Parallelism::AllThreads, "cpu"), (Parallelism::Sequential, "cpu-1thread")].into_iter().filter(|_| label == "pal") {
+            let ms = r.time("pal_refine_every_pair_sequence", json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), be, b.reps_for(pairs).min(5), || {
+                register_sequence(&views, &every, par, &mut |_| ControlFlow::Continue(())).map(|_| ())
+            });
+            if let Some(ms) = ms {
+                r.record("pal_refine_every_pair_pairs_per_s", json!({"w": w, "h": h, "rsz": 25, "npts": 6}), be, json!((1000.0 * pairs / ms).round()));
             }
         }
         if label == "pal" {

@@ -182,6 +182,11 @@ pub struct StitchArgs {
     /// overlap, and faint matches are refined there)
     #[arg(long)]
     pub no_whole_overlap: bool,
+    /// Refine every registered pair on the whole overlap, not only faint ones and the
+    /// keyframes' links: two to four times more precise, at about a seventh of the speed on
+    /// PAL frames
+    #[arg(long)]
+    pub refine_every_pair: bool,
     /// Tile grid mode: the inputs are COLSxROWS tiles of a microscope scan (e.g. 4x3), in
     /// acquisition order; each neighbouring pair is registered from its nominal offset and
     /// all positions are solved together
@@ -488,7 +493,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
-                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "whole_overlap": p.whole_overlap, "npts": r.npts, "search_radius": r.search_radius,
+                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "whole_overlap": p.whole_overlap, "refine_every_pair": p.refine_every_pair, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
                    "motion": format!("{:?}", r.motion).to_lowercase(), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
@@ -507,6 +512,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         grow_templates: !a.no_grow,
         close_loops: !a.no_close_loops,
         whole_overlap: !a.no_whole_overlap,
+        refine_every_pair: a.refine_every_pair,
     };
     p.validate()?;
     if a.follow.is_some() {

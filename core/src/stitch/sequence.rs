@@ -143,11 +143,17 @@ pub struct StitchParams {
     /// refined on the whole overlap, and a faint template registration is refined there
     /// ([`super::refine::refine_overlap`]; false: off).
     pub whole_overlap: bool,
+    /// Refine every registered pair on the whole overlap, not only faint ones and the
+    /// keyframes' links: on the test footage twice to four times more precise (clean runs
+    /// 0.008 to 0.015 px mean against 0.016 to 0.031; coffee at low contrast 0.032 against
+    /// 0.136), at about a seventh of the speed on PAL frames (about 300 against 2 200 pairs/s
+    /// on a 2-core machine; false: off).
+    pub refine_every_pair: bool,
 }
 
 impl Default for StitchParams {
     fn default() -> Self {
-        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true, close_loops: true, whole_overlap: true }
+        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true, close_loops: true, whole_overlap: true, refine_every_pair: false }
     }
 }
 
@@ -712,8 +718,10 @@ impl<'a> Run<'a> {
         }
         // Faint matches (few templates agree, or agree weakly) leave the motion uncertain by
         // up to a pixel: the whole overlap refines it.
+        // Or every pair, when asked for.
         let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
-        if let Some(m) = reg.motion().filter(|_| adaptive && p.whole_overlap && faint(&reg)) {
+        let every = |reg: &PairRegistration| p.refine_every_pair && reg.phase_significance.is_none();
+        if let Some(m) = reg.motion().filter(|_| (adaptive && p.whole_overlap && faint(&reg)) || every(&reg)) {
             let unknowns = overlap_unknowns(&p.register, &m);
             if let Some(refined) = self.refine_on_overlap::<T>(frame(r)?, current, m, unknowns, FAINT_REACH)? {
                 (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
