@@ -382,14 +382,16 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
                 return unrefined;
             }
             sampled.clear();
+            let (span, stride) = (moving.span(), moving.stride());
             for j in 0..n {
+                let start = (corner.0 + sy.0 * j as f64, corner.1 + sy.1 * j as f64);
                 for i in 0..n {
-                    let (x, y) = (corner.0 + sx.0 * i as f64 + sy.0 * j as f64, corner.1 + sx.1 * i as f64 + sy.1 * j as f64);
+                    let (x, y) = (start.0 + sx.0 * i as f64, start.1 + sx.1 * i as f64);
                     // Inside the frame (the corners are), so truncation is the floor.
-                    let (x0, y0) = (x as usize, y as usize);
+                    let (x0, y0) = (x as i64, y as i64);
                     let (ax, ay) = (x - x0 as f64, y - y0 as f64);
-                    let (t, b) = (&moving.row(y0)[x0..x0 + 2], &moving.row(y0 + 1)[x0..x0 + 2]);
-                    let (t0, t1, b0, b1): (f64, f64, f64, f64) = (t[0].into(), t[1].into(), b[0].into(), b[1].into());
+                    let at = y0 as usize * stride + x0 as usize;
+                    let (t0, t1, b0, b1): (f64, f64, f64, f64) = (span[at].into(), span[at + 1].into(), span[at + stride].into(), span[at + stride + 1].into());
                     let top = t0 + ax * (t1 - t0);
                     sampled.push(top + ay * (b0 + ax * (b1 - b0) - top));
                 }
