@@ -113,6 +113,15 @@ fn hard_footage_registers_with_the_defaults() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The sequence of `case` cut from photograph `name` (as the table cuts it), and its true
+/// positions.
+fn footage(case: &Case, name: &str) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {
+    let k = PHOTOS.iter().position(|&n| n == name).unwrap();
+    let src = photo(name);
+    let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
+    (render(&src, &origins, case.frame, &case.conditions, 5 + k as u64), positions(&origins))
+}
+
 /// A keyframe passes the error of its own registration on to every frame registered after
 /// it, so where the last good frame is about to become the keyframe, its link is refined on
 /// the whole overlap. On the coffee photograph at low contrast (the wood grain leaves the
@@ -121,12 +130,7 @@ fn hard_footage_registers_with_the_defaults() {
 /// overlap they drift.
 #[test]
 fn keyframe_links_are_refined_on_the_whole_overlap() {
-    let case = &CASES[1];
-    let k = PHOTOS.iter().position(|&n| n == "coffee").unwrap();
-    let src = photo("coffee");
-    let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
-    let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
-    let truth = positions(&origins);
+    let (frames, truth) = footage(&CASES[1], "coffee");
     let keyframe_errors = |whole_overlap: bool| {
         let (s, recs) = run(&frames, &truth, &StitchParams { quality: false, whole_overlap, ..Default::default() });
         let keyframes: std::collections::BTreeSet<usize> = recs.iter().filter_map(|r| r.reference).filter(|&r| r != 0).collect();
@@ -142,6 +146,26 @@ fn keyframe_links_are_refined_on_the_whole_overlap() {
     assert!(without.mean_error > 0.25 && without_errors.iter().cloned().fold(0.0, f64::max) > 0.3, "{without:?} {without_errors:?}");
 }
 
+/// A keyframe's registration is refined after its record was written: the record's
+/// quality (the NCC of its overlap with its reference) is measured again at the refined pose.
+#[test]
+fn a_refined_keyframe_reports_the_quality_of_its_refined_pose() {
+    use tessera::stitch::{overlap_ncc, Motion, RegisterParams};
+    let (frames, _) = footage(&CASES[1], "coffee");
+    let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::U8(f.view())).collect();
+    let p = StitchParams { register: RegisterParams { motion: Motion::Translation, ..Default::default() }, ..Default::default() };
+    let (recs, _) = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).unwrap();
+    let keyframes: std::collections::BTreeSet<usize> = recs.iter().filter_map(|r| r.reference).filter(|&r| r != 0).collect();
+    assert!(keyframes.len() >= 2, "{keyframes:?}");
+    for &k in &keyframes {
+        let (r, at) = (recs[k].reference.unwrap(), recs[k].position.unwrap());
+        let from = recs[r].position.unwrap();
+        let want = overlap_ncc(frames[r].view(), frames[k].view(), (at.0 - from.0, at.1 - from.1), Parallelism::AllThreads).unwrap().unwrap();
+        let got = recs[k].quality.unwrap();
+        assert!((got - want).abs() < 1e-9, "keyframe {k}: quality {got}, at its pose {want}");
+    }
+}
+
 /// Refining every pair on the whole overlap (`refine_every_pair`, not the default: about a
 /// fifth of the speed on PAL frames) is more precise than the defaults, which refine only
 /// faint pairs and keyframe links: on clean footage of four photographs and on the coffee
@@ -150,11 +174,7 @@ fn keyframe_links_are_refined_on_the_whole_overlap() {
 fn refining_every_pair_is_more_precise() {
     let (mut default_sum, mut every_sum) = (0.0, 0.0);
     for (case, name) in [(&CASES[0], "ihc"), (&CASES[0], "camera"), (&CASES[0], "gravel"), (&CASES[0], "astronaut"), (&CASES[1], "coffee")] {
-        let k = PHOTOS.iter().position(|&n| n == name).unwrap();
-        let src = photo(name);
-        let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
-        let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
-        let truth = positions(&origins);
+        let (frames, truth) = footage(case, name);
         let (default, _) = run(&frames, &truth, &StitchParams { quality: false, ..Default::default() });
         let (every, _) = run(&frames, &truth, &StitchParams { quality: false, refine_every_pair: true, ..Default::default() });
         println!("{} {name}: default {:.3} px, every pair {:.3} px", case.name, default.mean_error, every.mean_error);

@@ -740,11 +740,24 @@ impl<'a> Run<'a> {
         let unknowns = overlap_unknowns(&self.p.register, &motion);
         let Some(refined) = self.refine_on_overlap::<T>(r_held, l_held, motion, unknowns, FAINT_REACH)? else { return Ok(()) };
         let pos = r_held.pos.then(&refined);
+        let rec = &mut records[l];
+        (rec.position, rec.angle, rec.scale) = (Some(pos.shift()), pos.angle, pos.scale);
+        self.measure_quality::<T>(r_held, l_held, &refined, rec)?;
         if let Some(f) = held.iter_mut().find(|f| f.index == l) {
             f.pos = pos;
         }
-        let rec = &mut records[l];
-        (rec.position, rec.angle, rec.scale) = (Some(pos.shift()), pos.angle, pos.scale);
+        Ok(())
+    }
+
+    /// With `quality` on, the record `rec` of `moving`, registered against `reference` by
+    /// pair motion `motion`, gets the NCC of their overlap and its grid.
+    fn measure_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity, rec: &mut FrameRecord) -> Result<()> {
+        if self.p.quality {
+            let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
+            let (a, b) = (reference.view::<T>()?, aligned.view());
+            rec.quality = overlap_ncc(a, b, aligned.shift, self.par)?;
+            rec.quality_grid = grid_ncc(a, b, aligned.shift, self.p.register.rsz)?;
+        }
         Ok(())
     }
 
@@ -933,12 +946,7 @@ impl<'a> Run<'a> {
                     let pos = r_pos.then(&motion);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
                     rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, phase_significance: reg.phase_significance, ..rec };
-                    if p.quality {
-                        let aligned = Aligned::new(current.view::<T>()?, &motion, self.par)?;
-                        let (a, b) = (r_held.view::<T>()?, aligned.view());
-                        rec.quality = overlap_ncc(a, b, aligned.shift, self.par)?;
-                        rec.quality_grid = grid_ncc(a, b, aligned.shift, p.register.rsz)?;
-                    }
+                    self.measure_quality::<T>(r_held, &current, &motion, &mut rec)?;
                     let (l, l_pos) = match last {
                         Some(l) => (l, find(l)?.pos),
                         None => (r, r_held.pos),
