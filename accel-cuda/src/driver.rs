@@ -122,6 +122,52 @@ impl CudaDevice {
     }
 }
 
+impl CudaDevice {
+    /// The device's copy bandwidth in GB/s, bytes read plus bytes written: the median of
+    /// `reps` device-to-device copies of `bytes`, each timed by events after one warm-up.
+    /// The ceiling a memory-bound kernel is measured against.
+    pub(crate) fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, Error> {
+        let (src, dst) = (self.alloc(bytes)?, self.alloc(bytes));
+        let dst = match dst {
+            Ok(d) => d,
+            Err(e) => {
+                self.free(src, bytes);
+                return Err(e);
+            }
+        };
+        let measured = (|| {
+            self.memset(src, 0x5a, bytes)?;
+            let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| driver_error("cuEventCreate", e))?;
+            let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| driver_error("cuEventCreate", e))?;
+            let mut times = Vec::with_capacity(reps);
+            for i in 0..=reps.max(1) {
+                // SAFETY: both allocations hold `bytes`; events of this context on the default stream.
+                let ms = unsafe {
+                    result::event::record(start, std::ptr::null_mut())
+                        .and_then(|_| result::memcpy_dtod_async(dst, src, bytes, std::ptr::null_mut()))
+                        .and_then(|_| result::event::record(end, std::ptr::null_mut()))
+                        .and_then(|_| result::event::synchronize(end))
+                        .and_then(|_| result::event::elapsed(start, end))
+                }
+                .map_err(|e| driver_error("timed device-to-device copy", e))?;
+                if i > 0 {
+                    times.push(ms as f64);
+                }
+            }
+            // SAFETY: events created above, no longer used.
+            unsafe {
+                let _ = result::event::destroy(start);
+                let _ = result::event::destroy(end);
+            }
+            times.sort_by(f64::total_cmp);
+            Ok(2.0 * bytes as f64 / (times[times.len() / 2] * 1e-3) / 1e9)
+        })();
+        self.free(src, bytes);
+        self.free(dst, bytes);
+        measured
+    }
+}
+
 impl Device for CudaDevice {
     fn name(&self) -> &'static str {
         "cuda"
@@ -176,9 +222,9 @@ impl Device for CudaDevice {
         let f = self.function(kernel)?;
         // SAFETY: `f` is a loaded kernel; `args` points at one value per parameter of the
         // kernel's type (each kernel driver's contract, checked through the shim in CI).
-        unsafe {
+        crate::kernel_clock::timed(|| unsafe {
             result::launch_kernel(f, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared_bytes, std::ptr::null_mut(), args)
-        }
+        })
         .map_err(|e| driver_error(&format!("launch of {} ({grid:?} x {block:?}, {shared_bytes} B shared)", kernel.name), e))
     }
 }

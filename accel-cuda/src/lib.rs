@@ -19,6 +19,7 @@ compile_error!("kernel arguments are passed as little-endian words");
 mod backend;
 mod device;
 mod driver;
+pub mod kernel_clock;
 pub mod kernels;
 pub mod nvrtc;
 #[cfg(feature = "shim")]
@@ -42,6 +43,13 @@ pub fn open() -> Result<Box<dyn Backend>, Error> {
     let device = driver::CudaDevice::open()?;
     let description = device.description().to_string();
     Ok(Box::new(CudaBackend::new(Box::new(device), description)))
+}
+
+/// The copy bandwidth of device 0 in GB/s (bytes read plus written by device-to-device
+/// copies of `bytes`, median of `reps`): the ceiling the benchmarks measure memory-bound
+/// kernels against, measured in the same run.
+pub fn copy_bandwidth(bytes: usize, reps: usize) -> Result<f64, Error> {
+    driver::CudaDevice::open()?.copy_bandwidth(bytes, reps)
 }
 
 /// The CUDA backend on the CPU shim: every kernel compiled for the CPU and run on threads,

@@ -3,6 +3,7 @@
 //! shape of `../shared/bench/opencv_anchor.sh` so the two can be compared side by side.
 
 mod filters;
+mod gpu;
 mod grid;
 mod memory;
 mod variance;
@@ -26,6 +27,10 @@ pub enum Suite {
     /// SGM stereo: cones / teddy (costs, path sets, bad 1.0), 1024x440 at 128 disparities,
     /// the original's table (384x288, 512x512, 1024x1024 at 100, AD, MI, hierarchical MI), peak memory
     Stereo,
+    /// The GPU verification figures: copy bandwidth, box / mean / Gaussian 4096x4096 f32,
+    /// Figure 7, SGM 1024x440 and cones / teddy, matrix product 4096, a 1 000-frame PAL
+    /// stitch and the template-size curve against the CPU; kernel time apart on a GPU
+    Gpu,
 }
 
 #[derive(clap::Args)]
@@ -72,6 +77,35 @@ impl Bench {
 pub struct Recorder {
     results: Vec<Value>,
     filter: Option<String>,
+    /// Time kernels apart (CUDA events around each launch) where the backend is a GPU.
+    kernel_clock: bool,
+}
+
+/// Runs `f` once, with its kernels' device time where the clock is on and a GPU launched.
+fn timed_call<R>(kernel_clock: bool, f: impl FnOnce() -> R) -> (R, f64, Option<f64>) {
+    if kernel_clock {
+        tessera_cuda::kernel_clock::start();
+    }
+    let a = Instant::now();
+    let r = f();
+    let ms = a.elapsed().as_secs_f64() * 1e3;
+    let kernel = if kernel_clock { tessera_cuda::kernel_clock::stop() } else { None };
+    (r, ms, kernel)
+}
+
+fn median(t: &mut [f64]) -> f64 {
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[t.len() / 2]
+}
+
+/// A result's record: the whole call's median, and the kernels' where they were timed
+/// (every repetition timed them).
+fn timing(median_ms: f64, kernel: &[Option<f64>]) -> Value {
+    let mut k: Vec<f64> = kernel.iter().flatten().copied().collect();
+    if k.is_empty() || k.len() < kernel.len() {
+        return json!({"median_ms": round4(median_ms)});
+    }
+    json!({"median_ms": round4(median_ms), "kernel_ms": round4(median(&mut k))})
 }
 
 impl Recorder {
@@ -103,14 +137,14 @@ impl Recorder {
         let warm_ms = warm.elapsed().as_secs_f64() * 1e3;
         let reps = if reps > 1 { reps.max(((300.0 / warm_ms.max(0.01)) as usize).min(101)) } else { reps };
         let mut t = Vec::with_capacity(reps.max(1));
+        let mut kernel = Vec::with_capacity(reps.max(1));
         for _ in 0..reps.max(1) {
-            let a = Instant::now();
-            let _ = f();
-            t.push(a.elapsed().as_secs_f64() * 1e3);
+            let (_, ms, k) = timed_call(self.kernel_clock, &mut f);
+            t.push(ms);
+            kernel.push(k);
         }
-        t.sort_by(|a, b| a.total_cmp(b));
-        let median = t[t.len() / 2];
-        self.results.push(json!({"name": name, "params": params, "backend": backend, "median_ms": round4(median)}));
+        let median = median(&mut t);
+        self.push_timing(name, params, backend, timing(median, &kernel));
         Some(median)
     }
 
@@ -142,26 +176,45 @@ impl Recorder {
         let round_ms = warm.elapsed().as_secs_f64() * 1e3;
         let rounds = ((500.0 / round_ms.max(0.01)) as usize).clamp(5, 101);
         let mut t = vec![Vec::with_capacity(rounds); params.len()];
+        let mut kernel = vec![Vec::with_capacity(rounds); params.len()];
         for _ in 0..rounds {
-            for (i, times) in t.iter_mut().enumerate() {
-                let a = Instant::now();
-                let _ = f(i);
-                times.push(a.elapsed().as_secs_f64() * 1e3);
+            for (i, (times, k)) in t.iter_mut().zip(&mut kernel).enumerate() {
+                let (_, ms, kernel_ms) = timed_call(self.kernel_clock, || f(i));
+                times.push(ms);
+                k.push(kernel_ms);
             }
         }
-        let medians: Vec<f64> = t
-            .iter_mut()
-            .map(|times| {
-                times.sort_by(|a, b| a.total_cmp(b));
-                times[times.len() / 2]
-            })
-            .collect();
-        for (p, &m) in params.iter().zip(&medians) {
-            self.results.push(json!({"name": name, "params": p, "backend": backend, "median_ms": round4(m)}));
+        let medians: Vec<f64> = t.iter_mut().map(|times| median(times)).collect();
+        let mut kernel_medians = Vec::new();
+        for ((p, &m), k) in params.iter().zip(&medians).zip(&kernel) {
+            let timing = timing(m, k);
+            if let Some(k) = timing.get("kernel_ms").and_then(Value::as_f64) {
+                kernel_medians.push(k);
+            }
+            self.push_timing(name, p.clone(), backend, timing);
         }
-        let (lo, hi) = medians.iter().fold((f64::MAX, 0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
-        self.record(&format!("{name}_flatness"), json!({"cases": params.len(), "rounds": rounds}), backend, json!(round4(hi / lo)));
+        let flatness = |m: &[f64]| {
+            let (lo, hi) = m.iter().fold((f64::MAX, 0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+            round4(hi / lo)
+        };
+        self.record(&format!("{name}_flatness"), json!({"cases": params.len(), "rounds": rounds}), backend, json!(flatness(&medians)));
+        if kernel_medians.len() == params.len() {
+            self.record(&format!("{name}_kernel_flatness"), json!({"cases": params.len(), "rounds": rounds}), backend, json!(flatness(&kernel_medians)));
+        }
         Some(medians)
+    }
+
+    fn push_timing(&mut self, name: &str, params: Value, backend: &str, timing: Value) {
+        let mut entry = json!({"name": name, "params": params, "backend": backend});
+        if let (Some(e), Some(t)) = (entry.as_object_mut(), timing.as_object()) {
+            e.extend(t.clone());
+        }
+        self.results.push(entry);
+    }
+
+    /// The kernel time recorded for the case `name` with `params` (GPU runs only).
+    pub fn kernel_ms(&self, name: &str, params: &Value) -> Option<f64> {
+        self.results.iter().rev().find(|r| r["name"] == name && &r["params"] == params).and_then(|r| r["kernel_ms"].as_f64())
     }
 
     /// Records a figure that is not a time (a count, an error, a memory peak).
@@ -181,7 +234,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let single = open_backend(a.backend, Parallelism::Sequential)?.backend;
     let b = Bench { backend, single, reps: if a.quick { 3 } else { 15 }, quick: a.quick };
-    let mut r = Recorder { filter: a.filter, ..Recorder::default() };
+    let kernel_clock = b.backend.name() == "cuda";
+    let mut r = Recorder { filter: a.filter, kernel_clock, ..Recorder::default() };
     let suite = match a.suite {
         Suite::Filters => {
             filters::run(&b, &mut r)?;
@@ -200,6 +254,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
             stereo::run(&b, &mut r)?;
             "stereo"
         }
+        Suite::Gpu => {
+            gpu::run(&b, &mut r)?;
+            "gpu"
+        }
     };
     let machine = machine_description();
     if a.json {
@@ -210,7 +268,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("{:<34} {:<8} {:>12}  params", "name", "backend", "median ms");
         for r in &r.results {
             let figure = match (r.get("median_ms"), r.get("value")) {
-                (Some(ms), _) => format!("{ms}"),
+                (Some(ms), _) => match r.get("kernel_ms") {
+                    Some(k) => format!("{ms} (kernels {k})"),
+                    None => format!("{ms}"),
+                },
                 (None, Some(v)) => format!("{v}"),
                 _ => String::new(),
             };

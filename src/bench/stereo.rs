@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use tessera::stereo::{self, Cost, Paths, StereoParams};
 use tessera::{AnyImage, AnyView, Image, Rgba8};
 
-fn data_dir() -> PathBuf {
+pub(super) fn data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("TESSERA_DATA") {
         return PathBuf::from(d).join("stereo");
     }
@@ -31,7 +31,7 @@ fn data_dir() -> PathBuf {
     }
 }
 
-fn rgba(path: &Path) -> Result<Image<Rgba8>> {
+pub(super) fn rgba(path: &Path) -> Result<Image<Rgba8>> {
     match tessera::io::load(path)? {
         AnyImage::Rgba8(i) => Ok(i),
         AnyImage::U8(i) => Ok(i.convert()),
@@ -39,7 +39,7 @@ fn rgba(path: &Path) -> Result<Image<Rgba8>> {
     }
 }
 
-fn ground_truth(path: &Path) -> Result<Image<f32>> {
+pub(super) fn ground_truth(path: &Path) -> Result<Image<f32>> {
     match tessera::io::load(path)? {
         AnyImage::U8(i) => Ok(stereo::eval::ground_truth_from_u8(i.view(), 4.0)?),
         AnyImage::Rgba8(i) => Ok(stereo::eval::ground_truth_from_u8(i.convert::<u8>().view(), 4.0)?),
@@ -49,7 +49,7 @@ fn ground_truth(path: &Path) -> Result<Image<f32>> {
 
 /// A smooth random texture (sum of a few sinusoids and noise) shifted by a disparity
 /// that ramps from 10 % to 90 % of `max_disp` left to right: right(x) = left(x + d(x)).
-fn synthetic(w: usize, h: usize, max_disp: usize) -> Result<(Image<u8>, Image<u8>)> {
+pub(super) fn synthetic(w: usize, h: usize, max_disp: usize) -> Result<(Image<u8>, Image<u8>)> {
     let tex = |x: f64, y: f64| -> u8 {
         let n = ((x as i64).wrapping_mul(73856093) ^ (y as i64).wrapping_mul(19349663)) as u64;
         let noise = ((n.wrapping_mul(0x9E3779B97F4A7C15) >> 58) as f64) - 32.0;

@@ -87,17 +87,30 @@ pub const BACKENDS: &[Listed] = &[
     Listed { label: "cuda-shim", open: cuda_shim, may_be_absent: None },
 ];
 
+/// Whether `label` is among the backends `TESSERA_BACKENDS` names (comma-separated; all
+/// when unset). The reference (the first listed) always runs: the GPU machine runs the
+/// suite as `TESSERA_BACKENDS=cuda`, leaving out the shim's hour of emulation there.
+fn selected(label: &str) -> bool {
+    match std::env::var("TESSERA_BACKENDS") {
+        Ok(list) => label == BACKENDS[0].label || list.split(',').any(|l| l.trim() == label),
+        Err(_) => true,
+    }
+}
+
 /// The listed backends that open on this machine, opened once per test process (a CUDA
 /// context is costly) and shared by the tests. Each absent one is reported once as
 /// `cuda: SKIPPED (no CUDA device): <reason>` on the process's stderr, past the test
 /// harness's capture, so a run without a GPU says so instead of passing silently.
-/// Panics if a backend that must open does not.
+/// Panics if a backend that must open does not. `TESSERA_BACKENDS` narrows the list
+/// ([`selected`]); a named backend that does not open is then a failure, not a skip.
 pub fn backends() -> &'static [(&'static str, Box<dyn Backend>)] {
     static OPENED: OnceLock<Vec<(&'static str, Box<dyn Backend>)>> = OnceLock::new();
     OPENED.get_or_init(|| {
         let mut opened = Vec::new();
-        for b in BACKENDS {
-            match ((b.open)(), b.may_be_absent) {
+        let narrowed = std::env::var_os("TESSERA_BACKENDS").is_some();
+        for b in BACKENDS.iter().filter(|b| selected(b.label)) {
+            let may_be_absent = if narrowed { None } else { b.may_be_absent };
+            match ((b.open)(), may_be_absent) {
                 (Ok(backend), _) => opened.push((b.label, backend)),
                 (Err(e), Some(absence)) => {
                     let _ = writeln!(std::io::stderr(), "{}: SKIPPED ({absence}): {e}", b.label);

@@ -1,0 +1,202 @@
+//! The `gpu` suite: the figures the GPU verification issue asks for, each with the whole
+//! call's time (uploads and downloads included) and, on a GPU, the kernels' own time
+//! (`kernel_ms`, CUDA events around each launch) apart:
+//!
+//! - the device's copy bandwidth (device-to-device, bytes read plus written), measured in
+//!   the same run, and each memory-bound kernel's bandwidth as a fraction of it;
+//! - box and mean 4096x4096 f32 over m = 3..255 (flatness of kernel time in m);
+//! - Gaussian 4096x4096 f32, sigma 2 and 20, each implementation;
+//! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods);
+//! - SGM 1024x440 at 128 disparities, 4 and 8 paths, and Middlebury cones / teddy with
+//!   bad 1.0 beside the CPU backend's;
+//! - matrix product 4096x4096 f32;
+//! - stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31) and the curve of
+//!   time against template size (25..255), on the backend and on the same machine's CPU
+//!   backend with all its threads.
+
+use super::stereo::{data_dir, ground_truth, rgba, synthetic};
+use super::{Bench, Recorder};
+use crate::cli::stitch::default_sequence_sized;
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::ops::ControlFlow;
+use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
+use tessera::stereo::{self, Paths, StereoParams};
+use tessera::stitch::{InMemory, RegisterParams, StitchParams};
+use tessera::variance::{VarianceKernel, VarianceMethod, VarianceParams};
+use tessera::{open_backend, AnyView, AnyViewMut, Backend, BackendChoice, Border, Image, Parallelism};
+
+/// Bytes a filter of `w x h` f32 pixels must move at least: its input read once, its
+/// output written once.
+fn image_bytes(w: usize, h: usize) -> f64 {
+    2.0 * (w * h * 4) as f64
+}
+
+/// Records `name_bandwidth`: `bytes` over the case's kernel time, in GB/s and as a
+/// fraction of the copy bandwidth.
+fn record_bandwidth(r: &mut Recorder, name: &str, params: &Value, backend: &str, bytes: f64, copy_gb_s: Option<f64>) {
+    if let Some(k) = r.kernel_ms(name, params) {
+        let gb_s = bytes / (k * 1e-3) / 1e9;
+        let fraction = copy_gb_s.map(|c| (gb_s / c * 1000.0).round() / 1000.0);
+        r.record(&format!("{name}_bandwidth"), params.clone(), backend, json!({"gb_s": gb_s.round(), "of_copy": fraction}));
+    }
+}
+
+pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
+    let name = b.backend.name();
+    let cpu = open_backend(BackendChoice::Cpu, Parallelism::AllThreads)?.backend;
+
+    // The ceiling of memory-bound kernels, measured now.
+    let copy_gb_s = if name == "cuda" && r.wants("copy_bandwidth") {
+        match tessera_cuda::copy_bandwidth(1 << 30, 20) {
+            Ok(g) => {
+                r.record("copy_bandwidth", json!({"bytes": 1u64 << 30, "reps": 20}), name, json!({"gb_s": g.round()}));
+                Some(g)
+            }
+            Err(e) => {
+                r.record("copy_bandwidth", json!({"bytes": 1u64 << 30}), name, json!({"error": e.to_string()}));
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    // Box sum and mean, 4096x4096 f32, m = 3..255, interleaved (flatness in m).
+    let n = 4096;
+    let big: Image<f32> = super::filters::noise_u8(n, n, 11).map(|v| v as f32);
+    let mut big_out = Image::<f32>::new(n, n)?;
+    let windows = [3usize, 5, 9, 15, 31, 63, 127, 255];
+    let boxes: Vec<BoxParams> = windows.iter().map(|&m| BoxParams::square(m, Border::Reflect101)).collect();
+    let params: Vec<Value> = windows.iter().map(|&m| json!({"w": n, "h": n, "m": m})).collect();
+    for series in ["box_sum_f32_4096", "mean_f32_4096"] {
+        r.time_interleaved(series, &params, name, |i| {
+            let (src, dst) = (AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()));
+            if series.starts_with("box") {
+                b.backend.box_sum(src, dst, &boxes[i])
+            } else {
+                b.backend.mean_filter(src, dst, &boxes[i])
+            }
+        });
+        for p in &params {
+            record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
+        }
+    }
+
+    // Gaussian, 4096x4096 f32, sigma 2 and 20, the default choice and each implementation.
+    for sigma in [2.0, 20.0] {
+        for (method, label) in [(GaussianMethod::Auto, "auto"), (GaussianMethod::Fir, "fir"), (GaussianMethod::Iir, "iir")] {
+            let p = GaussianParams { sigma, method, ..Default::default() };
+            let params = json!({"w": n, "h": n, "sigma": sigma, "method": label});
+            r.time("gauss_f32_4096", params.clone(), name, b.reps_for(50.0), || {
+                b.backend.gaussian_blur(AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()), &p)
+            });
+            record_bandwidth(r, "gauss_f32_4096", &params, name, image_bytes(n, n), copy_gb_s);
+        }
+    }
+
+    // Matrix product 4096x4096 f32 (2 n^3 operations).
+    if r.wants("matmul_f32_4096") {
+        let a: Image<f32> = super::filters::noise_u8(n, n, 3).map(|v| v as f32 / 255.0);
+        let c: Image<f32> = super::filters::noise_u8(n, n, 4).map(|v| v as f32 / 255.0);
+        let params = json!({"n": n});
+        r.time("matmul_f32_4096", params.clone(), name, b.reps_for(200.0).min(9), || b.backend.mat_mul(a.view(), c.view(), big_out.view_mut()));
+        if let Some(k) = r.kernel_ms("matmul_f32_4096", &params) {
+            r.record("matmul_f32_4096_tflops", params, name, json!(((2.0 * (n as f64).powi(3) / (k * 1e-3) / 1e12) * 100.0).round() / 100.0));
+        }
+    }
+    drop(big);
+
+    // The variance paper's Figure 7: 1920x1080 u8, tent R = 63, six methods.
+    let (w, h) = (1920, 1080);
+    let scene = super::variance::scene_u8(w, h, 7);
+    let mut var_out = Image::<f32>::new(w, h)?;
+    for m in VarianceMethod::ALL {
+        let p = VarianceParams::new(m, VarianceKernel::Tent { radius: 63 });
+        let params = json!({"w": w, "h": h, "radius": 63, "kernel": "tent", "type": "u8"});
+        r.time(&format!("gpu_fig7_{}", m.name()), params, name, b.reps_for(5.0), || {
+            b.backend.local_variance(AnyView::U8(scene.view()), var_out.view_mut(), &p)
+        });
+    }
+
+    stereo_cases(b, r, cpu.as_ref())?;
+    stitch_cases(b, r, cpu.as_ref())?;
+    Ok(())
+}
+
+/// SGM: the synthetic 1024x440 pair at 128 disparities (4 and 8 paths, no refinement), and
+/// cones / teddy with the default parameters, bad 1.0 of the backend beside the CPU's.
+fn stereo_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
+    let name = b.backend.name();
+    let base = StereoParams::default();
+    let (sl, sr) = synthetic(1024, 440, 128)?;
+    let mut disp = Image::<f32>::new(1024, 440)?;
+    for (paths, label) in [(Paths::Four, "4path"), (Paths::Eight, "8path")] {
+        let p = StereoParams { max_disparity: 128, paths, lr_check: false, median: false, fill: false, ..base };
+        let params = json!({"w": 1024, "h": 440, "max_disp": 128, "paths": label});
+        r.time("gpu_stereo_synth1024x440", params, name, b.reps_for(20.0), || {
+            b.backend.stereo_sgm(AnyView::U8(sl.view()), AnyView::U8(sr.view()), disp.view_mut(), &p).map(|_| ())
+        });
+    }
+    let dir = data_dir();
+    for (scene, left, right, truth) in [("cones", "cones/im2.png", "cones/im6.png", "cones/disp2.png"), ("teddy", "teddy/im2.png", "teddy/im6.png", "teddy/disp2.pgm")] {
+        let case = format!("gpu_stereo_{scene}");
+        if !r.wants(&case) {
+            continue;
+        }
+        let (l, rr, gt) = (rgba(&dir.join(left))?, rgba(&dir.join(right))?, ground_truth(&dir.join(truth))?);
+        let (w, h) = l.size();
+        for (paths, label) in [(Paths::Four, "4path"), (Paths::Eight, "8path")] {
+            let p = StereoParams { paths, ..base };
+            let mut scores = Vec::new();
+            for be in [b.backend.as_ref(), cpu] {
+                let mut d = Image::<f32>::new(w, h)?;
+                be.stereo_sgm(AnyView::Rgba8(l.view()), AnyView::Rgba8(rr.view()), d.view_mut(), &p)?;
+                scores.push((stereo::evaluate(d.view(), gt.view())?.bad1_all * 1000.0).round() / 1000.0);
+            }
+            let params = json!({"w": w, "h": h, "max_disp": p.max_disparity, "paths": label, "bad1_percent": scores[0], "cpu_bad1_percent": scores[1]});
+            let mut d = Image::<f32>::new(w, h)?;
+            r.time(&case, params, name, b.reps_for(10.0), || b.backend.stereo_sgm(AnyView::Rgba8(l.view()), AnyView::Rgba8(rr.view()), d.view_mut(), &p).map(|_| ()));
+        }
+    }
+    Ok(())
+}
+
+/// Stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31), and time against
+/// template size, on the backend and on the CPU backend with all threads.
+fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
+    let (frames, curve_frames) = if b.quick { (60, 5) } else { (1000, 21) };
+    let wanted = |r: &Recorder, n: &str| r.wants(n);
+    if wanted(r, "gpu_stitch_pal") || wanted(r, "gpu_template_size_curve") {
+        let seq = default_sequence_sized(frames, (720, 576), 1)?;
+        let luma: Vec<Image<u8>> = seq.frames.iter().map(|f| f.convert()).collect();
+        drop(seq);
+        let views: Vec<AnyView<'_>> = luma.iter().map(|f| AnyView::U8(f.view())).collect();
+        let pairs = (frames - 1) as f64;
+        let p = StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, quality: false, ..Default::default() };
+        for be in [b.backend.as_ref(), cpu] {
+            let params = json!({"w": 720, "h": 576, "frames": frames, "rsz": 31, "npts": 8});
+            let mut registered = 0;
+            let ms = r.time("gpu_stitch_pal", params.clone(), be.name(), 3, || {
+                let pano = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()))?;
+                registered = pano.frames.iter().filter(|f| f.is_ok()).count();
+                Ok::<_, tessera::Error>(())
+            });
+            if let Some(ms) = ms {
+                r.record("gpu_stitch_pal_pairs_per_s", params, be.name(), json!({"pairs_per_s": (1000.0 * pairs / ms).round(), "registered": registered}));
+            }
+        }
+        let short = &views[..curve_frames.min(views.len())];
+        let n = (short.len() - 1) as f64;
+        for rsz in [25usize, 31, 63, 95, 127, 191, 255] {
+            let p = StitchParams { register: RegisterParams { rsz, ..Default::default() }, quality: false, ..Default::default() };
+            for be in [b.backend.as_ref(), cpu] {
+                let params = json!({"w": 720, "h": 576, "rsz": rsz, "npts": 6, "pairs": n});
+                if let Some(ms) = r.time("gpu_template_size_curve", params.clone(), be.name(), 3, || be.stitch(&InMemory(short), &p, &mut |_| ControlFlow::Continue(())).map(|_| ())) {
+                    r.record("gpu_template_size_curve_ms_per_pair", params, be.name(), json!((ms / n * 1e4).round() / 1e4));
+                }
+            }
+        }
+    }
+    Ok(())
+}
