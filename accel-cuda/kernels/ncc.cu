@@ -230,6 +230,10 @@ __device__ void ncc_search(const u64* frames, int w, int h, int rsz, const int* 
                 if (xx >= 0 && yy >= 0 && xx <= s.xmax && yy <= s.ymax) c = get(xx, yy);
                 if (lane == 0) nb[3 * j + i] = c;
             }
+    } else if (lane == 0) {
+        // Unused, but written: the whole record is downloaded (compute-sanitizer's
+        // initcheck flags downloads of unwritten memory).
+        for (int k = 0; k < 9; ++k) nb[k] = -TESSERA_INF_D;
     }
     if (lane == 0) {
         res[0] = peak.x;

@@ -46,17 +46,18 @@ __device__ __forceinline__ Moment<double> moment_of(float v, double shift) {
 template <typename S> __device__ __forceinline__ void add(Moment<S>& a, const Moment<S>& b) { a.x += b.x; a.x2 += b.x2; a.bad += b.bad; }
 template <typename S> __device__ __forceinline__ void sub(Moment<S>& a, const Moment<S>& b) { a.x -= b.x; a.x2 -= b.x2; a.bad -= b.bad; }
 
-// Running kernel sums along one line of n outputs: `value(k)` gives the moment of sample k
-// (any k: the caller applies the border), `emit(i, sum)` takes each output. Tent of radius
-// r (a box of width r + 1 convolved with itself) when `tent`, else a box of radius r. The
-// non-finite count is a plain box count over the support [i - r, i + r] (every weight
-// there is > 0, so "any" is all that matters).
+// Running kernel sums along one line, outputs i0 .. i1 - 1 (a segment of the line: see
+// `segment_of`): `value(k)` gives the moment of sample k (any k: the caller applies the
+// border), `emit(i, sum)` takes each output. Tent of radius r (a box of width r + 1
+// convolved with itself) when `tent`, else a box of radius r. The non-finite count is a
+// plain box count over the support [i - r, i + r] (every weight there is > 0, so "any" is
+// all that matters).
 template <typename S, typename V, typename E>
-__device__ void running_kernel(int n, int r, bool tent, V value, E emit) {
+__device__ void running_kernel(int i0, int i1, int r, bool tent, V value, E emit) {
     Moment<S> t = {0, 0, 0};
     u32 bad = 0;
     for (int j = -r; j <= r; ++j) {
-        Moment<S> v = value(j);
+        Moment<S> v = value(i0 + j);
         S w = tent ? (S)(r + 1 - (j < 0 ? -j : j)) : (S)1;
         t.x += w * v.x;
         t.x2 += w * v.x2;
@@ -65,13 +66,13 @@ __device__ void running_kernel(int n, int r, bool tent, V value, E emit) {
     // Tent: the box sums over [i - r, i] and [i + 1, i + r + 1].
     Moment<S> left = {0, 0, 0}, right = {0, 0, 0};
     if (tent) {
-        for (int k = -r; k <= 0; ++k) add(left, value(k));
-        for (int k = 1; k <= r + 1; ++k) add(right, value(k));
+        for (int k = -r; k <= 0; ++k) add(left, value(i0 + k));
+        for (int k = 1; k <= r + 1; ++k) add(right, value(i0 + k));
     }
-    for (int i = 0; i < n; ++i) {
+    for (int i = i0; i < i1; ++i) {
         t.bad = bad;
         emit(i, t);
-        if (i + 1 == n) break;
+        if (i + 1 == i1) break;
         Moment<S> leaving = value(i - r), entering = value(i + r + 1);
         bad += entering.bad - leaving.bad;
         if (tent) {
@@ -90,16 +91,27 @@ __device__ void running_kernel(int n, int r, bool tent, V value, E emit) {
     }
 }
 
+// The segment of a line of n outputs this thread runs: [*i0, *i1) for grid row blockIdx.y
+// and segments of `seg`; false past the line's end. One thread per whole line gives a
+// 1920 x 1080 image 1080 threads, 3 % occupancy on an H200 (measured); segments restart
+// their sums from the kernel's support (exact for integers; f64 sums re-seeded).
+__device__ __forceinline__ bool segment_of(int n, int seg, int* i0, int* i1) {
+    *i0 = blockIdx.y * seg;
+    if (*i0 >= n) return false;
+    *i1 = n - *i0 < seg ? n : *i0 + seg;
+    return true;
+}
+
 template <typename T, typename S>
-__device__ void var_cols(const T* src, S* c1, S* c2, u32* cbad, int width, int height, int r, int tent, int mode, float outside, double shift) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= width) return;
+__device__ void var_cols(const T* src, S* c1, S* c2, u32* cbad, int width, int height, int r, int tent, int mode, float outside, double shift, int seg) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y0, y1;
+    if (x >= width || !segment_of(height, seg, &y0, &y1)) return;
     Moment<S> out_m = moment_of((T)outside, shift);
     auto value = [&](int yy) -> Moment<S> {
         int sy = var_source(yy, height, mode);
         return sy < 0 ? out_m : moment_of(src[(i64)sy * width + x], shift);
     };
-    running_kernel<S>(height, r, tent != 0, value, [&](int y, const Moment<S>& s) {
+    running_kernel<S>(y0, y1, r, tent != 0, value, [&](int y, const Moment<S>& s) {
         i64 i = (i64)y * width + x;
         c1[i] = s.x;
         c2[i] = s.x2;
@@ -129,9 +141,9 @@ __device__ __forceinline__ float finish(const Moment<double>& s, u64, double inv
 
 template <typename T, typename S>
 __device__ void var_rows(const S* c1, const S* c2, const u32* cbad, float* dst, int width, int height, int r, int tent, int mode,
-                         float outside, double shift, u64 total, double inv) {
-    int y = blockIdx.x * blockDim.x + threadIdx.x;
-    if (y >= height) return;
+                         float outside, double shift, u64 total, double inv, int seg) {
+    int y = blockIdx.x * blockDim.x + threadIdx.x, x0, x1;
+    if (y >= height || !segment_of(width, seg, &x0, &x1)) return;
     // A column wholly outside (constant border): the column kernel's weight times the
     // constant's moments.
     S col_weight = tent ? (S)(r + 1) * (S)(r + 1) : (S)(2 * r + 1);
@@ -145,31 +157,31 @@ __device__ void var_rows(const S* c1, const S* c2, const u32* cbad, float* dst, 
         return sx < 0 ? out_col : Moment<S>{r1[sx], r2[sx], rb[sx]};
     };
     float* out = dst + (i64)y * width;
-    running_kernel<S>(width, r, tent != 0, value, [&](int x, const Moment<S>& s) { out[x] = finish(s, total, inv, shift); });
+    running_kernel<S>(x0, x1, r, tent != 0, value, [&](int x, const Moment<S>& s) { out[x] = finish(s, total, inv, shift); });
 }
 
-extern "C" __global__ void var_cols_u8(const u8* src, u64* c1, u64* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift) {
-    var_cols<u8, u64>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift);
+extern "C" __global__ void var_cols_u8(const u8* src, u64* c1, u64* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift, int seg) {
+    var_cols<u8, u64>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift, seg);
 }
 TESSERA_EXPORT(var_cols_u8)
-extern "C" __global__ void var_cols_u16(const u16* src, u64* c1, u64* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift) {
-    var_cols<u16, u64>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift);
+extern "C" __global__ void var_cols_u16(const u16* src, u64* c1, u64* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift, int seg) {
+    var_cols<u16, u64>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift, seg);
 }
 TESSERA_EXPORT(var_cols_u16)
-extern "C" __global__ void var_cols_f32(const float* src, double* c1, double* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift) {
-    var_cols<float, double>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift);
+extern "C" __global__ void var_cols_f32(const float* src, double* c1, double* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift, int seg) {
+    var_cols<float, double>(src, c1, c2, cbad, w, h, r, tent, mode, outside, shift, seg);
 }
 TESSERA_EXPORT(var_cols_f32)
-extern "C" __global__ void var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv) {
-    var_rows<u8, u64>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv);
+extern "C" __global__ void var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv, int seg) {
+    var_rows<u8, u64>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv, seg);
 }
 TESSERA_EXPORT(var_rows_u8)
-extern "C" __global__ void var_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv) {
-    var_rows<u16, u64>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv);
+extern "C" __global__ void var_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv, int seg) {
+    var_rows<u16, u64>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv, seg);
 }
 TESSERA_EXPORT(var_rows_u16)
-extern "C" __global__ void var_rows_f32(const double* c1, const double* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv) {
-    var_rows<float, double>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv);
+extern "C" __global__ void var_rows_f32(const double* c1, const double* c2, const u32* cbad, float* dst, int w, int h, int r, int tent, int mode, float outside, double shift, u64 total, double inv, int seg) {
+    var_rows<float, double>(c1, c2, cbad, dst, w, h, r, tent, mode, outside, shift, total, inv, seg);
 }
 TESSERA_EXPORT(var_rows_f32)
 
@@ -195,9 +207,9 @@ __device__ __forceinline__ void moments_of(const Moment<double>& s, double inv_w
 
 template <typename T, typename S>
 __device__ void moment_rows(const S* c1, const S* c2, const u32* cbad, float* mean, float* var, int width, int height, int r, int mode,
-                            float outside, double shift, double inv_w) {
-    int y = blockIdx.x * blockDim.x + threadIdx.x;
-    if (y >= height) return;
+                            float outside, double shift, double inv_w, int seg) {
+    int y = blockIdx.x * blockDim.x + threadIdx.x, x0, x1;
+    if (y >= height || !segment_of(width, seg, &x0, &x1)) return;
     S col_weight = (S)(r + 1) * (S)(r + 1);
     Moment<S> o = moment_of((T)outside, shift);
     Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
@@ -209,19 +221,19 @@ __device__ void moment_rows(const S* c1, const S* c2, const u32* cbad, float* me
         return sx < 0 ? out_col : Moment<S>{r1[sx], r2[sx], rb[sx]};
     };
     i64 row = (i64)y * width;
-    running_kernel<S>(width, r, true, value, [&](int x, const Moment<S>& s) { moments_of(s, inv_w, shift, mean + row + x, var + row + x); });
+    running_kernel<S>(x0, x1, r, true, value, [&](int x, const Moment<S>& s) { moments_of(s, inv_w, shift, mean + row + x, var + row + x); });
 }
 
-extern "C" __global__ void moment_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w) {
-    moment_rows<u8, u64>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w);
+extern "C" __global__ void moment_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w, int seg) {
+    moment_rows<u8, u64>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w, seg);
 }
 TESSERA_EXPORT(moment_rows_u8)
-extern "C" __global__ void moment_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w) {
-    moment_rows<u16, u64>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w);
+extern "C" __global__ void moment_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w, int seg) {
+    moment_rows<u16, u64>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w, seg);
 }
 TESSERA_EXPORT(moment_rows_u16)
-extern "C" __global__ void moment_rows_f32(const double* c1, const double* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w) {
-    moment_rows<float, double>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w);
+extern "C" __global__ void moment_rows_f32(const double* c1, const double* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w, int seg) {
+    moment_rows<float, double>(c1, c2, cbad, mean, var, w, h, r, mode, outside, shift, inv_w, seg);
 }
 TESSERA_EXPORT(moment_rows_f32)
 
@@ -436,9 +448,9 @@ TESSERA_EXPORT(var_log_cols)
 // interleaved pairs): mean = S1 / W in f64 rounded to f32, the variance as var_rows.
 template <typename T>
 __device__ void mean_var_rows(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int width, int height, int r, int tent,
-                              int mode, float outside, u64 total, double inv_w2, double inv_w) {
-    int y = blockIdx.x * blockDim.x + threadIdx.x;
-    if (y >= height) return;
+                              int mode, float outside, u64 total, double inv_w2, double inv_w, int seg) {
+    int y = blockIdx.x * blockDim.x + threadIdx.x, x0, x1;
+    if (y >= height || !segment_of(width, seg, &x0, &x1)) return;
     u64 col_weight = tent ? (u64)(r + 1) * (u64)(r + 1) : (u64)(2 * r + 1);
     Moment<u64> o = moment_of((T)outside, 0.0);
     Moment<u64> out_col = {col_weight * o.x, col_weight * o.x2, 0};
@@ -450,16 +462,16 @@ __device__ void mean_var_rows(const u64* c1, const u64* c2, const u32* cbad, flo
         return sx < 0 ? out_col : Moment<u64>{r1[sx], r2[sx], rb[sx]};
     };
     i64 row = (i64)y * width;
-    running_kernel<u64>(width, r, tent != 0, value, [&](int x, const Moment<u64>& s) {
+    running_kernel<u64>(x0, x1, r, tent != 0, value, [&](int x, const Moment<u64>& s) {
         mean[row + x] = (float)__dmul_rn((double)s.x, inv_w);
         var[row + x] = finish(s, total, inv_w2, 0.0);
     });
 }
-extern "C" __global__ void mean_var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w) {
-    mean_var_rows<u8>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w);
+extern "C" __global__ void mean_var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int seg) {
+    mean_var_rows<u8>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w, seg);
 }
 TESSERA_EXPORT(mean_var_rows_u8)
-extern "C" __global__ void mean_var_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w) {
-    mean_var_rows<u16>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w);
+extern "C" __global__ void mean_var_rows_u16(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int seg) {
+    mean_var_rows<u16>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w, seg);
 }
 TESSERA_EXPORT(mean_var_rows_u16)

@@ -5,7 +5,7 @@
 //! (the same f32 arithmetic in the same order; the global spread is summed in another
 //! order, which can move a rounding), f32 within 1e-5 relative.
 
-use crate::device::{args, blocks, int, Arg, DevBuf, Gpu, Pod};
+use crate::device::{args, blocks, int, line_segment, Arg, DevBuf, Gpu, Pod};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
 use tessera_core::contrast::ContrastParams;
@@ -98,13 +98,15 @@ fn enhance(gpu: &Gpu, stats: Arg, lane: &str, y: Arg, w: usize, h: usize, shift:
     for (s, &r) in p.radii.iter().take(scales).enumerate() {
         let inv_w = 1.0 / ((r + 1) as f64).powi(4);
         let mut list = vec![stats];
-        list.extend_from_slice(args![&c1, &c2, &bad, wi, hi, r as i32, 1, mode, outside, shift]);
-        gpu.launch(v(cols), [blocks(w, 64), 1, 1], [64, 1, 1], 0, &list)?;
+        let support = 2 * r + 1;
+        let (seg_y, seg_x) = (line_segment(h, support), line_segment(w, support));
+        list.extend_from_slice(args![&c1, &c2, &bad, wi, hi, r as i32, 1, mode, outside, shift, seg_y as i32]);
+        gpu.launch(v(cols), [blocks(w, 64), blocks(h, seg_y as u32), 1], [64, 1, 1], 0, &list)?;
         let at = |b: &DevBuf<'_, f32>| Arg::Ptr(b.ptr() + (s * n * std::mem::size_of::<f32>()) as u64);
         let mut list = args![&c1, &c2, &bad].to_vec();
         list.extend([at(&means), at(&vars)]);
-        list.extend_from_slice(args![wi, hi, r as i32, mode, outside, shift, inv_w]);
-        gpu.launch(v(rows), [blocks(h, 64), 1, 1], [64, 1, 1], 0, &list)?;
+        list.extend_from_slice(args![wi, hi, r as i32, mode, outside, shift, inv_w, seg_x as i32]);
+        gpu.launch(v(rows), [blocks(h, 64), blocks(w, seg_x as u32), 1], [64, 1, 1], 0, &list)?;
     }
     let mut list = vec![src, out, y];
     list.extend_from_slice(args![&means, &vars, scales as i32, ni, num, floor, p.gain_min, p.gain_max, inv_s]);

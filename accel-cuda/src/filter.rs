@@ -6,7 +6,7 @@
 //! sums where the CPU takes differences of a prefix: the f32 results agree to within one
 //! f32 rounding of the window's sum of |x| (tested: `tests/shim_filter.rs`).
 
-use crate::device::{args, blocks, int, Gpu, Pod};
+use crate::device::{args, blocks, int, line_segment, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use tessera_core::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera_core::image::{check_same_size, Pixel};
@@ -48,12 +48,13 @@ fn column_sums<'g, T: Pod + Pixel, A: Pod>(
     let lanes = width * channels;
     let cols = gpu.buffer::<A>(lanes * height)?;
     let (mode, outside) = border_mode(p.border);
+    let seg = line_segment(height, p.height);
     gpu.launch(
         kernel,
-        [blocks(lanes, BLOCK), 1, 1],
+        [blocks(lanes, BLOCK), blocks(height, seg as u32), 1],
         [BLOCK, 1, 1],
         0,
-        args![src, &cols, int(width, "width")?, int(height, "height")?, channels as i32, p.height as i32, mode, outside],
+        args![src, &cols, int(width, "width")?, int(height, "height")?, channels as i32, p.height as i32, mode, outside, seg as i32],
     )?;
     Ok(cols)
 }
@@ -81,11 +82,13 @@ fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
     let (mode, outside) = border_mode(p.border);
     let (ww, wh) = (p.width as i32, p.height as i32);
     let w32 = w as i32;
-    let grid = [blocks(h * channels, BLOCK), 1, 1];
+    let seg = line_segment(w, p.width);
+    let grid = [blocks(h * channels, BLOCK), blocks(w, seg as u32), 1];
+    let seg = seg as i32;
     if rows_take_channels {
-        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out, w32, hi, channels as i32, ww, wh, mode, outside])?;
+        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out, w32, hi, channels as i32, ww, wh, mode, outside, seg])?;
     } else {
-        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out, w32, hi, ww, wh, mode, outside])?;
+        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out, w32, hi, ww, wh, mode, outside, seg])?;
     }
     gpu.download_view(&out, dst)
 }

@@ -7,7 +7,7 @@
 //! thresholds of the adaptive mode read off the device's histograms. The mask, the report
 //! and the corrected image are the CPU's, exactly.
 
-use crate::device::{args, blocks, int, Arg, DevBuf, DevImage, Gpu, Pod};
+use crate::device::{args, blocks, int, line_segment, Arg, DevBuf, DevImage, Gpu, Pod};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
 use tessera_core::glare::detect::{finish_spots, quantile};
@@ -213,10 +213,12 @@ fn box_moments(
     let v = |name| Kernel::new(Module::Variance, name);
     let (cols, rows) = if sixteen { ("var_cols_u16", "mean_var_rows_u16") } else { ("var_cols_u8", "mean_var_rows_u8") };
     let total = ((2 * r + 1) as u64).pow(2);
+    let (w, h) = (wi as usize, hi as usize);
+    let (seg_y, seg_x) = (line_segment(h, 2 * r + 1), line_segment(w, 2 * r + 1));
     let mut list = vec![luma];
-    list.extend_from_slice(args![c1, c2, bad, wi, hi, r as i32, 0, mode, outside, 0.0f64]);
-    gpu.launch(v(cols), [blocks(wi as usize, 64), 1, 1], [64, 1, 1], 0, &list)?;
+    list.extend_from_slice(args![c1, c2, bad, wi, hi, r as i32, 0, mode, outside, 0.0f64, seg_y as i32]);
+    gpu.launch(v(cols), [blocks(w, 64), blocks(h, seg_y as u32), 1], [64, 1, 1], 0, &list)?;
     let mut list = args![c1, c2, bad, mean, var, wi, hi, r as i32, 0, mode, outside].to_vec();
-    list.extend([Arg::U64(total), Arg::F64(1.0 / (total as f64 * total as f64)), Arg::F64(1.0 / total as f64)]);
-    gpu.launch(v(rows), [blocks(hi as usize, 64), 1, 1], [64, 1, 1], 0, &list)
+    list.extend([Arg::U64(total), Arg::F64(1.0 / (total as f64 * total as f64)), Arg::F64(1.0 / total as f64), Arg::I32(seg_x as i32)]);
+    gpu.launch(v(rows), [blocks(h, 64), blocks(w, seg_x as u32), 1], [64, 1, 1], 0, &list)
 }

@@ -9,7 +9,7 @@
 //! operations in the same order (the file is compiled without fused multiply-adds), so
 //! their results are the CPU's, errors and all, which is what comparing them is for.
 
-use crate::device::{args, blocks, int, Gpu, Pod};
+use crate::device::{args, blocks, int, line_segment, Gpu, Pod};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
 use tessera_core::image::{check_same_size, Pixel};
@@ -68,12 +68,15 @@ fn recursive<T: Pod + Pixel + VarianceSample>(gpu: &Gpu, src: ImageView<'_, T>, 
     // Column sums: u64 for integers, f64 for f32 (both 8 bytes).
     let (c1, c2) = (gpu.buffer::<u64>(n)?, gpu.buffer::<u64>(n)?);
     let (ri, total_arg) = (r as i32, crate::device::Arg::U64(total));
-    gpu.launch(k(cols), [blocks(w, BLOCK), 1, 1], [BLOCK, 1, 1], 0, args![&dsrc, &c1, &c2, &bad, wi, hi, ri, tent, mode, outside, shift])?;
+    let support = 2 * r + 1;
+    let (seg_y, seg_x) = (line_segment(h, support), line_segment(w, support));
+    gpu.launch(k(cols), [blocks(w, BLOCK), blocks(h, seg_y as u32), 1], [BLOCK, 1, 1], 0, args![&dsrc, &c1, &c2, &bad, wi, hi, ri, tent, mode, outside, shift, seg_y as i32])?;
     drop(dsrc);
     let mut list = args![&c1, &c2, &bad, &out, wi, hi, ri, tent, mode, outside, shift].to_vec();
     list.push(total_arg);
     list.push(crate::device::Arg::F64(inv));
-    gpu.launch(k(rows), [blocks(h, BLOCK), 1, 1], [BLOCK, 1, 1], 0, &list)?;
+    list.push(crate::device::Arg::I32(seg_x as i32));
+    gpu.launch(k(rows), [blocks(h, BLOCK), blocks(w, seg_x as u32), 1], [BLOCK, 1, 1], 0, &list)?;
     gpu.download_view(&out, dst)
 }
 

@@ -95,6 +95,35 @@ fn box_sums_are_exact_for_integers_and_close_for_f32() {
 }
 
 #[test]
+fn lines_longer_than_a_segment_match_the_cpu() {
+    // Lines split into segments of at least 256 (and twice the window) run one thread per
+    // segment, each starting from the window's sum: 700 x 530 makes three segments each
+    // way, windows of 3 and 129 (segments of 256 and 258).
+    let gpu = tessera_cuda::open_shim();
+    let (w, h) = (700, 530);
+    let [u8s, u16s, f32s, rgba] = typed(w, h, 77);
+    for &(mw, mh) in &[(3, 3), (129, 5), (5, 129)] {
+        for border in BORDERS {
+            let p = BoxParams { width: mw, height: mh, border };
+            for img in [&u8s, &u16s, &f32s, &rgba] {
+                let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+                let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+                cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
+                gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
+                assert_same(&got, &want, 1e-4, &format!("mean {} {mw}x{mh} {border:?}", img.view().unwrap().type_name()));
+            }
+            for src in [&u8s, &u16s] {
+                let mut want = Image::<u32>::new(w, h).unwrap();
+                let mut got = Image::<u32>::new(w, h).unwrap();
+                cpu().box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(want.view_mut()), &p).unwrap();
+                gpu.box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(got.view_mut()), &p).unwrap();
+                assert!(got == want, "box {} {mw}x{mh} {border:?}", src.view().unwrap().type_name());
+            }
+        }
+    }
+}
+
+#[test]
 fn strided_views_in_and_out() {
     let gpu = tessera_cuda::open_shim();
     let big: Image<u8> = Image::from_fn(50, 30, |x, y| (x * 7 + y * 13 + x * y) as u8).unwrap();

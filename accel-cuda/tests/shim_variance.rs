@@ -81,6 +81,51 @@ fn recursive_variance_is_the_cpus_exactly_on_integers_and_within_bound_on_floats
 }
 
 #[test]
+fn lines_longer_than_a_segment_are_the_cpus() {
+    // Lines split into segments of at least 256 (and twice the kernel's support) run a
+    // thread per segment, each starting from the support's sums: 600 x 530 makes two or
+    // three segments each way. Recursive variance and contrast (the variance module's
+    // moment kernels).
+    let gpu = tessera_cuda::open_shim();
+    let (w, h) = (600, 530);
+    for img in typed(w, h, 91) {
+        let src = img.view().unwrap();
+        for kernel in [VarianceKernel::Tent { radius: 3 }, VarianceKernel::Box { radius: 2 }, VarianceKernel::Tent { radius: 127 }] {
+            let p = VarianceParams { method: VarianceMethod::Recursive, kernel, border: Border::Reflect101 };
+            let (want, got) = (variance(&cpu(), src, &p), variance(gpu.as_ref(), src, &p));
+            let what = format!("{} {kernel:?}", src.type_name());
+            for (k, (a, b)) in got.as_slice().iter().zip(want.as_slice()).enumerate() {
+                let tol = match src {
+                    AnyView::U8(_) | AnyView::U16(_) => 0.0,
+                    _ => 300.0f32 * 300.0 * 2f32.powi(-40) + b.abs() * 2e-7,
+                };
+                assert!((a - b).abs() <= tol, "{what}: pixel {k}: {a} vs {b}");
+            }
+        }
+        let p = tessera_core::contrast::ContrastParams { radii: vec![1, 7], ..Default::default() };
+        let mut want = AnyImage::like(&src).unwrap();
+        let mut got = AnyImage::like(&src).unwrap();
+        cpu().contrast_enhance(src, want.view_mut(), &p).unwrap();
+        gpu.contrast_enhance(src, got.view_mut(), &p).unwrap();
+        let levels = |a: &AnyImage| -> Vec<f64> {
+            match a {
+                AnyImage::U8(i) => i.as_slice().iter().map(|&v| v as f64).collect(),
+                AnyImage::U16(i) => i.as_slice().iter().map(|&v| v as f64).collect(),
+                AnyImage::F32(i) => i.as_slice().iter().map(|&v| v as f64).collect(),
+                AnyImage::Rgba8(i) => i.as_slice().iter().flat_map(|v| [v.r as f64, v.g as f64, v.b as f64, v.a as f64]).collect(),
+                _ => unreachable!(),
+            }
+        };
+        // Within a level for integers, 1e-5 relative for f32 (as the small-image test).
+        let f32 = matches!(src, AnyView::F32(_));
+        for (k, (a, b)) in levels(&got).iter().zip(levels(&want)).enumerate() {
+            let tol = if f32 { 1e-5 * b.abs().max(1.0) } else { 1.0 };
+            assert!((a - b).abs() <= tol, "contrast {}: value {k}: {a} vs {b}", src.type_name());
+        }
+    }
+}
+
+#[test]
 fn non_finite_inputs_make_nan_exactly_where_the_kernel_holds_them() {
     let gpu = tessera_cuda::open_shim();
     let mut img = Image::<f32>::from_fn(21, 15, |x, y| (x * 3 + y * 7) as f32).unwrap();
