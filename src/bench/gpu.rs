@@ -62,8 +62,9 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         None
     };
 
-    // Box sum and mean, 4096x4096 f32, m = 3..255, interleaved (flatness in m).
-    let n = 4096;
+    // Box sum and mean, 4096x4096 f32 (1024x1024 with --quick), m = 3..255, interleaved
+    // (flatness in m).
+    let n = if b.quick { 1024 } else { 4096 };
     let big: Image<f32> = super::filters::noise_u8(n, n, 11).map(|v| v as f32);
     let mut big_out = Image::<f32>::new(n, n)?;
     let windows = [3usize, 5, 9, 15, 31, 63, 127, 255];
@@ -107,13 +108,14 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     }
     drop(big);
 
-    // The variance paper's Figure 7: 1920x1080 u8, tent R = 63, six methods.
-    let (w, h) = (1920, 1080);
+    // The variance paper's Figure 7: 1920x1080 u8, tent R = 63 (R = 15 and 480x270 with
+    // --quick), six methods.
+    let (w, h, radius) = if b.quick { (480, 270, 15) } else { (1920, 1080, 63) };
     let scene = super::variance::scene_u8(w, h, 7);
     let mut var_out = Image::<f32>::new(w, h)?;
     for m in VarianceMethod::ALL {
-        let p = VarianceParams::new(m, VarianceKernel::Tent { radius: 63 });
-        let params = json!({"w": w, "h": h, "radius": 63, "kernel": "tent", "type": "u8"});
+        let p = VarianceParams::new(m, VarianceKernel::Tent { radius });
+        let params = json!({"w": w, "h": h, "radius": radius, "kernel": "tent", "type": "u8"});
         r.time(&format!("gpu_fig7_{}", m.name()), params, name, b.reps_for(5.0), || {
             b.backend.local_variance(AnyView::U8(scene.view()), var_out.view_mut(), &p)
         });
@@ -165,9 +167,8 @@ fn stereo_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
 /// Stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31), and time against
 /// template size, on the backend and on the CPU backend with all threads.
 fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
-    let (frames, curve_frames) = if b.quick { (60, 5) } else { (1000, 21) };
-    let wanted = |r: &Recorder, n: &str| r.wants(n);
-    if wanted(r, "gpu_stitch_pal") || wanted(r, "gpu_template_size_curve") {
+    let (frames, curve_frames) = if b.quick { (20, 5) } else { (1000, 21) };
+    if r.wants("gpu_stitch_pal") || r.wants("gpu_template_size_curve") {
         let seq = default_sequence_sized(frames, (720, 576), 1)?;
         let luma: Vec<Image<u8>> = seq.frames.iter().map(|f| f.convert()).collect();
         drop(seq);
