@@ -8,7 +8,9 @@ use crate::kernels::Kernel;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 use tessera_core::image::Pixel;
 use tessera_core::{Error, ImageView, ImageViewMut, Rgba8};
 
@@ -68,6 +70,8 @@ const POOL_LIMIT_BYTES: usize = 1 << 30;
 pub(crate) struct Gpu {
     device: Box<dyn Device>,
     pool: Mutex<Pool>,
+    /// Nanoseconds spent in the device's calls (see [`Gpu::device_seconds`]).
+    device_nanos: AtomicU64,
 }
 
 #[derive(Default)]
@@ -78,7 +82,21 @@ struct Pool {
 
 impl Gpu {
     pub(crate) fn new(device: Box<dyn Device>) -> Self {
-        Gpu { device, pool: Mutex::new(Pool::default()) }
+        Gpu { device, pool: Mutex::new(Pool::default()), device_nanos: AtomicU64::new(0) }
+    }
+
+    /// Wall time spent inside the device's calls so far (allocations, transfers, launches
+    /// and the waits of downloads; on the shim, the kernels' emulation too): what a run
+    /// spends beyond it is host work. For the tests and benchmarks of where time goes.
+    pub(crate) fn device_seconds(&self) -> f64 {
+        self.device_nanos.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+
+    fn on_device<R>(&self, call: impl FnOnce(&dyn Device) -> R) -> R {
+        let t = Instant::now();
+        let r = call(self.device.as_ref());
+        self.device_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        r
     }
 
     pub(crate) fn name(&self) -> &'static str {
@@ -95,12 +113,12 @@ impl Gpu {
         });
         let ptr = match reused {
             Some(p) => p,
-            None => match self.device.alloc(bytes) {
+            None => match self.on_device(|d| d.alloc(bytes)) {
                 Ok(p) => p,
                 Err(_) => {
                     // Memory held for reuse may be what is missing: give it back and retry.
                     self.release_pool();
-                    self.device.alloc(bytes)?
+                    self.on_device(|d| d.alloc(bytes))?
                 }
             },
         };
@@ -110,14 +128,14 @@ impl Gpu {
     /// A buffer of `len` elements, every byte zero.
     pub(crate) fn zeroed<T: Pod>(&self, len: usize) -> Result<DevBuf<'_, T>, Error> {
         let b = self.buffer(len)?;
-        self.device.memset(b.ptr, 0, b.bytes)?;
+        self.on_device(|d| d.memset(b.ptr, 0, b.bytes))?;
         Ok(b)
     }
 
     /// A buffer holding a copy of `data`.
     pub(crate) fn upload<T: Pod>(&self, data: &[T]) -> Result<DevBuf<'_, T>, Error> {
         let b = self.buffer(data.len())?;
-        self.device.upload(b.ptr, as_bytes(data))?;
+        self.on_device(|d| d.upload(b.ptr, as_bytes(data)))?;
         Ok(b)
     }
 
@@ -146,7 +164,7 @@ impl Gpu {
     /// Copies `buf` (at least `dst.len()` elements) into `dst`.
     pub(crate) fn download<T: Pod>(&self, buf: &DevBuf<'_, T>, dst: &mut [T]) -> Result<(), Error> {
         debug_assert!(dst.len() <= buf.len);
-        self.device.download(as_bytes_mut(dst), buf.ptr)
+        self.on_device(|d| d.download(as_bytes_mut(dst), buf.ptr))
     }
 
     /// Copies a device image into a view of the same size (any stride).
@@ -176,7 +194,7 @@ impl Gpu {
         }
         let mut values: Vec<u64> = args.iter().map(Arg::bits).collect();
         let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
-        self.device.launch(kernel, grid, block, shared_bytes, &mut pointers)
+        self.on_device(|d| d.launch(kernel, grid, block, shared_bytes, &mut pointers))
     }
 
     fn release_pool(&self) {

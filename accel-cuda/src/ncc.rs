@@ -130,12 +130,50 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 }
 
 /// Registers every pair of `jobs` (frames of one size, the parameters `p`) with one launch
-/// for all their searches and one download of the results: each pair is first run through
-/// the core's `register_pair_with` to collect its searches (the grid and texture test are
-/// the core's), then, after the launch, once more to answer them with the device's
-/// matches. Returns each pair's registration (or its own error) and whether a launch ran
-/// (pairs without a search need none).
+/// for all their searches and one download of the results ([`search_jobs`]), then answers
+/// each ([`answer`]). Returns each pair's registration (or its own error) and whether a
+/// launch ran (pairs without a search need none).
 fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
+    let (searched, launched) = search_jobs(gpu, jobs, p)?;
+    let answered = jobs.iter().zip(searched).map(|(job, s)| answer(job.reference, job.moving, p, job.prediction, s)).collect();
+    Ok((answered, launched))
+}
+
+/// A pair's device searches, not yet turned into its registration: the matches of each of
+/// the core's search calls, or the registration itself where the core finished without a
+/// search (or failed).
+enum Searched {
+    Matches(Vec<Vec<Option<Match>>>),
+    Done(Result<PairRegistration>),
+}
+
+/// The second half of a pair's registration: the core's `register_pair_with` run again on
+/// the pair, its searches answered with the device's matches (the consensus, the
+/// acceptance and the subpixel refinement are the core's). Deterministic: the core asks
+/// the same searches of the same frames, parameters and rounded prediction.
+fn answer<T: DeviceSample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64), searched: Searched) -> Result<PairRegistration> {
+    let mut calls = match searched {
+        Searched::Done(done) => return done,
+        Searched::Matches(calls) => calls.into_iter(),
+    };
+    let mut k = 0;
+    register_pair_with(reference, moving, p, prediction, &mut |searches, _| {
+        let Some(found) = calls.next() else {
+            return Err(Error::Backend(format!("search call {k} of a pair was not collected")));
+        };
+        k += 1;
+        if searches.len() != found.len() {
+            return Err(Error::Backend(format!("{} searches asked again for {}", searches.len(), found.len())));
+        }
+        Ok(found)
+    })
+}
+
+/// The first half of the registration of every pair of `jobs`: each pair run through the
+/// core's `register_pair_with` to collect its searches (the grid and texture test are the
+/// core's), then one launch per search call for all pairs and one download each. Returns
+/// each pair's [`Searched`] and whether a launch ran.
+fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
@@ -213,27 +251,14 @@ fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPa
             None => found.push(Vec::new()),
         }
     }
-    let answered = jobs
-        .iter()
-        .zip(collected)
-        .map(|(job, c)| match c {
-            Err(done) => done,
-            Ok(ranges) => {
-                let mut k = 0;
-                register_pair_with(job.reference, job.moving, p, job.prediction, &mut |searches, _| {
-                    let Some(&(start, end)) = ranges.get(k) else {
-                        return Err(Error::Backend(format!("search call {k} of a pair was not collected")));
-                    };
-                    k += 1;
-                    if searches.len() != end - start {
-                        return Err(Error::Backend(format!("{} searches asked again for {}", searches.len(), end - start)));
-                    }
-                    Ok(found[k - 1][start..end].to_vec())
-                })
-            }
+    let searched = collected
+        .into_iter()
+        .map(|c| match c {
+            Err(done) => Searched::Done(done),
+            Ok(ranges) => Searched::Matches(ranges.iter().enumerate().map(|(k, &(start, end))| found[k][start..end].to_vec()).collect()),
         })
         .collect();
-    Ok((answered, !calls.is_empty()))
+    Ok((searched, !calls.is_empty()))
 }
 
 /// The launch of every search (`sites` / `stats` records) over the frames at the addresses
@@ -349,12 +374,17 @@ pub struct StitchCounts {
     /// Frames uploaded for the composite, and downloads of the canvas.
     pub paste_uploads: usize,
     pub canvas_downloads: usize,
+    /// Seconds the run spent inside device calls (on the shim: the kernels' emulation
+    /// included); the rest of its time is host work.
+    pub device_seconds: f64,
 }
 
 struct State<'g> {
     frames: Caches<'g>,
-    /// Registrations done ahead, waiting for their request.
-    ahead: Vec<(Key, PairRegistration)>,
+    /// Pairs searched ahead, waiting for their request; answered (the core's consensus and
+    /// refinement on the host) only if asked for, so the hedged guesses that the run never
+    /// asks for cost device time alone.
+    ahead: Vec<(Key, Searched)>,
     /// Look-ahead pairs of the next speculative launch: halved when the run leaves the
     /// guessed path, doubled (up to `LOOKAHEAD`) when it used a whole launch, so that rough
     /// footage does not pay for searches it never uses.
@@ -409,23 +439,27 @@ impl<'g> DeviceRegistrar<'g> {
         Ok(OnDevice { ptr, terms })
     }
 
-    /// Registers `pairs` in one launch (their frames made resident first).
-    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
+    /// Searches `pairs` in one launch (their frames made resident first).
+    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Searched>> {
         let batch = st.clock + 1;
         let mut jobs = Vec::with_capacity(pairs.len());
         for pair in pairs {
-            let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
-            let reference = T::typed(&pair.reference.1).ok_or_else(mismatch)?;
-            let moving = T::typed(&pair.moving.1).ok_or_else(mismatch)?;
+            let (reference, moving) = typed_pair::<T>(pair)?;
             // The moving frame first: its f32 terms are the CPU's first check.
             let m = self.resident(st, batch, pair.moving.0, moving)?;
             let r = self.resident(st, batch, pair.reference.0, reference)?;
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
         }
-        let (found, launched) = register_jobs(self.gpu, &jobs, p)?;
+        let (found, launched) = search_jobs(self.gpu, &jobs, p)?;
         st.counts.launches += usize::from(launched);
         st.counts.registered += jobs.len();
         Ok(found)
+    }
+
+    /// `pair`'s registration from its device searches.
+    fn answer<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams, searched: Searched) -> Result<PairRegistration> {
+        let (reference, moving) = typed_pair::<T>(pair)?;
+        answer(reference, moving, p, pair.prediction, searched)
     }
 
     fn register_typed<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
@@ -434,11 +468,14 @@ impl<'g> DeviceRegistrar<'g> {
         if let Some(key) = Key::of(pair, p) {
             if let Some(k) = st.ahead.iter().position(|(a, _)| *a == key) {
                 st.counts.speculated += 1;
-                return Ok(st.ahead.swap_remove(k).1);
+                let searched = st.ahead.swap_remove(k).1;
+                drop(st);
+                return self.answer::<T>(pair, p, searched);
             }
         }
-        let mut found = self.launch::<T>(&mut st, std::slice::from_ref(pair), p)?;
-        found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
+        let searched = self.launch::<T>(&mut st, std::slice::from_ref(pair), p)?.pop();
+        drop(st);
+        self.answer::<T>(pair, p, searched.ok_or_else(|| Error::Backend("internal: a launch answered no pair".into()))?)
     }
 
     /// Registers the requests not yet done, the first included, in one launch, keeping
@@ -472,13 +509,20 @@ impl<'g> DeviceRegistrar<'g> {
         }
         todo.truncate(most);
         let Ok(found) = self.launch::<T>(&mut st, &todo, p) else { return Ok(()) };
-        for (pair, reg) in todo.iter().zip(found) {
-            if let (Some(key), Ok(reg)) = (Key::of(pair, p), reg) {
-                st.ahead.push((key, reg));
+        for (pair, searched) in todo.iter().zip(found) {
+            // A pair that failed is registered afresh when asked (its error reported then).
+            if let (Some(key), false) = (Key::of(pair, p), matches!(searched, Searched::Done(Err(_)))) {
+                st.ahead.push((key, searched));
             }
         }
         Ok(())
     }
+}
+
+/// The pair's two frames as views of `T` (a run's frames share one type).
+fn typed_pair<'a, T: DeviceSample>(pair: &'a PairRequest<'_>) -> Result<(ImageView<'a, T>, ImageView<'a, T>)> {
+    let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
+    Ok((T::typed(&pair.reference.1).ok_or_else(mismatch)?, T::typed(&pair.moving.1).ok_or_else(mismatch)?))
 }
 
 /// The whole-pixel predictions within `hedge` (per axis) of `prediction` (itself alone when
@@ -545,5 +589,6 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     let pano = stitch_frames_into(frames, p, Parallelism::AllThreads, progress, Some(&registrar), &mut canvas)?;
     let mut counts = registrar.state()?.counts.clone();
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
+    counts.device_seconds = gpu.device_seconds();
     Ok((pano, counts))
 }

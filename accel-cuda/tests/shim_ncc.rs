@@ -237,6 +237,34 @@ mod stitching {
         });
     }
 
+    /// Where a device stitching run's time goes, printed (by hand: `--ignored --nocapture`):
+    /// the run's wall time, the time inside device calls (here the shim's emulation), and
+    /// the host's rest beside the CPU backend's whole run on one thread.
+    #[test]
+    #[ignore]
+    fn host_time_of_a_sweep() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let n = 40;
+        with_sweep(5, |plan| {
+            let source = First(plan, n);
+            let p = params("u8", Blend::Overwrite, 0.25);
+            let t = std::time::Instant::now();
+            let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+            let total = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
+            let cpu_s = t.elapsed().as_secs_f64();
+            assert_eq!(got, want);
+            let host = total - counts.device_seconds;
+            eprintln!(
+                "{n} frames: {total:.3} s, device calls {:.3} s, host {host:.3} s ({:.3} ms a pair); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
+                counts.device_seconds,
+                1e3 * host / (n - 1) as f64,
+                1e3 * cpu_s / (n - 1) as f64
+            );
+        });
+    }
+
     /// Small enough for ThreadSanitizer (scripts/test runs the `registrations` of this
     /// file under it): a launch of several pairs and the averaging paste.
     #[test]

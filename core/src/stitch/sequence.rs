@@ -678,8 +678,8 @@ impl<'a> Run<'a> {
         // Texture too faint for templates (the fundus at low contrast or under strong noise):
         // where no registration stands on a clear majority of them, the whole overlap decides,
         // from the band-limited phase correlation's peak where it stands clear of the noise.
-        let adaptive = p.register.acceptance == Acceptance::Adaptive;
-        if let Some(o) = outcome.as_ref().filter(|o| adaptive && p.whole_overlap && (o.1.shift.is_none() || weak(&o.1))) {
+        let on_overlap = self.refines_on_overlap();
+        if let Some(o) = outcome.as_ref().filter(|o| on_overlap && (o.1.shift.is_none() || weak(&o.1))) {
             let base = base_of(o);
             let (b_spectrum, c_spectrum) = match spectra.take() {
                 Some((b, r, c)) if b == base => (r, c),
@@ -721,7 +721,7 @@ impl<'a> Run<'a> {
         // Or every pair, when asked for.
         let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
         let every = |reg: &PairRegistration| p.refine_every_pair && reg.phase_significance.is_none();
-        if let Some(m) = reg.motion().filter(|_| (adaptive && p.whole_overlap && faint(&reg)) || every(&reg)) {
+        if let Some(m) = reg.motion().filter(|_| (on_overlap && faint(&reg)) || every(&reg)) {
             let unknowns = overlap_unknowns(&p.register, &m);
             if let Some(refined) = self.refine_on_overlap::<T>(frame(r)?, current, m, unknowns, FAINT_REACH)? {
                 (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
@@ -772,7 +772,6 @@ impl<'a> Run<'a> {
         let (r, m) = (reference.smoothed::<T>(self.par)?, moving.smoothed::<T>(self.par)?);
         Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach)?.map(|(m, _)| m))
     }
-
 
     /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
     /// (or scales) the frame visibly, as if the moving frame were first turned back by it
