@@ -97,11 +97,9 @@ fn hard_footage_registers_with_the_defaults() {
     let p = StitchParams { quality: false, ..Default::default() };
     let mut failures = Vec::new();
     for case in &CASES {
-        for (k, name) in PHOTOS.iter().enumerate() {
-            let src = photo(name);
-            let origins = wandering(case.frames, room(src.size(), case.frame), case.step, case.turn, 11 + k as u64);
-            let frames = render(&src, &origins, case.frame, &case.conditions, 5 + k as u64);
-            let (s, _) = run(&frames, &positions(&origins), &p);
+        for name in PHOTOS {
+            let (frames, truth) = footage(case, name);
+            let (s, _) = run(&frames, &truth, &p);
             println!("{:18} {:10} {s:?}", case.name, name);
             let meets = 20 * s.registered >= 19 * s.frames && s.mean_error <= 0.25 && s.wrong_ok == 0;
             let bounded = s.max_error <= 3.0;

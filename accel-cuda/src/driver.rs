@@ -137,10 +137,18 @@ impl CudaDevice {
         };
         let measured = (|| {
             self.memset(src, 0x5a, bytes)?;
-            let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| driver_error("cuEventCreate", e))?;
-            let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| driver_error("cuEventCreate", e))?;
-            let mut times = Vec::with_capacity(reps);
-            for i in 0..=reps.max(1) {
+            let event = || result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| driver_error("cuEventCreate", e));
+            let start = event()?;
+            let end = match event() {
+                Ok(e) => e,
+                Err(e) => {
+                    // SAFETY: created above, not recorded.
+                    let _ = unsafe { result::event::destroy(start) };
+                    return Err(e);
+                }
+            };
+            let mut times = Vec::with_capacity(reps.max(1));
+            let timed = (0..=reps.max(1)).try_for_each(|i| {
                 // SAFETY: both allocations hold `bytes`; events of this context on the default stream.
                 let ms = unsafe {
                     result::event::record(start, std::ptr::null_mut())
@@ -151,14 +159,16 @@ impl CudaDevice {
                 }
                 .map_err(|e| driver_error("timed device-to-device copy", e))?;
                 if i > 0 {
-                    times.push(ms as f64);
+                    times.push(ms as f64); // the first copy warms up
                 }
-            }
-            // SAFETY: events created above, no longer used.
+                Ok(())
+            });
+            // SAFETY: events created above, no longer used (destroyed on every path).
             unsafe {
                 let _ = result::event::destroy(start);
                 let _ = result::event::destroy(end);
             }
+            timed?;
             times.sort_by(f64::total_cmp);
             Ok(2.0 * bytes as f64 / (times[times.len() / 2] * 1e-3) / 1e9)
         })();

@@ -45,6 +45,16 @@ fn assert_same(got: &AnyImage, want: &AnyImage, f32_tol: f32, what: &str) {
     }
 }
 
+/// The box sums of an integer image (into u32) on `gpu` are the CPU's, exactly.
+fn assert_integer_box_sums_exact(gpu: &dyn Backend, src: &AnyImage, p: &BoxParams, what: &str) {
+    let (w, h) = src.size();
+    let mut want = Image::<u32>::new(w, h).unwrap();
+    let mut got = Image::<u32>::new(w, h).unwrap();
+    cpu().box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(want.view_mut()), p).unwrap();
+    gpu.box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(got.view_mut()), p).unwrap();
+    assert!(got == want, "box {} {what}", src.view().unwrap().type_name());
+}
+
 #[test]
 fn means_of_every_type_and_border_are_the_cpus() {
     let gpu = tessera_cuda::open_shim();
@@ -77,11 +87,7 @@ fn box_sums_are_exact_for_integers_and_close_for_f32() {
             for border in BORDERS {
                 let p = BoxParams { width: mw, height: mh, border };
                 for src in [&u8s, &u16s] {
-                    let mut want = Image::<u32>::new(w, h).unwrap();
-                    let mut got = Image::<u32>::new(w, h).unwrap();
-                    cpu().box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(want.view_mut()), &p).unwrap();
-                    gpu.box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(got.view_mut()), &p).unwrap();
-                    assert!(got == want, "box {} {w}x{h} {mw}x{mh} {border:?}", src.view().unwrap().type_name());
+                    assert_integer_box_sums_exact(gpu.as_ref(), src, &p, &format!("{w}x{h} {mw}x{mh} {border:?}"));
                 }
                 let mut want = AnyImage::like(&f32s.view().unwrap()).unwrap();
                 let mut got = AnyImage::like(&f32s.view().unwrap()).unwrap();
@@ -113,11 +119,7 @@ fn lines_longer_than_a_segment_match_the_cpu() {
                 assert_same(&got, &want, 1e-4, &format!("mean {} {mw}x{mh} {border:?}", img.view().unwrap().type_name()));
             }
             for src in [&u8s, &u16s] {
-                let mut want = Image::<u32>::new(w, h).unwrap();
-                let mut got = Image::<u32>::new(w, h).unwrap();
-                cpu().box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(want.view_mut()), &p).unwrap();
-                gpu.box_sum(src.view().unwrap(), tessera_core::AnyViewMut::U32(got.view_mut()), &p).unwrap();
-                assert!(got == want, "box {} {mw}x{mh} {border:?}", src.view().unwrap().type_name());
+                assert_integer_box_sums_exact(gpu.as_ref(), src, &p, &format!("{mw}x{mh} {border:?}"));
             }
         }
     }

@@ -98,14 +98,10 @@ fn median(t: &mut [f64]) -> f64 {
     t[t.len() / 2]
 }
 
-/// A result's record: the whole call's median, and the kernels' where they were timed
-/// (every repetition timed them).
-fn timing(median_ms: f64, kernel: &[Option<f64>]) -> Value {
-    let mut k: Vec<f64> = kernel.iter().flatten().copied().collect();
-    if k.is_empty() || k.len() < kernel.len() {
-        return json!({"median_ms": round4(median_ms)});
-    }
-    json!({"median_ms": round4(median_ms), "kernel_ms": round4(median(&mut k))})
+/// The kernels' median time, where every repetition timed them.
+fn kernel_median(kernel: &[Option<f64>]) -> Option<f64> {
+    let mut k: Vec<f64> = kernel.iter().copied().collect::<Option<_>>()?;
+    (!k.is_empty()).then(|| median(&mut k))
 }
 
 impl Recorder {
@@ -144,7 +140,7 @@ impl Recorder {
             kernel.push(k);
         }
         let median = median(&mut t);
-        self.push_timing(name, params, backend, timing(median, &kernel));
+        self.push_timing(name, params, backend, median, kernel_median(&kernel));
         Some(median)
     }
 
@@ -187,11 +183,9 @@ impl Recorder {
         let medians: Vec<f64> = t.iter_mut().map(|times| median(times)).collect();
         let mut kernel_medians = Vec::new();
         for ((p, &m), k) in params.iter().zip(&medians).zip(&kernel) {
-            let timing = timing(m, k);
-            if let Some(k) = timing.get("kernel_ms").and_then(Value::as_f64) {
-                kernel_medians.push(k);
-            }
-            self.push_timing(name, p.clone(), backend, timing);
+            let k = kernel_median(k);
+            kernel_medians.extend(k);
+            self.push_timing(name, p.clone(), backend, m, k);
         }
         let flatness = |m: &[f64]| {
             let (lo, hi) = m.iter().fold((f64::MAX, 0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
@@ -204,10 +198,11 @@ impl Recorder {
         Some(medians)
     }
 
-    fn push_timing(&mut self, name: &str, params: Value, backend: &str, timing: Value) {
-        let mut entry = json!({"name": name, "params": params, "backend": backend});
-        if let (Some(e), Some(t)) = (entry.as_object_mut(), timing.as_object()) {
-            e.extend(t.clone());
+    /// Records a timed case: the whole call's median, and the kernels' where timed.
+    fn push_timing(&mut self, name: &str, params: Value, backend: &str, median_ms: f64, kernel_ms: Option<f64>) {
+        let mut entry = json!({"name": name, "params": params, "backend": backend, "median_ms": round4(median_ms)});
+        if let Some(k) = kernel_ms {
+            entry["kernel_ms"] = json!(round4(k));
         }
         self.results.push(entry);
     }

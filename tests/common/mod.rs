@@ -87,14 +87,12 @@ pub const BACKENDS: &[Listed] = &[
     Listed { label: "cuda-shim", open: cuda_shim, may_be_absent: None },
 ];
 
-/// Whether `label` is among the backends `TESSERA_BACKENDS` names (comma-separated; all
-/// when unset). The reference (the first listed) always runs: the GPU machine runs the
-/// suite as `TESSERA_BACKENDS=cuda`, leaving out the shim's hour of emulation there.
-fn selected(label: &str) -> bool {
-    match std::env::var("TESSERA_BACKENDS") {
-        Ok(list) => label == BACKENDS[0].label || list.split(',').any(|l| l.trim() == label),
-        Err(_) => true,
-    }
+/// Whether `label` is among the backends `narrowed_to` names (`TESSERA_BACKENDS`,
+/// comma-separated; all when unset). The reference (the first listed) always runs: the GPU
+/// machine runs the suite as `TESSERA_BACKENDS=cuda`, leaving out the shim's hour of
+/// emulation there.
+fn selected(label: &str, narrowed_to: Option<&str>) -> bool {
+    narrowed_to.is_none_or(|list| label == BACKENDS[0].label || list.split(',').any(|l| l.trim() == label))
 }
 
 /// The listed backends that open on this machine, opened once per test process (a CUDA
@@ -107,9 +105,9 @@ pub fn backends() -> &'static [(&'static str, Box<dyn Backend>)] {
     static OPENED: OnceLock<Vec<(&'static str, Box<dyn Backend>)>> = OnceLock::new();
     OPENED.get_or_init(|| {
         let mut opened = Vec::new();
-        let narrowed = std::env::var_os("TESSERA_BACKENDS").is_some();
-        for b in BACKENDS.iter().filter(|b| selected(b.label)) {
-            let may_be_absent = if narrowed { None } else { b.may_be_absent };
+        let narrowed_to = std::env::var("TESSERA_BACKENDS").ok();
+        for b in BACKENDS.iter().filter(|b| selected(b.label, narrowed_to.as_deref())) {
+            let may_be_absent = if narrowed_to.is_some() { None } else { b.may_be_absent };
             match ((b.open)(), may_be_absent) {
                 (Ok(backend), _) => opened.push((b.label, backend)),
                 (Err(e), Some(absence)) => {
