@@ -352,7 +352,7 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
     if let (Some(s), true) = (best.shift, weak(&best)) {
         let overlap = overlap_ncc(a, b, s, par)?.unwrap_or(f64::NEG_INFINITY);
         if overlap < p.register.min_coefficient {
-            best.skip = Some(SkipReason::Unconfirmed { agreeing: best.vectors_used, textured: best.textured, overlap_ncc: overlap });
+            best.skip = Some(SkipReason::Unconfirmed { agreeing: best.vectors_used, textured: best.textured, overlap_ncc: overlap, null: None });
             best.shift = None;
         }
     }

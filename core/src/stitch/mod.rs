@@ -23,7 +23,7 @@ pub mod warp;
 pub use accept::Acceptance;
 pub use grid::{grid_positions, neighbours, register_tiles, Corner, GridParams, Mosaic, TileOrder, TilePair, TileRecord};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
-pub use quality::{grid_ncc, overlap_ncc};
+pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 pub use solve::{solve, Constraint, Solution};
 pub use register::{register_pair, register_pair_any, register_pair_turned, register_pair_with, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{

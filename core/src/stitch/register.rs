@@ -179,9 +179,11 @@ pub enum SkipReason {
     TooFewVectors { above_threshold: usize, agreeing: usize, needed: usize },
     /// Two disjoint sets of vectors agree on different shifts (repeated texture).
     Ambiguous { agreeing: usize, rival: (f64, f64) },
-    /// A minority of the templates agreed, and the whole overlap does not correlate at
-    /// that shift (its NCC is below `min_coefficient`).
-    Unconfirmed { agreeing: usize, textured: usize, overlap_ncc: f64 },
+    /// A minority of the templates agreed (or none, for a phase-correlation match), and the
+    /// whole overlap does not correlate at that shift: its NCC is below `min_coefficient`
+    /// and (where measured) does not stand above `null`, what the pair correlates where it
+    /// cannot match ([`super::overlap_null_ncc`]).
+    Unconfirmed { agreeing: usize, textured: usize, overlap_ncc: f64, null: Option<f64> },
     /// The frame could not be read (a file that does not decode, ...), with the reason.
     Unreadable(String),
     /// The frame's size or pixel type differs from the sequence's (said how).
@@ -206,9 +208,14 @@ impl SkipReason {
                 "ambiguous: {agreeing} vectors agree, but as many agree on another shift ({:.1}, {:.1})",
                 rival.0, rival.1
             ),
-            SkipReason::Unconfirmed { agreeing, textured, overlap_ncc } => alloc::format!(
-                "unconfirmed: {agreeing} of {textured} textured templates agree, and the overlap correlates only {overlap_ncc:.2} there"
-            ),
+            SkipReason::Unconfirmed { agreeing, textured, overlap_ncc, null } => match null {
+                Some(n) => alloc::format!(
+                    "unconfirmed: {agreeing} of {textured} textured templates agree, and the overlap correlates only {overlap_ncc:.2} there ({n:.2} where it cannot match)"
+                ),
+                None => alloc::format!(
+                    "unconfirmed: {agreeing} of {textured} textured templates agree, and the overlap correlates only {overlap_ncc:.2} there"
+                ),
+            },
             SkipReason::Unreadable(why) => alloc::format!("unreadable: {why}"),
             SkipReason::Mismatch(why) => alloc::format!("does not match the sequence: {why}"),
             SkipReason::NonFinite { pixels } => {
