@@ -271,4 +271,32 @@ mod tests {
         assert!(grid_ncc(a.view(), a.view(), (0.0, 0.0), 2).is_err());
         assert!(grid_ncc(a.view(), a.view(), (0.0, f64::INFINITY), 5).is_err());
     }
+
+    #[test]
+    fn the_null_is_the_best_displaced_overlap_and_far_below_the_match() {
+        // A frame pair of random texture, b's pixel (u, v) showing a's (u + 5, v - 3).
+        let src = crate::stitch::texture(140, 110, 9);
+        let cut = |x0: usize, y0: usize| Image::from_fn(120, 96, |x, y| src.row(y + y0)[x + x0]).unwrap();
+        let (a, b) = (cut(5, 8), cut(10, 5));
+        let shift = (5.0, -3.0);
+        let matched = overlap_ncc(a.view(), b.view(), shift, Parallelism::Sequential).unwrap().unwrap();
+        let null = overlap_null_ncc(a.view(), b.view(), shift, Parallelism::AllThreads).unwrap().unwrap();
+        assert!(matched > 0.99 && null < 0.5, "match {matched}, null {null}");
+        // The largest of the displacements a quarter frame away that keep a quarter overlap.
+        let mut want = f64::NEG_INFINITY;
+        for (i, j) in [(-1.0, -1.0), (0.0, -1.0), (1.0, -1.0), (-1.0, 0.0), (1.0, 0.0), (-1.0, 1.0), (0.0, 1.0), (1.0, 1.0)] {
+            let s = (shift.0 + 30.0 * i, shift.1 + 24.0 * j);
+            if 4.0 * (120.0 - libm::fabs(s.0)) * (96.0 - libm::fabs(s.1)) >= 120.0 * 96.0 {
+                want = want.max(overlap_ncc(a.view(), b.view(), s, Parallelism::Sequential).unwrap().unwrap());
+            }
+        }
+        assert_eq!(null, want);
+        // A shift so large that few displacements keep a quarter overlap: no null.
+        assert_eq!(overlap_null_ncc(a.view(), b.view(), (90.0, 70.0), Parallelism::Sequential).unwrap(), None);
+        let flat = Image::<f32>::filled(120, 96, 3.0).unwrap();
+        assert_eq!(overlap_null_ncc(flat.view(), b.view(), shift, Parallelism::Sequential).unwrap(), None);
+        assert!(overlap_null_ncc(a.view(), cut(0, 0).view(), (f64::NAN, 0.0), Parallelism::Sequential).is_err());
+        let c = Image::<f32>::filled(121, 96, 3.0).unwrap();
+        assert!(overlap_null_ncc(a.view(), c.view(), shift, Parallelism::Sequential).is_err());
+    }
 }
