@@ -103,6 +103,9 @@ fn default_input_recovers_the_known_path() {
     // The demo's templates agree: the whole overlap decides nothing, and switching it off
     // changes no position.
     assert_eq!(r["params"]["whole_overlap"], true);
+    // The demo does not zoom: no scale detected, none reported.
+    assert_eq!(r["params"]["detect_zoom"], true);
+    assert!(frames.iter().all(|f| f.get("scale").is_none()), "{frames:?}");
     for f in frames.iter().skip(1) {
         assert_eq!((&f["accepted_by"], &f["phase_significance"]), (&Value::from("adaptive"), &Value::Null), "{f}");
     }

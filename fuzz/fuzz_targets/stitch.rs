@@ -54,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
         close_loops: b.bool(),
         whole_overlap: b.bool(),
         refine_every_pair: b.bool(),
+        detect_zoom: b.bool(),
     };
     let _ = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()));
 });

@@ -53,8 +53,9 @@ impl Op for RegisterParams {
 /// The registration's options, then `blend` (`overwrite`, `average`, `feather`),
 /// `keyframe-shift`, `coarse` (coarse candidates), `grow` (grow templates), `loops`
 /// (close loops and solve the positions together), `whole-overlap` (let the whole
-/// overlap decide where templates are too faint) and `refine-every-pair` (refine every
-/// pair on the whole overlap).
+/// overlap decide where templates are too faint), `refine-every-pair` (refine every
+/// pair on the whole overlap) and `detect-zoom` (fit the scale from the first pair that
+/// shows a clear zoom on).
 impl Op for StitchParams {
     const NAME: &'static str = "stitch";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -65,7 +66,8 @@ impl Op for StitchParams {
         v.field("grow", &mut self.grow_templates)?;
         v.field("loops", &mut self.close_loops)?;
         v.field("whole-overlap", &mut self.whole_overlap)?;
-        v.field("refine-every-pair", &mut self.refine_every_pair)
+        v.field("refine-every-pair", &mut self.refine_every_pair)?;
+        v.field("detect-zoom", &mut self.detect_zoom)
     }
 }
 

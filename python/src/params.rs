@@ -113,6 +113,7 @@ pub fn defaults() -> Value {
         ("no_close_loops", json!(!s.close_loops)),
         ("no_whole_overlap", json!(!s.whole_overlap)),
         ("refine_every_pair", json!(s.refine_every_pair)),
+        ("no_detect_zoom", json!(!s.detect_zoom)),
         ("frame_cache", json!(crate::stitch::FRAME_CACHE_MIB)),
     ] {
         stitch[k] = val;

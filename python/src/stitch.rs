@@ -230,7 +230,9 @@ with_registration_keywords! {
 /// agreeing templates retried with templates of twice the side (unless ``no_grow``), and
 /// where templates stay too faint, registered on the whole overlap from a clear
 /// phase-correlation peak (unless ``no_whole_overlap``; ``refine_every_pair`` refines every
-/// pair on the whole overlap: about twice to four times more precise, a seventh of the speed); frames
+/// pair on the whole overlap: about twice to four times more precise, a seventh of the speed);
+/// under ``motion="similarity"`` without ``fit_scale``, the scale fitted from the first pair
+/// that shows a clear zoom on (unless ``no_detect_zoom``); frames
 /// that come back over earlier keyframes registered against them too and all positions
 /// solved together by robust least squares (unless ``no_close_loops``); then
 /// the composite (``blend``: ``"overwrite"``, ``"average"``, ``"feather"``) at the positions
@@ -259,6 +261,7 @@ pub fn stitch<'py>(
     no_close_loops: bool = !StitchParams::default().close_loops,
     no_whole_overlap: bool = !StitchParams::default().whole_overlap,
     refine_every_pair: bool = StitchParams::default().refine_every_pair,
+    no_detect_zoom: bool = !StitchParams::default().detect_zoom,
     frame_cache: i64 = FRAME_CACHE_MIB as i64,
     backend: &str = AUTO,
     single_thread: bool = false,
@@ -273,6 +276,7 @@ pub fn stitch<'py>(
         close_loops: !no_close_loops,
         whole_overlap: !no_whole_overlap,
         refine_every_pair,
+        detect_zoom: !no_detect_zoom,
     };
     p.validate().map_err(to_py)?;
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);

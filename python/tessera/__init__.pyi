@@ -185,6 +185,7 @@ def stitch(
     no_close_loops: bool = ...,
     no_whole_overlap: bool = ...,
     refine_every_pair: bool = ...,
+    no_detect_zoom: bool = ...,
     frame_cache: int = ...,
     backend: Backend = ...,
     single_thread: bool = ...,

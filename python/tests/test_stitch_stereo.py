@@ -170,6 +170,7 @@ def turned_sequence():
     {"fit_scale": True, "max_turn": 4.0},
     {"motion": "translation"},
     {"refine_every_pair": True},
+    {"no_detect_zoom": True},
 ])
 def test_stitch_of_a_turned_sweep_matches_the_cli(cli, tmp_path, turned_sequence, options):
     frames, truth = turned_sequence
@@ -192,6 +193,7 @@ def test_stitch_of_a_turned_sweep_matches_the_cli(cli, tmp_path, turned_sequence
     assert (rep["params"]["motion"], rep["params"]["fit_scale"]) == (motion, options.get("fit_scale", False))
     assert rep["params"]["max_turn"] == options.get("max_turn", 6.0)
     assert rep["params"]["refine_every_pair"] == options.get("refine_every_pair", False)
+    assert rep["params"]["detect_zoom"] == (not options.get("no_detect_zoom", False))
     for f in rep["frames"]:
         assert ("scale" in f) == options.get("fit_scale", False)
         if f["status"] != "ok":

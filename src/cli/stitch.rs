@@ -187,6 +187,10 @@ pub struct StitchArgs {
     /// PAL frames
     #[arg(long)]
     pub refine_every_pair: bool,
+    /// Keep the scale at 1 even where a pair shows a clear zoom (by default, under the
+    /// similarity model without --fit-scale, the scale is fitted from such a pair on)
+    #[arg(long)]
+    pub no_detect_zoom: bool,
     /// Tile grid mode: the inputs are COLSxROWS tiles of a microscope scan (e.g. 4x3), in
     /// acquisition order; each neighbouring pair is registered from its nominal offset and
     /// all positions are solved together
@@ -444,6 +448,8 @@ pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, 
 /// [`report`] of a panorama of `size`, whose canvas may have been streamed to disk (see
 /// [`super::large`]) and stands in `pano` only for its origin.
 pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
+    // Scales are reported where fitted: asked for, or switched on by a detected zoom.
+    let scaled = p.register.fit_scale || pano.frames.iter().any(|f| f.scale != 1.0);
     let frames: Vec<Value> = pano
         .frames
         .iter()
@@ -471,7 +477,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
             if let Some(r) = &f.skip {
                 o["reason"] = json!(r.describe());
             }
-            if p.register.fit_scale {
+            if scaled {
                 o["scale"] = json!(f.position.map(|_| round(f.scale, 6)));
             }
             if let Some(t) = truth.and_then(|t| t.get(f.index)) {
@@ -493,7 +499,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
                     "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
-                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "whole_overlap": p.whole_overlap, "refine_every_pair": p.refine_every_pair, "npts": r.npts, "search_radius": r.search_radius,
+                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "whole_overlap": p.whole_overlap, "refine_every_pair": p.refine_every_pair, "detect_zoom": p.detect_zoom, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
                    "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
                    "motion": format!("{:?}", r.motion).to_lowercase(), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
@@ -513,6 +519,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         close_loops: !a.no_close_loops,
         whole_overlap: !a.no_whole_overlap,
         refine_every_pair: a.refine_every_pair,
+        detect_zoom: !a.no_detect_zoom,
     };
     p.validate()?;
     if a.follow.is_some() {

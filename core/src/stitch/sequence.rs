@@ -39,7 +39,7 @@ use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 use super::refine::{overlap_smoothed, refine_overlap_smoothed};
 use super::accept::Acceptance;
-use super::register::{fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
+use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
 use super::warp::warp_with;
@@ -149,11 +149,16 @@ pub struct StitchParams {
     /// 0.136), at about a seventh of the speed on PAL frames (about 300 against 2 200 pairs/s
     /// on a 2-core machine; false: off).
     pub refine_every_pair: bool,
+    /// Under [`Motion::Similarity`] without [`RegisterParams::fit_scale`]: once a pair shows
+    /// a clear zoom ([`super::register::evident_zoom`]: an endoscope advancing or
+    /// withdrawing), fit the scale from that pair on, as `fit_scale` would from the start
+    /// (false: the scale stays 1, and a zooming sweep drifts).
+    pub detect_zoom: bool,
 }
 
 impl Default for StitchParams {
     fn default() -> Self {
-        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true, close_loops: true, whole_overlap: true, refine_every_pair: false }
+        StitchParams { register: RegisterParams::default(), blend: Blend::Overwrite, keyframe_shift: 0.25, quality: true, coarse_candidates: 3, grow_templates: true, close_loops: true, whole_overlap: true, refine_every_pair: false, detect_zoom: true }
     }
 }
 
@@ -376,7 +381,7 @@ pub fn register_frames_with(
         let why = frames.frame(0).err().unwrap_or_default();
         return Err(Error::InvalidParameter { name: "frames", reason: alloc::format!("no frame could be read (frame 0: {why})") });
     };
-    let run = Run { frames, p, par, size, type_name, registrar };
+    let run = Run { frames, p: *p, par, size, type_name, registrar };
     match type_name {
         "u16" => run.register::<u16>(progress),
         "f32" => run.register::<f32>(progress),
@@ -506,9 +511,12 @@ impl Held<'_> {
 }
 
 /// One registration run over a source whose first readable frame is `size` / `type_name`.
+#[derive(Clone, Copy)]
 pub(super) struct Run<'a> {
     frames: &'a dyn FrameSource,
-    p: &'a StitchParams,
+    /// The run's parameters; scale fitting turns on where a zoom is evident
+    /// ([`StitchParams::detect_zoom`]).
+    p: StitchParams,
     par: Parallelism,
     pub(super) size: (usize, usize),
     type_name: &'static str,
@@ -805,7 +813,7 @@ impl<'a> Run<'a> {
         Ok(reg)
     }
 
-    fn register<T: GrayType>(&self, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
+    fn register<T: GrayType>(mut self, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
         let (w, h) = self.size;
         let p = self.p;
         let limit = (p.keyframe_shift * w as f64, p.keyframe_shift * h as f64);
@@ -895,7 +903,7 @@ impl<'a> Run<'a> {
                     ahead.push_back((j, self.load(j)));
                 }
                 let pairs = speculation::<T>(&held, &current, &ahead, first, (l, find(l)?.pos), vel, limit, self.size)?;
-                g.speculate(&pairs, &p.register)?;
+                g.speculate(&pairs, &self.p.register)?;
             }
             // The CPU prepares the moving frame's search once for all its attempts.
             let moving = match (self.registrar, prepared == Some(i)) {
@@ -913,7 +921,7 @@ impl<'a> Run<'a> {
             let spare_ref = &mut spare;
             // Pipelined, the pair runs on this thread alone while the other computes the
             // next frame's integral images: two even halves, no fork-join inside the pair.
-            let solo = Run { par: if pipelined { Parallelism::Sequential } else { self.par }, ..*self };
+            let solo = Run { par: if pipelined { Parallelism::Sequential } else { self.par }, ..self };
             let (settled, next_ready) = parallel::overlap(
                 self.par,
                 move || next.map(|v| spare_ref.compute(v).is_ok()).unwrap_or(false),
@@ -927,7 +935,17 @@ impl<'a> Run<'a> {
                 core::mem::swap(&mut buffer, &mut spare);
                 prepared = Some(i + 1);
             }
-            let (r, reg, evaluations) = settled?;
+            let (mut r, mut reg, mut evaluations) = settled?;
+            // A zoom the scale-free model cannot follow: the scale is fitted from this pair on.
+            if self.p.detect_zoom && !self.p.register.fit_scale && self.p.register.motion == Motion::Similarity && evident_zoom(&reg, &self.p.register).is_some() {
+                self.p.register.fit_scale = true;
+                let moving = match self.registrar {
+                    None => Some(SearchFrame::new(current.view::<T>()?)?),
+                    Some(_) => None,
+                };
+                let (zr, zreg, zevaluations) = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer)?;
+                (r, reg, evaluations) = (zr, zreg, evaluations + zevaluations);
+            }
             match reg.shift {
                 None => {
                     records.push(FrameRecord::skipped(i, reg.skip.unwrap_or(SkipReason::NoOverlap), evaluations));
