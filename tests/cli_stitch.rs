@@ -106,6 +106,7 @@ fn default_input_recovers_the_known_path() {
     // The demo does not zoom: no scale detected, none reported.
     assert_eq!(r["params"]["detect_zoom"], true);
     assert!(frames.iter().all(|f| f.get("scale").is_none()), "{frames:?}");
+    assert_eq!(r["panorama"]["scale_fitted"], false);
     for f in frames.iter().skip(1) {
         assert_eq!((&f["accepted_by"], &f["phase_significance"]), (&Value::from("adaptive"), &Value::Null), "{f}");
     }

@@ -494,6 +494,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
         "frames": frames,
         "panorama": {"width": w, "height": h, "origin_x": pano.canvas.origin.0, "origin_y": pano.canvas.origin.1,
                      "reference_frame": pano.reference,
+                     "scale_fitted": scaled,
                      "origin_meaning": "panorama pixel (X, Y) shows what the reference frame shows at (X + origin_x, Y + origin_y)",
                      "pose_meaning": "frame pixel (u, v) shows what the reference frame shows at (x, y) + scale R(angle) (u, v), R(a) = [[cos a, -sin a], [sin a, cos a]], angle in degrees, x right, y down"},
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
