@@ -681,9 +681,7 @@ fn turn_stands(m: &Similarity, angle_error: f64, v: &[MotionVector], inliers: &[
         return false;
     }
     let points = correspondences(v, inliers, p.rsz);
-    let n = points.len().max(1) as f64;
-    let (cx, cy) = points.iter().fold((0.0, 0.0), |c, q| (c.0 + q.moving.0 / n, c.1 + q.moving.1 / n));
-    let radius = libm::sqrt(points.iter().map(|q| (q.moving.0 - cx) * (q.moving.0 - cx) + (q.moving.1 - cy) * (q.moving.1 - cy)).sum::<f64>() / n);
+    let radius = rms_radius(&points);
     let turn = Similarity { x: 0.0, y: 0.0, angle: m.angle, scale: m.scale };
     let moved = turn.apply((radius, 0.0));
     // The peaks' scatter about their own fit says how well the pair shows a turn at all.
@@ -719,11 +717,16 @@ pub fn evident_zoom(reg: &PairRegistration, p: &RegisterParams) -> Option<f64> {
     }
     let points = correspondences(&reg.vectors, &inliers, p.rsz);
     let f = similarity::fit(&points, true, VECTOR_NOISE)?;
-    let n = points.len() as f64;
-    let (cx, cy) = points.iter().fold((0.0, 0.0), |c, q| (c.0 + q.moving.0 / n, c.1 + q.moving.1 / n));
-    let radius = libm::sqrt(points.iter().map(|q| (q.moving.0 - cx) * (q.moving.0 - cx) + (q.moving.1 - cy) * (q.moving.1 - cy)).sum::<f64>() / n);
     let zoom = libm::fabs(f.motion.scale - 1.0);
-    (zoom * radius >= EVIDENT_ZOOM && zoom >= EVIDENT_ZOOM_SIGNIFICANCE * f.angle_error).then_some(f.motion.scale)
+    (zoom * rms_radius(&points) >= EVIDENT_ZOOM && zoom >= EVIDENT_ZOOM_SIGNIFICANCE * f.angle_error).then_some(f.motion.scale)
+}
+
+/// The root mean square distance of the correspondences' moving points from their
+/// centroid: where a typical template lies, for judging how far a turn or zoom moves it.
+fn rms_radius(points: &[Correspondence]) -> f64 {
+    let n = points.len().max(1) as f64;
+    let (cx, cy) = points.iter().fold((0.0, 0.0), |c, q| (c.0 + q.moving.0 / n, c.1 + q.moving.1 / n));
+    libm::sqrt(points.iter().map(|q| (q.moving.0 - cx) * (q.moving.0 - cx) + (q.moving.1 - cy) * (q.moving.1 - cy)).sum::<f64>() / n)
 }
 
 /// The vectors `ks` as correspondences of template centres.
