@@ -81,18 +81,11 @@ const CASES: [Case; 5] = [
     Case { name: "jumps 28 px", frame: (200, 160), frames: 40, step: 28.0, turn: 2.0, conditions: Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 } },
 ];
 
-/// Cases where the defaults still fall short of the targets, measured and written
-/// down: the fundus photograph at 200 x 160 at contrast 0.3 is almost textureless, so no
-/// template agrees; the whole overlap registers 37 of the 40 frames from their
-/// phase-correlation peaks, confirmed against the pair's own null, but at 0.44 px mean (up
-/// to 0.99 px): the overlap refinement's per-patch gains and ramps leave it about three
-/// times the Cramer-Rao bound of such a pair (0.1 px an axis).
-const SHORTFALLS: [(&str, &str); 1] = [("low contrast", "retina")];
-
 /// Every case on every photograph with the default parameters, the targets: at
 /// least 95 % of the frames registered, mean error at most 0.25 px, and no frame reported
-/// `ok` more than 2 px from the truth. The shortfalls above may register fewer frames or
-/// drift, but not by more than 3 px.
+/// `ok` more than 2 px from the truth. (The fundus at contrast 0.3 was the last shortfall,
+/// 37 of 40 frames at 0.44 px, until faint pairs were placed by their overlap's correlation
+/// peak on band-passed frames: 40 at 0.22 px.)
 #[test]
 fn hard_footage_registers_with_the_defaults() {
     let p = StitchParams { quality: false, ..Default::default() };
@@ -103,8 +96,7 @@ fn hard_footage_registers_with_the_defaults() {
             let (s, _) = run(&frames, &truth, &p);
             println!("{:18} {:10} {s:?}", case.name, name);
             let meets = 20 * s.registered >= 19 * s.frames && s.mean_error <= 0.25 && s.wrong_ok == 0;
-            let bounded = s.max_error <= 3.0;
-            if !bounded || (!meets && !SHORTFALLS.contains(&(case.name, name))) {
+            if !meets {
                 failures.push(format!("{} {name}: {s:?}", case.name));
             }
         }
@@ -482,16 +474,20 @@ fn phase_peaks_are_significant_only_for_matches() {
 /// The fundus at contrast 0.3 (noise 3.5, blur 1): no template agrees, and the whole
 /// overlaps of true pairs correlate only 0.16 to 0.40, under `min_coefficient`. A
 /// phase-correlation match stands there when its overlap beats what the pair correlates a
-/// quarter frame away (`overlap_null_ncc`): 37 of the 40 frames register (7 with the fixed
-/// floor alone), none more than 1 px off, and the frames that do not are skipped with reasons.
+/// quarter frame away (`overlap_null_ncc`; 7 of 40 frames with the fixed floor alone), is
+/// sought against the last good frame where the keyframe's peak sank into the noise (3
+/// frames), and is placed where the overlap's correlation peaks on band-passed frames
+/// (`stitch::faint`; the overlap refinement left 0.44 px): every frame registers, within
+/// the targets.
 #[test]
 fn faint_phase_matches_are_confirmed_against_their_null() {
     let (frames, truth) = footage(&CASES[1], "retina");
     let (s, recs) = run(&frames, &truth, &StitchParams { quality: false, ..Default::default() });
     println!("{s:?}");
     let below_floor = recs.iter().filter(|r| r.phase_significance.is_some() && r.is_ok() && r.ncc < 0.3).count();
-    assert!(s.registered >= 35 && s.max_error <= 1.2 && s.wrong_ok == 0 && below_floor >= 20, "{s:?}, {below_floor} below the floor");
-    assert!(recs.iter().all(|r| r.position.is_some() || r.skip.is_some()));
+    assert!(s.registered == s.frames && s.mean_error <= 0.25 && s.max_error <= 0.8 && s.wrong_ok == 0 && below_floor >= 20, "{s:?}, {below_floor} below the floor");
+    let from_last = recs.iter().filter(|r| r.reference.is_some_and(|k| k + 1 == r.index) && r.phase_significance.is_some()).count();
+    assert!(from_last >= 1, "no faint frame registered against the last good frame");
 }
 
 /// The fundus under noise 8, whose templates are too faint to agree on many pairs: with the

@@ -9,6 +9,7 @@
 pub mod accept;
 pub mod coarse;
 pub mod composite;
+pub mod faint;
 pub mod grid;
 pub mod quality;
 pub mod loops;

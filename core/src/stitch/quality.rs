@@ -15,7 +15,7 @@ use crate::parallel::{map_indices, Parallelism};
 /// The overlap of the reference with the moving frame shifted by `shift`, in reference
 /// coordinates, keeping one pixel of margin for bilinear sampling: `(x0, y0, x1, y1)`
 /// exclusive ends; `None` when empty.
-fn overlap(size: (usize, usize), shift: (f64, f64)) -> Option<(usize, usize, usize, usize)> {
+pub(super) fn overlap(size: (usize, usize), shift: (f64, f64)) -> Option<(usize, usize, usize, usize)> {
     // Reference pixel X sees moving pixel X - sx, which needs 0 <= X - sx <= W - 2 to
     // sample bilinearly with both neighbours inside.
     let (w, h) = (size.0 as f64, size.1 as f64);
@@ -46,7 +46,7 @@ fn taps(shift: f64) -> (i64, f64, f64) {
 /// integer offset. One pass of sums of `a - a0`, `b - b0` and their products, with
 /// `(a0, b0)` the first sample pair (shift-invariant; small values keep the f64
 /// cancellation small); rows in parallel when allowed.
-fn pearson_region<T: Pixel + Into<f64>>(
+pub(super) fn pearson_region<T: Pixel + Into<f64>>(
     r: &ImageView<'_, T>,
     m: &ImageView<'_, T>,
     shift: (f64, f64),
@@ -89,7 +89,7 @@ fn pearson_region<T: Pixel + Into<f64>>(
     (saa > tol && sbb > tol).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
 }
 
-fn check<T: Pixel>(r: &ImageView<'_, T>, m: &ImageView<'_, T>, shift: (f64, f64)) -> Result<()> {
+pub(super) fn check<T: Pixel>(r: &ImageView<'_, T>, m: &ImageView<'_, T>, shift: (f64, f64)) -> Result<()> {
     crate::image::check_same_size(r.size(), m.size())?;
     require_finite("shift x", shift.0)?;
     require_finite("shift y", shift.1)

@@ -219,15 +219,22 @@ pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving:
 /// serves every pair the frame is in ([`refine_overlap_smoothed`]).
 pub fn overlap_smoothed<T: Pixel + Into<f64>>(v: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
     let (w, h) = v.size();
+    let grey = grey(v)?;
+    let mut out = Image::<f32>::new(w, h)?;
+    gaussian_blur(grey.view(), out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
+    Ok(out)
+}
+
+/// The frame in f32, for filters that take it.
+pub(super) fn grey<T: Pixel + Into<f64>>(v: ImageView<'_, T>) -> Result<Image<f32>> {
+    let (w, h) = v.size();
     let mut grey = Image::<f32>::new(w, h)?;
     for y in 0..h {
         for (g, &p) in grey.row_mut(y).iter_mut().zip(v.row(y)) {
             *g = Into::<f64>::into(p) as f32;
         }
     }
-    let mut out = Image::<f32>::new(w, h)?;
-    gaussian_blur(grey.view(), out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
-    Ok(out)
+    Ok(grey)
 }
 
 /// [`refine_overlap`] on frames already smoothed by [`overlap_smoothed`].

@@ -34,6 +34,7 @@
 //! once; the CPU reads none ahead.
 
 use super::coarse::{self, Spectrum};
+use super::faint;
 use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
@@ -491,6 +492,8 @@ pub(super) struct Held<'s> {
     /// The frame as the whole-overlap refinement sees it ([`overlap_smoothed`]), made the
     /// first time a pair needs it and kept for the others the frame is in.
     smoothed: OnceCell<Image<f32>>,
+    /// The frame band-passed for faint pairs ([`faint::band_passed`]), made and kept likewise.
+    band: OnceCell<Image<f32>>,
 }
 
 impl Held<'_> {
@@ -507,6 +510,15 @@ impl Held<'_> {
         }
         let s = overlap_smoothed(self.view::<T>()?, par)?;
         Ok(self.smoothed.get_or_init(|| s))
+    }
+
+    /// The frame band-passed for faint pairs.
+    pub(super) fn band<T: GrayType>(&self, par: Parallelism) -> Result<&Image<f32>> {
+        if let Some(b) = self.band.get() {
+            return Ok(b);
+        }
+        let b = faint::band_passed(self.view::<T>()?, par)?;
+        Ok(self.band.get_or_init(|| b))
     }
 }
 
@@ -546,7 +558,7 @@ impl<'a> Run<'a> {
             }
         }
         let luma = luma_storage(&v);
-        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: OnceCell::new() })
+        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: OnceCell::new(), band: OnceCell::new() })
     }
 
     /// Registers `current` by the first of `attempts` (reference index, predicted position
@@ -686,15 +698,27 @@ impl<'a> Run<'a> {
         // Texture too faint for templates (the fundus at low contrast or under strong noise):
         // where no registration stands on a clear majority of them, the whole overlap decides,
         // from the band-limited phase correlation's peak where it stands clear of the noise.
+        // Against the keyframe first, then the other frames attempted (the last good frame):
+        // a faint pair's peak sinks into the noise as the overlap shrinks (the fundus at
+        // contrast 0.3, 30 px from its keyframe: significance 9, against 23 for the frame
+        // before it).
         let on_overlap = self.refines_on_overlap();
-        if let Some(o) = outcome.as_ref().filter(|o| on_overlap && (o.1.shift.is_none() || weak(&o.1))) {
-            let base = base_of(o);
-            let (b_spectrum, c_spectrum) = match spectra.take() {
-                Some((b, r, c)) if b == base => (r, c),
-                _ => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
-            };
-            let found = coarse::weighted_candidates(&b_spectrum, &c_spectrum, 1, Some(coarse::FAINT_BAND)).unwrap_or_default();
-            if let Some(peak) = found.first().filter(|k| k.significance >= coarse::SIGNIFICANT_PEAK) {
+        if let Some(o) = outcome.as_ref().filter(|o| on_overlap && (o.1.shift.is_none() || weak(&o.1))).cloned() {
+            let mut bases: Vec<usize> = Vec::with_capacity(attempts.len() + 1);
+            for b in core::iter::once(base_of(&o)).chain(attempts.iter().map(|a| a.0)) {
+                if !bases.contains(&b) {
+                    bases.push(b);
+                }
+            }
+            for base in bases {
+                let (b_spectrum, c_spectrum) = match spectra.take() {
+                    Some((b, r, c)) if b == base => (r, c),
+                    Some((_, _, c)) => (Spectrum::new(frame(base)?.view::<T>()?), c),
+                    None => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
+                };
+                let found = coarse::weighted_candidates(&b_spectrum, &c_spectrum, 1, Some(coarse::FAINT_BAND)).unwrap_or_default();
+                spectra = Some((base, b_spectrum, c_spectrum));
+                let Some(peak) = found.first().filter(|k| k.significance >= coarse::SIGNIFICANT_PEAK) else { continue };
                 let b_held = frame(base)?;
                 let start = seeded(peak.shift, &predicted_turn(b_held.pos));
                 let unknowns = overlap_unknowns(&p.register, &start);
@@ -702,6 +726,7 @@ impl<'a> Run<'a> {
                     let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..o.1.clone() };
                     (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
                     outcome = Some((base, phased));
+                    break;
                 }
             }
         }
@@ -734,6 +759,14 @@ impl<'a> Run<'a> {
             } else if reg.phase_significance.is_some() {
                 // No template vouches for it: its coefficient is the overlap's.
                 reg.ncc = overlap;
+                // Too faint for the overlap refinement's linearisation: where the overlap
+                // correlation peaks on the band-passed frames ([`faint`]).
+                if beats_null && m.is_translation() {
+                    let (a, b) = (frame(r)?.band::<T>(self.par)?, current.band::<T>(self.par)?);
+                    if let Some(s) = faint::overlap_peak(a.view(), b.view(), m.shift(), FAINT_REACH, self.par)? {
+                        reg.shift = Some(s);
+                    }
+                }
             }
         }
         // Faint matches (few templates agree, or agree weakly) leave the motion uncertain by
@@ -755,6 +788,10 @@ impl<'a> Run<'a> {
     /// moves where the refinement leads (unchanged where it finds nothing).
     fn refine_keyframe<T: GrayType>(&self, held: &mut [Held<'_>], records: &mut [FrameRecord], l: usize) -> Result<()> {
         let Some(r) = records[l].reference else { return Ok(()) };
+        // A faint pair's link already stands where its overlap correlation peaks.
+        if self.faint_phase(&records[l]) {
+            return Ok(());
+        }
         let (Some(l_held), Some(r_held)) = (held.iter().find(|f| f.index == l), held.iter().find(|f| f.index == r)) else { return Ok(()) };
         let motion = r_held.pos.inverse().then(&l_held.pos);
         let unknowns = overlap_unknowns(&self.p.register, &motion);
@@ -779,6 +816,12 @@ impl<'a> Run<'a> {
             rec.quality_grid = grid_ncc(a, b, aligned.shift, self.p.register.rsz)?;
         }
         Ok(())
+    }
+
+    /// Whether frame `rec` registered on a phase-correlation match too faint for a fixed
+    /// level, confirmed against its null ([`faint::overlap_peak`] placed it).
+    pub(super) fn faint_phase(&self, rec: &FrameRecord) -> bool {
+        rec.phase_significance.is_some() && rec.ncc < self.p.register.min_coefficient && rec.angle == 0.0 && rec.scale == 1.0
     }
 
     /// Whether pairs are refined on the whole overlap (faint ones, and the keyframes' links).
