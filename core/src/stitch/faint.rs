@@ -69,7 +69,7 @@ pub fn band_passed<T: Pixel + Into<f64>>(frame: ImageView<'_, T>, par: Paralleli
 pub fn overlap_peak(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, start: (f64, f64), reach: f64, par: Parallelism) -> Result<Option<(f64, f64)>> {
     check(&reference, &moving, start)?;
     require_finite("reach", reach)?;
-    if !(reach > 0.0) {
+    if reach <= 0.0 {
         return Err(Error::InvalidFloat { name: "reach", value: reach, expected: "positive" });
     }
     // Midpoints m sample the reference at m + s / 2 and the moving frame at m - s / 2:
