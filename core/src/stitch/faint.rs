@@ -36,6 +36,10 @@ const FIRST_STEP: f64 = 0.5;
 const LAST_STEP: f64 = 0.0625;
 /// Rounds at most (each moves to the best stencil point, or halves the step).
 const ROUNDS: usize = 24;
+/// Every this many pixels along both axes r is sampled: the band-passed frames are
+/// smoothed at [`BAND_NARROW`], so neighbours add little (the tests' faint pairs: 0.0857 px
+/// mean error against 0.0855 with every pixel) and every second one costs a quarter.
+const SAMPLE_STRIDE: usize = 2;
 /// Fewest pixels a side of the fixed region keeps.
 const MIN_SIDE: usize = 16;
 
@@ -135,7 +139,7 @@ pub fn overlap_peak(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, s
 /// Pearson's r of `reference` sampled at `m + shift / 2` and `moving` at `m - shift / 2`
 /// over the midpoints `m` of `[x0, x1) x [y0, y1)` (which keep both samples inside); `None`
 /// when a side is flat.
-fn correlation(reference: &ImageView<'_, f32>, moving: &ImageView<'_, f32>, shift: (f64, f64), (x0, y0, x1, y1): (usize, usize, usize, usize), par: Parallelism) -> Option<f64> {
+fn correlation<'a>(reference: &ImageView<'a, f32>, moving: &ImageView<'a, f32>, shift: (f64, f64), (x0, y0, x1, y1): (usize, usize, usize, usize), par: Parallelism) -> Option<f64> {
     // A constant offset: the same integer corner and weights for every pixel.
     let taps = |d: f64| {
         let f = libm::floor(d);
@@ -144,18 +148,22 @@ fn correlation(reference: &ImageView<'_, f32>, moving: &ImageView<'_, f32>, shif
     let ((rx, ax), (ry, ay)) = (taps(shift.0 / 2.0), taps(shift.1 / 2.0));
     let ((qx, bx), (qy, by)) = (taps(-shift.0 / 2.0), taps(-shift.1 / 2.0));
     let (ax, ay, bx, by) = (ax as f32, ay as f32, bx as f32, by as f32);
-    let sample = |v: &ImageView<'_, f32>, x: usize, y: usize, (ox, oy): (isize, isize), (wx, wy): (f32, f32)| {
-        let (i, j) = ((x as isize + ox) as usize, (y as isize + oy) as usize);
-        let (r0, r1) = (v.row(j), v.row(j + 1));
+    // The two rows a frame's samples on reference row `y` blend, and the column offset.
+    let rows_of = |v: &ImageView<'a, f32>, y: usize, (ox, oy): (isize, isize)| {
+        let j = (y as isize + oy) as usize;
+        (v.row(j), v.row(j + 1), ox)
+    };
+    let blend = |(r0, r1, ox): (&[f32], &[f32], isize), x: usize, (wx, wy): (f32, f32)| {
+        let i = (x as isize + ox) as usize;
         let top = r0[i] + wx * (r0[i + 1] - r0[i]);
         top + wy * (r1[i] + wx * (r1[i + 1] - r1[i]) - top)
     };
-    let rows = map_indices(y1 - y0, par, |k| {
-        let y = y0 + k;
+    let rows = map_indices((y1 - y0).div_ceil(SAMPLE_STRIDE), par, |k| {
+        let y = y0 + k * SAMPLE_STRIDE;
+        let (ra, rb) = (rows_of(reference, y, (rx, ry)), rows_of(moving, y, (qx, qy)));
         let mut s = [0.0f64; 5];
-        for x in x0..x1 {
-            let a = sample(reference, x, y, (rx, ry), (ax, ay)) as f64;
-            let b = sample(moving, x, y, (qx, qy), (bx, by)) as f64;
+        for x in (x0..x1).step_by(SAMPLE_STRIDE) {
+            let (a, b) = (blend(ra, x, (ax, ay)) as f64, blend(rb, x, (bx, by)) as f64);
             s[0] += a;
             s[1] += b;
             s[2] += a * a;
@@ -168,7 +176,7 @@ fn correlation(reference: &ImageView<'_, f32>, moving: &ImageView<'_, f32>, shif
         t.iter_mut().zip(r).for_each(|(a, b)| *a += b);
         t
     });
-    let n = ((x1 - x0) * (y1 - y0)) as f64;
+    let n = ((x1 - x0).div_ceil(SAMPLE_STRIDE) * (y1 - y0).div_ceil(SAMPLE_STRIDE)) as f64;
     let (saa, sbb, sab) = (s[2] - s[0] * s[0] / n, s[3] - s[1] * s[1] / n, s[4] - s[0] * s[1] / n);
     // Band-passed frames have mean near zero: a flat side's sum of squares is rounding.
     let tol = 1e-9 * (s[2] + s[3]) + 1e-12;
