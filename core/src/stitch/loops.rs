@@ -20,6 +20,15 @@
 //! [`LOOP_DRIFT`] from its chained position is not believed: chains drift by tenths of a
 //! pixel, so such a match is a repeated pattern, not a return.
 //!
+//! Faint frames get more links than their one registration: a faint pair (registered on the
+//! peak of its overlap's correlation, [`super::faint`]) is uncertain by about 0.2 px, and a
+//! keyframe passes that on to every frame after it. Each such frame is also registered,
+//! where its overlap's correlation peaks, against the faint frames 1, 2, 4, 8 and 16 before
+//! it (their band-passed copies kept, [`FAINT_LINK_SPAN`] frames back at most), within
+//! [`FAINT_LINK_REACH`] of their chained positions, and the solve below averages them:
+//! measured on the fundus at contrast 0.3, such a graph solved together halves the error
+//! of a chain of the same pairs.
+//!
 //! At the end, every registration (the tree and the loops) is a [`Constraint`], and
 //! [`solve`] finds all positions together by robust least squares. A loop whose residual
 //! after the solve exceeds [`LOOP_REJECT`] disagrees with the rest and is dropped (the worst
@@ -30,9 +39,12 @@
 use super::register::PairRegistration;
 use super::sequence::{centre_offset, FrameRecord, GrayType, Held, Run};
 use super::similarity::Similarity;
+use super::faint;
 use super::solve::{solve, Constraint, Solution};
 use crate::error::{Error, Result};
+use crate::image::Image;
 use crate::ncc::{Integral, SearchFrame};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 /// Fewest registrations on the tree path between a frame and a loop partner.
@@ -46,6 +58,13 @@ pub const LOOP_REJECT: f64 = 1.0;
 /// Residual (pixels) beyond which the solve down-weights a constraint (Huber's scale).
 const ROBUST_SCALE: f64 = 0.5;
 
+/// Frames back a faint frame is linked to (module doc).
+pub const FAINT_LINKS: [usize; 5] = [1, 2, 4, 8, 16];
+/// Frames back whose band-passed copies a run keeps for faint links.
+pub const FAINT_LINK_SPAN: usize = 16;
+/// Largest move (pixels, each axis) a faint link may make from the chained positions.
+pub const FAINT_LINK_REACH: f64 = 2.0;
+
 /// The loops a run has found.
 #[derive(Default)]
 pub(super) struct Loops {
@@ -54,6 +73,10 @@ pub(super) struct Loops {
     keyframes: Vec<(usize, Similarity, bool)>,
     /// Accepted loops: the earlier keyframe, the frame, and the pair's motion.
     found: Vec<(usize, usize, Similarity)>,
+    /// Recent faint frames: index, chained pose and band-passed copy.
+    faint: VecDeque<(usize, Similarity, Image<f32>)>,
+    /// Faint links: the earlier frame, the frame, and the pair's motion.
+    links: Vec<(usize, usize, Similarity)>,
 }
 
 impl<'a> Run<'a> {
@@ -103,6 +126,25 @@ impl<'a> Run<'a> {
         }
         Ok(())
     }
+
+    /// Links faint frame `current` (registered against `reference`, module doc) to the
+    /// recent faint frames [`FAINT_LINKS`] before it, then keeps its band-passed copy.
+    pub(super) fn link_faint<T: GrayType>(&self, current: &Held<'a>, reference: usize, loops: &mut Loops) -> Result<()> {
+        let i = current.index;
+        loops.faint.retain(|f| f.0 + FAINT_LINK_SPAN >= i);
+        if !current.pos.is_translation() {
+            return Ok(());
+        }
+        let band = current.band::<T>(self.par)?;
+        for (j, pose, earlier) in loops.faint.iter().filter(|f| f.0 != reference && f.0 < i && FAINT_LINKS.contains(&(i - f.0))) {
+            let start = pose.inverse().then(&current.pos);
+            if let Some(s) = faint::overlap_peak(earlier.view(), band.view(), start.shift(), FAINT_LINK_REACH, self.par)? {
+                loops.links.push((*j, i, Similarity::translation(s)));
+            }
+        }
+        loops.faint.push_back((i, current.pos, band.clone()));
+        Ok(())
+    }
 }
 
 /// Solves the run's poses from its tree of registrations and its `loops` (module doc), with
@@ -125,7 +167,8 @@ pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Lo
             Some((r, rec.index, records[r].pose()?.inverse().then(&p)))
         })
         .collect();
-    let mut kept = loops.found.clone();
+    // Loops and faint links alike, each marked whether it is a loop.
+    let mut kept: Vec<(usize, usize, Similarity, bool)> = loops.found.iter().map(|&(a, b, m)| (a, b, m, true)).chain(loops.links.iter().map(|&(a, b, m)| (a, b, m, false))).collect();
     for rec in records.iter_mut() {
         rec.residual = rec.position.map(|_| 0.0);
         rec.loop_closure = None;
@@ -138,7 +181,7 @@ pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Lo
     // Unscaled frames (log 1 = 0 exactly) solve to scale 1 exactly, as before.
     let radius = libm::hypot(size.0 as f64, size.1 as f64) / 2.0;
     while !kept.is_empty() {
-        let all: Vec<(usize, usize, Similarity)> = tree.iter().chain(&kept).copied().collect();
+        let all: Vec<(usize, usize, Similarity)> = tree.iter().copied().chain(kept.iter().map(|&(a, b, m, _)| (a, b, m))).collect();
         let angles = if turned {
             let constraints: Vec<Constraint> = all.iter().map(|&(from, to, m)| Constraint { from, to, shift: (m.angle * radius, libm::log(m.scale) * radius), weight: 1.0 }).collect();
             let guess: Vec<Option<(f64, f64)>> = records.iter().map(|r| r.position.map(|_| (r.angle * radius, libm::log(r.scale) * radius))).collect();
@@ -174,7 +217,7 @@ pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Lo
                 }
             }
         }
-        for &(from, to, _) in &kept {
+        for &(from, to, _, _) in kept.iter().filter(|k| k.3) {
             records[to].loop_closure = Some(from);
         }
         break;

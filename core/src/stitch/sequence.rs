@@ -529,7 +529,7 @@ pub(super) struct Run<'a> {
     /// The run's parameters; scale fitting turns on where a zoom is evident
     /// ([`StitchParams::detect_zoom`]).
     p: StitchParams,
-    par: Parallelism,
+    pub(super) par: Parallelism,
     pub(super) size: (usize, usize),
     type_name: &'static str,
     pub(super) registrar: Option<&'a dyn PairRegistrar>,
@@ -1042,6 +1042,9 @@ impl<'a> Run<'a> {
                     let current = Held { pos, ..current };
                     if p.close_loops {
                         self.close_loop::<T>(&current, (r, r_pos), &mut records, &mut loops, &mut spare, &mut turn_buffer)?;
+                        if self.faint_phase(&records[i]) {
+                            self.link_faint::<T>(&current, r, &mut loops)?;
+                        }
                     }
                     held.push(current);
                 }
