@@ -17,8 +17,8 @@
 //! resampling the moving frame alone moved the peak by up to 0.03 px with the fraction.
 //! r is evaluated on a midpoint region fixed for the whole search (the start's, less the
 //! reach) so it is a smooth function of the shift; its peak is found by quadratic fits on
-//! a 3 x 3 stencil whose step halves from half a pixel. Measured on the fundus's consecutive pairs: 0.21 px
-//! a pair, without the along-the-step bias of the refinement.
+//! a 3 x 3 stencil whose step halves from half a pixel. Measured on the fundus's
+//! consecutive pairs: 0.21 px a pair, without the along-the-step bias of the refinement.
 
 use super::quality::check;
 use crate::error::{require_finite, Error, Result};
@@ -66,7 +66,7 @@ pub fn band_passed<T: Pixel + Into<f64>>(frame: ImageView<'_, T>, par: Paralleli
 
 /// The shift (moving `(u, v)` shows the reference at `(u + x, v + y)`) within `reach` of
 /// `start` (each axis) where Pearson's r of the overlap of `reference` and `moving` (both
-/// from [`band_passed`]) peaks, the moving frame sampled bilinearly. `None` when the overlap
+/// from [`band_passed`]) peaks, both sampled bilinearly half the shift apart. `None` when the overlap
 /// (less the reach) is under 16 pixels a side, a side of it is flat, r keeps rising up to
 /// the reach, or r is not peaked there (no maximum in both axes). Errors: sizes differ,
 /// non-finite `start`, `reach` not finite and positive.
