@@ -20,7 +20,7 @@
 //! a 3 x 3 stencil whose step halves from half a pixel. Measured on the fundus's
 //! consecutive pairs: 0.21 px a pair, without the along-the-step bias of the refinement.
 
-use super::quality::check;
+use super::quality::{add_pair, centred, check, Sums};
 use crate::error::{require_finite, Error, Result};
 use crate::filter::{gaussian_blur, GaussianParams};
 use crate::image::{Image, ImageView, Pixel};
@@ -161,23 +161,14 @@ fn correlation<'a>(reference: &ImageView<'a, f32>, moving: &ImageView<'a, f32>, 
     let rows = map_indices((y1 - y0).div_ceil(SAMPLE_STRIDE), par, |k| {
         let y = y0 + k * SAMPLE_STRIDE;
         let (ra, rb) = (rows_of(reference, y, (rx, ry)), rows_of(moving, y, (qx, qy)));
-        let mut s = [0.0f64; 5];
+        let mut s = Sums::default();
         for x in (x0..x1).step_by(SAMPLE_STRIDE) {
-            let (a, b) = (blend(ra, x, (ax, ay)) as f64, blend(rb, x, (bx, by)) as f64);
-            s[0] += a;
-            s[1] += b;
-            s[2] += a * a;
-            s[3] += b * b;
-            s[4] += a * b;
+            add_pair(&mut s, blend(ra, x, (ax, ay)) as f64, blend(rb, x, (bx, by)) as f64);
         }
         s
     });
-    let s = rows.iter().fold([0.0f64; 5], |mut t, r| {
-        t.iter_mut().zip(r).for_each(|(a, b)| *a += b);
-        t
-    });
     let n = ((x1 - x0).div_ceil(SAMPLE_STRIDE) * (y1 - y0).div_ceil(SAMPLE_STRIDE)) as f64;
-    let (saa, sbb, sab) = (s[2] - s[0] * s[0] / n, s[3] - s[1] * s[1] / n, s[4] - s[0] * s[1] / n);
+    let (s, saa, sbb, sab) = centred(&rows, n);
     // Band-passed frames have mean near zero: a flat side's sum of squares is rounding.
     let tol = 1e-9 * (s[2] + s[3]) + 1e-12;
     (saa > tol && sbb > tol).then(|| sab / libm::sqrt(saa * sbb))

@@ -65,28 +65,40 @@ pub(super) fn pearson_region<T: Pixel + Into<f64>>(
     let rows = map_indices(y1 - y0, par, |k| {
         let y = y0 + k;
         let row = r.row(y);
-        let mut s = [0.0f64; 5];
+        let mut s = Sums::default();
         for (x, &p) in row.iter().enumerate().take(x1).skip(x0) {
-            let (a, b) = (p.into() - a0, sample(x, y) - b0);
-            s[0] += a;
-            s[1] += b;
-            s[2] += a * a;
-            s[3] += b * b;
-            s[4] += a * b;
+            add_pair(&mut s, p.into() - a0, sample(x, y) - b0);
         }
         s
     });
-    let s = rows.iter().fold([0.0f64; 5], |mut t, r| {
+    let (s, saa, sbb, sab) = centred(&rows, ((x1 - x0) * (y1 - y0)) as f64);
+    // A flat side: its centred sum of squares vanishes up to rounding.
+    let tol = 1e-12 * (s[2] + s[3] + 1.0);
+    (saa > tol && sbb > tol).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
+}
+
+/// Sums of the pairs `(a, b)` Pearson's r is made of: a, b, a², b², ab.
+pub(super) type Sums = [f64; 5];
+
+/// Adds the pair `(a, b)` to `s`.
+pub(super) fn add_pair(s: &mut Sums, a: f64, b: f64) {
+    s[0] += a;
+    s[1] += b;
+    s[2] += a * a;
+    s[3] += b * b;
+    s[4] += a * b;
+}
+
+/// The `rows`' sums added in order, and from them over `n` pairs the centred sums of
+/// squares and of products: `(sums, saa, sbb, sab)`.
+pub(super) fn centred(rows: &[Sums], n: f64) -> (Sums, f64, f64, f64) {
+    let s = rows.iter().fold(Sums::default(), |mut t, r| {
         for (a, b) in t.iter_mut().zip(r) {
             *a += b;
         }
         t
     });
-    let n = ((x1 - x0) * (y1 - y0)) as f64;
-    let (saa, sbb, sab) = (s[2] - s[0] * s[0] / n, s[3] - s[1] * s[1] / n, s[4] - s[0] * s[1] / n);
-    // A flat side: its centred sum of squares vanishes up to rounding.
-    let tol = 1e-12 * (s[2] + s[3] + 1.0);
-    (saa > tol && sbb > tol).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
+    (s, s[2] - s[0] * s[0] / n, s[3] - s[1] * s[1] / n, s[4] - s[0] * s[1] / n)
 }
 
 pub(super) fn check<T: Pixel>(r: &ImageView<'_, T>, m: &ImageView<'_, T>, shift: (f64, f64)) -> Result<()> {
