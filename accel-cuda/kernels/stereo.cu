@@ -142,10 +142,22 @@ TESSERA_EXPORT(stereo_cost_mi)
 //   L(p, d) = C(p, d) + min(L(p-r, d), L(p-r, d-+1) + P1, min_i L(p-r, i) + P2) - min_k L(p-r, k)
 // with L = C where p - r is outside the piece. One warp per path, lane l holding the K
 // disparities l K .. l K + K - 1 in registers: d -+ 1 across lanes by one shuffle each way,
-// the minimum over all disparities by a butterfly of shuffles. The path's sums are added to
-// S (written when `accumulate` is 0: the first direction). Every pixel lies on exactly one
-// path of a direction, so the launches of one direction never write a sum twice, and
-// directions run one launch after another.
+// the minimum over all disparities by a butterfly of shuffles. Each launch walks the
+// directions `dirs[2 i], dirs[2 i + 1]` for i = blockIdx.y, and adds each path's costs into
+// the summed volume S in one of three ways (`mode`):
+//   STEREO_SUMS_STORE   S = L (the first of directions launched one after another),
+//   STEREO_SUMS_ADD     S += L by a load and a store (the later ones),
+//   STEREO_SUMS_ATOMIC  S += L by atomic adds of packed u16 fields into a zeroed S, so that
+//                       all directions run in one launch (no dependent load of S per step).
+// Every pixel lies on exactly one path of a direction, so the first two never race. The
+// atomic adds are exact and their order does not matter: integer sums, and the core's
+// parameter check keeps every total within a u16, so no field carries into the next
+// (padding disparities add 0 there). A step's walk is latency-bound (the cost load, then the
+// shuffles), so the next pixel's costs are loaded before the current step's arithmetic.
+
+#define STEREO_SUMS_STORE 0
+#define STEREO_SUMS_ADD 1
+#define STEREO_SUMS_ATOMIC 2
 
 template <int K> __device__ __forceinline__ void load_costs(const u8* p, u32 (&c)[K]) {
     if (K == 1) {
@@ -216,11 +228,30 @@ __device__ __forceinline__ void path_start(int i, int dx, int dy, int ew, int eh
     }
 }
 
+// Atomic adds of the K u16 fields of lane's sums at p (the lane's slots of one pixel).
+template <int K> __device__ __forceinline__ void add_sums_atomic(u16* p, const u32 (&s)[K], int lane) {
+    if (K == 1) {
+        // Two lanes share a 32-bit word: the even lane adds both fields.
+        u32 odd = __shfl_down_sync(0xffffffffu, s[0], 1);
+        if ((lane & 1) == 0) atomicAdd(reinterpret_cast<u32*>(p), s[0] | odd << 16);
+    } else if (K == 2) {
+        atomicAdd(reinterpret_cast<u32*>(p), s[0] | s[1] << 16);
+    } else {
+        u64* q = reinterpret_cast<u64*>(p);
+        for (int j = 0; j < K / 4; ++j) {
+            u64 v = 0;
+            for (int k = 0; k < 4; ++k) v |= (u64)s[4 * j + k] << (16 * k);
+            atomicAdd(q + j, v);
+        }
+    }
+}
+
 template <int K>
-__device__ __forceinline__ void aggregate_path(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, int dx, int dy,
-                                               int nd, int p1, int p2, int adaptive, int accumulate) {
+__device__ __forceinline__ void aggregate_path(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs,
+                                               int nd, int p1, int p2, int adaptive, int mode) {
     const int dp = 32 * K;
     int lane = threadIdx.x & 31;
+    int dx = dirs[2 * blockIdx.y], dy = dirs[2 * blockIdx.y + 1];
     int path = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
     int ady = min(dy < 0 ? -dy : dy, eh), adx = min(dx < 0 ? -dx : dx, ew);
     int paths = ady * ew + adx * (eh - ady);
@@ -229,21 +260,25 @@ __device__ __forceinline__ void aggregate_path(const u8* cost, u16* sum, const u
     path_start(path, dx, dy, ew, eh, x, y);
     u32 prev[K];
     u32 m = 0;
-    int px = 0, py = 0;
+    int g_prev = 0;
     bool first = true;
+    u32 c[K];
+    load_costs<K>(cost + ((i64)y * ew + x) * dp + lane * K, c);
     for (;;) {
         i64 base = ((i64)y * ew + x) * dp + lane * K;
-        u32 c[K];
-        load_costs<K>(cost + base, c);
+        int nx = x + dx, ny = y + dy;
+        bool more = nx >= 0 && nx < ew && ny >= 0 && ny < eh;
+        u32 next[K];
+        if (more) load_costs<K>(cost + ((i64)ny * ew + nx) * dp + lane * K, next);
+        int g = adaptive ? guide[(i64)y * gstride + x] : 0;
         u32 l[K];
         if (first) {
             for (int k = 0; k < K; ++k) l[k] = lane * K + k < nd ? c[k] : STEREO_INF_COST;
         } else {
             u32 pen2 = (u32)p2;
             if (adaptive) {
-                int a = guide[(i64)y * gstride + x], b = guide[(i64)py * gstride + px];
-                u32 g = (u32)(a > b ? a - b : b - a);
-                if (g > 0) pen2 = max((u32)p2 / g, (u32)p1);
+                u32 gd = (u32)(g > g_prev ? g - g_prev : g_prev - g);
+                if (gd > 0) pen2 = max((u32)p2 / gd, (u32)p1);
             }
             u32 jump = m + pen2;
             u32 below = __shfl_up_sync(0xffffffffu, prev[K - 1], 1);
@@ -260,39 +295,45 @@ __device__ __forceinline__ void aggregate_path(const u8* cost, u16* sum, const u
         u32 local = l[0];
         for (int k = 1; k < K; ++k) local = min(local, l[k]);
         m = warp_min(local);
-        u32 s[K];
-        if (accumulate) {
-            load_sums<K>(sum + base, s);
-            for (int k = 0; k < K; ++k) s[k] += l[k];
+        if (mode == STEREO_SUMS_ATOMIC) {
+            u32 s[K];
+            for (int k = 0; k < K; ++k) s[k] = lane * K + k < nd ? l[k] : 0;
+            add_sums_atomic<K>(sum + base, s, lane);
         } else {
-            for (int k = 0; k < K; ++k) s[k] = l[k];
+            u32 s[K];
+            if (mode == STEREO_SUMS_ADD) {
+                load_sums<K>(sum + base, s);
+                for (int k = 0; k < K; ++k) s[k] += l[k];
+            } else {
+                for (int k = 0; k < K; ++k) s[k] = l[k];
+            }
+            store_sums<K>(sum + base, s);
         }
-        store_sums<K>(sum + base, s);
         for (int k = 0; k < K; ++k) prev[k] = l[k];
+        if (!more) break;
+        for (int k = 0; k < K; ++k) c[k] = next[k];
         first = false;
-        px = x;
-        py = y;
-        x += dx;
-        y += dy;
-        if (x < 0 || x >= ew || y < 0 || y >= eh) break;
+        g_prev = g;
+        x = nx;
+        y = ny;
     }
 }
 
 // One instantiation per lane width K (disparities 32 K).
-extern "C" __global__ void stereo_aggregate_k1(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, int dx, int dy, int nd, int p1, int p2, int adaptive, int accumulate) {
-    aggregate_path<1>(cost, sum, guide, gstride, ew, eh, dx, dy, nd, p1, p2, adaptive, accumulate);
+extern "C" __global__ void stereo_aggregate_k1(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<1>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k1)
-extern "C" __global__ void stereo_aggregate_k2(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, int dx, int dy, int nd, int p1, int p2, int adaptive, int accumulate) {
-    aggregate_path<2>(cost, sum, guide, gstride, ew, eh, dx, dy, nd, p1, p2, adaptive, accumulate);
+extern "C" __global__ void stereo_aggregate_k2(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<2>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k2)
-extern "C" __global__ void stereo_aggregate_k4(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, int dx, int dy, int nd, int p1, int p2, int adaptive, int accumulate) {
-    aggregate_path<4>(cost, sum, guide, gstride, ew, eh, dx, dy, nd, p1, p2, adaptive, accumulate);
+extern "C" __global__ void stereo_aggregate_k4(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<4>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k4)
-extern "C" __global__ void stereo_aggregate_k8(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, int dx, int dy, int nd, int p1, int p2, int adaptive, int accumulate) {
-    aggregate_path<8>(cost, sum, guide, gstride, ew, eh, dx, dy, nd, p1, p2, adaptive, accumulate);
+extern "C" __global__ void stereo_aggregate_k8(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<8>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k8)
 

@@ -239,6 +239,11 @@ impl<T> DevBuf<'_, T> {
     pub(crate) fn ptr(&self) -> DevicePtr {
         self.ptr
     }
+
+    /// Elements of `T`.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl<T> Drop for DevBuf<'_, T> {

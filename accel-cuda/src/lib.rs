@@ -35,6 +35,7 @@ mod stitch;
 mod variance;
 
 pub use backend::CudaBackend;
+pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
 use tessera_core::{Backend, BackendChoice, CpuBackend, Error, Opened, Parallelism};
 
 /// Opens the CUDA backend on device 0: an error saying why where there is no usable GPU

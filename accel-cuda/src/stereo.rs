@@ -54,6 +54,17 @@ const REJECTED_LR: usize = 1;
 const FILLED: usize = 2;
 const VALID: usize = 3;
 
+/// How the aggregation kernel adds a path's costs into the summed volume
+/// (`STEREO_SUMS_*` in `kernels/stereo.cu`).
+const SUMS_STORE: i32 = 0;
+const SUMS_ADD: i32 = 1;
+const SUMS_ATOMIC: i32 = 2;
+
+/// Set to `sequential` to run the aggregation one launch per direction (each read-adding
+/// into the sums) instead of all directions in one launch by atomic adds: the previous
+/// design, kept to measure one against the other on a device. Both are exact.
+pub const AGGREGATION_ENV: &str = "TESSERA_SGM_AGGREGATION";
+
 /// Warps per block of the aggregation (a warp per path) and of WTA (a warp per pixel).
 const AGG_WARPS: u32 = 4;
 const WTA_WARPS: u32 = 8;
@@ -187,6 +198,47 @@ pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp:
     Ok(stats)
 }
 
+/// The summed path costs of one piece (`ew x eh`, volume `costs`) over the directions
+/// `dirs`: all of them in one launch (grid y = direction) adding atomically into zeroed
+/// sums, or with [`AGGREGATION_ENV`]` = sequential` one launch per direction. `guide`
+/// points at the piece's first pixel of the left luma (row stride `w`); `params` are the
+/// disparity count, P1, P2 and the adaptive-P2 switch.
+#[allow(clippy::too_many_arguments)]
+fn aggregate<'g>(
+    gpu: &'g Gpu,
+    costs: &DevBuf<'_, u8>,
+    guide: DevicePtr,
+    w: i32,
+    (ew, eh): (usize, usize),
+    dirs: &[(i32, i32)],
+    kind: usize,
+    [nd, p1, p2, adaptive]: [i32; 4],
+) -> Result<DevBuf<'g, u16>> {
+    let table = gpu.upload(&dirs.iter().flat_map(|&(dx, dy)| [dx, dy]).collect::<Vec<i32>>())?;
+    let paths_of = |(dx, dy): (i32, i32)| {
+        let (adx, ady) = ((dx.unsigned_abs() as usize).min(ew), (dy.unsigned_abs() as usize).min(eh));
+        ady * ew + adx * (eh - ady)
+    };
+    let (ewi, ehi) = (int(ew, "width")?, int(eh, "height")?);
+    let launch = |sums: &DevBuf<'_, u16>, grid: [u32; 3], dir: usize, mode: i32| {
+        let dir_table = Arg::Ptr(table.ptr() + (2 * dir * std::mem::size_of::<i32>()) as u64);
+        let a = [Arg::from(costs), Arg::from(sums), Arg::Ptr(guide), w.into(), ewi.into(), ehi.into(), dir_table, nd.into(), p1.into(), p2.into(), adaptive.into(), mode.into()];
+        gpu.launch(AGGREGATE[kind], grid, [32 * AGG_WARPS, 1, 1], 0, &a)
+    };
+    if std::env::var(AGGREGATION_ENV).is_ok_and(|v| v == "sequential") {
+        let sums = gpu.buffer::<u16>(costs.len())?;
+        for (i, &r) in dirs.iter().enumerate() {
+            launch(&sums, [blocks(paths_of(r), AGG_WARPS), 1, 1], i, if i == 0 { SUMS_STORE } else { SUMS_ADD })?;
+        }
+        Ok(sums)
+    } else {
+        let sums = gpu.zeroed::<u16>(costs.len())?;
+        let most = dirs.iter().map(|&r| paths_of(r)).max().unwrap_or(0);
+        launch(&sums, [blocks(most, AGG_WARPS), dirs.len() as u32, 1], 0, SUMS_ATOMIC)?;
+        Ok(sums)
+    }
+}
+
 fn tessera_core_image<'g>(buf: DevBuf<'g, f32>, width: usize, height: usize) -> crate::device::DevImage<'g, f32> {
     crate::device::DevImage { buf, width, height }
 }
@@ -242,7 +294,7 @@ fn match_tiles(
     let kind = k.trailing_zeros() as usize;
     let dp = 32 * k;
     let (p1, p2) = p.penalties();
-    let dirs = p.paths.directions();
+    let dirs: Vec<(i32, i32)> = p.paths.directions().iter().map(|r| (r.dx as i32, r.dy as i32)).collect();
     let wi = int(w, "width")?;
     let mut peak = 0;
     for t in plan {
@@ -264,22 +316,8 @@ fn match_tiles(
         a.extend([Arg::from(&costs), wi.into(), x0.into(), y0.into(), ewi.into(), ehi.into(), ndi.into(), dpi.into()]);
         gpu.launch(cost.kernel, [blocks(volume / 4, 256), 1, 1], [256, 1, 1], 0, &a)?;
 
-        // 2. One launch per direction, the first writing the sums.
-        let sums = gpu.buffer::<u16>(volume)?;
-        let g = Arg::Ptr(guide + (e.y * w + e.x) as u64);
-        for (i, r) in dirs.iter().enumerate() {
-            let (adx, ady) = ((r.dx.unsigned_abs() as usize).min(ew), (r.dy.unsigned_abs() as usize).min(eh));
-            let paths = ady * ew + adx * (eh - ady);
-            let (dx, dy) = (r.dx as i32, r.dy as i32);
-            let first = (i > 0) as i32;
-            gpu.launch(
-                AGGREGATE[kind],
-                [blocks(paths, AGG_WARPS), 1, 1],
-                [32 * AGG_WARPS, 1, 1],
-                0,
-                &[Arg::from(&costs), Arg::from(&sums), g, wi.into(), ewi.into(), ehi.into(), dx.into(), dy.into(), ndi.into(), (p1 as i32).into(), (p2 as i32).into(), (p.adaptive_p2 as i32).into(), first.into()],
-            )?;
-        }
+        // 2. The path aggregation into the summed volume.
+        let sums = aggregate(gpu, &costs, guide + (e.y * w + e.x) as u64, wi, (ew, eh), &dirs, kind, [ndi, p1 as i32, p2 as i32, p.adaptive_p2 as i32])?;
         drop(costs);
 
         // 3 to 5.

@@ -120,6 +120,41 @@ fn random_pairs_and_penalties_match_the_cpu() {
 }
 
 #[test]
+fn wide_disparity_ranges_match_the_cpu() {
+    // Four and eight disparities per lane (the aggregation's packed 64-bit atomic adds),
+    // with padding disparities (100 of 128, 200 of 256); the largest P2 of 16 paths puts
+    // sums near the u16 bound, where a carry between packed fields would show.
+    let gpu = tessera_cuda::open_shim();
+    let (l, r) = (noise(205, 2, 5), noise(205, 2, 6));
+    let (a, b) = gray(&l, &r);
+    for nd in [100, 200] {
+        let p = StereoParams { max_disparity: nd, paths: Paths::Eight, uniqueness: 5, ..Default::default() };
+        assert_same(&*gpu, a, b, &p, &format!("noise D {nd}"));
+        let p2 = Some((65535 / 16 - 255) as u16);
+        let p = StereoParams { max_disparity: nd, cost: Cost::Ad, paths: Paths::Sixteen, p1: Some(3), p2, ..Default::default() };
+        assert_same(&*gpu, a, b, &p, &format!("noise D {nd} max P2"));
+    }
+}
+
+#[test]
+fn sequential_aggregation_matches_the_cpu() {
+    // The launch-per-direction aggregation kept for measuring against the one-launch one.
+    // Other tests of this binary may run while the switch is set: both are exact.
+    let gpu = tessera_cuda::open_shim();
+    std::env::set_var(tessera_cuda::SGM_AGGREGATION_ENV, "sequential");
+    let (l, r) = scene(23, 9, 4);
+    let (a, b) = gray(&l, &r);
+    for (nd, paths) in [(6, Paths::Four), (12, Paths::Sixteen), (20, Paths::Eight)] {
+        let p = StereoParams { max_disparity: nd, paths, adaptive_p2: true, ..Default::default() };
+        assert_same(&*gpu, a, b, &p, &format!("sequential D {nd} {paths:?}"));
+    }
+    let (l, r) = (noise(140, 2, 8), noise(140, 2, 9));
+    let p = StereoParams { max_disparity: 130, paths: Paths::Four, ..Default::default() };
+    assert_same(&*gpu, AnyView::U8(l.view()), AnyView::U8(r.view()), &p, "sequential D 130");
+    std::env::remove_var(tessera_cuda::SGM_AGGREGATION_ENV);
+}
+
+#[test]
 fn thin_images_match_the_cpu() {
     let gpu = tessera_cuda::open_shim();
     for (w, h, nd) in [(16, 1, 4), (2, 9, 1), (3, 1, 2), (70, 2, 40), (5, 30, 3)] {
