@@ -142,9 +142,11 @@ TESSERA_EXPORT(stereo_cost_mi)
 //   L(p, d) = C(p, d) + min(L(p-r, d), L(p-r, d-+1) + P1, min_i L(p-r, i) + P2) - min_k L(p-r, k)
 // with L = C where p - r is outside the piece. One warp per path, lane l holding the K
 // disparities l K .. l K + K - 1 in registers: d -+ 1 across lanes by one shuffle each way,
-// the minimum over all disparities by a butterfly of shuffles. Each launch walks the
-// directions `dirs[2 i], dirs[2 i + 1]` for i = blockIdx.y, and adds each path's costs into
-// the summed volume S in one of three ways (`mode`):
+// the minimum over all disparities by a butterfly of shuffles. A launch walks `ndirs`
+// directions, their paths numbered one after another: direction i is (dirs[3 i],
+// dirs[3 i + 1]) and owns the warps dirs[3 i + 2] .. dirs[3 i + 5] - 1 (a last entry (0, 0,
+// total) ends the table). It adds each path's costs into the summed volume S in one of three ways
+// (`mode`):
 //   STEREO_SUMS_STORE   S = L (the first of directions launched one after another),
 //   STEREO_SUMS_ADD     S += L by a load and a store (the later ones),
 //   STEREO_SUMS_ATOMIC  S += L by atomic adds of packed u16 fields into a zeroed S, so that
@@ -248,14 +250,15 @@ template <int K> __device__ __forceinline__ void add_sums_atomic(u16* p, const u
 
 template <int K>
 __device__ __forceinline__ void aggregate_path(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs,
-                                               int nd, int p1, int p2, int adaptive, int mode) {
+                                               int ndirs, int nd, int p1, int p2, int adaptive, int mode) {
     const int dp = 32 * K;
     int lane = threadIdx.x & 31;
-    int dx = dirs[2 * blockIdx.y], dy = dirs[2 * blockIdx.y + 1];
     int path = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
-    int ady = min(dy < 0 ? -dy : dy, eh), adx = min(dx < 0 ? -dx : dx, ew);
-    int paths = ady * ew + adx * (eh - ady);
-    if (path >= paths) return;  // the whole warp
+    if (path >= dirs[3 * ndirs + 2]) return;  // the whole warp
+    int i = 0;
+    while (path >= dirs[3 * i + 5]) ++i;
+    int dx = dirs[3 * i], dy = dirs[3 * i + 1];
+    path -= dirs[3 * i + 2];
     int x, y;
     path_start(path, dx, dy, ew, eh, x, y);
     u32 prev[K];
@@ -320,20 +323,20 @@ __device__ __forceinline__ void aggregate_path(const u8* cost, u16* sum, const u
 }
 
 // One instantiation per lane width K (disparities 32 K).
-extern "C" __global__ void stereo_aggregate_k1(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
-    aggregate_path<1>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
+extern "C" __global__ void stereo_aggregate_k1(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int ndirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<1>(cost, sum, guide, gstride, ew, eh, dirs, ndirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k1)
-extern "C" __global__ void stereo_aggregate_k2(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
-    aggregate_path<2>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
+extern "C" __global__ void stereo_aggregate_k2(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int ndirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<2>(cost, sum, guide, gstride, ew, eh, dirs, ndirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k2)
-extern "C" __global__ void stereo_aggregate_k4(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
-    aggregate_path<4>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
+extern "C" __global__ void stereo_aggregate_k4(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int ndirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<4>(cost, sum, guide, gstride, ew, eh, dirs, ndirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k4)
-extern "C" __global__ void stereo_aggregate_k8(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int nd, int p1, int p2, int adaptive, int mode) {
-    aggregate_path<8>(cost, sum, guide, gstride, ew, eh, dirs, nd, p1, p2, adaptive, mode);
+extern "C" __global__ void stereo_aggregate_k8(const u8* cost, u16* sum, const u8* guide, int gstride, int ew, int eh, const i32* dirs, int ndirs, int nd, int p1, int p2, int adaptive, int mode) {
+    aggregate_path<8>(cost, sum, guide, gstride, ew, eh, dirs, ndirs, nd, p1, p2, adaptive, mode);
 }
 TESSERA_EXPORT(stereo_aggregate_k8)
 

@@ -199,10 +199,10 @@ pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp:
 }
 
 /// The summed path costs of one piece (`ew x eh`, volume `costs`) over the directions
-/// `dirs`: all of them in one launch (grid y = direction) adding atomically into zeroed
-/// sums, or with [`AGGREGATION_ENV`]` = sequential` one launch per direction. `guide`
-/// points at the piece's first pixel of the left luma (row stride `w`); `params` are the
-/// disparity count, P1, P2 and the adaptive-P2 switch.
+/// `dirs`: all of them in one launch, their paths numbered one after another, adding
+/// atomically into zeroed sums; or with [`AGGREGATION_ENV`]` = sequential` one launch per
+/// direction. `guide` points at the piece's first pixel of the left luma (row stride `w`);
+/// `params` are the disparity count, P1, P2 and the adaptive-P2 switch.
 #[allow(clippy::too_many_arguments)]
 fn aggregate<'g>(
     gpu: &'g Gpu,
@@ -214,27 +214,38 @@ fn aggregate<'g>(
     kind: usize,
     [nd, p1, p2, adaptive]: [i32; 4],
 ) -> Result<DevBuf<'g, u16>> {
-    let table = gpu.upload(&dirs.iter().flat_map(|&(dx, dy)| [dx, dy]).collect::<Vec<i32>>())?;
     let paths_of = |(dx, dy): (i32, i32)| {
         let (adx, ady) = ((dx.unsigned_abs() as usize).min(ew), (dy.unsigned_abs() as usize).min(eh));
         ady * ew + adx * (eh - ady)
     };
+    // The kernel's direction table: (dx, dy, first path) each, then (0, 0, paths in all).
+    let table_of = |dirs: &[(i32, i32)]| -> Result<(Vec<i32>, usize)> {
+        let mut t = Vec::with_capacity(3 * dirs.len() + 3);
+        let mut total = 0;
+        for &r in dirs {
+            t.extend([r.0, r.1, int(total, "paths")?]);
+            total += paths_of(r);
+        }
+        t.extend([0, 0, int(total, "paths")?]);
+        Ok((t, total))
+    };
     let (ewi, ehi) = (int(ew, "width")?, int(eh, "height")?);
-    let launch = |sums: &DevBuf<'_, u16>, grid: [u32; 3], dir: usize, mode: i32| {
-        let dir_table = Arg::Ptr(table.ptr() + (2 * dir * std::mem::size_of::<i32>()) as u64);
-        let a = [Arg::from(costs), Arg::from(sums), Arg::Ptr(guide), w.into(), ewi.into(), ehi.into(), dir_table, nd.into(), p1.into(), p2.into(), adaptive.into(), mode.into()];
-        gpu.launch(AGGREGATE[kind], grid, [32 * AGG_WARPS, 1, 1], 0, &a)
+    let launch = |sums: &DevBuf<'_, u16>, dirs: &[(i32, i32)], mode: i32| -> Result<()> {
+        let (t, total) = table_of(dirs)?;
+        let table = gpu.upload(&t)?;
+        let n = dirs.len() as i32;
+        let a = [Arg::from(costs), Arg::from(sums), Arg::Ptr(guide), w.into(), ewi.into(), ehi.into(), Arg::from(&table), n.into(), nd.into(), p1.into(), p2.into(), adaptive.into(), mode.into()];
+        gpu.launch(AGGREGATE[kind], [blocks(total, AGG_WARPS), 1, 1], [32 * AGG_WARPS, 1, 1], 0, &a)
     };
     if std::env::var(AGGREGATION_ENV).is_ok_and(|v| v == "sequential") {
         let sums = gpu.buffer::<u16>(costs.len())?;
-        for (i, &r) in dirs.iter().enumerate() {
-            launch(&sums, [blocks(paths_of(r), AGG_WARPS), 1, 1], i, if i == 0 { SUMS_STORE } else { SUMS_ADD })?;
+        for (i, r) in dirs.iter().enumerate() {
+            launch(&sums, std::slice::from_ref(r), if i == 0 { SUMS_STORE } else { SUMS_ADD })?;
         }
         Ok(sums)
     } else {
         let sums = gpu.zeroed::<u16>(costs.len())?;
-        let most = dirs.iter().map(|&r| paths_of(r)).max().unwrap_or(0);
-        launch(&sums, [blocks(most, AGG_WARPS), dirs.len() as u32, 1], 0, SUMS_ATOMIC)?;
+        launch(&sums, dirs, SUMS_ATOMIC)?;
         Ok(sums)
     }
 }
