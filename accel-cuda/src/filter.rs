@@ -35,7 +35,8 @@ fn validate(src: (usize, usize), dst: (usize, usize), p: &BoxParams, integer_max
     p.border.validate(integer_max)
 }
 
-/// The column pass: window sums down each lane column, into a `lanes x h` image of `A`.
+/// The column pass: window sums down each lane column, into an `h x lanes` image of `A`
+/// (transposed: each lane's column sums are one line).
 fn column_sums<'g, T: Pod + Pixel, A: Pod>(
     gpu: &'g Gpu,
     kernel: Kernel,
@@ -83,7 +84,7 @@ fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
     let (ww, wh) = (p.width as i32, p.height as i32);
     let w32 = w as i32;
     let seg = line_segment(w, p.width);
-    let grid = [blocks(h * channels, BLOCK), blocks(w, seg as u32), 1];
+    let grid = [blocks(h, BLOCK), blocks(w, seg as u32), channels as u32];
     let seg = seg as i32;
     if rows_take_channels {
         gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out, w32, hi, channels as i32, ww, wh, mode, outside, seg])?;
