@@ -30,3 +30,27 @@ template <typename T> __device__ __forceinline__ T& at(T* img, int x, int y, int
 template <typename T> __device__ __forceinline__ const T& at(const T* img, int x, int y, int stride) {
     return img[(i64)y * stride + x];
 }
+
+// A warp's 32 x 32 staging tile (padded against bank conflicts) for the running-sum passes,
+// which give each lane one line and walk all lanes one step at a time: a lane's results
+// are consecutive in its own line, so written directly a warp store would touch 32 lines.
+// `emit` keeps this lane's value of step i of the segment i0 .. i1 - 1 (the warp's lanes in
+// step); after every 32nd step and the segment's last, lane L hands step L of the group of
+// each of the warp's `owners` lanes to `write(owner, step, value)`: 32 consecutive steps
+// of one line per warp store. Every lane of the warp calls it (lanes past the data pass
+// dummy values; `owners` counts the real ones).
+template <typename V> struct WarpTile {
+    V (*cells)[33];
+
+    template <typename W> __device__ void emit(int i, int i0, int i1, V v, int owners, W write) {
+        int lane = (int)(threadIdx.x & 31), step = (i - i0) & 31;
+        cells[step][lane] = v;
+        if (step == 31 || i + 1 == i1) {
+            __syncwarp();
+            if (lane <= step) {
+                for (int o = 0; o < owners; ++o) write(o, i - step + lane, cells[lane][o]);
+            }
+            __syncwarp();
+        }
+    }
+};

@@ -49,23 +49,6 @@ __device__ __forceinline__ int inside_count(int c, int before, int after, int n)
     return hi + 1 - lo;
 }
 
-// A warp's 32 x 32 staging tile (padded against bank conflicts): `put(step, v)` keeps the
-// lane's value of step `step % 32`; `flush(write)` hands every kept (step, lane') value to
-// `write(lane', step)` with neighbouring lanes taking neighbouring steps.
-template <typename V> struct WarpTile {
-    V (*cells)[33];
-    int lane;
-    __device__ void put(int step, V v) { cells[step & 31][lane] = v; }
-    // Steps base .. base + count - 1 were put; write(owner_lane, step, value) for each.
-    template <typename W> __device__ void flush(int base, int count, int owners, W write) {
-        __syncwarp();
-        if (lane < count) {
-            for (int o = 0; o < owners; ++o) write(o, base + lane, cells[lane][o]);
-        }
-        __syncwarp();
-    }
-};
-
 template <typename T, typename A>
 __device__ void box_cols(const T* src, A* cols, int width, int height, int channels, int win_h, int mode, float outside, int seg) {
     __shared__ A cells[4][32][33];
@@ -77,7 +60,7 @@ __device__ void box_cols(const T* src, A* cols, int width, int height, int chann
     int owners = min(32, lanes - warp_j);
     if (owners <= 0) return;  // the whole warp
     bool live = j < lanes;
-    WarpTile<A> tile{cells[threadIdx.x / 32], (int)(threadIdx.x & 31)};
+    WarpTile<A> tile{cells[threadIdx.x / 32]};
     int y1 = height - y0 < seg ? height : y0 + seg;
     int up = win_h / 2, down = win_h - 1 - up;
     A out_value = (A)outside;
@@ -88,15 +71,11 @@ __device__ void box_cols(const T* src, A* cols, int width, int height, int chann
     auto write = [&](int o, int y, A v) { cols[(i64)(warp_j + o) * height + y] = v; };
     A s = 0;
     for (int yy = y0 - up; yy <= y0 + down; ++yy) s += value(yy);
-    tile.put(0, s);
-    for (int y = y0 + 1; y < y1; ++y) {
-        if (((y - y0) & 31) == 0) tile.flush(y - 32, 32, owners, write);
+    for (int y = y0; y < y1; ++y) {
         // Unsigned sums wrap in between and come out exact: the true sum fits.
-        s = s + value(y + down) - value(y - 1 - up);
-        tile.put(y - y0, s);
+        if (y > y0) s = s + value(y + down) - value(y - 1 - up);
+        tile.emit(y, y0, y1, s, owners, write);
     }
-    int kept = (y1 - y0 - 1) % 32 + 1;
-    tile.flush(y1 - kept, kept, owners, write);
 }
 
 extern "C" __global__ void box_cols_u8(const u8* src, u32* cols, int w, int h, int c, int win_h, int mode, float outside, int seg) {
@@ -126,7 +105,7 @@ __device__ void box_rows(const A* cols, O* dst, int width, int height, int chann
     int owners = min(32, height - warp_y);
     if (owners <= 0) return;  // the whole warp
     bool live = y < height;
-    WarpTile<O> tile{cells[threadIdx.x / 32], (int)(threadIdx.x & 31)};
+    WarpTile<O> tile{cells[threadIdx.x / 32]};
     int x1 = width - x0 < seg ? width : x0 + seg;
     int lanes = width * channels;
     int left = win_w / 2, right = win_w - 1 - left;
@@ -143,10 +122,7 @@ __device__ void box_rows(const A* cols, O* dst, int width, int height, int chann
     bool normalize = mode == 3;
     int rows_in = normalize && live ? inside_count(y, up, down, height) : win_h;
     for (int x = x0; x < x1; ++x) {
-        if (x > x0) {
-            if (((x - x0) & 31) == 0) tile.flush(x - 32, 32, owners, write);
-            s = s + value(x + right) - value(x - 1 - left);
-        }
+        if (x > x0) s = s + value(x + right) - value(x - 1 - left);
         O v;
         if (OUT == SUM) {
             v = (O)s;
@@ -161,10 +137,8 @@ __device__ void box_rows(const A* cols, O* dst, int width, int height, int chann
                 v = (O)((2 * (u64)s + area) / (2 * area));
             }
         }
-        tile.put(x - x0, v);
+        tile.emit(x, x0, x1, v, owners, write);
     }
-    int kept = (x1 - x0 - 1) % 32 + 1;
-    tile.flush(x1 - kept, kept, owners, write);
 }
 
 extern "C" __global__ void box_sum_rows_u8(const u32* cols, u32* dst, int w, int h, int win_w, int win_h, int mode, float outside, int seg) {

@@ -6,10 +6,13 @@
 //               f32, of the indicator of non-finite values) at every row, by running
 //               sums (tent: T(i+1) = T(i) + R(i) - L(i) with the box sums L over
 //               [i - R, i] and R over [i + 1, i + R + 1]), outside rows by the border
-//               applied to the original image. Coalesced: a warp reads one row's
-//               neighbouring pixels.
+//               applied to the original image. A warp reads one row's neighbouring
+//               pixels, and writes the sums transposed (column x is line x) through a
+//               shared staging tile (`WarpTile`), so both are coalesced.
 //   var_rows_*: one thread per row: the same running sums along the row over the column
-//               sums (outside columns mapped by the border, or the constant's column sum),
+//               sums (outside columns mapped by the border, or the constant's column sum;
+//               neighbouring rows are neighbouring values of a transposed line, so the
+//               reads are coalesced; the outputs go through a staging tile too),
 //               and the variance: for integers (W S2 - S1^2) / W^2 exactly (u128 numerator,
 //               one f64 division, one f32 rounding), for f32 the core's f64 formula on
 //               data shifted by the image's mean, NaN where the kernel holds a
@@ -102,21 +105,50 @@ __device__ __forceinline__ bool segment_of(int n, int seg, int* i0, int* i1) {
     return true;
 }
 
+// The warps per block of var_cols and of the row passes (their shared staging tiles).
+#define VAR_WARPS 2
+
+// Which lane of the warp-staged line passes this thread is: false for a whole warp past
+// the `n` lines (it returns); `owners` the warp's real lines, `live` this one's.
+__device__ __forceinline__ bool line_lane(int n, int* line, int* first, int* owners, bool* live) {
+    *line = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    *first = *line - (int)(threadIdx.x & 31);
+    *owners = min(32, n - *first);
+    *live = *line < n;
+    return *owners > 0;
+}
+
 template <typename T, typename S>
 __device__ void var_cols(const T* src, S* c1, S* c2, u32* cbad, int width, int height, int r, int tent, int mode, float outside, double shift, int seg) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x, y0, y1;
-    if (x >= width || !segment_of(height, seg, &y0, &y1)) return;
+    __shared__ S t1[VAR_WARPS][32][33];
+    __shared__ S t2[VAR_WARPS][32][33];
+    __shared__ u32 tb[VAR_WARPS][32][33];
+    int x, first, owners, y0, y1;
+    bool live;
+    if (!segment_of(height, seg, &y0, &y1) || !line_lane(width, &x, &first, &owners, &live)) return;
+    int wp = threadIdx.x / 32;
+    WarpTile<S> k1{t1[wp]}, k2{t2[wp]};
+    WarpTile<u32> kb{tb[wp]};
     Moment<S> out_m = moment_of((T)outside, shift);
     auto value = [&](int yy) -> Moment<S> {
         int sy = var_source(yy, height, mode);
-        return sy < 0 ? out_m : moment_of(src[(i64)sy * width + x], shift);
+        return sy < 0 || !live ? out_m : moment_of(src[(i64)sy * width + x], shift);
     };
+    // Transposed: column x's sums are line x of `height` values.
     running_kernel<S>(y0, y1, r, tent != 0, value, [&](int y, const Moment<S>& s) {
-        i64 i = (i64)y * width + x;
-        c1[i] = s.x;
-        c2[i] = s.x2;
-        cbad[i] = s.bad;
+        k1.emit(y, y0, y1, s.x, owners, [&](int o, int yy, S v) { c1[(i64)(first + o) * height + yy] = v; });
+        k2.emit(y, y0, y1, s.x2, owners, [&](int o, int yy, S v) { c2[(i64)(first + o) * height + yy] = v; });
+        kb.emit(y, y0, y1, s.bad, owners, [&](int o, int yy, u32 v) { cbad[(i64)(first + o) * height + yy] = v; });
     });
+}
+
+// The column sums' moment at (column sx, row y) of the transposed sums, or `out_col` for a
+// column outside (sx < 0).
+template <typename S>
+__device__ __forceinline__ Moment<S> column_moment(const S* c1, const S* c2, const u32* cbad, int sx, int y, int height, const Moment<S>& out_col) {
+    if (sx < 0) return out_col;
+    i64 i = (i64)sx * height + y;
+    return Moment<S>{c1[i], c2[i], cbad[i]};
 }
 
 // The variance from exact integer sums: numerator W S2 - S1^2 in 128 bits (two 64-bit
@@ -142,22 +174,21 @@ __device__ __forceinline__ float finish(const Moment<double>& s, u64, double inv
 template <typename T, typename S>
 __device__ void var_rows(const S* c1, const S* c2, const u32* cbad, float* dst, int width, int height, int r, int tent, int mode,
                          float outside, double shift, u64 total, double inv, int seg) {
-    int y = blockIdx.x * blockDim.x + threadIdx.x, x0, x1;
-    if (y >= height || !segment_of(width, seg, &x0, &x1)) return;
+    __shared__ float tv[VAR_WARPS][32][33];
+    int y, first, owners, x0, x1;
+    bool live;
+    if (!segment_of(width, seg, &x0, &x1) || !line_lane(height, &y, &first, &owners, &live)) return;
+    WarpTile<float> kv{tv[threadIdx.x / 32]};
     // A column wholly outside (constant border): the column kernel's weight times the
     // constant's moments.
     S col_weight = tent ? (S)(r + 1) * (S)(r + 1) : (S)(2 * r + 1);
     Moment<S> o = moment_of((T)outside, shift);
     Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
-    const S* r1 = c1 + (i64)y * width;
-    const S* r2 = c2 + (i64)y * width;
-    const u32* rb = cbad + (i64)y * width;
-    auto value = [&](int xx) -> Moment<S> {
-        int sx = var_source(xx, width, mode);
-        return sx < 0 ? out_col : Moment<S>{r1[sx], r2[sx], rb[sx]};
-    };
-    float* out = dst + (i64)y * width;
-    running_kernel<S>(x0, x1, r, tent != 0, value, [&](int x, const Moment<S>& s) { out[x] = finish(s, total, inv, shift); });
+    int yl = live ? y : first;
+    auto value = [&](int xx) -> Moment<S> { return column_moment(c1, c2, cbad, var_source(xx, width, mode), yl, height, out_col); };
+    running_kernel<S>(x0, x1, r, tent != 0, value, [&](int x, const Moment<S>& s) {
+        kv.emit(x, x0, x1, finish(s, total, inv, shift), owners, [&](int o, int xx, float v) { dst[(i64)(first + o) * width + xx] = v; });
+    });
 }
 
 extern "C" __global__ void var_cols_u8(const u8* src, u64* c1, u64* c2, u32* cbad, int w, int h, int r, int tent, int mode, float outside, double shift, int seg) {
@@ -208,20 +239,23 @@ __device__ __forceinline__ void moments_of(const Moment<double>& s, double inv_w
 template <typename T, typename S>
 __device__ void moment_rows(const S* c1, const S* c2, const u32* cbad, float* mean, float* var, int width, int height, int r, int mode,
                             float outside, double shift, double inv_w, int seg) {
-    int y = blockIdx.x * blockDim.x + threadIdx.x, x0, x1;
-    if (y >= height || !segment_of(width, seg, &x0, &x1)) return;
+    __shared__ float tm[VAR_WARPS][32][33];
+    __shared__ float tv[VAR_WARPS][32][33];
+    int y, first, owners, x0, x1;
+    bool live;
+    if (!segment_of(width, seg, &x0, &x1) || !line_lane(height, &y, &first, &owners, &live)) return;
+    WarpTile<float> km{tm[threadIdx.x / 32]}, kv{tv[threadIdx.x / 32]};
     S col_weight = (S)(r + 1) * (S)(r + 1);
     Moment<S> o = moment_of((T)outside, shift);
     Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
-    const S* r1 = c1 + (i64)y * width;
-    const S* r2 = c2 + (i64)y * width;
-    const u32* rb = cbad + (i64)y * width;
-    auto value = [&](int xx) -> Moment<S> {
-        int sx = var_source(xx, width, mode);
-        return sx < 0 ? out_col : Moment<S>{r1[sx], r2[sx], rb[sx]};
-    };
-    i64 row = (i64)y * width;
-    running_kernel<S>(x0, x1, r, true, value, [&](int x, const Moment<S>& s) { moments_of(s, inv_w, shift, mean + row + x, var + row + x); });
+    int yl = live ? y : first;
+    auto value = [&](int xx) -> Moment<S> { return column_moment(c1, c2, cbad, var_source(xx, width, mode), yl, height, out_col); };
+    running_kernel<S>(x0, x1, r, true, value, [&](int x, const Moment<S>& s) {
+        float m, v;
+        moments_of(s, inv_w, shift, &m, &v);
+        km.emit(x, x0, x1, m, owners, [&](int o, int xx, float q) { mean[(i64)(first + o) * width + xx] = q; });
+        kv.emit(x, x0, x1, v, owners, [&](int o, int xx, float q) { var[(i64)(first + o) * width + xx] = q; });
+    });
 }
 
 extern "C" __global__ void moment_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int mode, float outside, double shift, double inv_w, int seg) {
@@ -449,22 +483,21 @@ TESSERA_EXPORT(var_log_cols)
 template <typename T>
 __device__ void mean_var_rows(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int width, int height, int r, int tent,
                               int mode, float outside, u64 total, double inv_w2, double inv_w, int seg) {
-    int y = blockIdx.x * blockDim.x + threadIdx.x, x0, x1;
-    if (y >= height || !segment_of(width, seg, &x0, &x1)) return;
+    __shared__ float tm[VAR_WARPS][32][33];
+    __shared__ float tv[VAR_WARPS][32][33];
+    int y, first, owners, x0, x1;
+    bool live;
+    if (!segment_of(width, seg, &x0, &x1) || !line_lane(height, &y, &first, &owners, &live)) return;
+    WarpTile<float> km{tm[threadIdx.x / 32]}, kv{tv[threadIdx.x / 32]};
     u64 col_weight = tent ? (u64)(r + 1) * (u64)(r + 1) : (u64)(2 * r + 1);
     Moment<u64> o = moment_of((T)outside, 0.0);
     Moment<u64> out_col = {col_weight * o.x, col_weight * o.x2, 0};
-    const u64* r1 = c1 + (i64)y * width;
-    const u64* r2 = c2 + (i64)y * width;
-    const u32* rb = cbad + (i64)y * width;
-    auto value = [&](int xx) -> Moment<u64> {
-        int sx = var_source(xx, width, mode);
-        return sx < 0 ? out_col : Moment<u64>{r1[sx], r2[sx], rb[sx]};
-    };
-    i64 row = (i64)y * width;
+    int yl = live ? y : first;
+    auto value = [&](int xx) -> Moment<u64> { return column_moment(c1, c2, cbad, var_source(xx, width, mode), yl, height, out_col); };
     running_kernel<u64>(x0, x1, r, tent != 0, value, [&](int x, const Moment<u64>& s) {
-        mean[row + x] = (float)__dmul_rn((double)s.x, inv_w);
-        var[row + x] = finish(s, total, inv_w2, 0.0);
+        float m = (float)__dmul_rn((double)s.x, inv_w), v = finish(s, total, inv_w2, 0.0);
+        km.emit(x, x0, x1, m, owners, [&](int o, int xx, float q) { mean[(i64)(first + o) * width + xx] = q; });
+        kv.emit(x, x0, x1, v, owners, [&](int o, int xx, float q) { var[(i64)(first + o) * width + xx] = q; });
     });
 }
 extern "C" __global__ void mean_var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int seg) {

@@ -20,6 +20,11 @@ const REGISTER_BUDGET: &[(&str, u32)] = &[
     ("ncc_search_u8", 96),
     ("ncc_search_u16", 96),
     ("ncc_search_f32", 96),
+    // The recursive variance's column pass: the tent's three running moments and three
+    // staging tiles; its 42 KiB of shared memory per 64-thread block bound it to five
+    // blocks per SM first (30 720 registers at 96).
+    ("var_cols_u8", 96),
+    ("var_cols_u16", 96),
 ];
 /// Static shared memory per block: 48 KiB, the most a kernel may declare statically.
 const SHARED_BUDGET: u32 = 48 * 1024;
