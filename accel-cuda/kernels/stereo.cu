@@ -1,6 +1,6 @@
 // Semi-global matching (the core's stereo module), laid out like libSGM: census codes,
-// a u8 cost volume of one piece of the tiling plan, one launch per path direction adding
-// its path costs into a u16 summed volume (a warp per path, disparities across lanes,
+// a u8 cost volume of one piece of the tiling plan, one launch of every path direction
+// adding its path costs into a u16 summed volume (a warp per path, disparities across lanes,
 // warp-shuffle minima), winner-takes-all with the uniqueness test and the subpixel
 // parabola, the right map by the diagonal search, the left-right check, the 3x3 median
 // stitched into the whole map, and hole filling. Integer results equal the CPU's exactly:

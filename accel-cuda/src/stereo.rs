@@ -3,10 +3,10 @@
 //! counters come back (and, for MI, the small intermediate maps its table is estimated from).
 //!
 //! The pipeline is the core's: the same tiling plan ([`plan_tiles`], with the same budget
-//! rule), per piece the cost volume (u8, `ew x eh x 32 K`), one aggregation launch per
-//! direction into the u16 summed volume, WTA (+ uniqueness, subpixel, right map), the LR
-//! check (occlusion classes stitched into the whole image), the 3x3 median stitched into the
-//! output; then hole filling over the whole map.
+//! rule), per piece the cost volume (u8, `ew x eh x 32 K`), one aggregation launch of
+//! every direction adding into the u16 summed volume, WTA (+ uniqueness, subpixel, right
+//! map), the LR check (occlusion classes stitched into the whole image), the 3x3 median
+//! stitched into the output; then hole filling over the whole map.
 //!
 //! Exactness: the disparity maps and [`StereoStats`] equal the CPU backend's bit for bit.
 //! The path costs are the exact integer recursion (as the CPU's, whose parameter check
