@@ -53,15 +53,10 @@ template <typename T, typename A>
 __device__ void box_cols(const T* src, A* cols, int width, int height, int channels, int win_h, int mode, float outside, int seg) {
     __shared__ A cells[4][32][33];
     int lanes = width * channels;
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    int y0 = blockIdx.y * seg;
-    if (y0 >= height) return;  // the whole block
-    int warp_j = j - (threadIdx.x & 31);
-    int owners = min(32, lanes - warp_j);
-    if (owners <= 0) return;  // the whole warp
-    bool live = j < lanes;
+    int j, warp_j, owners, y0, y1;
+    bool live;
+    if (!segment_of(height, seg, &y0, &y1) || !line_lane(lanes, &j, &warp_j, &owners, &live)) return;
     WarpTile<A> tile{cells[threadIdx.x / 32]};
-    int y1 = height - y0 < seg ? height : y0 + seg;
     int up = win_h / 2, down = win_h - 1 - up;
     A out_value = (A)outside;
     auto value = [&](int yy) -> A {
@@ -97,16 +92,11 @@ enum RowOutput { SUM = 0, MEAN = 1 };
 template <typename A, typename R, typename O, int OUT>
 __device__ void box_rows(const A* cols, O* dst, int width, int height, int channels, int win_w, int win_h, int mode, float outside, int seg) {
     __shared__ O cells[4][32][33];
-    int y = blockIdx.x * blockDim.x + threadIdx.x;
-    int x0 = blockIdx.y * seg;
     int ch = blockIdx.z;
-    if (x0 >= width) return;  // the whole block
-    int warp_y = y - (threadIdx.x & 31);
-    int owners = min(32, height - warp_y);
-    if (owners <= 0) return;  // the whole warp
-    bool live = y < height;
+    int y, warp_y, owners, x0, x1;
+    bool live;
+    if (!segment_of(width, seg, &x0, &x1) || !line_lane(height, &y, &warp_y, &owners, &live)) return;
     WarpTile<O> tile{cells[threadIdx.x / 32]};
-    int x1 = width - x0 < seg ? width : x0 + seg;
     int lanes = width * channels;
     int left = win_w / 2, right = win_w - 1 - left;
     int up = win_h / 2, down = win_h - 1 - up;

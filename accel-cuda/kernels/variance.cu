@@ -50,8 +50,8 @@ template <typename S> __device__ __forceinline__ void add(Moment<S>& a, const Mo
 template <typename S> __device__ __forceinline__ void sub(Moment<S>& a, const Moment<S>& b) { a.x -= b.x; a.x2 -= b.x2; a.bad -= b.bad; }
 
 // Running kernel sums along one line, outputs i0 .. i1 - 1 (a segment of the line: see
-// `segment_of`): `value(k)` gives the moment of sample k (any k: the caller applies the
-// border), `emit(i, sum)` takes each output. Tent of radius r (a box of width r + 1
+// `segment_of` in common.cuh): `value(k)` gives the moment of sample k (any k: the caller
+// applies the border), `emit(i, sum)` takes each output. Tent of radius r (a box of width r + 1
 // convolved with itself) when `tent`, else a box of radius r. The non-finite count is a
 // plain box count over the support [i - r, i + r] (every weight there is > 0, so "any" is
 // all that matters).
@@ -94,29 +94,8 @@ __device__ void running_kernel(int i0, int i1, int r, bool tent, V value, E emit
     }
 }
 
-// The segment of a line of n outputs this thread runs: [*i0, *i1) for grid row blockIdx.y
-// and segments of `seg`; false past the line's end. One thread per whole line gives a
-// 1920 x 1080 image 1080 threads, 3 % occupancy on an H200 (measured); segments restart
-// their sums from the kernel's support (exact for integers; f64 sums re-seeded).
-__device__ __forceinline__ bool segment_of(int n, int seg, int* i0, int* i1) {
-    *i0 = blockIdx.y * seg;
-    if (*i0 >= n) return false;
-    *i1 = n - *i0 < seg ? n : *i0 + seg;
-    return true;
-}
-
 // The warps per block of var_cols and of the row passes (their shared staging tiles).
 #define VAR_WARPS 2
-
-// Which lane of the warp-staged line passes this thread is: false for a whole warp past
-// the `n` lines (it returns); `owners` the warp's real lines, `live` this one's.
-__device__ __forceinline__ bool line_lane(int n, int* line, int* first, int* owners, bool* live) {
-    *line = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    *first = *line - (int)(threadIdx.x & 31);
-    *owners = min(32, n - *first);
-    *live = *line < n;
-    return *owners > 0;
-}
 
 template <typename T, typename S>
 __device__ void var_cols(const T* src, S* c1, S* c2, u32* cbad, int width, int height, int r, int tent, int mode, float outside, double shift, int seg) {
@@ -171,23 +150,40 @@ __device__ __forceinline__ float finish(const Moment<double>& s, u64, double inv
     return v < 0.0f ? 0.0f : v;
 }
 
-template <typename T, typename S>
-__device__ void var_rows(const S* c1, const S* c2, const u32* cbad, float* dst, int width, int height, int r, int tent, int mode,
-                         float outside, double shift, u64 total, double inv, int seg) {
-    __shared__ float tv[VAR_WARPS][32][33];
+// The outputs x0 .. x1 - 1 of the rows first .. first + owners - 1 that a warp of a row
+// pass walks (its staging tiles' lines).
+struct RowSegment {
+    int x0, x1, first, owners;
+};
+
+// The row passes' walk (var_rows, moment_rows, mean_var_rows): this thread's row and
+// segment, the running kernel sums along it over the transposed column sums (outside
+// columns mapped by the border, or a column wholly outside: the column kernel's weight
+// times the constant's moments), `pixel(x, sums, segment)` for each output. Lanes past the
+// rows walk the warp's first row so that its tiles see every step; whole warps or blocks
+// past the image return at once.
+template <typename T, typename S, typename P>
+__device__ void row_walk(const S* c1, const S* c2, const u32* cbad, int width, int height, int r, int tent, int mode, float outside,
+                         double shift, int seg, P pixel) {
     int y, first, owners, x0, x1;
     bool live;
     if (!segment_of(width, seg, &x0, &x1) || !line_lane(height, &y, &first, &owners, &live)) return;
-    WarpTile<float> kv{tv[threadIdx.x / 32]};
-    // A column wholly outside (constant border): the column kernel's weight times the
-    // constant's moments.
     S col_weight = tent ? (S)(r + 1) * (S)(r + 1) : (S)(2 * r + 1);
     Moment<S> o = moment_of((T)outside, shift);
     Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
     int yl = live ? y : first;
     auto value = [&](int xx) -> Moment<S> { return column_moment(c1, c2, cbad, var_source(xx, width, mode), yl, height, out_col); };
-    running_kernel<S>(x0, x1, r, tent != 0, value, [&](int x, const Moment<S>& s) {
-        kv.emit(x, x0, x1, finish(s, total, inv, shift), owners, [&](int o, int xx, float v) { dst[(i64)(first + o) * width + xx] = v; });
+    RowSegment rows{x0, x1, first, owners};
+    running_kernel<S>(x0, x1, r, tent != 0, value, [&](int x, const Moment<S>& s) { pixel(x, s, rows); });
+}
+
+template <typename T, typename S>
+__device__ void var_rows(const S* c1, const S* c2, const u32* cbad, float* dst, int width, int height, int r, int tent, int mode,
+                         float outside, double shift, u64 total, double inv, int seg) {
+    __shared__ float tv[VAR_WARPS][32][33];
+    WarpTile<float> kv{tv[threadIdx.x / 32]};
+    row_walk<T, S>(c1, c2, cbad, width, height, r, tent, mode, outside, shift, seg, [&](int x, const Moment<S>& s, const RowSegment& l) {
+        kv.emit(x, l.x0, l.x1, finish(s, total, inv, shift), l.owners, [&](int o, int xx, float v) { dst[(i64)(l.first + o) * width + xx] = v; });
     });
 }
 
@@ -241,20 +237,12 @@ __device__ void moment_rows(const S* c1, const S* c2, const u32* cbad, float* me
                             float outside, double shift, double inv_w, int seg) {
     __shared__ float tm[VAR_WARPS][32][33];
     __shared__ float tv[VAR_WARPS][32][33];
-    int y, first, owners, x0, x1;
-    bool live;
-    if (!segment_of(width, seg, &x0, &x1) || !line_lane(height, &y, &first, &owners, &live)) return;
     WarpTile<float> km{tm[threadIdx.x / 32]}, kv{tv[threadIdx.x / 32]};
-    S col_weight = (S)(r + 1) * (S)(r + 1);
-    Moment<S> o = moment_of((T)outside, shift);
-    Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
-    int yl = live ? y : first;
-    auto value = [&](int xx) -> Moment<S> { return column_moment(c1, c2, cbad, var_source(xx, width, mode), yl, height, out_col); };
-    running_kernel<S>(x0, x1, r, true, value, [&](int x, const Moment<S>& s) {
+    row_walk<T, S>(c1, c2, cbad, width, height, r, 1, mode, outside, shift, seg, [&](int x, const Moment<S>& s, const RowSegment& l) {
         float m, v;
         moments_of(s, inv_w, shift, &m, &v);
-        km.emit(x, x0, x1, m, owners, [&](int o, int xx, float q) { mean[(i64)(first + o) * width + xx] = q; });
-        kv.emit(x, x0, x1, v, owners, [&](int o, int xx, float q) { var[(i64)(first + o) * width + xx] = q; });
+        km.emit(x, l.x0, l.x1, m, l.owners, [&](int o, int xx, float q) { mean[(i64)(l.first + o) * width + xx] = q; });
+        kv.emit(x, l.x0, l.x1, v, l.owners, [&](int o, int xx, float q) { var[(i64)(l.first + o) * width + xx] = q; });
     });
 }
 
@@ -485,19 +473,11 @@ __device__ void mean_var_rows(const u64* c1, const u64* c2, const u32* cbad, flo
                               int mode, float outside, u64 total, double inv_w2, double inv_w, int seg) {
     __shared__ float tm[VAR_WARPS][32][33];
     __shared__ float tv[VAR_WARPS][32][33];
-    int y, first, owners, x0, x1;
-    bool live;
-    if (!segment_of(width, seg, &x0, &x1) || !line_lane(height, &y, &first, &owners, &live)) return;
     WarpTile<float> km{tm[threadIdx.x / 32]}, kv{tv[threadIdx.x / 32]};
-    u64 col_weight = tent ? (u64)(r + 1) * (u64)(r + 1) : (u64)(2 * r + 1);
-    Moment<u64> o = moment_of((T)outside, 0.0);
-    Moment<u64> out_col = {col_weight * o.x, col_weight * o.x2, 0};
-    int yl = live ? y : first;
-    auto value = [&](int xx) -> Moment<u64> { return column_moment(c1, c2, cbad, var_source(xx, width, mode), yl, height, out_col); };
-    running_kernel<u64>(x0, x1, r, tent != 0, value, [&](int x, const Moment<u64>& s) {
+    row_walk<T, u64>(c1, c2, cbad, width, height, r, tent, mode, outside, 0.0, seg, [&](int x, const Moment<u64>& s, const RowSegment& l) {
         float m = (float)__dmul_rn((double)s.x, inv_w), v = finish(s, total, inv_w2, 0.0);
-        km.emit(x, x0, x1, m, owners, [&](int o, int xx, float q) { mean[(i64)(first + o) * width + xx] = q; });
-        kv.emit(x, x0, x1, v, owners, [&](int o, int xx, float q) { var[(i64)(first + o) * width + xx] = q; });
+        km.emit(x, l.x0, l.x1, m, l.owners, [&](int o, int xx, float q) { mean[(i64)(l.first + o) * width + xx] = q; });
+        kv.emit(x, l.x0, l.x1, v, l.owners, [&](int o, int xx, float q) { var[(i64)(l.first + o) * width + xx] = q; });
     });
 }
 extern "C" __global__ void mean_var_rows_u8(const u64* c1, const u64* c2, const u32* cbad, float* mean, float* var, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int seg) {
