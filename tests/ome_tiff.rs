@@ -325,7 +325,7 @@ fn a_file_past_4_gib_is_bigtiff_and_reads_back() {
     std::fs::remove_file(&path).unwrap();
 }
 
-/// The size: a 20 000 x 20 000 panorama (five 1000-px tiles at their stage
+/// A whole-slide size: a 20 000 x 20 000 panorama (five 1000-px tiles at their stage
 /// positions, corners and centre, no overlap, so none registers and each keeps its
 /// position) written by `tessera stitch --positions` to an OME-TIFF in strips with a peak
 /// under 1 GiB (the canvas alone is 381 MiB), every level's size, and the full level read

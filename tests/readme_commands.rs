@@ -1,24 +1,61 @@
-//! Every command line the README prints runs as printed: the `tessera ...` synopses of its
-//! command table and the `tessera` / `cargo run --release --` lines of its shell blocks.
+//! Every command line the documentation prints runs as printed: the README, `docs/*.md` and
+//! the crates' READMEs (`python/`, `firmware/`, `accel-cuda/`, ...). Printed means the
+//! `tessera ...` synopses of a table and the `tessera` / `cargo run --release --` lines of
+//! a code block; a line printed in several places runs once.
 //!
 //! A synopsis is turned into real command lines: placeholders (`IN`, `OUT.tif`, `LEFT`, `W`,
 //! ...) become real files and numbers, optional groups `[...]` are included, a trailing
 //! `...` (more options) is dropped, and each alternative of a choice `a\|b\|c` is run in
-//! turn with the other choices at their first alternative. A README line this test cannot
-//! turn into a command (an unknown placeholder) fails the test, so the README and the
-//! program cannot drift apart silently.
+//! turn with the other choices at their first alternative. Paths under `assets/` are the
+//! repository's. A line this test cannot turn into a command (an unknown placeholder) fails
+//! the test, so the documentation and the program cannot drift apart silently.
+//!
+//! A command that asks for `--backend cuda` needs a GPU: where the CUDA backend does not
+//! open, it is reported as `cuda: SKIPPED (no CUDA device): ...` and must fail with that
+//! reason on stderr (the documented clear error), never pass silently.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tessera::AnyImage;
+use tessera::{AnyImage, BackendChoice, Parallelism};
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README.md")
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The command lines the README prints, in order, without the program name.
+/// The documents whose printed commands must run, by path from the repository root: the
+/// README, every `docs/*.md`, and the crates' READMEs.
+fn documents() -> Vec<(String, String)> {
+    const READMES: [&str; 6] =
+        ["README.md", "python/README.md", "firmware/README.md", "accel-cuda/README.md", "fuzz/README.md", "assets/README.md"];
+    let mut paths: Vec<String> = READMES.map(String::from).to_vec();
+    let mut docs: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(root().join(&p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+            (p, text)
+        })
+        .collect()
+}
+
+/// Why the CUDA backend does not open here (`None`: it does), asked once.
+fn cuda_absence() -> Option<&'static str> {
+    static ABSENCE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ABSENCE
+        .get_or_init(|| tessera::open_backend(BackendChoice::Cuda, Parallelism::AllThreads).err().map(|e| e.to_string()))
+        .as_deref()
+}
+
+/// The command lines a document prints, in order, without the program name.
 fn printed_commands(readme: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_code = false;
@@ -59,8 +96,9 @@ impl Fixture {
         let dir = std::env::temp_dir().join(format!("tessera-readme-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let data = common::shared_data();
-        // A short sequence for `stitch IN...`: frames cut from a real photograph.
-        let frames = dir.join("frames");
+        // A short sequence for `stitch IN...`: frames cut from a real photograph (named apart
+        // from the `frames` directory the documentation's own examples make).
+        let frames = dir.join("fixture-frames");
         let st = tessera()
             .args(["synth-seq", "--frames", "8", "--width", "200", "--height", "160"])
             .arg(data.join("stereo/teddy/im2.png"))
@@ -90,7 +128,9 @@ impl Fixture {
             "LEFT" => path(cones.join("im2.png")),
             "RIGHT" => path(cones.join("im6.png")),
             "GT.png" => path(cones.join("disp2.png")),
-            "IMG" => path(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/retina.jpg")),
+            "IMG" => path(root().join("assets/retina.jpg")),
+            // The repository's bundled images, named as from its root.
+            t if t.starts_with("assets/") => path(root().join(t)),
             "OUT" | "FIXED" => temp(&format!("{command}-{token}.png")),
             "DIR" => temp(&format!("{command}-{token}")),
             // Outputs named with their format, shared between commands (`stereo` writes the
@@ -104,14 +144,14 @@ impl Fixture {
             "N" => Some("0.1".into()),
             "V" => Some("3".into()),
             t if t.chars().any(|c| c.is_ascii_uppercase()) && !t.starts_with('-') => {
-                panic!("README command `tessera {command} ...`: unknown placeholder {t:?}")
+                panic!("printed command `tessera {command} ...`: unknown placeholder {t:?}")
             }
             _ => None,
         }
     }
 }
 
-/// The concrete argument lists of one README synopsis.
+/// The concrete argument lists of one printed synopsis.
 fn expand(synopsis: &str, fx: &Fixture) -> Vec<Vec<String>> {
     let command = synopsis.split_whitespace().next().unwrap_or_default().to_string();
     // Each token: its alternatives (one for a plain token).
@@ -150,30 +190,54 @@ fn tessera() -> Command {
 }
 
 #[test]
-fn every_command_line_in_the_readme_runs() {
-    let readme = readme();
-    let printed = printed_commands(&readme);
-    assert!(printed.len() >= 12, "expected the command table and the shell blocks, found {printed:?}");
+fn every_command_line_in_the_docs_runs() {
+    // Each synopsis with the first document that prints it.
+    let mut printed: Vec<(String, String)> = Vec::new();
+    for (doc, text) in documents() {
+        for synopsis in printed_commands(&text) {
+            if !printed.iter().any(|(s, _)| *s == synopsis) {
+                printed.push((synopsis, doc.clone()));
+            }
+        }
+    }
+    assert!(printed.len() >= 12, "expected the README's command table and the shell blocks, found {printed:?}");
     let fx = Fixture::new();
-    let mut ran = 0;
-    for synopsis in &printed {
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    let (mut ran, mut skipped) = (0, 0);
+    for (synopsis, doc) in &printed {
         for mut args in expand(synopsis, &fx) {
             if args[0] == "bench" {
                 // The benchmarks take minutes: the smoke-test mode, which runs every case
-                // with the fewest repetitions, still parses the README's arguments.
+                // with the fewest repetitions, still parses the printed arguments.
                 args.push("--quick".into());
             }
+            // The same command line printed twice (or expanded from two synopses) runs once.
+            if seen.contains(&args) {
+                continue;
+            }
+            seen.push(args.clone());
             let out = tessera().current_dir(&fx.dir).args(&args).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let needs_gpu = args.windows(2).any(|w| w[0] == "--backend" && w[1] == "cuda");
+            if let (true, Some(absence)) = (needs_gpu, cuda_absence()) {
+                eprintln!("cuda: SKIPPED (no CUDA device): `tessera {}` ({doc}): {absence}", args.join(" "));
+                assert!(
+                    !out.status.success() && stderr.contains(absence),
+                    "{doc}: `tessera {}` without a GPU must fail saying why ({absence}); stderr:\n{stderr}",
+                    args.join(" ")
+                );
+                skipped += 1;
+                continue;
+            }
             assert!(
                 out.status.success(),
-                "README command `tessera {synopsis}` as `tessera {}` failed:\n{}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
+                "{doc}: command `tessera {synopsis}` as `tessera {}` failed:\n{stderr}",
+                args.join(" ")
             );
             ran += 1;
         }
     }
-    eprintln!("{ran} command lines from {} README synopses ran", printed.len());
+    eprintln!("{ran} command lines ran, {skipped} need a GPU, from {} printed synopses", printed.len());
     let _ = std::fs::remove_dir_all(&fx.dir);
 }
 

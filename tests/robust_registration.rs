@@ -81,7 +81,7 @@ const CASES: [Case; 5] = [
     Case { name: "jumps 28 px", frame: (200, 160), frames: 40, step: 28.0, turn: 2.0, conditions: Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 } },
 ];
 
-/// Every case on every photograph with the default parameters, the targets: at
+/// Every case on every photograph with the default parameters, the accuracy targets: at
 /// least 95 % of the frames registered, mean error at most 0.25 px, and no frame reported
 /// `ok` more than 2 px from the truth. (The fundus at contrast 0.3 was the last shortfall,
 /// 37 of 40 frames at 0.44 px, until faint pairs were placed by their overlap's correlation
@@ -177,7 +177,7 @@ fn refining_every_pair_is_more_precise() {
 
 /// Sweeps that roll, as an endoscope turning on its axis, on six photographs with the
 /// default parameters: 0.4 degrees per frame for 40 frames, and about 2 degrees per frame
-/// for 24 frames (45 degrees in all). The targets with roll: at least 95 % of the
+/// for 24 frames (45 degrees in all). The accuracy targets with roll: at least 95 % of the
 /// frames registered, mean frame-centre error at most 0.5 px, no frame reported `ok` more
 /// than 2 px from the truth; and the reported angles within 0.15 degrees.
 #[test]
@@ -286,7 +286,7 @@ fn frames_without_a_match_are_skipped_with_reasons() {
 
 /// A 500-frame sweep that comes back to its start, on six photographs with noise: with the
 /// defaults (loops closed, positions solved together) the last frame is within 0.5 px of the
-/// truth, and the run meets the targets; per-frame residuals are reported.
+/// truth, and the run meets the accuracy targets; per-frame residuals are reported.
 #[test]
 fn a_long_closed_loop_ends_where_it_began() {
     let p = StitchParams { quality: false, ..Default::default() };
@@ -307,7 +307,7 @@ fn a_long_closed_loop_ends_where_it_began() {
 
 /// A 300-frame sweep that comes back to its start while the probe turns up to 20 degrees
 /// either way and back (poses of the loop: angles solved with the positions): the last
-/// frame within 0.5 px and 0.1 degrees of the truth, loops closed, the targets met.
+/// frame within 0.5 px and 0.1 degrees of the truth, loops closed, the accuracy targets met.
 #[test]
 fn a_turning_closed_loop_ends_where_it_began() {
     let p = StitchParams { quality: false, ..Default::default() };

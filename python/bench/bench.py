@@ -1,4 +1,4 @@
-"""The Python package's benchmarks (issue 21's Performance section), printed as Markdown
+"""The Python package's benchmarks (python/README.md, "Performance"), printed as Markdown
 tables and written as JSON:
 
 1. call overhead: a 512 x 512 uint8 mean filter from Python against the same Rust call

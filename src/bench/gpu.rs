@@ -1,4 +1,4 @@
-//! The `gpu` suite: the figures the GPU verification issue asks for, each with the whole
+//! The `gpu` suite: the figures the CUDA backend is judged by (docs/gpu.md), each with the whole
 //! call's time (uploads and downloads included) and, on a GPU, the kernels' own time
 //! (`kernel_ms`, CUDA events around each launch) apart:
 //!

@@ -440,7 +440,8 @@ fn opt(x: Option<f64>) -> Value {
     x.map_or(Value::Null, |v| json!(round(v, 4)))
 }
 
-/// The report (contract in issue 4): frames, panorama, quality, params.
+/// The report, the JSON contract of `tessera stitch --report` (the Python package returns
+/// the same): frames, panorama, quality, params.
 pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
     report_sized(pano, pano.canvas.image.size(), labels, truth, p, extra)
 }
