@@ -5,6 +5,9 @@
 #
 #   imagej-plugin/build.sh            release build of the native library (what ships)
 #   PROFILE=dev imagej-plugin/build.sh   faster to compile, slow to run
+#   TESSERA_JNI_LIB=path/libtessera_jni.so imagej-plugin/build.sh
+#                                        packs a library already built (scripts/test
+#                                        passes the one its workspace build made)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -21,14 +24,19 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 cd "$root"
-if [ "$profile" = release ]; then
-    cargo build --release -p tessera-jni
+if [ -n "${TESSERA_JNI_LIB:-}" ]; then
+    lib=$TESSERA_JNI_LIB
+    profile="given ($lib)"
 else
-    cargo build --profile "$profile" -p tessera-jni
+    if [ "$profile" = release ]; then
+        cargo build --release -p tessera-jni
+    else
+        cargo build --profile "$profile" -p tessera-jni
+    fi
+    target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+    [ "$profile" = dev ] && profile_dir=debug || profile_dir="$profile"
+    lib="$target_dir/$profile_dir/libtessera_jni.so"
 fi
-target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-[ "$profile" = dev ] && profile_dir=debug || profile_dir="$profile"
-lib="$target_dir/$profile_dir/libtessera_jni.so"
 [ -f "$lib" ] || { echo "build.sh: $lib was not built" >&2; exit 1; }
 
 out="$here/build"

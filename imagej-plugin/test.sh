@@ -7,6 +7,9 @@
 #   PROFILE=dev imagej-plugin/test.sh  debug build (faster to compile)
 #   TESSERA_DATA=/path/to/shared/data  the shared test data (default: ../shared/data
 #                                      beside the repository)
+#   TESSERA_CLI=path/tessera           the CLI the tests compare with, already built
+#   TESSERA_JNI_LIB=path/libtessera_jni.so  the native library, already built
+#                                      (scripts/test passes both from its workspace build)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -31,7 +34,9 @@ data="$(cd "$data" && pwd)"
 # The Rust CLI, for the tests that compare the plugin's output with it.
 cli_args=()
 profile="${PROFILE:-release}"
-if grep -q '^name = "tessera"' "$root/Cargo.toml" && [ -f "$root/src/main.rs" ]; then
+if [ -n "${TESSERA_CLI:-}" ]; then
+    cli_args=(-Dtessera.cli="$TESSERA_CLI")
+elif grep -q '^name = "tessera"' "$root/Cargo.toml" && [ -f "$root/src/main.rs" ]; then
     (cd "$root" && if [ "$profile" = release ]; then cargo build --release --bin tessera; else cargo build --profile "$profile" --bin tessera; fi)
     [ "$profile" = dev ] && pdir=debug || pdir="$profile"
     target_dir="$(cd "$root" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"

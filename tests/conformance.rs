@@ -337,19 +337,20 @@ fn check_variance(src: AnyView<'_>, p: &VarianceParams, tol: f64, what: &str) {
 #[test]
 fn local_variance_every_type_and_method_against_float64() {
     let kernels = [VarianceKernel::Tent { radius: 3 }, VarianceKernel::Tent { radius: 7 }, VarianceKernel::Box { radius: 2 }];
-    for src in typed_noise(29, 21, 13) {
-        for kernel in kernels {
-            for method in VarianceMethod::ALL {
-                for border in [Border::Reflect101, Border::Constant(40.0)] {
-                    let p = VarianceParams { method, kernel, border };
-                    // Koenig's E[x^2] - E[x]^2 cancels; u16's large values make it visible.
-                    let tol = if method == VarianceMethod::Koenig { 1e-3 } else { 1e-5 };
-                    check_variance(view(&src), &p, tol, type_name(&src));
-                }
-            }
-        }
+    let borders = [Border::Reflect101, Border::Constant(40.0)];
+    let sources = typed_noise(29, 21, 13);
+    // Every combination takes two minutes on the emulated device: by default the pairwise
+    // subset (common::cases), every combination under `--full`.
+    for case in common::cases(&[sources.len(), kernels.len(), VarianceMethod::ALL.len(), borders.len()]) {
+        let (src, method) = (&sources[case[0]], VarianceMethod::ALL[case[2]]);
+        let p = VarianceParams { method, kernel: kernels[case[1]], border: borders[case[3]] };
+        // Koenig's E[x^2] - E[x]^2 cancels; u16's large values make it visible.
+        let tol = if method == VarianceMethod::Koenig { 1e-3 } else { 1e-5 };
+        check_variance(view(src), &p, tol, type_name(src));
+    }
+    for src in &sources {
         for (label, _) in backends() {
-            pass("local_variance", type_name(&src), label);
+            pass("local_variance", type_name(src), label);
         }
     }
 }
@@ -490,6 +491,12 @@ fn stitch_every_type_matches_the_truth_and_the_cpu() {
         let want = go(reference(), &views);
         for (label, be) in backends() {
             let what = format!("{label} {}", views[0].type_name());
+            // Half a minute a type on the emulated device: by default it stitches u8, every
+            // type under `--full` (accel-cuda/tests/shim_ncc.rs stitches every type on it).
+            if common::EMULATED.contains(label) && !common::full() && ty != 0 {
+                eprintln!("conformance stitch {what}: left to the full run (emulated device)");
+                continue;
+            }
             let pano = go(be.as_ref(), &views);
             for (f, truth) in pano.frames.iter().zip(&seq.positions) {
                 let pos = f.position.unwrap_or_else(|| panic!("{what}: frame {} skipped: {:?}", f.index, f.skip));
@@ -567,5 +574,41 @@ fn stereo_gray_and_rgba_on_cones_match_the_cpu_and_the_ground_truth() {
             assert!(be.stereo_sgm(l, mixed, disp.view_mut(), &p).is_err(), "{label}");
             pass("stereo_sgm", l.type_name(), label);
         }
+    }
+}
+
+/// The subsets of the costliest tests ([`common::cases`]).
+mod test_cases {
+    use super::common::cases::{cases_at, product, Coverage};
+
+    fn covers_every_pair(dims: &[usize], chosen: &[Vec<usize>]) -> bool {
+        (0..dims.len()).all(|a| {
+            (a + 1..dims.len()).all(|b| (0..dims[a]).all(|va| (0..dims[b]).all(|vb| chosen.iter().any(|c| c[a] == va && c[b] == vb))))
+        })
+    }
+
+    #[test]
+    fn the_pairwise_subset_covers_every_pair_and_is_smaller() {
+        for dims in [vec![4, 3, 6, 2], vec![2; 5], vec![4, 3, 2], vec![1, 5, 2]] {
+            let chosen = cases_at(&dims, Coverage::Pairwise);
+            let all = product(&dims);
+            assert!(covers_every_pair(&dims, &chosen), "{dims:?}: {chosen:?}");
+            assert!(chosen.len() < all.len() || dims.contains(&1), "{dims:?}: {}", chosen.len());
+            assert!(chosen.iter().all(|c| all.contains(c)));
+        }
+        assert!(cases_at(&[4, 3, 6, 2], Coverage::Pairwise).len() <= 30);
+    }
+
+    #[test]
+    fn each_value_runs_once_and_full_runs_all() {
+        let dims = [4, 3, 6, 2];
+        let each = cases_at(&dims, Coverage::Each);
+        assert_eq!(each.len(), 6);
+        for (d, &n) in dims.iter().enumerate() {
+            assert!((0..n).all(|v| each.iter().any(|c| c[d] == v)));
+        }
+        assert_eq!(cases_at(&dims, Coverage::Full).len(), 144);
+        assert_eq!(cases_at(&[3, 2], Coverage::Pairwise), product(&[3, 2]));
+        assert_eq!(product(&[2, 2]), vec![vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
     }
 }

@@ -2,6 +2,9 @@
 //! pixel type, every border, odd sizes, 1xN and Nx1, windows larger than the image, even
 //! windows, strided views in and out, bad parameters; and a crop of Middlebury cones.
 
+mod common;
+
+use common::shared_data;
 use tessera_core::filter::BoxParams;
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Error, Image, Parallelism, Rgba8};
 
@@ -183,13 +186,6 @@ fn bad_parameters_and_types_are_the_cpus_errors() {
 }
 
 /// The shared real data: `$TESSERA_DATA`, else the first `shared/data` above this crate.
-fn shared_data() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("TESSERA_DATA") {
-        return d.into();
-    }
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data/stereo above the crate; set TESSERA_DATA")
-}
 
 #[test]
 fn a_crop_of_cones_in_every_type() {

@@ -4,16 +4,11 @@
 //! every border: the report, the mask and the corrected image identical to the CPU's;
 //! bad parameters as the CPU's errors.
 
+mod common;
+
+use common::shared_data;
 use tessera_core::glare::{GlareMode, GlareParams};
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Image, Parallelism, Rgba8};
-
-fn shared_data() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("TESSERA_DATA") {
-        return d.into();
-    }
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data/stereo above the crate; set TESSERA_DATA")
-}
 
 /// A 96 x 72 crop of cones with four round highlights (radius 1.5 to 4, white with a soft
 /// rim), a one-pixel bright line and a bright 20 x 14 block.

@@ -6,16 +6,12 @@
 //! and blend, each frame uploaded once to register, several pairs per launch on smooth
 //! footage, and skipped, unreadable and odd-sized frames and turns as the CPU.
 
+mod common;
+
+use common::shared_data;
 use tessera_core::stitch::{RegisterParams, SearchMethod, SkipReason};
 use tessera_core::{AnyImage, AnyView, Backend, CpuBackend, Image, Parallelism, Rgba8};
 
-fn shared_data() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("TESSERA_DATA") {
-        return d.into();
-    }
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data/stereo above the crate; set TESSERA_DATA")
-}
 
 fn cones() -> Image<Rgba8> {
     let rgb = image::open(shared_data().join("stereo/cones/im2.png")).unwrap().to_rgba8();
@@ -49,31 +45,36 @@ fn registrations_of_every_type_and_method_are_the_cpus() {
     let all = cones();
     // Moving pixel (u, v) shows reference pixel (u + 7, v - 4).
     let (x0, y0, w, h) = (150, 100, 120, 96);
-    for img in typed(&all) {
-        let reference = crop(&img, x0, y0, w, h);
-        let moving = crop(&img, x0 + 7, y0 - 4, w, h);
+    let images = typed(&all);
+    let methods = [SearchMethod::Log, SearchMethod::LogPlain, SearchMethod::Exhaustive];
+    // Type x method x subpixel: the pairwise subset by default, all 24 under `--full`.
+    for case in common::cases(&[images.len(), methods.len(), 2]) {
+        let (img, method, subpixel) = (&images[case[0]], methods[case[1]], case[2] == 0);
+        let reference = crop(img, x0, y0, w, h);
+        let moving = crop(img, x0 + 7, y0 - 4, w, h);
         let ty = reference.type_name();
         let min_variance = if ty == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
-        for method in [SearchMethod::Log, SearchMethod::LogPlain, SearchMethod::Exhaustive] {
-            for subpixel in [true, false] {
-                let p = RegisterParams { rsz: 15, npts: 3, search_radius: 10, min_variance, method, subpixel, ..Default::default() };
-                let want = cpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
-                let got = gpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
-                let what = format!("{ty} {method:?} subpixel {subpixel}");
-                let s = got.shift.unwrap_or_else(|| panic!("{what}: not registered: {:?}", got.skip));
-                assert!((s.0 - 7.0).abs() <= 0.2 && (s.1 + 4.0).abs() <= 0.2, "{what}: {s:?}");
-                if ty == "f32" {
-                    assert_eq!((got.vectors_used, got.evaluations), (want.vectors_used, want.evaluations), "{what}");
-                    let (a, b) = (got.shift.unwrap(), want.shift.unwrap());
-                    assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
-                    for (g, c) in got.vectors.iter().zip(&want.vectors) {
-                        assert!((g.coefficient - c.coefficient).abs() < 1e-6, "{what}: {} vs {}", g.coefficient, c.coefficient);
-                    }
-                } else {
-                    assert_eq!(got, want, "{what}");
-                }
+        let p = RegisterParams { rsz: 15, npts: 3, search_radius: 10, min_variance, method, subpixel, ..Default::default() };
+        let want = cpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
+        let got = gpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
+        let what = format!("{ty} {method:?} subpixel {subpixel}");
+        let s = got.shift.unwrap_or_else(|| panic!("{what}: not registered: {:?}", got.skip));
+        assert!((s.0 - 7.0).abs() <= 0.2 && (s.1 + 4.0).abs() <= 0.2, "{what}: {s:?}");
+        if ty == "f32" {
+            assert_eq!((got.vectors_used, got.evaluations), (want.vectors_used, want.evaluations), "{what}");
+            let (a, b) = (got.shift.unwrap(), want.shift.unwrap());
+            assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
+            for (g, c) in got.vectors.iter().zip(&want.vectors) {
+                assert!((g.coefficient - c.coefficient).abs() < 1e-6, "{what}: {} vs {}", g.coefficient, c.coefficient);
             }
+        } else {
+            assert_eq!(got, want, "{what}");
         }
+    }
+    for img in &images {
+        let reference = crop(img, x0, y0, w, h);
+        let moving = crop(img, x0 + 7, y0 - 4, w, h);
+        let min_variance = if reference.type_name() == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
         // A prediction that leaves no overlap, and a flat pair, are skipped as on the CPU.
         let p = RegisterParams { rsz: 15, npts: 3, search_radius: 10, min_variance, ..Default::default() };
         let far = gpu.register_pair(reference, moving, &p, (1e6, 0.0)).unwrap();
@@ -329,25 +330,28 @@ mod stitching {
     fn device_composites_of_every_type_and_blend_are_the_cpus() {
         let cpu = CpuBackend::new(Parallelism::Sequential);
         let gray: Vec<Image<u8>> = with_sweep(9, |plan| (0..6).map(|i| plan.frame(i).unwrap()).collect());
-        for ty in ["u16", "f32", "rgba", "u8"] {
+        let (types, blends) = (["u16", "f32", "rgba", "u8"], [Blend::Average, Blend::Feather, Blend::Overwrite]);
+        // A stitch takes seconds on the shim: by default each type and each blend once
+        // (every paste kernel), all 12 under `--full`.
+        let coverage = if common::full() { common::Coverage::Full } else { common::Coverage::Each };
+        for case in common::cases_at(&[types.len(), blends.len()], coverage) {
+            let (ty, blend) = (types[case[0]], blends[case[1]]);
             let frames: Vec<AnyImage> = gray.iter().map(|f| as_type(f, ty)).collect();
             let views: Vec<AnyView<'_>> = frames.iter().map(|f| f.view().unwrap()).collect();
-            for blend in [Blend::Average, Blend::Feather, Blend::Overwrite] {
-                let p = params(ty, blend, 0.25);
-                let want = cpu.stitch(&InMemory(&views), &p, &mut go_on).unwrap();
-                let got = tessera_cuda::open_shim().stitch(&InMemory(&views), &p, &mut go_on).unwrap();
-                let what = format!("{ty} {blend:?}");
-                assert!(want.frames.iter().all(|f| f.is_ok()), "{what}");
-                if ty == "f32" {
-                    for (a, b) in got.frames.iter().zip(&want.frames) {
-                        let (a, b) = (a.position.unwrap(), b.position.unwrap());
-                        assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
-                    }
-                    // The same whole-pixel placements: the same arithmetic, the same canvas.
-                    assert_eq!(got.canvas, want.canvas, "{what}");
-                } else {
-                    assert_eq!(got, want, "{what}");
+            let p = params(ty, blend, 0.25);
+            let want = cpu.stitch(&InMemory(&views), &p, &mut go_on).unwrap();
+            let got = tessera_cuda::open_shim().stitch(&InMemory(&views), &p, &mut go_on).unwrap();
+            let what = format!("{ty} {blend:?}");
+            assert!(want.frames.iter().all(|f| f.is_ok()), "{what}");
+            if ty == "f32" {
+                for (a, b) in got.frames.iter().zip(&want.frames) {
+                    let (a, b) = (a.position.unwrap(), b.position.unwrap());
+                    assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
                 }
+                // The same whole-pixel placements: the same arithmetic, the same canvas.
+                assert_eq!(got.canvas, want.canvas, "{what}");
+            } else {
+                assert_eq!(got, want, "{what}");
             }
         }
     }

@@ -3,6 +3,8 @@
 //! addition) and the same `StereoStats`. Images are small: the shim runs 32 OS threads per
 //! pixel of the WTA and per path of the aggregation.
 
+mod common;
+
 use tessera_core::stereo::tiles::tile_bytes;
 use tessera_core::stereo::{Cost, Paths, StereoParams, StereoStats, Tiling};
 use tessera_core::{AnyView, Backend, CpuBackend, Image, Parallelism, Rgba8};
@@ -33,8 +35,8 @@ fn noise(w: usize, h: usize, seed: u64) -> Image<u8> {
 
 /// A crop of a Middlebury image, as gray (Rec. 601 luma) and as RGBA.
 fn middlebury(scene: &str, file: &str, x: u32, y: u32, w: u32, h: u32) -> (Image<u8>, Image<Rgba8>) {
-    let path = format!("/work/shared/data/stereo/{scene}/{file}");
-    let img = image::open(&path).unwrap_or_else(|e| panic!("{path}: {e}")).to_rgba8();
+    let path = common::shared_data().join("stereo").join(scene).join(file);
+    let img = image::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).to_rgba8();
     let px = |i: usize, j: usize| Rgba8::from_array(img.get_pixel(x + i as u32, y + j as u32).0);
     let rgba = Image::from_fn(w as usize, h as usize, px).unwrap();
     let gray = Image::from_fn(w as usize, h as usize, |i, j| px(i, j).luma()).unwrap();
@@ -86,8 +88,11 @@ fn every_stage_switch_matches_the_cpu() {
     let gpu = tessera_cuda::open_shim();
     let (l, r) = scene(17, 9, 2);
     let (a, b) = gray(&l, &r);
-    for bits in 0..32u32 {
-        let on = |i: u32| bits >> i & 1 == 1;
+    // The 32 combinations take a minute on the shim: by default the pairwise subset
+    // (every two switches in all four states), all of them under `--full`.
+    for case in common::cases(&[2; 5]) {
+        let on = |i: usize| case[i] == 1;
+        let bits = case.iter().rev().fold(0, |acc, &b| acc << 1 | b);
         let p = StereoParams {
             max_disparity: 5,
             subpixel: on(0),
@@ -157,20 +162,22 @@ fn sequential_aggregation_matches_the_cpu() {
 #[test]
 fn thin_images_match_the_cpu() {
     let gpu = tessera_cuda::open_shim();
-    for (w, h, nd) in [(16, 1, 4), (2, 9, 1), (3, 1, 2), (70, 2, 40), (5, 30, 3)] {
+    let shapes = [(16, 1, 4), (2, 9, 1), (3, 1, 2), (70, 2, 40), (5, 30, 3)];
+    for case in common::cases(&[shapes.len(), 2]) {
+        let ((w, h, nd), paths) = (shapes[case[0]], [Paths::Eight, Paths::Sixteen][case[1]]);
         let (l, r) = scene(w, h, 7);
         let (a, b) = gray(&l, &r);
-        for paths in [Paths::Eight, Paths::Sixteen] {
-            let p = StereoParams { max_disparity: nd, paths, cost: Cost::Census { width: 3, height: 3 }, ..Default::default() };
-            assert_same(&*gpu, a, b, &p, &format!("{w}x{h} D {nd} {paths:?}"));
-        }
+        let p = StereoParams { max_disparity: nd, paths, cost: Cost::Census { width: 3, height: 3 }, ..Default::default() };
+        assert_same(&*gpu, a, b, &p, &format!("{w}x{h} D {nd} {paths:?}"));
     }
 }
 
 #[test]
 fn middlebury_crops_match_the_cpu() {
     let gpu = tessera_cuda::open_shim();
-    for (name, x, y) in [("cones", 200, 150), ("teddy", 150, 180)] {
+    // One scene by default, both under `--full` (a scene takes 20 s on the shim).
+    let scenes = [("cones", 200, 150), ("teddy", 150, 180)];
+    for &(name, x, y) in &scenes[..if common::full() { 2 } else { 1 }] {
         let (lg, _) = middlebury(name, "im2.png", x, y, 96, 64);
         let (rg, _) = middlebury(name, "im6.png", x, y, 96, 64);
         let p = StereoParams { max_disparity: 32, ..Default::default() };

@@ -3,6 +3,8 @@
 //! 1xN and Nx1, kernels wider than the image, NaN inputs, bad parameters; the paper's five
 //! f32 methods bit for bit; the contrast enhancement built on the tent moments.
 
+mod common;
+
 use tessera_core::variance::{VarianceKernel, VarianceMethod, VarianceParams};
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Image, Parallelism, Rgba8};
 
@@ -170,31 +172,33 @@ fn bad_parameters_are_the_cpus_errors() {
 fn contrast_enhancement_of_every_type_is_the_cpus_within_a_level() {
     use tessera_core::contrast::ContrastParams;
     let gpu = tessera_cuda::open_shim();
-    for (i, &(w, h)) in [(1, 1), (1, 9), (9, 1), (37, 23)].iter().enumerate() {
-        for img in typed(w, h, 50 + i as u64) {
-            let src = img.view().unwrap();
-            for (radii, border) in [(vec![1, 7], Border::Reflect101), (vec![3], Border::Replicate), (vec![1, 3, 15], Border::Constant(20.0))] {
-                let p = ContrastParams { radii, border, ..Default::default() };
-                let mut want = AnyImage::like(&src).unwrap();
-                let mut got = AnyImage::like(&src).unwrap();
-                cpu().contrast_enhance(src, want.view_mut(), &p).unwrap();
-                gpu.contrast_enhance(src, got.view_mut(), &p).unwrap();
-                let what = format!("{} {w}x{h} {p:?}", src.type_name());
-                match (&got, &want) {
-                    (AnyImage::U8(g), AnyImage::U8(c)) => assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| a.abs_diff(*b) <= 1), "{what}"),
-                    (AnyImage::U16(g), AnyImage::U16(c)) => assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| a.abs_diff(*b) <= 1), "{what}"),
-                    (AnyImage::F32(g), AnyImage::F32(c)) => {
-                        for (k, (a, b)) in g.as_slice().iter().zip(c.as_slice()).enumerate() {
-                            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{what}: pixel {k}: {a} vs {b}");
-                        }
-                    }
-                    (AnyImage::Rgba8(g), AnyImage::Rgba8(c)) => {
-                        let near = |a: u8, b: u8| a.abs_diff(b) <= 1;
-                        assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| near(a.r, b.r) && near(a.g, b.g) && near(a.b, b.b) && a.a == b.a), "{what}");
-                    }
-                    _ => unreachable!(),
+    let sizes = [(1, 1), (1, 9), (9, 1), (37, 23)];
+    let images: Vec<_> = sizes.iter().enumerate().map(|(i, &(w, h))| typed(w, h, 50 + i as u64)).collect();
+    let settings = [(vec![1, 7], Border::Reflect101), (vec![3], Border::Replicate), (vec![1, 3, 15], Border::Constant(20.0))];
+    // Size x type x settings: the pairwise subset by default, all 48 under `--full`.
+    for case in common::cases(&[sizes.len(), images[0].len(), settings.len()]) {
+        let (w, h) = sizes[case[0]];
+        let src = images[case[0]][case[1]].view().unwrap();
+        let (radii, border) = settings[case[2]].clone();
+        let p = ContrastParams { radii, border, ..Default::default() };
+        let mut want = AnyImage::like(&src).unwrap();
+        let mut got = AnyImage::like(&src).unwrap();
+        cpu().contrast_enhance(src, want.view_mut(), &p).unwrap();
+        gpu.contrast_enhance(src, got.view_mut(), &p).unwrap();
+        let what = format!("{} {w}x{h} {p:?}", src.type_name());
+        match (&got, &want) {
+            (AnyImage::U8(g), AnyImage::U8(c)) => assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| a.abs_diff(*b) <= 1), "{what}"),
+            (AnyImage::U16(g), AnyImage::U16(c)) => assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| a.abs_diff(*b) <= 1), "{what}"),
+            (AnyImage::F32(g), AnyImage::F32(c)) => {
+                for (k, (a, b)) in g.as_slice().iter().zip(c.as_slice()).enumerate() {
+                    assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{what}: pixel {k}: {a} vs {b}");
                 }
             }
+            (AnyImage::Rgba8(g), AnyImage::Rgba8(c)) => {
+                let near = |a: u8, b: u8| a.abs_diff(b) <= 1;
+                assert!(g.as_slice().iter().zip(c.as_slice()).all(|(a, b)| near(a.r, b.r) && near(a.g, b.g) && near(a.b, b.b) && a.a == b.a), "{what}");
+            }
+            _ => unreachable!(),
         }
     }
     // A constant image is returned unchanged; bad parameters are the CPU's errors.

@@ -3,7 +3,11 @@
 // Each test crate includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod cases;
 pub mod footage;
+
+#[allow(unused_imports)]
+pub use cases::{cases, cases_at, full, Coverage};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

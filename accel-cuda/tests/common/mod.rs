@@ -1,0 +1,20 @@
+//! What the shim tests share.
+
+// Each test crate includes this module and uses a part of it.
+#![allow(dead_code)]
+
+#[path = "../../../tests/common/cases.rs"]
+pub mod cases;
+
+#[allow(unused_imports)]
+pub use cases::{cases, cases_at, full, Coverage};
+
+/// The shared real data (`shared/data`): `$TESSERA_DATA` if set, else the first
+/// `shared/data` holding `stereo/` above the crate.
+pub fn shared_data() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("TESSERA_DATA") {
+        return d.into();
+    }
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors().map(|a| a.join("shared/data")).find(|d| d.join("stereo").is_dir()).expect("shared/data/stereo above the crate; set TESSERA_DATA")
+}
