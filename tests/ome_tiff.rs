@@ -283,7 +283,19 @@ fn the_cli_writes_an_ome_tiff_equal_to_its_png() {
 fn the_cli_refuses_an_unwritable_ome_tiff() {
     let d = dir("cli-bad");
     std::fs::write(d.join("file"), b"x").unwrap();
-    for args in [vec!["-o", "file/x.ome.tif"], vec!["-o", "x.ome.tif", "--ome-tile", "100"], vec!["-o", "x.ome.tif", "--max-mem", "0"]] {
+    // A tile of 0 once divided the strip height (a panic) on the streamed path of any
+    // output; every bad writer option is refused before the run registers anything.
+    let bad: [&[&str]; 8] = [
+        &["-o", "file/x.ome.tif"],
+        &["-o", "x.ome.tif", "--ome-tile", "100"],
+        &["-o", "x.ome.tif", "--max-mem", "0"],
+        &["-o", "x.ome.tif", "--ome-tile", "0"],
+        &["-o", "x.png", "--max-mem", "1", "--ome-tile", "0"],
+        &["-o", "x.ome.tif", "--ome-tile", "18446744073709551615"],
+        &["-o", "x.ome.tif", "--pixel-size", "NaN"],
+        &["-o", "x.ome.tif", "--pixel-size", "-1"],
+    ];
+    for args in bad {
         let o = common::tessera().current_dir(&d).args(["stitch", "--frames", "4", "--backend", "cpu"]).args(&args).output().unwrap();
         assert!(!o.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr);

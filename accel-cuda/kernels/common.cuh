@@ -31,6 +31,21 @@ template <typename T> __device__ __forceinline__ const T& at(const T* img, int x
     return img[(i64)y * stride + x];
 }
 
+// Where index i of a line of n reads from under the core's `Border` mode (0 reflect-101,
+// 1 replicate, 2 constant, 3 normalize), or -1 for a constant / normalize outside pixel.
+__device__ __forceinline__ int source_index(int i, int n, int mode) {
+    if (i >= 0 && i < n) return i;
+    if (mode == 0) {
+        if (n == 1) return 0;
+        int period = 2 * (n - 1);
+        int m = i % period;
+        if (m < 0) m += period;
+        return m < n ? m : period - m;
+    }
+    if (mode == 1) return i < 0 ? 0 : n - 1;
+    return -1;
+}
+
 // The running-sum line passes (box filter, recursive variance): a thread per line and
 // segment of a line.
 //

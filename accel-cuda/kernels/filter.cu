@@ -28,20 +28,6 @@
 // f64 for f32 input, as the core accumulates them.
 #include "common.cuh"
 
-// Where index i of n reads from, or -1 for a constant / normalize outside pixel.
-__device__ __forceinline__ int source_index(int i, int n, int mode) {
-    if (i >= 0 && i < n) return i;
-    if (mode == 0) {
-        if (n == 1) return 0;
-        int period = 2 * (n - 1);
-        int m = i % period;
-        if (m < 0) m += period;
-        return m < n ? m : period - m;
-    }
-    if (mode == 1) return i < 0 ? 0 : n - 1;
-    return -1;
-}
-
 // In-bounds indices of the window [c - before, c + after] within 0..n.
 __device__ __forceinline__ int inside_count(int c, int before, int after, int n) {
     int lo = c - before < 0 ? 0 : c - before;

@@ -19,19 +19,6 @@
 //               non-finite input.
 #include "common.cuh"
 
-__device__ __forceinline__ int var_source(int i, int n, int mode) {
-    if (i >= 0 && i < n) return i;
-    if (mode == 0) {
-        if (n == 1) return 0;
-        int period = 2 * (n - 1);
-        int m = i % period;
-        if (m < 0) m += period;
-        return m < n ? m : period - m;
-    }
-    if (mode == 1) return i < 0 ? 0 : n - 1;
-    return -1;
-}
-
 // x, x^2 and the non-finite indicator of one sample, as the sums accumulate them.
 template <typename S> struct Moment {
     S x, x2;
@@ -110,7 +97,7 @@ __device__ void var_cols(const T* src, S* c1, S* c2, u32* cbad, int width, int h
     WarpTile<u32> kb{tb[wp]};
     Moment<S> out_m = moment_of((T)outside, shift);
     auto value = [&](int yy) -> Moment<S> {
-        int sy = var_source(yy, height, mode);
+        int sy = source_index(yy, height, mode);
         return sy < 0 || !live ? out_m : moment_of(src[(i64)sy * width + x], shift);
     };
     // Transposed: column x's sums are line x of `height` values.
@@ -172,7 +159,7 @@ __device__ void row_walk(const S* c1, const S* c2, const u32* cbad, int width, i
     Moment<S> o = moment_of((T)outside, shift);
     Moment<S> out_col = {col_weight * o.x, col_weight * o.x2, 0};
     int yl = live ? y : first;
-    auto value = [&](int xx) -> Moment<S> { return column_moment(c1, c2, cbad, var_source(xx, width, mode), yl, height, out_col); };
+    auto value = [&](int xx) -> Moment<S> { return column_moment(c1, c2, cbad, source_index(xx, width, mode), yl, height, out_col); };
     RowSegment rows{x0, x1, first, owners};
     running_kernel<S>(x0, x1, r, tent != 0, value, [&](int x, const Moment<S>& s) { pixel(x, s, rows); });
 }
@@ -271,7 +258,7 @@ __device__ void pad_shift(const T* src, float* padded, int width, int height, in
     int pw = width + 2 * pad, ph = height + 2 * pad;
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
     if (x >= pw || y >= ph) return;
-    int sx = var_source(x - pad, width, mode), sy = var_source(y - pad, height, mode);
+    int sx = source_index(x - pad, width, mode), sy = source_index(y - pad, height, mode);
     padded[(i64)y * pw + x] = (sx < 0 || sy < 0) ? outside : (float)((double)src[(i64)sy * width + sx] - shift);
 }
 extern "C" __global__ void pad_shift_u8(const u8* src, float* padded, int w, int h, int pad, int mode, float outside, double shift) {

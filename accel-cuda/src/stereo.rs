@@ -25,10 +25,10 @@
 use crate::device::{args, blocks, int, Arg, DevBuf, DevicePtr, Gpu};
 use crate::kernels::{Kernel, Module};
 use tessera_core::image::check_same_size;
-use tessera_core::stereo::cost_mi::mi_table;
+use tessera_core::stereo::cost_mi::{hierarchical_table, MiPass};
 use tessera_core::stereo::tiles::tile_bytes;
-use tessera_core::stereo::{plan_tiles, Cost, CensusWindow, Rect, StereoParams, StereoStats, Tile, Tiling};
-use tessera_core::{AnyView, Error, Image, ImageView, ImageViewMut, Result};
+use tessera_core::stereo::{budgeted_plan, plan_tiles, Cost, CensusWindow, MiTable, Rect, StereoParams, StereoStats, Tile};
+use tessera_core::{AnyView, Error, ImageView, ImageViewMut, Result};
 
 const fn kernel(name: &'static str) -> Kernel {
     Kernel::new(Module::Stereo, name)
@@ -97,29 +97,7 @@ pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp:
     check_same_size(left.size(), disp.size())?;
     let (w, h) = left.size();
     p.validate(w)?;
-    let whole_image = whole_image_bytes(w, h, p);
-    let tiling = match p.tiling {
-        Tiling::Auto { max_bytes, overlap } => {
-            let band = tile_bytes(w, (4 * overlap).max(2).min(h), p.max_disparity, p.paths.count());
-            let needed = whole_image.saturating_add(band);
-            if max_bytes < needed {
-                return Err(Error::InvalidParameter {
-                    name: "max_bytes",
-                    reason: format!(
-                        "a {w}x{h} pair at {} disparities needs at least {:.1} MiB ({:.1} MiB of whole-image buffers and bands of {} rows); the budget is {:.1} MiB",
-                        p.max_disparity,
-                        mib(needed),
-                        mib(whole_image),
-                        (4 * overlap).max(2).min(h),
-                        mib(max_bytes)
-                    ),
-                });
-            }
-            Tiling::Auto { max_bytes: max_bytes - whole_image, overlap }
-        }
-        tiles => tiles,
-    };
-    let plan = plan_tiles(w, h, p.max_disparity, p.paths.count(), tiling)?;
+    let (plan, whole_image) = budgeted_plan(w, h, p)?;
     lanes_per_disparity(p.max_disparity)?;
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let n = int(w.checked_mul(h).ok_or(Error::OutOfMemory { bytes: usize::MAX })?, "pixels")?;
@@ -266,23 +244,6 @@ fn lanes_per_disparity(nd: usize) -> Result<usize> {
     Ok(nd.div_ceil(32).next_power_of_two())
 }
 
-fn mib(bytes: usize) -> f64 {
-    bytes as f64 / (1u64 << 20) as f64
-}
-
-/// The core's accounting of the whole-image buffers (`sgm::whole_image_bytes`).
-fn whole_image_bytes(w: usize, h: usize, p: &StereoParams) -> usize {
-    let per_pixel = 1 + 4
-        + match p.cost {
-            Cost::Census { .. } => 1 + 2 * 8,
-            Cost::Mi { .. } => 2,
-            Cost::Ad => 0,
-        }
-        + if p.fill { 5 } else { 0 }
-        + if p.fill && p.lr_check { 1 } else { 0 };
-    w.saturating_mul(h).saturating_mul(per_pixel)
-}
-
 /// Stages 2 to 6 on every piece of `plan` of the `size` image (`guide`: its left luma),
 /// writing the median (or the map) of each core into `out` (w x h) and, when given, the
 /// occlusion classes into `occ`; counts into `counters`. Returns the core's working-set
@@ -369,75 +330,31 @@ fn match_tiles(
     Ok(peak)
 }
 
-/// The MI table of [`Cost::Mi`], as `cost_mi::hierarchical_table` estimates it: the
-/// pyramid and the table on the host, each intermediate matching pass (stages 2 to 6 with
-/// integer, LR-checked disparities) on the device. Returns the 256 x 256 table.
+/// The MI table of [`Cost::Mi`] (the core's `cost_mi::hierarchical_table`: the pyramid and
+/// the tables on the host), each intermediate matching pass (stages 2 to 6 with integer,
+/// LR-checked disparities) on the device, every level's pair uploaded once. Returns the
+/// 256 x 256 table as the kernel reads it.
 fn mi_hierarchical_table(gpu: &Gpu, left: ImageView<'_, u8>, right: ImageView<'_, u8>, p: &StereoParams) -> Result<Vec<u8>> {
-    let Cost::Mi { iterations, levels } = p.cost else {
-        return Err(Error::InvalidParameter { name: "cost", reason: "the MI hierarchy needs Cost::Mi".into() });
-    };
-    let mut pyramid: Vec<(Image<u8>, Image<u8>)> = Vec::with_capacity(levels);
-    for _ in 0..levels {
-        let (l, r) = pyramid.last().map_or((left, right), |(l, r)| (l.view(), r.view()));
-        let next = (half(l)?, half(r)?);
-        pyramid.push(next);
-    }
-    let level = |k: usize| if k == 0 { (left, right) } else { (pyramid[k - 1].0.view(), pyramid[k - 1].1.view()) };
-    let inter = StereoParams { subpixel: false, median: false, fill: false, lr_check: true, ..*p };
-    let (cw, ch) = level(levels).0.size();
-    let mut disp = Image::<f32>::new(cw, ch)?;
-    for k in (0..=levels).rev() {
-        let (l, r) = level(k);
-        let (wk, hk) = l.size();
-        let estimates = if k == levels { iterations } else { 1 };
-        let passes = if k == 0 { estimates - 1 } else { estimates };
-        let q = StereoParams {
-            max_disparity: p.max_disparity.div_ceil(1 << k).clamp(1, wk - 1),
-            tiling: if k == 0 { p.tiling } else { Tiling::default() },
-            ..inter
+    let mut uploaded: Option<(usize, DevBuf<'_, u8>, DevBuf<'_, u8>)> = None;
+    let mut pass = |pass: &MiPass<'_>, out: ImageViewMut<'_, f32>| -> Result<()> {
+        let (q, (wk, hk)) = (pass.params, pass.left.size());
+        let (_, dl, dr) = match uploaded.take() {
+            Some(u) if u.0 == pass.level => uploaded.insert(u),
+            _ => uploaded.insert((pass.level, gpu.upload_view(pass.left)?.buf, gpu.upload_view(pass.right)?.buf)),
         };
-        if passes > 0 {
-            let (dl, dr) = (gpu.upload_view(l)?.buf, gpu.upload_view(r)?.buf);
-            let plan = plan_tiles(wk, hk, q.max_disparity, q.paths.count(), q.tiling)?;
-            for _ in 0..passes {
-                let table = table_bytes(l, r, disp.view())?;
-                let t = gpu.upload(&table)?;
-                let cost = CostSource { kernel: COST_MI, inputs: vec![dl.ptr(), dr.ptr(), t.ptr()] };
-                let map = gpu.buffer::<f32>(wk * hk)?;
-                let counters = gpu.zeroed::<u64>(4)?;
-                match_tiles(gpu, &cost, dl.ptr(), (wk, hk), &plan, &q, &map, None, &counters)?;
-                let mut out = Image::<f32>::new(wk, hk)?;
-                gpu.download_view(&tessera_core_image(map, wk, hk), out.view_mut())?;
-                disp = out;
-            }
-        }
-        if k > 0 {
-            disp = upsample(disp.view(), level(k - 1).0.size())?;
-        }
-    }
-    table_bytes(left, right, disp.view())
+        let plan = plan_tiles(wk, hk, q.max_disparity, q.paths.count(), q.tiling)?;
+        let t = gpu.upload(&table_bytes(pass.table))?;
+        let cost = CostSource { kernel: COST_MI, inputs: vec![dl.ptr(), dr.ptr(), t.ptr()] };
+        let map = gpu.buffer::<f32>(wk * hk)?;
+        let counters = gpu.zeroed::<u64>(4)?;
+        match_tiles(gpu, &cost, dl.ptr(), (wk, hk), &plan, q, &map, None, &counters)?;
+        gpu.download_view(&tessera_core_image(map, wk, hk), out)
+    };
+    Ok(table_bytes(&hierarchical_table(left, right, p, &mut pass)?))
 }
 
-/// `cost_mi::mi_table` as the 65536 bytes the kernel reads (left intensity major).
-fn table_bytes(l: ImageView<'_, u8>, r: ImageView<'_, u8>, disp: ImageView<'_, f32>) -> Result<Vec<u8>> {
-    let t = mi_table(l, r, disp)?;
-    Ok((0..65536usize).map(|i| t.cost((i >> 8) as u8, i as u8)).collect())
+/// An MI table as the 65536 bytes the kernel reads (left intensity major).
+fn table_bytes(t: &MiTable) -> Vec<u8> {
+    (0..65536usize).map(|i| t.cost((i >> 8) as u8, i as u8)).collect()
 }
 
-/// Half-size image, each pixel the rounded mean of a 2x2 block (the core's `cost_mi::half`).
-fn half(img: ImageView<'_, u8>) -> Result<Image<u8>> {
-    let (w, h) = img.size();
-    Image::from_fn(w.div_ceil(2), h.div_ceil(2), |x, y| {
-        let (x0, y0) = (2 * x, 2 * y);
-        let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
-        let (r0, r1) = (img.row(y0), img.row(y1));
-        let s = r0[x0] as u32 + r0[x1] as u32 + r1[x0] as u32 + r1[x1] as u32;
-        ((s + 2) / 4) as u8
-    })
-}
-
-/// A coarse map brought to the finer `size`, doubled (the core's `cost_mi::upsample`).
-fn upsample(coarse: ImageView<'_, f32>, size: (usize, usize)) -> Result<Image<f32>> {
-    let (cw, ch) = coarse.size();
-    Image::from_fn(size.0, size.1, |x, y| 2.0 * coarse.row((y / 2).min(ch - 1))[(x / 2).min(cw - 1)])
-}

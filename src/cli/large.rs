@@ -33,6 +33,17 @@ pub struct OutputOptions {
     pub ome: OmeTiffOptions,
 }
 
+impl OutputOptions {
+    /// Errors: a zero budget, bad OME-TIFF settings ([`OmeTiffOptions::validate`]). Checked
+    /// before any work, so a bad option fails the run at once, not after its registration.
+    pub fn validate(&self) -> Result<()> {
+        if self.max_mem_mib == 0 {
+            bail!("--max-mem must be at least 1 MiB");
+        }
+        self.ome.validate().map_err(|e| anyhow!("--ome-tile / --pixel-size: {e}"))
+    }
+}
+
 /// What was written.
 #[derive(Clone, Debug)]
 pub struct Written {
@@ -89,9 +100,7 @@ pub fn write_composite_observed(
     opts: &OutputOptions,
     on_strip: &mut dyn FnMut(&AnyView<'_>, usize) -> Result<()>,
 ) -> Result<Written> {
-    if opts.max_mem_mib == 0 {
-        bail!("--max-mem must be at least 1 MiB");
-    }
+    opts.validate()?;
     let t0 = std::time::Instant::now();
     let plan = Plan::with_poses(like, poses, MAX_STREAMED_CANVAS)?;
     let (cw, ch) = plan.size;

@@ -524,6 +524,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         detect_zoom: !a.no_detect_zoom,
     };
     p.validate()?;
+    output_options(&a).validate()?;
     if a.follow.is_some() {
         return super::follow::run_follow(&a, p);
     }

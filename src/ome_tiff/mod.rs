@@ -45,6 +45,22 @@ pub struct OmeTiffOptions {
     pub name: String,
 }
 
+impl OmeTiffOptions {
+    /// Errors: a tile that is not a multiple of 16 in 16..=4096, a pixel size that is not
+    /// finite and positive.
+    pub fn validate(&self) -> Result<()> {
+        if !self.tile.is_multiple_of(16) || !(16..=4096).contains(&self.tile) {
+            bail!("OME-TIFF tile side {} must be a multiple of 16 from 16 to 4096", self.tile);
+        }
+        if let Some(s) = self.pixel_size_um {
+            if !s.is_finite() || s <= 0.0 {
+                bail!("pixel size {s} µm must be finite and positive");
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for OmeTiffOptions {
     fn default() -> Self {
         OmeTiffOptions { tile: 512, pixel_size_um: None, bigtiff: None, name: "tessera panorama".into() }
@@ -223,14 +239,7 @@ impl OmeTiffWriter {
         if width > u32::MAX as usize || height > u32::MAX as usize {
             bail!("{width}x{height} is beyond TIFF's 32-bit image size");
         }
-        if !opts.tile.is_multiple_of(16) || !(16..=4096).contains(&opts.tile) {
-            bail!("OME-TIFF tile side {} must be a multiple of 16 from 16 to 4096", opts.tile);
-        }
-        if let Some(s) = opts.pixel_size_um {
-            if !s.is_finite() || s <= 0.0 {
-                bail!("pixel size {s} µm must be finite and positive");
-            }
-        }
+        opts.validate()?;
         let tile = opts.tile;
         let sizes = level_sizes((width, height), tile);
         let xml = xml::ome_xml(&xml::Pixels {

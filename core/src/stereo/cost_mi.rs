@@ -200,10 +200,29 @@ pub fn mi_cost_volume(
     Ok(super::cost_volume_of(&MiCost::new(left, right, table), r, disparities, par))
 }
 
-/// A full SGM pass the MI estimation runs between two tables: the costs `rows` matched
-/// with the settings `q` over the image `guide` (the level's left image) into the
-/// disparity map `out` of the same size. The driver passes its own per-tile pipeline.
-pub(crate) type MatchLevel<'m> = dyn FnMut(&dyn RowCost, ImageView<'_, u8>, &StereoParams, ImageViewMut<'_, f32>) -> Result<()> + 'm;
+/// One matching pass of the MI estimation, between two tables: the pair `left`, `right` of
+/// pyramid level `level` (0: full resolution) matched by the MI costs of `table` with the
+/// settings `params`.
+#[derive(Clone, Copy)]
+pub struct MiPass<'a> {
+    pub level: usize,
+    pub left: ImageView<'a, u8>,
+    pub right: ImageView<'a, u8>,
+    pub table: &'a MiTable,
+    pub params: &'a StereoParams,
+}
+
+impl MiPass<'_> {
+    /// The pass's costs as rows, for the CPU's pipeline.
+    pub(crate) fn costs(&self) -> MiCost<'_> {
+        MiCost::new(self.left, self.right, self.table)
+    }
+}
+
+/// A full SGM pass the MI estimation runs between two tables ([`MiPass`]), writing the
+/// disparity map of the pass's left image into `out` (of its size). Each backend passes its
+/// own per-tile pipeline.
+pub type MatchLevel<'m> = dyn FnMut(&MiPass<'_>, ImageViewMut<'_, f32>) -> Result<()> + 'm;
 
 /// The MI table of the final matching run for `p.cost = Cost::Mi { iterations, levels }`
 /// (paper sec. 2.1, iterative and hierarchical computation): the pair is halved `levels`
@@ -214,7 +233,7 @@ pub(crate) type MatchLevel<'m> = dyn FnMut(&dyn RowCost, ImageView<'_, u8>, &Ste
 /// estimate, at full resolution, is returned without a pass: it is the caller's run.
 /// Intermediate passes keep only the checked integer disparities (no subpixel, median or
 /// filling; LR check on) over `max_disparity / 2^k` candidates at level `k`.
-pub(crate) fn hierarchical_table(
+pub fn hierarchical_table(
     left: ImageView<'_, u8>,
     right: ImageView<'_, u8>,
     p: &StereoParams,
@@ -249,7 +268,7 @@ pub(crate) fn hierarchical_table(
         for _ in 0..passes {
             let table = mi_table(l, r, disp.view())?;
             let mut out = Image::<f32>::new(wk, hk)?;
-            match_level(&MiCost::new(l, r, &table), l, &q, out.view_mut())?;
+            match_level(&MiPass { level: k, left: l, right: r, table: &table, params: &q }, out.view_mut())?;
             disp = out;
         }
         if k > 0 {
@@ -409,9 +428,11 @@ mod tests {
     /// everywhere, and the table it returns.
     fn schedule(l: &Image<u8>, r: &Image<u8>, p: &StereoParams) -> (Vec<Pass>, MiTable) {
         let mut calls = Vec::new();
-        let mut pass = |_: &dyn RowCost, guide: ImageView<'_, u8>, q: &StereoParams, mut out: ImageViewMut<'_, f32>| {
+        let mut pass = |pass: &MiPass<'_>, mut out: ImageViewMut<'_, f32>| {
+            let q = pass.params;
             assert!(!q.subpixel && !q.median && !q.fill && q.lr_check);
-            calls.push((guide.size(), q.max_disparity, q.tiling));
+            assert_eq!((pass.left.size(), pass.right.size()), (out.size(), out.size()));
+            calls.push((pass.left.size(), q.max_disparity, q.tiling));
             for y in 0..out.height() {
                 out.row_mut(y).fill(1.0);
             }
@@ -451,7 +472,7 @@ mod tests {
     #[test]
     fn hierarchy_rejects_bad_input_and_passes_errors_on() {
         let l = lcg(8, 4, 1, 256);
-        let mut pass = |_: &dyn RowCost, _: ImageView<'_, u8>, _: &StereoParams, _: ImageViewMut<'_, f32>| -> Result<()> {
+        let mut pass = |_: &MiPass<'_>, _: ImageViewMut<'_, f32>| -> Result<()> {
             Err(Error::InvalidParameter { name: "pass", reason: "failed".into() })
         };
         let p = StereoParams { max_disparity: 4, cost: Cost::MI, ..Default::default() };

@@ -49,7 +49,7 @@ use alloc::vec::Vec;
 pub use aggregate::{aggregate, Direction, Penalties, SummedVolume};
 pub use cost_census::{CensusCodes, CensusWindow};
 pub use cost_mi::MiTable;
-pub use sgm::{stereo_sgm, stereo_sgm_with};
+pub use sgm::{budgeted_plan, stereo_sgm, stereo_sgm_with};
 pub use tiles::{plan_tiles, Rect, Tile, Tiling};
 
 /// The marker of a pixel without a disparity.

@@ -66,33 +66,7 @@ pub fn stereo_sgm_with(
     check_same_size(left.size(), disp.size())?;
     let (w, h) = left.size();
     p.validate(w)?;
-    // The automatic bands get what the whole-image buffers leave of the budget, so that
-    // `max_bytes` bounds the whole working set. A budget that leaves no room for bands at
-    // least twice as tall as their overlaps (thinner ones would repeat most rows) is an
-    // error before anything is allocated, saying how much would do.
-    let whole_image = whole_image_bytes(w, h, p);
-    let tiling = match p.tiling {
-        Tiling::Auto { max_bytes, overlap } => {
-            let band = tile_bytes(w, (4 * overlap).max(2).min(h), p.max_disparity, p.paths.count());
-            let needed = whole_image.saturating_add(band);
-            if max_bytes < needed {
-                return Err(Error::InvalidParameter {
-                    name: "max_bytes",
-                    reason: alloc::format!(
-                        "a {w}x{h} pair at {} disparities needs at least {:.1} MiB ({:.1} MiB of whole-image buffers and bands of {} rows); the budget is {:.1} MiB",
-                        p.max_disparity,
-                        mib(needed),
-                        mib(whole_image),
-                        (4 * overlap).max(2).min(h),
-                        mib(max_bytes)
-                    ),
-                });
-            }
-            Tiling::Auto { max_bytes: max_bytes - whole_image, overlap }
-        }
-        tiles => tiles,
-    };
-    let plan = plan_tiles(w, h, p.max_disparity, p.paths.count(), tiling)?;
+    let (plan, whole_image) = budgeted_plan(w, h, p)?;
     // The left luma guides the adaptive P2 (and is census's and MI's left image).
     let luma_l = pair.luma(Side::Left);
 
@@ -115,9 +89,10 @@ pub fn stereo_sgm_with(
             luma_r = pair.luma(Side::Right);
             // The table is estimated from earlier disparity maps, each the result of this
             // same pipeline (stages 2 to 6 on a plan of its own) with an earlier table.
-            let mut pass = |rows: &dyn RowCost, guide: ImageView<'_, u8>, q: &StereoParams, out: ImageViewMut<'_, f32>| {
+            let mut pass = |pass: &cost_mi::MiPass<'_>, out: ImageViewMut<'_, f32>| {
+                let (q, guide) = (pass.params, pass.left);
                 let plan = plan_tiles(guide.width(), guide.height(), q.max_disparity, q.paths.count(), q.tiling)?;
-                match_tiles(rows, guide, &plan, q, out, None, par, ws).map(|_| ())
+                match_tiles(&pass.costs(), guide, &plan, q, out, None, par, ws).map(|_| ())
             };
             table = cost_mi::hierarchical_table(luma_l.view(), luma_r.view(), p, &mut pass)?;
             mi = MiCost::new(luma_l.view(), luma_r.view(), &table);
@@ -138,6 +113,38 @@ pub fn stereo_sgm_with(
     stats.peak_bytes += whole_image;
     (stats.p1, stats.p2) = p.penalties();
     Ok(stats)
+}
+
+/// The pieces a `w x h` pair is matched in, and the bytes of the buffers held for the whole
+/// image whatever the plan ([`whole_image_bytes`]). The automatic bands get what the
+/// whole-image buffers leave of the budget, so that `max_bytes` bounds the whole working
+/// set (on every backend). A budget that leaves no room for bands at least twice as tall as
+/// their overlaps (thinner ones would repeat most rows) is an error before anything is
+/// allocated, saying how much would do.
+pub fn budgeted_plan(w: usize, h: usize, p: &StereoParams) -> Result<(Vec<Tile>, usize)> {
+    let whole_image = whole_image_bytes(w, h, p);
+    let tiling = match p.tiling {
+        Tiling::Auto { max_bytes, overlap } => {
+            let band = tile_bytes(w, (4 * overlap).max(2).min(h), p.max_disparity, p.paths.count());
+            let needed = whole_image.saturating_add(band);
+            if max_bytes < needed {
+                return Err(Error::InvalidParameter {
+                    name: "max_bytes",
+                    reason: alloc::format!(
+                        "a {w}x{h} pair at {} disparities needs at least {:.1} MiB ({:.1} MiB of whole-image buffers and bands of {} rows); the budget is {:.1} MiB",
+                        p.max_disparity,
+                        mib(needed),
+                        mib(whole_image),
+                        (4 * overlap).max(2).min(h),
+                        mib(max_bytes)
+                    ),
+                });
+            }
+            Tiling::Auto { max_bytes: max_bytes - whole_image, overlap }
+        }
+        tiles => tiles,
+    };
+    Ok((plan_tiles(w, h, p.max_disparity, p.paths.count(), tiling)?, whole_image))
 }
 
 fn mib(bytes: usize) -> f64 {
