@@ -75,11 +75,15 @@ fn every_cost_and_path_set_matches_the_cpu() {
     let gpu = tessera_cuda::open_shim();
     let (l, r) = scene(21, 10, 1);
     let (a, b) = gray(&l, &r);
-    for cost in [Cost::CENSUS_7X5, Cost::CENSUS_9X7, Cost::Census { width: 3, height: 1 }, Cost::Census { width: 1, height: 3 }, Cost::Ad] {
-        for paths in [Paths::Four, Paths::Five, Paths::Eight, Paths::Sixteen] {
-            let p = StereoParams { max_disparity: 6, cost, paths, uniqueness: 10, ..Default::default() };
-            assert_same(&*gpu, a, b, &p, &format!("{cost:?} {paths:?}"));
-        }
+    let costs = [Cost::CENSUS_7X5, Cost::CENSUS_9X7, Cost::Census { width: 3, height: 1 }, Cost::Census { width: 1, height: 3 }, Cost::Ad];
+    let path_sets = [Paths::Four, Paths::Five, Paths::Eight, Paths::Sixteen];
+    // The cost kernels and the aggregation meet only through the cost volume: by default
+    // each cost and each path set once, all 20 pairs under `--full`.
+    let coverage = if common::full() { common::Coverage::Full } else { common::Coverage::Each };
+    for case in common::cases_at(&[costs.len(), path_sets.len()], coverage) {
+        let (cost, paths) = (costs[case[0]], path_sets[case[1]]);
+        let p = StereoParams { max_disparity: 6, cost, paths, uniqueness: 10, ..Default::default() };
+        assert_same(&*gpu, a, b, &p, &format!("{cost:?} {paths:?}"));
     }
 }
 
