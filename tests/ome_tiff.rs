@@ -296,7 +296,7 @@ fn the_cli_refuses_an_unwritable_ome_tiff() {
         &["-o", "x.ome.tif", "--pixel-size", "-1"],
     ];
     for args in bad {
-        let o = common::tessera().current_dir(&d).args(["stitch", "--frames", "4", "--backend", "cpu"]).args(&args).output().unwrap();
+        let o = common::tessera().current_dir(&d).args(["stitch", "--frames", "4", "--backend", "cpu"]).args(args).output().unwrap();
         assert!(!o.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("rror") && !err.contains("panicked"), "{args:?}: {err}");
