@@ -120,13 +120,14 @@ impl Plan {
         let (fw, fh) = like.size();
         // Per frame: the frame-0 box [x0, x1) x [y0, y1) it covers.
         let mut boxes = Vec::new();
-        for p in poses {
+        for (i, p) in poses.iter().enumerate() {
             boxes.push(match *p {
                 Some(pose) => {
-                    let (x, y) = (pose.x, pose.y);
-                    if !x.is_finite() || !y.is_finite() || libm::fabs(x) > 1e9 || libm::fabs(y) > 1e9 {
-                        let value = if x.is_finite() { y } else { x };
-                        return Err(Error::InvalidFloat { name: "frame position", value, expected: "finite, |value| <= 1e9" });
+                    // The frame and the coordinate that is out of range, named.
+                    for (axis, v) in [("x", pose.x), ("y", pose.y)] {
+                        if !v.is_finite() || libm::fabs(v) > 1e9 {
+                            return Err(Error::InvalidParameter { name: "frame position", reason: alloc::format!("frame {i}: {axis} = {v} (expected finite, |{axis}| <= 1e9)") });
+                        }
                     }
                     crate::error::require_finite("frame angle", pose.angle)?;
                     if !(pose.scale > 0.0 && pose.scale <= 100.0) {
@@ -706,6 +707,13 @@ mod tests {
         assert!(composite(&v, &[Some((0.0, 0.0))], Blend::Overwrite).is_err());
         assert!(composite(&v, &[None, None], Blend::Overwrite).is_err());
         assert!(composite(&v, &[Some((f64::NAN, 0.0)), None], Blend::Overwrite).is_err());
+        // The message names the frame and the coordinate out of range (x here, not y).
+        let err = composite(&v, &[Some((0.0, 0.0)), Some((1e12, 112.0))], Blend::Overwrite).unwrap_err();
+        let err = alloc::format!("{err}");
+        assert!(err.contains("frame 1: x = 1000000000000"), "{err}");
+        let err = composite(&v, &[Some((3.0, f64::INFINITY)), None], Blend::Overwrite).unwrap_err();
+        let err = alloc::format!("{err}");
+        assert!(err.contains("frame 0: y = inf"), "{err}");
         assert!(composite(&v, &[Some((0.0, 0.0)), Some((1e8, 1e8))], Blend::Average).is_err());
         assert!(composite(&[AnyView::U8(a.view()), AnyView::U8(b.view())], &[Some((0.0, 0.0)); 2], Blend::Overwrite).is_err());
         assert!(composite(&[AnyView::U8(a.view()), AnyView::F32(f.view())], &[Some((0.0, 0.0)); 2], Blend::Overwrite).is_err());
