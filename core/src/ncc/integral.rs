@@ -125,8 +125,9 @@ impl<T: IntegralSample> Integral<T> {
         // overwritten below, so a buffer of the same shape is reused without refilling it
         // (the fill cost as much as the sums).
         if (self.width, self.height) != (w, h) || self.table.len() != len {
-            self.table.clear();
-            self.table.resize(len, [T::Acc::default(); 2]);
+            // Sized by the input: an allocation that fails is an error, not an abort.
+            self.table = Vec::new();
+            self.table = crate::error::try_filled(len, [T::Acc::default(); 2])?;
         }
         self.width = w;
         self.height = h;
