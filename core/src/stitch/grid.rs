@@ -208,29 +208,25 @@ pub fn register_tiles(
         require_finite("position", q.0)?;
         require_finite("position", q.1)?;
     }
-    // The first readable tile sets the size and type.
-    let mut like = None;
-    let mut unreadable: Vec<Option<String>> = Vec::with_capacity(tiles.len());
-    for i in 0..tiles.len() {
-        let why = match tiles.frame(i) {
-            Ok(f) => match f.view() {
-                Ok(v) => match like {
-                    None => {
-                        like = Some((v.size(), v.type_name()));
-                        None
-                    }
-                    Some((size, ty)) if v.size() == size && v.type_name() == ty => None,
-                    Some((size, ty)) => Some(alloc::format!("it is {}x{} {}, the first tile {}x{} {ty}", v.size().0, v.size().1, v.type_name(), size.0, size.1)),
-                },
-                Err(e) => Some(e),
-            },
-            Err(e) => Some(e),
-        };
-        unreadable.push(why);
-    }
-    let Some((size, _)) = like else {
-        return Err(Error::InvalidParameter { name: "tiles", reason: "no tile could be read".into() });
+    // The size and type most tiles have (not the first tile's: one odd tile must not
+    // leave all the others out); a tile of another shape, unreadable, or with a non-finite
+    // pixel is left out with its reason.
+    let shapes: Vec<core::result::Result<TileShape, String>> = (0..tiles.len()).map(|i| tile_shape(tiles, i)).collect();
+    let Some(common) = majority_shape(&shapes) else {
+        let why = shapes.iter().find_map(|s| s.as_ref().err()).cloned().unwrap_or_default();
+        return Err(Error::InvalidParameter { name: "tiles", reason: alloc::format!("no tile could be read (tile 0: {why})") });
     };
+    let unreadable: Vec<Option<String>> = shapes
+        .iter()
+        .map(|s| match s {
+            Err(why) => Some(why.clone()),
+            Ok(t) if (t.size, t.type_name) != (common.size, common.type_name) => {
+                Some(alloc::format!("it is {}x{} {}, most tiles {}x{} {}", t.size.0, t.size.1, t.type_name, common.size.0, common.size.1, common.type_name))
+            }
+            Ok(_) => None,
+        })
+        .collect();
+    let size = common.size;
     let mut pairs = Vec::new();
     let neighbouring = neighbours(nominal, size);
     for (done, &(a, b)) in neighbouring.iter().enumerate() {
@@ -270,6 +266,43 @@ pub fn register_tiles(
         })
         .collect();
     Ok(Mosaic { tiles, pairs })
+}
+
+/// A tile's size and pixel type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileShape {
+    pub size: (usize, usize),
+    pub type_name: &'static str,
+}
+
+/// Tile `i`'s shape, or why it cannot be used: it cannot be read, or a float tile holds a
+/// non-finite pixel (named: registration and the composite need finite values).
+pub fn tile_shape(tiles: &dyn FrameSource, i: usize) -> core::result::Result<TileShape, String> {
+    let f = tiles.frame(i)?;
+    let v = f.view()?;
+    if let AnyView::F32(img) = &v {
+        for y in 0..img.height() {
+            if let Some(x) = img.row(y).iter().position(|p| !p.is_finite()) {
+                return Err(alloc::format!("pixel ({x}, {y}) is {}: a float tile must be finite", img.row(y)[x]));
+            }
+        }
+    }
+    Ok(TileShape { size: v.size(), type_name: v.type_name() })
+}
+
+/// The shape most of `shapes` have (ties: the one that comes first); `None` when none is
+/// readable.
+pub fn majority_shape(shapes: &[core::result::Result<TileShape, String>]) -> Option<TileShape> {
+    let readable = || shapes.iter().filter_map(|s| s.as_ref().ok());
+    let count = |t: &TileShape| readable().filter(|u| *u == t).count();
+    let mut best: Option<(usize, TileShape)> = None;
+    for t in readable() {
+        let n = count(t);
+        if best.is_none_or(|(m, _)| n > m) {
+            best = Some((n, *t));
+        }
+    }
+    best.map(|(_, t)| t)
 }
 
 /// Reports `done` pairs; [`Error::Cancelled`] when the callback asks to stop.
@@ -467,6 +500,42 @@ mod tests {
             let want = (truth[t.index].0 as f64 - truth[0].0 as f64, truth[t.index].1 as f64 - truth[0].1 as f64);
             assert!(t.registered && libm::hypot(t.position.0 - want.0, t.position.1 - want.1) < 0.1, "tile {}: {:?} vs {want:?}", t.index, t.position);
         }
+    }
+
+    #[test]
+    fn an_odd_first_tile_and_a_non_finite_tile_are_left_out_not_the_grid() {
+        let (src, nominal, truth) = grid(5);
+        let tiles: Vec<Image<f32>> = truth.iter().map(|&(x, y)| src.view().crop(x, y, TILE.0, TILE.1).unwrap().to_image().convert()).collect();
+        // Tile 0 smaller than the rest, tile 7 with one NaN pixel.
+        let small = Image::<f32>::filled(60, 50, 9.0).unwrap();
+        let mut nan = tiles[7].clone();
+        nan.view_mut().row_mut(3)[4] = f32::NAN;
+        let mut views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::F32(t.view())).collect();
+        views[0] = AnyView::F32(small.view());
+        views[7] = AnyView::F32(nan.view());
+        let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+        assert!(m.tiles[0].unreadable.as_ref().is_some_and(|w| w.contains("60x50") && w.contains("most tiles")), "{:?}", m.tiles[0]);
+        assert!(m.tiles[7].unreadable.as_ref().is_some_and(|w| w.contains("pixel (4, 3) is NaN")), "{:?}", m.tiles[7]);
+        for i in [0, 7] {
+            assert!(!m.tiles[i].registered && m.pairs.iter().filter(|q| q.a == i || q.b == i).all(|q| q.shift.is_none()));
+        }
+        // Every other tile registers, placed relative to one another as the truth says.
+        let ok: Vec<&TileRecord> = m.tiles.iter().filter(|t| ![0, 7].contains(&t.index)).collect();
+        assert!(ok.iter().all(|t| t.registered), "{ok:?}");
+        let (a, b) = (ok[0], ok[ok.len() - 1]);
+        let got = (b.position.0 - a.position.0, b.position.1 - a.position.1);
+        let want = (truth[b.index].0 as f64 - truth[a.index].0 as f64, truth[b.index].1 as f64 - truth[a.index].1 as f64);
+        assert!(libm::hypot(got.0 - want.0, got.1 - want.1) < 0.2, "{got:?} vs {want:?}");
+    }
+
+    #[test]
+    fn the_majority_shape_wins_ties_go_to_the_first() {
+        let s = |w: usize, t: &'static str| Ok(TileShape { size: (w, 10), type_name: t });
+        let shapes = [s(5, "u8"), Err("gone".into()), s(6, "u8"), s(6, "u8"), s(5, "u16")];
+        assert_eq!(majority_shape(&shapes), Some(TileShape { size: (6, 10), type_name: "u8" }));
+        assert_eq!(majority_shape(&shapes[..2]), Some(TileShape { size: (5, 10), type_name: "u8" }));
+        assert_eq!(majority_shape(&[s(7, "f32"), s(5, "u8")]), Some(TileShape { size: (7, 10), type_name: "f32" }));
+        assert_eq!(majority_shape(&[Err("x".into())]), None);
     }
 
     #[test]
