@@ -368,15 +368,19 @@ pub fn register_frames_with(
     if frames.is_empty() {
         return Err(Error::InvalidParameter { name: "frames", reason: "no frames".into() });
     }
-    // The first readable frame sets the sequence's pixel type and size.
-    let mut first = None;
+    // The sequence's pixel type and size: those of the first readable frame whose next
+    // readable frame has them too (an odd first frame is then skipped, not the whole run),
+    // else of the first readable frame.
+    let shape = |i: usize| frames.frame(i).ok().and_then(|f| f.view().ok().map(|v| (v.size(), v.type_name())));
+    let (mut first, mut previous) = (None, None);
     for i in (0..).take_while(|&i| i < frames.len()) {
-        if let Ok(f) = frames.frame(i) {
-            if let Ok(v) = f.view() {
-                first = Some((v.size(), v.type_name()));
-                break;
-            }
+        let Some(s) = shape(i) else { continue };
+        first = first.or(Some(s));
+        if previous == Some(s) {
+            first = Some(s);
+            break;
         }
+        previous = Some(s);
     }
     let Some((size, type_name)) = first else {
         let why = frames.frame(0).err().unwrap_or_default();
@@ -1456,10 +1460,10 @@ mod tests {
         for i in (0..12).filter(|&i| i != 5) {
             assert!(err(&pano.frames[i], truth[i]) < 0.3, "frame {i}");
         }
-        // The first readable frame is also read once to learn the sequence's type and size;
-        // the unreadable one is tried once.
+        // The first two readable frames are also read once to learn the sequence's type
+        // and size (they agree); the unreadable one is tried once.
         let reads = disk.reads.borrow();
-        let want: Vec<usize> = (0..12).map(|i| match i { 0 => 3, 5 => 1, _ => 2 }).collect();
+        let want: Vec<usize> = (0..12).map(|i| match i { 0 | 1 => 3, 5 => 1, _ => 2 }).collect();
         assert_eq!(*reads, want);
         // Read from "disk" or held in memory, the same frames give the same panorama.
         let whole = Disk { frames: frames.iter().cloned().map(Some).collect(), reads: core::cell::RefCell::new(alloc::vec![0; 12]) };
@@ -1569,6 +1573,23 @@ mod tests {
         // (How many later requests an offer foresees depends on the footage's smoothness:
         // the CUDA backend's shim tests count its launches on smooth footage.)
         assert!(offered.len() >= asked.len() / 2);
+    }
+
+    #[test]
+    fn an_odd_first_frame_is_skipped_not_the_run() {
+        let (frames, truth) = sequence(6, 4);
+        for odd in [AnyImage::U8(Image::filled(100, 100, 9).unwrap()), AnyImage::U16(frames[0].map(|v| v as u16 * 257))] {
+            let mut views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::U8(f.view())).collect();
+            views[0] = odd.view().unwrap();
+            let pano = stitch(&views, &StitchParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+            let why = pano.frames[0].skip.as_ref().map(|s| s.describe()).unwrap_or_default();
+            assert!(matches!(pano.frames[0].skip, Some(SkipReason::Mismatch(_))) && why.contains("140x110 u8"), "{why}");
+            let base = truth[pano.reference];
+            for i in 1..6 {
+                let t = (truth[i].0 - base.0, truth[i].1 - base.1);
+                assert!(err(&pano.frames[i], t) < 0.3, "frame {i}: {:?}", pano.frames[i]);
+            }
+        }
     }
 
     #[test]
