@@ -34,6 +34,24 @@ impl core::fmt::Display for Border {
     }
 }
 
+impl core::str::FromStr for Border {
+    type Err = alloc::string::String;
+
+    /// Parses the names [`Display`](core::fmt::Display) writes, case-insensitively, and the
+    /// aliases `reflect-101`, `mirror` (for `reflect101`) and `clamp` (for `replicate`).
+    fn from_str(s: &str) -> core::result::Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "reflect101" | "reflect-101" | "mirror" => Ok(Border::Reflect101),
+            "replicate" | "clamp" => Ok(Border::Replicate),
+            "normalize" => Ok(Border::Normalize),
+            other => match other.strip_prefix("constant:") {
+                Some(v) => v.parse::<f32>().map(Border::Constant).map_err(|e| alloc::format!("constant value {v:?}: {e}")),
+                None => Err(alloc::format!("unknown border {s:?} (reflect101, replicate, normalize, constant:V)")),
+            },
+        }
+    }
+}
+
 impl Border {
     /// Where index `i` of a row of `n` pixels reads from: `Some(index)` inside the image or
     /// by reflection / replication, `None` for a `Constant` or `Normalize` outside pixel.

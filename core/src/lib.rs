@@ -14,6 +14,7 @@ extern crate std;
 
 pub mod backend;
 pub mod border;
+pub mod choice;
 pub mod contrast;
 pub mod cpu;
 pub mod cpu_backend;
@@ -48,6 +49,7 @@ pub mod stereo;
 pub use backend::{Backend, BackendChoice, Opened};
 pub use cpu_backend::CpuBackend;
 pub use border::Border;
+pub use choice::Choice;
 pub use contrast::{contrast_enhance, ContrastParams};
 pub use error::{Error, Result};
 pub use glare::{glare, GlareMode, GlareParams, GlareReport};

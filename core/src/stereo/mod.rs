@@ -106,6 +106,37 @@ impl Cost {
             _ => 255,
         }
     }
+
+    /// The kind of this cost, without its settings.
+    pub fn kind(self) -> CostKind {
+        match self {
+            Cost::Census { .. } => CostKind::Census,
+            Cost::Ad => CostKind::Ad,
+            Cost::Mi { .. } => CostKind::Mi,
+        }
+    }
+}
+
+/// The kind of a matching cost, as a user names it (`census`, `ad`, `mi`: its
+/// [`crate::Choice`] names); its settings (census window, MI schedule) are given apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CostKind {
+    Census,
+    Ad,
+    Mi,
+}
+
+impl CostKind {
+    /// The cost of this kind with its default settings: census in the 7 x 5 window
+    /// ([`Cost::CENSUS_7X5`]), MI with the paper's three iterations at full resolution
+    /// ([`Cost::MI`]).
+    pub fn default_cost(self) -> Cost {
+        match self {
+            CostKind::Census => Cost::CENSUS_7X5,
+            CostKind::Ad => Cost::Ad,
+            CostKind::Mi => Cost::MI,
+        }
+    }
 }
 
 /// The set of aggregation directions.
