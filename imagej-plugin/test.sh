@@ -36,8 +36,8 @@ cli_args=()
 profile="${PROFILE:-release}"
 if [ -n "${TESSERA_CLI:-}" ]; then
     cli_args=(-Dtessera.cli="$TESSERA_CLI")
-elif grep -q '^name = "tessera"' "$root/Cargo.toml" && [ -f "$root/src/main.rs" ]; then
-    (cd "$root" && if [ "$profile" = release ]; then cargo build --release --bin tessera; else cargo build --profile "$profile" --bin tessera; fi)
+elif grep -q '^name = "tessera-cli"' "$root/cli/Cargo.toml" 2>/dev/null && [ -f "$root/cli/src/main.rs" ]; then
+    (cd "$root" && if [ "$profile" = release ]; then cargo build --release -p tessera-cli --bin tessera; else cargo build --profile "$profile" -p tessera-cli --bin tessera; fi)
     [ "$profile" = dev ] && pdir=debug || pdir="$profile"
     target_dir="$(cd "$root" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
     cli_args=(-Dtessera.cli="$target_dir/$pdir/tessera")

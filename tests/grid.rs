@@ -2,16 +2,15 @@
 //! photographs at stage positions off by up to 5 % of a tile each (10 % between
 //! neighbours), subpixel, with noise; 8- and 16-bit grey and RGB; overlaps of 10 to 30 %
 //! under a lens's vignetting, up to 10 x 10 tiles; a blank tile and a tile of another
-//! photograph among good ones; through the library and the command line.
+//! photograph among good ones; through the library (the command line's grids:
+//! `cli/tests/cli_grid.rs`).
 
 mod common;
 
 use common::footage::{enlarged, photo, render, Conditions};
-use common::{temp_dir, tessera};
-use serde_json::Value;
 use tessera::stitch::{grid_positions, register_tiles, Corner, GridParams, InMemory, TileOrder};
 use tessera::stitch::SplitMix64;
-use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
+use tessera::{AnyView, Image, Parallelism, Rgba8};
 
 const TILE: (usize, usize) = (180, 150);
 
@@ -230,73 +229,4 @@ fn a_blank_tile_and_a_tile_of_another_photograph_are_flagged_and_the_rest_correc
     // templates do not agree and the strips' phase correlation does not find it.)
     assert_eq!((o.pairs, o.wrong_pairs), (24, 0));
     assert!(o.accepted <= 24 - 8 && o.accepted >= 24 - 8 - 2, "{} accepted", o.accepted);
-}
-
-fn report(path: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-#[test]
-fn the_command_line_stitches_a_grid_and_a_positions_file() {
-    let src = photo("gravel");
-    let (nominal, truth) = layout(4, 30.0);
-    let mut tiles = render(&src, &truth, TILE, &Conditions::default(), 8);
-    tiles[4] = Image::filled(TILE.0, TILE.1, 90).unwrap();
-    let d = temp_dir("tessera-grid", "cli");
-    let dir = d.join("tiles");
-    std::fs::create_dir_all(&dir).unwrap();
-    for (i, t) in tiles.iter().enumerate() {
-        tessera::io::save(&AnyImage::U8(t.clone()), &dir.join(format!("tile_{i:02}.png"))).unwrap();
-    }
-    let rep = d.join("grid.json");
-    let o = tessera()
-        .arg("stitch")
-        .arg(&dir)
-        .args(["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--backend", "cpu", "-o"])
-        .arg(d.join("mosaic.png"))
-        .arg("--report")
-        .arg(&rep)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = report(&rep);
-    let frames = r["frames"].as_array().unwrap();
-    assert_eq!((frames.len(), r["pairs"].as_array().unwrap().len()), (9, 12));
-    for f in frames {
-        let i = f["index"].as_u64().unwrap() as usize;
-        let (x, y) = (f["x"].as_f64().unwrap(), f["y"].as_f64().unwrap());
-        if i == 4 {
-            // The blank centre tile: at its stage position, flagged.
-            assert_eq!(f["status"], "nominal", "{f}");
-            assert!((x - (nominal[4].0 - nominal[0].0)).hypot(y - (nominal[4].1 - nominal[0].1)) < 1.0, "{f}");
-        } else {
-            assert_eq!(f["status"], "ok", "{f}");
-            let t = (truth[i].0 - truth[0].0, truth[i].1 - truth[0].1);
-            assert!((x - t.0).hypot(y - t.1) < 0.5, "{f} vs {t:?}");
-        }
-    }
-    assert!(r["pairs"].as_array().unwrap().iter().all(|q| (q["b"] == 4 || q["a"] == 4) == (q["status"] == "rejected")), "{}", r["pairs"]);
-    let mosaic = tessera::io::load(&d.join("mosaic.png")).unwrap();
-    assert_eq!(mosaic.size().0 as u64, r["panorama"]["width"].as_u64().unwrap());
-
-    // The same layout as stage positions in micrometres (0.5 um per pixel).
-    let csv = d.join("stage.csv");
-    let lines: Vec<String> = nominal.iter().enumerate().map(|(i, q)| format!("tile_{i:02}.png,{},{}", q.0 * 0.5, q.1 * 0.5)).collect();
-    std::fs::write(&csv, format!("file,x_um,y_um\n{}\n", lines.join("\n"))).unwrap();
-    let rep2 = d.join("positions.json");
-    let o = tessera().arg("stitch").arg(&dir).arg("--positions").arg(&csv).args(["--pixel-size", "0.5", "-o"]).arg(d.join("m2.png")).arg("--report").arg(&rep2).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r2 = report(&rep2);
-    for (f, g) in frames.iter().zip(r2["frames"].as_array().unwrap()) {
-        assert_eq!((&f["x"], &f["y"], &f["status"]), (&g["x"], &g["y"], &g["status"]));
-    }
-    // Bad input: a grid of the wrong size, a malformed grid, both modes at once.
-    for args in [vec!["--grid", "4x3"], vec!["--grid", "3by3"], vec!["--grid", "0x3"]] {
-        let o = tessera().arg("stitch").arg(&dir).args(&args).arg("-o").arg(d.join("x.png")).output().unwrap();
-        assert!(!o.status.success(), "{args:?}");
-        assert!(String::from_utf8_lossy(&o.stderr).contains("--grid"), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    let o = tessera().arg("stitch").arg(&dir).args(["--grid", "3x3", "--positions"]).arg(&csv).arg("-o").arg(d.join("x.png")).output().unwrap();
-    assert!(!o.status.success());
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -16,16 +16,9 @@ use tessera_core::{AnyView, AnyViewMut, Backend, Border};
 /// `reflect101` (also `reflect-101`, `mirror`), `replicate` (`clamp`), `normalize` (a
 /// mean over the in-image pixels only) or `constant:V`, as the command line spells them.
 impl OptValue for Border {
+    /// The core's parser (`Border`'s `FromStr`), with the plugin's message.
     fn parse(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "reflect101" | "reflect-101" | "mirror" => Ok(Border::Reflect101),
-            "replicate" | "clamp" => Ok(Border::Replicate),
-            "normalize" => Ok(Border::Normalize),
-            other => match other.strip_prefix("constant:").map(str::parse) {
-                Some(Ok(v)) => Ok(Border::Constant(v)),
-                _ => Err("expected reflect101, replicate, normalize or constant:V (V a number)".into()),
-            },
-        }
+        s.parse().map_err(|_| "expected reflect101, replicate, normalize or constant:V (V a number)".into())
     }
     /// The core's name (`Border`'s `Display`).
     fn show(&self) -> String {

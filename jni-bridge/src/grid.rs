@@ -9,7 +9,7 @@
 //! the `backend` option says (tile pairs have no GPU path yet).
 
 use crate::error::{bad_arg, BridgeError, Result};
-use crate::options::{named, Op, Visitor};
+use crate::options::{Op, Visitor};
 use crate::pixels::{dims, to_java};
 use crate::progress::with_java_progress;
 use crate::stitch::{copy_frames, reason};
@@ -19,7 +19,7 @@ use crate::level::Level;
 use jni::sys::{jboolean, jint, jlong};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use tessera::cli::large::{default_max_mem_mib, write_composite_observed, OutputOptions, MAX_STREAMED_CANVAS};
+use tessera::large::{default_max_mem_mib, write_composite_observed, OutputOptions, MAX_STREAMED_CANVAS};
 use tessera::ome_tiff::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
@@ -27,8 +27,6 @@ use tessera_core::stitch::grid::DEFAULT_OVERLAP;
 use tessera_core::stitch::{composite, grid_positions, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
 use tessera_core::{AnyImage, AnyView, Parallelism};
 
-named!(TileOrder { "row" => TileOrder::Row, "column" => TileOrder::Column, "snake-row" => TileOrder::SnakeRow, "snake-column" => TileOrder::SnakeColumn });
-named!(Corner { "top-left" => Corner::TopLeft, "top-right" => Corner::TopRight, "bottom-left" => Corner::BottomLeft, "bottom-right" => Corner::BottomRight });
 
 /// A grid run's options: the layout (overlap in percent of the tile, acquisition order,
 /// first tile's corner), the registration ([`GridParams`]) and the blend.
@@ -76,7 +74,7 @@ impl Op for GridRun {
 /// 0 or less: no such bound) and the core's `MAX_CANVAS` pixels. Otherwise, or always when
 /// `force`, and when `ome` (a path) is not null, it is composited in strips and streamed to
 /// a pyramidal OME-TIFF at `ome` with `omeTile`-pixel tiles, as `tessera stitch --grid ...
-/// -o FILE.ome.tif` does (the command line's `write_composite`), and the result holds the
+/// -o FILE.ome.tif` does (the library's `large::write_composite`, as the command line), and the result holds the
 /// largest level of that pyramid that fits ([`crate::level`]). Without `ome`, a mosaic
 /// beyond `MAX_CANVAS` is an error that prints the command line.
 #[unsafe(no_mangle)]
@@ -147,7 +145,7 @@ struct Streamed {
 }
 
 /// Composites the tiles at `poses` in strips and streams them to the pyramidal OME-TIFF
-/// `path` (the command line's `write_composite`), keeping in memory the largest level of at
+/// `path` (the library's `large::write_composite`, as the command line), keeping in memory the largest level of at
 /// most `limit` pixels (the smallest level when none is that small). Progress counts mosaic
 /// rows; a cancelled or failed run removes the incomplete file (never a file it did not
 /// begin to write).

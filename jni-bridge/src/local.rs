@@ -15,7 +15,7 @@ use jni::objects::{JClass, JObject, JString};
 use jni::sys::jint;
 use jni::{jni_sig, jni_str, EnvUnowned};
 use tessera_core::contrast::ContrastParams;
-use tessera_core::glare::{GlareMode, GlareParams, GlareReport};
+use tessera_core::glare::{GlareParams, GlareReport};
 use tessera_core::variance::{VarianceKernel, VarianceParams};
 use tessera_core::{AnyViewMut, Error, ImageViewMut};
 
@@ -60,7 +60,6 @@ impl Op for ContrastParams {
     }
 }
 
-named!(GlareMode { "adaptive" => GlareMode::Adaptive, "manual" => GlareMode::Manual });
 
 /// `mode` (`adaptive`, `manual`), `radii` (box radii), `k-sigma`, `brightness`,
 /// `min-contrast`, `max-saturation`, `min-area`, `max-area`, `max-elongation`, `grow`,
@@ -175,6 +174,7 @@ pub extern "system" fn Java_tessera_ij_Native_nativeGlare<'l>(
 mod tests {
     use super::*;
     use crate::options::parse;
+    use tessera_core::glare::GlareMode;
     use tessera_core::variance::VarianceMethod;
 
     #[test]

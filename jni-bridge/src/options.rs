@@ -17,7 +17,7 @@ use crate::backend;
 use crate::error::{bad_arg, Result};
 use jni::objects::JString;
 use jni::Env;
-use tessera_core::Backend;
+use tessera_core::{Backend, Choice};
 
 /// A value an option can hold, spelled as the command-line program spells it.
 pub trait OptValue: Sized {
@@ -234,22 +234,31 @@ impl<T: OptValue> OptValue for Vec<T> {
     }
 }
 
-/// Options whose values are the core's names (`name`, `from_name`), so the plugin spells
-/// them as the command line does.
+/// Options whose values are the core's choices, by the core's names ([`Choice`]), so the
+/// plugin spells them as the command line does.
 macro_rules! core_named {
     ($($t:ty),+) => {$(
         impl OptValue for $t {
             fn parse(s: &str) -> std::result::Result<Self, String> {
-                <$t>::from_name(s).map_err(|e| e.to_string())
+                <$t as Choice>::from_name(s).map_err(|e| e.to_string())
             }
             fn show(&self) -> String {
-                self.name().into()
+                Choice::name(*self).into()
             }
         }
     )+};
 }
-// `usual`, `koenig`, `welford`, `pairwise`, `threewise`, `recursive`; `auto`, `fir`, `iir`.
-core_named!(tessera_core::variance::VarianceMethod, tessera_core::filter::GaussianMethod);
+core_named!(
+    tessera_core::variance::VarianceMethod,
+    tessera_core::filter::GaussianMethod,
+    tessera_core::glare::GlareMode,
+    tessera_core::stitch::SearchMethod,
+    tessera_core::stitch::Acceptance,
+    tessera_core::stitch::Blend,
+    tessera_core::stitch::Motion,
+    tessera_core::stitch::TileOrder,
+    tessera_core::stitch::Corner
+);
 
 /// Options whose values are names: each name once, in one table per type. `show` meets
 /// only the defaults and what `parse` made, so every value it sees is in the table.

@@ -5,16 +5,35 @@
 //! the Rec. 601 luma, which weighs the channels.
 
 use crate::error::{bad_arg, Result};
-use crate::options::{named, Op, OptValue, Visitor};
+use crate::options::{Op, OptValue, Visitor};
 use crate::pixels::{in_true_order, with_views, Kind, PixelArray};
 use crate::{guarded, options};
 use jni::objects::{JClass, JObject, JString};
 use jni::sys::jint;
 use jni::{jni_sig, jni_str, EnvUnowned};
-use tessera_core::stereo::{Cost, Paths, StereoParams, StereoStats};
+use tessera_core::choice::names;
+use tessera_core::stereo::{Cost, CostKind, Paths, StereoParams, StereoStats};
+use tessera_core::Choice;
 use tessera_core::{AnyViewMut, Error};
 
-named!(Cost { "census" => Cost::CENSUS_7X5, "ad" => Cost::Ad, "mi" => Cost::MI, "mi-hierarchical" => Cost::MI_HIERARCHICAL });
+/// The name of the hierarchical MI preset, beside the core's cost kinds.
+const MI_HIERARCHICAL: &str = "mi-hierarchical";
+
+/// `census` (7 x 5), `ad`, `mi` (the core's cost kinds by their names, at their default
+/// settings) or `mi-hierarchical` ([`Cost::MI_HIERARCHICAL`]).
+impl OptValue for Cost {
+    fn parse(s: &str) -> std::result::Result<Self, String> {
+        if s == MI_HIERARCHICAL {
+            return Ok(Cost::MI_HIERARCHICAL);
+        }
+        CostKind::from_name(s).map(CostKind::default_cost).map_err(|_| format!("expected one of {}, {MI_HIERARCHICAL}", names::<CostKind>().join(", ")))
+    }
+    /// Meets only the defaults and what `parse` made: a cost of a kind at its default
+    /// settings, or the hierarchical preset.
+    fn show(&self) -> String {
+        if *self == Cost::MI_HIERARCHICAL { MI_HIERARCHICAL.into() } else { self.kind().name().into() }
+    }
+}
 
 /// 4, 5, 8 or 16.
 impl OptValue for Paths {

@@ -11,20 +11,16 @@
 //! Results come back as `PairResult` / `StitchResult` objects with named fields.
 
 use crate::error::{bad_arg, BridgeError, Result};
-use crate::options::{named, Op, Visitor};
+use crate::options::{Op, Visitor};
 use crate::pixels::{dims, in_true_order, owned, to_java, with_views, PixelArray};
 use crate::progress::with_java_progress;
 use crate::{guarded, options};
 use jni::objects::{JClass, JObject, JObjectArray, JString, JValue};
 use jni::sys::{jdouble, jint};
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
-use tessera_core::stitch::{Acceptance, Blend, FrameRecord, InMemory, Motion, Panorama, RegisterParams, SearchMethod, Similarity, StitchParams};
+use tessera_core::stitch::{FrameRecord, InMemory, Panorama, RegisterParams, Similarity, StitchParams};
 use tessera_core::AnyView;
 
-named!(SearchMethod { "log" => SearchMethod::Log, "log-plain" => SearchMethod::LogPlain, "exhaustive" => SearchMethod::Exhaustive });
-named!(Acceptance { "adaptive" => Acceptance::Adaptive, "fixed" => Acceptance::Fixed });
-named!(Blend { "overwrite" => Blend::Overwrite, "average" => Blend::Average, "feather" => Blend::Feather });
-named!(Motion { "translation" => Motion::Translation, "similarity" => Motion::Similarity });
 
 /// `rsz`, `accept` (`adaptive`, `fixed`), `cthresh`, `null-margin`, `min-coefficient`,
 /// `npts`, `search-radius`, `min-variance`, `method` (`log`, `log-plain`, `exhaustive`),
@@ -246,6 +242,7 @@ fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
 mod tests {
     use super::*;
     use crate::options::{defaults, parse};
+    use tessera_core::stitch::{Blend, Motion, SearchMethod};
 
     #[test]
     fn stitch_defaults_are_the_cores() {

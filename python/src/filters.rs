@@ -235,7 +235,7 @@ pub fn contrast<'py>(
 /// and filled by ``fill_iterations`` Laplace sweeps (reaching ``fill_grow`` pixels
 /// further).
 #[pyfunction]
-#[pyo3(signature = (image, /, *, mode = crate::params::glare_mode_name(GlareParams::default().mode).to_string(),
+#[pyo3(signature = (image, /, *, mode = tessera::Choice::name(GlareParams::default().mode).to_string(),
                     radii = GlareParams::default().radii.iter().map(|&r| r as i64).collect(),
                     k_sigma = GlareParams::default().k_sigma, brightness = GlareParams::default().brightness,
                     min_contrast = GlareParams::default().min_contrast, max_saturation = GlareParams::default().max_saturation,

@@ -1,17 +1,15 @@
 //! What the Python arguments become: counts checked into `usize` (a negative count is a
-//! `ValueError`, not an `OverflowError`), names parsed by the CLI's own parsers, and the
-//! defaults of every function, read from the Rust `Default`s (`tessera.defaults()`).
+//! `ValueError`, not an `OverflowError`), names parsed by the core's name tables (the
+//! command line's names), and the defaults of every function, read from the Rust
+//! `Default`s (`tessera.defaults()`).
 
 use crate::errors::{to_py, value_error};
-use clap::ValueEnum;
 use pyo3::prelude::*;
 use serde_json::{json, Value};
-use tessera::cli::stereo::{census_window_default, mi_default, tiling_default};
-use tessera::cli::stitch::{AcceptArg, BlendArg, MethodArg, MotionArg};
 use tessera::filter::{BoxParams, GaussianParams};
-use tessera::stereo::StereoParams;
-use tessera::stitch::{RegisterParams, StitchParams, SynthParams};
-use tessera::{BackendChoice, Border, ContrastParams, GlareMode, GlareParams, VarianceKernel, VarianceParams};
+use tessera::options::{RegisterOptions, StereoOptions, StitchOptions};
+use tessera::stitch::SynthParams;
+use tessera::{BackendChoice, Border, Choice, ContrastParams, GlareMode, GlareParams, VarianceKernel, VarianceParams};
 
 /// The default of every `backend` argument, as the CLI's `--backend`.
 pub const AUTO: &str = "auto";
@@ -31,38 +29,25 @@ pub fn opt_count(name: &str, value: Option<i64>) -> PyResult<Option<usize>> {
     value.map(|v| count(name, v)).transpose()
 }
 
-/// A border by the CLI's names: `reflect101`, `replicate`, `normalize`, `constant:V`.
+/// A border by the core's names: `reflect101`, `replicate`, `normalize`, `constant:V`.
 pub fn border(s: &str) -> PyResult<Border> {
-    tessera::cli::common::parse_border(s).map_err(|e| value_error(format!("border: {e}")))
+    s.parse::<Border>().map_err(|e| value_error(format!("border: {e}")))
 }
 
-/// A choice by its CLI name (`--method log-plain`, `--accept fixed`, ...).
-pub fn choice<T: ValueEnum>(what: &str, s: &str) -> PyResult<T> {
-    T::from_str(s, true).map_err(|_| {
-        let names: Vec<String> =
-            T::value_variants().iter().filter_map(|v| v.to_possible_value()).map(|p| p.get_name().to_string()).collect();
-        value_error(format!("{what}: unknown value {s:?}; expected one of {}", names.join(", ")))
-    })
+/// A choice by the core's name of it, as the CLI spells it (`method="log-plain"`,
+/// `accept="fixed"`, ...), case-insensitive; an unknown name is a `ValueError` naming the
+/// keyword `what` and listing the names.
+pub fn choice<T: Choice>(what: &str, s: &str) -> PyResult<T> {
+    T::from_name(s).map_err(|_| value_error(format!("{what}: unknown value {s:?}; expected one of {}", tessera::choice::names::<T>().join(", "))))
 }
 
-/// The CLI name of a choice.
-pub fn name_of<T: ValueEnum>(v: T) -> String {
-    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
-}
-
-pub fn glare_mode_name(m: GlareMode) -> &'static str {
-    match m {
-        GlareMode::Adaptive => "adaptive",
-        GlareMode::Manual => "manual",
-    }
+/// The name of a choice, as a keyword default.
+pub fn name_of<T: Choice>(v: T) -> String {
+    v.name().to_string()
 }
 
 pub fn glare_mode(s: &str) -> PyResult<GlareMode> {
-    match s.to_ascii_lowercase().as_str() {
-        "adaptive" => Ok(GlareMode::Adaptive),
-        "manual" => Ok(GlareMode::Manual),
-        _ => Err(value_error(format!("mode: unknown value {s:?}; expected adaptive or manual"))),
-    }
+    GlareMode::from_name(s).map_err(|_| value_error(format!("mode: unknown value {s:?}; expected {}", tessera::choice::listed::<GlareMode>())))
 }
 
 pub fn kernel_name(k: VarianceKernel) -> &'static str {
@@ -95,38 +80,36 @@ pub fn defaults() -> Value {
     let v = VarianceParams::default();
     let c = ContrastParams::default();
     let gl = GlareParams::default();
-    let r = RegisterParams::default();
+    let r = RegisterOptions::default();
     let register = json!({
-        "rsz": r.rsz, "accept": name_of(AcceptArg::from(r.acceptance)), "cthresh": r.cthresh,
+        "rsz": r.rsz, "accept": r.accept.name(), "cthresh": r.cthresh,
         "null_margin": r.null_margin, "min_coefficient": r.min_coefficient, "npts": r.npts,
-        "search_radius": r.search_radius, "min_variance": null, "method": name_of(MethodArg::from(r.method)),
-        "no_refine": !r.refine, "motion": name_of(MotionArg::from(r.motion)), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
+        "search_radius": r.search_radius, "min_variance": r.min_variance, "method": r.method.name(),
+        "no_refine": r.no_refine, "motion": r.motion.name(), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
     });
-    let s = StitchParams::default();
+    let s = StitchOptions::default();
     let mut stitch = register.clone();
     for (k, val) in [
-        ("blend", json!(name_of(BlendArg::from(s.blend)))),
+        ("blend", json!(s.blend.name())),
         ("keyframe_shift", json!(s.keyframe_shift)),
-        ("no_quality", json!(false)),
-        ("coarse", json!(s.coarse_candidates)),
-        ("no_grow", json!(false)),
-        ("no_close_loops", json!(!s.close_loops)),
-        ("no_whole_overlap", json!(!s.whole_overlap)),
+        ("no_quality", json!(s.no_quality)),
+        ("coarse", json!(s.coarse)),
+        ("no_grow", json!(s.no_grow)),
+        ("no_close_loops", json!(s.no_close_loops)),
+        ("no_whole_overlap", json!(s.no_whole_overlap)),
         ("refine_every_pair", json!(s.refine_every_pair)),
-        ("no_detect_zoom", json!(!s.detect_zoom)),
+        ("no_detect_zoom", json!(s.no_detect_zoom)),
         ("frame_cache", json!(crate::stitch::FRAME_CACHE_MIB)),
     ] {
         stitch[k] = val;
     }
-    let st = StereoParams::default();
-    let (mi_iterations, mi_levels) = mi_default();
-    let (max_mem, overlap) = tiling_default();
+    let st = StereoOptions::default();
     let stereo = json!({
-        "max_disp": st.max_disparity, "cost": name_of(tessera::cli::stereo::CostArg::of(st.cost)),
-        "census_window": census_window_default(), "mi_iterations": mi_iterations, "mi_levels": mi_levels,
-        "paths": st.paths.count(), "p1": null, "p2": null, "fixed_p2": !st.adaptive_p2, "uniqueness": st.uniqueness,
+        "max_disp": st.max_disp, "cost": st.cost.name(),
+        "census_window": st.census_window, "mi_iterations": st.mi_iterations, "mi_levels": st.mi_levels,
+        "paths": st.paths, "p1": st.p1, "p2": st.p2, "fixed_p2": st.fixed_p2, "uniqueness": st.uniqueness,
         "subpixel": st.subpixel, "lr_check": st.lr_check, "median": st.median, "fill": st.fill,
-        "tile": null, "overlap": overlap, "max_mem": max_mem >> 20,
+        "tile": st.tile, "overlap": st.overlap, "max_mem": st.max_mem,
     });
     let sy = SynthParams::default();
     let merge = |mut a: Value, b: &Value| {
@@ -143,7 +126,7 @@ pub fn defaults() -> Value {
                                        "border": v.border.to_string()}), &run),
         "contrast": merge(json!({"radii": c.radii, "alpha": c.alpha, "gain_max": c.gain_max, "gain_min": c.gain_min,
                                  "noise": c.noise, "border": c.border.to_string()}), &run),
-        "glare": merge(json!({"mode": glare_mode_name(gl.mode), "radii": gl.radii, "k_sigma": gl.k_sigma,
+        "glare": merge(json!({"mode": gl.mode.name(), "radii": gl.radii, "k_sigma": gl.k_sigma,
                               "brightness": gl.brightness, "min_contrast": gl.min_contrast, "max_saturation": gl.max_saturation,
                               "min_area": gl.min_area, "max_area": gl.max_area, "max_elongation": gl.max_elongation,
                               "grow": gl.grow, "fill_grow": gl.fill_grow, "fill_iterations": gl.fill_iterations,

@@ -6,8 +6,8 @@ use crate::errors::{to_py, value_error};
 use crate::params::{choice, count, to_python, AUTO};
 use pyo3::prelude::*;
 use serde_json::json;
-use tessera::cli::stereo::{census_window_default, mi_default, parse_wxh, tiling_default, CostArg};
-use tessera::stereo::{Cost, Paths, StereoParams, Tiling};
+use tessera::options::{census_window_default, mi_default, tiling_default, StereoOptions};
+use tessera::stereo::{CostKind, StereoParams};
 use tessera::{AnyView, ImageView, ImageViewMut};
 
 /// Semi-global matching (Hirschmueller 2008) of a rectified pair into the left disparity
@@ -27,7 +27,7 @@ use tessera::{AnyView, ImageView, ImageViewMut};
 /// ``peak_bytes``, ``p1``, ``p2``).
 #[pyfunction]
 #[pyo3(signature = (left, right, /, *, max_disp = StereoParams::default().max_disparity as i64,
-                    cost = crate::params::name_of(CostArg::of(StereoParams::default().cost)),
+                    cost = crate::params::name_of(StereoParams::default().cost.kind()),
                     census_window = census_window_default(), mi_iterations = mi_default().0 as i64,
                     mi_levels = mi_default().1 as i64, paths = StereoParams::default().paths.count() as i64,
                     p1 = None, p2 = None, fixed_p2 = !StereoParams::default().adaptive_p2,
@@ -60,38 +60,29 @@ pub fn stereo<'py>(
     backend: &str,
     single_thread: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let wxh = |s: &str, what: &str| parse_wxh(s, what).map_err(|e| value_error(format!("{e:#}")));
-    let cost = match choice::<CostArg>("cost", &cost)? {
-        CostArg::Census => {
-            let (width, height) = wxh(&census_window, "census window")?;
-            Cost::Census { width, height }
-        }
-        CostArg::Ad => Cost::Ad,
-        CostArg::Mi => Cost::Mi { iterations: count("mi_iterations", mi_iterations)?, levels: count("mi_levels", mi_levels)? },
-    };
-    let overlap = count("overlap", overlap)?;
-    let tiling = match tile {
-        Some(t) => {
-            let (width, height) = wxh(&t, "tile")?;
-            Tiling::Tiles { width, height, overlap }
-        }
-        None => Tiling::Auto { max_bytes: count("max_mem", max_mem)?.saturating_mul(1 << 20), overlap },
-    };
-    let p = StereoParams {
-        max_disparity: count("max_disp", max_disp)?,
-        cost,
-        paths: Paths::from_count(count("paths", paths)?).map_err(to_py)?,
+    let options = StereoOptions {
+        max_disp: count("max_disp", max_disp)?,
+        cost: choice::<CostKind>("cost", &cost)?,
+        census_window,
+        mi_iterations: count("mi_iterations", mi_iterations)?,
+        mi_levels: count("mi_levels", mi_levels)?,
+        paths: count("paths", paths)?,
         p1,
         p2,
-        adaptive_p2: !fixed_p2,
+        fixed_p2,
         uniqueness,
         subpixel,
         lr_check,
-        lr_max_diff: StereoParams::default().lr_max_diff,
         median,
         fill,
-        tiling,
+        tile,
+        overlap: count("overlap", overlap)?,
+        max_mem: count("max_mem", max_mem)?,
     };
+    let p = options.params().map_err(|e| match e.downcast::<tessera::Error>() {
+        Ok(core) => to_py(core),
+        Err(e) => value_error(format!("{e:#}")),
+    })?;
     let b = choose(backend, single_thread)?.backend;
     let (li, ri) = (input(left, "left", Accepts::U8_OR_RGBA)?, input(right, "right", Accepts::U8_OR_RGBA)?);
     let (l, r) = (li.view("left")?, ri.view("right")?);

@@ -1,8 +1,8 @@
 //! Registration and stitching, synthetic sequences, and image files: the stitching report
-//! is the CLI's (`tessera::cli::stitch::report`, the JSON contract of `tessera stitch
-//! --report`), frames from files are read by the CLI's frame sources, and registration
-//! parameters are built by the CLI's `RegisterArgs`, so nothing of the contract is written
-//! twice.
+//! is the library's (`tessera::report`, the JSON contract of `tessera stitch --report`),
+//! frames from files are read by the library's frame sources (`tessera::frames`), and the
+//! parameters are built from the library's options (`tessera::options`), as the CLI builds
+//! them, so nothing of the contract is written twice.
 
 use crate::array::{image_to_numpy, input, Accepts, Input};
 use crate::backend::choose;
@@ -15,25 +15,28 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
-use tessera::cli::stitch::{default_min_variance, frame_source, report, resolve_inputs, AcceptArg, BlendArg, MethodArg, MotionArg, RegisterArgs};
-use tessera::stitch::{synth_sequence as synth, FrameSource, InMemory, Panorama, RegisterParams, StitchParams, SynthParams};
+use tessera::frames::{frame_source, resolve_inputs};
+use tessera::options::{default_min_variance, scale_min_variance, RegisterOptions, StitchOptions};
+use tessera::report::{peak_memory_mib, report};
+use tessera::stitch::{synth_sequence as synth, Acceptance, Blend, FrameSource, InMemory, Motion, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams};
 use tessera::{AnyImage, AnyView, Image, Parallelism, Pixel};
 
 /// The CLI's `--frame-cache` default, MiB.
 pub const FRAME_CACHE_MIB: usize = 64;
 
 /// Writes a `#[pyfunction]` that takes the registration keywords, named and defaulted as
-/// the CLI's `RegisterArgs` (whose field list this is: a field the CLI adds fails to compile
-/// here until it is exposed), between the function's own keywords: those before
-/// `..NAME: RegisterArgs` and those after it. The body sees the keywords checked into a
-/// `RegisterArgs` called NAME (a negative count or an unknown name is a `ValueError`); the
-/// ranges are the core's to check. `register_pair` and `stitch` share the list this way.
+/// the library's `RegisterOptions` (whose field list this is: a field the library adds
+/// fails to compile here until it is exposed), between the function's own keywords: those
+/// before `..NAME: RegisterOptions` and those after it. The body sees the keywords checked
+/// into a `RegisterOptions` called NAME (a negative count or an unknown name is a
+/// `ValueError`); the ranges are the core's to check. `register_pair` and `stitch` share
+/// the list this way.
 macro_rules! with_registration_keywords {
     (
         $(#[$attr:meta])*
         pub fn $name:ident<$py:lifetime>($pyarg:ident: $pyty:ty, $($pos:ident: $pos_ty:ty),+, /, *,
             $($head:ident: $head_ty:ty = $head_default:expr,)*
-            ..$args:ident: RegisterArgs,
+            ..$args:ident: RegisterOptions,
             $($tail:ident: $tail_ty:ty = $tail_default:expr),+ $(,)?
         ) -> $ret:ty $body:block
     ) => {
@@ -41,16 +44,16 @@ macro_rules! with_registration_keywords {
         #[pyfunction]
         #[pyo3(signature = ($($pos),+, /, *, $($head = $head_default,)*
             rsz = RegisterParams::default().rsz as i64,
-            accept = name_of(AcceptArg::from(RegisterParams::default().acceptance)),
+            accept = name_of(RegisterParams::default().acceptance),
             cthresh = RegisterParams::default().cthresh,
             null_margin = RegisterParams::default().null_margin,
             min_coefficient = RegisterParams::default().min_coefficient,
             npts = RegisterParams::default().npts as i64,
             search_radius = RegisterParams::default().search_radius as i64,
             min_variance = None,
-            method = name_of(MethodArg::from(RegisterParams::default().method)),
+            method = name_of(RegisterParams::default().method),
             no_refine = !RegisterParams::default().refine,
-            motion = name_of(MotionArg::from(RegisterParams::default().motion)),
+            motion = name_of(RegisterParams::default().motion),
             fit_scale = RegisterParams::default().fit_scale,
             max_turn = RegisterParams::default().max_turn,
             $($tail = $tail_default),+))]
@@ -74,18 +77,18 @@ macro_rules! with_registration_keywords {
             max_turn: f64,
             $($tail: $tail_ty),+
         ) -> $ret {
-            let $args = RegisterArgs {
+            let $args = RegisterOptions {
                 rsz: count("rsz", rsz)?,
-                accept: choice::<AcceptArg>("accept", &accept)?,
+                accept: choice::<Acceptance>("accept", &accept)?,
                 cthresh,
                 null_margin,
                 min_coefficient,
                 npts: count("npts", npts)?,
                 search_radius: count("search_radius", search_radius)?,
                 min_variance,
-                method: choice::<MethodArg>("method", &method)?,
+                method: choice::<SearchMethod>("method", &method)?,
                 no_refine,
-                motion: choice::<MotionArg>("motion", &motion)?,
+                motion: choice::<Motion>("motion", &motion)?,
                 fit_scale,
                 max_turn,
             };
@@ -122,7 +125,7 @@ pub fn register_pair<'py>(
     moving: &Bound<'py, PyAny>,
     /, *,
     prediction: (f64, f64) = (0.0, 0.0),
-    ..args: RegisterArgs,
+    ..args: RegisterOptions,
     backend: &str = AUTO,
     single_thread: bool = false,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -198,13 +201,8 @@ enum Failure {
 
 /// The run: the texture threshold from the first frame that reads when none is given (as
 /// `tessera stitch`), then the backend's stitch; Ctrl-C between frames stops it.
-fn run(backend: &dyn tessera::Backend, source: &dyn FrameSource, mut p: StitchParams, min_variance_given: bool) -> Result<(Panorama, StitchParams, f64), Failure> {
-    if !min_variance_given {
-        let first = (0..source.len()).find_map(|i| source.frame(i).ok());
-        if let Some(v) = first.as_ref().and_then(|f| f.view().ok()) {
-            p.register.min_variance = default_min_variance(&v);
-        }
-    }
+fn run(backend: &dyn tessera::Backend, source: &dyn FrameSource, p: StitchParams, min_variance: Option<f64>) -> Result<(Panorama, StitchParams, f64), Failure> {
+    let p = scale_min_variance(p, min_variance, source);
     let mut interrupted = None;
     let t0 = Instant::now();
     let result = backend.stitch(source, &p, &mut |_| match Python::attach(|py| py.check_signals()) {
@@ -252,8 +250,8 @@ pub fn stitch<'py>(
     py: Python<'py>,
     frames: &Bound<'py, PyAny>,
     /, *,
-    ..args: RegisterArgs,
-    blend: String = name_of(BlendArg::from(StitchParams::default().blend)),
+    ..args: RegisterOptions,
+    blend: String = name_of(StitchParams::default().blend),
     keyframe_shift: f64 = StitchParams::default().keyframe_shift,
     no_quality: bool = false,
     coarse: i64 = StitchParams::default().coarse_candidates as i64,
@@ -266,22 +264,22 @@ pub fn stitch<'py>(
     backend: &str = AUTO,
     single_thread: bool = false,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let p = StitchParams {
-        register: args.params(),
-        blend: choice::<BlendArg>("blend", &blend)?.into(),
+    let options = StitchOptions {
+        register: args,
+        blend: choice::<Blend>("blend", &blend)?,
         keyframe_shift,
-        quality: !no_quality,
-        coarse_candidates: count("coarse", coarse)?,
-        grow_templates: !no_grow,
-        close_loops: !no_close_loops,
-        whole_overlap: !no_whole_overlap,
+        no_quality,
+        coarse: count("coarse", coarse)?,
+        no_grow,
+        no_close_loops,
+        no_whole_overlap,
         refine_every_pair,
-        detect_zoom: !no_detect_zoom,
+        no_detect_zoom,
     };
-    p.validate().map_err(to_py)?;
+    let p = options.params().map_err(to_py)?;
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);
     let b = choose(backend, single_thread)?.backend;
-    let given = args.min_variance.is_some();
+    let given = options.register.min_variance;
     let (outcome, labels) = match frames_arg(frames)? {
         Frames::Files(files) => {
             let labels: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
@@ -307,7 +305,7 @@ pub fn stitch<'py>(
         Failure::Interrupted(e) => e,
     })?;
     let extra = json!({"backend": b.name(), "seconds": (secs * 1e4).round() / 1e4, "output": null,
-                       "peak_memory_mib": tessera::cli::frames::peak_memory_mib().map(|m| (m * 10.0).round() / 10.0)});
+                       "peak_memory_mib": peak_memory_mib().map(|m| (m * 10.0).round() / 10.0)});
     let rep = report(&pano, &labels, None, &p, extra);
     Ok((image_to_numpy(py, pano.canvas.image)?, to_python(py, &rep)?))
 }

@@ -12,9 +12,10 @@ pub use cases::{cases, cases_at, full, Coverage};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The `tessera` command-line program of this build.
+/// The `tessera` command-line program of this build: the tests of the package that builds
+/// it (`cli/`, package `tessera-cli`) run it; the library's tests have none to run.
 pub fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
+    Command::new(option_env!("CARGO_BIN_EXE_tessera").expect("the tessera program is run by the tessera-cli package's tests"))
 }
 
 /// A scratch directory `<tag>-<name>-<pid>` in the system's temporary directory, created

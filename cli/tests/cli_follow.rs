@@ -3,6 +3,7 @@
 //! file written in two halves; bad input. The final panorama and report must be those of
 //! a batch run on the same frames. The latency benchmark is an ignored test.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::tessera;
@@ -230,7 +231,7 @@ fn bad_live_input_is_a_clear_error() {
 fn latency_at_25_frames_per_second() {
     let d = temp_dir("latency");
     let n = 150;
-    let frames = sequence(&d, &Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/retina.jpg"), n, (360, 288));
+    let frames = sequence(&d, &Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/retina.jpg"), n, (360, 288));
     let watch = d.join("watch");
     let child = follow(&d, &watch, &["--update-every", "1"], Stdio::null());
     let rep = d.join("live.json");

@@ -4,12 +4,11 @@
 //! reach it, re-read from the frame source) and streamed to a pyramidal OME-TIFF, so memory
 //! holds one strip, the writer's tile rows and the frame cache, never the canvas.
 
-use super::frames;
+use crate::ome_tiff::{is_ome_tiff, OmeTiffOptions, OmeTiffSummary, OmeTiffWriter, PixelKind};
+use crate::stitch::{Blend, Compositor, FrameSource, Plan, Similarity};
+use crate::AnyView;
 use anyhow::{anyhow, bail, Result};
 use std::path::{Path, PathBuf};
-use tessera::ome_tiff::{is_ome_tiff, OmeTiffOptions, OmeTiffSummary, OmeTiffWriter, PixelKind};
-use tessera::stitch::{Blend, Compositor, FrameSource, Plan, Similarity};
-use tessera::AnyView;
 
 /// Largest canvas planned at all, in pixels (2^40: a million by a million); beyond it a
 /// position is surely wrong. Strips are still bounded by the core's `MAX_CANVAS`.
@@ -106,10 +105,10 @@ pub fn write_composite_observed(
     let (cw, ch) = plan.size;
     let per_row = cw * bytes_per_pixel(like, blend);
     let budget = opts.max_mem_mib.saturating_mul(1 << 20);
-    let fits = per_row.saturating_mul(ch) <= budget && cw * ch <= tessera::stitch::MAX_CANVAS;
+    let fits = per_row.saturating_mul(ch) <= budget && cw * ch <= crate::stitch::MAX_CANVAS;
     if fits && !is_ome_tiff(output) {
         let canvas = composite_rows(source, &plan, blend, 0, ch)?;
-        tessera::io::save(&canvas.image, output)?;
+        crate::io::save(&canvas.image, output)?;
         on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
         return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64() });
     }
@@ -123,7 +122,7 @@ pub fn write_composite_observed(
     // Strips of whole tile rows, half the budget each (the frame cache and the writer's
     // tile rows take the rest), at least one tile row, at most the core's canvas limit.
     let tile = opts.ome.tile;
-    let fit_rows = (budget / 2 / per_row.max(1)).min(tessera::stitch::MAX_CANVAS / cw.max(1));
+    let fit_rows = (budget / 2 / per_row.max(1)).min(crate::stitch::MAX_CANVAS / cw.max(1));
     let strip = (fit_rows / tile).max(1) * tile;
     let mut writer = OmeTiffWriter::create(&path, (cw, ch), PixelKind::of(like), &opts.ome)?;
     let mut strips = 0;
@@ -141,7 +140,7 @@ pub fn write_composite_observed(
 
 /// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted
 /// in sequence order.
-fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize) -> Result<tessera::stitch::Canvas> {
+fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize) -> Result<crate::stitch::Canvas> {
     let mut c = Compositor::rows(plan.clone(), blend, y0, y1)?;
     for i in plan.frames_on_rows(y0, y1) {
         let f = source.frame(i).map_err(|e| anyhow!("frame {i} could not be read again: {e}"))?;
@@ -157,6 +156,6 @@ pub fn describe(w: &Written) -> serde_json::Value {
         "strips": w.strips,
         "seconds": (w.seconds * 1e4).round() / 1e4,
         "ome_tiff": w.ome.as_ref().map(|o| serde_json::json!({"levels": o.levels, "bigtiff": o.bigtiff, "bytes": o.bytes})),
-        "peak_memory_mib": frames::peak_memory_mib(),
+        "peak_memory_mib": crate::report::peak_memory_mib(),
     })
 }

@@ -24,9 +24,7 @@
 //! while written), the run's few frames, the frame cache, and a record and a file name per
 //! frame.
 
-use super::frames::{self, Cached};
-use super::large::{self, Written};
-use super::stitch::{self, natural_cmp, StitchArgs};
+use super::stitch::{self, StitchArgs};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -37,6 +35,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera::stitch::{Blend, Canvas, Compositor, Frame, FrameRecord, FrameSource, Panorama, Plan, Similarity, StitchParams, MAX_CANVAS};
+use tessera::frames::{self, natural_cmp, Cached};
+use tessera::large::{self, Written};
 use tessera::{AnyImage, AnyView, BackendChoice, Parallelism};
 
 /// Listings a directory gets, once the input has ended, for the files still growing to stop.
@@ -87,7 +87,7 @@ pub fn run_follow(a: &StitchArgs, p: StitchParams) -> Result<()> {
 
     let updates = Updates { every: a.update_every, seconds, latest: Mutex::default(), changed: Condvar::new() };
     let source = Cached::new(Live { arrivals: &arrivals, updates: &updates }, a.frame_cache.saturating_mul(1 << 20));
-    let p = stitch::scale_min_variance(p, &a.register, &source);
+    let p = tessera::options::scale_min_variance(p, a.register.min_variance, &source);
     let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
     let t0 = Instant::now();
     let bar = indicatif::ProgressBar::new_spinner();
@@ -241,7 +241,7 @@ impl Watch {
             let Ok(entry) = entry else { continue };
             let path = entry.path();
             let hidden = entry.file_name().to_string_lossy().starts_with('.');
-            if hidden || !stitch::is_image_name(&path) || self.own.contains(&path) {
+            if hidden || !frames::is_image_name(&path) || self.own.contains(&path) {
                 continue;
             }
             match entry.metadata() {
@@ -416,7 +416,7 @@ impl Writer<'_> {
         let mut run = stitch::run_keys("cpu", self.t0.elapsed().as_secs_f64(), &written);
         run["live"] = live_keys(None, self.p, drawn);
         let pano = Panorama { canvas, frames: records, reference };
-        let report = stitch::report_sized(&pano, size, &labels, None, self.p, run);
+        let report = tessera::report::report_sized(&pano, size, &labels, None, self.p, run);
         stitch::write_replacing(path, serde_json::to_string_pretty(&report)?.as_bytes())
     }
 }

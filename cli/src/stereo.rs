@@ -1,22 +1,13 @@
 //! `tessera stereo` (semi-global matching into a PFM disparity map, optionally a colour PNG)
 //! and `tessera stereo-eval` (Middlebury scores against ground truth).
 
-use super::common::BackendArgs;
+use super::common::{choice, BackendArgs};
 use anyhow::{bail, Context, Result};
 use clap::ArgAction;
 use std::path::{Path, PathBuf};
-use tessera::stereo::{self, pfm, Cost, Paths, StereoParams, Tiling};
-use tessera::{AnyImage, Image};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CostArg {
-    /// Census transform + Hamming distance (window --census-window)
-    Census,
-    /// Modified absolute difference (colour or gray)
-    Ad,
-    /// Mutual information, re-estimated --mi-iterations times
-    Mi,
-}
+use tessera::options::{census_window_default, mi_default, tiling_default, StereoOptions};
+use tessera::stereo::{self, pfm, CostKind, StereoParams};
+use tessera::{AnyImage, Choice, Image};
 
 #[derive(clap::Args)]
 pub struct StereoArgs {
@@ -30,8 +21,8 @@ pub struct StereoArgs {
     /// Number of disparities D: candidates 0 .. D-1
     #[arg(long, default_value_t = StereoParams::default().max_disparity)]
     max_disp: usize,
-    #[arg(long, value_enum, default_value_t = CostArg::of(StereoParams::default().cost))]
-    cost: CostArg,
+    #[arg(long, value_parser = choice::<CostKind>(), default_value = StereoParams::default().cost.kind().name())]
+    cost: CostKind,
     /// Census window WxH (odd sides, at most 9x7)
     #[arg(long, default_value = census_window_default())]
     census_window: String,
@@ -92,77 +83,28 @@ pub struct StereoArgs {
     backend: BackendArgs,
 }
 
-impl CostArg {
-    pub fn of(c: Cost) -> Self {
-        match c {
-            Cost::Census { .. } => CostArg::Census,
-            Cost::Ad => CostArg::Ad,
-            Cost::Mi { .. } => CostArg::Mi,
-        }
-    }
-}
-
-/// The default census window, `WxH`: the default cost's.
-pub fn census_window_default() -> String {
-    match StereoParams::default().cost {
-        Cost::Census { width, height } => format!("{width}x{height}"),
-        _ => unreachable!("the default stereo cost is census"),
-    }
-}
-
-/// The default MI schedule (iterations, levels): `Cost::MI`'s.
-pub fn mi_default() -> (usize, usize) {
-    match Cost::MI {
-        Cost::Mi { iterations, levels } => (iterations, levels),
-        _ => unreachable!("Cost::MI is an MI cost"),
-    }
-}
-
-/// The default automatic banding (working-set bytes, overlap): `Tiling::default()`'s.
-pub fn tiling_default() -> (usize, usize) {
-    match Tiling::default() {
-        Tiling::Auto { max_bytes, overlap } => (max_bytes, overlap),
-        Tiling::Tiles { .. } => unreachable!("the default tiling is automatic"),
-    }
-}
-
-pub fn parse_wxh(s: &str, what: &str) -> Result<(usize, usize)> {
-    let (w, h) = s.split_once(['x', 'X']).with_context(|| format!("{what} {s:?}: expected WxH"))?;
-    Ok((w.trim().parse().with_context(|| format!("{what} width {w:?}"))?, h.trim().parse().with_context(|| format!("{what} height {h:?}"))?))
-}
-
 impl StereoArgs {
-    fn params(&self) -> Result<StereoParams> {
-        let cost = match self.cost {
-            CostArg::Census => {
-                let (width, height) = parse_wxh(&self.census_window, "census window")?;
-                Cost::Census { width, height }
-            }
-            CostArg::Ad => Cost::Ad,
-            CostArg::Mi => Cost::Mi { iterations: self.mi_iterations, levels: self.mi_levels },
-        };
-        let tiling = match &self.tile {
-            Some(t) => {
-                let (width, height) = parse_wxh(t, "tile")?;
-                Tiling::Tiles { width, height, overlap: self.overlap }
-            }
-            None => Tiling::Auto { max_bytes: self.max_mem.saturating_mul(1 << 20), overlap: self.overlap },
-        };
-        Ok(StereoParams {
-            max_disparity: self.max_disp,
-            cost,
-            paths: Paths::from_count(self.paths)?,
+    /// The library's stereo options (a switch and its `--no-` form folded into one).
+    fn options(&self) -> StereoOptions {
+        StereoOptions {
+            max_disp: self.max_disp,
+            cost: self.cost,
+            census_window: self.census_window.clone(),
+            mi_iterations: self.mi_iterations,
+            mi_levels: self.mi_levels,
+            paths: self.paths,
             p1: self.p1,
             p2: self.p2,
-            adaptive_p2: !self.fixed_p2,
+            fixed_p2: self.fixed_p2,
             uniqueness: self.uniqueness,
             subpixel: self.subpixel && !self.no_subpixel,
             lr_check: self.lr_check && !self.no_lr_check,
-            lr_max_diff: StereoParams::default().lr_max_diff,
             median: self.median && !self.no_median,
             fill: self.fill && !self.no_fill,
-            tiling,
-        })
+            tile: self.tile.clone(),
+            overlap: self.overlap,
+            max_mem: self.max_mem,
+        }
     }
 }
 
@@ -176,7 +118,7 @@ fn load_pair_image(path: &Path) -> Result<AnyImage> {
 }
 
 pub fn run_stereo(a: StereoArgs) -> Result<()> {
-    let p = a.params()?;
+    let p = a.options().params()?;
     let (ls, rs) = (tessera::io::dimensions(&a.left)?, tessera::io::dimensions(&a.right)?);
     if ls != rs {
         bail!("image sizes differ: the left image {} is {}x{} but the right {} is {}x{} (a rectified pair has one size)", a.left.display(), ls.0, ls.1, a.right.display(), rs.0, rs.1);

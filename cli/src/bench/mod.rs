@@ -13,7 +13,8 @@ mod stereo;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::time::Instant;
-use tessera::{backend_value_parser, open_backend, Backend, BackendChoice, Opened, Parallelism};
+use crate::common::backend_value_parser;
+use tessera::{open_backend, Backend, BackendChoice, Opened, Parallelism};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Suite {

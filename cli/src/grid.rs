@@ -2,30 +2,14 @@
 //! (`tessera::stitch::grid`), the mosaic and a report in the sequences' contract plus
 //! `pairs[]`.
 
-use super::frames;
-use super::stitch::{round, StitchArgs};
+use super::stitch::StitchArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;
-use tessera::stitch::{grid_positions, register_tiles, Corner, FrameSource, GridParams, Mosaic, StitchParams, TileOrder};
-use tessera::Parallelism;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OrderArg {
-    Row,
-    Column,
-    SnakeRow,
-    SnakeColumn,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum StartArg {
-    TopLeft,
-    TopRight,
-    BottomLeft,
-    BottomRight,
-}
+use tessera::report::{peak_memory_mib, round};
+use tessera::stitch::{grid_positions, register_tiles, FrameSource, GridParams, Mosaic, StitchParams};
+use tessera::{Choice, Parallelism};
 
 /// `COLSxROWS` -> (cols, rows).
 pub fn parse_grid(s: &str) -> Result<(usize, usize)> {
@@ -71,19 +55,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
             if cols * rows != source.len() {
                 bail!("--grid {g} is {} tiles, but {} were given", cols * rows, source.len());
             }
-            let order = match a.order {
-                OrderArg::Row => TileOrder::Row,
-                OrderArg::Column => TileOrder::Column,
-                OrderArg::SnakeRow => TileOrder::SnakeRow,
-                OrderArg::SnakeColumn => TileOrder::SnakeColumn,
-            };
-            let start = match a.start {
-                StartArg::TopLeft => Corner::TopLeft,
-                StartArg::TopRight => Corner::TopRight,
-                StartArg::BottomLeft => Corner::BottomLeft,
-                StartArg::BottomRight => Corner::BottomRight,
-            };
-            grid_positions(cols, rows, tile, a.overlap / 100.0, order, start)?
+            grid_positions(cols, rows, tile, a.overlap / 100.0, a.order, a.start)?
         }
         (None, Some(csv)) => {
             let q = read_positions(csv, a.pixel_size)?;
@@ -99,7 +71,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
     let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
     let poses: Vec<_> = placed.iter().map(|p| p.map(tessera::stitch::Similarity::translation)).collect();
-    let written = super::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a))?;
+    let written = tessera::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
     let accepted = mosaic.pairs.iter().filter(|q| q.shift.is_some()).count();
@@ -116,7 +88,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     }
     if let Some(path) = &a.report {
         let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
-                           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1)), "written": super::large::describe(&written)});
+                           "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1)), "written": tessera::large::describe(&written)});
         let r = grid_report(&mosaic, labels, (w, h), written.origin, &gp, a, extra);
         std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("report -> {}", path.display());
@@ -168,13 +140,16 @@ fn grid_report(m: &Mosaic, labels: &[String], (w, h): (usize, usize), origin: (i
         })
         .collect();
     let r = &gp.register;
+    // `order` and `start` as this report has always spelt them: the variant names in lower
+    // case, without the hyphens of the flags' values (`snakerow`, `topleft`).
+    let unhyphenated = |name: &str| name.replace('-', "");
     json!({
         "frames": frames,
         "pairs": pairs,
         "panorama": {"width": w, "height": h, "origin_x": origin.0, "origin_y": origin.1, "reference_frame": 0,
                      "origin_meaning": "panorama pixel (X, Y) shows what tile 0 shows at (X + origin_x, Y + origin_y)"},
         "params": {"mode": "grid", "grid": a.grid, "positions": a.positions.as_ref().map(|p| p.display().to_string()),
-                   "overlap_percent": a.overlap, "order": format!("{:?}", a.order).to_lowercase(), "start": format!("{:?}", a.start).to_lowercase(),
+                   "overlap_percent": a.overlap, "order": unhyphenated(a.order.name()), "start": unhyphenated(a.start.name()),
                    "pixel_size": a.pixel_size, "stage_error": gp.stage_error, "coarse_candidates": gp.coarse_candidates,
                    "rsz": r.rsz, "accept": r.acceptance.name(), "null_margin": r.null_margin, "min_coefficient": r.min_coefficient,
                    "npts": r.npts, "search_radius": r.search_radius},

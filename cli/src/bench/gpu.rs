@@ -16,7 +16,7 @@
 
 use super::stereo::{data_dir, ground_truth, rgba, synthetic};
 use super::{Bench, Recorder};
-use crate::cli::stitch::default_sequence_sized;
+use crate::stitch::default_sequence_sized;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::ops::ControlFlow;

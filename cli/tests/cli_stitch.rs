@@ -1,7 +1,9 @@
 //! `tessera stitch` and `tessera synth-seq` end to end: the default input, directories,
 //! globs, multi-page TIFF stacks, the JSON report, and degenerate inputs.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
+mod repo;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -330,7 +332,8 @@ fn float_frames_in_unit_range_register_with_the_scaled_default_threshold() {
 /// the last frame turned into place; `--motion translation` (the original) cannot follow it.
 #[test]
 fn a_rolling_sweep_reports_angles_and_composites_turned_frames() {
-    use common::footage::{photo, render_posed, rolling, Conditions};
+    use common::footage::{render_posed, rolling, Conditions};
+    use repo::photo;
     use tessera::stitch::Similarity;
     let d = temp_dir("rolling");
     let frames_dir = d.join("frames");

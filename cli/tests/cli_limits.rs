@@ -3,6 +3,7 @@
 //! one bad input among many not stopping the rest, and clear messages for inputs that are
 //! not supported.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

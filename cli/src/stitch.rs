@@ -1,73 +1,23 @@
 //! `tessera stitch` (a panorama from an image sequence, or from the bundled photograph when
 //! no input is given) and `tessera synth-seq` (a synthetic sequence with ground truth).
 
-use super::common::{progress_bar, BackendArgs};
-use super::frames;
+
+use super::common::{choice, progress_bar, BackendArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tessera::stitch::{synth_plan, Acceptance, synth_sequence, Blend, FrameRecord, FrameSource, Motion, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence};
-use tessera::{AnyImage, AnyView, Image, Parallelism, Rgba8};
+use tessera::frames::{self, frame_source, resolve_inputs};
+use tessera::large::{self, OutputOptions, Written};
+use tessera::options::{scale_min_variance, RegisterOptions, StitchOptions};
+use tessera::report::{report_sized, round};
+use tessera::stitch::{synth_plan, synth_sequence, Acceptance, Blend, Corner, FrameRecord, FrameSource, Motion, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence, TileOrder};
+use tessera::{AnyImage, Choice, Image, Parallelism, Rgba8};
 
 /// The default input: a CC0 fundus photograph (see assets/README.md).
 pub const DEFAULT_IMAGE: &[u8] = include_bytes!("../../assets/retina.jpg");
 pub const DEFAULT_IMAGE_NAME: &str = "assets/retina.jpg (CC0 fundus photograph, embedded)";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BlendArg {
-    Overwrite,
-    Average,
-    Feather,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MethodArg {
-    /// Centre-biased logarithmic search (default)
-    Log,
-    /// The original's plain logarithmic (three-step) search
-    LogPlain,
-    /// Every position of the search area
-    Exhaustive,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MotionArg {
-    /// Shift only (the original)
-    Translation,
-    /// Rotation, optionally scale, and shift (default)
-    Similarity,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum AcceptArg {
-    /// Against the template's own null sample (default)
-    Adaptive,
-    /// A coefficient of at least --cthresh (the original)
-    Fixed,
-}
-
-/// Each CLI choice enum maps one to one onto the core's, so the defaults come from the
-/// core's parameter structs.
-macro_rules! mirror_enum {
-    ($arg:ident <=> $core:ident { $($v:ident),* }) => {
-        impl From<$core> for $arg {
-            fn from(v: $core) -> Self {
-                match v { $($core::$v => $arg::$v),* }
-            }
-        }
-        impl From<$arg> for $core {
-            fn from(v: $arg) -> Self {
-                match v { $($arg::$v => $core::$v),* }
-            }
-        }
-    };
-}
-mirror_enum!(BlendArg <=> Blend { Overwrite, Average, Feather });
-mirror_enum!(MethodArg <=> SearchMethod { Log, LogPlain, Exhaustive });
-mirror_enum!(AcceptArg <=> Acceptance { Adaptive, Fixed });
-mirror_enum!(MotionArg <=> Motion { Translation, Similarity });
 
 /// Registration parameters shared by `stitch` and the bench.
 #[derive(clap::Args, Clone, Debug)]
@@ -78,8 +28,8 @@ pub struct RegisterArgs {
     /// How a template's match is accepted: adaptive (its peak must beat what the same
     /// template scores where it cannot match by --null-margin) or fixed (the original's
     /// rule: a coefficient of at least --cthresh)
-    #[arg(long, value_enum, default_value_t = RegisterParams::default().acceptance.into())]
-    pub accept: AcceptArg,
+    #[arg(long, value_parser = choice::<Acceptance>(), default_value = RegisterParams::default().acceptance.name())]
+    pub accept: Acceptance,
     /// With --accept fixed, vectors with a coefficient below this are dropped; with
     /// adaptive, the level at which the log search stops early
     #[arg(long, default_value_t = RegisterParams::default().cthresh, allow_negative_numbers = true)]
@@ -102,8 +52,8 @@ pub struct RegisterArgs {
     #[arg(long)]
     pub min_variance: Option<f64>,
     /// Search method
-    #[arg(long, value_enum, default_value_t = RegisterParams::default().method.into())]
-    pub method: MethodArg,
+    #[arg(long, value_parser = choice::<SearchMethod>(), default_value = RegisterParams::default().method.name())]
+    pub method: SearchMethod,
     /// Keep the consensus of the peak fits instead of refining the shift on the agreeing
     /// templates' pixels
     #[arg(long)]
@@ -111,8 +61,8 @@ pub struct RegisterArgs {
     /// Motion model: similarity (rotation plus shift, fitted where a pair shows a visible
     /// turn; a pair that does not keeps the translation result exactly) or translation
     /// (the original)
-    #[arg(long, value_enum, default_value_t = RegisterParams::default().motion.into())]
-    pub motion: MotionArg,
+    #[arg(long, value_parser = choice::<Motion>(), default_value = RegisterParams::default().motion.name())]
+    pub motion: Motion,
     /// With --motion similarity: fit a scale (zoom) too
     #[arg(long)]
     pub fit_scale: bool,
@@ -123,22 +73,22 @@ pub struct RegisterArgs {
 }
 
 impl RegisterArgs {
-    pub fn params(&self) -> RegisterParams {
-        RegisterParams {
+    /// The library's registration options, one field per flag.
+    pub fn options(&self) -> RegisterOptions {
+        RegisterOptions {
             rsz: self.rsz,
+            accept: self.accept,
             cthresh: self.cthresh,
-            acceptance: self.accept.into(),
             null_margin: self.null_margin,
             min_coefficient: self.min_coefficient,
             npts: self.npts,
             search_radius: self.search_radius,
-            min_variance: self.min_variance.unwrap_or(RegisterParams::default().min_variance),
-            method: self.method.into(),
-            refine: !self.no_refine,
-            motion: self.motion.into(),
+            min_variance: self.min_variance,
+            method: self.method,
+            no_refine: self.no_refine,
+            motion: self.motion,
             fit_scale: self.fit_scale,
             max_turn: self.max_turn,
-            ..Default::default()
         }
     }
 }
@@ -157,8 +107,8 @@ pub struct StitchArgs {
     #[command(flatten)]
     pub register: RegisterArgs,
     /// How overlapping frames combine
-    #[arg(long, value_enum, default_value_t = StitchParams::default().blend.into())]
-    pub blend: BlendArg,
+    #[arg(long, value_parser = choice::<Blend>(), default_value = StitchParams::default().blend.name())]
+    pub blend: Blend,
     /// Keep registering against a keyframe while the shift from it is within this fraction
     /// of the frame size (0: every frame against its predecessor, as the original)
     #[arg(long, default_value_t = StitchParams::default().keyframe_shift)]
@@ -200,11 +150,11 @@ pub struct StitchArgs {
     #[arg(long, default_value_t = tessera::stitch::grid::DEFAULT_OVERLAP * 100.0)]
     pub overlap: f64,
     /// Grid mode: acquisition order of the tiles
-    #[arg(long, value_enum, default_value_t = super::grid::OrderArg::Row)]
-    pub order: super::grid::OrderArg,
+    #[arg(long, value_parser = choice::<TileOrder>(), default_value = TileOrder::default().name())]
+    pub order: TileOrder,
     /// Grid mode: corner of the first tile
-    #[arg(long, value_enum, default_value_t = super::grid::StartArg::TopLeft)]
-    pub start: super::grid::StartArg,
+    #[arg(long, value_parser = choice::<Corner>(), default_value = Corner::default().name())]
+    pub start: Corner,
     /// Tile mode with nominal stage positions: a CSV file, one line per input tile, x and y
     /// (top-left corner) as its last two fields, in pixels (or micrometres with --pixel-size)
     #[arg(long, value_name = "FILE.csv")]
@@ -298,115 +248,6 @@ pub struct SynthSeqArgs {
     pub seed: u64,
 }
 
-/// Natural order: digit runs compare as numbers ("f2" < "f10").
-pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (mut x, mut y) = (a.chars().peekable(), b.chars().peekable());
-    loop {
-        match (x.peek().copied(), y.peek().copied()) {
-            (None, None) => return std::cmp::Ordering::Equal,
-            (None, _) => return std::cmp::Ordering::Less,
-            (_, None) => return std::cmp::Ordering::Greater,
-            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
-                let take = |it: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-                    let mut s = String::new();
-                    while let Some(c) = it.peek().copied().filter(char::is_ascii_digit) {
-                        s.push(c);
-                        it.next();
-                    }
-                    s
-                };
-                let (p, q) = (take(&mut x), take(&mut y));
-                let (pt, qt) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
-                let o = pt.len().cmp(&qt.len()).then_with(|| pt.cmp(qt)).then_with(|| p.len().cmp(&q.len()));
-                if o != std::cmp::Ordering::Equal {
-                    return o;
-                }
-            }
-            (Some(c), Some(d)) => {
-                if c != d {
-                    return c.cmp(&d);
-                }
-                x.next();
-                y.next();
-            }
-        }
-    }
-}
-
-/// `*` and `?` wildcard match of a whole file name.
-fn wildcard(pattern: &[char], name: &[char]) -> bool {
-    match (pattern.first(), name.first()) {
-        (None, None) => true,
-        (Some('*'), _) => wildcard(&pattern[1..], name) || (!name.is_empty() && wildcard(pattern, &name[1..])),
-        (Some('?'), Some(_)) => wildcard(&pattern[1..], &name[1..]),
-        (Some(p), Some(n)) if p == n => wildcard(&pattern[1..], &name[1..]),
-        _ => false,
-    }
-}
-
-const IMAGE_EXTENSIONS: [&str; 8] = ["png", "tif", "tiff", "jpg", "jpeg", "pgm", "ppm", "pnm"];
-
-pub fn is_image_name(p: &Path) -> bool {
-    p.extension().and_then(|e| e.to_str()).is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
-}
-
-fn sorted_files(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && keep(p))
-        .collect();
-    files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
-    Ok(files)
-}
-
-/// The frame files the inputs name: files as given, directories (their image files in
-/// natural order), and glob patterns in the last path component (`*`, `?`).
-pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for input in inputs {
-        let s = input.to_string_lossy();
-        if input.is_dir() {
-            let files = sorted_files(input, is_image_name)?;
-            if files.is_empty() {
-                bail!("directory {} holds no image files ({})", input.display(), IMAGE_EXTENSIONS.join(", "));
-            }
-            out.extend(files);
-        } else if !input.exists() && (s.contains('*') || s.contains('?')) {
-            let dir = input.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            let pattern: Vec<char> = input.file_name().map(|n| n.to_string_lossy().chars().collect()).unwrap_or_default();
-            let files = sorted_files(dir, |p| {
-                p.file_name().is_some_and(|n| wildcard(&pattern, &n.to_string_lossy().chars().collect::<Vec<_>>()))
-            })?;
-            if files.is_empty() {
-                bail!("pattern {} matches no file", input.display());
-            }
-            out.extend(files);
-        } else if input.exists() {
-            out.push(input.clone());
-        } else {
-            bail!("{}: no such file or directory", input.display());
-        }
-    }
-    Ok(out)
-}
-
-/// The frames the inputs name, as a source the run reads on demand, and a label per frame
-/// (file name, or file name and page): one multi-page TIFF gives its pages, otherwise one
-/// frame per file; each decoded when the run needs it and kept in a cache of `cache_bytes`.
-pub fn frame_source(files: &[PathBuf], cache_bytes: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
-    if let [one] = files {
-        let pages = if tessera::io::is_tiff(one) { tessera::io::tiff_pages(one)? } else { 1 };
-        if pages > 1 {
-            let labels = (0..pages).map(|i| format!("{}#{i}", one.display())).collect();
-            let source = frames::TiffPages { path: one.clone(), pages };
-            return Ok((Box::new(frames::Cached::new(source, cache_bytes)), labels));
-        }
-    }
-    let labels = files.iter().map(|f| f.display().to_string()).collect();
-    Ok((Box::new(frames::Cached::new(frames::Files(files.to_vec()), cache_bytes)), labels))
-}
-
 /// The demo's synthetic path: PAL frames over the embedded photograph.
 fn demo_params(frames: usize, seed: u64) -> SynthParams {
     SynthParams { frames, seed, max_step: 4.0, noise_sigma: 2.0, gain_drift: 0.05, ..Default::default() }
@@ -431,99 +272,26 @@ pub fn default_sequence_sized(frames: usize, (w, h): (usize, usize), seed: u64) 
     Ok(synth_sequence(demo_photograph()?.view(), &p, Parallelism::AllThreads)?)
 }
 
-pub fn round(x: f64, digits: i32) -> f64 {
-    let k = 10f64.powi(digits);
-    (x * k).round() / k
-}
-
-fn opt(x: Option<f64>) -> Value {
-    x.map_or(Value::Null, |v| json!(round(v, 4)))
-}
-
-/// The report, the JSON contract of `tessera stitch --report` (the Python package returns
-/// the same): frames, panorama, quality, params.
-pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
-    report_sized(pano, pano.canvas.image.size(), labels, truth, p, extra)
-}
-
-/// [`report`] of a panorama of `size`, whose canvas may have been streamed to disk (see
-/// [`super::large`]) and stands in `pano` only for its origin.
-pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
-    // Scales are reported where fitted: asked for, or switched on by a detected zoom.
-    let scaled = p.register.fit_scale || pano.frames.iter().any(|f| f.scale != 1.0);
-    let frames: Vec<Value> = pano
-        .frames
-        .iter()
-        .map(|f| {
-            let mut o = json!({
-                "index": f.index,
-                "file": labels.get(f.index).cloned().unwrap_or_default(),
-                "x": f.position.map(|q| round(q.0, 3)),
-                "y": f.position.map(|q| round(q.1, 3)),
-                "angle": f.position.map(|_| round(f.angle.to_degrees(), 4)),
-                "status": if f.is_ok() { "ok" } else { "skipped" },
-                "reference": f.reference,
-                "ncc": round(f.ncc, 4),
-                "vectors_used": f.vectors_used,
-                "confidence": round(f.confidence, 3),
-                "accepted_by": f.is_ok().then(|| if f.phase_significance.is_some() { "whole overlap" } else { p.register.acceptance.name() }),
-                "margin": round(f.margin, 4),
-                "phase_significance": opt(f.phase_significance),
-                "evaluations": f.evaluations,
-                "quality": opt(f.quality),
-                "quality_grid": opt(f.quality_grid),
-                "residual": opt(f.residual),
-                "loop_closure": f.loop_closure,
-            });
-            if let Some(r) = &f.skip {
-                o["reason"] = json!(r.describe());
-            }
-            if scaled {
-                o["scale"] = json!(f.position.map(|_| round(f.scale, 6)));
-            }
-            if let Some(t) = truth.and_then(|t| t.get(f.index)) {
-                o["true_x"] = json!(round(t.0, 3));
-                o["true_y"] = json!(round(t.1, 3));
-            }
-            o
-        })
-        .collect();
-    let (w, h) = size;
-    let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
-    let r = &p.register;
-    json!({
-        "frames": frames,
-        "panorama": {"width": w, "height": h, "origin_x": pano.canvas.origin.0, "origin_y": pano.canvas.origin.1,
-                     "reference_frame": pano.reference,
-                     "scale_fitted": scaled,
-                     "origin_meaning": "panorama pixel (X, Y) shows what the reference frame shows at (X + origin_x, Y + origin_y)",
-                     "pose_meaning": "frame pixel (u, v) shows what the reference frame shows at (x, y) + scale R(angle) (u, v), R(a) = [[cos a, -sin a], [sin a, cos a]], angle in degrees, x right, y down"},
-        "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
-                    "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
-        "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
-                   "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "whole_overlap": p.whole_overlap, "refine_every_pair": p.refine_every_pair, "detect_zoom": p.detect_zoom, "npts": r.npts, "search_radius": r.search_radius,
-                   "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,
-                   "subpixel": r.subpixel, "refine": r.refine, "method": format!("{:?}", r.method).to_lowercase(),
-                   "motion": format!("{:?}", r.motion).to_lowercase(), "fit_scale": r.fit_scale, "max_turn": r.max_turn,
-                   "blend": format!("{:?}", p.blend).to_lowercase(), "keyframe_shift": p.keyframe_shift},
-        "run": extra,
-    })
+impl StitchArgs {
+    /// The library's stitching options, one field per flag.
+    pub fn options(&self) -> StitchOptions {
+        StitchOptions {
+            register: self.register.options(),
+            blend: self.blend,
+            keyframe_shift: self.keyframe_shift,
+            no_quality: self.no_quality,
+            coarse: self.coarse,
+            no_grow: self.no_grow,
+            no_close_loops: self.no_close_loops,
+            no_whole_overlap: self.no_whole_overlap,
+            refine_every_pair: self.refine_every_pair,
+            no_detect_zoom: self.no_detect_zoom,
+        }
+    }
 }
 
 pub fn run_stitch(a: StitchArgs) -> Result<()> {
-    let p = StitchParams {
-        register: a.register.params(),
-        blend: a.blend.into(),
-        keyframe_shift: a.keyframe_shift,
-        quality: !a.no_quality,
-        coarse_candidates: a.coarse,
-        grow_templates: !a.no_grow,
-        close_loops: !a.no_close_loops,
-        whole_overlap: !a.no_whole_overlap,
-        refine_every_pair: a.refine_every_pair,
-        detect_zoom: !a.no_detect_zoom,
-    };
-    p.validate()?;
+    let p = a.options().params()?;
     output_options(&a).validate()?;
     if a.follow.is_some() {
         return super::follow::run_follow(&a, p);
@@ -544,7 +312,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
             (source, labels, None)
         }
     };
-    let p = scale_min_variance(p, &a.register, source.as_ref());
+    let p = scale_min_variance(p, a.register.min_variance, source.as_ref());
     if a.grid.is_some() || a.positions.is_some() {
         if demo.is_some() {
             bail!("tile modes (--grid, --positions) need the tiles as input");
@@ -571,32 +339,20 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         let t_save = Instant::now();
         tessera::io::save(&pano.canvas.image, &a.output)?;
         let (size, seconds) = (pano.canvas.image.size(), t_save.elapsed().as_secs_f64());
-        let written = super::large::Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds };
+        let written = Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds };
         (pano, written)
     };
     conclude(&a, &p, &pano, &written, &labels, truth, backend.name(), t0.elapsed().as_secs_f64(), json!({}))
 }
 
-/// The texture threshold's default (`--min-variance` not given) scaled to the first frame
-/// that reads ([`default_min_variance`]); a live source waits for it.
-pub fn scale_min_variance(mut p: StitchParams, args: &RegisterArgs, source: &dyn FrameSource) -> StitchParams {
-    if args.min_variance.is_none() {
-        let first = (0..).take_while(|&i| i < source.len()).find_map(|i| source.frame(i).ok());
-        if let Some(v) = first.as_ref().and_then(|f| f.view().ok()) {
-            p.register.min_variance = default_min_variance(&v);
-        }
-    }
-    p
-}
-
 /// Composites the registered `frames` of `source` (read once more) and writes the panorama
-/// through [`super::large`]; returns the panorama (its canvas standing in for its origin
+/// through [`tessera::large`]; returns the panorama (its canvas standing in for its origin
 /// only: the pixels went to disk) and what was written.
-pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, reference: usize, p: &StitchParams, a: &StitchArgs) -> Result<(Panorama, super::large::Written)> {
+pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, reference: usize, p: &StitchParams, a: &StitchArgs) -> Result<(Panorama, Written)> {
     let poses: Vec<_> = frames.iter().map(|r| r.pose()).collect();
     let first = (0..poses.len()).find(|&i| poses[i].is_some()).and_then(|i| source.frame(i).ok());
     let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
-    let written = super::large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a))?;
+    let written = large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a))?;
     let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
     Ok((Panorama { canvas, frames, reference }, written))
 }
@@ -604,7 +360,7 @@ pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, 
 /// Says how the run went on stdout and writes the report (`--report`), `run` holding the
 /// backend, timing and output, and the keys of `more`.
 #[allow(clippy::too_many_arguments)]
-pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &super::large::Written, labels: &[String], truth: Option<Vec<(f64, f64)>>, backend: &str, secs: f64, more: Value) -> Result<()> {
+pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &Written, labels: &[String], truth: Option<Vec<(f64, f64)>>, backend: &str, secs: f64, more: Value) -> Result<()> {
     if pano.reference != 0 {
         let why = pano.frames[0].skip.as_ref().map(|s| s.describe()).unwrap_or_default();
         println!("reference frame: {} ({}) at (0, 0), since frame 0 was skipped ({why})", pano.reference, labels[pano.reference]);
@@ -667,9 +423,9 @@ pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &sup
 }
 
 /// The report's `run` keys every stitching run has.
-pub fn run_keys(backend: &str, secs: f64, written: &super::large::Written) -> Value {
+pub fn run_keys(backend: &str, secs: f64, written: &Written) -> Value {
     json!({"backend": backend, "seconds": round(secs, 4), "output": written.path.display().to_string(),
-           "peak_memory_mib": frames::peak_memory_mib().map(|m| round(m, 1)), "written": super::large::describe(written)})
+           "peak_memory_mib": tessera::report::peak_memory_mib().map(|m| round(m, 1)), "written": large::describe(written)})
 }
 
 /// Writes `bytes` to `path` through a hidden file beside it renamed over it, so a reader
@@ -689,28 +445,9 @@ pub fn partial_name(path: &Path) -> PathBuf {
 }
 
 /// Where and how the panorama is written (`--max-mem`, `--ome-tile`, `--pixel-size`).
-pub fn output_options(a: &StitchArgs) -> super::large::OutputOptions {
+pub fn output_options(a: &StitchArgs) -> OutputOptions {
     let ome = tessera::ome_tiff::OmeTiffOptions { tile: a.ome_tile, pixel_size_um: a.pixel_size, bigtiff: a.bigtiff.then_some(true), ..Default::default() };
-    super::large::OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(super::large::default_max_mem_mib), ome }
-}
-
-/// The texture threshold when none is given: `RegisterParams`' (4 squared grey levels on an 8-bit scale, a
-/// standard deviation of 2), scaled for 16-bit and float frames by the first frame's value
-/// range, so a float frame in [0, 1] gets the same relative threshold as an 8-bit one.
-pub fn default_min_variance(frame: &AnyView<'_>) -> f64 {
-    fn range<T: tessera::Pixel + Into<f64>>(v: &tessera::ImageView<'_, T>) -> f64 {
-        let (lo, hi) = v.rows().flatten().fold((f64::MAX, f64::MIN), |(l, h), &x| {
-            let x: f64 = x.into();
-            if x.is_finite() { (l.min(x), h.max(x)) } else { (l, h) }
-        });
-        if hi > lo { hi - lo } else { 255.0 }
-    }
-    let r = match frame {
-        AnyView::U8(_) | AnyView::Rgba8(_) => 255.0,
-        AnyView::U16(v) => range(v),
-        AnyView::F32(v) => range(v),
-    };
-    RegisterParams::default().min_variance * (r / 255.0) * (r / 255.0)
+    OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(large::default_max_mem_mib), ome }
 }
 
 /// Replaces "frame N" in a core error with the frame's file name.
@@ -774,23 +511,4 @@ where
     AnyImage: From<Image<P>>,
 {
     (s.frames.into_iter().map(AnyImage::from).collect(), s.positions)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn natural_order() {
-        let mut v = vec!["f10.png", "f2.png", "f1.png", "f02.png", "g.png", "f100.png"];
-        v.sort_by(|a, b| natural_cmp(a, b));
-        assert_eq!(v, ["f1.png", "f2.png", "f02.png", "f10.png", "f100.png", "g.png"]);
-    }
-
-    #[test]
-    fn wildcards() {
-        let m = |p: &str, n: &str| wildcard(&p.chars().collect::<Vec<_>>(), &n.chars().collect::<Vec<_>>());
-        assert!(m("*.png", "a.png") && m("f??.tif", "f01.tif") && m("*", "") && m("a*b*c", "aXXbYc"));
-        assert!(!m("*.png", "a.tif") && !m("f?.tif", "f01.tif") && !m("a*b", "ac"));
-    }
 }

@@ -1,6 +1,7 @@
 //! `tessera gauss` end to end: each method and its parameters reach the library, and bad
 //! Gaussian parameters come back as messages.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;

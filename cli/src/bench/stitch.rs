@@ -8,7 +8,7 @@
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
 
 use super::{Bench, Recorder};
-use crate::cli::stitch::{default_sequence, default_sequence_sized};
+use crate::stitch::{default_sequence, default_sequence_sized};
 use anyhow::Result;
 use serde_json::json;
 use std::ops::ControlFlow;
@@ -41,7 +41,7 @@ fn luma_sequence(frames: usize, w: usize, h: usize) -> Result<Vec<Image<u8>>> {
 /// px per frame), each turned `roll` degrees more than the last about its centre, and
 /// their true poses relative to frame 0.
 fn rolling_sequence(frames: usize, roll: f64) -> Result<(Vec<Image<u8>>, Vec<Similarity>)> {
-    let photo = crate::cli::stitch::demo_photograph()?.convert::<u8>();
+    let photo = crate::stitch::demo_photograph()?.convert::<u8>();
     let c = (359.5, 287.5);
     let poses: Vec<Similarity> = (0..frames).map(|i| Similarity::about(c, (250.0 + 3.0 * i as f64, 420.0 + i as f64), (roll * i as f64).to_radians(), 1.0)).collect();
     let images = poses.iter().map(|q| warp_sized(photo.view(), q, (720, 576))).collect::<tessera::Result<Vec<_>>>()?;

@@ -4,7 +4,7 @@
 use super::common::{comma_list, input_view, output_like, parse_border, BackendArgs};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use tessera::{AnyImage, Border, GlareMode, GlareParams, Image};
+use tessera::{AnyImage, Border, Choice, GlareMode, GlareParams, Image};
 
 #[derive(clap::Args)]
 pub struct GlareArgs {
@@ -17,8 +17,8 @@ pub struct GlareArgs {
     #[arg(long)]
     mask: PathBuf,
     /// adaptive (thresholds from the image's statistics) or manual
-    #[arg(long, value_parser = parse_mode, default_value_t = GlareModeArg(GlareParams::default().mode))]
-    mode: GlareModeArg,
+    #[arg(long, value_parser = parse_mode, default_value = GlareParams::default().mode.name())]
+    mode: GlareMode,
     /// Box radii of the local statistics, comma-separated
     #[arg(long, value_delimiter = ',', default_value = comma_list(&GlareParams::default().radii))]
     radii: Vec<usize>,
@@ -59,31 +59,15 @@ pub struct GlareArgs {
     backend: BackendArgs,
 }
 
-/// `--mode`, printed and parsed by its lower-case name.
-#[derive(Clone, Copy, Debug)]
-struct GlareModeArg(GlareMode);
-
-impl std::fmt::Display for GlareModeArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0 {
-            GlareMode::Adaptive => "adaptive",
-            GlareMode::Manual => "manual",
-        })
-    }
-}
-
-fn parse_mode(s: &str) -> Result<GlareModeArg, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "adaptive" => Ok(GlareModeArg(GlareMode::Adaptive)),
-        "manual" => Ok(GlareModeArg(GlareMode::Manual)),
-        _ => Err(format!("unknown mode {s:?} (adaptive, manual)")),
-    }
+/// `--mode` by the core's names, case-insensitive.
+fn parse_mode(s: &str) -> Result<GlareMode, String> {
+    GlareMode::from_name(s).map_err(|_| format!("unknown mode {s:?} ({})", tessera::choice::names::<GlareMode>().join(", ")))
 }
 
 pub fn run(a: GlareArgs) -> Result<()> {
     let backend = a.backend.open()?;
     let p = GlareParams {
-        mode: a.mode.0,
+        mode: a.mode,
         radii: a.radii,
         k_sigma: a.k_sigma,
         brightness: a.brightness,

@@ -14,14 +14,16 @@
 //! open, it is reported as `cuda: SKIPPED (no CUDA device): ...` and must fail with that
 //! reason on stderr (the documented clear error), never pass silently.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tessera::{AnyImage, BackendChoice, Parallelism};
 
+/// The repository's root, above this package (`cli/`).
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("cli/ is in the repository")
 }
 
 /// The documents whose printed commands must run, by path from the repository root: the

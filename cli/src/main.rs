@@ -1,8 +1,16 @@
-//! The `tessera` command line.
+//! The `tessera` command line: one module per group of subcommands, plus the arguments
+//! they share ([`common`]); each parses its arguments and calls the `tessera` library.
 
 mod bench;
-
-use tessera::cli;
+mod common;
+mod contrast;
+mod filters;
+mod follow;
+mod glare;
+mod grid;
+mod stereo;
+mod stitch;
+mod variance;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -20,25 +28,25 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Box sum over a rectangular window, O(1) per pixel (exact u32 sums for 8/16-bit input; written as 32-bit TIFF)
-    Box(cli::filters::WindowFilterArgs),
+    Box(filters::WindowFilterArgs),
     /// Mean filter over a rectangular window, O(1) per pixel (same pixel type as the input)
-    Mean(cli::filters::WindowFilterArgs),
+    Mean(filters::WindowFilterArgs),
     /// Gaussian blur (separable FIR or recursive IIR)
-    Gauss(cli::filters::GaussArgs),
+    Gauss(filters::GaussArgs),
     /// Local variance (usual, koenig, welford, pairwise, threewise, recursive; tent or box kernel) as a 32-bit float TIFF
-    Variance(cli::variance::VarianceArgs),
+    Variance(variance::VarianceArgs),
     /// Multi-scale local contrast enhancement from local mean and variance (gray or RGB on luminance)
-    Contrast(cli::contrast::ContrastArgs),
+    Contrast(contrast::ContrastArgs),
     /// Specular-highlight (glare) detection and correction: corrected image and mask
-    Glare(cli::glare::GlareArgs),
+    Glare(glare::GlareArgs),
     /// Stitch an image sequence into a panorama by NCC log search (no input: a demo sequence cut from the bundled photograph, with true positions)
-    Stitch(cli::stitch::StitchArgs),
+    Stitch(stitch::StitchArgs),
     /// Write a synthetic sequence with ground truth (subpixel path, noise, gain drift, optional blur) cut from an image
-    SynthSeq(cli::stitch::SynthSeqArgs),
+    SynthSeq(stitch::SynthSeqArgs),
     /// Semi-global matching stereo of a rectified pair into a PFM disparity map
-    Stereo(cli::stereo::StereoArgs),
+    Stereo(stereo::StereoArgs),
     /// Scores a disparity map against ground truth (bad 1.0 / 2.0, MAE, density)
-    StereoEval(cli::stereo::StereoEvalArgs),
+    StereoEval(stereo::StereoEvalArgs),
     /// Run a benchmark suite and print medians (a table, or JSON with --json)
     Bench(bench::BenchArgs),
 }
@@ -47,16 +55,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tessera::io::set_max_pixels(cli.max_pixels);
     let result = match cli.command {
-        Command::Box(a) => cli::filters::run_box(a),
-        Command::Mean(a) => cli::filters::run_mean(a),
-        Command::Gauss(a) => cli::filters::run_gauss(a),
-        Command::Variance(a) => cli::variance::run(a),
-        Command::Contrast(a) => cli::contrast::run(a),
-        Command::Glare(a) => cli::glare::run(a),
-        Command::Stitch(a) => cli::stitch::run_stitch(a),
-        Command::SynthSeq(a) => cli::stitch::run_synth_seq(a),
-        Command::Stereo(a) => cli::stereo::run_stereo(a),
-        Command::StereoEval(a) => cli::stereo::run_stereo_eval(a),
+        Command::Box(a) => filters::run_box(a),
+        Command::Mean(a) => filters::run_mean(a),
+        Command::Gauss(a) => filters::run_gauss(a),
+        Command::Variance(a) => variance::run(a),
+        Command::Contrast(a) => contrast::run(a),
+        Command::Glare(a) => glare::run(a),
+        Command::Stitch(a) => stitch::run_stitch(a),
+        Command::SynthSeq(a) => stitch::run_synth_seq(a),
+        Command::Stereo(a) => stereo::run_stereo(a),
+        Command::StereoEval(a) => stereo::run_stereo_eval(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {

@@ -1,5 +1,6 @@
 //! The `tessera` command line end to end: files in, files out, errors as messages.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;

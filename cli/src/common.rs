@@ -1,10 +1,27 @@
-//! Arguments and helpers shared by the subcommands: backend choice, border parsing,
-//! processing one file or many (with a progress bar).
+//! Arguments and helpers shared by the subcommands: backend choice, the value parsers of
+//! the core's choices and of borders, processing one file or many (with a progress bar).
 
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
-use tessera::{backend_value_parser, open_backend, AnyImage, Backend, BackendChoice, Border, Opened, Parallelism};
+use tessera::{open_backend, AnyImage, Backend, BackendChoice, Border, Choice, Opened, Parallelism};
+
+/// The values of a choice of the core for clap: its names ([`Choice::name`]), each with its
+/// help line where it has one, parsed by [`Choice::from_name`].
+pub fn choice<C: Choice + Send + Sync>() -> impl TypedValueParser<Value = C> {
+    let values = C::ALL.iter().map(|&c| match c.describe() {
+        "" => PossibleValue::new(c.name()),
+        help => PossibleValue::new(c.name()).help(help),
+    });
+    PossibleValuesParser::new(values).try_map(|name| C::from_name(&name))
+}
+
+/// The `--backend` values (`cpu`, `cuda`, `auto`, as [`BackendChoice`] names them), each
+/// with its help line.
+pub fn backend_value_parser() -> impl TypedValueParser<Value = BackendChoice> {
+    choice::<BackendChoice>()
+}
 
 /// `--backend` and `--threads`, for every command that runs an operation.
 #[derive(clap::Args, Clone, Debug)]
@@ -34,17 +51,10 @@ pub fn comma_list(v: &[usize]) -> String {
     v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// Parses `reflect101`, `replicate`, `normalize` or `constant:V`.
+/// Parses `reflect101`, `replicate`, `normalize` or `constant:V` (the core's `Border`
+/// names).
 pub fn parse_border(s: &str) -> Result<Border, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "reflect101" | "reflect-101" | "mirror" => Ok(Border::Reflect101),
-        "replicate" | "clamp" => Ok(Border::Replicate),
-        "normalize" => Ok(Border::Normalize),
-        other => match other.strip_prefix("constant:") {
-            Some(v) => v.parse::<f32>().map(Border::Constant).map_err(|e| format!("constant value {v:?}: {e}")),
-            None => Err(format!("unknown border {s:?} (reflect101, replicate, normalize, constant:V)")),
-        },
-    }
+    s.parse()
 }
 
 /// Inputs and output of a per-image command.

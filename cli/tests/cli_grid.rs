@@ -1,0 +1,98 @@
+//! Tile grids through the command line (`tessera stitch --grid`, `--positions`): a 3 x 3
+//! grid cut from a real photograph at stage positions off by up to 5 % of a tile each,
+//! with a blank tile, stitched from a grid and from a positions file (the library's grids:
+//! `tests/grid.rs`).
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod repo;
+
+use common::footage::{render, Conditions};
+use common::{temp_dir, tessera};
+use repo::photo;
+use serde_json::Value;
+use tessera::stitch::{grid_positions, Corner, SplitMix64, TileOrder};
+use tessera::{AnyImage, Image};
+
+const TILE: (usize, usize) = (180, 150);
+
+/// Nominal corners of a 3 x 3 snake-row grid overlapping by 25 %, and the true corners in
+/// the photograph (`inset` px in, each off by up to 5 % of a tile, subpixel).
+fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    let nominal = grid_positions(3, 3, TILE, 0.25, TileOrder::SnakeRow, Corner::TopLeft).unwrap();
+    let mut rng = SplitMix64::new(seed);
+    let truth = nominal
+        .iter()
+        .map(|q| (q.0 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.0 as f64, q.1 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.1 as f64))
+        .collect();
+    (nominal, truth)
+}
+
+fn report(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn the_command_line_stitches_a_grid_and_a_positions_file() {
+    let src = photo("gravel");
+    let (nominal, truth) = layout(4, 30.0);
+    let mut tiles = render(&src, &truth, TILE, &Conditions::default(), 8);
+    tiles[4] = Image::filled(TILE.0, TILE.1, 90).unwrap();
+    let d = temp_dir("tessera-grid", "cli");
+    let dir = d.join("tiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, t) in tiles.iter().enumerate() {
+        tessera::io::save(&AnyImage::U8(t.clone()), &dir.join(format!("tile_{i:02}.png"))).unwrap();
+    }
+    let rep = d.join("grid.json");
+    let o = tessera()
+        .arg("stitch")
+        .arg(&dir)
+        .args(["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--backend", "cpu", "-o"])
+        .arg(d.join("mosaic.png"))
+        .arg("--report")
+        .arg(&rep)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&rep);
+    let frames = r["frames"].as_array().unwrap();
+    assert_eq!((frames.len(), r["pairs"].as_array().unwrap().len()), (9, 12));
+    for f in frames {
+        let i = f["index"].as_u64().unwrap() as usize;
+        let (x, y) = (f["x"].as_f64().unwrap(), f["y"].as_f64().unwrap());
+        if i == 4 {
+            // The blank centre tile: at its stage position, flagged.
+            assert_eq!(f["status"], "nominal", "{f}");
+            assert!((x - (nominal[4].0 - nominal[0].0)).hypot(y - (nominal[4].1 - nominal[0].1)) < 1.0, "{f}");
+        } else {
+            assert_eq!(f["status"], "ok", "{f}");
+            let t = (truth[i].0 - truth[0].0, truth[i].1 - truth[0].1);
+            assert!((x - t.0).hypot(y - t.1) < 0.5, "{f} vs {t:?}");
+        }
+    }
+    assert!(r["pairs"].as_array().unwrap().iter().all(|q| (q["b"] == 4 || q["a"] == 4) == (q["status"] == "rejected")), "{}", r["pairs"]);
+    let mosaic = tessera::io::load(&d.join("mosaic.png")).unwrap();
+    assert_eq!(mosaic.size().0 as u64, r["panorama"]["width"].as_u64().unwrap());
+
+    // The same layout as stage positions in micrometres (0.5 um per pixel).
+    let csv = d.join("stage.csv");
+    let lines: Vec<String> = nominal.iter().enumerate().map(|(i, q)| format!("tile_{i:02}.png,{},{}", q.0 * 0.5, q.1 * 0.5)).collect();
+    std::fs::write(&csv, format!("file,x_um,y_um\n{}\n", lines.join("\n"))).unwrap();
+    let rep2 = d.join("positions.json");
+    let o = tessera().arg("stitch").arg(&dir).arg("--positions").arg(&csv).args(["--pixel-size", "0.5", "-o"]).arg(d.join("m2.png")).arg("--report").arg(&rep2).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r2 = report(&rep2);
+    for (f, g) in frames.iter().zip(r2["frames"].as_array().unwrap()) {
+        assert_eq!((&f["x"], &f["y"], &f["status"]), (&g["x"], &g["y"], &g["status"]));
+    }
+    // Bad input: a grid of the wrong size, a malformed grid, both modes at once.
+    for args in [vec!["--grid", "4x3"], vec!["--grid", "3by3"], vec!["--grid", "0x3"]] {
+        let o = tessera().arg("stitch").arg(&dir).args(&args).arg("-o").arg(d.join("x.png")).output().unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--grid"), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = tessera().arg("stitch").arg(&dir).args(["--grid", "3x3", "--positions"]).arg(&csv).arg("-o").arg(d.join("x.png")).output().unwrap();
+    assert!(!o.status.success());
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,260 @@
+//! Where a stitching run reads its frames: the files the inputs name (files, directories in
+//! natural order, glob patterns) or the pages of a multi-page TIFF, decoded when the run
+//! asks for them (kept in a bounded cache), as `tessera stitch` and the Python package's
+//! `stitch` read them.
+//! A file that does not decode is not an error here: the run skips that frame with the
+//! decoder's message and goes on.
+
+use crate::stitch::{Frame, FrameRecord, FrameSource};
+use crate::AnyImage;
+use anyhow::{bail, Context, Result};
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Image files, decoded on demand.
+pub struct Files(pub Vec<PathBuf>);
+
+impl FrameSource for Files {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+        load(self.0.get(i).ok_or_else(|| format!("no frame {i}"))?)
+    }
+}
+
+/// An image file as a frame, or the decoder's message.
+pub fn load(path: &Path) -> Result<Frame<'static>, String> {
+    crate::io::load(path).map(Frame::Image).map_err(|e| format!("{e:#}"))
+}
+
+/// The pages of a multi-page TIFF, each decoded on demand.
+pub struct TiffPages {
+    pub path: PathBuf,
+    pub pages: usize,
+}
+
+impl FrameSource for TiffPages {
+    fn len(&self) -> usize {
+        self.pages
+    }
+    fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+        crate::io::load_tiff_page(&self.path, i).map(Frame::Image).map_err(|e| format!("{e:#}"))
+    }
+}
+
+/// A source whose frames are made on each read (decoded, cut), with the frames it made kept
+/// while they fit in `budget` bytes: a short sequence is decoded once, a long one keeps a
+/// bounded amount of memory and decodes the rest again when the composite pastes them.
+pub struct Cached<S> {
+    inner: S,
+    kept: RefCell<Vec<Option<Arc<AnyImage>>>>,
+    used: Cell<usize>,
+    budget: usize,
+}
+
+impl<S: FrameSource> Cached<S> {
+    pub fn new(inner: S, budget: usize) -> Self {
+        Cached { inner, kept: RefCell::new(Vec::new()), used: Cell::new(0), budget }
+    }
+}
+
+impl<S: FrameSource> FrameSource for Cached<S> {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+        if let Some(Some(f)) = self.kept.borrow().get(i) {
+            return Ok(Frame::Shared(Arc::clone(f)));
+        }
+        let made = match self.inner.frame(i)? {
+            Frame::Image(img) => Arc::new(img),
+            other => return Ok(other),
+        };
+        let bytes = image_bytes(&made);
+        if self.used.get() + bytes <= self.budget {
+            self.used.set(self.used.get() + bytes);
+            // Grown on demand: a live source's length is not known up front.
+            let mut kept = self.kept.borrow_mut();
+            if kept.len() <= i {
+                kept.resize(i + 1, None);
+            }
+            kept[i] = Some(Arc::clone(&made));
+        }
+        Ok(Frame::Shared(made))
+    }
+    fn recorded(&self, records: &[FrameRecord]) {
+        self.inner.recorded(records)
+    }
+    fn ready(&self) -> usize {
+        self.inner.ready()
+    }
+}
+
+fn image_bytes(img: &AnyImage) -> usize {
+    let (w, h) = img.size();
+    let per_pixel = match img {
+        AnyImage::U8(_) => 1,
+        AnyImage::U16(_) => 2,
+        AnyImage::U32(_) | AnyImage::F32(_) | AnyImage::Rgba8(_) => 4,
+    };
+    w * h * per_pixel
+}
+
+/// The frames the inputs name, as a source the run reads on demand, and a label per frame
+/// (file name, or file name and page): one multi-page TIFF gives its pages, otherwise one
+/// frame per file; each decoded when the run needs it and kept in a cache of `cache_bytes`.
+pub fn frame_source(files: &[PathBuf], cache_bytes: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
+    if let [one] = files {
+        let pages = if crate::io::is_tiff(one) { crate::io::tiff_pages(one)? } else { 1 };
+        if pages > 1 {
+            let labels = (0..pages).map(|i| format!("{}#{i}", one.display())).collect();
+            let source = TiffPages { path: one.clone(), pages };
+            return Ok((Box::new(Cached::new(source, cache_bytes)), labels));
+        }
+    }
+    let labels = files.iter().map(|f| f.display().to_string()).collect();
+    Ok((Box::new(Cached::new(Files(files.to_vec()), cache_bytes)), labels))
+}
+
+/// Natural order: digit runs compare as numbers ("f2" < "f10").
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut x, mut y) = (a.chars().peekable(), b.chars().peekable());
+    loop {
+        match (x.peek().copied(), y.peek().copied()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, _) => return std::cmp::Ordering::Less,
+            (_, None) => return std::cmp::Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let take = |it: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+                    let mut s = String::new();
+                    while let Some(c) = it.peek().copied().filter(char::is_ascii_digit) {
+                        s.push(c);
+                        it.next();
+                    }
+                    s
+                };
+                let (p, q) = (take(&mut x), take(&mut y));
+                let (pt, qt) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                let o = pt.len().cmp(&qt.len()).then_with(|| pt.cmp(qt)).then_with(|| p.len().cmp(&q.len()));
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(&d);
+                }
+                x.next();
+                y.next();
+            }
+        }
+    }
+}
+
+/// `*` and `?` wildcard match of a whole file name.
+fn wildcard(pattern: &[char], name: &[char]) -> bool {
+    match (pattern.first(), name.first()) {
+        (None, None) => true,
+        (Some('*'), _) => wildcard(&pattern[1..], name) || (!name.is_empty() && wildcard(pattern, &name[1..])),
+        (Some('?'), Some(_)) => wildcard(&pattern[1..], &name[1..]),
+        (Some(p), Some(n)) if p == n => wildcard(&pattern[1..], &name[1..]),
+        _ => false,
+    }
+}
+
+const IMAGE_EXTENSIONS: [&str; 8] = ["png", "tif", "tiff", "jpg", "jpeg", "pgm", "ppm", "pnm"];
+
+/// Whether a file's extension is one the decoders read (PNG, TIFF, JPEG, PGM/PPM/PNM).
+pub fn is_image_name(p: &Path) -> bool {
+    p.extension().and_then(|e| e.to_str()).is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+fn sorted_files(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && keep(p))
+        .collect();
+    files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
+    Ok(files)
+}
+
+/// The frame files the inputs name: files as given, directories (their image files in
+/// natural order), and glob patterns in the last path component (`*`, `?`).
+pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let s = input.to_string_lossy();
+        if input.is_dir() {
+            let files = sorted_files(input, is_image_name)?;
+            if files.is_empty() {
+                bail!("directory {} holds no image files ({})", input.display(), IMAGE_EXTENSIONS.join(", "));
+            }
+            out.extend(files);
+        } else if !input.exists() && (s.contains('*') || s.contains('?')) {
+            let dir = input.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let pattern: Vec<char> = input.file_name().map(|n| n.to_string_lossy().chars().collect()).unwrap_or_default();
+            let files = sorted_files(dir, |p| {
+                p.file_name().is_some_and(|n| wildcard(&pattern, &n.to_string_lossy().chars().collect::<Vec<_>>()))
+            })?;
+            if files.is_empty() {
+                bail!("pattern {} matches no file", input.display());
+            }
+            out.extend(files);
+        } else if input.exists() {
+            out.push(input.clone());
+        } else {
+            bail!("{}: no such file or directory", input.display());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Image;
+
+    #[test]
+    fn natural_order() {
+        let mut v = vec!["f10.png", "f2.png", "f1.png", "f02.png", "g.png", "f100.png"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["f1.png", "f2.png", "f02.png", "f10.png", "f100.png", "g.png"]);
+    }
+
+    #[test]
+    fn wildcards() {
+        let m = |p: &str, n: &str| wildcard(&p.chars().collect::<Vec<_>>(), &n.chars().collect::<Vec<_>>());
+        assert!(m("*.png", "a.png") && m("f??.tif", "f01.tif") && m("*", "") && m("a*b*c", "aXXbYc"));
+        assert!(!m("*.png", "a.tif") && !m("f?.tif", "f01.tif") && !m("a*b", "ac"));
+    }
+
+    /// Counts the frames it makes.
+    struct Counting(Cell<usize>);
+
+    impl FrameSource for Counting {
+        fn len(&self) -> usize {
+            4
+        }
+        fn frame(&self, _: usize) -> Result<Frame<'_>, String> {
+            self.0.set(self.0.get() + 1);
+            Ok(Frame::Image(AnyImage::U8(Image::filled(10, 10, 1).unwrap())))
+        }
+    }
+
+    #[test]
+    fn the_cache_keeps_what_fits_and_makes_the_rest_again() {
+        // Room for two 100-byte frames.
+        let c = Cached::new(Counting(Cell::new(0)), 250);
+        for _ in 0..2 {
+            for i in 0..4 {
+                let f = c.frame(i).unwrap();
+                assert_eq!(f.view().unwrap().size(), (10, 10));
+            }
+        }
+        assert_eq!(c.inner.0.get(), 4 + 2);
+        assert_eq!(c.used.get(), 200);
+    }
+}
