@@ -46,9 +46,18 @@ pub fn read_positions(path: &Path, pixel_size: Option<f64>) -> Result<Vec<(f64, 
 
 /// The grid run: register, solve, composite, report.
 pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
-    let first = (0..source.len()).find_map(|i| source.frame(i).ok()).ok_or_else(|| anyhow!("no tile could be read"))?;
-    let like = first.view().map_err(|e| anyhow!(e))?;
-    let tile = like.size();
+    // The nominal grid's tile size: the shape the first two usable tiles share (one odd
+    // first tile must not set it), else the first usable tile's.
+    let (mut first, mut previous, mut shared) = (None, None, None);
+    for shape in (0..source.len()).filter_map(|i| tessera::stitch::tile_shape(source, i).ok()) {
+        first = first.or(Some(shape));
+        if previous == Some(shape) {
+            shared = Some(shape);
+            break;
+        }
+        previous = Some(shape);
+    }
+    let tile = shared.or(first).ok_or_else(|| anyhow!("no tile could be read"))?.size;
     let nominal = match (&a.grid, &a.positions) {
         (Some(g), None) => {
             let (cols, rows) = parse_grid(g)?;
@@ -71,6 +80,11 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
     let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
     let poses: Vec<_> = placed.iter().map(|p| p.map(tessera::stitch::Similarity::translation)).collect();
+    // The composite takes the size and type of the tiles the registration kept (the
+    // majority's), from the first of them.
+    let kept = mosaic.tiles.iter().find(|t| t.unreadable.is_none()).ok_or_else(|| anyhow!("no tile could be used"))?;
+    let first = source.frame(kept.index).map_err(|e| anyhow!("tile {} could not be read again: {e}", kept.index))?;
+    let like = first.view().map_err(|e| anyhow!(e))?;
     let written = tessera::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;

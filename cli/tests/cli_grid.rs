@@ -96,3 +96,41 @@ fn the_command_line_stitches_a_grid_and_a_positions_file() {
     assert!(!o.status.success());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A 100 x 100 first tile among 180 x 150 tiles: left out with its reason, every other tile
+/// registered and composited (the odd first tile once set the grid's size and type, and
+/// the mosaic was that tile alone).
+#[test]
+fn an_odd_first_tile_is_left_out_not_the_grid() {
+    let src = photo("gravel");
+    let (_, truth) = layout(4, 30.0);
+    let mut tiles: Vec<AnyImage> = render(&src, &truth, TILE, &Conditions::default(), 8).into_iter().map(AnyImage::U8).collect();
+    tiles[0] = AnyImage::U8(Image::filled(100, 100, 90).unwrap());
+    let d = temp_dir("tessera-grid", "odd-first");
+    let dir = d.join("tiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, t) in tiles.iter().enumerate() {
+        tessera::io::save(t, &dir.join(format!("tile_{i:02}.png"))).unwrap();
+    }
+    let rep = d.join("grid.json");
+    let o = tessera()
+        .arg("stitch")
+        .arg(&dir)
+        .args(["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--backend", "cpu", "-o"])
+        .arg(d.join("mosaic.png"))
+        .arg("--report")
+        .arg(&rep)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&rep);
+    let frames = r["frames"].as_array().unwrap();
+    assert_ne!(frames[0]["status"], "ok", "{}", frames[0]);
+    assert!(frames[0].to_string().contains("100x100"), "{}", frames[0]);
+    for f in &frames[1..] {
+        assert_eq!(f["status"], "ok", "{f}");
+    }
+    let mosaic = tessera::io::load(&d.join("mosaic.png")).unwrap();
+    assert!(mosaic.size().0 > 2 * TILE.0 && mosaic.size().1 > 2 * TILE.1, "{:?}", mosaic.size());
+    let _ = std::fs::remove_dir_all(&d);
+}
