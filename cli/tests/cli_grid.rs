@@ -32,17 +32,13 @@ fn report(path: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-#[test]
-fn the_command_line_stitches_a_grid_and_a_positions_file() {
-    let src = photo("gravel");
-    let (nominal, truth) = layout(4, 30.0);
-    let mut tiles = render(&src, &truth, TILE, &Conditions::default(), 8);
-    tiles[4] = Image::filled(TILE.0, TILE.1, 90).unwrap();
-    let d = temp_dir("tessera-grid", "cli");
+/// Writes `tiles` as `tile_NN.png` into `d/tiles` and stitches them as a 3 x 3 snake-row
+/// grid overlapping by 25 % into `d/mosaic.png`; returns the tile folder and the report.
+fn stitch_grid(tiles: &[AnyImage], d: &std::path::Path) -> (std::path::PathBuf, Value) {
     let dir = d.join("tiles");
     std::fs::create_dir_all(&dir).unwrap();
     for (i, t) in tiles.iter().enumerate() {
-        tessera::io::save(&AnyImage::U8(t.clone()), &dir.join(format!("tile_{i:02}.png"))).unwrap();
+        tessera::io::save(t, &dir.join(format!("tile_{i:02}.png"))).unwrap();
     }
     let rep = d.join("grid.json");
     let o = tessera()
@@ -55,7 +51,17 @@ fn the_command_line_stitches_a_grid_and_a_positions_file() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = report(&rep);
+    (dir, report(&rep))
+}
+
+#[test]
+fn the_command_line_stitches_a_grid_and_a_positions_file() {
+    let src = photo("gravel");
+    let (nominal, truth) = layout(4, 30.0);
+    let mut tiles: Vec<AnyImage> = render(&src, &truth, TILE, &Conditions::default(), 8).into_iter().map(AnyImage::U8).collect();
+    tiles[4] = AnyImage::U8(Image::filled(TILE.0, TILE.1, 90).unwrap());
+    let d = temp_dir("tessera-grid", "cli");
+    let (dir, r) = stitch_grid(&tiles, &d);
     let frames = r["frames"].as_array().unwrap();
     assert_eq!((frames.len(), r["pairs"].as_array().unwrap().len()), (9, 12));
     for f in frames {
@@ -107,23 +113,7 @@ fn an_odd_first_tile_is_left_out_not_the_grid() {
     let mut tiles: Vec<AnyImage> = render(&src, &truth, TILE, &Conditions::default(), 8).into_iter().map(AnyImage::U8).collect();
     tiles[0] = AnyImage::U8(Image::filled(100, 100, 90).unwrap());
     let d = temp_dir("tessera-grid", "odd-first");
-    let dir = d.join("tiles");
-    std::fs::create_dir_all(&dir).unwrap();
-    for (i, t) in tiles.iter().enumerate() {
-        tessera::io::save(t, &dir.join(format!("tile_{i:02}.png"))).unwrap();
-    }
-    let rep = d.join("grid.json");
-    let o = tessera()
-        .arg("stitch")
-        .arg(&dir)
-        .args(["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--backend", "cpu", "-o"])
-        .arg(d.join("mosaic.png"))
-        .arg("--report")
-        .arg(&rep)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = report(&rep);
+    let (_, r) = stitch_grid(&tiles, &d);
     let frames = r["frames"].as_array().unwrap();
     assert_ne!(frames[0]["status"], "ok", "{}", frames[0]);
     assert!(frames[0].to_string().contains("100x100"), "{}", frames[0]);
