@@ -74,9 +74,9 @@ impl Op for GridRun {
 /// 0 or less: no such bound) and the core's `MAX_CANVAS` pixels. Otherwise, or always when
 /// `force`, and when `ome` (a path) is not null, it is composited in strips and streamed to
 /// a pyramidal OME-TIFF at `ome` with `omeTile`-pixel tiles, as `tessera stitch --grid ...
-/// -o FILE.ome.tif` does (the library's `large::write_composite`, as the command line), and the result holds the
-/// largest level of that pyramid that fits ([`crate::level`]). Without `ome`, a mosaic
-/// beyond `MAX_CANVAS` is an error that prints the command line.
+/// -o FILE.ome.tif` does (the library's `large::write_composite`, the command line's too),
+/// and the result holds the largest level of that pyramid that fits ([`crate::level`]).
+/// Without `ome`, a mosaic beyond `MAX_CANVAS` is an error that prints the command line.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
@@ -145,10 +145,10 @@ struct Streamed {
 }
 
 /// Composites the tiles at `poses` in strips and streams them to the pyramidal OME-TIFF
-/// `path` (the library's `large::write_composite`, as the command line), keeping in memory the largest level of at
-/// most `limit` pixels (the smallest level when none is that small). Progress counts mosaic
-/// rows; a cancelled or failed run removes the incomplete file (never a file it did not
-/// begin to write).
+/// `path` (the library's `large::write_composite`, the command line's too), keeping in
+/// memory the largest level of at most `limit` pixels (the smallest level when none is
+/// that small). Progress counts mosaic rows; a cancelled or failed run removes the
+/// incomplete file (never a file it did not begin to write).
 #[allow(clippy::too_many_arguments)]
 fn stream(
     env: &mut Env<'_>,

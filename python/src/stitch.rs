@@ -157,7 +157,7 @@ pub fn register_pair<'py>(
 }
 }
 
-/// What `stitch` was given: frame files (after the CLI's resolution of directories and
+/// What `stitch` was given: frame files (after the library's resolution of directories and
 /// patterns) or arrays.
 enum Frames<'py> {
     Files(Vec<PathBuf>),
