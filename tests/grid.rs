@@ -7,24 +7,10 @@
 
 mod common;
 
-use common::footage::{enlarged, photo, render, Conditions};
+use common::footage::{enlarged, layout, photo, render, Conditions, TILE};
 use tessera::stitch::{grid_positions, register_tiles, Corner, GridParams, InMemory, TileOrder};
 use tessera::stitch::SplitMix64;
 use tessera::{AnyView, Image, Parallelism, Rgba8};
-
-const TILE: (usize, usize) = (180, 150);
-
-/// Nominal corners of a 3 x 3 snake-row grid overlapping by 25 %, and the true corners in
-/// the photograph (`inset` px in, each off by up to 5 % of a tile, subpixel).
-fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
-    let nominal = grid_positions(3, 3, TILE, 0.25, TileOrder::SnakeRow, Corner::TopLeft).unwrap();
-    let mut rng = SplitMix64::new(seed);
-    let truth = nominal
-        .iter()
-        .map(|q| (q.0 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.0 as f64, q.1 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.1 as f64))
-        .collect();
-    (nominal, truth)
-}
 
 fn go_on(_: usize) -> std::ops::ControlFlow<()> {
     std::ops::ControlFlow::Continue(())

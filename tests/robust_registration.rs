@@ -180,16 +180,22 @@ fn refining_every_pair_is_more_precise() {
 /// for 24 frames (45 degrees in all). The accuracy targets with roll: at least 95 % of the
 /// frames registered, mean frame-centre error at most 0.5 px, no frame reported `ok` more
 /// than 2 px from the truth; and the reported angles within 0.15 degrees.
+/// The rolling sweep of `frames` frames cut from photograph `name` (the `k`-th of its
+/// table), turning `roll` degrees a frame, and its true poses relative to frame 0.
+fn rolling_footage(name: &str, k: u64, frames: usize, roll: f64) -> (Vec<Image<u8>>, Vec<Similarity>) {
+    let src = photo(name);
+    let poses = rolling(frames, src.size(), (200, 160), 3.0, roll.to_radians(), 31 + k);
+    let images = render_posed(&src, &poses, (200, 160), &Conditions::default(), 5 + k);
+    (images, poses.iter().map(|q| poses[0].inverse().then(q)).collect())
+}
+
 #[test]
 fn rolling_sweeps_register_with_the_defaults() {
     let p = StitchParams { quality: false, ..Default::default() };
     let mut failures = Vec::new();
     for (roll, frames) in [(0.4f64, 40), (1.9, 24)] {
         for (k, name) in ["ihc", "coffee", "camera", "gravel", "grass", "astronaut"].iter().enumerate() {
-            let src = photo(name);
-            let poses = rolling(frames, src.size(), (200, 160), 3.0, roll.to_radians(), 31 + k as u64);
-            let images = render_posed(&src, &poses, (200, 160), &Conditions::default(), 5 + k as u64);
-            let truth: Vec<Similarity> = poses.iter().map(|q| poses[0].inverse().then(q)).collect();
+            let (images, truth) = rolling_footage(name, k as u64, frames, roll);
             let (s, recs) = run_posed(&images, &truth, &p);
             let angle_error = recs.iter().filter(|r| r.is_ok()).map(|r| (r.angle - truth[r.index].angle).abs().to_degrees()).fold(0.0, f64::max);
             println!("roll {roll:3} {name:10} {s:?} worst angle error {angle_error:.3} deg, total roll {:.1} deg", truth[frames - 1].angle.to_degrees());
@@ -395,10 +401,7 @@ fn table() {
     }
     for (roll, frames) in [(0.4f64, 40), (1.9, 24)] {
         for (k, name) in ["ihc", "coffee", "camera", "gravel", "grass", "astronaut"].iter().enumerate() {
-            let src = photo(name);
-            let poses = rolling(frames, src.size(), (200, 160), 3.0, roll.to_radians(), 31 + k as u64);
-            let images = render_posed(&src, &poses, (200, 160), &Conditions::default(), 5 + k as u64);
-            let truth: Vec<Similarity> = poses.iter().map(|q| poses[0].inverse().then(q)).collect();
+            let (images, truth) = rolling_footage(name, k as u64, frames, roll);
             let scores: Vec<Score> = motions.iter().map(|&m| run_posed(&images, &truth, &params(m)).0).collect();
             println!("{:18} {:10} {:38} | {}", format!("roll {roll} deg/frame"), name, line(&scores[0]), line(&scores[1]));
         }

@@ -4,19 +4,9 @@
 
 mod common;
 
-use common::shared_data;
+use common::{rng, shared_data};
 use tessera_core::filter::BoxParams;
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Error, Image, Parallelism, Rgba8};
-
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
 
 /// One image of each pixel type, `w x h`, random over the type's range (f32: -1000..1000
 /// with fractions), inside a wider buffer so the views are strided.

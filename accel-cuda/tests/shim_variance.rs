@@ -5,18 +5,10 @@
 
 mod common;
 
+use common::rng;
+
 use tessera_core::variance::{VarianceKernel, VarianceMethod, VarianceParams};
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Image, Parallelism, Rgba8};
-
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
 
 fn typed(w: usize, h: usize, seed: u64) -> [AnyImage; 4] {
     let mut r = rng(seed);

@@ -7,26 +7,11 @@
 mod common;
 mod repo;
 
-use common::footage::{render, Conditions};
+use common::footage::{layout, render, Conditions, TILE};
 use common::{temp_dir, tessera};
 use repo::photo;
 use serde_json::Value;
-use tessera::stitch::{grid_positions, Corner, SplitMix64, TileOrder};
 use tessera::{AnyImage, Image};
-
-const TILE: (usize, usize) = (180, 150);
-
-/// Nominal corners of a 3 x 3 snake-row grid overlapping by 25 %, and the true corners in
-/// the photograph (`inset` px in, each off by up to 5 % of a tile, subpixel).
-fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
-    let nominal = grid_positions(3, 3, TILE, 0.25, TileOrder::SnakeRow, Corner::TopLeft).unwrap();
-    let mut rng = SplitMix64::new(seed);
-    let truth = nominal
-        .iter()
-        .map(|q| (q.0 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.0 as f64, q.1 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.1 as f64))
-        .collect();
-    (nominal, truth)
-}
 
 fn report(path: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

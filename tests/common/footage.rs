@@ -237,3 +237,19 @@ pub fn enlarged(src: &Image<f32>, factor: f64) -> Image<f32> {
     })
     .unwrap()
 }
+
+/// The tile of the grid tests (3 x 3 grids cut from the photographs).
+pub const TILE: (usize, usize) = (180, 150);
+
+/// Nominal corners of a 3 x 3 snake-row grid of [`TILE`]s overlapping by 25 %, and the true
+/// corners in the photograph (`inset` px in, each off by up to 5 % of a tile, subpixel).
+pub fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    use tessera::stitch::{grid_positions, Corner, SplitMix64, TileOrder};
+    let nominal = grid_positions(3, 3, TILE, 0.25, TileOrder::SnakeRow, Corner::TopLeft).unwrap();
+    let mut rng = SplitMix64::new(seed);
+    let truth = nominal
+        .iter()
+        .map(|q| (q.0 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.0 as f64, q.1 + inset + (rng.uniform() * 2.0 - 1.0) * 0.05 * TILE.1 as f64))
+        .collect();
+    (nominal, truth)
+}
