@@ -73,24 +73,13 @@ pub fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
 /// Composites the frames of `source` at `poses` (in frame-0 coordinates; `None`: left
 /// out) with `blend`, `like` giving their type and size, and writes the result to
 /// `output`, or, when the canvas is over the budget and `output` is not an OME-TIFF, to
-/// `output` with its extension replaced by `.ome.tif` (said on stdout).
+/// `output` with its extension replaced by `.ome.tif` (said on stdout). `on_strip` sees
+/// each composited strip and its first canvas row once it is written (the whole canvas,
+/// row 0, when it is composited at once; `&mut |_, _| Ok(())` to ignore them); an error
+/// from it stops the run and is returned, the file left incomplete: the ImageJ plugin keeps
+/// a pyramid level in memory this way and cancels on Esc.
 /// Errors: no position, an unwritable output, a frame that cannot be read again.
 pub fn write_composite(
-    source: &dyn FrameSource,
-    like: &AnyView<'_>,
-    poses: &[Option<Similarity>],
-    blend: Blend,
-    output: &Path,
-    opts: &OutputOptions,
-) -> Result<Written> {
-    write_composite_observed(source, like, poses, blend, output, opts, &mut |_, _| Ok(()))
-}
-
-/// [`write_composite`], showing `on_strip` each composited strip and its first canvas row
-/// once it is written (the whole canvas, row 0, when it is composited at once). An error
-/// from `on_strip` stops the run and is returned, the file left incomplete: the ImageJ
-/// plugin keeps a pyramid level in memory this way and cancels on Esc.
-pub fn write_composite_observed(
     source: &dyn FrameSource,
     like: &AnyView<'_>,
     poses: &[Option<Similarity>],

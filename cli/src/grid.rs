@@ -85,7 +85,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     let kept = mosaic.tiles.iter().find(|t| t.unreadable.is_none()).ok_or_else(|| anyhow!("no tile could be used"))?;
     let first = source.frame(kept.index).map_err(|e| anyhow!("tile {} could not be read again: {e}", kept.index))?;
     let like = first.view().map_err(|e| anyhow!(e))?;
-    let written = tessera::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a))?;
+    let written = tessera::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a), &mut |_, _| Ok(()))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
     let accepted = mosaic.pairs.iter().filter(|q| q.shift.is_some()).count();

@@ -352,7 +352,7 @@ pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, 
     let poses: Vec<_> = frames.iter().map(|r| r.pose()).collect();
     let first = (0..poses.len()).find(|&i| poses[i].is_some()).and_then(|i| source.frame(i).ok());
     let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
-    let written = large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a))?;
+    let written = large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a), &mut |_, _| Ok(()))?;
     let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
     Ok((Panorama { canvas, frames, reference }, written))
 }

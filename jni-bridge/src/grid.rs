@@ -19,7 +19,7 @@ use crate::level::Level;
 use jni::sys::{jboolean, jint, jlong};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use tessera::large::{default_max_mem_mib, write_composite_observed, OutputOptions, MAX_STREAMED_CANVAS};
+use tessera::large::{default_max_mem_mib, write_composite, OutputOptions, MAX_STREAMED_CANVAS};
 use tessera::ome_tiff::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
@@ -177,7 +177,7 @@ fn stream(
                 ControlFlow::Break(()) => Err(tessera_core::Error::Cancelled.into()),
             }
         };
-        match write_composite_observed(source, like, poses, run.blend, path, &opts, &mut on_strip) {
+        match write_composite(source, like, poses, run.blend, path, &opts, &mut on_strip) {
             Ok(w) => Ok(Some(w)),
             Err(e) if matches!(e.downcast_ref::<tessera_core::Error>(), Some(tessera_core::Error::Cancelled)) => Err(tessera_core::Error::Cancelled),
             Err(e) => {

@@ -19,15 +19,8 @@ use crate::cpu::multiversion;
 /// One 1-D box pass (see [`super::LinePass`]) of `2r + 1` samples in base `BASE`: on return
 /// the first `(n - 2r) * lanes` entries of `m`, `v` hold the statistics of the window
 /// `[pos, pos + 2r]`, centred at `pos + r`.
-pub(crate) fn box_pass<const BASE: usize>(
-    m: &mut alloc::vec::Vec<f32>,
-    v: &mut alloc::vec::Vec<f32>,
-    tm: &mut alloc::vec::Vec<f32>,
-    tv: &mut alloc::vec::Vec<f32>,
-    n: usize,
-    lanes: usize,
-    r: usize,
-) {
+pub(crate) fn box_pass<const BASE: usize>(s: &mut super::LineStats, n: usize, lanes: usize, r: usize) {
+    let super::LineStats { m, v, tm, tv } = s;
     let total = 2 * r + 1;
     // `m`, `v`: the current level, blocks of `width` samples at every position that fits;
     // `tm`, `tv`: the window so far, `joined` samples from every position that fits.

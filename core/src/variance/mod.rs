@@ -538,11 +538,20 @@ pub(crate) fn per_row(dst: ImageViewMut<'_, f32>, par: Parallelism, row_fn: impl
 /// Columns per strip of the vertical pass of the separable O(log N) methods.
 const STRIP: usize = 64;
 
+/// The statistics a [`LinePass`] works on: `n` positions of `lanes` parallel lines stored
+/// position-major (`m[pos * lanes + lane]`, means; `v` variances, i.e. M2 / n), and `tm`,
+/// `tv`, scratch of the same length.
+pub(crate) struct LineStats {
+    pub m: Vec<f32>,
+    pub v: Vec<f32>,
+    pub tm: Vec<f32>,
+    pub tv: Vec<f32>,
+}
+
 /// One-dimensional pass of a separable O(log N) method over `n` positions of `lanes`
-/// parallel lines stored position-major (`m[pos * lanes + lane]`, means; `v` variances,
-/// i.e. M2 / n): on return the first `(n - 2R) * lanes` entries hold the statistics of the
-/// 1-D tent centred at position `pos + R`. `tm`, `tv` are scratch of the same length.
-pub(crate) type LinePass = fn(m: &mut Vec<f32>, v: &mut Vec<f32>, tm: &mut Vec<f32>, tv: &mut Vec<f32>, n: usize, lanes: usize, r: usize);
+/// parallel lines ([`LineStats`]): on return the first `(n - 2R) * lanes` entries hold the
+/// statistics of the 1-D kernel centred at position `pos + R`.
+pub(crate) type LinePass = fn(s: &mut LineStats, n: usize, lanes: usize, r: usize);
 
 /// Kernel separation for `Pairwise` and `Threewise`: a horizontal pass over every padded
 /// row (starting from mean = pixel, variance = 0), then a vertical pass over strips of
@@ -555,17 +564,16 @@ pub(crate) fn separable_log(src: &Padded, dst: ImageViewMut<'_, f32>, r: usize, 
     let mut hs = Image::<f32>::from_vec(2 * w, ph, vec![0.0; 2 * w * ph])?;
     for_each_band(hs.view_mut(), par, 8, |y0, mut band| {
         let n = src.width;
-        let (mut m, mut v) = (Vec::with_capacity(n), vec![0.0f32; n]);
-        let (mut tm, mut tv) = (vec![0.0f32; n], vec![0.0f32; n]);
+        let mut s = LineStats { m: Vec::with_capacity(n), v: vec![0.0f32; n], tm: vec![0.0f32; n], tv: vec![0.0f32; n] };
         for i in 0..band.height() {
-            m.clear();
-            m.extend_from_slice(src.row(y0 + i));
-            v.clear();
-            v.resize(n, 0.0);
-            pass(&mut m, &mut v, &mut tm, &mut tv, n, 1, r);
+            s.m.clear();
+            s.m.extend_from_slice(src.row(y0 + i));
+            s.v.clear();
+            s.v.resize(n, 0.0);
+            pass(&mut s, n, 1, r);
             let out = band.row_mut(i);
-            out[..w].copy_from_slice(&m[..w]);
-            out[w..].copy_from_slice(&v[..w]);
+            out[..w].copy_from_slice(&s.m[..w]);
+            out[w..].copy_from_slice(&s.v[..w]);
         }
     });
     // Vertical pass per strip of columns; each strip's variances come back strip-major.
@@ -575,16 +583,15 @@ pub(crate) fn separable_log(src: &Padded, dst: ImageViewMut<'_, f32>, r: usize, 
         let c0 = s * STRIP;
         let sw = STRIP.min(w - c0);
         let len = ph * sw;
-        let (mut m, mut v) = (vec![0.0f32; len], vec![0.0f32; len]);
-        let (mut tm, mut tv) = (vec![0.0f32; len], vec![0.0f32; len]);
+        let mut s = LineStats { m: vec![0.0f32; len], v: vec![0.0f32; len], tm: vec![0.0f32; len], tv: vec![0.0f32; len] };
         for y in 0..ph {
             let row = hs.row(y);
-            m[y * sw..(y + 1) * sw].copy_from_slice(&row[c0..c0 + sw]);
-            v[y * sw..(y + 1) * sw].copy_from_slice(&row[w + c0..w + c0 + sw]);
+            s.m[y * sw..(y + 1) * sw].copy_from_slice(&row[c0..c0 + sw]);
+            s.v[y * sw..(y + 1) * sw].copy_from_slice(&row[w + c0..w + c0 + sw]);
         }
-        pass(&mut m, &mut v, &mut tm, &mut tv, ph, sw, r);
-        v.truncate(h * sw);
-        v
+        pass(&mut s, ph, sw, r);
+        s.v.truncate(h * sw);
+        s.v
     });
     for_each_band(dst, par, 16, |y0, mut band| {
         for i in 0..band.height() {

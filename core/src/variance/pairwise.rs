@@ -42,15 +42,8 @@ multiversion! {
 /// One 1-D tent pass (see [`super::LinePass`]): for each `d = 1, 2, ..., 2^(k-1)`, two
 /// pairwise merges at distance `d`; each shrinks the valid positions by `d`, `2R` in all,
 /// and output position `p` is centred at input position `p + R`.
-pub(crate) fn tent_pass(
-    m: &mut alloc::vec::Vec<f32>,
-    v: &mut alloc::vec::Vec<f32>,
-    tm: &mut alloc::vec::Vec<f32>,
-    tv: &mut alloc::vec::Vec<f32>,
-    n: usize,
-    lanes: usize,
-    r: usize,
-) {
+pub(crate) fn tent_pass(s: &mut super::LineStats, n: usize, lanes: usize, r: usize) {
+    let super::LineStats { m, v, tm, tv } = s;
     let mut len = n;
     let mut d = 1;
     while d <= r {

@@ -83,15 +83,8 @@ multiversion! {
 
 /// One 1-D tent pass (see [`super::LinePass`]): `k` three-way steps with dilation
 /// `d = 2^s`; each shrinks the valid positions by `d` on both sides, `2R` in all.
-pub(crate) fn tent_pass(
-    m: &mut alloc::vec::Vec<f32>,
-    v: &mut alloc::vec::Vec<f32>,
-    tm: &mut alloc::vec::Vec<f32>,
-    tv: &mut alloc::vec::Vec<f32>,
-    n: usize,
-    lanes: usize,
-    r: usize,
-) {
+pub(crate) fn tent_pass(s: &mut super::LineStats, n: usize, lanes: usize, r: usize) {
+    let super::LineStats { m, v, tm, tv } = s;
     let mut len = n;
     let mut d = 1;
     while d <= r {
