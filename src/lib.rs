@@ -17,4 +17,11 @@ pub mod options;
 pub mod report;
 pub mod stereo;
 
-pub use tessera_cuda::open_backend;
+/// Opens the backend `choice` names: the CPU backend with `parallelism`, or the CUDA
+/// backend ([`tessera_cuda::open`]). `auto` without a usable GPU gives the CPU backend and
+/// the reason in [`Opened::fallback`]; `cuda` without one is
+/// [`Error::BackendUnavailable`]. Every face opens its backend here; a new backend is a
+/// [`BackendChoice`] and a line below.
+pub fn open_backend(choice: BackendChoice, parallelism: Parallelism) -> Result<Opened> {
+    choice.resolve(|| Box::new(CpuBackend::new(parallelism)), tessera_cuda::open)
+}

@@ -10,8 +10,9 @@
 //!   (`shim.rs`, `shim/`), so that CI, which never has a GPU, runs every kernel and every
 //!   launch.
 //!
-//! This crate sees both backends, so it is where a [`BackendChoice`] becomes an opened
-//! backend ([`open_backend`]), for the CLI, the benchmarks and the tests alike.
+//! [`open`] opens the CUDA backend or says why it cannot; choosing among the backends
+//! (`cpu`, `cuda`, `auto` and its fallback) is the library's `tessera::open_backend`, with
+//! the core's `BackendChoice::resolve`.
 
 #[cfg(target_endian = "big")]
 compile_error!("kernel arguments are passed as little-endian words");
@@ -36,7 +37,7 @@ mod variance;
 
 pub use backend::CudaBackend;
 pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
-use tessera_core::{Backend, BackendChoice, CpuBackend, Error, Opened, Parallelism};
+use tessera_core::{Backend, Error};
 
 /// Opens the CUDA backend on device 0: an error saying why where there is no usable GPU
 /// (no driver, no device, a driver older than CUDA 13.0, no NVRTC). Never panics.
@@ -84,9 +85,3 @@ pub fn shim_stitch_counted(
 #[doc(hidden)]
 pub use ncc::StitchCounts;
 
-/// Opens the backend `choice` names: the CPU backend with `parallelism`, or CUDA by
-/// [`open`]. `auto` without a usable GPU gives the CPU backend and the reason in
-/// [`Opened::fallback`]; `cuda` without one is [`Error::BackendUnavailable`].
-pub fn open_backend(choice: BackendChoice, parallelism: Parallelism) -> Result<Opened, Error> {
-    choice.resolve(|| Box::new(CpuBackend::new(parallelism)), open)
-}

@@ -2,7 +2,13 @@
 //! CPU with the reason for `auto`, never a panic. On CI (no driver) the driver's absence is
 //! real; NVRTC's absence is made in a child process that looks for it in an empty place.
 
-use tessera_core::{BackendChoice, Error, Parallelism};
+use tessera_core::{Backend, BackendChoice, CpuBackend, Error, Opened, Parallelism};
+
+/// `choice` opened as the faces open it (`tessera::open_backend`, which this crate cannot
+/// depend on): `BackendChoice::resolve` with the CPU and this crate's `open`.
+fn open_backend(choice: BackendChoice) -> Result<Opened, Error> {
+    choice.resolve(|| Box::new(CpuBackend::new(Parallelism::Sequential)) as Box<dyn Backend>, tessera_cuda::open)
+}
 
 #[test]
 fn without_a_usable_gpu_cuda_is_an_error_and_auto_falls_back_saying_why() {
@@ -11,11 +17,11 @@ fn without_a_usable_gpu_cuda_is_an_error_and_auto_falls_back_saying_why() {
         Err(e) => {
             assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
             assert!(e.to_string().contains("CUDA"), "{e}");
-            let auto = tessera_cuda::open_backend(BackendChoice::Auto, Parallelism::Sequential).unwrap();
+            let auto = open_backend(BackendChoice::Auto).unwrap();
             assert_eq!(auto.backend.name(), "cpu");
             let why = auto.fallback.unwrap();
             assert!(why.contains(&e.to_string()) && why.contains("CPU"), "{why}");
-            let cuda = tessera_cuda::open_backend(BackendChoice::Cuda, Parallelism::Sequential).unwrap_err();
+            let cuda = open_backend(BackendChoice::Cuda).unwrap_err();
             assert_eq!(cuda, e);
         }
     }

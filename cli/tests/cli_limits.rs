@@ -142,7 +142,7 @@ fn stereo_sizes_are_compared_before_decoding() {
     let d = temp_dir("stereo");
     let bomb = d.join("gt.png");
     bomb_png(&bomb, 20_000, 20_000);
-    let cones = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).ancestors().map(|a| a.join("shared/data/stereo/cones")).find(|p| p.is_dir()).unwrap();
+    let cones = common::shared_data().join("stereo/cones");
     // A size mismatch is reported from the headers, before the 400 MB ground truth (or a
     // second image) is decoded: under a 300 MB address-space limit, a message, not a signal.
     for args in [vec!["stereo-eval".into(), cones.join("im2.png"), bomb.clone()], vec!["stereo".into(), cones.join("im2.png"), bomb.clone(), "-o".into(), d.join("d.pfm")]] {

@@ -7,8 +7,8 @@
 //!
 //! Also here, because every face of tessera chooses a backend the same way:
 //! [`BackendChoice`] (the names `cpu`, `cuda`, `auto`) and [`BackendChoice::resolve`], the
-//! one rule for `auto`'s fallback. Opening the backends themselves needs both crates and
-//! lives in `tessera_cuda::open_backend`.
+//! one rule for `auto`'s fallback. Opening the backends themselves needs every backend's
+//! crate and lives in the library the faces stand on (`tessera::open_backend`).
 
 use crate::error::{Error, Result};
 use crate::filter::{BoxParams, GaussianParams};
