@@ -14,7 +14,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera::stereo::{Cost, StereoParams};
-use tessera::stitch::synth::{synth_sequence, SynthParams};
+use tessera::stitch::{synth_sequence, SynthParams};
 use tessera::stitch::{Blend, InMemory, RegisterParams, SearchMethod, StitchParams};
 use tessera::{
     AnyImage, AnyView, AnyViewMut, Backend, Border, ContrastParams, CpuBackend, GlareMode, GlareParams, Image,

@@ -18,7 +18,7 @@ use common::backends;
 use std::ops::ControlFlow;
 use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera::stereo::{self, StereoParams, StereoStats};
-use tessera::stitch::synth::{synth_sequence, SynthParams};
+use tessera::stitch::{synth_sequence, SynthParams};
 use tessera::stitch::{InMemory, RegisterParams, SkipReason, StitchParams};
 use tessera::variance::{local_variance_reference, VarianceKernel, VarianceMethod, VarianceParams};
 use tessera::{AnyImage, AnyView, AnyViewMut, Backend, Border, ContrastParams, GlareParams, Image, Rgba8};

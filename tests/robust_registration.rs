@@ -445,7 +445,7 @@ fn a_turning_sweep_gives_the_same_records_on_one_thread_and_all() {
 /// within 1 px of the truth.
 #[test]
 fn phase_peaks_are_significant_only_for_matches() {
-    use tessera::stitch::coarse::{weighted_candidates, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
+    use tessera::stitch::{weighted_candidates, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
     let candidates = |a: &Spectrum, b: &Spectrum, n: usize| weighted_candidates(a, b, n, Some(FAINT_BAND));
     let spec = |f: &Image<u8>| Spectrum::new(f.view());
     let mut highest_null: f64 = 0.0;
@@ -514,7 +514,7 @@ fn faint_frames_are_linked_to_earlier_faint_frames_and_solved_together() {
 /// frames are skipped and the rest drift (32 of 40 at 0.68 px when measured).
 #[test]
 fn faint_fundus_registers_on_the_whole_overlap() {
-    use tessera::stitch::coarse::SIGNIFICANT_PEAK;
+    use tessera::stitch::SIGNIFICANT_PEAK;
     let case = &CASES[2];
     assert_eq!(case.name, "noise 8");
     let src = photo("retina");

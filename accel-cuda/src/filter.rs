@@ -197,7 +197,7 @@ fn fir<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, T
 }
 
 /// The recursive Gaussian on the device: the core's coefficients
-/// ([`IirCoefficients`](tessera_core::filter::gaussian_iir::IirCoefficients)), margin and edges, the same
+/// ([`IirCoefficients`](tessera_core::filter::IirCoefficients)), margin and edges, the same
 /// f64 recursion in the same order, no fused multiply-adds: identical to the CPU on the
 /// shim (tested bit for bit), the same IEEE operations on the GPU.
 fn gaussian_iir(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
@@ -226,7 +226,7 @@ fn iir<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, T
     let margin = iir_margin(p.sigma, p.border);
     let (tn, hn) = (h + 2 * margin, w + 2 * margin);
     int(lanes.max(tn).max(hn * h * channels), "image size")?;
-    let c = tessera_core::filter::gaussian_iir::IirCoefficients::new(p.sigma);
+    let c = tessera_core::filter::IirCoefficients::new(p.sigma);
     let mut coef = vec![c.gain, c.a[0], c.a[1], c.a[2]];
     coef.extend(c.m.iter().flatten());
     let dcoef = gpu.upload(&coef)?;

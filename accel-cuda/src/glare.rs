@@ -10,9 +10,7 @@
 use crate::device::{args, blocks, int, line_segment, Arg, DevBuf, DevImage, Gpu, Pod};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
-use tessera_core::glare::detect::{finish_spots, quantile};
-use tessera_core::glare::fill::{spots, MARGIN, WEIGHTED_INIT_LIMIT};
-use tessera_core::glare::{GlareMode, GlareParams, GlareReport};
+use tessera_core::glare::{finish_spots, quantile, spots, GlareMode, GlareParams, GlareReport, MARGIN, WEIGHTED_INIT_LIMIT};
 use tessera_core::image::{check_same_size, Pixel};
 use tessera_core::{AnyView, AnyViewMut, Image, ImageView, ImageViewMut, Result, Rgba8};
 

@@ -18,8 +18,7 @@ use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
 use tessera_core::stitch::{
-    register::{gray, luma_storage, Gray},
-    register_pair_with, stitch_frames_into, FrameSource, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, RegisterParams,
+    gray, luma_storage, register_pair_with, Gray, stitch_frames_into, FrameSource, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, RegisterParams,
     SearchMethod, StitchParams,
 };
 use tessera_core::stitch::Blend;

@@ -25,9 +25,7 @@
 use crate::device::{args, blocks, int, Arg, DevBuf, DevicePtr, Gpu};
 use crate::kernels::{Kernel, Module};
 use tessera_core::image::check_same_size;
-use tessera_core::stereo::cost_mi::{hierarchical_table, MiPass};
-use tessera_core::stereo::tiles::tile_bytes;
-use tessera_core::stereo::{budgeted_plan, plan_tiles, Cost, CensusWindow, MiTable, Rect, StereoParams, StereoStats, Tile};
+use tessera_core::stereo::{budgeted_plan, hierarchical_table, tile_bytes, MiPass, plan_tiles, Cost, CensusWindow, MiTable, Rect, StereoParams, StereoStats, Tile};
 use tessera_core::{AnyView, Error, ImageView, ImageViewMut, Result};
 
 const fn kernel(name: &'static str) -> Kernel {

@@ -116,7 +116,7 @@ fn bad_input_is_the_cpus_error() {
 #[test]
 fn stitching_a_sequence_cut_from_cones_gives_the_cpus_panorama() {
     use std::ops::ControlFlow;
-    use tessera_core::stitch::synth::{synth_sequence, SynthParams};
+    use tessera_core::stitch::{synth_sequence, SynthParams};
     use tessera_core::stitch::{InMemory, StitchParams};
     let gpu = tessera_cuda::open_shim();
     let cpu = CpuBackend::new(Parallelism::Sequential);
@@ -153,7 +153,7 @@ mod stitching {
     use super::*;
     use std::cell::RefCell;
     use std::ops::ControlFlow;
-    use tessera_core::stitch::synth::SynthParams;
+    use tessera_core::stitch::SynthParams;
     use tessera_core::stitch::{Blend, Frame, FrameSource, InMemory, StitchParams};
 
     fn go_on(_: usize) -> ControlFlow<()> {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use tessera_core::stereo::tiles::tile_bytes;
+use tessera_core::stereo::tile_bytes;
 use tessera_core::stereo::{Cost, Paths, StereoParams, StereoStats, Tiling};
 use tessera_core::{AnyView, Backend, CpuBackend, Image, Parallelism, Rgba8};
 

@@ -147,7 +147,7 @@ pub struct StitchArgs {
     #[arg(long, value_name = "COLSxROWS", conflicts_with = "positions")]
     pub grid: Option<String>,
     /// Grid mode: overlap of neighbouring tiles, percent of the tile
-    #[arg(long, default_value_t = tessera::stitch::grid::DEFAULT_OVERLAP * 100.0)]
+    #[arg(long, default_value_t = tessera::stitch::DEFAULT_OVERLAP * 100.0)]
     pub overlap: f64,
     /// Grid mode: acquisition order of the tiles
     #[arg(long, value_parser = choice::<TileOrder>(), default_value = TileOrder::default().name())]

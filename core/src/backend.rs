@@ -101,7 +101,6 @@ pub fn type_mismatch(op: &'static str) -> Error {
 
 /// Runs `$body` with `$s` and `$d` bound to same-typed views of a pair, for the four
 /// pixel types; any other combination is a type error naming `$op`.
-#[macro_export]
 macro_rules! same_type {
     ($op:expr, $src:expr, $dst:expr, |$s:ident, $d:ident| $body:expr) => {
         match ($src, $dst) {
@@ -113,6 +112,7 @@ macro_rules! same_type {
         }
     };
 }
+pub(crate) use same_type;
 
 /// Which backend a user asked for, by the name every face of tessera accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -9,7 +9,7 @@ use crate::glare::{self, GlareParams, GlareReport};
 use crate::image::{AnyView, AnyViewMut, ImageView, ImageViewMut};
 use crate::linalg;
 use crate::parallel::Parallelism;
-use crate::same_type;
+use crate::backend::same_type;
 use crate::stereo::{self, StereoParams, StereoStats};
 use crate::stitch::{self, FrameSource, PairRegistration, Panorama, RegisterParams, StitchParams};
 use crate::variance::{self, VarianceParams};

@@ -23,7 +23,7 @@ use tessera::large::{default_max_mem_mib, write_composite, OutputOptions, MAX_ST
 use tessera::ome_tiff::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
-use tessera_core::stitch::grid::DEFAULT_OVERLAP;
+use tessera_core::stitch::DEFAULT_OVERLAP;
 use tessera_core::stitch::{composite, grid_positions, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
 use tessera_core::{AnyImage, AnyView, Parallelism};
 

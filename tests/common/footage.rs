@@ -7,7 +7,7 @@
 //! interpolation, so its position in the report's convention is `origin_i - origin_0`.
 
 use std::path::Path;
-use tessera::stitch::synth::keys;
+use tessera::stitch::keys;
 use tessera::stitch::{Similarity, SplitMix64};
 use tessera::Image;
 

@@ -14,7 +14,7 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
-use tessera::stitch::warp::warp_sized;
+use tessera::stitch::warp_sized;
 use tessera::stitch::{register_sequence, InMemory, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
 use tessera::{AnyView, Border, Image, Parallelism};
 

@@ -34,11 +34,11 @@
 //! its surroundings without a seam. RGBA fills R, G, B (alpha is kept). Pixels outside the
 //! mask are copied unchanged.
 
-pub mod detect;
-pub mod fill;
+pub(crate) mod detect;
+pub(crate) mod fill;
 
-pub use detect::detect;
-pub use fill::fill;
+pub use detect::{detect, finish_spots, quantile};
+pub use fill::{fill, spots, MARGIN, WEIGHTED_INIT_LIMIT};
 
 use crate::border::Border;
 use crate::error::{require_positive, Error, Result};
@@ -292,4 +292,4 @@ pub fn glare<P: GlarePixel>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

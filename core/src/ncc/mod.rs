@@ -6,11 +6,11 @@
 //! the positions within `radius` (Chebyshev distance) of a start position that keep the
 //! window inside the frame.
 
-pub mod coefficient;
-pub mod exhaustive;
-pub mod integral;
-pub mod log_search;
-pub mod subpixel;
+pub(crate) mod coefficient;
+pub(crate) mod exhaustive;
+pub(crate) mod integral;
+pub(crate) mod log_search;
+pub(crate) mod subpixel;
 
 pub use coefficient::{coefficient, NccSample, SearchFrame, Template, TemplateStats, MAX_TEMPLATE};
 pub use exhaustive::exhaustive_search;

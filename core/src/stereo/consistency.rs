@@ -16,12 +16,15 @@ use super::INVALID;
 pub const OCCLUDED: u8 = 1;
 /// Occlusion class: the match falls left of the right image (the left border strip).
 pub const OUTSIDE: u8 = 2;
+#[cfg(test)]
 use crate::error::Result;
+#[cfg(test)]
 use crate::image::{check_same_size, ImageView, ImageViewMut};
 
 /// Applies the check in place on `left` against `right`; returns the pixels invalidated.
 /// `occluded`, when given (same size), receives [`OCCLUDED`] or [`OUTSIDE`] for the pixels
 /// the check classified as occluded and 0 for every other pixel. Errors: differing sizes, NaN in either map.
+#[cfg(test)]
 pub fn lr_check(
     mut left: ImageViewMut<'_, f32>,
     right: ImageView<'_, f32>,

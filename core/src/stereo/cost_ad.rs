@@ -4,9 +4,16 @@
 //! pixel has all D costs. Colour input: the rounded mean of the three channel differences,
 //! `(|dR| + |dG| + |dB| + 1) / 3` (integer division), which keeps the cost in a u8.
 
-use super::{cost_volume_of, reversed_clamped, CostVolume, Pair, Rect, RowCost};
+use super::{reversed_clamped, Pair, RowCost};
+#[cfg(test)]
+use crate::image::{ImageView, Rgba8};
+#[cfg(test)]
+use super::{cost_volume_of, CostVolume, Rect};
+#[cfg(test)]
 use crate::error::{require_range, Result};
-use crate::image::{check_same_size, ImageView, Rgba8};
+#[cfg(test)]
+use crate::image::check_same_size;
+#[cfg(test)]
 use crate::parallel::Parallelism;
 use alloc::vec::Vec;
 use crate::cpu::multiversion;
@@ -76,6 +83,7 @@ impl RowCost for AdCost<'_> {
     }
 }
 
+#[cfg(test)]
 fn volume(pair: Pair<'_>, size: (usize, usize), disparities: usize, par: Parallelism) -> Result<CostVolume> {
     require_range("disparities", disparities, 1, size.0 as i64)?;
     let r = Rect { x: 0, y: 0, width: size.0, height: size.1 };
@@ -83,6 +91,7 @@ fn volume(pair: Pair<'_>, size: (usize, usize), disparities: usize, par: Paralle
 }
 
 /// Modified-AD cost volume of a gray pair (see the module doc). `disparities` in 1 ..= width.
+#[cfg(test)]
 pub fn ad_cost_volume_gray(
     left: ImageView<'_, u8>,
     right: ImageView<'_, u8>,
@@ -94,6 +103,7 @@ pub fn ad_cost_volume_gray(
 }
 
 /// Modified-AD cost volume of a colour pair (alpha ignored; see the module doc).
+#[cfg(test)]
 pub fn ad_cost_volume_rgb(
     left: ImageView<'_, Rgba8>,
     right: ImageView<'_, Rgba8>,

@@ -9,7 +9,9 @@
 //! border). The cost of disparity `d` at `(x, y)` is `popcount(cL(x, y) ^ cR(x - d, y))`,
 //! with `x - d` clamped to column 0 (the modified-AD clamp, used by every cost here).
 
-use super::{cost_volume_of, reversed_clamped, CostVolume, RowCost};
+use super::{reversed_clamped, RowCost};
+#[cfg(test)]
+use super::{cost_volume_of, CostVolume};
 use crate::error::{Error, Result};
 use crate::image::ImageView;
 use crate::parallel::Parallelism;
@@ -254,6 +256,7 @@ impl RowCost for CensusCost<'_> {
 
 /// Census cost volume of a pair of code images: `C(x, y, d) = popcount(cL ^ cR(x - d))`,
 /// `x - d` clamped to 0. `disparities` must be 1 ..= width.
+#[cfg(test)]
 pub fn census_cost_volume(
     left: &CensusCodes,
     right: &CensusCodes,

@@ -187,6 +187,7 @@ impl RowCost for MiCost<'_> {
 }
 
 /// MI cost volume of a gray pair with a table from [`mi_table`]. `disparities` in 1 ..= width.
+#[cfg(test)]
 pub fn mi_cost_volume(
     left: ImageView<'_, u8>,
     right: ImageView<'_, u8>,
@@ -226,10 +227,10 @@ pub type MatchLevel<'m> = dyn FnMut(&MiPass<'_>, ImageViewMut<'_, f32>) -> Resul
 
 /// The MI table of the final matching run for `p.cost = Cost::Mi { iterations, levels }`
 /// (paper sec. 2.1, iterative and hierarchical computation): the pair is halved `levels`
-/// times ([`half`]); at the coarsest level the table is estimated `iterations` times,
+/// times (`half`); at the coarsest level the table is estimated `iterations` times,
 /// starting from a zero disparity map, each estimate followed by a matching pass
 /// (`match_level`) whose disparities feed the next; each finer level starts from the
-/// level below's disparities, doubled ([`upsample`]), and is estimated once. The last
+/// level below's disparities, doubled (`upsample`), and is estimated once. The last
 /// estimate, at full resolution, is returned without a pass: it is the caller's run.
 /// Intermediate passes keep only the checked integer disparities (no subpixel, median or
 /// filling; LR check on) over `max_disparity / 2^k` candidates at level `k`.

@@ -27,30 +27,30 @@
 //! functions that return a [`CostVolume`] exist for testing and for callers that want one).
 //! An invalid disparity is `f32::INFINITY` (the Middlebury PFM convention).
 
-pub mod aggregate;
-mod aggregate_avx512;
-pub mod consistency;
-pub mod cost_ad;
-pub mod cost_census;
-pub mod cost_mi;
-pub mod fill;
-pub mod median;
-pub mod sgm;
-pub mod tiles;
-pub mod wta;
+pub(crate) mod aggregate;
+pub(crate) mod aggregate_avx512;
+pub(crate) mod consistency;
+pub(crate) mod cost_ad;
+pub(crate) mod cost_census;
+pub(crate) mod cost_mi;
+pub(crate) mod fill;
+pub(crate) mod median;
+pub(crate) mod sgm;
+pub(crate) mod tiles;
+pub(crate) mod wta;
 
 use crate::error::{require_range, Error, Result};
-use crate::image::{check_same_size, AnyView, Image, ImageView, ImageViewMut, Rgba8};
-use crate::parallel::{for_each_band, Parallelism};
+use crate::image::{check_same_size, AnyView, Image, ImageView, Rgba8};
+#[cfg(test)]
+use crate::parallel::Parallelism;
 use alloc::format;
-use alloc::vec;
 use alloc::vec::Vec;
 
 pub use aggregate::{aggregate, Direction, Penalties, SummedVolume};
 pub use cost_census::{CensusCodes, CensusWindow};
-pub use cost_mi::MiTable;
+pub use cost_mi::{hierarchical_table, MiPass, MiTable};
 pub use sgm::{budgeted_plan, stereo_sgm, stereo_sgm_with};
-pub use tiles::{plan_tiles, Rect, Tile, Tiling};
+pub use tiles::{plan_tiles, tile_bytes, Rect, Tile, Tiling};
 
 /// The marker of a pixel without a disparity.
 pub const INVALID: f32 = f32::INFINITY;
@@ -338,9 +338,12 @@ pub(crate) trait RowCost: Sync {
 }
 
 /// Computes the cost volume of the region `r` (rows in parallel).
+#[cfg(test)]
 pub(crate) fn cost_volume_of(c: &dyn RowCost, r: Rect, disparities: usize, par: Parallelism) -> CostVolume {
+    use crate::image::ImageViewMut;
+    use crate::parallel::for_each_band;
     let n = r.width * disparities;
-    let mut data = vec![0u8; n * r.height];
+    let mut data = alloc::vec![0u8; n * r.height];
     if let Ok(view) = ImageViewMut::from_slice(&mut data, n, r.height) {
         for_each_band(view, par, 4, |y0, mut band| {
             for j in 0..band.height() {

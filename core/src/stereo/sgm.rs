@@ -116,7 +116,7 @@ pub fn stereo_sgm_with(
 }
 
 /// The pieces a `w x h` pair is matched in, and the bytes of the buffers held for the whole
-/// image whatever the plan ([`whole_image_bytes`]). The automatic bands get what the
+/// image whatever the plan (`whole_image_bytes`). The automatic bands get what the
 /// whole-image buffers leave of the budget, so that `max_bytes` bounds the whole working
 /// set (on every backend). A budget that leaves no room for bands at least twice as tall as
 /// their overlaps (thinner ones would repeat most rows) is an error before anything is

@@ -11,10 +11,16 @@
 //!   one pass over `S` instead of a second aggregation of the right image; the price is
 //!   that the right map carries the left image's path costs, which the paper accepts.
 
-use super::{SummedVolume, INVALID};
+use super::INVALID;
+#[cfg(test)]
+use super::SummedVolume;
+#[cfg(test)]
 use crate::error::Result;
+#[cfg(test)]
 use crate::image::{check_same_size, ImageViewMut};
+#[cfg(test)]
 use crate::parallel::{for_each_band, Parallelism};
+#[cfg(test)]
 use core::sync::atomic::{AtomicUsize, Ordering};
 use crate::cpu::multiversion;
 
@@ -178,6 +184,7 @@ mod avx512 {
 /// Left disparity map into `out` (same size as the volume): WTA, uniqueness `u` percent
 /// (0 = off, at most 99), optional parabola subpixel. Returns the pixels the uniqueness test
 /// invalidated (written as `f32::INFINITY`).
+#[cfg(test)]
 pub fn wta_left(
     sum: &SummedVolume,
     uniqueness: u8,
@@ -259,6 +266,7 @@ multiversion! {
 /// Computed by reading `S` in memory order: left pixel `x` offers `S(x, d)` to right pixel
 /// `x - d`; scanning `x` upwards and keeping strict improvements gives the smallest `d` on
 /// ties.
+#[cfg(test)]
 pub fn wta_right(sum: &SummedVolume, out: ImageViewMut<'_, f32>, par: Parallelism) -> Result<()> {
     sum.validate()?;
     check_same_size((sum.width, sum.height), out.size())?;

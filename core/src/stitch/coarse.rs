@@ -96,7 +96,7 @@ pub fn candidates(reference: &Spectrum, moving: &Spectrum, count: usize) -> Opti
     weighted_candidates(reference, moving, count, None)
 }
 
-/// [`candidates`] from the whitened cross-power spectrum weighted by a Gaussian of sigma
+/// `candidates` from the whitened cross-power spectrum weighted by a Gaussian of sigma
 /// `band` (bins of the grid; Nyquist is `SIDE / 2`; `None`: unweighted): for faint frames,
 /// whose high frequencies are mostly noise ([`FAINT_BAND`]). `None` too for a band that
 /// is not finite and positive.

@@ -177,7 +177,7 @@ fn correlation<'a>(reference: &ImageView<'a, f32>, moving: &ImageView<'a, f32>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stitch::synth::SplitMix64;
+    use crate::stitch::SplitMix64;
     use alloc::vec::Vec;
 
     /// A smooth scene in closed form (so frames cut at subpixel origins are exact): a sum of

@@ -263,7 +263,7 @@ mod tests {
     use super::*;
     use crate::image::{AnyView, Image};
     use crate::parallel::Parallelism;
-    use crate::stitch::synth::{synth_sequence, SynthParams};
+    use crate::stitch::{synth_sequence, SynthParams};
     use crate::stitch::{register_sequence, texture, StitchParams};
     use core::ops::ControlFlow;
 

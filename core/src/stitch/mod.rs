@@ -1,38 +1,42 @@
-//! Panorama stitching of image sequences: registration of frame pairs by NCC template
-//! matching with logarithmic search ([`register`]), chaining a sequence and the stitching
-//! pipeline ([`sequence`]), compositing ([`composite`]), quality measures ([`quality`]),
-//! and a synthetic sequence generator with ground truth ([`synth`]).
+//! Panorama stitching of image sequences and tile grids: registration of frame pairs by NCC
+//! template matching with logarithmic search ([`register_pair`]), chaining a sequence and
+//! the stitching pipeline ([`stitch_frames`]), tile grids ([`register_tiles`]), compositing
+//! ([`composite`]), quality measures ([`overlap_ncc`]), and a synthetic sequence generator
+//! with ground truth ([`synth_sequence`]). Each item has one path, `stitch::Name`; the
+//! files behind it are private.
 //!
 //! Convention for positions and shifts throughout: frame i's pixel `(u, v)` shows what
 //! frame 0 (or, for a pair's shift, the reference) shows at `(u + x, v + y)`.
 
-pub mod accept;
-pub mod coarse;
-pub mod composite;
-pub mod faint;
-pub mod grid;
-pub mod quality;
-pub mod loops;
-pub mod refine;
-pub mod solve;
-pub mod register;
-pub mod sequence;
-pub mod similarity;
-pub mod synth;
-pub mod warp;
+pub(crate) mod accept;
+pub(crate) mod coarse;
+pub(crate) mod composite;
+pub(crate) mod faint;
+pub(crate) mod grid;
+pub(crate) mod quality;
+pub(crate) mod loops;
+pub(crate) mod refine;
+pub(crate) mod solve;
+pub(crate) mod register;
+pub(crate) mod sequence;
+pub(crate) mod similarity;
+pub(crate) mod synth;
+pub(crate) mod warp;
 
 pub use accept::Acceptance;
-pub use grid::{grid_positions, neighbours, majority_shape, register_tiles, tile_shape, Corner, GridParams, Mosaic, TileOrder, TilePair, TileRecord, TileShape};
+pub use coarse::{weighted_candidates, Peak, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
+pub use grid::{DEFAULT_OVERLAP, grid_positions, neighbours, majority_shape, register_tiles, tile_shape, Corner, GridParams, Mosaic, TileOrder, TilePair, TileRecord, TileShape};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 pub use solve::{solve, Constraint, Solution};
-pub use register::{register_pair, register_pair_any, register_pair_turned, register_pair_with, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
+pub use register::{register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
     check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
     FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams, MAX_LOOKAHEAD,
 };
 pub use similarity::Similarity;
-pub use synth::{synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
+pub use warp::warp_sized;
+pub use synth::{keys, synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
 
 /// Test textures: uniform noise smoothed by two passes of a 5 x 5 mean (a correlation
 /// length of a few pixels, like natural images at frame scale), scaled to 0..=255.

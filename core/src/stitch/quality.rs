@@ -126,7 +126,7 @@ pub fn overlap_ncc<T: Pixel + Into<f64>>(
 /// pair's true match correlates little (at contrast 0.3 and noise 3.5, the fundus's overlaps
 /// 0.17 to 0.4), but the shading that smooth frames share correlates at any shift (up to 0.7
 /// on the robustness footage): a match is told from chance by standing above this, not by a
-/// fixed level. `None` when fewer than [`MIN_NULL_DISPLACEMENTS`] displacements keep enough
+/// fixed level. `None` when fewer than `MIN_NULL_DISPLACEMENTS` displacements keep enough
 /// overlap or are flat. Errors: sizes differ, non-finite shift.
 pub fn overlap_null_ncc<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), par: Parallelism) -> Result<Option<f64>> {
     check(&reference, &moving, shift)?;

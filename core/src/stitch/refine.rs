@@ -192,29 +192,8 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
     solve(moving, &patches, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes })
 }
 
-/// The pair motion `motion` refined on the whole overlap of the pair, as [`refine_motion`]
-/// refines it on the agreeing templates: the overlap tiled with patches of side `tile`, each
-/// with a gain, an offset and a brightness ramp of its own (the ramps take up a vignetting
-/// fixed to the lens, which does not move with the content and would pull the pair towards
-/// no motion), on both frames smoothed by a Gaussian of [`OVERLAP_SMOOTHING`] (on `par`'s
-/// threads). For faint texture, whose few agreeing templates leave the motion uncertain by
-/// a pixel or more, while the overlap holds ten times their pixels. Unknowns: the
-/// translation, and the angle and scale where `unknowns` is 3 or 4. Returns the refined
-/// motion and the number of patches, or `None` when fewer than `MIN_OVERLAP_PATCHES` fit,
-/// the patches do not determine the motion, or the refinement moves a corner of the overlap
-/// more than `limit` pixels; an error for `unknowns` outside 2..=4 or a `limit` that is not
-/// finite and positive, or where the smoothed copies cannot be allocated.
-pub fn refine_overlap<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
-    require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
-    require_positive("limit", limit)?;
-    // The tiles first: a pair with too little overlap costs no smoothing.
-    if overlap_sites(reference.size(), moving.size(), &motion, tile, limit).is_none() {
-        return Ok(None);
-    }
-    refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit)
-}
 
-/// A frame as [`refine_overlap`] sees it: grey values as `f32`, smoothed by a Gaussian of
+/// A frame as [`refine_overlap_smoothed`] sees it: grey values as `f32`, smoothed by a Gaussian of
 /// [`OVERLAP_SMOOTHING`] (on `par`'s threads). A sequence keeps each frame's copy, which
 /// serves every pair the frame is in ([`refine_overlap_smoothed`]).
 pub fn overlap_smoothed<T: Pixel + Into<f64>>(v: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
@@ -237,7 +216,17 @@ pub(super) fn grey<T: Pixel + Into<f64>>(v: ImageView<'_, T>) -> Result<Image<f3
     Ok(grey)
 }
 
-/// [`refine_overlap`] on frames already smoothed by [`overlap_smoothed`].
+/// The pair motion `motion` refined on the whole overlap of the pair, as [`refine_motion`]
+/// refines it on the agreeing templates: the overlap tiled with patches of side `tile`, each
+/// with a gain, an offset and a brightness ramp of its own (the ramps take up a vignetting
+/// fixed to the lens, which does not move with the content and would pull the pair towards
+/// no motion), on both frames already smoothed by [`overlap_smoothed`]. For faint texture, whose few agreeing templates leave the motion uncertain by
+/// a pixel or more, while the overlap holds ten times their pixels. Unknowns: the
+/// translation, and the angle and scale where `unknowns` is 3 or 4. Returns the refined
+/// motion and the number of patches, or `None` when fewer than `MIN_OVERLAP_PATCHES` fit,
+/// the patches do not determine the motion, or the refinement moves a corner of the overlap
+/// more than `limit` pixels; an error for `unknowns` outside 2..=4 or a `limit` that is not
+/// finite and positive.
 pub fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64) -> Result<Option<(Similarity, usize)>> {
     require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
     require_positive("limit", limit)?;
@@ -256,7 +245,7 @@ pub fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<
     Ok(error.is_finite().then_some((refined, patches.len())))
 }
 
-/// Sigma (pixels) of the Gaussian that smooths both frames before [`refine_overlap`]: the
+/// Sigma (pixels) of the Gaussian that smooths both frames before [`refine_overlap_smoothed`]: the
 /// refinement's Jacobian is the reference's gradient, and on faint texture under noise the
 /// noise's gradient outweighs the signal's, so each Gauss-Newton step falls short and the
 /// iterations stop near the start (the fundus under noise 8 drifted 0.1 px a pair towards
@@ -290,9 +279,9 @@ fn overlap_sites((rw, rh): (usize, usize), (w, h): (usize, usize), motion: &Simi
     Some(sites.into_iter().step_by(step).collect())
 }
 
-/// Fewest patches [`refine_overlap`] refines on.
+/// Fewest patches [`refine_overlap_smoothed`] refines on.
 const MIN_OVERLAP_PATCHES: usize = 4;
-/// Most patches [`refine_overlap`] refines on, spread over the overlap (all of a 200 x 160
+/// Most patches [`refine_overlap_smoothed`] refines on, spread over the overlap (all of a 200 x 160
 /// frame's 25 x 25 tiles; a sixth of a PAL frame's, whose refinement then costs about as
 /// much as a pair's template searches).
 const MAX_OVERLAP_PATCHES: usize = 64;
@@ -527,8 +516,13 @@ fn invert(m: &[[f64; UNKNOWNS]; UNKNOWNS], k: usize) -> Option<[[f64; UNKNOWNS];
 mod tests {
     use super::*;
     use crate::image::Image;
-    use crate::stitch::synth::keys;
+    use crate::stitch::keys;
     use crate::stitch::{texture, SplitMix64};
+
+    /// [`refine_overlap_smoothed`] on frames it smooths first.
+    fn refine_overlap(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
+        refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit)
+    }
 
     /// A `w x h` frame of `src` (Keys' bicubic) at `pose` (frame pixel `(u, v)` shows `src` at
     /// `pose(u, v)`), darkened towards its corners by `vignetting` (fixed to the frame), with

@@ -27,7 +27,7 @@ use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
 use crate::stitch::refine::{refine_motion, refine_shift};
 use crate::stitch::similarity::{self, Bounds, Correspondence, Similarity};
-use crate::stitch::synth::SynthPixel;
+use crate::stitch::SynthPixel;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -50,7 +50,7 @@ pub enum Motion {
     /// A shift only (the original).
     Translation,
     /// Rotation (and scale with [`RegisterParams::fit_scale`]) plus a shift, fitted by
-    /// consensus and least squares ([`super::similarity`]); a pair whose rotation is not
+    /// consensus and least squares (`similarity`); a pair whose rotation is not
     /// significant against the vectors' scatter keeps the translation result exactly.
     #[default]
     Similarity,
@@ -380,7 +380,7 @@ pub struct TemplateSearch<T: NccSample> {
 /// texture test, the threshold and the consensus are this function's; only the searches
 /// are the caller's: the seam through which a GPU backend runs all of a pair's searches in
 /// one launch. The consensus shift is then refined on the agreeing templates' pixels
-/// ([`super::refine`]) when `p.refine` and `p.subpixel` are set.
+/// (`refine`) when `p.refine` and `p.subpixel` are set.
 pub fn register_pair_with<T: NccSample + Into<f64>>(
     reference: ImageView<'_, T>,
     moving: ImageView<'_, T>,
@@ -904,7 +904,7 @@ pub fn register_pair_any(
 mod tests {
     use super::*;
     use crate::image::Rgba8;
-    use crate::stitch::synth::{synth_sequence, SynthParams};
+    use crate::stitch::{synth_sequence, SynthParams};
     use crate::stitch::texture;
     use alloc::vec;
 

@@ -129,20 +129,20 @@ pub struct StitchParams {
     /// overlap per pair).
     pub quality: bool,
     /// When a frame registers with no prediction, try this many coarse global estimates
-    /// ([`super::coarse`], phase correlation) as starts of the search against the last
+    /// (`coarse`, phase correlation) as starts of the search against the last
     /// good frame (0..=8; 0: off, the original).
     pub coarse_candidates: usize,
     /// With adaptive acceptance, retry a pair on which too few templates agree with
     /// templates of twice the side (faint texture; false: off).
     pub grow_templates: bool,
     /// Register frames that come back over earlier keyframes against them too, and solve
-    /// all positions together ([`super::loops`]; false: positions chained along the
+    /// all positions together (`loops`; false: positions chained along the
     /// registrations, the original).
     pub close_loops: bool,
     /// With adaptive acceptance, let the whole overlap decide where templates are too faint:
     /// a pair on which too few templates agree registers from a clear phase-correlation peak
     /// refined on the whole overlap, and a faint template registration is refined there
-    /// ([`super::refine::refine_overlap`]; false: off).
+    /// (`refine::refine_overlap`; false: off).
     pub whole_overlap: bool,
     /// Refine every registered pair on the whole overlap, not only faint ones and the
     /// keyframes' links: on the test footage twice to four times more precise (clean runs
@@ -151,7 +151,7 @@ pub struct StitchParams {
     /// on a 2-core machine; false: off).
     pub refine_every_pair: bool,
     /// Under [`Motion::Similarity`] without [`RegisterParams::fit_scale`]: once a pair shows
-    /// a clear zoom ([`super::register::evident_zoom`]: an endoscope advancing or
+    /// a clear zoom (`register::evident_zoom`: an endoscope advancing or
     /// withdrawing), fit the scale from that pair on, as `fit_scale` would from the start
     /// (false: the scale stays 1, and a zooming sweep drifts).
     pub detect_zoom: bool,
@@ -182,7 +182,7 @@ pub struct FrameRecord {
     /// reference shows at `(x, y) + scale R(angle) (u, v)` (with no rotation, at
     /// `(u + x, v + y)`); `None` for a skipped frame.
     pub position: Option<(f64, f64)>,
-    /// Rotation in radians ([`super::similarity`]; 0 with the translation model).
+    /// Rotation in radians (`similarity`; 0 with the translation model).
     pub angle: f64,
     /// Scale (1 unless fitted).
     pub scale: f64,
@@ -204,7 +204,7 @@ pub struct FrameRecord {
     /// [`grid_ncc`] (5 x 5 templates of side rsz) with its reference, when computed.
     pub quality_grid: Option<f64>,
     /// With [`StitchParams::close_loops`]: the largest residual (pixels) of the frame's
-    /// registrations after the global solve ([`super::loops`]); 0 where no loop was closed.
+    /// registrations after the global solve (`loops`); 0 where no loop was closed.
     /// `None` for skipped frames and without the solve.
     pub residual: Option<f64>,
     /// The earlier keyframe this frame closed a loop with, if that loop was kept.
@@ -1279,7 +1279,7 @@ fn unreachable_attempts<T>() -> Result<T> {
 mod tests {
     use super::*;
     use crate::image::{AnyImage, Image, Rgba8};
-    use crate::stitch::synth::{synth_sequence, SynthParams};
+    use crate::stitch::{synth_sequence, SynthParams};
     use crate::stitch::texture;
 
     fn sequence(frames: usize, seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {

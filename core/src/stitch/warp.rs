@@ -95,15 +95,15 @@ fn interior((sx, sy): (f64, f64), (dx, dy): (f64, f64), (w, h): (usize, usize), 
     (a, b)
 }
 
-/// The frame `src` seen through `inverse`: output pixel `p` is `src` at `inverse(p)`
-/// (bilinear; points off the frame take its nearest border pixel), of `src`'s size.
-/// Errors: allocation.
+/// [`warp_sized`] of `src`'s size.
+#[cfg(test)]
 pub fn warp<P: SynthPixel>(src: ImageView<'_, P>, inverse: &Similarity) -> Result<Image<P>> {
     warp_sized(src, inverse, src.size())
 }
 
-/// [`warp`] into an image of `size` (a turned frame cut from a larger picture). Errors: a
-/// size of zero, allocation.
+/// The frame `src` seen through `inverse`, into an image of `size` (a turned frame cut from
+/// a larger picture): output pixel `p` is `src` at `inverse(p)` (bilinear; points off the
+/// frame take its nearest border pixel). Errors: a size of zero, allocation.
 pub fn warp_sized<P: SynthPixel>(src: ImageView<'_, P>, inverse: &Similarity, size: (usize, usize)) -> Result<Image<P>> {
     warp_with(src, inverse, size, Parallelism::Sequential)
 }
