@@ -22,7 +22,7 @@ pub mod synth;
 pub mod warp;
 
 pub use accept::Acceptance;
-pub use grid::{grid_positions, neighbours, majority_shape, register_tiles, tile_shape, Corner, GridParams, Mosaic, TileOrder, TilePair, TileRecord, TileShape};
+pub use grid::{grid_positions, neighbours, majority_shape, register_tiles, tile_shape, Corner, GridParams, Mosaic, StageModel, TileOrder, TilePair, TileRecord, TileShape, Verification, DEFAULT_OVERLAP};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 pub use solve::{solve, Constraint, Solution};
