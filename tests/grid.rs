@@ -8,7 +8,7 @@
 mod common;
 
 use common::footage::{enlarged, layout, photo, render, Conditions, TILE};
-use tessera::stitch::{grid_positions, register_tiles, Corner, GridParams, InMemory, TileOrder};
+use tessera::stitch::{grid_positions, register_tiles, Corner, GridParams, InMemory, TileOrder, Verification};
 use tessera::stitch::SplitMix64;
 use tessera::{AnyView, Image, Parallelism, Rgba8};
 
@@ -329,6 +329,77 @@ fn hard_cases_table() {
             let o = h.run(21, &GridParams::default());
             let statuses = o.mosaic.tiles.iter().filter(|t| t.registered).count();
             println!("{case:28} {photo:10} mean {:7.3} px, worst {:7.3} px, {:2} of {:2} pairs accepted ({} wrong), {statuses:2} of {} tiles registered", o.mean(), o.max(), o.accepted, o.mosaic.pairs.len(), o.wrong, o.mosaic.tiles.len());
+        }
+    }
+}
+
+/// At 5 % overlap (12 px of a 256-pixel tile) the 25-pixel templates have no room, and the
+/// strips' phase correlation once seeded matches 30 to 60 px off, accepted at NCC 0.86 to
+/// 0.98 and pulling tiles 17 to 58 px from the truth: a pair the stage model cannot verify
+/// now leaves its tiles where the stage put them.
+#[test]
+fn an_unverified_pair_leaves_its_tiles_where_the_stage_put_them() {
+    for photo in ["camera", "astronaut"] {
+        let o = narrow_overlap(photo).run(21, &GridParams::default());
+        println!("{photo}: mean {:.3} px, worst {:.3} px, {} accepted ({} wrong)", o.mean(), o.max(), o.accepted, o.wrong);
+        assert_eq!(o.wrong, 0, "{photo}");
+        // The stage's own error: each tile within 1.5 px per axis, so within 3 px of tile 0.
+        assert!(o.max() <= 1.5 * 2.0 * 2f64.sqrt() + 0.1, "{photo}: worst {}", o.max());
+    }
+}
+
+/// The last row 30 % of a tile to the right of its nominal place: its four pairs with the
+/// row above agree on that offset, so they are accepted as the stage's error and the row
+/// joins the mosaic (they were rejected as beyond `stage_error`, and the row reported `ok`
+/// 60 px off).
+#[test]
+fn a_row_the_stage_put_off_its_place_joins_the_mosaic() {
+    for photo in ["gravel", "astronaut"] {
+        let o = shifted_row(photo).run(21, &GridParams::default());
+        println!("{photo}: mean {:.3} px, worst {:.3} px", o.mean(), o.max());
+        assert!(o.mosaic.tiles.iter().all(|t| t.status() == "ok"), "{photo}: {:?}", o.mosaic.tiles);
+        assert!(o.mean() <= 0.1 && o.max() <= 0.25, "{photo}: mean {}, worst {}", o.mean(), o.max());
+        let across: Vec<_> = o.mosaic.pairs.iter().filter(|q| q.b >= 12 && q.a < 12).collect();
+        assert_eq!(across.len(), 4);
+        assert!(across.iter().all(|q| q.verified_by == Some(Verification::AgreeingPairs)), "{across:?}");
+    }
+}
+
+/// The last row 30 % of a tile below its place, so it no longer overlaps the row above: its
+/// four tiles register with one another, a component of their own, `detached` (not `ok`),
+/// placed as a group where the stage model puts them (about 54 px off: what the stage
+/// says), correct relative to one another.
+#[test]
+fn a_row_no_pair_reaches_is_a_detached_component() {
+    let h = Hard { row_shift: (0.0, 0.3), ..shifted_row("gravel") };
+    let o = h.run(22, &GridParams::default());
+    let m = &o.mosaic;
+    assert_eq!(m.components, vec![(0..12).collect::<Vec<_>>(), vec![12, 13, 14, 15]], "{:?}", m.pairs);
+    for t in &m.tiles {
+        let (status, component) = if t.index < 12 { ("ok", 0) } else { ("detached", 1) };
+        assert_eq!((t.status(), t.component), (status, Some(component)), "{t:?}");
+    }
+    assert!(o.errors[..12].iter().all(|&e| e < 0.25), "{:?}", o.errors);
+    // The row as a whole carries the stage's error, its tiles nothing more between them.
+    let rel = |i: usize| (m.tiles[i].position.0 - m.tiles[12].position.0 - (o.truth[i].0 - o.truth[12].0), m.tiles[i].position.1 - m.tiles[12].position.1 - (o.truth[i].1 - o.truth[12].1));
+    assert!((13..16).all(|i| rel(i).0.hypot(rel(i).1) < 0.25), "{:?}", (13..16).map(rel).collect::<Vec<_>>());
+    assert!(o.errors[12..].iter().all(|&e| (45.0..65.0).contains(&e)), "{:?}", o.errors);
+}
+
+/// The stage says the tiles do not overlap (`--overlap 0`) where they overlap by 25 %: no
+/// pair registered from the nominal offsets and every tile stayed there (68 px mean error);
+/// the whole tiles' phase correlation finds the overlap, measured per direction, and every
+/// pair registers within the model.
+#[test]
+fn a_wrong_nominal_overlap_is_measured_from_the_pairs() {
+    for photo in ["ihc", "camera"] {
+        let o = wrong_overlap(photo).run(21, &GridParams::default());
+        let overlap = o.mosaic.model.overlap((180, 150));
+        println!("{photo}: mean {:.3} px, worst {:.3} px, overlap {overlap:?}, repeatability {:?}", o.mean(), o.max(), o.mosaic.model.repeatability);
+        assert!(o.mosaic.tiles.iter().all(|t| t.status() == "ok"), "{photo}: {:?}", o.mosaic.pairs);
+        assert!(o.mean() <= 0.1 && o.max() <= 0.25 && o.wrong == 0, "{photo}: mean {}, worst {}", o.mean(), o.max());
+        for o in overlap {
+            assert!(o.is_some_and(|o| (o - 0.25).abs() < 0.03), "{photo}: {overlap:?}");
         }
     }
 }
