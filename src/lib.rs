@@ -15,6 +15,7 @@ pub mod large;
 pub mod ome_tiff;
 pub mod options;
 pub mod report;
+pub mod tile_config;
 pub mod stereo;
 
 /// Opens the backend `choice` names: the CPU backend with `parallelism`, or the CUDA

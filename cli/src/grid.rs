@@ -1,6 +1,7 @@
-//! `tessera stitch --grid COLSxROWS` / `--positions FILE.csv`: microscope tile grids
-//! (`tessera::stitch::grid`), the mosaic and a report in the sequences' contract plus
-//! `pairs[]`.
+//! `tessera stitch --grid COLSxROWS` / `--positions FILE.csv` / `--tile-config FILE`:
+//! microscope tile grids (`tessera::stitch::register_tiles`), the mosaic, a report in the
+//! sequences' contract plus `pairs[]`, `components[]` and `stage_model`, and Fiji's
+//! `TileConfiguration.registered.txt`.
 
 use super::stitch::StitchArgs;
 use anyhow::{anyhow, bail, Context, Result};
@@ -73,7 +74,11 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
             }
             q
         }
-        _ => bail!("give either --grid COLSxROWS or --positions FILE.csv"),
+        (None, None) if a.tile_config.is_some() => {
+            let cfg = a.tile_config.as_deref().unwrap_or(Path::new(""));
+            tessera::tile_config::read(cfg)?.into_iter().map(|t| t.1).collect()
+        }
+        _ => bail!("give one of --grid COLSxROWS, --positions FILE.csv or --tile-config FILE"),
     };
     let gp = GridParams { register: p.register, stage_error: a.stage_error, coarse_candidates: p.coarse_candidates };
     let t0 = Instant::now();
@@ -89,21 +94,31 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
     let accepted = mosaic.pairs.iter().filter(|q| q.shift.is_some()).count();
-    let registered = mosaic.tiles.iter().filter(|t| t.registered).count();
+    let count = |status: &str| mosaic.tiles.iter().filter(|t| t.status() == status).count();
     println!(
-        "{} tiles: {registered} placed by registration, {} at their stage position; {accepted} of {} pairs accepted; mosaic {w}x{h} -> {} ({secs:.2} s)",
+        "{} tiles: {} joined by registration, {} detached, {} where the stage model puts them, {} left out; {accepted} of {} pairs accepted; mosaic {w}x{h} -> {} ({secs:.2} s)",
         mosaic.tiles.len(),
-        mosaic.tiles.len() - registered,
+        count("ok"),
+        count("detached"),
+        count("nominal"),
+        count("skipped"),
         mosaic.pairs.len(),
         written.path.display()
     );
     for t in mosaic.tiles.iter().filter(|t| !t.registered) {
         println!("tile {} ({}): {}", t.index, labels[t.index], tile_reason(&mosaic, t.index));
     }
+    eprintln!("{}", describe_model(&mosaic, tile, a));
+    // Fiji's registered configuration, beside the report (or the mosaic).
+    let beside = a.report.as_deref().unwrap_or(&a.output);
+    let registered_config = beside.parent().unwrap_or(Path::new("")).join(tessera::tile_config::REGISTERED_NAME);
+    let files: Vec<std::path::PathBuf> = labels.iter().map(std::path::PathBuf::from).collect();
+    tessera::tile_config::write(&registered_config, &files, &mosaic.tiles.iter().map(|t| t.position).collect::<Vec<_>>())?;
+    println!("registered positions -> {}", registered_config.display());
     if let Some(path) = &a.report {
         let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
                            "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1)), "written": tessera::large::describe(&written)});
-        let r = grid_report(&mosaic, labels, (w, h), written.origin, &gp, a, extra);
+        let r = grid_report(&mosaic, labels, tile, (w, h), written.origin, &gp, a, extra);
         std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("report -> {}", path.display());
     }
@@ -111,15 +126,35 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
 }
 
 fn tile_reason(m: &Mosaic, i: usize) -> String {
-    match &m.tiles[i].unreadable {
-        Some(why) => format!("left out: {why}"),
-        None => "no accepted pair: placed at its stage position".into(),
+    match (&m.tiles[i].unreadable, m.tiles[i].component) {
+        (Some(why), _) => format!("left out: {why}"),
+        (None, Some(k)) => format!("detached: component {k}, which no accepted pair joins to the mosaic; placed as a whole by the stage model"),
+        (None, None) => "no accepted pair: placed by the stage model".into(),
     }
 }
 
-/// The grid report: `frames[]` as for sequences (`status` "ok", "nominal" or "skipped"),
-/// `pairs[]` with each neighbouring pair's outcome and residual.
-fn grid_report(m: &Mosaic, labels: &[String], (w, h): (usize, usize), origin: (i64, i64), gp: &GridParams, a: &StitchArgs, extra: Value) -> Value {
+/// The stage model in a line: the overlap each direction's pairs measured, against the
+/// nominal one, and the repeatability.
+fn describe_model(m: &Mosaic, tile: (usize, usize), a: &StitchArgs) -> String {
+    let overlap = m.model.overlap(tile);
+    let pct = |o: Option<f64>| o.map_or("not measured".to_string(), |v| format!("{:.1} %", v * 100.0));
+    let nominal = if a.grid.is_some() { format!(" (nominal {} %)", a.overlap) } else { String::new() };
+    let corrected = if m.model.correction == [(0.0, 0.0); 2] { "the stage's offsets kept" } else { "the stage's offsets corrected" };
+    let repeat = m.model.repeatability.map_or("not measured".to_string(), |r| format!("{r:.1} px"));
+    format!(
+        "stage model: overlap {} horizontally, {} vertically{nominal}, {corrected}; repeatability {repeat} (from {} + {} registered pairs)",
+        pct(overlap[0]),
+        pct(overlap[1]),
+        m.model.support[0],
+        m.model.support[1]
+    )
+}
+
+/// The grid report: `frames[]` as for sequences (`status` "ok", "detached", "nominal" or
+/// "skipped", and `component`), `pairs[]` with each neighbouring pair's outcome, how it was
+/// verified and its residual, `components[]` and `stage_model`.
+#[allow(clippy::too_many_arguments)]
+fn grid_report(m: &Mosaic, labels: &[String], tile: (usize, usize), (w, h): (usize, usize), origin: (i64, i64), gp: &GridParams, a: &StitchArgs, extra: Value) -> Value {
     let frames: Vec<Value> = m
         .tiles
         .iter()
@@ -130,7 +165,8 @@ fn grid_report(m: &Mosaic, labels: &[String], (w, h): (usize, usize), origin: (i
                 "file": labels.get(t.index).cloned().unwrap_or_default(),
                 "x": placed.then(|| round(t.position.0, 3)),
                 "y": placed.then(|| round(t.position.1, 3)),
-                "status": if t.registered { "ok" } else if placed { "nominal" } else { "skipped" },
+                "status": t.status(),
+                "component": t.component,
                 "residual": m.pairs.iter().filter(|q| q.a == t.index || q.b == t.index).filter_map(|q| q.residual).fold(None, |acc: Option<f64>, r| Some(acc.map_or(r, |x| x.max(r)))).map(|r| round(r, 4)),
             });
             if !t.registered {
@@ -148,6 +184,8 @@ fn grid_report(m: &Mosaic, labels: &[String], (w, h): (usize, usize), origin: (i
                 "status": if q.shift.is_some() { "accepted" } else { "rejected" },
                 "dx": q.shift.map(|s| round(s.0, 3)), "dy": q.shift.map(|s| round(s.1, 3)),
                 "ncc": round(q.ncc, 4), "margin": round(q.margin, 4), "vectors_used": q.vectors_used,
+                "verified_by": q.verified_by.map(|v| v.name()),
+                "deviation": q.deviation.map(|d| round(d, 3)),
                 "residual": q.residual.map(|r| round(r, 4)),
                 "reason": q.skip,
             })
@@ -157,12 +195,33 @@ fn grid_report(m: &Mosaic, labels: &[String], (w, h): (usize, usize), origin: (i
     // `order` and `start` as this report has always spelt them: the variant names in lower
     // case, without the hyphens of the flags' values (`snakerow`, `topleft`).
     let unhyphenated = |name: &str| name.replace('-', "");
+    let components: Vec<Value> = m
+        .components
+        .iter()
+        .enumerate()
+        .map(|(k, tiles)| json!({"index": k, "tiles": tiles, "status": if k == 0 { "ok" } else { "detached" }}))
+        .collect();
+    let md = &m.model;
+    let overlap = md.overlap(tile);
+    let pair = |v: Option<(f64, f64)>| v.map(|(x, y)| json!([round(x, 3), round(y, 3)]));
+    let stage_model = json!({
+        "overlap_x_percent": overlap[0].map(|o| round(o * 100.0, 2)),
+        "overlap_y_percent": overlap[1].map(|o| round(o * 100.0, 2)),
+        "horizontal_offset": pair(md.measured[0]), "vertical_offset": pair(md.measured[1]),
+        "horizontal_correction": pair(Some(md.correction[0])), "vertical_correction": pair(Some(md.correction[1])),
+        "repeatability_px": md.repeatability.map(|r| round(r, 3)),
+        "pairs": md.support,
+        "meaning": "overlap and offsets (dx, dy) measured per direction (the median of the registered pairs, forwards); corrections added to the nominal offsets where they stand clear of the pairs' spread; repeatability: the distance from the model within which a pair is verified",
+    });
     json!({
         "frames": frames,
         "pairs": pairs,
+        "components": components,
+        "stage_model": stage_model,
         "panorama": {"width": w, "height": h, "origin_x": origin.0, "origin_y": origin.1, "reference_frame": 0,
                      "origin_meaning": "panorama pixel (X, Y) shows what tile 0 shows at (X + origin_x, Y + origin_y)"},
         "params": {"mode": "grid", "grid": a.grid, "positions": a.positions.as_ref().map(|p| p.display().to_string()),
+                   "tile_config": a.tile_config.as_ref().map(|p| p.display().to_string()),
                    "overlap_percent": a.overlap, "order": unhyphenated(a.order.name()), "start": unhyphenated(a.start.name()),
                    "pixel_size": a.pixel_size, "stage_error": gp.stage_error, "coarse_candidates": gp.coarse_candidates,
                    "rsz": r.rsz, "accept": r.acceptance.name(), "null_margin": r.null_margin, "min_coefficient": r.min_coefficient,

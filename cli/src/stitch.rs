@@ -159,6 +159,13 @@ pub struct StitchArgs {
     /// (top-left corner) as its last two fields, in pixels (or micrometres with --pixel-size)
     #[arg(long, value_name = "FILE.csv")]
     pub positions: Option<PathBuf>,
+    /// Tile mode with the nominal positions of a Fiji tile configuration (TileConfiguration.txt
+    /// of Grid/Collection stitching or BigStitcher: `dim = 2`, lines `FILE; ; (X, Y)` in
+    /// pixels); it names the tiles, relative to its folder, so no input is given. The
+    /// registered positions are written as TileConfiguration.registered.txt beside the
+    /// report (or the mosaic), in every tile mode
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["grid", "positions", "inputs"])]
+    pub tile_config: Option<PathBuf>,
     /// Micrometres per pixel: for --positions given in micrometres, and written into an
     /// OME-TIFF's metadata (PhysicalSizeX/Y)
     #[arg(long)]
@@ -188,7 +195,7 @@ pub struct StitchArgs {
     /// input (one per line); rewrite the panorama and report as frames register, and write
     /// the final ones when the input ends: end of standard input, the stop file, SIGINT or
     /// SIGTERM (a second one aborts). Runs on the CPU
-    #[arg(long, value_name = "DIR|-", conflicts_with_all = ["inputs", "grid", "positions", "frames", "seed"])]
+    #[arg(long, value_name = "DIR|-", conflicts_with_all = ["inputs", "grid", "positions", "tile_config", "frames", "seed"])]
     pub follow: Option<PathBuf>,
     /// Live mode: rewrite the panorama and report after every N frames (registered or
     /// skipped)
@@ -298,7 +305,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     }
     let backend = a.backend.open()?;
     let cache_bytes = a.frame_cache.saturating_mul(1 << 20);
-    let demo = if a.inputs.is_empty() { Some(demo_photograph()?) } else { None };
+    let demo = if a.inputs.is_empty() && a.tile_config.is_none() { Some(demo_photograph()?) } else { None };
     let (source, labels, truth): (Box<dyn FrameSource + '_>, Vec<String>, _) = match &demo {
         Some(photo) => {
             eprintln!("no input: stitching {} PAL frames cut from {DEFAULT_IMAGE_NAME} along a known path", a.frames);
@@ -308,12 +315,17 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
             (Box::new(frames::Cached::new(plan, cache_bytes)), labels, Some(truth))
         }
         None => {
-            let (source, labels) = frame_source(&resolve_inputs(&a.inputs)?, cache_bytes)?;
+            // A Fiji tile configuration names the tiles itself.
+            let files = match &a.tile_config {
+                Some(cfg) => tessera::tile_config::read(cfg)?.into_iter().map(|t| t.0).collect(),
+                None => resolve_inputs(&a.inputs)?,
+            };
+            let (source, labels) = frame_source(&files, cache_bytes)?;
             (source, labels, None)
         }
     };
     let p = scale_min_variance(p, a.register.min_variance, source.as_ref());
-    if a.grid.is_some() || a.positions.is_some() {
+    if a.grid.is_some() || a.positions.is_some() || a.tile_config.is_some() {
         if demo.is_some() {
             bail!("tile modes (--grid, --positions) need the tiles as input");
         }

@@ -23,8 +23,7 @@ use tessera::large::{default_max_mem_mib, write_composite, OutputOptions, MAX_ST
 use tessera::ome_tiff::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
-use tessera_core::stitch::DEFAULT_OVERLAP;
-use tessera_core::stitch::{composite, grid_positions, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
+use tessera_core::stitch::{composite, grid_positions, DEFAULT_OVERLAP, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
 use tessera_core::{AnyImage, AnyView, Parallelism};
 
 
@@ -289,17 +288,10 @@ fn grid_result<'l>(env: &mut Env<'l>, image: &AnyImage, (ox, oy): (i64, i64), m:
     )?)
 }
 
-/// "ok" (placed by an accepted pair), "nominal" (at its stage position: no accepted pair
-/// reaches it) or "skipped" (unreadable): the words of the command line's report.
+/// The command line's word for tile `i` (`TileRecord::status`): "ok", "detached",
+/// "nominal" or "skipped".
 fn tile_status(m: &Mosaic, i: usize) -> &'static str {
-    let t = &m.tiles[i];
-    if t.registered {
-        "ok"
-    } else if t.unreadable.is_none() {
-        "nominal"
-    } else {
-        "skipped"
-    }
+    m.tiles[i].status()
 }
 
 /// The largest residual of the accepted pairs that tile `i` is in (NaN when none).

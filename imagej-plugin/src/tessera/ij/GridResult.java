@@ -45,8 +45,10 @@ public final class GridResult {
         /** Position in tile-1 coordinates (tile i's pixel (u, v) shows what tile 1 shows at
          *  (u + x, v + y)). */
         public final double x, y;
-        /** "ok" (placed by registration), "nominal" (no accepted pair reaches it: at its stage
-         *  position) or "skipped" (left out, see {@link #reason}). */
+        /** "ok" (joined to the mosaic by accepted pairs), "detached" (in a group of tiles
+         *  that no accepted pair joins to the mosaic: placed as a whole by the fitted stage
+         *  model), "nominal" (no accepted pair reaches it: where the stage model puts it) or
+         *  "skipped" (left out, see {@link #reason}). */
         public final String status;
         /** The largest residual of its accepted pairs after the solve, pixels; NaN when none. */
         public final double residual;

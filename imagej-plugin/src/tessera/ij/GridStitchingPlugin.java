@@ -14,8 +14,10 @@ import java.io.File;
  * with a nominal overlap, acquired row by row, column by column or in a snake, from one
  * corner. Every neighbouring pair is registered from its nominal offset by NCC templates
  * (phase correlation of the overlap strips where the stage is further off), all positions
- * are solved together, and a pair that disagrees with the rest is rejected; a tile no
- * accepted pair reaches stays at its stage position, flagged "nominal". The same run as
+ * are solved together, and a pair that disagrees with the rest is rejected; a pair is
+ * accepted only where it agrees with the stage model fitted to the pairs (or with other
+ * pairs); a group of tiles no accepted pair joins to the rest is flagged "detached", a tile
+ * no accepted pair reaches "nominal", both placed by that model. The same run as
  * {@code tessera stitch TILES --grid COLSxROWS}. A progress bar follows the pairs and Esc
  * cancels the run (no image is made).
  *
@@ -200,7 +202,9 @@ public class GridStitchingPlugin implements PlugIn {
             rt.addValue("y", t.y);
             rt.addValue("Status", t.status);
             rt.addValue("Residual", t.residual);
-            rt.addValue("Reason", t.status.equals("nominal") ? "no accepted pair: at its stage position" : t.reason == null ? "" : t.reason);
+            rt.addValue("Reason", t.status.equals("nominal") ? "no accepted pair: where the stage model puts it"
+                    : t.status.equals("detached") ? "joined to the mosaic by no accepted pair: placed by the stage model"
+                    : t.reason == null ? "" : t.reason);
         }
         return rt;
     }

@@ -1,34 +1,43 @@
 //! Tile grids: microscope slide scans, a grid of overlapping tiles at known nominal stage
-//! positions.
+//! positions. [`register_tiles`] runs these stages, as ASHLAR's aligner and MIST do:
 //!
-//! Every pair of neighbouring tiles (nominally in the same row and overlapping, or in the
-//! same column and overlapping) is registered from its nominal offset, as a sequence's pairs
-//! are, with the same adaptive acceptance. The stage may be off by up to
-//! [`GridParams::stage_error`] of a tile, more than the search reaches from the nominal
-//! start, so where that start fails or is weak the pair is also started from the peaks of
-//! a phase correlation of the two overlap strips (widened by the stage error). A weak
-//! consensus must be confirmed by the whole overlap's NCC, and a measured offset further
-//! from the nominal one than the stage error allows is rejected.
+//! 1. every pair of neighbouring tiles (nominally in one row and overlapping or touching,
+//!    or in one column) is registered from its nominal offset, as a sequence's pairs are,
+//!    with the same adaptive acceptance; where that start fails or is weak, from the peaks
+//!    of a phase correlation of the two overlap strips widened by
+//!    [`GridParams::stage_error`] ([`pairs`]);
+//! 2. the stage model is fitted to the pairs that registered: per direction the offset
+//!    the stage really steps by (the overlap), and its repeatability ([`model`]); where too
+//!    few pairs of a direction registered (a wrong nominal overlap), that direction's pairs
+//!    are registered again from the phase correlation of the whole tiles, and the model
+//!    fitted again;
+//! 3. where the model's offset differs from the stage's, the pairs not yet verified are
+//!    registered again from the model's offset, within its repeatability;
+//! 4. each pair is verified: its offset within the model's repeatability, or one of
+//!    several pairs of its direction that agree on an offset beyond it (a row the stage put
+//!    off its place); a pair that is not stays out, and its tiles where the model puts them;
+//! 5. the accepted pairs join tiles into components, each solved together by robust least
+//!    squares, the worst pair rejected while one is left more than [`PAIR_REJECT`] px off,
+//!    and each component placed as a whole where the model puts its tiles ([`place`]).
 //!
-//! All positions are then solved together ([`super::solve`]): each accepted pair is a
-//! constraint weighted by its number of agreeing templates (where a cycle of pairs
-//! disagrees, the least supported pair takes most of the residual, and is the one
-//! rejected), and every tile is also tied to its nominal position relative to
-//! the first tile by a constraint of weight [`STAGE_WEIGHT`], which places tiles (or groups
-//! of tiles) that no accepted pair connects to the rest where the stage says, and moves the
-//! others by a few thousandths of a pixel at most. A pair left with a residual over
-//! [`PAIR_REJECT`] px disagrees with the rest: the worst is rejected and the solve repeated.
-//! Positions are in the first tile's coordinates (its pixel (u, v) shows what the mosaic's
-//! reference shows at (u + x, v + y), as for sequences).
+//! The largest component is the mosaic (its tiles registered, "ok"); another component's
+//! tiles are "detached" (placed relative to one another, the group by the model), and a
+//! tile no accepted pair reaches is at the model's position ("nominal": the stage's, where
+//! the model found nothing to correct). Positions are in the first tile's coordinates (its
+//! pixel (u, v) shows what the mosaic's reference shows at (u + x, v + y), as for
+//! sequences).
 
-use super::coarse::{self, Spectrum};
-use super::quality::overlap_ncc;
-use super::register::{gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
+mod model;
+mod pairs;
+mod place;
+
+pub use model::{direction, StageModel, Verification, MIN_SUPPORT};
+
+use pairs::{register_tile_pair, Start};
+use super::register::RegisterParams;
 use super::sequence::FrameSource;
-use super::solve::{solve, Constraint};
 use crate::error::{require_finite, Error, Result};
-use crate::image::{AnyView, ImageView};
-use crate::ncc::{NccSample, SearchFrame};
+use crate::image::AnyView;
 use crate::parallel::Parallelism;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -37,11 +46,6 @@ use core::ops::ControlFlow;
 /// The overlap of neighbouring tiles assumed when none is given (a fraction of the tile):
 /// the usual setting of microscope scanning software.
 pub const DEFAULT_OVERLAP: f64 = 0.1;
-/// Weight of a tile's tie to its nominal position, against a registered pair's number of
-/// agreeing templates.
-pub const STAGE_WEIGHT: f64 = 1e-4;
-/// Largest residual (pixels) of an accepted pair after the solve.
-pub const PAIR_REJECT: f64 = 1.0;
 
 /// The order in which a grid's tiles were acquired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -141,6 +145,11 @@ pub struct TilePair {
     pub b: usize,
     /// The measured offset (`position[b] - position[a]`), `None` when not accepted.
     pub shift: Option<(f64, f64)>,
+    /// How it was verified (accepted pairs).
+    pub verified_by: Option<Verification>,
+    /// How far (pixels) the offset found is from the stage model's (registered pairs,
+    /// accepted or not).
+    pub deviation: Option<f64>,
     /// Why the pair is not used (`None` when accepted).
     pub skip: Option<String>,
     pub ncc: f64,
@@ -156,8 +165,11 @@ pub struct TileRecord {
     pub index: usize,
     /// Position in the first tile's coordinates.
     pub position: (f64, f64),
-    /// Whether an accepted pair places it; `false`: at its nominal stage position.
+    /// Whether an accepted pair joins it to the mosaic (the largest component); `false`:
+    /// detached, or where the stage model puts it.
     pub registered: bool,
+    /// Its component (0: the mosaic, the largest), `None` when no accepted pair reaches it.
+    pub component: Option<usize>,
     /// Why it could not be used at all (unreadable, another size or type): no position.
     pub unreadable: Option<String>,
 }
@@ -167,17 +179,36 @@ pub struct TileRecord {
 pub struct Mosaic {
     pub tiles: Vec<TileRecord>,
     pub pairs: Vec<TilePair>,
+    /// The tiles of each component, the mosaic's (0) first, then by size.
+    pub components: Vec<Vec<usize>>,
+    /// The stage model fitted to the pairs.
+    pub model: StageModel,
+}
+
+impl TileRecord {
+    /// The report's word for the tile: "ok" (joined to the mosaic by accepted pairs),
+    /// "detached" (in another component), "nominal" (no accepted pair: where the stage
+    /// model puts it) or "skipped" (unreadable, or of another size or type).
+    pub fn status(&self) -> &'static str {
+        match (&self.unreadable, self.component) {
+            (Some(_), _) => "skipped",
+            (None, Some(0)) => "ok",
+            (None, Some(_)) => "detached",
+            (None, None) => "nominal",
+        }
+    }
 }
 
 /// The neighbouring pairs of nominal positions: nominally in one row (vertical offset
-/// under half a tile) and overlapping, or in one column and overlapping.
+/// under half a tile) and overlapping or touching, or in one column and overlapping or
+/// touching (a nominal overlap of 0 leaves the grid's neighbours neighbours).
 pub fn neighbours(nominal: &[(f64, f64)], tile: (usize, usize)) -> Vec<(usize, usize)> {
     let (w, h) = (tile.0 as f64, tile.1 as f64);
     let mut out = Vec::new();
     for a in 0..nominal.len() {
         for b in a + 1..nominal.len() {
             let (dx, dy) = (libm::fabs(nominal[b].0 - nominal[a].0), libm::fabs(nominal[b].1 - nominal[a].1));
-            if (dy < h / 2.0 && dx < w) || (dx < w / 2.0 && dy < h) {
+            if (dy < h / 2.0 && dx <= w) || (dx < w / 2.0 && dy <= h) {
                 out.push((a, b));
             }
         }
@@ -186,11 +217,13 @@ pub fn neighbours(nominal: &[(f64, f64)], tile: (usize, usize)) -> Vec<(usize, u
 }
 
 /// Registers the tiles of `tiles` (one per nominal position, `nominal[i]` the top-left
-/// corner of tile i in pixels) and solves their positions (module doc). A tile that cannot
-/// be read, or differs in size or pixel type from the first, is reported and left out.
+/// corner of tile i in pixels), fits the stage model, verifies the pairs, and solves and
+/// places the tiles (module doc). A tile that cannot be read, or differs in size or pixel
+/// type from most tiles, is reported and left out.
 /// `progress` is called before each neighbouring pair and once after the last with the
-/// number of pairs done (of `neighbours(nominal, tile size).len()`); `ControlFlow::Break`
-/// stops the run there with [`Error::Cancelled`].
+/// number of pairs done (of `neighbours(nominal, tile size).len()`), then with that number
+/// again before each pair registered once more (from the whole tiles or the fitted model);
+/// `ControlFlow::Break` stops the run there with [`Error::Cancelled`].
 /// Errors: bad parameters, a nominal list of another length, non-finite positions, no
 /// readable tile, cancelled.
 pub fn register_tiles(
@@ -227,45 +260,115 @@ pub fn register_tiles(
         })
         .collect();
     let size = common.size;
-    let mut pairs = Vec::new();
-    let neighbouring = neighbours(nominal, size);
-    for (done, &(a, b)) in neighbouring.iter().enumerate() {
-        report(progress, done)?;
-        if unreadable[a].is_some() || unreadable[b].is_some() {
-            continue;
-        }
-        let predicted = (nominal[b].0 - nominal[a].0, nominal[b].1 - nominal[a].1);
-        let (fa, fb) = (tiles.frame(a).map_err(bad_tile)?, tiles.frame(b).map_err(bad_tile)?);
-        let (va, vb) = (fa.view().map_err(bad_tile)?, fb.view().map_err(bad_tile)?);
-        // The search area must fit the overlap beside each template: a narrow overlap
-        // searches a small radius, and the strip seeds cover the stage error beyond it.
-        let overlap = (size.0 as f64 - libm::fabs(predicted.0)).min(size.1 as f64 - libm::fabs(predicted.1));
-        let radius = (((overlap - p.register.rsz as f64) / 2.0 - 1.0).max(2.0) as usize).min(p.register.search_radius);
-        // A stage moves tiles without turning them: grid pairs are translations, whatever
-        // the sequences' motion model.
-        let pp = GridParams { register: RegisterParams { search_radius: radius, motion: Motion::Translation, ..p.register }, ..*p };
-        let reg = register_tile_pair(&va, &vb, predicted, size, &pp, par)?;
-        // Each tile may be off by the stage error, so a pair by twice it.
-        let tolerance = (2.0 * p.stage_error * size.0 as f64 + 1.0, 2.0 * p.stage_error * size.1 as f64 + 1.0);
-        let far = reg.shift.is_some_and(|s| libm::fabs(s.0 - predicted.0) > tolerance.0 || libm::fabs(s.1 - predicted.1) > tolerance.1);
-        let skip = match (&reg.skip, far) {
-            (Some(why), _) => Some(why.describe()),
-            (None, true) => Some(alloc::format!("the offset found is further from the stage's than the stage error {} allows", p.stage_error)),
-            (None, false) => None,
-        };
-        pairs.push(TilePair { a, b, shift: reg.shift.filter(|_| skip.is_none()), skip, ncc: reg.ncc, margin: reg.margin, vectors_used: reg.vectors_used, residual: None });
+    let neighbouring: Vec<(usize, usize)> = neighbours(nominal, size).into_iter().filter(|&(a, b)| unreadable[a].is_none() && unreadable[b].is_none()).collect();
+    let total = neighbours(nominal, size).len();
+    let offset = |k: usize| {
+        let (a, b) = neighbouring[k];
+        (nominal[b].0 - nominal[a].0, nominal[b].1 - nominal[a].1)
+    };
+    let run = Registrar { tiles, size, p, par };
+
+    // 1. Every pair from its nominal offset, within the stage error.
+    let prior = (p.stage_error * size.0 as f64, p.stage_error * size.1 as f64);
+    let mut found: Vec<Found> = Vec::with_capacity(neighbouring.len());
+    for k in 0..neighbouring.len() {
+        report(progress, k)?;
+        found.push(run.pair(neighbouring[k], Start::Near { offset: offset(k), margin: prior })?);
     }
-    report(progress, neighbouring.len())?;
-    let solved = solve_grid(nominal, &mut pairs)?;
-    let tiles = (0..tiles.len())
-        .map(|i| TileRecord {
-            index: i,
-            position: solved[i],
-            registered: unreadable[i].is_none() && pairs.iter().any(|q| q.shift.is_some() && (q.a == i || q.b == i)),
-            unreadable: unreadable[i].clone(),
+    report(progress, total)?;
+    let measured = |found: &[Found]| -> Vec<((f64, f64), Option<(f64, f64)>)> { (0..found.len()).map(|k| (offset(k), found[k].shift)).collect() };
+
+    // 2. The stage model; a direction too few pairs of which registered is searched over
+    // the whole tiles.
+    let mut model = StageModel::fit(&measured(&found));
+    let sparse: Vec<usize> = (0..2).filter(|&dir| model.support[dir] < MIN_SUPPORT).collect();
+    let mut searched = false;
+    for k in 0..found.len() {
+        if found[k].shift.is_none() && sparse.contains(&direction(offset(k))) {
+            report(progress, total)?;
+            let again = run.pair(neighbouring[k], Start::Anywhere { towards: offset(k) })?;
+            searched = true;
+            if again.shift.is_some() {
+                found[k] = again;
+            }
+        }
+    }
+    if searched {
+        model = StageModel::fit(&measured(&found));
+    }
+
+    // 3. Where the model corrects the stage, the pairs it does not yet verify from the
+    // model's offset.
+    let mut verdicts = model::verify(&measured(&found), &model);
+    if model.correction != [(0.0, 0.0); 2] {
+        let margin = model.tolerance() + 1.0;
+        for k in 0..found.len() {
+            if verdicts[k].is_none() {
+                report(progress, total)?;
+                let again = run.pair(neighbouring[k], Start::Near { offset: model.offset(offset(k)), margin: (margin, margin) })?;
+                if again.shift.is_some() {
+                    found[k] = again;
+                }
+            }
+        }
+        verdicts = model::verify(&measured(&found), &model);
+    }
+
+    // 4. The verdicts.
+    let tolerance = model.tolerance();
+    let mut pairs: Vec<TilePair> = (0..found.len())
+        .map(|k| {
+            let f = &found[k];
+            let m = model.offset(offset(k));
+            let deviation = f.shift.map(|s| libm::hypot(s.0 - m.0, s.1 - m.1));
+            let skip = match (&f.skip, verdicts[k], deviation) {
+                (Some(why), _, _) => Some(why.clone()),
+                (None, Some(_), _) => None,
+                (None, None, d) => Some(alloc::format!(
+                    "not verified: the offset found is {:.1} px from the stage model's, beyond its repeatability of {tolerance:.1} px, and no other pair of its direction agrees with it",
+                    d.unwrap_or(f64::NAN)
+                )),
+            };
+            let (a, b) = neighbouring[k];
+            TilePair { a, b, shift: f.shift.filter(|_| skip.is_none()), verified_by: verdicts[k].filter(|_| skip.is_none()), deviation, skip, ncc: f.ncc, margin: f.margin, vectors_used: f.vectors_used, residual: None }
         })
         .collect();
-    Ok(Mosaic { tiles, pairs })
+
+    // 5. Components, solved and placed.
+    let placed = place::place(nominal, &mut pairs, &model)?;
+    let tiles = (0..tiles.len())
+        .map(|i| {
+            let component = placed.component[i].filter(|_| unreadable[i].is_none());
+            TileRecord { index: i, position: placed.positions[i], registered: component == Some(0), component, unreadable: unreadable[i].clone() }
+        })
+        .collect();
+    Ok(Mosaic { tiles, pairs, components: placed.components, model })
+}
+
+/// A pair's registration as the driver keeps it.
+struct Found {
+    shift: Option<(f64, f64)>,
+    skip: Option<String>,
+    ncc: f64,
+    margin: f64,
+    vectors_used: usize,
+}
+
+/// What every pair's registration shares.
+struct Registrar<'a> {
+    tiles: &'a dyn FrameSource,
+    size: (usize, usize),
+    p: &'a GridParams,
+    par: Parallelism,
+}
+
+impl Registrar<'_> {
+    fn pair(&self, (a, b): (usize, usize), start: Start) -> Result<Found> {
+        let (fa, fb) = (self.tiles.frame(a).map_err(bad_tile)?, self.tiles.frame(b).map_err(bad_tile)?);
+        let (va, vb): (AnyView<'_>, AnyView<'_>) = (fa.view().map_err(bad_tile)?, fb.view().map_err(bad_tile)?);
+        let r = register_tile_pair(&va, &vb, start, self.size, self.p, self.par)?;
+        Ok(Found { shift: r.shift, skip: r.skip.map(|s| s.describe()), ncc: r.ncc, margin: r.margin, vectors_used: r.vectors_used })
+    }
 }
 
 /// A tile's size and pixel type.
@@ -315,109 +418,6 @@ fn report(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usize) -> Re
 
 fn bad_tile(why: String) -> Error {
     Error::InvalidParameter { name: "tiles", reason: alloc::format!("a tile could not be read again: {why}") }
-}
-
-/// Solves the positions from the accepted pairs and the stage ties, rejecting the worst
-/// pair while one disagrees by more than [`PAIR_REJECT`]; sets the pairs' residuals.
-fn solve_grid(nominal: &[(f64, f64)], pairs: &mut [TilePair]) -> Result<Vec<(f64, f64)>> {
-    let n = nominal.len();
-    let origin = nominal[0];
-    let stage: Vec<Constraint> = (1..n)
-        .map(|i| Constraint { from: 0, to: i, shift: (nominal[i].0 - origin.0, nominal[i].1 - origin.1), weight: STAGE_WEIGHT })
-        .collect();
-    let guess: Vec<Option<(f64, f64)>> = nominal.iter().map(|q| Some((q.0 - origin.0, q.1 - origin.1))).collect();
-    loop {
-        let used: Vec<usize> = (0..pairs.len()).filter(|&k| pairs[k].shift.is_some()).collect();
-        let constraints: Vec<Constraint> = used
-            .iter()
-            .map(|&k| Constraint { from: pairs[k].a, to: pairs[k].b, shift: pairs[k].shift.unwrap_or_default(), weight: pairs[k].vectors_used.max(1) as f64 })
-            .chain(stage.iter().copied())
-            .collect();
-        let s = solve(n, 0, (0.0, 0.0), &constraints, &guess, 0.5)?;
-        let worst = (0..used.len()).max_by(|&x, &y| s.residuals[x].total_cmp(&s.residuals[y]));
-        if let Some(w) = worst.filter(|&w| s.residuals[w] > PAIR_REJECT) {
-            let q = &mut pairs[used[w]];
-            q.skip = Some(alloc::format!("inconsistent with the other pairs: {:.2} px off after the solve", s.residuals[w]));
-            q.shift = None;
-            continue;
-        }
-        for (j, &k) in used.iter().enumerate() {
-            pairs[k].residual = Some(s.residuals[j]);
-        }
-        return Ok(s.positions.iter().zip(&guess).map(|(p, g)| p.or(*g).unwrap_or_default()).collect());
-    }
-}
-
-/// Registers tile `b` against tile `a` from the nominal offset `predicted`, then from the
-/// phase-correlation peaks of their overlap strips where that fails or is weak; a weak
-/// consensus must be confirmed by the overlap's NCC (as a sequence's pairs).
-fn register_tile_pair(a: &AnyView<'_>, b: &AnyView<'_>, predicted: (f64, f64), size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<PairRegistration> {
-    let (la, lb) = (luma_storage(a), luma_storage(b));
-    match (gray(a, &la)?, gray(b, &lb)?) {
-        (Gray::U8(x), Gray::U8(y)) => register_typed(x, y, predicted, size, p, par),
-        (Gray::U16(x), Gray::U16(y)) => register_typed(x, y, predicted, size, p, par),
-        (Gray::F32(x), Gray::F32(y)) => register_typed(x, y, predicted, size, p, par),
-        _ => Err(Error::UnsupportedType { op: "grid", types: "tiles of two different pixel types" }),
-    }
-}
-
-fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, predicted: (f64, f64), size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<PairRegistration> {
-    let moving = SearchFrame::new(b)?;
-    let weak = |r: &PairRegistration| r.shift.is_some() && 3 * r.vectors_used < r.textured;
-    let mut best = register_pair(a, &moving, &p.register, predicted, par)?;
-    let mut evaluations = best.evaluations;
-    if p.coarse_candidates > 0 && (best.shift.is_none() || weak(&best)) {
-        for seed in strip_seeds(a, b, predicted, size, p)? {
-            if best.shift.is_some_and(|s| libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0) {
-                continue;
-            }
-            let r = register_pair(a, &moving, &p.register, seed, par)?;
-            evaluations += r.evaluations;
-            if r.shift.is_some() && (best.shift.is_none() || r.vectors_used > best.vectors_used) {
-                best = r;
-            }
-            if best.shift.is_some() && !weak(&best) {
-                break;
-            }
-        }
-    }
-    best.evaluations = evaluations;
-    if let (Some(s), true) = (best.shift, weak(&best)) {
-        let overlap = overlap_ncc(a, b, s, par)?.unwrap_or(f64::NEG_INFINITY);
-        if overlap < p.register.min_coefficient {
-            best.skip = Some(SkipReason::Unconfirmed { agreeing: best.vectors_used, textured: best.textured, overlap_ncc: overlap, null: None });
-            best.shift = None;
-        }
-    }
-    Ok(best)
-}
-
-/// Starting offsets from the phase correlation of the two tiles' nominal overlap widened by
-/// the stage error: the strip of `a` that `b` should cover and the strip of `b` that should
-/// cover it, cut to the same size.
-fn strip_seeds<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, predicted: (f64, f64), size: (usize, usize), p: &GridParams) -> Result<Vec<(f64, f64)>> {
-    let (w, h) = (size.0 as f64, size.1 as f64);
-    let margin = (p.stage_error * w, p.stage_error * h);
-    // The overlap's extent in a's coordinates, widened, clamped to the tile.
-    let span = |pred: f64, len: f64, m: f64| -> (usize, usize) {
-        let lo = (pred - m).max(0.0);
-        let hi = (pred + len + m).min(len);
-        (libm::floor(lo) as usize, libm::ceil(hi).max(lo + 1.0) as usize)
-    };
-    let (x0, x1) = span(predicted.0, w, margin.0);
-    let (y0, y1) = span(predicted.1, h, margin.1);
-    let (cw, ch) = ((x1 - x0).min(size.0), (y1 - y0).min(size.1));
-    if cw < 8 || ch < 8 {
-        return Ok(Vec::new());
-    }
-    // b's strip: the same extent moved by the nominal offset, clamped into b.
-    let bx = (x0 as f64 - predicted.0).clamp(0.0, (size.0 - cw) as f64) as usize;
-    let by = (y0 as f64 - predicted.1).clamp(0.0, (size.1 - ch) as f64) as usize;
-    let (sa, sb) = (a.crop(x0, y0, cw, ch)?, b.crop(bx, by, cw, ch)?);
-    let found = coarse::candidates(&Spectrum::new(sa), &Spectrum::new(sb), p.coarse_candidates).unwrap_or_default();
-    // A strip shift s (b's strip shows a's strip at +s) is the tile offset s + (a's strip
-    // corner - b's strip corner).
-    Ok(found.into_iter().map(|peak| (peak.shift.0 + x0 as f64 - bx as f64, peak.shift.1 + y0 as f64 - by as f64)).collect())
 }
 
 #[cfg(test)]
@@ -488,13 +488,19 @@ mod tests {
         let mut views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U8(t.view())).collect();
         views[9] = AnyView::U8(odd.view());
         let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::Sequential, &mut go_on).unwrap();
+        // Where the stage puts them, relative to where the stage puts the registered tiles
+        // on average (the same displacement for both), so within the stage's error of the
+        // truth (each tile up to 5 % of a tile off, so two up to 10 %).
+        let lag = |i: usize| (m.tiles[i].position.0 - (nominal[i].0 - nominal[0].0), m.tiles[i].position.1 - (nominal[i].1 - nominal[0].1));
+        assert!(libm::hypot(lag(5).0 - lag(9).0, lag(5).1 - lag(9).1) < 1e-9, "{:?} {:?}", lag(5), lag(9));
         for i in [5, 9] {
             let t = &m.tiles[i];
-            let want = (nominal[i].0 - nominal[0].0, nominal[i].1 - nominal[0].1);
-            // Tied to the stage only, relative to tile 0's registered position.
-            assert!(!t.registered && libm::hypot(t.position.0 - want.0, t.position.1 - want.1) < 1.0, "tile {i}: {t:?} vs {want:?}");
+            let truth = (truth[i].0 as f64 - truth[0].0 as f64, truth[i].1 as f64 - truth[0].1 as f64);
+            assert!(!t.registered && t.component.is_none() && t.status() != "ok", "tile {i}: {t:?}");
+            assert!(libm::fabs(t.position.0 - truth.0) <= 0.1 * TILE.0 as f64 && libm::fabs(t.position.1 - truth.1) <= 0.1 * TILE.1 as f64, "tile {i}: {t:?} vs {truth:?}");
             assert!(m.pairs.iter().filter(|q| q.a == i || q.b == i).all(|q| q.shift.is_none()));
         }
+        assert_eq!((m.tiles[5].status(), m.tiles[9].status()), ("nominal", "skipped"));
         assert!(m.tiles[9].unreadable.as_ref().is_some_and(|w| w.contains("60x200")));
         for t in m.tiles.iter().filter(|t| ![5, 9].contains(&t.index)) {
             let want = (truth[t.index].0 as f64 - truth[0].0 as f64, truth[t.index].1 as f64 - truth[0].1 as f64);
