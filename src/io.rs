@@ -4,8 +4,8 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Cursor, Read, Seek};
-use std::path::Path;
+use std::io::{BufReader, BufWriter, Cursor, Read, Seek, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tessera_core::{AnyImage, Image, Rgba8};
 
@@ -206,11 +206,9 @@ pub fn load_tiff_page(path: &Path, i: usize) -> Result<AnyImage> {
 
 /// Saves `img` to `path`, the format chosen by the extension (`.ome.tif` / `.ome.tiff`: a
 /// pyramidal OME-TIFF, [`crate::ome_tiff`]). 32-bit float and 32-bit integer images need
-/// `.tif` / `.tiff`.
+/// `.tif` / `.tiff`. The file is written beside `path` and renamed over it when complete
+/// ([`write_atomically`]): a failed save leaves any previous file as it was.
 pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
     let ctx = || format!("cannot write {}", path.display());
     if crate::ome_tiff::is_ome_tiff(path) {
         return crate::ome_tiff::write_ome_tiff(img, path, &Default::default()).map(drop).with_context(ctx);
@@ -218,19 +216,21 @@ pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
     if is_tiff(path) {
         return write_tiff(std::slice::from_ref(img), path).with_context(ctx);
     }
+    let format = image::ImageFormat::from_path(path).with_context(ctx)?;
     let (w, h) = (img.size().0 as u32, img.size().1 as u32);
+    // The encoder's copy of the pixels, reserved first: a canvas too large for memory is an
+    // error, not an abort.
     let dynamic: image::DynamicImage = match img {
-        AnyImage::U8(i) => image::GrayImage::from_raw(w, h, i.as_slice().to_vec()).map(Into::into),
-        AnyImage::U16(i) => {
-            image::ImageBuffer::<image::Luma<u16>, _>::from_raw(w, h, i.as_slice().to_vec()).map(Into::into)
-        }
+        AnyImage::U8(i) => image::GrayImage::from_raw(w, h, try_copy(i.as_slice())?).map(Into::into),
+        AnyImage::U16(i) => image::ImageBuffer::<image::Luma<u16>, _>::from_raw(w, h, try_copy(i.as_slice())?).map(Into::into),
         AnyImage::Rgba8(i) => {
-            let raw: Vec<u8> = i.as_slice().iter().flat_map(|p| p.to_array()).collect();
-            let rgba = image::RgbaImage::from_raw(w, h, raw).map(image::DynamicImage::from);
             // JPEG and PPM have no alpha channel.
-            match extension(path).as_str() {
-                "jpg" | "jpeg" | "ppm" | "pnm" => rgba.map(|d| d.to_rgb8().into()),
-                _ => rgba,
+            let alpha = !matches!(extension(path).as_str(), "jpg" | "jpeg" | "ppm" | "pnm");
+            let px = i.as_slice();
+            if alpha {
+                image::RgbaImage::from_raw(w, h, try_collect(px.len() * 4, px.iter().flat_map(|p| p.to_array()))?).map(Into::into)
+            } else {
+                image::RgbImage::from_raw(w, h, try_collect(px.len() * 3, px.iter().flat_map(|p| [p.r, p.g, p.b]))?).map(Into::into)
             }
         }
         AnyImage::F32(_) | AnyImage::U32(_) => {
@@ -238,24 +238,185 @@ pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
         }
     }
     .ok_or_else(|| anyhow!("internal: buffer size"))?;
-    dynamic.save(path).with_context(ctx)
+    write_atomically(path, |part| {
+        let mut file = BufWriter::new(File::create(part)?);
+        dynamic.write_to(&mut file, format)?;
+        // Flushed here, not on drop, so that a failing write is an error.
+        file.flush()?;
+        Ok(())
+    })
+    .with_context(ctx)
 }
 
-/// Writes one or more images as a (multi-page) TIFF, without compression.
+/// A copy of `s` in a vector reserved first ([`tessera_core::Error::OutOfMemory`] where the
+/// allocator refuses).
+pub fn try_copy<T: Clone>(s: &[T]) -> Result<Vec<T>> {
+    let mut v = try_vec(s.len())?;
+    v.extend_from_slice(s);
+    Ok(v)
+}
+
+/// An empty vector with room for `n` elements, or an out-of-memory error where the allocator
+/// refuses: every buffer whose size follows an input is reserved this way.
+pub fn try_vec<T>(n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| tessera_core::Error::OutOfMemory { bytes: n.saturating_mul(std::mem::size_of::<T>()) })?;
+    Ok(v)
+}
+
+/// The `n` items of `it` in a vector reserved first ([`try_vec`]).
+pub fn try_collect<T>(n: usize, it: impl IntoIterator<Item = T>) -> Result<Vec<T>> {
+    let mut v = try_vec(n)?;
+    v.extend(it.into_iter().take(n));
+    Ok(v)
+}
+
+/// Writes one or more images as a (multi-page) TIFF, without compression, through a
+/// temporary file renamed over `path` when complete ([`write_atomically`]).
 pub fn write_tiff(pages: &[AnyImage], path: &Path) -> Result<()> {
     use tiff::encoder::{colortype as ct, TiffEncoder};
-    let mut enc = TiffEncoder::new(BufWriter::new(File::create(path)?))?;
-    for img in pages {
-        let (w, h) = (img.size().0 as u32, img.size().1 as u32);
-        match img {
-            AnyImage::U8(i) => enc.write_image::<ct::Gray8>(w, h, i.as_slice())?,
-            AnyImage::U16(i) => enc.write_image::<ct::Gray16>(w, h, i.as_slice())?,
-            AnyImage::U32(i) => enc.write_image::<ct::Gray32>(w, h, i.as_slice())?,
-            AnyImage::F32(i) => enc.write_image::<ct::Gray32Float>(w, h, i.as_slice())?,
-            AnyImage::Rgba8(i) => {
-                let raw: Vec<u8> = i.as_slice().iter().flat_map(|p| [p.r, p.g, p.b]).collect();
-                enc.write_image::<ct::RGB8>(w, h, &raw)?
+    let bytes: u64 = pages.iter().map(|p| (p.size().0 * p.size().1 * pixel_bytes(p)) as u64).sum();
+    check_free_space(path, bytes)?;
+    write_atomically(path, |part| {
+        let mut file = BufWriter::new(File::create(part)?);
+        let mut enc = TiffEncoder::new(&mut file)?;
+        for img in pages {
+            let (w, h) = (img.size().0 as u32, img.size().1 as u32);
+            match img {
+                AnyImage::U8(i) => enc.write_image::<ct::Gray8>(w, h, i.as_slice())?,
+                AnyImage::U16(i) => enc.write_image::<ct::Gray16>(w, h, i.as_slice())?,
+                AnyImage::U32(i) => enc.write_image::<ct::Gray32>(w, h, i.as_slice())?,
+                AnyImage::F32(i) => enc.write_image::<ct::Gray32Float>(w, h, i.as_slice())?,
+                AnyImage::Rgba8(i) => {
+                    let raw = try_collect(i.as_slice().len() * 3, i.as_slice().iter().flat_map(|p| [p.r, p.g, p.b]))?;
+                    enc.write_image::<ct::RGB8>(w, h, &raw)?
+                }
             }
+        }
+        drop(enc);
+        // The buffered tail reaches the file (and its error the caller) here.
+        file.flush()?;
+        Ok(())
+    })
+}
+
+/// Bytes per pixel of `img` as the TIFF writer stores it (RGBA as RGB).
+fn pixel_bytes(img: &AnyImage) -> usize {
+    match img {
+        AnyImage::U8(_) => 1,
+        AnyImage::U16(_) => 2,
+        AnyImage::Rgba8(_) => 3,
+        AnyImage::U32(_) | AnyImage::F32(_) => 4,
+    }
+}
+
+/// A file being written under a hidden temporary name beside its target
+/// (`DIR/.NAME.PID.partial.EXT` for `DIR/NAME.EXT`: the same file system, so the rename is
+/// atomic, and the same extension); [`commit`](PartialFile::commit) renames it over the
+/// target, and dropping it uncommitted removes it. A reader of the target sees the previous
+/// file or the complete new one, never a part.
+pub struct PartialFile {
+    part: PathBuf,
+    target: PathBuf,
+    committed: bool,
+}
+
+impl PartialFile {
+    /// The temporary file's place for `target` (its folder created). Nothing is written yet.
+    pub fn new(target: &Path) -> Result<Self> {
+        if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        Ok(PartialFile { part: partial_name(target), target: target.to_path_buf(), committed: false })
+    }
+
+    /// Where to write.
+    pub fn path(&self) -> &Path {
+        &self.part
+    }
+
+    /// The file this one replaces.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Renames the written file over the target.
+    pub fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.part, &self.target).with_context(|| format!("cannot write {}", self.target.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for PartialFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.part);
+        }
+    }
+}
+
+/// `DIR/.NAME.PID.partial.EXT` for `DIR/NAME.EXT` (module doc of [`PartialFile`]).
+fn partial_name(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.partial{ext}", std::process::id()))
+}
+
+/// Writes `path` through `write`, which is given a temporary path beside it
+/// ([`PartialFile`]): renamed over `path` once `write` succeeds, removed when it fails, so
+/// that `path` is never half-written and a failure leaves its previous content untouched.
+/// Every writer of the library and of the command line goes through here.
+pub fn write_atomically<T>(path: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let part = PartialFile::new(path)?;
+    let value = write(part.path())?;
+    part.commit()?;
+    Ok(value)
+}
+
+/// Writes `bytes` to `path` atomically ([`write_atomically`]): a report or a disparity map.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomically(path, |part| {
+        File::create(part)?.write_all(bytes)?;
+        Ok(())
+    })
+    .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Bytes free to an unprivileged writer on the file system that holds `path` (or would: the
+/// nearest existing folder above it), or `None` where it cannot be told.
+pub fn free_space(path: &Path) -> Option<u64> {
+    let mut dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    while !dir.exists() {
+        dir = dir.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    }
+    free_space_of(dir)
+}
+
+#[cfg(unix)]
+fn free_space_of(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `s` a statvfs the call fills.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    Some((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+fn free_space_of(_: &Path) -> Option<u64> {
+    None
+}
+
+/// Refuses a write of about `bytes` to `path` that its file system has no room for, before
+/// anything is written (where the free space can be told).
+pub fn check_free_space(path: &Path, bytes: u64) -> Result<()> {
+    if let Some(free) = free_space(path) {
+        if bytes > free {
+            let mib = |b: u64| b.div_ceil(1 << 20);
+            bail!("{} needs about {} MiB but its file system has {} MiB free", path.display(), mib(bytes), mib(free));
         }
     }
     Ok(())

@@ -23,21 +23,42 @@ pub fn default_max_mem_mib() -> usize {
     total_kib.map_or(4096, |k| (k / 1024 / 4).max(1))
 }
 
+/// The largest panorama written unless raised, in pixels: 2^32 (65 536 x 65 536; 4 GiB
+/// as 8-bit gray, 16 GiB as RGB). Ten times the largest mosaic of the benchmarks (20 000 x
+/// 20 000, `scripts/big_grid.py`), yet far below what a wrong position makes: a stage
+/// position in micrometres read as pixels, or one stray line of a positions file, gives a
+/// canvas of tens of gigapixels that would otherwise stream to disk for many minutes.
+pub const DEFAULT_MAX_OUTPUT_PIXELS: u64 = 1 << 32;
+
 /// How a composite is written.
 #[derive(Clone, Debug)]
 pub struct OutputOptions {
     /// Memory budget for the canvas, MiB.
     pub max_mem_mib: usize,
+    /// The largest canvas written, pixels; a larger one is refused before anything is
+    /// written, naming the frame that makes it so.
+    pub max_output_pixels: u64,
     /// The OME-TIFF writer's settings (tile side, pixel size).
     pub ome: OmeTiffOptions,
 }
 
+impl Default for OutputOptions {
+    /// [`default_max_mem_mib`], [`DEFAULT_MAX_OUTPUT_PIXELS`], the OME-TIFF defaults.
+    fn default() -> Self {
+        OutputOptions { max_mem_mib: default_max_mem_mib(), max_output_pixels: DEFAULT_MAX_OUTPUT_PIXELS, ome: OmeTiffOptions::default() }
+    }
+}
+
 impl OutputOptions {
-    /// Errors: a zero budget, bad OME-TIFF settings ([`OmeTiffOptions::validate`]). Checked
-    /// before any work, so a bad option fails the run at once, not after its registration.
+    /// Errors: a zero budget or output limit, bad OME-TIFF settings
+    /// ([`OmeTiffOptions::validate`]). Checked before any work, so a bad option fails the
+    /// run at once, not after its registration.
     pub fn validate(&self) -> Result<()> {
         if self.max_mem_mib == 0 {
             bail!("--max-mem must be at least 1 MiB");
+        }
+        if self.max_output_pixels == 0 {
+            bail!("--max-output-pixels must be at least 1");
         }
         self.ome.validate().map_err(|e| anyhow!("--ome-tile / --pixel-size: {e}"))
     }
@@ -78,7 +99,11 @@ pub fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
 /// row 0, when it is composited at once; `&mut |_, _| Ok(())` to ignore them); an error
 /// from it stops the run and is returned, the file left incomplete: the ImageJ plugin keeps
 /// a pyramid level in memory this way and cancels on Esc.
-/// Errors: no position, an unwritable output, a frame that cannot be read again.
+/// The output is written to a temporary file beside it and renamed into place when complete
+/// ([`crate::io::PartialFile`]): a run that fails leaves any previous file untouched.
+/// Errors: no position, a canvas above `opts.max_output_pixels` (naming the frame farthest
+/// from the others, [`check_output_size`]), less free space on the output's file system than
+/// an uncompressed output takes, an unwritable output, a frame that cannot be read again.
 pub fn write_composite(
     source: &dyn FrameSource,
     like: &AnyView<'_>,
@@ -90,12 +115,18 @@ pub fn write_composite(
 ) -> Result<Written> {
     opts.validate()?;
     let t0 = std::time::Instant::now();
-    let plan = Plan::with_poses(like, poses, MAX_STREAMED_CANVAS)?;
+    // Planned without a pixel limit (frame positions are bounded, so the size cannot
+    // overflow), then held to the output limit with the frame that makes it so named.
+    let plan = Plan::with_poses(like, poses, usize::MAX)?;
+    check_output_size(&plan, poses, opts.max_output_pixels.min(MAX_STREAMED_CANVAS as u64))?;
     let (cw, ch) = plan.size;
     let per_row = cw * bytes_per_pixel(like, blend);
     let budget = opts.max_mem_mib.saturating_mul(1 << 20);
     let fits = per_row.saturating_mul(ch) <= budget && cw * ch <= crate::stitch::MAX_CANVAS;
     if fits && !is_ome_tiff(output) {
+        if crate::io::is_tiff(output) {
+            crate::io::check_free_space(output, (cw * ch * PixelKind::of(like).samples() * PixelKind::of(like).sample_bytes()) as u64)?;
+        }
         let canvas = composite_rows(source, &plan, blend, 0, ch)?;
         crate::io::save(&canvas.image, output)?;
         on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
@@ -125,6 +156,27 @@ pub fn write_composite(
     }
     let summary = writer.finish()?;
     Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64() })
+}
+
+/// Refuses a canvas of `plan`'s size above `max_pixels`, naming the frame of `poses` farthest
+/// from the median position of the frames (the one a wrong position most likely put there).
+pub fn check_output_size(plan: &Plan, poses: &[Option<Similarity>], max_pixels: u64) -> Result<()> {
+    let (cw, ch) = plan.size;
+    let n = (cw as u64).saturating_mul(ch as u64);
+    if n <= max_pixels {
+        return Ok(());
+    }
+    let placed: Vec<(usize, f64, f64)> = poses.iter().enumerate().filter_map(|(i, p)| p.map(|p| (i, p.x, p.y))).collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mx, my) = (median(placed.iter().map(|p| p.1).collect()), median(placed.iter().map(|p| p.2).collect()));
+    let far = placed.iter().max_by(|a, b| (a.1 - mx).abs().max((a.2 - my).abs()).total_cmp(&(b.1 - mx).abs().max((b.2 - my).abs())));
+    let culprit = far.map_or(String::new(), |&(i, x, y)| {
+        format!(": frame {i} at ({x:.0}, {y:.0}) lies {:.0} pixels from the frames' median position ({mx:.0}, {my:.0})", (x - mx).abs().max((y - my).abs()))
+    });
+    bail!("the panorama would be {cw}x{ch} = {n} pixels, above the output limit of {max_pixels} (--max-output-pixels){culprit}; nothing was written")
 }
 
 /// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted

@@ -111,7 +111,7 @@ pub fn run_follow(a: &StitchArgs, p: StitchParams) -> Result<()> {
     let labels: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     let (records, reference) = registered.map_err(|e| stitch::name_frame(e, &labels))?;
     eprintln!("input ended ({ended}): {} frames; writing the final panorama", records.len());
-    let (pano, written) = stitch::composite_registered(&source, records, reference, &p, a)?;
+    let (pano, written) = stitch::composite_registered(&source, records, reference, &p, a, &labels)?;
     let live = live_keys(Some(ended), &p, true);
     stitch::conclude(a, &p, &pano, &written, &labels, None, "cpu", t0.elapsed().as_secs_f64(), json!({ "live": live }))
 }
@@ -219,6 +219,9 @@ struct Watch {
 
 impl Watch {
     fn new(dir: &Path, a: &StitchArgs) -> Result<Self> {
+        if dir.exists() && !dir.is_dir() {
+            bail!("--follow {}: not a directory (--follow takes the directory the frames arrive in, or - for their names on standard input)", dir.display());
+        }
         if !dir.is_dir() {
             bail!("--follow {}: no such directory", dir.display());
         }
@@ -398,9 +401,7 @@ impl Writer<'_> {
         };
         let (canvas, drawn) = match canvas {
             Some(c) => {
-                let part = stitch::partial_name(&self.a.output);
-                tessera::io::save(&c.image, &part)?;
-                std::fs::rename(&part, &self.a.output).with_context(|| format!("cannot write {}", self.a.output.display()))?;
+                tessera::io::save(&c.image, &self.a.output)?;
                 (c, true)
             }
             None => (Canvas { image: AnyImage::U8(tessera::Image::new(1, 1)?), origin: (0, 0) }, false),
@@ -417,7 +418,7 @@ impl Writer<'_> {
         run["live"] = live_keys(None, self.p, drawn);
         let pano = Panorama { canvas, frames: records, reference };
         let report = tessera::report::report_sized(&pano, size, &labels, None, self.p, run);
-        stitch::write_replacing(path, serde_json::to_string_pretty(&report)?.as_bytes())
+        tessera::io::write_bytes(path, serde_json::to_string_pretty(&report)?.as_bytes())
     }
 }
 
