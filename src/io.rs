@@ -51,12 +51,22 @@ pub fn load(path: &Path) -> Result<AnyImage> {
         let mut pages = read_tiff(f, false).with_context(ctx)?;
         return pages.pop().ok_or_else(|| anyhow!("{}: TIFF without images", path.display()));
     }
-    let bytes = std::fs::read(path).with_context(ctx)?;
+    let bytes = read_file(path).with_context(ctx)?;
     let img = decode(&bytes).with_context(ctx)?;
     if let Some(w) = jpeg_truncation(&bytes) {
         eprintln!("warning: {}: {w}", path.display());
     }
     Ok(img)
+}
+
+/// The bytes of the file at `path`, in a buffer reserved first (an out-of-memory error where
+/// it cannot be).
+pub fn read_file(path: &Path) -> Result<Vec<u8>> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut bytes = try_vec(usize::try_from(len).unwrap_or(usize::MAX))?;
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Decodes any format but TIFF, the size checked against the limit from the header first.
@@ -70,7 +80,25 @@ fn decode(bytes: &[u8]) -> Result<AnyImage> {
     let decoder = reader.into_decoder()?;
     let (w, h) = image::ImageDecoder::dimensions(&decoder);
     check_pixels(w as u64, h as u64)?;
+    // The decoder's buffer, and the conversion of its pixels into ours (4 bytes a pixel; 16
+    // for float colour, through RGB float), must be possible before the decoder allocates
+    // without a check.
+    let float = matches!(image::ImageDecoder::color_type(&decoder), image::ColorType::Rgb32F | image::ColorType::Rgba32F);
+    let converted = (w as u64) * (h as u64) * if float { 16 } else { 4 };
+    probe_memory(image::ImageDecoder::total_bytes(&decoder).saturating_add(converted))?;
     from_dynamic(image::DynamicImage::from_decoder(decoder)?)
+}
+
+/// Whether `bytes` can be allocated now: reserved and released at once. The decoders of the
+/// `image` and `tiff` crates allocate their pixel buffers without a fallible path (an
+/// allocation failure there aborts the process), so a decode is preceded by this check of
+/// the buffers the image's header says it needs: an image too large for the memory left is
+/// an out-of-memory error instead of an abort. (What the decoder allocates then is what was
+/// just released, so it fits, barring another thread allocating in between.)
+fn probe_memory(bytes: u64) -> Result<()> {
+    let n = usize::try_from(bytes).map_err(|_| tessera_core::Error::OutOfMemory { bytes: usize::MAX })?;
+    drop(try_vec::<u8>(n)?);
+    Ok(())
 }
 
 /// Why a JPEG looks truncated (no end-of-image marker at its end), or `None` for other
@@ -124,18 +152,18 @@ fn from_dynamic(img: image::DynamicImage) -> Result<AnyImage> {
     Ok(match img {
         D::ImageLuma8(b) => Image::from_vec(w, h, b.into_raw())?.into(),
         D::ImageLuma16(b) => Image::from_vec(w, h, b.into_raw())?.into(),
-        D::ImageLumaA8(_) => Image::from_vec(w, h, img.to_luma8().into_raw())?.into(),
-        D::ImageLumaA16(_) => Image::from_vec(w, h, img.to_luma16().into_raw())?.into(),
+        D::ImageLumaA8(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| p[0]))?)?.into(),
+        D::ImageLumaA16(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| p[0]))?)?.into(),
+        D::ImageRgb8(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], 255)))?)?.into(),
+        D::ImageRgba8(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], p[3])))?)?.into(),
         D::ImageRgb32F(_) | D::ImageRgba32F(_) => {
             // Float colour: keep the luminance as f32 gray.
             let rgb = img.to_rgb32f();
-            let data = rgb.pixels().map(|p| 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]).collect();
-            Image::from_vec(w, h, data)?.into()
+            Image::from_vec(w, h, try_collect(w * h, rgb.pixels().map(|p| 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]))?)?.into()
         }
         other => {
             let rgba = other.to_rgba8();
-            let data = rgba.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], p[3])).collect();
-            Image::from_vec(w, h, data)?.into()
+            Image::from_vec(w, h, try_collect(w * h, rgba.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], p[3])))?)?.into()
         }
     })
 }
@@ -168,6 +196,10 @@ fn read_tiff_page<R: Read + Seek>(dec: &mut tiff::decoder::Decoder<R>) -> Result
     check_pixels(w as u64, h as u64)?;
     let (w, h) = (w as usize, h as usize);
     let color = dec.colortype()?;
+    // The decoder's buffer (up to 4 samples of 4 bytes a pixel) and an RGB image's
+    // conversion to RGBA: possible before the decoder allocates without a check
+    // ([`probe_memory`]).
+    probe_memory((w as u64) * (h as u64) * 20)?;
     // PlanarConfiguration 2: each channel stored whole after the other (what tifffile
     // writes for a (3, H, W) array); the decoder returns only the first plane.
     if matches!(color, C::RGB(_) | C::RGBA(_)) && dec.find_tag_unsigned::<u16>(Tag::PlanarConfiguration)? == Some(2) {
@@ -178,8 +210,8 @@ fn read_tiff_page<R: Read + Seek>(dec: &mut tiff::decoder::Decoder<R>) -> Result
         (C::Gray(16), R8::U16(v)) => Image::from_vec(w, h, v)?.into(),
         (C::Gray(32), R8::F32(v)) => Image::from_vec(w, h, v)?.into(),
         (C::Gray(32), R8::U32(v)) => Image::from_vec(w, h, v)?.into(),
-        (C::RGB(8), R8::U8(v)) => Image::from_vec(w, h, v.chunks_exact(3).map(|c| Rgba8::new(c[0], c[1], c[2], 255)).collect())?.into(),
-        (C::RGBA(8), R8::U8(v)) => Image::from_vec(w, h, v.chunks_exact(4).map(|c| Rgba8::new(c[0], c[1], c[2], c[3])).collect())?.into(),
+        (C::RGB(8), R8::U8(v)) => Image::from_vec(w, h, try_collect(w * h, v.chunks_exact(3).map(|c| Rgba8::new(c[0], c[1], c[2], 255)))?)?.into(),
+        (C::RGBA(8), R8::U8(v)) => Image::from_vec(w, h, try_collect(w * h, v.chunks_exact(4).map(|c| Rgba8::new(c[0], c[1], c[2], c[3])))?)?.into(),
         (c, _) => bail!("unsupported TIFF pixel type {c:?} (supported: 8/16-bit gray, 32-bit float gray, 8-bit RGB/RGBA)"),
     })
 }
@@ -238,6 +270,9 @@ pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
         }
     }
     .ok_or_else(|| anyhow!("internal: buffer size"))?;
+    // The encoders (PNG's compressed stream, JPEG's planes) allocate without a fallible
+    // path; at most twice the pixels' bytes, checked first ([`probe_memory`]).
+    probe_memory(2 * dynamic.as_bytes().len() as u64)?;
     write_atomically(path, |part| {
         let mut file = BufWriter::new(File::create(part)?);
         dynamic.write_to(&mut file, format)?;

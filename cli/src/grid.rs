@@ -22,8 +22,9 @@ pub fn read_positions(path: &Path, pixel_size: Option<f64>) -> Result<Vec<(f64, 
 pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
     // The nominal grid's tile size: the shape the first two usable tiles share (one odd
     // first tile must not set it), else the first usable tile's.
-    let (mut first, mut previous, mut shared) = (None, None, None);
-    for shape in (0..source.len()).filter_map(|i| tessera::stitch::tile_shape(source, i).ok()) {
+    let (mut first, mut previous, mut shared, mut why) = (None, None, None, None);
+    let shapes = (0..source.len()).filter_map(|i| tessera::stitch::tile_shape(source, i).map_err(|e| why = why.take().or(Some(format!("{} ({}): {e}", i, labels[i])))).ok());
+    for shape in shapes {
         first = first.or(Some(shape));
         if previous == Some(shape) {
             shared = Some(shape);
@@ -31,7 +32,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
         }
         previous = Some(shape);
     }
-    let tile = shared.or(first).ok_or_else(|| anyhow!("no tile could be read"))?.size;
+    let tile = shared.or(first).ok_or_else(|| anyhow!("no tile could be read (tile {})", why.as_deref().unwrap_or("-")))?.size;
     let nominal = match (&a.grid, &a.positions) {
         (Some(g), None) => {
             let (cols, rows) = parse_grid(g)?;
