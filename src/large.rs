@@ -77,6 +77,9 @@ pub struct Written {
     pub ome: Option<OmeTiffSummary>,
     /// Seconds spent compositing and writing (a GPU backend's canvas: writing only).
     pub seconds: f64,
+    /// The frames placed but missing from the panorama because they could not be read
+    /// again (deleted or changed since they registered), with the reason.
+    pub lost: Vec<(usize, String)>,
 }
 
 /// Bytes the compositor holds per canvas pixel: the pixel, and for the averaging blends
@@ -103,7 +106,9 @@ pub fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
 /// ([`crate::io::PartialFile`]): a run that fails leaves any previous file untouched.
 /// Errors: no position, a canvas above `opts.max_output_pixels` (naming the frame farthest
 /// from the others, [`check_output_size`]), less free space on the output's file system than
-/// an uncompressed output takes, an unwritable output, a frame that cannot be read again.
+/// an uncompressed output takes, an unwritable output. A frame that cannot be read again
+/// (deleted since it registered) is left out of the panorama and listed in
+/// [`Written::lost`].
 pub fn write_composite(
     source: &dyn FrameSource,
     like: &AnyView<'_>,
@@ -127,10 +132,11 @@ pub fn write_composite(
         if crate::io::is_tiff(output) {
             crate::io::check_free_space(output, (cw * ch * PixelKind::of(like).samples() * PixelKind::of(like).sample_bytes()) as u64)?;
         }
-        let canvas = composite_rows(source, &plan, blend, 0, ch)?;
+        let mut lost = Vec::new();
+        let canvas = composite_rows(source, &plan, blend, 0, ch, &mut lost)?;
         crate::io::save(&canvas.image, output)?;
         on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
-        return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64() });
+        return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64(), lost });
     }
     let path = if is_ome_tiff(output) {
         output.to_path_buf()
@@ -145,17 +151,17 @@ pub fn write_composite(
     let fit_rows = (budget / 2 / per_row.max(1)).min(crate::stitch::MAX_CANVAS / cw.max(1));
     let strip = (fit_rows / tile).max(1) * tile;
     let mut writer = OmeTiffWriter::create(&path, (cw, ch), PixelKind::of(like), &opts.ome)?;
-    let mut strips = 0;
+    let (mut strips, mut lost) = (0, Vec::new());
     for y0 in (0..ch).step_by(strip) {
         let y1 = (y0 + strip).min(ch);
-        let canvas = composite_rows(source, &plan, blend, y0, y1)?;
+        let canvas = composite_rows(source, &plan, blend, y0, y1, &mut lost)?;
         let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
         writer.write_strip(&view)?;
         on_strip(&view, y0)?;
         strips += 1;
     }
     let summary = writer.finish()?;
-    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64() })
+    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
 }
 
 /// Refuses a canvas of `plan`'s size above `max_pixels`, naming the frame of `poses` farthest
@@ -180,12 +186,18 @@ pub fn check_output_size(plan: &Plan, poses: &[Option<Similarity>], max_pixels: 
 }
 
 /// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted
-/// in sequence order.
-fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize) -> Result<crate::stitch::Canvas> {
+/// in sequence order; a frame that cannot be read again is left out and added to `lost`
+/// (once), so that the panorama is made of the frames still there.
+fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize, lost: &mut Vec<(usize, String)>) -> Result<crate::stitch::Canvas> {
     let mut c = Compositor::rows(plan.clone(), blend, y0, y1)?;
     for i in plan.frames_on_rows(y0, y1) {
-        let f = source.frame(i).map_err(|e| anyhow!("frame {i} could not be read again: {e}"))?;
-        c.paste(i, &f.view().map_err(|e| anyhow!("frame {i} could not be read again: {e}"))?)?;
+        if lost.iter().any(|l| l.0 == i) {
+            continue;
+        }
+        match source.frame(i).and_then(|f| f.view().map(|v| c.paste(i, &v)).map_err(|e| e.to_string())) {
+            Ok(pasted) => pasted?,
+            Err(why) => lost.push((i, why)),
+        }
     }
     Ok(c.finish())
 }
@@ -197,6 +209,7 @@ pub fn describe(w: &Written) -> serde_json::Value {
         "strips": w.strips,
         "seconds": (w.seconds * 1e4).round() / 1e4,
         "ome_tiff": w.ome.as_ref().map(|o| serde_json::json!({"levels": o.levels, "bigtiff": o.bigtiff, "bytes": o.bytes})),
+        "lost_frames": w.lost.iter().map(|(i, why)| serde_json::json!({"index": i, "reason": why})).collect::<Vec<_>>(),
         "peak_memory_mib": crate::report::peak_memory_mib(),
     })
 }

@@ -177,13 +177,49 @@ impl FrameSource for Live<'_> {
         arrived.files.len() + usize::from(arrived.ended.is_none())
     }
     fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
-        frames::load(&self.arrivals.wait(i).ok_or("the input ended")?)
+        load_settled(&self.arrivals.wait(i).ok_or("the input ended")?)
     }
     fn recorded(&self, records: &[FrameRecord]) {
         self.updates.offer(records);
     }
     fn ready(&self) -> usize {
         self.arrivals.lock().files.len()
+    }
+}
+
+/// How long a frame file that does not decode must stay unchanged (size and modification
+/// time) before it counts as finished, and at most how long it is waited for.
+const SETTLE: Duration = Duration::from_millis(1000);
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The frame in the file at `path`. A file that does not decode may still be being written
+/// (a writer that paused longer than the watcher's listings, or appends slowly): while it
+/// changes, or changed less than [`SETTLE`] ago, it is read again as it grows, for up to
+/// [`SETTLE_TIMEOUT`]; then the decoder's message stands and the frame is skipped with it.
+fn load_settled(path: &Path) -> Result<Frame<'static>, String> {
+    let started = Instant::now();
+    let stamp = || std::fs::metadata(path).ok().map(|m| (m.len(), m.modified().ok()));
+    loop {
+        let before = stamp();
+        let why = match frames::load(path) {
+            Ok(f) => return Ok(f),
+            Err(why) => why,
+        };
+        // Unchanged for SETTLE: as finished as it will be.
+        let settled = loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = stamp();
+            let age = now.as_ref().and_then(|s| s.1).and_then(|t| t.elapsed().ok());
+            if now != before {
+                break false;
+            }
+            if age.is_none_or(|a| a >= SETTLE) || started.elapsed() >= SETTLE_TIMEOUT {
+                break true;
+            }
+        };
+        if settled {
+            return Err(why);
+        }
     }
 }
 
@@ -413,7 +449,7 @@ impl Writer<'_> {
         let Some(path) = &self.a.report else { return Ok(()) };
         // Until a pair registers, the reference is the candidate at (0, 0).
         let reference = records.iter().find(|r| r.is_ok() && r.reference.is_none()).map_or(0, |r| r.index);
-        let written = Written { path: self.a.output.clone(), size, origin: canvas.origin, strips: 1, ome: None, seconds: t.elapsed().as_secs_f64() };
+        let written = Written { path: self.a.output.clone(), size, origin: canvas.origin, strips: 1, ome: None, seconds: t.elapsed().as_secs_f64(), lost: Vec::new() };
         let mut run = stitch::run_keys("cpu", self.t0.elapsed().as_secs_f64(), &written);
         run["live"] = live_keys(None, self.p, drawn);
         let pano = Panorama { canvas, frames: records, reference };

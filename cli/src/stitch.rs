@@ -343,7 +343,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         let t_save = Instant::now();
         tessera::io::save(&pano.canvas.image, &a.output)?;
         let (size, seconds) = (pano.canvas.image.size(), t_save.elapsed().as_secs_f64());
-        let written = Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds };
+        let written = Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds, lost: Vec::new() };
         (pano, written)
     };
     conclude(&a, &p, &pano, &written, &labels, truth, backend.name(), t0.elapsed().as_secs_f64(), json!({}))
@@ -354,7 +354,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
 /// only: the pixels went to disk) and what was written.
 pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, reference: usize, p: &StitchParams, a: &StitchArgs, labels: &[String]) -> Result<(Panorama, Written)> {
     let poses: Vec<_> = frames.iter().map(|r| r.pose()).collect();
-    let first = (0..poses.len()).find(|&i| poses[i].is_some()).and_then(|i| source.frame(i).ok());
+    let first = (0..poses.len()).filter(|&i| poses[i].is_some()).find_map(|i| source.frame(i).ok());
     let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
     let written = large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a), &mut |_, _| Ok(())).map_err(|e| name_frame(e, labels))?;
     let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
@@ -394,6 +394,9 @@ pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &Wri
     );
     for f in pano.frames.iter().filter(|f| !f.is_ok()) {
         println!("skipped frame {} ({}): {}", f.index, labels[f.index], f.skip.as_ref().map(|s| s.describe()).unwrap_or_default());
+    }
+    for (i, why) in &written.lost {
+        eprintln!("warning: frame {i} ({}) registered but could not be read again; it is missing from the panorama: {why}", labels.get(*i).map_or("", |l| l.as_str()));
     }
     let mut extra = run_keys(backend, secs, written);
     if let (Value::Object(e), Value::Object(m)) = (&mut extra, more) {
