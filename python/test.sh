@@ -10,6 +10,10 @@ export CARGO_TARGET_DIR=$PWD/target
 rm -f target/wheels/tessera-*.whl
 "$venv/bin/maturin" build --release --quiet -m python/Cargo.toml -o target/wheels >&2
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/tessera-*.whl
+# Then with its extras, as python/README.md installs it: pip checks that `[dask]` and
+# `[distributed]` resolve (to the pinned packages already in the environment).
+wheel=$(ls target/wheels/tessera-*.whl)
+"$venv/bin/pip" install --quiet --disable-pip-version-check "$wheel[dask,distributed]"
 # The CLI the tests compare against (already built by `cargo test --workspace` in scripts/test).
 [ -x target/release/tessera ] || cargo build --release --quiet --bin tessera
 TESSERA_BIN=$PWD/target/release/tessera "$venv/bin/pytest" -q -p no:cacheprovider python/tests "$@"

@@ -4,8 +4,8 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Cursor, Read, Seek};
-use std::path::Path;
+use std::io::{BufReader, BufWriter, Cursor, Read, Seek, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tessera_core::{AnyImage, Image, Rgba8};
 
@@ -51,12 +51,22 @@ pub fn load(path: &Path) -> Result<AnyImage> {
         let mut pages = read_tiff(f, false).with_context(ctx)?;
         return pages.pop().ok_or_else(|| anyhow!("{}: TIFF without images", path.display()));
     }
-    let bytes = std::fs::read(path).with_context(ctx)?;
+    let bytes = read_file(path).with_context(ctx)?;
     let img = decode(&bytes).with_context(ctx)?;
     if let Some(w) = jpeg_truncation(&bytes) {
         eprintln!("warning: {}: {w}", path.display());
     }
     Ok(img)
+}
+
+/// The bytes of the file at `path`, in a buffer reserved first (an out-of-memory error where
+/// it cannot be).
+pub fn read_file(path: &Path) -> Result<Vec<u8>> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut bytes = try_vec(usize::try_from(len).unwrap_or(usize::MAX))?;
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Decodes any format but TIFF, the size checked against the limit from the header first.
@@ -70,7 +80,25 @@ fn decode(bytes: &[u8]) -> Result<AnyImage> {
     let decoder = reader.into_decoder()?;
     let (w, h) = image::ImageDecoder::dimensions(&decoder);
     check_pixels(w as u64, h as u64)?;
+    // The decoder's buffer, and the conversion of its pixels into ours (4 bytes a pixel; 16
+    // for float colour, through RGB float), must be possible before the decoder allocates
+    // without a check.
+    let float = matches!(image::ImageDecoder::color_type(&decoder), image::ColorType::Rgb32F | image::ColorType::Rgba32F);
+    let converted = (w as u64) * (h as u64) * if float { 16 } else { 4 };
+    probe_memory(image::ImageDecoder::total_bytes(&decoder).saturating_add(converted))?;
     from_dynamic(image::DynamicImage::from_decoder(decoder)?)
+}
+
+/// Whether `bytes` can be allocated now: reserved and released at once. The decoders of the
+/// `image` and `tiff` crates allocate their pixel buffers without a fallible path (an
+/// allocation failure there aborts the process), so a decode is preceded by this check of
+/// the buffers the image's header says it needs: an image too large for the memory left is
+/// an out-of-memory error instead of an abort. (What the decoder allocates then is what was
+/// just released, so it fits, barring another thread allocating in between.)
+fn probe_memory(bytes: u64) -> Result<()> {
+    let n = usize::try_from(bytes).map_err(|_| tessera_core::Error::OutOfMemory { bytes: usize::MAX })?;
+    drop(try_vec::<u8>(n)?);
+    Ok(())
 }
 
 /// Why a JPEG looks truncated (no end-of-image marker at its end), or `None` for other
@@ -124,18 +152,18 @@ fn from_dynamic(img: image::DynamicImage) -> Result<AnyImage> {
     Ok(match img {
         D::ImageLuma8(b) => Image::from_vec(w, h, b.into_raw())?.into(),
         D::ImageLuma16(b) => Image::from_vec(w, h, b.into_raw())?.into(),
-        D::ImageLumaA8(_) => Image::from_vec(w, h, img.to_luma8().into_raw())?.into(),
-        D::ImageLumaA16(_) => Image::from_vec(w, h, img.to_luma16().into_raw())?.into(),
+        D::ImageLumaA8(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| p[0]))?)?.into(),
+        D::ImageLumaA16(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| p[0]))?)?.into(),
+        D::ImageRgb8(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], 255)))?)?.into(),
+        D::ImageRgba8(b) => Image::from_vec(w, h, try_collect(w * h, b.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], p[3])))?)?.into(),
         D::ImageRgb32F(_) | D::ImageRgba32F(_) => {
             // Float colour: keep the luminance as f32 gray.
             let rgb = img.to_rgb32f();
-            let data = rgb.pixels().map(|p| 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]).collect();
-            Image::from_vec(w, h, data)?.into()
+            Image::from_vec(w, h, try_collect(w * h, rgb.pixels().map(|p| 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]))?)?.into()
         }
         other => {
             let rgba = other.to_rgba8();
-            let data = rgba.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], p[3])).collect();
-            Image::from_vec(w, h, data)?.into()
+            Image::from_vec(w, h, try_collect(w * h, rgba.pixels().map(|p| Rgba8::new(p[0], p[1], p[2], p[3])))?)?.into()
         }
     })
 }
@@ -168,6 +196,10 @@ fn read_tiff_page<R: Read + Seek>(dec: &mut tiff::decoder::Decoder<R>) -> Result
     check_pixels(w as u64, h as u64)?;
     let (w, h) = (w as usize, h as usize);
     let color = dec.colortype()?;
+    // The decoder's buffer (up to 4 samples of 4 bytes a pixel) and an RGB image's
+    // conversion to RGBA: possible before the decoder allocates without a check
+    // ([`probe_memory`]).
+    probe_memory((w as u64) * (h as u64) * 20)?;
     // PlanarConfiguration 2: each channel stored whole after the other (what tifffile
     // writes for a (3, H, W) array); the decoder returns only the first plane.
     if matches!(color, C::RGB(_) | C::RGBA(_)) && dec.find_tag_unsigned::<u16>(Tag::PlanarConfiguration)? == Some(2) {
@@ -178,8 +210,8 @@ fn read_tiff_page<R: Read + Seek>(dec: &mut tiff::decoder::Decoder<R>) -> Result
         (C::Gray(16), R8::U16(v)) => Image::from_vec(w, h, v)?.into(),
         (C::Gray(32), R8::F32(v)) => Image::from_vec(w, h, v)?.into(),
         (C::Gray(32), R8::U32(v)) => Image::from_vec(w, h, v)?.into(),
-        (C::RGB(8), R8::U8(v)) => Image::from_vec(w, h, v.chunks_exact(3).map(|c| Rgba8::new(c[0], c[1], c[2], 255)).collect())?.into(),
-        (C::RGBA(8), R8::U8(v)) => Image::from_vec(w, h, v.chunks_exact(4).map(|c| Rgba8::new(c[0], c[1], c[2], c[3])).collect())?.into(),
+        (C::RGB(8), R8::U8(v)) => Image::from_vec(w, h, try_collect(w * h, v.chunks_exact(3).map(|c| Rgba8::new(c[0], c[1], c[2], 255)))?)?.into(),
+        (C::RGBA(8), R8::U8(v)) => Image::from_vec(w, h, try_collect(w * h, v.chunks_exact(4).map(|c| Rgba8::new(c[0], c[1], c[2], c[3])))?)?.into(),
         (c, _) => bail!("unsupported TIFF pixel type {c:?} (supported: 8/16-bit gray, 32-bit float gray, 8-bit RGB/RGBA)"),
     })
 }
@@ -206,11 +238,9 @@ pub fn load_tiff_page(path: &Path, i: usize) -> Result<AnyImage> {
 
 /// Saves `img` to `path`, the format chosen by the extension (`.ome.tif` / `.ome.tiff`: a
 /// pyramidal OME-TIFF, [`crate::ome_tiff`]). 32-bit float and 32-bit integer images need
-/// `.tif` / `.tiff`.
+/// `.tif` / `.tiff`. The file is written beside `path` and renamed over it when complete
+/// ([`write_atomically`]): a failed save leaves any previous file as it was.
 pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
     let ctx = || format!("cannot write {}", path.display());
     if crate::ome_tiff::is_ome_tiff(path) {
         return crate::ome_tiff::write_ome_tiff(img, path, &Default::default()).map(drop).with_context(ctx);
@@ -218,19 +248,21 @@ pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
     if is_tiff(path) {
         return write_tiff(std::slice::from_ref(img), path).with_context(ctx);
     }
+    let format = image::ImageFormat::from_path(path).with_context(ctx)?;
     let (w, h) = (img.size().0 as u32, img.size().1 as u32);
+    // The encoder's copy of the pixels, reserved first: a canvas too large for memory is an
+    // error, not an abort.
     let dynamic: image::DynamicImage = match img {
-        AnyImage::U8(i) => image::GrayImage::from_raw(w, h, i.as_slice().to_vec()).map(Into::into),
-        AnyImage::U16(i) => {
-            image::ImageBuffer::<image::Luma<u16>, _>::from_raw(w, h, i.as_slice().to_vec()).map(Into::into)
-        }
+        AnyImage::U8(i) => image::GrayImage::from_raw(w, h, try_copy(i.as_slice())?).map(Into::into),
+        AnyImage::U16(i) => image::ImageBuffer::<image::Luma<u16>, _>::from_raw(w, h, try_copy(i.as_slice())?).map(Into::into),
         AnyImage::Rgba8(i) => {
-            let raw: Vec<u8> = i.as_slice().iter().flat_map(|p| p.to_array()).collect();
-            let rgba = image::RgbaImage::from_raw(w, h, raw).map(image::DynamicImage::from);
             // JPEG and PPM have no alpha channel.
-            match extension(path).as_str() {
-                "jpg" | "jpeg" | "ppm" | "pnm" => rgba.map(|d| d.to_rgb8().into()),
-                _ => rgba,
+            let alpha = !matches!(extension(path).as_str(), "jpg" | "jpeg" | "ppm" | "pnm");
+            let px = i.as_slice();
+            if alpha {
+                image::RgbaImage::from_raw(w, h, try_collect(px.len() * 4, px.iter().flat_map(|p| p.to_array()))?).map(Into::into)
+            } else {
+                image::RgbImage::from_raw(w, h, try_collect(px.len() * 3, px.iter().flat_map(|p| [p.r, p.g, p.b]))?).map(Into::into)
             }
         }
         AnyImage::F32(_) | AnyImage::U32(_) => {
@@ -238,24 +270,188 @@ pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
         }
     }
     .ok_or_else(|| anyhow!("internal: buffer size"))?;
-    dynamic.save(path).with_context(ctx)
+    // The encoders (PNG's compressed stream, JPEG's planes) allocate without a fallible
+    // path; at most twice the pixels' bytes, checked first ([`probe_memory`]).
+    probe_memory(2 * dynamic.as_bytes().len() as u64)?;
+    write_atomically(path, |part| {
+        let mut file = BufWriter::new(File::create(part)?);
+        dynamic.write_to(&mut file, format)?;
+        // Flushed here, not on drop, so that a failing write is an error.
+        file.flush()?;
+        Ok(())
+    })
+    .with_context(ctx)
 }
 
-/// Writes one or more images as a (multi-page) TIFF, without compression.
+/// A copy of `s` in a vector reserved first ([`tessera_core::Error::OutOfMemory`] where the
+/// allocator refuses).
+pub fn try_copy<T: Clone>(s: &[T]) -> Result<Vec<T>> {
+    let mut v = try_vec(s.len())?;
+    v.extend_from_slice(s);
+    Ok(v)
+}
+
+/// An empty vector with room for `n` elements, or an out-of-memory error where the allocator
+/// refuses: every buffer whose size follows an input is reserved this way.
+pub fn try_vec<T>(n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| tessera_core::Error::OutOfMemory { bytes: n.saturating_mul(std::mem::size_of::<T>()) })?;
+    Ok(v)
+}
+
+/// The `n` items of `it` in a vector reserved first ([`try_vec`]).
+pub fn try_collect<T>(n: usize, it: impl IntoIterator<Item = T>) -> Result<Vec<T>> {
+    let mut v = try_vec(n)?;
+    v.extend(it.into_iter().take(n));
+    Ok(v)
+}
+
+/// Writes one or more images as a (multi-page) TIFF, without compression, through a
+/// temporary file renamed over `path` when complete ([`write_atomically`]).
 pub fn write_tiff(pages: &[AnyImage], path: &Path) -> Result<()> {
     use tiff::encoder::{colortype as ct, TiffEncoder};
-    let mut enc = TiffEncoder::new(BufWriter::new(File::create(path)?))?;
-    for img in pages {
-        let (w, h) = (img.size().0 as u32, img.size().1 as u32);
-        match img {
-            AnyImage::U8(i) => enc.write_image::<ct::Gray8>(w, h, i.as_slice())?,
-            AnyImage::U16(i) => enc.write_image::<ct::Gray16>(w, h, i.as_slice())?,
-            AnyImage::U32(i) => enc.write_image::<ct::Gray32>(w, h, i.as_slice())?,
-            AnyImage::F32(i) => enc.write_image::<ct::Gray32Float>(w, h, i.as_slice())?,
-            AnyImage::Rgba8(i) => {
-                let raw: Vec<u8> = i.as_slice().iter().flat_map(|p| [p.r, p.g, p.b]).collect();
-                enc.write_image::<ct::RGB8>(w, h, &raw)?
+    let bytes: u64 = pages.iter().map(|p| (p.size().0 * p.size().1 * pixel_bytes(p)) as u64).sum();
+    check_free_space(path, bytes)?;
+    write_atomically(path, |part| {
+        let mut file = BufWriter::new(File::create(part)?);
+        let mut enc = TiffEncoder::new(&mut file)?;
+        for img in pages {
+            let (w, h) = (img.size().0 as u32, img.size().1 as u32);
+            match img {
+                AnyImage::U8(i) => enc.write_image::<ct::Gray8>(w, h, i.as_slice())?,
+                AnyImage::U16(i) => enc.write_image::<ct::Gray16>(w, h, i.as_slice())?,
+                AnyImage::U32(i) => enc.write_image::<ct::Gray32>(w, h, i.as_slice())?,
+                AnyImage::F32(i) => enc.write_image::<ct::Gray32Float>(w, h, i.as_slice())?,
+                AnyImage::Rgba8(i) => {
+                    let raw = try_collect(i.as_slice().len() * 3, i.as_slice().iter().flat_map(|p| [p.r, p.g, p.b]))?;
+                    enc.write_image::<ct::RGB8>(w, h, &raw)?
+                }
             }
+        }
+        drop(enc);
+        // The buffered tail reaches the file (and its error the caller) here.
+        file.flush()?;
+        Ok(())
+    })
+}
+
+/// Bytes per pixel of `img` as the TIFF writer stores it (RGBA as RGB).
+fn pixel_bytes(img: &AnyImage) -> usize {
+    match img {
+        AnyImage::U8(_) => 1,
+        AnyImage::U16(_) => 2,
+        AnyImage::Rgba8(_) => 3,
+        AnyImage::U32(_) | AnyImage::F32(_) => 4,
+    }
+}
+
+/// A file being written under a hidden temporary name beside its target
+/// (`DIR/.NAME.PID.partial.EXT` for `DIR/NAME.EXT`: the same file system, so the rename is
+/// atomic, and the same extension); [`commit`](PartialFile::commit) renames it over the
+/// target, and dropping it uncommitted removes it. A reader of the target sees the previous
+/// file or the complete new one, never a part.
+pub struct PartialFile {
+    part: PathBuf,
+    target: PathBuf,
+    committed: bool,
+}
+
+impl PartialFile {
+    /// The temporary file's place for `target` (its folder created). Nothing is written yet.
+    pub fn new(target: &Path) -> Result<Self> {
+        if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        Ok(PartialFile { part: partial_name(target), target: target.to_path_buf(), committed: false })
+    }
+
+    /// Where to write.
+    pub fn path(&self) -> &Path {
+        &self.part
+    }
+
+    /// The file this one replaces.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Renames the written file over the target.
+    pub fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.part, &self.target).with_context(|| format!("cannot write {}", self.target.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for PartialFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.part);
+        }
+    }
+}
+
+/// `DIR/.NAME.PID.partial.EXT` for `DIR/NAME.EXT` (module doc of [`PartialFile`]).
+fn partial_name(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.partial{ext}", std::process::id()))
+}
+
+/// Writes `path` through `write`, which is given a temporary path beside it
+/// ([`PartialFile`]): renamed over `path` once `write` succeeds, removed when it fails, so
+/// that `path` is never half-written and a failure leaves its previous content untouched.
+/// Every writer of the library and of the command line goes through here.
+pub fn write_atomically<T>(path: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let part = PartialFile::new(path)?;
+    let value = write(part.path())?;
+    part.commit()?;
+    Ok(value)
+}
+
+/// Writes `bytes` to `path` atomically ([`write_atomically`]): a report or a disparity map.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomically(path, |part| {
+        File::create(part)?.write_all(bytes)?;
+        Ok(())
+    })
+    .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Bytes free to an unprivileged writer on the file system that holds `path` (or would: the
+/// nearest existing folder above it), or `None` where it cannot be told.
+pub fn free_space(path: &Path) -> Option<u64> {
+    let mut dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    while !dir.exists() {
+        dir = dir.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    }
+    free_space_of(dir)
+}
+
+#[cfg(unix)]
+fn free_space_of(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `s` a statvfs the call fills.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    Some((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+fn free_space_of(_: &Path) -> Option<u64> {
+    None
+}
+
+/// Refuses a write of about `bytes` to `path` that its file system has no room for, before
+/// anything is written (where the free space can be told).
+pub fn check_free_space(path: &Path, bytes: u64) -> Result<()> {
+    if let Some(free) = free_space(path) {
+        if bytes > free {
+            let mib = |b: u64| b.div_ceil(1 << 20);
+            bail!("{} needs about {} MiB but its file system has {} MiB free", path.display(), mib(bytes), mib(free));
         }
     }
     Ok(())

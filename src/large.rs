@@ -23,21 +23,42 @@ pub fn default_max_mem_mib() -> usize {
     total_kib.map_or(4096, |k| (k / 1024 / 4).max(1))
 }
 
+/// The largest panorama written unless raised, in pixels: 2^32 (65 536 x 65 536; 4 GiB
+/// as 8-bit gray, 16 GiB as RGB). Ten times the largest mosaic of the benchmarks (20 000 x
+/// 20 000, `scripts/big_grid.py`), yet far below what a wrong position makes: a stage
+/// position in micrometres read as pixels, or one stray line of a positions file, gives a
+/// canvas of tens of gigapixels that would otherwise stream to disk for many minutes.
+pub const DEFAULT_MAX_OUTPUT_PIXELS: u64 = 1 << 32;
+
 /// How a composite is written.
 #[derive(Clone, Debug)]
 pub struct OutputOptions {
     /// Memory budget for the canvas, MiB.
     pub max_mem_mib: usize,
+    /// The largest canvas written, pixels; a larger one is refused before anything is
+    /// written, naming the frame that makes it so.
+    pub max_output_pixels: u64,
     /// The OME-TIFF writer's settings (tile side, pixel size).
     pub ome: OmeTiffOptions,
 }
 
+impl Default for OutputOptions {
+    /// [`default_max_mem_mib`], [`DEFAULT_MAX_OUTPUT_PIXELS`], the OME-TIFF defaults.
+    fn default() -> Self {
+        OutputOptions { max_mem_mib: default_max_mem_mib(), max_output_pixels: DEFAULT_MAX_OUTPUT_PIXELS, ome: OmeTiffOptions::default() }
+    }
+}
+
 impl OutputOptions {
-    /// Errors: a zero budget, bad OME-TIFF settings ([`OmeTiffOptions::validate`]). Checked
-    /// before any work, so a bad option fails the run at once, not after its registration.
+    /// Errors: a zero budget or output limit, bad OME-TIFF settings
+    /// ([`OmeTiffOptions::validate`]). Checked before any work, so a bad option fails the
+    /// run at once, not after its registration.
     pub fn validate(&self) -> Result<()> {
         if self.max_mem_mib == 0 {
             bail!("--max-mem must be at least 1 MiB");
+        }
+        if self.max_output_pixels == 0 {
+            bail!("--max-output-pixels must be at least 1");
         }
         self.ome.validate().map_err(|e| anyhow!("--ome-tile / --pixel-size: {e}"))
     }
@@ -56,6 +77,9 @@ pub struct Written {
     pub ome: Option<OmeTiffSummary>,
     /// Seconds spent compositing and writing (a GPU backend's canvas: writing only).
     pub seconds: f64,
+    /// The frames placed but missing from the panorama because they could not be read
+    /// again (deleted or changed since they registered), with the reason.
+    pub lost: Vec<(usize, String)>,
 }
 
 /// Bytes the compositor holds per canvas pixel: the pixel, and for the averaging blends
@@ -78,7 +102,13 @@ pub fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
 /// row 0, when it is composited at once; `&mut |_, _| Ok(())` to ignore them); an error
 /// from it stops the run and is returned, the file left incomplete: the ImageJ plugin keeps
 /// a pyramid level in memory this way and cancels on Esc.
-/// Errors: no position, an unwritable output, a frame that cannot be read again.
+/// The output is written to a temporary file beside it and renamed into place when complete
+/// ([`crate::io::PartialFile`]): a run that fails leaves any previous file untouched.
+/// Errors: no position, a canvas above `opts.max_output_pixels` (naming the frame farthest
+/// from the others, [`check_output_size`]), less free space on the output's file system than
+/// an uncompressed output takes, an unwritable output. A frame that cannot be read again
+/// (deleted since it registered) is left out of the panorama and listed in
+/// [`Written::lost`].
 pub fn write_composite(
     source: &dyn FrameSource,
     like: &AnyView<'_>,
@@ -90,16 +120,23 @@ pub fn write_composite(
 ) -> Result<Written> {
     opts.validate()?;
     let t0 = std::time::Instant::now();
-    let plan = Plan::with_poses(like, poses, MAX_STREAMED_CANVAS)?;
+    // Planned without a pixel limit (frame positions are bounded, so the size cannot
+    // overflow), then held to the output limit with the frame that makes it so named.
+    let plan = Plan::with_poses(like, poses, usize::MAX)?;
+    check_output_size(&plan, poses, opts.max_output_pixels.min(MAX_STREAMED_CANVAS as u64))?;
     let (cw, ch) = plan.size;
     let per_row = cw * bytes_per_pixel(like, blend);
     let budget = opts.max_mem_mib.saturating_mul(1 << 20);
     let fits = per_row.saturating_mul(ch) <= budget && cw * ch <= crate::stitch::MAX_CANVAS;
     if fits && !is_ome_tiff(output) {
-        let canvas = composite_rows(source, &plan, blend, 0, ch)?;
+        if crate::io::is_tiff(output) {
+            crate::io::check_free_space(output, (cw * ch * PixelKind::of(like).samples() * PixelKind::of(like).sample_bytes()) as u64)?;
+        }
+        let mut lost = Vec::new();
+        let canvas = composite_rows(source, &plan, blend, 0, ch, &mut lost)?;
         crate::io::save(&canvas.image, output)?;
         on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
-        return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64() });
+        return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64(), lost });
     }
     let path = if is_ome_tiff(output) {
         output.to_path_buf()
@@ -114,26 +151,53 @@ pub fn write_composite(
     let fit_rows = (budget / 2 / per_row.max(1)).min(crate::stitch::MAX_CANVAS / cw.max(1));
     let strip = (fit_rows / tile).max(1) * tile;
     let mut writer = OmeTiffWriter::create(&path, (cw, ch), PixelKind::of(like), &opts.ome)?;
-    let mut strips = 0;
+    let (mut strips, mut lost) = (0, Vec::new());
     for y0 in (0..ch).step_by(strip) {
         let y1 = (y0 + strip).min(ch);
-        let canvas = composite_rows(source, &plan, blend, y0, y1)?;
+        let canvas = composite_rows(source, &plan, blend, y0, y1, &mut lost)?;
         let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
         writer.write_strip(&view)?;
         on_strip(&view, y0)?;
         strips += 1;
     }
     let summary = writer.finish()?;
-    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64() })
+    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
+}
+
+/// Refuses a canvas of `plan`'s size above `max_pixels`, naming the frame of `poses` farthest
+/// from the median position of the frames (the one a wrong position most likely put there).
+pub fn check_output_size(plan: &Plan, poses: &[Option<Similarity>], max_pixels: u64) -> Result<()> {
+    let (cw, ch) = plan.size;
+    let n = (cw as u64).saturating_mul(ch as u64);
+    if n <= max_pixels {
+        return Ok(());
+    }
+    let placed: Vec<(usize, f64, f64)> = poses.iter().enumerate().filter_map(|(i, p)| p.map(|p| (i, p.x, p.y))).collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mx, my) = (median(placed.iter().map(|p| p.1).collect()), median(placed.iter().map(|p| p.2).collect()));
+    let far = placed.iter().max_by(|a, b| (a.1 - mx).abs().max((a.2 - my).abs()).total_cmp(&(b.1 - mx).abs().max((b.2 - my).abs())));
+    let culprit = far.map_or(String::new(), |&(i, x, y)| {
+        format!(": frame {i} at ({x:.0}, {y:.0}) lies {:.0} pixels from the frames' median position ({mx:.0}, {my:.0})", (x - mx).abs().max((y - my).abs()))
+    });
+    bail!("the panorama would be {cw}x{ch} = {n} pixels, above the output limit of {max_pixels} (--max-output-pixels){culprit}; nothing was written")
 }
 
 /// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted
-/// in sequence order.
-fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize) -> Result<crate::stitch::Canvas> {
+/// in sequence order; a frame that cannot be read again is left out and added to `lost`
+/// (once), so that the panorama is made of the frames still there.
+fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize, lost: &mut Vec<(usize, String)>) -> Result<crate::stitch::Canvas> {
     let mut c = Compositor::rows(plan.clone(), blend, y0, y1)?;
     for i in plan.frames_on_rows(y0, y1) {
-        let f = source.frame(i).map_err(|e| anyhow!("frame {i} could not be read again: {e}"))?;
-        c.paste(i, &f.view().map_err(|e| anyhow!("frame {i} could not be read again: {e}"))?)?;
+        if lost.iter().any(|l| l.0 == i) {
+            continue;
+        }
+        match source.frame(i).and_then(|f| f.view().map(|v| c.paste(i, &v)).map_err(|e| e.to_string())) {
+            Ok(pasted) => pasted?,
+            Err(why) => lost.push((i, why)),
+        }
     }
     Ok(c.finish())
 }
@@ -145,6 +209,7 @@ pub fn describe(w: &Written) -> serde_json::Value {
         "strips": w.strips,
         "seconds": (w.seconds * 1e4).round() / 1e4,
         "ome_tiff": w.ome.as_ref().map(|o| serde_json::json!({"levels": o.levels, "bigtiff": o.bigtiff, "bytes": o.bytes})),
+        "lost_frames": w.lost.iter().map(|(i, why)| serde_json::json!({"index": i, "reason": why})).collect::<Vec<_>>(),
         "peak_memory_mib": crate::report::peak_memory_mib(),
     })
 }

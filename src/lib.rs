@@ -22,7 +22,9 @@ pub mod stereo;
 /// backend ([`tessera_cuda::open`]). `auto` without a usable GPU gives the CPU backend and
 /// the reason in [`Opened::fallback`]; `cuda` without one is
 /// [`Error::BackendUnavailable`]. Every face opens its backend here; a new backend is a
-/// [`BackendChoice`] and a line below.
+/// [`BackendChoice`] and a line below. The CPU's worker threads are started here
+/// ([`Parallelism::start`]), before any image takes the memory they need.
 pub fn open_backend(choice: BackendChoice, parallelism: Parallelism) -> Result<Opened> {
+    parallelism.start()?;
     choice.resolve(|| Box::new(CpuBackend::new(parallelism)), tessera_cuda::open)
 }

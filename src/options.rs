@@ -7,7 +7,7 @@
 use crate::stereo::{Cost, CostKind, Paths, StereoParams, Tiling};
 use crate::stitch::{Acceptance, Blend, FrameSource, Motion, RegisterParams, SearchMethod, StitchParams};
 use crate::AnyView;
-use anyhow::{Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
 /// Pair registration's options (`RegisterParams`' user-facing fields).
 #[derive(Clone, Debug, PartialEq)]
@@ -222,6 +222,57 @@ pub fn parse_wxh(s: &str, what: &str) -> Result<(usize, usize)> {
     Ok((w.trim().parse().with_context(|| format!("{what} width {w:?}"))?, h.trim().parse().with_context(|| format!("{what} height {h:?}"))?))
 }
 
+/// A tile grid's `COLSxROWS` (the command line's `--grid`) -> (cols, rows). Errors: not
+/// `COLSxROWS`, a side that is not a positive whole number, a tile count beyond `usize`.
+pub fn parse_grid(s: &str) -> Result<(usize, usize)> {
+    let (c, r) = s.split_once(['x', 'X']).ok_or_else(|| anyhow!("--grid {s}: expected COLSxROWS, e.g. 4x3"))?;
+    let n = |t: &str| t.trim().parse::<usize>().ok().filter(|&v| v > 0).ok_or_else(|| anyhow!("--grid {s}: {t:?} is not a positive whole number"));
+    let (cols, rows) = (n(c)?, n(r)?);
+    if cols.checked_mul(rows).is_none() {
+        bail!("--grid {s}: {cols} x {rows} tiles is more than any tile count ({} at most)", usize::MAX);
+    }
+    Ok((cols, rows))
+}
+
+/// Nominal tile positions from the text of a positions CSV (the command line's
+/// `--positions`, named `name` in messages): one line per tile in input order, the last two
+/// fields x and y (fields separated by `,`, `;` or tabs; blank lines skipped), divided by
+/// `pixel_size` when given (positions in micrometres). The first line is a header when both
+/// of those fields are names, not numbers; `NaN` and `inf` read as numbers, and are refused
+/// as invalid values. Errors name the line: a field that is not a number, a value that is
+/// not finite, a `pixel_size` that is not finite and positive.
+pub fn parse_positions(text: &str, pixel_size: Option<f64>, name: &str) -> Result<Vec<(f64, f64)>> {
+    let scale = match pixel_size {
+        Some(s) if s.is_finite() && s > 0.0 => s,
+        Some(s) => bail!("--pixel-size {s}: expected a positive number of micrometres per pixel"),
+        None => 1.0,
+    };
+    let mut out = Vec::new();
+    let mut first = true;
+    for (k, line) in text.lines().enumerate() {
+        let fields: Vec<&str> = line.split([',', ';', '\t']).map(str::trim).filter(|f| !f.is_empty()).collect();
+        if fields.len() < 2 {
+            continue;
+        }
+        let header_allowed = std::mem::take(&mut first);
+        let (xs, ys) = (fields[fields.len() - 2], fields[fields.len() - 1]);
+        match (xs.parse::<f64>(), ys.parse::<f64>()) {
+            (Ok(x), Ok(y)) => {
+                let (px, py) = (x / scale, y / scale);
+                for (axis, v, given) in [("x", px, xs), ("y", py, ys)] {
+                    if !v.is_finite() {
+                        bail!("{name} line {}: {axis} = {given} is not a finite number of {}", k + 1, if pixel_size.is_some() { "micrometres within range" } else { "pixels" });
+                    }
+                }
+                out.push((px, py));
+            }
+            (Err(_), Err(_)) if header_allowed => continue,
+            _ => bail!("{name} line {}: expected x and y numbers as the last two fields, got {line:?}", k + 1),
+        }
+    }
+    Ok(out)
+}
+
 impl Default for StereoOptions {
     /// `StereoParams::default()`'s values.
     fn default() -> Self {
@@ -306,5 +357,30 @@ mod tests {
         let e = StereoOptions { census_window: "7by5".into(), ..Default::default() }.params().unwrap_err();
         assert_eq!(format!("{e:#}"), "census window \"7by5\": expected WxH");
         assert!(StereoOptions { paths: 6, ..Default::default() }.params().is_err());
+    }
+
+    #[test]
+    fn grids_that_overflow_the_tile_count_are_refused() {
+        assert_eq!(parse_grid("4x3").unwrap(), (4, 3));
+        let e = format!("{:#}", parse_grid("18446744073709551615x2").unwrap_err());
+        assert!(e.contains("more than any tile count"), "{e}");
+        assert!(format!("{:#}", parse_grid("0x2").unwrap_err()).contains("positive whole number"));
+        assert!(format!("{:#}", parse_grid("4").unwrap_err()).contains("COLSxROWS"));
+    }
+
+    #[test]
+    fn a_header_is_a_line_of_names_and_non_finite_values_are_invalid() {
+        let p = parse_positions("tile,x,y\n0,0,0\n1,90.5,0\n", None, "p.csv").unwrap();
+        assert_eq!(p, [(0.0, 0.0), (90.5, 0.0)]);
+        assert_eq!(parse_positions("0;0;0\n\n1;10;20\n", Some(2.0), "p.csv").unwrap(), [(0.0, 0.0), (5.0, 10.0)]);
+        for (text, line) in [("0,NaN,0\n1,90,0\n", 1), ("0,0,inf\n1,90,0\n", 1), ("0,0,0\n1,-infinity,0\n", 2)] {
+            let e = format!("{:#}", parse_positions(text, None, "p.csv").unwrap_err());
+            assert!(e.contains(&format!("p.csv line {line}:")) && e.contains("not a finite number"), "{text:?}: {e}");
+        }
+        let e = format!("{:#}", parse_positions("0,0,0\n1,x,y\n", None, "p.csv").unwrap_err());
+        assert!(e.contains("line 2") && e.contains("expected x and y numbers"), "{e}");
+        // Micrometres that overflow once divided by a tiny pixel size.
+        assert!(parse_positions("0,1e300,0\n", Some(1e-300), "p.csv").is_err());
+        assert!(parse_positions("0,0,0\n", Some(0.0), "p.csv").is_err());
     }
 }

@@ -111,7 +111,7 @@ pub fn run_follow(a: &StitchArgs, p: StitchParams) -> Result<()> {
     let labels: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     let (records, reference) = registered.map_err(|e| stitch::name_frame(e, &labels))?;
     eprintln!("input ended ({ended}): {} frames; writing the final panorama", records.len());
-    let (pano, written) = stitch::composite_registered(&source, records, reference, &p, a)?;
+    let (pano, written) = stitch::composite_registered(&source, records, reference, &p, a, &labels)?;
     let live = live_keys(Some(ended), &p, true);
     stitch::conclude(a, &p, &pano, &written, &labels, None, "cpu", t0.elapsed().as_secs_f64(), json!({ "live": live }))
 }
@@ -177,13 +177,49 @@ impl FrameSource for Live<'_> {
         arrived.files.len() + usize::from(arrived.ended.is_none())
     }
     fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
-        frames::load(&self.arrivals.wait(i).ok_or("the input ended")?)
+        load_settled(&self.arrivals.wait(i).ok_or("the input ended")?)
     }
     fn recorded(&self, records: &[FrameRecord]) {
         self.updates.offer(records);
     }
     fn ready(&self) -> usize {
         self.arrivals.lock().files.len()
+    }
+}
+
+/// How long a frame file that does not decode must stay unchanged (size and modification
+/// time) before it counts as finished, and at most how long it is waited for.
+const SETTLE: Duration = Duration::from_millis(1000);
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The frame in the file at `path`. A file that does not decode may still be being written
+/// (a writer that paused longer than the watcher's listings, or appends slowly): while it
+/// changes, or changed less than [`SETTLE`] ago, it is read again as it grows, for up to
+/// [`SETTLE_TIMEOUT`]; then the decoder's message stands and the frame is skipped with it.
+fn load_settled(path: &Path) -> Result<Frame<'static>, String> {
+    let started = Instant::now();
+    let stamp = || std::fs::metadata(path).ok().map(|m| (m.len(), m.modified().ok()));
+    loop {
+        let before = stamp();
+        let why = match frames::load(path) {
+            Ok(f) => return Ok(f),
+            Err(why) => why,
+        };
+        // Unchanged for SETTLE: as finished as it will be.
+        let settled = loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = stamp();
+            let age = now.as_ref().and_then(|s| s.1).and_then(|t| t.elapsed().ok());
+            if now != before {
+                break false;
+            }
+            if age.is_none_or(|a| a >= SETTLE) || started.elapsed() >= SETTLE_TIMEOUT {
+                break true;
+            }
+        };
+        if settled {
+            return Err(why);
+        }
     }
 }
 
@@ -219,6 +255,9 @@ struct Watch {
 
 impl Watch {
     fn new(dir: &Path, a: &StitchArgs) -> Result<Self> {
+        if dir.exists() && !dir.is_dir() {
+            bail!("--follow {}: not a directory (--follow takes the directory the frames arrive in, or - for their names on standard input)", dir.display());
+        }
         if !dir.is_dir() {
             bail!("--follow {}: no such directory", dir.display());
         }
@@ -398,9 +437,7 @@ impl Writer<'_> {
         };
         let (canvas, drawn) = match canvas {
             Some(c) => {
-                let part = stitch::partial_name(&self.a.output);
-                tessera::io::save(&c.image, &part)?;
-                std::fs::rename(&part, &self.a.output).with_context(|| format!("cannot write {}", self.a.output.display()))?;
+                tessera::io::save(&c.image, &self.a.output)?;
                 (c, true)
             }
             None => (Canvas { image: AnyImage::U8(tessera::Image::new(1, 1)?), origin: (0, 0) }, false),
@@ -412,12 +449,12 @@ impl Writer<'_> {
         let Some(path) = &self.a.report else { return Ok(()) };
         // Until a pair registers, the reference is the candidate at (0, 0).
         let reference = records.iter().find(|r| r.is_ok() && r.reference.is_none()).map_or(0, |r| r.index);
-        let written = Written { path: self.a.output.clone(), size, origin: canvas.origin, strips: 1, ome: None, seconds: t.elapsed().as_secs_f64() };
+        let written = Written { path: self.a.output.clone(), size, origin: canvas.origin, strips: 1, ome: None, seconds: t.elapsed().as_secs_f64(), lost: Vec::new() };
         let mut run = stitch::run_keys("cpu", self.t0.elapsed().as_secs_f64(), &written);
         run["live"] = live_keys(None, self.p, drawn);
         let pano = Panorama { canvas, frames: records, reference };
         let report = tessera::report::report_sized(&pano, size, &labels, None, self.p, run);
-        stitch::write_replacing(path, serde_json::to_string_pretty(&report)?.as_bytes())
+        tessera::io::write_bytes(path, serde_json::to_string_pretty(&report)?.as_bytes())
     }
 }
 

@@ -8,49 +8,24 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;
+use tessera::options::{parse_grid, parse_positions};
 use tessera::report::{peak_memory_mib, round};
 use tessera::stitch::{grid_positions, register_tiles, FrameSource, GridParams, Mosaic, StitchParams};
 use tessera::{Choice, Parallelism};
 
-/// `COLSxROWS` -> (cols, rows).
-pub fn parse_grid(s: &str) -> Result<(usize, usize)> {
-    let (c, r) = s.split_once(['x', 'X']).ok_or_else(|| anyhow!("--grid {s}: expected COLSxROWS, e.g. 4x3"))?;
-    let n = |t: &str| t.trim().parse::<usize>().ok().filter(|&v| v > 0).ok_or_else(|| anyhow!("--grid {s}: {t:?} is not a positive whole number"));
-    Ok((n(c)?, n(r)?))
-}
-
-/// Nominal positions from a CSV file: one line per tile in input order, the last two fields
-/// x and y (a header line and blank lines are skipped), divided by `pixel_size` when given
-/// (positions in micrometres).
+/// Nominal positions from the CSV file at `path` ([`tessera::options::parse_positions`]).
 pub fn read_positions(path: &Path, pixel_size: Option<f64>) -> Result<Vec<(f64, f64)>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let scale = match pixel_size {
-        Some(s) if s.is_finite() && s > 0.0 => s,
-        Some(s) => bail!("--pixel-size {s}: expected a positive number of micrometres per pixel"),
-        None => 1.0,
-    };
-    let mut out = Vec::new();
-    for (k, line) in text.lines().enumerate() {
-        let fields: Vec<&str> = line.split([',', ';', '\t']).map(str::trim).filter(|f| !f.is_empty()).collect();
-        if fields.len() < 2 {
-            continue;
-        }
-        let (x, y) = (fields[fields.len() - 2].parse::<f64>(), fields[fields.len() - 1].parse::<f64>());
-        match (x, y) {
-            (Ok(x), Ok(y)) if x.is_finite() && y.is_finite() => out.push((x / scale, y / scale)),
-            _ if k == 0 => continue,
-            _ => bail!("{} line {}: expected x and y numbers as the last two fields, got {line:?}", path.display(), k + 1),
-        }
-    }
-    Ok(out)
+    parse_positions(&text, pixel_size, &path.display().to_string())
 }
 
 /// The grid run: register, solve, composite, report.
 pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
     // The nominal grid's tile size: the shape the first two usable tiles share (one odd
     // first tile must not set it), else the first usable tile's.
-    let (mut first, mut previous, mut shared) = (None, None, None);
-    for shape in (0..source.len()).filter_map(|i| tessera::stitch::tile_shape(source, i).ok()) {
+    let (mut first, mut previous, mut shared, mut why) = (None, None, None, None);
+    let shapes = (0..source.len()).filter_map(|i| tessera::stitch::tile_shape(source, i).map_err(|e| why = why.take().or(Some(format!("{} ({}): {e}", i, labels[i])))).ok());
+    for shape in shapes {
         first = first.or(Some(shape));
         if previous == Some(shape) {
             shared = Some(shape);
@@ -58,7 +33,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
         }
         previous = Some(shape);
     }
-    let tile = shared.or(first).ok_or_else(|| anyhow!("no tile could be read"))?.size;
+    let tile = shared.or(first).ok_or_else(|| anyhow!("no tile could be read (tile {})", why.as_deref().unwrap_or("-")))?.size;
     let nominal = match (&a.grid, &a.positions) {
         (Some(g), None) => {
             let (cols, rows) = parse_grid(g)?;
@@ -90,7 +65,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     let kept = mosaic.tiles.iter().find(|t| t.unreadable.is_none()).ok_or_else(|| anyhow!("no tile could be used"))?;
     let first = source.frame(kept.index).map_err(|e| anyhow!("tile {} could not be read again: {e}", kept.index))?;
     let like = first.view().map_err(|e| anyhow!(e))?;
-    let written = tessera::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a), &mut |_, _| Ok(()))?;
+    let written = tessera::large::write_composite(source, &like, &poses, p.blend, &a.output, &super::stitch::output_options(a), &mut |_, _| Ok(())).map_err(|e| super::stitch::name_frame(e, labels))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
     let accepted = mosaic.pairs.iter().filter(|q| q.shift.is_some()).count();
@@ -119,7 +94,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
         let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
                            "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1)), "written": tessera::large::describe(&written)});
         let r = grid_report(&mosaic, labels, tile, (w, h), written.origin, &gp, a, extra);
-        std::fs::write(path, serde_json::to_string_pretty(&r)?).with_context(|| format!("cannot write {}", path.display()))?;
+        tessera::io::write_bytes(path, serde_json::to_string_pretty(&r)?.as_bytes())?;
         println!("report -> {}", path.display());
     }
     Ok(())

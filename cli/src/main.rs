@@ -54,6 +54,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tessera::io::set_max_pixels(cli.max_pixels);
+    // The worker threads start before any input is read: under a memory limit, a large
+    // input then fails with an out-of-memory error, not the threads later with a panic.
+    if let Err(e) = tessera::Parallelism::AllThreads.start() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Box(a) => filters::run_box(a),
         Command::Mean(a) => filters::run_mean(a),

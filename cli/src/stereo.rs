@@ -146,19 +146,12 @@ pub fn run_stereo(a: StereoArgs) -> Result<()> {
         stats.p1,
         stats.p2
     );
-    write_file(&a.output, &pfm::encode_pfm(disp.view()))?;
+    tessera::io::write_bytes(&a.output, &pfm::encode_pfm(disp.view()))?;
     if let Some(c) = &a.color {
         let img = stereo::colormap::colorize(disp.view(), p.max_disparity as f32)?;
         tessera::io::save(&img.into(), c)?;
     }
     Ok(())
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[derive(clap::Args)]

@@ -6,7 +6,7 @@ use super::common::{choice, progress_bar, BackendArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 use tessera::frames::{self, frame_source, resolve_inputs};
 use tessera::large::{self, OutputOptions, Written};
@@ -176,6 +176,10 @@ pub struct StitchArgs {
     /// [default: a quarter of the physical memory, or 4096]
     #[arg(long, value_name = "MiB")]
     pub max_mem: Option<usize>,
+    /// Largest panorama written, in pixels: a larger canvas (a position far from the others)
+    /// is refused before anything is written, naming the frame that makes it so
+    #[arg(long, value_name = "PIXELS", default_value_t = large::DEFAULT_MAX_OUTPUT_PIXELS)]
+    pub max_output_pixels: u64,
     /// OME-TIFF tile side in pixels (a multiple of 16)
     #[arg(long, default_value_t = 512)]
     pub ome_tile: usize,
@@ -344,14 +348,14 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
         let (frames, reference) = tessera::stitch::register_frames(source.as_ref(), &p, par, &mut progress).map_err(|e| name_frame(e, &labels))?;
         bar.finish_and_clear();
-        composite_registered(source.as_ref(), frames, reference, &p, &a)?
+        composite_registered(source.as_ref(), frames, reference, &p, &a, &labels)?
     } else {
         let pano = backend.stitch(source.as_ref(), &p, &mut progress).map_err(|e| name_frame(e, &labels))?;
         bar.finish_and_clear();
         let t_save = Instant::now();
         tessera::io::save(&pano.canvas.image, &a.output)?;
         let (size, seconds) = (pano.canvas.image.size(), t_save.elapsed().as_secs_f64());
-        let written = Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds };
+        let written = Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds, lost: Vec::new() };
         (pano, written)
     };
     conclude(&a, &p, &pano, &written, &labels, truth, backend.name(), t0.elapsed().as_secs_f64(), json!({}))
@@ -360,11 +364,11 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
 /// Composites the registered `frames` of `source` (read once more) and writes the panorama
 /// through [`tessera::large`]; returns the panorama (its canvas standing in for its origin
 /// only: the pixels went to disk) and what was written.
-pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, reference: usize, p: &StitchParams, a: &StitchArgs) -> Result<(Panorama, Written)> {
+pub fn composite_registered(source: &dyn FrameSource, frames: Vec<FrameRecord>, reference: usize, p: &StitchParams, a: &StitchArgs, labels: &[String]) -> Result<(Panorama, Written)> {
     let poses: Vec<_> = frames.iter().map(|r| r.pose()).collect();
-    let first = (0..poses.len()).find(|&i| poses[i].is_some()).and_then(|i| source.frame(i).ok());
+    let first = (0..poses.len()).filter(|&i| poses[i].is_some()).find_map(|i| source.frame(i).ok());
     let like = first.as_ref().ok_or_else(|| anyhow!("no registered frame could be read again"))?.view().map_err(|e| anyhow!(e))?;
-    let written = large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a), &mut |_, _| Ok(()))?;
+    let written = large::write_composite(source, &like, &poses, p.blend, &a.output, &output_options(a), &mut |_, _| Ok(())).map_err(|e| name_frame(e, labels))?;
     let canvas = tessera::stitch::Canvas { image: AnyImage::U8(Image::new(1, 1)?), origin: written.origin };
     Ok((Panorama { canvas, frames, reference }, written))
 }
@@ -403,6 +407,9 @@ pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &Wri
     for f in pano.frames.iter().filter(|f| !f.is_ok()) {
         println!("skipped frame {} ({}): {}", f.index, labels[f.index], f.skip.as_ref().map(|s| s.describe()).unwrap_or_default());
     }
+    for (i, why) in &written.lost {
+        eprintln!("warning: frame {i} ({}) registered but could not be read again; it is missing from the panorama: {why}", labels.get(*i).map_or("", |l| l.as_str()));
+    }
     let mut extra = run_keys(backend, secs, written);
     if let (Value::Object(e), Value::Object(m)) = (&mut extra, more) {
         e.extend(m);
@@ -428,7 +435,7 @@ pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &Wri
     }
     if let Some(path) = &a.report {
         let r = report_sized(pano, written.size, labels, truth.as_deref(), p, extra);
-        write_replacing(path, serde_json::to_string_pretty(&r)?.as_bytes())?;
+        tessera::io::write_bytes(path, serde_json::to_string_pretty(&r)?.as_bytes())?;
         println!("report -> {}", path.display());
     }
     Ok(())
@@ -440,31 +447,16 @@ pub fn run_keys(backend: &str, secs: f64, written: &Written) -> Value {
            "peak_memory_mib": tessera::report::peak_memory_mib().map(|m| round(m, 1)), "written": large::describe(written)})
 }
 
-/// Writes `bytes` to `path` through a hidden file beside it renamed over it, so a reader
-/// (of a live run's report) never sees half a file.
-pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
-    let part = partial_name(path);
-    std::fs::write(&part, bytes).with_context(|| format!("cannot write {}", part.display()))?;
-    std::fs::rename(&part, path).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// `DIR/.NAME.partial.EXT` for `DIR/NAME.EXT`: hidden, in the same file system, and of the
-/// same extension (which picks the image format).
-pub fn partial_name(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
-    path.with_file_name(format!(".{name}.partial{ext}"))
-}
-
-/// Where and how the panorama is written (`--max-mem`, `--ome-tile`, `--pixel-size`).
+/// Where and how the panorama is written (`--max-mem`, `--max-output-pixels`, `--ome-tile`,
+/// `--pixel-size`).
 pub fn output_options(a: &StitchArgs) -> OutputOptions {
     let ome = tessera::ome_tiff::OmeTiffOptions { tile: a.ome_tile, pixel_size_um: a.pixel_size, bigtiff: a.bigtiff.then_some(true), ..Default::default() };
-    OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(large::default_max_mem_mib), ome }
+    OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(large::default_max_mem_mib), max_output_pixels: a.max_output_pixels, ome }
 }
 
-/// Replaces "frame N" in a core error with the frame's file name.
-pub fn name_frame(e: tessera::Error, labels: &[String]) -> anyhow::Error {
-    let mut msg = e.to_string();
+/// Replaces "frame N" in an error's message with the frame's file name.
+pub fn name_frame(e: impl std::fmt::Display, labels: &[String]) -> anyhow::Error {
+    let mut msg = format!("{e:#}");
     for (i, l) in labels.iter().enumerate().rev() {
         for end in [' ', ':'] {
             msg = msg.replace(&format!("frame {i}{end}"), &format!("frame {i} ({l}){end}"));
@@ -512,8 +504,8 @@ pub fn run_synth_seq(a: SynthSeqArgs) -> Result<()> {
         "params": {"width": a.width, "height": a.height, "frames": a.frames, "zoom": a.zoom, "max_step": a.max_step,
                    "noise_sigma": a.noise, "gain_drift": a.gain_drift, "blur_passes": a.blur, "seed": a.seed},
         "frames": list});
-    std::fs::write(a.output.join("truth.json"), serde_json::to_string_pretty(&truth)?)?;
-    std::fs::write(a.output.join("truth.csv"), csv)?;
+    tessera::io::write_bytes(&a.output.join("truth.json"), serde_json::to_string_pretty(&truth)?.as_bytes())?;
+    tessera::io::write_bytes(&a.output.join("truth.csv"), csv.as_bytes())?;
     println!("{} frames of {}x{} -> {} (ground truth in truth.json / truth.csv)", frames.len(), a.width, a.height, a.output.display());
     Ok(())
 }

@@ -201,10 +201,73 @@ fn the_stop_file_ends_the_run_and_a_file_written_in_two_halves_waits_for_its_sec
 }
 
 #[test]
+fn a_frame_stalled_half_written_or_growing_slowly_is_read_once_complete() {
+    let d = temp_dir("slow");
+    let frames = tsukuba_sequence(&d, 8);
+    let watch = d.join("watch");
+    // Listings 50 ms apart (the default): both files look finished to the watcher before
+    // they are, fail to decode, and are read again as they grow.
+    let child = follow(&d, &watch, &["--stop-file", "STOP"], Stdio::null());
+    write_frames(&frames[..3], &watch, Duration::from_millis(20));
+    let write_in = |i: usize, parts: usize, pause: Duration| {
+        let bytes = std::fs::read(&frames[i]).unwrap();
+        let mut f = std::fs::File::create(watch.join(frames[i].file_name().unwrap())).unwrap();
+        for k in 0..parts {
+            f.write_all(&bytes[bytes.len() * k / parts..bytes.len() * (k + 1) / parts]).unwrap();
+            f.flush().unwrap();
+            if k + 1 < parts {
+                std::thread::sleep(pause);
+            }
+        }
+    };
+    // Half of frame 3, a 0.4 s stall, the rest; frame 4 appended in ten parts over 2 s.
+    write_in(3, 2, Duration::from_millis(400));
+    write_in(4, 10, Duration::from_millis(220));
+    write_frames(&frames[5..], &watch, Duration::from_millis(20));
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(watch.join("STOP"), b"").unwrap();
+    finished(child);
+    let live = report(&d.join("live.json"));
+    assert_eq!(live["quality"]["frames_ok"], 8, "{}", live["frames"]);
+    same_as_batch(&d, &live, &batch(&d, std::slice::from_ref(&watch)));
+}
+
+#[test]
+fn a_frame_deleted_after_it_registered_is_left_out_of_the_panorama_and_named() {
+    let d = temp_dir("deleted");
+    let frames = tsukuba_sequence(&d, 6);
+    // No frame cache: the final panorama reads every frame again.
+    let mut child = follow(&d, Path::new("-"), &["--frame-cache", "0", "--update-every", "1"], Stdio::piped());
+    let mut stdin = child.stdin.take().unwrap();
+    for f in &frames {
+        writeln!(stdin, "{}", f.display()).unwrap();
+    }
+    stdin.flush().unwrap();
+    let t = Instant::now();
+    let registered = |r: &Value| r["frames"].as_array().map_or(0, |f| f.iter().filter(|f| f["status"] == "ok").count());
+    while std::fs::read_to_string(d.join("live.json")).ok().and_then(|s| serde_json::from_str::<Value>(&s).ok()).map_or(0, |r| registered(&r)) < 6 {
+        assert!(t.elapsed() < Duration::from_secs(30), "the frames never registered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_file(&frames[2]).unwrap();
+    drop(stdin);
+    let o = finished(child);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("frame 2") && err.contains("frame_0002.png") && err.contains("missing from the panorama"), "{err}");
+    let live = report(&d.join("live.json"));
+    assert_eq!(live["quality"]["frames_ok"], 6);
+    let lost = &live["run"]["written"]["lost_frames"];
+    assert_eq!(lost.as_array().map(Vec::len), Some(1), "{lost}");
+    assert_eq!(lost[0]["index"], 2, "{lost}");
+    assert!(d.join("live.png").exists());
+}
+
+#[test]
 fn bad_live_input_is_a_clear_error() {
     let d = temp_dir("bad");
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--follow", "/no/such/dir"], "no such directory"),
+        (&["--follow", "Cargo.toml"], "not a directory"),
         (&["--follow", "-", "--report", "/no/such/dir/r.json"], "no such directory"),
         (&["--follow", "-", "a.png"], "cannot be used with"),
         (&["--follow", "-", "--grid", "2x2"], "cannot be used with"),

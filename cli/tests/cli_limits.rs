@@ -6,6 +6,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tessera::filter::{mean_filter, BoxParams};
@@ -230,4 +231,212 @@ fn unsupported_or_odd_inputs_get_messages_that_say_what_to_do() {
     let cones = common::shared_data().join("stereo/cones");
     let o = tessera().args(["stereo", "--tile", "1x1"]).arg(cones.join("im2.png")).arg(cones.join("im6.png")).arg("-o").arg(d.join("t.pfm")).output().unwrap();
     assert!(!o.status.success() && stderr(&o).contains("smallest tile"), "{}", stderr(&o));
+}
+
+/// `tessera ARGS` under an address-space limit of `kib` KiB (`ulimit -v`), with one malloc
+/// arena (the arenas' reservations would make the baseline depend on the core count) and
+/// without backtraces (a panic's symbolizer that runs out of memory deadlocks).
+fn limited(kib: u64, args: &[std::ffi::OsString]) -> Output {
+    Command::new("sh")
+        .args(["-c", &format!("ulimit -v {kib}; exec \"$@\""), "sh", env!("CARGO_BIN_EXE_tessera")])
+        .args(args)
+        .env("MALLOC_ARENA_MAX", "1")
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+/// The smallest limit, within 8 MiB, under which `args` (on a tiny input) succeeds: the
+/// program's own address space (code, threads' stacks) on this machine.
+fn baseline_kib(args: &[std::ffi::OsString]) -> u64 {
+    let (mut lo, mut hi) = (8 << 10, 1 << 20);
+    let o = limited(hi, args);
+    assert!(o.status.success(), "{args:?} fails under 1 GiB: {}", stderr(&o));
+    while hi - lo > 8 << 10 {
+        let mid = (lo + hi) / 2;
+        if limited(mid, args).status.success() {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+#[test]
+fn every_command_ends_with_an_error_when_memory_runs_out() {
+    let d = temp_dir("memory");
+    let os = |v: &[&dyn AsRef<std::ffi::OsStr>]| v.iter().map(|s| s.as_ref().to_os_string()).collect::<Vec<_>>();
+    // 2000 x 1500 (3 megapixels: 12 MiB as RGBA), and a tiny input of each kind for the
+    // baseline.
+    let (w, h) = (2000, 1500);
+    let texture = |x: usize, y: usize| ((x * 7 ^ y * 13) + (x * y) / 97) as u8;
+    let gray = Image::from_fn(w, h, texture).unwrap();
+    let rgb = Image::from_fn(w, h, |x, y| tessera::Rgba8::new(texture(x, y), texture(y, x), (x + y) as u8, 255)).unwrap();
+    let paths = |tag: &str, big: &dyn Fn() -> AnyImage, small: &dyn Fn() -> AnyImage| {
+        let (b, s) = (d.join(format!("{tag}.png")), d.join(format!("{tag}-small.png")));
+        io::save(&big(), &b).unwrap();
+        io::save(&small(), &s).unwrap();
+        (b, s)
+    };
+    let (rgb_big, rgb_small) = paths("rgb", &|| AnyImage::Rgba8(rgb.clone()), &|| AnyImage::Rgba8(rgb.view().crop(0, 0, 96, 80).unwrap().to_image()));
+    let (gray_big, gray_small) = paths("gray", &|| AnyImage::U8(gray.clone()), &|| AnyImage::U8(gray.view().crop(0, 0, 96, 80).unwrap().to_image()));
+    let positions = d.join("positions.csv");
+    std::fs::write(&positions, "0,0,0\n1,10,0\n").unwrap();
+    let out = |name: &str| d.join(name);
+    // Each command as it is run on an input: every command of `tessera --help` that reads an
+    // image (bench reads none).
+    let commands: Vec<(&str, Box<dyn Fn(&Path) -> Vec<std::ffi::OsString>>, bool)> = vec![
+        ("mean", Box::new(|i: &Path| os(&[&"mean", &i, &"-o", &out("mean.png")])), false),
+        ("gauss", Box::new(|i: &Path| os(&[&"gauss", &i, &"-s", &"3", &"-o", &out("gauss.png")])), false),
+        ("box", Box::new(|i: &Path| os(&[&"box", &i, &"-o", &out("box.tif")])), true),
+        ("variance", Box::new(|i: &Path| os(&[&"variance", &i, &"-o", &out("var.tif")])), false),
+        ("contrast", Box::new(|i: &Path| os(&[&"contrast", &i, &"-o", &out("contrast.png")])), false),
+        ("glare", Box::new(|i: &Path| os(&[&"glare", &i, &"-o", &out("glare.png"), &"--mask", &out("mask.png")])), false),
+        ("stereo", Box::new(|i: &Path| os(&[&"stereo", &i, &i, &"--max-disp", &"16", &"-o", &out("d.pfm")])), false),
+        ("stereo-eval", Box::new(|i: &Path| os(&[&"stereo-eval", &i, &i])), true),
+        ("stitch", Box::new(|i: &Path| os(&[&"stitch", &"--backend", &"cpu", &i, &i, &"-o", &out("pano.png")])), false),
+        ("stitch --grid", Box::new(|i: &Path| os(&[&"stitch", &i, &i, &"--grid", &"2x1", &"-o", &out("grid.png")])), false),
+        ("stitch --positions", Box::new(|i: &Path| os(&[&"stitch", &i, &i, &"--positions", &positions, &"-o", &out("pos.png")])), false),
+        ("synth-seq", Box::new(|i: &Path| os(&[&"synth-seq", &i, &"-o", &out("seq"), &"--frames", &"2", &"--width", &"64", &"--height", &"48"])), false),
+    ];
+    let need = (w * h * 4 / 1024) as u64;
+    for (name, args, is_gray) in &commands {
+        let (big, small) = if *is_gray { (&gray_big, &gray_small) } else { (&rgb_big, &rgb_small) };
+        let base = baseline_kib(&args(small));
+        // From far too little for the input (its decode) to enough for most commands: each
+        // limit stops the run at another allocation, which must be an error.
+        let mut failed = 0;
+        for k in [1, 4, 12, 32] {
+            let o = limited(base + need * k / 4, &args(big));
+            let err = stderr(&o);
+            assert!(!err.contains("memory allocation of") && !err.contains("panicked"), "{name} under {} KiB: {err}", base + need * k / 4);
+            if !o.status.success() {
+                assert_eq!(o.status.code(), Some(1), "{name} under {} KiB: ended by a signal: {err}", base + need * k / 4);
+                assert!(err.contains("out of memory"), "{name} under {} KiB: {err}", base + need * k / 4);
+                failed += 1;
+            }
+        }
+        assert!(failed > 0, "{name}: never short of memory above its baseline of {base} KiB");
+    }
+}
+
+/// `tessera ARGS` with a file size limit of `kib` KiB, as a full disk stops a write: the
+/// write fails (SIGXFSZ ignored, as its default action would end the process).
+fn size_limited(kib: u64, args: &[&std::ffi::OsStr]) -> Output {
+    Command::new("sh")
+        .args(["-c", &format!("trap '' XFSZ; ulimit -f {}; exec \"$@\"", kib * 2), "sh", env!("CARGO_BIN_EXE_tessera")])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The names in `dir` that are temporary files of a write.
+fn partials(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".partial")).collect()
+}
+
+#[test]
+fn a_failed_write_leaves_the_previous_file_untouched() {
+    let d = temp_dir("atomic");
+    let input = d.join("in.png");
+    io::save(&AnyImage::U8(Image::from_fn(400, 300, |x, y| ((x * 31) ^ (y * 17) ^ (x * y)) as u8).unwrap()), &input).unwrap();
+    // PNG, TIFF and OME-TIFF outputs that outgrow a 16 KiB file size limit.
+    for name in ["out.png", "out.tif", "out.ome.tif"] {
+        let target = d.join(name);
+        std::fs::write(&target, b"the previous file").unwrap();
+        let o = size_limited(16, &[OsStr::new("mean"), input.as_os_str(), OsStr::new("-o"), target.as_os_str()]);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains("cannot write"), "{name}: {}", stderr(&o));
+        assert_eq!(std::fs::read(&target).unwrap(), b"the previous file", "{name}");
+        assert!(partials(&d).is_empty(), "{name}: {:?}", partials(&d));
+        // Without the limit, the same run replaces it.
+        let o = tessera().arg("mean").arg(&input).arg("-o").arg(&target).output().unwrap();
+        assert!(o.status.success() && io::load(&target).unwrap().size() == (400, 300), "{name}: {}", stderr(&o));
+    }
+    // A stitch whose panorama fits but whose report does not: two frames alike (they
+    // register; the panorama is one 160 x 120 frame, under 20 KiB) and a hundred flat ones
+    // (skipped), a report of about 70 KiB over a 32 KiB limit. The previous report stays,
+    // valid JSON.
+    let frames: Vec<PathBuf> = (0..102)
+        .map(|i| {
+            let f = d.join(format!("frame{i:03}.png"));
+            let img = if i < 2 { common::pattern(160, 120) } else { Image::filled(160, 120, 90).unwrap() };
+            io::save(&AnyImage::U8(img), &f).unwrap();
+            f
+        })
+        .collect();
+    let report = d.join("report.json");
+    std::fs::write(&report, b"{\"previous\": true}").unwrap();
+    let mut args: Vec<&OsStr> = vec![OsStr::new("stitch"), OsStr::new("--backend"), OsStr::new("cpu")];
+    args.extend(frames.iter().map(|f| f.as_os_str()));
+    let pano = d.join("pano.png");
+    args.extend([OsStr::new("-o"), pano.as_os_str(), OsStr::new("--report"), report.as_os_str()]);
+    let o = size_limited(32, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(pano.exists(), "{}", stderr(&o));
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(kept, serde_json::json!({"previous": true}));
+    assert!(partials(&d).is_empty(), "{:?}", partials(&d));
+}
+
+#[test]
+fn an_outsized_panorama_is_refused_before_anything_is_written() {
+    let d = temp_dir("outsized");
+    let tiles: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            let f = d.join(format!("tile{i}.png"));
+            io::save(&AnyImage::U16(Image::from_fn(100, 80, |x, y| ((x * 13 + y * 29 + i * 7) % 4096) as u16).unwrap()), &f).unwrap();
+            f
+        })
+        .collect();
+    let csv = d.join("positions.csv");
+    // One line of the file far from the others: 200 000 pixels off, a 40-gigapixel canvas.
+    std::fs::write(&csv, "file,x,y\ntile0,0,0\ntile1,90,0\ntile2,200000,200000\n").unwrap();
+    let out = d.join("mosaic.ome.tif");
+    let t = std::time::Instant::now();
+    let o = tessera().arg("stitch").args(&tiles).arg("--positions").arg(&csv).arg("-o").arg(&out).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("--max-output-pixels") && err.contains("frame 2") && err.contains("tile2.png") && err.contains("200000"), "{err}");
+    assert!(t.elapsed().as_secs() < 30 && !out.exists() && partials(&d).is_empty(), "{err}");
+    // Raised past it, the 16-bit canvas of 1.6 TB is refused for the free space it needs.
+    std::fs::write(&csv, "tile0,0,0\ntile1,90,0\ntile2,900000,900000\n").unwrap();
+    let o = tessera().arg("stitch").args(&tiles).arg("--positions").arg(&csv).args(["--max-output-pixels", "1000000000000"]).arg("-o").arg(&out).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("MiB free") && err.contains("mosaic.ome.tif"), "{err}");
+    assert!(!out.exists() && partials(&d).is_empty(), "{err}");
+}
+
+#[test]
+fn positions_grids_and_live_inputs_get_precise_messages() {
+    let d = temp_dir("inputs");
+    let tiles: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            let f = d.join(format!("t{i}.png"));
+            io::save(&AnyImage::U8(sample(i + 1)), &f).unwrap();
+            f
+        })
+        .collect();
+    let run = |extra: &[&str]| {
+        let o = tessera().arg("stitch").args(&tiles).args(extra).arg("-o").arg(d.join("m.png")).output().unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        stderr(&o)
+    };
+    // NaN on the first line is a value, not a header.
+    let csv = d.join("nan.csv");
+    std::fs::write(&csv, "0,NaN,0\n1,50,0\n").unwrap();
+    let err = run(&["--positions", csv.to_str().unwrap()]);
+    assert!(err.contains("nan.csv line 1") && err.contains("NaN") && !err.contains("positions, but"), "{err}");
+    std::fs::write(&csv, "0,0,0\n1,50,inf\n").unwrap();
+    let err = run(&["--positions", csv.to_str().unwrap()]);
+    assert!(err.contains("line 2") && err.contains("inf"), "{err}");
+    // A grid whose tile count overflows.
+    let err = run(&["--grid", "18446744073709551615x2"]);
+    assert!(err.contains("more than any tile count"), "{err}");
+    // --follow on a file.
+    let o = tessera().args(["stitch", "--follow"]).arg(&csv).arg("-o").arg(d.join("m.png")).output().unwrap();
+    assert!(!o.status.success() && stderr(&o).contains("not a directory"), "{}", stderr(&o));
 }

@@ -102,8 +102,7 @@ macro_rules! gray {
                     for ((o, &v), &d) in out.iter_mut().zip(y).zip(d) {
                         *o = round_non_negative((v + d).clamp(0.0, $max)) as $t;
                     }
-                });
-                Ok(())
+                })
             }
         }
     };
@@ -118,8 +117,7 @@ impl ContrastPixel for f32 {
             for ((o, &v), &d) in out.iter_mut().zip(y).zip(d) {
                 *o = v + d;
             }
-        });
-        Ok(())
+        })
     }
 }
 
@@ -127,13 +125,12 @@ impl ContrastPixel for Rgba8 {
     fn enhance(src: ImageView<'_, Rgba8>, dst: ImageViewMut<'_, Rgba8>, p: &ContrastParams, par: Parallelism) -> Result<()> {
         p.border.validate(Some(255.0))?;
         // Statistics on the rounded luma (exact integer sums); the formula on the unrounded one.
-        let luma8 = src.convert::<u8>();
+        let luma8 = src.try_convert::<u8>()?;
         enhance_rows(luma8.view(), src, dst, p, par, |s, y, d, out| {
             for (((o, &px), &l), &d) in out.iter_mut().zip(s).zip(y).zip(d) {
                 *o = scale_rgb(px, l, l + d);
             }
-        });
-        Ok(())
+        })
     }
 }
 
@@ -164,7 +161,8 @@ fn scale_rgb(px: Rgba8, luma: f32, target: f32) -> Rgba8 {
 /// (the same image, or the rounded luma of RGBA), and for each row `finish(src_row, Y_row,
 /// delta_row, dst_row)` writes the result from `Y' - Y = (1/S) sum_s (g_s - 1)(Y - mu_s)`.
 /// All scales advance together, one row at a time, so nothing but a few rows per band is
-/// stored.
+/// stored. Errors: [`Error::OutOfMemory`](crate::Error::OutOfMemory) where the bands'
+/// rows cannot be allocated.
 fn enhance_rows<S: VariancePixel, P: ContrastPixel, O: Pixel>(
     stats: ImageView<'_, S>,
     src: ImageView<'_, P>,
@@ -172,7 +170,7 @@ fn enhance_rows<S: VariancePixel, P: ContrastPixel, O: Pixel>(
     p: &ContrastParams,
     par: Parallelism,
     finish: impl Fn(&[P], &[f32], &[f32], &mut [O]) + Send + Sync,
-) {
+) -> Result<()> {
     let w = src.width();
     let luma_row = |y: usize, out: &mut [f32]| {
         for (o, &v) in out.iter_mut().zip(src.row(y)) {
@@ -184,6 +182,13 @@ fn enhance_rows<S: VariancePixel, P: ContrastPixel, O: Pixel>(
     let inv_s = 1.0 / p.radii.len() as f32;
     let moments = S::tent_moments(stats, p.border);
     let longest = p.radii.iter().max().map_or(1, |r| r + 1);
+    // The bands allocate their rows inside the parallel loop, which cannot return an error:
+    // what the bands running at once hold (per scale a ring of about R / 2 + 3 rows of two
+    // f64 lanes, and four f32 rows) is reserved and released here first, so that an image
+    // too wide for the memory left is an error, not an abort.
+    let per_band: usize = p.radii.iter().map(|&r| (r / 2 + 4) * 16).sum::<usize>() + 16;
+    let bands = par.threads().min(src.height().div_ceil(2 * longest)).max(1);
+    drop(crate::error::try_with_capacity::<u8>(w.saturating_mul(per_band).saturating_mul(bands))?);
     for_each_band(dst, par, 2 * longest, |y0, mut band| {
         // A constant image (sigma_g = 0) needs no statistics: the delta is 0.
         let mut scales: Vec<_> = if sigma_g > 0.0 { p.radii.iter().map(|&r| moments.rows(r, y0)).collect() } else { Vec::new() };
@@ -198,6 +203,7 @@ fn enhance_rows<S: VariancePixel, P: ContrastPixel, O: Pixel>(
             finish(src.row(y0 + i), &y, &delta, band.row_mut(i));
         }
     });
+    Ok(())
 }
 
 /// The standard deviation of the finite values of the image whose row `y` `luma_row`

@@ -103,11 +103,18 @@ pub fn require_finite(name: &'static str, value: f64) -> Result<()> {
     }
 }
 
+/// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] where the allocator
+/// refuses.
+pub fn try_with_capacity<T>(n: usize) -> Result<alloc::vec::Vec<T>> {
+    let mut v = alloc::vec::Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n.saturating_mul(core::mem::size_of::<T>()) })?;
+    Ok(v)
+}
+
 /// `n` copies of `value` in a new vector, or [`Error::OutOfMemory`] where the allocator
 /// refuses (a large image on a small machine is an error, not an abort).
 pub fn try_filled<T: Clone>(n: usize, value: T) -> Result<alloc::vec::Vec<T>> {
-    let mut v = alloc::vec::Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n.saturating_mul(core::mem::size_of::<T>()) })?;
+    let mut v = try_with_capacity(n)?;
     v.resize(n, value);
     Ok(v)
 }

@@ -176,6 +176,15 @@ impl<'a, T: Pixel> ImageView<'a, T> {
         }
         Image { data, width: self.width, height: self.height }
     }
+    /// [`to_image`](Self::to_image), or [`Error::OutOfMemory`] where the allocator refuses
+    /// the copy.
+    pub fn try_to_image(&self) -> Result<Image<T>> {
+        let mut data = crate::error::try_with_capacity(self.width * self.height)?;
+        for r in self.rows() {
+            data.extend_from_slice(r);
+        }
+        Ok(Image { data, width: self.width, height: self.height })
+    }
 }
 
 fn check_crop(size: (usize, usize), x: usize, y: usize, w: usize, h: usize) -> Result<()> {
@@ -361,6 +370,12 @@ impl<T: Pixel> Image<T> {
     pub fn map<U: Pixel>(&self, f: impl FnMut(T) -> U) -> Image<U> {
         Image { data: self.data.iter().copied().map(f).collect(), width: self.width, height: self.height }
     }
+    /// [`map`](Self::map), or [`Error::OutOfMemory`] where the allocator refuses the result.
+    pub fn try_map<U: Pixel>(&self, f: impl FnMut(T) -> U) -> Result<Image<U>> {
+        let mut data = crate::error::try_with_capacity(self.data.len())?;
+        data.extend(self.data.iter().copied().map(f));
+        Ok(Image { data, width: self.width, height: self.height })
+    }
 }
 
 /// Per-pixel conversions between the pixel types. Integer -> float keeps the value
@@ -452,6 +467,18 @@ impl<'a, T: Pixel> ImageView<'a, T> {
             data.extend(r.iter().map(|&p| p.convert()));
         }
         Image { data, width: self.width, height: self.height }
+    }
+    /// [`convert`](Self::convert), or [`Error::OutOfMemory`] where the allocator refuses the
+    /// result.
+    pub fn try_convert<U: Pixel>(&self) -> Result<Image<U>>
+    where
+        T: ConvertPixel<U>,
+    {
+        let mut data = crate::error::try_with_capacity(self.width * self.height)?;
+        for r in self.rows() {
+            data.extend(r.iter().map(|&p| p.convert()));
+        }
+        Ok(Image { data, width: self.width, height: self.height })
     }
 }
 

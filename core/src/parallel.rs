@@ -24,6 +24,26 @@ impl Parallelism {
             Parallelism::AllThreads => 1,
         }
     }
+
+    /// Starts the threads this setting runs on, if they are not running yet: rayon's global
+    /// pool for `AllThreads` (nothing otherwise). Started lazily, the pool would start at the
+    /// first parallel call, when a large image may have taken the memory its threads' stacks
+    /// need, and rayon panics when it cannot start; started here, before any image is
+    /// read, that is [`Error::Backend`] instead.
+    pub fn start(self) -> crate::Result<()> {
+        #[cfg(feature = "parallel")]
+        if self == Parallelism::AllThreads {
+            static STARTED: std::sync::OnceLock<core::result::Result<(), alloc::string::String>> = std::sync::OnceLock::new();
+            // A pool that another caller started first is as good as ours.
+            let started = STARTED.get_or_init(|| match rayon::ThreadPoolBuilder::new().build_global() {
+                Ok(()) => Ok(()),
+                Err(e) if alloc::format!("{e}").contains("already") => Ok(()),
+                Err(e) => Err(alloc::format!("the worker threads could not start: {e}")),
+            });
+            return started.clone().map_err(crate::Error::Backend);
+        }
+        Ok(())
+    }
 }
 
 /// Calls `f(first_row, band)` for consecutive row bands of `dst` covering it once.

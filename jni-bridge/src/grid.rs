@@ -164,7 +164,7 @@ fn stream(
     let sizes = level_sizes(size, tile);
     let k = sizes.iter().position(|&(w, h)| w * h <= limit).unwrap_or(sizes.len() - 1);
     let mut level = Level::new(like, size, k);
-    let opts = OutputOptions { max_mem_mib: default_max_mem_mib(), ome: OmeTiffOptions { tile, name: "tessera grid mosaic".into(), ..OmeTiffOptions::default() } };
+    let opts = OutputOptions { max_mem_mib: default_max_mem_mib(), ome: OmeTiffOptions { tile, name: "tessera grid mosaic".into(), ..OmeTiffOptions::default() }, ..OutputOptions::default() };
     let mut failure = None;
     let mut begun = false;
     let written = with_java_progress(env, progress, size.1, ("writing the OME-TIFF", "row"), |report| {

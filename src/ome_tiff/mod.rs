@@ -87,10 +87,10 @@ impl PixelKind {
             AnyView::Rgba8(_) => PixelKind::Rgb8,
         }
     }
-    fn samples(self) -> usize {
+    pub fn samples(self) -> usize {
         if self == PixelKind::Rgb8 { 3 } else { 1 }
     }
-    fn sample_bytes(self) -> usize {
+    pub fn sample_bytes(self) -> usize {
         match self {
             PixelKind::U8 | PixelKind::Rgb8 => 1,
             PixelKind::U16 => 2,
@@ -216,6 +216,8 @@ enum Body {
 pub struct OmeTiffWriter {
     path: PathBuf,
     out: Out,
+    /// The temporary file written, renamed over `path` by `finish` (removed if dropped).
+    part: crate::io::PartialFile,
     kind: PixelKind,
     size: (usize, usize),
     sizes: Vec<(usize, usize)>,
@@ -228,10 +230,13 @@ pub struct OmeTiffWriter {
 }
 
 impl OmeTiffWriter {
-    /// Creates `path` (its folder too) for a `width x height` image of `kind`.
+    /// Starts the file `path` (its folder created) for a `width x height` image of `kind`:
+    /// written to a temporary file beside it that [`finish`](Self::finish) renames over
+    /// `path` ([`crate::io::PartialFile`]); a writer dropped unfinished removes it and leaves
+    /// `path` as it was.
     /// Errors: a zero size, a tile that is not a multiple of 16 in 16..=4096, a pixel size
-    /// that is not finite and positive, a file past 4 GiB with `bigtiff: Some(false)`, a
-    /// path that cannot be written.
+    /// that is not finite and positive, a file past 4 GiB with `bigtiff: Some(false)`, less
+    /// free space on the file system than the file takes, a path that cannot be written.
     pub fn create(path: &Path, (width, height): (usize, usize), kind: PixelKind, opts: &OmeTiffOptions) -> Result<Self> {
         if width == 0 || height == 0 {
             bail!("cannot write an empty image ({width}x{height}) as OME-TIFF");
@@ -260,10 +265,9 @@ impl OmeTiffWriter {
             Some(b) => b,
             None => !fits,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        let file = File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::io::check_free_space(path, estimate)?;
+        let part = crate::io::PartialFile::new(path)?;
+        let file = File::create(part.path()).with_context(|| format!("cannot write {}", path.display()))?;
         let mut out = Out { w: BufWriter::with_capacity(1 << 20, file), pos: 0, scratch: Vec::new() };
         let head = ifd::header(big, 0);
         out.w.write_all(&head).with_context(|| format!("cannot write {}", path.display()))?;
@@ -274,7 +278,7 @@ impl OmeTiffWriter {
             PixelKind::U16 => Body::U16(Pyramid::new(&sizes, 1, tile)),
             PixelKind::F32 => Body::F32(Pyramid::new(&sizes, 1, tile)),
         };
-        Ok(OmeTiffWriter { path: path.to_path_buf(), out, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, rgb: Vec::new() })
+        Ok(OmeTiffWriter { path: path.to_path_buf(), out, part, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, rgb: Vec::new() })
     }
 
     /// Whether the file is a BigTIFF.
@@ -316,8 +320,8 @@ impl OmeTiffWriter {
         Ok(())
     }
 
-    /// Writes the directories and completes the file. Errors: rows still missing, a write
-    /// that fails.
+    /// Writes the directories, completes the file and renames it into place. Errors: rows
+    /// still missing, a write that fails.
     pub fn finish(mut self) -> Result<OmeTiffSummary> {
         if self.rows_in != self.size.1 {
             bail!("{}: only {} of {} rows were written", self.path.display(), self.rows_in, self.size.1);
@@ -352,6 +356,7 @@ impl OmeTiffWriter {
         self.out.w.seek(SeekFrom::Start(0)).with_context(ctx)?;
         self.out.w.write_all(&ifd::header(self.big, start)).with_context(ctx)?;
         self.out.w.flush().with_context(ctx)?;
+        self.part.commit()?;
         Ok(OmeTiffSummary { levels: self.sizes.clone(), bigtiff: self.big, bytes: end })
     }
 

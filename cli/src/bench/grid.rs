@@ -18,7 +18,6 @@ use tessera::large::{write_composite, OutputOptions};
 use anyhow::{anyhow, Result};
 use serde_json::json;
 use std::ops::ControlFlow;
-use tessera::ome_tiff::OmeTiffOptions;
 use tessera::stitch::{grid_positions, register_tiles, Blend, Corner, GridParams, InMemory, SplitMix64, TileOrder};
 use tessera::{AnyView, Image, Parallelism};
 
@@ -56,7 +55,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
 
     let placed: Vec<_> = mosaic.tiles.iter().map(|t| Some(tessera::stitch::Similarity::translation(t.position))).collect();
     let out = std::env::temp_dir().join(format!("tessera-bench-grid-{}.ome.tif", std::process::id()));
-    let opts = OutputOptions { max_mem_mib: tessera::large::default_max_mem_mib(), ome: OmeTiffOptions::default() };
+    let opts = OutputOptions::default();
     let mut levels = 0;
     let reset = reset_peak();
     let composite_ms = r.time(&format!("{name}_composite_to_ome_tiff"), params.clone(), "cpu", reps, || {

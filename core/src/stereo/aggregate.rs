@@ -321,7 +321,7 @@ fn aggregate_using(
         });
     }
     let region = Rect { x: 0, y: 0, width: w, height: h };
-    let mut data = vec![0u16; w * h * nd];
+    let mut data = crate::error::try_filled(w * h * nd, 0u16)?;
     let mid = split_row(h);
     let (top, bottom) = data.split_at_mut(mid * w * nd);
     let dp = padded(nd);
@@ -559,7 +559,7 @@ impl<'c> Sweep<'c> {
         let mins = dirs.iter().map(|_| ws.vec_filled(keep * w, 0u16)).collect::<Result<_>>()?;
         let scratch = (vec![u16::MAX; dp + 2], vec![u16::MAX; dp + 2]);
         let empty = dirs.is_empty() && horizontal.is_empty();
-        let crow = if empty { Vec::new() } else { vec![0u8; w * dp] };
+        let crow = if empty { Vec::new() } else { crate::error::try_filled(w * dp, 0u8)? };
         Ok(Sweep { kernel, src, region, nd, crow, fin: Vec::new(), dirs, horizontal, scratch, pen, guide, keep, bufs, mins })
     }
 

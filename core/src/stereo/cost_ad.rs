@@ -87,7 +87,7 @@ impl RowCost for AdCost<'_> {
 fn volume(pair: Pair<'_>, size: (usize, usize), disparities: usize, par: Parallelism) -> Result<CostVolume> {
     require_range("disparities", disparities, 1, size.0 as i64)?;
     let r = Rect { x: 0, y: 0, width: size.0, height: size.1 };
-    Ok(cost_volume_of(&AdCost::new(pair), r, disparities, par))
+    cost_volume_of(&AdCost::new(pair), r, disparities, par)
 }
 
 /// Modified-AD cost volume of a gray pair (see the module doc). `disparities` in 1 ..= width.

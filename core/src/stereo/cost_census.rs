@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::image::ImageView;
 use crate::parallel::Parallelism;
 use alloc::format;
-use alloc::vec;
 use alloc::vec::Vec;
 use crate::cpu::multiversion;
 
@@ -82,7 +81,7 @@ pub fn census_transform(img: ImageView<'_, u8>, win: CensusWindow) -> Result<Cen
     // over whole rows (vectorized across x).
     let pw = w + 2 * rx;
     let ph = h + 2 * ry;
-    let mut pad = vec![0u8; pw * ph];
+    let mut pad = crate::error::try_filled(pw * ph, 0u8)?;
     for py in 0..ph {
         let sy = (py as isize - ry as isize).clamp(0, h as isize - 1) as usize;
         let src = img.row(sy);
@@ -97,7 +96,7 @@ pub fn census_transform(img: ImageView<'_, u8>, win: CensusWindow) -> Result<Cen
         .filter(|&(i, j)| (i, j) != (rx, ry))
         .map(|(i, j)| j * pw + i)
         .collect();
-    let mut codes = vec![0u64; w * h];
+    let mut codes = crate::error::try_filled(w * h, 0u64)?;
     for y in 0..h {
         let out = &mut codes[y * w..(y + 1) * w];
         census_row(&pad[y * pw..], rx + ry * pw, &offsets, out);
@@ -266,7 +265,7 @@ pub fn census_cost_volume(
     let src = CensusCost::new(left, right)?;
     crate::error::require_range("disparities", disparities, 1, left.width as i64)?;
     let r = super::Rect { x: 0, y: 0, width: left.width, height: left.height };
-    Ok(cost_volume_of(&src, r, disparities, par))
+    cost_volume_of(&src, r, disparities, par)
 }
 
 /// Census transforms of both images of a pair (same size), one per thread: they are
@@ -285,6 +284,7 @@ pub fn census_pair(left: ImageView<'_, u8>, right: ImageView<'_, u8>, win: Censu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
     use crate::image::Image;
     use proptest::prelude::*;
 

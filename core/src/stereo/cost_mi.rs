@@ -198,7 +198,7 @@ pub fn mi_cost_volume(
     check_same_size(left.size(), right.size())?;
     crate::error::require_range("disparities", disparities, 1, left.width() as i64)?;
     let r = super::Rect { x: 0, y: 0, width: left.width(), height: left.height() };
-    Ok(super::cost_volume_of(&MiCost::new(left, right, table), r, disparities, par))
+    super::cost_volume_of(&MiCost::new(left, right, table), r, disparities, par)
 }
 
 /// One matching pass of the MI estimation, between two tables: the pair `left`, `right` of

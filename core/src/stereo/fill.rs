@@ -52,7 +52,7 @@ pub fn fill_holes(mut disp: ImageViewMut<'_, f32>, occluded: Option<ImageView<'_
         filled.fetch_add(n, Ordering::Relaxed);
     });
     // Step 2: the 8-line fill, reading the map as it is after step 1.
-    let src = disp.as_view().to_image();
+    let src = disp.as_view().try_to_image()?;
     let data = src.as_slice();
     for_each_band(disp, par, 16, |y0, mut band| {
         let mut n = 0;

@@ -337,13 +337,14 @@ pub(crate) trait RowCost: Sync {
     fn cost_row(&self, y: usize, x0: usize, n: usize, disparities: usize, stride: usize, out: &mut [u8]);
 }
 
-/// Computes the cost volume of the region `r` (rows in parallel).
+/// Computes the cost volume of the region `r` (rows in parallel). Errors:
+/// [`Error::OutOfMemory`].
 #[cfg(test)]
-pub(crate) fn cost_volume_of(c: &dyn RowCost, r: Rect, disparities: usize, par: Parallelism) -> CostVolume {
+pub(crate) fn cost_volume_of(c: &dyn RowCost, r: Rect, disparities: usize, par: Parallelism) -> Result<CostVolume> {
     use crate::image::ImageViewMut;
     use crate::parallel::for_each_band;
     let n = r.width * disparities;
-    let mut data = alloc::vec![0u8; n * r.height];
+    let mut data = crate::error::try_filled(n * r.height, 0u8)?;
     if let Ok(view) = ImageViewMut::from_slice(&mut data, n, r.height) {
         for_each_band(view, par, 4, |y0, mut band| {
             for j in 0..band.height() {
@@ -351,7 +352,7 @@ pub(crate) fn cost_volume_of(c: &dyn RowCost, r: Rect, disparities: usize, par: 
             }
         });
     }
-    CostVolume { width: r.width, height: r.height, disparities, data }
+    Ok(CostVolume { width: r.width, height: r.height, disparities, data })
 }
 
 /// `r[k]` for `k in 0..W + D - 1`: the right row reversed and clamped, so that the right
@@ -399,11 +400,12 @@ impl<'a> Pair<'a> {
     }
 
     /// One image of the pair as 8-bit gray: a copy of a gray image, the Rec. 601 luma of
-    /// a colour one (what census, MI and the adaptive P2 read).
-    pub(crate) fn luma(self, side: Side) -> Image<u8> {
+    /// a colour one (what census, MI and the adaptive P2 read). Errors:
+    /// [`Error::OutOfMemory`].
+    pub(crate) fn luma(self, side: Side) -> Result<Image<u8>> {
         match self {
-            Pair::Gray(l, r) => side.pick(l, r).to_image(),
-            Pair::Rgb(l, r) => side.pick(l, r).convert(),
+            Pair::Gray(l, r) => side.pick(l, r).try_to_image(),
+            Pair::Rgb(l, r) => side.pick(l, r).try_convert(),
         }
     }
 }

@@ -68,7 +68,7 @@ pub fn stereo_sgm_with(
     p.validate(w)?;
     let (plan, whole_image) = budgeted_plan(w, h, p)?;
     // The left luma guides the adaptive P2 (and is census's and MI's left image).
-    let luma_l = pair.luma(Side::Left);
+    let luma_l = pair.luma(Side::Left)?;
 
     // 1. Matching cost: the whole-image inputs its rows are computed from. They are
     // declared here, set by one arm, so that the row source can borrow them for the run.
@@ -80,13 +80,13 @@ pub fn stereo_sgm_with(
             &ad
         }
         Cost::Census { width, height } => {
-            luma_r = pair.luma(Side::Right);
+            luma_r = pair.luma(Side::Right)?;
             codes = cost_census::census_pair(luma_l.view(), luma_r.view(), CensusWindow::new(width, height)?, par)?;
             census = CensusCost::new(&codes.0, &codes.1)?;
             &census
         }
         Cost::Mi { .. } => {
-            luma_r = pair.luma(Side::Right);
+            luma_r = pair.luma(Side::Right)?;
             // The table is estimated from earlier disparity maps, each the result of this
             // same pipeline (stages 2 to 6 on a plan of its own) with an earlier table.
             let mut pass = |pass: &cost_mi::MiPass<'_>, out: ImageViewMut<'_, f32>| {
