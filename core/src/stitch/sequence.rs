@@ -45,7 +45,7 @@ use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair,
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
 use super::warp::warp_with;
-use super::window::{Planned, Window};
+use super::window::{Buffers, Planned, Window};
 use super::window::WINDOW;
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
@@ -899,6 +899,7 @@ impl<'a> Run<'a> {
         // The window of planned pairs (module `window`) and its frames, read ahead once each:
         // the run takes frame i from `ahead` when it gets there.
         let mut window: Option<Window> = None;
+        let mut window_buffers: Vec<Buffers<T>> = Vec::new();
         let mut ahead: VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)> = VecDeque::new();
         // `len()` is read before each frame: a live source grows (FrameSource).
         for i in (0..).take_while(|&i| i < frames.len()) {
@@ -958,7 +959,7 @@ impl<'a> Run<'a> {
             if let (Some((j, pl)), Some(w)) = (planned, window.as_mut()) {
                 key = Some(pl.reference);
                 let shared = |idx: usize| held.iter().chain([&current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx);
-                let settled = w.settled::<T>(j, &self, &shared)?;
+                let settled = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
                 if stands_clear(&settled.1) && !self.zoom_found(&settled.1) {
                     on_plan = Some(settled);
                 }

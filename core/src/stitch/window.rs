@@ -19,7 +19,7 @@ use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
 use crate::ncc::{Integral, SearchFrame};
-use crate::parallel::{map_indices, Parallelism};
+use crate::parallel::{map_slots, Parallelism};
 use alloc::vec::Vec;
 
 /// Frames a window plans. The constant-velocity prediction's error grows with the square
@@ -99,8 +99,10 @@ impl Window {
 
     /// The settled registration of the window's pair `j`: registered now, with the pairs
     /// after it up to twice the thread count on `run`'s threads (one pair to a thread), if
-    /// it was not registered yet. `find` gives the held frames by index.
-    pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync)) -> Result<Settled> {
+    /// it was not registered yet. `find` gives the held frames by index; `buffers` are the
+    /// integral images each pair of a batch computes, kept for the next batch (a PAL frame's
+    /// are 13 MB, which a fresh allocation would fault in page by page).
+    pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Vec<Buffers<T>>) -> Result<Settled> {
         if self.settled[j].is_none() {
             let threads = run.par.threads().max(1);
             let batch = if threads == 1 { 1 } else { 2 * threads };
@@ -109,7 +111,10 @@ impl Window {
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
             let solo = run.on(if threads == 1 { run.par } else { Parallelism::Sequential });
             let planned = &self.planned[j..end];
-            let done = map_indices(planned.len(), run.par, |k| settle_planned::<T>(&solo, &planned[k], find));
+            if buffers.len() < planned.len() {
+                buffers.resize_with(planned.len(), Default::default);
+            }
+            let done = map_slots(&mut buffers[..planned.len()], run.par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b));
             for (k, s) in done.into_iter().enumerate() {
                 self.settled[j + k] = Some(s?);
             }
@@ -120,13 +125,25 @@ impl Window {
 
 /// A planned pair settled from its planned attempt alone ([`Run::settle`], stopping where
 /// that attempt does not stand clear).
-fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync)) -> Result<Settled> {
+fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>) -> Result<Settled> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
     let moving = match run.registrar {
-        None => Some(SearchFrame::new(current.view::<T>()?)?),
+        None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffers.search))?),
         Some(_) => None,
     };
-    run.settle::<T>(&frame, current, moving.as_ref(), &[planned.attempt()], &mut Integral::default(), true)
+    let settled = run.settle::<T>(&frame, current, moving.as_ref(), &[planned.attempt()], &mut buffers.turned, true);
+    if let Some(m) = moving {
+        buffers.search = m.into_integral();
+    }
+    settled
+}
+
+/// The integral images one pair's registration computes: the moving frame's search, and
+/// its turned search where the pair turns.
+#[derive(Default)]
+pub(super) struct Buffers<T: GrayType> {
+    search: Integral<T>,
+    turned: Integral<T>,
 }
