@@ -835,13 +835,19 @@ impl<'a> Run<'a> {
     /// With `quality` on, the record `rec` of `moving`, registered against `reference` by
     /// pair motion `motion`, gets the NCC of their overlap and its grid.
     fn measure_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity, rec: &mut FrameRecord) -> Result<()> {
-        if self.p.quality {
-            let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
-            let (a, b) = (reference.view::<T>()?, aligned.view());
-            rec.quality = overlap_ncc(a, b, aligned.shift, self.par)?;
-            rec.quality_grid = grid_ncc(a, b, aligned.shift, self.p.register.rsz)?;
-        }
+        (rec.quality, rec.quality_grid) = self.quality::<T>(reference, moving, motion)?;
         Ok(())
+    }
+
+    /// With `quality` on, the NCC of the overlap of `moving`, registered against `reference`
+    /// by pair motion `motion`, and of its grid; `None`s with it off.
+    pub(super) fn quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
+        if !self.p.quality {
+            return Ok((None, None));
+        }
+        let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
+        let (a, b) = (reference.view::<T>()?, aligned.view());
+        Ok((overlap_ncc(a, b, aligned.shift, self.par)?, grid_ncc(a, b, aligned.shift, self.p.register.rsz)?))
     }
 
     /// Whether frame `rec` registered on a phase-correlation match too faint for a fixed
@@ -894,7 +900,7 @@ impl<'a> Run<'a> {
         let mut held: Vec<Held<'a>> = Vec::new();
         let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
         let mut reference = None;
-        let mut vel = Velocity::default();
+        let (mut vel, mut vel_gap) = (Velocity::default(), 0.0);
         let mut loops = Loops::default();
         // The window of planned pairs (module `window`) and its frames, read ahead once each:
         // the run takes frame i from `ahead` when it gets there.
@@ -959,13 +965,17 @@ impl<'a> Run<'a> {
             if let (Some((j, pl)), Some(w)) = (planned, window.as_mut()) {
                 key = Some(pl.reference);
                 let shared = |idx: usize| held.iter().chain([&current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx);
-                let settled = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
+                let (settled, quality) = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
                 if stands_clear(&settled.1) && !self.zoom_found(&settled.1) {
-                    on_plan = Some(settled);
+                    on_plan = Some((settled, quality));
                 }
             }
+            let mut measured = None;
             let (r, reg, evaluations) = match on_plan {
-                Some(settled) => settled,
+                Some((settled, quality)) => {
+                    measured = quality;
+                    settled
+                }
                 None => {
                     // Off the plan: every attempt, and the window closes here.
                     window = None;
@@ -1021,12 +1031,16 @@ impl<'a> Run<'a> {
                     let pos = r_pos.then(&motion);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
                     rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, phase_significance: reg.phase_significance, ..rec };
-                    self.measure_quality::<T>(r_held, &current, &motion, &mut rec)?;
+                    (rec.quality, rec.quality_grid) = match measured {
+                        Some(q) => q,
+                        None => self.quality::<T>(r_held, &current, &motion)?,
+                    };
                     let (l, l_pos) = match last {
                         Some(l) => (l, find(l)?.pos),
                         None => (r, r_held.pos),
                     };
-                    vel = Velocity::between(&l_pos, &pos, (i - l) as f64, self.size);
+                    vel = Velocity::between(&l_pos, &pos, (i - l) as f64, self.size).after(&vel, (i - l) as f64, vel_gap);
+                    vel_gap = (i - l) as f64;
                     key = Some(r);
                     last = Some(i);
                     held.retain(|f| f.index == r);
@@ -1212,15 +1226,34 @@ pub(super) struct Velocity {
     /// zoom behind at every pair (and after a gap of skipped frames several), and the
     /// zooming sweeps' worst scale errors were 2.5e-3 instead of 1.7e-3.
     zoom: f64,
+    /// The change of `shift` per frame from the pair before (0 where either pair spanned
+    /// skipped frames): a window's frames are predicted several frames ahead, where a
+    /// turning path leaves a constant velocity behind (module `window`).
+    accel: (f64, f64),
 }
 
 impl Velocity {
+    /// This velocity measured after `before`, over a gap of `gap` frames: with the
+    /// acceleration of the centre's move where both span one frame.
+    fn after(self, before: &Velocity, gap: f64, before_gap: f64) -> Self {
+        let accel = if gap == 1.0 && before_gap == 1.0 { (self.shift.0 - before.shift.0, self.shift.1 - before.shift.1) } else { (0.0, 0.0) };
+        Velocity { accel, ..self }
+    }
+
+    /// The pose `gap` frames after pose `from` at this velocity changing by its
+    /// acceleration each frame.
+    pub(super) fn predict_accelerating(&self, from: &Similarity, gap: f64, size: (usize, usize)) -> Similarity {
+        let k = (gap + 1.0) / 2.0;
+        let mean = Velocity { shift: (self.shift.0 + self.accel.0 * k, self.shift.1 + self.accel.1 * k), ..*self };
+        mean.predict(from, gap, size)
+    }
+
     /// From pose `from` to pose `to`, `gap` frames later.
     fn between(from: &Similarity, to: &Similarity, gap: f64, size: (usize, usize)) -> Self {
         let d = centre_offset(to, from, size);
         // Exactly 0 for equal scales (ln 1 = 0), so an unscaled run predicts as before.
         let zoom = if to.scale == from.scale { 0.0 } else { libm::log(to.scale / from.scale) / gap };
-        Velocity { shift: (d.0 / gap, d.1 / gap), spin: (to.angle - from.angle) / gap, zoom }
+        Velocity { shift: (d.0 / gap, d.1 / gap), spin: (to.angle - from.angle) / gap, zoom, accel: (0.0, 0.0) }
     }
 
     /// The pose `gap` frames after pose `from`, turning and zooming about the frame's centre.

@@ -14,7 +14,7 @@
 //! closed window discards.
 
 use super::register::PairRegistration;
-use super::sequence::{keyframe_left, pair_prediction, GrayType, Held, Run, Velocity};
+use super::sequence::{keyframe_left, pair_prediction, stands_clear, GrayType, Held, Run, Velocity};
 use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
@@ -28,7 +28,7 @@ use alloc::vec::Vec;
 /// window of 16 (its pairs then registered on half their templates), 4 px off in a window
 /// of 8. The run holds the window's frames, and registers its pairs in batches of up to
 /// twice the thread count.
-pub const WINDOW: usize = 8;
+pub const WINDOW: usize = 4;
 
 /// One planned pair: frame `moving` against frame `reference`, the search starting at the
 /// pair motion `motion`.
@@ -50,10 +50,14 @@ impl Planned {
 /// reference, the registration, its NCC evaluations.
 pub(super) type Settled = (usize, PairRegistration, u64);
 
+/// A planned pair's registration and, where it stands clear, its quality measures
+/// ([`Run::quality`]), measured with it.
+pub(super) type Measured = (Settled, Option<(Option<f64>, Option<f64>)>);
+
 /// The window: the planned pairs from frame `first` on, and those registered so far.
 pub(super) struct Window {
     pub(super) planned: Vec<Planned>,
-    settled: Vec<Option<Settled>>,
+    settled: Vec<Option<Measured>>,
 }
 
 impl Window {
@@ -63,7 +67,7 @@ impl Window {
     /// against the frame before it (at its predicted pose), as the run's keyframe rule does.
     pub(super) fn plan(first: usize, frames: usize, key: (usize, Similarity), last: (usize, Similarity), vel: Velocity, limit: (f64, f64), size: (usize, usize)) -> Self {
         let (l, l_pos) = last;
-        let guess = |m: usize| if m == l { l_pos } else { vel.predict(&l_pos, (m - l) as f64, size) };
+        let guess = |m: usize| if m == l { l_pos } else { vel.predict_accelerating(&l_pos, (m - l) as f64, size) };
         let (mut key, mut key_pos) = key;
         let mut planned = Vec::with_capacity(frames);
         for m in first..first + frames {
@@ -102,14 +106,15 @@ impl Window {
     /// it was not registered yet. `find` gives the held frames by index; `buffers` are the
     /// integral images each pair of a batch computes, kept for the next batch (a PAL frame's
     /// are 13 MB, which a fresh allocation would fault in page by page).
-    pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Vec<Buffers<T>>) -> Result<Settled> {
+    pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Vec<Buffers<T>>) -> Result<Measured> {
         if self.settled[j].is_none() {
             let threads = run.par.threads().max(1);
             let batch = if threads == 1 { 1 } else { 2 * threads };
             // The pairs whose frames the run holds (a live source may not have them all yet).
             let held = |p: &Planned| find(p.reference).is_some() && find(p.moving).is_some();
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
-            let solo = run.on(if threads == 1 { run.par } else { Parallelism::Sequential });
+            // One pair to a thread; with more threads than pairs, each pair's templates too.
+            let solo = run.on(if threads > end - j { run.par } else { Parallelism::Sequential });
             let planned = &self.planned[j..end];
             if buffers.len() < planned.len() {
                 buffers.resize_with(planned.len(), Default::default);
@@ -125,7 +130,7 @@ impl Window {
 
 /// A planned pair settled from its planned attempt alone ([`Run::settle`], stopping where
 /// that attempt does not stand clear).
-fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>) -> Result<Settled> {
+fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>) -> Result<Measured> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
@@ -137,7 +142,12 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
     if let Some(m) = moving {
         buffers.search = m.into_integral();
     }
-    settled
+    let settled = settled?;
+    let quality = match settled.1.motion().filter(|_| stands_clear(&settled.1)) {
+        Some(motion) => Some(run.quality::<T>(find(settled.0).ok_or_else(lost)?, current, &motion)?),
+        None => None,
+    };
+    Ok((settled, quality))
 }
 
 /// The integral images one pair's registration computes: the moving frame's search, and
