@@ -900,7 +900,7 @@ impl<'a> Run<'a> {
         let mut held: Vec<Held<'a>> = Vec::new();
         let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
         let mut reference = None;
-        let (mut vel, mut vel_gap) = (Velocity::default(), 0.0);
+        let mut vel = Velocity::default();
         let mut loops = Loops::default();
         // The window of planned pairs (module `window`) and its frames, read ahead once each:
         // the run takes frame i from `ahead` when it gets there.
@@ -1039,8 +1039,7 @@ impl<'a> Run<'a> {
                         Some(l) => (l, find(l)?.pos),
                         None => (r, r_held.pos),
                     };
-                    vel = Velocity::between(&l_pos, &pos, (i - l) as f64, self.size).after(&vel, (i - l) as f64, vel_gap);
-                    vel_gap = (i - l) as f64;
+                    vel = Velocity::between(&l_pos, &pos, (i - l) as f64, self.size);
                     key = Some(r);
                     last = Some(i);
                     held.retain(|f| f.index == r);
@@ -1226,34 +1225,15 @@ pub(super) struct Velocity {
     /// zoom behind at every pair (and after a gap of skipped frames several), and the
     /// zooming sweeps' worst scale errors were 2.5e-3 instead of 1.7e-3.
     zoom: f64,
-    /// The change of `shift` per frame from the pair before (0 where either pair spanned
-    /// skipped frames): a window's frames are predicted several frames ahead, where a
-    /// turning path leaves a constant velocity behind (module `window`).
-    accel: (f64, f64),
 }
 
 impl Velocity {
-    /// This velocity measured after `before`, over a gap of `gap` frames: with the
-    /// acceleration of the centre's move where both span one frame.
-    fn after(self, before: &Velocity, gap: f64, before_gap: f64) -> Self {
-        let accel = if gap == 1.0 && before_gap == 1.0 { (self.shift.0 - before.shift.0, self.shift.1 - before.shift.1) } else { (0.0, 0.0) };
-        Velocity { accel, ..self }
-    }
-
-    /// The pose `gap` frames after pose `from` at this velocity changing by its
-    /// acceleration each frame.
-    pub(super) fn predict_accelerating(&self, from: &Similarity, gap: f64, size: (usize, usize)) -> Similarity {
-        let k = (gap + 1.0) / 2.0;
-        let mean = Velocity { shift: (self.shift.0 + self.accel.0 * k, self.shift.1 + self.accel.1 * k), ..*self };
-        mean.predict(from, gap, size)
-    }
-
     /// From pose `from` to pose `to`, `gap` frames later.
     fn between(from: &Similarity, to: &Similarity, gap: f64, size: (usize, usize)) -> Self {
         let d = centre_offset(to, from, size);
         // Exactly 0 for equal scales (ln 1 = 0), so an unscaled run predicts as before.
         let zoom = if to.scale == from.scale { 0.0 } else { libm::log(to.scale / from.scale) / gap };
-        Velocity { shift: (d.0 / gap, d.1 / gap), spin: (to.angle - from.angle) / gap, zoom, accel: (0.0, 0.0) }
+        Velocity { shift: (d.0 / gap, d.1 / gap), spin: (to.angle - from.angle) / gap, zoom }
     }
 
     /// The pose `gap` frames after pose `from`, turning and zooming about the frame's centre.

@@ -67,7 +67,7 @@ impl Window {
     /// against the frame before it (at its predicted pose), as the run's keyframe rule does.
     pub(super) fn plan(first: usize, frames: usize, key: (usize, Similarity), last: (usize, Similarity), vel: Velocity, limit: (f64, f64), size: (usize, usize)) -> Self {
         let (l, l_pos) = last;
-        let guess = |m: usize| if m == l { l_pos } else { vel.predict_accelerating(&l_pos, (m - l) as f64, size) };
+        let guess = |m: usize| if m == l { l_pos } else { vel.predict(&l_pos, (m - l) as f64, size) };
         let (mut key, mut key_pos) = key;
         let mut planned = Vec::with_capacity(frames);
         for m in first..first + frames {
