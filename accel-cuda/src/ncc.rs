@@ -552,9 +552,6 @@ impl PairRegistrar for DeviceRegistrar<'_> {
     fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
         by_type!(self.register_typed(&pair.moving.1, pair, p))
     }
-    fn lookahead(&self) -> usize {
-        LOOKAHEAD
-    }
     fn speculate(&self, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<()> {
         let Some(first) = pairs.first() else { return Ok(()) };
         by_type!(self.speculate_typed(&first.moving.1, pairs, p))

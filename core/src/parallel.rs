@@ -135,6 +135,18 @@ pub fn map_indices<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R +
     (0..n).map(f).collect()
 }
 
+/// Maps `f(i, &mut slots[i])` over the slots into a vector, in parallel when allowed; order
+/// is kept. For independent jobs that each reuse a buffer of their own.
+pub fn map_slots<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn(usize, &mut S) -> R + Send + Sync) -> Vec<R> {
+    #[cfg(feature = "parallel")]
+    if par.threads() > 1 {
+        use rayon::prelude::*;
+        return slots.par_iter_mut().enumerate().map(|(i, s)| f(i, s)).collect();
+    }
+    let _ = par;
+    slots.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect()
+}
+
 /// Runs `background` on another thread while `foreground` runs on this one (one after the
 /// other with one thread, or without the `parallel` feature): the overlap of independent
 /// stages of a pipeline, where only the background work needs to be `Send`. Returns both

@@ -101,6 +101,28 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 r.record(&format!("{label}_registration_only_pairs_per_s"), json!({"w": w, "h": h, "rsz": 25, "npts": 6}), be, json!((1000.0 * pairs / ms).round()));
             }
         }
+        // Scaling: registration alone on pools of 1, 2, 4, ... threads up to the machine's
+        // cores (the window's pairs spread over the pool), and the serial fraction that
+        // Amdahl's law gives from one and two threads: s = 2 T2 / T1 - 1.
+        if label == "pal" {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let mut scaling = serde_json::Map::new();
+            let mut times = Vec::new();
+            for threads in (0..).map(|k| 1usize << k).take_while(|&t| t <= cores.max(2)) {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
+                let ms = r.time(&format!("pal_scaling_{threads}_threads"), json!({"threads": threads, "pairs": pairs}), "cpu", b.reps_for(pairs).min(9), || {
+                    pool.install(|| register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ()))
+                });
+                if let Some(ms) = ms {
+                    scaling.insert(threads.to_string(), json!((1000.0 * pairs / ms).round()));
+                    times.push(ms);
+                }
+            }
+            r.record("pal_scaling_pairs_per_s", json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), "cpu", serde_json::Value::Object(scaling));
+            if let [t1, t2, ..] = times[..] {
+                r.record("pal_serial_fraction_amdahl", json!({"from": "1 and 2 threads"}), "cpu", json!(((2.0 * t2 / t1 - 1.0) * 1000.0).round() / 1000.0));
+            }
+        }
         // The same with every pair refined on the whole overlap (`refine_every_pair`).
         let every = StitchParams { refine_every_pair: true, ..p };
         for (par, be) in [(Parallelism::AllThreads, "cpu"), (Parallelism::Sequential, "cpu-1thread")].into_iter().filter(|_| label == "pal") {

@@ -37,7 +37,7 @@
 //! chained ones, unchanged.
 
 use super::register::PairRegistration;
-use super::sequence::{centre_offset, FrameRecord, GrayType, Held, Run};
+use super::sequence::{centre_offset, FrameRecord, FrameSource, GrayType, Held, Run};
 use super::similarity::Similarity;
 use super::faint;
 use super::solve::{solve, Constraint, Solution};
@@ -83,7 +83,7 @@ impl<'a> Run<'a> {
     /// Tries to close a loop from frame `current` (just registered against `reference` at
     /// chained position `current.pos`): the loop is kept in `loops`, its NCC evaluations
     /// added to the frame's record.
-    pub(super) fn close_loop<T: GrayType>(&self, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<()> {
+    pub(super) fn close_loop<T: GrayType>(&self, frames: &'a dyn FrameSource, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<()> {
         let (r, r_pos) = reference;
         if !loops.keyframes.iter().any(|k| k.0 == r) {
             loops.keyframes.push((r, r_pos, false));
@@ -105,14 +105,14 @@ impl<'a> Run<'a> {
             .max_by(|a, b| overlap(a.1).total_cmp(&overlap(b.1)));
         let Some(&(k, k_pos, _)) = partner else { return Ok(()) };
         // A keyframe that cannot be read again (a file removed during the run) closes nothing.
-        let Ok(mut earlier) = self.load(k) else { return Ok(()) };
+        let Ok(mut earlier) = self.load(frames, k) else { return Ok(()) };
         earlier.pos = k_pos;
         let frame = |idx: usize| if idx == k { Ok(&earlier) } else { Err(Error::Backend("internal: lost a loop partner".into())) };
         let moving = match self.registrar {
             None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
             Some(_) => None,
         };
-        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, current.pos)], turn_buffer);
+        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, k_pos.inverse().then(&current.pos))], turn_buffer, false);
         if let Some(m) = moving {
             *buffer = m.into_integral();
         }

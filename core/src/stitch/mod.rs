@@ -22,6 +22,7 @@ pub(crate) mod sequence;
 pub(crate) mod similarity;
 pub(crate) mod synth;
 pub(crate) mod warp;
+pub(crate) mod window;
 
 pub use accept::Acceptance;
 pub use coarse::{weighted_candidates, Peak, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
@@ -32,10 +33,11 @@ pub use solve::{solve, Constraint, Solution};
 pub use register::{register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
     check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
-    FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams, MAX_LOOKAHEAD,
+    FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams,
 };
 pub use similarity::Similarity;
 pub use warp::warp_sized;
+pub use window::WINDOW;
 pub use synth::{keys, synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
 
 /// Test textures: uniform noise smoothed by two passes of a 5 x 5 mean (a correlation

@@ -1,0 +1,159 @@
+//! The window of pairs a sequence registers at once.
+//!
+//! A pair's registration depends on its two frames and the prediction its search starts
+//! from, not on the pair before it. So the run plans the next [`WINDOW`] frames' first
+//! attempts from what it knows when the window opens (the last good frame's pose, the
+//! constant velocity, the keyframe rule applied to the predicted poses), registers those
+//! pairs on every thread (or hands them to a registrar in one batch), and then decides the
+//! frames in order, bookkeeping alone. A frame whose planned pair did not stand clear on its
+//! own (it failed, rested on a weak minority of templates, or a zoom was found) is settled
+//! afresh with every attempt, and the window closes there: the planned pairs after it
+//! assumed it registered. The plan depends only on the frames and on decisions already
+//! taken, never on the thread count, so one thread and many give the same records; one
+//! thread registers the planned pairs as the decisions reach them, so it does no work that a
+//! closed window discards.
+
+use super::register::PairRegistration;
+use super::sequence::{keyframe_left, pair_prediction, stands_clear, GrayType, Held, Run, Velocity};
+use super::similarity::Similarity;
+use super::PairRequest;
+use crate::error::{Error, Result};
+use crate::ncc::{Integral, SearchFrame};
+use crate::parallel::{map_slots, Parallelism};
+use alloc::vec::Vec;
+
+/// Frames a window plans. The constant-velocity prediction's error grows with the square
+/// of the distance from the window's start on a turning path: the sequence tests' sweep,
+/// which turns through a circle in 40 frames, was predicted 16 px off 8 frames into a
+/// window of 16 (its pairs then registered on half their templates), 4 px off in a window
+/// of 8. The run holds the window's frames, and registers its pairs in batches of up to
+/// twice the thread count.
+pub const WINDOW: usize = 4;
+
+/// One planned pair: frame `moving` against frame `reference`, the search starting at the
+/// pair motion `motion`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Planned {
+    pub(super) moving: usize,
+    pub(super) reference: usize,
+    pub(super) motion: Similarity,
+}
+
+impl Planned {
+    /// The attempt the run makes for this pair: reference, predicted pair motion.
+    pub(super) fn attempt(&self) -> (usize, Similarity) {
+        (self.reference, self.motion)
+    }
+}
+
+/// A planned pair's registration, as settled from its planned attempt alone: the
+/// reference, the registration, its NCC evaluations.
+pub(super) type Settled = (usize, PairRegistration, u64);
+
+/// A planned pair's registration and, where it stands clear, its quality measures
+/// ([`Run::quality`]), measured with it.
+pub(super) type Measured = (Settled, Option<(Option<f64>, Option<f64>)>);
+
+/// The window: the planned pairs from frame `first` on, and those registered so far.
+pub(super) struct Window {
+    pub(super) planned: Vec<Planned>,
+    settled: Vec<Option<Measured>>,
+}
+
+impl Window {
+    /// Plans frames `first .. first + frames`: each frame predicted at
+    /// constant velocity `vel` from the last good frame `last` (index, pose), registered
+    /// against the keyframe `key` (index, pose) until the prediction leaves `limit`, then
+    /// against the frame before it (at its predicted pose), as the run's keyframe rule does.
+    pub(super) fn plan(first: usize, frames: usize, key: (usize, Similarity), last: (usize, Similarity), vel: Velocity, limit: (f64, f64), size: (usize, usize)) -> Self {
+        let (l, l_pos) = last;
+        let guess = |m: usize| if m == l { l_pos } else { vel.predict(&l_pos, (m - l) as f64, size) };
+        let (mut key, mut key_pos) = key;
+        let mut planned = Vec::with_capacity(frames);
+        for m in first..first + frames {
+            let predicted = guess(m);
+            if keyframe_left(&predicted, &key_pos, limit, size) {
+                // The frame before this one: the last good frame for the window's first.
+                let previous = if m == first { l } else { m - 1 };
+                (key, key_pos) = (previous, guess(previous));
+            }
+            planned.push(Planned { moving: m, reference: key, motion: key_pos.inverse().then(&predicted) });
+        }
+        Window { settled: alloc::vec![None; planned.len()], planned }
+    }
+
+    /// The plan for frame `i`, if the window holds it.
+    pub(super) fn get(&self, i: usize) -> Option<(usize, &Planned)> {
+        let first = self.planned.first()?.moving;
+        let j = i.checked_sub(first)?;
+        self.planned.get(j).map(|p| (j, p))
+    }
+
+    /// The pairs the window asks for, for a registrar that registers a batch at once
+    /// ([`super::PairRegistrar::speculate`]), each as the run's attempt will ask for it.
+    pub(super) fn requests<'h, 'a: 'h, T: GrayType>(&self, find: &dyn Fn(usize) -> Option<&'h Held<'a>>, size: (usize, usize)) -> Result<Vec<PairRequest<'h>>> {
+        let mut pairs = Vec::with_capacity(self.planned.len());
+        for p in &self.planned {
+            let (Some(r), Some(m)) = (find(p.reference), find(p.moving)) else { break };
+            let prediction = pair_prediction(&p.motion, size);
+            pairs.push(PairRequest { reference: (p.reference, T::gray(r.view::<T>()?)), moving: (p.moving, T::gray(m.view::<T>()?)), prediction });
+        }
+        Ok(pairs)
+    }
+
+    /// The settled registration of the window's pair `j`: registered now, with the pairs
+    /// after it up to twice the thread count on `run`'s threads (one pair to a thread), if
+    /// it was not registered yet. `find` gives the held frames by index; `buffers` are the
+    /// integral images each pair of a batch computes, kept for the next batch (a PAL frame's
+    /// are 13 MB, which a fresh allocation would fault in page by page).
+    pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Vec<Buffers<T>>) -> Result<Measured> {
+        if self.settled[j].is_none() {
+            let threads = run.par.threads().max(1);
+            let batch = if threads == 1 { 1 } else { 2 * threads };
+            // The pairs whose frames the run holds (a live source may not have them all yet).
+            let held = |p: &Planned| find(p.reference).is_some() && find(p.moving).is_some();
+            let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
+            // One pair to a thread; with more threads than pairs, each pair's templates too.
+            let solo = run.on(if threads > end - j { run.par } else { Parallelism::Sequential });
+            let planned = &self.planned[j..end];
+            if buffers.len() < planned.len() {
+                buffers.resize_with(planned.len(), Default::default);
+            }
+            let done = map_slots(&mut buffers[..planned.len()], run.par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b));
+            for (k, s) in done.into_iter().enumerate() {
+                self.settled[j + k] = Some(s?);
+            }
+        }
+        self.settled[j].take().ok_or(Error::Backend("internal: a planned pair was settled twice".into()))
+    }
+}
+
+/// A planned pair settled from its planned attempt alone ([`Run::settle`], stopping where
+/// that attempt does not stand clear).
+fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>) -> Result<Measured> {
+    let lost = || Error::Backend("internal: lost a planned frame".into());
+    let current = find(planned.moving).ok_or_else(lost)?;
+    let frame = |idx: usize| find(idx).ok_or_else(lost);
+    let moving = match run.registrar {
+        None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffers.search))?),
+        Some(_) => None,
+    };
+    let settled = run.settle::<T>(&frame, current, moving.as_ref(), &[planned.attempt()], &mut buffers.turned, true);
+    if let Some(m) = moving {
+        buffers.search = m.into_integral();
+    }
+    let settled = settled?;
+    let quality = match settled.1.motion().filter(|_| stands_clear(&settled.1)) {
+        Some(motion) => Some(run.quality::<T>(find(settled.0).ok_or_else(lost)?, current, &motion)?),
+        None => None,
+    };
+    Ok((settled, quality))
+}
+
+/// The integral images one pair's registration computes: the moving frame's search, and
+/// its turned search where the pair turns.
+#[derive(Default)]
+pub(super) struct Buffers<T: GrayType> {
+    search: Integral<T>,
+    turned: Integral<T>,
+}
