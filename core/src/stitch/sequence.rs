@@ -1,7 +1,8 @@
 //! Registration of a whole sequence and the stitching pipeline.
 //!
 //! Each frame is registered against a reference frame, the search starting at the shift
-//! predicted from the last measured motion (constant velocity), and its position in frame-0
+//! predicted at constant velocity from the last good frame when the frame's window opened
+//! (module `window`: a window's pairs register at once), and its position in frame-0
 //! coordinates is the reference's position plus the pair's shift.
 //!
 //! Reference choice. The original registered every frame against its predecessor, so the
