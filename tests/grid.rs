@@ -92,12 +92,20 @@ struct Outcome {
     unregistered: Vec<usize>,
 }
 
-impl Outcome {
+/// The tile errors of a run (pixels), summarised.
+trait Errors {
+    fn errors(&self) -> &[f64];
     fn mean(&self) -> f64 {
-        self.errors.iter().sum::<f64>() / self.errors.len() as f64
+        self.errors().iter().sum::<f64>() / self.errors().len() as f64
     }
     fn max(&self) -> f64 {
-        self.errors.iter().cloned().fold(0.0, f64::max)
+        self.errors().iter().cloned().fold(0.0, f64::max)
+    }
+}
+
+impl Errors for Outcome {
+    fn errors(&self) -> &[f64] {
+        &self.errors
     }
 }
 
@@ -244,12 +252,9 @@ struct HardOutcome {
     truth: Vec<(f64, f64)>,
 }
 
-impl HardOutcome {
-    fn mean(&self) -> f64 {
-        self.errors.iter().sum::<f64>() / self.errors.len() as f64
-    }
-    fn max(&self) -> f64 {
-        self.errors.iter().cloned().fold(0.0, f64::max)
+impl Errors for HardOutcome {
+    fn errors(&self) -> &[f64] {
+        &self.errors
     }
 }
 

@@ -44,6 +44,16 @@ fn tsukuba_sequence(d: &Path, frames: usize) -> Vec<PathBuf> {
 }
 
 /// `tessera stitch --follow INPUT` writing `d/live.png` and `d/live.json`.
+/// A live run over `watch` in a fresh directory `name`, with `frames` Tsukuba frames ready
+/// to be written there: the directory, the frames, the watched directory, the run.
+fn live(name: &str, frames: usize, extra: &[&str]) -> (PathBuf, Vec<PathBuf>, PathBuf, Child) {
+    let d = temp_dir(name);
+    let frames = tsukuba_sequence(&d, frames);
+    let watch = d.join("watch");
+    let child = follow(&d, &watch, extra, Stdio::null());
+    (d, frames, watch, child)
+}
+
 fn follow(d: &Path, input: &Path, extra: &[&str], stdin: Stdio) -> Child {
     tessera()
         .args(["stitch", "--backend", "cpu", "--follow"])
@@ -98,10 +108,7 @@ fn signal(child: &Child, name: &str) {
 
 #[test]
 fn sigint_ends_the_run_with_every_frame_written_and_the_batch_panorama() {
-    let d = temp_dir("sigint");
-    let frames = tsukuba_sequence(&d, 14);
-    let watch = d.join("watch");
-    let child = follow(&d, &watch, &["--update-every", "4"], Stdio::null());
+    let (d, frames, watch, child) = live("sigint", 14, &["--update-every", "4"]);
     write_frames(&frames[..10], &watch, Duration::from_millis(40));
     // An intermediate report, with chained positions, before the end.
     let t = Instant::now();
@@ -127,10 +134,7 @@ fn the_intermediate_panorama_is_the_composite_of_the_frames_so_far() {
     // Without the global solve the final positions are the chained ones, so once every
     // frame is in, the panorama pasted frame by frame (its canvas planned anew as the
     // sweep outgrows it) must be the final one, composited from scratch, byte for byte.
-    let d = temp_dir("preview");
-    let frames = tsukuba_sequence(&d, 12);
-    let watch = d.join("watch");
-    let child = follow(&d, &watch, &["--update-every", "1", "--no-close-loops", "--blend", "feather"], Stdio::null());
+    let (d, frames, watch, child) = live("preview", 12, &["--update-every", "1", "--no-close-loops", "--blend", "feather"]);
     write_frames(&frames, &watch, Duration::from_millis(30));
     let t = Instant::now();
     let listed = |r: &Value| r["frames"].as_array().map_or(0, Vec::len);
@@ -202,12 +206,9 @@ fn the_stop_file_ends_the_run_and_a_file_written_in_two_halves_waits_for_its_sec
 
 #[test]
 fn a_frame_stalled_half_written_or_growing_slowly_is_read_once_complete() {
-    let d = temp_dir("slow");
-    let frames = tsukuba_sequence(&d, 8);
-    let watch = d.join("watch");
     // Listings 50 ms apart (the default): both files look finished to the watcher before
     // they are, fail to decode, and are read again as they grow.
-    let child = follow(&d, &watch, &["--stop-file", "STOP"], Stdio::null());
+    let (d, frames, watch, child) = live("slow", 8, &["--stop-file", "STOP"]);
     write_frames(&frames[..3], &watch, Duration::from_millis(20));
     let write_in = |i: usize, parts: usize, pause: Duration| {
         let bytes = std::fs::read(&frames[i]).unwrap();

@@ -51,6 +51,17 @@ fn bomb_png(path: &Path, w: u32, h: u32) {
     std::fs::write(path, png).unwrap();
 }
 
+/// `n` tiles `image(i)` saved in `d` as `{prefix}{i}.png`.
+fn tiles(d: &Path, prefix: &str, n: usize, image: impl Fn(usize) -> AnyImage) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let f = d.join(format!("{prefix}{i}.png"));
+            io::save(&image(i), &f).unwrap();
+            f
+        })
+        .collect()
+}
+
 fn sample(seed: usize) -> Image<u8> {
     Image::from_fn(61, 43, |x, y| ((x * 13 + y * 29 + x * y * seed) % 256) as u8).unwrap()
 }
@@ -384,13 +395,7 @@ fn a_failed_write_leaves_the_previous_file_untouched() {
 #[test]
 fn an_outsized_panorama_is_refused_before_anything_is_written() {
     let d = temp_dir("outsized");
-    let tiles: Vec<PathBuf> = (0..3)
-        .map(|i| {
-            let f = d.join(format!("tile{i}.png"));
-            io::save(&AnyImage::U16(Image::from_fn(100, 80, |x, y| ((x * 13 + y * 29 + i * 7) % 4096) as u16).unwrap()), &f).unwrap();
-            f
-        })
-        .collect();
+    let tiles = tiles(&d, "tile", 3, |i| AnyImage::U16(Image::from_fn(100, 80, |x, y| ((x * 13 + y * 29 + i * 7) % 4096) as u16).unwrap()));
     let csv = d.join("positions.csv");
     // One line of the file far from the others: 200 000 pixels off, a 40-gigapixel canvas.
     std::fs::write(&csv, "file,x,y\ntile0,0,0\ntile1,90,0\ntile2,200000,200000\n").unwrap();
@@ -413,13 +418,7 @@ fn an_outsized_panorama_is_refused_before_anything_is_written() {
 #[test]
 fn positions_grids_and_live_inputs_get_precise_messages() {
     let d = temp_dir("inputs");
-    let tiles: Vec<PathBuf> = (0..2)
-        .map(|i| {
-            let f = d.join(format!("t{i}.png"));
-            io::save(&AnyImage::U8(sample(i + 1)), &f).unwrap();
-            f
-        })
-        .collect();
+    let tiles = tiles(&d, "t", 2, |i| AnyImage::U8(sample(i + 1)));
     let run = |extra: &[&str]| {
         let o = tessera().arg("stitch").args(&tiles).args(extra).arg("-o").arg(d.join("m.png")).output().unwrap();
         assert_eq!(o.status.code(), Some(1));

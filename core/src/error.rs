@@ -103,6 +103,17 @@ pub fn require_finite(name: &'static str, value: f64) -> Result<()> {
     }
 }
 
+/// Checks that a float parameter is finite and within `lo ..= hi`; `expected` says so in the
+/// error.
+pub fn require_within(name: &'static str, value: f64, lo: f64, hi: f64, expected: &'static str) -> Result<()> {
+    require_finite(name, value)?;
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(Error::InvalidFloat { name, value, expected })
+    }
+}
+
 /// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] where the allocator
 /// refuses.
 pub fn try_with_capacity<T>(n: usize) -> Result<alloc::vec::Vec<T>> {

@@ -48,7 +48,7 @@ use super::synth::SynthPixel;
 use super::warp::warp_with;
 use super::window::{Buffers, Planned, Window};
 use super::window::WINDOW;
-use crate::error::{require_finite, Error, Result};
+use crate::error::{Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::{Integral, NccSample, SearchFrame};
 use crate::parallel::Parallelism;
@@ -170,10 +170,7 @@ impl Default for StitchParams {
 impl StitchParams {
     pub fn validate(&self) -> Result<()> {
         self.register.validate()?;
-        require_finite("keyframe shift", self.keyframe_shift)?;
-        if !(0.0..=0.75).contains(&self.keyframe_shift) {
-            return Err(Error::InvalidFloat { name: "keyframe shift", value: self.keyframe_shift, expected: "within [0, 0.75]" });
-        }
+        crate::error::require_within("keyframe shift", self.keyframe_shift, 0.0, 0.75, "within [0, 0.75]")?;
         crate::error::require_range("coarse candidates", self.coarse_candidates, 0, 8)
     }
 }

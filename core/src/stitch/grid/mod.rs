@@ -130,10 +130,7 @@ impl Default for GridParams {
 impl GridParams {
     pub fn validate(&self) -> Result<()> {
         self.register.validate()?;
-        require_finite("stage error", self.stage_error)?;
-        if !(0.0..=0.5).contains(&self.stage_error) {
-            return Err(Error::InvalidFloat { name: "stage error", value: self.stage_error, expected: "a fraction within [0, 0.5]" });
-        }
+        crate::error::require_within("stage error", self.stage_error, 0.0, 0.5, "a fraction within [0, 0.5]")?;
         crate::error::require_range("coarse candidates", self.coarse_candidates, 0, 8)
     }
 }
