@@ -37,7 +37,7 @@
 //! chained ones, unchanged.
 
 use super::register::PairRegistration;
-use super::sequence::{centre_offset, FrameRecord, FrameSource, GrayType, Held, Run};
+use super::sequence::{centre_offset, FirstAttempt, FrameRecord, FrameSource, GrayType, Held, Run};
 use super::similarity::Similarity;
 use super::faint;
 use super::solve::{solve, Constraint, Solution};
@@ -112,7 +112,7 @@ impl<'a> Run<'a> {
             None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
             Some(_) => None,
         };
-        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, k_pos.inverse().then(&current.pos))], turn_buffer, false);
+        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, k_pos.inverse().then(&current.pos))], turn_buffer, FirstAttempt::Every);
         if let Some(m) = moving {
             *buffer = m.into_integral();
         }

@@ -565,8 +565,9 @@ impl<'a> Run<'a> {
     /// minority of templates, from the coarse estimates against the first attempt's reference
     /// (the keyframe) and with grown templates, and where the templates stay too faint, on
     /// the whole overlap; a weak consensus must then be confirmed by the whole overlap.
-    /// `first_only`: the first attempt alone, returned as it is where it does not stand clear
-    /// ([`stands_clear`]; a planned pair, settled afresh then). `moving` is the CPU's
+    /// `first`: whether every attempt is tried, the first alone (returned as it is where it
+    /// does not stand clear, [`stands_clear`]: a planned pair, settled afresh then), or every
+    /// attempt with the first one's registration known from that. `moving` is the CPU's
     /// prepared search of `current` (`None` with a registrar). Returns the reference of the
     /// registration that stands (the last tried when none succeeded), the registration, and
     /// the NCC evaluations of every attempt.
@@ -577,7 +578,7 @@ impl<'a> Run<'a> {
         moving: Option<&SearchFrame<'_, T>>,
         attempts: &[(usize, Similarity)],
         turn_buffer: &mut Integral<T>,
-        first_only: bool,
+        first: FirstAttempt,
     ) -> Result<(usize, PairRegistration, u64)>
     where
         'a: 'h,
@@ -625,8 +626,16 @@ impl<'a> Run<'a> {
         };
         let mut attempt = |r: usize, motion: Similarity| attempt_with(r, motion, &p.register);
         let mut outcome: Option<(usize, PairRegistration)> = None;
+        let first_only = matches!(first, FirstAttempt::Only);
+        let mut known = match first {
+            FirstAttempt::Known(reg) => Some(reg),
+            _ => None,
+        };
         for &(r, motion) in attempts.iter().take(if first_only { 1 } else { attempts.len() }) {
-            let reg = attempt(r, motion)?;
+            let reg = match known.take() {
+                Some(reg) => reg,
+                None => attempt(r, motion)?,
+            };
             let done = reg.shift.is_some();
             outcome = Some((r, reg));
             if done {
@@ -959,12 +968,15 @@ impl<'a> Run<'a> {
             let find = |idx: usize| held.iter().find(|f| f.index == idx).ok_or(Error::Backend("internal: lost a reference frame".into()));
             // The planned pair, registered with the window's others; it stands where it stood
             // clear on its own (no other attempt would have been made).
-            let mut on_plan = None;
+            // Off the plan, a first attempt that did not stand clear need not register again.
+            let (mut on_plan, mut first) = (None, FirstAttempt::Every);
             if let (Some((j, pl)), Some(w)) = (planned, window.as_mut()) {
                 key = Some(pl.reference);
                 let shared = |idx: usize| held.iter().chain([&current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx);
                 let (settled, quality) = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
-                if stands_clear(&settled.1) && !self.zoom_found(&settled.1) {
+                if !stands_clear(&settled.1) {
+                    first = FirstAttempt::Known(settled.1);
+                } else if !self.zoom_found(&settled.1) {
                     on_plan = Some((settled, quality));
                 }
             }
@@ -982,11 +994,17 @@ impl<'a> Run<'a> {
                         None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
                         Some(_) => None,
                     };
-                    let settled = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer, false);
+                    // The known first attempt's evaluations were made once, in the window.
+                    let known = match &first {
+                        FirstAttempt::Known(reg) => reg.evaluations,
+                        _ => 0,
+                    };
+                    let settled = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer, first);
                     if let Some(m) = moving {
                         buffer = m.into_integral();
                     }
                     let (mut r, mut reg, mut evaluations) = settled?;
+                    evaluations += known;
                     // A zoom the scale-free model cannot follow: the scale is fitted from this pair on.
                     if self.zoom_found(&reg) {
                         self.p.register.fit_scale = true;
@@ -994,7 +1012,7 @@ impl<'a> Run<'a> {
                             None => Some(SearchFrame::new(current.view::<T>()?)?),
                             Some(_) => None,
                         };
-                        let (zr, zreg, zevaluations) = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer, false)?;
+                        let (zr, zreg, zevaluations) = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer, FirstAttempt::Every)?;
                         (r, reg, evaluations) = (zr, zreg, evaluations + zevaluations);
                     }
                     (r, reg, evaluations)
@@ -1129,6 +1147,16 @@ impl<'a> Run<'a> {
         frames.recorded(records);
         check_progress(progress, records.len())
     }
+}
+
+/// Which attempts [`Run::settle`] tries.
+pub(super) enum FirstAttempt {
+    /// Every attempt in turn.
+    Every,
+    /// The first alone.
+    Only,
+    /// Every attempt, the first one's registration being this one.
+    Known(PairRegistration),
 }
 
 /// Whether a pair's registration stands on its own: it registered on a clear majority of its

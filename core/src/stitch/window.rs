@@ -14,7 +14,7 @@
 //! closed window discards.
 
 use super::register::PairRegistration;
-use super::sequence::{keyframe_left, pair_prediction, stands_clear, GrayType, Held, Run, Velocity};
+use super::sequence::{keyframe_left, pair_prediction, stands_clear, FirstAttempt, GrayType, Held, Run, Velocity};
 use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
@@ -138,7 +138,7 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
         None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffers.search))?),
         Some(_) => None,
     };
-    let settled = run.settle::<T>(&frame, current, moving.as_ref(), &[planned.attempt()], &mut buffers.turned, true);
+    let settled = run.settle::<T>(&frame, current, moving.as_ref(), &[planned.attempt()], &mut buffers.turned, FirstAttempt::Only);
     if let Some(m) = moving {
         buffers.search = m.into_integral();
     }
