@@ -182,13 +182,14 @@ fn load_disparity(path: &Path, scale: f32, zero: f32) -> Result<Image<f32>> {
     if !(scale.is_finite() && scale > 0.0) {
         bail!("scale {scale} must be a finite number > 0");
     }
-    let raw: Image<f32> = match tessera::io::load(path)? {
-        AnyImage::U8(i) => i.convert(),
-        AnyImage::U16(i) => i.convert(),
+    // Fallible allocation: the disparity maps follow the input's size.
+    let scaled = |v: f32| if v == 0.0 { zero } else { v / scale };
+    Ok(match tessera::io::load(path)? {
+        AnyImage::U8(i) => i.try_map(|v| scaled(v as f32))?,
+        AnyImage::U16(i) => i.try_map(|v| scaled(v as f32))?,
         AnyImage::F32(i) => return Ok(i),
         _ => bail!("{}: expected a gray disparity image or a PFM", path.display()),
-    };
-    Ok(raw.map(|v| if v == 0.0 { zero } else { v / scale }))
+    })
 }
 
 pub fn run_stereo_eval(a: StereoEvalArgs) -> Result<()> {
