@@ -19,7 +19,7 @@ use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
 use tessera_core::stitch::{
     gray, luma_storage, register_pair_with, Gray, stitch_frames_into, FrameSource, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, RegisterParams,
-    SearchMethod, StitchParams,
+    SearchMethod, StitchParams, WINDOW,
 };
 use tessera_core::stitch::Blend;
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
@@ -307,20 +307,12 @@ fn search_all<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p:
         .collect())
 }
 
-/// Frames a stitching run reads ahead, so that a launch registers up to this many pairs
-/// besides the one asked for.
-const LOOKAHEAD: usize = 8;
-/// Frames kept on the device by a run: a launch's (at most `LOOKAHEAD + 2` distinct ones)
-/// and the keyframe and last good frame the run goes back to.
-const RESIDENT: usize = LOOKAHEAD + 4;
+/// Frames kept on the device by a run: a window's (at most `WINDOW + 2` distinct ones:
+/// its frames, the keyframe and the last good frame) and two the run may go back to.
+const RESIDENT: usize = WINDOW + 4;
 /// Search scratch (cached coefficients) a speculative launch may take; the pair asked for
 /// is registered whatever its own scratch.
 const SPECULATION_SCRATCH: usize = 256 << 20;
-/// A look-ahead pair is registered at every rounded prediction within this many pixels
-/// (per axis) of its constant-velocity guess, so that the few tenths of a pixel by which
-/// the run's actual prediction differs (registration noise in the velocity) rarely miss:
-/// at most 2 x 2 predictions a pair.
-const HEDGE: f64 = 0.3;
 
 /// A frame of the run kept on the device, by its index in the source.
 struct Resident<'g, T> {
@@ -368,7 +360,7 @@ pub struct StitchCounts {
     /// Pairs the run asked for, and how many of them a speculative launch had registered.
     pub pairs: usize,
     pub speculated: usize,
-    /// Pairs registered on the device, speculative ones (each hedged prediction) included.
+    /// Pairs registered on the device, a window's pairs the run did not ask for included.
     pub registered: usize,
     /// Frames uploaded for the composite, and downloads of the canvas.
     pub paste_uploads: usize,
@@ -380,21 +372,17 @@ pub struct StitchCounts {
 
 struct State<'g> {
     frames: Caches<'g>,
-    /// Pairs searched ahead, waiting for their request; answered (the core's consensus and
-    /// refinement on the host) only if asked for, so the hedged guesses that the run never
-    /// asks for cost device time alone.
+    /// A window's pairs searched in one launch, waiting for their request; answered (the
+    /// core's consensus and refinement on the host) only if asked for, so the pairs after a
+    /// frame that leaves the plan cost device time alone.
     ahead: Vec<(Key, Searched)>,
-    /// Look-ahead pairs of the next speculative launch: halved when the run leaves the
-    /// guessed path, doubled (up to `LOOKAHEAD`) when it used a whole launch, so that rough
-    /// footage does not pay for searches it never uses.
-    depth: usize,
     clock: u64,
     counts: StitchCounts,
 }
 
 impl Default for State<'_> {
     fn default() -> Self {
-        State { frames: Caches::default(), ahead: Vec::new(), depth: LOOKAHEAD, clock: 0, counts: StitchCounts::default() }
+        State { frames: Caches::default(), ahead: Vec::new(), clock: 0, counts: StitchCounts::default() }
     }
 }
 
@@ -477,36 +465,25 @@ impl<'g> DeviceRegistrar<'g> {
         self.answer::<T>(pair, p, searched.ok_or_else(|| Error::Backend("internal: a launch answered no pair".into()))?)
     }
 
-    /// Registers the requests not yet done, the first included, in one launch, keeping
-    /// their results for the run's requests. A failure costs only the work: each pair is
-    /// then registered afresh when asked (and its error, if any, reported then).
+    /// Registers a window's planned pairs not yet done in one launch, keeping their results
+    /// for the run's requests (the run offers exactly the requests it will make if its
+    /// frames stay on the plan). A failure costs only the work: each pair is then
+    /// registered afresh when asked (and its error, if any, reported then).
     fn speculate_typed<T: DeviceSample>(&self, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<()> {
         let Some(first) = pairs.first() else { return Ok(()) };
         let mut st = self.state()?;
-        let known = |st: &State<'_>, pair: &PairRequest<'_>| Key::of(pair, p).is_none_or(|key| st.ahead.iter().any(|(a, _)| *a == key));
-        if known(&st, first) {
-            return Ok(()); // answered by an earlier launch: the run is on track
-        }
-        let diverged = st.ahead.iter().any(|(k, _)| k.moving == first.moving.0);
-        st.depth = if diverged { (st.depth / 2).max(1) } else { (st.depth * 2).clamp(1, LOOKAHEAD) };
         // Results for frames the run has passed will never be asked for.
         st.ahead.retain(|(k, _)| k.moving >= first.moving.0);
         // A pair's scratch is at most npts^2 searches of (2 r + 3)^2 coefficients (f64 and
         // a bit each).
         let side = 2 * p.search_radius + 3;
         let per_pair = (p.npts * p.npts * side * side * 9).max(1);
-        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, 4 * LOOKAHEAD + 1);
-        let mut todo: Vec<PairRequest<'_>> = Vec::new();
-        for (j, pair) in pairs.iter().enumerate().take(st.depth + 1) {
-            for prediction in hedged(pair.prediction, if j == 0 { 0.0 } else { HEDGE }) {
-                let pair = PairRequest { prediction, ..pair.clone() };
-                let key = Key::of(&pair, p);
-                if !known(&st, &pair) && !todo.iter().any(|t| Key::of(t, p) == key) {
-                    todo.push(pair);
-                }
-            }
+        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, WINDOW);
+        let known = |st: &State<'_>, pair: &PairRequest<'_>| Key::of(pair, p).is_none_or(|key| st.ahead.iter().any(|(a, _)| *a == key));
+        let todo: Vec<PairRequest<'_>> = pairs.iter().filter(|pair| !known(&st, pair)).take(most).cloned().collect();
+        if todo.is_empty() {
+            return Ok(());
         }
-        todo.truncate(most);
         let Ok(found) = self.launch::<T>(&mut st, &todo, p) else { return Ok(()) };
         for (pair, searched) in todo.iter().zip(found) {
             // A pair that failed is registered afresh when asked (its error reported then).
@@ -522,19 +499,6 @@ impl<'g> DeviceRegistrar<'g> {
 fn typed_pair<'a, T: DeviceSample>(pair: &'a PairRequest<'_>) -> Result<(ImageView<'a, T>, ImageView<'a, T>)> {
     let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
     Ok((T::typed(&pair.reference.1).ok_or_else(mismatch)?, T::typed(&pair.moving.1).ok_or_else(mismatch)?))
-}
-
-/// The whole-pixel predictions within `hedge` (per axis) of `prediction` (itself alone when
-/// 0, or when not finite).
-fn hedged((x, y): (f64, f64), hedge: f64) -> Vec<(f64, f64)> {
-    if hedge == 0.0 || !x.is_finite() || !y.is_finite() {
-        return vec![(x, y)];
-    }
-    let near = |v: f64| {
-        let (lo, hi) = ((v - hedge).round(), (v + hedge).round());
-        if lo == hi { vec![lo] } else { vec![lo, hi] }
-    };
-    near(x).into_iter().flat_map(|a| near(y).into_iter().map(move |b| (a, b))).collect()
 }
 
 /// `by_type!(self.f(gray, args..))`: `self.f::<T>(args..)` for the grey type `T` of `gray`.
@@ -564,12 +528,11 @@ impl PairRegistrar for DeviceRegistrar<'_> {
 /// and records as the CPU for integer frames; f32 positions within 1e-3 px.
 ///
 /// Each frame is uploaded once for registration (kept on the device by index while the
-/// run may register against it) and once more to be pasted. The run reads up to
-/// `LOOKAHEAD` frames ahead, and each launch registers, besides the pair asked for, the
-/// pairs the run will ask for next if the motion keeps its velocity, all their templates
-/// in one grid; a later request with the same frames, parameters and rounded prediction
-/// is answered from that launch, anything else registered afresh, so the result is the
-/// sequential run's. Each launch downloads one packed result buffer, and the canvas is
+/// run may register against it) and once more to be pasted. Each window of the run's
+/// planned pairs ([`tessera_core::stitch::WINDOW`]) registers in one launch, all their
+/// templates in one grid; a request with the same frames, parameters and prediction is
+/// answered from that launch, anything else registered afresh, so the result is the CPU
+/// run's. Each launch downloads one packed result buffer, and the canvas is
 /// downloaded once. The quality measures (`p.quality`) run on the host.
 pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
     stitch_counted(gpu, frames, p, progress).map(|(pano, _)| pano)
