@@ -313,3 +313,61 @@ def test_load_and_save_round_trip(tmp_path, images):
             np.testing.assert_array_equal(back[..., :3], img[..., :3])
         else:
             np.testing.assert_array_equal(back, img)
+
+
+# Every array function, called with one bad array in every array argument.
+ARRAY_FUNCTIONS = {
+    "mean": lambda a: tessera.mean(a, backend="cpu"),
+    "box_sum": lambda a: tessera.box_sum(a, backend="cpu"),
+    "gaussian": lambda a: tessera.gaussian(a, backend="cpu"),
+    "local_variance": lambda a: tessera.local_variance(a, backend="cpu"),
+    "contrast": lambda a: tessera.contrast(a, backend="cpu"),
+    "glare": lambda a: tessera.glare(a, backend="cpu"),
+    "register_pair": lambda a: tessera.register_pair(a, a, backend="cpu"),
+    "stitch": lambda a: tessera.stitch([a, a], backend="cpu"),
+    "stereo": lambda a: tessera.stereo(a, a, backend="cpu"),
+    "matmul": lambda a: tessera.matmul(a, a, backend="cpu"),
+    "mat_add": lambda a: tessera.mat_add(a, a, backend="cpu"),
+}
+
+# Inputs no function takes: each must raise a Python exception naming what is wrong (a
+# string is a path to `stitch`, which it cannot find).
+REFUSED = {
+    "complex": lambda: np.zeros((16, 16), np.complex64),
+    "bool": lambda: np.zeros((16, 16), np.bool_),
+    "object": lambda: np.empty((16, 16), object),
+    "empty": lambda: np.zeros((0, 0), np.uint8),
+    "4-D": lambda: np.zeros((2, 16, 16, 4), np.uint8),
+    "float16": lambda: np.zeros((16, 16), np.float16),
+    "int64": lambda: np.zeros((16, 16), np.int64),
+    "list": lambda: [[1, 2], [3, 4]],
+    "None": lambda: None,
+    "string": lambda: "not an image",
+}
+
+# Inputs a function may take or refuse, but never by crashing the interpreter: layouts
+# (read in place where rows are strided, else a ValueError) and non-finite values.
+TAKEN_OR_REFUSED = {
+    "non-contiguous": lambda: np.zeros((32, 32), np.float32)[::2, ::2],
+    "reversed strides": lambda: np.zeros((16, 16), np.float32)[::-1, ::-1],
+    "Fortran order": lambda: np.asfortranarray(np.zeros((16, 16), np.float32)),
+    "NaN": lambda: np.full((16, 16), np.nan, np.float32),
+    "Inf": lambda: np.full((16, 16), np.inf, np.float32),
+}
+
+
+@pytest.mark.parametrize("bad", REFUSED)
+@pytest.mark.parametrize("name", ARRAY_FUNCTIONS)
+def test_every_function_refuses_bad_arrays_with_an_exception(name, bad):
+    with pytest.raises((TypeError, ValueError, OSError)) as e:
+        ARRAY_FUNCTIONS[name](REFUSED[bad]())
+    assert str(e.value)
+
+
+@pytest.mark.parametrize("odd", TAKEN_OR_REFUSED)
+@pytest.mark.parametrize("name", ARRAY_FUNCTIONS)
+def test_every_function_takes_or_refuses_odd_arrays(name, odd):
+    try:
+        ARRAY_FUNCTIONS[name](TAKEN_OR_REFUSED[odd]())
+    except (TypeError, ValueError, RuntimeError) as e:
+        assert str(e)
