@@ -102,8 +102,10 @@ fn default_input_recovers_the_known_path() {
     for (f, g) in frames.iter().zip(chained["frames"].as_array().unwrap()) {
         assert_eq!((&f["x"], &f["y"], &g["residual"]), (&g["x"], &g["y"], &Value::Null));
     }
-    // The demo's templates agree: the whole overlap decides nothing, and switching it off
-    // changes no position.
+    // The demo's templates agree: the whole overlap decides no pair (no phase match), and
+    // switching it off moves a position by a few hundredths of a pixel at most (the
+    // refinement of a pair that registered on fewer than half its templates: a window's
+    // last frame, predicted four frames ahead).
     assert_eq!(r["params"]["whole_overlap"], true);
     // The demo does not zoom: no scale detected, none reported.
     assert_eq!(r["params"]["detect_zoom"], true);
@@ -117,7 +119,8 @@ fn default_input_recovers_the_known_path() {
     let templates_only = report(&rep);
     assert_eq!(templates_only["params"]["whole_overlap"], false);
     for (f, g) in frames.iter().zip(templates_only["frames"].as_array().unwrap()) {
-        assert_eq!((&f["x"], &f["y"]), (&g["x"], &g["y"]));
+        let moved = (f["x"].as_f64().unwrap() - g["x"].as_f64().unwrap()).hypot(f["y"].as_f64().unwrap() - g["y"].as_f64().unwrap());
+        assert!(moved < 0.05 && g["status"] == "ok", "{f} {g}");
     }
     // Every pair refined on the whole overlap: positions move (by less than a tenth of a
     // pixel on the demo's clean frames) and stay as close to the truth.
