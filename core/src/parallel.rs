@@ -147,39 +147,20 @@ pub fn map_slots<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn
     slots.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect()
 }
 
-/// Runs `background` on another thread while `foreground` runs on this one (one after the
-/// other with one thread, or without the `parallel` feature): the overlap of independent
-/// stages of a pipeline, where only the background work needs to be `Send`. Returns both
-/// results (`None` for the background's only if it could not run, which does not happen).
-pub fn overlap<A, B: Send>(par: Parallelism, background: impl FnOnce() -> B + Send, foreground: impl FnOnce() -> A) -> (A, Option<B>) {
-    #[cfg(feature = "parallel")]
-    if par.threads() > 1 {
-        let mut b = None;
-        let a = rayon::in_place_scope(|s| {
-            s.spawn(|_| b = Some(background()));
-            foreground()
-        });
-        return (a, b);
-    }
-    let _ = par;
-    let a = foreground();
-    (a, Some(background()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn overlap_returns_both_results_on_one_thread_and_many() {
+    fn map_slots_gives_each_job_its_own_slot_in_order_on_one_thread_and_many() {
         for par in [Parallelism::Sequential, Parallelism::AllThreads] {
-            let mut side = alloc::vec![0u64; 1000];
-            let data: Vec<u64> = (0..1000).collect();
-            let (a, b) = overlap(par, || {
-                side.iter_mut().zip(&data).for_each(|(s, d)| *s = d * d);
-                side.iter().sum::<u64>()
-            }, || data.iter().sum::<u64>());
-            assert_eq!((a, b), (499_500, Some(332_833_500)));
+            let mut slots: Vec<Vec<u64>> = (0..8).map(|_| Vec::new()).collect();
+            let sums = map_slots(&mut slots, par, |i, s| {
+                s.extend((0..100).map(|k| k * i as u64));
+                s.iter().sum::<u64>()
+            });
+            assert_eq!(sums, (0..8).map(|i| 4950 * i).collect::<Vec<u64>>());
+            assert!(slots.iter().enumerate().all(|(i, s)| s.len() == 100 && s[1] == i as u64));
         }
     }
 }

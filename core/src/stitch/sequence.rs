@@ -954,7 +954,7 @@ impl<'a> Run<'a> {
                 }
             }
             if let (Some(g), Some(w), true) = (self.registrar, window.as_ref(), opened) {
-                let find = |idx: usize| held.iter().chain([&current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx);
+                let find = |idx: usize| window_frame(&held, &current, &ahead, idx);
                 g.speculate(&w.requests::<T>(&find, self.size)?, &self.p.register)?;
             }
             let planned = window.as_ref().and_then(|w| w.get(i)).map(|(j, p)| (j, *p));
@@ -972,7 +972,7 @@ impl<'a> Run<'a> {
             let (mut on_plan, mut first) = (None, FirstAttempt::Every);
             if let (Some((j, pl)), Some(w)) = (planned, window.as_mut()) {
                 key = Some(pl.reference);
-                let shared = |idx: usize| held.iter().chain([&current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx);
+                let shared = |idx: usize| window_frame(&held, &current, &ahead, idx);
                 let (settled, quality) = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
                 if !stands_clear(&settled.1) {
                     first = FirstAttempt::Known(settled.1);
@@ -1147,6 +1147,12 @@ impl<'a> Run<'a> {
         frames.recorded(records);
         check_progress(progress, records.len())
     }
+}
+
+/// Frame `idx` among the frames a window's pairs may use: those held, the current one, and
+/// those read ahead.
+fn window_frame<'h, 'a>(held: &'h [Held<'a>], current: &'h Held<'a>, ahead: &'h VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)>, idx: usize) -> Option<&'h Held<'a>> {
+    held.iter().chain([current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx)
 }
 
 /// Which attempts [`Run::settle`] tries.
