@@ -10,6 +10,7 @@ fn main() {
     println!("cargo:rerun-if-changed=shim");
     println!("cargo:rerun-if-env-changed=TESSERA_SHIM_SANITIZE");
     println!("cargo:rustc-check-cfg=cfg(shim_sanitizer, values(\"thread\", \"address\"))");
+    tuning_tables();
     if std::env::var_os("CARGO_FEATURE_SHIM").is_none() {
         return;
     }
@@ -64,4 +65,23 @@ fn main() {
         "address" => println!("cargo:rustc-link-lib=dylib=asan"),
         _ => {}
     }
+}
+
+/// `$OUT_DIR/tuning_tables.rs`: every `tuning/*.json` as (file stem, contents), so that the
+/// chosen kernel designs travel inside the binary (`src/tuning.rs`).
+fn tuning_tables() {
+    println!("cargo:rerun-if-changed=tuning");
+    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("tuning");
+    let mut tables: Vec<_> = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
+        .unwrap_or_default();
+    tables.sort();
+    let mut code = String::from("&[\n");
+    for path in &tables {
+        let stem = path.file_stem().unwrap().to_string_lossy();
+        code += &format!("    ({stem:?}, include_str!({:?})),\n", path.display().to_string());
+    }
+    code += "]\n";
+    let out = Path::new(&std::env::var("OUT_DIR").unwrap()).join("tuning_tables.rs");
+    std::fs::write(out, code).expect("writing tuning_tables.rs");
 }

@@ -5,6 +5,7 @@
 //! so every line of launch logic runs in CI too.
 
 use crate::kernels::Kernel;
+use crate::tuning::Tuning;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -22,6 +23,9 @@ pub(crate) type DevicePtr = u64;
 pub(crate) trait Device: Send + Sync {
     /// "cuda" or "cuda-shim": the backend's name.
     fn name(&self) -> &'static str;
+    /// The device's model as its driver names it (`NVIDIA H200`), which picks its tuning
+    /// table.
+    fn model(&self) -> &str;
     /// Allocates `bytes` (> 0) of device memory.
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error>;
     /// Frees an allocation of [`Device::alloc`].
@@ -72,6 +76,8 @@ pub(crate) struct Gpu {
     pool: Mutex<Pool>,
     /// Nanoseconds spent in the device's calls (see [`Gpu::device_seconds`]).
     device_nanos: AtomicU64,
+    /// The kernel designs chosen for this device.
+    tuning: Tuning,
 }
 
 #[derive(Default)]
@@ -82,7 +88,13 @@ struct Pool {
 
 impl Gpu {
     pub(crate) fn new(device: Box<dyn Device>) -> Self {
-        Gpu { device, pool: Mutex::new(Pool::default()), device_nanos: AtomicU64::new(0) }
+        let tuning = Tuning::for_device(device.model());
+        Gpu { device, pool: Mutex::new(Pool::default()), device_nanos: AtomicU64::new(0), tuning }
+    }
+
+    /// The kernel designs chosen for this device (`tuning.rs`).
+    pub(crate) fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// Wall time spent inside the device's calls so far (allocations, transfers, launches

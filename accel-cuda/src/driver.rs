@@ -19,6 +19,7 @@ const MIN_DRIVER: i32 = 13000;
 pub(crate) struct CudaDevice {
     ctx: sys::CUcontext,
     arch: String,
+    model: String,
     description: String,
     modules: Mutex<HashMap<Module, sys::CUmodule>>,
     functions: Mutex<HashMap<&'static str, usize>>,
@@ -80,7 +81,7 @@ impl CudaDevice {
         let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| unavailable(format!("cuDevicePrimaryCtxRetain: {e:?}")))?;
         let arch = nvrtc::target_for(major, minor).map_err(|e| unavailable(format!("sm_{major}{minor}: {e}")))?;
         let description = format!("{name} (sm_{major}{minor}, kernels as {arch}, driver {}.{})", version / 1000, version % 1000 / 10);
-        Ok(CudaDevice { ctx, arch, description, modules: Mutex::default(), functions: Mutex::default() })
+        Ok(CudaDevice { ctx, arch, model: name, description, modules: Mutex::default(), functions: Mutex::default() })
     }
 
     /// The device's name, architecture and driver version, for reports.
@@ -181,6 +182,10 @@ impl CudaDevice {
 impl Device for CudaDevice {
     fn name(&self) -> &'static str {
         "cuda"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {

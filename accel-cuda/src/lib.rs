@@ -23,6 +23,7 @@ mod driver;
 pub mod kernel_clock;
 pub mod kernels;
 pub mod nvrtc;
+mod tuning;
 #[cfg(feature = "shim")]
 mod shim;
 

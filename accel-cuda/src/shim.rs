@@ -32,6 +32,10 @@ impl Device for ShimDevice {
         "cuda-shim"
     }
 
+    fn model(&self) -> &str {
+        "CPU shim"
+    }
+
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
         let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| Error::OutOfMemory { bytes })?;
         // SAFETY: a layout of non-zero size.

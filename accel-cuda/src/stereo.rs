@@ -58,9 +58,11 @@ const SUMS_STORE: i32 = 0;
 const SUMS_ADD: i32 = 1;
 const SUMS_ATOMIC: i32 = 2;
 
-/// Set to `sequential` to run the aggregation one launch per direction (each read-adding
-/// into the sums) instead of all directions in one launch by atomic adds: the previous
-/// design, kept to measure one against the other on a device. Both are exact.
+/// The aggregation's designs (tuning family `sgm_aggregation`, `tuning.rs`): `one-launch`,
+/// all directions in one launch adding atomically (the default), or `sequential`, a launch
+/// per direction, kept to measure one against the other on each device. Both are exact.
+const AGGREGATION: &str = "sgm_aggregation";
+/// The environment variable that overrides the device's choice of [`AGGREGATION`].
 pub const AGGREGATION_ENV: &str = "TESSERA_SGM_AGGREGATION";
 
 /// Warps per block of the aggregation (a warp per path) and of WTA (a warp per pixel).
@@ -213,7 +215,7 @@ fn aggregate<'g>(
         let a = [Arg::from(costs), Arg::from(sums), Arg::Ptr(guide), w.into(), ewi.into(), ehi.into(), Arg::from(&table), n.into(), nd.into(), p1.into(), p2.into(), adaptive.into(), mode.into()];
         gpu.launch(AGGREGATE[kind], [blocks(total, AGG_WARPS), 1, 1], [32 * AGG_WARPS, 1, 1], 0, &a)
     };
-    if std::env::var(AGGREGATION_ENV).is_ok_and(|v| v == "sequential") {
+    if gpu.tuning().choice(AGGREGATION, "one-launch") == "sequential" {
         let sums = gpu.buffer::<u16>(costs.len())?;
         for (i, r) in dirs.iter().enumerate() {
             launch(&sums, std::slice::from_ref(r), if i == 0 { SUMS_STORE } else { SUMS_ADD })?;
@@ -356,3 +358,10 @@ fn table_bytes(t: &MiTable) -> Vec<u8> {
     (0..65536usize).map(|i| t.cost((i >> 8) as u8, i as u8)).collect()
 }
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_aggregation_variable_is_its_tuning_family_s() {
+        assert_eq!(super::AGGREGATION_ENV, crate::tuning::env_name(super::AGGREGATION));
+    }
+}
