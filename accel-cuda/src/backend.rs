@@ -22,10 +22,15 @@ pub struct CudaBackend {
 
 impl CudaBackend {
     pub(crate) fn new(device: Box<dyn Device>, description: String) -> Self {
-        CudaBackend { gpu: Gpu::new(device), description }
+        let gpu = Gpu::new(device);
+        let description = match gpu.tuning().table() {
+            Some(table) => format!("{description}, kernel designs of tuning/{table}.json"),
+            None => description,
+        };
+        CudaBackend { gpu, description }
     }
 
-    /// The device: name, architecture, driver (or the shim).
+    /// The device: name, architecture, driver (or the shim), and the tuning table in use.
     pub fn description(&self) -> &str {
         &self.description
     }
