@@ -29,9 +29,9 @@
 
 use crate::border::Border;
 use crate::cpu::multiversion;
-use crate::error::{require_positive, Error, Result};
+use crate::error::{require_positive, try_filled, Error, Result};
 use crate::image::{check_same_size, ConvertPixel, ImageView, ImageViewMut, Pixel, Rgba8};
-use crate::parallel::{for_each_band, Parallelism};
+use crate::parallel::{try_for_each_band, Parallelism};
 use crate::variance::{VarianceKernel, VariancePixel, VarianceSample};
 use alloc::format;
 use alloc::vec;
@@ -182,17 +182,14 @@ fn enhance_rows<S: VariancePixel, P: ContrastPixel, O: Pixel>(
     let inv_s = 1.0 / p.radii.len() as f32;
     let moments = S::tent_moments(stats, p.border);
     let longest = p.radii.iter().max().map_or(1, |r| r + 1);
-    // The bands allocate their rows inside the parallel loop, which cannot return an error:
-    // what the bands running at once hold (per scale a ring of about R / 2 + 3 rows of two
-    // f64 lanes, and four f32 rows) is reserved and released here first, so that an image
-    // too wide for the memory left is an error, not an abort.
-    let per_band: usize = p.radii.iter().map(|&r| (r / 2 + 4) * 16).sum::<usize>() + 16;
-    let bands = par.threads().min(src.height().div_ceil(2 * longest)).max(1);
-    drop(crate::error::try_with_capacity::<u8>(w.saturating_mul(per_band).saturating_mul(bands))?);
-    for_each_band(dst, par, 2 * longest, |y0, mut band| {
+    // Each band allocates its rows of state (per scale a ring of about R / 2 + 3 rows of two
+    // f64 lanes, and four f32 rows) fallibly: an image too wide for the memory left is an
+    // error, not an abort.
+    try_for_each_band(dst, par, 2 * longest, |y0, mut band| {
         // A constant image (sigma_g = 0) needs no statistics: the delta is 0.
-        let mut scales: Vec<_> = if sigma_g > 0.0 { p.radii.iter().map(|&r| moments.rows(r, y0)).collect() } else { Vec::new() };
-        let (mut y, mut delta, mut mean, mut var) = (vec![0.0f32; w], vec![0.0f32; w], vec![0.0f32; w], vec![0.0f32; w]);
+        let mut scales: Vec<_> = if sigma_g > 0.0 { p.radii.iter().map(|&r| moments.rows(r, y0)).collect::<Result<_>>()? } else { Vec::new() };
+        let row = || try_filled(w, 0.0f32);
+        let (mut y, mut delta, mut mean, mut var) = (row()?, row()?, row()?, row()?);
         for i in 0..band.height() {
             luma_row(y0 + i, &mut y);
             delta.fill(0.0);
@@ -202,8 +199,8 @@ fn enhance_rows<S: VariancePixel, P: ContrastPixel, O: Pixel>(
             }
             finish(src.row(y0 + i), &y, &delta, band.row_mut(i));
         }
-    });
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The standard deviation of the finite values of the image whose row `y` `luma_row`

@@ -55,60 +55,76 @@ pub fn for_each_band<T: Pixel>(
     min_rows: usize,
     f: impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync,
 ) {
+    // Bands that cannot fail give an `Ok` result.
+    let _ = try_for_each_band(dst, par, min_rows, |y, band| {
+        f(y, band);
+        Ok(())
+    });
+}
+
+/// [`for_each_band`] for bands that can fail (a band allocating its own rows of state,
+/// which the parallel loop could otherwise only abort on): the first error of a band is
+/// the result. Bands already running finish; the output is then incomplete.
+pub fn try_for_each_band<T: Pixel>(
+    dst: ImageViewMut<'_, T>,
+    par: Parallelism,
+    min_rows: usize,
+    f: impl Fn(usize, ImageViewMut<'_, T>) -> crate::Result<()> + Send + Sync,
+) -> crate::Result<()> {
     let h = dst.height();
     let workers = par.threads();
     if workers <= 1 || h <= min_rows {
-        f(0, dst);
-        return;
+        return f(0, dst);
     }
     let bands = (workers * 2).min(h.div_ceil(min_rows.max(1))).max(1);
-    run_bands(dst, bands, f);
+    run_bands(dst, bands, f)
 }
 
-/// [`for_each_band`] for work whose every band first pays `restart` rows' worth of
+/// [`try_for_each_band`] for work whose every band first pays `restart` rows' worth of
 /// start-up (a sliding window refilling its running sums over the window's height):
 /// bands of at least 4 `restart` rows, so that the restart stays a small share, but up to
 /// 8 per worker when that allows (small bands balance better on a busy machine), and a
 /// multiple of the worker count (so no worker waits on a last odd band).
-pub fn for_each_band_restarting<T: Pixel>(
+pub fn try_for_each_band_restarting<T: Pixel>(
     dst: ImageViewMut<'_, T>,
     par: Parallelism,
     restart: usize,
-    f: impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync,
-) {
+    f: impl Fn(usize, ImageViewMut<'_, T>) -> crate::Result<()> + Send + Sync,
+) -> crate::Result<()> {
     let h = dst.height();
     let workers = par.threads();
     let bands = (h / (4 * restart.max(1))).clamp(workers, 8 * workers) / workers * workers;
     if workers <= 1 || h < 2 * bands {
-        f(0, dst);
-        return;
+        return f(0, dst);
     }
-    run_bands(dst, bands, f);
+    run_bands(dst, bands, f)
 }
 
-fn run_bands<T: Pixel>(dst: ImageViewMut<'_, T>, bands: usize, f: impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync) {
+fn run_bands<T: Pixel>(
+    dst: ImageViewMut<'_, T>,
+    bands: usize,
+    f: impl Fn(usize, ImageViewMut<'_, T>) -> crate::Result<()> + Send + Sync,
+) -> crate::Result<()> {
     let rows = dst.height().div_ceil(bands.max(1));
     let parts: Vec<_> = dst.into_row_bands(rows);
-    run_parts(parts, &f);
+    run_parts(parts, &f)
 }
 
 #[cfg(feature = "parallel")]
 fn run_parts<T: Pixel>(
     parts: Vec<(usize, ImageViewMut<'_, T>)>,
-    f: &(impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync),
-) {
+    f: &(impl Fn(usize, ImageViewMut<'_, T>) -> crate::Result<()> + Send + Sync),
+) -> crate::Result<()> {
     use rayon::prelude::*;
-    parts.into_par_iter().for_each(|(y, band)| f(y, band));
+    parts.into_par_iter().try_for_each(|(y, band)| f(y, band))
 }
 
 #[cfg(not(feature = "parallel"))]
 fn run_parts<T: Pixel>(
     parts: Vec<(usize, ImageViewMut<'_, T>)>,
-    f: &(impl Fn(usize, ImageViewMut<'_, T>) + Send + Sync),
-) {
-    for (y, band) in parts {
-        f(y, band);
-    }
+    f: &(impl Fn(usize, ImageViewMut<'_, T>) -> crate::Result<()> + Send + Sync),
+) -> crate::Result<()> {
+    parts.into_iter().try_for_each(|(y, band)| f(y, band))
 }
 
 /// Runs `f(i)` for `i in 0..n`, in parallel when allowed. For independent jobs that do
@@ -150,6 +166,33 @@ pub fn map_slots<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::Image;
+
+    #[test]
+    fn a_failing_band_is_the_result_and_bands_cover_the_image_once() {
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            let mut img = Image::<u8>::new(3, 100).unwrap();
+            try_for_each_band(img.view_mut(), par, 4, |y0, mut band| {
+                for i in 0..band.height() {
+                    band.row_mut(i).iter_mut().for_each(|v| *v += 1 + (y0 + i) as u8 % 2);
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert!((0..100).all(|y| img.row(y).iter().all(|&v| v == 1 + y as u8 % 2)));
+            // Whichever band fails (the one holding row 60, or the first), its error is the result.
+            for bad_row in [60, 0] {
+                let r = try_for_each_band_restarting(img.view_mut(), par, 3, |y0, band| {
+                    if (y0..y0 + band.height()).contains(&bad_row) {
+                        Err(crate::Error::OutOfMemory { bytes: 7 })
+                    } else {
+                        Ok(())
+                    }
+                });
+                assert!(matches!(r, Err(crate::Error::OutOfMemory { bytes: 7 })), "{par:?}: {r:?}");
+            }
+        }
+    }
 
     #[test]
     fn map_slots_gives_each_job_its_own_slot_in_order_on_one_thread_and_many() {

@@ -199,13 +199,13 @@ pub struct AlignedRow<T> {
 }
 
 impl<T: Copy + Default> AlignedRow<T> {
-    pub fn new(len: usize, lead: usize) -> Self {
+    pub fn new(len: usize, lead: usize) -> crate::Result<Self> {
         let per_line = (64 / core::mem::size_of::<T>().max(1)).max(1);
-        let storage = alloc::vec![T::default(); len + per_line];
+        let storage = crate::error::try_filled(len.saturating_add(per_line), T::default())?;
         // storage[start + lead] on a line boundary; unaligned if that cannot be had.
         let start = storage.as_ptr().wrapping_add(lead).align_offset(64);
         let start = if start < per_line { start } else { 0 };
-        AlignedRow { storage, start, len }
+        Ok(AlignedRow { storage, start, len })
     }
     #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [T] {

@@ -5,7 +5,7 @@ use super::sliding::{window_sums, LaneView, Window};
 use crate::border::{inside_count, Border};
 use crate::error::{Error, Result};
 use crate::image::{check_same_size, rgba_as_bytes, rgba_as_bytes_mut, ImageView, ImageViewMut, Pixel, Rgba8};
-use crate::parallel::{for_each_band_restarting, Parallelism};
+use crate::parallel::{try_for_each_band_restarting, Parallelism};
 use crate::simd::{self, Lane};
 
 /// Parameters of the box / mean filter.
@@ -158,19 +158,10 @@ fn banded_window_sums<P: BoxPixel, O: Pixel>(
 ) -> Result<()> {
     let lanes = lane_view(src);
     let win = p.window();
-    let failed = core::sync::atomic::AtomicBool::new(false);
-    for_each_band_restarting(dst, par, win.height, |y0, mut band| {
+    try_for_each_band_restarting(dst, par, win.height, |y0, mut band| {
         let rows = y0..y0 + band.height();
-        let r = window_sums(&lanes, win, p.border, rows, |y, sums| write(y, sums, band.row_mut(y - y0)));
-        if r.is_err() {
-            failed.store(true, core::sync::atomic::Ordering::Relaxed);
-        }
-    });
-    if failed.into_inner() {
-        // Unreachable after validation: bands always lie inside the image.
-        return Err(Error::Backend("sliding window: band outside the image".into()));
-    }
-    Ok(())
+        window_sums(&lanes, win, p.border, rows, |y, sums| write(y, sums, band.row_mut(y - y0)))
+    })
 }
 
 /// Box sum of 8-bit or 16-bit gray: `dst(x, y)` = the exact integer sum over the window

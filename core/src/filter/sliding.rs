@@ -15,7 +15,6 @@ use crate::border::Border;
 use crate::error::{Error, Result};
 use crate::prefix::{prefix_sum, prefix_sum_in_place};
 use crate::simd::{AlignedRow, Lane};
-use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 use crate::cpu::multiversion;
@@ -97,7 +96,7 @@ pub fn window_sums<L: Lane>(
     let (left, _) = Window::reach(win.width);
     let outside = border.outside_value();
     let const_row: Vec<L> = match border {
-        Border::Constant(_) | Border::Normalize => vec![L::from_f32(outside); n],
+        Border::Constant(_) | Border::Normalize => crate::error::try_filled(n, L::from_f32(outside))?,
         _ => Vec::new(),
     };
     let source_row = |yy: isize| -> &[L] {
@@ -107,7 +106,7 @@ pub fn window_sums<L: Lane>(
         }
     };
 
-    let mut col_row = AlignedRow::new(n + c, 0);
+    let mut col_row = AlignedRow::new(n + c, 0)?;
     let col = col_row.as_mut_slice();
     let y0 = rows.start as isize;
     // The band starts from its first window's column sums, in one pass over the column
@@ -139,9 +138,9 @@ pub fn window_sums<L: Lane>(
     // The prefix's vector stores start at p[1] (mirror_direct) or p[0]; mirror_direct
     // keeps MIRROR_PAD elements on each side.
     let pad = if mirror_direct { MIRROR_PAD } else { 0 };
-    let mut p_row = AlignedRow::new(plen + 2 * pad, pad + mirror_direct as usize);
+    let mut p_row = AlignedRow::new(plen + 2 * pad, pad + mirror_direct as usize)?;
     let padded = p_row.as_mut_slice();
-    let mut sums_row = AlignedRow::new(n, 0);
+    let mut sums_row = AlignedRow::new(n, 0)?;
     let sums = sums_row.as_mut_slice();
     for y in rows {
         if y as isize > y0 {
@@ -258,6 +257,7 @@ fn reversed_pair_sums<L: Lane>(out: &mut [L::Acc], fwd: &[L::Acc], rev: &[L::Acc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     fn naive(data: &[u8], w: usize, h: usize, win: Window, border: Border, x: usize, y: usize) -> u32 {
         let (up, _) = Window::reach(win.height);

@@ -23,7 +23,7 @@
 
 use crate::border::Border;
 use crate::image::{ImageView, Pixel};
-use alloc::vec;
+use crate::error::try_filled;
 use alloc::vec::Vec;
 use core::ops::Range;
 use crate::cpu::multiversion;
@@ -162,10 +162,11 @@ struct Planes<V> {
 }
 
 impl<V: Accumulator> Planes<V> {
-    /// Planes for the tent (`ring_rows = B`) or a single box (no `C`, no ring).
-    fn new(w: usize, ring_rows: usize) -> Self {
-        let z = |n: usize| [vec![V::default(); n], vec![V::default(); n]];
-        Planes { a: z(w), c: z(if ring_rows > 0 { w } else { 0 }), ring: z(w * ring_rows) }
+    /// Planes for the tent (`ring_rows = B`) or a single box (no `C`, no ring);
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) where the allocator refuses them.
+    fn new(w: usize, ring_rows: usize) -> crate::Result<Self> {
+        let z = |n: usize| -> crate::Result<[Vec<V>; 2]> { Ok([try_filled(n, V::default())?, try_filled(n, V::default())?]) };
+        Ok(Planes { a: z(w)?, c: z(if ring_rows > 0 { w } else { 0 })?, ring: z(w.saturating_mul(ring_rows))? })
     }
 }
 
@@ -187,24 +188,24 @@ struct Horizontal<H> {
 }
 
 impl<H: Accumulator> Horizontal<H> {
-    fn new<V: Accumulator>(w: usize, shape: Shape, border: Border, outside: [V; 2]) -> Self
+    fn new<V: Accumulator>(w: usize, shape: Shape, border: Border, outside: [V; 2]) -> crate::Result<Self>
     where
         H: From<V>,
     {
         let r = shape.reach();
         let ext = |js: Range<isize>| js.map(|j| border.source_index(j, w)).collect::<Vec<_>>();
         let weight = shape.weight();
-        let zeros = |n: usize| [vec![H::default(); n], vec![H::default(); n]];
+        let zeros = |n: usize| -> crate::Result<[Vec<H>; 2]> { Ok([try_filled(n, H::default())?, try_filled(n, H::default())?]) };
         let cascade = matches!(shape, Shape::Tent { .. }) && !H::EXACT;
-        Horizontal {
+        Ok(Horizontal {
             left: ext(-(r as isize)..0),
             right: ext(w as isize..(w + r) as isize),
             outside: [H::from(outside[0]).times(weight), H::from(outside[1]).times(weight)],
             shape,
-            v: zeros(w + 2 * r + 2),
-            boxes: zeros(if cascade { w + r } else { 0 }),
-            t: zeros(w),
-        }
+            v: zeros(w + 2 * r + 2)?,
+            boxes: zeros(if cascade { w + r } else { 0 })?,
+            t: zeros(w)?,
+        })
     }
 
     /// The kernel sums along the row `c` of column sums: exact integers as differences of
@@ -345,13 +346,15 @@ pub(crate) struct KernelStream<'a, L: MomentLanes> {
 }
 
 impl<'a, L: MomentLanes> KernelStream<'a, L> {
-    /// A stream whose first [`next_row`](Self::next_row) is output row `y0`.
-    pub fn new(src: ImageView<'a, L::In>, lanes: L, shape: Shape, border: Border, outside: L::In, y0: usize) -> Self {
+    /// A stream whose first [`next_row`](Self::next_row) is output row `y0`; its rows of
+    /// state (a ring of `B` rows for the tent) allocated fallibly, so that an image too
+    /// wide for the memory left is an error, not an abort.
+    pub fn new(src: ImageView<'a, L::In>, lanes: L, shape: Shape, border: Border, outside: L::In, y0: usize) -> crate::Result<Self> {
         let w = src.width();
-        let horizontal = Horizontal::<L::H>::new(w, shape, border, lanes.lanes(outside));
+        let horizontal = Horizontal::<L::H>::new(w, shape, border, lanes.lanes(outside))?;
         let ring_rows = if let Shape::Tent { b } = shape { b } else { 0 };
-        let planes = Planes::new(w, ring_rows);
-        let mut s = KernelStream { src, lanes, border, const_row: vec![outside; w], shape, planes, horizontal, t: 0 };
+        let planes = Planes::new(w, ring_rows)?;
+        let mut s = KernelStream { src, lanes, border, const_row: try_filled(w, outside)?, shape, planes, horizontal, t: 0 };
         let (y0, r) = (y0 as isize, shape.reach() as isize);
         match shape {
             // Start from A(y0 - R - 1) = X(y0 - R - 1) + ... + X(y0 - 1), summed directly; the
@@ -373,7 +376,7 @@ impl<'a, L: MomentLanes> KernelStream<'a, L> {
             }
         }
         s.t = y0;
-        s
+        Ok(s)
     }
 
     /// Vertical step to row `t`. Tent: `A(t) = A(t - 1) + X(t + R) - X(t - 1)`,

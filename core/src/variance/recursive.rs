@@ -28,7 +28,7 @@ use super::{non_negative, Outputs, VarianceKernel, VarianceParams, VarianceSampl
 use crate::border::Border;
 use crate::error::Result;
 use crate::image::{Image, ImageView, ImageViewMut, Pixel};
-use crate::parallel::{for_each_band, Parallelism};
+use crate::parallel::{for_each_band, try_for_each_band, Parallelism};
 use alloc::boxed::Box;
 use crate::cpu::multiversion;
 use core::marker::PhantomData;
@@ -92,19 +92,20 @@ fn stream<L: MomentLanes + Clone, O: Pixel>(
     out: ImageViewMut<'_, O>,
     par: Parallelism,
     emit: impl Fn([&[L::H]; 2], &mut [O]) + Send + Sync,
-) {
+) -> Result<()> {
     let shape = shape_of(p.kernel);
     // A band starts with one to two kernel heights of vertical steps: keep bands longer.
     let min_rows = match shape {
         Shape::Tent { b } => 2 * b,
         Shape::Box { n } => n,
     };
-    for_each_band(out, par, min_rows, |y0, mut band| {
-        let mut rows = KernelStream::new(src, lanes.clone(), shape, p.border, outside, y0);
+    try_for_each_band(out, par, min_rows, |y0, mut band| {
+        let mut rows = KernelStream::new(src, lanes.clone(), shape, p.border, outside, y0)?;
         for i in 0..band.height() {
             emit(rows.next_row(), band.row_mut(i));
         }
-    });
+        Ok(())
+    })
 }
 
 fn shape_of(kernel: VarianceKernel) -> Shape {
@@ -215,8 +216,7 @@ fn exact<L: MomentLanes<H = u64> + Clone>(src: ImageView<'_, L::In>, out: Output
     let total = total_weight(p.kernel);
     let fits = numerator_fits_u64(total, max);
     run_outputs(out, par, |out, with_mean| {
-        stream(src, lanes, p, outside, out, par, |sums, row| emit_exact(sums, row, total, fits, with_mean));
-        Ok(())
+        stream(src, lanes, p, outside, out, par, |sums, row| emit_exact(sums, row, total, fits, with_mean))
     })
 }
 
@@ -278,13 +278,13 @@ pub(crate) fn local_variance_float<P: VarianceSample>(
             for (o, &n) in row.iter_mut().zip(sums[0]) {
                 *o = u8::from(n > 0);
             }
-        });
+        })?;
         Some(cnt)
     } else {
         None
     };
     run_outputs(out, par, |mut out, with_mean| {
-        stream(src, F32Lanes::new(shift), p, outside, out.reborrow(), par, |sums, row| emit_f64(sums, row, inv, shift, with_mean));
+        stream(src, F32Lanes::new(shift), p, outside, out.reborrow(), par, |sums, row| emit_f64(sums, row, inv, shift, with_mean))?;
         if let Some(cnt) = &nonfinite {
             let c = if with_mean { 2 } else { 1 };
             for y in 0..h {
@@ -372,12 +372,14 @@ impl TentMomentRows for FloatMoments<'_> {
 /// non-finite check) is done once, streams are opened per band and radius.
 pub struct TentMoments<'a> {
     #[allow(clippy::type_complexity)]
-    open: Box<dyn Fn(usize, usize) -> Box<dyn TentMomentRows + 'a> + Send + Sync + 'a>,
+    open: Box<dyn Fn(usize, usize) -> Result<Box<dyn TentMomentRows + 'a>> + Send + Sync + 'a>,
 }
 
 impl<'a> TentMoments<'a> {
-    /// The moments of tent radius `radius` (validated by the caller) from output row `y0`.
-    pub fn rows(&self, radius: usize, y0: usize) -> Box<dyn TentMomentRows + 'a> {
+    /// The moments of tent radius `radius` (validated by the caller) from output row `y0`;
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) where its rows of state cannot be
+    /// allocated.
+    pub fn rows(&self, radius: usize, y0: usize) -> Result<Box<dyn TentMomentRows + 'a>> {
         (self.open)(radius, y0)
     }
 }
@@ -388,8 +390,8 @@ where
 {
     TentMoments {
         open: Box::new(move |radius, y0| {
-            let stream = KernelStream::new(src, lanes, Shape::Tent { b: radius + 1 }, border, outside, y0);
-            Box::new(IntegerMoments { stream, inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64 })
+            let stream = KernelStream::new(src, lanes, Shape::Tent { b: radius + 1 }, border, outside, y0)?;
+            Ok(Box::new(IntegerMoments { stream, inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64 }) as Box<dyn TentMomentRows + 'a>)
         }),
     }
 }
@@ -409,12 +411,13 @@ pub(crate) fn tent_moments_f32(src: ImageView<'_, f32>, border: Border) -> TentM
     TentMoments {
         open: Box::new(move |radius, y0| {
             let b = radius + 1;
-            Box::new(FloatMoments {
-                stream: KernelStream::new(src, F32Lanes::new(shift), Shape::Tent { b }, border, outside, y0),
-                nonfinite: has_nonfinite.then(|| KernelStream::new(src, NonFinite(PhantomData), Shape::Tent { b }, border, outside, y0)),
+            let nonfinite = if has_nonfinite { Some(KernelStream::new(src, NonFinite(PhantomData), Shape::Tent { b }, border, outside, y0)?) } else { None };
+            Ok(Box::new(FloatMoments {
+                stream: KernelStream::new(src, F32Lanes::new(shift), Shape::Tent { b }, border, outside, y0)?,
+                nonfinite,
                 inv_w: 1.0 / total_weight(VarianceKernel::Tent { radius }) as f64,
                 shift,
-            })
+            }) as Box<dyn TentMomentRows + '_>)
         }),
     }
 }
