@@ -22,7 +22,11 @@ pub struct CudaBackend {
 
 impl CudaBackend {
     pub(crate) fn new(device: Box<dyn Device>, description: String) -> Self {
-        CudaBackend { gpu: Gpu::new(device), description }
+        Self::with_gpu(Gpu::new(device), description)
+    }
+
+    pub(crate) fn with_gpu(gpu: Gpu, description: String) -> Self {
+        CudaBackend { gpu, description }
     }
 
     /// The device: name, architecture, driver (or the shim).

@@ -1,12 +1,14 @@
 //! The real GPU as a [`Device`], through the CUDA driver API (cudarc's thin `result` layer):
 //! device 0's primary context, kernels compiled by NVRTC for the device's architecture on
-//! first use (`nvrtc.rs`), plain `cuMemAlloc` allocations (never managed memory), the
-//! legacy default stream. cudarc panics where a library is missing, so [`CudaDevice::open`]
+//! first use (`nvrtc.rs`), plain `cuMemAlloc` allocations (never managed memory), launches
+//! on the legacy default stream; staged transfers (`transfer.rs`) through `cuMemHostAlloc`
+//! chunks and asynchronous copies on non-blocking streams ordered by events. cudarc panics where a library is missing, so [`CudaDevice::open`]
 //! checks for `libcuda` and NVRTC first and contains the start-up in `catch_unwind`.
 
 use crate::device::{Device, DevicePtr};
 use crate::kernels::{Kernel, Module};
 use crate::nvrtc;
+use crate::transfer::{Event, Stream};
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -236,5 +238,81 @@ impl Device for CudaDevice {
             result::launch_kernel(f, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared_bytes, std::ptr::null_mut(), args)
         })
         .map_err(|e| driver_error(&format!("launch of {} ({grid:?} x {block:?}, {shared_bytes} B shared)", kernel.name), e))
+    }
+
+    fn host_alloc(&self, bytes: usize) -> Result<*mut u8, Error> {
+        self.current()?;
+        // SAFETY: a page-locked allocation in the current context; bytes have no invalid values.
+        unsafe { result::malloc_host(bytes, 0) }.map(|p| p.cast()).map_err(|e| driver_error("cuMemHostAlloc", e))
+    }
+
+    fn host_free(&self, ptr: *mut u8, _bytes: usize) {
+        if self.current().is_ok() {
+            // SAFETY: `ptr` came from `host_alloc`, no copy uses it any more, freed once.
+            let _ = unsafe { result::free_host(ptr.cast()) };
+        }
+    }
+
+    fn stream_create(&self) -> Result<Stream, Error> {
+        self.current()?;
+        result::stream::create(result::stream::StreamKind::NonBlocking).map(|s| s as usize as Stream).map_err(|e| driver_error("cuStreamCreate", e))
+    }
+
+    fn stream_destroy(&self, stream: Stream) {
+        if self.current().is_ok() {
+            // SAFETY: a stream of `stream_create`, destroyed once (queued work still completes).
+            let _ = unsafe { result::stream::destroy(stream as usize as sys::CUstream) };
+        }
+    }
+
+    fn event_create(&self) -> Result<Event, Error> {
+        self.current()?;
+        result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map(|e| e as usize as Event).map_err(|e| driver_error("cuEventCreate", e))
+    }
+
+    fn event_destroy(&self, event: Event) {
+        if self.current().is_ok() {
+            // SAFETY: an event of `event_create`, destroyed once.
+            let _ = unsafe { result::event::destroy(event as usize as sys::CUevent) };
+        }
+    }
+
+    fn record(&self, event: Event, stream: Stream) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: an event of `event_create` and a stream of `stream_create` (or the legacy
+        // stream, 0), both of this context and alive.
+        unsafe { result::event::record(event as usize as sys::CUevent, stream as usize as sys::CUstream) }.map_err(|e| driver_error("cuEventRecord", e))
+    }
+
+    fn stream_wait(&self, stream: Stream, event: Event) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: as in `record`.
+        unsafe { result::stream::wait_event(stream as usize as sys::CUstream, event as usize as sys::CUevent, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            .map_err(|e| driver_error("cuStreamWaitEvent", e))
+    }
+
+    fn event_wait(&self, event: Event) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: an event of `event_create`, alive.
+        unsafe { result::event::synchronize(event as usize as sys::CUevent) }.map_err(|e| driver_error("cuEventSynchronize (or a copy before it)", e))
+    }
+
+    unsafe fn upload_async(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: Stream) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: the caller's contract: `dst` holds `bytes`, `src` stays valid until the
+        // copy completes; a stream of this context.
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), bytes, stream as usize as sys::CUstream) }.result().map_err(|e| driver_error("cuMemcpyHtoDAsync", e))
+    }
+
+    unsafe fn download_async(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: Stream) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: the caller's contract: `src` holds `bytes`, `dst` stays valid and untouched
+        // until the copy completes; a stream of this context.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, stream as usize as sys::CUstream) }.result().map_err(|e| driver_error("cuMemcpyDtoHAsync", e))
+    }
+
+    fn synchronize(&self) -> Result<(), Error> {
+        self.current()?;
+        result::ctx::synchronize().map_err(|e| driver_error("cuCtxSynchronize (or work before it)", e))
     }
 }

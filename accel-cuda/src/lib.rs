@@ -33,6 +33,7 @@ mod linalg;
 mod ncc;
 mod stereo;
 mod stitch;
+mod transfer;
 mod variance;
 
 pub use backend::CudaBackend;
@@ -59,7 +60,7 @@ pub fn copy_bandwidth(bytes: usize, reps: usize) -> Result<f64, Error> {
 /// GPU; its speed means nothing.
 #[cfg(feature = "shim")]
 pub fn open_shim() -> Box<dyn Backend> {
-    Box::new(CudaBackend::new(Box::new(shim::ShimDevice), "CPU shim (kernels on host threads)".into()))
+    Box::new(CudaBackend::with_gpu(device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), "CPU shim (kernels on host threads)".into()))
 }
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
@@ -79,7 +80,7 @@ pub fn shim_stitch_counted(
     p: &tessera_core::stitch::StitchParams,
     progress: &mut dyn FnMut(usize) -> core::ops::ControlFlow<()>,
 ) -> Result<(tessera_core::stitch::Panorama, StitchCounts), Error> {
-    ncc::stitch_counted(&device::Gpu::new(Box::new(shim::ShimDevice)), frames, p, progress)
+    ncc::stitch_counted(&device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), frames, p, progress)
 }
 
 #[doc(hidden)]
