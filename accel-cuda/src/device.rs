@@ -5,7 +5,7 @@
 //! so every line of launch logic runs in CI too.
 
 use crate::kernels::Kernel;
-use crate::transfer::{Event, Staging, StagingConfig, Stream, TransferCounts};
+use crate::transfer::{Event, Staging, StagingConfig, Stream};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -130,7 +130,8 @@ impl Gpu {
     }
 
     /// Transfers made so far through pinned staging and through the pageable path.
-    pub(crate) fn transfer_counts(&self) -> TransferCounts {
+    #[cfg(test)]
+    pub(crate) fn transfer_counts(&self) -> crate::transfer::TransferCounts {
         self.staging.counts()
     }
 

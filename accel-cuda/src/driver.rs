@@ -180,6 +180,144 @@ impl CudaDevice {
     }
 }
 
+/// Where the host side of a measured transfer lives (see [`CudaDevice::link_bandwidth`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostMemory {
+    /// An ordinary (pageable) allocation, copied by `cuMemcpyHtoD` / `cuMemcpyDtoH`.
+    Pageable,
+    /// One page-locked allocation copied by a single asynchronous copy: the link itself.
+    Pinned,
+    /// An ordinary allocation copied by the backend's transfers (staged through pinned
+    /// chunks): what an operation's upload and download reach.
+    Staged,
+}
+
+fn median(mut t: Vec<f64>) -> f64 {
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+impl CudaDevice {
+    /// Host-to-device and device-to-host bandwidth in GB/s of copies of `bytes` with the
+    /// host side in `memory`: medians of `reps` copies each way after one warm-up. Pinned
+    /// copies are timed by events on their stream, the others by the host's clock around
+    /// the whole call (as an operation sees them).
+    pub(crate) fn link_bandwidth(self, memory: HostMemory, bytes: usize, reps: usize) -> Result<(f64, f64), Error> {
+        let reps = reps.max(1);
+        let gb_s = |ms: f64| bytes as f64 / (ms * 1e-3) / 1e9;
+        match memory {
+            HostMemory::Pageable => {
+                let dev = self.alloc(bytes)?;
+                let mut host = Vec::new();
+                let r = (|| {
+                    host.try_reserve_exact(bytes).map_err(|_| Error::OutOfMemory { bytes })?;
+                    host.resize(bytes, 0x5au8);
+                    let (mut up, mut down) = (Vec::new(), Vec::new());
+                    for i in 0..=reps {
+                        let t = std::time::Instant::now();
+                        self.upload(dev, &host)?;
+                        let u = t.elapsed().as_secs_f64() * 1e3;
+                        let t = std::time::Instant::now();
+                        self.download(&mut host, dev)?;
+                        let d = t.elapsed().as_secs_f64() * 1e3;
+                        if i > 0 {
+                            up.push(u);
+                            down.push(d);
+                        }
+                    }
+                    Ok((gb_s(median(up)), gb_s(median(down))))
+                })();
+                self.free(dev, bytes);
+                r
+            }
+            HostMemory::Pinned => {
+                let dev = self.alloc(bytes)?;
+                let r = match self.host_alloc(bytes) {
+                    Ok(host) => {
+                        let r = self.pinned_rates(dev, host, bytes, reps).map(|(u, d)| (gb_s(u), gb_s(d)));
+                        self.host_free(host, bytes);
+                        r
+                    }
+                    Err(e) => Err(e),
+                };
+                self.free(dev, bytes);
+                r
+            }
+            HostMemory::Staged => {
+                let gpu = crate::device::Gpu::new(Box::new(self));
+                let buf = gpu.buffer::<u8>(bytes)?;
+                let mut host = Vec::new();
+                host.try_reserve_exact(bytes).map_err(|_| Error::OutOfMemory { bytes })?;
+                host.resize(bytes, 0x5au8);
+                let (mut up, mut down) = (Vec::new(), Vec::new());
+                for i in 0..=reps {
+                    let t = std::time::Instant::now();
+                    gpu.upload_into(&buf, 0, &host)?;
+                    gpu.synchronize()?;
+                    let u = t.elapsed().as_secs_f64() * 1e3;
+                    let t = std::time::Instant::now();
+                    gpu.download(&buf, &mut host)?;
+                    let d = t.elapsed().as_secs_f64() * 1e3;
+                    if i > 0 {
+                        up.push(u);
+                        down.push(d);
+                    }
+                }
+                Ok((gb_s(median(up)), gb_s(median(down))))
+            }
+        }
+    }
+
+    /// Median milliseconds of `reps` asynchronous copies each way between the pinned `host`
+    /// and `dev` (both of `bytes`), timed by events on a stream of their own.
+    fn pinned_rates(&self, dev: DevicePtr, host: *mut u8, bytes: usize, reps: usize) -> Result<(f64, f64), Error> {
+        // SAFETY: `host` is a fresh page-locked allocation of `bytes`.
+        unsafe { host.write_bytes(0x5a, bytes) };
+        let stream = self.stream_create()?;
+        let event = || result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| driver_error("cuEventCreate", e));
+        let events = event().and_then(|a| match event() {
+            Ok(b) => Ok((a, b)),
+            Err(e) => {
+                // SAFETY: created above, never recorded.
+                let _ = unsafe { result::event::destroy(a) };
+                Err(e)
+            }
+        });
+        let r = events.and_then(|(start, end)| {
+            let s = stream as usize as sys::CUstream;
+            let (mut up, mut down) = (Vec::new(), Vec::new());
+            let timed = (0..=reps).try_for_each(|i| {
+                // SAFETY: `dev` and `host` hold `bytes` each and outlive the copies (each is
+                // waited for by its end event); events and stream of this context.
+                let (u, d) = unsafe {
+                    let time = |copy: &dyn Fn() -> sys::CUresult| {
+                        result::event::record(start, s)
+                            .and_then(|_| copy().result())
+                            .and_then(|_| result::event::record(end, s))
+                            .and_then(|_| result::event::synchronize(end))
+                            .and_then(|_| result::event::elapsed(start, end))
+                    };
+                    (time(&|| sys::cuMemcpyHtoDAsync_v2(dev, host.cast_const().cast(), bytes, s)), time(&|| sys::cuMemcpyDtoHAsync_v2(host.cast(), dev, bytes, s)))
+                };
+                let (u, d) = (u.map_err(|e| driver_error("timed pinned upload", e))?, d.map_err(|e| driver_error("timed pinned download", e))?);
+                if i > 0 {
+                    up.push(u as f64);
+                    down.push(d as f64);
+                }
+                Ok(())
+            });
+            // SAFETY: both events were created above and are no longer used.
+            unsafe {
+                let _ = result::event::destroy(start);
+                let _ = result::event::destroy(end);
+            }
+            timed.map(|_| (median(up), median(down)))
+        });
+        self.stream_destroy(stream);
+        r
+    }
+}
+
 impl Device for CudaDevice {
     fn name(&self) -> &'static str {
         "cuda"

@@ -130,6 +130,7 @@ pub(crate) struct Staging {
 }
 
 /// Transfers made so far by each path (for the tests that a path was taken).
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TransferCounts {
     pub staged: u64,
@@ -141,6 +142,7 @@ impl Staging {
         Staging { config, state: Mutex::new(State::default()), staged: AtomicU64::new(0), pageable: AtomicU64::new(0) }
     }
 
+    #[cfg(test)]
     pub(crate) fn counts(&self) -> TransferCounts {
         TransferCounts { staged: self.staged.load(Ordering::Relaxed), pageable: self.pageable.load(Ordering::Relaxed) }
     }
@@ -413,4 +415,153 @@ fn download_worker(dev: &dyn Device, slots: &[Slot], stream: Stream, src: Device
         land(&slots[s], out)?;
     }
     Ok(())
+}
+
+#[cfg(all(test, feature = "shim"))]
+mod tests {
+    use super::*;
+    use crate::device::{args, Gpu};
+    use crate::kernels::{Kernel, Module};
+    use crate::shim::ShimDevice;
+
+    /// Threads per transfer: one under ThreadSanitizer (see `StagingConfig::for_shim`).
+    const WORKERS: usize = if cfg!(shim_sanitizer = "thread") { 1 } else { 3 };
+
+    fn config(chunk: usize, slots: usize) -> StagingConfig {
+        StagingConfig { chunk, workers: WORKERS, cap: chunk * slots, min_bytes: 1 }
+    }
+
+    fn gpu(chunk: usize, slots: usize) -> Gpu {
+        Gpu::with_staging(Box::new(ShimDevice::new()), config(chunk, slots))
+    }
+
+    fn pattern(n: usize, seed: usize) -> Vec<u8> {
+        (0..n).map(|i| ((i * 131 + seed * 17 + 7) % 251) as u8).collect()
+    }
+
+    fn round_trip(gpu: &Gpu, data: &[u8]) -> Vec<u8> {
+        let buf = gpu.buffer::<u8>(data.len()).unwrap();
+        gpu.upload_into(&buf, 0, data).unwrap();
+        let mut back = vec![0u8; data.len()];
+        gpu.download(&buf, &mut back).unwrap();
+        back
+    }
+
+    #[test]
+    fn sizes_from_nothing_to_many_chunks_beyond_the_pool_come_back_identical() {
+        let chunk = 64;
+        let g = gpu(chunk, 6);
+        let sizes = [0, 1, 2, 63, 64, 65, 127, 128, 129, 6 * 64, 6 * 64 + 1, 37 * 64 + 5, 100 * 64, 1001 * 64 + 63];
+        let mut staged = 0;
+        for (i, &n) in sizes.iter().enumerate() {
+            let data = pattern(n, i);
+            assert_eq!(round_trip(&g, &data), data, "{n} bytes");
+            staged += if n > 0 { 2 } else { 0 };
+        }
+        assert_eq!(g.transfer_counts(), TransferCounts { staged, pageable: 0 });
+    }
+
+    #[test]
+    fn elements_cut_across_chunks_and_bands_at_offsets() {
+        let g = gpu(10, 4); // 10-byte chunks: every f32 and f64 boundary cut somewhere
+        let values: Vec<f32> = (0..1237).map(|i| i as f32 * 0.37 - 100.0).collect();
+        let buf = g.upload(&values).unwrap();
+        let mut back = vec![0f32; values.len()];
+        g.download(&buf, &mut back).unwrap();
+        assert_eq!(back, values);
+        // Bands of rows uploaded one by one into one image, as a banded pipeline would.
+        let (w, h) = (37usize, 29usize);
+        let img: Vec<f64> = (0..w * h).map(|i| (i * i) as f64 / 3.0).collect();
+        let dimg = g.buffer::<f64>(w * h).unwrap();
+        for band in (0..h).step_by(7) {
+            let rows = band..(band + 7).min(h);
+            g.upload_into(&dimg, rows.start * w, &img[rows.start * w..rows.end * w]).unwrap();
+        }
+        let mut back = vec![0f64; w * h];
+        g.download(&dimg, &mut back).unwrap();
+        assert_eq!(back, img);
+        assert!(g.upload_into(&dimg, w * h - 3, &img[..4]).is_err());
+        assert!(g.download(&dimg, &mut vec![0f64; w * h + 1]).is_err());
+    }
+
+    #[test]
+    fn kernels_see_uploads_and_downloads_see_kernels() {
+        let g = gpu(100, 4);
+        for round in 0..3usize {
+            let n = 1000 + 333 * round;
+            let input: Vec<i32> = (0..n as i32).map(|i| (i * 7 + round as i32) % 13 - 6).collect();
+            let din = g.upload(&input).unwrap();
+            let dout = g.buffer::<i32>(n.div_ceil(128)).unwrap();
+            let sum = Kernel::new(Module::Linalg, "selftest_block_sum");
+            g.launch(sum, [n.div_ceil(128) as u32, 1, 1], [128, 1, 1], 0, args![&din, &dout, n as i32]).unwrap();
+            let mut sums = vec![0i32; n.div_ceil(128)];
+            g.download(&dout, &mut sums).unwrap();
+            let want: Vec<i32> = input.chunks(128).map(|c| c.iter().sum()).collect();
+            assert_eq!(sums, want, "round {round}");
+        }
+    }
+
+    #[test]
+    fn many_uploads_in_flight_reuse_the_pool_safely() {
+        let g = gpu(50, 2);
+        let data: Vec<Vec<u8>> = (0..20).map(|i| pattern(50 * (i % 7) + i * 13 + 1, i)).collect();
+        let bufs: Vec<_> = data.iter().map(|d| g.upload(d).unwrap()).collect();
+        for (d, b) in data.iter().zip(&bufs) {
+            let mut back = vec![0u8; d.len()];
+            g.download(b, &mut back).unwrap();
+            assert_eq!(&back, d);
+        }
+    }
+
+    #[test]
+    fn without_pinned_memory_transfers_take_the_pageable_path() {
+        let data = pattern(10_000, 3);
+        // No pool at all.
+        let g = Gpu::with_staging(Box::new(ShimDevice::new()), StagingConfig { cap: 0, ..config(64, 6) });
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 0, pageable: 2 });
+        // Pinning fails at once.
+        let g = Gpu::with_staging(Box::new(ShimDevice::pinning_at_most(0)), config(64, 6));
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 0, pageable: 2 });
+        // Pinning fails after one chunk: staged through that one chunk.
+        let g = Gpu::with_staging(Box::new(ShimDevice::pinning_at_most(64)), config(64, 6));
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(round_trip(&g, &data[..777]), data[..777]);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 4, pageable: 0 });
+        // Below the minimum size.
+        let g = Gpu::with_staging(Box::new(ShimDevice::new()), StagingConfig { min_bytes: 5000, ..config(64, 6) });
+        assert_eq!(round_trip(&g, &data[..4999]), data[..4999]);
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 2, pageable: 2 });
+    }
+
+    /// The shim's streams run a copy when its event is waited for, reading the host chunk
+    /// then: writing a chunk before its event is seen in the result (what the staged
+    /// transfers' waits prevent).
+    #[test]
+    fn the_shim_runs_queued_copies_late() {
+        let dev = ShimDevice::new();
+        let d = dev.alloc(4).unwrap();
+        let h = dev.host_alloc(4).unwrap();
+        let s = dev.stream_create().unwrap();
+        let e = dev.event_create().unwrap();
+        // SAFETY: `h` and `d` hold 4 bytes and outlive the copy (waited for below).
+        unsafe {
+            h.copy_from_nonoverlapping([1u8, 2, 3, 4].as_ptr(), 4);
+            dev.upload_async(d, h, 4, s).unwrap();
+            dev.record(e, s).unwrap();
+            h.write_bytes(9, 4); // too early: the copy has not run
+        }
+        let mut out = [0u8; 4];
+        dev.download(&mut out, d).unwrap();
+        assert_eq!(out, [0xA5; 4], "the copy ran before anything waited for it");
+        dev.stream_wait(LEGACY, e).unwrap();
+        dev.download(&mut out, d).unwrap();
+        assert_eq!(out, [9; 4]);
+        dev.event_destroy(e);
+        dev.stream_destroy(s);
+        dev.host_free(h, 4);
+        dev.free(d, 4);
+    }
 }
