@@ -87,11 +87,7 @@ impl StagingConfig {
 
     /// Slots the pool may hold.
     fn max_slots(&self) -> usize {
-        if self.chunk == 0 {
-            0
-        } else {
-            (self.cap / self.chunk).min(2 * self.workers.max(1))
-        }
+        self.cap.checked_div(self.chunk).unwrap_or(0).min(2 * self.workers.max(1))
     }
 }
 
