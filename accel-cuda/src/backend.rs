@@ -22,7 +22,10 @@ pub struct CudaBackend {
 
 impl CudaBackend {
     pub(crate) fn new(device: Box<dyn Device>, description: String) -> Self {
-        let gpu = Gpu::new(device);
+        Self::with_gpu(Gpu::new(device), description)
+    }
+
+    pub(crate) fn with_gpu(gpu: Gpu, description: String) -> Self {
         let description = match gpu.tuning().table() {
             Some(table) => format!("{description}, kernel designs of tuning/{table}.json"),
             None => description,

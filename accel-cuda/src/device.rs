@@ -6,6 +6,7 @@
 
 use crate::kernels::Kernel;
 use crate::tuning::Tuning;
+use crate::transfer::{Event, Staging, StagingConfig, Stream};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -39,6 +40,43 @@ pub(crate) trait Device: Send + Sync {
     /// Launches `kernel`; `args` points at each argument's value, as `cuLaunchKernel` takes
     /// them. A launch may run after it returns; the next download waits for it.
     fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error>;
+
+    // The primitives of staged transfers (`transfer.rs`). Stream 0 is the legacy default
+    // stream that launches, memsets and the pageable copies above use.
+
+    /// Allocates `bytes` (> 0) of page-locked host memory (a staging chunk).
+    fn host_alloc(&self, bytes: usize) -> Result<*mut u8, Error>;
+    /// Frees an allocation of [`Device::host_alloc`].
+    fn host_free(&self, ptr: *mut u8, bytes: usize);
+    /// A stream that does not synchronize implicitly with the legacy stream.
+    fn stream_create(&self) -> Result<Stream, Error>;
+    /// Destroys a stream of [`Device::stream_create`] (its queued work still runs).
+    fn stream_destroy(&self, stream: Stream);
+    /// An event (without timing).
+    fn event_create(&self) -> Result<Event, Error>;
+    fn event_destroy(&self, event: Event);
+    /// Records `event` on `stream`: it completes when the work queued before it has.
+    fn record(&self, event: Event, stream: Stream) -> Result<(), Error>;
+    /// Makes the work queued on `stream` from now on wait for `event`'s last record.
+    fn stream_wait(&self, stream: Stream, event: Event) -> Result<(), Error>;
+    /// Blocks the calling thread until `event`'s last record has completed (at once for
+    /// an event never recorded).
+    fn event_wait(&self, event: Event) -> Result<(), Error>;
+    /// Queues a copy of `bytes` from host memory at `src` to `dst` on `stream`.
+    ///
+    /// # Safety
+    /// `dst` holds `bytes`; `src` (page-locked memory of `host_alloc` on the GPU) stays
+    /// allocated and unchanged until an event recorded after the copy on `stream` completes.
+    unsafe fn upload_async(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: Stream) -> Result<(), Error>;
+    /// Queues a copy of `bytes` from `src` to host memory at `dst` on `stream`.
+    ///
+    /// # Safety
+    /// `src` holds `bytes`; `dst` (page-locked memory of `host_alloc` on the GPU) stays
+    /// allocated and is neither read nor written until an event recorded after the copy on
+    /// `stream` completes.
+    unsafe fn download_async(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: Stream) -> Result<(), Error>;
+    /// Blocks until every stream's queued work has completed.
+    fn synchronize(&self) -> Result<(), Error>;
 }
 
 /// A plain-old-data element type of device buffers.
@@ -70,10 +108,11 @@ fn as_bytes_mut<T: Pod>(s: &mut [T]) -> &mut [u8] {
 const POOL_LIMIT_BYTES: usize = 1 << 30;
 
 /// A device, with a pool of freed allocations by size so that repeated calls of the same
-/// size allocate nothing.
+/// size allocate nothing, and the staging of its transfers through pinned memory.
 pub(crate) struct Gpu {
     device: Box<dyn Device>,
     pool: Mutex<Pool>,
+    staging: Staging,
     /// Nanoseconds spent in the device's calls (see [`Gpu::device_seconds`]).
     device_nanos: AtomicU64,
     /// The kernel designs chosen for this device.
@@ -87,14 +126,30 @@ struct Pool {
 }
 
 impl Gpu {
+    /// The device with the GPU's staging of transfers ([`StagingConfig::for_gpu`]).
     pub(crate) fn new(device: Box<dyn Device>) -> Self {
+        Self::with_staging(device, StagingConfig::for_gpu())
+    }
+
+    pub(crate) fn with_staging(device: Box<dyn Device>, staging: StagingConfig) -> Self {
         let tuning = Tuning::for_device(device.model());
-        Gpu { device, pool: Mutex::new(Pool::default()), device_nanos: AtomicU64::new(0), tuning }
+        Gpu { device, pool: Mutex::new(Pool::default()), staging: Staging::new(staging), device_nanos: AtomicU64::new(0), tuning }
     }
 
     /// The kernel designs chosen for this device (`tuning.rs`).
     pub(crate) fn tuning(&self) -> &Tuning {
         &self.tuning
+    }
+
+    /// Transfers made so far through pinned staging and through the pageable path.
+    #[cfg(test)]
+    pub(crate) fn transfer_counts(&self) -> crate::transfer::TransferCounts {
+        self.staging.counts()
+    }
+
+    /// Waits until everything queued on the device has completed.
+    pub(crate) fn synchronize(&self) -> Result<(), Error> {
+        self.on_device(|d| d.synchronize())
     }
 
     /// Wall time spent inside the device's calls so far (allocations, transfers, launches
@@ -147,8 +202,19 @@ impl Gpu {
     /// A buffer holding a copy of `data`.
     pub(crate) fn upload<T: Pod>(&self, data: &[T]) -> Result<DevBuf<'_, T>, Error> {
         let b = self.buffer(data.len())?;
-        self.on_device(|d| d.upload(b.ptr, as_bytes(data)))?;
+        self.upload_into(&b, 0, data)?;
         Ok(b)
+    }
+
+    /// Copies `data` into `buf` from element `at` on (`at + data.len()` at most `buf`'s
+    /// length, else an error). Later launches see the data; the copy may still be in
+    /// flight when this returns, `data` is no longer needed.
+    pub(crate) fn upload_into<T: Pod>(&self, buf: &DevBuf<'_, T>, at: usize, data: &[T]) -> Result<(), Error> {
+        if at.checked_add(data.len()).is_none_or(|end| end > buf.len) {
+            return Err(Error::Backend(format!("upload of {} elements at {at} into a buffer of {}", data.len(), buf.len)));
+        }
+        let dst = buf.ptr + (at * std::mem::size_of::<T>()) as u64;
+        self.on_device(|d| self.staging.upload(d, dst, as_bytes(data)))
     }
 
     /// An image view copied to the device, rows packed (`stride == width`).
@@ -175,8 +241,10 @@ impl Gpu {
 
     /// Copies `buf` (at least `dst.len()` elements) into `dst`.
     pub(crate) fn download<T: Pod>(&self, buf: &DevBuf<'_, T>, dst: &mut [T]) -> Result<(), Error> {
-        debug_assert!(dst.len() <= buf.len);
-        self.on_device(|d| d.download(as_bytes_mut(dst), buf.ptr))
+        if dst.len() > buf.len {
+            return Err(Error::Backend(format!("download of {} elements from a buffer of {}", dst.len(), buf.len)));
+        }
+        self.on_device(|d| self.staging.download(d, as_bytes_mut(dst), buf.ptr))
     }
 
     /// Copies a device image into a view of the same size (any stride).
@@ -210,6 +278,8 @@ impl Gpu {
     }
 
     fn release_pool(&self) {
+        // A staged upload's copies may still be writing a pooled buffer.
+        self.staging.quiesce(self.device.as_ref());
         if let Ok(mut p) = self.pool.lock() {
             for (bytes, ptrs) in p.free.drain() {
                 for ptr in ptrs {
@@ -228,12 +298,14 @@ impl Gpu {
                 return;
             }
         }
+        self.staging.quiesce(self.device.as_ref());
         self.device.free(ptr, bytes);
     }
 }
 
 impl Drop for Gpu {
     fn drop(&mut self) {
+        self.staging.release(self.device.as_ref());
         self.release_pool();
     }
 }

@@ -1,12 +1,14 @@
 //! The real GPU as a [`Device`], through the CUDA driver API (cudarc's thin `result` layer):
 //! device 0's primary context, kernels compiled by NVRTC for the device's architecture on
-//! first use (`nvrtc.rs`), plain `cuMemAlloc` allocations (never managed memory), the
-//! legacy default stream. cudarc panics where a library is missing, so [`CudaDevice::open`]
+//! first use (`nvrtc.rs`), plain `cuMemAlloc` allocations (never managed memory), launches
+//! on the legacy default stream; staged transfers (`transfer.rs`) through `cuMemHostAlloc`
+//! chunks and asynchronous copies on non-blocking streams ordered by events. cudarc panics where a library is missing, so [`CudaDevice::open`]
 //! checks for `libcuda` and NVRTC first and contains the start-up in `catch_unwind`.
 
 use crate::device::{Device, DevicePtr};
 use crate::kernels::{Kernel, Module};
 use crate::nvrtc;
+use crate::transfer::{Event, Stream};
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -179,6 +181,144 @@ impl CudaDevice {
     }
 }
 
+/// Where the host side of a measured transfer lives (see [`CudaDevice::link_bandwidth`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostMemory {
+    /// An ordinary (pageable) allocation, copied by `cuMemcpyHtoD` / `cuMemcpyDtoH`.
+    Pageable,
+    /// One page-locked allocation copied by a single asynchronous copy: the link itself.
+    Pinned,
+    /// An ordinary allocation copied by the backend's transfers (staged through pinned
+    /// chunks): what an operation's upload and download reach.
+    Staged,
+}
+
+fn median(mut t: Vec<f64>) -> f64 {
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+impl CudaDevice {
+    /// Host-to-device and device-to-host bandwidth in GB/s of copies of `bytes` with the
+    /// host side in `memory`: medians of `reps` copies each way after one warm-up. Pinned
+    /// copies are timed by events on their stream, the others by the host's clock around
+    /// the whole call (as an operation sees them).
+    pub(crate) fn link_bandwidth(self, memory: HostMemory, bytes: usize, reps: usize) -> Result<(f64, f64), Error> {
+        let reps = reps.max(1);
+        let gb_s = |ms: f64| bytes as f64 / (ms * 1e-3) / 1e9;
+        match memory {
+            HostMemory::Pageable => {
+                let dev = self.alloc(bytes)?;
+                let mut host = Vec::new();
+                let r = (|| {
+                    host.try_reserve_exact(bytes).map_err(|_| Error::OutOfMemory { bytes })?;
+                    host.resize(bytes, 0x5au8);
+                    let (mut up, mut down) = (Vec::new(), Vec::new());
+                    for i in 0..=reps {
+                        let t = std::time::Instant::now();
+                        self.upload(dev, &host)?;
+                        let u = t.elapsed().as_secs_f64() * 1e3;
+                        let t = std::time::Instant::now();
+                        self.download(&mut host, dev)?;
+                        let d = t.elapsed().as_secs_f64() * 1e3;
+                        if i > 0 {
+                            up.push(u);
+                            down.push(d);
+                        }
+                    }
+                    Ok((gb_s(median(up)), gb_s(median(down))))
+                })();
+                self.free(dev, bytes);
+                r
+            }
+            HostMemory::Pinned => {
+                let dev = self.alloc(bytes)?;
+                let r = match self.host_alloc(bytes) {
+                    Ok(host) => {
+                        let r = self.pinned_rates(dev, host, bytes, reps).map(|(u, d)| (gb_s(u), gb_s(d)));
+                        self.host_free(host, bytes);
+                        r
+                    }
+                    Err(e) => Err(e),
+                };
+                self.free(dev, bytes);
+                r
+            }
+            HostMemory::Staged => {
+                let gpu = crate::device::Gpu::new(Box::new(self));
+                let buf = gpu.buffer::<u8>(bytes)?;
+                let mut host = Vec::new();
+                host.try_reserve_exact(bytes).map_err(|_| Error::OutOfMemory { bytes })?;
+                host.resize(bytes, 0x5au8);
+                let (mut up, mut down) = (Vec::new(), Vec::new());
+                for i in 0..=reps {
+                    let t = std::time::Instant::now();
+                    gpu.upload_into(&buf, 0, &host)?;
+                    gpu.synchronize()?;
+                    let u = t.elapsed().as_secs_f64() * 1e3;
+                    let t = std::time::Instant::now();
+                    gpu.download(&buf, &mut host)?;
+                    let d = t.elapsed().as_secs_f64() * 1e3;
+                    if i > 0 {
+                        up.push(u);
+                        down.push(d);
+                    }
+                }
+                Ok((gb_s(median(up)), gb_s(median(down))))
+            }
+        }
+    }
+
+    /// Median milliseconds of `reps` asynchronous copies each way between the pinned `host`
+    /// and `dev` (both of `bytes`), timed by events on a stream of their own.
+    fn pinned_rates(&self, dev: DevicePtr, host: *mut u8, bytes: usize, reps: usize) -> Result<(f64, f64), Error> {
+        // SAFETY: `host` is a fresh page-locked allocation of `bytes`.
+        unsafe { host.write_bytes(0x5a, bytes) };
+        let stream = self.stream_create()?;
+        let event = || result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| driver_error("cuEventCreate", e));
+        let events = event().and_then(|a| match event() {
+            Ok(b) => Ok((a, b)),
+            Err(e) => {
+                // SAFETY: created above, never recorded.
+                let _ = unsafe { result::event::destroy(a) };
+                Err(e)
+            }
+        });
+        let r = events.and_then(|(start, end)| {
+            let s = stream as usize as sys::CUstream;
+            let (mut up, mut down) = (Vec::new(), Vec::new());
+            let timed = (0..=reps).try_for_each(|i| {
+                // SAFETY: `dev` and `host` hold `bytes` each and outlive the copies (each is
+                // waited for by its end event); events and stream of this context.
+                let (u, d) = unsafe {
+                    let time = |copy: &dyn Fn() -> sys::CUresult| {
+                        result::event::record(start, s)
+                            .and_then(|_| copy().result())
+                            .and_then(|_| result::event::record(end, s))
+                            .and_then(|_| result::event::synchronize(end))
+                            .and_then(|_| result::event::elapsed(start, end))
+                    };
+                    (time(&|| sys::cuMemcpyHtoDAsync_v2(dev, host.cast_const().cast(), bytes, s)), time(&|| sys::cuMemcpyDtoHAsync_v2(host.cast(), dev, bytes, s)))
+                };
+                let (u, d) = (u.map_err(|e| driver_error("timed pinned upload", e))?, d.map_err(|e| driver_error("timed pinned download", e))?);
+                if i > 0 {
+                    up.push(u as f64);
+                    down.push(d as f64);
+                }
+                Ok(())
+            });
+            // SAFETY: both events were created above and are no longer used.
+            unsafe {
+                let _ = result::event::destroy(start);
+                let _ = result::event::destroy(end);
+            }
+            timed.map(|_| (median(up), median(down)))
+        });
+        self.stream_destroy(stream);
+        r
+    }
+}
+
 impl Device for CudaDevice {
     fn name(&self) -> &'static str {
         "cuda"
@@ -241,5 +381,81 @@ impl Device for CudaDevice {
             result::launch_kernel(f, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared_bytes, std::ptr::null_mut(), args)
         })
         .map_err(|e| driver_error(&format!("launch of {} ({grid:?} x {block:?}, {shared_bytes} B shared)", kernel.name), e))
+    }
+
+    fn host_alloc(&self, bytes: usize) -> Result<*mut u8, Error> {
+        self.current()?;
+        // SAFETY: a page-locked allocation in the current context; bytes have no invalid values.
+        unsafe { result::malloc_host(bytes, 0) }.map(|p| p.cast()).map_err(|e| driver_error("cuMemHostAlloc", e))
+    }
+
+    fn host_free(&self, ptr: *mut u8, _bytes: usize) {
+        if self.current().is_ok() {
+            // SAFETY: `ptr` came from `host_alloc`, no copy uses it any more, freed once.
+            let _ = unsafe { result::free_host(ptr.cast()) };
+        }
+    }
+
+    fn stream_create(&self) -> Result<Stream, Error> {
+        self.current()?;
+        result::stream::create(result::stream::StreamKind::NonBlocking).map(|s| s as usize as Stream).map_err(|e| driver_error("cuStreamCreate", e))
+    }
+
+    fn stream_destroy(&self, stream: Stream) {
+        if self.current().is_ok() {
+            // SAFETY: a stream of `stream_create`, destroyed once (queued work still completes).
+            let _ = unsafe { result::stream::destroy(stream as usize as sys::CUstream) };
+        }
+    }
+
+    fn event_create(&self) -> Result<Event, Error> {
+        self.current()?;
+        result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map(|e| e as usize as Event).map_err(|e| driver_error("cuEventCreate", e))
+    }
+
+    fn event_destroy(&self, event: Event) {
+        if self.current().is_ok() {
+            // SAFETY: an event of `event_create`, destroyed once.
+            let _ = unsafe { result::event::destroy(event as usize as sys::CUevent) };
+        }
+    }
+
+    fn record(&self, event: Event, stream: Stream) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: an event of `event_create` and a stream of `stream_create` (or the legacy
+        // stream, 0), both of this context and alive.
+        unsafe { result::event::record(event as usize as sys::CUevent, stream as usize as sys::CUstream) }.map_err(|e| driver_error("cuEventRecord", e))
+    }
+
+    fn stream_wait(&self, stream: Stream, event: Event) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: as in `record`.
+        unsafe { result::stream::wait_event(stream as usize as sys::CUstream, event as usize as sys::CUevent, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            .map_err(|e| driver_error("cuStreamWaitEvent", e))
+    }
+
+    fn event_wait(&self, event: Event) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: an event of `event_create`, alive.
+        unsafe { result::event::synchronize(event as usize as sys::CUevent) }.map_err(|e| driver_error("cuEventSynchronize (or a copy before it)", e))
+    }
+
+    unsafe fn upload_async(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: Stream) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: the caller's contract: `dst` holds `bytes`, `src` stays valid until the
+        // copy completes; a stream of this context.
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), bytes, stream as usize as sys::CUstream) }.result().map_err(|e| driver_error("cuMemcpyHtoDAsync", e))
+    }
+
+    unsafe fn download_async(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: Stream) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: the caller's contract: `src` holds `bytes`, `dst` stays valid and untouched
+        // until the copy completes; a stream of this context.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, stream as usize as sys::CUstream) }.result().map_err(|e| driver_error("cuMemcpyDtoHAsync", e))
+    }
+
+    fn synchronize(&self) -> Result<(), Error> {
+        self.current()?;
+        result::ctx::synchronize().map_err(|e| driver_error("cuCtxSynchronize (or work before it)", e))
     }
 }

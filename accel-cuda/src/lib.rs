@@ -34,6 +34,7 @@ mod linalg;
 mod ncc;
 mod stereo;
 mod stitch;
+mod transfer;
 mod variance;
 
 pub use backend::CudaBackend;
@@ -55,12 +56,32 @@ pub fn copy_bandwidth(bytes: usize, reps: usize) -> Result<f64, Error> {
     driver::CudaDevice::open()?.copy_bandwidth(bytes, reps)
 }
 
+pub use driver::HostMemory;
+
+/// Host <-> device bandwidth of device 0 in GB/s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkBandwidth {
+    pub h2d_gb_s: f64,
+    pub d2h_gb_s: f64,
+}
+
+/// The host link's bandwidth each way for copies of `bytes` with the host side in
+/// `memory` (medians of `reps` after a warm-up): pageable memory as the driver copies it,
+/// one pinned buffer (the link itself), or the backend's staged transfers from pageable
+/// memory. What the benchmarks state an operation's end-to-end time against.
+pub fn link_bandwidth(memory: HostMemory, bytes: usize, reps: usize) -> Result<LinkBandwidth, Error> {
+    let device = driver::CudaDevice::open()?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.link_bandwidth(memory, bytes, reps)))
+        .unwrap_or_else(|_| Err(Error::Backend("the CUDA driver library failed while measuring the link".into())))
+        .map(|(h2d_gb_s, d2h_gb_s)| LinkBandwidth { h2d_gb_s, d2h_gb_s })
+}
+
 /// The CUDA backend on the CPU shim: every kernel compiled for the CPU and run on threads,
 /// one block at a time. For tests of the kernels and their launches on machines without a
 /// GPU; its speed means nothing.
 #[cfg(feature = "shim")]
 pub fn open_shim() -> Box<dyn Backend> {
-    Box::new(CudaBackend::new(Box::new(shim::ShimDevice), "CPU shim (kernels on host threads)".into()))
+    Box::new(CudaBackend::with_gpu(device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), "CPU shim (kernels on host threads)".into()))
 }
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
@@ -80,7 +101,7 @@ pub fn shim_stitch_counted(
     p: &tessera_core::stitch::StitchParams,
     progress: &mut dyn FnMut(usize) -> core::ops::ControlFlow<()>,
 ) -> Result<(tessera_core::stitch::Panorama, StitchCounts), Error> {
-    ncc::stitch_counted(&device::Gpu::new(Box::new(shim::ShimDevice)), frames, p, progress)
+    ncc::stitch_counted(&device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), frames, p, progress)
 }
 
 #[doc(hidden)]

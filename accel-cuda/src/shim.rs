@@ -1,11 +1,22 @@
 //! The CPU shim as a [`Device`]: host memory stands for device memory, and a launch runs the
 //! kernel's C++ build (`shim/`, compiled by `build.rs` with the `shim` feature) on CPU
 //! threads. For tests only: results are the kernels', timings mean nothing.
+//!
+//! Streams and events as the staged transfers (`transfer.rs`) use them: the legacy stream
+//! runs everything at once; any other stream queues its copies, records and waits, and runs
+//! them only when the host waits for one of its events (or the legacy stream waits for it,
+//! or the device is synchronized), as late as CUDA may. A copy therefore reads its host
+//! chunk when it runs, not when it was queued: a transfer that writes a chunk again before
+//! its event, or launches before the legacy stream waited for the copies, gets wrong data.
 
 use crate::device::{Device, DevicePtr};
 use crate::kernels::Kernel;
+use crate::transfer::{Event, Stream, LEGACY};
 use std::alloc::{alloc, dealloc, Layout};
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use tessera_core::Error;
 
 extern "C" {
@@ -16,9 +27,122 @@ extern "C" {
 /// Device memory's alignment (cudaMalloc gives at least 256 bytes).
 const ALIGN: usize = 256;
 
-pub(crate) struct ShimDevice;
+pub(crate) struct ShimDevice {
+    queues: Mutex<Queues>,
+    /// Bytes `host_alloc` may still pin (beyond, it fails as pinning can).
+    pinnable: AtomicUsize,
+}
+
+/// An operation queued on a stream other than the legacy one.
+enum Op {
+    Copy { dst: usize, src: usize, bytes: usize },
+    /// The record of an event, numbered by a ticket.
+    Record { ticket: u64 },
+    /// Wait until the record `ticket` of `stream` has run.
+    Wait { stream: Stream, ticket: u64 },
+}
+
+#[derive(Default)]
+struct Queues {
+    /// The last id given to a stream or event (0 is the legacy stream).
+    last_id: u64,
+    last_ticket: u64,
+    streams: HashMap<Stream, VecDeque<Op>>,
+    /// Each event's last record: its stream and ticket, `None` where it has run (or there
+    /// was none).
+    events: HashMap<Event, Option<(Stream, u64)>>,
+}
+
+impl Queues {
+    /// Runs `stream`'s operations up to its record `ticket`, if that is still queued.
+    fn run_through(&mut self, stream: Stream, ticket: u64) {
+        let queued = self.streams.get(&stream).is_some_and(|q| q.iter().any(|op| matches!(op, Op::Record { ticket: t } if *t == ticket)));
+        if !queued {
+            return;
+        }
+        while let Some(op) = self.streams.get_mut(&stream).and_then(VecDeque::pop_front) {
+            match op {
+                Op::Copy { dst, src, bytes } => {
+                    // SAFETY: the `upload_async` / `download_async` contracts: both ends hold
+                    // `bytes` and are alive until an event after the copy has run (now).
+                    unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) }
+                }
+                Op::Record { ticket: t } => {
+                    for e in self.events.values_mut() {
+                        if *e == Some((stream, t)) {
+                            *e = None;
+                        }
+                    }
+                    if t == ticket {
+                        return;
+                    }
+                }
+                Op::Wait { stream: other, ticket: t } => self.run_through(other, t),
+            }
+        }
+    }
+
+    /// Runs the last record of `event`, and what its stream queued before it.
+    fn complete(&mut self, event: Event) -> Result<(), Error> {
+        match self.events.get(&event) {
+            None => Err(Error::Backend(format!("shim: no event {event}"))),
+            Some(None) => Ok(()),
+            Some(&Some((stream, ticket))) => {
+                self.run_through(stream, ticket);
+                Ok(())
+            }
+        }
+    }
+
+    fn queue(&mut self, stream: Stream) -> Result<&mut VecDeque<Op>, Error> {
+        self.streams.get_mut(&stream).ok_or_else(|| Error::Backend(format!("shim: no stream {stream}")))
+    }
+
+    fn run_all(&mut self) {
+        let streams: Vec<Stream> = self.streams.keys().copied().collect();
+        for s in streams {
+            self.last_ticket += 1;
+            let ticket = self.last_ticket;
+            if let Some(q) = self.streams.get_mut(&s) {
+                q.push_back(Op::Record { ticket });
+            }
+            self.run_through(s, ticket);
+        }
+    }
+}
+
+impl Default for ShimDevice {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl ShimDevice {
+    pub(crate) fn new() -> Self {
+        ShimDevice { queues: Mutex::default(), pinnable: AtomicUsize::new(usize::MAX) }
+    }
+
+    /// A shim on which pinning host memory fails beyond `bytes` in all (the pageable
+    /// fallback of transfers).
+    #[cfg(test)]
+    pub(crate) fn pinning_at_most(bytes: usize) -> Self {
+        ShimDevice { queues: Mutex::default(), pinnable: AtomicUsize::new(bytes) }
+    }
+
+    fn queues(&self) -> Result<std::sync::MutexGuard<'_, Queues>, Error> {
+        self.queues.lock().map_err(|_| Error::Backend("shim: stream queues poisoned".into()))
+    }
+
+    fn enqueue_copy(&self, dst: usize, src: usize, bytes: usize, stream: Stream) -> Result<(), Error> {
+        if stream == LEGACY {
+            // SAFETY: the callers' contracts: both ends hold `bytes`.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
+            return Ok(());
+        }
+        self.queues()?.queue(stream)?.push_back(Op::Copy { dst, src, bytes });
+        Ok(())
+    }
+
     /// Whether the shim build holds a kernel of that name.
     pub(crate) fn has(name: &str) -> bool {
         let Ok(c) = CString::new(name) else { return false };
@@ -86,6 +210,104 @@ impl Device for ShimDevice {
             _ => Err(Error::Backend(format!("shim: could not start the threads of one block of {}", kernel.name))),
         }
     }
+
+    fn host_alloc(&self, bytes: usize) -> Result<*mut u8, Error> {
+        self.pinnable.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(bytes)).map_err(|_| Error::OutOfMemory { bytes })?;
+        match self.alloc(bytes) {
+            Ok(p) => Ok(p as *mut u8),
+            Err(e) => {
+                self.pinnable.fetch_add(bytes, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    fn host_free(&self, ptr: *mut u8, bytes: usize) {
+        self.free(ptr as DevicePtr, bytes);
+        let _ = self.pinnable.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_add(bytes)));
+    }
+
+    fn stream_create(&self) -> Result<Stream, Error> {
+        let mut q = self.queues()?;
+        q.last_id += 1;
+        let id = q.last_id;
+        q.streams.insert(id, VecDeque::new());
+        Ok(id)
+    }
+
+    fn stream_destroy(&self, stream: Stream) {
+        if let Ok(mut q) = self.queues() {
+            q.last_ticket += 1;
+            let ticket = q.last_ticket;
+            if let Some(ops) = q.streams.get_mut(&stream) {
+                ops.push_back(Op::Record { ticket });
+                q.run_through(stream, ticket);
+            }
+            q.streams.remove(&stream);
+        }
+    }
+
+    fn event_create(&self) -> Result<Event, Error> {
+        let mut q = self.queues()?;
+        q.last_id += 1;
+        let id = q.last_id;
+        q.events.insert(id, None);
+        Ok(id)
+    }
+
+    fn event_destroy(&self, event: Event) {
+        if let Ok(mut q) = self.queues() {
+            q.events.remove(&event);
+        }
+    }
+
+    fn record(&self, event: Event, stream: Stream) -> Result<(), Error> {
+        let mut q = self.queues()?;
+        if !q.events.contains_key(&event) {
+            return Err(Error::Backend(format!("shim: no event {event}")));
+        }
+        if stream == LEGACY {
+            q.events.insert(event, None); // the legacy stream has run everything before
+            return Ok(());
+        }
+        q.last_ticket += 1;
+        let ticket = q.last_ticket;
+        q.queue(stream)?.push_back(Op::Record { ticket });
+        q.events.insert(event, Some((stream, ticket)));
+        Ok(())
+    }
+
+    fn stream_wait(&self, stream: Stream, event: Event) -> Result<(), Error> {
+        let mut q = self.queues()?;
+        if stream == LEGACY {
+            return q.complete(event);
+        }
+        match q.events.get(&event) {
+            None => Err(Error::Backend(format!("shim: no event {event}"))),
+            Some(None) => q.queue(stream).map(|_| ()),
+            Some(&Some((other, ticket))) => {
+                q.queue(stream)?.push_back(Op::Wait { stream: other, ticket });
+                Ok(())
+            }
+        }
+    }
+
+    fn event_wait(&self, event: Event) -> Result<(), Error> {
+        self.queues()?.complete(event)
+    }
+
+    unsafe fn upload_async(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: Stream) -> Result<(), Error> {
+        self.enqueue_copy(dst as usize, src as usize, bytes, stream)
+    }
+
+    unsafe fn download_async(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: Stream) -> Result<(), Error> {
+        self.enqueue_copy(dst as usize, src as usize, bytes, stream)
+    }
+
+    fn synchronize(&self) -> Result<(), Error> {
+        self.queues()?.run_all();
+        Ok(())
+    }
 }
 
 /// The shim's own tests, on the kernels of `shim/selftest.cu` (built into the shim only).
@@ -101,7 +323,7 @@ mod tests {
     }
 
     fn gpu() -> Gpu {
-        Gpu::new(Box::new(ShimDevice))
+        Gpu::new(Box::new(ShimDevice::new()))
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //!
 //! - the device's copy bandwidth (device-to-device, bytes read plus written), measured in
 //!   the same run, and each memory-bound kernel's bandwidth as a fraction of it;
+//! - the host link's bandwidth each way (256 MiB; pageable, pinned and the backend's
+//!   staged transfers), and the box sum's end-to-end rate as a fraction of the pinned link;
 //! - box and mean 4096x4096 f32 over m = 3..255 (flatness of kernel time in m);
 //! - Gaussian 4096x4096 f32, sigma 2 and 20, each implementation;
 //! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods);
@@ -61,6 +63,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     } else {
         None
     };
+
+    let link = link_cases(r, name);
 
     // Box sum and mean, 4096x4096 f32 (1024x1024 with --quick), m = 3..255, interleaved
     // (flatness in m).
@@ -121,9 +125,66 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         });
     }
 
+    link_fraction(r, name, n, link);
     stereo_cases(b, r, cpu.as_ref())?;
     stitch_cases(b, r, cpu.as_ref())?;
     Ok(())
+}
+
+/// Bytes of each host link measurement.
+const LINK_BYTES: usize = 256 << 20;
+
+/// `h2d_bandwidth` and `d2h_bandwidth` with `memory` pageable (the driver's copies from an
+/// ordinary allocation), pinned (one page-locked buffer, one copy: the link itself) and
+/// staged (the backend's transfers from an ordinary allocation through pinned chunks), 256
+/// MiB, medians of 10; measured also when only the box sum runs, for its link fraction.
+/// Returns the pinned figures, when measured.
+fn link_cases(r: &mut Recorder, name: &str) -> Option<tessera_cuda::LinkBandwidth> {
+    let wanted = ["h2d_bandwidth", "d2h_bandwidth", "box_sum_f32_4096"].iter().any(|c| r.wants(c));
+    if name != "cuda" || !wanted {
+        return None;
+    }
+    let reps = 10;
+    let mut pinned = None;
+    for (memory, label) in [(tessera_cuda::HostMemory::Pageable, "pageable"), (tessera_cuda::HostMemory::Pinned, "pinned"), (tessera_cuda::HostMemory::Staged, "staged")] {
+        let params = json!({"bytes": LINK_BYTES, "memory": label, "reps": reps});
+        match tessera_cuda::link_bandwidth(memory, LINK_BYTES, reps) {
+            Ok(l) => {
+                r.record("h2d_bandwidth", params.clone(), name, json!({"gb_s": round1(l.h2d_gb_s)}));
+                r.record("d2h_bandwidth", params, name, json!({"gb_s": round1(l.d2h_gb_s)}));
+                if memory == tessera_cuda::HostMemory::Pinned {
+                    pinned = Some(l);
+                }
+            }
+            Err(e) => {
+                r.record("h2d_bandwidth", params.clone(), name, json!({"error": e.to_string()}));
+                r.record("d2h_bandwidth", params, name, json!({"error": e.to_string()}));
+            }
+        }
+    }
+    pinned
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// `box_4096_f32_end_to_end_link_fraction`: the time the box sum m = 3's input and output
+/// take over the pinned link (input at the host-to-device rate, output at the
+/// device-to-host rate, one after the other) over its end-to-end median: 1 where the whole
+/// call runs at the link's speed.
+fn link_fraction(r: &mut Recorder, name: &str, n: usize, link: Option<tessera_cuda::LinkBandwidth>) {
+    let params = json!({"w": n, "h": n, "m": 3usize});
+    let (Some(link), Some(ms)) = (link, r.median_ms("box_sum_f32_4096", &params)) else { return };
+    let bytes = (n * n * 4) as f64;
+    let link_ms = (bytes / (link.h2d_gb_s * 1e9) + bytes / (link.d2h_gb_s * 1e9)) * 1e3;
+    let gb_s = 2.0 * bytes / (ms * 1e-3) / 1e9;
+    r.record(
+        "box_4096_f32_end_to_end_link_fraction",
+        params,
+        name,
+        json!({"fraction": (link_ms / ms * 1000.0).round() / 1000.0, "end_to_end_gb_s": round1(gb_s), "link_ms": (link_ms * 1e3).round() / 1e3, "end_to_end_ms": ms}),
+    );
 }
 
 /// SGM: the synthetic 1024x440 pair at 128 disparities (4 and 8 paths, no refinement), and

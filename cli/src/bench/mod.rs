@@ -28,7 +28,7 @@ pub enum Suite {
     /// SGM stereo: cones / teddy (costs, path sets, bad 1.0), 1024x440 at 128 disparities,
     /// the original's table (384x288, 512x512, 1024x1024 at 100, AD, MI, hierarchical MI), peak memory
     Stereo,
-    /// The GPU verification figures: copy bandwidth, box / mean / Gaussian 4096x4096 f32,
+    /// The GPU verification figures: copy and host link bandwidth, box / mean / Gaussian 4096x4096 f32,
     /// Figure 7, SGM 1024x440 and cones / teddy, matrix product 4096, a 1 000-frame PAL
     /// stitch and the template-size curve against the CPU; kernel time apart on a GPU
     Gpu,
@@ -211,6 +211,11 @@ impl Recorder {
     /// The kernel time recorded for the case `name` with `params` (GPU runs only).
     pub fn kernel_ms(&self, name: &str, params: &Value) -> Option<f64> {
         self.results.iter().rev().find(|r| r["name"] == name && &r["params"] == params).and_then(|r| r["kernel_ms"].as_f64())
+    }
+
+    /// The median time recorded for the case `name` with `params`.
+    pub fn median_ms(&self, name: &str, params: &Value) -> Option<f64> {
+        self.results.iter().rev().find(|r| r["name"] == name && &r["params"] == params).and_then(|r| r["median_ms"].as_f64())
     }
 
     /// Records a figure that is not a time (a count, an error, a memory peak).

@@ -1,0 +1,563 @@
+//! Host <-> device transfers through page-locked ("pinned") staging chunks.
+//!
+//! A copy from pageable memory runs at a fraction of the host link's bandwidth (the driver
+//! stages it through its own small pinned buffer, one piece after another, on the calling
+//! thread: about 8 GB/s measured on an H200). Here a transfer is cut into chunks; each
+//! chunk is copied by the host between the caller's memory and a pinned staging chunk
+//! while the DMA of the previous chunks runs, the DMA itself an asynchronous copy on a
+//! stream of its own, and a few host threads share the chunks, each with two staging
+//! chunks (one being copied by the host while the other is in flight).
+//!
+//! The staging chunks come from a bounded pool, allocated on first use and reused by every
+//! later transfer; each carries an event recorded after the last DMA that used it, waited
+//! for before the chunk is written again. Pinning is fallible: where the pool cannot get a
+//! single chunk (pinning failed, or its cap is zero), transfers take the device's pageable
+//! path and keep working; a failed pinning is not retried.
+//!
+//! Ordering with the legacy default stream, which every launch, memset and pageable copy
+//! uses: an upload's stream first waits for an event recorded on the legacy stream (a
+//! pooled buffer may still be read by an earlier kernel), and the legacy stream waits for
+//! the upload's last copy, so the next launch sees the data. An upload returns once the
+//! caller's memory has been copied into staging, with its DMA possibly still running. A
+//! download's stream waits for the legacy stream likewise, and a download returns once
+//! every chunk has landed in the caller's memory.
+//!
+//! The logic is written once over the [`Device`] primitives (pinned allocations, streams,
+//! events, asynchronous copies). The CPU shim implements them with queues that run a
+//! stream's copies only when an event of it is waited for, so an ordering mistake here
+//! (a chunk written before its DMA read it, a launch before the data arrived) changes the
+//! shim tests' results.
+//!
+//! Where a kernel could start on the first chunks: a band of rows is a transfer of its own
+//! into part of an image ([`crate::device::Gpu::upload_into`]), and each transfer makes the
+//! legacy stream wait for its own copies only.
+
+use crate::device::{Device, DevicePtr};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use tessera_core::Error;
+
+/// A stream of the device (a `CUstream`; an index in the shim). [`LEGACY`] is the legacy
+/// default stream.
+pub(crate) type Stream = u64;
+/// An event of the device (a `CUevent`; an index in the shim).
+pub(crate) type Event = u64;
+/// The legacy default stream: launches, memsets and pageable copies.
+pub(crate) const LEGACY: Stream = 0;
+
+/// How transfers are staged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StagingConfig {
+    /// Bytes of one staging chunk: one DMA.
+    pub chunk: usize,
+    /// Host threads copying chunks at once, each with up to two staging chunks.
+    pub workers: usize,
+    /// Most bytes of pinned memory the pool holds (whole chunks).
+    pub cap: usize,
+    /// Transfers shorter than this take the pageable path: the staged path's fixed cost
+    /// (a few events and stream waits, tens of microseconds) outweighs its speed there.
+    pub min_bytes: usize,
+}
+
+/// Environment variable: `off` makes every transfer pageable (for comparisons).
+pub(crate) const STAGING_ENV: &str = "TESSERA_CUDA_STAGING";
+
+impl StagingConfig {
+    /// For the GPU: 4 MiB chunks (DMAs that size run at the link's rate), up to 4 threads
+    /// (a host thread copies pageable to pinned memory at about 10 GB/s, below a PCIe 5
+    /// link), 64 MiB of pinned memory at most, transfers from 256 KiB. `TESSERA_CUDA_STAGING=off`
+    /// gives a cap of zero.
+    pub(crate) fn for_gpu() -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let off = std::env::var(STAGING_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("off"));
+        StagingConfig { chunk: 4 << 20, workers: threads.clamp(1, 4), cap: if off { 0 } else { 64 << 20 }, min_bytes: 256 << 10 }
+    }
+
+    /// For the CPU shim, so that every shim test's transfers take the staged path through
+    /// many chunks: chunks of a prime number of bytes (elements cut across chunks), three
+    /// threads sharing them (one under ThreadSanitizer, which does not see the standard
+    /// library's locks order the threads' copies), a pool of six chunks reused by every
+    /// transfer longer than that, no minimum size.
+    #[cfg(feature = "shim")]
+    pub(crate) fn for_shim() -> Self {
+        let workers = if cfg!(shim_sanitizer = "thread") { 1 } else { 3 };
+        StagingConfig { chunk: 4093, workers, cap: 6 * 4093, min_bytes: 1 }
+    }
+
+    /// Slots the pool may hold.
+    fn max_slots(&self) -> usize {
+        self.cap.checked_div(self.chunk).unwrap_or(0).min(2 * self.workers.max(1))
+    }
+}
+
+/// One pinned staging chunk and the event recorded after the last DMA that used it.
+struct Slot {
+    ptr: usize,
+    event: Event,
+}
+
+/// The streams, events and staging chunks, created on the first staged transfer.
+struct Resources {
+    up: Stream,
+    down: Stream,
+    /// Recorded on the legacy stream before a transfer; its stream waits for it.
+    enter: Event,
+    /// Recorded after an upload's last copy; the legacy stream waits for it.
+    done: Event,
+    slots: Vec<Slot>,
+}
+
+#[derive(Default)]
+struct State {
+    resources: Option<Resources>,
+    /// Creating streams or events, or pinning a first chunk, failed: pageable from then on.
+    failed: bool,
+    /// Pinning a further chunk failed: the pool stays at its size.
+    full: bool,
+}
+
+/// The staged transfers of one device: the pool of pinned chunks and its streams.
+pub(crate) struct Staging {
+    config: StagingConfig,
+    state: Mutex<State>,
+    staged: AtomicU64,
+    pageable: AtomicU64,
+}
+
+/// Transfers made so far by each path (for the tests that a path was taken).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TransferCounts {
+    pub staged: u64,
+    pub pageable: u64,
+}
+
+impl Staging {
+    pub(crate) fn new(config: StagingConfig) -> Self {
+        Staging { config, state: Mutex::new(State::default()), staged: AtomicU64::new(0), pageable: AtomicU64::new(0) }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> TransferCounts {
+        TransferCounts { staged: self.staged.load(Ordering::Relaxed), pageable: self.pageable.load(Ordering::Relaxed) }
+    }
+
+    fn chunks(&self, bytes: usize) -> usize {
+        bytes.div_ceil(self.config.chunk.max(1))
+    }
+
+    /// Copies `src` to `dst` (an allocation at least as long); see the module's ordering.
+    pub(crate) fn upload(&self, dev: &dyn Device, dst: DevicePtr, src: &[u8]) -> Result<(), Error> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let Some(state) = self.lock_for(dev, src.len()) else {
+            self.pageable.fetch_add(1, Ordering::Relaxed);
+            return dev.upload(dst, src);
+        };
+        self.staged.fetch_add(1, Ordering::Relaxed);
+        let Some(res) = state.resources.as_ref() else { return dev.upload(dst, src) };
+        let chunk = self.config.chunk;
+        let jobs = Jobs::new(res.slots.len(), self.chunks(src.len()), self.config.workers);
+        // The buffer may still be read by a kernel launched before: wait for those.
+        dev.record(res.enter, LEGACY)?;
+        dev.stream_wait(res.up, res.enter)?;
+        let mut parts: Vec<Vec<(usize, &[u8])>> = (0..jobs.workers).map(|_| Vec::new()).collect();
+        for (k, c) in src.chunks(chunk).enumerate() {
+            parts[k % jobs.workers].push((k * chunk, c));
+        }
+        let abort = AtomicBool::new(false);
+        let work = |w: usize, part: Vec<(usize, &[u8])>| upload_worker(dev, &res.slots[jobs.slots(w)], res.up, dst, part, &abort);
+        let copied = jobs.run(parts, &abort, work);
+        // Even after a failure, the legacy stream (and `quiesce`) must wait for the copies
+        // issued: they read staging chunks and write device memory.
+        let ordered = dev.record(res.done, res.up).and_then(|_| dev.stream_wait(LEGACY, res.done));
+        copied.and(ordered)
+    }
+
+    /// Copies from `src` into `dst` after every launch before it has finished.
+    pub(crate) fn download(&self, dev: &dyn Device, dst: &mut [u8], src: DevicePtr) -> Result<(), Error> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let Some(state) = self.lock_for(dev, dst.len()) else {
+            self.pageable.fetch_add(1, Ordering::Relaxed);
+            return dev.download(dst, src);
+        };
+        self.staged.fetch_add(1, Ordering::Relaxed);
+        let Some(res) = state.resources.as_ref() else { return dev.download(dst, src) };
+        let chunk = self.config.chunk;
+        let jobs = Jobs::new(res.slots.len(), self.chunks(dst.len()), self.config.workers);
+        dev.record(res.enter, LEGACY)?;
+        dev.stream_wait(res.down, res.enter)?;
+        let mut parts: Vec<Vec<(usize, &mut [u8])>> = (0..jobs.workers).map(|_| Vec::new()).collect();
+        for (k, c) in dst.chunks_mut(chunk).enumerate() {
+            parts[k % jobs.workers].push((k * chunk, c));
+        }
+        let abort = AtomicBool::new(false);
+        let work = |w: usize, part: Vec<(usize, &mut [u8])>| download_worker(dev, &res.slots[jobs.slots(w)], res.down, src, part, &abort);
+        let r = jobs.run(parts, &abort, work);
+        if r.is_err() {
+            // Chunks still in flight write staging memory: let them land before the pool is
+            // used again.
+            for s in &res.slots {
+                let _ = dev.event_wait(s.event);
+            }
+        }
+        r
+    }
+
+    /// The state, locked, with resources and enough slots for `bytes`; `None` where the
+    /// transfer takes the pageable path.
+    fn lock_for(&self, dev: &dyn Device, bytes: usize) -> Option<std::sync::MutexGuard<'_, State>> {
+        if bytes < self.config.min_bytes || self.config.max_slots() == 0 {
+            return None;
+        }
+        let mut state = self.state.lock().ok()?;
+        if state.failed {
+            return None;
+        }
+        if state.resources.is_none() {
+            match create_resources(dev) {
+                Ok(r) => state.resources = Some(r),
+                Err(_) => {
+                    state.failed = true;
+                    return None;
+                }
+            }
+        }
+        let wanted = self.config.max_slots().min(self.chunks(bytes));
+        while !state.full && state.resources.as_ref().is_some_and(|r| r.slots.len() < wanted) {
+            match (new_slot(dev, self.config.chunk), state.resources.as_mut()) {
+                (Ok(s), Some(r)) => r.slots.push(s),
+                (Ok(s), None) => free_slot(dev, s, self.config.chunk),
+                (Err(_), _) => state.full = true,
+            }
+        }
+        if state.resources.as_ref().is_none_or(|r| r.slots.is_empty()) {
+            return None; // not one chunk could be pinned
+        }
+        Some(state)
+    }
+
+    /// Waits until no staged copy is in flight (before device memory is freed).
+    pub(crate) fn quiesce(&self, dev: &dyn Device) {
+        if let Ok(state) = self.state.lock() {
+            if let Some(r) = &state.resources {
+                let _ = dev.event_wait(r.done);
+            }
+        }
+    }
+
+    /// Waits for every copy, then frees the pinned chunks, events and streams.
+    pub(crate) fn release(&self, dev: &dyn Device) {
+        let Ok(mut state) = self.state.lock() else { return };
+        if let Some(r) = state.resources.take() {
+            let _ = dev.event_wait(r.done);
+            for s in r.slots {
+                let _ = dev.event_wait(s.event);
+                free_slot(dev, s, self.config.chunk);
+            }
+            dev.event_destroy(r.enter);
+            dev.event_destroy(r.done);
+            dev.stream_destroy(r.up);
+            dev.stream_destroy(r.down);
+        }
+    }
+}
+
+fn create_resources(dev: &dyn Device) -> Result<Resources, Error> {
+    let up = dev.stream_create()?;
+    let made = (|| {
+        let down = dev.stream_create()?;
+        let events = (|| {
+            let enter = dev.event_create()?;
+            match dev.event_create() {
+                Ok(done) => Ok((enter, done)),
+                Err(e) => {
+                    dev.event_destroy(enter);
+                    Err(e)
+                }
+            }
+        })();
+        match events {
+            Ok((enter, done)) => Ok((down, enter, done)),
+            Err(e) => {
+                dev.stream_destroy(down);
+                Err(e)
+            }
+        }
+    })();
+    match made {
+        Ok((down, enter, done)) => Ok(Resources { up, down, enter, done, slots: Vec::new() }),
+        Err(e) => {
+            dev.stream_destroy(up);
+            Err(e)
+        }
+    }
+}
+
+fn new_slot(dev: &dyn Device, chunk: usize) -> Result<Slot, Error> {
+    let ptr = dev.host_alloc(chunk)?;
+    match dev.event_create() {
+        Ok(event) => Ok(Slot { ptr: ptr as usize, event }),
+        Err(e) => {
+            dev.host_free(ptr, chunk);
+            Err(e)
+        }
+    }
+}
+
+fn free_slot(dev: &dyn Device, s: Slot, chunk: usize) {
+    dev.host_free(s.ptr as *mut u8, chunk);
+    dev.event_destroy(s.event);
+}
+
+/// How one transfer's chunks and slots are shared among host threads.
+struct Jobs {
+    workers: usize,
+    per_worker: usize,
+}
+
+impl Jobs {
+    fn new(slots: usize, chunks: usize, workers: usize) -> Self {
+        let workers = (slots / 2).clamp(1, workers.max(1)).min(chunks.max(1));
+        Jobs { workers, per_worker: (slots / workers).clamp(1, 2) }
+    }
+
+    fn slots(&self, w: usize) -> std::ops::Range<usize> {
+        w * self.per_worker..(w + 1) * self.per_worker
+    }
+
+    /// Runs `work(w, part)` for each worker's part: on this thread for one worker, else on
+    /// scoped threads; the first error, after every thread has stopped.
+    fn run<P: Send>(&self, parts: Vec<P>, abort: &AtomicBool, work: impl Fn(usize, P) -> Result<(), Error> + Sync) -> Result<(), Error> {
+        let guarded = |w: usize, p: P| {
+            let r = work(w, p);
+            if r.is_err() {
+                abort.store(true, Ordering::Relaxed);
+            }
+            r
+        };
+        if parts.len() <= 1 {
+            return parts.into_iter().try_for_each(|p| guarded(0, p));
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts.into_iter().enumerate().map(|(w, p)| (w, scope.spawn(move || guarded(w, p)))).collect();
+            let mut first = Ok(());
+            for (_, h) in handles {
+                let r = h.join().unwrap_or_else(|_| Err(Error::Backend("a transfer thread panicked".into())));
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
+        })
+    }
+}
+
+/// One thread's share of an upload: for each chunk, wait until its slot's last DMA has
+/// read it, copy the caller's bytes in, start the DMA and record the slot's event.
+fn upload_worker(dev: &dyn Device, slots: &[Slot], stream: Stream, dst: DevicePtr, part: Vec<(usize, &[u8])>, abort: &AtomicBool) -> Result<(), Error> {
+    for (i, (offset, bytes)) in part.into_iter().enumerate() {
+        if abort.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let slot = &slots[i % slots.len()];
+        dev.event_wait(slot.event)?;
+        // SAFETY: the slot holds a whole chunk (`bytes` is at most one); no DMA reads it
+        // (its event was waited for) and only this thread uses it during the transfer.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.ptr as *mut u8, bytes.len()) };
+        // SAFETY: `dst + offset` holds `bytes.len()` bytes (the chunk lies within the
+        // allocation); the slot is not written again before its event, recorded next, completes.
+        unsafe { dev.upload_async(dst + offset as u64, slot.ptr as *const u8, bytes.len(), stream) }?;
+        dev.record(slot.event, stream)?;
+    }
+    Ok(())
+}
+
+/// One thread's share of a download: the DMAs of up to as many chunks as it has slots in
+/// flight; the oldest, once its event completes, copied from its slot into the caller's
+/// memory while the next ones run.
+fn download_worker(dev: &dyn Device, slots: &[Slot], stream: Stream, src: DevicePtr, part: Vec<(usize, &mut [u8])>, abort: &AtomicBool) -> Result<(), Error> {
+    let mut in_flight: VecDeque<(usize, &mut [u8])> = VecDeque::with_capacity(slots.len());
+    let land = |slot: &Slot, out: &mut [u8]| -> Result<(), Error> {
+        dev.event_wait(slot.event)?;
+        // SAFETY: the slot's DMA of `out.len()` bytes has completed; nothing writes it now.
+        unsafe { std::ptr::copy_nonoverlapping(slot.ptr as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    };
+    for (i, (offset, out)) in part.into_iter().enumerate() {
+        if abort.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let s = i % slots.len();
+        if in_flight.len() == slots.len() {
+            if let Some((oldest, out)) = in_flight.pop_front() {
+                land(&slots[oldest], out)?;
+            }
+        }
+        let slot = &slots[s];
+        // The slot may still be read by an upload's DMA from an earlier transfer.
+        dev.event_wait(slot.event)?;
+        // SAFETY: `src + offset` holds `out.len()` bytes; the slot holds a whole chunk and
+        // is read by the host only after its event, recorded next, completes.
+        unsafe { dev.download_async(slot.ptr as *mut u8, src + offset as u64, out.len(), stream) }?;
+        dev.record(slot.event, stream)?;
+        in_flight.push_back((s, out));
+    }
+    while let Some((s, out)) = in_flight.pop_front() {
+        land(&slots[s], out)?;
+    }
+    Ok(())
+}
+
+#[cfg(all(test, feature = "shim"))]
+mod tests {
+    use super::*;
+    use crate::device::{args, Gpu};
+    use crate::kernels::{Kernel, Module};
+    use crate::shim::ShimDevice;
+
+    /// Threads per transfer: one under ThreadSanitizer (see `StagingConfig::for_shim`).
+    const WORKERS: usize = if cfg!(shim_sanitizer = "thread") { 1 } else { 3 };
+
+    fn config(chunk: usize, slots: usize) -> StagingConfig {
+        StagingConfig { chunk, workers: WORKERS, cap: chunk * slots, min_bytes: 1 }
+    }
+
+    fn gpu(chunk: usize, slots: usize) -> Gpu {
+        Gpu::with_staging(Box::new(ShimDevice::new()), config(chunk, slots))
+    }
+
+    fn pattern(n: usize, seed: usize) -> Vec<u8> {
+        (0..n).map(|i| ((i * 131 + seed * 17 + 7) % 251) as u8).collect()
+    }
+
+    fn round_trip(gpu: &Gpu, data: &[u8]) -> Vec<u8> {
+        let buf = gpu.buffer::<u8>(data.len()).unwrap();
+        gpu.upload_into(&buf, 0, data).unwrap();
+        let mut back = vec![0u8; data.len()];
+        gpu.download(&buf, &mut back).unwrap();
+        back
+    }
+
+    #[test]
+    fn sizes_from_nothing_to_many_chunks_beyond_the_pool_come_back_identical() {
+        let chunk = 64;
+        let g = gpu(chunk, 6);
+        let sizes = [0, 1, 2, 63, 64, 65, 127, 128, 129, 6 * 64, 6 * 64 + 1, 37 * 64 + 5, 100 * 64, 1001 * 64 + 63];
+        let mut staged = 0;
+        for (i, &n) in sizes.iter().enumerate() {
+            let data = pattern(n, i);
+            assert_eq!(round_trip(&g, &data), data, "{n} bytes");
+            staged += if n > 0 { 2 } else { 0 };
+        }
+        assert_eq!(g.transfer_counts(), TransferCounts { staged, pageable: 0 });
+    }
+
+    #[test]
+    fn elements_cut_across_chunks_and_bands_at_offsets() {
+        let g = gpu(10, 4); // 10-byte chunks: every f32 and f64 boundary cut somewhere
+        let values: Vec<f32> = (0..1237).map(|i| i as f32 * 0.37 - 100.0).collect();
+        let buf = g.upload(&values).unwrap();
+        let mut back = vec![0f32; values.len()];
+        g.download(&buf, &mut back).unwrap();
+        assert_eq!(back, values);
+        // Bands of rows uploaded one by one into one image, as a banded pipeline would.
+        let (w, h) = (37usize, 29usize);
+        let img: Vec<f64> = (0..w * h).map(|i| (i * i) as f64 / 3.0).collect();
+        let dimg = g.buffer::<f64>(w * h).unwrap();
+        for band in (0..h).step_by(7) {
+            let rows = band..(band + 7).min(h);
+            g.upload_into(&dimg, rows.start * w, &img[rows.start * w..rows.end * w]).unwrap();
+        }
+        let mut back = vec![0f64; w * h];
+        g.download(&dimg, &mut back).unwrap();
+        assert_eq!(back, img);
+        assert!(g.upload_into(&dimg, w * h - 3, &img[..4]).is_err());
+        assert!(g.download(&dimg, &mut vec![0f64; w * h + 1]).is_err());
+    }
+
+    #[test]
+    fn kernels_see_uploads_and_downloads_see_kernels() {
+        let g = gpu(100, 4);
+        for round in 0..3usize {
+            let n = 1000 + 333 * round;
+            let input: Vec<i32> = (0..n as i32).map(|i| (i * 7 + round as i32) % 13 - 6).collect();
+            let din = g.upload(&input).unwrap();
+            let dout = g.buffer::<i32>(n.div_ceil(128)).unwrap();
+            let sum = Kernel::new(Module::Linalg, "selftest_block_sum");
+            g.launch(sum, [n.div_ceil(128) as u32, 1, 1], [128, 1, 1], 0, args![&din, &dout, n as i32]).unwrap();
+            let mut sums = vec![0i32; n.div_ceil(128)];
+            g.download(&dout, &mut sums).unwrap();
+            let want: Vec<i32> = input.chunks(128).map(|c| c.iter().sum()).collect();
+            assert_eq!(sums, want, "round {round}");
+        }
+    }
+
+    #[test]
+    fn many_uploads_in_flight_reuse_the_pool_safely() {
+        let g = gpu(50, 2);
+        let data: Vec<Vec<u8>> = (0..20).map(|i| pattern(50 * (i % 7) + i * 13 + 1, i)).collect();
+        let bufs: Vec<_> = data.iter().map(|d| g.upload(d).unwrap()).collect();
+        for (d, b) in data.iter().zip(&bufs) {
+            let mut back = vec![0u8; d.len()];
+            g.download(b, &mut back).unwrap();
+            assert_eq!(&back, d);
+        }
+    }
+
+    #[test]
+    fn without_pinned_memory_transfers_take_the_pageable_path() {
+        let data = pattern(10_000, 3);
+        // No pool at all.
+        let g = Gpu::with_staging(Box::new(ShimDevice::new()), StagingConfig { cap: 0, ..config(64, 6) });
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 0, pageable: 2 });
+        // Pinning fails at once.
+        let g = Gpu::with_staging(Box::new(ShimDevice::pinning_at_most(0)), config(64, 6));
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 0, pageable: 2 });
+        // Pinning fails after one chunk: staged through that one chunk.
+        let g = Gpu::with_staging(Box::new(ShimDevice::pinning_at_most(64)), config(64, 6));
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(round_trip(&g, &data[..777]), data[..777]);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 4, pageable: 0 });
+        // Below the minimum size.
+        let g = Gpu::with_staging(Box::new(ShimDevice::new()), StagingConfig { min_bytes: 5000, ..config(64, 6) });
+        assert_eq!(round_trip(&g, &data[..4999]), data[..4999]);
+        assert_eq!(round_trip(&g, &data), data);
+        assert_eq!(g.transfer_counts(), TransferCounts { staged: 2, pageable: 2 });
+    }
+
+    /// The shim's streams run a copy when its event is waited for, reading the host chunk
+    /// then: writing a chunk before its event is seen in the result (what the staged
+    /// transfers' waits prevent).
+    #[test]
+    fn the_shim_runs_queued_copies_late() {
+        let dev = ShimDevice::new();
+        let d = dev.alloc(4).unwrap();
+        let h = dev.host_alloc(4).unwrap();
+        let s = dev.stream_create().unwrap();
+        let e = dev.event_create().unwrap();
+        // SAFETY: `h` and `d` hold 4 bytes and outlive the copy (waited for below).
+        unsafe {
+            h.copy_from_nonoverlapping([1u8, 2, 3, 4].as_ptr(), 4);
+            dev.upload_async(d, h, 4, s).unwrap();
+            dev.record(e, s).unwrap();
+            h.write_bytes(9, 4); // too early: the copy has not run
+        }
+        let mut out = [0u8; 4];
+        dev.download(&mut out, d).unwrap();
+        assert_eq!(out, [0xA5; 4], "the copy ran before anything waited for it");
+        dev.stream_wait(LEGACY, e).unwrap();
+        dev.download(&mut out, d).unwrap();
+        assert_eq!(out, [9; 4]);
+        dev.event_destroy(e);
+        dev.stream_destroy(s);
+        dev.host_free(h, 4);
+        dev.free(d, 4);
+    }
+}
