@@ -18,11 +18,21 @@ use tessera_core::{AnyView, AnyViewMut, Backend, ImageView, ImageViewMut, Result
 pub struct CudaBackend {
     gpu: Gpu,
     description: String,
+    /// The box / mean design, fixed; None: read from the environment at each call
+    /// ([`filter::BOX_KERNEL_ENV`]).
+    box_design: Option<filter::BoxDesign>,
 }
 
 impl CudaBackend {
     pub(crate) fn new(device: Box<dyn Device>, description: String) -> Self {
-        CudaBackend { gpu: Gpu::new(device), description }
+        CudaBackend { gpu: Gpu::new(device), description, box_design: None }
+    }
+
+    /// This backend with its box / mean design fixed (for tests of each design; the
+    /// environment is process-wide).
+    pub(crate) fn with_box_design(mut self, design: filter::BoxDesign) -> Self {
+        self.box_design = Some(design);
+        self
     }
 
     /// The device: name, architecture, driver (or the shim).
@@ -37,11 +47,11 @@ impl Backend for CudaBackend {
     }
 
     fn mean_filter(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::mean_filter(&self.gpu, src, dst, p)
+        filter::mean_filter(&self.gpu, self.box_design, src, dst, p)
     }
 
     fn box_sum(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::box_sum(&self.gpu, src, dst, p)
+        filter::box_sum(&self.gpu, self.box_design, src, dst, p)
     }
 
     fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {

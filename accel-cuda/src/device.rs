@@ -22,6 +22,11 @@ pub(crate) type DevicePtr = u64;
 pub(crate) trait Device: Send + Sync {
     /// "cuda" or "cuda-shim": the backend's name.
     fn name(&self) -> &'static str;
+    /// Streaming multiprocessors, for launch shapes sized to fill the device. The shim
+    /// answers an H100's / H200's 132, so that it runs the shapes those GPUs get.
+    fn multiprocessors(&self) -> usize {
+        132
+    }
     /// Allocates `bytes` (> 0) of device memory.
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error>;
     /// Frees an allocation of [`Device::alloc`].
@@ -101,6 +106,11 @@ impl Gpu {
 
     pub(crate) fn name(&self) -> &'static str {
         self.device.name()
+    }
+
+    /// The device's streaming multiprocessors (see [`Device::multiprocessors`]).
+    pub(crate) fn multiprocessors(&self) -> usize {
+        self.device.multiprocessors()
     }
 
     /// A buffer of `len` elements, contents undefined.

@@ -36,6 +36,7 @@ mod stitch;
 mod variance;
 
 pub use backend::CudaBackend;
+pub use filter::{BoxDesign, BoxShape, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV};
 pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
 use tessera_core::{Backend, Error};
 
@@ -60,6 +61,15 @@ pub fn copy_bandwidth(bytes: usize, reps: usize) -> Result<f64, Error> {
 #[cfg(feature = "shim")]
 pub fn open_shim() -> Box<dyn Backend> {
     Box::new(CudaBackend::new(Box::new(shim::ShimDevice), "CPU shim (kernels on host threads)".into()))
+}
+
+/// The shim backend with its box / mean design fixed to `kernel` (`fused` or `two-pass`)
+/// and, for the fused one, `shape` (a name of [`BOX_SHAPES`], or None for the window's
+/// pick), whatever the environment says: for the tests of each design.
+#[cfg(feature = "shim")]
+pub fn open_shim_box(kernel: &str, shape: Option<&str>) -> Result<Box<dyn Backend>, Error> {
+    let design = BoxDesign::parse(Some(kernel), shape)?;
+    Ok(Box::new(CudaBackend::new(Box::new(shim::ShimDevice), "CPU shim (kernels on host threads)".into()).with_box_design(design)))
 }
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
