@@ -182,7 +182,6 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
     int up = win_h / 2, down = win_h - 1 - up;
     int ext = xs + win_w - 1, count = ext * channels, pitch = count + 1;
     int lanes = width * channels;
-    R* bufs[2] = {shared, shared + ROWS * pitch};
     R* totals = shared + 2 * ROWS * pitch;
     // This thread's lanes: where each reads (global lane, -1 for an outside column) and
     // where its column sum goes in a row of the buffer.
@@ -193,6 +192,7 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
         int r = source_index(yy, height, mode);
         return r < 0 || g < 0 ? out_value : (A)src[(i64)r * lanes + g];
     };
+    TESSERA_UNROLL
     for (int k = 0; k < NL; ++k) {
         int e = t + k * threads;
         from[k] = -1;
@@ -207,17 +207,19 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
         }
     }
     if (t == 0) {
-        for (int r = 0; r < ROWS; ++r) bufs[0][r * pitch] = bufs[1][r * pitch] = 0;
+        for (int r = 0; r < 2 * ROWS; ++r) shared[r * pitch] = 0;
     }
     int run = (count + threads - 1) / threads;
     int r0 = 1 + t * run, r1 = min(pitch, r0 + run);
     bool normalize = mode == 3;
     int outputs = xs * channels;
     for (int y = y0, step = 0; y < y1; y += ROWS, ++step) {
-        R* buf = bufs[step & 1];
+        R* buf = shared + (step & 1) * ROWS * pitch;
         // 1, 2: ROWS rows of column sums.
+        TESSERA_UNROLL
         for (int r = 0; r < ROWS; ++r) {
             int yy = y + r;
+            TESSERA_UNROLL
             for (int k = 0; k < NL; ++k) {
                 if (to[k] < 0) continue;
                 // Unsigned sums wrap in between and come out exact: the true sum fits.
@@ -228,6 +230,7 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
         __syncthreads();
         // 3: each run's total, scanned across the warp; the warps' totals kept.
         R before[ROWS];
+        TESSERA_UNROLL
         for (int r = 0; r < ROWS; ++r) {
             R total = 0;
             for (int i = r0; i < r1; ++i) total += buf[r * pitch + i];
@@ -240,6 +243,7 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
             before[r] = incl - total;
         }
         __syncthreads();
+        TESSERA_UNROLL
         for (int r = 0; r < ROWS; ++r) {
             R acc = before[r];
             for (int w = 0; w < warp; ++w) acc += totals[r * 8 + w];
@@ -250,6 +254,7 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
         }
         __syncthreads();
         // 4: the outputs of the step's rows.
+        TESSERA_UNROLL
         for (int r = 0; r < ROWS; ++r) {
             int yy = y + r;
             if (yy >= y1) break;
@@ -268,51 +273,51 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
 // Each fused kernel in two shapes: n4r2 (up to 4 lanes per thread, 2 rows per step: strips
 // of up to 1024 lanes with 256 threads) and n8r1 (8 lanes per thread, a row per step:
 // strips of up to 2048 lanes).
-extern "C" __global__ void box_fused_sum_u8_n4r2(const u8* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_sum_u8_n4r2(const u8* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u8, u32, u32, u32, SUM, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_sum_u8_n4r2)
-extern "C" __global__ void box_fused_sum_u16_n4r2(const u16* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_sum_u16_n4r2(const u16* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u16, u32, u64, u32, SUM, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_sum_u16_n4r2)
-extern "C" __global__ void box_fused_sum_f32_n4r2(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_sum_f32_n4r2(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<float, double, double, float, SUM, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_sum_f32_n4r2)
-extern "C" __global__ void box_fused_mean_u8_n4r2(const u8* src, u8* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_mean_u8_n4r2(const u8* src, u8* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u8, u32, u32, u8, MEAN, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_mean_u8_n4r2)
-extern "C" __global__ void box_fused_mean_u16_n4r2(const u16* src, u16* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_mean_u16_n4r2(const u16* src, u16* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u16, u32, u64, u16, MEAN, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_mean_u16_n4r2)
-extern "C" __global__ void box_fused_mean_f32_n4r2(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_mean_f32_n4r2(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<float, double, double, float, MEAN, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_mean_f32_n4r2)
-extern "C" __global__ void box_fused_sum_u8_n8r1(const u8* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_sum_u8_n8r1(const u8* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u8, u32, u32, u32, SUM, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_sum_u8_n8r1)
-extern "C" __global__ void box_fused_sum_u16_n8r1(const u16* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_sum_u16_n8r1(const u16* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u16, u32, u64, u32, SUM, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_sum_u16_n8r1)
-extern "C" __global__ void box_fused_sum_f32_n8r1(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_sum_f32_n8r1(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<float, double, double, float, SUM, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_sum_f32_n8r1)
-extern "C" __global__ void box_fused_mean_u8_n8r1(const u8* src, u8* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_mean_u8_n8r1(const u8* src, u8* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u8, u32, u32, u8, MEAN, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_mean_u8_n8r1)
-extern "C" __global__ void box_fused_mean_u16_n8r1(const u16* src, u16* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_mean_u16_n8r1(const u16* src, u16* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<u16, u32, u64, u16, MEAN, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_mean_u16_n8r1)
-extern "C" __global__ void box_fused_mean_f32_n8r1(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_mean_f32_n8r1(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
     box_fused<float, double, double, float, MEAN, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
 }
 TESSERA_EXPORT(box_fused_mean_f32_n8r1)
