@@ -30,6 +30,7 @@ impl CudaBackend {
 
     /// This backend with its box / mean design fixed (for tests of each design; the
     /// environment is process-wide).
+    #[cfg(feature = "shim")]
     pub(crate) fn with_box_design(mut self, design: filter::BoxDesign) -> Self {
         self.box_design = Some(design);
         self
