@@ -177,7 +177,8 @@ pub struct BoxShape {
 /// segments of two window heights), `narrow` (strips of up to 1024 lanes, two rows per
 /// step, segments of two window heights) and `short` (as narrow, segments of half a
 /// window height: more blocks for large windows, at up to twice the restart cost).
-/// Picked from the window: `wide` up to a window height of 63, `short` beyond.
+/// Picked from the window: `wide` up to a window height of 31 (for 4096 x 4096 at 63 it
+/// would give fewer blocks than an H200 has multiprocessors), `short` beyond.
 pub const BOX_SHAPES: [BoxShape; 3] = [
     BoxShape {
         name: "wide",
@@ -214,7 +215,7 @@ const N4R2: [&str; 6] = [
 
 /// The shape picked for a window `win_h` rows tall.
 fn default_shape(win_h: usize) -> &'static BoxShape {
-    &BOX_SHAPES[if win_h <= 63 { 0 } else { 2 }]
+    &BOX_SHAPES[if win_h <= 31 { 0 } else { 2 }]
 }
 
 /// Threads per block of the fused kernel (at most 8 warps: its warp totals hold 8).
