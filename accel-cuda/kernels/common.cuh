@@ -20,6 +20,15 @@ typedef long long i64;
     T* name = reinterpret_cast<T*>(tessera_dynamic_shared)
 #endif
 
+// Unrolls the loop that follows (loops over a kernel's per-thread register arrays, whose
+// indices must be constants for the arrays to stay in registers). The shim's compiler
+// decides for itself.
+#ifndef TESSERA_SHIM
+#define TESSERA_UNROLL _Pragma("unroll")
+#else
+#define TESSERA_UNROLL
+#endif
+
 #define TESSERA_INF_F (__int_as_float(0x7f800000))
 #define TESSERA_INF_D (__longlong_as_double(0x7ff0000000000000LL))
 

@@ -72,8 +72,22 @@ extern "C" __global__ void box_cols_f32(const float* src, double* cols, int w, i
 }
 TESSERA_EXPORT(box_cols_f32)
 
-// What box_rows writes for one window sum `s` of `area` pixels.
+// What box_rows and box_fused write for one window sum `s` of `area` pixels.
 enum RowOutput { SUM = 0, MEAN = 1 };
+
+// The output for the window sum `s` over `rows_in x cols_in` pixels: the sum itself, or the
+// mean rounded as the core rounds it (f32: scaled by the reciprocal of the full area,
+// divided by a normalized one; integers: half up, exactly).
+template <typename O, int OUT, typename R>
+__device__ __forceinline__ O box_output(R s, int rows_in, int cols_in, bool normalize) {
+    if (OUT == SUM) return (O)s;
+    u64 area = (u64)rows_in * (u64)cols_in;
+    if constexpr (sizeof(O) == 4) {
+        return normalize ? (O)((double)s / (double)area) : (O)((double)s * (1.0 / (double)area));
+    } else {
+        return (O)((2 * (u64)s + area) / (2 * area));
+    }
+}
 
 template <typename A, typename R, typename O, int OUT>
 __device__ void box_rows(const A* cols, O* dst, int width, int height, int channels, int win_w, int win_h, int mode, float outside, int seg) {
@@ -99,20 +113,7 @@ __device__ void box_rows(const A* cols, O* dst, int width, int height, int chann
     int rows_in = normalize && live ? inside_count(y, up, down, height) : win_h;
     for (int x = x0; x < x1; ++x) {
         if (x > x0) s = s + value(x + right) - value(x - 1 - left);
-        O v;
-        if (OUT == SUM) {
-            v = (O)s;
-        } else {
-            u64 area = (u64)rows_in * (u64)(normalize ? inside_count(x, left, right, width) : win_w);
-            if constexpr (sizeof(O) == 4) {
-                // f32: the core scales by the reciprocal of the full area, divides by a
-                // normalized one.
-                v = normalize ? (O)((double)s / (double)area) : (O)((double)s * (1.0 / (double)area));
-            } else {
-                // Integers: rounded half up, exactly.
-                v = (O)((2 * (u64)s + area) / (2 * area));
-            }
-        }
+        O v = box_output<O, OUT>(s, rows_in, normalize ? inside_count(x, left, right, width) : win_w, normalize);
         tile.emit(x, x0, x1, v, owners, write);
     }
 }
@@ -141,6 +142,185 @@ extern "C" __global__ void mean_rows_f32(const double* cols, float* dst, int w, 
     box_rows<double, double, float, MEAN>(cols, dst, w, h, 1, win_w, win_h, mode, outside, seg);
 }
 TESSERA_EXPORT(mean_rows_f32)
+
+// The single-pass box sums and means (box_fused_*): the input is read once and the output
+// written once, with no intermediate image. A block of `blockDim.x` threads (a multiple of
+// 32, at most 256) owns a strip of `strip` output pixels (grid x) and a segment of `seg`
+// rows (grid y). The strip's extended row, its pixels widened by the window's reach on
+// each side (border columns resolved by `source_index`), is `L = (xs + win_w - 1) c`
+// lanes, at most NL per thread:
+//
+//   1. Column sums: each thread keeps the running window sums of its lanes (lane
+//      t + k blockDim.x, so a warp reads neighbouring lanes of a row: coalesced) in
+//      registers: the window's sum at the segment's first row (cost win_h loads per lane),
+//      then for each next row the entering row added and the leaving one subtracted (that
+//      row was read win_h rows earlier: mostly an L2 hit). A column wholly outside the
+//      image (constant, normalize) sums the outside value.
+//   2. ROWS rows of column sums at a time go to shared memory, each channel's lanes one
+//      after the other (planar), behind a zero.
+//   3. A block-wide inclusive scan of each row: each thread sums a run of ceil(L / threads)
+//      consecutive entries, a warp shuffle scan and the warps' totals give its run's
+//      offset, and it rewrites its run as prefix sums in place.
+//   4. The window sum of output pixel xp, channel ch is P[ch ext + xp + win_w] - P[ch ext + xp]
+//      (ext = xs + win_w - 1): exact in wrapping u32 for u8 (the window's true sum fits),
+//      in u64 for u16, in f64 for f32 (as the core, which also takes differences of a
+//      row's prefix sums); outputs are written as neighbouring lanes of a row (coalesced).
+//
+// Shared memory (dynamic): two buffers of ROWS x (L + 1) prefix entries (a step's scan
+// writes one while the previous step's outputs read the other) and ROWS x 8 warp totals.
+// Three barriers per step of ROWS rows. Each segment restarts its column sums (cost
+// win_h rows of loads); the host makes segments tall against that and numerous enough
+// to fill the device (filter.rs).
+template <typename T, typename A, typename R, typename O, int OUT, int NL, int ROWS>
+__device__ void box_fused(const T* src, O* dst, int width, int height, int channels, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    TESSERA_DYNAMIC_SHARED(R, shared);
+    int x0 = blockIdx.x * strip, y0 = blockIdx.y * seg;
+    if (x0 >= width || y0 >= height) return;
+    int threads = blockDim.x, t = threadIdx.x, warp = t / 32;
+    int xs = min(strip, width - x0), y1 = min(height, y0 + seg);
+    int left = win_w / 2, right = win_w - 1 - left;
+    int up = win_h / 2, down = win_h - 1 - up;
+    int ext = xs + win_w - 1, count = ext * channels, pitch = count + 1;
+    int lanes = width * channels;
+    R* totals = shared + 2 * ROWS * pitch;
+    // This thread's lanes: where each reads (global lane, -1 for an outside column) and
+    // where its column sum goes in a row of the buffer.
+    int from[NL], to[NL];
+    A col[NL];
+    A out_value = (A)outside;
+    auto value = [&](int yy, int g) -> A {
+        int r = source_index(yy, height, mode);
+        return r < 0 || g < 0 ? out_value : (A)src[(i64)r * lanes + g];
+    };
+    TESSERA_UNROLL
+    for (int k = 0; k < NL; ++k) {
+        int e = t + k * threads;
+        from[k] = -1;
+        to[k] = -1;
+        col[k] = 0;
+        if (e < count) {
+            int xe = e / channels, ch = e - xe * channels;
+            int sx = source_index(x0 - left + xe, width, mode);
+            from[k] = sx < 0 ? -1 : sx * channels + ch;
+            to[k] = 1 + ch * ext + xe;
+            for (int yy = y0 - up; yy <= y0 + down; ++yy) col[k] += value(yy, from[k]);
+        }
+    }
+    if (t == 0) {
+        for (int r = 0; r < 2 * ROWS; ++r) shared[r * pitch] = 0;
+    }
+    int run = (count + threads - 1) / threads;
+    int r0 = 1 + t * run, r1 = min(pitch, r0 + run);
+    bool normalize = mode == 3;
+    int outputs = xs * channels;
+    for (int y = y0, step = 0; y < y1; y += ROWS, ++step) {
+        R* buf = shared + (step & 1) * ROWS * pitch;
+        // 1, 2: ROWS rows of column sums.
+        TESSERA_UNROLL
+        for (int r = 0; r < ROWS; ++r) {
+            int yy = y + r;
+            TESSERA_UNROLL
+            for (int k = 0; k < NL; ++k) {
+                if (to[k] < 0) continue;
+                // Unsigned sums wrap in between and come out exact: the true sum fits.
+                if (yy > y0 && yy < y1) col[k] = col[k] + value(yy + down, from[k]) - value(yy - 1 - up, from[k]);
+                buf[r * pitch + to[k]] = (R)col[k];
+            }
+        }
+        __syncthreads();
+        // 3: each run's total, scanned across the warp; the warps' totals kept.
+        R before[ROWS];
+        TESSERA_UNROLL
+        for (int r = 0; r < ROWS; ++r) {
+            R total = 0;
+            for (int i = r0; i < r1; ++i) total += buf[r * pitch + i];
+            R incl = total;
+            for (int d = 1; d < 32; d *= 2) {
+                R other = __shfl_up_sync(0xffffffffu, incl, d);
+                if ((t & 31) >= d) incl += other;
+            }
+            if ((t & 31) == 31) totals[r * 8 + warp] = incl;
+            before[r] = incl - total;
+        }
+        __syncthreads();
+        TESSERA_UNROLL
+        for (int r = 0; r < ROWS; ++r) {
+            R acc = before[r];
+            for (int w = 0; w < warp; ++w) acc += totals[r * 8 + w];
+            for (int i = r0; i < r1; ++i) {
+                acc += buf[r * pitch + i];
+                buf[r * pitch + i] = acc;
+            }
+        }
+        __syncthreads();
+        // 4: the outputs of the step's rows.
+        TESSERA_UNROLL
+        for (int r = 0; r < ROWS; ++r) {
+            int yy = y + r;
+            if (yy >= y1) break;
+            const R* p = buf + r * pitch;
+            int rows_in = normalize ? inside_count(yy, up, down, height) : win_h;
+            for (int o = t; o < outputs; o += threads) {
+                int xp = o / channels, ch = o - xp * channels;
+                R s = p[ch * ext + xp + win_w] - p[ch * ext + xp];
+                int cols_in = normalize ? inside_count(x0 + xp, left, right, width) : win_w;
+                dst[(i64)yy * lanes + (i64)(x0 + xp) * channels + ch] = box_output<O, OUT>(s, rows_in, cols_in, normalize);
+            }
+        }
+    }
+}
+
+// Each fused kernel in two shapes: n4r2 (up to 4 lanes per thread, 2 rows per step: strips
+// of up to 1024 lanes with 256 threads) and n8r1 (8 lanes per thread, a row per step:
+// strips of up to 2048 lanes).
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_sum_u8_n4r2(const u8* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u8, u32, u32, u32, SUM, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_sum_u8_n4r2)
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_sum_u16_n4r2(const u16* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u16, u32, u64, u32, SUM, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_sum_u16_n4r2)
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_sum_f32_n4r2(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<float, double, double, float, SUM, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_sum_f32_n4r2)
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_mean_u8_n4r2(const u8* src, u8* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u8, u32, u32, u8, MEAN, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_mean_u8_n4r2)
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_mean_u16_n4r2(const u16* src, u16* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u16, u32, u64, u16, MEAN, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_mean_u16_n4r2)
+extern "C" __global__ __launch_bounds__(256, 3) void box_fused_mean_f32_n4r2(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<float, double, double, float, MEAN, 4, 2>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_mean_f32_n4r2)
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_sum_u8_n8r1(const u8* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u8, u32, u32, u32, SUM, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_sum_u8_n8r1)
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_sum_u16_n8r1(const u16* src, u32* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u16, u32, u64, u32, SUM, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_sum_u16_n8r1)
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_sum_f32_n8r1(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<float, double, double, float, SUM, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_sum_f32_n8r1)
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_mean_u8_n8r1(const u8* src, u8* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u8, u32, u32, u8, MEAN, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_mean_u8_n8r1)
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_mean_u16_n8r1(const u16* src, u16* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<u16, u32, u64, u16, MEAN, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_mean_u16_n8r1)
+extern "C" __global__ __launch_bounds__(256, 2) void box_fused_mean_f32_n8r1(const float* src, float* dst, int w, int h, int c, int win_w, int win_h, int mode, float outside, int strip, int seg) {
+    box_fused<float, double, double, float, MEAN, 8, 1>(src, dst, w, h, c, win_w, win_h, mode, outside, strip, seg);
+}
+TESSERA_EXPORT(box_fused_mean_f32_n8r1)
 
 // The separable FIR Gaussian (gaussian_fir.rs): a vertical then a horizontal pass of the
 // 2r + 1 taps `wts`, in f32 with fused multiply-adds, as the core does.

@@ -18,6 +18,9 @@ use tessera_core::{AnyView, AnyViewMut, Backend, ImageView, ImageViewMut, Result
 pub struct CudaBackend {
     gpu: Gpu,
     description: String,
+    /// The box / mean design, fixed; None: read from the environment at each call
+    /// ([`filter::BOX_KERNEL_ENV`]).
+    box_design: Option<filter::BoxDesign>,
 }
 
 impl CudaBackend {
@@ -25,12 +28,20 @@ impl CudaBackend {
         Self::with_gpu(Gpu::new(device), description)
     }
 
+    /// This backend with its box / mean design fixed (for tests of each design; the
+    /// environment is process-wide).
+    #[cfg(feature = "shim")]
+    pub(crate) fn with_box_design(mut self, design: filter::BoxDesign) -> Self {
+        self.box_design = Some(design);
+        self
+    }
+
     pub(crate) fn with_gpu(gpu: Gpu, description: String) -> Self {
         let description = match gpu.tuning().table() {
             Some(table) => format!("{description}, kernel designs of tuning/{table}.json"),
             None => description,
         };
-        CudaBackend { gpu, description }
+        CudaBackend { gpu, description, box_design: None }
     }
 
     /// The device: name, architecture, driver (or the shim), and the tuning table in use.
@@ -45,11 +56,11 @@ impl Backend for CudaBackend {
     }
 
     fn mean_filter(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::mean_filter(&self.gpu, src, dst, p)
+        filter::mean_filter(&self.gpu, self.box_design, src, dst, p)
     }
 
     fn box_sum(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::box_sum(&self.gpu, src, dst, p)
+        filter::box_sum(&self.gpu, self.box_design, src, dst, p)
     }
 
     fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {

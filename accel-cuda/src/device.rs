@@ -27,6 +27,11 @@ pub(crate) trait Device: Send + Sync {
     /// The device's model as its driver names it (`NVIDIA H200`), which picks its tuning
     /// table.
     fn model(&self) -> &str;
+    /// Streaming multiprocessors, for launch shapes sized to fill the device. The shim
+    /// answers an H100's / H200's 132, so that it runs the shapes those GPUs get.
+    fn multiprocessors(&self) -> usize {
+        132
+    }
     /// Allocates `bytes` (> 0) of device memory.
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error>;
     /// Frees an allocation of [`Device::alloc`].
@@ -168,6 +173,11 @@ impl Gpu {
 
     pub(crate) fn name(&self) -> &'static str {
         self.device.name()
+    }
+
+    /// The device's streaming multiprocessors (see [`Device::multiprocessors`]).
+    pub(crate) fn multiprocessors(&self) -> usize {
+        self.device.multiprocessors()
     }
 
     /// A buffer of `len` elements, contents undefined.

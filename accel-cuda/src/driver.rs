@@ -23,6 +23,8 @@ pub(crate) struct CudaDevice {
     arch: String,
     model: String,
     description: String,
+    /// Streaming multiprocessors (for launch shapes that fill the device).
+    multiprocessors: usize,
     modules: Mutex<HashMap<Module, sys::CUmodule>>,
     functions: Mutex<HashMap<&'static str, usize>>,
 }
@@ -78,12 +80,13 @@ impl CudaDevice {
         };
         let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let multiprocessors = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as usize;
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown GPU".into());
         // SAFETY: `dev` came from cuDeviceGet; the context is released never (process-long).
         let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| unavailable(format!("cuDevicePrimaryCtxRetain: {e:?}")))?;
         let arch = nvrtc::target_for(major, minor).map_err(|e| unavailable(format!("sm_{major}{minor}: {e}")))?;
         let description = format!("{name} (sm_{major}{minor}, kernels as {arch}, driver {}.{})", version / 1000, version % 1000 / 10);
-        Ok(CudaDevice { ctx, arch, model: name, description, modules: Mutex::default(), functions: Mutex::default() })
+        Ok(CudaDevice { ctx, arch, model: name, description, multiprocessors, modules: Mutex::default(), functions: Mutex::default() })
     }
 
     /// The device's name, architecture and driver version, for reports.
@@ -326,6 +329,10 @@ impl Device for CudaDevice {
 
     fn model(&self) -> &str {
         &self.model
+    }
+
+    fn multiprocessors(&self) -> usize {
+        self.multiprocessors
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {

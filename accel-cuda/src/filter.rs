@@ -1,10 +1,27 @@
-//! Drives `kernels/filter.cu`: box sums and means (two passes, each a running sum, so the
-//! cost per pixel does not depend on the window), and the Gaussian blur.
+//! Drives `kernels/filter.cu`: box sums and means, and the Gaussian blur.
 //!
-//! Exactness: u8 / u16 sums and means are the CPU backend's, bit for bit (exact integer
-//! sums, the same half-up rounding). f32 sums run in f64 as on the CPU, but as running
-//! sums where the CPU takes differences of a prefix: the f32 results agree to within one
-//! f32 rounding of the window's sum of |x| (tested: `tests/shim_filter.rs`).
+//! Box sums and means run in one of two designs, each costing the same per pixel whatever
+//! the window:
+//!
+//! - fused (the default): one kernel reads the input once and writes the output once.
+//!   A block owns a strip of output columns plus the window's reach on each side and a
+//!   segment of rows; it keeps running column sums in registers, and per row scans them in
+//!   shared memory and takes each window's sum as a difference of prefixes. The tile shape
+//!   is one of [`BOX_SHAPES`], picked from the window (or named by [`BOX_SHAPE_ENV`]).
+//!   Windows too wide for a shape's strip (more than about 2000 lanes with their reach)
+//!   run two-pass.
+//! - two-pass: a column pass of running sums into a transposed intermediate (u32, or f64
+//!   for f32), then a row pass of running sums along it.
+//!
+//! [`BOX_KERNEL_ENV`] (`TESSERA_BOX_KERNEL`) `= fused | two-pass` picks the design for
+//! measuring one against the other; [`BOX_SHAPE_ENV`] (`TESSERA_BOX_SHAPE`) `=` a shape's
+//! name fixes the fused kernel's shape. Any other value is an error.
+//!
+//! Exactness: u8 / u16 sums and means are the CPU backend's, bit for bit in both designs
+//! (exact integer sums, the same half-up rounding). f32 sums run in f64 as on the CPU; the
+//! fused kernel takes differences of a row's f64 prefix sums as the core does (over a
+//! strip rather than the whole row), the two-pass one running sums: the f32 results agree
+//! to within one f32 rounding of the window's sum of |x| (tested: `tests/shim_filter.rs`).
 
 use crate::device::{args, blocks, int, line_segment, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
@@ -94,27 +111,251 @@ fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
     gpu.download_view(&out, dst)
 }
 
+/// The box / mean design (tuning family `box_kernel`, `tuning.rs`): `fused` (the built-in
+/// default) or `two-pass`.
+const BOX_KERNEL: &str = "box_kernel";
+/// The fused kernel's tile shape (tuning family `box_shape`): the name of one of
+/// [`BOX_SHAPES`]; unset, the shape is picked from the window.
+const BOX_SHAPE: &str = "box_shape";
+/// Environment variable choosing the box / mean design over the device's tuning table, for
+/// measuring one against the other.
+pub const BOX_KERNEL_ENV: &str = "TESSERA_BOX_KERNEL";
+/// Environment variable fixing the fused kernel's tile shape over the device's table.
+pub const BOX_SHAPE_ENV: &str = "TESSERA_BOX_SHAPE";
+
+/// Which box / mean design runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoxDesign {
+    /// The single-pass tiled kernel, with a shape from [`BOX_SHAPES`] (None: picked from
+    /// the window).
+    Fused(Option<&'static BoxShape>),
+    /// The column pass then the row pass through a transposed intermediate.
+    TwoPass,
+}
+
+impl BoxDesign {
+    /// The design named by `kernel` (`fused` or `two-pass`) and `shape` (a fused shape's
+    /// name, or None), or an error naming what is allowed.
+    pub fn parse(kernel: Option<&str>, shape: Option<&str>) -> Result<BoxDesign> {
+        let shape = match shape {
+            None | Some("") => None,
+            Some(name) => Some(BOX_SHAPES.iter().find(|s| s.name == name).ok_or_else(|| {
+                let names: Vec<&str> = BOX_SHAPES.iter().map(|s| s.name).collect();
+                Error::Backend(format!("{BOX_SHAPE_ENV}={name}: expected one of {}", names.join(", ")))
+            })?),
+        };
+        match kernel {
+            None | Some("") | Some("fused") => Ok(BoxDesign::Fused(shape)),
+            Some("two-pass") => Ok(BoxDesign::TwoPass),
+            Some(other) => Err(Error::Backend(format!("{BOX_KERNEL_ENV}={other}: expected fused or two-pass"))),
+        }
+    }
+
+    /// The design chosen for `gpu`: the environment's ([`BOX_KERNEL_ENV`],
+    /// [`BOX_SHAPE_ENV`]), else the device's tuning table's, else fused with the shape
+    /// picked from the window.
+    pub(crate) fn chosen(gpu: &Gpu) -> Result<BoxDesign> {
+        let kernel = gpu.tuning().choice(BOX_KERNEL, "fused");
+        let shape = gpu.tuning().choice(BOX_SHAPE, "");
+        BoxDesign::parse(Some(&kernel), Some(&shape))
+    }
+}
+
+/// A tile shape of the fused kernel: its kernel variant (lanes per thread and rows per
+/// step, so strips of up to `256 x lanes_per_thread` lanes, the window's reach included)
+/// and how tall its segments are at least.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BoxShape {
+    pub name: &'static str,
+    /// Lanes (pixels x channels) of the extended strip each of 256 threads holds at most.
+    pub lanes_per_thread: usize,
+    /// Rows each step of the kernel (one scan barrier sequence) handles.
+    pub rows_per_step: usize,
+    /// Segments are at least `max(32, window height x numerator / denominator)` rows (each
+    /// segment restarts its column sums at a cost of a window height of rows), and no
+    /// taller than what still gives two blocks per multiprocessor, unless that minimum
+    /// says otherwise.
+    pub segment_windows: (usize, usize),
+    /// Kernels: sum u8, sum u16, sum f32, mean u8 (any channels), mean u16, mean f32.
+    kernels: [&'static str; 6],
+}
+
+/// The fused kernel's shapes: `wide` (strips of up to 2048 lanes, a row per step,
+/// segments of two window heights), `narrow` (strips of up to 1024 lanes, two rows per
+/// step, segments of two window heights) and `short` (as narrow, segments of half a
+/// window height: more blocks for large windows, at up to twice the restart cost).
+/// Picked from the window: `wide` up to a window height of 31 (for 4096 x 4096 at 63 it
+/// would give fewer blocks than an H200 has multiprocessors), `short` beyond.
+pub const BOX_SHAPES: [BoxShape; 3] = [
+    BoxShape {
+        name: "wide",
+        lanes_per_thread: 8,
+        rows_per_step: 1,
+        segment_windows: (2, 1),
+        kernels: [
+            "box_fused_sum_u8_n8r1",
+            "box_fused_sum_u16_n8r1",
+            "box_fused_sum_f32_n8r1",
+            "box_fused_mean_u8_n8r1",
+            "box_fused_mean_u16_n8r1",
+            "box_fused_mean_f32_n8r1",
+        ],
+    },
+    BoxShape {
+        name: "narrow",
+        lanes_per_thread: 4,
+        rows_per_step: 2,
+        segment_windows: (2, 1),
+        kernels: N4R2,
+    },
+    BoxShape { name: "short", lanes_per_thread: 4, rows_per_step: 2, segment_windows: (1, 2), kernels: N4R2 },
+];
+
+const N4R2: [&str; 6] = [
+    "box_fused_sum_u8_n4r2",
+    "box_fused_sum_u16_n4r2",
+    "box_fused_sum_f32_n4r2",
+    "box_fused_mean_u8_n4r2",
+    "box_fused_mean_u16_n4r2",
+    "box_fused_mean_f32_n4r2",
+];
+
+/// The shape picked for a window `win_h` rows tall.
+fn default_shape(win_h: usize) -> &'static BoxShape {
+    &BOX_SHAPES[if win_h <= 31 { 0 } else { 2 }]
+}
+
+/// Threads per block of the fused kernel (at most 8 warps: its warp totals hold 8).
+const FUSED_THREADS: usize = 256;
+
+/// A launch of the fused kernel.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct FusedLaunch {
+    /// Output pixels per strip and rows per segment.
+    pub strip: usize,
+    pub seg: usize,
+    pub grid: [u32; 3],
+    pub threads: u32,
+    /// Dynamic shared memory, bytes.
+    pub shared: u32,
+}
+
+/// How the fused kernel of `shape` covers a `w x h` image of `c` channels for a window of
+/// `win_w x win_h`, its prefix sums `acc_bytes` wide, on `sms` multiprocessors; None
+/// where the window is too wide for the shape's strips.
+pub(crate) fn fused_launch(shape: &BoxShape, (w, h, c): (usize, usize, usize), (win_w, win_h): (usize, usize), acc_bytes: usize, sms: usize) -> Option<FusedLaunch> {
+    let capacity = FUSED_THREADS * shape.lanes_per_thread / c;
+    // Strips narrower than a warp of pixels would spend most of their loads on the reach.
+    let max_strip = capacity.checked_sub(win_w - 1).filter(|&s| s >= w.min(32))?;
+    // Strips of equal width (rounded up to whole warps of pixels where that fits).
+    let strips = w.div_ceil(max_strip);
+    let mut strip = w.div_ceil(strips);
+    if strip.next_multiple_of(32) <= max_strip {
+        strip = strip.next_multiple_of(32);
+    }
+    let strips = w.div_ceil(strip);
+    let lanes = (strip.min(w) + win_w - 1) * c;
+    let threads = FUSED_THREADS.min(lanes.next_multiple_of(32));
+    // Segments: tall against the restart, short enough for two blocks per multiprocessor.
+    let (num, den) = shape.segment_windows;
+    let seg_min = 32.max(win_h * num / den);
+    let seg_fill = (h * strips / (2 * sms.max(1))).max(1);
+    let seg = seg_min.max(seg_fill).max(h.div_ceil(65_535)).min(h);
+    let rows = shape.rows_per_step;
+    let shared = (2 * rows * (lanes + 1) + rows * 8) * acc_bytes;
+    Some(FusedLaunch {
+        strip,
+        seg,
+        grid: [strips as u32, h.div_ceil(seg) as u32, 1],
+        threads: threads as u32,
+        shared: u32::try_from(shared).ok()?,
+    })
+}
+
+/// Which of a shape's kernels: the box sum or the mean of a pixel type.
+#[derive(Clone, Copy)]
+enum Op {
+    SumU8 = 0,
+    SumU16 = 1,
+    SumF32 = 2,
+    MeanU8 = 3,
+    MeanU16 = 4,
+    MeanF32 = 5,
+}
+
+/// Runs `op` on `src` into `dst` in the given design; the fused design falls back to the
+/// two passes where the window is too wide for its strips.
+#[allow(clippy::too_many_arguments)]
+fn box_filter<T: Pod + Pixel, A: Pod, R: Pod, O: Pod + Pixel>(
+    gpu: &Gpu,
+    design: BoxDesign,
+    src: ImageView<'_, T>,
+    dst: ImageViewMut<'_, O>,
+    channels: usize,
+    p: &BoxParams,
+    op: Op,
+    (cols_kernel, rows_kernel, rows_take_channels): (&'static str, &'static str, bool),
+) -> Result<()> {
+    if let BoxDesign::Fused(fixed) = design {
+        let (w, h) = src.size();
+        // A fixed shape, or the window's and then the widest strips.
+        let shapes = match fixed {
+            Some(s) => [s, s],
+            None => [default_shape(p.height), &BOX_SHAPES[0]],
+        };
+        for shape in shapes {
+            if let Some(plan) = fused_launch(shape, (w, h, channels), (p.width, p.height), std::mem::size_of::<R>(), gpu.multiprocessors()) {
+                return fused::<T, O>(gpu, src, dst, channels, p, k(shape.kernels[op as usize]), &plan);
+            }
+        }
+    }
+    two_passes::<T, A, O>(gpu, src, dst, channels, p, k(cols_kernel), k(rows_kernel), rows_take_channels)
+}
+
+/// The fused kernel `kernel` launched as `plan` says.
+fn fused<T: Pod + Pixel, O: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, O>, channels: usize, p: &BoxParams, kernel: Kernel, plan: &FusedLaunch) -> Result<()> {
+    let (w, h) = src.size();
+    let wi = int(w, "width")?;
+    int(w * channels, "width")?;
+    let hi = int(h, "height")?;
+    let dsrc = gpu.upload_view(src)?;
+    let out = gpu.image::<O>(w, h)?;
+    let (mode, outside) = border_mode(p.border);
+    gpu.launch(
+        kernel,
+        plan.grid,
+        [plan.threads, 1, 1],
+        plan.shared,
+        args![&dsrc, &out, wi, hi, channels as i32, p.width as i32, p.height as i32, mode, outside, plan.strip as i32, plan.seg as i32],
+    )?;
+    drop(dsrc);
+    gpu.download_view(&out, dst)
+}
+
 /// Mean filter ([`tessera_core::filter::mean_filter`]): identical to the CPU for u8, u16
 /// and RGBA; f32 within one f32 rounding of the window's sum of |x| divided by its area.
-pub(crate) fn mean_filter(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-    let cols = k;
+pub(crate) fn mean_filter(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
+    let design = match design {
+        Some(d) => d,
+        None => BoxDesign::chosen(gpu)?,
+    };
     match (src, dst) {
         (AnyView::U8(s), AnyViewMut::U8(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
-            two_passes::<u8, u32, u8>(gpu, s, d, 1, p, cols("box_cols_u8"), k("mean_rows_u8"), true)
+            box_filter::<u8, u32, u32, u8>(gpu, design, s, d, 1, p, Op::MeanU8, ("box_cols_u8", "mean_rows_u8", true))
         }
         (AnyView::U16(s), AnyViewMut::U16(d)) => {
             validate(s.size(), d.size(), p, Some(65535.0))?;
-            two_passes::<u16, u32, u16>(gpu, s, d, 1, p, cols("box_cols_u16"), k("mean_rows_u16"), false)
+            box_filter::<u16, u32, u64, u16>(gpu, design, s, d, 1, p, Op::MeanU16, ("box_cols_u16", "mean_rows_u16", false))
         }
         (AnyView::F32(s), AnyViewMut::F32(d)) => {
             validate(s.size(), d.size(), p, None)?;
-            two_passes::<f32, f64, f32>(gpu, s, d, 1, p, cols("box_cols_f32"), k("mean_rows_f32"), false)
+            box_filter::<f32, f64, f64, f32>(gpu, design, s, d, 1, p, Op::MeanF32, ("box_cols_f32", "mean_rows_f32", false))
         }
         (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
-            // Each channel is a lane of its own: the passes step over whole pixels.
-            two_passes::<Rgba8, u32, Rgba8>(gpu, s, d, 4, p, cols("box_cols_u8"), k("mean_rows_u8"), true)
+            // Each channel is a lane of its own: the kernels step over whole pixels.
+            box_filter::<Rgba8, u32, u32, Rgba8>(gpu, design, s, d, 4, p, Op::MeanU8, ("box_cols_u8", "mean_rows_u8", true))
         }
         _ => Err(tessera_core::backend::type_mismatch("mean filter")),
     }
@@ -122,11 +363,15 @@ pub(crate) fn mean_filter(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &
 
 /// Box sum ([`tessera_core::filter::box_sum`]): u8 / u16 into u32, exact and identical to
 /// the CPU; f32 into f32 summed in f64 (within one f32 rounding of the CPU's).
-pub(crate) fn box_sum(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
+pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
+    let design = match design {
+        Some(d) => d,
+        None => BoxDesign::chosen(gpu)?,
+    };
     match (src, dst) {
         (AnyView::U8(s), AnyViewMut::U32(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
-            two_passes::<u8, u32, u32>(gpu, s, d, 1, p, k("box_cols_u8"), k("box_sum_rows_u8"), false)
+            box_filter::<u8, u32, u32, u32>(gpu, design, s, d, 1, p, Op::SumU8, ("box_cols_u8", "box_sum_rows_u8", false))
         }
         (AnyView::U16(s), AnyViewMut::U32(d)) => {
             validate(s.size(), d.size(), p, Some(65535.0))?;
@@ -134,11 +379,11 @@ pub(crate) fn box_sum(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxP
             if 65535 * area > u32::MAX as u64 {
                 return Err(Error::OutOfRange { name: "window area", value: area as i64, min: 1, max: (u32::MAX as u64 / 65535) as i64 });
             }
-            two_passes::<u16, u32, u32>(gpu, s, d, 1, p, k("box_cols_u16"), k("box_sum_rows_u16"), false)
+            box_filter::<u16, u32, u64, u32>(gpu, design, s, d, 1, p, Op::SumU16, ("box_cols_u16", "box_sum_rows_u16", false))
         }
         (AnyView::F32(s), AnyViewMut::F32(d)) => {
             validate(s.size(), d.size(), p, None)?;
-            two_passes::<f32, f64, f32>(gpu, s, d, 1, p, k("box_cols_f32"), k("box_sum_rows_f32"), false)
+            box_filter::<f32, f64, f64, f32>(gpu, design, s, d, 1, p, Op::SumF32, ("box_cols_f32", "box_sum_rows_f32", false))
         }
         _ => Err(Error::UnsupportedType { op: "box sum", types: "other than u8 -> u32, u16 -> u32 or f32 -> f32" }),
     }
@@ -271,4 +516,46 @@ fn iir_inverse_ones(gpu: &Gpu, n: usize, dcoef: &crate::device::DevBuf<'_, f64>)
     let mut d = vec![0.0f32; n];
     gpu.download(&pad, &mut d)?;
     Ok(d.iter().map(|v| 1.0 / v).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_design_variables_are_their_tuning_families_s() {
+        assert_eq!(BOX_KERNEL_ENV, crate::tuning::env_name(BOX_KERNEL));
+        assert_eq!(BOX_SHAPE_ENV, crate::tuning::env_name(BOX_SHAPE));
+    }
+
+    #[test]
+    fn fused_shapes_fit_their_kernels_and_fill_an_h200() {
+        // 4096 x 4096 f32 (f64 prefixes) on 132 multiprocessors, every window of the
+        // benchmark: within the kernels' lanes, warps and 48 KiB of shared memory; the
+        // default shapes give at least one block per multiprocessor.
+        for m in [1, 3, 5, 9, 15, 31, 63, 127, 255] {
+            for shape in &BOX_SHAPES {
+                let l = fused_launch(shape, (4096, 4096, 1), (m, m), 8, 132).unwrap();
+                let lanes = l.strip + m - 1;
+                assert!(lanes <= 256 * shape.lanes_per_thread && l.threads <= 256 && l.threads % 32 == 0, "{m} {l:?}");
+                assert!(l.shared <= 48 * 1024, "{m} {l:?}");
+                assert!(l.grid[0] as usize * l.strip >= 4096 && l.grid[1] as usize * l.seg >= 4096, "{m} {l:?}");
+                if std::ptr::eq(shape, default_shape(m)) {
+                    assert!(l.grid[0] * l.grid[1] >= 132, "{} m = {m}: {l:?}", shape.name);
+                }
+            }
+        }
+        // RGBA with a window wider than a narrow strip's lanes: no fused launch.
+        assert!(fused_launch(&BOX_SHAPES[1], (1000, 10, 4), (255, 3), 4, 132).is_none());
+        assert!(fused_launch(&BOX_SHAPES[0], (1000, 10, 4), (255, 3), 4, 132).is_some());
+    }
+
+    #[test]
+    fn designs_parse_and_reject_unknown_names() {
+        assert_eq!(BoxDesign::parse(None, None).unwrap(), BoxDesign::Fused(None));
+        assert_eq!(BoxDesign::parse(Some("two-pass"), None).unwrap(), BoxDesign::TwoPass);
+        assert_eq!(BoxDesign::parse(Some("fused"), Some("narrow")).unwrap(), BoxDesign::Fused(Some(&BOX_SHAPES[1])));
+        assert!(BoxDesign::parse(Some("fast"), None).is_err());
+        assert!(BoxDesign::parse(None, Some("tall")).is_err());
+    }
 }

@@ -38,6 +38,7 @@ mod transfer;
 mod variance;
 
 pub use backend::CudaBackend;
+pub use filter::{BoxDesign, BoxShape, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV};
 pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
 use tessera_core::{Backend, Error};
 
@@ -81,7 +82,21 @@ pub fn link_bandwidth(memory: HostMemory, bytes: usize, reps: usize) -> Result<L
 /// GPU; its speed means nothing.
 #[cfg(feature = "shim")]
 pub fn open_shim() -> Box<dyn Backend> {
-    Box::new(CudaBackend::with_gpu(device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), "CPU shim (kernels on host threads)".into()))
+    Box::new(shim_backend())
+}
+
+#[cfg(feature = "shim")]
+fn shim_backend() -> CudaBackend {
+    CudaBackend::with_gpu(device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), "CPU shim (kernels on host threads)".into())
+}
+
+/// The shim backend with its box / mean design fixed to `kernel` (`fused` or `two-pass`)
+/// and, for the fused one, `shape` (a name of [`BOX_SHAPES`], or None for the window's
+/// pick), whatever the environment says: for the tests of each design.
+#[cfg(feature = "shim")]
+pub fn open_shim_box(kernel: &str, shape: Option<&str>) -> Result<Box<dyn Backend>, Error> {
+    let design = BoxDesign::parse(Some(kernel), shape)?;
+    Ok(Box::new(shim_backend().with_box_design(design)))
 }
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every

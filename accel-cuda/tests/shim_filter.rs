@@ -1,10 +1,12 @@
 //! `kernels/filter.cu` on the CPU shim against the CPU backend: box sums and means of every
 //! pixel type, every border, odd sizes, 1xN and Nx1, windows larger than the image, even
-//! windows, strided views in and out, bad parameters; and a crop of Middlebury cones.
+//! windows, strided views in and out, bad parameters; and a crop of Middlebury cones. The
+//! box / mean tests run both designs (the fused kernel with the shape each window picks,
+//! and the two passes); `fused_box_shapes_match_the_cpu` runs every fused shape.
 
 mod common;
 
-use common::{rng, shared_data};
+use common::{cases, rng, shared_data};
 use tessera_core::filter::BoxParams;
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Error, Image, Parallelism, Rgba8};
 
@@ -21,6 +23,12 @@ fn typed(w: usize, h: usize, seed: u64) -> [AnyImage; 4] {
 }
 
 const BORDERS: [Border; 5] = [Border::Reflect101, Border::Replicate, Border::Constant(7.0), Border::Constant(0.0), Border::Normalize];
+
+/// The shim with each box / mean design: the fused kernel (its default shapes), then the
+/// two passes.
+fn designs() -> [(&'static str, Box<dyn Backend>); 2] {
+    [("fused", tessera_cuda::open_shim_box("fused", None).unwrap()), ("two-pass", tessera_cuda::open_shim_box("two-pass", None).unwrap())]
+}
 
 fn cpu() -> CpuBackend {
     CpuBackend::new(Parallelism::Sequential)
@@ -50,21 +58,22 @@ fn assert_integer_box_sums_exact(gpu: &dyn Backend, src: &AnyImage, p: &BoxParam
 
 #[test]
 fn means_of_every_type_and_border_are_the_cpus() {
-    let gpu = tessera_cuda::open_shim();
-    let sizes = [(1, 1), (1, 9), (9, 1), (17, 11), (40, 23)];
-    let windows = [(1, 1), (3, 3), (4, 2), (5, 9), (31, 17), (61, 45)];
-    for (i, &(w, h)) in sizes.iter().enumerate() {
-        for img in typed(w, h, i as u64 + 1) {
-            for &(mw, mh) in &windows {
-                for border in BORDERS {
-                    let p = BoxParams { width: mw, height: mh, border };
-                    let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
-                    cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
-                    let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
-                    gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
-                    // f32: the mean of values up to 1000 in f64, rounded once to f32: half
-                    // an f32 step of 1000 either way.
-                    assert_same(&got, &want, 1e-4, &format!("mean {} {w}x{h} window {mw}x{mh} {border:?}", img.view().unwrap().type_name()));
+    for (design, gpu) in designs() {
+        let sizes = [(1, 1), (1, 9), (9, 1), (17, 11), (40, 23)];
+        let windows = [(1, 1), (3, 3), (4, 2), (5, 9), (31, 17), (61, 45)];
+        for (i, &(w, h)) in sizes.iter().enumerate() {
+            for img in typed(w, h, i as u64 + 1) {
+                for &(mw, mh) in &windows {
+                    for border in BORDERS {
+                        let p = BoxParams { width: mw, height: mh, border };
+                        let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+                        cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
+                        let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+                        gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
+                        // f32: the mean of values up to 1000 in f64, rounded once to f32: half
+                        // an f32 step of 1000 either way.
+                        assert_same(&got, &want, 1e-4, &format!("{design}: mean {} {w}x{h} window {mw}x{mh} {border:?}", img.view().unwrap().type_name()));
+                    }
                 }
             }
         }
@@ -73,21 +82,22 @@ fn means_of_every_type_and_border_are_the_cpus() {
 
 #[test]
 fn box_sums_are_exact_for_integers_and_close_for_f32() {
-    let gpu = tessera_cuda::open_shim();
-    for (i, &(w, h)) in [(1, 7), (7, 1), (23, 19), (37, 8)].iter().enumerate() {
-        let [u8s, u16s, f32s, _] = typed(w, h, 40 + i as u64);
-        for &(mw, mh) in &[(1, 1), (3, 5), (8, 8), (41, 29)] {
-            for border in BORDERS {
-                let p = BoxParams { width: mw, height: mh, border };
-                for src in [&u8s, &u16s] {
-                    assert_integer_box_sums_exact(gpu.as_ref(), src, &p, &format!("{w}x{h} {mw}x{mh} {border:?}"));
+    for (design, gpu) in designs() {
+        for (i, &(w, h)) in [(1, 7), (7, 1), (23, 19), (37, 8)].iter().enumerate() {
+            let [u8s, u16s, f32s, _] = typed(w, h, 40 + i as u64);
+            for &(mw, mh) in &[(1, 1), (3, 5), (8, 8), (41, 29)] {
+                for border in BORDERS {
+                    let p = BoxParams { width: mw, height: mh, border };
+                    for src in [&u8s, &u16s] {
+                        assert_integer_box_sums_exact(gpu.as_ref(), src, &p, &format!("{design}: {w}x{h} {mw}x{mh} {border:?}"));
+                    }
+                    let mut want = AnyImage::like(&f32s.view().unwrap()).unwrap();
+                    let mut got = AnyImage::like(&f32s.view().unwrap()).unwrap();
+                    cpu().box_sum(f32s.view().unwrap(), want.view_mut(), &p).unwrap();
+                    gpu.box_sum(f32s.view().unwrap(), got.view_mut(), &p).unwrap();
+                    // Sums of up to 1189 values below 1000: one f32 rounding of 1.2e6 is 0.0625.
+                    assert_same(&got, &want, 0.07, &format!("{design}: box f32 {w}x{h} {mw}x{mh} {border:?}"));
                 }
-                let mut want = AnyImage::like(&f32s.view().unwrap()).unwrap();
-                let mut got = AnyImage::like(&f32s.view().unwrap()).unwrap();
-                cpu().box_sum(f32s.view().unwrap(), want.view_mut(), &p).unwrap();
-                gpu.box_sum(f32s.view().unwrap(), got.view_mut(), &p).unwrap();
-                // Sums of up to 1189 values below 1000: one f32 rounding of 1.2e6 is 0.0625.
-                assert_same(&got, &want, 0.07, &format!("box f32 {w}x{h} {mw}x{mh} {border:?}"));
             }
         }
     }
@@ -98,21 +108,22 @@ fn lines_longer_than_a_segment_match_the_cpu() {
     // Lines split into segments of at least 256 (and twice the window) run one thread per
     // segment, each starting from the window's sum: 700 x 530 makes three segments each
     // way, windows of 3 and 129 (segments of 256 and 258).
-    let gpu = tessera_cuda::open_shim();
-    let (w, h) = (700, 530);
-    let [u8s, u16s, f32s, rgba] = typed(w, h, 77);
-    for &(mw, mh) in &[(3, 3), (129, 5), (5, 129)] {
-        for border in BORDERS {
-            let p = BoxParams { width: mw, height: mh, border };
-            for img in [&u8s, &u16s, &f32s, &rgba] {
-                let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
-                let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
-                cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
-                gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
-                assert_same(&got, &want, 1e-4, &format!("mean {} {mw}x{mh} {border:?}", img.view().unwrap().type_name()));
-            }
-            for src in [&u8s, &u16s] {
-                assert_integer_box_sums_exact(gpu.as_ref(), src, &p, &format!("{mw}x{mh} {border:?}"));
+    for (design, gpu) in designs() {
+        let (w, h) = (700, 530);
+        let [u8s, u16s, f32s, rgba] = typed(w, h, 77);
+        for &(mw, mh) in &[(3, 3), (129, 5), (5, 129)] {
+            for border in BORDERS {
+                let p = BoxParams { width: mw, height: mh, border };
+                for img in [&u8s, &u16s, &f32s, &rgba] {
+                    let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+                    let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+                    cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
+                    gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
+                    assert_same(&got, &want, 1e-4, &format!("{design}: mean {} {mw}x{mh} {border:?}", img.view().unwrap().type_name()));
+                }
+                for src in [&u8s, &u16s] {
+                    assert_integer_box_sums_exact(gpu.as_ref(), src, &p, &format!("{design}: {mw}x{mh} {border:?}"));
+                }
             }
         }
     }
@@ -120,59 +131,61 @@ fn lines_longer_than_a_segment_match_the_cpu() {
 
 #[test]
 fn strided_views_in_and_out() {
-    let gpu = tessera_cuda::open_shim();
-    let big: Image<u8> = Image::from_fn(50, 30, |x, y| (x * 7 + y * 13 + x * y) as u8).unwrap();
-    let src = big.view().crop(5, 3, 33, 21).unwrap();
-    let p = BoxParams::square(7, Border::Reflect101);
-    let mut want = Image::<u8>::new(33, 21).unwrap();
-    cpu().mean_filter(AnyView::U8(src), tessera_core::AnyViewMut::U8(want.view_mut()), &p).unwrap();
-    let mut out = Image::<u8>::filled(40, 25, 99).unwrap();
-    let mut outv = out.view_mut();
-    gpu.mean_filter(AnyView::U8(src), tessera_core::AnyViewMut::U8(outv.crop_mut(4, 2, 33, 21).unwrap()), &p).unwrap();
-    for y in 0..25 {
-        for x in 0..40 {
-            let inside = (4..37).contains(&x) && (2..23).contains(&y);
-            let want = if inside { want.at(x - 4, y - 2) } else { 99 };
-            assert_eq!(out.at(x, y), want, "({x}, {y})");
+    for (design, gpu) in designs() {
+        let big: Image<u8> = Image::from_fn(50, 30, |x, y| (x * 7 + y * 13 + x * y) as u8).unwrap();
+        let src = big.view().crop(5, 3, 33, 21).unwrap();
+        let p = BoxParams::square(7, Border::Reflect101);
+        let mut want = Image::<u8>::new(33, 21).unwrap();
+        cpu().mean_filter(AnyView::U8(src), tessera_core::AnyViewMut::U8(want.view_mut()), &p).unwrap();
+        let mut out = Image::<u8>::filled(40, 25, 99).unwrap();
+        let mut outv = out.view_mut();
+        gpu.mean_filter(AnyView::U8(src), tessera_core::AnyViewMut::U8(outv.crop_mut(4, 2, 33, 21).unwrap()), &p).unwrap();
+        for y in 0..25 {
+            for x in 0..40 {
+                let inside = (4..37).contains(&x) && (2..23).contains(&y);
+                let want = if inside { want.at(x - 4, y - 2) } else { 99 };
+                assert_eq!(out.at(x, y), want, "{design}: ({x}, {y})");
+            }
         }
     }
 }
 
 #[test]
 fn bad_parameters_and_types_are_the_cpus_errors() {
-    let gpu = tessera_cuda::open_shim();
-    let img = Image::<u8>::new(8, 8).unwrap();
-    let mut out = Image::<u8>::new(8, 8).unwrap();
-    let mut small = Image::<u8>::new(7, 8).unwrap();
-    let mut sums = Image::<u32>::new(8, 8).unwrap();
-    let cases: Vec<(BoxParams, bool)> = vec![
-        (BoxParams { width: 0, height: 3, border: Border::Reflect101 }, false),
-        (BoxParams { width: 3, height: 5000, border: Border::Reflect101 }, false),
-        (BoxParams { width: 3, height: 3, border: Border::Constant(300.0) }, false),
-        (BoxParams { width: 3, height: 3, border: Border::Constant(1.5) }, false),
-        (BoxParams::square(3, Border::Reflect101), true),
-    ];
-    for (p, small_out) in cases {
-        let (a, b) = if small_out {
-            (cpu().mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(small.view_mut()), &p), gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(small.view_mut()), &p))
-        } else {
-            (cpu().mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p), gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p))
-        };
-        assert!(a.is_err());
-        assert_eq!(a, b, "{p:?}");
+    for (design, gpu) in designs() {
+        let img = Image::<u8>::new(8, 8).unwrap();
+        let mut out = Image::<u8>::new(8, 8).unwrap();
+        let mut small = Image::<u8>::new(7, 8).unwrap();
+        let mut sums = Image::<u32>::new(8, 8).unwrap();
+        let cases: Vec<(BoxParams, bool)> = vec![
+            (BoxParams { width: 0, height: 3, border: Border::Reflect101 }, false),
+            (BoxParams { width: 3, height: 5000, border: Border::Reflect101 }, false),
+            (BoxParams { width: 3, height: 3, border: Border::Constant(300.0) }, false),
+            (BoxParams { width: 3, height: 3, border: Border::Constant(1.5) }, false),
+            (BoxParams::square(3, Border::Reflect101), true),
+        ];
+        for (p, small_out) in cases {
+            let (a, b) = if small_out {
+                (cpu().mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(small.view_mut()), &p), gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(small.view_mut()), &p))
+            } else {
+                (cpu().mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p), gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U8(out.view_mut()), &p))
+            };
+            assert!(a.is_err());
+            assert_eq!(a, b, "{design}: {p:?}");
+        }
+        // Types: RGBA box sums and mixed types are errors; a u16 window too large for u32 too.
+        let rgba = Image::<Rgba8>::new(8, 8).unwrap();
+        let p = BoxParams::square(3, Border::Reflect101);
+        let e = gpu.box_sum(AnyView::Rgba8(rgba.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &p).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedType { .. }), "{e:?}");
+        let e = gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &p).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedType { .. }), "{e:?}");
+        let wide = Image::<u16>::new(8, 8).unwrap();
+        let big = BoxParams { width: 300, height: 300, border: Border::Reflect101 };
+        let want = cpu().box_sum(AnyView::U16(wide.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &big).unwrap_err();
+        let got = gpu.box_sum(AnyView::U16(wide.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &big).unwrap_err();
+        assert_eq!(got, want);
     }
-    // Types: RGBA box sums and mixed types are errors; a u16 window too large for u32 too.
-    let rgba = Image::<Rgba8>::new(8, 8).unwrap();
-    let p = BoxParams::square(3, Border::Reflect101);
-    let e = gpu.box_sum(AnyView::Rgba8(rgba.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &p).unwrap_err();
-    assert!(matches!(e, Error::UnsupportedType { .. }), "{e:?}");
-    let e = gpu.mean_filter(AnyView::U8(img.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &p).unwrap_err();
-    assert!(matches!(e, Error::UnsupportedType { .. }), "{e:?}");
-    let wide = Image::<u16>::new(8, 8).unwrap();
-    let big = BoxParams { width: 300, height: 300, border: Border::Reflect101 };
-    let want = cpu().box_sum(AnyView::U16(wide.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &big).unwrap_err();
-    let got = gpu.box_sum(AnyView::U16(wide.view()), tessera_core::AnyViewMut::U32(sums.view_mut()), &big).unwrap_err();
-    assert_eq!(got, want);
 }
 
 /// The shared real data: `$TESSERA_DATA`, else the first `shared/data` above this crate.
@@ -189,16 +202,92 @@ fn a_crop_of_cones_in_every_type() {
     .unwrap();
     let gray: Image<u8> = Image::from_fn(w, h, |x, y| rgba.at(x, y).luma()).unwrap();
     let imgs = [AnyImage::U8(gray.clone()), AnyImage::U16(gray.map(|v| v as u16 * 257)), AnyImage::F32(gray.map(|v| v as f32 / 3.0)), AnyImage::Rgba8(rgba)];
-    let gpu = tessera_cuda::open_shim();
-    for img in &imgs {
-        for p in [BoxParams::square(9, Border::Reflect101), BoxParams { width: 15, height: 5, border: Border::Normalize }] {
-            let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
-            let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
-            cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
-            gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
-            assert_same(&got, &want, 1e-4, &format!("cones {}", img.view().unwrap().type_name()));
+    for (design, gpu) in designs() {
+        for img in &imgs {
+            for p in [BoxParams::square(9, Border::Reflect101), BoxParams { width: 15, height: 5, border: Border::Normalize }] {
+                let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+                let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+                cpu().mean_filter(img.view().unwrap(), want.view_mut(), &p).unwrap();
+                gpu.mean_filter(img.view().unwrap(), got.view_mut(), &p).unwrap();
+                assert_same(&got, &want, 1e-4, &format!("{design}: cones {}", img.view().unwrap().type_name()));
+            }
         }
     }
+}
+
+/// Every mean (u8, u16, f32, RGBA) and box sum (u8, u16, f32) of `img`'s type set on `gpu`
+/// against the CPU: integers identical, f32 means within 1e-4 and sums within 0.07 (one
+/// f32 rounding of sums up to 1.2e6; the fused kernel's f64 prefix differences are the
+/// core's but for the strip they start from).
+fn assert_every_type(gpu: &dyn Backend, imgs: &[AnyImage; 4], p: &BoxParams, what: &str) {
+    for img in imgs {
+        let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+        let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+        cpu().mean_filter(img.view().unwrap(), want.view_mut(), p).unwrap();
+        gpu.mean_filter(img.view().unwrap(), got.view_mut(), p).unwrap();
+        assert_same(&got, &want, 1e-4, &format!("{what}: mean {}", img.view().unwrap().type_name()));
+    }
+    let [u8s, u16s, f32s, _] = imgs;
+    for src in [u8s, u16s] {
+        assert_integer_box_sums_exact(gpu, src, p, what);
+    }
+    let mut want = AnyImage::like(&f32s.view().unwrap()).unwrap();
+    let mut got = AnyImage::like(&f32s.view().unwrap()).unwrap();
+    cpu().box_sum(f32s.view().unwrap(), want.view_mut(), p).unwrap();
+    gpu.box_sum(f32s.view().unwrap(), got.view_mut(), p).unwrap();
+    assert_same(&got, &want, 0.07, &format!("{what}: box f32"));
+}
+
+#[test]
+fn fused_box_shapes_match_the_cpu() {
+    // Every fused shape over sizes (one pixel, 1xN, Nx1, widths not a multiple of 32,
+    // heights crossing several segments of 32 rows, RGBA wider than a narrow strip of
+    // 256 lanes), windows (1x1, even, odd, larger than the image, taller than a segment),
+    // and borders: a pairwise subset by default (tests/common/cases.rs).
+    let sizes = [(1, 1), (1, 9), (9, 1), (33, 70), (45, 131), (300, 41)];
+    let windows = [(1, 1), (2, 4), (3, 3), (5, 9), (31, 17), (64, 33), (129, 5)];
+    let shapes: Vec<&str> = tessera_cuda::BOX_SHAPES.iter().map(|s| s.name).collect();
+    let gpus: Vec<Box<dyn Backend>> = shapes.iter().map(|s| tessera_cuda::open_shim_box("fused", Some(s)).unwrap()).collect();
+    for case in cases(&[sizes.len(), windows.len(), BORDERS.len(), shapes.len()]) {
+        let ((w, h), (mw, mh), border, shape) = (sizes[case[0]], windows[case[1]], BORDERS[case[2]], shapes[case[3]]);
+        let imgs = typed(w, h, 200 + case[0] as u64);
+        let p = BoxParams { width: mw, height: mh, border };
+        assert_every_type(gpus[case[3]].as_ref(), &imgs, &p, &format!("fused {shape} {w}x{h} window {mw}x{mh} {border:?}"));
+    }
+}
+
+#[test]
+fn fused_box_strips_across_a_wide_image() {
+    // 2100 columns: several strips in every shape (up to 2048 or 1024 lanes, the window's
+    // reach included), windows whose reach is most of a strip, and one too wide for the
+    // narrow shapes' strips (run by the two passes instead).
+    let imgs = typed(2100, 37, 300);
+    for shape in tessera_cuda::BOX_SHAPES.iter().map(|s| s.name) {
+        let gpu = tessera_cuda::open_shim_box("fused", Some(shape)).unwrap();
+        for (mw, mh, border) in [(3, 3, Border::Reflect101), (301, 5, Border::Normalize), (1001, 3, Border::Constant(7.0)), (1801, 2, Border::Replicate)] {
+            let p = BoxParams { width: mw, height: mh, border };
+            assert_every_type(gpu.as_ref(), &imgs, &p, &format!("fused {shape} 2100x37 window {mw}x{mh} {border:?}"));
+        }
+    }
+}
+
+#[test]
+fn fused_box_small_case_of_every_shape() {
+    // Every fused kernel once on a small image of three segments (both step buffers in
+    // turn): the ThreadSanitizer run's case (scripts/test).
+    let imgs = typed(37, 70, 400);
+    for shape in tessera_cuda::BOX_SHAPES.iter().map(|s| s.name) {
+        let gpu = tessera_cuda::open_shim_box("fused", Some(shape)).unwrap();
+        let p = BoxParams { width: 5, height: 3, border: Border::Reflect101 };
+        assert_every_type(gpu.as_ref(), &imgs, &p, &format!("fused {shape} 37x70 window 5x3"));
+    }
+}
+
+#[test]
+fn box_design_from_bad_names_is_an_error() {
+    assert!(tessera_cuda::open_shim_box("three-pass", None).is_err());
+    assert!(tessera_cuda::open_shim_box("fused", Some("square")).is_err());
+    assert!(tessera_cuda::open_shim_box("two-pass", None).is_ok());
 }
 
 /// Integer planes within `levels`, f32 within `tol` (absolute).

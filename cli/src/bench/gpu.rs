@@ -4,9 +4,15 @@
 //!
 //! - the device's copy bandwidth (device-to-device, bytes read plus written), measured in
 //!   the same run, and each memory-bound kernel's bandwidth as a fraction of it;
+<<<<<<< HEAD
 //! - the host link's bandwidth each way (256 MiB; pageable, pinned and the backend's
 //!   staged transfers), and the box sum's end-to-end rate as a fraction of the pinned link;
 //! - box and mean 4096x4096 f32 over m = 3..255 (flatness of kernel time in m);
+=======
+//! - box and mean 4096x4096 f32 over m = 3..255 (flatness of kernel time in m), in both
+//!   designs (`kernel`: fused, two-pass), and the fused kernel's shapes at m = 3, 31, 255
+//!   (`box_sum_f32_4096_shapes`);
+>>>>>>> fused-box
 //! - Gaussian 4096x4096 f32, sigma 2 and 20, each implementation;
 //! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods);
 //! - SGM 1024x440 at 128 disparities, 4 and 8 paths, and Middlebury cones / teddy with
@@ -67,24 +73,52 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let link = link_cases(r, name);
 
     // Box sum and mean, 4096x4096 f32 (1024x1024 with --quick), m = 3..255, interleaved
-    // (flatness in m).
+    // (flatness in m), in each design (`kernel`: the fused kernel with the shape each
+    // window picks, and the two passes; TESSERA_BOX_KERNEL set for each series).
     let n = if b.quick { 1024 } else { 4096 };
     let big: Image<f32> = super::filters::noise_u8(n, n, 11).map(|v| v as f32);
     let mut big_out = Image::<f32>::new(n, n)?;
     let windows = [3usize, 5, 9, 15, 31, 63, 127, 255];
     let boxes: Vec<BoxParams> = windows.iter().map(|&m| BoxParams::square(m, Border::Reflect101)).collect();
-    let params: Vec<Value> = windows.iter().map(|&m| json!({"w": n, "h": n, "m": m})).collect();
-    for series in ["box_sum_f32_4096", "mean_f32_4096"] {
-        r.time_interleaved(series, &params, name, |i| {
-            let (src, dst) = (AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()));
-            if series.starts_with("box") {
-                b.backend.box_sum(src, dst, &boxes[i])
-            } else {
-                b.backend.mean_filter(src, dst, &boxes[i])
+    let saved = [tessera_cuda::BOX_KERNEL_ENV, tessera_cuda::BOX_SHAPE_ENV].map(|v| (v, std::env::var_os(v)));
+    std::env::remove_var(tessera_cuda::BOX_SHAPE_ENV);
+    for kernel in ["fused", "two-pass"] {
+        std::env::set_var(tessera_cuda::BOX_KERNEL_ENV, kernel);
+        let params: Vec<Value> = windows.iter().map(|&m| json!({"w": n, "h": n, "m": m, "kernel": kernel})).collect();
+        for series in ["box_sum_f32_4096", "mean_f32_4096"] {
+            r.time_interleaved_tagged(series, &params, &json!({"kernel": kernel}), name, |i| {
+                let (src, dst) = (AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()));
+                if series.starts_with("box") {
+                    b.backend.box_sum(src, dst, &boxes[i])
+                } else {
+                    b.backend.mean_filter(src, dst, &boxes[i])
+                }
+            });
+            for p in &params {
+                record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
             }
+        }
+    }
+    // The fused kernel's candidate shapes (TESSERA_BOX_SHAPE), box sum at m = 3, 31, 255
+    // (3 and 255 with --quick), each shape's windows interleaved.
+    std::env::set_var(tessera_cuda::BOX_KERNEL_ENV, "fused");
+    let shape_windows: &[usize] = if b.quick { &[3, 255] } else { &[3, 31, 255] };
+    for shape in tessera_cuda::BOX_SHAPES.iter().map(|s| s.name) {
+        std::env::set_var(tessera_cuda::BOX_SHAPE_ENV, shape);
+        let params: Vec<Value> = shape_windows.iter().map(|&m| json!({"w": n, "h": n, "m": m, "shape": shape})).collect();
+        let series = "box_sum_f32_4096_shapes";
+        r.time_interleaved_tagged(series, &params, &json!({"shape": shape}), name, |i| {
+            let p = BoxParams::square(shape_windows[i], Border::Reflect101);
+            b.backend.box_sum(AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()), &p)
         });
         for p in &params {
             record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
+        }
+    }
+    for (var, value) in saved {
+        match value {
+            Some(v) => std::env::set_var(var, v),
+            None => std::env::remove_var(var),
         }
     }
 

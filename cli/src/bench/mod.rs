@@ -157,6 +157,20 @@ impl Recorder {
         name: &str,
         params: &[Value],
         backend: &str,
+        f: impl FnMut(usize) -> Result<(), E>,
+    ) -> Option<Vec<f64>> {
+        self.time_interleaved_tagged(name, params, &json!({}), backend, f)
+    }
+
+    /// [`Recorder::time_interleaved`] with `tag`'s fields (an object) added to the
+    /// flatness records' parameters: for several series of one name (a design or shape
+    /// each) in one run.
+    pub fn time_interleaved_tagged<E: std::fmt::Display>(
+        &mut self,
+        name: &str,
+        params: &[Value],
+        tag: &Value,
+        backend: &str,
         mut f: impl FnMut(usize) -> Result<(), E>,
     ) -> Option<Vec<f64>> {
         if !self.wants(name) || params.is_empty() {
@@ -192,9 +206,13 @@ impl Recorder {
             let (lo, hi) = m.iter().fold((f64::MAX, 0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
             round4(hi / lo)
         };
-        self.record(&format!("{name}_flatness"), json!({"cases": params.len(), "rounds": rounds}), backend, json!(flatness(&medians)));
+        let mut flat_params = json!({"cases": params.len(), "rounds": rounds});
+        if let (Some(p), Some(t)) = (flat_params.as_object_mut(), tag.as_object()) {
+            p.extend(t.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        self.record(&format!("{name}_flatness"), flat_params.clone(), backend, json!(flatness(&medians)));
         if kernel_medians.len() == params.len() {
-            self.record(&format!("{name}_kernel_flatness"), json!({"cases": params.len(), "rounds": rounds}), backend, json!(flatness(&kernel_medians)));
+            self.record(&format!("{name}_kernel_flatness"), flat_params, backend, json!(flatness(&kernel_medians)));
         }
         Some(medians)
     }
