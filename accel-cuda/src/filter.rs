@@ -7,7 +7,8 @@
 //!   A block owns a strip of output columns plus the window's reach on each side and a
 //!   segment of rows; it keeps running column sums in registers, and per row scans them in
 //!   shared memory and takes each window's sum as a difference of prefixes. The tile shape
-//!   is one of [`BOX_SHAPES`], picked from the window (or named by [`BOX_SHAPE_ENV`]).
+//!   is one of [`BOX_SHAPES`]: the device's tuning table's, or `short` (or named by
+//!   [`BOX_SHAPE_ENV`]).
 //!   Windows too wide for a shape's strip (more than about 2000 lanes with their reach)
 //!   run two-pass.
 //! - two-pass: a column pass of running sums into a transposed intermediate (u32, or f64
@@ -115,7 +116,7 @@ fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
 /// default) or `two-pass`.
 const BOX_KERNEL: &str = "box_kernel";
 /// The fused kernel's tile shape (tuning family `box_shape`): the name of one of
-/// [`BOX_SHAPES`]; unset, the shape is picked from the window.
+/// [`BOX_SHAPES`]; unset, the table's or the built-in default shape.
 const BOX_SHAPE: &str = "box_shape";
 /// Environment variable choosing the box / mean design over the device's tuning table, for
 /// measuring one against the other.
@@ -152,8 +153,8 @@ impl BoxDesign {
     }
 
     /// The design chosen for `gpu`: the environment's ([`BOX_KERNEL_ENV`],
-    /// [`BOX_SHAPE_ENV`]), else the device's tuning table's, else fused with the shape
-    /// picked from the window.
+    /// [`BOX_SHAPE_ENV`]), else the device's tuning table's, else fused in the default
+    /// shape.
     pub(crate) fn chosen(gpu: &Gpu) -> Result<BoxDesign> {
         let kernel = gpu.tuning().choice(BOX_KERNEL, "fused");
         let shape = gpu.tuning().choice(BOX_SHAPE, "");
@@ -220,10 +221,11 @@ const N4R2: [&str; 6] = [
     "box_fused_mean_f32_n4r2",
 ];
 
-/// The shape picked for a window `win_h` rows tall.
-fn default_shape(win_h: usize) -> &'static BoxShape {
-    &BOX_SHAPES[if win_h <= 31 { 0 } else { 2 }]
-}
+/// The shape used where neither the environment nor the device's tuning table names one:
+/// `short`, the fastest of the three at every window an H200 timed (4096x4096 f32, box sum
+/// kernel ms at m = 3 / 31 / 255: wide 0.432 / 0.472 / 3.843, narrow 0.270 / 0.313 / 1.873,
+/// short 0.270 / 0.312 / 0.689).
+const DEFAULT_SHAPE: &BoxShape = &BOX_SHAPES[2];
 
 /// Threads per block of the fused kernel (at most 8 warps: its warp totals hold 8).
 const FUSED_THREADS: usize = 256;
@@ -301,7 +303,7 @@ fn box_filter<T: Pod + Pixel, A: Pod, R: Pod, O: Pod + Pixel>(
         // A fixed shape, or the window's and then the widest strips.
         let shapes = match fixed {
             Some(s) => [s, s],
-            None => [default_shape(p.height), &BOX_SHAPES[0]],
+            None => [DEFAULT_SHAPE, &BOX_SHAPES[0]],
         };
         for shape in shapes {
             if let Some(plan) = fused_launch(shape, (w, h, channels), (p.width, p.height), std::mem::size_of::<R>(), gpu.multiprocessors()) {
@@ -540,7 +542,7 @@ mod tests {
                 assert!(lanes <= 256 * shape.lanes_per_thread && l.threads <= 256 && l.threads % 32 == 0, "{m} {l:?}");
                 assert!(l.shared <= 48 * 1024, "{m} {l:?}");
                 assert!(l.grid[0] as usize * l.strip >= 4096 && l.grid[1] as usize * l.seg >= 4096, "{m} {l:?}");
-                if std::ptr::eq(shape, default_shape(m)) {
+                if std::ptr::eq(shape, DEFAULT_SHAPE) {
                     assert!(l.grid[0] * l.grid[1] >= 132, "{} m = {m}: {l:?}", shape.name);
                 }
             }
