@@ -48,9 +48,10 @@ pub const BLOCKS: usize = 96;
 const QUARTIC_TILES: usize = 16;
 /// The quantile of the stack that the dark level is read from ([`dark_level`]).
 const LOW_QUANTILE: f64 = 0.1;
-/// Below this relative range of the fitted stack centre (max / min - 1) the shading is too
-/// even for the dark level to be told from the light ([`dark_level`]).
-const MIN_RANGE: f64 = 0.02;
+/// Below this relative range of the flat field (max / min - 1) the shading is too even for
+/// the dark level to be told from the light ([`dark_level`]): well above what the scene
+/// leaves in an estimate of an even field.
+const MIN_RANGE: f64 = 0.1;
 
 /// What to estimate.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -121,34 +122,14 @@ pub fn estimate_shading(tiles: &dyn FrameSource, p: &EstimateParams) -> Result<S
             (2.0 * cx / w as f64 - 1.0, 2.0 * cy / h as f64 - 1.0)
         })
         .collect();
-    let too_few = |n: usize| Error::InvalidParameter {
-        name: "tiles",
-        reason: alloc::format!("{n} usable tile(s): estimating a flat field needs at least {MIN_TILES} (give the flat field as a file instead)"),
-    };
     if stacks.len() < MIN_TILES {
         return Err(too_few(stacks.len()));
     }
     let degree = if p.degree > 0 { p.degree } else if stacks.len() < QUARTIC_TILES { 2 } else { 4 };
 
-    // 2. The dark level.
+    // 2. The dark level; 3 to 5, the flat field's surface.
     let (dark, dark_note) = if p.dark { dark_level(&stacks, &centres, degree)? } else { (0.0, None) };
-
-    // 3. Each tile less the dark level, over its mean.
-    let mut normalised = Vec::with_capacity(stacks.len());
-    for s in &stacks {
-        let (sum, n) = s.iter().filter(|v| !v.is_nan()).fold((0.0, 0usize), |(a, n), v| (a + v - dark, n + 1));
-        let mean = sum / n as f64;
-        if mean > 0.0 {
-            normalised.push(s.iter().map(|v| (v - dark) / mean).collect::<Vec<f64>>());
-        }
-    }
-    if normalised.len() < MIN_TILES {
-        return Err(too_few(normalised.len()));
-    }
-
-    // 4. The stack's interquartile mean at each block; 5. the surface.
-    let samples = stack_samples(&normalised, &centres, iq_mean);
-    let surface = Surface::fit(&samples, degree)?;
+    let (surface, used) = flat_surface(&stacks, &centres, degree, dark)?;
     let flat = evaluate(&surface, (w, h))?;
     let (lo, hi) = flat.as_slice().iter().fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
     if !(lo > 0.02 * hi) {
@@ -158,7 +139,6 @@ pub fn estimate_shading(tiles: &dyn FrameSource, p: &EstimateParams) -> Result<S
         });
     }
     let dark_image = if p.dark { Some(Image::filled(w, h, dark as f32)?) } else { None };
-    let used = normalised.len();
     Ok(ShadingEstimate {
         shading: Shading::new(flat, dark_image)?,
         tiles_used: used,
@@ -170,25 +150,48 @@ pub fn estimate_shading(tiles: &dyn FrameSource, p: &EstimateParams) -> Result<S
     })
 }
 
-/// The constant dark level `D`. Without normalising the tiles, the stack's centre at a
+/// Steps 3 to 5 of the module doc: each tile's blocks less `dark` over their mean, the
+/// stack's interquartile mean at each block, the surface fitted to them; with the number
+/// of tiles that made it (a tile without light above `dark` is left out).
+fn flat_surface(stacks: &[Vec<f64>], centres: &[(f64, f64)], degree: usize, dark: f64) -> Result<(Surface, usize)> {
+    let mut normalised = Vec::with_capacity(stacks.len());
+    for s in stacks {
+        let (sum, n) = s.iter().filter(|v| !v.is_nan()).fold((0.0, 0usize), |(a, n), v| (a + v - dark, n + 1));
+        let mean = sum / n as f64;
+        if mean > 0.0 {
+            normalised.push(s.iter().map(|v| (v - dark) / mean).collect::<Vec<f64>>());
+        }
+    }
+    if normalised.len() < MIN_TILES {
+        return Err(too_few(normalised.len()));
+    }
+    Ok((Surface::fit(&stack_samples(&normalised, centres, iq_mean), degree)?, normalised.len()))
+}
+
+fn too_few(n: usize) -> Error {
+    Error::InvalidParameter { name: "tiles", reason: alloc::format!("{n} usable tile(s): estimating a flat field needs at least {MIN_TILES} (give the flat field as a file instead)") }
+}
+
+/// The constant dark level `D`. Where the flat field found without it varies by less than
+/// [`MIN_RANGE`] across the tile, an offset cannot be told from the light: `D = 0`, with
+/// the reason. Otherwise, without normalising the tiles, the stack's centre at a
 /// block is `M(x) = m F(x) + D` and its low quantile `Q(x) = q F(x) + D`, `m` and `q` the
 /// scene's location and low quantile ([`LOW_QUANTILE`]); both fitted as surfaces and
 /// regressed over the blocks, `Q = a M + c` gives `a = q / m` and `c = D (1 - a)`, so
 /// `D = c / (1 - a)`, limited to `[0, min Q]` (an offset cannot exceed the darkest signal).
-/// Where the shading is too even (the fitted centre varies by less than [`MIN_RANGE`]) the
-/// two are not told apart: `D = 0` with the reason.
 fn dark_level(stacks: &[Vec<f64>], centres: &[(f64, f64)], degree: usize) -> Result<(f64, Option<String>)> {
+    let (plain, _) = flat_surface(stacks, centres, degree, 0.0)?;
+    let (lo, hi) = centres.iter().map(|&(u, v)| plain.at(u, v)).fold((f64::MAX, f64::MIN), |(l, h), f| (l.min(f), h.max(f)));
+    if !(lo > 0.0 && hi / lo - 1.0 >= MIN_RANGE) {
+        return Ok((0.0, Some(alloc::format!("the shading varies by {:.1} % across the tile: too little to tell a dark offset from the light, taken as 0", (hi / lo - 1.0) * 100.0))));
+    }
     let m = Surface::fit(&stack_samples(stacks, centres, iq_mean), degree)?;
     let q = Surface::fit(&stack_samples(stacks, centres, |v| quantile(v, LOW_QUANTILE)), degree)?;
     let pts: Vec<(f64, f64)> = centres.iter().map(|&(u, v)| (m.at(u, v), q.at(u, v))).collect();
     let n = pts.len() as f64;
     let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
     let (sxx, sxy) = pts.iter().fold((0.0, 0.0), |(a, b), p| (a + (p.0 - mx) * (p.0 - mx), b + (p.0 - mx) * (p.1 - my)));
-    let (lo, hi) = pts.iter().fold((f64::MAX, f64::MIN), |(l, h), p| (l.min(p.0), h.max(p.0)));
-    if !(lo > 0.0 && hi / lo - 1.0 >= MIN_RANGE && sxx > 0.0) {
-        return Ok((0.0, Some(alloc::format!("the shading varies by {:.1} % across the tile: too little to tell a dark offset from the light, taken as 0", (hi / lo - 1.0) * 100.0))));
-    }
-    let a = sxy / sxx;
+    let a = if sxx > 0.0 { sxy / sxx } else { f64::NAN };
     let c = my - a * mx;
     if !(a > 0.0 && a < 0.999) {
         return Ok((0.0, Some("the stack's low and central values do not follow one shading: the dark offset is taken as 0".into())));
