@@ -11,13 +11,15 @@ use alloc::vec::Vec;
 pub const SEAM_BLOCK: usize = 8;
 
 /// The step of brightness across the seam of each pair `(a, b)` of `pairs` (tiles of
-/// `tiles` at `positions`, top-left corners, rounded to whole pixels): the seam is the
-/// midline of the two tiles' overlap, across the direction in which they are further
-/// apart (a vertical line for neighbours in a row); along it, squares of [`SEAM_BLOCK`]
-/// pixels centred on the midline are averaged in each tile, and the step is the mean over
-/// the squares of `|mean_a - mean_b|`, in grey levels (RGB tiles: luma). Averaging a square
-/// takes out the noise and the texture a subpixel misplacement would leave, so what stays
-/// is the difference of brightness the two tiles record for the same place. `None` for a
+/// `tiles` at `positions`, top-left corners, rounded to whole pixels): the two tiles'
+/// overlap is cut into squares of [`SEAM_BLOCK`] pixels, each square averaged in each
+/// tile, and the step is the mean over the squares of `|mean_a - mean_b|`, in grey levels
+/// (RGB tiles: luma). Wherever a blend puts the seam inside the overlap, this is the step
+/// it shows on average: vignetting darkens the overlap at a's far edge in a and at b's near
+/// edge in b, so the two disagree most at the ends of the overlap, not at its midline.
+/// Averaging a square takes out the noise and the texture a subpixel misplacement would
+/// leave, so what stays is the difference of brightness the two tiles record for the same
+/// place. `None` for a
 /// pair that does not overlap by a whole square, or with a tile that has no position or
 /// cannot be read. Errors: a pair naming a tile beyond `positions`.
 pub fn seam_steps(tiles: &dyn FrameSource, positions: &[Option<(f64, f64)>], pairs: &[(usize, usize)]) -> Result<Vec<Option<f64>>> {
@@ -58,16 +60,7 @@ fn step(a: &Image<f32>, b: &Image<f32>, d: (i64, i64)) -> Option<f64> {
         }
         sum / (s * s) as f64
     };
-    // Squares along the midline: down a vertical seam (neighbours in a row), across a
-    // horizontal one.
-    let across_rows = libm::fabs(d.0 as f64) * b.height() as f64 >= libm::fabs(d.1 as f64) * b.width() as f64;
-    let squares: Vec<(i64, i64)> = if across_rows {
-        let x = (x0 + x1) / 2 - s / 2;
-        (0..(y1 - y0) / s).map(|k| (x, y0 + k * s)).collect()
-    } else {
-        let y = (y0 + y1) / 2 - s / 2;
-        (0..(x1 - x0) / s).map(|k| (x0 + k * s, y)).collect()
-    };
+    let squares: Vec<(i64, i64)> = (0..(y1 - y0) / s).flat_map(|j| (0..(x1 - x0) / s).map(move |i| (x0 + i * s, y0 + j * s))).collect();
     let total: f64 = squares.iter().map(|&(x, y)| libm::fabs(mean(a, x, y) - mean(b, x - d.0, y - d.1))).sum();
     Some(total / squares.len() as f64)
 }
