@@ -498,3 +498,32 @@ fn a_wrong_nominal_overlap_is_measured_from_the_pairs() {
         }
     }
 }
+
+/// The estimate's cost for MIST's tile size: 100 tiles (10 x 10) of 1392 x 1040 16-bit
+/// pixels in memory, and one tile's correction (`cargo test --release --test grid --
+/// --ignored --nocapture shading_estimate_cost`; figures in docs/stitching.md).
+#[test]
+#[ignore]
+fn shading_estimate_cost() {
+    let (w, h) = (1392, 1040);
+    let mut rng = SplitMix64::new(5);
+    let tiles: Vec<Image<u16>> = (0..100)
+        .map(|_| {
+            let level = 8000.0 + 20000.0 * rng.uniform();
+            Image::from_fn(w, h, |x, y| {
+                let r2 = ((x as f64 / w as f64 - 0.5).powi(2) + (y as f64 / h as f64 - 0.5).powi(2)) * 2.0;
+                (level * (1.0 - 0.3 * r2) * (0.8 + 0.4 * rng.uniform())) as u16
+            })
+            .unwrap()
+        })
+        .collect();
+    let views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U16(t.view())).collect();
+    let t0 = std::time::Instant::now();
+    let e = estimate_shading(&InMemory(&views), &EstimateParams::default()).unwrap();
+    let estimate = t0.elapsed().as_secs_f64();
+    let t0 = std::time::Instant::now();
+    for v in &views[..10] {
+        e.shading.correct(v).unwrap();
+    }
+    println!("estimate of 100 tiles of {w}x{h} u16: {estimate:.2} s; correction: {:.1} ms per tile; vignetting {:.1} %", t0.elapsed().as_secs_f64() * 100.0, e.shading.vignetting() * 100.0);
+}
