@@ -132,7 +132,8 @@ pub fn estimate_shading(tiles: &dyn FrameSource, p: &EstimateParams) -> Result<S
     let (surface, used) = flat_surface(&stacks, &centres, degree, dark)?;
     let flat = evaluate(&surface, (w, h))?;
     let (lo, hi) = flat.as_slice().iter().fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
-    if !(lo > 0.02 * hi) {
+    // (NaN fails too.)
+    if lo.is_nan() || lo <= 0.02 * hi {
         return Err(Error::InvalidParameter {
             name: "flat field",
             reason: alloc::format!("the estimate falls to {lo:.3} of its mean where its largest value is {hi:.3}: the tiles show no usable shading (give the flat field as a file)"),

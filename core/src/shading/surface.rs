@@ -55,7 +55,7 @@ impl Surface {
             let mut abs: Vec<f64> = residuals.iter().map(|r| libm::fabs(*r)).collect();
             abs.sort_by(f64::total_cmp);
             let spread = 1.4826 * abs[abs.len() / 2];
-            if !(spread > 0.0) {
+            if spread.is_nan() || spread <= 0.0 {
                 break;
             }
             let k = HUBER * spread;
@@ -93,7 +93,7 @@ impl Surface {
             for k in 0..j {
                 d -= a[j * n + k] * a[j * n + k];
             }
-            if !(d > 1e-12 * scale) {
+            if d.is_nan() || d <= 1e-12 * scale {
                 return Err(Error::InvalidParameter { name: "shading samples", reason: "they do not determine a smooth surface (too few, or all on a line)".into() });
             }
             let d = libm::sqrt(d);
