@@ -9,6 +9,7 @@
 
 pub use tessera_core::*;
 
+pub mod flatfield;
 pub mod frames;
 pub mod io;
 pub mod large;

@@ -8,7 +8,8 @@
 mod common;
 
 use common::footage::{enlarged, layout, photo, render, Conditions, TILE};
-use tessera::stitch::{grid_positions, register_tiles, Corner, GridParams, InMemory, TileOrder, Verification};
+use tessera::shading::{estimate_shading, Corrected, EstimateParams};
+use tessera::stitch::{grid_positions, register_tiles, seam_steps, Corner, FrameSource, GridParams, InMemory, TileOrder, Verification};
 use tessera::stitch::SplitMix64;
 use tessera::{AnyView, Image, Parallelism, Rgba8};
 
@@ -70,6 +71,7 @@ fn sixteen_bit_and_rgb_tiles_register_like_eight_bit() {
 /// than it has): `grid` (cols, rows) tiles of `tile` pixels in snake-row order,
 /// overlapping by `overlap`, each off its stage position by up to `jitter` of a tile per
 /// axis (subpixel), under `conditions`, as 8- or 16-bit tiles.
+#[derive(Clone, Copy)]
 struct Case {
     photo: &'static str,
     scale: f64,
@@ -90,6 +92,12 @@ struct Outcome {
     /// Accepted pairs more than 1 px from the true offset.
     wrong_pairs: usize,
     unregistered: Vec<usize>,
+    /// The mean step of brightness across the seams of every neighbouring pair at the
+    /// registered positions (`seam_steps`), percent of the tiles' mean grey level, on the
+    /// tiles as registered and composited (corrected where the run corrects them).
+    seam_step: f64,
+    /// The flat field's estimated vignetting (`1 - min / max`), where it was estimated.
+    vignetting: Option<f64>,
 }
 
 /// The tile errors of a run (pixels), summarised.
@@ -124,6 +132,12 @@ impl Case {
     /// The tiles, rendered at `truth`, with `replace` applied to them (a tile swapped for a
     /// blank one, say) before they are registered.
     fn run(&self, seed: u64, replace: impl FnOnce(&mut Vec<Image<u8>>)) -> Outcome {
+        self.run_shaded(seed, replace, None)
+    }
+
+    /// [`Case::run`], the tiles first corrected by the flat field `shading` estimates from
+    /// them, when given.
+    fn run_shaded(&self, seed: u64, replace: impl FnOnce(&mut Vec<Image<u8>>), shading: Option<EstimateParams>) -> Outcome {
         let src = photo(self.photo);
         let src = if self.scale == 1.0 { src } else { enlarged(&src, self.scale) };
         let (nominal, truth) = self.layout(seed);
@@ -133,8 +147,21 @@ impl Case {
         replace(&mut tiles);
         let wide: Vec<Image<u16>> = if self.sixteen_bit { tiles.iter().map(|t| t.map(|v| v as u16 * 257)).collect() } else { Vec::new() };
         let views: Vec<AnyView<'_>> = if self.sixteen_bit { wide.iter().map(|t| AnyView::U16(t.view())).collect() } else { tiles.iter().map(|t| AnyView::U8(t.view())).collect() };
-        let m = register_tiles(&InMemory(&views), &nominal, &GridParams::default(), Parallelism::AllThreads, &mut go_on).unwrap();
+        let plain = InMemory(&views);
+        let estimate = shading.map(|p| estimate_shading(&plain, &p).unwrap());
+        let corrected = estimate.as_ref().map(|e| Corrected { inner: &plain, shading: &e.shading });
+        let source: &dyn FrameSource = match &corrected {
+            Some(c) => c,
+            None => &plain,
+        };
+        let m = register_tiles(source, &nominal, &GridParams::default(), Parallelism::AllThreads, &mut go_on).unwrap();
         let tile_errors = errors(&m.tiles.iter().map(|t| t.position).collect::<Vec<_>>(), &truth);
+        let placed: Vec<Option<(f64, f64)>> = m.tiles.iter().map(|t| Some(t.position)).collect();
+        let pairs: Vec<(usize, usize)> = m.pairs.iter().map(|q| (q.a, q.b)).collect();
+        let steps: Vec<f64> = seam_steps(source, &placed, &pairs).unwrap().into_iter().flatten().collect();
+        let grey = tiles.iter().map(|t| t.as_slice().iter().map(|&v| v as f64).sum::<f64>() / t.as_slice().len() as f64).sum::<f64>() / tiles.len() as f64;
+        let scale = if self.sixteen_bit { 257.0 } else { 1.0 };
+        let seam_step = steps.iter().sum::<f64>() / steps.len() as f64 / (grey * scale) * 100.0;
         if std::env::var("DETAIL").is_ok_and(|d| d == self.photo) {
             for (t, e) in m.tiles.iter().zip(&tile_errors).filter(|(_, &e)| e > 0.3) {
                 println!("  tile {} error {e:.3} px", t.index);
@@ -154,6 +181,8 @@ impl Case {
             accepted: m.pairs.iter().filter(|q| q.shift.is_some()).count(),
             pairs: m.pairs.len(),
             unregistered: m.tiles.iter().filter(|t| !t.registered).map(|t| t.index).collect(),
+            seam_step,
+            vignetting: estimate.map(|e| e.shading.vignetting()),
         }
     }
 }
@@ -199,6 +228,67 @@ fn overlaps_of_10_to_30_percent_under_vignetting_up_to_10x10_register_to_subpixe
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Grids from five photographs of different character under 30 % vignetting (the corners
+/// at 70 % of the centre's light), 3 x 3 to 10 x 10, 8- and 16-bit: with the flat field
+/// estimated from the tiles (`--flatfield estimate`) each registers within the bound of the
+/// unvignetted grids (mean 0.25 px, worst 1 px, every tile, no wrong pair); without it the
+/// 10 x 10 grid of IHC tiles does not (an accepted pair 1.2 px off). The step of brightness
+/// across the seams ([`seam_steps`]) is printed for the grids without vignetting, with it,
+/// and corrected.
+#[test]
+fn thirty_percent_vignetting_registers_as_well_as_none_after_shading_correction() {
+    let case = |photo, scale, grid, tile, overlap, jitter, sixteen_bit, vignetting| Case {
+        photo,
+        scale,
+        grid,
+        tile,
+        overlap,
+        jitter,
+        sixteen_bit,
+        conditions: Conditions { vignetting, ..Conditions::default() },
+    };
+    // The cases and seeds of the vignetting test above, the IHC grid at 30 %.
+    let cases = [
+        (67, case("ihc", 2.0, (10, 10), (128, 112), 0.30, 0.03, true, 0.3)),
+        (66, case("gravel", 2.0, (10, 10), (128, 112), 0.30, 0.03, false, 0.3)),
+        (62, case("camera", 1.5, (4, 3), (200, 180), 0.20, 0.05, false, 0.3)),
+        (65, case("astronaut", 1.0, (3, 3), (200, 160), 0.30, 0.05, false, 0.3)),
+        (63, case("coffee", 1.0, (3, 3), (220, 140), 0.20, 0.04, true, 0.3)),
+        (64, case("grass", 1.0, (3, 3), (200, 160), 0.30, 0.05, true, 0.3)),
+    ];
+    let good = |o: &Outcome| o.mean() <= 0.25 && o.max() <= 1.0 && o.unregistered.is_empty() && o.wrong_pairs == 0;
+    let mut failures = Vec::new();
+    let mut plain_failed = Vec::new();
+    for &(seed, ref c) in &cases {
+        let even = Case { conditions: Conditions::default(), ..*c }.run(seed, |_| {});
+        let plain = c.run(seed, |_| {});
+        let fixed = c.run_shaded(seed, |_| {}, Some(EstimateParams::default()));
+        let show = |o: &Outcome| format!("mean {:.3} px, max {:.3} px, {} of {} pairs ({} wrong), unregistered {}, seam step {:.2} %", o.mean(), o.max(), o.accepted, o.pairs, o.wrong_pairs, o.unregistered.len(), o.seam_step);
+        println!("{:10} {}x{} {}-bit", c.photo, c.grid.0, c.grid.1, if c.sixteen_bit { 16 } else { 8 });
+        println!("  no vignetting      {}", show(&even));
+        println!("  30 %, uncorrected  {}", show(&plain));
+        println!("  30 %, estimated    {} (estimated vignetting {:.1} %)", show(&fixed), fixed.vignetting.unwrap_or(f64::NAN) * 100.0);
+        if !good(&fixed) {
+            failures.push(format!("{}: {}", c.photo, show(&fixed)));
+        }
+        if !good(&plain) {
+            plain_failed.push(c.photo);
+        }
+        // The seams: where 100 tiles make the stack's statistics (10 x 10), the correction
+        // takes away most of the step vignetting leaves, and the estimate finds the
+        // strength (30 % at the corners). On 9 to 12 tiles of photographs with structure at
+        // the tile's scale (a sky, a coat, a table) the stack does not average the scene
+        // out: the estimate overshoots (46 to 70 %) and the seams step more than without
+        // it, though registration still holds the bound; printed, not asserted.
+        if c.grid.0 * c.grid.1 >= 100 {
+            assert!(fixed.seam_step < 0.5 * plain.seam_step, "{}: seam step {:.2} % corrected, {:.2} % not", c.photo, fixed.seam_step, plain.seam_step);
+            assert!(fixed.vignetting.is_some_and(|v| (v - 0.3).abs() < 0.05), "{}: {:?}", c.photo, fixed.vignetting);
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(plain_failed.contains(&"ihc"), "uncorrected, the 10 x 10 IHC grid was expected to fail: {plain_failed:?}");
 }
 
 #[test]
@@ -407,4 +497,33 @@ fn a_wrong_nominal_overlap_is_measured_from_the_pairs() {
             assert!(o.is_some_and(|o| (o - 0.25).abs() < 0.03), "{photo}: {overlap:?}");
         }
     }
+}
+
+/// The estimate's cost for MIST's tile size: 100 tiles (10 x 10) of 1392 x 1040 16-bit
+/// pixels in memory, and one tile's correction (`cargo test --release --test grid --
+/// --ignored --nocapture shading_estimate_cost`; figures in docs/stitching.md).
+#[test]
+#[ignore]
+fn shading_estimate_cost() {
+    let (w, h) = (1392, 1040);
+    let mut rng = SplitMix64::new(5);
+    let tiles: Vec<Image<u16>> = (0..100)
+        .map(|_| {
+            let level = 8000.0 + 20000.0 * rng.uniform();
+            Image::from_fn(w, h, |x, y| {
+                let r2 = ((x as f64 / w as f64 - 0.5).powi(2) + (y as f64 / h as f64 - 0.5).powi(2)) * 2.0;
+                (level * (1.0 - 0.3 * r2) * (0.8 + 0.4 * rng.uniform())) as u16
+            })
+            .unwrap()
+        })
+        .collect();
+    let views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U16(t.view())).collect();
+    let t0 = std::time::Instant::now();
+    let e = estimate_shading(&InMemory(&views), &EstimateParams::default()).unwrap();
+    let estimate = t0.elapsed().as_secs_f64();
+    let t0 = std::time::Instant::now();
+    for v in &views[..10] {
+        e.shading.correct(v).unwrap();
+    }
+    println!("estimate of 100 tiles of {w}x{h} u16: {estimate:.2} s; correction: {:.1} ms per tile; vignetting {:.1} %", t0.elapsed().as_secs_f64() * 100.0, e.shading.vignetting() * 100.0);
 }

@@ -1,7 +1,8 @@
 //! `tessera stitch --grid COLSxROWS` / `--positions FILE.csv` / `--tile-config FILE`:
 //! microscope tile grids (`tessera::stitch::register_tiles`), the mosaic, a report in the
 //! sequences' contract plus `pairs[]`, `components[]` and `stage_model`, and Fiji's
-//! `TileConfiguration.registered.txt`.
+//! `TileConfiguration.registered.txt`; with `--flatfield`, the tiles corrected for shading
+//! (`tessera::flatfield`) before registration and in the mosaic.
 
 use super::stitch::StitchArgs;
 use anyhow::{anyhow, bail, Context, Result};
@@ -10,7 +11,9 @@ use std::path::Path;
 use std::time::Instant;
 use tessera::options::{parse_grid, parse_positions};
 use tessera::report::{peak_memory_mib, round};
-use tessera::stitch::{grid_positions, register_tiles, FrameSource, GridParams, Mosaic, StitchParams};
+use tessera::flatfield::FieldSource;
+use tessera::shading::Corrected;
+use tessera::stitch::{grid_positions, register_tiles, seam_steps, FrameSource, GridParams, Mosaic, StitchParams};
 use tessera::{Choice, Parallelism};
 
 /// Nominal positions from the CSV file at `path` ([`tessera::options::parse_positions`]).
@@ -57,6 +60,41 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     };
     let gp = GridParams { register: p.register, stage_error: a.stage_error, coarse_candidates: p.coarse_candidates };
     let t0 = Instant::now();
+    // Shading: the tiles corrected as they are read, for registration and the mosaic.
+    let field = |v: &Option<String>, flag: &str| v.as_deref().map(|s| FieldSource::parse(s, flag)).transpose();
+    let (flat, dark) = (field(&a.flatfield, "--flatfield")?, field(&a.darkfield, "--darkfield")?);
+    if let Some(out) = &a.flatfield_out {
+        if !tessera::io::is_tiff(out) {
+            bail!("--flatfield-out {}: the flat field is written as a 32-bit float TIFF; name it .tif", out.display());
+        }
+    }
+    let shading_t0 = Instant::now();
+    let prepared = tessera::flatfield::prepare(flat.as_ref(), dark.as_ref(), source, tile)?;
+    let shading_secs = shading_t0.elapsed().as_secs_f64();
+    let raw = source;
+    let corrected = prepared.as_ref().map(|q| Corrected { inner: raw, shading: &q.shading });
+    let source: &dyn FrameSource = match &corrected {
+        Some(c) => c,
+        None => raw,
+    };
+    if let Some(q) = &prepared {
+        let how = match &q.estimate {
+            Some(e) => format!(
+                "estimated from {} tiles ({} left out, surface of degree {}){}{} in {shading_secs:.2} s",
+                e.tiles_used,
+                e.excluded.len(),
+                e.degree,
+                if e.reliable { "" } else { "; few tiles: the estimate is unreliable, give a flat field from a file if the seams show" },
+                e.dark_level.map_or(String::new(), |d| format!("; dark level {d:.1}{}", e.dark_note.as_deref().map_or(String::new(), |n| format!(" ({n})"))))
+            ),
+            None => "from the file".into(),
+        };
+        eprintln!("shading: flat field {how}; vignetting {:.1} % (the darkest pixel against the brightest)", q.shading.vignetting() * 100.0);
+        if let Some(out) = &a.flatfield_out {
+            tessera::flatfield::write_flat(&q.shading, out)?;
+            println!("flat field -> {}", out.display());
+        }
+    }
     let mosaic = register_tiles(source, &nominal, &gp, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
     let placed: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
     let poses: Vec<_> = placed.iter().map(|p| p.map(tessera::stitch::Similarity::translation)).collect();
@@ -84,6 +122,23 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
         println!("tile {} ({}): {}", t.index, labels[t.index], tile_reason(&mosaic, t.index));
     }
     eprintln!("{}", describe_model(&mosaic, tile, a));
+    // With shading corrected, the step of brightness across the seams before and after.
+    let seams = match &prepared {
+        Some(_) => {
+            let accepted: Vec<(usize, usize)> = mosaic.pairs.iter().filter(|q| q.shift.is_some()).map(|q| (q.a, q.b)).collect();
+            let mean = |s: Vec<Option<f64>>| {
+                let v: Vec<f64> = s.into_iter().flatten().collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            let before = mean(seam_steps(raw, &placed, &accepted)?);
+            let after = mean(seam_steps(source, &placed, &accepted)?);
+            if let (Some(b), Some(c)) = (before, after) {
+                eprintln!("seams: mean step of brightness {b:.2} grey levels uncorrected, {c:.2} corrected");
+            }
+            before.zip(after)
+        }
+        None => None,
+    };
     // Fiji's registered configuration, beside the report (or the mosaic).
     let beside = a.report.as_deref().unwrap_or(&a.output);
     let registered_config = beside.parent().unwrap_or(Path::new("")).join(tessera::tile_config::REGISTERED_NAME);
@@ -93,7 +148,8 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     if let Some(path) = &a.report {
         let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
                            "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1)), "written": tessera::large::describe(&written)});
-        let r = grid_report(&mosaic, labels, tile, (w, h), written.origin, &gp, a, extra);
+        let mut r = grid_report(&mosaic, labels, tile, (w, h), written.origin, &gp, a, extra);
+        r["shading"] = tessera::flatfield::describe(prepared.as_ref(), seams);
         tessera::io::write_bytes(path, serde_json::to_string_pretty(&r)?.as_bytes())?;
         println!("report -> {}", path.display());
     }

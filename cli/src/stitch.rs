@@ -190,6 +190,24 @@ pub struct StitchArgs {
     /// Tile modes: how far a tile may be from its nominal position, fraction of the tile
     #[arg(long, default_value_t = tessera::stitch::GridParams::default().stage_error)]
     pub stage_error: f64,
+    /// Tile modes: correct the tiles' shading (vignetting, uneven illumination) before
+    /// registration and in the mosaic: `estimate` finds the flat field from the tiles
+    /// themselves (robust statistics across the tiles, fitted as a smooth surface; reliable
+    /// from about 8 tiles of varied content), or FILE is the flat field as an image of the
+    /// tile size (grey, any scale, positive everywhere), e.g. one written by --flatfield-out
+    /// or by BaSiC
+    #[arg(long, value_name = "estimate|FILE")]
+    pub flatfield: Option<String>,
+    /// Tile modes, with --flatfield: the camera's dark field (offset), subtracted before
+    /// dividing by the flat field: `estimate` (with --flatfield estimate: one constant
+    /// level found with the flat field) or FILE, an image of the tile size in the tiles'
+    /// grey levels
+    #[arg(long, value_name = "estimate|FILE", requires = "flatfield")]
+    pub darkfield: Option<String>,
+    /// Tile modes: write the flat field used (mean 1) to this 32-bit float TIFF, for
+    /// inspection or to give it back with --flatfield FILE
+    #[arg(long, value_name = "FILE.tif", requires = "flatfield")]
+    pub flatfield_out: Option<PathBuf>,
     /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
@@ -304,6 +322,9 @@ impl StitchArgs {
 pub fn run_stitch(a: StitchArgs) -> Result<()> {
     let p = a.options().params()?;
     output_options(&a).validate()?;
+    if a.flatfield.is_some() && a.grid.is_none() && a.positions.is_none() && a.tile_config.is_none() {
+        bail!("--flatfield corrects the tiles of a grid: give it with --grid, --positions or --tile-config");
+    }
     if a.follow.is_some() {
         return super::follow::run_follow(&a, p);
     }

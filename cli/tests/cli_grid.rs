@@ -175,3 +175,75 @@ fn a_fiji_tile_configuration_round_trips() {
     assert!(!o.status.success() && e.contains("TileConfiguration.txt line 9: expected `FILE; ; (X, Y)`"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `--flatfield estimate` on a 3 x 3 grid of gravel under 30 % vignetting: the report says
+/// shading was corrected, how strong the vignetting was and the seams' step before and
+/// after; `--flatfield-out` writes the flat field, which `--flatfield FILE` takes back; bad
+/// fields and flags are clear errors.
+#[test]
+fn the_command_line_corrects_shading_and_refuses_bad_fields() {
+    let src = photo("gravel");
+    let (_, truth) = layout(4, 30.0);
+    let tiles: Vec<AnyImage> = render(&src, &truth, TILE, &Conditions { vignetting: 0.3, ..Conditions::default() }, 8).into_iter().map(AnyImage::U8).collect();
+    let d = temp_dir("tessera-grid", "flatfield");
+    let dir = d.join("tiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, t) in tiles.iter().enumerate() {
+        tessera::io::save(t, &dir.join(format!("tile_{i:02}.png"))).unwrap();
+    }
+    let run = |extra: &[&str]| {
+        tessera()
+            .arg("stitch")
+            .arg(&dir)
+            .args(["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--backend", "cpu", "-o"])
+            .arg(d.join("mosaic.png"))
+            .arg("--report")
+            .arg(d.join("grid.json"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let flat = d.join("flat.tif");
+    let o = run(&["--flatfield", "estimate", "--flatfield-out", flat.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&d.join("grid.json"));
+    let s = &r["shading"];
+    assert_eq!((s["corrected"].as_bool(), s["flatfield"].as_str()), (Some(true), Some("estimate")), "{s}");
+    assert_eq!(s["estimate"]["tiles_used"], 9);
+    let v = s["vignetting_percent"].as_f64().unwrap();
+    assert!((20.0..40.0).contains(&v), "{s}");
+    let (before, after) = (s["seam_step_before"].as_f64().unwrap(), s["seam_step_after"].as_f64().unwrap());
+    assert!(after < before, "{s}");
+    assert!(r["frames"].as_array().unwrap().iter().all(|f| f["status"] == "ok"));
+    assert!(matches!(tessera::io::load(&flat).unwrap(), AnyImage::F32(ref f) if f.size() == TILE));
+    // Given back as a file.
+    let o = run(&["--flatfield", flat.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&d.join("grid.json"));
+    assert_eq!(r["shading"]["flatfield"].as_str(), flat.to_str());
+    // Without it: "corrected": false.
+    let o = run(&[]);
+    assert!(o.status.success());
+    assert_eq!(report(&d.join("grid.json"))["shading"]["corrected"], false);
+    // Bad fields and flags.
+    let small = d.join("small.tif");
+    tessera::io::save(&AnyImage::F32(Image::filled(40, 30, 1.0).unwrap()), &small).unwrap();
+    let zero = d.join("zero.tif");
+    tessera::io::save(&AnyImage::F32(Image::from_fn(TILE.0, TILE.1, |x, y| if (x, y) == (7, 2) { 0.0 } else { 1.0 }).unwrap()), &zero).unwrap();
+    let nan = d.join("nan.tif");
+    tessera::io::save(&AnyImage::F32(Image::from_fn(TILE.0, TILE.1, |x, y| if (x, y) == (1, 1) { f32::NAN } else { 1.0 }).unwrap()), &nan).unwrap();
+    for (args, want) in [
+        (vec!["--flatfield", small.to_str().unwrap()], "it is 40x30, the tiles 180x150"),
+        (vec!["--flatfield", zero.to_str().unwrap()], "pixel (7, 2) is 0"),
+        (vec!["--flatfield", nan.to_str().unwrap()], "pixel (1, 1) is NaN"),
+        (vec!["--flatfield", "no-such-flat.tif"], "no such file"),
+        (vec!["--darkfield", "estimate"], "--flatfield"),
+        (vec!["--flatfield", flat.to_str().unwrap(), "--darkfield", "estimate"], "needs --flatfield estimate"),
+        (vec!["--flatfield", "estimate", "--flatfield-out", "flat.png"], "32-bit float TIFF"),
+    ] {
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&d).ok();
+}

@@ -27,6 +27,7 @@ pub mod image;
 pub mod linalg;
 pub mod ncc;
 pub mod parallel;
+pub mod shading;
 pub(crate) mod prefix;
 pub(crate) mod simd;
 /// The seal of the pixel traits of the local-statistics operations (`VarianceSample`,

@@ -30,8 +30,10 @@
 mod model;
 mod pairs;
 mod place;
+mod seams;
 
 pub use model::{direction, StageModel, Verification, MIN_SUPPORT};
+pub use seams::{seam_steps, SEAM_BLOCK};
 
 use pairs::{register_tile_pair, Start};
 use super::register::RegisterParams;
