@@ -582,7 +582,8 @@ fn glass_patch_table() {
     use common::footage::enlarged;
     let p = StitchParams { quality: false, ..Default::default() };
     let frame = (200, 160);
-    for name in PHOTOS {
+    let only = std::env::var("GLASS_ONLY").ok();
+    for name in PHOTOS.into_iter().filter(|n| only.as_deref().is_none_or(|o| o == *n)) {
         let mut src = enlarged(&photo(name), 1.6);
         let (w, h) = src.size();
         let mean = src.as_slice().iter().map(|&v| v as f64).sum::<f64>() / (w * h) as f64;
@@ -602,7 +603,15 @@ fn glass_patch_table() {
             row += 1;
         }
         let frames = render(&src, &origins, frame, &Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }, 3);
-        let (s, _) = run(&frames, &positions(&origins), &p);
+        let truth = positions(&origins);
+        let (s, recs) = run(&frames, &truth, &p);
         println!("{name:10} {s:?}");
+        if std::env::var("GLASS_DEBUG").is_ok() {
+            let r0 = recs.iter().find(|r| r.position == Some((0.0, 0.0)) && r.reference.is_none()).map(|r| r.index).unwrap_or(0);
+            for r in recs.iter() {
+                let e = r.position.map(|q| (q.0 + truth[r0].0 - truth[r.index].0).hypot(q.1 + truth[r0].1 - truth[r.index].1));
+                println!("  {:4} ref {:?} err {:?} ncc {:.3} vec {} ph {:?} skip {:?}", r.index, r.reference, e.map(|e| (e * 100.0).round() / 100.0), r.ncc, r.vectors_used, r.phase_significance, r.skip.as_ref().map(|s| s.describe()));
+            }
+        }
     }
 }

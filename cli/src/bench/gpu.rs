@@ -4,15 +4,11 @@
 //!
 //! - the device's copy bandwidth (device-to-device, bytes read plus written), measured in
 //!   the same run, and each memory-bound kernel's bandwidth as a fraction of it;
-<<<<<<< HEAD
 //! - the host link's bandwidth each way (256 MiB; pageable, pinned and the backend's
 //!   staged transfers), and the box sum's end-to-end rate as a fraction of the pinned link;
-//! - box and mean 4096x4096 f32 over m = 3..255 (flatness of kernel time in m);
-=======
 //! - box and mean 4096x4096 f32 over m = 3..255 (flatness of kernel time in m), in both
 //!   designs (`kernel`: fused, two-pass), and the fused kernel's shapes at m = 3, 31, 255
 //!   (`box_sum_f32_4096_shapes`);
->>>>>>> fused-box
 //! - Gaussian 4096x4096 f32, sigma 2 and 20, each implementation;
 //! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods);
 //! - SGM 1024x440 at 128 disparities, 4 and 8 paths, and Middlebury cones / teddy with
@@ -208,7 +204,7 @@ fn round1(x: f64) -> f64 {
 /// device-to-host rate, one after the other) over its end-to-end median: 1 where the whole
 /// call runs at the link's speed.
 fn link_fraction(r: &mut Recorder, name: &str, n: usize, link: Option<tessera_cuda::LinkBandwidth>) {
-    let params = json!({"w": n, "h": n, "m": 3usize});
+    let params = json!({"w": n, "h": n, "m": 3usize, "kernel": "fused"});
     let (Some(link), Some(ms)) = (link, r.median_ms("box_sum_f32_4096", &params)) else { return };
     let bytes = (n * n * 4) as f64;
     let link_ms = (bytes / (link.h2d_gb_s * 1e9) + bytes / (link.d2h_gb_s * 1e9)) * 1e3;

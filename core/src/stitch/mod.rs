@@ -21,6 +21,7 @@ pub(crate) mod register;
 pub(crate) mod sequence;
 pub(crate) mod similarity;
 pub(crate) mod synth;
+pub(crate) mod textured;
 pub(crate) mod warp;
 pub(crate) mod window;
 

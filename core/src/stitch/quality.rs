@@ -50,17 +50,25 @@ pub(super) fn pearson_region<T: Pixel + Into<f64>>(
     r: &ImageView<'_, T>,
     m: &ImageView<'_, T>,
     shift: (f64, f64),
-    (x0, y0, x1, y1): (usize, usize, usize, usize),
+    region: (usize, usize, usize, usize),
     par: Parallelism,
 ) -> Option<f64> {
-    let ((ox, wx0, wx1), (oy, wy0, wy1)) = (taps(shift.0), taps(shift.1));
-    let sample = |x: usize, y: usize| -> f64 {
-        let (i, j) = ((x as i64 - ox) as usize, (y as i64 - oy) as usize);
-        // A tap of weight 0 may sit just outside the frame: clamp its index.
-        let (i1, j1) = ((i + 1).min(m.width() - 1), (j + 1).min(m.height() - 1));
-        let (r0, r1) = (m.row(j), m.row(j1));
-        wy0 * (wx0 * r0[i].into() + wx1 * r0[i1].into()) + wy1 * (wx0 * r1[i].into() + wx1 * r1[i1].into())
-    };
+    let (s, saa, sbb, sab) = region_sums(r, m, shift, region, par);
+    // A flat side: its centred sum of squares vanishes up to rounding.
+    let tol = 1e-12 * (s[2] + s[3] + 1.0);
+    (saa > tol && sbb > tol).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
+}
+
+/// The sums [`pearson_region`] is made of over the rectangle `[x0, x1) x [y0, y1)`: the raw
+/// sums of the offset pairs and the centred sums `(sums, saa, sbb, sab)`.
+fn region_sums<T: Pixel + Into<f64>>(
+    r: &ImageView<'_, T>,
+    m: &ImageView<'_, T>,
+    shift: (f64, f64),
+    (x0, y0, x1, y1): (usize, usize, usize, usize),
+    par: Parallelism,
+) -> (Sums, f64, f64, f64) {
+    let sample = sampler(m, shift);
     let (a0, b0) = (r.row(y0)[x0].into(), sample(x0, y0));
     let rows = map_indices(y1 - y0, par, |k| {
         let y = y0 + k;
@@ -71,10 +79,27 @@ pub(super) fn pearson_region<T: Pixel + Into<f64>>(
         }
         s
     });
-    let (s, saa, sbb, sab) = centred(&rows, ((x1 - x0) * (y1 - y0)) as f64);
-    // A flat side: its centred sum of squares vanishes up to rounding.
-    let tol = 1e-12 * (s[2] + s[3] + 1.0);
-    (saa > tol && sbb > tol).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
+    centred(&rows, ((x1 - x0) * (y1 - y0)) as f64)
+}
+
+/// The moving frame `m` sampled bilinearly at reference pixel `(x, y)` for `shift`: valid
+/// for the pixels of [`overlap`] at that shift.
+pub(super) fn sampler<'m, T: Pixel + Into<f64>>(m: &'m ImageView<'_, T>, shift: (f64, f64)) -> impl Fn(usize, usize) -> f64 + Sync + 'm {
+    let ((ox, wx0, wx1), (oy, wy0, wy1)) = (taps(shift.0), taps(shift.1));
+    move |x: usize, y: usize| -> f64 {
+        let (i, j) = ((x as i64 - ox) as usize, (y as i64 - oy) as usize);
+        // A tap of weight 0 may sit just outside the frame: clamp its index.
+        let (i1, j1) = ((i + 1).min(m.width() - 1), (j + 1).min(m.height() - 1));
+        let (r0, r1) = (m.row(j), m.row(j1));
+        wy0 * (wx0 * r0[i].into() + wx1 * r0[i1].into()) + wy1 * (wx0 * r1[i].into() + wx1 * r1[i1].into())
+    }
+}
+
+/// The fraction of a white noise's variance that survives bilinear sampling at `shift`
+/// (the sum of the squared tap weights along each axis, multiplied).
+pub(super) fn bilinear_gain(shift: (f64, f64)) -> f64 {
+    let ((_, a0, a1), (_, b0, b1)) = (taps(shift.0), taps(shift.1));
+    (a0 * a0 + a1 * a1) * (b0 * b0 + b1 * b1)
 }
 
 /// Sums of the pairs `(a, b)` Pearson's r is made of: a, b, a², b², ab.

@@ -184,6 +184,10 @@ pub enum SkipReason {
     /// and (where measured) does not stand above `null`, what the pair correlates where it
     /// cannot match ([`super::overlap_null_ncc`]).
     Unconfirmed { agreeing: usize, textured: usize, overlap_ncc: f64, null: Option<f64> },
+    /// A whole-overlap match (no template agreeing) whose overlap is too featureless to
+    /// judge it, or whose textured part does not correlate above its null there: `blocks`
+    /// textured blocks of `needed`, their coefficient and null (`super::textured`).
+    Featureless { blocks: usize, needed: usize, ncc: Option<f64>, null: Option<f64> },
     /// The frame could not be read (a file that does not decode, ...), with the reason.
     Unreadable(String),
     /// The frame's size or pixel type differs from the sequence's (said how).
@@ -215,6 +219,15 @@ impl SkipReason {
                 None => alloc::format!(
                     "unconfirmed: {agreeing} of {textured} textured templates agree, and the overlap correlates only {overlap_ncc:.2} there"
                 ),
+            },
+            SkipReason::Featureless { blocks, needed, ncc, null } => match (ncc, null) {
+                (Some(r), Some(n)) if blocks >= needed => alloc::format!(
+                    "featureless: the overlap's {blocks} textured blocks correlate only {r:.2} there ({n:.2} where they cannot match)"
+                ),
+                (_, None) if blocks >= needed => alloc::format!(
+                    "featureless: the overlap has {blocks} textured blocks, but too little texture where it cannot match to judge them"
+                ),
+                _ => alloc::format!("featureless: the overlap has {blocks} textured blocks, {needed} needed"),
             },
             SkipReason::Unreadable(why) => alloc::format!("unreadable: {why}"),
             SkipReason::Mismatch(why) => alloc::format!("does not match the sequence: {why}"),

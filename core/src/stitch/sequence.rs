@@ -45,6 +45,7 @@ use super::accept::Acceptance;
 use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
+use super::textured::{noise_variance, textured_overlap, Noise, MIN_TEXTURED_BLOCKS};
 use super::warp::warp_with;
 use super::window::{Buffers, Planned, Window};
 use super::window::WINDOW;
@@ -770,7 +771,10 @@ impl<'a> Run<'a> {
         // A weak consensus must be confirmed by the whole overlap: chance agreement of a
         // few templates between unrelated frames is rare but, over a long run with
         // several attempts per frame, not rare enough to report a position on it.
-        if let (Some(m), true) = (reg.motion(), weak(&reg) && p.register.acceptance == Acceptance::Adaptive) {
+        // A whole-overlap match is always confirmed: with no template textured (a frame over an
+        // empty patch of slide) none is weak, and its overlap may still correlate well on
+        // the border of the empty patch, at any shift along it.
+        if let (Some(m), true) = (reg.motion(), (weak(&reg) || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
             let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
             let reference = frame(r)?.view::<T>()?;
             let overlap = overlap_ncc(reference, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
@@ -788,8 +792,34 @@ impl<'a> Run<'a> {
                 _ => None,
             };
             let beats_null = null.is_some_and(|n| overlap >= n + OVERLAP_NULL_MARGIN && overlap >= OVERLAP_FLOOR);
+            // Neither a whole-overlap match nor a weak consensus has a clear majority of
+            // templates behind it: it must stand on the overlap's textured part, above what
+            // that part correlates where it cannot match (`textured`), not on a featureless
+            // area (a few templates agreeing by chance near an empty patch of slide, whose
+            // overlap correlated 0.53 137 px from the truth).
+            // Judged on the band-passed frames where the pair is a translation: their
+            // noise is averaged, so faint texture (the fundus at contrast 0.3) still counts.
+            let noise = match (noise_variance(reference, p.register.rsz), noise_variance(current.view::<T>()?, p.register.rsz)) {
+                (Some(a), Some(b)) => a.min(b),
+                _ => 0.0,
+            };
+            let textured = Some(match m.is_translation() {
+                true => {
+                    let band = Noise::band_passed(noise);
+                    let floor = p.register.min_variance * band.variance / noise.max(f64::MIN_POSITIVE);
+                    textured_overlap(frame(r)?.band::<T>(self.par)?.view(), current.band::<T>(self.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), self.par)?
+                }
+                false => textured_overlap(reference, aligned.view(), aligned.shift, p.register.rsz, Noise::white(noise), p.register.min_variance, self.par)?,
+            });
+            // Template consensus keeps its fixed floor there too (see above).
+            let floor = if reg.phase_significance.is_some() { OVERLAP_FLOOR } else { p.register.min_coefficient };
+            let featureless = textured.filter(|t| !t.confirms(OVERLAP_NULL_MARGIN, floor));
             if overlap < p.register.min_coefficient && !beats_null {
                 reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap, null });
+                reg.shift = None;
+                reg.phase_significance = None;
+            } else if let Some(t) = featureless {
+                reg.skip = Some(SkipReason::Featureless { blocks: t.blocks, needed: MIN_TEXTURED_BLOCKS, ncc: t.ncc, null: t.null });
                 reg.shift = None;
                 reg.phase_significance = None;
             } else if reg.phase_significance.is_some() {
