@@ -82,7 +82,7 @@ impl StagingConfig {
     #[cfg(feature = "shim")]
     pub(crate) fn for_shim() -> Self {
         let workers = if cfg!(shim_sanitizer = "thread") { 1 } else { 3 };
-        StagingConfig { chunk: 4093, workers, cap: 6 * 4093, min_bytes: 1 }
+        StagingConfig { chunk: 65521, workers, cap: 6 * 65521, min_bytes: 1 }
     }
 
     /// Slots the pool may hold.
