@@ -155,7 +155,7 @@ fn run<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, mut mask: ImageViewMut<
     gpu.launch(k("glare_dilate"), [blocks(w, BLOCK), h as u32, 1], blk, 0, args![&dmask, &grown, wi, hi, p.fill_grow as i32])?;
     let mut host_grown = Image::<u8>::new(w, h)?;
     gpu.download(&grown, host_grown.as_mut_slice())?;
-    let regions = spots(host_grown.view());
+    let regions = spots(host_grown.view())?;
     let out = gpu.upload_view(src)?;
     if !regions.is_empty() {
         let channels: i32 = if lane == Lane::Rgba { 3 } else { 1 };

@@ -110,7 +110,7 @@ fn tile(level: Level) -> (usize, usize) {
 fn pack_b(b: &ImageView<'_, f32>, nr: usize, par: Parallelism) -> Result<Vec<f32>> {
     let (n, k) = b.size();
     let panels = n.div_ceil(nr);
-    let mut out = vec![0.0f32; panels * k * nr];
+    let mut out = crate::error::try_filled(panels.saturating_mul(k).saturating_mul(nr), 0.0f32)?;
     let view = ImageViewMut::from_slice(&mut out, k * nr, panels)?;
     for_each_band(view, par, 4, |j0, mut band| {
         for jj in 0..band.height() {

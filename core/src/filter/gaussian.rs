@@ -267,7 +267,7 @@ where
         GaussianMethod::Iir => gaussian_iir::blur::<P>(lanes, dst, p.sigma, p.border, par)?,
         _ => {
             let wts = gaussian_weights(p.sigma, p.fir_radius());
-            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, crate::cpu::level())
+            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, crate::cpu::level())?
         }
     }
     Ok(())

@@ -19,8 +19,8 @@ use super::gaussian::{GaussLane, Lanes};
 use crate::border::Border;
 use crate::filter::BoxPixel;
 use crate::image::ImageViewMut;
-use crate::parallel::{for_each_band, Parallelism};
-use alloc::vec;
+use crate::error::try_filled;
+use crate::parallel::{try_for_each_band, Parallelism};
 use alloc::vec::Vec;
 use crate::cpu::Level;
 use crate::fma::{dispatch, F32Vec, LoadF32};
@@ -195,7 +195,8 @@ pub(crate) fn blur<P: BoxPixel>(
     border: Border,
     par: Parallelism,
     level: Level,
-) where
+) -> crate::Result<()>
+where
     P::Lane: GaussLane,
 {
     let (w, h, c) = (src.width, src.height, src.channels);
@@ -206,10 +207,13 @@ pub(crate) fn blur<P: BoxPixel>(
     let inv_nx: Vec<f32> = if normalize { (0..w).map(|x| 1.0 / inside_weight(wts, x, w)).collect() } else { Vec::new() };
     // Rows whose taps all fall inside the image are done four at a time.
     let interior = |y: usize| y >= r && y + GROUP - 1 + r < h;
-    for_each_band(dst, par, 8, |y0, mut band| {
+    // Each band's rows are allocated fallibly: a line too long for the memory left is an
+    // error, not an abort.
+    try_for_each_band(dst, par, 8, |y0, mut band| {
         let wc = w * c;
-        let mut padded: [Vec<f32>; GROUP] = core::array::from_fn(|_| vec![0.0f32; wc + 2 * r * c]);
-        let mut out = vec![0.0f32; wc];
+        let row = || try_filled(wc + 2 * r * c, 0.0f32);
+        let mut padded: [Vec<f32>; GROUP] = [row()?, row()?, row()?, row()?];
+        let mut out = try_filled(wc, 0.0f32)?;
         let mut rows: Vec<&[P::Lane]> = Vec::with_capacity(wts.len() + GROUP);
         let mut rw: Vec<f32> = Vec::with_capacity(wts.len());
         let mut yb = 0;
@@ -281,7 +285,8 @@ pub(crate) fn blur<P: BoxPixel>(
             }
             yb += group;
         }
-    });
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -302,7 +307,7 @@ mod tests {
             let run = |par| {
                 let lanes = Lanes { data: &f[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<f32>::new(w, h).unwrap();
-                blur::<f32>(lanes, out.view_mut(), &wts, border, par, crate::cpu::level());
+                blur::<f32>(lanes, out.view_mut(), &wts, border, par, crate::cpu::level()).unwrap();
                 out
             };
             assert_eq!(run(Parallelism::Sequential), run(Parallelism::AllThreads), "{border:?}");
@@ -322,7 +327,7 @@ mod tests {
                 let wts = gaussian_weights(sigma, r);
                 let lanes = Lanes { data: &f[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<f32>::new(w, h).unwrap();
-                blur::<f32>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level);
+                blur::<f32>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
                 let plane: Vec<f64> = f.iter().map(|&v| v as f64).collect();
                 let want = convolve_2d(&plane, w, h, &weights_f64(sigma, r), border);
                 for (&g, &e) in out.as_slice().iter().zip(&want) {
@@ -330,7 +335,7 @@ mod tests {
                 }
                 let lanes = Lanes { data: &u[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<u8>::new(w, h).unwrap();
-                blur::<u8>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level);
+                blur::<u8>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
                 let plane: Vec<f64> = u.iter().map(|&v| v as f64).collect();
                 let want = convolve_2d(&plane, w, h, &weights_f64(sigma, r), border);
                 for (&g, &e) in out.as_slice().iter().zip(&want) {
@@ -339,7 +344,7 @@ mod tests {
                 let u16s: Vec<u16> = u.iter().map(|&v| v as u16 * 257).collect();
                 let lanes = Lanes { data: &u16s[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<u16>::new(w, h).unwrap();
-                blur::<u16>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level);
+                blur::<u16>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
                 let plane: Vec<f64> = u16s.iter().map(|&v| v as f64).collect();
                 let want = convolve_2d(&plane, w, h, &weights_f64(sigma, r), border);
                 for (&g, &e) in out.as_slice().iter().zip(&want) {

@@ -38,12 +38,12 @@
 
 use super::gaussian::{GaussLane, Lanes};
 use crate::border::{reflect101, Border};
-use crate::error::Result;
+use crate::error::{try_filled, Result};
 use crate::filter::BoxPixel;
 use crate::cpu::Level;
 use crate::fma::{dispatch, F32Vec, LoadF32};
 use crate::image::ImageViewMut;
-use crate::parallel::{for_each_band, Parallelism};
+use crate::parallel::{for_each_band, try_for_each_band, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
 use crate::cpu::multiversion;
@@ -292,7 +292,7 @@ where
     // `cols`, filtered down and up. Strips are independent: one "row" of a view each.
     let strips = wc.div_ceil(LINES);
     let tn = h + 2 * m;
-    let mut cols = vec![0.0f32; strips * tn * LINES];
+    let mut cols = try_filled(strips.saturating_mul(tn).saturating_mul(LINES), 0.0f32)?;
     let view = ImageViewMut::from_slice(&mut cols, tn * LINES, strips)?;
     for_each_band(view, par, 1, |s0, mut band| {
         let mut rows: Vec<&[P::Lane]> = Vec::with_capacity(tn);
@@ -335,9 +335,9 @@ where
     let hn = w + 2 * m;
     let level = crate::cpu::level();
     let cols = &cols;
-    for_each_band(dst, par, rows_per_block, |y0, mut band| {
-        let mut blk = vec![0.0f32; hn * LINES];
-        let mut out = vec![0.0f32; rows_per_block * wc];
+    try_for_each_band(dst, par, rows_per_block, |y0, mut band| {
+        let mut blk = try_filled(hn * LINES, 0.0f32)?;
+        let mut out = try_filled(rows_per_block * wc, 0.0f32)?;
         let mut yb = 0;
         while yb < band.height() {
             let rows = rows_per_block.min(band.height() - yb);
@@ -376,8 +376,8 @@ where
             }
             yb += rows;
         }
-    });
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `dst[j * ds + i] = src[i * ss + j]` for `i, j < 64`, in `LANES`-square register blocks

@@ -38,9 +38,9 @@ pub fn fill<P: GlarePixel>(
     check_same_size(src.size(), mask.size())?;
     check_same_size(src.size(), dst.size())?;
     dst.copy_from(src)?;
-    let grown = dilate(mask, p.fill_grow);
+    let grown = dilate(mask, p.fill_grow)?;
     let mask = grown.view();
-    let spots = spots(mask);
+    let spots = spots(mask)?;
     let filled = map_indices(spots.len(), par, |i| solve(src, mask, &spots[i], p.fill_iterations));
     for (spot, values) in spots.iter().zip(filled) {
         for (&(x, y), v) in spot.pixels.iter().zip(values) {
@@ -56,11 +56,11 @@ pub fn fill<P: GlarePixel>(
 }
 
 /// `mask != 0` dilated by `g` pixels (a (2g + 1) square), as 0 / 255.
-fn dilate(mask: ImageView<'_, u8>, g: usize) -> Image<u8> {
+fn dilate(mask: ImageView<'_, u8>, g: usize) -> Result<Image<u8>> {
     let (w, h) = mask.size();
-    let mut out = mask.to_image();
+    let mut out = mask.try_to_image()?;
     if g == 0 {
-        return out;
+        return Ok(out);
     }
     for y in 0..h {
         for x in 0..w {
@@ -71,13 +71,14 @@ fn dilate(mask: ImageView<'_, u8>, g: usize) -> Image<u8> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
-/// The 8-connected spots of `mask != 0`.
-pub fn spots(mask: ImageView<'_, u8>) -> Vec<Spot> {
+/// The 8-connected spots of `mask != 0`; [`Error::OutOfMemory`](crate::Error::OutOfMemory)
+/// where the image-sized map of visited pixels cannot be allocated.
+pub fn spots(mask: ImageView<'_, u8>) -> Result<Vec<Spot>> {
     let (w, h) = mask.size();
-    let mut seen = vec![false; w * h];
+    let mut seen = crate::error::try_filled(w * h, false)?;
     let mut out = Vec::new();
     let mut stack = Vec::new();
     for y0 in 0..h {
@@ -104,7 +105,7 @@ pub fn spots(mask: ImageView<'_, u8>) -> Vec<Spot> {
             out.push(Spot { pixels, bbox });
         }
     }
-    out
+    Ok(out)
 }
 
 /// The filled values (up to 3 channels) of one spot's pixels, in the order of `spot.pixels`.

@@ -21,9 +21,8 @@
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
 use super::warp::sample;
-use crate::error::{Error, Result};
+use crate::error::{try_filled, Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView, Rgba8};
-use alloc::vec;
 use alloc::vec::Vec;
 
 /// How overlapping frames combine.
@@ -366,7 +365,7 @@ struct Paste<P> {
 impl<P: SynthPixel> Paste<P> {
     fn new((cw, ch): (usize, usize), blend: Blend) -> Result<Self> {
         let sums = if blend == Blend::Overwrite { 0 } else { cw * ch };
-        Ok(Paste { canvas: Image::new(cw, ch)?, acc: vec![0.0; sums * P::COLOURS], weight: vec![0.0; sums] })
+        Ok(Paste { canvas: Image::new(cw, ch)?, acc: try_filled(sums.saturating_mul(P::COLOURS), 0.0)?, weight: try_filled(sums, 0.0)? })
     }
 
     /// Adds frame `f` whose top-left pixel goes to canvas `(x, y)`, into this canvas of the
@@ -447,6 +446,7 @@ impl<P: SynthPixel> Paste<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
     use proptest::prelude::*;
 
     /// Straightforward f64 reference of the three blends for gray frames.

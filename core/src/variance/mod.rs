@@ -286,9 +286,9 @@ pub fn local_variance<P: VariancePixel>(
     check_same_size(src.size(), dst.size())?;
     match p.method {
         VarianceMethod::Recursive => P::recursive(src, Outputs::Var(dst), p, par),
-        VarianceMethod::Usual => usual::local_variance(&Padded::new(src, p), dst, p.kernel, par),
-        VarianceMethod::Koenig => koenig::local_variance(&Padded::new(src, p), dst, p.kernel, par),
-        VarianceMethod::Welford => welford::local_variance(&Padded::new(src, p), dst, p.kernel, par),
+        VarianceMethod::Usual => usual::local_variance(&Padded::new(src, p)?, dst, p.kernel, par),
+        VarianceMethod::Koenig => koenig::local_variance(&Padded::new(src, p)?, dst, p.kernel, par),
+        VarianceMethod::Welford => welford::local_variance(&Padded::new(src, p)?, dst, p.kernel, par),
         VarianceMethod::Pairwise | VarianceMethod::Threewise => {
             let pass: LinePass = match (p.method, p.kernel) {
                 (VarianceMethod::Pairwise, VarianceKernel::Tent { .. }) => pairwise::tent_pass,
@@ -296,7 +296,7 @@ pub fn local_variance<P: VariancePixel>(
                 (_, VarianceKernel::Tent { .. }) => threewise::tent_pass,
                 (_, VarianceKernel::Box { .. }) => box_blocks::box_pass::<3>,
             };
-            separable_log(&Padded::new(src, p), dst, p.kernel.radius(), par, pass)
+            separable_log(&Padded::new(src, p)?, dst, p.kernel.radius(), par, pass)
         }
     }
 }
@@ -384,7 +384,7 @@ pub fn local_variance_reference<P: VarianceSample>(src: ImageView<'_, P>, p: &Va
             _ => p.border.outside_value() as f64,
         }
     };
-    let mut out = vec![0.0f64; w * h];
+    let mut out = crate::error::try_filled(w * h, 0.0f64)?;
     for y in 0..h {
         for x in 0..w {
             let (mut sw, mut s1) = (0.0, 0.0);
@@ -424,13 +424,13 @@ pub struct Padded {
 impl Padded {
     /// The padded image of `x - K`, `K` the image's mean rounded to a whole number (see
     /// [`global_shift`]); NaN stays NaN.
-    pub fn new<P: VarianceSample>(src: ImageView<'_, P>, p: &VarianceParams) -> Self {
+    pub fn new<P: VarianceSample>(src: ImageView<'_, P>, p: &VarianceParams) -> Result<Self> {
         let pad = p.kernel.radius();
         let k = global_shift(src);
         let outside = (p.border.outside_value() as f64 - k) as f32;
-        let data = pad_map(src, pad, p.border, [outside], |v| [(v.to_f32() as f64 - k) as f32]);
+        let data = pad_map(src, pad, p.border, [outside], |v| [(v.to_f32() as f64 - k) as f32])?;
         let (w, h) = src.size();
-        Padded { data, width: w + 2 * pad, height: h + 2 * pad, pad }
+        Ok(Padded { data, width: w + 2 * pad, height: h + 2 * pad, pad })
     }
     #[inline]
     pub fn row(&self, y: usize) -> &[f32] {
@@ -489,10 +489,10 @@ pub(crate) fn pad_map<P: Pixel, Q: Copy + Default, const C: usize>(
     border: Border,
     outside: [Q; C],
     f: impl Fn(P) -> [Q; C],
-) -> Vec<Q> {
+) -> Result<Vec<Q>> {
     let (w, h) = src.size();
     let (pw, ph) = (w + 2 * pad, h + 2 * pad);
-    let mut out = vec![Q::default(); pw * ph * C];
+    let mut out = crate::error::try_filled(pw.saturating_mul(ph).saturating_mul(C), Q::default())?;
     let cols: Vec<Option<usize>> = (0..pw).map(|i| border.source_index(i as isize - pad as isize, w)).collect();
     for (py, row) in out.chunks_exact_mut(pw * C).enumerate() {
         match border.source_index(py as isize - pad as isize, h) {
@@ -512,7 +512,7 @@ pub(crate) fn pad_map<P: Pixel, Q: Copy + Default, const C: usize>(
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// A variance value with the rounding residue below zero removed; NaN stays NaN.
@@ -561,7 +561,7 @@ pub(crate) fn separable_log(src: &Padded, dst: ImageViewMut<'_, f32>, r: usize, 
     let (w, h) = dst.size();
     let ph = src.height;
     // Horizontal statistics of every padded row: [means (w) | variances (w)].
-    let mut hs = Image::<f32>::from_vec(2 * w, ph, vec![0.0; 2 * w * ph])?;
+    let mut hs = Image::<f32>::new(2 * w, ph)?;
     for_each_band(hs.view_mut(), par, 8, |y0, mut band| {
         let n = src.width;
         let mut s = LineStats { m: Vec::with_capacity(n), v: vec![0.0f32; n], tm: vec![0.0f32; n], tv: vec![0.0f32; n] };
