@@ -11,7 +11,6 @@ use super::{non_negative, per_row, Padded, VarianceKernel};
 use crate::error::Result;
 use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
-use alloc::vec;
 use crate::cpu::multiversion;
 
 multiversion! {
@@ -28,20 +27,19 @@ pub fn local_variance(src: &Padded, dst: ImageViewMut<'_, f32>, kernel: Variance
     let w = dst.width();
     let n = 2 * kernel.radius() + 1;
     let (wt, total) = weights_2d(kernel);
-    per_row(dst, par, |y, out| {
-        let (mut s1, mut s2) = (vec![0.0f32; w], vec![0.0f32; w]);
+    per_row(dst, par, 2, |y, out, scratch| {
+        let [s1, s2] = scratch else { return };
         for j in 0..n {
             let row = src.row(y + j);
             for i in 0..n {
                 let x = &row[i..i + w];
-                axpy(&mut s1, x, wt[j * n + i]);
-                add_squares(&mut s2, x, wt[j * n + i]);
+                axpy(s1, x, wt[j * n + i]);
+                add_squares(s2, x, wt[j * n + i]);
             }
         }
-        for ((o, &a), &b) in out.iter_mut().zip(&s1).zip(&s2) {
+        for ((o, &a), &b) in out.iter_mut().zip(s1.iter()).zip(s2.iter()) {
             let m = a / total;
             *o = non_negative(b / total - m * m);
         }
-    });
-    Ok(())
+    })
 }

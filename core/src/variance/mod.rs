@@ -38,7 +38,7 @@ pub mod welford;
 use crate::border::Border;
 use crate::error::{Error, Result};
 use crate::image::{check_same_size, ConvertPixel, Image, ImageView, ImageViewMut, Pixel, Rgba8};
-use crate::parallel::{for_each_band, map_indices, Parallelism};
+use crate::parallel::{for_each_band, map_indices, try_for_each_band, Parallelism};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -525,14 +525,23 @@ pub(crate) fn non_negative(v: f32) -> f32 {
     }
 }
 
-/// Shared driver of the O(N^2) methods: for each output row band, `row_fn(y, out_row)`
-/// computes row `y` from the padded image.
-pub(crate) fn per_row(dst: ImageViewMut<'_, f32>, par: Parallelism, row_fn: impl Fn(usize, &mut [f32]) + Send + Sync) {
-    for_each_band(dst, par, 4, |y0, mut band| {
+/// Shared driver of the O(N^2) methods: calls `row_fn(y, out, scratch)` for every row `y`
+/// of `dst`, computed from the padded image (in parallel bands when allowed), with `out` its
+/// row and `scratch` rows of states, `rows` of them, each of `dst`'s
+/// width and zeroed before each call. A band allocates its scratch once, fallibly: an image
+/// too wide for the memory left is an error, not an abort.
+pub(crate) fn per_row(dst: ImageViewMut<'_, f32>, par: Parallelism, rows: usize, row_fn: impl Fn(usize, &mut [f32], &mut [Vec<f32>]) + Send + Sync) -> Result<()> {
+    let w = dst.width();
+    try_for_each_band(dst, par, 4, |y0, mut band| {
+        let mut scratch = (0..rows).map(|_| crate::error::try_filled(w, 0.0f32)).collect::<Result<Vec<_>>>()?;
         for i in 0..band.height() {
-            row_fn(y0 + i, band.row_mut(i));
+            if i > 0 {
+                scratch.iter_mut().for_each(|s| s.fill(0.0));
+            }
+            row_fn(y0 + i, band.row_mut(i), &mut scratch);
         }
-    });
+        Ok(())
+    })
 }
 
 /// Columns per strip of the vertical pass of the separable O(log N) methods.

@@ -11,7 +11,6 @@ use super::{non_negative, per_row, Padded, VarianceKernel};
 use crate::error::Result;
 use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
-use alloc::vec;
 use alloc::vec::Vec;
 use crate::cpu::multiversion;
 
@@ -55,27 +54,25 @@ pub fn local_variance(src: &Padded, dst: ImageViewMut<'_, f32>, kernel: Variance
     let w = dst.width();
     let n = 2 * kernel.radius() + 1;
     let (wt, total) = weights_2d(kernel);
-    per_row(dst, par, |y, out| {
-        let mut m = vec![0.0f32; w];
+    per_row(dst, par, 3, |y, out, scratch| {
+        let [m, s1, s2] = scratch else { return };
         for j in 0..n {
             let row = src.row(y + j);
             for i in 0..n {
-                axpy(&mut m, &row[i..i + w], wt[j * n + i]);
+                axpy(m, &row[i..i + w], wt[j * n + i]);
             }
         }
-        for v in &mut m {
+        for v in m.iter_mut() {
             *v /= total;
         }
-        let (mut s1, mut s2) = (vec![0.0f32; w], vec![0.0f32; w]);
         for j in 0..n {
             let row = src.row(y + j);
             for i in 0..n {
-                deviations(&mut s1, &mut s2, &row[i..i + w], &m, wt[j * n + i]);
+                deviations(s1, s2, &row[i..i + w], m, wt[j * n + i]);
             }
         }
-        for ((o, &a), &b) in out.iter_mut().zip(&s1).zip(&s2) {
+        for ((o, &a), &b) in out.iter_mut().zip(s1.iter()).zip(s2.iter()) {
             *o = non_negative((b - a * a / total) / total);
         }
-    });
-    Ok(())
+    })
 }

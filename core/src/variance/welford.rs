@@ -15,7 +15,6 @@ use super::{non_negative, per_row, Padded, VarianceKernel};
 use crate::error::Result;
 use crate::image::ImageViewMut;
 use crate::parallel::Parallelism;
-use alloc::vec;
 use crate::cpu::multiversion;
 
 multiversion! {
@@ -34,8 +33,8 @@ pub fn local_variance(src: &Padded, dst: ImageViewMut<'_, f32>, kernel: Variance
     let w = dst.width();
     let n = 2 * kernel.radius() + 1;
     let (wt, total) = weights_2d(kernel);
-    per_row(dst, par, |y, out| {
-        let (mut mean, mut m2) = (vec![0.0f32; w], vec![0.0f32; w]);
+    per_row(dst, par, 2, |y, out, scratch| {
+        let [mean, m2] = scratch else { return };
         // The running weight in f64: exact (integers below 2^53).
         let mut seen = 0.0f64;
         for j in 0..n {
@@ -43,12 +42,11 @@ pub fn local_variance(src: &Padded, dst: ImageViewMut<'_, f32>, kernel: Variance
             for i in 0..n {
                 let wk = wt[j * n + i];
                 seen += wk as f64;
-                update(&mut mean, &mut m2, &row[i..i + w], wk, (wk as f64 / seen) as f32);
+                update(mean, m2, &row[i..i + w], wk, (wk as f64 / seen) as f32);
             }
         }
-        for (o, &s) in out.iter_mut().zip(&m2) {
+        for (o, &s) in out.iter_mut().zip(m2.iter()) {
             *o = non_negative(s / total);
         }
-    });
-    Ok(())
+    })
 }
