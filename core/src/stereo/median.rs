@@ -6,7 +6,7 @@
 
 use crate::error::Result;
 use crate::image::{check_same_size, ImageView, ImageViewMut};
-use crate::parallel::{for_each_band, Parallelism};
+use crate::parallel::{try_for_each_band, Parallelism};
 use crate::cpu::multiversion;
 
 /// `dst = median3x3(src)` as described in the module doc. Errors: differing sizes, NaN.
@@ -18,9 +18,9 @@ pub fn median3x3(src: ImageView<'_, f32>, dst: ImageViewMut<'_, f32>, par: Paral
     check_same_size(src.size(), dst.size())?;
     super::check_no_nan("disparity", src)?;
     let (w, h) = src.size();
-    for_each_band(dst, par, 16, |y0, mut band| {
+    try_for_each_band(dst, par, 16, |y0, mut band| {
         // Rows y - 1, y, y + 1 with one +inf pixel on either side (+inf rows outside).
-        let mut padded = alloc::vec![f32::INFINITY; 3 * (w + 2)];
+        let mut padded = crate::error::try_filled(3 * (w + 2), f32::INFINITY)?;
         for j in 0..band.height() {
             let y = y0 + j;
             for (k, p) in padded.chunks_exact_mut(w + 2).enumerate() {
@@ -34,8 +34,8 @@ pub fn median3x3(src: ImageView<'_, f32>, dst: ImageViewMut<'_, f32>, par: Paral
             let (r1, r2) = rest.split_at(w + 2);
             median_row(r0, r1, r2, band.row_mut(j));
         }
-    });
-    Ok(())
+        Ok(())
+    })
 }
 
 multiversion! {
