@@ -118,6 +118,13 @@ impl Errors for Outcome {
 }
 
 impl Case {
+    /// A grid under lens vignetting of strength `vignetting`, other conditions at their
+    /// defaults.
+    #[allow(clippy::too_many_arguments)]
+    fn vignetted(photo: &'static str, scale: f64, grid: (usize, usize), tile: (usize, usize), overlap: f64, jitter: f64, sixteen_bit: bool, vignetting: f64) -> Case {
+        Case { photo, scale, grid, tile, overlap, jitter, sixteen_bit, conditions: Conditions { vignetting, ..Conditions::default() } }
+    }
+
     /// The nominal and true corners (4 px in from the photograph's corner).
     fn layout(&self, seed: u64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
         let (cols, rows) = self.grid;
@@ -192,28 +199,18 @@ fn overlaps_of_10_to_30_percent_under_vignetting_up_to_10x10_register_to_subpixe
     // The lens darkens each tile's corners by `vignetting` (30 %: a strong, uncorrected
     // fall-off; it does not move with the content, so it pulls every pair towards the
     // nominal offset: without it every case here is within 0.08 px mean).
-    let case = |photo, scale, grid, tile, overlap, jitter, sixteen_bit, vignetting| Case {
-        photo,
-        scale,
-        grid,
-        tile,
-        overlap,
-        jitter,
-        sixteen_bit,
-        conditions: Conditions { vignetting, ..Conditions::default() },
-    };
     let cases = [
         // 10 %: tiles wide enough that the overlap holds the 25-pixel templates.
-        case("gravel", 2.5, (3, 3), (400, 320), 0.10, 0.02, false, 0.3),
-        case("ihc", 2.5, (3, 3), (400, 320), 0.10, 0.02, true, 0.3),
-        case("camera", 1.5, (4, 3), (200, 180), 0.20, 0.05, false, 0.3),
-        case("coffee", 1.0, (3, 3), (220, 140), 0.20, 0.04, true, 0.3),
-        case("grass", 1.0, (3, 3), (200, 160), 0.30, 0.05, true, 0.3),
-        case("astronaut", 1.0, (3, 3), (200, 160), 0.30, 0.05, false, 0.3),
+        Case::vignetted("gravel", 2.5, (3, 3), (400, 320), 0.10, 0.02, false, 0.3),
+        Case::vignetted("ihc", 2.5, (3, 3), (400, 320), 0.10, 0.02, true, 0.3),
+        Case::vignetted("camera", 1.5, (4, 3), (200, 180), 0.20, 0.05, false, 0.3),
+        Case::vignetted("coffee", 1.0, (3, 3), (220, 140), 0.20, 0.04, true, 0.3),
+        Case::vignetted("grass", 1.0, (3, 3), (200, 160), 0.30, 0.05, true, 0.3),
+        Case::vignetted("astronaut", 1.0, (3, 3), (200, 160), 0.30, 0.05, false, 0.3),
         // 10 x 10 of small tiles (IHC enlarged twice into 128 x 112 tiles under 30 %
         // vignetting accepts one pair 1.2 px off: see the README).
-        case("gravel", 2.0, (10, 10), (128, 112), 0.30, 0.03, false, 0.3),
-        case("ihc", 2.0, (10, 10), (128, 112), 0.30, 0.03, true, 0.15),
+        Case::vignetted("gravel", 2.0, (10, 10), (128, 112), 0.30, 0.03, false, 0.3),
+        Case::vignetted("ihc", 2.0, (10, 10), (128, 112), 0.30, 0.03, true, 0.15),
     ];
     let mut failures = Vec::new();
     for (k, c) in cases.iter().enumerate() {
@@ -239,24 +236,14 @@ fn overlaps_of_10_to_30_percent_under_vignetting_up_to_10x10_register_to_subpixe
 /// and corrected.
 #[test]
 fn thirty_percent_vignetting_registers_as_well_as_none_after_shading_correction() {
-    let case = |photo, scale, grid, tile, overlap, jitter, sixteen_bit, vignetting| Case {
-        photo,
-        scale,
-        grid,
-        tile,
-        overlap,
-        jitter,
-        sixteen_bit,
-        conditions: Conditions { vignetting, ..Conditions::default() },
-    };
     // The cases and seeds of the vignetting test above, the IHC grid at 30 %.
     let cases = [
-        (67, case("ihc", 2.0, (10, 10), (128, 112), 0.30, 0.03, true, 0.3)),
-        (66, case("gravel", 2.0, (10, 10), (128, 112), 0.30, 0.03, false, 0.3)),
-        (62, case("camera", 1.5, (4, 3), (200, 180), 0.20, 0.05, false, 0.3)),
-        (65, case("astronaut", 1.0, (3, 3), (200, 160), 0.30, 0.05, false, 0.3)),
-        (63, case("coffee", 1.0, (3, 3), (220, 140), 0.20, 0.04, true, 0.3)),
-        (64, case("grass", 1.0, (3, 3), (200, 160), 0.30, 0.05, true, 0.3)),
+        (67, Case::vignetted("ihc", 2.0, (10, 10), (128, 112), 0.30, 0.03, true, 0.3)),
+        (66, Case::vignetted("gravel", 2.0, (10, 10), (128, 112), 0.30, 0.03, false, 0.3)),
+        (62, Case::vignetted("camera", 1.5, (4, 3), (200, 180), 0.20, 0.05, false, 0.3)),
+        (65, Case::vignetted("astronaut", 1.0, (3, 3), (200, 160), 0.30, 0.05, false, 0.3)),
+        (63, Case::vignetted("coffee", 1.0, (3, 3), (220, 140), 0.20, 0.04, true, 0.3)),
+        (64, Case::vignetted("grass", 1.0, (3, 3), (200, 160), 0.30, 0.05, true, 0.3)),
     ];
     let good = |o: &Outcome| o.mean() <= 0.25 && o.max() <= 1.0 && o.unregistered.is_empty() && o.wrong_pairs == 0;
     let mut failures = Vec::new();
