@@ -20,6 +20,7 @@ pub(crate) mod solve;
 pub(crate) mod register;
 pub(crate) mod sequence;
 pub(crate) mod similarity;
+pub(crate) mod stage_times;
 pub(crate) mod synth;
 pub(crate) mod textured;
 pub(crate) mod warp;
@@ -33,10 +34,11 @@ pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 pub use solve::{solve, Constraint, Solution};
 pub use register::{register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
-    check_frames, register_frames, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
+    check_frames, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
     FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams,
 };
 pub use similarity::Similarity;
+pub use stage_times::StageTimes;
 pub use warp::warp_sized;
 pub use window::WINDOW;
 pub use synth::{keys, synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};

@@ -44,6 +44,7 @@ use super::refine::{overlap_smoothed, refine_overlap_smoothed};
 use super::accept::Acceptance;
 use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
+use super::stage_times::StageTimes;
 use super::synth::SynthPixel;
 use super::textured::{noise_variance, textured_overlap, Noise, MIN_TEXTURED_BLOCKS};
 use super::warp::warp_with;
@@ -316,6 +317,18 @@ pub fn register_frames(
     register_frames_with(frames, p, par, progress, None)
 }
 
+/// [`register_frames`], its wall time and its parallel stage's added to `times` (module
+/// `stage_times`): on one thread, the engine's serial fraction.
+pub fn register_frames_timed(
+    frames: &dyn FrameSource,
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    times: &StageTimes,
+) -> Result<(Vec<FrameRecord>, usize)> {
+    times.whole(|| register_frames_in(frames, p, par, progress, None, Some(times)))
+}
+
 /// Registers pairs of grey frames (of one type and size) for a stitching run: the seam
 /// through which another backend (the GPU) runs the pairs of [`stitch_frames_with`], the
 /// sequence logic (attempts, keyframes, skips, reference) staying the core's. It must
@@ -356,6 +369,17 @@ pub fn register_frames_with(
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
     registrar: Option<&dyn PairRegistrar>,
 ) -> Result<(Vec<FrameRecord>, usize)> {
+    register_frames_in(frames, p, par, progress, registrar, None)
+}
+
+fn register_frames_in(
+    frames: &dyn FrameSource,
+    p: &StitchParams,
+    par: Parallelism,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+    registrar: Option<&dyn PairRegistrar>,
+    times: Option<&StageTimes>,
+) -> Result<(Vec<FrameRecord>, usize)> {
     p.validate()?;
     if frames.is_empty() {
         return Err(Error::InvalidParameter { name: "frames", reason: "no frames".into() });
@@ -378,7 +402,7 @@ pub fn register_frames_with(
         let why = frames.frame(0).err().unwrap_or_default();
         return Err(Error::InvalidParameter { name: "frames", reason: alloc::format!("no frame could be read (frame 0: {why})") });
     };
-    let run = Run { p: *p, par, size, type_name, registrar };
+    let run = Run { p: *p, par, size, type_name, registrar, times };
     match type_name {
         "u16" => run.register::<u16>(frames, progress),
         "f32" => run.register::<f32>(frames, progress),
@@ -528,6 +552,8 @@ pub(super) struct Run<'a> {
     pub(super) size: (usize, usize),
     type_name: &'static str,
     pub(super) registrar: Option<&'a dyn PairRegistrar>,
+    /// Where the parallel stage's wall time is added, when it is measured.
+    pub(super) times: Option<&'a StageTimes>,
 }
 
 impl<'a> Run<'a> {
@@ -1434,6 +1460,22 @@ mod tests {
         let one = register_sequence(&views, &p, Parallelism::Sequential, &mut go_on).unwrap();
         let all = register_sequence(&views, &p, Parallelism::AllThreads, &mut go_on).unwrap();
         assert_eq!(one, all);
+    }
+
+    #[test]
+    fn a_timed_run_gives_the_same_records_and_splits_its_time() {
+        let (frames, _) = sequence(16, 5);
+        let views = any(&frames);
+        let p = StitchParams::default();
+        let plain = register_sequence(&views, &p, Parallelism::Sequential, &mut go_on).unwrap();
+        let times = StageTimes::default();
+        assert_eq!(times.serial_fraction(), None);
+        let timed = register_frames_timed(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on, &times).unwrap();
+        assert_eq!(plain, timed);
+        // Windows registered pairs (parallel stage), and the run did more than that.
+        assert!(times.parallel_ns() > 0 && times.parallel_ns() < times.total_ns(), "{times:?}");
+        let s = times.serial_fraction().unwrap();
+        assert!(s > 0.0 && s < 1.0, "{s}");
     }
 
     #[test]

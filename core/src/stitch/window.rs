@@ -119,7 +119,11 @@ impl Window {
             if buffers.len() < planned.len() {
                 buffers.resize_with(planned.len(), Default::default);
             }
-            let done = map_slots(&mut buffers[..planned.len()], run.par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b));
+            let mut register = || map_slots(&mut buffers[..planned.len()], run.par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b));
+            let done = match run.times {
+                Some(times) => times.parallel(&mut register),
+                None => register(),
+            };
             for (k, s) in done.into_iter().enumerate() {
                 self.settled[j + k] = Some(s?);
             }

@@ -1,0 +1,59 @@
+//! Where a sequence run's wall time goes: its whole run, and the part spent in its
+//! parallel stage (registering a window's planned pairs, module `window`). On one thread,
+//! the rest is the serial fraction that bounds the run's speed-up on many cores (Amdahl:
+//! `1 / (s + (1 - s) / n)` on `n` cores), read without a many-core machine.
+//!
+//! Time is read from the standard library's monotonic clock; a `no_std` build records
+//! nothing.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Nanoseconds a run spent in total and in its parallel stage, summed over the runs given
+/// the same `StageTimes` ([`super::register_frames_timed`]).
+#[derive(Debug, Default)]
+pub struct StageTimes {
+    total_ns: AtomicU64,
+    parallel_ns: AtomicU64,
+}
+
+impl StageTimes {
+    /// Wall time of the runs, in nanoseconds.
+    pub fn total_ns(&self) -> u64 {
+        self.total_ns.load(Ordering::Relaxed)
+    }
+
+    /// Wall time spent registering windows of planned pairs, in nanoseconds.
+    pub fn parallel_ns(&self) -> u64 {
+        self.parallel_ns.load(Ordering::Relaxed)
+    }
+
+    /// The share of the wall time spent outside the parallel stage: the serial fraction
+    /// when the runs were made on one thread. `None` before any time was recorded.
+    pub fn serial_fraction(&self) -> Option<f64> {
+        let total = self.total_ns();
+        (total > 0).then(|| 1.0 - self.parallel_ns().min(total) as f64 / total as f64)
+    }
+
+    /// `f()`, its wall time added to the total.
+    pub(super) fn whole<R>(&self, f: impl FnOnce() -> R) -> R {
+        timed(&self.total_ns, f)
+    }
+
+    /// `f()`, its wall time added to the parallel stage's.
+    pub(super) fn parallel<R>(&self, f: impl FnOnce() -> R) -> R {
+        timed(&self.parallel_ns, f)
+    }
+}
+
+#[cfg(feature = "std")]
+fn timed<R>(slot: &AtomicU64, f: impl FnOnce() -> R) -> R {
+    let start = std::time::Instant::now();
+    let r = f();
+    slot.fetch_add(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    r
+}
+
+#[cfg(not(feature = "std"))]
+fn timed<R>(_slot: &AtomicU64, f: impl FnOnce() -> R) -> R {
+    f()
+}
