@@ -45,6 +45,13 @@ pub const TEXTURE_SIGMAS: f64 = 4.0;
 /// shading while the texture disagrees keeps little (a fundus frame's rim, 117 px off:
 /// 0.27 of an expected 0.9).
 pub const SIGNAL_SHARE: f64 = 0.7;
+/// The least share of the gain a true match has over its null (from the null's r to
+/// [`TexturedOverlap::expected`]) a match's r must reach: on texture that correlates with
+/// itself far along (a sky, a coat, a lawn) a displacement that does not match keeps most
+/// of the correlation, and a fixed margin over the null let a phase peak 420 px from the
+/// truth stand (r 0.61 over a null of 0.56, of 0.85 expected: 0.17 of the gain), where
+/// true matches reach 0.97 of it and more.
+pub const NULL_GAIN_SHARE: f64 = 0.5;
 /// [`SIGNAL_SHARE`] where no displacement has the texture to give a null.
 pub const UNJUDGED_SHARE: f64 = 0.9;
 /// The quantile of the blocks' noise estimates taken as a frame's noise.
@@ -95,14 +102,15 @@ pub struct TexturedOverlap {
 
 impl TexturedOverlap {
     /// Whether the match stands on texture: enough textured blocks, a coefficient at least
-    /// `floor`, [`SIGNAL_SHARE`] of the expected one, and `margin` above its null (where
+    /// `floor`, [`SIGNAL_SHARE`] of the expected one, `margin` above its null and
+    /// [`NULL_GAIN_SHARE`] of the gain a true match has over it (where
     /// there is none: twice the blocks and [`UNJUDGED_SHARE`]).
     pub fn confirms(&self, margin: f64, floor: f64) -> bool {
         match self.ncc {
             Some(r) => {
                 let stands = self.blocks >= MIN_TEXTURED_BLOCKS && r >= floor && r >= SIGNAL_SHARE * self.expected;
                 match self.null {
-                    Some(n) => stands && r >= n + margin,
+                    Some(n) => stands && r >= n + margin && r >= n + NULL_GAIN_SHARE * (self.expected - n),
                     // Nothing to tell it from chance: twice the texture, and nearly all the
                     // correlation it allows (a border of an empty patch carried such
                     // matches on 4 blocks at 0.8 of 0.99; the faint fundus's true pairs
