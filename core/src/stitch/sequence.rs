@@ -46,7 +46,7 @@ use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair,
 use super::similarity::Similarity;
 use super::stage_times::StageTimes;
 use super::synth::SynthPixel;
-use super::textured::{noise_variance, textured_overlap, Noise, MIN_TEXTURED_BLOCKS};
+use super::textured::{coherence, noise_variance, structure_tensor, textured_overlap, Noise, MIN_TEXTURED_BLOCKS};
 use super::warp::warp_with;
 use super::window::{Buffers, Planned, Window};
 use super::window::WINDOW;
@@ -800,7 +800,11 @@ impl<'a> Run<'a> {
         // A whole-overlap match is always confirmed: with no template textured (a frame over an
         // empty patch of slide) none is weak, and its overlap may still correlate well on
         // the border of the empty patch, at any shift along it.
-        if let (Some(m), true) = (reg.motion(), (weak(&reg) || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
+        // So must a consensus of templates that see one edge running one way (a fundus's
+        // rim past an empty patch): each pins the shift across the edge and not along it,
+        // and four such agreed on a place 13 px along the rim.
+        let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && aperture_bound(frame(r)?.view::<T>()?, &reg, p.register.rsz);
+        if let (Some(m), true) = (reg.motion(), (weak(&reg) || along_an_edge || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
             let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
             let reference = frame(r)?.view::<T>()?;
             let overlap = overlap_ncc(reference, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
@@ -1231,6 +1235,22 @@ pub(super) fn stands_clear(reg: &PairRegistration) -> bool {
 fn weak(reg: &PairRegistration) -> bool {
     reg.shift.is_some() && 3 * reg.vectors_used < reg.textured
 }
+
+/// Whether the agreeing templates of `reg` (of side `rsz` in `reference`) see gradients
+/// that run one way ([`APERTURE_COHERENCE`]): their match is pinned across an edge only.
+fn aperture_bound<T: GrayType>(reference: ImageView<'_, T>, reg: &PairRegistration, rsz: usize) -> bool {
+    let mut j = (0.0, 0.0, 0.0);
+    for v in reg.vectors.iter().filter(|v| v.inlier) {
+        structure_tensor(&reference, (v.template.0, v.template.1, v.template.0 + rsz, v.template.1 + rsz), &mut j);
+    }
+    coherence(j) > APERTURE_COHERENCE
+}
+
+/// The coherence ([`coherence`]) above which agreeing templates see one edge: the
+/// consensus that put a fundus frame 13 px along its rim had 0.89; over the robustness
+/// footage's 12 000 template registrations, 1 % had more than 0.8 (they are confirmed on
+/// the textured overlap, as a weak consensus is).
+const APERTURE_COHERENCE: f64 = 0.8;
 
 /// How far (pixels, at the overlap's corners) the whole-overlap refinement may move a
 /// phase-correlation seed (measured within 0.8 px on the fundus at contrast 0.3), and a
