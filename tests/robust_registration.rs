@@ -598,8 +598,9 @@ fn glass_patch_sweep(name: &str) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {
     (frames, positions(&origins))
 }
 
-/// Glass-patch sweeps of the eight photographs: the frames over the patch are skipped, and
-/// no frame after it is reported `ok` more than 2 px from the truth (a phase peak on the
+/// Glass-patch sweeps of the eight photographs: the frames over the patch are skipped, the
+/// run finds its way back past it, and no frame is reported `ok` more than 2 px from the
+/// truth (a phase peak on the
 /// cameraman's coat placed a frame 420 px off; templates or a phase peak on the fundus's
 /// rim, which the sweep's corners see alone, 13 and 99 px off; and the frames chained to
 /// them).
@@ -611,8 +612,10 @@ fn glass_patch_sweeps_report_no_frame_ok_off_its_place() {
         let (frames, truth) = glass_patch_sweep(name);
         let (s, _) = run(&frames, &truth, &p);
         println!("{name:10} {s:?}");
-        // The rows up to the patch register (a third of each sweep and more).
-        if s.wrong_ok > 0 || 4 * s.registered < s.frames {
+        // The rows past the patch are found again among the earlier keyframes (without
+        // re-localization the run stopped at the patch: 33 to 54 % of each sweep; with
+        // it 59 % for the cameraman, whose sky is featureless too, to 99 %).
+        if s.wrong_ok > 0 || 2 * s.registered < s.frames {
             failures.push(format!("{name}: {s:?}"));
         }
     }

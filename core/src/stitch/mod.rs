@@ -18,6 +18,7 @@ pub(crate) mod loops;
 pub(crate) mod refine;
 pub(crate) mod solve;
 pub(crate) mod register;
+pub(crate) mod relocate;
 pub(crate) mod sequence;
 pub(crate) mod similarity;
 pub(crate) mod stage_times;

@@ -42,6 +42,7 @@ use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 use super::refine::{overlap_smoothed, refine_overlap_smoothed};
 use super::accept::Acceptance;
+use super::relocate::{relocatable, Keyframes};
 use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
 use super::stage_times::StageTimes;
@@ -402,7 +403,7 @@ fn register_frames_in(
         let why = frames.frame(0).err().unwrap_or_default();
         return Err(Error::InvalidParameter { name: "frames", reason: alloc::format!("no frame could be read (frame 0: {why})") });
     };
-    let run = Run { p: *p, par, size, type_name, registrar, times };
+    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false };
     match type_name {
         "u16" => run.register::<u16>(frames, progress),
         "f32" => run.register::<f32>(frames, progress),
@@ -547,19 +548,27 @@ impl Held<'_> {
 pub(super) struct Run<'a> {
     /// The run's parameters; scale fitting turns on where a zoom is evident
     /// ([`StitchParams::detect_zoom`]).
-    p: StitchParams,
+    pub(super) p: StitchParams,
     pub(super) par: Parallelism,
     pub(super) size: (usize, usize),
     type_name: &'static str,
     pub(super) registrar: Option<&'a dyn PairRegistrar>,
     /// Where the parallel stage's wall time is added, when it is measured.
     pub(super) times: Option<&'a StageTimes>,
+    /// Every match must stand on the overlap's texture, as a weak one must (a lost frame
+    /// found again among many keyframes, module `relocate`: more chances of a chance match).
+    pub(super) confirm_every_match: bool,
 }
 
 impl<'a> Run<'a> {
     /// The same run on the threads of `par`.
     pub(super) fn on(&self, par: Parallelism) -> Self {
         Run { par, ..*self }
+    }
+
+    /// The same run with every match confirmed on the overlap's texture.
+    pub(super) fn confirming_every_match(&self) -> Self {
+        Run { confirm_every_match: true, ..*self }
     }
 
     /// Frame `i`, held, or why it is skipped.
@@ -804,7 +813,7 @@ impl<'a> Run<'a> {
         // rim past an empty patch): each pins the shift across the edge and not along it,
         // and four such agreed on a place 13 px along the rim.
         let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && aperture_bound(frame(r)?.view::<T>()?, &reg, p.register.rsz);
-        if let (Some(m), true) = (reg.motion(), (weak(&reg) || along_an_edge || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
+        if let (Some(m), true) = (reg.motion(), (weak(&reg) || along_an_edge || self.confirm_every_match || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
             let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
             let reference = frame(r)?.view::<T>()?;
             let overlap = overlap_ncc(reference, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
@@ -969,6 +978,8 @@ impl<'a> Run<'a> {
         let mut reference = None;
         let mut vel = Velocity::default();
         let mut loops = Loops::default();
+        // The keyframes a lost frame is searched among (module `relocate`).
+        let mut keyframes = Keyframes::default();
         // The window of planned pairs (module `window`) and its frames, read ahead once each:
         // the run takes frame i from `ahead` when it gets there.
         let mut window: Option<Window> = None;
@@ -1041,7 +1052,7 @@ impl<'a> Run<'a> {
                 }
             }
             let mut measured = None;
-            let (r, reg, evaluations) = match on_plan {
+            let (mut r, mut reg, mut evaluations) = match on_plan {
                 Some((settled, quality)) => {
                     measured = quality;
                     settled
@@ -1078,6 +1089,18 @@ impl<'a> Run<'a> {
                     (r, reg, evaluations)
                 }
             };
+            // Lost: searched among the earlier keyframes, the chain continuing from the one
+            // it registers against.
+            let mut relocated = None;
+            if reg.shift.is_none() && reference.is_some() && relocatable(reg.skip.as_ref()) && keyframes.len() > 0 {
+                let tried: Vec<usize> = [Some(k), key, last].into_iter().flatten().collect();
+                let (found, spent) = self.relocate::<T>(frames, &current, &mut keyframes, &tried, &mut buffer, &mut turn_buffer)?;
+                evaluations += spent;
+                if let Some(f) = found {
+                    (r, reg) = (f.keyframe.index, f.registration);
+                    relocated = Some(f.keyframe);
+                }
+            }
             match reg.shift {
                 None => {
                     records.push(FrameRecord::skipped(i, reg.skip.unwrap_or(SkipReason::NoOverlap), evaluations));
@@ -1101,8 +1124,12 @@ impl<'a> Run<'a> {
                         reference = Some(r);
                         pending = None;
                     }
-                    let r_held = find(r)?;
+                    let r_held = match &relocated {
+                        Some(keyframe) => keyframe,
+                        None => find(r)?,
+                    };
                     let r_pos = r_held.pos;
+                    keyframes.keep(r, r_pos, self.size);
                     let motion = Similarity { x: s.0, y: s.1, angle: reg.angle, scale: reg.scale };
                     let pos = r_pos.then(&motion);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
@@ -1115,10 +1142,12 @@ impl<'a> Run<'a> {
                         Some(l) => (l, find(l)?.pos),
                         None => (r, r_held.pos),
                     };
-                    vel = Velocity::between(&l_pos, &pos, (i - l) as f64, self.size);
+                    // Found again far from where the sweep was lost: its motion is unknown.
+                    vel = if relocated.is_some() { Velocity::default() } else { Velocity::between(&l_pos, &pos, (i - l) as f64, self.size) };
                     key = Some(r);
                     last = Some(i);
                     held.retain(|f| f.index == r);
+                    held.extend(relocated.take());
                     records.push(rec);
                     let current = Held { pos, ..current };
                     if p.close_loops {

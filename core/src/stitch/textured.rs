@@ -194,6 +194,13 @@ pub fn textured_overlap<T: Pixel + Into<f64>>(
     Ok(TexturedOverlap { blocks, ncc, expected, null })
 }
 
+/// How many blocks of side `block` of `frame` are textured (as [`textured_overlap`] counts
+/// them, the frame against itself): where fewer than [`MIN_TEXTURED_BLOCKS`] are, no
+/// overlap of the frame can confirm a match.
+pub(super) fn textured_blocks<T: Pixel + Into<f64>>(frame: ImageView<'_, T>, block: usize, noise: Noise, min_variance: f64, par: Parallelism) -> usize {
+    textured_at(&frame, &frame, (0.0, 0.0), block.max(3), noise, min_variance, par).0
+}
+
 /// The blocks textured on both sides of the overlap at `shift`, their r less their planes,
 /// and the r their signal allows ([`TexturedOverlap::expected`]).
 fn textured_at<T: Pixel + Into<f64>>(r: &ImageView<'_, T>, m: &ImageView<'_, T>, shift: (f64, f64), block: usize, noise: Noise, min_variance: f64, par: Parallelism) -> (usize, Option<f64>, f64) {
