@@ -237,12 +237,14 @@ fn textured_at<T: Pixel + Into<f64>>(r: &ImageView<'_, T>, m: &ImageView<'_, T>,
     (n, (!flat).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0)), if flat { 0.0 } else { shared / libm::sqrt(saa * sbb) })
 }
 
-/// The structure tensor of `frame` over the rectangle `[x0, x1) x [y0, y1)`: the sums of its
-/// central-difference gradients' squares and product, `(jxx, jyy, jxy)`, added to `sums`.
-pub(super) fn structure_tensor<T: Pixel + Into<f64>>(frame: &ImageView<'_, T>, (x0, y0, x1, y1): (usize, usize, usize, usize), sums: &mut (f64, f64, f64)) {
+/// The structure tensor of `frame` over the rectangle `[x0, x1) x [y0, y1)`, sampled every
+/// `step` pixels along each axis: the sums of its central-difference gradients' squares and
+/// product, `(jxx, jyy, jxy)`, added to `sums`.
+pub(super) fn structure_tensor<T: Pixel + Into<f64>>(frame: &ImageView<'_, T>, (x0, y0, x1, y1): (usize, usize, usize, usize), step: usize, sums: &mut (f64, f64, f64)) {
     let v = |x: usize, y: usize| -> f64 { frame.row(y)[x].into() };
-    for y in y0.max(1)..y1.min(frame.height()).saturating_sub(1) {
-        for x in x0.max(1)..x1.min(frame.width()).saturating_sub(1) {
+    let step = step.max(1);
+    for y in (y0.max(1)..y1.min(frame.height()).saturating_sub(1)).step_by(step) {
+        for x in (x0.max(1)..x1.min(frame.width()).saturating_sub(1)).step_by(step) {
             let (gx, gy) = (v(x + 1, y) - v(x - 1, y), v(x, y + 1) - v(x, y - 1));
             *sums = (sums.0 + gx * gx, sums.1 + gy * gy, sums.2 + gx * gy);
         }
@@ -265,7 +267,7 @@ pub(super) fn coherence((jxx, jyy, jxy): (f64, f64, f64)) -> f64 {
 /// its edges.
 fn grain<T: Pixel + Into<f64>>(frame: &ImageView<'_, T>, rect: (usize, usize, usize, usize)) -> (f64, f64) {
     let mut j = (0.0, 0.0, 0.0);
-    structure_tensor(frame, rect, &mut j);
+    structure_tensor(frame, rect, 1, &mut j);
     // The gradients' dominant direction is at half the angle of (jxx - jyy, 2 jxy); the grain
     // runs across it.
     let theta = 0.5 * libm::atan2(2.0 * j.2, j.0 - j.1);
