@@ -3,17 +3,19 @@
 //! the rest is the serial fraction that bounds the run's speed-up on many cores (Amdahl:
 //! `1 / (s + (1 - s) / n)` on `n` cores), read without a many-core machine.
 //!
-//! Time is read from the standard library's monotonic clock; a `no_std` build records
-//! nothing.
+//! Time is read from the standard library's monotonic clock; a `no_std` build, or a target
+//! without 64-bit atomics, records nothing.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
+#[cfg(target_has_atomic = "64")]
+use core::sync::atomic::AtomicU64 as Nanos;
 
 /// Nanoseconds a run spent in total and in its parallel stage, summed over the runs given
 /// the same `StageTimes` ([`super::register_frames_timed`]).
 #[derive(Debug, Default)]
 pub struct StageTimes {
-    total_ns: AtomicU64,
-    parallel_ns: AtomicU64,
+    total_ns: Nanos,
+    parallel_ns: Nanos,
 }
 
 impl StageTimes {
@@ -46,7 +48,7 @@ impl StageTimes {
 }
 
 #[cfg(feature = "std")]
-fn timed<R>(slot: &AtomicU64, f: impl FnOnce() -> R) -> R {
+fn timed<R>(slot: &Nanos, f: impl FnOnce() -> R) -> R {
     let start = std::time::Instant::now();
     let r = f();
     slot.fetch_add(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
@@ -54,6 +56,23 @@ fn timed<R>(slot: &AtomicU64, f: impl FnOnce() -> R) -> R {
 }
 
 #[cfg(not(feature = "std"))]
-fn timed<R>(_slot: &AtomicU64, f: impl FnOnce() -> R) -> R {
+fn timed<R>(_slot: &Nanos, f: impl FnOnce() -> R) -> R {
     f()
+}
+
+/// Where a target has no 64-bit atomics (a Cortex-M), nothing is recorded.
+#[cfg(not(target_has_atomic = "64"))]
+#[derive(Debug, Default)]
+struct Nanos;
+
+#[cfg(not(target_has_atomic = "64"))]
+impl Nanos {
+    fn load(&self, _: Ordering) -> u64 {
+        0
+    }
+
+    #[allow(dead_code)]
+    fn fetch_add(&self, _: u64, _: Ordering) -> u64 {
+        0
+    }
 }
