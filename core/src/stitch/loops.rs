@@ -36,14 +36,13 @@
 //! of its constraints; without any loop the tree is fitted exactly and the positions are the
 //! chained ones, unchanged.
 
-use super::register::PairRegistration;
-use super::sequence::{centre_offset, FirstAttempt, FrameRecord, FrameSource, GrayType, Held, Run};
+use super::sequence::{centre_offset, FrameRecord, FrameSource, GrayType, Held, Run};
 use super::similarity::Similarity;
 use super::faint;
 use super::solve::{solve, Constraint, Solution};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::image::Image;
-use crate::ncc::{Integral, SearchFrame};
+use crate::ncc::Integral;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
@@ -107,16 +106,7 @@ impl<'a> Run<'a> {
         // A keyframe that cannot be read again (a file removed during the run) closes nothing.
         let Ok(mut earlier) = self.load(frames, k) else { return Ok(()) };
         earlier.pos = k_pos;
-        let frame = |idx: usize| if idx == k { Ok(&earlier) } else { Err(Error::Backend("internal: lost a loop partner".into())) };
-        let moving = match self.registrar {
-            None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
-            Some(_) => None,
-        };
-        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, k_pos.inverse().then(&current.pos))], turn_buffer, FirstAttempt::Every);
-        if let Some(m) = moving {
-            *buffer = m.into_integral();
-        }
-        let (_, reg, evaluations): (usize, PairRegistration, u64) = settled?;
+        let (reg, evaluations) = self.settle_against::<T>(&earlier, current, k_pos.inverse().then(&current.pos), buffer, turn_buffer)?;
         records[current.index].evaluations += evaluations;
         if let Some(m) = reg.motion() {
             let d = centre_offset(&k_pos.then(&m), &current.pos, self.size);

@@ -17,11 +17,11 @@
 
 use super::coarse::{candidates, Spectrum, SIDE};
 use super::register::{PairRegistration, SkipReason};
-use super::sequence::{centre_offset, FirstAttempt, FrameSource, GrayType, Held, Run};
+use super::sequence::{centre_offset, FrameSource, GrayType, Held, Run};
 use super::similarity::Similarity;
 use super::textured::{noise_variance, textured_blocks, Noise, MIN_TEXTURED_BLOCKS};
-use crate::error::{Error, Result};
-use crate::ncc::{Integral, SearchFrame};
+use crate::error::Result;
+use crate::ncc::Integral;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
@@ -111,17 +111,7 @@ impl<'a> Run<'a> {
         for &(_, k, k_pos, shift) in ranked.iter().take(RELOCATE_CANDIDATES) {
             let Ok(mut keyframe) = self.load(frames, k) else { continue };
             keyframe.pos = k_pos;
-            let frame = |idx: usize| if idx == k { Ok(&keyframe) } else { Err(Error::Backend("internal: lost a keyframe".into())) };
-            let moving = match self.registrar {
-                None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
-                Some(_) => None,
-            };
-            let strict = self.confirming_every_match();
-            let settled = strict.settle::<T>(&frame, current, moving.as_ref(), &[(k, Similarity::translation(shift))], turn_buffer, FirstAttempt::Every);
-            if let Some(m) = moving {
-                *buffer = m.into_integral();
-            }
-            let (_, registration, spent) = settled?;
+            let (registration, spent) = self.confirming_every_match().settle_against::<T>(&keyframe, current, Similarity::translation(shift), buffer, turn_buffer)?;
             evaluations += spent;
             if registration.shift.is_some() {
                 return Ok((Some(Found { keyframe, registration }), evaluations));

@@ -566,6 +566,24 @@ impl<'a> Run<'a> {
         Run { par, ..*self }
     }
 
+    /// Registers `current` against `keyframe` alone (an earlier frame read again, at its
+    /// chained pose) from the pair motion `motion`, with every stage of [`Run::settle`]:
+    /// a loop's partner, a lost frame's candidate. Returns the registration and its NCC
+    /// evaluations; `buffer` and `turn_buffer` are the moving frame's integral images, reused.
+    pub(super) fn settle_against<T: GrayType>(&self, keyframe: &Held<'a>, current: &Held<'a>, motion: Similarity, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<(PairRegistration, u64)> {
+        let k = keyframe.index;
+        let frame = |idx: usize| if idx == k { Ok(keyframe) } else { Err(Error::Backend("internal: lost an earlier keyframe".into())) };
+        let moving = match self.registrar {
+            None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
+            Some(_) => None,
+        };
+        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, motion)], turn_buffer, FirstAttempt::Every);
+        if let Some(m) = moving {
+            *buffer = m.into_integral();
+        }
+        settled.map(|(_, registration, evaluations)| (registration, evaluations))
+    }
+
     /// The same run with every match confirmed on the overlap's texture.
     pub(super) fn confirming_every_match(&self) -> Self {
         Run { confirm_every_match: true, ..*self }
