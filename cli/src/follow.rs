@@ -569,7 +569,7 @@ mod tests {
 
     fn record(index: usize, position: Option<(f64, f64)>) -> FrameRecord {
         let skip = position.is_none().then_some(SkipReason::NoOverlap);
-        FrameRecord { index, position, angle: 0.0, scale: 1.0, reference: None, skip, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None }
+        FrameRecord { index, position, angle: 0.0, scale: 1.0, reference: None, skip, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None, island: None, joined: None, island_position: None }
     }
 
     #[test]

@@ -80,9 +80,11 @@ pub(super) struct Loops {
 
 impl<'a> Run<'a> {
     /// Tries to close a loop from frame `current` (just registered against `reference` at
-    /// chained position `current.pos`): the loop is kept in `loops`, its NCC evaluations
-    /// added to the frame's record.
-    pub(super) fn close_loop<T: GrayType>(&self, frames: &'a dyn FrameSource, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<()> {
+    /// chained position `current.pos`) with a keyframe `elsewhere` does not rule out (on
+    /// another set of islands, whose poses are in other coordinates): the loop is kept in
+    /// `loops`, its NCC evaluations added to the frame's record.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn close_loop<T: GrayType>(&self, frames: &'a dyn FrameSource, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, elsewhere: &dyn Fn(usize) -> bool, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<()> {
         let (r, r_pos) = reference;
         if !loops.keyframes.iter().any(|k| k.0 == r) {
             loops.keyframes.push((r, r_pos, false));
@@ -100,7 +102,7 @@ impl<'a> Run<'a> {
         let partner = loops
             .keyframes
             .iter()
-            .filter(|k| k.2 && k.0 != r && overlap(k.1) >= LOOP_OVERLAP && !near_in_tree(records, current.index, k.0, LOOP_HOPS))
+            .filter(|k| k.2 && k.0 != r && !elsewhere(k.0) && overlap(k.1) >= LOOP_OVERLAP && !near_in_tree(records, current.index, k.0, LOOP_HOPS))
             .max_by(|a, b| overlap(a.1).total_cmp(&overlap(b.1)));
         let Some(&(k, k_pos, _)) = partner else { return Ok(()) };
         // A keyframe that cannot be read again (a file removed during the run) closes nothing.
@@ -137,6 +139,23 @@ impl<'a> Run<'a> {
     }
 }
 
+impl Loops {
+    /// The frames `moved` took pose `t` then their own (their set of islands joined another).
+    pub(super) fn join(&mut self, moved: &dyn Fn(usize) -> bool, t: &Similarity) {
+        for k in self.keyframes.iter_mut().filter(|k| moved(k.0)) {
+            k.1 = t.then(&k.1);
+        }
+        for f in self.faint.iter_mut().filter(|f| moved(f.0)) {
+            f.1 = t.then(&f.1);
+        }
+    }
+
+    /// The chain starts again (a new island): the recent faint frames are in other coordinates.
+    pub(super) fn restart_faint(&mut self) {
+        self.faint.clear();
+    }
+}
+
 /// Solves the run's poses from its tree of registrations and its `loops` (module doc), with
 /// the reference frame `anchor` at (0, 0), for frames of `size`: updates the registered
 /// frames' positions (and angles), residuals and loop partners. Without a loop (none found,
@@ -148,14 +167,15 @@ impl<'a> Run<'a> {
 /// its `from` frame's solved angle and scale, which makes them linear again. A constraint's
 /// residual is then its position residual and its angle and scale residual at the frame's
 /// corners, whichever is larger.
+///
+/// Islands (module `islands`): the pair that joined two is a registration of the tree;
+/// frames the anchor's set does not hold keep their chained poses.
 pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Loops, size: (usize, usize)) -> Result<()> {
     // Every registration as (from, to, the pair's motion).
     let tree: Vec<(usize, usize, Similarity)> = records
         .iter()
-        .filter_map(|rec| {
-            let (r, p) = (rec.reference?, rec.pose()?);
-            Some((r, rec.index, records[r].pose()?.inverse().then(&p)))
-        })
+        .flat_map(|rec| [rec.reference, rec.joined].map(|r| Some((r?, rec.index, records[r?].pose()?.inverse().then(&rec.pose()?)))))
+        .flatten()
         .collect();
     // Loops and faint links alike, each marked whether it is a loop.
     let mut kept: Vec<(usize, usize, Similarity, bool)> = loops.found.iter().map(|&(a, b, m)| (a, b, m, true)).chain(loops.links.iter().map(|&(a, b, m)| (a, b, m, false))).collect();
@@ -219,7 +239,9 @@ pub(super) fn solve_loops(records: &mut [FrameRecord], anchor: usize, loops: &Lo
 /// `radius`) into the registered frames' records.
 fn apply(records: &mut [FrameRecord], positions: &Solution, angles: Option<&Solution>, radius: f64) {
     for rec in records.iter_mut().filter(|r| r.position.is_some()) {
-        rec.position = positions.positions[rec.index];
+        // Off the anchor's component: another set of islands, unchanged.
+        let Some(p) = positions.positions[rec.index] else { continue };
+        rec.position = Some(p);
         if let Some(a) = angles.and_then(|a| a.positions[rec.index]) {
             rec.angle = a.0 / radius;
             rec.scale = libm::exp(a.1 / radius);
@@ -321,7 +343,7 @@ mod tests {
         let recs: alloc::vec::Vec<FrameRecord> = parents
             .iter()
             .enumerate()
-            .map(|(i, &p)| FrameRecord { index: i, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: p, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None })
+            .map(|(i, &p)| FrameRecord { index: i, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: p, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None, island: None, joined: None, island_position: None })
             .collect();
         // 3 to 5: 3-2-1-4-5, four registrations.
         assert!(near_in_tree(&recs, 3, 5, 5) && !near_in_tree(&recs, 3, 5, 4));

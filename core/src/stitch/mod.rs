@@ -13,6 +13,7 @@ pub(crate) mod coarse;
 pub(crate) mod composite;
 pub(crate) mod faint;
 pub(crate) mod grid;
+pub(crate) mod islands;
 pub(crate) mod quality;
 pub(crate) mod loops;
 pub(crate) mod refine;

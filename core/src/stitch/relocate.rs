@@ -34,28 +34,37 @@ pub const RELOCATE_MIN_SIGNIFICANCE: f64 = 5.0;
 /// Bytes of keyframe spectra the store keeps (each is `SIDE x SIDE` complex f32: 128 KiB).
 pub const RELOCATE_BUDGET: usize = 32 << 20;
 
-/// The keyframes a run may find its way back to: index, chained pose, and the spectrum once
-/// computed.
+/// The keyframes a run may find its way back to: index, chained pose, the set of islands
+/// whose coordinates that pose is in (module `islands`), and the spectrum once computed.
 #[derive(Default)]
 pub(super) struct Keyframes {
-    kept: VecDeque<(usize, Similarity, Option<Spectrum>)>,
+    kept: VecDeque<(usize, Similarity, usize, Option<Spectrum>)>,
 }
 
 impl Keyframes {
-    /// Keeps keyframe `index` at pose `pos` unless a kept one lies within a quarter frame
-    /// of it; the oldest goes where the budget is spent.
-    pub(super) fn keep(&mut self, index: usize, pos: Similarity, size: (usize, usize)) {
+    /// Keeps keyframe `index` at pose `pos` of set `set` unless a kept one of that set lies
+    /// within a quarter frame of it; the oldest goes where the budget is spent. Returns
+    /// whether it was kept.
+    pub(super) fn keep(&mut self, index: usize, pos: Similarity, set: usize, size: (usize, usize)) -> bool {
         let near = |q: &Similarity| {
             let d = centre_offset(q, &pos, size);
             libm::fabs(d.0) < size.0 as f64 / 4.0 && libm::fabs(d.1) < size.1 as f64 / 4.0
         };
-        if self.kept.iter().any(|k| k.0 == index || near(&k.1)) {
-            return;
+        if self.kept.iter().any(|k| k.0 == index || (k.2 == set && near(&k.1))) {
+            return false;
         }
         if self.kept.len() >= RELOCATE_BUDGET / (SIDE * SIDE * 8) {
             self.kept.pop_front();
         }
-        self.kept.push_back((index, pos, None));
+        self.kept.push_back((index, pos, set, None));
+        true
+    }
+
+    /// Set `from` joined set `into`, its poses moved by `t`.
+    pub(super) fn join(&mut self, from: usize, into: usize, t: &Similarity) {
+        for k in self.kept.iter_mut().filter(|k| k.2 == from) {
+            (k.1, k.2) = (t.then(&k.1), into);
+        }
     }
 
     /// How many keyframes are kept.
@@ -69,17 +78,18 @@ pub(super) fn relocatable(why: Option<&SkipReason>) -> bool {
     !matches!(why, Some(SkipReason::NoTexture | SkipReason::Unreadable(_) | SkipReason::Mismatch(_) | SkipReason::NonFinite { .. }))
 }
 
-/// A frame found again: the keyframe it registered against (held, at its chained pose) and
-/// the registration.
+/// A frame found again: the keyframe it registered against (held, at its chained pose), its
+/// set of islands, and the registration.
 pub(super) struct Found<'a> {
     pub(super) keyframe: Held<'a>,
+    pub(super) set: usize,
     pub(super) registration: PairRegistration,
 }
 
 impl<'a> Run<'a> {
-    /// Searches frame `current` among the kept keyframes other than `tried` (module doc).
-    /// Returns what it found, if anything, and the NCC evaluations it spent.
-    pub(super) fn relocate<T: GrayType>(&self, frames: &'a dyn FrameSource, current: &Held<'a>, store: &mut Keyframes, tried: &[usize], buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<(Option<Found<'a>>, u64)> {
+    /// Searches frame `current` among the kept keyframes but those `passed` (by index and
+    /// set), confirming the best `confirmed` (module doc). Returns what it found, if anything, and the NCC evaluations it spent.
+    pub(super) fn relocate<T: GrayType>(&self, frames: &'a dyn FrameSource, current: &Held<'a>, store: &mut Keyframes, passed: &dyn Fn(usize, usize) -> bool, confirmed: usize, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<(Option<Found<'a>>, u64)> {
         // Too little texture for any overlap to confirm a match (a frame over an empty
         // patch, or outside a fundus's rim, where only noise passes `min_variance`).
         let view = current.view::<T>()?;
@@ -88,9 +98,9 @@ impl<'a> Run<'a> {
             return Ok((None, 0));
         }
         let here = Spectrum::new(view);
-        let mut ranked: Vec<(f64, usize, Similarity, (f64, f64))> = Vec::new();
-        for (k, pos, spectrum) in store.kept.iter_mut() {
-            if tried.contains(k) {
+        let mut ranked: Vec<(f64, usize, Similarity, usize, (f64, f64))> = Vec::new();
+        for (k, pos, set, spectrum) in store.kept.iter_mut() {
+            if passed(*k, *set) {
                 continue;
             }
             if spectrum.is_none() {
@@ -102,19 +112,19 @@ impl<'a> Run<'a> {
             let Some(spectrum) = spectrum.as_ref() else { continue };
             if let Some(peak) = candidates(spectrum, &here, 1).and_then(|c| c.into_iter().next()) {
                 if peak.significance >= RELOCATE_MIN_SIGNIFICANCE {
-                    ranked.push((peak.significance, *k, *pos, peak.shift));
+                    ranked.push((peak.significance, *k, *pos, *set, peak.shift));
                 }
             }
         }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut evaluations = 0;
-        for &(_, k, k_pos, shift) in ranked.iter().take(RELOCATE_CANDIDATES) {
+        for &(_, k, k_pos, set, shift) in ranked.iter().take(confirmed) {
             let Ok(mut keyframe) = self.load(frames, k) else { continue };
             keyframe.pos = k_pos;
             let (registration, spent) = self.confirming_every_match().settle_against::<T>(&keyframe, current, Similarity::translation(shift), buffer, turn_buffer)?;
             evaluations += spent;
             if registration.shift.is_some() {
-                return Ok((Some(Found { keyframe, registration }), evaluations));
+                return Ok((Some(Found { keyframe, set, registration }), evaluations));
             }
         }
         Ok((None, evaluations))
@@ -131,17 +141,22 @@ mod tests {
         let mut store = Keyframes::default();
         // Frames 10 px apart: one kept per quarter frame (50 px) of the path.
         for i in 0..50 {
-            store.keep(i, Similarity::translation((10.0 * i as f64, 0.0)), size);
+            store.keep(i, Similarity::translation((10.0 * i as f64, 0.0)), 0, size);
         }
         let kept: Vec<usize> = store.kept.iter().map(|k| k.0).collect();
         assert_eq!(kept, [0, 5, 10, 15, 20, 25, 30, 35, 40, 45]);
         // Kept once only, however often a frame is a reference.
-        store.keep(45, Similarity::translation((450.0, 0.0)), size);
+        assert!(!store.keep(45, Similarity::translation((450.0, 0.0)), 0, size));
         assert_eq!(store.len(), 10);
+        // Another set's pose is in other coordinates: near is only within a set.
+        assert!(store.keep(46, Similarity::translation((450.0, 0.0)), 46, size));
+        store.join(46, 0, &Similarity::translation((50.0, 0.0)));
+        assert_eq!(store.kept.back().map(|k| (k.1, k.2)), Some((Similarity::translation((500.0, 0.0)), 0)));
+        assert_eq!(store.len(), 11);
         // The budget holds: the oldest go first.
         let most = RELOCATE_BUDGET / (SIDE * SIDE * 8);
         for i in 0..2 * most {
-            store.keep(1000 + i, Similarity::translation((0.0, 1000.0 + 100.0 * i as f64)), size);
+            store.keep(1000 + i, Similarity::translation((0.0, 1000.0 + 100.0 * i as f64)), 0, size);
         }
         assert_eq!(store.len(), most);
         assert_eq!(store.kept.back().map(|k| k.0), Some(1000 + 2 * most - 1));

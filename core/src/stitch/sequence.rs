@@ -42,7 +42,8 @@ use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 use super::refine::{overlap_smoothed, refine_overlap_smoothed};
 use super::accept::Acceptance;
-use super::relocate::{relocatable, Keyframes};
+use super::islands::{Islands, JOIN_CANDIDATES};
+use super::relocate::{relocatable, Keyframes, RELOCATE_CANDIDATES};
 use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::similarity::Similarity;
 use super::stage_times::StageTimes;
@@ -216,6 +217,14 @@ pub struct FrameRecord {
     /// Registered on the whole overlap from a phase-correlation peak this significant
     /// ([`PairRegistration::phase_significance`]); `None` where templates decided.
     pub phase_significance: Option<f64>,
+    /// The island it was registered on, named by the island's first frame (the reference
+    /// frame for the run's first island; module `islands`); `None` for a skipped frame.
+    pub island: Option<usize>,
+    /// The keyframe of another island this frame registered against, joining their sets.
+    pub joined: Option<usize>,
+    /// For a frame on an island the panorama does not hold: its position relative to the
+    /// first frame of its island's set (with `angle` and `scale`); `position` is `None`.
+    pub island_position: Option<(f64, f64)>,
 }
 
 impl FrameRecord {
@@ -1000,8 +1009,11 @@ impl<'a> Run<'a> {
         let mut reference = None;
         let mut vel = Velocity::default();
         let mut loops = Loops::default();
-        // The keyframes a lost frame is searched among (module `relocate`).
+        // The keyframes a lost frame is searched among (module `relocate`), the islands
+        // (module `islands`) and the frame that may start the next one.
         let mut keyframes = Keyframes::default();
+        let mut islands = Islands::default();
+        let mut seed: Option<usize> = None;
         // The window of planned pairs (module `window`) and its frames, read ahead once each:
         // the run takes frame i from `ahead` when it gets there.
         let mut window: Option<Window> = None;
@@ -1020,7 +1032,7 @@ impl<'a> Run<'a> {
                 Err(reason) => {
                     records.push(FrameRecord::skipped(i, reason, 0));
                     window = None;
-                    self.step(frames, progress, &records)?;
+                    self.step(frames, progress, &records, &islands)?;
                     continue;
                 }
             };
@@ -1028,7 +1040,7 @@ impl<'a> Run<'a> {
                 records.push(FrameRecord::reference(i));
                 held.push(current);
                 key = Some(i);
-                self.step(frames, progress, &records)?;
+                self.step(frames, progress, &records, &islands)?;
                 continue;
             };
             // Once a pair has registered, each frame's first attempt comes from the window's
@@ -1116,11 +1128,21 @@ impl<'a> Run<'a> {
             let mut relocated = None;
             if reg.shift.is_none() && reference.is_some() && relocatable(reg.skip.as_ref()) && keyframes.len() > 0 {
                 let tried: Vec<usize> = [Some(k), key, last].into_iter().flatten().collect();
-                let (found, spent) = self.relocate::<T>(frames, &current, &mut keyframes, &tried, &mut buffer, &mut turn_buffer)?;
+                let (found, spent) = self.relocate::<T>(frames, &current, &mut keyframes, &|idx, _| tried.contains(&idx), RELOCATE_CANDIDATES, &mut buffer, &mut turn_buffer)?;
                 evaluations += spent;
                 if let Some(f) = found {
                     (r, reg) = (f.keyframe.index, f.registration);
                     relocated = Some(f.keyframe);
+                }
+            }
+            // Found nowhere: a new island where it registers against the seed (module
+            // `islands`), its match confirmed on texture as a lost frame's must be.
+            let mut seeded = false;
+            if let (None, Some(_), Some(s)) = (reg.shift, reference, seed.and_then(|s| held.iter().find(|f| f.index == s))) {
+                let (registration, spent) = self.confirming_every_match().settle_against::<T>(s, &current, Similarity::IDENTITY, &mut buffer, &mut turn_buffer)?;
+                evaluations += spent;
+                if registration.shift.is_some() {
+                    (r, reg, seeded) = (s.index, registration, true);
                 }
             }
             match reg.shift {
@@ -1131,8 +1153,15 @@ impl<'a> Run<'a> {
                         held.retain(|f| f.index == k);
                         held.push(current);
                     } else {
-                        // The keyframe may have moved to the last good frame.
-                        held.retain(|f| Some(f.index) == key || Some(f.index) == last);
+                        // The keyframe may have moved to the last good frame. A frame lost
+                        // with texture enough to be searched for is the next island's seed.
+                        if relocatable(records[i].skip.as_ref()) {
+                            seed = Some(i);
+                        }
+                        held.retain(|f| Some(f.index) == key || Some(f.index) == last || Some(f.index) == seed);
+                        if seed == Some(i) {
+                            held.push(current);
+                        }
                     }
                 }
                 Some(s) => {
@@ -1144,18 +1173,27 @@ impl<'a> Run<'a> {
                             records[r] = FrameRecord { evaluations: records[r].evaluations, ..FrameRecord::reference(r) };
                         }
                         reference = Some(r);
+                        islands.start(r);
                         pending = None;
                     }
+                    if seeded {
+                        records[r] = FrameRecord { evaluations: records[r].evaluations, ..FrameRecord::reference(r) };
+                        islands.start(r);
+                        loops.restart_faint();
+                    }
+                    seed = None;
                     let r_held = match &relocated {
                         Some(keyframe) => keyframe,
                         None => find(r)?,
                     };
                     let r_pos = r_held.pos;
-                    keyframes.keep(r, r_pos, self.size);
+                    let island = records[r].island.ok_or(Error::Backend("internal: a reference on no island".into()))?;
+                    let set = islands.set_of(island);
+                    let newly_kept = keyframes.keep(r, r_pos, set, self.size);
                     let motion = Similarity { x: s.0, y: s.1, angle: reg.angle, scale: reg.scale };
                     let pos = r_pos.then(&motion);
                     let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
-                    rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, phase_significance: reg.phase_significance, ..rec };
+                    rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), island: Some(island), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, phase_significance: reg.phase_significance, ..rec };
                     (rec.quality, rec.quality_grid) = match measured {
                         Some(q) => q,
                         None => self.quality::<T>(r_held, &current, &motion)?,
@@ -1164,8 +1202,13 @@ impl<'a> Run<'a> {
                         Some(l) => (l, find(l)?.pos),
                         None => (r, r_held.pos),
                     };
-                    // Found again far from where the sweep was lost: its motion is unknown.
-                    vel = if relocated.is_some() { Velocity::default() } else { Velocity::between(&l_pos, &pos, (i - l) as f64, self.size) };
+                    // Found again far from where the sweep was lost: its motion is unknown; a new
+                    // island's is from its first frame.
+                    vel = match (&relocated, seeded) {
+                        (Some(_), _) => Velocity::default(),
+                        (None, true) => Velocity::between(&r_pos, &pos, (i - r) as f64, self.size),
+                        (None, false) => Velocity::between(&l_pos, &pos, (i - l) as f64, self.size),
+                    };
                     key = Some(r);
                     last = Some(i);
                     held.retain(|f| f.index == r);
@@ -1173,22 +1216,53 @@ impl<'a> Run<'a> {
                     records.push(rec);
                     let current = Held { pos, ..current };
                     if p.close_loops {
-                        self.close_loop::<T>(frames, &current, (r, r_pos), &mut records, &mut loops, &mut buffer, &mut turn_buffer)?;
+                        // Another set's keyframes are in other coordinates.
+                        let elsewhere: Vec<usize> = match islands.many() {
+                            true => records.iter().filter(|x| islands.set_of_record(x).is_some_and(|s| s != set)).map(|x| x.index).collect(),
+                            false => Vec::new(),
+                        };
+                        self.close_loop::<T>(frames, &current, (r, r_pos), &mut records, &mut loops, &|k| elsewhere.binary_search(&k).is_ok(), &mut buffer, &mut turn_buffer)?;
                         if self.faint_phase(&records[i]) {
                             self.link_faint::<T>(&current, r, &mut loops)?;
                         }
                     }
                     held.push(current);
+                    // A new keyframe while islands stand apart: searched on the others.
+                    if newly_kept && islands.many() {
+                        let keyframe = held.iter().find(|f| f.index == r).ok_or(Error::Backend("internal: lost a reference frame".into()))?;
+                        let (found, spent) = self.relocate::<T>(frames, keyframe, &mut keyframes, &|_, s| s == set, JOIN_CANDIDATES, &mut buffer, &mut turn_buffer)?;
+                        records[i].evaluations += spent;
+                        if let (Some(f), Some(m)) = (found.as_ref(), found.as_ref().and_then(|f| f.registration.motion())) {
+                            // The pose that moves this set into the other's coordinates.
+                            let t = f.keyframe.pos.then(&m).then(&r_pos.inverse());
+                            let moved: Vec<bool> = records.iter().map(|x| islands.set_of_record(x) == Some(set)).collect();
+                            loops.join(&|idx| moved[idx], &t);
+                            islands.move_set(&mut records, set, &t);
+                            keyframes.join(set, f.set, &t);
+                            for h in held.iter_mut() {
+                                h.pos = t.then(&h.pos);
+                            }
+                            records[r].joined = Some(f.keyframe.index);
+                            islands.join(set, f.set);
+                            // The window's plan and the velocity were in the old coordinates.
+                            window = None;
+                            if !t.is_translation() {
+                                vel = Velocity::default();
+                            }
+                        }
+                    }
                 }
             }
-            self.step(frames, progress, &records)?;
+            self.step(frames, progress, &records, &islands)?;
         }
         match (reference, key) {
             (Some(r), _) => {
+                let anchor = if islands.many() { islands.panorama_set(&records).unwrap_or(r) } else { r };
                 if p.close_loops {
-                    solve_loops(&mut records, r, &loops, self.size)?;
+                    solve_loops(&mut records, anchor, &loops, self.size)?;
                 }
-                Ok((records, r))
+                islands.publish(&mut records);
+                Ok((records, anchor))
             }
             (None, Some(k)) if frames.len() == 1 => Ok((records, k)),
             _ => Err(nothing_registered(&records)),
@@ -1253,9 +1327,16 @@ impl<'a> Run<'a> {
         self.p.detect_zoom && !self.p.register.fit_scale && self.p.register.motion == Motion::Similarity && evident_zoom(reg, &self.p.register).is_some()
     }
 
-    /// After each frame: the source hears the records, `progress` the count.
-    fn step(&self, frames: &dyn FrameSource, progress: &mut dyn FnMut(usize) -> ControlFlow<()>, records: &[FrameRecord]) -> Result<()> {
-        frames.recorded(records);
+    /// After each frame: the source hears the records (as published, module `islands`),
+    /// `progress` the count.
+    fn step(&self, frames: &dyn FrameSource, progress: &mut dyn FnMut(usize) -> ControlFlow<()>, records: &[FrameRecord], islands: &Islands) -> Result<()> {
+        if islands.many() {
+            let mut published = records.to_vec();
+            islands.publish(&mut published);
+            frames.recorded(&published);
+        } else {
+            frames.recorded(records);
+        }
         check_progress(progress, records.len())
     }
 }
@@ -1439,10 +1520,14 @@ impl<'v, T: GrayType> Aligned<'v, T> {
 impl FrameRecord {
     /// The reference frame's record: position (0, 0).
     fn reference(index: usize) -> Self {
-        FrameRecord { index, position: Some((0.0, 0.0)), angle: 0.0, scale: 1.0, reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None }
+        FrameRecord { island: Some(index), ..FrameRecord::placed(index, (0.0, 0.0)) }
+    }
+    /// A frame registered at `at`, on no island yet.
+    pub(super) fn placed(index: usize, at: (f64, f64)) -> Self {
+        FrameRecord { index, position: Some(at), angle: 0.0, scale: 1.0, reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None, island: None, joined: None, island_position: None }
     }
     fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
-        FrameRecord { index, position: None, angle: 0.0, scale: 1.0, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None }
+        FrameRecord { index, position: None, angle: 0.0, scale: 1.0, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None, island: None, joined: None, island_position: None }
     }
 }
 
