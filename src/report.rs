@@ -3,7 +3,7 @@
 //! quality, params (choices by their [`Choice`] names, as the command line spells them) and
 //! what the caller adds under `run`.
 
-use crate::stitch::{Panorama, StitchParams};
+use crate::stitch::{FrameRecord, Panorama, StitchParams};
 use crate::Choice;
 use serde_json::{json, Value};
 
@@ -24,6 +24,25 @@ pub fn peak_memory_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// The islands of a run (`stitch::FrameRecord::island`): each by its first frame, its
+/// registered frames, whether the panorama holds it, and the pairs by which it joined
+/// another (its frame, the other island's keyframe, that island).
+fn islands(frames: &[FrameRecord]) -> Value {
+    let firsts: std::collections::BTreeSet<usize> = frames.iter().filter_map(|f| f.island).collect();
+    let list: Vec<Value> = firsts
+        .iter()
+        .map(|&first| {
+            let members = frames.iter().filter(|f| f.island == Some(first));
+            let joins: Vec<Value> = members
+                .clone()
+                .filter_map(|f| f.joined.map(|k| json!({"frame": f.index, "keyframe": k, "island": frames.get(k).and_then(|r| r.island)})))
+                .collect();
+            json!({"first_frame": first, "frames": members.clone().count(), "in_panorama": members.clone().any(|f| f.is_ok()), "joined_by": joins})
+        })
+        .collect();
+    Value::Array(list)
+}
+
 /// The report of `pano`: frames (labelled by `labels`, with the true positions of `truth`
 /// where given), panorama, quality, the params of `p`, and `extra` as `run`.
 pub fn report(pano: &Panorama, labels: &[String], truth: Option<&[(f64, f64)]>, p: &StitchParams, extra: Value) -> Value {
@@ -39,13 +58,17 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
         .frames
         .iter()
         .map(|f| {
+            // A frame on an island the panorama does not hold: its pose on its island.
+            let at = f.position.or(f.island_position);
             let mut o = json!({
                 "index": f.index,
                 "file": labels.get(f.index).cloned().unwrap_or_default(),
-                "x": f.position.map(|q| round(q.0, 3)),
-                "y": f.position.map(|q| round(q.1, 3)),
-                "angle": f.position.map(|_| round(f.angle.to_degrees(), 4)),
-                "status": if f.is_ok() { "ok" } else { "skipped" },
+                "x": at.map(|q| round(q.0, 3)),
+                "y": at.map(|q| round(q.1, 3)),
+                "angle": at.map(|_| round(f.angle.to_degrees(), 4)),
+                "status": if f.is_ok() { "ok" } else if f.island_position.is_some() { "island" } else { "skipped" },
+                "island": f.island,
+                "joined": f.joined,
                 "reference": f.reference,
                 "ncc": round(f.ncc, 4),
                 "vectors_used": f.vectors_used,
@@ -63,7 +86,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
                 o["reason"] = json!(r.describe());
             }
             if scaled {
-                o["scale"] = json!(f.position.map(|_| round(f.scale, 6)));
+                o["scale"] = json!(at.map(|_| round(f.scale, 6)));
             }
             if let Some(t) = truth.and_then(|t| t.get(f.index)) {
                 o["true_x"] = json!(round(t.0, 3));
@@ -74,6 +97,7 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
         .collect();
     let (w, h) = size;
     let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
+    let on_islands = pano.frames.iter().filter(|f| f.island_position.is_some()).count();
     let r = &p.register;
     json!({
         "frames": frames,
@@ -81,9 +105,10 @@ pub fn report_sized(pano: &Panorama, size: (usize, usize), labels: &[String], tr
                      "reference_frame": pano.reference,
                      "scale_fitted": scaled,
                      "origin_meaning": "panorama pixel (X, Y) shows what the reference frame shows at (X + origin_x, Y + origin_y)",
-                     "pose_meaning": "frame pixel (u, v) shows what the reference frame shows at (x, y) + scale R(angle) (u, v), R(a) = [[cos a, -sin a], [sin a, cos a]], angle in degrees, x right, y down"},
+                     "pose_meaning": "frame pixel (u, v) shows what the reference frame shows at (x, y) + scale R(angle) (u, v), R(a) = [[cos a, -sin a], [sin a, cos a]], angle in degrees, x right, y down; for a frame of status island, what its island's first frame shows there"},
+        "islands": islands(&pano.frames),
         "quality": {"mean_ncc": opt(pano.mean_ncc()), "mean_overlap_ncc": opt(pano.mean_quality()),
-                    "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_skipped": pano.frames.len() - ok},
+                    "mean_grid_ncc": opt(pano.mean_quality_grid()), "frames_ok": ok, "frames_on_islands": on_islands, "frames_skipped": pano.frames.len() - ok - on_islands},
         "params": {"rsz": r.rsz, "accept": r.acceptance.name(), "cthresh": r.cthresh, "null_margin": r.null_margin,
                    "min_coefficient": r.min_coefficient, "coarse_candidates": p.coarse_candidates, "grow_templates": p.grow_templates, "close_loops": p.close_loops, "whole_overlap": p.whole_overlap, "refine_every_pair": p.refine_every_pair, "detect_zoom": p.detect_zoom, "npts": r.npts, "search_radius": r.search_radius,
                    "min_variance": r.min_variance, "agreement": r.agreement, "min_vectors": r.min_vectors,

@@ -12,7 +12,7 @@ use tessera::frames::{self, frame_source, resolve_inputs};
 use tessera::large::{self, OutputOptions, Written};
 use tessera::options::{scale_min_variance, RegisterOptions, StitchOptions};
 use tessera::report::{report_sized, round};
-use tessera::stitch::{synth_plan, synth_sequence, Acceptance, Blend, Corner, FrameRecord, FrameSource, Motion, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams, SynthSequence, TileOrder};
+use tessera::stitch::{synth_plan, synth_sequence, Acceptance, Blend, Corner, FrameRecord, FrameSource, Motion, Panorama, RegisterParams, SearchMethod, Similarity, StitchParams, SynthParams, SynthSequence, TileOrder};
 use tessera::{AnyImage, Choice, Image, Parallelism, Rgba8};
 
 /// The default input: a CC0 fundus photograph (see assets/README.md).
@@ -104,6 +104,11 @@ pub struct StitchArgs {
     /// Write the JSON report here
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Write each island the panorama does not hold (frames registered among themselves
+    /// after the run lost its way, joined to nothing) as its own panorama here, named
+    /// island-FIRST with the output's extension (FIRST: the island's first frame)
+    #[arg(long, value_name = "DIR")]
+    pub islands: Option<PathBuf>,
     #[command(flatten)]
     pub register: RegisterArgs,
     /// How overlapping frames combine
@@ -325,6 +330,9 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     if a.flatfield.is_some() && a.grid.is_none() && a.positions.is_none() && a.tile_config.is_none() {
         bail!("--flatfield corrects the tiles of a grid: give it with --grid, --positions or --tile-config");
     }
+    if a.islands.is_some() && (a.follow.is_some() || a.grid.is_some() || a.positions.is_some() || a.tile_config.is_some()) {
+        bail!("--islands writes the islands of a sequence run: not with --follow or the tile modes");
+    }
     if a.follow.is_some() {
         return super::follow::run_follow(&a, p);
     }
@@ -379,7 +387,38 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         let written = Written { path: a.output.clone(), size, origin: pano.canvas.origin, strips: 1, ome: None, seconds, lost: Vec::new() };
         (pano, written)
     };
-    conclude(&a, &p, &pano, &written, &labels, truth, backend.name(), t0.elapsed().as_secs_f64(), json!({}))
+    let islands = match &a.islands {
+        Some(dir) => write_islands(source.as_ref(), &pano.frames, &p, &a, dir, &labels)?,
+        None => Vec::new(),
+    };
+    let more = if a.islands.is_some() { json!({"islands_written": islands}) } else { json!({}) };
+    conclude(&a, &p, &pano, &written, &labels, truth, backend.name(), t0.elapsed().as_secs_f64(), more)
+}
+
+/// Writes each island of `frames` the panorama does not hold into `dir` as its own panorama
+/// (`--islands`), its frames at their poses relative to the island's first frame. Returns
+/// what it wrote: the island's first frame, its frames and the file.
+fn write_islands(source: &dyn FrameSource, frames: &[FrameRecord], p: &StitchParams, a: &StitchArgs, dir: &std::path::Path, labels: &[String]) -> Result<Vec<Value>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let firsts: std::collections::BTreeSet<usize> = frames.iter().filter(|f| f.island_position.is_some()).filter_map(|f| f.island).collect();
+    let ext = a.output.extension().and_then(|e| e.to_str()).unwrap_or("png");
+    let mut written = Vec::new();
+    for first in firsts {
+        let poses: Vec<Option<Similarity>> = frames
+            .iter()
+            .map(|f| match (f.island, f.island_position) {
+                (Some(i), Some((x, y))) if i == first => Some(Similarity { x, y, angle: f.angle, scale: f.scale }),
+                _ => None,
+            })
+            .collect();
+        let like = poses.iter().enumerate().filter(|(_, q)| q.is_some()).find_map(|(i, _)| source.frame(i).ok());
+        let like = like.as_ref().ok_or_else(|| anyhow!("no frame of the island at frame {first} could be read again"))?.view().map_err(|e| anyhow!(e))?;
+        let path = dir.join(format!("island-{first}.{ext}"));
+        large::write_composite(source, &like, &poses, p.blend, &path, &output_options(a), &mut |_, _| Ok(())).map_err(|e| name_frame(e, labels))?;
+        println!("island at frame {first} ({} frames, joined to nothing) -> {}", poses.iter().flatten().count(), path.display());
+        written.push(json!({"first_frame": first, "frames": poses.iter().flatten().count(), "output": path.display().to_string()}));
+    }
+    Ok(written)
 }
 
 /// Composites the registered `frames` of `source` (read once more) and writes the panorama
@@ -409,11 +448,13 @@ pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &Wri
     });
 
     let ok = pano.frames.iter().filter(|f| f.is_ok()).count();
+    let on_islands = pano.frames.iter().filter(|f| f.island_position.is_some()).count();
     let (w, h) = written.size;
+    let apart = if on_islands > 0 { format!(", {on_islands} on islands the panorama does not hold") } else { String::new() };
     println!(
-        "{} frames: {ok} registered, {} skipped; panorama {w}x{h} -> {} ({:.1} frames/s on {}, {secs:.2} s)",
+        "{} frames: {ok} registered{apart}, {} skipped; panorama {w}x{h} -> {} ({:.1} frames/s on {}, {secs:.2} s)",
         pano.frames.len(),
-        pano.frames.len() - ok,
+        pano.frames.len() - ok - on_islands,
         written.path.display(),
         pano.frames.len() as f64 / secs.max(1e-9),
         backend
@@ -425,7 +466,7 @@ pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &Wri
         fmt(pano.mean_quality()),
         fmt(pano.mean_quality_grid())
     );
-    for f in pano.frames.iter().filter(|f| !f.is_ok()) {
+    for f in pano.frames.iter().filter(|f| !f.is_ok() && f.island_position.is_none()) {
         println!("skipped frame {} ({}): {}", f.index, labels[f.index], f.skip.as_ref().map(|s| s.describe()).unwrap_or_default());
     }
     for (i, why) in &written.lost {
@@ -446,7 +487,7 @@ pub fn conclude(a: &StitchArgs, p: &StitchParams, pano: &Panorama, written: &Wri
                     errs.push(e);
                     println!("{:>5} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.3}", f.index, q.0, tp.0, q.1, tp.1, e);
                 }
-                None => println!("{:>5} {:>10} {:>10.3} {:>10} {:>10.3} {:>8}", f.index, "-", tp.0, "-", tp.1, "skipped"),
+                None => println!("{:>5} {:>10} {:>10.3} {:>10} {:>10.3} {:>8}", f.index, "-", tp.0, "-", tp.1, if f.island_position.is_some() { "island" } else { "skipped" }),
             }
         }
         let mean = errs.iter().sum::<f64>() / errs.len().max(1) as f64;

@@ -393,3 +393,54 @@ fn a_rolling_sweep_reports_angles_and_composites_turned_frames() {
         let _ = std::fs::remove_dir_all(&d);
     }
 }
+
+/// A sweep across a featureless band that never comes back: the report lists two islands,
+/// the frames the panorama does not hold say `island` with their place on their island,
+/// and `--islands` writes that island as its own panorama.
+#[test]
+fn an_island_the_panorama_does_not_hold_is_reported_and_written() {
+    use common::footage::{enlarged, photo, render, room, Conditions};
+    let d = temp_dir("islands");
+    let mut src = enlarged(&photo("cones"), 2.0);
+    let (w, h) = src.size();
+    for y in 0..h {
+        for x in w / 3..w / 3 + 240 {
+            src.set(x, y, 128.0);
+        }
+    }
+    let (rw, rh) = room(src.size(), (200, 160));
+    let origins: Vec<(f64, f64)> = (0..).map(|k| (1.3 + 24.0 * k as f64, rh / 2.0)).take_while(|o| o.0 <= rw).collect();
+    let frames = render(&src, &origins, (200, 160), &Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }, 5);
+    let dir = d.join("frames");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        io::save(&AnyImage::U8(f.clone()), &dir.join(format!("f{i:03}.png"))).unwrap();
+    }
+    let (out, rep_path, apart) = (d.join("pano.png"), d.join("report.json"), d.join("apart"));
+    let o = run(&["stitch", "-o", out.to_str().unwrap(), "--report", rep_path.to_str().unwrap(), "--islands", apart.to_str().unwrap()], &[&dir]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("on islands the panorama does not hold"), "{stdout}");
+    let rep = report(&rep_path);
+    let islands = rep["islands"].as_array().unwrap();
+    assert_eq!(islands.len(), 2, "{islands:?}");
+    let apart_island = islands.iter().find(|i| i["in_panorama"] == false).expect("an island off the panorama");
+    let first = apart_island["first_frame"].as_u64().unwrap() as usize;
+    assert!(islands.iter().all(|i| i["joined_by"].as_array().unwrap().is_empty()));
+    // Each frame of that island sits where the truth puts it relative to the island's first.
+    let on_island: Vec<&Value> = rep["frames"].as_array().unwrap().iter().filter(|f| f["status"] == "island").collect();
+    assert_eq!(on_island.len() as u64, apart_island["frames"].as_u64().unwrap());
+    assert_eq!(rep["quality"]["frames_on_islands"].as_u64().unwrap(), on_island.len() as u64);
+    for f in &on_island {
+        let i = f["index"].as_u64().unwrap() as usize;
+        assert_eq!(f["island"].as_u64(), Some(first as u64));
+        let want = (origins[i].0 - origins[first].0, origins[i].1 - origins[first].1);
+        let got = (f["x"].as_f64().unwrap(), f["y"].as_f64().unwrap());
+        assert!((got.0 - want.0).hypot(got.1 - want.1) < 1.0, "frame {i}: {got:?} against {want:?}");
+    }
+    let written = io::load(&apart.join(format!("island-{first}.png"))).unwrap();
+    let span = origins[on_island.iter().map(|f| f["index"].as_u64().unwrap() as usize).max().unwrap()].0 - origins[first].0;
+    assert_eq!(written.size().1, 160);
+    assert!((written.size().0 as f64 - (200.0 + span)).abs() <= 2.0, "{:?}, span {span}", written.size());
+    assert_eq!(rep["run"]["islands_written"].as_array().unwrap().len(), 1);
+}
