@@ -211,16 +211,22 @@ fn stitch_result<'l>(env: &mut Env<'l>, pano: &Panorama, n: usize) -> Result<JOb
     )?)
 }
 
-/// One frame's `StitchResult.Frame`: its pose ([`FrameRecord::pose`], angle in degrees) and
-/// scores (NaN where a value does not exist).
+/// One frame's `StitchResult.Frame`: its pose ([`FrameRecord::pose`], angle in degrees; on
+/// an island the panorama does not hold, relative to the island's first frame), island and
+/// join (1-based frames, 0 for none) and scores (NaN where a value does not exist).
 fn frame_record<'l>(env: &mut Env<'l>, f: &FrameRecord) -> Result<JObject<'l>> {
-    let [x, y, angle, scale] = pose_values(f.pose());
+    let on_island = f.island_position.map(|(x, y)| Similarity { x, y, angle: f.angle, scale: f.scale });
+    let [x, y, angle, scale] = pose_values(f.pose().or(on_island));
+    let one_based = |i: Option<usize>| i.map_or(0, |i| i as jint + 1);
     let why = reason(env, f.skip.as_ref().map(|s| s.describe()))?;
     let record = env.new_object(
         jni_str!("tessera/ij/StitchResult$Frame"),
-        jni_sig!("(ZDDDDDIDDDLjava/lang/String;)V"),
+        jni_sig!("(ZZIIDDDDDIDDDLjava/lang/String;)V"),
         &[
             f.is_ok().into(),
+            on_island.is_some().into(),
+            one_based(f.island).into(),
+            one_based(f.joined).into(),
             x.into(),
             y.into(),
             angle.into(),

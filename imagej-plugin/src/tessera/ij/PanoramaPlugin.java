@@ -21,12 +21,18 @@ import ij.plugin.PlugIn;
  * its origin set so that frame 1 keeps its coordinates) and a Results table "Panorama
  * frames" (also attached to the panorama as the property {@code TesseraFrames}) with each
  * frame's x, y, angle (degrees; frame i's pixel (u, v) shows what frame 1 shows at
- * (x, y) + R(angle) (u, v), y down), NCC, status, vectors, confidence and quality.
+ * (x, y) + R(angle) (u, v), y down), NCC, status, island, vectors, confidence and quality.
+ * A run that loses its way and finds nothing to return to registers what follows on an
+ * island of its own and joins it to the others where their frames meet; the panorama holds
+ * the largest joined set, the frames of any other say "island" with their pose relative to
+ * their island's first frame, and a table "Panorama islands" (also the property
+ * {@code TesseraIslands}) lists the islands.
  * Macro: {@code run("Panorama (NCC log search)...", "rsz=25 cthresh=0.85 npts=6 radius=32 search=log motion=similarity blend=overwrite keyframe=0.25 minimum=4 subpixel backend=auto")}.
  */
 public class PanoramaPlugin implements PlugIn {
     static final String TITLE = "Panorama (NCC log search)";
     static final String TABLE = "Panorama frames";
+    static final String ISLANDS_TABLE = "Panorama islands";
     static final String[] SEARCHES = {"log", "log-plain", "exhaustive"};
     static final String[] MOTIONS = {"similarity", "translation"};
     static final String[] BLENDS = {"overwrite", "average", "feather"};
@@ -111,10 +117,43 @@ public class PanoramaPlugin implements PlugIn {
         ResultsTable rt = table(s, imp);
         pano.setProperty("TesseraFrames", rt);
         rt.show(TABLE);
+        ResultsTable islands = islandsTable(s);
+        pano.setProperty("TesseraIslands", islands);
+        if (islands.size() > 1) islands.show(ISLANDS_TABLE);
         int ok = 0;
         for (StitchResult.Frame f : s.frames) if (f.ok) ok++;
         IJ.showStatus(String.format("Panorama: %d of %d frames registered in %.2f s (%s)", ok, n, secs, Tessera.backend));
         return pano;
+    }
+
+    /**
+     * One row per island (the frames registered after the run lost its way and found
+     * nothing to return to, chained among themselves): its first frame, its frames, whether
+     * the panorama holds it, and the pairs it joined another by (its frame and the other
+     * island's keyframe, 1-based).
+     */
+    static ResultsTable islandsTable(StitchResult s) {
+        ResultsTable rt = new ResultsTable();
+        java.util.TreeSet<Integer> firsts = new java.util.TreeSet<>();
+        for (StitchResult.Frame f : s.frames) if (f.island > 0) firsts.add(f.island);
+        for (int first : firsts) {
+            int frames = 0;
+            boolean inPanorama = false;
+            StringBuilder joins = new StringBuilder();
+            for (int i = 0; i < s.frames.length; i++) {
+                StitchResult.Frame f = s.frames[i];
+                if (f.island != first) continue;
+                frames++;
+                inPanorama |= f.ok;
+                if (f.joined > 0) joins.append(joins.length() > 0 ? ", " : "").append(i + 1).append(" on ").append(f.joined);
+            }
+            rt.incrementCounter();
+            rt.addValue("First frame", first);
+            rt.addValue("Frames", frames);
+            rt.addValue("In panorama", inPanorama ? "yes" : "no");
+            rt.addValue("Joined by", joins.toString());
+        }
+        return rt;
     }
 
     static ResultsTable table(StitchResult s, ImagePlus imp) {
@@ -129,7 +168,9 @@ public class PanoramaPlugin implements PlugIn {
             rt.addValue("y", f.y);
             rt.addValue("angle", f.angle);
             rt.addValue("NCC", f.ncc);
-            rt.addValue("Status", f.ok ? "ok" : "skipped");
+            rt.addValue("Status", f.ok ? "ok" : f.onIsland ? "island" : "skipped");
+            rt.addValue("Island", f.island);
+            rt.addValue("Joined", f.joined);
             rt.addValue("Vectors", f.vectors);
             rt.addValue("Confidence", f.confidence);
             rt.addValue("Quality", f.quality);

@@ -20,12 +20,20 @@ public final class StitchResult {
 
     /** What happened to one frame. */
     public static final class Frame {
-        /** Whether the frame registered (then {@link #reason} is null). */
+        /** Whether the frame registered into the panorama (then {@link #reason} is null). */
         public final boolean ok;
+        /** Whether it registered on an island the panorama does not hold (a stretch the run
+         *  reached after losing its way, joined to nothing): its pose is then relative to the
+         *  island's first frame. */
+        public final boolean onIsland;
+        /** The island it registered on, by its first frame (1-based), and the keyframe of
+         *  another island it joined through (1-based); 0 where none. */
+        public final int island, joined;
         /** Pose in the reference frame's coordinates (frame 0 unless it registered with
          *  nothing): frame i's pixel (u, v) shows what the reference shows at
          *  (x, y) + scale R(angle) (u, v), R(a) = [[cos a, -sin a], [sin a, cos a]] (x right,
-         *  y down); without a turn at (u + x, v + y). NaN for a skipped frame. */
+         *  y down); without a turn at (u + x, v + y). NaN for a skipped frame; relative to its
+         *  island's first frame for a frame {@link #onIsland}. */
         public final double x, y;
         /** The rotation in degrees, and the scale (1 unless {@code fit-scale}); NaN for a
          *  skipped frame. */
@@ -39,9 +47,12 @@ public final class StitchResult {
         /** Why the frame was skipped, or null. */
         public final String reason;
 
-        Frame(boolean ok, double x, double y, double angle, double scale, double ncc, int vectors, double confidence,
-              double quality, double qualityGrid, String reason) {
+        Frame(boolean ok, boolean onIsland, int island, int joined, double x, double y, double angle, double scale, double ncc,
+              int vectors, double confidence, double quality, double qualityGrid, String reason) {
             this.ok = ok;
+            this.onIsland = onIsland;
+            this.island = island;
+            this.joined = joined;
             this.x = x;
             this.y = y;
             this.angle = angle;

@@ -181,6 +181,41 @@ public class PanoramaPluginTest {
     }
 
     @Test
+    public void aSweepPastAFeaturelessBandGivesTwoIslandsAndTheirTable() {
+        // The photograph enlarged 2x with a flat band 240 px wide a third of the way along;
+        // frames every 24 px across it, none coming back.
+        ImageProcessor big = cones.convertToByteProcessor(false).resize(900, 750);
+        big.setValue(128);
+        big.setRoi(300, 0, 240, 750);
+        big.fill();
+        big.resetRoi();
+        ImageStack st = new ImageStack(FW, FH);
+        int n = (900 - FW - 5) / 24 + 1;
+        for (int k = 0; k < n; k++) {
+            big.setRoi(1 + 24 * k, 280, FW, FH);
+            st.addSlice("x" + (1 + 24 * k), big.crop());
+        }
+        big.resetRoi();
+        ImagePlus pano = run(new ImagePlus("band", st), options("cpu"));
+        ResultsTable islands = (ResultsTable) pano.getProperty("TesseraIslands");
+        assertEquals("two islands", 2, islands.size());
+        int apart = islands.getStringValue("In panorama", 0).equals("no") ? 0 : 1;
+        assertEquals("yes", islands.getStringValue("In panorama", 1 - apart));
+        int first = (int) islands.getValue("First frame", apart);
+        ResultsTable rt = (ResultsTable) pano.getProperty("TesseraFrames");
+        int onIsland = 0;
+        for (int i = 0; i < n; i++) {
+            if (!rt.getStringValue("Status", i).equals("island")) continue;
+            onIsland++;
+            assertEquals(first, (int) rt.getValue("Island", i));
+            assertEquals("x of frame " + (i + 1) + " on its island", 24.0 * (i + 1 - first), rt.getValue("x", i), 1.0);
+            assertEquals(0.0, rt.getValue("y", i), 1.0);
+        }
+        assertEquals((int) islands.getValue("Frames", apart), onIsland);
+        assertTrue(onIsland >= 3);
+    }
+
+    @Test
     public void badParametersAreImageJErrors() {
         runExpectingError(sequence(cones, "bad"), "rsz=2 cthresh=0.85 npts=6 radius=16 blend=overwrite keyframe=0.25 minimum=4 backend=cpu", "rsz");
         Tessera.clearLastError();
