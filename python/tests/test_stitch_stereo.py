@@ -216,6 +216,11 @@ def test_stitch_skips_a_foreign_frame_and_says_why(sequence):
     skipped = [f for f in rep["frames"] if f["status"] == "skipped"]
     assert [f["index"] for f in skipped] == [4] and skipped[0]["reason"]
     assert rep["quality"]["frames_skipped"] == 1
+    # One island, held by the panorama: every registered frame hangs on frame 0.
+    n = len(rep["frames"])
+    assert rep["islands"] == [{"first_frame": 0, "frames": n - 1, "in_panorama": True, "joined_by": []}]
+    assert rep["quality"]["frames_on_islands"] == 0
+    assert all(f["island"] == (None if f["index"] == 4 else 0) for f in rep["frames"])
 
 
 def test_stitch_of_nothing_registrable_is_a_value_error():
