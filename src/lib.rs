@@ -3,7 +3,7 @@
 //! `tessera` command line in `cli/`, the Python package, the JNI bridge): the facade
 //! (everything of `tessera-core` re-exported, with the backend opener), image I/O
 //! ([`io`]), frame sources ([`frames`]), the OME-TIFF writer ([`ome_tiff`]), the
-//! large-composite driver ([`large`]), the stitching report ([`report`]), the faces'
+//! large-composite driver ([`large`]), tile-grid runs ([`grid`]), the stitching report ([`report`]), the faces'
 //! options and their one conversion into parameters ([`options`]), and the stereo file
 //! formats and scores ([`stereo`]). No command-line crate here.
 
@@ -11,6 +11,7 @@ pub use tessera_core::*;
 
 pub mod flatfield;
 pub mod frames;
+pub mod grid;
 pub mod io;
 pub mod large;
 pub mod ome_tiff;

@@ -1,0 +1,288 @@
+//! Tile-grid runs as every face runs them (`tessera stitch --grid`, the Python package's
+//! `stitch_grid`): the tile size, the nominal positions from the layout the user gave
+//! (a `COLSxROWS` grid, positions, or Fiji's tile configuration), the shading correction
+//! (module [`crate::flatfield`]), the registration and solve (`stitch::register_tiles`),
+//! the seams' brightness steps, and the report: the sequences' contract plus `pairs[]`,
+//! `components[]`, `stage_model` and `shading`. Compositing stays with each face (a
+//! file through [`crate::large`], an array in memory).
+
+use crate::flatfield::{FieldSource, Prepared};
+use crate::options::parse_grid;
+use crate::report::round;
+use crate::shading::Corrected;
+use crate::stitch::{grid_positions, register_tiles, seam_steps, tile_shape, Corner, FrameSource, GridParams, Mosaic, StitchParams, TileOrder};
+use crate::{Choice, Parallelism};
+use anyhow::{anyhow, bail, Result};
+use serde_json::{json, Value};
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+/// Where the nominal positions of a run's tiles came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Nominal {
+    /// A `COLSxROWS` grid (as the user spelt it) with [`GridLayout::overlap_percent`],
+    /// [`GridLayout::order`] and [`GridLayout::start`].
+    Grid(String),
+    /// Positions in pixels, one per tile, read from the CSV file named (or given in memory:
+    /// `None`).
+    Positions(Vec<(f64, f64)>, Option<String>),
+    /// A Fiji tile configuration's positions, and the file.
+    TileConfig(Vec<(f64, f64)>, String),
+}
+
+/// How the tiles nominally lie, as the user gave it.
+#[derive(Clone, Debug)]
+pub struct GridLayout {
+    pub nominal: Nominal,
+    /// Overlap of neighbouring tiles of a [`Nominal::Grid`], percent of the tile.
+    pub overlap_percent: f64,
+    pub order: TileOrder,
+    pub start: Corner,
+    /// Micrometres per pixel, where the positions were given in micrometres.
+    pub pixel_size: Option<f64>,
+}
+
+impl GridLayout {
+    /// The nominal top-left corner of each of `tiles` tiles of `tile` pixels. Errors: a grid
+    /// or position list whose count is not the tiles'.
+    pub fn positions(&self, tiles: usize, tile: (usize, usize)) -> Result<Vec<(f64, f64)>> {
+        let given = |q: &Vec<(f64, f64)>, what: &str| {
+            if q.len() != tiles {
+                bail!("{what} has {} positions, but {tiles} tiles were given", q.len());
+            }
+            Ok(q.clone())
+        };
+        match &self.nominal {
+            Nominal::Grid(g) => {
+                let (cols, rows) = parse_grid(g)?;
+                if cols * rows != tiles {
+                    bail!("grid {g} is {} tiles, but {tiles} were given", cols * rows);
+                }
+                Ok(grid_positions(cols, rows, tile, self.overlap_percent / 100.0, self.order, self.start)?)
+            }
+            Nominal::Positions(q, file) => given(q, file.as_deref().unwrap_or("positions")),
+            Nominal::TileConfig(q, file) => given(q, file),
+        }
+    }
+}
+
+/// A grid run's choices beyond the registration's.
+#[derive(Clone, Debug)]
+pub struct GridOptions {
+    pub layout: GridLayout,
+    /// How far (pixels) a pair may stand from the stage model and still be accepted.
+    pub stage_error: f64,
+    pub flatfield: Option<FieldSource>,
+    pub darkfield: Option<FieldSource>,
+}
+
+/// A registered grid: the mosaic (tiles, pairs, components, stage model), the tile size,
+/// the shading correction where one was asked for, and what the run measured.
+pub struct GridRun {
+    pub mosaic: Mosaic,
+    pub tile: (usize, usize),
+    pub prepared: Option<Prepared>,
+    pub params: GridParams,
+    /// Seconds spent on the shading estimate (or reading its files), and in all.
+    pub shading_seconds: f64,
+    pub seconds: f64,
+}
+
+/// The size of a grid's tiles: the shape the first two usable tiles share (one odd first
+/// tile must not set it), else the first usable tile's. Errors: no tile can be read.
+pub fn tile_size(source: &dyn FrameSource, labels: &[String]) -> Result<(usize, usize)> {
+    let (mut first, mut previous, mut why) = (None, None, None);
+    for i in 0..source.len() {
+        let shape = match tile_shape(source, i) {
+            Ok(s) => s.size,
+            Err(e) => {
+                why = why.or(Some(format!("{i} ({}): {e}", labels.get(i).map_or("", |l| l.as_str()))));
+                continue;
+            }
+        };
+        first = first.or(Some(shape));
+        if previous == Some(shape) {
+            return Ok(shape);
+        }
+        previous = Some(shape);
+    }
+    first.ok_or_else(|| anyhow!("no tile could be read (tile {})", why.as_deref().unwrap_or("-")))
+}
+
+/// Registers the tiles of `source` (labelled `labels`) as `o` lays them out: the shading
+/// estimated or read first where asked for, the tiles corrected as they are read, then
+/// every neighbouring pair registered and all positions solved.
+pub fn register_grid(source: &dyn FrameSource, labels: &[String], p: &StitchParams, o: &GridOptions, par: Parallelism, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<GridRun> {
+    let t0 = Instant::now();
+    let tile = tile_size(source, labels)?;
+    let nominal = o.layout.positions(source.len(), tile)?;
+    let params = GridParams { register: p.register, stage_error: o.stage_error, coarse_candidates: p.coarse_candidates };
+    let prepared = crate::flatfield::prepare(o.flatfield.as_ref(), o.darkfield.as_ref(), source, tile)?;
+    let shading_seconds = t0.elapsed().as_secs_f64();
+    let corrected = prepared.as_ref().map(|q| Corrected { inner: source, shading: &q.shading });
+    let tiles: &dyn FrameSource = match &corrected {
+        Some(c) => c,
+        None => source,
+    };
+    let mosaic = register_tiles(tiles, &nominal, &params, par, progress)?;
+    Ok(GridRun { mosaic, tile, prepared, params, shading_seconds, seconds: t0.elapsed().as_secs_f64() })
+}
+
+impl GridRun {
+    /// The tiles as the registration and the mosaic see them: `raw` corrected for shading
+    /// where the run corrects it.
+    pub fn tiles<'a>(&'a self, raw: &'a dyn FrameSource) -> Box<dyn FrameSource + 'a> {
+        match &self.prepared {
+            Some(q) => Box::new(Corrected { inner: raw, shading: &q.shading }),
+            None => Box::new(Passed(raw)),
+        }
+    }
+
+    /// Each tile's position in the mosaic (`None`: left out, unreadable).
+    pub fn placed(&self) -> Vec<Option<(f64, f64)>> {
+        self.mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect()
+    }
+
+    /// With shading corrected: the mean step of brightness across the accepted pairs' seams
+    /// of `raw`'s tiles, uncorrected and corrected.
+    pub fn seam_steps(&self, raw: &dyn FrameSource) -> Result<Option<(f64, f64)>> {
+        if self.prepared.is_none() {
+            return Ok(None);
+        }
+        let placed = self.placed();
+        let accepted: Vec<(usize, usize)> = self.mosaic.pairs.iter().filter(|q| q.shift.is_some()).map(|q| (q.a, q.b)).collect();
+        let mean = |s: Vec<Option<f64>>| {
+            let v: Vec<f64> = s.into_iter().flatten().collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let before = mean(seam_steps(raw, &placed, &accepted)?);
+        let after = mean(seam_steps(self.tiles(raw).as_ref(), &placed, &accepted)?);
+        Ok(before.zip(after))
+    }
+
+    /// Why tile `i` was not registered into the mosaic.
+    pub fn tile_reason(&self, i: usize) -> String {
+        let m = &self.mosaic;
+        match (&m.tiles[i].unreadable, m.tiles[i].component) {
+            (Some(why), _) => format!("left out: {why}"),
+            (None, Some(k)) => format!("detached: component {k}, which no accepted pair joins to the mosaic; placed as a whole by the stage model"),
+            (None, None) => "no accepted pair: placed by the stage model".into(),
+        }
+    }
+
+    /// The stage model in a line: the overlap each direction's pairs measured, against the
+    /// nominal one, and the repeatability.
+    pub fn describe_model(&self, layout: &GridLayout) -> String {
+        let model = &self.mosaic.model;
+        let overlap = model.overlap(self.tile);
+        let pct = |o: Option<f64>| o.map_or("not measured".to_string(), |v| format!("{:.1} %", v * 100.0));
+        let nominal = if matches!(layout.nominal, Nominal::Grid(_)) { format!(" (nominal {} %)", layout.overlap_percent) } else { String::new() };
+        let corrected = if model.correction == [(0.0, 0.0); 2] { "the stage's offsets kept" } else { "the stage's offsets corrected" };
+        let repeat = model.repeatability.map_or("not measured".to_string(), |r| format!("{r:.1} px"));
+        format!(
+            "stage model: overlap {} horizontally, {} vertically{nominal}, {corrected}; repeatability {repeat} (from {} + {} registered pairs)",
+            pct(overlap[0]),
+            pct(overlap[1]),
+            model.support[0],
+            model.support[1]
+        )
+    }
+
+    /// The grid report: `frames[]` as for sequences (`status` "ok", "detached", "nominal" or
+    /// "skipped", and `component`), `pairs[]` with each neighbouring pair's outcome, how it
+    /// was verified and its residual, `components[]`, `stage_model` and `shading` (with the
+    /// seams' steps `seams`), for a mosaic of `size` whose pixel (0, 0) is tile 0's `origin`.
+    pub fn report(&self, labels: &[String], size: (usize, usize), origin: (i64, i64), layout: &GridLayout, seams: Option<(f64, f64)>, extra: Value) -> Value {
+        let m = &self.mosaic;
+        let frames: Vec<Value> = m
+            .tiles
+            .iter()
+            .map(|t| {
+                let placed = t.unreadable.is_none();
+                let mut o = json!({
+                    "index": t.index,
+                    "file": labels.get(t.index).cloned().unwrap_or_default(),
+                    "x": placed.then(|| round(t.position.0, 3)),
+                    "y": placed.then(|| round(t.position.1, 3)),
+                    "status": t.status(),
+                    "component": t.component,
+                    "residual": m.pairs.iter().filter(|q| q.a == t.index || q.b == t.index).filter_map(|q| q.residual).fold(None, |acc: Option<f64>, r| Some(acc.map_or(r, |x| x.max(r)))).map(|r| round(r, 4)),
+                });
+                if !t.registered {
+                    o["reason"] = json!(self.tile_reason(t.index));
+                }
+                o
+            })
+            .collect();
+        let pairs: Vec<Value> = m
+            .pairs
+            .iter()
+            .map(|q| {
+                json!({
+                    "a": q.a, "b": q.b,
+                    "status": if q.shift.is_some() { "accepted" } else { "rejected" },
+                    "dx": q.shift.map(|s| round(s.0, 3)), "dy": q.shift.map(|s| round(s.1, 3)),
+                    "ncc": round(q.ncc, 4), "margin": round(q.margin, 4), "vectors_used": q.vectors_used,
+                    "verified_by": q.verified_by.map(|v| v.name()),
+                    "deviation": q.deviation.map(|d| round(d, 3)),
+                    "residual": q.residual.map(|r| round(r, 4)),
+                    "reason": q.skip,
+                })
+            })
+            .collect();
+        let r = &self.params.register;
+        // `order` and `start` as this report has always spelt them: the variant names in
+        // lower case, without the hyphens of the flags' values (`snakerow`, `topleft`).
+        let unhyphenated = |name: &str| name.replace('-', "");
+        let components: Vec<Value> = m
+            .components
+            .iter()
+            .enumerate()
+            .map(|(k, tiles)| json!({"index": k, "tiles": tiles, "status": if k == 0 { "ok" } else { "detached" }}))
+            .collect();
+        let md = &m.model;
+        let overlap = md.overlap(self.tile);
+        let pair = |v: Option<(f64, f64)>| v.map(|(x, y)| json!([round(x, 3), round(y, 3)]));
+        let stage_model = json!({
+            "overlap_x_percent": overlap[0].map(|o| round(o * 100.0, 2)),
+            "overlap_y_percent": overlap[1].map(|o| round(o * 100.0, 2)),
+            "horizontal_offset": pair(md.measured[0]), "vertical_offset": pair(md.measured[1]),
+            "horizontal_correction": pair(Some(md.correction[0])), "vertical_correction": pair(Some(md.correction[1])),
+            "repeatability_px": md.repeatability.map(|r| round(r, 3)),
+            "pairs": md.support,
+            "meaning": "overlap and offsets (dx, dy) measured per direction (the median of the registered pairs, forwards); corrections added to the nominal offsets where they stand clear of the pairs' spread; repeatability: the distance from the model within which a pair is verified",
+        });
+        let (grid, positions, tile_config) = match &layout.nominal {
+            Nominal::Grid(g) => (Some(g.clone()), None, None),
+            Nominal::Positions(_, file) => (None, Some(file.clone().unwrap_or_else(|| "given".into())), None),
+            Nominal::TileConfig(_, file) => (None, None, Some(file.clone())),
+        };
+        json!({
+            "frames": frames,
+            "pairs": pairs,
+            "components": components,
+            "stage_model": stage_model,
+            "shading": crate::flatfield::describe(self.prepared.as_ref(), seams),
+            "panorama": {"width": size.0, "height": size.1, "origin_x": origin.0, "origin_y": origin.1, "reference_frame": 0,
+                         "origin_meaning": "panorama pixel (X, Y) shows what tile 0 shows at (X + origin_x, Y + origin_y)"},
+            "params": {"mode": "grid", "grid": grid, "positions": positions, "tile_config": tile_config,
+                       "overlap_percent": layout.overlap_percent, "order": unhyphenated(layout.order.name()), "start": unhyphenated(layout.start.name()),
+                       "pixel_size": layout.pixel_size, "stage_error": self.params.stage_error, "coarse_candidates": self.params.coarse_candidates,
+                       "rsz": r.rsz, "accept": r.acceptance.name(), "null_margin": r.null_margin, "min_coefficient": r.min_coefficient,
+                       "npts": r.npts, "search_radius": r.search_radius},
+            "run": extra,
+        })
+    }
+}
+
+/// A frame source passed through unchanged (the tiles of a run without shading correction).
+struct Passed<'a>(&'a dyn FrameSource);
+
+impl FrameSource for Passed<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn frame(&self, i: usize) -> core::result::Result<crate::stitch::Frame<'_>, String> {
+        self.0.frame(i)
+    }
+}
