@@ -9,6 +9,7 @@ mod array;
 mod backend;
 mod errors;
 mod filters;
+mod grid;
 mod params;
 mod stereo;
 mod stitch;
@@ -67,6 +68,7 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(filters::glare, m)?)?;
     m.add_function(wrap_pyfunction!(stitch::register_pair, m)?)?;
     m.add_function(wrap_pyfunction!(stitch::stitch, m)?)?;
+    m.add_function(wrap_pyfunction!(grid::stitch_grid, m)?)?;
     m.add_function(wrap_pyfunction!(stitch::synth_sequence, m)?)?;
     m.add_function(wrap_pyfunction!(stitch::load, m)?)?;
     m.add_function(wrap_pyfunction!(stitch::save, m)?)?;

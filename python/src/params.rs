@@ -103,6 +103,26 @@ pub fn defaults() -> Value {
     ] {
         stitch[k] = val;
     }
+    let gd = tessera::stitch::GridParams::default();
+    let mut grid = register.clone();
+    for (k, val) in [
+        ("grid", Value::Null),
+        ("positions", Value::Null),
+        ("tile_config", Value::Null),
+        ("overlap", json!(tessera::stitch::DEFAULT_OVERLAP * 100.0)),
+        ("order", json!(tessera::stitch::TileOrder::default().name())),
+        ("start", json!(tessera::stitch::Corner::default().name())),
+        ("pixel_size", Value::Null),
+        ("stage_error", json!(gd.stage_error)),
+        ("flatfield", Value::Null),
+        ("darkfield", Value::Null),
+        ("blend", json!(s.blend.name())),
+        ("coarse", json!(s.coarse)),
+        ("frame_cache", json!(crate::stitch::FRAME_CACHE_MIB)),
+        ("single_thread", json!(false)),
+    ] {
+        grid[k] = val;
+    }
     let st = StereoOptions::default();
     let stereo = json!({
         "max_disp": st.max_disp, "cost": st.cost.name(),
@@ -133,6 +153,7 @@ pub fn defaults() -> Value {
                               "border": gl.border.to_string()}), &run),
         "register_pair": merge(merge(json!({"prediction": [0.0, 0.0]}), &register), &run),
         "stitch": merge(stitch, &run),
+        "stitch_grid": grid,
         "stereo": merge(stereo, &run),
         "matmul": run.clone(),
         "mat_add": run.clone(),

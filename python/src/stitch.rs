@@ -97,6 +97,8 @@ macro_rules! with_registration_keywords {
     };
 }
 
+pub(crate) use with_registration_keywords;
+
 with_registration_keywords! {
 /// Registers ``moving`` against ``reference`` by normalized cross-correlation: ``npts x
 /// npts`` templates of ``rsz x rsz`` pixels of the reference, each searched in the moving
@@ -159,12 +161,12 @@ pub fn register_pair<'py>(
 
 /// What `stitch` was given: frame files (after the library's resolution of directories and
 /// patterns) or arrays.
-enum Frames<'py> {
+pub(crate) enum Frames<'py> {
     Files(Vec<PathBuf>),
     Arrays(Vec<Input<'py>>),
 }
 
-fn frames_arg<'py>(frames: &Bound<'py, PyAny>) -> PyResult<Frames<'py>> {
+pub(crate) fn frames_arg<'py>(frames: &Bound<'py, PyAny>) -> PyResult<Frames<'py>> {
     let not_found = |e: anyhow::Error| PyFileNotFoundError::new_err(format!("{e:#}"));
     if let Ok(one) = frames.extract::<PathBuf>() {
         return Ok(Frames::Files(resolve_inputs(&[one]).map_err(not_found)?));

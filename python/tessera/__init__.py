@@ -75,6 +75,7 @@ _EXPOSED = [
     "glare",
     "register_pair",
     "stitch",
+    "stitch_grid",
     "stereo",
     "matmul",
     "mat_add",

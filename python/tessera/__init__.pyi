@@ -192,6 +192,40 @@ def stitch(
 ) -> Tuple[Image, Dict[str, Any]]:
     """(panorama, report): the report is `tessera stitch --report`'s JSON as a dict."""
 
+def stitch_grid(
+    tiles: Union[None, PathLike, Sequence[PathLike], Sequence[Image]],
+    /,
+    *,
+    grid: Optional[str] = ...,
+    positions: Union[None, PathLike, Sequence[Tuple[float, float]]] = ...,
+    tile_config: Optional[PathLike] = ...,
+    overlap: float = ...,
+    order: Literal["row", "column", "snake-row", "snake-column"] = ...,
+    start: Literal["top-left", "top-right", "bottom-left", "bottom-right"] = ...,
+    pixel_size: Optional[float] = ...,
+    stage_error: float = ...,
+    flatfield: Optional[str] = ...,
+    darkfield: Optional[str] = ...,
+    rsz: int = ...,
+    accept: Literal["adaptive", "fixed"] = ...,
+    cthresh: float = ...,
+    null_margin: float = ...,
+    min_coefficient: float = ...,
+    npts: int = ...,
+    search_radius: int = ...,
+    min_variance: Optional[float] = ...,
+    method: Literal["log", "log-plain", "exhaustive"] = ...,
+    no_refine: bool = ...,
+    motion: Literal["similarity", "translation"] = ...,
+    fit_scale: bool = ...,
+    max_turn: float = ...,
+    blend: Literal["overwrite", "average", "feather"] = ...,
+    coarse: int = ...,
+    frame_cache: int = ...,
+    single_thread: bool = ...,
+) -> Tuple[Image, Dict[str, Any]]:
+    """(mosaic, report): the report is `tessera stitch --grid --report`'s JSON as a dict."""
+
 def synth_sequence(
     image: Image,
     /,

@@ -220,7 +220,7 @@ def test_defaults_come_from_rust_and_show_in_signatures():
     assert d["mean"]["size"] == 3 and d["stitch"]["rsz"] == 25 and d["stitch"]["cthresh"] == 0.85
     for name in ("register_pair", "stitch"):
         assert (d[name]["motion"], d[name]["fit_scale"], d[name]["max_turn"]) == ("similarity", False, 6.0)
-    for name in ["mean", "box_sum", "gaussian", "local_variance", "contrast", "glare", "register_pair", "stitch", "stereo"]:
+    for name in ["mean", "box_sum", "gaussian", "local_variance", "contrast", "glare", "register_pair", "stitch", "stitch_grid", "stereo"]:
         sig = inspect.signature(getattr(tessera, name))
         for key, value in d[name].items():
             shown = sig.parameters[key].default

@@ -1,0 +1,177 @@
+//! Tile grids: `stitch_grid`, the library's grid run (`tessera::grid`, as `tessera stitch
+//! --grid` runs it) with the mosaic composited in memory and the report of `tessera stitch
+//! --grid --report`.
+
+use crate::array::image_to_numpy;
+use crate::errors::{to_py, type_error, value_error};
+use crate::params::{choice, count, name_of, to_python};
+use crate::stitch::{frames_arg, with_registration_keywords, Frames, FRAME_CACHE_MIB};
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError};
+use pyo3::prelude::*;
+use serde_json::json;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use tessera::flatfield::FieldSource;
+use tessera::frames::frame_source;
+use tessera::grid::{register_grid, GridLayout, GridOptions, GridRun, Nominal};
+use tessera::options::{parse_positions, scale_min_variance, RegisterOptions, StitchOptions};
+use tessera::report::{peak_memory_mib, round};
+use tessera::stitch::{Acceptance, Blend, Compositor, Corner, FrameSource, GridParams, InMemory, Motion, RegisterParams, SearchMethod, StitchParams, TileOrder, DEFAULT_OVERLAP};
+use tessera::{AnyView, Parallelism};
+
+/// The nominal positions `positions` names: a list of ``(x, y)`` pairs, or the path of a CSV
+/// file (as ``--positions``); in micrometres where `pixel_size` is given.
+fn positions_arg(positions: &Bound<'_, PyAny>, pixel_size: Option<f64>) -> PyResult<Nominal> {
+    if let Ok(path) = positions.extract::<PathBuf>() {
+        let text = std::fs::read_to_string(&path).map_err(|e| PyFileNotFoundError::new_err(format!("{}: {e}", path.display())))?;
+        let q = parse_positions(&text, pixel_size, &path.display().to_string()).map_err(|e| value_error(format!("{e:#}")))?;
+        return Ok(Nominal::Positions(q, Some(path.display().to_string())));
+    }
+    let pairs: Vec<(f64, f64)> = positions.extract().map_err(|_| type_error("positions: expected a list of (x, y) pairs or the path of a CSV file"))?;
+    if let Some(bad) = pairs.iter().position(|q| !q.0.is_finite() || !q.1.is_finite()) {
+        return Err(value_error(format!("positions[{bad}] is not finite")));
+    }
+    let scale = match pixel_size {
+        Some(s) if !(s.is_finite() && s > 0.0) => return Err(value_error(format!("pixel_size = {s} must be finite and positive"))),
+        Some(s) => s,
+        None => 1.0,
+    };
+    Ok(Nominal::Positions(pairs.into_iter().map(|(x, y)| (x / scale, y / scale)).collect(), None))
+}
+
+/// `estimate` or an image file, as ``--flatfield`` / ``--darkfield``.
+fn field_arg(value: Option<String>, name: &str) -> PyResult<Option<FieldSource>> {
+    value.map(|v| FieldSource::parse(&v, name).map_err(|e| value_error(format!("{e:#}")))).transpose()
+}
+
+/// The run and its mosaic composited in memory from the tiles as corrected.
+fn run_and_composite(source: &dyn FrameSource, labels: &[String], p: StitchParams, given: Option<f64>, o: &GridOptions, par: Parallelism) -> anyhow::Result<(GridRun, tessera::stitch::Canvas, Option<(f64, f64)>)> {
+    let p = scale_min_variance(p, given, source);
+    let run = register_grid(source, labels, &p, o, par, &mut |_| match Python::attach(|py| py.check_signals()) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(_) => ControlFlow::Break(()),
+    })?;
+    let canvas = composite(&run, source, p.blend)?;
+    let seams = run.seam_steps(source)?;
+    Ok((run, canvas, seams))
+}
+
+/// The mosaic of `run`'s placed tiles, read again from `source` as the run corrects them.
+fn composite(run: &GridRun, source: &dyn FrameSource, blend: Blend) -> anyhow::Result<tessera::stitch::Canvas> {
+    let tiles = run.tiles(source);
+    let placed = run.placed();
+    let kept = placed.iter().position(Option::is_some).ok_or_else(|| anyhow::anyhow!("no tile could be used"))?;
+    let first = tiles.frame(kept).map_err(|e| anyhow::anyhow!("tile {kept} could not be read again: {e}"))?;
+    let like = first.view().map_err(|e| anyhow::anyhow!(e))?;
+    let mut canvas = Compositor::new(&like, &placed, blend)?;
+    for (i, _) in placed.iter().enumerate().filter(|q| q.1.is_some()) {
+        let f = tiles.frame(i).map_err(|e| anyhow::anyhow!("tile {i} could not be read again: {e}"))?;
+        canvas.paste(i, &f.view().map_err(|e| anyhow::anyhow!(e))?)?;
+    }
+    Ok(canvas.finish())
+}
+
+with_registration_keywords! {
+/// Stitches the tiles of a microscope scan, as ``tessera stitch --grid`` does: every
+/// neighbouring pair registered by NCC (see :func:`register_pair`) from its nominal offset,
+/// pairs verified against the stage model fitted from the pairs that register (the overlap
+/// and offsets per direction, the repeatability), positions solved together, tiles no
+/// accepted pair reaches placed by the stage model (``"nominal"``) or, in a group joined to
+/// the rest by none, ``"detached"`` with a component number; then the mosaic (``blend``).
+///
+/// ``tiles``: a list of arrays (one dtype and shape), a list of paths or one path (a
+/// directory, a glob, a multi-page TIFF), in acquisition order; ``None`` with
+/// ``tile_config``, whose file names them. The nominal layout is one of ``grid``
+/// (``"COLSxROWS"``, with ``overlap`` percent, ``order`` ``"row"``, ``"column"``,
+/// ``"snake-row"``, ``"snake-column"`` and ``start`` corner ``"top-left"`` ...),
+/// ``positions`` (``(x, y)`` per tile, or a CSV file; micrometres where ``pixel_size``
+/// gives micrometres per pixel) or ``tile_config`` (Fiji's TileConfiguration.txt).
+/// ``stage_error``: how far (px) a pair may stand from the stage model. ``flatfield``:
+/// ``"estimate"`` (from the tiles) or an image file, ``darkfield`` likewise: the tiles are
+/// corrected for shading before registration and in the mosaic.
+///
+/// Returns ``(mosaic, report)``: the mosaic array (the tiles' dtype) and the report dict
+/// of ``tessera stitch --grid --report`` (``frames``, ``pairs``, ``components``,
+/// ``stage_model``, ``shading``, ``panorama``, ``params``, ``run``). Raises ValueError for
+/// a layout that does not fit the tiles or bad parameters, FileNotFoundError for paths
+/// that name no tiles, KeyboardInterrupt on Ctrl-C. The pairs register on the CPU (on one
+/// thread with ``single_thread``).
+pub fn stitch_grid<'py>(
+    py: Python<'py>,
+    tiles: &Bound<'py, PyAny>,
+    /, *,
+    grid: Option<String> = None,
+    positions: Option<Bound<'py, PyAny>> = None,
+    tile_config: Option<PathBuf> = None,
+    overlap: f64 = DEFAULT_OVERLAP * 100.0,
+    order: String = name_of(TileOrder::default()),
+    start: String = name_of(Corner::default()),
+    pixel_size: Option<f64> = None,
+    stage_error: f64 = GridParams::default().stage_error,
+    flatfield: Option<String> = None,
+    darkfield: Option<String> = None,
+    ..args: RegisterOptions,
+    blend: String = name_of(StitchParams::default().blend),
+    coarse: i64 = StitchParams::default().coarse_candidates as i64,
+    frame_cache: i64 = FRAME_CACHE_MIB as i64,
+    single_thread: bool = false,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let par = if single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
+    let options = StitchOptions { register: args, blend: choice::<Blend>("blend", &blend)?, coarse: count("coarse", coarse)?, ..StitchOptions::default() };
+    let p = options.params().map_err(to_py)?;
+    if darkfield.is_some() && flatfield.is_none() {
+        return Err(value_error("darkfield needs flatfield (\"estimate\", or a file)"));
+    }
+    let (tiles, nominal) = match (grid, positions, tile_config) {
+        (Some(g), None, None) => (frames_arg(tiles)?, Nominal::Grid(g)),
+        (None, Some(q), None) => (frames_arg(tiles)?, positions_arg(&q, pixel_size)?),
+        (None, None, Some(cfg)) => {
+            if !tiles.is_none() {
+                return Err(value_error("tile_config names the tiles itself: give tiles=None"));
+            }
+            let entries = tessera::tile_config::read(&cfg).map_err(|e| PyFileNotFoundError::new_err(format!("{e:#}")))?;
+            let files = entries.iter().map(|t| t.0.clone()).collect();
+            (Frames::Files(files), Nominal::TileConfig(entries.into_iter().map(|t| t.1).collect(), cfg.display().to_string()))
+        }
+        _ => return Err(value_error("give exactly one of grid=\"COLSxROWS\", positions or tile_config")),
+    };
+    let layout = GridLayout { nominal, overlap_percent: overlap, order: choice::<TileOrder>("order", &order)?, start: choice::<Corner>("start", &start)?, pixel_size };
+    let o = GridOptions { layout, stage_error, flatfield: field_arg(flatfield, "flatfield")?, darkfield: field_arg(darkfield, "darkfield")? };
+    let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);
+    let given = options.register.min_variance;
+    let failed = |e: anyhow::Error| -> PyErr {
+        if let Some(core) = e.downcast_ref::<tessera::Error>() {
+            return match core {
+                tessera::Error::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
+                _ => value_error(format!("{e:#}")),
+            };
+        }
+        let msg = format!("{e:#}");
+        if msg.contains("cannot read") || msg.contains("could not be read") { PyOSError::new_err(msg) } else { value_error(msg) }
+    };
+    let (result, labels) = match tiles {
+        Frames::Files(files) => {
+            let fallback: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            let outcome = py.detach(|| {
+                let (source, labels) = frame_source(&files, cache_bytes)?;
+                run_and_composite(source.as_ref(), &labels, p, given, &o, par).map(|r| (r, labels))
+            });
+            match outcome {
+                Ok((r, labels)) => (Ok(r), labels),
+                Err(e) => (Err(e), fallback),
+            }
+        }
+        Frames::Arrays(arrays) => {
+            let views = arrays.iter().enumerate().map(|(i, a)| a.view(&format!("tiles[{i}]"))).collect::<PyResult<Vec<AnyView<'_>>>>()?;
+            let labels: Vec<String> = (0..views.len()).map(|i| format!("tiles[{i}]")).collect();
+            (py.detach(|| run_and_composite(&InMemory(&views), &labels, p, given, &o, par)), labels)
+        }
+    };
+    let (run, canvas, seams) = result.map_err(failed)?;
+    py.check_signals()?;
+    let extra = json!({"backend": "cpu", "seconds": round(run.seconds, 4), "output": null,
+                       "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1))});
+    let rep = run.report(&labels, canvas.image.size(), canvas.origin, &o.layout, seams, extra);
+    Ok((image_to_numpy(py, canvas.image)?, to_python(py, &rep)?))
+}
+}

@@ -1,0 +1,117 @@
+"""``tessera.stitch_grid``: the command line's grid mode as a function. Grids cut from real
+photographs with stage error; the same positions, statuses and mosaic as ``tessera stitch
+--grid``, positions against the truth, each layout (grid, positions, Fiji's tile
+configuration), shading correction, and bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tessera
+from conftest import PHOTOS
+
+TILE = (160, 128)
+
+
+def cut(photo, seed, cols=3, rows=3, overlap=0.25, order="snake-row"):
+    """Tiles of TILE overlapping by ``overlap``, each up to 3 whole pixels off its stage
+    position, in acquisition order; their true top-left corners."""
+    rng = np.random.default_rng(seed)
+    step = (int(TILE[0] * (1 - overlap)), int(TILE[1] * (1 - overlap)))
+    tiles, truth = [], []
+    for k in range(cols * rows):
+        r, c = divmod(k, cols)
+        if order == "snake-row" and r % 2 == 1:
+            c = cols - 1 - c
+        x, y = 10 + c * step[0] + int(rng.integers(-3, 4)), 10 + r * step[1] + int(rng.integers(-3, 4))
+        tiles.append(np.ascontiguousarray(photo[y : y + TILE[1], x : x + TILE[0]]))
+        truth.append((x, y))
+    return tiles, truth
+
+
+def errors(report, truth):
+    x0, y0 = truth[0]
+    return [np.hypot(f["x"] - (t[0] - x0), f["y"] - (t[1] - y0)) for f, t in zip(report["frames"], truth)]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_stitch_grid_is_the_command_lines_grid_mode(cli, tmp_path, dtype):
+    gray = tessera.load(PHOTOS / "gravel.png")
+    photo = gray if dtype == np.uint8 else gray.astype(np.uint16) * 250 + 7
+    tiles, truth = cut(photo, seed=3)
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    for k, t in enumerate(tiles):
+        tessera.save(folder / f"tile_{k}.png", t)
+    args = ["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--blend", "feather"]
+    cli("stitch", folder, *args, "-o", tmp_path / "cli.png", "--report", tmp_path / "cli.json")
+    want = json.loads((tmp_path / "cli.json").read_text())
+    for given in (folder, tiles):
+        mosaic, rep = tessera.stitch_grid(given, grid="3x3", overlap=25, order="snake-row", blend="feather")
+        np.testing.assert_array_equal(mosaic, tessera.load(tmp_path / "cli.png"))
+        for f, g in zip(rep["frames"], want["frames"]):
+            assert (f["x"], f["y"], f["status"]) == (g["x"], g["y"], g["status"])
+        assert rep["pairs"] == want["pairs"] and rep["stage_model"] == want["stage_model"]
+        assert rep["params"]["grid"] == "3x3" and rep["params"]["order"] == "snakerow"
+    assert max(errors(rep, truth)) < 0.1
+    assert all(f["status"] == "ok" for f in rep["frames"])
+
+
+def test_positions_and_a_tile_configuration_place_the_tiles(tmp_path):
+    photo = tessera.load(PHOTOS / "ihc.png")
+    tiles, truth = cut(photo, seed=5, order="row")
+    # Nominal positions: the stage's, without its error.
+    step = (TILE[0] * 0.75, TILE[1] * 0.75)
+    nominal = [(10 + (k % 3) * step[0], 10 + (k // 3) * step[1]) for k in range(9)]
+    _, rep = tessera.stitch_grid(tiles, positions=nominal)
+    assert max(errors(rep, truth)) < 0.1 and rep["params"]["positions"] == "given"
+    # In micrometres at 0.5 um per pixel.
+    _, um = tessera.stitch_grid(tiles, positions=[(x * 0.5, y * 0.5) for x, y in nominal], pixel_size=0.5)
+    assert [f["x"] for f in um["frames"]] == [f["x"] for f in rep["frames"]]
+    # Fiji's TileConfiguration.txt names the files itself.
+    lines = ["dim = 2"]
+    for k, (t, (x, y)) in enumerate(zip(tiles, nominal)):
+        tessera.save(tmp_path / f"t{k}.png", t)
+        lines.append(f"t{k}.png; ; ({x}, {y})")
+    (tmp_path / "TileConfiguration.txt").write_text("\n".join(lines) + "\n")
+    _, fiji = tessera.stitch_grid(None, tile_config=tmp_path / "TileConfiguration.txt")
+    assert [(f["x"], f["y"]) for f in fiji["frames"]] == [(f["x"], f["y"]) for f in rep["frames"]]
+
+
+def test_shading_is_estimated_and_reported():
+    photo = tessera.load(PHOTOS / "gravel.png").astype(np.float32)
+    tiles, truth = cut(photo, seed=7)
+    yy, xx = np.mgrid[: TILE[1], : TILE[0]]
+    r2 = ((xx - TILE[0] / 2) / (TILE[0] / 2)) ** 2 + ((yy - TILE[1] / 2) / (TILE[1] / 2)) ** 2
+    vignette = (1 - 0.3 * r2 / 2).astype(np.float32)
+    shaded = [np.ascontiguousarray((t * vignette).astype(np.float32)) for t in tiles]
+    _, rep = tessera.stitch_grid(shaded, grid="3x3", overlap=25, order="snake-row", flatfield="estimate")
+    assert rep["shading"]["corrected"] is True
+    assert max(errors(rep, truth)) < 0.25
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    tiles, _ = cut(tessera.load(PHOTOS / "gravel.png"), seed=1)
+    with pytest.raises(ValueError, match="one of"):
+        tessera.stitch_grid(tiles)
+    with pytest.raises(ValueError, match="one of"):
+        tessera.stitch_grid(tiles, grid="3x3", positions=[(0, 0)] * 9)
+    with pytest.raises(ValueError, match="12 tiles, but 9"):
+        tessera.stitch_grid(tiles, grid="4x3")
+    with pytest.raises(ValueError, match="positions"):
+        tessera.stitch_grid(tiles, positions=[(0.0, 0.0)] * 4)
+    with pytest.raises(ValueError, match="not finite"):
+        tessera.stitch_grid(tiles, positions=[(float("nan"), 0.0)] * 9)
+    with pytest.raises(TypeError, match="positions"):
+        tessera.stitch_grid(tiles, positions=3)
+    with pytest.raises(ValueError, match="snake"):
+        tessera.stitch_grid(tiles, grid="3x3", order="zigzag")
+    with pytest.raises(ValueError, match="flatfield"):
+        tessera.stitch_grid(tiles, grid="3x3", darkfield="estimate")
+    with pytest.raises(ValueError, match="tiles=None"):
+        tessera.stitch_grid(tiles, tile_config=tmp_path / "x.txt")
+    with pytest.raises(FileNotFoundError):
+        tessera.stitch_grid(None, tile_config=tmp_path / "missing.txt")
+    with pytest.raises(ValueError, match="rsz"):
+        tessera.stitch_grid(tiles, grid="3x3", rsz=2)
