@@ -30,6 +30,26 @@ pub fn load(path: &Path) -> Result<Frame<'static>, String> {
 }
 
 /// The pages of a multi-page TIFF, each decoded on demand.
+/// Frames `start..start + len` of another source, as frames `0..len`: one block of a
+/// source that holds several (the channels and time points of a tile grid).
+pub struct Block<'a> {
+    pub inner: &'a dyn FrameSource,
+    pub start: usize,
+    pub len: usize,
+}
+
+impl FrameSource for Block<'_> {
+    fn len(&self) -> usize {
+        self.len.min(self.inner.len().saturating_sub(self.start))
+    }
+    fn frame(&self, i: usize) -> std::result::Result<Frame<'_>, String> {
+        if i >= self.len {
+            return Err(format!("frame {i} of a block of {}", self.len));
+        }
+        self.inner.frame(self.start + i)
+    }
+}
+
 pub struct TiffPages {
     pub path: PathBuf,
     pub pages: usize,

@@ -133,7 +133,7 @@ pub fn write_composite(
             crate::io::check_free_space(output, (cw * ch * PixelKind::of(like).samples() * PixelKind::of(like).sample_bytes()) as u64)?;
         }
         let mut lost = Vec::new();
-        let canvas = composite_rows(source, &plan, blend, 0, ch, &mut lost)?;
+        let canvas = composite_rows(source, &plan, blend, 0, ch, &|_| true, &mut lost)?;
         crate::io::save(&canvas.image, output)?;
         on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
         return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64(), lost });
@@ -154,7 +154,7 @@ pub fn write_composite(
     let (mut strips, mut lost) = (0, Vec::new());
     for y0 in (0..ch).step_by(strip) {
         let y1 = (y0 + strip).min(ch);
-        let canvas = composite_rows(source, &plan, blend, y0, y1, &mut lost)?;
+        let canvas = composite_rows(source, &plan, blend, y0, y1, &|_| true, &mut lost)?;
         let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
         writer.write_strip(&view)?;
         on_strip(&view, y0)?;
@@ -166,6 +166,53 @@ pub fn write_composite(
 
 /// Refuses a canvas of `plan`'s size above `max_pixels`, naming the frame of `poses` farthest
 /// from the median position of the frames (the one a wrong position most likely put there).
+/// [`write_composite`] of several planes into one OME-TIFF `output`, with the channels and
+/// time points of `opts.ome.planes`: plane `p` (channel by channel within each time point)
+/// holds the frames of `source` that `planes[p]` places, each a pose per frame of
+/// `source`. One canvas is planned over every plane's frames, so the planes line up, and
+/// each is streamed in strips within `opts.max_mem_mib`. Errors: an output not named
+/// .ome.tif, a plane count other than the options', a frame placed by two planes, as
+/// `write_composite`.
+pub fn write_planes(source: &dyn FrameSource, like: &AnyView<'_>, planes: &[Vec<Option<Similarity>>], blend: Blend, output: &Path, opts: &OutputOptions) -> Result<Written> {
+    opts.validate()?;
+    if !is_ome_tiff(output) {
+        bail!("{}: channels and time points are written as one OME-TIFF: name it .ome.tif", output.display());
+    }
+    if planes.len() != opts.ome.planes.0 * opts.ome.planes.1 {
+        bail!("internal: {} planes for {} channels and {} time points", planes.len(), opts.ome.planes.0, opts.ome.planes.1);
+    }
+    let t0 = std::time::Instant::now();
+    let mut union: Vec<Option<Similarity>> = vec![None; source.len()];
+    for plane in planes {
+        for (i, pose) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
+            match union.get_mut(i) {
+                Some(u @ None) => *u = *pose,
+                Some(Some(_)) => bail!("frame {i} is placed in two planes"),
+                None => bail!("a plane places frame {i} of {}", source.len()),
+            }
+        }
+    }
+    let plan = Plan::with_poses(like, &union, usize::MAX)?;
+    check_output_size(&plan, &union, opts.max_output_pixels.min(MAX_STREAMED_CANVAS as u64))?;
+    let (cw, ch) = plan.size;
+    let per_row = cw * bytes_per_pixel(like, blend);
+    let budget = opts.max_mem_mib.saturating_mul(1 << 20);
+    let tile = opts.ome.tile;
+    let fit_rows = (budget / 2 / per_row.max(1)).min(crate::stitch::MAX_CANVAS / cw.max(1));
+    let strip = (fit_rows / tile).max(1) * tile;
+    let mut writer = OmeTiffWriter::create(output, (cw, ch), PixelKind::of(like), &opts.ome)?;
+    let (mut strips, mut lost) = (0, Vec::new());
+    for plane in planes {
+        for y0 in (0..ch).step_by(strip) {
+            let canvas = composite_rows(source, &plan, blend, y0, (y0 + strip).min(ch), &|i| plane[i].is_some(), &mut lost)?;
+            writer.write_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?)?;
+            strips += 1;
+        }
+    }
+    let summary = writer.finish()?;
+    Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
+}
+
 pub fn check_output_size(plan: &Plan, poses: &[Option<Similarity>], max_pixels: u64) -> Result<()> {
     let (cw, ch) = plan.size;
     let n = (cw as u64).saturating_mul(ch as u64);
@@ -188,9 +235,9 @@ pub fn check_output_size(plan: &Plan, poses: &[Option<Similarity>], max_pixels: 
 /// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted
 /// in sequence order; a frame that cannot be read again is left out and added to `lost`
 /// (once), so that the panorama is made of the frames still there.
-fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize, lost: &mut Vec<(usize, String)>) -> Result<crate::stitch::Canvas> {
+fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize, only: &dyn Fn(usize) -> bool, lost: &mut Vec<(usize, String)>) -> Result<crate::stitch::Canvas> {
     let mut c = Compositor::rows(plan.clone(), blend, y0, y1)?;
-    for i in plan.frames_on_rows(y0, y1) {
+    for i in plan.frames_on_rows(y0, y1).into_iter().filter(|&i| only(i)) {
         if lost.iter().any(|l| l.0 == i) {
             continue;
         }

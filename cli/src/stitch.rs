@@ -213,6 +213,23 @@ pub struct StitchArgs {
     /// inspection or to give it back with --flatfield FILE
     #[arg(long, value_name = "FILE.tif", requires = "flatfield")]
     pub flatfield_out: Option<PathBuf>,
+    /// Tile modes: the inputs hold the grid in this many channels, block after block (every
+    /// tile of channel 0, then of channel 1, ...), registered on --register-channel and
+    /// written together as the C dimension of one OME-TIFF
+    #[arg(long, default_value_t = 1)]
+    pub channels: usize,
+    /// Tile modes with --channels: the channel (0-based) the tiles are registered on
+    #[arg(long, default_value_t = 0)]
+    pub register_channel: usize,
+    /// Tile modes: the inputs hold the grid at this many time points, one after the other
+    /// (each as --channels blocks), each registered on its own and written together as the
+    /// T dimension of one OME-TIFF
+    #[arg(long, default_value_t = 1)]
+    pub time_points: usize,
+    /// Tile modes with --time-points: place every time point's tiles where the first time
+    /// point's registered (the stage revisits the same positions)
+    #[arg(long)]
+    pub reuse_positions: bool,
     /// Decoded frames kept in memory for the composite, MiB; frames beyond it are decoded
     /// again when pasted (memory stays bounded whatever the sequence's length)
     #[arg(long, default_value_t = 64)]
@@ -329,6 +346,10 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
     output_options(&a).validate()?;
     if a.flatfield.is_some() && a.grid.is_none() && a.positions.is_none() && a.tile_config.is_none() {
         bail!("--flatfield corrects the tiles of a grid: give it with --grid, --positions or --tile-config");
+    }
+    let tiles = a.grid.is_some() || a.positions.is_some() || a.tile_config.is_some();
+    if !tiles && (a.channels != 1 || a.time_points != 1 || a.register_channel != 0 || a.reuse_positions) {
+        bail!("--channels, --time-points, --register-channel and --reuse-positions are for tile grids (--grid, --positions, --tile-config)");
     }
     if a.islands.is_some() && (a.follow.is_some() || a.grid.is_some() || a.positions.is_some() || a.tile_config.is_some()) {
         bail!("--islands writes the islands of a sequence run: not with --follow or the tile modes");

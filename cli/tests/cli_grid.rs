@@ -247,3 +247,101 @@ fn the_command_line_corrects_shading_and_refuses_bad_fields() {
     }
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// The top-level planes of the OME-TIFF at `path` (full resolution, grey u8) and its XML.
+fn planes(path: &std::path::Path) -> (Vec<Vec<u8>>, (usize, usize), String) {
+    use tiff::decoder::{Decoder, DecodingResult};
+    let mut d = Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap())).unwrap();
+    let xml = d.get_tag_ascii_string(tiff::tags::Tag::ImageDescription).unwrap();
+    let size = d.dimensions().unwrap();
+    let mut out = Vec::new();
+    loop {
+        match d.read_image().unwrap() {
+            DecodingResult::U8(v) => out.push(v),
+            other => panic!("not u8: {:?}", std::mem::discriminant(&other)),
+        }
+        if !d.more_images() {
+            break;
+        }
+        d.next_image().unwrap();
+    }
+    (out, (size.0 as usize, size.1 as usize), xml)
+}
+
+/// A 3 x 3 grid in two channels (two photographs seen through the same stage positions)
+/// at two time points (the stage off by other errors the second time): each time point
+/// registered on channel 1 and brought onto the first, every channel placed with it, all
+/// four planes in one OME-TIFF whose channels and time points line up; then the second
+/// time point placed where the first registered (`--reuse-positions`); and bad input.
+#[test]
+fn channels_and_time_points_are_planes_of_one_ome_tiff() {
+    let (first, second) = (photo("gravel"), photo("grass"));
+    let (_, truth0) = layout(4, 30.0);
+    let (_, truth1) = layout(11, 30.0);
+    let d = temp_dir("tessera-grid", "planes");
+    let dir = d.join("tiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut k = 0;
+    for (t, truth) in [&truth0, &truth1].into_iter().enumerate() {
+        for src in [&first, &second] {
+            for tile in render(src, truth, TILE, &Conditions::default(), 8 + t as u64) {
+                tessera::io::save(&AnyImage::U8(tile), &dir.join(format!("tile_{k:02}.png"))).unwrap();
+                k += 1;
+            }
+        }
+    }
+    let run = |extra: &[&str], out: &str| {
+        let (o, rep) = (d.join(out), d.join(format!("{out}.json")));
+        let done = tessera().arg("stitch").arg(&dir).args(["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--backend", "cpu"]).args(extra).arg("-o").arg(&o).arg("--report").arg(&rep).output().unwrap();
+        (done, o, rep)
+    };
+    let (done, out, rep) = run(&["--channels", "2", "--time-points", "2", "--register-channel", "1"], "planes.ome.tif");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let r = report(&rep);
+    assert_eq!((r["planes"]["channels"].as_u64(), r["planes"]["time_points"].as_u64()), (Some(2), Some(2)));
+    // Time point 1 brought onto time point 0 by its tile 0's offset.
+    let offset = &r["time_points"][1]["offset_to_time_point_0"];
+    let want = (truth1[0].0 - truth0[0].0, truth1[0].1 - truth0[0].1);
+    assert!((offset[0].as_f64().unwrap() - want.0).hypot(offset[1].as_f64().unwrap() - want.1) < 0.2, "{offset} vs {want:?}");
+    for t in 0..2 {
+        assert!(r["time_points"][t]["frames"].as_array().unwrap().iter().all(|f| f["status"] == "ok"), "{}", r["time_points"][t]);
+    }
+    let (p, (w, h), xml) = planes(&out);
+    assert_eq!(p.len(), 4);
+    assert!(xml.contains(r#"SizeC="2""#) && xml.contains(r#"SizeT="2""#), "{xml}");
+    // Where both time points cover the canvas a channel shows the same scene: the planes
+    // differ by the noise and the tiles' rounding to whole pixels, far less than by a
+    // misplacement of two pixels; the two channels show different photographs.
+    let mean_diff = |a: &[u8], b: &[u8], dx: usize| {
+        let both: Vec<f64> = (0..h).flat_map(|y| (0..w - dx).map(move |x| (y * w + x, y * w + x + dx))).map(|(i, j)| (a[i], b[j])).filter(|(x, y)| *x > 0 && *y > 0).map(|(x, y)| (x as f64 - y as f64).abs()).collect();
+        assert!(both.len() > w * h / 2, "{} of {} pixels covered by both", both.len(), w * h);
+        both.iter().sum::<f64>() / both.len() as f64
+    };
+    for c in 0..2 {
+        let (same, moved) = (mean_diff(&p[c], &p[2 + c], 0), mean_diff(&p[c], &p[2 + c], 2));
+        assert!(same < moved / 2.0, "channel {c}: {same} grey levels between time points, {moved} two pixels apart");
+    }
+    assert!(mean_diff(&p[0], &p[1], 0) > 2.0 * mean_diff(&p[0], &p[2], 0));
+
+    // The stage revisits the first time point's positions.
+    let (done, _, rep) = run(&["--channels", "2", "--time-points", "2", "--reuse-positions"], "reused.ome.tif");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let r = report(&rep);
+    assert_eq!((r["time_points"][0]["registered"].as_bool(), r["time_points"][1]["registered"].as_bool()), (Some(true), Some(false)));
+
+    // Bad input: blocks that do not divide the inputs, a channel beyond them, reuse without
+    // time points, planes outside an OME-TIFF or outside grid mode.
+    for (args, out, says) in [
+        (vec!["--channels", "5"], "bad.ome.tif", "channels"),
+        (vec!["--channels", "2", "--time-points", "2", "--register-channel", "2"], "bad.ome.tif", "--register-channel"),
+        (vec!["--channels", "4", "--reuse-positions"], "bad.ome.tif", "--time-points"),
+        (vec!["--channels", "4"], "bad.png", "OME-TIFF"),
+    ] {
+        let (done, _, _) = run(&args, out);
+        assert!(!done.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&done.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&done.stderr));
+    }
+    let o = tessera().arg("stitch").arg(&dir).args(["--channels", "2", "-o"]).arg(d.join("seq.png")).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("tile grids"));
+    let _ = std::fs::remove_dir_all(&d);
+}

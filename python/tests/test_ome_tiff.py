@@ -84,3 +84,33 @@ def test_ome_tiff_levels_equal_the_in_memory_composite(cli, tmp_path, kind):
             assert np.array_equal(got, want), f"level {k} differs in {np.count_nonzero(got != want)} samples"
             want = halved(want)
         assert max(levels[-1].shape[:2]) <= OME_TILE
+
+
+def test_channels_and_time_points_read_back_as_tcyx(cli, tmp_path):
+    """``--channels 2 --time-points 2``: tifffile (an independent reader) sees one series
+    of shape (T, C, Y, X) with a pyramid, each plane the mosaic of its block of tiles."""
+    gray = photo("uint8")
+    other = tessera.load(PHOTOS / "grass.png")
+    tiles = tmp_path / "tiles"
+    tiles.mkdir()
+    k = 0
+    for t in range(2):
+        for src in (gray, other):
+            block = tmp_path / f"block{t}{k}"
+            cut_grid(src, block, seed=t)
+            for f in sorted(block.iterdir()):
+                f.rename(tiles / f"tile_{k:02d}.png")
+                k += 1
+    grid = ["--grid", "3x3", "--overlap", "25", "--order", "snake-row"]
+    ome = tmp_path / "planes.ome.tif"
+    cli("stitch", tiles, *grid, "--channels", 2, "--time-points", 2, "--ome-tile", OME_TILE, "-o", ome)
+    with tifffile.TiffFile(ome) as tf:
+        series = tf.series[0]
+        assert series.axes == "TCYX" and series.shape[:2] == (2, 2)
+        assert len(series.levels) >= 2
+        planes = series.asarray()
+    # Channel 0 shows the first photograph, channel 1 the second, at both time points.
+    for t in range(2):
+        assert np.abs(planes[t, 0].astype(int) - planes[t, 1].astype(int))[planes[t, 0] > 0].mean() > 10
+    covered = (planes[0, 0] > 0) & (planes[1, 0] > 0)
+    assert np.abs(planes[0, 0].astype(int) - planes[1, 0].astype(int))[covered].mean() < 3

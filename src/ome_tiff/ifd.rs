@@ -97,8 +97,9 @@ impl Ifd {
         self.table_len() + spill
     }
 
-    /// The directory serialised to sit at file offset `at` (even), with no next directory.
-    pub fn to_bytes(&self, at: u64) -> Vec<u8> {
+    /// The directory serialised to sit at file offset `at` (even), the next directory of
+    /// its chain at `next` (0: none).
+    pub fn to_bytes(&self, at: u64, next: u64) -> Vec<u8> {
         let mut table = Vec::with_capacity(self.table_len());
         let mut spill = Vec::new();
         let spill_at = at + self.table_len() as u64;
@@ -129,7 +130,7 @@ impl Ifd {
             }
             table.extend_from_slice(&field);
         }
-        table.extend(std::iter::repeat_n(0u8, self.inline()));
+        table.extend_from_slice(&next.to_le_bytes()[..self.inline()]);
         table.extend_from_slice(&spill);
         table
     }
@@ -161,7 +162,7 @@ mod tests {
         d.set(258, Kind::Short, &[8, 8, 8]);
         d.set(256, Kind::Long, &[7]);
         d.set_ascii(270, "ab");
-        let b = d.to_bytes(100);
+        let b = d.to_bytes(100, 0);
         assert_eq!(b.len(), d.byte_len());
         assert_eq!(u16::from_le_bytes([b[0], b[1]]), 3);
         // Sorted: 256 first.

@@ -43,6 +43,9 @@ pub struct OmeTiffOptions {
     pub bigtiff: Option<bool>,
     /// The image's name in the OME-XML.
     pub name: String,
+    /// Channels and time points (gray images): the planes arrive one after the other,
+    /// channel by channel within each time point, each a full image of strips.
+    pub planes: (usize, usize),
 }
 
 impl OmeTiffOptions {
@@ -57,13 +60,16 @@ impl OmeTiffOptions {
                 bail!("pixel size {s} µm must be finite and positive");
             }
         }
+        if self.planes.0 == 0 || self.planes.1 == 0 {
+            bail!("an OME-TIFF of {} channels and {} time points holds no plane", self.planes.0, self.planes.1);
+        }
         Ok(())
     }
 }
 
 impl Default for OmeTiffOptions {
     fn default() -> Self {
-        OmeTiffOptions { tile: 512, pixel_size_um: None, bigtiff: None, name: "tessera panorama".into() }
+        OmeTiffOptions { tile: 512, pixel_size_um: None, bigtiff: None, name: "tessera panorama".into(), planes: (1, 1) }
     }
 }
 
@@ -199,8 +205,9 @@ impl<T: Sample> Pyramid<T> {
         Ok(())
     }
 
-    fn tiles(&self) -> Vec<&[(u64, u64)]> {
-        self.levels.iter().map(|l| l.tiles.as_slice()).collect()
+    /// Every level's tiles (offset, bytes), full resolution first.
+    fn tiles(&self) -> Vec<Vec<(u64, u64)>> {
+        self.levels.iter().map(|l| l.tiles.clone()).collect()
     }
 }
 
@@ -227,6 +234,9 @@ pub struct OmeTiffWriter {
     rows_in: usize,
     body: Body,
     rgb: Vec<u8>,
+    /// The planes the file holds, and the tiles of each plane written so far.
+    planes: usize,
+    done: Vec<Vec<Vec<(u64, u64)>>>,
 }
 
 impl OmeTiffWriter {
@@ -234,9 +244,11 @@ impl OmeTiffWriter {
     /// written to a temporary file beside it that [`finish`](Self::finish) renames over
     /// `path` ([`crate::io::PartialFile`]); a writer dropped unfinished removes it and leaves
     /// `path` as it was.
+    /// With several planes (`opts.planes`), their strips come plane after plane.
     /// Errors: a zero size, a tile that is not a multiple of 16 in 16..=4096, a pixel size
-    /// that is not finite and positive, a file past 4 GiB with `bigtiff: Some(false)`, less
-    /// free space on the file system than the file takes, a path that cannot be written.
+    /// that is not finite and positive, no plane, channels of RGB pixels, a file past 4 GiB
+    /// with `bigtiff: Some(false)`, less free space on the file system than the file takes,
+    /// a path that cannot be written.
     pub fn create(path: &Path, (width, height): (usize, usize), kind: PixelKind, opts: &OmeTiffOptions) -> Result<Self> {
         if width == 0 || height == 0 {
             bail!("cannot write an empty image ({width}x{height}) as OME-TIFF");
@@ -245,6 +257,10 @@ impl OmeTiffWriter {
             bail!("{width}x{height} is beyond TIFF's 32-bit image size");
         }
         opts.validate()?;
+        if kind == PixelKind::Rgb8 && opts.planes.0 > 1 {
+            bail!("an RGB OME-TIFF holds its colours as one channel; several channels must be gray");
+        }
+        let planes = opts.planes.0 * opts.planes.1;
         let tile = opts.tile;
         let sizes = level_sizes((width, height), tile);
         let xml = xml::ome_xml(&xml::Pixels {
@@ -253,12 +269,14 @@ impl OmeTiffWriter {
             type_name: kind.ome_type(),
             samples: kind.samples(),
             pixel_size_um: opts.pixel_size_um,
+            channels: opts.planes.0,
+            times: opts.planes.1,
         });
         // The file's size is known up front (tiles uncompressed); the directories hold two
         // offsets per tile and a few hundred bytes of tags.
         let tile_bytes = (tile * tile * kind.samples() * kind.sample_bytes()) as u64;
         let tiles: u64 = sizes.iter().map(|&(w, h)| (w.div_ceil(tile) * h.div_ceil(tile)) as u64).sum();
-        let estimate = 16 + tiles * (tile_bytes + 16) + sizes.len() as u64 * 1024 + xml.len() as u64;
+        let estimate = 16 + planes as u64 * (tiles * (tile_bytes + 16) + sizes.len() as u64 * 1024) + xml.len() as u64;
         let fits = estimate <= u32::MAX as u64;
         let big = match opts.bigtiff {
             Some(false) if !fits => bail!("a {width}x{height} OME-TIFF takes about {estimate} bytes, more than classic TIFF's 4 GiB: use BigTIFF"),
@@ -272,13 +290,18 @@ impl OmeTiffWriter {
         let head = ifd::header(big, 0);
         out.w.write_all(&head).with_context(|| format!("cannot write {}", path.display()))?;
         out.pos = head.len() as u64;
-        let body = match kind {
-            PixelKind::U8 => Body::U8(Pyramid::new(&sizes, 1, tile)),
-            PixelKind::Rgb8 => Body::U8(Pyramid::new(&sizes, 3, tile)),
-            PixelKind::U16 => Body::U16(Pyramid::new(&sizes, 1, tile)),
-            PixelKind::F32 => Body::F32(Pyramid::new(&sizes, 1, tile)),
-        };
-        Ok(OmeTiffWriter { path: path.to_path_buf(), out, part, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, rgb: Vec::new() })
+        let body = Self::body(kind, &sizes, tile);
+        Ok(OmeTiffWriter { path: path.to_path_buf(), out, part, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, rgb: Vec::new(), planes, done: Vec::new() })
+    }
+
+    /// An empty pyramid of `kind` pixels at level sizes `sizes`.
+    fn body(kind: PixelKind, sizes: &[(usize, usize)], tile: usize) -> Body {
+        match kind {
+            PixelKind::U8 => Body::U8(Pyramid::new(sizes, 1, tile)),
+            PixelKind::Rgb8 => Body::U8(Pyramid::new(sizes, 3, tile)),
+            PixelKind::U16 => Body::U16(Pyramid::new(sizes, 1, tile)),
+            PixelKind::F32 => Body::F32(Pyramid::new(sizes, 1, tile)),
+        }
     }
 
     /// Whether the file is a BigTIFF.
@@ -286,18 +309,27 @@ impl OmeTiffWriter {
         self.big
     }
 
-    /// The rows written so far.
+    /// The rows of the current plane written so far.
     pub fn rows_written(&self) -> usize {
         self.rows_in
     }
 
-    /// Writes the next rows of the image: `strip` is as wide as the image, of its pixel
-    /// type, and no taller than the rows still missing (any height; a multiple of the tile
-    /// side keeps the buffering to one row of tiles).
+    /// The planes written whole so far.
+    pub fn planes_written(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Writes the next rows of the image (of the current plane; a plane's last rows start
+    /// the next): `strip` is as wide as the image, of its pixel type, and no taller than the
+    /// rows still missing (any height; a multiple of the tile side keeps the buffering to
+    /// one row of tiles).
     pub fn write_strip(&mut self, strip: &AnyView<'_>) -> Result<()> {
         let (w, h) = strip.size();
         if PixelKind::of(strip) != self.kind {
             bail!("a {} strip for an OME-TIFF of {:?} pixels", strip.type_name(), self.kind);
+        }
+        if self.done.len() == self.planes {
+            bail!("every plane of {} is written", self.path.display());
         }
         if w != self.size.0 || h == 0 || self.rows_in + h > self.size.1 {
             bail!("a {w}x{h} strip at row {} of a {}x{} image", self.rows_in, self.size.0, self.size.1);
@@ -317,36 +349,56 @@ impl OmeTiffWriter {
         };
         written.with_context(ctx)?;
         self.rows_in += h;
+        if self.rows_in == self.size.1 {
+            let next = Self::body(self.kind, &self.sizes, self.tile);
+            let plane = match std::mem::replace(&mut self.body, next) {
+                Body::U8(p) => p.tiles(),
+                Body::U16(p) => p.tiles(),
+                Body::F32(p) => p.tiles(),
+            };
+            self.done.push(plane);
+            if self.done.len() < self.planes {
+                self.rows_in = 0;
+            }
+        }
         Ok(())
     }
 
     /// Writes the directories, completes the file and renames it into place. Errors: rows
     /// still missing, a write that fails.
     pub fn finish(mut self) -> Result<OmeTiffSummary> {
-        if self.rows_in != self.size.1 {
-            bail!("{}: only {} of {} rows were written", self.path.display(), self.rows_in, self.size.1);
+        if self.done.len() != self.planes {
+            bail!("{}: only {} of {} planes and {} of {} rows of the next were written", self.path.display(), self.done.len(), self.planes, self.rows_in, self.size.1);
         }
-        let tiles = match &self.body {
-            Body::U8(p) => p.tiles(),
-            Body::U16(p) => p.tiles(),
-            Body::F32(p) => p.tiles(),
-        };
-        let mut dirs: Vec<Ifd> = tiles.iter().enumerate().map(|(k, t)| self.directory(k, t)).collect();
+        // Per plane, its levels' directories: the full resolution in the top-level chain
+        // (the XML in the first), the others its SubIFDs.
+        let mut dirs: Vec<Ifd> = Vec::new();
+        for (p, plane) in self.done.iter().enumerate() {
+            dirs.extend(plane.iter().enumerate().map(|(k, t)| self.directory(k, t, p == 0)));
+        }
         // Every directory's size is known before its offset: place them all after the
-        // tiles, then point the first at the others.
+        // tiles, then point each plane's first at its levels and at the next plane's.
         let start = self.out.pos + (self.out.pos & 1);
         let mut at = vec![start];
         for d in &dirs[..dirs.len() - 1] {
             at.push(at.last().copied().unwrap_or(start) + d.byte_len() as u64);
         }
-        if dirs.len() > 1 {
-            let kind = dirs[0].offset_kind();
-            dirs[0].set(330, kind, &at[1..]);
+        let levels = self.sizes.len();
+        let mut next = vec![0u64; dirs.len()];
+        for p in 0..self.planes {
+            let first = p * levels;
+            if levels > 1 {
+                let kind = dirs[first].offset_kind();
+                dirs[first].set(330, kind, &at[first + 1..first + levels]);
+            }
+            if p + 1 < self.planes {
+                next[first] = at[first + levels];
+            }
         }
         let ctx = || format!("cannot write {}", self.path.display());
         let mut bytes = vec![0u8; (start - self.out.pos) as usize];
-        for (d, &a) in dirs.iter().zip(&at) {
-            bytes.extend(d.to_bytes(a));
+        for ((d, &a), &n) in dirs.iter().zip(&at).zip(&next) {
+            bytes.extend(d.to_bytes(a, n));
         }
         if !self.big && start + bytes.len() as u64 > u32::MAX as u64 {
             bail!("internal: the classic TIFF passed 4 GiB");
@@ -360,8 +412,9 @@ impl OmeTiffWriter {
         Ok(OmeTiffSummary { levels: self.sizes.clone(), bigtiff: self.big, bytes: end })
     }
 
-    /// Level `k`'s directory, its tile offsets `tiles` (the SubIFDs of level 0 set later).
-    fn directory(&self, k: usize, tiles: &[(u64, u64)]) -> Ifd {
+    /// Level `k`'s directory of a plane, its tile offsets `tiles` (the SubIFDs of level 0
+    /// set later), the OME-XML in the `first` plane's.
+    fn directory(&self, k: usize, tiles: &[(u64, u64)], first: bool) -> Ifd {
         let mut d = Ifd::new(self.big);
         let (w, h) = self.sizes[k];
         let spp = self.kind.samples() as u64;
@@ -374,8 +427,10 @@ impl OmeTiffWriter {
         d.set(258, Kind::Short, &vec![bits; spp as usize]);
         d.set(259, Kind::Short, &[1]);
         d.set(262, Kind::Short, &[if spp == 3 { 2 } else { 1 }]);
-        if k == 0 {
+        if k == 0 && first {
             d.set_ascii(270, &self.xml);
+        }
+        if k == 0 {
             // Placeholder of the right length; the offsets are set once known.
             if self.sizes.len() > 1 {
                 d.set(330, off, &vec![0; self.sizes.len() - 1]);
