@@ -10,7 +10,8 @@ use crate::flatfield::{FieldSource, Prepared};
 use crate::options::parse_grid;
 use crate::report::round;
 use crate::shading::Corrected;
-use crate::stitch::{grid_positions, register_tiles, seam_steps, tile_shape, Corner, FrameSource, GridParams, Mosaic, StitchParams, TileOrder};
+use crate::frames::Block;
+use crate::stitch::{grid_positions, register_pair_any, register_tiles, seam_steps, tile_shape, Corner, FrameSource, GridParams, Mosaic, RegisterParams, Similarity, StitchParams, TileOrder};
 use crate::{Choice, Parallelism};
 use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
@@ -272,6 +273,153 @@ impl GridRun {
                        "npts": r.npts, "search_radius": r.search_radius},
             "run": extra,
         })
+    }
+}
+
+/// A grid in several channels and time points: the inputs are its blocks of tiles, channel
+/// by channel within each time point (the order of an OME-TIFF's planes, XYCZT).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Planes {
+    pub channels: usize,
+    pub time_points: usize,
+    /// The channel (from 0) each time point is registered on.
+    pub register_channel: usize,
+    /// Later time points placed where the first registered (a stage that revisits its
+    /// positions), not registered.
+    pub reuse_positions: bool,
+}
+
+impl Default for Planes {
+    fn default() -> Self {
+        Planes { channels: 1, time_points: 1, register_channel: 0, reuse_positions: false }
+    }
+}
+
+impl Planes {
+    /// Whether there is more than one plane, or a choice that only planes take.
+    pub fn asked(&self) -> bool {
+        *self != Planes::default()
+    }
+
+    /// The tiles of one block of `inputs`. Errors: no plane, a registration channel beyond
+    /// the channels, reuse without later time points, inputs that are not whole blocks.
+    pub fn tiles_per_block(&self, inputs: usize) -> Result<usize> {
+        let (c, t) = (self.channels, self.time_points);
+        if c == 0 || t == 0 {
+            bail!("channels and time points must be at least 1");
+        }
+        if self.register_channel >= c {
+            bail!("register channel {} of {c} channels (they count from 0)", self.register_channel);
+        }
+        if self.reuse_positions && t == 1 {
+            bail!("reusing positions places later time points as the first: give time points");
+        }
+        if inputs < c * t || inputs % (c * t) != 0 {
+            bail!("{inputs} inputs are not {c} channels x {t} time points of the same number of tiles");
+        }
+        Ok(inputs / (c * t))
+    }
+}
+
+/// A grid registered in its planes: each registered time point's run, and its offset onto
+/// time point 0 (`None` where none of its tiles matched time point 0's).
+pub struct PlanesRun {
+    pub planes: Planes,
+    /// Tiles per block.
+    pub tiles: usize,
+    pub runs: Vec<GridRun>,
+    pub offsets: Vec<Option<(f64, f64)>>,
+}
+
+/// Registers the grid of `o` in the blocks of `source` that `planes` describes: each time
+/// point on its registration channel (or, reusing positions, the first alone), and each
+/// later one brought onto the first by registering one of its tiles against the same tile
+/// of time point 0 (the same stage position: a full overlap). Errors as
+/// [`Planes::tiles_per_block`] and [`register_grid`]; shading correction is not taken here.
+pub fn register_planes(source: &dyn FrameSource, labels: &[String], p: &StitchParams, o: &GridOptions, planes: &Planes, par: Parallelism, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<PlanesRun> {
+    let n = planes.tiles_per_block(source.len())?;
+    if o.flatfield.is_some() {
+        bail!("shading correction with channels or time points is not supported: correct the tiles' shading first");
+    }
+    let block = |b: usize| Block { inner: source, start: b * n, len: n };
+    let registered = if planes.reuse_positions { 1 } else { planes.time_points };
+    let mut runs = Vec::with_capacity(registered);
+    for t in 0..registered {
+        let b = t * planes.channels + planes.register_channel;
+        runs.push(register_grid(&block(b), &labels[b * n..(b + 1) * n], p, o, par, progress)?);
+    }
+    let mut offsets = vec![Some((0.0, 0.0)); runs.len()];
+    for (t, run) in runs.iter().enumerate().skip(1) {
+        offsets[t] = align_time_point(&block(planes.register_channel), &block(t * planes.channels + planes.register_channel), &runs[0], run, &p.register, par);
+    }
+    Ok(PlanesRun { planes: *planes, tiles: n, runs, offsets })
+}
+
+/// The shift that brings time point `later`'s mosaic (of `run`) onto the first's (`first`,
+/// of tiles `first_tiles`): from the first tile registered by both runs whose pair across
+/// the two time points registers; `None` where none does.
+fn align_time_point(first_tiles: &dyn FrameSource, later: &dyn FrameSource, first: &GridRun, run: &GridRun, p: &RegisterParams, par: Parallelism) -> Option<(f64, f64)> {
+    for j in 0..first_tiles.len() {
+        if !(first.mosaic.tiles[j].registered && run.mosaic.tiles[j].registered) {
+            continue;
+        }
+        let (Ok(a), Ok(b)) = (first_tiles.frame(j), later.frame(j)) else { continue };
+        let (Ok(va), Ok(vb)) = (a.view(), b.view()) else { continue };
+        let Ok(reg) = register_pair_any(va, vb, p, (0.0, 0.0), par) else { continue };
+        if let Some(s) = reg.shift {
+            let (p0, pt) = (first.mosaic.tiles[j].position, run.mosaic.tiles[j].position);
+            return Some((p0.0 + s.0 - pt.0, p0.1 + s.1 - pt.1));
+        }
+    }
+    None
+}
+
+impl PlanesRun {
+    /// The run and offset that place time point `t`.
+    fn of(&self, t: usize) -> (&GridRun, Option<(f64, f64)>) {
+        let r = if self.planes.reuse_positions { 0 } else { t };
+        (&self.runs[r], self.offsets[r])
+    }
+
+    /// Per plane (channel by channel within each time point), a pose for each of the
+    /// `inputs` tiles: those of the plane's block where their time point placed them,
+    /// brought onto time point 0.
+    pub fn poses(&self, inputs: usize) -> Vec<Vec<Option<Similarity>>> {
+        let (c, n) = (self.planes.channels, self.tiles);
+        let mut planes = Vec::with_capacity(c * self.planes.time_points);
+        for t in 0..self.planes.time_points {
+            let (run, offset) = self.of(t);
+            let d = offset.unwrap_or((0.0, 0.0));
+            for ch in 0..c {
+                let mut poses = vec![None; inputs];
+                for (j, q) in run.placed().iter().enumerate() {
+                    poses[(t * c + ch) * n + j] = q.map(|q| Similarity::translation((q.0 + d.0, q.1 + d.1)));
+                }
+                planes.push(poses);
+            }
+        }
+        planes
+    }
+
+    /// The report: time point 0's grid report (of its registration channel's tiles, of
+    /// `labels`), with `planes` and, under `time_points`, each time point's frames and its
+    /// offset onto time point 0.
+    pub fn report(&self, labels: &[String], size: (usize, usize), origin: (i64, i64), layout: &GridLayout, extra: Value) -> Value {
+        let (c, n, k) = (self.planes.channels, self.tiles, self.planes.register_channel);
+        let block_labels = |t: usize| &labels[(t * c + k) * n..(t * c + k + 1) * n];
+        let mut r = self.runs[0].report(block_labels(0), size, origin, layout, None, extra);
+        r["planes"] = json!({"channels": c, "time_points": self.planes.time_points, "register_channel": k, "reuse_positions": self.planes.reuse_positions,
+                             "order": "the inputs and the planes: channel by channel within each time point (XYCZT)"});
+        let per_time: Vec<Value> = (0..self.planes.time_points)
+            .map(|t| {
+                let (run, offset) = self.of(t);
+                json!({"time_point": t, "registered": !self.planes.reuse_positions || t == 0,
+                       "offset_to_time_point_0": offset.map(|d| json!([round(d.0, 3), round(d.1, 3)])),
+                       "frames": run.report(block_labels(t), size, origin, layout, None, json!({}))["frames"].clone()})
+            })
+            .collect();
+        r["time_points"] = json!(per_time);
+        r
     }
 }
 

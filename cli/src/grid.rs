@@ -9,11 +9,10 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
 use tessera::flatfield::FieldSource;
-use tessera::frames::Block;
-use tessera::grid::{register_grid, GridLayout, GridOptions, GridRun, Nominal};
+use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal, Planes};
 use tessera::options::{parse_grid, parse_positions};
 use tessera::report::{peak_memory_mib, round};
-use tessera::stitch::{FrameSource, Similarity, StitchParams};
+use tessera::stitch::{FrameSource, StitchParams};
 use tessera::Parallelism;
 
 /// Nominal positions from the CSV file at `path` ([`tessera::options::parse_positions`]).
@@ -122,123 +121,51 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     Ok(())
 }
 
-/// A grid in several channels and time points (`--channels`, `--time-points`): the inputs
-/// are its blocks of tiles, channel by channel within each time point; each time point is
-/// registered on its `--register-channel` block (or, with `--reuse-positions`, placed as
-/// the first was), every channel's tiles go where their time point's registration put
-/// that tile, and the planes are written into one OME-TIFF with C and T dimensions, on one
-/// canvas. The report is the first time point's, with `planes` and each time point's
-/// `frames` under `time_points`.
+/// A grid in several channels and time points (`--channels`, `--time-points`;
+/// `tessera::grid::register_planes`): every plane composited on one canvas and streamed
+/// into one OME-TIFF with C and T dimensions; the report with `planes` and `time_points`.
 fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
-    let (channels, times) = (a.channels, a.time_points);
-    if channels == 0 || times == 0 {
-        bail!("--channels and --time-points must be at least 1");
-    }
-    if a.register_channel >= channels {
-        bail!("--register-channel {} of {channels} channels (they count from 0)", a.register_channel);
-    }
-    if a.reuse_positions && times == 1 {
-        bail!("--reuse-positions places later time points as the first: give --time-points");
-    }
+    let planes = Planes { channels: a.channels, time_points: a.time_points, register_channel: a.register_channel, reuse_positions: a.reuse_positions };
+    let n = planes.tiles_per_block(source.len()).map_err(|e| anyhow!("--channels / --time-points / --register-channel / --reuse-positions: {e}"))?;
     if a.flatfield.is_some() {
         bail!("--flatfield with --channels or --time-points is not supported: correct the tiles' shading first");
     }
-    let blocks = channels * times;
-    if source.len() % blocks != 0 || source.len() < blocks {
-        bail!("{} inputs are not {channels} channels x {times} time points of the same number of tiles", source.len());
-    }
-    let n = source.len() / blocks;
     let options = GridOptions { layout: layout(a, n)?, stage_error: a.stage_error, flatfield: None, darkfield: None };
-    let block = |b: usize| Block { inner: source, start: b * n, len: n };
-    let block_labels = |b: usize| &labels[b * n..(b + 1) * n];
     let t0 = Instant::now();
-    let mut runs = Vec::new();
-    for t in 0..if a.reuse_positions { 1 } else { times } {
-        let b = t * channels + a.register_channel;
-        let run = register_grid(&block(b), block_labels(b), p, &options, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
-        let ok = run.mosaic.tiles.iter().filter(|t| t.status() == "ok").count();
+    let run = register_planes(source, labels, p, &options, &planes, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
+    for (t, r) in run.runs.iter().enumerate() {
+        let ok = r.mosaic.tiles.iter().filter(|t| t.status() == "ok").count();
         println!("time point {t}: {ok} of {n} tiles joined by registration on channel {}", a.register_channel);
-        runs.push(run);
-    }
-    // Each later time point's mosaic (in its own tile 0's coordinates) brought onto the
-    // first's: the offset of one tile from its registration against the same tile of time
-    // point 0 (the same stage position: a full overlap).
-    let mut offsets = vec![Some((0.0, 0.0)); runs.len()];
-    for (t, run) in runs.iter().enumerate().skip(1) {
-        offsets[t] = align_time_point(&block(a.register_channel), &block(t * channels + a.register_channel), &runs[0], run, &p.register);
-        if offsets[t].is_none() {
+        if run.offsets[t].is_none() {
             eprintln!("warning: time point {t} matched time point 0 at no tile: its mosaic stays in its own tile 0's coordinates");
         }
     }
-    // Per plane (channel by channel within each time point), a pose for every input.
-    let mut planes: Vec<Vec<Option<Similarity>>> = Vec::with_capacity(blocks);
-    for t in 0..times {
-        let r = if a.reuse_positions { 0 } else { t };
-        let (placed, d) = (runs[r].placed(), offsets[r].unwrap_or((0.0, 0.0)));
-        for c in 0..channels {
-            let mut poses = vec![None; source.len()];
-            for (j, q) in placed.iter().enumerate() {
-                poses[(t * channels + c) * n + j] = q.map(|q| Similarity::translation((q.0 + d.0, q.1 + d.1)));
-            }
-            planes.push(poses);
-        }
-    }
-    let first = planes.iter().flat_map(|q| q.iter().enumerate()).find(|q| q.1.is_some()).map(|q| q.0).ok_or_else(|| anyhow!("no tile could be used"))?;
+    let poses = run.poses(source.len());
+    let first = poses.iter().flat_map(|q| q.iter().enumerate()).find(|q| q.1.is_some()).map(|q| q.0).ok_or_else(|| anyhow!("no tile could be used"))?;
     let like_frame = source.frame(first).map_err(|e| anyhow!("tile {first} could not be read again: {e}"))?;
     let like = like_frame.view().map_err(|e| anyhow!(e))?;
     let mut out = super::stitch::output_options(a);
-    out.ome.planes = (channels, times);
-    let written = tessera::large::write_planes(source, &like, &planes, p.blend, &a.output, &out).map_err(|e| super::stitch::name_frame(e, labels))?;
+    out.ome.planes = (a.channels, a.time_points);
+    let written = tessera::large::write_planes(source, &like, &poses, p.blend, &a.output, &out).map_err(|e| super::stitch::name_frame(e, labels))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
-    println!("{blocks} planes ({channels} channels x {times} time points) of {n} tiles: mosaic {w}x{h} -> {} ({secs:.2} s)", written.path.display());
+    println!("{} planes ({} channels x {} time points) of {n} tiles: mosaic {w}x{h} -> {} ({secs:.2} s)", poses.len(), a.channels, a.time_points, written.path.display());
     for (i, why) in &written.lost {
         eprintln!("warning: tile {i} ({}) could not be read again; it is missing from its plane: {why}", labels[*i]);
     }
-    let run = &runs[0];
-    eprintln!("{}", run.describe_model(&options.layout));
+    eprintln!("{}", run.runs[0].describe_model(&options.layout));
     let beside = a.report.as_deref().unwrap_or(&a.output);
     let registered_config = beside.parent().unwrap_or(Path::new("")).join(tessera::tile_config::REGISTERED_NAME);
-    let files: Vec<std::path::PathBuf> = block_labels(a.register_channel).iter().map(std::path::PathBuf::from).collect();
-    tessera::tile_config::write(&registered_config, &files, &run.mosaic.tiles.iter().map(|t| t.position).collect::<Vec<_>>())?;
+    let k = a.register_channel;
+    let files: Vec<std::path::PathBuf> = labels[k * n..(k + 1) * n].iter().map(std::path::PathBuf::from).collect();
+    tessera::tile_config::write(&registered_config, &files, &run.runs[0].mosaic.tiles.iter().map(|t| t.position).collect::<Vec<_>>())?;
     println!("registered positions (time point 0) -> {}", registered_config.display());
     if let Some(path) = &a.report {
         let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
                            "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1)), "written": tessera::large::describe(&written)});
-        let mut r = run.report(block_labels(a.register_channel), (w, h), written.origin, &options.layout, None, extra);
-        r["planes"] = json!({"channels": channels, "time_points": times, "register_channel": a.register_channel, "reuse_positions": a.reuse_positions,
-                             "order": "the inputs and the OME-TIFF's planes: channel by channel within each time point (XYCZT)"});
-        let per_time: Vec<serde_json::Value> = (0..times)
-            .map(|t| {
-                let b = t * channels + a.register_channel;
-                let run = &runs[if a.reuse_positions { 0 } else { t }];
-                let offset = offsets[if a.reuse_positions { 0 } else { t }].map(|d| json!([round(d.0, 3), round(d.1, 3)]));
-                json!({"time_point": t, "registered": !a.reuse_positions || t == 0, "offset_to_time_point_0": offset,
-                       "frames": run.report(block_labels(b), (w, h), written.origin, &options.layout, None, json!({}))["frames"].clone()})
-            })
-            .collect();
-        r["time_points"] = json!(per_time);
+        let r = run.report(labels, (w, h), written.origin, &options.layout, extra);
         tessera::io::write_bytes(path, serde_json::to_string_pretty(&r)?.as_bytes())?;
         println!("report -> {}", path.display());
     }
     Ok(())
-}
-
-/// The shift that brings time point `later`'s mosaic (of `run`) onto the first's (`first`,
-/// of tiles `first_tiles`): the first tile registered by both runs whose pair across the two
-/// time points registers; `None` where none does.
-fn align_time_point(first_tiles: &dyn FrameSource, later: &dyn FrameSource, first: &GridRun, run: &GridRun, p: &tessera::stitch::RegisterParams) -> Option<(f64, f64)> {
-    for j in 0..first_tiles.len() {
-        if !(first.mosaic.tiles[j].registered && run.mosaic.tiles[j].registered) {
-            continue;
-        }
-        let (Ok(a), Ok(b)) = (first_tiles.frame(j), later.frame(j)) else { continue };
-        let (Ok(va), Ok(vb)) = (a.view(), b.view()) else { continue };
-        let Ok(reg) = tessera::stitch::register_pair_any(va, vb, p, (0.0, 0.0), Parallelism::AllThreads) else { continue };
-        if let Some(s) = reg.shift {
-            let (p0, pt) = (first.mosaic.tiles[j].position, run.mosaic.tiles[j].position);
-            return Some((p0.0 + s.0 - pt.0, p0.1 + s.1 - pt.1));
-        }
-    }
-    None
 }

@@ -13,11 +13,11 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use tessera::flatfield::FieldSource;
 use tessera::frames::frame_source;
-use tessera::grid::{register_grid, GridLayout, GridOptions, GridRun, Nominal};
+use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, GridRun, Nominal, Planes};
 use tessera::options::{parse_positions, scale_min_variance, RegisterOptions, StitchOptions};
 use tessera::report::{peak_memory_mib, round};
-use tessera::stitch::{Acceptance, Blend, Compositor, Corner, FrameSource, GridParams, InMemory, Motion, RegisterParams, SearchMethod, StitchParams, TileOrder, DEFAULT_OVERLAP};
-use tessera::{AnyView, Parallelism};
+use tessera::stitch::{Acceptance, Blend, Compositor, Corner, FrameSource, GridParams, InMemory, Motion, Plan, RegisterParams, SearchMethod, Similarity, StitchParams, TileOrder, DEFAULT_OVERLAP};
+use tessera::{AnyImage, AnyView, Parallelism};
 
 /// The nominal positions `positions` names: a list of ``(x, y)`` pairs, or the path of a CSV
 /// file (as ``--positions``); in micrometres where `pixel_size` is given.
@@ -44,16 +44,47 @@ fn field_arg(value: Option<String>, name: &str) -> PyResult<Option<FieldSource>>
     value.map(|v| FieldSource::parse(&v, name).map_err(|e| value_error(format!("{e:#}")))).transpose()
 }
 
-/// The run and its mosaic composited in memory from the tiles as corrected.
-fn run_and_composite(source: &dyn FrameSource, labels: &[String], p: StitchParams, given: Option<f64>, o: &GridOptions, par: Parallelism) -> anyhow::Result<(GridRun, tessera::stitch::Canvas, Option<(f64, f64)>)> {
+/// A grid's mosaic: one image, or its planes (channel by channel within each time point)
+/// on one canvas.
+enum Mosaic {
+    One(AnyImage),
+    Planes(Vec<AnyImage>),
+}
+
+/// The run and its mosaic composited in memory from the tiles as corrected, and the report.
+fn run_and_composite(source: &dyn FrameSource, labels: &[String], p: StitchParams, given: Option<f64>, o: &GridOptions, planes: &Planes, par: Parallelism) -> anyhow::Result<(Mosaic, serde_json::Value)> {
     let p = scale_min_variance(p, given, source);
-    let run = register_grid(source, labels, &p, o, par, &mut |_| match Python::attach(|py| py.check_signals()) {
+    let mut progress = |_| match Python::attach(|py| py.check_signals()) {
         Ok(()) => ControlFlow::Continue(()),
         Err(_) => ControlFlow::Break(()),
-    })?;
+    };
+    let extra = |secs: f64| json!({"backend": "cpu", "seconds": round(secs, 4), "output": null});
+    if planes.asked() {
+        let t0 = std::time::Instant::now();
+        let run = register_planes(source, labels, &p, o, planes, par, &mut progress)?;
+        let poses = run.poses(source.len());
+        let union: Vec<Option<Similarity>> = (0..source.len()).map(|i| poses.iter().find_map(|q| q[i])).collect();
+        let first = union.iter().position(Option::is_some).ok_or_else(|| anyhow::anyhow!("no tile could be used"))?;
+        let like_frame = source.frame(first).map_err(|e| anyhow::anyhow!("tile {first} could not be read again: {e}"))?;
+        let like = like_frame.view().map_err(|e| anyhow::anyhow!(e))?;
+        let plan = Plan::with_poses(&like, &union, tessera::stitch::MAX_CANVAS)?;
+        let mut images = Vec::with_capacity(poses.len());
+        for plane in &poses {
+            let mut canvas = Compositor::rows(plan.clone(), p.blend, 0, plan.size.1)?;
+            for (i, _) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
+                let f = source.frame(i).map_err(|e| anyhow::anyhow!("tile {i} could not be read again: {e}"))?;
+                canvas.paste(i, &f.view().map_err(|e| anyhow::anyhow!(e))?)?;
+            }
+            images.push(canvas.finish().image);
+        }
+        let rep = run.report(labels, plan.size, plan.origin, &o.layout, extra(t0.elapsed().as_secs_f64()));
+        return Ok((Mosaic::Planes(images), rep));
+    }
+    let run = register_grid(source, labels, &p, o, par, &mut progress)?;
     let canvas = composite(&run, source, p.blend)?;
     let seams = run.seam_steps(source)?;
-    Ok((run, canvas, seams))
+    let rep = run.report(labels, canvas.image.size(), canvas.origin, &o.layout, seams, extra(run.seconds));
+    Ok((Mosaic::One(canvas.image), rep))
 }
 
 /// The mosaic of `run`'s placed tiles, read again from `source` as the run corrects them.
@@ -90,6 +121,13 @@ with_registration_keywords! {
 /// ``"estimate"`` (from the tiles) or an image file, ``darkfield`` likewise: the tiles are
 /// corrected for shading before registration and in the mosaic.
 ///
+/// ``channels`` and ``time_points``: ``tiles`` holds the grid's blocks of tiles, channel by
+/// channel within each time point; each time point is registered on ``register_channel``
+/// (or placed as the first with ``reuse_positions``) and brought onto the first, every
+/// channel placed with it, and the mosaic is then ``(time_points, channels, H, W)`` on one
+/// canvas, the report with ``planes`` and ``time_points`` (as ``tessera stitch --channels
+/// C --time-points T``).
+///
 /// Returns ``(mosaic, report)``: the mosaic array (the tiles' dtype) and the report dict
 /// of ``tessera stitch --grid --report`` (``frames``, ``pairs``, ``components``,
 /// ``stage_model``, ``shading``, ``panorama``, ``params``, ``run``). Raises ValueError for
@@ -110,6 +148,10 @@ pub fn stitch_grid<'py>(
     stage_error: f64 = GridParams::default().stage_error,
     flatfield: Option<String> = None,
     darkfield: Option<String> = None,
+    channels: i64 = 1,
+    time_points: i64 = 1,
+    register_channel: i64 = 0,
+    reuse_positions: bool = false,
     ..args: RegisterOptions,
     blend: String = name_of(StitchParams::default().blend),
     coarse: i64 = StitchParams::default().coarse_candidates as i64,
@@ -137,6 +179,7 @@ pub fn stitch_grid<'py>(
     };
     let layout = GridLayout { nominal, overlap_percent: overlap, order: choice::<TileOrder>("order", &order)?, start: choice::<Corner>("start", &start)?, pixel_size };
     let o = GridOptions { layout, stage_error, flatfield: field_arg(flatfield, "flatfield")?, darkfield: field_arg(darkfield, "darkfield")? };
+    let planes = Planes { channels: count("channels", channels)?, time_points: count("time_points", time_points)?, register_channel: count("register_channel", register_channel)?, reuse_positions };
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);
     let given = options.register.min_variance;
     let failed = |e: anyhow::Error| -> PyErr {
@@ -149,29 +192,32 @@ pub fn stitch_grid<'py>(
         let msg = format!("{e:#}");
         if msg.contains("cannot read") || msg.contains("could not be read") { PyOSError::new_err(msg) } else { value_error(msg) }
     };
-    let (result, labels) = match tiles {
-        Frames::Files(files) => {
-            let fallback: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            let outcome = py.detach(|| {
-                let (source, labels) = frame_source(&files, cache_bytes)?;
-                run_and_composite(source.as_ref(), &labels, p, given, &o, par).map(|r| (r, labels))
-            });
-            match outcome {
-                Ok((r, labels)) => (Ok(r), labels),
-                Err(e) => (Err(e), fallback),
-            }
-        }
+    let result = match tiles {
+        Frames::Files(files) => py.detach(|| {
+            // Labels as the command line's: a multi-page TIFF names its pages.
+            let (source, labels) = frame_source(&files, cache_bytes)?;
+            run_and_composite(source.as_ref(), &labels, p, given, &o, &planes, par)
+        }),
         Frames::Arrays(arrays) => {
             let views = arrays.iter().enumerate().map(|(i, a)| a.view(&format!("tiles[{i}]"))).collect::<PyResult<Vec<AnyView<'_>>>>()?;
             let labels: Vec<String> = (0..views.len()).map(|i| format!("tiles[{i}]")).collect();
-            (py.detach(|| run_and_composite(&InMemory(&views), &labels, p, given, &o, par)), labels)
+            py.detach(|| run_and_composite(&InMemory(&views), &labels, p, given, &o, &planes, par))
         }
     };
-    let (run, canvas, seams) = result.map_err(failed)?;
+    let (mosaic, mut rep) = result.map_err(failed)?;
     py.check_signals()?;
-    let extra = json!({"backend": "cpu", "seconds": round(run.seconds, 4), "output": null,
-                       "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1))});
-    let rep = run.report(&labels, canvas.image.size(), canvas.origin, &o.layout, seams, extra);
-    Ok((image_to_numpy(py, canvas.image)?, to_python(py, &rep)?))
+    rep["run"]["peak_memory_mib"] = json!(peak_memory_mib().map(|m| round(m, 1)));
+    let out = match mosaic {
+        Mosaic::One(image) => image_to_numpy(py, image)?,
+        Mosaic::Planes(images) => {
+            let arrays = images.into_iter().map(|i| image_to_numpy(py, i)).collect::<PyResult<Vec<_>>>()?;
+            let stacked = py.import("numpy")?.getattr("stack")?.call1((arrays,))?;
+            let shape: Vec<usize> = stacked.getattr("shape")?.extract()?;
+            let mut planes_shape = vec![planes.time_points, planes.channels];
+            planes_shape.extend(&shape[1..]);
+            stacked.call_method1("reshape", (planes_shape,))?
+        }
+    };
+    Ok((out, to_python(py, &rep)?))
 }
 }

@@ -206,6 +206,10 @@ def stitch_grid(
     stage_error: float = ...,
     flatfield: Optional[str] = ...,
     darkfield: Optional[str] = ...,
+    channels: int = ...,
+    time_points: int = ...,
+    register_channel: int = ...,
+    reuse_positions: bool = ...,
     rsz: int = ...,
     accept: Literal["adaptive", "fixed"] = ...,
     cthresh: float = ...,
@@ -224,7 +228,8 @@ def stitch_grid(
     frame_cache: int = ...,
     single_thread: bool = ...,
 ) -> Tuple[Image, Dict[str, Any]]:
-    """(mosaic, report): the report is `tessera stitch --grid --report`'s JSON as a dict."""
+    """(mosaic, report): the report is `tessera stitch --grid --report`'s JSON as a dict;
+    with channels or time points the mosaic is (time_points, channels, H, W)."""
 
 def synth_sequence(
     image: Image,

@@ -91,6 +91,40 @@ def test_shading_is_estimated_and_reported():
     assert max(errors(rep, truth)) < 0.25
 
 
+def test_channels_and_time_points_share_one_canvas(cli, tmp_path):
+    gravel, grass = tessera.load(PHOTOS / "gravel.png"), tessera.load(PHOTOS / "grass.png")
+    tiles, truths = [], []
+    for t, seed in enumerate((3, 8)):
+        for photo in (gravel, grass):
+            block, truth = cut(photo, seed=seed)
+            tiles += block
+        truths.append(truth)
+    mosaic, rep = tessera.stitch_grid(tiles, grid="3x3", overlap=25, order="snake-row", channels=2, time_points=2)
+    assert mosaic.shape[:2] == (2, 2) and mosaic.dtype == np.uint8
+    assert rep["planes"]["channels"] == 2 and len(rep["time_points"]) == 2
+    # Time point 1 brought onto time point 0: its tile 0 where the stage put it against
+    # time point 0's tile 0 (whole pixels here, so the planes agree exactly where both cover).
+    dx, dy = (truths[1][0][0] - truths[0][0][0], truths[1][0][1] - truths[0][0][1])
+    assert np.hypot(rep["time_points"][1]["offset_to_time_point_0"][0] - dx, rep["time_points"][1]["offset_to_time_point_0"][1] - dy) < 0.1
+    for c in range(2):
+        both = (mosaic[0, c] > 0) & (mosaic[1, c] > 0)
+        assert both.mean() > 0.5
+        np.testing.assert_array_equal(mosaic[0, c][both], mosaic[1, c][both])
+    # The command line writes the same planes into its OME-TIFF.
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    for k, t in enumerate(tiles):
+        tessera.save(folder / f"tile_{k:02d}.png", t)
+    ome = tmp_path / "planes.ome.tif"
+    cli("stitch", folder, "--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--channels", 2, "--time-points", 2, "-o", ome)
+    import tifffile
+    np.testing.assert_array_equal(tifffile.imread(ome), mosaic)
+    with pytest.raises(ValueError, match="register channel"):
+        tessera.stitch_grid(tiles, grid="3x3", channels=2, time_points=2, register_channel=2)
+    with pytest.raises(ValueError, match="not 5 channels"):
+        tessera.stitch_grid(tiles, grid="3x3", channels=5)
+
+
 def test_bad_input_is_a_clear_error(tmp_path):
     tiles, _ = cut(tessera.load(PHOTOS / "gravel.png"), seed=1)
     with pytest.raises(ValueError, match="one of"):
