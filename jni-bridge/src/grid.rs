@@ -9,7 +9,7 @@
 //! the `backend` option says (tile pairs have no GPU path yet).
 
 use crate::error::{bad_arg, BridgeError, Result};
-use crate::options::{Op, Visitor};
+use crate::options::{Op, OptValue, Visitor};
 use crate::pixels::{dims, to_java};
 use crate::progress::with_java_progress;
 use crate::stitch::{copy_frames, reason};
@@ -23,30 +23,62 @@ use tessera::large::{default_max_mem_mib, write_composite, OutputOptions, MAX_ST
 use tessera::ome_tiff::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
-use tessera_core::stitch::{composite, grid_positions, DEFAULT_OVERLAP, neighbours, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
+use tessera::flatfield::FieldSource;
+use tessera_core::shading::Corrected;
+use tessera_core::stitch::{grid_positions, DEFAULT_OVERLAP, neighbours, register_tiles, Blend, Canvas, Compositor, Corner, FrameSource, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
 use tessera_core::{AnyImage, AnyView, Parallelism};
 
 
 /// A grid run's options: the layout (overlap in percent of the tile, acquisition order,
-/// first tile's corner), the registration ([`GridParams`]) and the blend.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// first tile's corner), the registration ([`GridParams`]), the blend and the shading
+/// correction.
+#[derive(Clone, Debug, PartialEq)]
 pub struct GridRun {
     pub overlap_percent: f64,
     pub order: TileOrder,
     pub start: Corner,
     pub grid: GridParams,
     pub blend: Blend,
+    pub flatfield: Field,
+    pub darkfield: Field,
 }
 
 impl Default for GridRun {
     fn default() -> Self {
-        GridRun { overlap_percent: DEFAULT_OVERLAP * 100.0, order: TileOrder::default(), start: Corner::default(), grid: GridParams::default(), blend: Blend::default() }
+        GridRun { overlap_percent: DEFAULT_OVERLAP * 100.0, order: TileOrder::default(), start: Corner::default(), grid: GridParams::default(), blend: Blend::default(), flatfield: Field::default(), darkfield: Field::default() }
+    }
+}
+
+/// A shading field as the command line's `--flatfield` / `--darkfield` take it: `none`,
+/// `estimate` (from the tiles) or an image file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Field(Option<String>);
+
+impl OptValue for Field {
+    fn parse(s: &str) -> std::result::Result<Self, String> {
+        match s.trim() {
+            "" => Err("expected none, estimate or an image file".into()),
+            "none" => Ok(Field(None)),
+            v => Ok(Field(Some(v.to_string()))),
+        }
+    }
+    fn show(&self) -> String {
+        self.0.clone().unwrap_or_else(|| "none".into())
+    }
+}
+
+impl Field {
+    /// The library's field source (a file must exist), for option `flag`.
+    fn source(&self, flag: &str) -> Result<Option<FieldSource>> {
+        self.0.as_deref().map(|v| FieldSource::parse(v, flag).map_err(|e| bad_arg(format!("{e:#}")))).transpose()
     }
 }
 
 /// `overlap` (percent), `order` (`row`, `column`, `snake-row`, `snake-column`), `start`
 /// (`top-left`, ...), the registration's options, `stage-error` (fraction of a tile),
-/// `coarse` (phase-correlation seeds) and `blend`: the command line's names.
+/// `coarse` (phase-correlation seeds), `blend`, and `flatfield` / `darkfield` (`none`,
+/// `estimate` or an image file: the tiles corrected for shading before registration and in
+/// the mosaic): the command line's names.
 impl Op for GridRun {
     const NAME: &'static str = "grid";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -56,7 +88,9 @@ impl Op for GridRun {
         self.grid.register.visit(v)?;
         v.field("stage-error", &mut self.grid.stage_error)?;
         v.field("coarse", &mut self.grid.coarse_candidates)?;
-        v.field("blend", &mut self.blend)
+        v.field("blend", &mut self.blend)?;
+        v.field("flatfield", &mut self.flatfield)?;
+        v.field("darkfield", &mut self.darkfield)
     }
 }
 
@@ -115,10 +149,21 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
             .iter()
             .map(|t| t.view().ok_or_else(|| BridgeError::State("internal: a tile image without a view".into())))
             .collect::<Result<Vec<AnyView<'_>>>>()?;
-        let source = InMemory(&views);
+        let raw = InMemory(&views);
+        // Shading: the tiles corrected as they are read, for registration and the mosaic.
+        let (flat, dark) = (run.flatfield.source("flatfield")?, run.darkfield.source("darkfield")?);
+        if dark.is_some() && flat.is_none() {
+            return Err(bad_arg("darkfield needs flatfield (estimate, or a file)".to_string()));
+        }
+        let prepared = tessera::flatfield::prepare(flat.as_ref(), dark.as_ref(), &raw, (w, h)).map_err(|e| bad_arg(format!("{e:#}")))?;
+        let corrected = prepared.as_ref().map(|q| Corrected { inner: &raw, shading: &q.shading });
+        let source: &dyn FrameSource = match &corrected {
+            Some(c) => c,
+            None => &raw,
+        };
         let total = neighbours(&nominal, (w, h)).len();
         let mosaic = with_java_progress(env, &progress, total, ("grid stitching", "pair"), |report| {
-            register_tiles(&source, &nominal, &run.grid, Parallelism::AllThreads, report)
+            register_tiles(source, &nominal, &run.grid, Parallelism::AllThreads, report)
         })?;
         let positions: Vec<Option<(f64, f64)>> = mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect();
         let poses: Vec<Option<Similarity>> = positions.iter().map(|p| p.map(Similarity::translation)).collect();
@@ -126,15 +171,26 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
         let (cw, ch) = plan.size;
         match ome {
             Some(path) if force || cw.saturating_mul(ch) > limit => {
-                let streamed = stream(env, &progress, &source, &views[0], &poses, &run, &path, tile, limit, plan.size)?;
+                let streamed = stream(env, &progress, source, &views[0], &poses, &run, &path, tile, limit, plan.size)?;
                 grid_result(env, &streamed.image, plan.origin, &mosaic, Some((&path, streamed.level, plan.size)))
             }
             _ => {
-                let canvas = composite(&views, &positions, run.blend).map_err(|e| beyond_memory(e, (cols, rows), &run))?;
+                let canvas = composite_in_memory(source, &views[0], &positions, run.blend).map_err(|e| beyond_memory(e, (cols, rows), &run))?;
                 grid_result(env, &canvas.image, canvas.origin, &mosaic, None)
             }
         }
     })
+}
+
+/// The mosaic of the tiles of `source` at `positions`, in memory.
+fn composite_in_memory(source: &dyn FrameSource, like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend) -> tessera_core::Result<Canvas> {
+    let mut canvas = Compositor::new(like, positions, blend)?;
+    for (i, _) in positions.iter().enumerate().filter(|q| q.1.is_some()) {
+        let unreadable = |why: String| tessera_core::Error::InvalidParameter { name: "tiles", reason: format!("tile {i} could not be read again: {why}") };
+        let f = source.frame(i).map_err(unreadable)?;
+        canvas.paste(i, &f.view().map_err(unreadable)?)?;
+    }
+    Ok(canvas.finish())
 }
 
 /// A streamed mosaic: the level kept in memory and its index in the pyramid.
@@ -152,7 +208,7 @@ struct Streamed {
 fn stream(
     env: &mut Env<'_>,
     progress: &JObject<'_>,
-    source: &InMemory<'_, '_>,
+    source: &dyn FrameSource,
     like: &AnyView<'_>,
     poses: &[Option<Similarity>],
     run: &GridRun,
@@ -332,5 +388,9 @@ mod tests {
         assert_eq!((p.grid.stage_error, p.blend, p.grid.register.rsz), (0.05, Blend::Feather, 31));
         assert!(parse::<GridRun>(Some("order=spiral")).is_err());
         assert!(parse::<GridRun>(Some("keyframe-shift=0.5")).is_err(), "a grid has no keyframes");
+        let (p, _) = parse::<GridRun>(Some("flatfield=estimate darkfield=[/data/dark field.tif]")).unwrap();
+        assert_eq!((p.flatfield.show(), p.darkfield.show()), ("estimate".to_string(), "/data/dark field.tif".to_string()));
+        assert_eq!(parse::<GridRun>(None).unwrap().0.flatfield, Field(None));
+        assert!(parse::<GridRun>(Some("flatfield=")).is_err());
     }
 }

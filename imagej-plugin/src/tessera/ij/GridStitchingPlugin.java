@@ -34,7 +34,10 @@ import java.io.File;
  * in the tile folder (that file, and the run's own output, are never read as tiles). The image opened is then the
  * largest level of that pyramid that fits, titled and described (Info) with its level and
  * downsampling factor, its calibration scaled by that factor; the file's path is logged.
- * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1")},
+ * <p>Shading: with "Flatfield" {@code estimate} (from the tiles themselves) or an image file
+ * (and optionally "Darkfield"), the tiles are corrected for the microscope's uneven
+ * illumination before registration and in the mosaic, as {@code --flatfield} does.
+ * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1 flatfield=estimate")},
  * add {@code save} to always write the OME-TIFF and {@code ome=[/path/mosaic.ome.tif]} to choose the file.
  */
 public class GridStitchingPlugin implements PlugIn {
@@ -70,6 +73,8 @@ public class GridStitchingPlugin implements PlugIn {
         gd.addChoice("Start (first tile's corner)", CORNERS, last.get("start"));
         gd.addChoice("Blend", PanoramaPlugin.BLENDS, last.get("blend"));
         gd.addNumber("Stage error (fraction of a tile)", last.number("stage-error"), 2, "");
+        gd.addString("Flatfield (none, estimate from the tiles, or an image file)", last.get("flatfield"));
+        gd.addString("Darkfield (none, estimate, or an image file; with a flat field)", last.get("darkfield"));
         gd.addCheckbox("Save as pyramidal OME-TIFF (always; a mosaic too large for ImageJ is saved anyway)", lastSave);
         gd.addString("OME-TIFF file (empty: " + DEFAULT_OME + " in the tile folder)", lastOme);
         gd.addMessage("Tiles in natural file-name order; registration runs on the CPU.");
@@ -81,6 +86,7 @@ public class GridStitchingPlugin implements PlugIn {
             double c = gd.nextNumber(), r = gd.nextNumber(), overlap = gd.nextNumber();
             String order = gd.nextChoice(), start = gd.nextChoice(), blend = gd.nextChoice();
             double stage = gd.nextNumber();
+            String flat = gd.nextString().trim(), dark = gd.nextString().trim();
             lastSave = gd.nextBoolean();
             lastOme = gd.nextString().trim();
             if (gd.invalidNumber() || c != Math.rint(c) || r != Math.rint(r) || c < 1 || r < 1)
@@ -88,7 +94,8 @@ public class GridStitchingPlugin implements PlugIn {
             if (folder.isEmpty()) throw new IllegalArgumentException("choose the folder of tiles");
             cols = (int) c;
             rows = (int) r;
-            last.set("overlap", overlap).set("order", order).set("start", start).set("blend", blend).set("stage-error", stage);
+            last.set("overlap", overlap).set("order", order).set("start", start).set("blend", blend).set("stage-error", stage)
+                    .set("flatfield", flat.isEmpty() ? "none" : flat).set("darkfield", dark.isEmpty() ? "none" : dark);
             lastFolder = folder;
             lastColumns = cols;
             lastRows = rows;

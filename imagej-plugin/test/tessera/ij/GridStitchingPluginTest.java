@@ -204,6 +204,52 @@ public class GridStitchingPluginTest {
     }
 
     @Test
+    public void aVignettedGridIsCorrectedForShading() throws IOException {
+        // 30 % vignetting (radial, darkest at the tiles' corners) on every tile.
+        Grid g = cut(photo("gravel"), 8);
+        File[] files = g.folder.listFiles();
+        assertNotNull(files);
+        for (File f : files) {
+            ImagePlus imp = IJ.openImage(f.getPath());
+            ImageProcessor ip = imp.getProcessor();
+            for (int y = 0; y < TH; y++)
+                for (int x = 0; x < TW; x++) {
+                    double r2 = Math.pow((x - TW / 2.0) / (TW / 2.0), 2) + Math.pow((y - TH / 2.0) / (TH / 2.0), 2);
+                    ip.setf(x, y, (float) (ip.getf(x, y) * (1 - 0.3 * r2 / 2)));
+                }
+            assertTrue(new FileSaver(imp).saveAsTiff(f.getPath()));
+        }
+        int before = WindowManager.getImageCount();
+        IJ.run(CMD, options(g, "flatfield=estimate"));
+        assertNull("no error expected: " + Tessera.lastError(), Tessera.lastError());
+        ImagePlus corrected = WindowManager.getImage(WindowManager.getIDList()[before]);
+        checkPositions(corrected, g);
+        // The corrected corners are as bright as the centres; uncorrected they are not.
+        IJ.run(CMD, options(g, "flatfield=none"));
+        ImagePlus raw = WindowManager.getImage(WindowManager.getIDList()[before + 1]);
+        double rawRatio = cornerToCentre(raw), ratio = cornerToCentre(corrected);
+        assertTrue("corner / centre " + rawRatio + " uncorrected, " + ratio + " corrected", ratio > rawRatio + 0.05);
+        runExpectingError(options(g, "flatfield=[/no/such/flat.tif]"), "flat.tif");
+        // The session keeps the last values: back to none for the tests after this one.
+        Tessera.clearLastError();
+        IJ.run(CMD, options(g, "flatfield=none"));
+        assertNull(Tessera.lastError());
+        delete(g);
+    }
+
+    /** The mean of tile 1's top-left corner over the mean of its centre, in the mosaic. */
+    private static double cornerToCentre(ImagePlus mosaic) {
+        ImageProcessor ip = mosaic.getProcessor();
+        double corner = 0, centre = 0;
+        for (int y = 0; y < 20; y++)
+            for (int x = 0; x < 20; x++) {
+                corner += ip.getf(x, y);
+                centre += ip.getf(TW / 2 - 10 + x, TH / 2 - 10 + y);
+            }
+        return corner / centre;
+    }
+
+    @Test
     public void badInputIsAnErrorMessageNotACrash() throws IOException {
         File empty = Files.createTempDirectory("tessera-empty").toFile();
         runExpectingError("folder=[" + empty.getPath() + "] columns=3 rows=3 overlap=25", "no image files");
