@@ -82,7 +82,7 @@ impl Islands {
                 continue;
             }
             let n = records.iter().filter(|r| r.position.is_some() && self.set_of_record(r) == Some(set)).count();
-            if best.map_or(true, |b| n > b.1) {
+            if best.is_none_or(|b| n > b.1) {
                 best = Some((set, n));
             }
         }
