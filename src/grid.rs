@@ -314,7 +314,7 @@ impl Planes {
         if self.reuse_positions && t == 1 {
             bail!("reusing positions places later time points as the first: give time points");
         }
-        if inputs < c * t || inputs % (c * t) != 0 {
+        if inputs < c * t || !inputs.is_multiple_of(c * t) {
             bail!("{inputs} inputs are not {c} channels x {t} time points of the same number of tiles");
         }
         Ok(inputs / (c * t))
