@@ -18,7 +18,9 @@
 //! good frame (if the keyframe is older) and with a zero prediction (if the motion model
 //! was wrong): nothing is lost silently and one bad frame never aborts the run. A frame
 //! that cannot be read, differs in size or pixel type from the sequence, or holds NaN or
-//! infinite pixels is skipped the same way, with its reason.
+//! infinite pixels is skipped the same way, with its reason. A frame that matches neither
+//! is searched among the earlier keyframes (module `relocate`), and where nothing is found
+//! the run starts an island that later joins the others (module `islands`).
 //!
 //! The reference frame (position (0, 0)) is the first frame that registers with a
 //! successor, normally frame 0: a first frame that matches nothing (noise, a blank, a
