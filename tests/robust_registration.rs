@@ -646,19 +646,10 @@ fn a_sweep_that_leaves_for_good_gives_two_islands_each_placed_within_itself() {
     let p = StitchParams { quality: false, ..Default::default() };
     let mut failures = Vec::new();
     for name in ["ihc", "coffee", "gravel", "astronaut"] {
-        let mut src = common::footage::enlarged(&photo(name), 2.0);
-        let (w, h) = src.size();
-        // A flat band 1.2 frames wide, a third of the way along.
+        let src = common::footage::enlarged(&photo(name), 2.0);
+        let w = src.size().0;
         let band = (w / 3, w / 3 + 240);
-        let mean = src.as_slice().iter().map(|&v| v as f64).sum::<f64>() / (w * h) as f64;
-        for y in 0..h {
-            for x in band.0..band.1.min(w) {
-                src.set(x, y, mean as f32);
-            }
-        }
-        let (rw, rh) = room(src.size(), frame);
-        let origins: Vec<(f64, f64)> = (0..).map(|k| (1.3 + 24.0 * k as f64, rh / 2.0 + 0.4 * k as f64 % 3.0)).take_while(|o| o.0 <= rw).collect();
-        let frames = render(&src, &origins, frame, &Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }, 3);
+        let (frames, origins) = common::footage::flat_band_sweep(&src, 3);
         let (s, recs) = run(&frames, &positions(&origins), &p);
         println!("{name:10} {s:?}");
         // Textured frames: those whose whole width lies off the band.

@@ -263,6 +263,44 @@ fn a_frame_deleted_after_it_registered_is_left_out_of_the_panorama_and_named() {
     assert!(d.join("live.png").exists());
 }
 
+/// A live sweep across a featureless band that never comes back: the frames past it start
+/// an island of their own, and the live run ends with the batch run's islands, report and
+/// panorama (which holds the larger island only).
+#[test]
+fn a_live_sweep_past_a_featureless_band_reports_the_batch_runs_islands() {
+    use common::footage::{enlarged, flat_band_sweep, photo};
+    let d = temp_dir("islands");
+    let (frames, _) = flat_band_sweep(&enlarged(&photo("cones"), 2.0), 7);
+    let src = d.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let paths: Vec<PathBuf> = frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let p = src.join(format!("frame_{i:04}.png"));
+            tessera::io::save(&tessera::AnyImage::U8(f), &p).unwrap();
+            p
+        })
+        .collect();
+    let mut child = follow(&d, Path::new("-"), &["--update-seconds", "0.2"], Stdio::piped());
+    let mut stdin = child.stdin.take().unwrap();
+    for f in &paths {
+        writeln!(stdin, "{}", f.display()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stdin);
+    finished(child);
+    let live = report(&d.join("live.json"));
+    let islands = live["islands"].as_array().unwrap();
+    assert_eq!(islands.len(), 2, "{islands:?}");
+    assert_eq!(islands.iter().filter(|i| i["in_panorama"] == false).count(), 1);
+    assert!(live["frames"].as_array().unwrap().iter().any(|f| f["status"] == "island"));
+    let batch = batch(&d, &paths);
+    assert_eq!(live["islands"], batch["islands"]);
+    same_as_batch(&d, &live, &batch);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn bad_live_input_is_a_clear_error() {
     let d = temp_dir("bad");

@@ -399,18 +399,9 @@ fn a_rolling_sweep_reports_angles_and_composites_turned_frames() {
 /// and `--islands` writes that island as its own panorama.
 #[test]
 fn an_island_the_panorama_does_not_hold_is_reported_and_written() {
-    use common::footage::{enlarged, photo, render, room, Conditions};
+    use common::footage::{enlarged, flat_band_sweep, photo};
     let d = temp_dir("islands");
-    let mut src = enlarged(&photo("cones"), 2.0);
-    let (w, h) = src.size();
-    for y in 0..h {
-        for x in w / 3..w / 3 + 240 {
-            src.set(x, y, 128.0);
-        }
-    }
-    let (rw, rh) = room(src.size(), (200, 160));
-    let origins: Vec<(f64, f64)> = (0..).map(|k| (1.3 + 24.0 * k as f64, rh / 2.0)).take_while(|o| o.0 <= rw).collect();
-    let frames = render(&src, &origins, (200, 160), &Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }, 5);
+    let (frames, origins) = flat_band_sweep(&enlarged(&photo("cones"), 2.0), 5);
     let dir = d.join("frames");
     std::fs::create_dir_all(&dir).unwrap();
     for (i, f) in frames.iter().enumerate() {
@@ -440,7 +431,8 @@ fn an_island_the_panorama_does_not_hold_is_reported_and_written() {
     }
     let written = io::load(&apart.join(format!("island-{first}.png"))).unwrap();
     let span = origins[on_island.iter().map(|f| f["index"].as_u64().unwrap() as usize).max().unwrap()].0 - origins[first].0;
-    assert_eq!(written.size().1, 160);
+    // The sweep's rows wander up to 3 px.
+    assert!((160..=164).contains(&written.size().1), "{:?}", written.size());
     assert!((written.size().0 as f64 - (200.0 + span)).abs() <= 2.0, "{:?}, span {span}", written.size());
     assert_eq!(rep["run"]["islands_written"].as_array().unwrap().len(), 1);
 }

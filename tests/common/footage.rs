@@ -253,3 +253,22 @@ pub fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
         .collect();
     (nominal, truth)
 }
+
+/// A sweep of 200 x 160 frames along a row of `src` (at 24 px a frame) across a flat band
+/// 240 px wide a third of the way along (the photograph's mean), which it never comes back
+/// over: the frames and their top-left corners.
+pub fn flat_band_sweep(src: &Image<f32>, seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {
+    let mut src = src.clone();
+    let (w, h) = src.size();
+    let mean = src.as_slice().iter().map(|&v| v as f64).sum::<f64>() / (w * h) as f64;
+    for y in 0..h {
+        for x in w / 3..(w / 3 + 240).min(w) {
+            src.set(x, y, mean as f32);
+        }
+    }
+    let frame = (200, 160);
+    let (rw, rh) = room(src.size(), frame);
+    let origins: Vec<(f64, f64)> = (0..).map(|k| (1.3 + 24.0 * k as f64, rh / 2.0 + 0.4 * k as f64 % 3.0)).take_while(|o| o.0 <= rw).collect();
+    let frames = render(&src, &origins, frame, &Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }, seed);
+    (frames, origins)
+}
