@@ -1309,7 +1309,10 @@ impl<'a> Run<'a> {
                 if keyframe_left(&predicted, &k_pos, limit, self.size) {
                     *key = Some(l);
                 }
-                for (r, pose) in [(key.unwrap_or(l), predicted), (l, predicted), (l, l_pos)] {
+                // A sweep that turned back (serpentine rows, an endoscope pulled back):
+                // the same speed the other way.
+                let reversed = vel.reversed().predict(&l_pos, (i - l) as f64, self.size);
+                for (r, pose) in [(key.unwrap_or(l), predicted), (l, predicted), (l, reversed), (l, l_pos)] {
                     add(r, pose)?;
                 }
             }
@@ -1477,6 +1480,11 @@ impl Velocity {
         // Exactly 0 for equal scales (ln 1 = 0), so an unscaled run predicts as before.
         let zoom = if to.scale == from.scale { 0.0 } else { libm::log(to.scale / from.scale) / gap };
         Velocity { shift: (d.0 / gap, d.1 / gap), spin: (to.angle - from.angle) / gap, zoom }
+    }
+
+    /// The same motion the other way.
+    fn reversed(&self) -> Self {
+        Velocity { shift: (-self.shift.0, -self.shift.1), spin: -self.spin, zoom: -self.zoom }
     }
 
     /// The pose `gap` frames after pose `from`, turning and zooming about the frame's centre.
