@@ -15,8 +15,8 @@
 //! A pair that cannot be registered is reported as skipped with its reason, its frame is
 //! left out of the panorama, and registration goes on from the last good frame (the next
 //! frame's prediction spans the gap). Before skipping, the pair is retried against the last
-//! good frame (if the keyframe is older) and with a zero prediction (if the motion model
-//! was wrong): nothing is lost silently and one bad frame never aborts the run. A frame
+//! good frame (if the keyframe is older), with the motion reversed (a sweep that turned
+//! back) and with a zero prediction (if the motion model was wrong): nothing is lost silently and one bad frame never aborts the run. A frame
 //! that cannot be read, differs in size or pixel type from the sequence, or holds NaN or
 //! infinite pixels is skipped the same way, with its reason. A frame that matches neither
 //! is searched among the earlier keyframes (module `relocate`), and where nothing is found
@@ -1274,7 +1274,8 @@ impl<'a> Run<'a> {
     /// Every attempt for frame `i` (reference index, predicted pair motion), in order: the planned
     /// pair `planned` where the window has one; then, once a pair has registered, the keyframe
     /// with the prediction from the last good frame's motion, the last good frame with it (if
-    /// the keyframe is older), then the last good frame with no motion; before that, the
+    /// the keyframe is older), then the last good frame with the motion reversed, then with
+    /// no motion; before that, the
     /// reference candidate, then the pending frame, unmoved. The keyframe `key` moves to the
     /// last good frame where the prediction leaves `limit` of it.
     #[allow(clippy::too_many_arguments)]
