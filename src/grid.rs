@@ -321,38 +321,74 @@ impl Planes {
     }
 }
 
-/// A grid registered in its planes: each registered time point's run, and its offset onto
-/// time point 0 (`None` where none of its tiles matched time point 0's).
+/// A grid registered in its planes: each registered time point's run, its offset onto time
+/// point 0 (`None` where none of its tiles matched time point 0's), and each channel's
+/// shading correction where one was asked for.
 pub struct PlanesRun {
     pub planes: Planes,
     /// Tiles per block.
     pub tiles: usize,
     pub runs: Vec<GridRun>,
     pub offsets: Vec<Option<(f64, f64)>>,
+    pub shading: Vec<Option<Prepared>>,
 }
 
 /// Registers the grid of `o` in the blocks of `source` that `planes` describes: each time
 /// point on its registration channel (or, reusing positions, the first alone), and each
 /// later one brought onto the first by registering one of its tiles against the same tile
-/// of time point 0 (the same stage position: a full overlap). Errors as
-/// [`Planes::tiles_per_block`] and [`register_grid`]; shading correction is not taken here.
+/// of time point 0 (the same stage position: a full overlap). With shading correction,
+/// each channel's is found from its tiles at time point 0 (or read from the files, the same
+/// for every channel), and every block of that channel is corrected by it, for the
+/// registration and the mosaic ([`PlanesRun::tiles`]). Errors as
+/// [`Planes::tiles_per_block`], [`crate::flatfield::prepare`] and [`register_grid`].
 pub fn register_planes(source: &dyn FrameSource, labels: &[String], p: &StitchParams, o: &GridOptions, planes: &Planes, par: Parallelism, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<PlanesRun> {
     let n = planes.tiles_per_block(source.len())?;
-    if o.flatfield.is_some() {
-        bail!("shading correction with channels or time points is not supported: correct the tiles' shading first");
-    }
     let block = |b: usize| Block { inner: source, start: b * n, len: n };
+    let tile = tile_size(&block(planes.register_channel), &labels[planes.register_channel * n..(planes.register_channel + 1) * n])?;
+    let shading = (0..planes.channels)
+        .map(|c| crate::flatfield::prepare(o.flatfield.as_ref(), o.darkfield.as_ref(), &block(c), tile).map_err(|e| anyhow!("channel {c}: {e:#}")))
+        .collect::<Result<Vec<_>>>()?;
+    // The blocks as corrected; each time point registered on its own without a second estimate.
+    let corrected = ByChannel { inner: source, shading: &shading, tiles: n, channels: planes.channels };
+    let registration = GridOptions { flatfield: None, darkfield: None, ..o.clone() };
     let registered = if planes.reuse_positions { 1 } else { planes.time_points };
     let mut runs = Vec::with_capacity(registered);
     for t in 0..registered {
         let b = t * planes.channels + planes.register_channel;
-        runs.push(register_grid(&block(b), &labels[b * n..(b + 1) * n], p, o, par, progress)?);
+        let tiles = Block { inner: &corrected, start: b * n, len: n };
+        runs.push(register_grid(&tiles, &labels[b * n..(b + 1) * n], p, &registration, par, progress)?);
     }
+    let corrected_block = |b: usize| Block { inner: &corrected, start: b * n, len: n };
     let mut offsets = vec![Some((0.0, 0.0)); runs.len()];
     for (t, run) in runs.iter().enumerate().skip(1) {
-        offsets[t] = align_time_point(&block(planes.register_channel), &block(t * planes.channels + planes.register_channel), &runs[0], run, &p.register, par);
+        offsets[t] = align_time_point(&corrected_block(planes.register_channel), &corrected_block(t * planes.channels + planes.register_channel), &runs[0], run, &p.register, par);
     }
-    Ok(PlanesRun { planes: *planes, tiles: n, runs, offsets })
+    Ok(PlanesRun { planes: *planes, tiles: n, runs, offsets, shading })
+}
+
+/// The inputs of a grid in channels, each tile corrected by its channel's shading (none
+/// where its channel has none).
+struct ByChannel<'a> {
+    inner: &'a dyn FrameSource,
+    shading: &'a [Option<Prepared>],
+    tiles: usize,
+    channels: usize,
+}
+
+impl FrameSource for ByChannel<'_> {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn frame(&self, i: usize) -> std::result::Result<crate::stitch::Frame<'_>, String> {
+        match self.shading.get((i / self.tiles) % self.channels).and_then(Option::as_ref) {
+            // A corrected frame is an image of its own, whatever it was read from.
+            Some(q) => match (Corrected { inner: self.inner, shading: &q.shading }).frame(i)? {
+                crate::stitch::Frame::Image(image) => Ok(crate::stitch::Frame::Image(image)),
+                _ => Err("internal: a corrected frame that is not an image".into()),
+            },
+            None => self.inner.frame(i),
+        }
+    }
 }
 
 /// The shift that brings time point `later`'s mosaic (of `run`) onto the first's (`first`,
@@ -375,6 +411,12 @@ fn align_time_point(first_tiles: &dyn FrameSource, later: &dyn FrameSource, firs
 }
 
 impl PlanesRun {
+    /// The inputs as the registration and the mosaic see them: each corrected for its
+    /// channel's shading where the run corrects it.
+    pub fn tiles<'a>(&'a self, raw: &'a dyn FrameSource) -> Box<dyn FrameSource + 'a> {
+        Box::new(ByChannel { inner: raw, shading: &self.shading, tiles: self.tiles, channels: self.planes.channels })
+    }
+
     /// The run and offset that place time point `t`.
     fn of(&self, t: usize) -> (&GridRun, Option<(f64, f64)>) {
         let r = if self.planes.reuse_positions { 0 } else { t };
@@ -408,6 +450,8 @@ impl PlanesRun {
         let (c, n, k) = (self.planes.channels, self.tiles, self.planes.register_channel);
         let block_labels = |t: usize| &labels[(t * c + k) * n..(t * c + k + 1) * n];
         let mut r = self.runs[0].report(block_labels(0), size, origin, layout, None, extra);
+        r["shading"] = crate::flatfield::describe(self.shading[k].as_ref(), None);
+        r["shading_per_channel"] = json!(self.shading.iter().map(|q| crate::flatfield::describe(q.as_ref(), None)).collect::<Vec<_>>());
         r["planes"] = json!({"channels": c, "time_points": self.planes.time_points, "register_channel": k, "reuse_positions": self.planes.reuse_positions,
                              "order": "the inputs and the planes: channel by channel within each time point (XYCZT)"});
         let per_time: Vec<Value> = (0..self.planes.time_points)

@@ -127,10 +127,11 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
 fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
     let planes = Planes { channels: a.channels, time_points: a.time_points, register_channel: a.register_channel, reuse_positions: a.reuse_positions };
     let n = planes.tiles_per_block(source.len()).map_err(|e| anyhow!("--channels / --time-points / --register-channel / --reuse-positions: {e}"))?;
-    if a.flatfield.is_some() {
-        bail!("--flatfield with --channels or --time-points is not supported: correct the tiles' shading first");
+    if a.flatfield_out.is_some() && a.channels > 1 {
+        bail!("--flatfield-out writes one flat field; with --channels each channel has its own (the report's shading_per_channel)");
     }
-    let options = GridOptions { layout: layout(a, n)?, stage_error: a.stage_error, flatfield: None, darkfield: None };
+    let field = |v: &Option<String>, flag: &str| v.as_deref().map(|s| FieldSource::parse(s, flag)).transpose();
+    let options = GridOptions { layout: layout(a, n)?, stage_error: a.stage_error, flatfield: field(&a.flatfield, "--flatfield")?, darkfield: field(&a.darkfield, "--darkfield")? };
     let t0 = Instant::now();
     let run = register_planes(source, labels, p, &options, &planes, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
     for (t, r) in run.runs.iter().enumerate() {
@@ -140,13 +141,23 @@ fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels
             eprintln!("warning: time point {t} matched time point 0 at no tile: its mosaic stays in its own tile 0's coordinates");
         }
     }
+    for (c, q) in run.shading.iter().enumerate() {
+        if let Some(q) = q {
+            eprintln!("shading: channel {c}: vignetting {:.1} % (the darkest pixel against the brightest)", q.shading.vignetting() * 100.0);
+        }
+    }
+    if let (Some(out), Some(Some(q))) = (&a.flatfield_out, run.shading.first()) {
+        tessera::flatfield::write_flat(&q.shading, out)?;
+        println!("flat field -> {}", out.display());
+    }
+    let tiles = run.tiles(source);
     let poses = run.poses(source.len());
     let first = poses.iter().flat_map(|q| q.iter().enumerate()).find(|q| q.1.is_some()).map(|q| q.0).ok_or_else(|| anyhow!("no tile could be used"))?;
-    let like_frame = source.frame(first).map_err(|e| anyhow!("tile {first} could not be read again: {e}"))?;
+    let like_frame = tiles.frame(first).map_err(|e| anyhow!("tile {first} could not be read again: {e}"))?;
     let like = like_frame.view().map_err(|e| anyhow!(e))?;
     let mut out = super::stitch::output_options(a);
     out.ome.planes = (a.channels, a.time_points);
-    let written = tessera::large::write_planes(source, &like, &poses, p.blend, &a.output, &out).map_err(|e| super::stitch::name_frame(e, labels))?;
+    let written = tessera::large::write_planes(tiles.as_ref(), &like, &poses, p.blend, &a.output, &out).map_err(|e| super::stitch::name_frame(e, labels))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
     println!("{} planes ({} channels x {} time points) of {n} tiles: mosaic {w}x{h} -> {} ({secs:.2} s)", poses.len(), a.channels, a.time_points, written.path.display());

@@ -63,16 +63,17 @@ fn run_and_composite(source: &dyn FrameSource, labels: &[String], p: StitchParam
         let t0 = std::time::Instant::now();
         let run = register_planes(source, labels, &p, o, planes, par, &mut progress)?;
         let poses = run.poses(source.len());
+        let tiles = run.tiles(source);
         let union: Vec<Option<Similarity>> = (0..source.len()).map(|i| poses.iter().find_map(|q| q[i])).collect();
         let first = union.iter().position(Option::is_some).ok_or_else(|| anyhow::anyhow!("no tile could be used"))?;
-        let like_frame = source.frame(first).map_err(|e| anyhow::anyhow!("tile {first} could not be read again: {e}"))?;
+        let like_frame = tiles.frame(first).map_err(|e| anyhow::anyhow!("tile {first} could not be read again: {e}"))?;
         let like = like_frame.view().map_err(|e| anyhow::anyhow!(e))?;
         let plan = Plan::with_poses(&like, &union, tessera::stitch::MAX_CANVAS)?;
         let mut images = Vec::with_capacity(poses.len());
         for plane in &poses {
             let mut canvas = Compositor::rows(plan.clone(), p.blend, 0, plan.size.1)?;
             for (i, _) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
-                let f = source.frame(i).map_err(|e| anyhow::anyhow!("tile {i} could not be read again: {e}"))?;
+                let f = tiles.frame(i).map_err(|e| anyhow::anyhow!("tile {i} could not be read again: {e}"))?;
                 canvas.paste(i, &f.view().map_err(|e| anyhow::anyhow!(e))?)?;
             }
             images.push(canvas.finish().image);
