@@ -41,17 +41,17 @@ fn layout(a: &StitchArgs, tiles: usize) -> Result<GridLayout> {
 
 /// The grid run: register, solve, composite, report.
 pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
+    if let Some(out) = &a.flatfield_out {
+        if !tessera::io::is_tiff(out) {
+            bail!("--flatfield-out {}: the flat field is written as a 32-bit float TIFF; name it .tif", out.display());
+        }
+    }
     if a.channels != 1 || a.time_points != 1 || a.register_channel != 0 || a.reuse_positions {
         return run_planes(a, p, source, labels);
     }
     let layout = layout(a, source.len())?;
     let field = |v: &Option<String>, flag: &str| v.as_deref().map(|s| FieldSource::parse(s, flag)).transpose();
     let options = GridOptions { layout, stage_error: a.stage_error, flatfield: field(&a.flatfield, "--flatfield")?, darkfield: field(&a.darkfield, "--darkfield")? };
-    if let Some(out) = &a.flatfield_out {
-        if !tessera::io::is_tiff(out) {
-            bail!("--flatfield-out {}: the flat field is written as a 32-bit float TIFF; name it .tif", out.display());
-        }
-    }
     let t0 = Instant::now();
     let run = register_grid(source, labels, p, &options, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
     if let Some(q) = &run.prepared {
