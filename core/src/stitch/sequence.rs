@@ -16,7 +16,8 @@
 //! left out of the panorama, and registration goes on from the last good frame (the next
 //! frame's prediction spans the gap). Before skipping, the pair is retried against the last
 //! good frame (if the keyframe is older), with the motion reversed (a sweep that turned
-//! back) and with a zero prediction (if the motion model was wrong): nothing is lost silently and one bad frame never aborts the run. A frame
+//! back) and with a zero prediction (if the motion model was wrong): nothing is lost
+//! silently and one bad frame never aborts the run. A frame
 //! that cannot be read, differs in size or pixel type from the sequence, or holds NaN or
 //! infinite pixels is skipped the same way, with its reason. A frame that matches neither
 //! is searched among the earlier keyframes (module `relocate`), and where nothing is found
@@ -224,8 +225,9 @@ pub struct FrameRecord {
     pub island: Option<usize>,
     /// The keyframe of another island this frame registered against, joining their sets.
     pub joined: Option<usize>,
-    /// For a frame on an island the panorama does not hold: its position relative to the
-    /// first frame of its island's set (with `angle` and `scale`); `position` is `None`.
+    /// For a frame on an island the panorama does not hold: its position relative to its
+    /// island's first frame, the frame `island` (with `angle` and `scale` so relative too);
+    /// `position` is `None`.
     pub island_position: Option<(f64, f64)>,
 }
 
