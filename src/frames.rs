@@ -29,7 +29,6 @@ pub fn load(path: &Path) -> Result<Frame<'static>, String> {
     crate::io::load(path).map(Frame::Image).map_err(|e| format!("{e:#}"))
 }
 
-/// The pages of a multi-page TIFF, each decoded on demand.
 /// Frames `start..start + len` of another source, as frames `0..len`: one block of a
 /// source that holds several (the channels and time points of a tile grid).
 pub struct Block<'a> {
@@ -50,6 +49,7 @@ impl FrameSource for Block<'_> {
     }
 }
 
+/// The pages of a multi-page TIFF, each decoded on demand.
 pub struct TiffPages {
     pub path: PathBuf,
     pub pages: usize,

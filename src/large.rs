@@ -164,8 +164,6 @@ pub fn write_composite(
     Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
 }
 
-/// Refuses a canvas of `plan`'s size above `max_pixels`, naming the frame of `poses` farthest
-/// from the median position of the frames (the one a wrong position most likely put there).
 /// [`write_composite`] of several planes into one OME-TIFF `output`, with the channels and
 /// time points of `opts.ome.planes`: plane `p` (channel by channel within each time point)
 /// holds the frames of `source` that `planes[p]` places, each a pose per frame of
@@ -213,6 +211,8 @@ pub fn write_planes(source: &dyn FrameSource, like: &AnyView<'_>, planes: &[Vec<
     Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
 }
 
+/// Refuses a canvas of `plan`'s size above `max_pixels`, naming the frame of `poses` farthest
+/// from the median position of the frames (the one a wrong position most likely put there).
 pub fn check_output_size(plan: &Plan, poses: &[Option<Similarity>], max_pixels: u64) -> Result<()> {
     let (cw, ch) = plan.size;
     let n = (cw as u64).saturating_mul(ch as u64);
