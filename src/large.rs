@@ -145,23 +145,77 @@ pub fn write_composite(
         println!("the {cw}x{ch} canvas needs {} MiB, above --max-mem {}: writing it in strips to {}", per_row.saturating_mul(ch) >> 20, opts.max_mem_mib, p.display());
         p
     };
+    let (summary, strips, lost) = stream_planes(source, like, &plan, &[&|_| true], blend, &path, opts, on_strip)?;
+    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
+}
+
+/// Composites `planes` (each a choice of the frames of `plan`, pasted from `source`) one
+/// after the other in strips into the OME-TIFF at `path`, `on_strip` seeing each strip and
+/// its first row. Returns the file's summary, the strips written and the frames that could
+/// not be read again.
+#[allow(clippy::too_many_arguments)]
+fn stream_planes(
+    source: &dyn FrameSource,
+    like: &AnyView<'_>,
+    plan: &Plan,
+    planes: &[&dyn Fn(usize) -> bool],
+    blend: Blend,
+    path: &Path,
+    opts: &OutputOptions,
+    on_strip: &mut dyn FnMut(&AnyView<'_>, usize) -> Result<()>,
+) -> Result<(OmeTiffSummary, usize, Vec<(usize, String)>)> {
+    let (cw, ch) = plan.size;
     // Strips of whole tile rows, half the budget each (the frame cache and the writer's
     // tile rows take the rest), at least one tile row, at most the core's canvas limit.
+    let per_row = cw * bytes_per_pixel(like, blend);
+    let budget = opts.max_mem_mib.saturating_mul(1 << 20);
     let tile = opts.ome.tile;
     let fit_rows = (budget / 2 / per_row.max(1)).min(crate::stitch::MAX_CANVAS / cw.max(1));
     let strip = (fit_rows / tile).max(1) * tile;
-    let mut writer = OmeTiffWriter::create(&path, (cw, ch), PixelKind::of(like), &opts.ome)?;
+    let mut writer = OmeTiffWriter::create(path, (cw, ch), PixelKind::of(like), &opts.ome)?;
     let (mut strips, mut lost) = (0, Vec::new());
-    for y0 in (0..ch).step_by(strip) {
-        let y1 = (y0 + strip).min(ch);
-        let canvas = composite_rows(source, &plan, blend, y0, y1, &|_| true, &mut lost)?;
-        let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
-        writer.write_strip(&view)?;
-        on_strip(&view, y0)?;
-        strips += 1;
+    for only in planes {
+        for y0 in (0..ch).step_by(strip) {
+            let canvas = composite_rows(source, plan, blend, y0, (y0 + strip).min(ch), only, &mut lost)?;
+            let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
+            writer.write_strip(&view)?;
+            on_strip(&view, y0)?;
+            strips += 1;
+        }
     }
-    let summary = writer.finish()?;
-    Ok(Written { path, size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
+    Ok((writer.finish()?, strips, lost))
+}
+
+/// One pose per frame of `frames` from `planes` (each a pose per frame, `None` where the
+/// plane does not hold it): the poses of a canvas that holds every plane. Errors: a frame
+/// placed by two planes, a plane longer than `frames`.
+pub fn planes_union(planes: &[Vec<Option<Similarity>>], frames: usize) -> Result<Vec<Option<Similarity>>> {
+    let mut union: Vec<Option<Similarity>> = vec![None; frames];
+    for plane in planes {
+        for (i, pose) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
+            match union.get_mut(i) {
+                Some(u @ None) => *u = *pose,
+                Some(Some(_)) => bail!("frame {i} is placed in two planes"),
+                None => bail!("a plane places frame {i} of {frames}"),
+            }
+        }
+    }
+    Ok(union)
+}
+
+/// The composite in memory of the frames of `source` at `positions` (`None`: left out),
+/// read again in order; the canvas takes the first placed frame's size and type. Errors: no
+/// frame placed, a frame that cannot be read again, a canvas above the core's limit.
+pub fn composite_in_memory(source: &dyn FrameSource, positions: &[Option<(f64, f64)>], blend: Blend) -> Result<crate::stitch::Canvas> {
+    let unreadable = |i: usize, why: String| anyhow!("tile {i} could not be read again: {why}");
+    let first = positions.iter().position(Option::is_some).ok_or_else(|| anyhow!("no tile could be used"))?;
+    let like = source.frame(first).map_err(|e| unreadable(first, e))?;
+    let mut canvas = Compositor::new(&like.view().map_err(|e| unreadable(first, e))?, positions, blend)?;
+    for (i, _) in positions.iter().enumerate().filter(|q| q.1.is_some()) {
+        let f = source.frame(i).map_err(|e| unreadable(i, e))?;
+        canvas.paste(i, &f.view().map_err(|e| unreadable(i, e))?)?;
+    }
+    Ok(canvas.finish())
 }
 
 /// [`write_composite`] of several planes into one OME-TIFF `output`, with the channels and
@@ -180,35 +234,13 @@ pub fn write_planes(source: &dyn FrameSource, like: &AnyView<'_>, planes: &[Vec<
         bail!("internal: {} planes for {} channels and {} time points", planes.len(), opts.ome.planes.0, opts.ome.planes.1);
     }
     let t0 = std::time::Instant::now();
-    let mut union: Vec<Option<Similarity>> = vec![None; source.len()];
-    for plane in planes {
-        for (i, pose) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
-            match union.get_mut(i) {
-                Some(u @ None) => *u = *pose,
-                Some(Some(_)) => bail!("frame {i} is placed in two planes"),
-                None => bail!("a plane places frame {i} of {}", source.len()),
-            }
-        }
-    }
+    let union = planes_union(planes, source.len())?;
     let plan = Plan::with_poses(like, &union, usize::MAX)?;
     check_output_size(&plan, &union, opts.max_output_pixels.min(MAX_STREAMED_CANVAS as u64))?;
-    let (cw, ch) = plan.size;
-    let per_row = cw * bytes_per_pixel(like, blend);
-    let budget = opts.max_mem_mib.saturating_mul(1 << 20);
-    let tile = opts.ome.tile;
-    let fit_rows = (budget / 2 / per_row.max(1)).min(crate::stitch::MAX_CANVAS / cw.max(1));
-    let strip = (fit_rows / tile).max(1) * tile;
-    let mut writer = OmeTiffWriter::create(output, (cw, ch), PixelKind::of(like), &opts.ome)?;
-    let (mut strips, mut lost) = (0, Vec::new());
-    for plane in planes {
-        for y0 in (0..ch).step_by(strip) {
-            let canvas = composite_rows(source, &plan, blend, y0, (y0 + strip).min(ch), &|i| plane[i].is_some(), &mut lost)?;
-            writer.write_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?)?;
-            strips += 1;
-        }
-    }
-    let summary = writer.finish()?;
-    Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
+    let holds: Vec<_> = planes.iter().map(|plane| move |i: usize| plane[i].is_some()).collect();
+    let only: Vec<&dyn Fn(usize) -> bool> = holds.iter().map(|h| h as &dyn Fn(usize) -> bool).collect();
+    let (summary, strips, lost) = stream_planes(source, like, &plan, &only, blend, output, opts, &mut |_, _| Ok(()))?;
+    Ok(Written { path: output.to_path_buf(), size: plan.size, origin: (plan.origin.0, plan.origin.1), strips, ome: Some(summary), seconds: t0.elapsed().as_secs_f64(), lost })
 }
 
 /// Refuses a canvas of `plan`'s size above `max_pixels`, naming the frame of `poses` farthest

@@ -19,13 +19,13 @@ use crate::level::Level;
 use jni::sys::{jboolean, jint, jlong};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use tessera::large::{default_max_mem_mib, write_composite, OutputOptions, MAX_STREAMED_CANVAS};
+use tessera::large::{composite_in_memory, default_max_mem_mib, write_composite, OutputOptions, MAX_STREAMED_CANVAS};
 use tessera::ome_tiff::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 use tessera::flatfield::FieldSource;
 use tessera_core::shading::Corrected;
-use tessera_core::stitch::{grid_positions, DEFAULT_OVERLAP, neighbours, register_tiles, Blend, Canvas, Compositor, Corner, FrameSource, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
+use tessera_core::stitch::{grid_positions, DEFAULT_OVERLAP, neighbours, register_tiles, Blend, Corner, FrameSource, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
 use tessera_core::{AnyImage, AnyView, Parallelism};
 
 
@@ -175,22 +175,14 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
                 grid_result(env, &streamed.image, plan.origin, &mosaic, Some((&path, streamed.level, plan.size)))
             }
             _ => {
-                let canvas = composite_in_memory(source, &views[0], &positions, run.blend).map_err(|e| beyond_memory(e, (cols, rows), &run))?;
+                let canvas = composite_in_memory(source, &positions, run.blend).map_err(|e| match e.downcast::<tessera_core::Error>() {
+                    Ok(core) => beyond_memory(core, (cols, rows), &run),
+                    Err(other) => bad_arg(format!("{other:#}")),
+                })?;
                 grid_result(env, &canvas.image, canvas.origin, &mosaic, None)
             }
         }
     })
-}
-
-/// The mosaic of the tiles of `source` at `positions`, in memory.
-fn composite_in_memory(source: &dyn FrameSource, like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend) -> tessera_core::Result<Canvas> {
-    let mut canvas = Compositor::new(like, positions, blend)?;
-    for (i, _) in positions.iter().enumerate().filter(|q| q.1.is_some()) {
-        let unreadable = |why: String| tessera_core::Error::InvalidParameter { name: "tiles", reason: format!("tile {i} could not be read again: {why}") };
-        let f = source.frame(i).map_err(unreadable)?;
-        canvas.paste(i, &f.view().map_err(unreadable)?)?;
-    }
-    Ok(canvas.finish())
 }
 
 /// A streamed mosaic: the level kept in memory and its index in the pyramid.

@@ -13,10 +13,11 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use tessera::flatfield::FieldSource;
 use tessera::frames::frame_source;
-use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, GridRun, Nominal, Planes};
+use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal, Planes};
+use tessera::large::{composite_in_memory, planes_union};
 use tessera::options::{parse_positions, scale_min_variance, RegisterOptions, StitchOptions};
 use tessera::report::{peak_memory_mib, round};
-use tessera::stitch::{Acceptance, Blend, Compositor, Corner, FrameSource, GridParams, InMemory, Motion, Plan, RegisterParams, SearchMethod, Similarity, StitchParams, TileOrder, DEFAULT_OVERLAP};
+use tessera::stitch::{Acceptance, Blend, Compositor, Corner, FrameSource, GridParams, InMemory, Motion, Plan, RegisterParams, SearchMethod, StitchParams, TileOrder, DEFAULT_OVERLAP};
 use tessera::{AnyImage, AnyView, Parallelism};
 
 /// The nominal positions `positions` names: a list of ``(x, y)`` pairs, or the path of a CSV
@@ -64,7 +65,7 @@ fn run_and_composite(source: &dyn FrameSource, labels: &[String], p: StitchParam
         let run = register_planes(source, labels, &p, o, planes, par, &mut progress)?;
         let poses = run.poses(source.len());
         let tiles = run.tiles(source);
-        let union: Vec<Option<Similarity>> = (0..source.len()).map(|i| poses.iter().find_map(|q| q[i])).collect();
+        let union = planes_union(&poses, source.len())?;
         let first = union.iter().position(Option::is_some).ok_or_else(|| anyhow::anyhow!("no tile could be used"))?;
         let like_frame = tiles.frame(first).map_err(|e| anyhow::anyhow!("tile {first} could not be read again: {e}"))?;
         let like = like_frame.view().map_err(|e| anyhow::anyhow!(e))?;
@@ -82,25 +83,10 @@ fn run_and_composite(source: &dyn FrameSource, labels: &[String], p: StitchParam
         return Ok((Mosaic::Planes(images), rep));
     }
     let run = register_grid(source, labels, &p, o, par, &mut progress)?;
-    let canvas = composite(&run, source, p.blend)?;
+    let canvas = composite_in_memory(run.tiles(source).as_ref(), &run.placed(), p.blend)?;
     let seams = run.seam_steps(source)?;
     let rep = run.report(labels, canvas.image.size(), canvas.origin, &o.layout, seams, extra(run.seconds));
     Ok((Mosaic::One(canvas.image), rep))
-}
-
-/// The mosaic of `run`'s placed tiles, read again from `source` as the run corrects them.
-fn composite(run: &GridRun, source: &dyn FrameSource, blend: Blend) -> anyhow::Result<tessera::stitch::Canvas> {
-    let tiles = run.tiles(source);
-    let placed = run.placed();
-    let kept = placed.iter().position(Option::is_some).ok_or_else(|| anyhow::anyhow!("no tile could be used"))?;
-    let first = tiles.frame(kept).map_err(|e| anyhow::anyhow!("tile {kept} could not be read again: {e}"))?;
-    let like = first.view().map_err(|e| anyhow::anyhow!(e))?;
-    let mut canvas = Compositor::new(&like, &placed, blend)?;
-    for (i, _) in placed.iter().enumerate().filter(|q| q.1.is_some()) {
-        let f = tiles.frame(i).map_err(|e| anyhow::anyhow!("tile {i} could not be read again: {e}"))?;
-        canvas.paste(i, &f.view().map_err(|e| anyhow::anyhow!(e))?)?;
-    }
-    Ok(canvas.finish())
 }
 
 with_registration_keywords! {

@@ -206,8 +206,8 @@ impl<T: Sample> Pyramid<T> {
     }
 
     /// Every level's tiles (offset, bytes), full resolution first.
-    fn tiles(&self) -> Vec<Vec<(u64, u64)>> {
-        self.levels.iter().map(|l| l.tiles.clone()).collect()
+    fn into_tiles(self) -> Vec<Vec<(u64, u64)>> {
+        self.levels.into_iter().map(|l| l.tiles).collect()
     }
 }
 
@@ -352,9 +352,9 @@ impl OmeTiffWriter {
         if self.rows_in == self.size.1 {
             let next = Self::body(self.kind, &self.sizes, self.tile);
             let plane = match std::mem::replace(&mut self.body, next) {
-                Body::U8(p) => p.tiles(),
-                Body::U16(p) => p.tiles(),
-                Body::F32(p) => p.tiles(),
+                Body::U8(p) => p.into_tiles(),
+                Body::U16(p) => p.into_tiles(),
+                Body::F32(p) => p.into_tiles(),
             };
             self.done.push(plane);
             if self.done.len() < self.planes {
