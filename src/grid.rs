@@ -189,14 +189,11 @@ impl GridRun {
         )
     }
 
-    /// The grid report: `frames[]` as for sequences (`status` "ok", "detached", "nominal" or
-    /// "skipped", and `component`), `pairs[]` with each neighbouring pair's outcome, how it
-    /// was verified and its residual, `components[]`, `stage_model` and `shading` (with the
-    /// seams' steps `seams`), for a mosaic of `size` whose pixel (0, 0) is tile 0's `origin`.
-    pub fn report(&self, labels: &[String], size: (usize, usize), origin: (i64, i64), layout: &GridLayout, seams: Option<(f64, f64)>, extra: Value) -> Value {
+    /// The report's `frames[]`: each tile (labelled by `labels`) as a sequence's frame, its
+    /// `status` "ok", "detached", "nominal" or "skipped", its `component` and largest residual.
+    pub fn frames_report(&self, labels: &[String]) -> Vec<Value> {
         let m = &self.mosaic;
-        let frames: Vec<Value> = m
-            .tiles
+        m.tiles
             .iter()
             .map(|t| {
                 let placed = t.unreadable.is_none();
@@ -214,7 +211,16 @@ impl GridRun {
                 }
                 o
             })
-            .collect();
+            .collect()
+    }
+
+    /// The grid report: `frames[]` as for sequences (`status` "ok", "detached", "nominal" or
+    /// "skipped", and `component`), `pairs[]` with each neighbouring pair's outcome, how it
+    /// was verified and its residual, `components[]`, `stage_model` and `shading` (with the
+    /// seams' steps `seams`), for a mosaic of `size` whose pixel (0, 0) is tile 0's `origin`.
+    pub fn report(&self, labels: &[String], size: (usize, usize), origin: (i64, i64), layout: &GridLayout, seams: Option<(f64, f64)>, extra: Value) -> Value {
+        let m = &self.mosaic;
+        let frames = self.frames_report(labels);
         let pairs: Vec<Value> = m
             .pairs
             .iter()
@@ -431,10 +437,10 @@ impl PlanesRun {
         let mut planes = Vec::with_capacity(c * self.planes.time_points);
         for t in 0..self.planes.time_points {
             let (run, offset) = self.of(t);
-            let d = offset.unwrap_or((0.0, 0.0));
+            let (placed, d) = (run.placed(), offset.unwrap_or((0.0, 0.0)));
             for ch in 0..c {
                 let mut poses = vec![None; inputs];
-                for (j, q) in run.placed().iter().enumerate() {
+                for (j, q) in placed.iter().enumerate() {
                     poses[(t * c + ch) * n + j] = q.map(|q| Similarity::translation((q.0 + d.0, q.1 + d.1)));
                 }
                 planes.push(poses);
@@ -459,7 +465,7 @@ impl PlanesRun {
                 let (run, offset) = self.of(t);
                 json!({"time_point": t, "registered": !self.planes.reuse_positions || t == 0,
                        "offset_to_time_point_0": offset.map(|d| json!([round(d.0, 3), round(d.1, 3)])),
-                       "frames": run.report(block_labels(t), size, origin, layout, None, json!({}))["frames"].clone()})
+                       "frames": run.frames_report(block_labels(t))})
             })
             .collect();
         r["time_points"] = json!(per_time);

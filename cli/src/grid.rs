@@ -12,7 +12,7 @@ use tessera::flatfield::FieldSource;
 use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal, Planes};
 use tessera::options::{parse_grid, parse_positions};
 use tessera::report::{peak_memory_mib, round};
-use tessera::stitch::{FrameSource, StitchParams};
+use tessera::stitch::{FrameSource, Mosaic, StitchParams};
 use tessera::Parallelism;
 
 /// Nominal positions from the CSV file at `path` ([`tessera::options::parse_positions`]).
@@ -105,12 +105,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     if let Some((b, c)) = seams {
         eprintln!("seams: mean step of brightness {b:.2} grey levels uncorrected, {c:.2} corrected");
     }
-    // Fiji's registered configuration, beside the report (or the mosaic).
-    let beside = a.report.as_deref().unwrap_or(&a.output);
-    let registered_config = beside.parent().unwrap_or(Path::new("")).join(tessera::tile_config::REGISTERED_NAME);
-    let files: Vec<std::path::PathBuf> = labels.iter().map(std::path::PathBuf::from).collect();
-    tessera::tile_config::write(&registered_config, &files, &mosaic.tiles.iter().map(|t| t.position).collect::<Vec<_>>())?;
-    println!("registered positions -> {}", registered_config.display());
+    write_registered_config(a, labels, mosaic, "")?;
     if let Some(path) = &a.report {
         let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
                            "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1)), "written": tessera::large::describe(&written)});
@@ -165,12 +160,8 @@ fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels
         eprintln!("warning: tile {i} ({}) could not be read again; it is missing from its plane: {why}", labels[*i]);
     }
     eprintln!("{}", run.runs[0].describe_model(&options.layout));
-    let beside = a.report.as_deref().unwrap_or(&a.output);
-    let registered_config = beside.parent().unwrap_or(Path::new("")).join(tessera::tile_config::REGISTERED_NAME);
     let k = a.register_channel;
-    let files: Vec<std::path::PathBuf> = labels[k * n..(k + 1) * n].iter().map(std::path::PathBuf::from).collect();
-    tessera::tile_config::write(&registered_config, &files, &run.runs[0].mosaic.tiles.iter().map(|t| t.position).collect::<Vec<_>>())?;
-    println!("registered positions (time point 0) -> {}", registered_config.display());
+    write_registered_config(a, &labels[k * n..(k + 1) * n], &run.runs[0].mosaic, " (time point 0)")?;
     if let Some(path) = &a.report {
         let extra = json!({"seconds": round(secs, 4), "output": written.path.display().to_string(), "backend": "cpu",
                            "peak_memory_mib": peak_memory_mib().map(|m| round(m, 1)), "written": tessera::large::describe(&written)});
@@ -178,5 +169,16 @@ fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels
         tessera::io::write_bytes(path, serde_json::to_string_pretty(&r)?.as_bytes())?;
         println!("report -> {}", path.display());
     }
+    Ok(())
+}
+
+/// Fiji's `TileConfiguration.registered.txt` of `mosaic`'s tiles (files `labels`), beside
+/// the report (or the mosaic); `which` says which positions these are, for the message.
+fn write_registered_config(a: &StitchArgs, labels: &[String], mosaic: &Mosaic, which: &str) -> Result<()> {
+    let beside = a.report.as_deref().unwrap_or(&a.output);
+    let path = beside.parent().unwrap_or(Path::new("")).join(tessera::tile_config::REGISTERED_NAME);
+    let files: Vec<std::path::PathBuf> = labels.iter().map(std::path::PathBuf::from).collect();
+    tessera::tile_config::write(&path, &files, &mosaic.tiles.iter().map(|t| t.position).collect::<Vec<_>>())?;
+    println!("registered positions{which} -> {}", path.display());
     Ok(())
 }
