@@ -649,10 +649,7 @@ fn a_sweep_that_leaves_for_good_gives_two_islands_each_placed_within_itself() {
     let p = StitchParams { quality: false, ..Default::default() };
     let mut failures = Vec::new();
     for name in ["ihc", "coffee", "gravel", "astronaut"] {
-        let src = common::footage::enlarged(&photo(name), 2.0);
-        let w = src.size().0;
-        let band = (w / 3, w / 3 + 240);
-        let (frames, origins) = common::footage::flat_band_sweep(&src, 3);
+        let (frames, origins, band) = common::footage::flat_band_sweep(&common::footage::enlarged(&photo(name), 2.0), 3);
         let (s, recs) = run(&frames, &positions(&origins), &p);
         println!("{name:10} {s:?}");
         // Textured frames: those whose whole width lies off the band.
@@ -674,7 +671,7 @@ fn a_sweep_that_leaves_for_good_gives_two_islands_each_placed_within_itself() {
 fn a_sweep_that_loses_focus_on_the_way_out_is_joined_on_the_way_back() {
     let frame = (200, 160);
     let p = StitchParams { quality: false, ..Default::default() };
-    let sharp = Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 };
+    let sharp = Conditions::default();
     let mut failures = Vec::new();
     for (name, stretch) in [("ihc", 3), ("coffee", 9), ("gravel", 10), ("astronaut", 12)] {
         let src = common::footage::enlarged(&photo(name), 1.6);

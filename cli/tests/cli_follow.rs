@@ -101,6 +101,15 @@ fn write_frames(frames: &[PathBuf], dir: &Path, every: Duration) {
     }
 }
 
+/// Names `frames` on `child`'s standard input, one every `every`, then ends the input.
+fn name_frames(child: &mut Child, frames: &[PathBuf], every: Duration) {
+    let mut stdin = child.stdin.take().unwrap();
+    for f in frames {
+        writeln!(stdin, "{}", f.display()).unwrap();
+        std::thread::sleep(every);
+    }
+}
+
 fn signal(child: &Child, name: &str) {
     let ok = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap().success();
     assert!(ok, "kill -{name} failed");
@@ -160,12 +169,7 @@ fn names_on_standard_input_until_its_end_with_an_unreadable_file_skipped() {
     std::fs::write(&bad, b"not a PNG").unwrap();
     frames.insert(5, bad);
     let mut child = follow(&d, Path::new("-"), &["--update-seconds", "0.2"], Stdio::piped());
-    let mut stdin = child.stdin.take().unwrap();
-    for f in &frames {
-        writeln!(stdin, "{}", f.display()).unwrap();
-        std::thread::sleep(Duration::from_millis(30));
-    }
-    drop(stdin);
+    name_frames(&mut child, &frames, Duration::from_millis(30));
     let o = finished(child);
     assert!(String::from_utf8_lossy(&o.stderr).contains("input ended (end of input)"));
     let live = report(&d.join("live.json"));
@@ -268,27 +272,12 @@ fn a_frame_deleted_after_it_registered_is_left_out_of_the_panorama_and_named() {
 /// panorama (which holds the larger island only).
 #[test]
 fn a_live_sweep_past_a_featureless_band_reports_the_batch_runs_islands() {
-    use common::footage::{enlarged, flat_band_sweep, photo};
+    use common::footage::{enlarged, flat_band_sweep, photo, save_frames};
     let d = temp_dir("islands");
-    let (frames, _) = flat_band_sweep(&enlarged(&photo("cones"), 2.0), 7);
-    let src = d.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    let paths: Vec<PathBuf> = frames
-        .into_iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let p = src.join(format!("frame_{i:04}.png"));
-            tessera::io::save(&tessera::AnyImage::U8(f), &p).unwrap();
-            p
-        })
-        .collect();
+    let (frames, _, _) = flat_band_sweep(&enlarged(&photo("cones"), 2.0), 7);
+    let paths = save_frames(&frames, &d.join("src"));
     let mut child = follow(&d, Path::new("-"), &["--update-seconds", "0.2"], Stdio::piped());
-    let mut stdin = child.stdin.take().unwrap();
-    for f in &paths {
-        writeln!(stdin, "{}", f.display()).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    drop(stdin);
+    name_frames(&mut child, &paths, Duration::from_millis(20));
     finished(child);
     let live = report(&d.join("live.json"));
     let islands = live["islands"].as_array().unwrap();

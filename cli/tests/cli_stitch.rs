@@ -399,14 +399,11 @@ fn a_rolling_sweep_reports_angles_and_composites_turned_frames() {
 /// and `--islands` writes that island as its own panorama.
 #[test]
 fn an_island_the_panorama_does_not_hold_is_reported_and_written() {
-    use common::footage::{enlarged, flat_band_sweep, photo};
+    use common::footage::{enlarged, flat_band_sweep, photo, save_frames};
     let d = temp_dir("islands");
-    let (frames, origins) = flat_band_sweep(&enlarged(&photo("cones"), 2.0), 5);
+    let (frames, origins, _) = flat_band_sweep(&enlarged(&photo("cones"), 2.0), 5);
     let dir = d.join("frames");
-    std::fs::create_dir_all(&dir).unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        io::save(&AnyImage::U8(f.clone()), &dir.join(format!("f{i:03}.png"))).unwrap();
-    }
+    save_frames(&frames, &dir);
     let (out, rep_path, apart) = (d.join("pano.png"), d.join("report.json"), d.join("apart"));
     let o = run(&["stitch", "-o", out.to_str().unwrap(), "--report", rep_path.to_str().unwrap(), "--islands", apart.to_str().unwrap()], &[&dir]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

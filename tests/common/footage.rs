@@ -256,19 +256,34 @@ pub fn layout(seed: u64, inset: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
 
 /// A sweep of 200 x 160 frames along a row of `src` (at 24 px a frame) across a flat band
 /// 240 px wide a third of the way along (the photograph's mean), which it never comes back
-/// over: the frames and their top-left corners.
-pub fn flat_band_sweep(src: &Image<f32>, seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {
+/// over: the frames, their top-left corners and the band's columns.
+pub fn flat_band_sweep(src: &Image<f32>, seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>, (usize, usize)) {
     let mut src = src.clone();
     let (w, h) = src.size();
+    let band = (w / 3, (w / 3 + 240).min(w));
     let mean = src.as_slice().iter().map(|&v| v as f64).sum::<f64>() / (w * h) as f64;
     for y in 0..h {
-        for x in w / 3..(w / 3 + 240).min(w) {
+        for x in band.0..band.1 {
             src.set(x, y, mean as f32);
         }
     }
     let frame = (200, 160);
     let (rw, rh) = room(src.size(), frame);
     let origins: Vec<(f64, f64)> = (0..).map(|k| (1.3 + 24.0 * k as f64, rh / 2.0 + 0.4 * k as f64 % 3.0)).take_while(|o| o.0 <= rw).collect();
-    let frames = render(&src, &origins, frame, &Conditions { contrast: 1.0, noise: 2.0, blur: 0.0, gain_drift: 0.0, vignetting: 0.0 }, seed);
-    (frames, origins)
+    let frames = render(&src, &origins, frame, &Conditions::default(), seed);
+    (frames, origins, band)
+}
+
+/// Saves `frames` as `dir/frame_NNNN.png` (the folder made); their paths in order.
+pub fn save_frames(frames: &[Image<u8>], dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let p = dir.join(format!("frame_{i:04}.png"));
+            tessera::io::save(&tessera::AnyImage::U8(f.clone()), &p).unwrap();
+            p
+        })
+        .collect()
 }
