@@ -16,6 +16,7 @@ pub mod io;
 pub mod large;
 pub mod ome_tiff;
 pub mod options;
+pub mod pyramid;
 pub mod report;
 pub mod tile_config;
 pub mod stereo;

@@ -20,7 +20,7 @@ use jni::sys::{jboolean, jint, jlong};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use tessera::large::{composite_in_memory, default_max_mem_mib, write_composite, OutputOptions, MAX_STREAMED_CANVAS};
-use tessera::ome_tiff::pyramid::level_sizes;
+use tessera::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 use tessera::flatfield::FieldSource;

@@ -1,11 +1,11 @@
 //! One level of an OME-TIFF pyramid kept in memory while the full-resolution mosaic streams
 //! past in strips: level `k` is the mosaic halved `k` times by the writer's own 2x2 mean
-//! ([`tessera::ome_tiff::pyramid::halve`]), so it equals the file's level `k` pixel for
+//! ([`tessera::pyramid::halve`]), so it equals the file's level `k` pixel for
 //! pixel. Strips may have any height: each halving stage keeps back an odd last row until
 //! the next strip pairs it, and [`Level::finish`] halves the rows still kept back alone,
 //! as the writer treats a level's odd last row.
 
-use tessera::ome_tiff::pyramid::{halve, Sample};
+use tessera::pyramid::{halve, Sample};
 use tessera_core::{AnyImage, AnyView, Image, ImageView, Pixel, Rgba8};
 
 /// The halving stages of one sample type: `widths[j]` is stage `j`'s width, `kept[j]` its

@@ -5,7 +5,7 @@
 //!
 //! The image arrives as horizontal strips in order, so it never needs to be in memory
 //! whole: each level keeps one row of tiles, writes it out when it is full, and hands it,
-//! halved ([`pyramid`]), to the next level. Memory is about two tile rows of the full
+//! halved ([`crate::pyramid`]), to the next level. Memory is about two tile rows of the full
 //! width, whatever the height. Tiles are written uncompressed, so the file's size is known
 //! from the start and BigTIFF is chosen when it could pass 4 GiB.
 //!
@@ -14,12 +14,11 @@
 //! [`crate::io::write_tiff`] does and as viewers expect of a microscopy image.
 
 pub mod ifd;
-pub mod pyramid;
 pub mod xml;
 
 use anyhow::{bail, Context, Result};
 use ifd::{Ifd, Kind};
-use pyramid::{halve, level_sizes, Sample};
+use crate::pyramid::{level_sizes, Pyramid, Sample, TileSink};
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -121,93 +120,25 @@ pub struct OmeTiffSummary {
     pub bytes: u64,
 }
 
-/// The file being written and where its end is.
+/// The file being written, where its end is, and the tiles of the plane being written
+/// (offset, bytes) per level, in row-major order.
 struct Out {
     w: BufWriter<File>,
     pos: u64,
     scratch: Vec<u8>,
+    tiles: Vec<Vec<(u64, u64)>>,
 }
 
-/// One level: its buffered row of tiles and the tiles written so far (offset, bytes), in
-/// row-major order.
-struct Level<T> {
-    size: (usize, usize),
-    buf: Vec<T>,
-    rows: usize,
-    done: usize,
-    tiles: Vec<(u64, u64)>,
-}
-
-/// Every level of one sample type.
-struct Pyramid<T> {
-    levels: Vec<Level<T>>,
-    spp: usize,
-    tile: usize,
-}
-
-impl<T: Sample> Pyramid<T> {
-    fn new(sizes: &[(usize, usize)], spp: usize, tile: usize) -> Self {
-        let levels = sizes.iter().map(|&size| Level { size, buf: Vec::new(), rows: 0, done: 0, tiles: Vec::new() }).collect();
-        Pyramid { levels, spp, tile }
-    }
-
-    /// Appends whole rows to level `k`, writing (and passing down) each row of tiles as it
-    /// fills, and the last one when the level's last row arrives.
-    fn push(&mut self, k: usize, mut rows: &[T], out: &mut Out) -> std::io::Result<()> {
-        let row_len = self.levels[k].size.0 * self.spp;
-        while !rows.is_empty() {
-            let lvl = &mut self.levels[k];
-            let take = ((self.tile - lvl.rows) * row_len).min(rows.len());
-            lvl.buf.extend_from_slice(&rows[..take]);
-            lvl.rows += take / row_len;
-            rows = &rows[take..];
-            if lvl.rows == self.tile || lvl.done + lvl.rows == lvl.size.1 {
-                self.flush(k, out)?;
-            }
+impl<T: Sample> TileSink<T> for Out {
+    fn tile_row(&mut self, level: usize, _row: usize, tiles: Vec<Vec<T>>) -> std::io::Result<()> {
+        for t in tiles {
+            self.scratch.clear();
+            T::extend_le(&t, &mut self.scratch);
+            self.w.write_all(&self.scratch)?;
+            self.tiles[level].push((self.pos, self.scratch.len() as u64));
+            self.pos += self.scratch.len() as u64;
         }
         Ok(())
-    }
-
-    fn flush(&mut self, k: usize, out: &mut Out) -> std::io::Result<()> {
-        let (tile, spp) = (self.tile, self.spp);
-        let lvl = &mut self.levels[k];
-        let (w, rows) = (lvl.size.0, lvl.rows);
-        let bytes = tile * tile * spp * (T::BITS as usize / 8);
-        for x0 in (0..w).step_by(tile) {
-            let tw = tile.min(w - x0);
-            out.scratch.clear();
-            for r in 0..tile {
-                if r < rows {
-                    let start = (r * w + x0) * spp;
-                    T::extend_le(&lvl.buf[start..start + tw * spp], &mut out.scratch);
-                }
-                // Edge tiles are padded to the full tile with zeros (TIFF tiles are whole).
-                let row_end = (r + 1) * tile * spp * (T::BITS as usize / 8);
-                out.scratch.resize(row_end, 0);
-            }
-            debug_assert_eq!(out.scratch.len(), bytes);
-            out.w.write_all(&out.scratch)?;
-            lvl.tiles.push((out.pos, bytes as u64));
-            out.pos += bytes as u64;
-        }
-        lvl.done += rows;
-        let buf = std::mem::take(&mut lvl.buf);
-        lvl.rows = 0;
-        if k + 1 < self.levels.len() {
-            let half = halve(&buf, w, rows, spp);
-            self.levels[k].buf = buf;
-            self.levels[k].buf.clear();
-            self.push(k + 1, &half, out)?;
-        } else {
-            self.levels[k].buf = buf;
-            self.levels[k].buf.clear();
-        }
-        Ok(())
-    }
-
-    /// Every level's tiles (offset, bytes), full resolution first.
-    fn into_tiles(self) -> Vec<Vec<(u64, u64)>> {
-        self.levels.into_iter().map(|l| l.tiles).collect()
     }
 }
 
@@ -286,7 +217,7 @@ impl OmeTiffWriter {
         crate::io::check_free_space(path, estimate)?;
         let part = crate::io::PartialFile::new(path)?;
         let file = File::create(part.path()).with_context(|| format!("cannot write {}", path.display()))?;
-        let mut out = Out { w: BufWriter::with_capacity(1 << 20, file), pos: 0, scratch: Vec::new() };
+        let mut out = Out { w: BufWriter::with_capacity(1 << 20, file), pos: 0, scratch: Vec::new(), tiles: vec![Vec::new(); sizes.len()] };
         let head = ifd::header(big, 0);
         out.w.write_all(&head).with_context(|| format!("cannot write {}", path.display()))?;
         out.pos = head.len() as u64;
@@ -343,19 +274,15 @@ impl OmeTiffWriter {
             (Body::U8(p), AnyView::Rgba8(v)) => v.rows().try_for_each(|row| {
                 self.rgb.clear();
                 self.rgb.extend(row.iter().flat_map(|px| [px.r, px.g, px.b]));
-                p.push(0, &self.rgb, out)
+                p.push(&self.rgb, out)
             }),
             _ => bail!("internal: strip type"),
         };
         written.with_context(ctx)?;
         self.rows_in += h;
         if self.rows_in == self.size.1 {
-            let next = Self::body(self.kind, &self.sizes, self.tile);
-            let plane = match std::mem::replace(&mut self.body, next) {
-                Body::U8(p) => p.into_tiles(),
-                Body::U16(p) => p.into_tiles(),
-                Body::F32(p) => p.into_tiles(),
-            };
+            self.body = Self::body(self.kind, &self.sizes, self.tile);
+            let plane = std::mem::replace(&mut self.out.tiles, vec![Vec::new(); self.sizes.len()]);
             self.done.push(plane);
             if self.done.len() < self.planes {
                 self.rows_in = 0;
@@ -449,7 +376,7 @@ impl OmeTiffWriter {
 }
 
 fn push_view<T: Sample + tessera_core::Pixel>(p: &mut Pyramid<T>, v: &ImageView<'_, T>, out: &mut Out) -> std::io::Result<()> {
-    v.rows().try_for_each(|row| p.push(0, row, out))
+    v.rows().try_for_each(|row| p.push(row, out))
 }
 
 /// Writes a whole image in memory as a pyramidal OME-TIFF (strips of one tile row).
