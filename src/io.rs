@@ -237,13 +237,13 @@ pub fn load_tiff_page(path: &Path, i: usize) -> Result<AnyImage> {
 }
 
 /// Saves `img` to `path`, the format chosen by the extension (`.ome.tif` / `.ome.tiff`: a
-/// pyramidal OME-TIFF, [`crate::ome_tiff`]). 32-bit float and 32-bit integer images need
+/// pyramidal OME-TIFF, [`crate::ome_tiff`]; `.zarr`: an OME-Zarr store, [`crate::ome_zarr`]). 32-bit float and 32-bit integer images need
 /// `.tif` / `.tiff`. The file is written beside `path` and renamed over it when complete
 /// ([`write_atomically`]): a failed save leaves any previous file as it was.
 pub fn save(img: &AnyImage, path: &Path) -> Result<()> {
     let ctx = || format!("cannot write {}", path.display());
-    if crate::ome_tiff::is_ome_tiff(path) {
-        return crate::ome_tiff::write_ome_tiff(img, path, &Default::default()).map(drop).with_context(ctx);
+    if crate::large::is_tiled(path) {
+        return crate::large::write_tiled(img, path, &Default::default()).map(drop).with_context(ctx);
     }
     if is_tiff(path) {
         return write_tiff(std::slice::from_ref(img), path).with_context(ctx);

@@ -1,10 +1,12 @@
 //! Writing a composite, however large: a canvas within the memory budget is composited
-//! whole and saved in the output's format; a larger one, or any output named `.ome.tif`,
-//! is composited in strips of whole tile rows (each strip pasting only the frames that
-//! reach it, re-read from the frame source) and streamed to a pyramidal OME-TIFF, so memory
-//! holds one strip, the writer's tile rows and the frame cache, never the canvas.
+//! whole and saved in the output's format; a larger one, or any output named `.ome.tif` or
+//! `.ome.zarr`, is composited in strips of whole tile rows (each strip pasting only the
+//! frames that reach it, re-read from the frame source) and streamed to a pyramidal
+//! OME-TIFF or OME-Zarr, so memory holds one strip, the writer's tile rows and the frame
+//! cache, never the canvas.
 
 use crate::ome_tiff::{is_ome_tiff, OmeTiffOptions, OmeTiffSummary, OmeTiffWriter, PixelKind};
+use crate::ome_zarr::{is_ome_zarr, OmeZarrSummary, OmeZarrWriter};
 use crate::stitch::{Blend, Compositor, FrameSource, Plan, Similarity};
 use crate::AnyView;
 use anyhow::{anyhow, bail, Result};
@@ -73,13 +75,74 @@ pub struct Written {
     pub origin: (i64, i64),
     /// Strips composited (1: the whole canvas at once).
     pub strips: usize,
-    /// The OME-TIFF's levels, when one was written.
-    pub ome: Option<OmeTiffSummary>,
+    /// The OME-TIFF or OME-Zarr written, when the output is one.
+    pub ome: Option<Tiled>,
     /// Seconds spent compositing and writing (a GPU backend's canvas: writing only).
     pub seconds: f64,
     /// The frames placed but missing from the panorama because they could not be read
     /// again (deleted or changed since they registered), with the reason.
     pub lost: Vec<(usize, String)>,
+}
+
+/// What a tiled, pyramidal output holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tiled {
+    Tiff(OmeTiffSummary),
+    Zarr(OmeZarrSummary),
+}
+
+impl Tiled {
+    /// Every level's size, full resolution first.
+    pub fn levels(&self) -> &[(usize, usize)] {
+        match self {
+            Tiled::Tiff(t) => &t.levels,
+            Tiled::Zarr(z) => &z.levels,
+        }
+    }
+}
+
+/// Whether `path` names a tiled, pyramidal output, always written in strips: an OME-TIFF
+/// (`.ome.tif`) or an OME-Zarr store (`.zarr`).
+pub fn is_tiled(path: &Path) -> bool {
+    is_ome_tiff(path) || is_ome_zarr(path)
+}
+
+/// The writer of a tiled output, by its name.
+enum TiledWriter {
+    Tiff(OmeTiffWriter),
+    Zarr(OmeZarrWriter),
+}
+
+impl TiledWriter {
+    fn create(path: &Path, size: (usize, usize), kind: PixelKind, opts: &OmeTiffOptions) -> Result<Self> {
+        Ok(if is_ome_zarr(path) { TiledWriter::Zarr(OmeZarrWriter::create(path, size, kind, opts)?) } else { TiledWriter::Tiff(OmeTiffWriter::create(path, size, kind, opts)?) })
+    }
+
+    fn write_strip(&mut self, strip: &AnyView<'_>) -> Result<()> {
+        match self {
+            TiledWriter::Tiff(w) => w.write_strip(strip),
+            TiledWriter::Zarr(w) => w.write_strip(strip),
+        }
+    }
+
+    fn finish(self) -> Result<Tiled> {
+        Ok(match self {
+            TiledWriter::Tiff(w) => Tiled::Tiff(w.finish()?),
+            TiledWriter::Zarr(w) => Tiled::Zarr(w.finish()?),
+        })
+    }
+}
+
+/// Writes a whole image in memory as a pyramidal OME-TIFF or OME-Zarr, by `path`'s name
+/// (strips of one tile row). Errors: 32-bit integer pixels, as the writers'.
+pub fn write_tiled(img: &crate::AnyImage, path: &Path, opts: &OmeTiffOptions) -> Result<Tiled> {
+    let Some(view) = img.view() else { bail!("32-bit integer images cannot be written as OME-TIFF or OME-Zarr") };
+    let (w, h) = view.size();
+    let mut wr = TiledWriter::create(path, (w, h), PixelKind::of(&view), opts)?;
+    for y in (0..h).step_by(opts.tile) {
+        wr.write_strip(&crate::ome_tiff::rows_of(&view, y, opts.tile.min(h - y))?)?;
+    }
+    wr.finish()
 }
 
 /// Bytes the compositor holds per canvas pixel: the pixel, and for the averaging blends
@@ -97,7 +160,8 @@ pub fn bytes_per_pixel(like: &AnyView<'_>, blend: Blend) -> usize {
 /// Composites the frames of `source` at `poses` (in frame-0 coordinates; `None`: left
 /// out) with `blend`, `like` giving their type and size, and writes the result to
 /// `output`, or, when the canvas is over the budget and `output` is not an OME-TIFF, to
-/// `output` with its extension replaced by `.ome.tif` (said on stdout). `on_strip` sees
+/// `output` with its extension replaced by `.ome.tif` (said on stdout); an output named
+/// `.ome.tif` or `.zarr` is always streamed ([`is_tiled`]). `on_strip` sees
 /// each composited strip and its first canvas row once it is written (the whole canvas,
 /// row 0, when it is composited at once; `&mut |_, _| Ok(())` to ignore them); an error
 /// from it stops the run and is returned, the file left incomplete: the ImageJ plugin keeps
@@ -128,7 +192,7 @@ pub fn write_composite(
     let per_row = cw * bytes_per_pixel(like, blend);
     let budget = opts.max_mem_mib.saturating_mul(1 << 20);
     let fits = per_row.saturating_mul(ch) <= budget && cw * ch <= crate::stitch::MAX_CANVAS;
-    if fits && !is_ome_tiff(output) {
+    if fits && !is_tiled(output) {
         if crate::io::is_tiff(output) {
             crate::io::check_free_space(output, (cw * ch * PixelKind::of(like).samples() * PixelKind::of(like).sample_bytes()) as u64)?;
         }
@@ -138,7 +202,7 @@ pub fn write_composite(
         on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
         return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64(), lost });
     }
-    let path = if is_ome_tiff(output) {
+    let path = if is_tiled(output) {
         output.to_path_buf()
     } else {
         let p = output.with_extension("ome.tif");
@@ -150,7 +214,7 @@ pub fn write_composite(
 }
 
 /// Composites `planes` (each a choice of the frames of `plan`, pasted from `source`) one
-/// after the other in strips into the OME-TIFF at `path`, `on_strip` seeing each strip and
+/// after the other in strips into the OME-TIFF or OME-Zarr at `path`, `on_strip` seeing each strip and
 /// its first row. Returns the file's summary, the strips written and the frames that could
 /// not be read again.
 #[allow(clippy::too_many_arguments)]
@@ -163,7 +227,7 @@ fn stream_planes(
     path: &Path,
     opts: &OutputOptions,
     on_strip: &mut dyn FnMut(&AnyView<'_>, usize) -> Result<()>,
-) -> Result<(OmeTiffSummary, usize, Vec<(usize, String)>)> {
+) -> Result<(Tiled, usize, Vec<(usize, String)>)> {
     let (cw, ch) = plan.size;
     // Strips of whole tile rows, half the budget each (the frame cache and the writer's
     // tile rows take the rest), at least one tile row, at most the core's canvas limit.
@@ -172,7 +236,7 @@ fn stream_planes(
     let tile = opts.ome.tile;
     let fit_rows = (budget / 2 / per_row.max(1)).min(crate::stitch::MAX_CANVAS / cw.max(1));
     let strip = (fit_rows / tile).max(1) * tile;
-    let mut writer = OmeTiffWriter::create(path, (cw, ch), PixelKind::of(like), &opts.ome)?;
+    let mut writer = TiledWriter::create(path, (cw, ch), PixelKind::of(like), &opts.ome)?;
     let (mut strips, mut lost) = (0, Vec::new());
     for only in planes {
         for y0 in (0..ch).step_by(strip) {
@@ -218,17 +282,17 @@ pub fn composite_in_memory(source: &dyn FrameSource, positions: &[Option<(f64, f
     Ok(canvas.finish())
 }
 
-/// [`write_composite`] of several planes into one OME-TIFF `output`, with the channels and
+/// [`write_composite`] of several planes into one OME-TIFF or OME-Zarr `output`, with the channels and
 /// time points of `opts.ome.planes`: plane `p` (channel by channel within each time point)
 /// holds the frames of `source` that `planes[p]` places, each a pose per frame of
 /// `source`. One canvas is planned over every plane's frames, so the planes line up, and
 /// each is streamed in strips within `opts.max_mem_mib`. Errors: an output not named
-/// .ome.tif, a plane count other than the options', a frame placed by two planes, as
+/// .ome.tif or .zarr, a plane count other than the options', a frame placed by two planes, as
 /// `write_composite`.
 pub fn write_planes(source: &dyn FrameSource, like: &AnyView<'_>, planes: &[Vec<Option<Similarity>>], blend: Blend, output: &Path, opts: &OutputOptions) -> Result<Written> {
     opts.validate()?;
-    if !is_ome_tiff(output) {
-        bail!("{}: channels and time points are written as one OME-TIFF: name it .ome.tif", output.display());
+    if !is_tiled(output) {
+        bail!("{}: channels and time points are written as one OME-TIFF or OME-Zarr: name it .ome.tif or .ome.zarr", output.display());
     }
     if planes.len() != opts.ome.planes.0 * opts.ome.planes.1 {
         bail!("internal: {} planes for {} channels and {} time points", planes.len(), opts.ome.planes.0, opts.ome.planes.1);
@@ -287,7 +351,14 @@ pub fn describe(w: &Written) -> serde_json::Value {
         "path": w.path.display().to_string(),
         "strips": w.strips,
         "seconds": (w.seconds * 1e4).round() / 1e4,
-        "ome_tiff": w.ome.as_ref().map(|o| serde_json::json!({"levels": o.levels, "bigtiff": o.bigtiff, "bytes": o.bytes})),
+        "ome_tiff": match &w.ome {
+            Some(Tiled::Tiff(o)) => serde_json::json!({"levels": o.levels, "bigtiff": o.bigtiff, "bytes": o.bytes}),
+            _ => serde_json::Value::Null,
+        },
+        "ome_zarr": match &w.ome {
+            Some(Tiled::Zarr(o)) => serde_json::json!({"levels": o.levels, "chunks": o.chunks, "bytes": o.bytes}),
+            _ => serde_json::Value::Null,
+        },
         "lost_frames": w.lost.iter().map(|(i, why)| serde_json::json!({"index": i, "reason": why})).collect::<Vec<_>>(),
         "peak_memory_mib": crate::report::peak_memory_mib(),
     })

@@ -2,7 +2,8 @@
 //! acceleration and an ImageJ plugin. This crate is the library every face stands on (the
 //! `tessera` command line in `cli/`, the Python package, the JNI bridge): the facade
 //! (everything of `tessera-core` re-exported, with the backend opener), image I/O
-//! ([`io`]), frame sources ([`frames`]), the OME-TIFF writer ([`ome_tiff`]), the
+//! ([`io`]), frame sources ([`frames`]), the OME-TIFF and OME-Zarr writers ([`ome_tiff`],
+//! [`ome_zarr`], over one tile [`pyramid`]), the
 //! large-composite driver ([`large`]), tile-grid runs ([`grid`]), the stitching report ([`report`]), the faces'
 //! options and their one conversion into parameters ([`options`]), and the stereo file
 //! formats and scores ([`stereo`]). No command-line crate here.
@@ -15,6 +16,7 @@ pub mod grid;
 pub mod io;
 pub mod large;
 pub mod ome_tiff;
+pub mod ome_zarr;
 pub mod options;
 pub mod pyramid;
 pub mod report;

@@ -470,8 +470,8 @@ struct Preview {
 
 impl Preview {
     fn new(a: &StitchArgs, blend: Blend) -> Option<Self> {
-        if tessera::ome_tiff::is_ome_tiff(&a.output) {
-            eprintln!("note: an OME-TIFF panorama is written at the end only");
+        if tessera::large::is_tiled(&a.output) {
+            eprintln!("note: an OME-TIFF or OME-Zarr panorama is written at the end only");
             return None;
         }
         let budget = stitch::output_options(a).max_mem_mib.saturating_mul(1 << 20);

@@ -177,7 +177,8 @@ pub struct StitchArgs {
     pub pixel_size: Option<f64>,
     /// Memory budget for the panorama, MiB: a larger canvas is composited in strips and
     /// streamed to a tiled, pyramidal OME-TIFF (an output not named .ome.tif becomes
-    /// NAME.ome.tif), as is any output named .ome.tif / .ome.tiff
+    /// NAME.ome.tif), as is any output named .ome.tif / .ome.tiff, or .ome.zarr (an
+    /// OME-Zarr store, NGFF 0.5)
     /// [default: a quarter of the physical memory, or 4096]
     #[arg(long, value_name = "MiB")]
     pub max_mem: Option<usize>,
@@ -185,7 +186,7 @@ pub struct StitchArgs {
     /// is refused before anything is written, naming the frame that makes it so
     #[arg(long, value_name = "PIXELS", default_value_t = large::DEFAULT_MAX_OUTPUT_PIXELS)]
     pub max_output_pixels: u64,
-    /// OME-TIFF tile side in pixels (a multiple of 16)
+    /// OME-TIFF tile (and OME-Zarr chunk) side in pixels (a multiple of 16)
     #[arg(long, default_value_t = 512)]
     pub ome_tile: usize,
     /// Write an OME-TIFF as BigTIFF even when it stays under 4 GiB (it is BigTIFF
@@ -215,7 +216,8 @@ pub struct StitchArgs {
     pub flatfield_out: Option<PathBuf>,
     /// Tile modes: the inputs hold the grid in this many channels, block after block (every
     /// tile of channel 0, then of channel 1, ...), registered on --register-channel and
-    /// written together as the C dimension of one OME-TIFF
+    /// written together as the C dimension of one OME-TIFF (-o NAME.ome.tif) or OME-Zarr
+    /// (-o NAME.ome.zarr)
     #[arg(long, default_value_t = 1)]
     pub channels: usize,
     /// Tile modes with --channels: the channel (0-based) the tiles are registered on
@@ -223,7 +225,7 @@ pub struct StitchArgs {
     pub register_channel: usize,
     /// Tile modes: the inputs hold the grid at this many time points, one after the other
     /// (each as --channels blocks), each registered on its own and written together as the
-    /// T dimension of one OME-TIFF
+    /// T dimension of one OME-TIFF or OME-Zarr
     #[arg(long, default_value_t = 1)]
     pub time_points: usize,
     /// Tile modes with --time-points: place every time point's tiles where the first time
@@ -391,10 +393,10 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         bar.set_position(done as u64);
         ControlFlow::Continue(())
     };
-    // The CPU (and any OME-TIFF output) registers first and then composites through
+    // The CPU (and any OME-TIFF or OME-Zarr output) registers first and then composites through
     // `large`, whole or in strips as the canvas's size asks; a GPU backend composites on its
     // device, the canvas whole.
-    let (pano, written) = if backend.name() == "cpu" || tessera::ome_tiff::is_ome_tiff(&a.output) {
+    let (pano, written) = if backend.name() == "cpu" || large::is_tiled(&a.output) {
         let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
         let (frames, reference) = tessera::stitch::register_frames(source.as_ref(), &p, par, &mut progress).map_err(|e| name_frame(e, &labels))?;
         bar.finish_and_clear();

@@ -8,7 +8,8 @@ mod common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use tessera::ome_tiff::{rows_of, write_ome_tiff, OmeTiffOptions, OmeTiffWriter, PixelKind};
+use tessera::large::{write_tiled, Tiled};
+use tessera::ome_tiff::{rows_of, OmeTiffOptions, OmeTiffSummary, OmeTiffWriter, PixelKind};
 use tessera::{AnyImage, Image, Rgba8};
 use tiff::decoder::{Decoder, DecodingResult};
 use tiff::tags::Tag;
@@ -127,6 +128,14 @@ fn full_samples(img: &AnyImage) -> (Vec<f64>, usize) {
         AnyImage::F32(i) => (i.as_slice().iter().map(|&v| v as f64).collect(), 1),
         AnyImage::Rgba8(i) => (i.as_slice().iter().flat_map(|p| [p.r as f64, p.g as f64, p.b as f64]).collect(), 3),
         AnyImage::U32(_) => unreachable!(),
+    }
+}
+
+/// `img` written as an OME-TIFF at `path`.
+fn write_ome_tiff(img: &AnyImage, path: &Path, opts: &OmeTiffOptions) -> Result<OmeTiffSummary, String> {
+    match write_tiled(img, path, opts).map_err(|e| e.to_string())? {
+        Tiled::Tiff(t) => Ok(t),
+        other => Err(format!("not an OME-TIFF: {other:?}")),
     }
 }
 

@@ -246,7 +246,7 @@ fn stream(
             };
         }
     };
-    debug_assert_eq!(written.ome.as_ref().map(|o| o.levels.get(k).copied()), Some(Some(level.size())));
+    debug_assert_eq!(written.ome.as_ref().map(|o| o.levels().get(k).copied()), Some(Some(level.size())));
     Ok(Streamed { image: level.finish()?, level: k })
 }
 

@@ -22,7 +22,7 @@ use crate::pyramid::{level_sizes, Pyramid, Sample, TileSink};
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use tessera_core::{AnyImage, AnyView, ImageView};
+use tessera_core::{AnyView, ImageView};
 
 /// Whether `path` asks for an OME-TIFF (`.ome.tif` / `.ome.tiff`, any case).
 pub fn is_ome_tiff(path: &Path) -> bool {
@@ -377,17 +377,6 @@ impl OmeTiffWriter {
 
 fn push_view<T: Sample + tessera_core::Pixel>(p: &mut Pyramid<T>, v: &ImageView<'_, T>, out: &mut Out) -> std::io::Result<()> {
     v.rows().try_for_each(|row| p.push(row, out))
-}
-
-/// Writes a whole image in memory as a pyramidal OME-TIFF (strips of one tile row).
-pub fn write_ome_tiff(img: &AnyImage, path: &Path, opts: &OmeTiffOptions) -> Result<OmeTiffSummary> {
-    let Some(view) = img.view() else { bail!("32-bit integer images cannot be written as OME-TIFF") };
-    let (w, h) = view.size();
-    let mut wr = OmeTiffWriter::create(path, (w, h), PixelKind::of(&view), opts)?;
-    for y in (0..h).step_by(opts.tile) {
-        wr.write_strip(&rows_of(&view, y, opts.tile.min(h - y))?)?;
-    }
-    wr.finish()
 }
 
 /// Rows `y..y + h` of `v`.

@@ -60,7 +60,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let reset = reset_peak();
     let composite_ms = r.time(&format!("{name}_composite_to_ome_tiff"), params.clone(), "cpu", reps, || {
         let w = write_composite(&source, &views[0], &placed, Blend::Overwrite, &out, &opts, &mut |_, _| Ok(()))?;
-        levels = w.ome.map_or(0, |o| o.levels.len());
+        levels = w.ome.map_or(0, |o| o.levels().len());
         Ok::<_, anyhow::Error>(())
     });
     let composite_peak = peak_rss().filter(|_| reset);
