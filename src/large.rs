@@ -282,6 +282,29 @@ pub fn composite_in_memory(source: &dyn FrameSource, positions: &[Option<(f64, f
     Ok(canvas.finish())
 }
 
+/// The planes of a grid in memory, each a pose per frame of `source` (`None` where the plane
+/// does not hold the frame), composited on one canvas planned over every plane's frames so
+/// that they line up: one image per plane and the canvas's origin. Errors: no frame
+/// placed, a frame placed by two planes, a frame that cannot be read again, a canvas above
+/// `max_pixels` or the core's limit.
+pub fn planes_in_memory(source: &dyn FrameSource, planes: &[Vec<Option<Similarity>>], blend: Blend, max_pixels: usize) -> Result<(Vec<crate::AnyImage>, (i64, i64))> {
+    let union = planes_union(planes, source.len())?;
+    let unreadable = |i: usize, why: String| anyhow!("tile {i} could not be read again: {why}");
+    let first = union.iter().position(Option::is_some).ok_or_else(|| anyhow!("no tile could be used"))?;
+    let like = source.frame(first).map_err(|e| unreadable(first, e))?;
+    let plan = Plan::with_poses(&like.view().map_err(|e| unreadable(first, e))?, &union, max_pixels.min(crate::stitch::MAX_CANVAS))?;
+    let mut images = Vec::with_capacity(planes.len());
+    for plane in planes {
+        let mut canvas = Compositor::rows(plan.clone(), blend, 0, plan.size.1)?;
+        for (i, _) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
+            let f = source.frame(i).map_err(|e| unreadable(i, e))?;
+            canvas.paste(i, &f.view().map_err(|e| unreadable(i, e))?)?;
+        }
+        images.push(canvas.finish().image);
+    }
+    Ok((images, plan.origin))
+}
+
 /// [`write_composite`] of several planes into one OME-TIFF or OME-Zarr `output`, with the channels and
 /// time points of `opts.ome.planes`: plane `p` (channel by channel within each time point)
 /// holds the frames of `source` that `planes[p]` places, each a pose per frame of

@@ -24,6 +24,7 @@ use tessera::pyramid::level_sizes;
 use tessera::ome_tiff::OmeTiffOptions;
 use jni::{jni_sig, jni_str, Env, EnvUnowned};
 use tessera::flatfield::FieldSource;
+use tessera::grid::Planes;
 use tessera_core::shading::Corrected;
 use tessera_core::stitch::{grid_positions, DEFAULT_OVERLAP, neighbours, register_tiles, Blend, Corner, FrameSource, GridParams, InMemory, Mosaic, Plan, Similarity, TileOrder, MAX_CANVAS};
 use tessera_core::{AnyImage, AnyView, Parallelism};
@@ -41,11 +42,23 @@ pub struct GridRun {
     pub blend: Blend,
     pub flatfield: Field,
     pub darkfield: Field,
+    /// Channels and time points: the tiles are the grid's blocks, channel by channel within
+    /// each time point ([`crate::grid_planes`]).
+    pub planes: Planes,
 }
 
 impl Default for GridRun {
     fn default() -> Self {
-        GridRun { overlap_percent: DEFAULT_OVERLAP * 100.0, order: TileOrder::default(), start: Corner::default(), grid: GridParams::default(), blend: Blend::default(), flatfield: Field::default(), darkfield: Field::default() }
+        GridRun {
+            overlap_percent: DEFAULT_OVERLAP * 100.0,
+            order: TileOrder::default(),
+            start: Corner::default(),
+            grid: GridParams::default(),
+            blend: Blend::default(),
+            flatfield: Field::default(),
+            darkfield: Field::default(),
+            planes: Planes::default(),
+        }
     }
 }
 
@@ -69,7 +82,7 @@ impl OptValue for Field {
 
 impl Field {
     /// The library's field source (a file must exist), for option `flag`.
-    fn source(&self, flag: &str) -> Result<Option<FieldSource>> {
+    pub(crate) fn source(&self, flag: &str) -> Result<Option<FieldSource>> {
         self.0.as_deref().map(|v| FieldSource::parse(v, flag).map_err(|e| bad_arg(format!("{e:#}")))).transpose()
     }
 }
@@ -78,7 +91,8 @@ impl Field {
 /// (`top-left`, ...), the registration's options, `stage-error` (fraction of a tile),
 /// `coarse` (phase-correlation seeds), `blend`, and `flatfield` / `darkfield` (`none`,
 /// `estimate` or an image file: the tiles corrected for shading before registration and in
-/// the mosaic): the command line's names.
+/// the mosaic), `channels`, `time-points`, `register-channel` and `reuse-positions`: the
+/// command line's names.
 impl Op for GridRun {
     const NAME: &'static str = "grid";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -90,7 +104,11 @@ impl Op for GridRun {
         v.field("coarse", &mut self.grid.coarse_candidates)?;
         v.field("blend", &mut self.blend)?;
         v.field("flatfield", &mut self.flatfield)?;
-        v.field("darkfield", &mut self.darkfield)
+        v.field("darkfield", &mut self.darkfield)?;
+        v.field("channels", &mut self.planes.channels)?;
+        v.field("time-points", &mut self.planes.time_points)?;
+        v.field("register-channel", &mut self.planes.register_channel)?;
+        v.field("reuse-positions", &mut self.planes.reuse_positions)
     }
 }
 
@@ -141,6 +159,9 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
         }
         let limit = if max_pixels > 0 { MAX_CANVAS.min(usize::try_from(max_pixels).unwrap_or(usize::MAX)) } else { MAX_CANVAS };
         let owned_tiles = copy_frames(env, &tiles, w, h)?;
+        if run.planes.asked() {
+            return crate::grid_planes::stitch_planes(env, &progress, &owned_tiles, (cols, rows), &run, force, limit);
+        }
         if cols * rows != owned_tiles.len() {
             return Err(bad_arg(format!("a {cols}x{rows} grid is {} tiles, but {} were given", cols * rows, owned_tiles.len())));
         }
@@ -172,14 +193,14 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
         match ome {
             Some(path) if force || cw.saturating_mul(ch) > limit => {
                 let streamed = stream(env, &progress, source, &views[0], &poses, &run, &path, tile, limit, plan.size)?;
-                grid_result(env, &streamed.image, plan.origin, &mosaic, Some((&path, streamed.level, plan.size)))
+                grid_result(env, std::slice::from_ref(&streamed.image), plan.origin, &mosaic, Some((&path, streamed.level, plan.size)), (1, 1))
             }
             _ => {
                 let canvas = composite_in_memory(source, &positions, run.blend).map_err(|e| match e.downcast::<tessera_core::Error>() {
                     Ok(core) => beyond_memory(core, (cols, rows), &run),
                     Err(other) => bad_arg(format!("{other:#}")),
                 })?;
-                grid_result(env, &canvas.image, canvas.origin, &mosaic, None)
+                grid_result(env, std::slice::from_ref(&canvas.image), canvas.origin, &mosaic, None, (1, 1))
             }
         }
     })
@@ -268,10 +289,20 @@ fn beyond_memory(e: tessera_core::Error, (cols, rows): (usize, usize), run: &Gri
 }
 
 /// The Java `GridResult`: the image (a new array of the tiles' type: the canvas, or a level
-/// of the OME-TIFF it was streamed to), the canvas's origin (full resolution), one
-/// `GridResult.Tile` per tile, one `GridResult.Pair` per neighbouring pair and, when
-/// streamed, the file, the level's index and the full-resolution size.
-fn grid_result<'l>(env: &mut Env<'l>, image: &AnyImage, (ox, oy): (i64, i64), m: &Mosaic, ome: Option<(&Path, usize, (usize, usize))>) -> Result<JObject<'l>> {
+/// of the OME-TIFF it was streamed to; with several `planes` (channels, time points) one
+/// array per plane, channel by channel within each time point, the first also as the
+/// image), the canvas's origin (full resolution), one `GridResult.Tile` per tile, one
+/// `GridResult.Pair` per neighbouring pair and, when streamed, the file, the level's index
+/// and the full-resolution size.
+pub(crate) fn grid_result<'l>(
+    env: &mut Env<'l>,
+    images: &[AnyImage],
+    (ox, oy): (i64, i64),
+    m: &Mosaic,
+    ome: Option<(&Path, usize, (usize, usize))>,
+    (channels, times): (usize, usize),
+) -> Result<JObject<'l>> {
+    let Some(image) = images.first() else { return Err(BridgeError::State("internal: a grid result without an image".into())) };
     let tiles = env.new_object_array(m.tiles.len() as jint, jni_str!("tessera/ij/GridResult$Tile"), JObject::null())?;
     for (i, t) in m.tiles.iter().enumerate() {
         let status = JString::from_str(env, tile_status(m, i))?;
@@ -312,6 +343,18 @@ fn grid_result<'l>(env: &mut Env<'l>, image: &AnyImage, (ox, oy): (i64, i64), m:
         env.delete_local_ref(why);
     }
     let pixels = to_java(env, image)?;
+    let planes = if images.len() > 1 {
+        let all = env.new_object_array(images.len() as jint, jni_str!("java/lang/Object"), JObject::null())?;
+        all.set_element(env, 0, &pixels)?;
+        for (k, plane) in images.iter().enumerate().skip(1) {
+            let array = to_java(env, plane)?;
+            all.set_element(env, k, &array)?;
+            env.delete_local_ref(array);
+        }
+        JObject::from(all)
+    } else {
+        JObject::null()
+    };
     let (cw, ch) = image.size();
     let (path, level, (fw, fh)) = match ome {
         Some((p, k, full)) => (JString::from_str(env, p.to_string_lossy())?, k, full),
@@ -319,7 +362,7 @@ fn grid_result<'l>(env: &mut Env<'l>, image: &AnyImage, (ox, oy): (i64, i64), m:
     };
     Ok(env.new_object(
         jni_str!("tessera/ij/GridResult"),
-        jni_sig!("(Ljava/lang/Object;IIII[Ltessera/ij/GridResult$Tile;[Ltessera/ij/GridResult$Pair;Ljava/lang/String;III)V"),
+        jni_sig!("(Ljava/lang/Object;IIII[Ltessera/ij/GridResult$Tile;[Ltessera/ij/GridResult$Pair;Ljava/lang/String;III[Ljava/lang/Object;II)V"),
         &[
             (&pixels).into(),
             (cw as jint).into(),
@@ -332,6 +375,9 @@ fn grid_result<'l>(env: &mut Env<'l>, image: &AnyImage, (ox, oy): (i64, i64), m:
             (level as jint).into(),
             (fw as jint).into(),
             (fh as jint).into(),
+            JValue::Object(&planes),
+            (channels as jint).into(),
+            (times as jint).into(),
         ],
     )?)
 }
@@ -384,5 +430,9 @@ mod tests {
         assert_eq!((p.flatfield.show(), p.darkfield.show()), ("estimate".to_string(), "/data/dark field.tif".to_string()));
         assert_eq!(parse::<GridRun>(None).unwrap().0.flatfield, Field(None));
         assert!(parse::<GridRun>(Some("flatfield=")).is_err());
+        let (p, _) = parse::<GridRun>(Some("channels=2 time-points=3 register-channel=1 reuse-positions")).unwrap();
+        assert_eq!(p.planes, Planes { channels: 2, time_points: 3, register_channel: 1, reuse_positions: true });
+        assert!(!parse::<GridRun>(None).unwrap().0.planes.asked());
+        assert!(parse::<GridRun>(Some("channels=-1")).is_err());
     }
 }

@@ -20,6 +20,7 @@ pub mod backend;
 pub mod error;
 pub mod filters;
 pub mod grid;
+pub mod grid_planes;
 pub mod level;
 pub mod local;
 pub mod options;

@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use tessera::flatfield::FieldSource;
 use tessera::frames::frame_source;
 use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal, Planes};
-use tessera::large::{composite_in_memory, planes_union};
+use tessera::large::{composite_in_memory, planes_in_memory};
 use tessera::options::{parse_positions, scale_min_variance, RegisterOptions, StitchOptions};
 use tessera::report::{peak_memory_mib, round};
-use tessera::stitch::{Acceptance, Blend, Compositor, Corner, FrameSource, GridParams, InMemory, Motion, Plan, RegisterParams, SearchMethod, StitchParams, TileOrder, DEFAULT_OVERLAP};
+use tessera::stitch::{Acceptance, Blend, Corner, FrameSource, GridParams, InMemory, Motion, RegisterParams, SearchMethod, StitchParams, TileOrder, DEFAULT_OVERLAP};
 use tessera::{AnyImage, AnyView, Parallelism};
 
 /// The nominal positions `positions` names: a list of ``(x, y)`` pairs, or the path of a CSV
@@ -64,22 +64,9 @@ fn run_and_composite(source: &dyn FrameSource, labels: &[String], p: StitchParam
         let t0 = std::time::Instant::now();
         let run = register_planes(source, labels, &p, o, planes, par, &mut progress)?;
         let poses = run.poses(source.len());
-        let tiles = run.tiles(source);
-        let union = planes_union(&poses, source.len())?;
-        let first = union.iter().position(Option::is_some).ok_or_else(|| anyhow::anyhow!("no tile could be used"))?;
-        let like_frame = tiles.frame(first).map_err(|e| anyhow::anyhow!("tile {first} could not be read again: {e}"))?;
-        let like = like_frame.view().map_err(|e| anyhow::anyhow!(e))?;
-        let plan = Plan::with_poses(&like, &union, tessera::stitch::MAX_CANVAS)?;
-        let mut images = Vec::with_capacity(poses.len());
-        for plane in &poses {
-            let mut canvas = Compositor::rows(plan.clone(), p.blend, 0, plan.size.1)?;
-            for (i, _) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
-                let f = tiles.frame(i).map_err(|e| anyhow::anyhow!("tile {i} could not be read again: {e}"))?;
-                canvas.paste(i, &f.view().map_err(|e| anyhow::anyhow!(e))?)?;
-            }
-            images.push(canvas.finish().image);
-        }
-        let rep = run.report(labels, plan.size, plan.origin, &o.layout, extra(t0.elapsed().as_secs_f64()));
+        let (images, origin) = planes_in_memory(run.tiles(source).as_ref(), &poses, p.blend, usize::MAX)?;
+        let size = images[0].size();
+        let rep = run.report(labels, size, origin, &o.layout, extra(t0.elapsed().as_secs_f64()));
         return Ok((Mosaic::Planes(images), rep));
     }
     let run = register_grid(source, labels, &p, o, par, &mut progress)?;

@@ -20,13 +20,24 @@ public final class GridResult {
         return 1 << level;
     }
 
-    /** One record per tile, in acquisition order. */
+    /** With channels and time points: every plane's pixels (same type and size as
+     *  {@link #pixels}, which is the first), channel by channel within each time point
+     *  (ImageJ's hyperstack order); null for a single plane. */
+    public final Object[] planes;
+    /** The channels and time points of {@link #planes} (1 and 1 for a single plane). */
+    public final int channels, timePoints;
+
+    /** One record per tile, in acquisition order (with planes: the tiles of time point 0 on
+     *  the registration channel). */
     public final Tile[] tiles;
     /** One record per neighbouring pair of tiles. */
     public final Pair[] pairs;
 
     GridResult(Object pixels, int width, int height, int originX, int originY, Tile[] tiles, Pair[] pairs, String omePath, int level,
-               int fullWidth, int fullHeight) {
+               int fullWidth, int fullHeight, Object[] planes, int channels, int timePoints) {
+        this.planes = planes;
+        this.channels = channels;
+        this.timePoints = timePoints;
         this.omePath = omePath;
         this.level = level;
         this.fullWidth = fullWidth;

@@ -37,8 +37,18 @@ import java.io.File;
  * <p>Shading: with "Flatfield" {@code estimate} (from the tiles themselves) or an image file
  * (and optionally "Darkfield"), the tiles are corrected for the microscope's uneven
  * illumination before registration and in the mosaic, as {@code --flatfield} does.
+ * <p>Channels and time points: with "Channels" C and "Time points" T above 1, the folder
+ * holds the grid C x T times, block after block in file-name order (every tile of channel 1
+ * at time point 1, then of channel 2, ...), as {@code tessera stitch --channels C
+ * --time-points T} takes it. Each time point is registered on "Register channel" (or, with
+ * "Reuse positions", placed where the first registered), later time points are brought onto
+ * the first, and the mosaic is a hyperstack of C channels and T frames (a composite image
+ * when C &gt; 1); the tables are those of time point 1 on the registration channel. Saving
+ * the planes as one OME-TIFF is the command line's ({@code -o mosaic.ome.tif}); the error
+ * says the command.
  * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1 flatfield=estimate")},
- * add {@code save} to always write the OME-TIFF and {@code ome=[/path/mosaic.ome.tif]} to choose the file.
+ * add {@code save} to always write the OME-TIFF and {@code ome=[/path/mosaic.ome.tif]} to choose the file, and
+ * {@code channels=2 time=3 register=1 reuse} for planes (register counts channels from 1).
  */
 public class GridStitchingPlugin implements PlugIn {
     static final String TITLE = "Grid Stitching (Tessera)";
@@ -75,6 +85,10 @@ public class GridStitchingPlugin implements PlugIn {
         gd.addNumber("Stage error (fraction of a tile)", last.number("stage-error"), 2, "");
         gd.addString("Flatfield (none, estimate from the tiles, or an image file)", last.get("flatfield"));
         gd.addString("Darkfield (none, estimate, or an image file; with a flat field)", last.get("darkfield"));
+        gd.addNumber("Channels (blocks of tiles)", last.integer("channels"), 0, "");
+        gd.addNumber("Time points (blocks of channels)", last.integer("time-points"), 0, "");
+        gd.addNumber("Register channel", last.integer("register-channel") + 1, 0, "(from 1)");
+        gd.addCheckbox("Reuse positions (later time points placed as the first)", last.flag("reuse-positions"));
         gd.addCheckbox("Save as pyramidal OME-TIFF (always; a mosaic too large for ImageJ is saved anyway)", lastSave);
         gd.addString("OME-TIFF file (empty: " + DEFAULT_OME + " in the tile folder)", lastOme);
         gd.addMessage("Tiles in natural file-name order; registration runs on the CPU.");
@@ -87,15 +101,22 @@ public class GridStitchingPlugin implements PlugIn {
             String order = gd.nextChoice(), start = gd.nextChoice(), blend = gd.nextChoice();
             double stage = gd.nextNumber();
             String flat = gd.nextString().trim(), dark = gd.nextString().trim();
+            double channels = gd.nextNumber(), times = gd.nextNumber(), register = gd.nextNumber();
+            boolean reuse = gd.nextBoolean();
             lastSave = gd.nextBoolean();
             lastOme = gd.nextString().trim();
             if (gd.invalidNumber() || c != Math.rint(c) || r != Math.rint(r) || c < 1 || r < 1)
                 throw new IllegalArgumentException("columns and rows must be whole numbers of at least 1");
             if (folder.isEmpty()) throw new IllegalArgumentException("choose the folder of tiles");
+            if (channels != Math.rint(channels) || times != Math.rint(times) || register != Math.rint(register) || channels < 1 || times < 1
+                    || register < 1 || register > channels)
+                throw new IllegalArgumentException("channels and time points must be whole numbers of at least 1, and the register channel one of the channels");
             cols = (int) c;
             rows = (int) r;
             last.set("overlap", overlap).set("order", order).set("start", start).set("blend", blend).set("stage-error", stage)
-                    .set("flatfield", flat.isEmpty() ? "none" : flat).set("darkfield", dark.isEmpty() ? "none" : dark);
+                    .set("flatfield", flat.isEmpty() ? "none" : flat).set("darkfield", dark.isEmpty() ? "none" : dark)
+                    .set("channels", (int) channels).set("time-points", (int) times)
+                    .set("register-channel", (int) register - 1).set("reuse-positions", reuse);
             lastFolder = folder;
             lastColumns = cols;
             lastRows = rows;
@@ -110,7 +131,7 @@ public class GridStitchingPlugin implements PlugIn {
     }
 
     /** The session's options, the native defaults at first. */
-    private static Options options() {
+    static Options options() {
         if (last == null) last = Options.defaults("grid");
         return last;
     }
@@ -146,7 +167,7 @@ public class GridStitchingPlugin implements PlugIn {
         TileFolder tiles;
         try {
             // Neither this run's output nor the default one is a tile.
-            tiles = TileFolder.read(folder, cols * rows, ome, new File(folder, DEFAULT_OME));
+            tiles = TileFolder.read(folder, cols * rows * planes(), ome, new File(folder, DEFAULT_OME));
         } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return null;
@@ -159,9 +180,13 @@ public class GridStitchingPlugin implements PlugIn {
                 (done, total) -> "Grid stitching cancelled after " + done + " of " + total + " steps (no OME-TIFF left)");
         if (g == null) return null;
         double secs = (System.nanoTime() - t0) / 1e9;
-        ImagePlus mosaic = Tessera.canvasImage("Grid of " + folder.getName(), tiles.first, g.pixels, g.width, g.height, g.originX, g.originY);
+        ImagePlus mosaic = g.planes == null ? Tessera.canvasImage("Grid of " + folder.getName(), tiles.first, g.pixels, g.width, g.height, g.originX, g.originY)
+                : hyperstack("Grid of " + folder.getName(), tiles.first, g);
         if (g.omePath != null) describeLevel(mosaic, g);
-        ResultsTable tileTable = tileTable(g, tiles.files), pairTable = pairTable(g, tiles.files);
+        // With planes, the tables are of time point 1's registration channel: its block of files.
+        int block = options().integer("register-channel") * cols * rows;
+        File[] registered = java.util.Arrays.copyOfRange(tiles.files, block, block + cols * rows);
+        ResultsTable tileTable = tileTable(g, registered), pairTable = pairTable(g, registered);
         mosaic.setProperty("TesseraTiles", tileTable);
         mosaic.setProperty("TesseraPairs", pairTable);
         tileTable.show(TILE_TABLE);
@@ -172,6 +197,37 @@ public class GridStitchingPlugin implements PlugIn {
         IJ.showStatus(String.format("Grid: %d of %d tiles registered, %d of %d pairs accepted, in %.2f s", ok, g.tiles.length, accepted,
                 g.pairs.length, secs));
         return mosaic;
+    }
+
+    /** The planes the options ask for: channels times time points. */
+    static int planes() {
+        return options().integer("channels") * options().integer("time-points");
+    }
+
+    /**
+     * The planes of {@code g} as a hyperstack of {@code g.channels} channels and
+     * {@code g.timePoints} frames, calibrated and placed as {@link Tessera#canvasImage} does;
+     * a composite image when there are several channels.
+     */
+    static ImagePlus hyperstack(String title, ImagePlus like, GridResult g) {
+        ImagePlus first = Tessera.canvasImage(title, like, g.pixels, g.width, g.height, g.originX, g.originY);
+        ij.ImageStack stack = new ij.ImageStack(g.width, g.height);
+        for (int k = 0; k < g.planes.length; k++) {
+            ij.process.ImageProcessor ip = first.getProcessor().createProcessor(g.width, g.height);
+            ip.setPixels(g.planes[k]);
+            stack.addSlice("c" + (k % g.channels + 1) + " t" + (k / g.channels + 1), ip);
+        }
+        ImagePlus imp = new ImagePlus(title, stack);
+        imp.setDimensions(g.channels, 1, g.timePoints);
+        imp.setOpenAsHyperStack(true);
+        imp.setCalibration(first.getCalibration());
+        if (g.channels > 1 && imp.getBitDepth() != 24) imp = new ij.CompositeImage(imp, ij.CompositeImage.COLOR);
+        for (int c = 1; c <= g.channels; c++) {
+            imp.setPosition(c, 1, 1);
+            imp.resetDisplayRange();
+        }
+        imp.setPosition(1, 1, 1);
+        return imp;
     }
 
     /**

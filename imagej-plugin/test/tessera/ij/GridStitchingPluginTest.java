@@ -106,9 +106,12 @@ public class GridStitchingPluginTest {
         return new Grid(dir, truth);
     }
 
+    /** The macro options of a run on {@code g}: one plane unless {@code extra} says otherwise
+     *  (the session keeps the last values a dialog had). */
     private static String options(Grid g, String extra) {
+        String planes = extra.contains("channels=") ? "" : "channels=1 time=1 register=1 ";
         return "folder=[" + g.folder.getPath() + "] columns=" + COLS + " rows=" + ROWS + " overlap=25 order=snake-row start=top-left "
-                + "blend=overwrite stage=0.1 " + extra;
+                + "blend=overwrite stage=0.1 " + planes + extra;
     }
 
     /** Runs the command as a macro does (options given: no dialog) and returns the new image. */
@@ -235,6 +238,66 @@ public class GridStitchingPluginTest {
         IJ.run(CMD, options(g, "flatfield=none"));
         assertNull(Tessera.lastError());
         delete(g);
+    }
+
+    @Test
+    public void channelsAndTimePointsMakeAHyperstack() throws IOException {
+        // Two channels (two photographs cut at the same stage positions) at two time points,
+        // block after block: tile_1..9 channel 1 at time 1, tile_10..18 channel 2, then time 2.
+        String[] photos = {"ihc", "grass"};
+        File dir = Files.createTempDirectory("tessera-planes").toFile();
+        Grid first = null;
+        for (int t = 0; t < 2; t++)
+            for (int c = 0; c < 2; c++) {
+                Grid block = cut(photo(photos[c]), 11);
+                if (first == null) first = block;
+                for (int k = 0; k < COLS * ROWS; k++) {
+                    int index = ((t * 2 + c) * COLS * ROWS) + k + 1;
+                    assertTrue(new File(block.folder, "tile_" + (k + 1) + ".tif").renameTo(new File(dir, "tile_" + index + ".tif")));
+                }
+                block.folder.delete();
+            }
+        Grid g = new Grid(dir, first.truth);
+        int before = WindowManager.getImageCount();
+        IJ.run(CMD, options(g, "channels=2 time=2 register=2"));
+        assertNull("no error expected: " + Tessera.lastError(), Tessera.lastError());
+        ImagePlus mosaic = WindowManager.getImage(WindowManager.getIDList()[before]);
+        assertEquals(2, mosaic.getNChannels());
+        assertEquals(2, mosaic.getNFrames());
+        assertTrue("two channels show as a composite image", mosaic.isComposite());
+        // The tables are of time point 1's registration channel (channel 2: tile_10..18).
+        ResultsTable tiles = (ResultsTable) mosaic.getProperty("TesseraTiles");
+        assertEquals("tile_10.tif", tiles.getLabel(0));
+        for (int i = 0; i < tiles.size(); i++) {
+            double err = Math.hypot(tiles.getValue("x", i) - (g.truth[i][0] - g.truth[0][0]), tiles.getValue("y", i) - (g.truth[i][1] - g.truth[0][1]));
+            assertTrue("tile " + (i + 1) + " is " + err + " px from the truth", err <= 0.5);
+        }
+        // Each channel shows its own photograph, the same at both time points.
+        ImageProcessor c1t1 = mosaic.getStack().getProcessor(mosaic.getStackIndex(1, 1, 1));
+        ImageProcessor c2t1 = mosaic.getStack().getProcessor(mosaic.getStackIndex(2, 1, 1));
+        ImageProcessor c1t2 = mosaic.getStack().getProcessor(mosaic.getStackIndex(1, 1, 2));
+        double across = 0, between = 0;
+        int n = 0;
+        for (int y = 20; y < TH; y += 3)
+            for (int x = 20; x < TW; x += 3) {
+                across += Math.abs(c1t1.getf(x, y) - c2t1.getf(x, y));
+                between += Math.abs(c1t1.getf(x, y) - c1t2.getf(x, y));
+                n++;
+            }
+        assertTrue("channels differ: " + across / n, across / n > 10);
+        assertTrue("time points agree: " + between / n, between / n < 4);
+        // Saving the planes is the command line's, and a grid of the wrong count is refused.
+        runExpectingError(options(g, "channels=2 time=2 register=1 save"), "--channels 2 --time-points 2");
+        Tessera.clearLastError();
+        runExpectingError(options(g, "channels=3 time=2 register=1"), "54 tiles");
+        Tessera.clearLastError();
+        runExpectingError(options(g, "channels=2 time=2 register=3"), "register channel");
+        // The session keeps the last values: back to one plane for the tests after this one.
+        Tessera.clearLastError();
+        File[] files = dir.listFiles();
+        if (files != null) for (File f : files) f.delete();
+        dir.delete();
+        GridStitchingPlugin.options().set("channels", 1).set("time-points", 1).set("register-channel", 0).set("reuse-positions", false);
     }
 
     /** The mean of tile 1's top-left corner over the mean of its centre, in the mosaic. */
