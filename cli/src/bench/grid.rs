@@ -21,8 +21,8 @@ use std::ops::ControlFlow;
 use tessera::stitch::{grid_positions, register_tiles, Blend, Corner, GridParams, InMemory, SplitMix64, TileOrder};
 use tessera::{AnyView, Image, Parallelism};
 
-const TILE: (usize, usize) = (1392, 1040);
-const OVERLAP: f64 = 0.1;
+pub(super) const TILE: (usize, usize) = (1392, 1040);
+pub(super) const OVERLAP: f64 = 0.1;
 /// Largest stage error, a fraction of the tile, per axis.
 const JITTER: f64 = 0.02;
 
@@ -100,7 +100,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
 }
 
 /// A stage error in pixels, uniform within +-[`JITTER`] of `side`.
-fn jitter(rng: &mut SplitMix64, side: usize) -> f64 {
+pub(super) fn jitter(rng: &mut SplitMix64, side: usize) -> f64 {
     (rng.uniform() * 2.0 - 1.0) * JITTER * side as f64
 }
 
@@ -119,7 +119,7 @@ fn cut_tiles(corners: &[(f64, f64)]) -> Result<Vec<Image<u16>>> {
 
 /// One 16-bit tile at `corner`: the specimen (offset 2 000, range 40 000), darkened towards
 /// the corners by 15 %, plus camera noise of sigma 400.
-fn tile(corner: (f64, f64), seed: u64) -> Result<Image<u16>> {
+pub(super) fn tile(corner: (f64, f64), seed: u64) -> Result<Image<u16>> {
     let mut rng = SplitMix64::new(1000 + seed);
     let (cx, cy) = (TILE.0 as f64 / 2.0, TILE.1 as f64 / 2.0);
     Ok(Image::from_fn(TILE.0, TILE.1, |u, v| {

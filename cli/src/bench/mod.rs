@@ -5,6 +5,7 @@
 mod filters;
 mod gpu;
 mod grid;
+mod mist;
 mod memory;
 mod variance;
 mod stitch;
@@ -109,6 +110,11 @@ impl Recorder {
     /// Whether the case `name` is to run (`--filter`); [`Recorder::time`] skips the others.
     pub fn wants(&self, name: &str) -> bool {
         self.filter.as_deref().is_none_or(|f| name.contains(f))
+    }
+
+    /// Whether `--filter` names the case `name`: for the cases too long to run unasked.
+    pub fn asks_for(&self, name: &str) -> bool {
+        self.filter.as_deref().is_some_and(|f| !f.is_empty() && name.contains(f))
     }
 
     /// Times `f` (one warm-up call, then `reps` calls) and records its median under `name`.
@@ -267,6 +273,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Suite::Stitch => {
             stitch::run(&b, &mut r)?;
             grid::run(&b, &mut r)?;
+            mist::run(&mut r)?;
             "stitch"
         }
         Suite::Stereo => {
