@@ -64,6 +64,47 @@ impl FrameSource for TiffPages {
     }
 }
 
+/// A tile grid's planes stored one file per tile: each file a multi-page TIFF (an OME-TIFF
+/// from the microscope) of `planes` pages, channel by channel within each time point (the
+/// XYCZT order). Frame `b * n + j` is page `b` of file `j`, so the frames come in blocks of
+/// one plane each, as `--channels` and `--time-points` take them.
+pub struct PagesPerTile {
+    pub files: Vec<PathBuf>,
+    pub planes: usize,
+}
+
+impl FrameSource for PagesPerTile {
+    fn len(&self) -> usize {
+        self.files.len() * self.planes
+    }
+    fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+        let n = self.files.len();
+        let file = self.files.get(i % n.max(1)).filter(|_| i < self.len()).ok_or_else(|| format!("no frame {i}"))?;
+        crate::io::load_tiff_page(file, i / n).map(Frame::Image).map_err(|e| format!("{e:#}"))
+    }
+}
+
+/// The frames of a tile grid of `planes` planes (channels times time points) from `files`:
+/// tiles stored one multi-page TIFF per tile with every plane ([`PagesPerTile`]) when the
+/// first of several files is a TIFF of exactly `planes` pages, otherwise as
+/// [`frame_source`] reads them (the planes as blocks of files, or the pages of one TIFF),
+/// with a label per frame. Errors: a file of the tiles' planes whose pages are not
+/// `planes`, as [`frame_source`].
+pub fn grid_source(files: &[PathBuf], planes: usize, cache_bytes: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
+    let per_tile = planes > 1 && files.len() > 1 && crate::io::is_tiff(&files[0]) && crate::io::tiff_pages(&files[0]).is_ok_and(|p| p == planes);
+    if !per_tile {
+        return frame_source(files, cache_bytes);
+    }
+    for f in &files[1..] {
+        let pages = crate::io::tiff_pages(f).unwrap_or(0);
+        if pages != planes {
+            bail!("{} has {pages} pages, {} has {planes}: every tile's file must hold the same planes (channels x time points)", f.display(), files[0].display());
+        }
+    }
+    let labels = (0..planes).flat_map(|b| files.iter().map(move |f| format!("{}#{b}", f.display()))).collect();
+    Ok((Box::new(Cached::new(PagesPerTile { files: files.to_vec(), planes }, cache_bytes)), labels))
+}
+
 /// A source whose frames are made on each read (decoded, cut), with the frames it made kept
 /// while they fit in `budget` bytes: a short sequence is decoded once, a long one keeps a
 /// bounded amount of memory and decodes the rest again when the composite pastes them.

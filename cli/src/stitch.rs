@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
-use tessera::frames::{self, frame_source, resolve_inputs};
+use tessera::frames::{self, grid_source, resolve_inputs};
 use tessera::large::{self, OutputOptions, Written};
 use tessera::options::{scale_min_variance, RegisterOptions, StitchOptions};
 use tessera::report::{report_sized, round};
@@ -215,7 +215,8 @@ pub struct StitchArgs {
     #[arg(long, value_name = "FILE.tif", requires = "flatfield")]
     pub flatfield_out: Option<PathBuf>,
     /// Tile modes: the inputs hold the grid in this many channels, block after block (every
-    /// tile of channel 0, then of channel 1, ...), registered on --register-channel and
+    /// tile of channel 0, then of channel 1, ...) or one multi-page TIFF per tile with every
+    /// plane (channels within time points), registered on --register-channel and
     /// written together as the C dimension of one OME-TIFF (-o NAME.ome.tif) or OME-Zarr
     /// (-o NAME.ome.zarr)
     #[arg(long, default_value_t = 1)]
@@ -376,7 +377,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
                 Some(cfg) => tessera::tile_config::read(cfg)?.into_iter().map(|t| t.0).collect(),
                 None => resolve_inputs(&a.inputs)?,
             };
-            let (source, labels) = frame_source(&files, cache_bytes)?;
+            let (source, labels) = grid_source(&files, a.channels * a.time_points, cache_bytes)?;
             (source, labels, None)
         }
     };

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use tessera::flatfield::FieldSource;
-use tessera::frames::frame_source;
+use tessera::frames::grid_source;
 use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal, Planes};
 use tessera::large::{composite_in_memory, planes_in_memory};
 use tessera::options::{parse_positions, scale_min_variance, RegisterOptions, StitchOptions};
@@ -169,7 +169,7 @@ pub fn stitch_grid<'py>(
     let result = match tiles {
         Frames::Files(files) => py.detach(|| {
             // Labels as the command line's: a multi-page TIFF names its pages.
-            let (source, labels) = frame_source(&files, cache_bytes)?;
+            let (source, labels) = grid_source(&files, planes.channels * planes.time_points, cache_bytes)?;
             run_and_composite(source.as_ref(), &labels, p, given, &o, &planes, par)
         }),
         Frames::Arrays(arrays) => {

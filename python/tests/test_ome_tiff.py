@@ -86,9 +86,9 @@ def test_ome_tiff_levels_equal_the_in_memory_composite(cli, tmp_path, kind):
         assert max(levels[-1].shape[:2]) <= OME_TILE
 
 
-def test_channels_and_time_points_read_back_as_tcyx(cli, tmp_path):
-    """``--channels 2 --time-points 2``: tifffile (an independent reader) sees one series
-    of shape (T, C, Y, X) with a pyramid, each plane the mosaic of its block of tiles."""
+def plane_blocks(tmp_path):
+    """A 3x3 grid in 2 channels (two photographs) at 2 time points, as 4 blocks of 9 tile
+    files, channel by channel within each time point, in the folder ``tiles``."""
     gray = photo("uint8")
     other = tessera.load(PHOTOS / "grass.png")
     tiles = tmp_path / "tiles"
@@ -101,6 +101,13 @@ def test_channels_and_time_points_read_back_as_tcyx(cli, tmp_path):
             for f in sorted(block.iterdir()):
                 f.rename(tiles / f"tile_{k:02d}.png")
                 k += 1
+    return tiles
+
+
+def test_channels_and_time_points_read_back_as_tcyx(cli, tmp_path):
+    """``--channels 2 --time-points 2``: tifffile (an independent reader) sees one series
+    of shape (T, C, Y, X) with a pyramid, each plane the mosaic of its block of tiles."""
+    tiles = plane_blocks(tmp_path)
     grid = ["--grid", "3x3", "--overlap", "25", "--order", "snake-row"]
     ome = tmp_path / "planes.ome.tif"
     cli("stitch", tiles, *grid, "--channels", 2, "--time-points", 2, "--ome-tile", OME_TILE, "-o", ome)
@@ -114,3 +121,24 @@ def test_channels_and_time_points_read_back_as_tcyx(cli, tmp_path):
         assert np.abs(planes[t, 0].astype(int) - planes[t, 1].astype(int))[planes[t, 0] > 0].mean() > 10
     covered = (planes[0, 0] > 0) & (planes[1, 0] > 0)
     assert np.abs(planes[0, 0].astype(int) - planes[1, 0].astype(int))[covered].mean() < 3
+
+
+def test_planes_in_one_multi_page_file_per_tile_equal_blocks_of_files(cli, tmp_path):
+    """Each tile's planes in one multi-page TIFF (as a microscope writes an OME-TIFF per
+    tile, channels within time points) give the same mosaic as blocks of files; a tile file
+    with other pages is refused, naming it."""
+    tiles = plane_blocks(tmp_path)
+    files = sorted(tiles.iterdir())
+    per_tile = tmp_path / "per_tile"
+    per_tile.mkdir()
+    for j in range(9):
+        pages = np.stack([tessera.load(files[b * 9 + j]) for b in range(4)])
+        tifffile.imwrite(per_tile / f"tile_{j}.tif", pages, photometric="minisblack")
+    grid = ["--grid", "3x3", "--overlap", "25", "--order", "snake-row", "--channels", 2, "--time-points", 2]
+    blocks, pages = tmp_path / "blocks.ome.tif", tmp_path / "pages.ome.tif"
+    cli("stitch", tiles, *grid, "-o", blocks)
+    cli("stitch", per_tile, *grid, "-o", pages)
+    assert np.array_equal(tifffile.imread(blocks), tifffile.imread(pages))
+    tifffile.imwrite(per_tile / "tile_4.tif", np.stack([tessera.load(files[4])] * 3), photometric="minisblack")
+    with pytest.raises(AssertionError, match="tile_4.tif has 3 pages"):
+        cli("stitch", per_tile, *grid, "-o", pages)
