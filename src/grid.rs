@@ -12,7 +12,7 @@ use crate::report::round;
 use crate::shading::Corrected;
 use crate::frames::Block;
 use crate::stitch::{grid_positions, register_pair_any, register_tiles, seam_steps, tile_shape, Corner, FrameSource, GridParams, Mosaic, RegisterParams, Similarity, StitchParams, TileOrder};
-use crate::{Choice, Parallelism};
+use crate::{AnyView, Choice, Parallelism};
 use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
@@ -293,18 +293,43 @@ pub struct Planes {
     /// Later time points placed where the first registered (a stage that revisits its
     /// positions), not registered.
     pub reuse_positions: bool,
+    /// The time points are cycles of a re-stained slide (ASHLAR's cycles): each registered
+    /// and brought onto the first as a time point is, wherever the slide was put back, and
+    /// the mosaic holds every cycle's channels as its channels ([`Planes::output`]).
+    pub cycles: bool,
 }
 
 impl Default for Planes {
     fn default() -> Self {
-        Planes { channels: 1, time_points: 1, register_channel: 0, reuse_positions: false }
+        Planes { channels: 1, time_points: 1, register_channel: 0, reuse_positions: false, cycles: false }
     }
 }
 
 impl Planes {
+    /// The planes the faces ask for: `channels` within each of `time_points` time points or
+    /// of `cycles` cycles (not both; each at least 1). Errors: both time points and cycles,
+    /// positions reused across cycles (the slide was put back elsewhere), as
+    /// [`Planes::tiles_per_block`] later checks.
+    pub fn new(channels: usize, time_points: usize, cycles: usize, register_channel: usize, reuse_positions: bool) -> Result<Planes> {
+        if time_points > 1 && cycles > 1 {
+            bail!("give time points or cycles, not both");
+        }
+        if reuse_positions && cycles > 1 {
+            bail!("each cycle is registered: the slide was put back between them, so positions cannot be reused");
+        }
+        let cycles_asked = cycles > 1;
+        Ok(Planes { channels, time_points: if cycles_asked { cycles } else { time_points }, register_channel, reuse_positions, cycles: cycles_asked })
+    }
+
     /// Whether there is more than one plane, or a choice that only planes take.
     pub fn asked(&self) -> bool {
         *self != Planes::default()
+    }
+
+    /// The mosaic's channels and time points: with cycles, every cycle's channels one after
+    /// the other at one time point; otherwise the channels at each time point.
+    pub fn output(&self) -> (usize, usize) {
+        if self.cycles { (self.channels * self.time_points, 1) } else { (self.channels, self.time_points) }
     }
 
     /// The tiles of one block of `inputs`. Errors: no plane, a registration channel beyond
@@ -399,7 +424,9 @@ impl FrameSource for ByChannel<'_> {
 
 /// The shift that brings time point `later`'s mosaic (of `run`) onto the first's (`first`,
 /// of tiles `first_tiles`): from the first tile registered by both runs whose pair across
-/// the two time points registers; `None` where none does.
+/// the two time points registers, searched from no shift and then from the phase
+/// correlation's strongest candidates (a slide put back a few hundred pixels away, a stage
+/// re-homed); `None` where none does.
 fn align_time_point(first_tiles: &dyn FrameSource, later: &dyn FrameSource, first: &GridRun, run: &GridRun, p: &RegisterParams, par: Parallelism) -> Option<(f64, f64)> {
     for j in 0..first_tiles.len() {
         if !(first.mosaic.tiles[j].registered && run.mosaic.tiles[j].registered) {
@@ -407,13 +434,32 @@ fn align_time_point(first_tiles: &dyn FrameSource, later: &dyn FrameSource, firs
         }
         let (Ok(a), Ok(b)) = (first_tiles.frame(j), later.frame(j)) else { continue };
         let (Ok(va), Ok(vb)) = (a.view(), b.view()) else { continue };
-        let Ok(reg) = register_pair_any(va, vb, p, (0.0, 0.0), par) else { continue };
-        if let Some(s) = reg.shift {
-            let (p0, pt) = (first.mosaic.tiles[j].position, run.mosaic.tiles[j].position);
-            return Some((p0.0 + s.0 - pt.0, p0.1 + s.1 - pt.1));
+        let seeds = core::iter::once((0.0, 0.0)).chain(coarse_seeds(&va, &vb));
+        for seed in seeds {
+            let Ok(reg) = register_pair_any(va, vb, p, seed, par) else { continue };
+            if let Some(s) = reg.shift {
+                let (p0, pt) = (first.mosaic.tiles[j].position, run.mosaic.tiles[j].position);
+                return Some((p0.0 + s.0 - pt.0, p0.1 + s.1 - pt.1));
+            }
         }
     }
     None
+}
+
+/// The three strongest shifts of `moving` against `reference` by phase correlation of their
+/// reduced spectra (gray tiles; none for colour).
+fn coarse_seeds(reference: &AnyView<'_>, moving: &AnyView<'_>) -> Vec<(f64, f64)> {
+    use crate::stitch::coarse::{candidates, Spectrum};
+    let spectrum = |v: &AnyView<'_>| match v {
+        AnyView::U8(v) => Some(Spectrum::new(*v)),
+        AnyView::U16(v) => Some(Spectrum::new(*v)),
+        AnyView::F32(v) => Some(Spectrum::new(*v)),
+        AnyView::Rgba8(_) => None,
+    };
+    match (spectrum(reference), spectrum(moving)) {
+        (Some(a), Some(b)) => candidates(&a, &b, 3).unwrap_or_default().into_iter().map(|peak| peak.shift).collect(),
+        _ => Vec::new(),
+    }
 }
 
 impl PlanesRun {
@@ -458,8 +504,9 @@ impl PlanesRun {
         let mut r = self.runs[0].report(block_labels(0), size, origin, layout, None, extra);
         r["shading"] = crate::flatfield::describe(self.shading[k].as_ref(), None);
         r["shading_per_channel"] = json!(self.shading.iter().map(|q| crate::flatfield::describe(q.as_ref(), None)).collect::<Vec<_>>());
-        r["planes"] = json!({"channels": c, "time_points": self.planes.time_points, "register_channel": k, "reuse_positions": self.planes.reuse_positions,
-                             "order": "the inputs and the planes: channel by channel within each time point (XYCZT)"});
+        r["planes"] = json!({"channels": c, "time_points": self.planes.time_points, "cycles": self.planes.cycles, "register_channel": k,
+                             "reuse_positions": self.planes.reuse_positions, "output": {"channels": self.planes.output().0, "time_points": self.planes.output().1},
+                             "order": "the inputs: channel by channel within each time point (or cycle); the mosaic's planes: XYCZT, a cycle's channels after the cycle before's"});
         let per_time: Vec<Value> = (0..self.planes.time_points)
             .map(|t| {
                 let (run, offset) = self.of(t);

@@ -9,7 +9,7 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
 use tessera::flatfield::FieldSource;
-use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal, Planes};
+use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal};
 use tessera::options::{parse_grid, parse_positions};
 use tessera::report::{peak_memory_mib, round};
 use tessera::stitch::{FrameSource, Mosaic, StitchParams};
@@ -46,7 +46,7 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
             bail!("--flatfield-out {}: the flat field is written as a 32-bit float TIFF; name it .tif", out.display());
         }
     }
-    if a.channels != 1 || a.time_points != 1 || a.register_channel != 0 || a.reuse_positions {
+    if a.planes()?.asked() {
         return run_planes(a, p, source, labels);
     }
     let layout = layout(a, source.len())?;
@@ -116,12 +116,14 @@ pub fn run_grid(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labe
     Ok(())
 }
 
-/// A grid in several channels and time points (`--channels`, `--time-points`;
-/// `tessera::grid::register_planes`): every plane composited on one canvas and streamed
-/// into one OME-TIFF with C and T dimensions; the report with `planes` and `time_points`.
+/// A grid in several channels and time points or cycles (`--channels`, `--time-points`,
+/// `--cycles`; `tessera::grid::register_planes`): every plane composited on one canvas and
+/// streamed into one OME-TIFF or OME-Zarr with C and T dimensions; the report with `planes`
+/// and `time_points`.
 fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels: &[String]) -> Result<()> {
-    let planes = Planes { channels: a.channels, time_points: a.time_points, register_channel: a.register_channel, reuse_positions: a.reuse_positions };
-    let n = planes.tiles_per_block(source.len()).map_err(|e| anyhow!("--channels / --time-points / --register-channel / --reuse-positions: {e}"))?;
+    let planes = a.planes()?;
+    let n = planes.tiles_per_block(source.len()).map_err(|e| anyhow!("--channels / --time-points / --cycles / --register-channel / --reuse-positions: {e}"))?;
+    let what = if planes.cycles { "cycle" } else { "time point" };
     if a.flatfield_out.is_some() && a.channels > 1 {
         bail!("--flatfield-out writes one flat field; with --channels each channel has its own (the report's shading_per_channel)");
     }
@@ -131,9 +133,9 @@ fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels
     let run = register_planes(source, labels, p, &options, &planes, Parallelism::AllThreads, &mut |_| std::ops::ControlFlow::Continue(()))?;
     for (t, r) in run.runs.iter().enumerate() {
         let ok = r.mosaic.tiles.iter().filter(|t| t.status() == "ok").count();
-        println!("time point {t}: {ok} of {n} tiles joined by registration on channel {}", a.register_channel);
+        println!("{what} {t}: {ok} of {n} tiles joined by registration on channel {}", a.register_channel);
         if run.offsets[t].is_none() {
-            eprintln!("warning: time point {t} matched time point 0 at no tile: its mosaic stays in its own tile 0's coordinates");
+            eprintln!("warning: {what} {t} matched {what} 0 at no tile: its mosaic stays in its own tile 0's coordinates");
         }
     }
     for (c, q) in run.shading.iter().enumerate() {
@@ -151,11 +153,11 @@ fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels
     let like_frame = tiles.frame(first).map_err(|e| anyhow!("tile {first} could not be read again: {e}"))?;
     let like = like_frame.view().map_err(|e| anyhow!(e))?;
     let mut out = super::stitch::output_options(a);
-    out.ome.planes = (a.channels, a.time_points);
+    out.ome.planes = planes.output();
     let written = tessera::large::write_planes(tiles.as_ref(), &like, &poses, p.blend, &a.output, &out).map_err(|e| super::stitch::name_frame(e, labels))?;
     let secs = t0.elapsed().as_secs_f64();
     let (w, h) = written.size;
-    println!("{} planes ({} channels x {} time points) of {n} tiles: mosaic {w}x{h} -> {} ({secs:.2} s)", poses.len(), a.channels, a.time_points, written.path.display());
+    println!("{} planes ({} channels x {} {what}s) of {n} tiles: mosaic {w}x{h} -> {} ({secs:.2} s)", poses.len(), planes.channels, planes.time_points, written.path.display());
     for (i, why) in &written.lost {
         eprintln!("warning: tile {i} ({}) could not be read again; it is missing from its plane: {why}", labels[*i]);
     }

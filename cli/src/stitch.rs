@@ -9,6 +9,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 use tessera::frames::{self, grid_source, resolve_inputs};
+use tessera::grid::Planes;
 use tessera::large::{self, OutputOptions, Written};
 use tessera::options::{scale_min_variance, RegisterOptions, StitchOptions};
 use tessera::report::{report_sized, round};
@@ -229,6 +230,12 @@ pub struct StitchArgs {
     /// T dimension of one OME-TIFF or OME-Zarr
     #[arg(long, default_value_t = 1)]
     pub time_points: usize,
+    /// Tile modes: the inputs hold this many cycles of a re-stained slide, one after the
+    /// other (each as --channels blocks): each registered on --register-channel (a stain
+    /// every cycle shares), brought onto the first cycle wherever the slide was put back,
+    /// and every cycle's channels written as channels of one OME-TIFF or OME-Zarr
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["time_points", "reuse_positions"])]
+    pub cycles: usize,
     /// Tile modes with --time-points: place every time point's tiles where the first time
     /// point's registered (the stage revisits the same positions)
     #[arg(long)]
@@ -327,6 +334,11 @@ pub fn default_sequence_sized(frames: usize, (w, h): (usize, usize), seed: u64) 
 }
 
 impl StitchArgs {
+    /// The planes of a tile grid: --channels within --time-points or --cycles.
+    pub fn planes(&self) -> Result<Planes> {
+        Planes::new(self.channels, self.time_points, self.cycles, self.register_channel, self.reuse_positions)
+    }
+
     /// The library's stitching options, one field per flag.
     pub fn options(&self) -> StitchOptions {
         StitchOptions {
@@ -351,8 +363,8 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
         bail!("--flatfield corrects the tiles of a grid: give it with --grid, --positions or --tile-config");
     }
     let tiles = a.grid.is_some() || a.positions.is_some() || a.tile_config.is_some();
-    if !tiles && (a.channels != 1 || a.time_points != 1 || a.register_channel != 0 || a.reuse_positions) {
-        bail!("--channels, --time-points, --register-channel and --reuse-positions are for tile grids (--grid, --positions, --tile-config)");
+    if !tiles && a.planes()?.asked() {
+        bail!("--channels, --time-points, --cycles, --register-channel and --reuse-positions are for tile grids (--grid, --positions, --tile-config)");
     }
     if a.islands.is_some() && (a.follow.is_some() || a.grid.is_some() || a.positions.is_some() || a.tile_config.is_some()) {
         bail!("--islands writes the islands of a sequence run: not with --follow or the tile modes");
@@ -377,7 +389,7 @@ pub fn run_stitch(a: StitchArgs) -> Result<()> {
                 Some(cfg) => tessera::tile_config::read(cfg)?.into_iter().map(|t| t.0).collect(),
                 None => resolve_inputs(&a.inputs)?,
             };
-            let (source, labels) = grid_source(&files, a.channels * a.time_points, cache_bytes)?;
+            let (source, labels) = grid_source(&files, a.channels * a.time_points * a.cycles, cache_bytes)?;
             (source, labels, None)
         }
     };

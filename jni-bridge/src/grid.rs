@@ -45,6 +45,8 @@ pub struct GridRun {
     /// Channels and time points: the tiles are the grid's blocks, channel by channel within
     /// each time point ([`crate::grid_planes`]).
     pub planes: Planes,
+    /// Cycles of a re-stained slide in place of time points ([`Planes::new`]).
+    pub cycles: usize,
 }
 
 impl Default for GridRun {
@@ -58,6 +60,7 @@ impl Default for GridRun {
             flatfield: Field::default(),
             darkfield: Field::default(),
             planes: Planes::default(),
+            cycles: 1,
         }
     }
 }
@@ -91,8 +94,8 @@ impl Field {
 /// (`top-left`, ...), the registration's options, `stage-error` (fraction of a tile),
 /// `coarse` (phase-correlation seeds), `blend`, and `flatfield` / `darkfield` (`none`,
 /// `estimate` or an image file: the tiles corrected for shading before registration and in
-/// the mosaic), `channels`, `time-points`, `register-channel` and `reuse-positions`: the
-/// command line's names.
+/// the mosaic), `channels`, `time-points`, `cycles`, `register-channel` and
+/// `reuse-positions`: the command line's names.
 impl Op for GridRun {
     const NAME: &'static str = "grid";
     fn visit(&mut self, v: &mut impl Visitor) -> Result<()> {
@@ -107,6 +110,7 @@ impl Op for GridRun {
         v.field("darkfield", &mut self.darkfield)?;
         v.field("channels", &mut self.planes.channels)?;
         v.field("time-points", &mut self.planes.time_points)?;
+        v.field("cycles", &mut self.cycles)?;
         v.field("register-channel", &mut self.planes.register_channel)?;
         v.field("reuse-positions", &mut self.planes.reuse_positions)
     }
@@ -159,7 +163,7 @@ pub extern "system" fn Java_tessera_ij_Native_nativeStitchGrid<'l>(
         }
         let limit = if max_pixels > 0 { MAX_CANVAS.min(usize::try_from(max_pixels).unwrap_or(usize::MAX)) } else { MAX_CANVAS };
         let owned_tiles = copy_frames(env, &tiles, w, h)?;
-        if run.planes.asked() {
+        if run.planes.asked() || run.cycles > 1 {
             return crate::grid_planes::stitch_planes(env, &progress, &owned_tiles, (cols, rows), &run, force, limit);
         }
         if cols * rows != owned_tiles.len() {
@@ -431,7 +435,7 @@ mod tests {
         assert_eq!(parse::<GridRun>(None).unwrap().0.flatfield, Field(None));
         assert!(parse::<GridRun>(Some("flatfield=")).is_err());
         let (p, _) = parse::<GridRun>(Some("channels=2 time-points=3 register-channel=1 reuse-positions")).unwrap();
-        assert_eq!(p.planes, Planes { channels: 2, time_points: 3, register_channel: 1, reuse_positions: true });
+        assert_eq!(p.planes, Planes { channels: 2, time_points: 3, register_channel: 1, reuse_positions: true, cycles: false });
         assert!(!parse::<GridRun>(None).unwrap().0.planes.asked());
         assert!(parse::<GridRun>(Some("channels=-1")).is_err());
     }

@@ -100,7 +100,9 @@ with_registration_keywords! {
 /// (or placed as the first with ``reuse_positions``) and brought onto the first, every
 /// channel placed with it, and the mosaic is then ``(time_points, channels, H, W)`` on one
 /// canvas, the report with ``planes`` and ``time_points`` (as ``tessera stitch --channels
-/// C --time-points T``).
+/// C --time-points T``). ``cycles`` instead of ``time_points``: cycles of a re-stained
+/// slide, each registered and brought onto the first wherever the slide was put back, the
+/// mosaic ``(1, cycles * channels, H, W)`` (as ``--cycles``).
 ///
 /// Returns ``(mosaic, report)``: the mosaic array (the tiles' dtype) and the report dict
 /// of ``tessera stitch --grid --report`` (``frames``, ``pairs``, ``components``,
@@ -124,6 +126,7 @@ pub fn stitch_grid<'py>(
     darkfield: Option<String> = None,
     channels: i64 = 1,
     time_points: i64 = 1,
+    cycles: i64 = 1,
     register_channel: i64 = 0,
     reuse_positions: bool = false,
     ..args: RegisterOptions,
@@ -153,7 +156,8 @@ pub fn stitch_grid<'py>(
     };
     let layout = GridLayout { nominal, overlap_percent: overlap, order: choice::<TileOrder>("order", &order)?, start: choice::<Corner>("start", &start)?, pixel_size };
     let o = GridOptions { layout, stage_error, flatfield: field_arg(flatfield, "flatfield")?, darkfield: field_arg(darkfield, "darkfield")? };
-    let planes = Planes { channels: count("channels", channels)?, time_points: count("time_points", time_points)?, register_channel: count("register_channel", register_channel)?, reuse_positions };
+    let planes = Planes::new(count("channels", channels)?, count("time_points", time_points)?, count("cycles", cycles)?, count("register_channel", register_channel)?, reuse_positions)
+        .map_err(|e| value_error(format!("{e:#}")))?;
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);
     let given = options.register.min_variance;
     let failed = |e: anyhow::Error| -> PyErr {
@@ -169,7 +173,8 @@ pub fn stitch_grid<'py>(
     let result = match tiles {
         Frames::Files(files) => py.detach(|| {
             // Labels as the command line's: a multi-page TIFF names its pages.
-            let (source, labels) = grid_source(&files, planes.channels * planes.time_points, cache_bytes)?;
+            let (c, t) = planes.output();
+            let (source, labels) = grid_source(&files, c * t, cache_bytes)?;
             run_and_composite(source.as_ref(), &labels, p, given, &o, &planes, par)
         }),
         Frames::Arrays(arrays) => {
@@ -187,7 +192,8 @@ pub fn stitch_grid<'py>(
             let arrays = images.into_iter().map(|i| image_to_numpy(py, i)).collect::<PyResult<Vec<_>>>()?;
             let stacked = py.import("numpy")?.getattr("stack")?.call1((arrays,))?;
             let shape: Vec<usize> = stacked.getattr("shape")?.extract()?;
-            let mut planes_shape = vec![planes.time_points, planes.channels];
+            let (c, t) = planes.output();
+            let mut planes_shape = vec![t, c];
             planes_shape.extend(&shape[1..]);
             stacked.call_method1("reshape", (planes_shape,))?
         }

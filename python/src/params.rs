@@ -118,6 +118,7 @@ pub fn defaults() -> Value {
         ("darkfield", Value::Null),
         ("channels", json!(1)),
         ("time_points", json!(1)),
+        ("cycles", json!(1)),
         ("register_channel", json!(0)),
         ("reuse_positions", json!(false)),
         ("blend", json!(s.blend.name())),

@@ -208,6 +208,7 @@ def stitch_grid(
     darkfield: Optional[str] = ...,
     channels: int = ...,
     time_points: int = ...,
+    cycles: int = ...,
     register_channel: int = ...,
     reuse_positions: bool = ...,
     rsz: int = ...,
@@ -229,7 +230,8 @@ def stitch_grid(
     single_thread: bool = ...,
 ) -> Tuple[Image, Dict[str, Any]]:
     """(mosaic, report): the report is `tessera stitch --grid --report`'s JSON as a dict;
-    with channels or time points the mosaic is (time_points, channels, H, W)."""
+    with channels or time points the mosaic is (time_points, channels, H, W); with cycles
+    (1, cycles * channels, H, W)."""
 
 def synth_sequence(
     image: Image,

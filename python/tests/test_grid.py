@@ -14,9 +14,10 @@ from conftest import PHOTOS
 TILE = (160, 128)
 
 
-def cut(photo, seed, cols=3, rows=3, overlap=0.25, order="snake-row"):
+def cut(photo, seed, cols=3, rows=3, overlap=0.25, order="snake-row", origin=(10, 10)):
     """Tiles of TILE overlapping by ``overlap``, each up to 3 whole pixels off its stage
-    position, in acquisition order; their true top-left corners."""
+    position (the grid's first at ``origin`` on the photograph), in acquisition order;
+    their true top-left corners."""
     rng = np.random.default_rng(seed)
     step = (int(TILE[0] * (1 - overlap)), int(TILE[1] * (1 - overlap)))
     tiles, truth = [], []
@@ -24,7 +25,7 @@ def cut(photo, seed, cols=3, rows=3, overlap=0.25, order="snake-row"):
         r, c = divmod(k, cols)
         if order == "snake-row" and r % 2 == 1:
             c = cols - 1 - c
-        x, y = 10 + c * step[0] + int(rng.integers(-3, 4)), 10 + r * step[1] + int(rng.integers(-3, 4))
+        x, y = origin[0] + c * step[0] + int(rng.integers(-3, 4)), origin[1] + r * step[1] + int(rng.integers(-3, 4))
         tiles.append(np.ascontiguousarray(photo[y : y + TILE[1], x : x + TILE[0]]))
         truth.append((x, y))
     return tiles, truth
@@ -123,6 +124,44 @@ def test_channels_and_time_points_share_one_canvas(cli, tmp_path):
         tessera.stitch_grid(tiles, grid="3x3", channels=2, time_points=2, register_channel=2)
     with pytest.raises(ValueError, match="not 5 channels"):
         tessera.stitch_grid(tiles, grid="3x3", channels=5)
+
+
+def test_cycles_of_a_slide_put_back_elsewhere_line_up(cli, tmp_path):
+    """Two cycles of a re-stained slide: a shared stain (the same photograph) and one other
+    per cycle, the second cycle's slide put back 47 px right and 29 px up (beyond any
+    template search from no shift). The mosaic holds the four channels at one time point,
+    and the shared stain of cycle 1 lies on cycle 0's; the command line writes the same."""
+    shared, first, second = (tessera.load(PHOTOS / f"{n}.png") for n in ("gravel", "grass", "ihc"))
+    blocks, corner = [], []
+    for cycle, (origin, other) in enumerate([((60, 60), first), ((107, 31), second)]):
+        for photo in (shared, other):
+            tiles, truth = cut(photo, seed=cycle, origin=origin)
+            blocks.extend(tiles)
+        corner.append(truth[0])
+    mosaic, report = tessera.stitch_grid(blocks, grid="3x3", overlap=25, order="snake-row", channels=2, cycles=2)
+    assert mosaic.shape[:2] == (1, 4)
+    assert report["planes"]["cycles"] and report["planes"]["output"] == {"channels": 4, "time_points": 1}
+    offset = report["time_points"][1]["offset_to_time_point_0"]
+    want = (corner[1][0] - corner[0][0], corner[1][1] - corner[0][1])
+    assert np.hypot(offset[0] - want[0], offset[1] - want[1]) < 0.5, (offset, want)
+    a, b = mosaic[0, 0].astype(int), mosaic[0, 2].astype(int)
+    both = (a > 0) & (b > 0)
+    assert both.sum() > 0.5 * a.size and np.abs(a - b)[both].mean() < 2
+    assert np.abs(a - mosaic[0, 1].astype(int))[both].mean() > 10, "channel 1 is the other stain"
+    # The command line: the same planes as the four channels of one OME-TIFF.
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    for i, t in enumerate(blocks):
+        tessera.save(folder / f"t_{i:02d}.png", t)
+    out = tmp_path / "cycles.ome.tif"
+    cli("stitch", folder, "--grid", "3x3", "--overlap", 25, "--order", "snake-row", "--channels", 2, "--cycles", 2, "-o", out)
+    import tifffile
+
+    with tifffile.TiffFile(out) as tf:
+        assert tf.series[0].axes == "CYX" and tf.series[0].shape[0] == 4
+        assert np.array_equal(tf.series[0].asarray(), mosaic[0])
+    with pytest.raises(ValueError, match="not both"):
+        tessera.stitch_grid(blocks, grid="3x3", overlap=25, channels=2, cycles=2, time_points=2)
 
 
 def test_each_channel_is_corrected_by_its_own_shading():

@@ -43,12 +43,15 @@ import java.io.File;
  * --time-points T} takes it. Each time point is registered on "Register channel" (or, with
  * "Reuse positions", placed where the first registered), later time points are brought onto
  * the first, and the mosaic is a hyperstack of C channels and T frames (a composite image
- * when C &gt; 1); the tables are those of time point 1 on the registration channel. Saving
+ * when C &gt; 1). "Cycles" K in place of time points: K re-stainings of one slide, each
+ * brought onto the first wherever the slide was put back, every cycle's channels shown as
+ * channels (C x K of them, one frame); the tables are those of time point 1 on the registration channel. Saving
  * the planes as one OME-TIFF is the command line's ({@code -o mosaic.ome.tif}); the error
  * says the command.
  * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1 flatfield=estimate")},
  * add {@code save} to always write the OME-TIFF and {@code ome=[/path/mosaic.ome.tif]} to choose the file, and
- * {@code channels=2 time=3 register=1 reuse} for planes (register counts channels from 1).
+ * {@code channels=2 time=3 register=1 reuse} (or {@code cycles=3} in place of {@code time}) for planes (register counts
+ * channels from 1).
  */
 public class GridStitchingPlugin implements PlugIn {
     static final String TITLE = "Grid Stitching (Tessera)";
@@ -87,6 +90,7 @@ public class GridStitchingPlugin implements PlugIn {
         gd.addString("Darkfield (none, estimate, or an image file; with a flat field)", last.get("darkfield"));
         gd.addNumber("Channels (blocks of tiles)", last.integer("channels"), 0, "");
         gd.addNumber("Time points (blocks of channels)", last.integer("time-points"), 0, "");
+        gd.addNumber("Cycles (of a re-stained slide, in place of time points)", last.integer("cycles"), 0, "");
         gd.addNumber("Register channel", last.integer("register-channel") + 1, 0, "(from 1)");
         gd.addCheckbox("Reuse positions (later time points placed as the first)", last.flag("reuse-positions"));
         gd.addCheckbox("Save as pyramidal OME-TIFF (always; a mosaic too large for ImageJ is saved anyway)", lastSave);
@@ -101,21 +105,23 @@ public class GridStitchingPlugin implements PlugIn {
             String order = gd.nextChoice(), start = gd.nextChoice(), blend = gd.nextChoice();
             double stage = gd.nextNumber();
             String flat = gd.nextString().trim(), dark = gd.nextString().trim();
-            double channels = gd.nextNumber(), times = gd.nextNumber(), register = gd.nextNumber();
+            double channels = gd.nextNumber(), times = gd.nextNumber(), cycles = gd.nextNumber(), register = gd.nextNumber();
             boolean reuse = gd.nextBoolean();
             lastSave = gd.nextBoolean();
             lastOme = gd.nextString().trim();
             if (gd.invalidNumber() || c != Math.rint(c) || r != Math.rint(r) || c < 1 || r < 1)
                 throw new IllegalArgumentException("columns and rows must be whole numbers of at least 1");
             if (folder.isEmpty()) throw new IllegalArgumentException("choose the folder of tiles");
-            if (channels != Math.rint(channels) || times != Math.rint(times) || register != Math.rint(register) || channels < 1 || times < 1
-                    || register < 1 || register > channels)
-                throw new IllegalArgumentException("channels and time points must be whole numbers of at least 1, and the register channel one of the channels");
+            if (channels != Math.rint(channels) || times != Math.rint(times) || cycles != Math.rint(cycles) || register != Math.rint(register)
+                    || channels < 1 || times < 1 || cycles < 1 || register < 1 || register > channels)
+                throw new IllegalArgumentException(
+                        "channels, time points and cycles must be whole numbers of at least 1, and the register channel one of the channels");
+            if (times > 1 && cycles > 1) throw new IllegalArgumentException("give time points or cycles, not both");
             cols = (int) c;
             rows = (int) r;
             last.set("overlap", overlap).set("order", order).set("start", start).set("blend", blend).set("stage-error", stage)
                     .set("flatfield", flat.isEmpty() ? "none" : flat).set("darkfield", dark.isEmpty() ? "none" : dark)
-                    .set("channels", (int) channels).set("time-points", (int) times)
+                    .set("channels", (int) channels).set("time-points", (int) times).set("cycles", (int) cycles)
                     .set("register-channel", (int) register - 1).set("reuse-positions", reuse);
             lastFolder = folder;
             lastColumns = cols;
@@ -199,9 +205,9 @@ public class GridStitchingPlugin implements PlugIn {
         return mosaic;
     }
 
-    /** The planes the options ask for: channels times time points. */
+    /** The planes the options ask for: channels times time points times cycles. */
     static int planes() {
-        return options().integer("channels") * options().integer("time-points");
+        return options().integer("channels") * options().integer("time-points") * options().integer("cycles");
     }
 
     /**

@@ -109,7 +109,7 @@ public class GridStitchingPluginTest {
     /** The macro options of a run on {@code g}: one plane unless {@code extra} says otherwise
      *  (the session keeps the last values a dialog had). */
     private static String options(Grid g, String extra) {
-        String planes = extra.contains("channels=") ? "" : "channels=1 time=1 register=1 ";
+        String planes = extra.contains("channels=") ? "" : "channels=1 time=1 cycles=1 register=1 ";
         return "folder=[" + g.folder.getPath() + "] columns=" + COLS + " rows=" + ROWS + " overlap=25 order=snake-row start=top-left "
                 + "blend=overwrite stage=0.1 " + planes + extra;
     }
@@ -259,7 +259,7 @@ public class GridStitchingPluginTest {
             }
         Grid g = new Grid(dir, first.truth);
         int before = WindowManager.getImageCount();
-        IJ.run(CMD, options(g, "channels=2 time=2 register=2"));
+        IJ.run(CMD, options(g, "channels=2 time=2 cycles=1 register=2"));
         assertNull("no error expected: " + Tessera.lastError(), Tessera.lastError());
         ImagePlus mosaic = WindowManager.getImage(WindowManager.getIDList()[before]);
         assertEquals(2, mosaic.getNChannels());
@@ -287,17 +287,26 @@ public class GridStitchingPluginTest {
         assertTrue("channels differ: " + across / n, across / n > 10);
         assertTrue("time points agree: " + between / n, between / n < 4);
         // Saving the planes is the command line's, and a grid of the wrong count is refused.
-        runExpectingError(options(g, "channels=2 time=2 register=1 save"), "--channels 2 --time-points 2");
+        runExpectingError(options(g, "channels=2 time=2 cycles=1 register=1 save"), "--channels 2 --time-points 2");
         Tessera.clearLastError();
-        runExpectingError(options(g, "channels=3 time=2 register=1"), "54 tiles");
+        runExpectingError(options(g, "channels=3 time=2 cycles=1 register=1"), "54 tiles");
         Tessera.clearLastError();
-        runExpectingError(options(g, "channels=2 time=2 register=3"), "register channel");
+        runExpectingError(options(g, "channels=2 time=2 cycles=1 register=3"), "register channel");
+        Tessera.clearLastError();
+        runExpectingError(options(g, "channels=2 time=2 cycles=2 register=1"), "not both");
+        // The same blocks as two cycles: four channels at one time point.
+        Tessera.clearLastError();
+        IJ.run(CMD, options(g, "channels=2 time=1 cycles=2 register=1"));
+        assertNull("no error expected: " + Tessera.lastError(), Tessera.lastError());
+        ImagePlus cycles = WindowManager.getImage(WindowManager.getIDList()[WindowManager.getImageCount() - 1]);
+        assertEquals(4, cycles.getNChannels());
+        assertEquals(1, cycles.getNFrames());
         // The session keeps the last values: back to one plane for the tests after this one.
         Tessera.clearLastError();
         File[] files = dir.listFiles();
         if (files != null) for (File f : files) f.delete();
         dir.delete();
-        GridStitchingPlugin.options().set("channels", 1).set("time-points", 1).set("register-channel", 0).set("reuse-positions", false);
+        GridStitchingPlugin.options().set("channels", 1).set("time-points", 1).set("cycles", 1).set("register-channel", 0).set("reuse-positions", false);
     }
 
     /** The mean of tile 1's top-left corner over the mean of its centre, in the mosaic. */
