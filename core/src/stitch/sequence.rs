@@ -1049,11 +1049,20 @@ impl<'a> Run<'a> {
             };
             // Once a pair has registered, each frame's first attempt comes from the window's
             // plan, made when the window opens at this frame.
+            // Before any pair has registered, the next frame alone is planned against the
+            // reference at rest: the first pair, too, registers in the parallel stage.
             let mut opened = false;
-            if let (Some(l), None) = (last, window.as_ref().and_then(|w| w.get(i))) {
+            if window.as_ref().and_then(|w| w.get(i)).is_none() {
                 let at = |idx: usize| held.iter().find(|f| f.index == idx).map(|f| f.pos).ok_or(Error::Backend("internal: lost a reference frame".into()));
-                window = Some(Window::plan(i, WINDOW, (k, at(k)?), (l, at(l)?), vel, limit, self.size));
-                opened = true;
+                let anchor = match (last, pending) {
+                    (Some(l), _) => Some((l, WINDOW)),
+                    (None, None) => Some((k, 1)),
+                    (None, Some(_)) => None,
+                };
+                if let Some((l, frames)) = anchor {
+                    window = Some(Window::plan(i, frames, (k, at(k)?), (l, at(l)?), vel, limit, self.size));
+                    opened = true;
+                }
             }
             // The window's frames, read ahead as far as the source has them.
             if let Some(end) = window.as_ref().and_then(|w| w.planned.last()).map(|p| p.moving) {
