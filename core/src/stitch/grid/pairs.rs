@@ -38,13 +38,28 @@ pub(super) fn register_tile_pair(a: &AnyView<'_>, b: &AnyView<'_>, start: Start,
     }
 }
 
+/// The smallest template a narrow overlap shrinks the templates to: 15 x 15 pixels still
+/// carry a reliable NCC peak on textured tiles, and the pair's consensus, the overlap's NCC
+/// and the stage model check what they find.
+const MIN_TEMPLATE: usize = 15;
+
+/// The search radius a narrow overlap keeps around each template at least: the strip
+/// seeds, from the overlaps' phase correlation, start within a pixel or two.
+const MIN_RADIUS: usize = 3;
+
 /// The registration parameters for a pair predicted at `predicted`: the search area must
 /// fit the overlap beside each template, so a narrow overlap searches a small radius (the
-/// strip seeds cover what lies beyond it).
+/// strip seeds cover what lies beyond it), and one narrower than the templates and that
+/// radius takes smaller templates, down to [`MIN_TEMPLATE`] (10 % overlaps of small tiles:
+/// 10 % of 256 pixels is about the default template).
 fn params_at(predicted: (f64, f64), size: (usize, usize), p: &RegisterParams) -> RegisterParams {
     let overlap = (size.0 as f64 - libm::fabs(predicted.0)).min(size.1 as f64 - libm::fabs(predicted.1));
-    let radius = (((overlap - p.rsz as f64) / 2.0 - 1.0).max(2.0) as usize).min(p.search_radius);
-    RegisterParams { search_radius: radius, motion: Motion::Translation, ..*p }
+    // An overlap too narrow even for the smallest templates keeps the given ones: templates
+    // smaller still would find chance matches in seeds far off the overlap (tested).
+    let fits = (overlap.max(0.0) as usize).saturating_sub(2 * (MIN_RADIUS + 1));
+    let rsz = if fits >= MIN_TEMPLATE { p.rsz.min(fits) } else { p.rsz };
+    let radius = (((overlap - rsz as f64) / 2.0 - 1.0).max(2.0) as usize).min(p.search_radius);
+    RegisterParams { rsz, search_radius: radius, motion: Motion::Translation, ..*p }
 }
 
 fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<PairRegistration> {
