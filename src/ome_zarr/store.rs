@@ -1,20 +1,6 @@
-//! A streaming writer of OME-Zarr (NGFF 0.5: Zarr v3, multiscale, chunked), the cloud-ready
-//! sibling of the OME-TIFF writer, read by napari, `ome-zarr-py`, QuPath and Fiji's N5
-//! tools. The image is one group whose `ome` attributes name the axes (`t`, `c`, `y`, `x`)
-//! and the resolution levels; each level is an array `0`, `1`, ... of shape `(T, C, h, w)`
-//! in chunks of `(1, 1, tile, tile)`, gzip-compressed, and chunks that hold only zeros
-//! (the canvas outside every frame) are not stored.
-//!
-//! The image arrives as horizontal strips, plane after plane (channel by channel within each
-//! time point), as the OME-TIFF writer takes them, and the same [`Pyramid`] halves each row
-//! of chunks down the levels, so memory is about two chunk rows of the full width. The
-//! chunks of a row are compressed and written on every core. 8-bit RGB (from `Rgba8`
-//! strips, alpha dropped) becomes three channels, red, green and blue, as NGFF has no
-//! interleaved colour.
-//!
-//! The store is written into a hidden folder beside its target and renamed into place by
-//! [`OmeZarrWriter::finish`]: a run that fails leaves the previous store (or nothing).
+//! The OME-Zarr writer itself (the `ome-zarr` feature, through the `zarrs` crate).
 
+use super::OmeZarrSummary;
 use crate::ome_tiff::{OmeTiffOptions, PixelKind};
 use crate::pyramid::{level_sizes, Pyramid, Sample, TileSink};
 use anyhow::{anyhow, bail, Context, Result};
@@ -27,26 +13,9 @@ use zarrs::array::{Array, ArrayBuilder, Element};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::group::GroupBuilder;
 
-/// Whether `path` asks for an OME-Zarr store (a name ending `.zarr`, any case, as
-/// `mosaic.ome.zarr`).
-pub fn is_ome_zarr(path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".zarr"))
-}
-
 /// gzip level of the chunks: level 1 compresses the canvas's flat and empty areas nearly
 /// as well as the higher levels at several times their speed.
 const GZIP_LEVEL: u32 = 1;
-
-/// What a finished store holds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct OmeZarrSummary {
-    /// Every level's size, full resolution first.
-    pub levels: Vec<(usize, usize)>,
-    /// Chunks stored (all-zero chunks are left out), over every level and plane.
-    pub chunks: usize,
-    /// Bytes of the stored chunks (compressed) and metadata.
-    pub bytes: u64,
-}
 
 /// The pyramids of the plane being written, one per sample type.
 enum Body {
@@ -453,9 +422,9 @@ mod tests {
 
     #[test]
     fn zarr_names_and_stores_are_recognised() {
-        assert!(is_ome_zarr(Path::new("a/mosaic.ome.zarr")));
-        assert!(is_ome_zarr(Path::new("M.ZARR")));
-        assert!(!is_ome_zarr(Path::new("mosaic.ome.tif")));
+        assert!(super::super::is_ome_zarr(Path::new("a/mosaic.ome.zarr")));
+        assert!(super::super::is_ome_zarr(Path::new("M.ZARR")));
+        assert!(!super::super::is_ome_zarr(Path::new("mosaic.ome.tif")));
         assert!(!is_zarr_store(Path::new("/nonexistent/x.zarr")));
     }
 
