@@ -13,10 +13,8 @@ import zarr
 from ome_zarr.io import parse_url
 from ome_zarr.reader import Reader
 
-from conftest import PHOTOS
-from test_ome_tiff import OME_TILE, cut_grid, photo
+from test_ome_tiff import OME_TILE, cut_grid, photo, plane_blocks
 
-import tessera
 
 GRID = ["--grid", "3x3", "--overlap", "25", "--order", "snake-row"]
 
@@ -78,17 +76,7 @@ def test_ome_zarr_levels_equal_the_ome_tiff(cli, tmp_path, kind):
 
 
 def test_channels_and_time_points_are_the_c_and_t_axes(cli, tmp_path):
-    gray, other = photo("uint8"), tessera.load(PHOTOS / "grass.png")
-    tiles = tmp_path / "tiles"
-    tiles.mkdir()
-    k = 0
-    for t in range(2):
-        for src in (gray, other):
-            block = tmp_path / f"block{t}{k}"
-            cut_grid(src, block, seed=t)
-            for f in sorted(block.iterdir()):
-                f.rename(tiles / f"tile_{k:02d}.png")
-                k += 1
+    tiles = plane_blocks(tmp_path)
     opts = [*GRID, "--channels", 2, "--time-points", 2, "--ome-tile", OME_TILE]
     store, tif = tmp_path / "planes.ome.zarr", tmp_path / "planes.ome.tif"
     cli("stitch", tiles, *opts, "-o", store)

@@ -18,7 +18,7 @@ use tessera::large::{write_composite, OutputOptions};
 use anyhow::{anyhow, Result};
 use serde_json::json;
 use std::ops::ControlFlow;
-use tessera::stitch::{grid_positions, register_tiles, Blend, Corner, GridParams, InMemory, SplitMix64, TileOrder};
+use tessera::stitch::{grid_positions, register_tiles, Blend, Corner, GridParams, InMemory, Mosaic, SplitMix64, TileOrder};
 use tessera::{AnyView, Image, Parallelism};
 
 pub(super) const TILE: (usize, usize) = (1392, 1040);
@@ -32,9 +32,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     if !r.wants(&name) {
         return Ok(());
     }
-    let nominal = grid_positions(cols, rows, TILE, OVERLAP, TileOrder::SnakeRow, Corner::TopLeft)?;
-    let mut rng = SplitMix64::new(20);
-    let truth: Vec<(f64, f64)> = nominal.iter().map(|q| (q.0 + jitter(&mut rng, TILE.0), q.1 + jitter(&mut rng, TILE.1))).collect();
+    let (nominal, truth) = stage_and_truth(cols, rows, 20)?;
     let tiles = cut_tiles(&truth)?;
     let views: Vec<AnyView<'_>> = tiles.iter().map(|t| AnyView::U16(t.view())).collect();
     let source = InMemory(&views);
@@ -77,18 +75,14 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         "cpu",
         json!({"registration": mib(register_peak), "composite": mib(composite_peak), "before": mib(before), "tiles_held": tiles_mib.round()}),
     );
-    let errors: Vec<f64> = mosaic
-        .tiles
-        .iter()
-        .map(|t| (t.position.0 - (truth[t.index].0 - truth[0].0)).hypot(t.position.1 - (truth[t.index].1 - truth[0].1)))
-        .collect();
+    let (mean_error, max_error) = position_errors(&mosaic, &truth);
     r.record(
         &format!("{name}_accuracy"),
         params,
         "cpu",
         json!({
-            "mean_error_px": (errors.iter().sum::<f64>() / errors.len() as f64 * 1e4).round() / 1e4,
-            "max_error_px": (errors.iter().cloned().fold(0.0, f64::max) * 1e4).round() / 1e4,
+            "mean_error_px": mean_error,
+            "max_error_px": max_error,
             "tiles_registered": mosaic.tiles.iter().filter(|t| t.registered).count(),
             "pairs_accepted": mosaic.pairs.iter().filter(|q| q.shift.is_some()).count(),
             "pairs": mosaic.pairs.len(),
@@ -99,8 +93,29 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     Ok(())
 }
 
+/// The nominal snake-row positions of a `cols x rows` grid of [`TILE`] tiles overlapping by
+/// [`OVERLAP`], and the true ones: each off by a stage error drawn from `seed`.
+pub(super) fn stage_and_truth(cols: usize, rows: usize, seed: u64) -> Result<(Vec<(f64, f64)>, Vec<(f64, f64)>)> {
+    let nominal = grid_positions(cols, rows, TILE, OVERLAP, TileOrder::SnakeRow, Corner::TopLeft)?;
+    let mut rng = SplitMix64::new(seed);
+    let truth = nominal.iter().map(|q| (q.0 + jitter(&mut rng, TILE.0), q.1 + jitter(&mut rng, TILE.1))).collect();
+    Ok((nominal, truth))
+}
+
+/// The mean and largest distance of the mosaic's tiles from `truth` (relative to tile 0),
+/// rounded to 1e-4 px.
+pub(super) fn position_errors(mosaic: &Mosaic, truth: &[(f64, f64)]) -> (f64, f64) {
+    let errors: Vec<f64> = mosaic
+        .tiles
+        .iter()
+        .map(|t| (t.position.0 - (truth[t.index].0 - truth[0].0)).hypot(t.position.1 - (truth[t.index].1 - truth[0].1)))
+        .collect();
+    let round = |v: f64| (v * 1e4).round() / 1e4;
+    (round(errors.iter().sum::<f64>() / errors.len() as f64), round(errors.iter().cloned().fold(0.0, f64::max)))
+}
+
 /// A stage error in pixels, uniform within +-[`JITTER`] of `side`.
-pub(super) fn jitter(rng: &mut SplitMix64, side: usize) -> f64 {
+fn jitter(rng: &mut SplitMix64, side: usize) -> f64 {
     (rng.uniform() * 2.0 - 1.0) * JITTER * side as f64
 }
 

@@ -9,7 +9,7 @@
 //! resident memory of the whole run and the positions' error against the truth. MIST
 //! reports 43 s for this size with one GPU and two quad-core Xeons.
 
-use super::grid::{jitter, tile, OVERLAP, TILE};
+use super::grid::{position_errors, stage_and_truth, tile, OVERLAP, TILE};
 use super::memory::{peak_rss, reset_peak};
 use super::Recorder;
 use anyhow::{anyhow, Context, Result};
@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use tessera::grid::{register_grid, GridLayout, GridOptions, Nominal};
 use tessera::large::{write_composite, OutputOptions};
-use tessera::stitch::{grid_positions, Blend, Corner, GridParams, Similarity, SplitMix64, StitchParams, TileOrder};
+use tessera::stitch::{Blend, Corner, GridParams, Similarity, StitchParams, TileOrder};
 use tessera::{AnyImage, Parallelism};
 
 const COLS: usize = 42;
@@ -31,9 +31,7 @@ pub fn run(r: &mut Recorder) -> Result<()> {
     if !r.asks_for(&name) {
         return Ok(());
     }
-    let nominal = grid_positions(COLS, ROWS, TILE, OVERLAP, TileOrder::SnakeRow, Corner::TopLeft)?;
-    let mut rng = SplitMix64::new(42);
-    let truth: Vec<(f64, f64)> = nominal.iter().map(|q| (q.0 + jitter(&mut rng, TILE.0), q.1 + jitter(&mut rng, TILE.1))).collect();
+    let (_, truth) = stage_and_truth(COLS, ROWS, 42)?;
     let dir = std::env::var_os("TESSERA_BENCH_DATA").map_or_else(std::env::temp_dir, PathBuf::from).join(format!("tessera-mist-{COLS}x{ROWS}"));
     let t = Instant::now();
     let files = tiles_on_disk(&dir, &truth)?;
@@ -58,11 +56,7 @@ pub fn run(r: &mut Recorder) -> Result<()> {
     let _ = std::fs::remove_file(&written.path);
 
     let mosaic = &run.mosaic;
-    let errors: Vec<f64> = mosaic
-        .tiles
-        .iter()
-        .map(|t| (t.position.0 - (truth[t.index].0 - truth[0].0)).hypot(t.position.1 - (truth[t.index].1 - truth[0].1)))
-        .collect();
+    let (mean_error, max_error) = position_errors(mosaic, &truth);
     r.record(
         &name,
         params,
@@ -75,8 +69,8 @@ pub fn run(r: &mut Recorder) -> Result<()> {
             "mosaic": [written.size.0, written.size.1],
             "ome_tiff_bytes": bytes,
             "ome_tiff_levels": written.ome.as_ref().map_or(0, |o| o.levels().len()),
-            "mean_error_px": (errors.iter().sum::<f64>() / errors.len() as f64 * 1e4).round() / 1e4,
-            "max_error_px": (errors.iter().cloned().fold(0.0, f64::max) * 1e4).round() / 1e4,
+            "mean_error_px": mean_error,
+            "max_error_px": max_error,
             "tiles_ok": mosaic.tiles.iter().filter(|t| t.status() == "ok").count(),
             "pairs_accepted": mosaic.pairs.iter().filter(|q| q.shift.is_some()).count(),
             "pairs": mosaic.pairs.len(),
