@@ -180,6 +180,52 @@ impl<T: Sample> Pyramid<T> {
     }
 }
 
+/// A pyramid of any pixel layout the tiled writers store, with the row of RGB samples an
+/// `Rgba8` strip is converted through (its alpha, the compositor's coverage, dropped).
+pub struct AnyPyramid {
+    levels: Levels,
+    rgb: Vec<u8>,
+}
+
+enum Levels {
+    U8(Pyramid<u8>),
+    U16(Pyramid<u16>),
+    F32(Pyramid<f32>),
+}
+
+impl AnyPyramid {
+    /// An empty pyramid of `kind` pixels at level sizes `sizes`.
+    pub fn new(kind: crate::ome_tiff::PixelKind, sizes: &[(usize, usize)], tile: usize) -> Self {
+        use crate::ome_tiff::PixelKind;
+        let levels = match kind {
+            PixelKind::U8 => Levels::U8(Pyramid::new(sizes, 1, tile)),
+            PixelKind::Rgb8 => Levels::U8(Pyramid::new(sizes, 3, tile)),
+            PixelKind::U16 => Levels::U16(Pyramid::new(sizes, 1, tile)),
+            PixelKind::F32 => Levels::F32(Pyramid::new(sizes, 1, tile)),
+        };
+        AnyPyramid { levels, rgb: Vec::new() }
+    }
+
+    /// Appends the rows of `strip` (of the pyramid's layout, checked by the writer before).
+    pub fn push_strip<S: TileSink<u8> + TileSink<u16> + TileSink<f32>>(&mut self, strip: &tessera_core::AnyView<'_>, sink: &mut S) -> std::io::Result<()> {
+        use tessera_core::AnyView;
+        fn rows<T: Sample + tessera_core::Pixel>(p: &mut Pyramid<T>, v: &tessera_core::ImageView<'_, T>, sink: &mut dyn TileSink<T>) -> std::io::Result<()> {
+            v.rows().try_for_each(|row| p.push(row, sink))
+        }
+        match (&mut self.levels, strip) {
+            (Levels::U8(p), AnyView::U8(v)) => rows(p, v, sink),
+            (Levels::U16(p), AnyView::U16(v)) => rows(p, v, sink),
+            (Levels::F32(p), AnyView::F32(v)) => rows(p, v, sink),
+            (Levels::U8(p), AnyView::Rgba8(v)) => v.rows().try_for_each(|row| {
+                self.rgb.clear();
+                self.rgb.extend(row.iter().flat_map(|px| [px.r, px.g, px.b]));
+                p.push(&self.rgb, sink)
+            }),
+            _ => Err(std::io::Error::other("internal: a strip of another pixel type")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

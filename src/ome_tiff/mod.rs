@@ -18,11 +18,11 @@ pub mod xml;
 
 use anyhow::{bail, Context, Result};
 use ifd::{Ifd, Kind};
-use crate::pyramid::{level_sizes, Pyramid, Sample, TileSink};
+use crate::pyramid::{level_sizes, AnyPyramid, Sample, TileSink};
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use tessera_core::{AnyView, ImageView};
+use tessera_core::AnyView;
 
 /// Whether `path` asks for an OME-TIFF (`.ome.tif` / `.ome.tiff`, any case).
 pub fn is_ome_tiff(path: &Path) -> bool {
@@ -142,12 +142,6 @@ impl<T: Sample> TileSink<T> for Out {
     }
 }
 
-enum Body {
-    U8(Pyramid<u8>),
-    U16(Pyramid<u16>),
-    F32(Pyramid<f32>),
-}
-
 /// A pyramidal OME-TIFF being written strip by strip (module doc): [`create`](Self::create),
 /// [`write_strip`](Self::write_strip) the rows top to bottom, [`finish`](Self::finish).
 /// A writer dropped unfinished leaves an incomplete file.
@@ -163,8 +157,7 @@ pub struct OmeTiffWriter {
     xml: String,
     tile: usize,
     rows_in: usize,
-    body: Body,
-    rgb: Vec<u8>,
+    body: AnyPyramid,
     /// The planes the file holds, and the tiles of each plane written so far.
     planes: usize,
     done: Vec<Vec<Vec<(u64, u64)>>>,
@@ -221,19 +214,10 @@ impl OmeTiffWriter {
         let head = ifd::header(big, 0);
         out.w.write_all(&head).with_context(|| format!("cannot write {}", path.display()))?;
         out.pos = head.len() as u64;
-        let body = Self::body(kind, &sizes, tile);
-        Ok(OmeTiffWriter { path: path.to_path_buf(), out, part, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, rgb: Vec::new(), planes, done: Vec::new() })
+        let body = AnyPyramid::new(kind, &sizes, tile);
+        Ok(OmeTiffWriter { path: path.to_path_buf(), out, part, kind, size: (width, height), sizes, big, xml, tile, rows_in: 0, body, planes, done: Vec::new() })
     }
 
-    /// An empty pyramid of `kind` pixels at level sizes `sizes`.
-    fn body(kind: PixelKind, sizes: &[(usize, usize)], tile: usize) -> Body {
-        match kind {
-            PixelKind::U8 => Body::U8(Pyramid::new(sizes, 1, tile)),
-            PixelKind::Rgb8 => Body::U8(Pyramid::new(sizes, 3, tile)),
-            PixelKind::U16 => Body::U16(Pyramid::new(sizes, 1, tile)),
-            PixelKind::F32 => Body::F32(Pyramid::new(sizes, 1, tile)),
-        }
-    }
 
     /// Whether the file is a BigTIFF.
     pub fn is_bigtiff(&self) -> bool {
@@ -266,22 +250,11 @@ impl OmeTiffWriter {
             bail!("a {w}x{h} strip at row {} of a {}x{} image", self.rows_in, self.size.0, self.size.1);
         }
         let ctx = || format!("cannot write {}", self.path.display());
-        let out = &mut self.out;
-        let written = match (&mut self.body, strip) {
-            (Body::U8(p), AnyView::U8(v)) => push_view(p, v, out),
-            (Body::U16(p), AnyView::U16(v)) => push_view(p, v, out),
-            (Body::F32(p), AnyView::F32(v)) => push_view(p, v, out),
-            (Body::U8(p), AnyView::Rgba8(v)) => v.rows().try_for_each(|row| {
-                self.rgb.clear();
-                self.rgb.extend(row.iter().flat_map(|px| [px.r, px.g, px.b]));
-                p.push(&self.rgb, out)
-            }),
-            _ => bail!("internal: strip type"),
-        };
+        let written = self.body.push_strip(strip, &mut self.out);
         written.with_context(ctx)?;
         self.rows_in += h;
         if self.rows_in == self.size.1 {
-            self.body = Self::body(self.kind, &self.sizes, self.tile);
+            self.body = AnyPyramid::new(self.kind, &self.sizes, self.tile);
             let plane = std::mem::replace(&mut self.out.tiles, vec![Vec::new(); self.sizes.len()]);
             self.done.push(plane);
             if self.done.len() < self.planes {
@@ -373,10 +346,6 @@ impl OmeTiffWriter {
         d.set(339, Kind::Short, &vec![format; spp as usize]);
         d
     }
-}
-
-fn push_view<T: Sample + tessera_core::Pixel>(p: &mut Pyramid<T>, v: &ImageView<'_, T>, out: &mut Out) -> std::io::Result<()> {
-    v.rows().try_for_each(|row| p.push(row, out))
 }
 
 /// Rows `y..y + h` of `v`.

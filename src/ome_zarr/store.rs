@@ -2,13 +2,13 @@
 
 use super::OmeZarrSummary;
 use crate::ome_tiff::{OmeTiffOptions, PixelKind};
-use crate::pyramid::{level_sizes, Pyramid, Sample, TileSink};
+use crate::pyramid::{level_sizes, AnyPyramid, Sample, TileSink};
 use anyhow::{anyhow, bail, Context, Result};
 use rayon::prelude::*;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tessera_core::{AnyView, ImageView};
+use tessera_core::AnyView;
 use zarrs::array::{Array, ArrayBuilder, Element};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::group::GroupBuilder;
@@ -16,13 +16,6 @@ use zarrs::group::GroupBuilder;
 /// gzip level of the chunks: level 1 compresses the canvas's flat and empty areas nearly
 /// as well as the higher levels at several times their speed.
 const GZIP_LEVEL: u32 = 1;
-
-/// The pyramids of the plane being written, one per sample type.
-enum Body {
-    U8(Pyramid<u8>),
-    U16(Pyramid<u16>),
-    F32(Pyramid<f32>),
-}
 
 /// Where a plane's chunk rows go: every level's array and the plane's (t, c) indices.
 struct Chunks {
@@ -75,9 +68,8 @@ pub struct OmeZarrWriter {
     planes: (usize, usize),
     rows_in: usize,
     planes_done: usize,
-    body: Body,
+    body: AnyPyramid,
     chunks: Chunks,
-    rgb: Vec<u8>,
 }
 
 impl OmeZarrWriter {
@@ -129,14 +121,13 @@ impl OmeZarrWriter {
             part,
             kind,
             size: (width, height),
-            body: body(kind, &sizes, tile),
+            body: AnyPyramid::new(kind, &sizes, tile),
             sizes,
             tile,
             planes: (channels, times),
             rows_in: 0,
             planes_done: 0,
             chunks: Chunks { arrays, plane: (0, 0), spp, tile, stored: 0 },
-            rgb: Vec::new(),
         })
     }
 
@@ -155,24 +146,13 @@ impl OmeZarrWriter {
         if w != self.size.0 || h == 0 || self.rows_in + h > self.size.1 {
             bail!("a {w}x{h} strip at row {} of a {}x{} image", self.rows_in, self.size.0, self.size.1);
         }
-        let sink = &mut self.chunks;
-        let written = match (&mut self.body, strip) {
-            (Body::U8(p), AnyView::U8(v)) => push_view(p, v, sink),
-            (Body::U16(p), AnyView::U16(v)) => push_view(p, v, sink),
-            (Body::F32(p), AnyView::F32(v)) => push_view(p, v, sink),
-            (Body::U8(p), AnyView::Rgba8(v)) => v.rows().try_for_each(|row| {
-                self.rgb.clear();
-                self.rgb.extend(row.iter().flat_map(|px| [px.r, px.g, px.b]));
-                p.push(&self.rgb, sink)
-            }),
-            _ => bail!("internal: strip type"),
-        };
+        let written = self.body.push_strip(strip, &mut self.chunks);
         written.with_context(|| format!("cannot write {target}"))?;
         self.rows_in += h;
         if self.rows_in == self.size.1 {
             self.planes_done += 1;
             self.rows_in = 0;
-            self.body = body(self.kind, &self.sizes, self.tile);
+            self.body = AnyPyramid::new(self.kind, &self.sizes, self.tile);
             let c = self.planes.0.max(1);
             self.chunks.plane = ((self.planes_done / c) as u64, (self.planes_done % c) as u64);
         }
@@ -191,19 +171,6 @@ impl OmeZarrWriter {
         self.part.commit()?;
         Ok(OmeZarrSummary { levels: self.sizes, chunks, bytes })
     }
-}
-
-fn body(kind: PixelKind, sizes: &[(usize, usize)], tile: usize) -> Body {
-    match kind {
-        PixelKind::U8 => Body::U8(Pyramid::new(sizes, 1, tile)),
-        PixelKind::Rgb8 => Body::U8(Pyramid::new(sizes, 3, tile)),
-        PixelKind::U16 => Body::U16(Pyramid::new(sizes, 1, tile)),
-        PixelKind::F32 => Body::F32(Pyramid::new(sizes, 1, tile)),
-    }
-}
-
-fn push_view<T: Sample + tessera_core::Pixel>(p: &mut Pyramid<T>, v: &ImageView<'_, T>, sink: &mut dyn TileSink<T>) -> std::io::Result<()> {
-    v.rows().try_for_each(|row| p.push(row, sink))
 }
 
 /// The group's `ome` attributes (NGFF 0.5): the axes, each level's scale (and the half-pixel
