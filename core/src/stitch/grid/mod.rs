@@ -31,11 +31,13 @@ mod model;
 mod pairs;
 mod place;
 mod seams;
+mod strip;
 
 pub use model::{direction, StageModel, Verification, MIN_SUPPORT};
 pub use seams::{seam_steps, SEAM_BLOCK};
 
-use pairs::{register_tile_pair, Start};
+use pairs::{register_tile_pair, strip_ncc, Found, Start};
+use strip::{chance_threshold, MIN_STRIP};
 use super::register::RegisterParams;
 use super::sequence::FrameSource;
 use crate::error::{require_finite, Error, Result};
@@ -275,6 +277,13 @@ pub fn register_tiles(
         found.push(run.pair(neighbouring[k], Start::Near { offset: offset(k), margin: prior })?);
     }
     report(progress, total)?;
+    // Whole-overlap matches of overlaps too narrow for templates, judged against chance.
+    let mut chance = Chance::default();
+    for k in 0..found.len() {
+        if found[k].by_strip {
+            chance.judge(&run, &mut found[k], offset(k), prior, nominal, &unreadable)?;
+        }
+    }
     let measured = |found: &[Found]| -> Vec<((f64, f64), Option<(f64, f64)>)> { (0..found.len()).map(|k| (offset(k), found[k].shift)).collect() };
 
     // 2. The stage model; a direction too few pairs of which registered is searched over
@@ -304,7 +313,10 @@ pub fn register_tiles(
         for k in 0..found.len() {
             if verdicts[k].is_none() {
                 report(progress, total)?;
-                let again = run.pair(neighbouring[k], Start::Near { offset: model.offset(offset(k)), margin: (margin, margin) })?;
+                let mut again = run.pair(neighbouring[k], Start::Near { offset: model.offset(offset(k)), margin: (margin, margin) })?;
+                if again.by_strip {
+                    chance.judge(&run, &mut again, model.offset(offset(k)), (margin, margin), nominal, &unreadable)?;
+                }
                 if again.shift.is_some() {
                     found[k] = again;
                 }
@@ -344,15 +356,6 @@ pub fn register_tiles(
     Ok(Mosaic { tiles, pairs, components: placed.components, model })
 }
 
-/// A pair's registration as the driver keeps it.
-struct Found {
-    shift: Option<(f64, f64)>,
-    skip: Option<String>,
-    ncc: f64,
-    margin: f64,
-    vectors_used: usize,
-}
-
 /// What every pair's registration shares.
 struct Registrar<'a> {
     tiles: &'a dyn FrameSource,
@@ -365,8 +368,77 @@ impl Registrar<'_> {
     fn pair(&self, (a, b): (usize, usize), start: Start) -> Result<Found> {
         let (fa, fb) = (self.tiles.frame(a).map_err(bad_tile)?, self.tiles.frame(b).map_err(bad_tile)?);
         let (va, vb): (AnyView<'_>, AnyView<'_>) = (fa.view().map_err(bad_tile)?, fb.view().map_err(bad_tile)?);
-        let r = register_tile_pair(&va, &vb, start, self.size, self.p, self.par)?;
-        Ok(Found { shift: r.shift, skip: r.skip.map(|s| s.describe()), ncc: r.ncc, margin: r.margin, vectors_used: r.vectors_used })
+        register_tile_pair(&va, &vb, start, self.size, self.p, self.par)
+    }
+}
+
+/// How many unrelated tile pairs a chance threshold is drawn from: at least
+/// [`strip::MIN_CHANCE_SAMPLES`] are needed, more sharpen the estimate of its spread.
+const CHANCE_SAMPLES: usize = 32;
+
+/// Per direction, what a whole-overlap match reaches by chance (`None` until needed) and
+/// from how many unrelated pairs.
+#[derive(Default)]
+struct Chance {
+    thresholds: [Option<(Option<f64>, usize)>; 2],
+}
+
+impl Chance {
+    /// Keeps the whole-overlap match `f` of a pair at nominal offset `geometry`, searched
+    /// within `margin`, only where it beats chance: the same search run on pairs of tiles
+    /// that cannot overlap so (the first need of a direction draws them).
+    fn judge(&mut self, run: &Registrar<'_>, f: &mut Found, geometry: (f64, f64), margin: (f64, f64), nominal: &[(f64, f64)], unreadable: &[Option<String>]) -> Result<()> {
+        let Some(ncc) = f.shift.map(|_| f.ncc) else { return Ok(()) };
+        let dir = direction(geometry);
+        let (threshold, samples) = match self.thresholds[dir] {
+            Some(t) => t,
+            None => *self.thresholds[dir].insert(run.chance(geometry, margin, nominal, unreadable)?),
+        };
+        let why = match threshold {
+            None => Some(alloc::format!("unjudged: the whole overlap correlates {ncc:.2}, and {samples} unrelated tile pairs are too few to tell a match from chance")),
+            Some(t) if ncc <= t => Some(alloc::format!("chance: the whole overlap correlates {ncc:.2} at its best, not above {t:.2}, what its search reaches on {samples} unrelated tile pairs")),
+            Some(t) => {
+                f.margin = ncc - t;
+                None
+            }
+        };
+        if why.is_some() {
+            (f.shift, f.skip) = (None, why);
+        }
+        Ok(())
+    }
+}
+
+impl Registrar<'_> {
+    /// The chance threshold of a whole-overlap match at nominal offset `geometry` within
+    /// `margin` ([`strip::chance_threshold`]) and the number of unrelated pairs it is drawn
+    /// from: ordered pairs of readable tiles (a tile with itself too) whose true offset
+    /// lies beyond the search's reach, drawn at random (seeded: runs repeat).
+    fn chance(&self, geometry: (f64, f64), margin: (f64, f64), nominal: &[(f64, f64)], unreadable: &[Option<String>]) -> Result<(Option<f64>, usize)> {
+        let n = nominal.len();
+        // A pair's true offset is within twice the stage error of its nominal one, so one
+        // more than three margins off the geometry is out of the search's reach.
+        let reach = (3.0 * margin.0 + MIN_STRIP as f64, 3.0 * margin.1 + MIN_STRIP as f64);
+        let unrelated = |i: usize, j: usize| {
+            let d = (nominal[j].0 - nominal[i].0, nominal[j].1 - nominal[i].1);
+            unreadable[i].is_none() && unreadable[j].is_none() && (libm::fabs(d.0 - geometry.0) > reach.0 || libm::fabs(d.1 - geometry.1) > reach.1)
+        };
+        let mut rng = super::SplitMix64::new(0x5EED_0FC4_A2CE);
+        let mut drawn = alloc::collections::BTreeSet::new();
+        let mut nulls = Vec::with_capacity(CHANCE_SAMPLES);
+        for _ in 0..64 * CHANCE_SAMPLES {
+            if drawn.len() == CHANCE_SAMPLES {
+                break;
+            }
+            let (i, j) = ((rng.next_u64() % n as u64) as usize, (rng.next_u64() % n as u64) as usize);
+            if unrelated(i, j) && drawn.insert((i, j)) {
+                let (fa, fb) = (self.tiles.frame(i).map_err(bad_tile)?, self.tiles.frame(j).map_err(bad_tile)?);
+                if let Some(r) = strip_ncc(&fa.view().map_err(bad_tile)?, &fb.view().map_err(bad_tile)?, geometry, margin, self.p)? {
+                    nulls.push(r);
+                }
+            }
+        }
+        Ok((chance_threshold(&nulls), nulls.len()))
     }
 }
 

@@ -1,9 +1,11 @@
 //! Registration of one neighbouring pair of tiles: from a predicted offset (the stage's, or
 //! the fitted stage model's) by NCC templates, then from the phase-correlation peaks of the
-//! two overlap strips widened by how far the prediction may be off; or, where nothing is
+//! two overlap strips widened by how far the prediction may be off; across an overlap too
+//! narrow for templates, by the whole overlap ([`super::strip`]); or, where nothing is
 //! known of the offset (the nominal overlap is wrong), from the phase-correlation peaks of
 //! the two whole tiles, as MIST does.
 
+use super::strip::{match_strip, strip_seeds};
 use super::GridParams;
 use crate::error::{Error, Result};
 use crate::image::{AnyView, ImageView};
@@ -12,6 +14,7 @@ use crate::parallel::Parallelism;
 use crate::stitch::coarse::{self, Spectrum};
 use crate::stitch::quality::overlap_ncc;
 use crate::stitch::register::{gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
+use alloc::string::String;
 use alloc::vec::Vec;
 
 /// Where a pair's search starts.
@@ -24,11 +27,25 @@ pub(super) enum Start {
     Anywhere { towards: (f64, f64) },
 }
 
+/// A pair's registration as the grid keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Found {
+    pub shift: Option<(f64, f64)>,
+    pub skip: Option<String>,
+    pub ncc: f64,
+    pub margin: f64,
+    pub vectors_used: usize,
+    /// Matched by its whole overlap (too narrow for templates): judged against chance
+    /// before it is used ([`super::strip::chance_threshold`]).
+    pub by_strip: bool,
+}
+
 /// Registers tile `b` against tile `a` (both `size`) from `start`. The templates' search
 /// radius shrinks to fit the overlap the start implies; a weak consensus must be confirmed
-/// by the overlap's NCC (as a sequence's pairs). A stage moves tiles without turning them:
-/// grid pairs are translations, whatever the sequences' motion model.
-pub(super) fn register_tile_pair(a: &AnyView<'_>, b: &AnyView<'_>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<PairRegistration> {
+/// by the overlap's NCC (as a sequence's pairs). A start whose overlap is too narrow for
+/// the smallest templates is matched by its whole overlap. A stage moves tiles without
+/// turning them: grid pairs are translations, whatever the sequences' motion model.
+pub(super) fn register_tile_pair(a: &AnyView<'_>, b: &AnyView<'_>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<Found> {
     let (la, lb) = (luma_storage(a), luma_storage(b));
     match (gray(a, &la)?, gray(b, &lb)?) {
         (Gray::U8(x), Gray::U8(y)) => register_typed(x, y, start, size, p, par),
@@ -36,6 +53,20 @@ pub(super) fn register_tile_pair(a: &AnyView<'_>, b: &AnyView<'_>, start: Start,
         (Gray::F32(x), Gray::F32(y)) => register_typed(x, y, start, size, p, par),
         _ => Err(Error::UnsupportedType { op: "grid", types: "tiles of two different pixel types" }),
     }
+}
+
+/// The NCC of the best whole-overlap match of `b` against `a` from `predicted` within
+/// `margin` ([`match_strip`]): a pair of unrelated tiles gives what a strip matches by
+/// chance. `None` where nothing in reach can be compared.
+pub(super) fn strip_ncc(a: &AnyView<'_>, b: &AnyView<'_>, predicted: (f64, f64), margin: (f64, f64), p: &GridParams) -> Result<Option<f64>> {
+    let (la, lb) = (luma_storage(a), luma_storage(b));
+    Ok(match (gray(a, &la)?, gray(b, &lb)?) {
+        (Gray::U8(x), Gray::U8(y)) => match_strip(x, y, predicted, margin, p.coarse_candidates),
+        (Gray::U16(x), Gray::U16(y)) => match_strip(x, y, predicted, margin, p.coarse_candidates),
+        (Gray::F32(x), Gray::F32(y)) => match_strip(x, y, predicted, margin, p.coarse_candidates),
+        _ => return Err(Error::UnsupportedType { op: "grid", types: "tiles of two different pixel types" }),
+    }
+    .map(|m| m.ncc))
 }
 
 /// The smallest template a narrow overlap shrinks the templates to: 15 x 15 pixels still
@@ -53,27 +84,43 @@ const MIN_RADIUS: usize = 3;
 /// radius takes smaller templates, down to [`MIN_TEMPLATE`] (10 % overlaps of small tiles:
 /// 10 % of 256 pixels is about the default template).
 fn params_at(predicted: (f64, f64), size: (usize, usize), p: &RegisterParams) -> RegisterParams {
-    let overlap = (size.0 as f64 - libm::fabs(predicted.0)).min(size.1 as f64 - libm::fabs(predicted.1));
+    let overlap = overlap_at(predicted, size);
     // An overlap too narrow even for the smallest templates keeps the given ones: templates
     // smaller still would find chance matches in seeds far off the overlap (tested).
-    let fits = (overlap.max(0.0) as usize).saturating_sub(2 * (MIN_RADIUS + 1));
+    let fits = template_room(predicted, size);
     let rsz = if fits >= MIN_TEMPLATE { p.rsz.min(fits) } else { p.rsz };
     let radius = (((overlap - rsz as f64) / 2.0 - 1.0).max(2.0) as usize).min(p.search_radius);
     RegisterParams { rsz, search_radius: radius, motion: Motion::Translation, ..*p }
 }
 
-fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<PairRegistration> {
+/// The overlap's narrower side (px) at offset `predicted`.
+fn overlap_at(predicted: (f64, f64), size: (usize, usize)) -> f64 {
+    (size.0 as f64 - libm::fabs(predicted.0)).min(size.1 as f64 - libm::fabs(predicted.1))
+}
+
+/// The template side the overlap at `predicted` leaves room for beside the smallest search.
+fn template_room(predicted: (f64, f64), size: (usize, usize)) -> usize {
+    (overlap_at(predicted, size).max(0.0) as usize).saturating_sub(2 * (MIN_RADIUS + 1))
+}
+
+fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<Found> {
+    if let Start::Near { offset, margin } = start {
+        if template_room(offset, size) < MIN_TEMPLATE {
+            let m = match_strip(a, b, offset, margin, p.coarse_candidates);
+            let skip = m.is_none().then(|| "no match: within the stage error the overlap is narrower than 4 px or flat".into());
+            return Ok(Found { shift: m.map(|m| m.shift), skip, ncc: m.map_or(0.0, |m| m.ncc), margin: 0.0, vectors_used: 0, by_strip: true });
+        }
+    }
     let moving = SearchFrame::new(b)?;
     let weak = |r: &PairRegistration| r.shift.is_some() && 3 * r.vectors_used < r.textured;
     let (first, seeds) = match start {
         Start::Near { offset, margin } => {
             let first = register_pair(a, &moving, &params_at(offset, size, &p.register), offset, par)?;
-            let seeds = if p.coarse_candidates > 0 && (first.shift.is_none() || weak(&first)) { strip_seeds(a, b, offset, margin, size, p.coarse_candidates)? } else { Vec::new() };
+            let seeds = if p.coarse_candidates > 0 && (first.shift.is_none() || weak(&first)) { strip_seeds(a, b, offset, margin, size, p.coarse_candidates) } else { Vec::new() };
             (Some(first), seeds)
         }
         Start::Anywhere { towards } => (None, whole_tile_seeds(a, b, towards, size, p.coarse_candidates.max(1))),
     };
-    let mut evaluations = first.as_ref().map_or(0, |r| r.evaluations);
     let mut best = first;
     for seed in seeds {
         if best.as_ref().is_some_and(|r| r.shift.is_some_and(|s| libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0)) {
@@ -84,7 +131,6 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
         // tiles, as its own overlap allows.
         let at = if matches!(start, Start::Near { .. }) { towards_of(start) } else { seed };
         let r = register_pair(a, &moving, &params_at(at, size, &p.register), seed, par)?;
-        evaluations += r.evaluations;
         let better = |best: &PairRegistration| r.shift.is_some() && (best.shift.is_none() || r.vectors_used > best.vectors_used);
         if best.as_ref().is_none_or(better) {
             best = Some(r);
@@ -98,7 +144,6 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
         // No seed at all: the overlap the phase correlation could see is empty.
         None => register_pair(a, &moving, &params_at(towards_of(start), size, &p.register), towards_of(start), par)?,
     };
-    best.evaluations = evaluations.max(best.evaluations);
     if let (Some(s), true) = (best.shift, weak(&best)) {
         let overlap = overlap_ncc(a, b, s, par)?.unwrap_or(f64::NEG_INFINITY);
         if overlap < p.register.min_coefficient {
@@ -106,7 +151,7 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
             best.shift = None;
         }
     }
-    Ok(best)
+    Ok(Found { shift: best.shift, skip: best.skip.map(|s| s.describe()), ncc: best.ncc, margin: best.margin, vectors_used: best.vectors_used, by_strip: false })
 }
 
 fn towards_of(start: Start) -> (f64, f64) {
@@ -114,33 +159,6 @@ fn towards_of(start: Start) -> (f64, f64) {
         Start::Near { offset, .. } => offset,
         Start::Anywhere { towards } => towards,
     }
-}
-
-/// Starting offsets from the phase correlation of the two tiles' overlap around
-/// `predicted`, widened by `margin` px per axis: the strip of `a` that `b` should cover and
-/// the strip of `b` that should cover it, cut to the same size.
-fn strip_seeds<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, predicted: (f64, f64), margin: (f64, f64), size: (usize, usize), count: usize) -> Result<Vec<(f64, f64)>> {
-    let (w, h) = (size.0 as f64, size.1 as f64);
-    // The overlap's extent in a's coordinates, widened, clamped to the tile.
-    let span = |pred: f64, len: f64, m: f64| -> (usize, usize) {
-        let lo = (pred - m).max(0.0);
-        let hi = (pred + len + m).min(len);
-        (libm::floor(lo) as usize, libm::ceil(hi).max(lo + 1.0) as usize)
-    };
-    let (x0, x1) = span(predicted.0, w, margin.0);
-    let (y0, y1) = span(predicted.1, h, margin.1);
-    let (cw, ch) = ((x1.saturating_sub(x0)).min(size.0), (y1.saturating_sub(y0)).min(size.1));
-    if cw < 8 || ch < 8 {
-        return Ok(Vec::new());
-    }
-    // b's strip: the same extent moved by the predicted offset, clamped into b.
-    let bx = (x0 as f64 - predicted.0).clamp(0.0, (size.0 - cw) as f64) as usize;
-    let by = (y0 as f64 - predicted.1).clamp(0.0, (size.1 - ch) as f64) as usize;
-    let (sa, sb) = (a.crop(x0, y0, cw, ch)?, b.crop(bx, by, cw, ch)?);
-    let found = coarse::candidates(&Spectrum::new(sa), &Spectrum::new(sb), count).unwrap_or_default();
-    // A strip shift s (b's strip shows a's strip at +s) is the tile offset s + (a's strip
-    // corner - b's strip corner).
-    Ok(found.into_iter().map(|peak| (peak.shift.0 + x0 as f64 - bx as f64, peak.shift.1 + y0 as f64 - by as f64)).collect())
 }
 
 /// Starting offsets from the phase correlation of the two whole tiles (MIST's translation
