@@ -21,6 +21,7 @@ pub mod options;
 pub mod pyramid;
 pub mod report;
 pub mod tile_config;
+pub mod tile_names;
 pub mod stereo;
 
 /// Opens the backend `choice` names: the CPU backend with `parallelism`, or the CUDA

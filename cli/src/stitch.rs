@@ -98,6 +98,9 @@ impl RegisterArgs {
 pub struct StitchArgs {
     /// Frames: image files, a directory (natural sort), a glob pattern ("frames/*.png"), or
     /// a multi-page TIFF. None: a synthetic sequence cut from the bundled photograph.
+    /// Tiles may be named by fields: "scan/img_r{yy}_c{xx}_ch{c}.tif" ({x} column, {y}
+    /// row, {i} tile, {c} channel, {t} time point or cycle; {iii}: three digits), which
+    /// give the grid, channels and time points.
     pub inputs: Vec<PathBuf>,
     /// Panorama file (PNG, TIFF, ...; 32-bit float panoramas need .tif)
     #[arg(short, long, default_value = "panorama.png")]
@@ -356,7 +359,27 @@ impl StitchArgs {
     }
 }
 
-pub fn run_stitch(a: StitchArgs) -> Result<()> {
+/// Tiles named by a pattern (`tiles/img_r{yy}_c{xx}_ch{c}.tif`, [`tessera::tile_names`]):
+/// the files in the grid's order, their channels and time points (or cycles), and the grid
+/// where the names give columns and rows.
+fn expand_tile_names(a: &mut StitchArgs) -> Result<()> {
+    let [pattern] = a.inputs.as_slice() else { return Ok(()) };
+    if !tessera::tile_names::is_pattern(pattern) {
+        return Ok(());
+    }
+    let named = tessera::tile_names::resolve(pattern)?;
+    (a.channels, a.time_points, a.cycles) = named.planes(a.channels, a.time_points, a.cycles)?;
+    if a.positions.is_none() && a.tile_config.is_none() {
+        a.grid = named.grid(a.grid.as_deref(), a.order != TileOrder::default() || a.start != Corner::default())?;
+    } else if named.grid.is_some() {
+        bail!("the file names give each tile's column and row: not with --positions or --tile-config");
+    }
+    a.inputs = named.files;
+    Ok(())
+}
+
+pub fn run_stitch(mut a: StitchArgs) -> Result<()> {
+    expand_tile_names(&mut a)?;
     let p = a.options().params()?;
     output_options(&a).validate()?;
     if a.flatfield.is_some() && a.grid.is_none() && a.positions.is_none() && a.tile_config.is_none() {

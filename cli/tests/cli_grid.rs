@@ -343,5 +343,34 @@ fn channels_and_time_points_are_planes_of_one_ome_tiff() {
     }
     let o = tessera().arg("stitch").arg(&dir).args(["--channels", "2", "-o"]).arg(d.join("seq.png")).output().unwrap();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("tile grids"));
+
+    // The same tiles named by their time point, row, column and channel (numbered from 1,
+    // as microscopes write them): the pattern alone gives the grid, the channels and the
+    // time points, and the mosaic is the blocks-of-files one.
+    let named = d.join("named");
+    std::fs::create_dir_all(&named).unwrap();
+    for k in 0..36 {
+        let (block, tile) = (k / 9, k % 9);
+        let (t, c) = (block / 2, block % 2);
+        let (row, col) = (tile / 3, if (tile / 3) % 2 == 1 { 2 - tile % 3 } else { tile % 3 });
+        std::fs::copy(dir.join(format!("tile_{k:02}.png")), named.join(format!("scan_t{}_r{row}_c{col}_w{}{}.png", t + 1, c + 1, ["DAPI", "GFP"][c]))).unwrap();
+    }
+    let pattern = named.join("scan_t{t}_r{y}_c{x}_w{c}*.png");
+    let by_name = |extra: &[&str], out: &str| tessera().arg("stitch").arg(&pattern).args(["--overlap", "25", "--register-channel", "1", "--backend", "cpu"]).args(extra).arg("-o").arg(d.join(out)).output().unwrap();
+    let done = by_name(&[], "named.ome.tif");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let (q, size, xml) = planes(&d.join("named.ome.tif"));
+    assert!(xml.contains(r#"SizeC="2""#) && xml.contains(r#"SizeT="2""#), "{xml}");
+    // Placed as the blocks of files are (the tiles paste in another order: where tiles
+    // overlap, the planes differ by the noise, not by a misplacement).
+    assert_eq!((q.len(), size), (4, (w, h)));
+    for k in 0..4 {
+        let (same, moved) = (mean_diff(&p[k], &q[k], 0), mean_diff(&p[k], &q[k], 2));
+        assert!(same < moved / 4.0, "plane {k}: {same} grey levels apart, {moved} two pixels apart");
+    }
+    for (extra, says) in [(vec!["--channels", "3"], "the file names give 2"), (vec!["--order", "snake-row"], "does not apply"), (vec!["--grid", "9x1"], "the file names give 3x3")] {
+        let done = by_name(&extra, "bad.ome.tif");
+        assert!(!done.status.success() && String::from_utf8_lossy(&done.stderr).contains(says), "{extra:?}: {}", String::from_utf8_lossy(&done.stderr));
+    }
     let _ = std::fs::remove_dir_all(&d);
 }

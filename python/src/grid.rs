@@ -95,6 +95,12 @@ with_registration_keywords! {
 /// ``"estimate"`` (from the tiles) or an image file, ``darkfield`` likewise: the tiles are
 /// corrected for shading before registration and in the mosaic.
 ///
+/// ``tiles`` may be a pattern of fields in the file name,
+/// ``"scan/img_r{yy}_c{xx}_ch{c}.tif"`` (``{x}`` column, ``{y}`` row, ``{i}`` tile, ``{c}``
+/// channel, ``{t}`` time point or cycle; ``{iii}`` three digits; ``*`` any text), which
+/// gives the tiles' order, the grid, the channels and the time points (as the command
+/// line's pattern input).
+///
 /// ``channels`` and ``time_points``: ``tiles`` holds the grid's blocks of tiles, channel by
 /// channel within each time point; each time point is registered on ``register_channel``
 /// (or placed as the first with ``reuse_positions``) and brought onto the first, every
@@ -141,9 +147,30 @@ pub fn stitch_grid<'py>(
     if darkfield.is_some() && flatfield.is_none() {
         return Err(value_error("darkfield needs flatfield (\"estimate\", or a file)"));
     }
+    // Tiles named by a pattern give their grid, channels and time points (or cycles).
+    let named = match tiles.extract::<PathBuf>() {
+        Ok(path) if tessera::tile_names::is_pattern(&path) => Some(tessera::tile_names::resolve(&path).map_err(|e| PyFileNotFoundError::new_err(format!("{e:#}")))?),
+        _ => None,
+    };
+    let (mut channels, mut time_points, mut cycles) = (count("channels", channels)?, count("time_points", time_points)?, count("cycles", cycles)?);
+    let mut grid = grid;
+    if let Some(named) = &named {
+        (channels, time_points, cycles) = named.planes(channels, time_points, cycles).map_err(|e| value_error(format!("{e:#}")))?;
+        if positions.is_none() && tile_config.is_none() {
+            grid = named.grid(grid.as_deref(), order != name_of(TileOrder::default()) || start != name_of(Corner::default())).map_err(|e| value_error(format!("{e:#}")))?;
+        } else if named.grid.is_some() {
+            return Err(value_error("the file names give each tile's column and row: not with positions or tile_config"));
+        }
+    }
+    let frames = |tiles: &Bound<'py, PyAny>| -> PyResult<Frames<'py>> {
+        match &named {
+            Some(n) => Ok(Frames::Files(n.files.clone())),
+            None => frames_arg(tiles),
+        }
+    };
     let (tiles, nominal) = match (grid, positions, tile_config) {
-        (Some(g), None, None) => (frames_arg(tiles)?, Nominal::Grid(g)),
-        (None, Some(q), None) => (frames_arg(tiles)?, positions_arg(&q, pixel_size)?),
+        (Some(g), None, None) => (frames(tiles)?, Nominal::Grid(g)),
+        (None, Some(q), None) => (frames(tiles)?, positions_arg(&q, pixel_size)?),
         (None, None, Some(cfg)) => {
             if !tiles.is_none() {
                 return Err(value_error("tile_config names the tiles itself: give tiles=None"));
@@ -156,7 +183,7 @@ pub fn stitch_grid<'py>(
     };
     let layout = GridLayout { nominal, overlap_percent: overlap, order: choice::<TileOrder>("order", &order)?, start: choice::<Corner>("start", &start)?, pixel_size };
     let o = GridOptions { layout, stage_error, flatfield: field_arg(flatfield, "flatfield")?, darkfield: field_arg(darkfield, "darkfield")? };
-    let planes = Planes::new(count("channels", channels)?, count("time_points", time_points)?, count("cycles", cycles)?, count("register_channel", register_channel)?, reuse_positions)
+    let planes = Planes::new(channels, time_points, cycles, count("register_channel", register_channel)?, reuse_positions)
         .map_err(|e| value_error(format!("{e:#}")))?;
     let cache_bytes = count("frame_cache", frame_cache)?.saturating_mul(1 << 20);
     let given = options.register.min_variance;

@@ -126,6 +126,29 @@ def test_channels_and_time_points_share_one_canvas(cli, tmp_path):
         tessera.stitch_grid(tiles, grid="3x3", channels=5)
 
 
+def test_tiles_named_by_fields_give_their_channels_and_time_points(tmp_path):
+    """Files named as a MetaMorph scan names them (channel number and name, site, time
+    point): the pattern orders them, counts the planes, and the mosaic is the one of the
+    same tiles given as arrays."""
+    gravel, grass = tessera.load(PHOTOS / "gravel.png"), tessera.load(PHOTOS / "grass.png")
+    tiles = []
+    for seed in (3, 8):
+        for photo in (gravel, grass):
+            tiles += cut(photo, seed=seed)[0]
+    for k, t in enumerate(tiles):
+        block, site = divmod(k, 9)
+        tessera.save(tmp_path / f"scan_w{block % 2 + 1}{['DAPI', 'GFP'][block % 2]}_s{site + 1}_t{block // 2 + 1}.png", t)
+    pattern = str(tmp_path / "scan_w{c}*_s{i}_t{t}.png")
+    named, rep = tessera.stitch_grid(pattern, grid="3x3", overlap=25, order="snake-row")
+    assert rep["planes"]["channels"] == 2 and len(rep["time_points"]) == 2
+    arrays, _ = tessera.stitch_grid(tiles, grid="3x3", overlap=25, order="snake-row", channels=2, time_points=2)
+    np.testing.assert_array_equal(named, arrays)
+    with pytest.raises(ValueError, match="the file names give 2"):
+        tessera.stitch_grid(pattern, grid="3x3", channels=3)
+    with pytest.raises(FileNotFoundError, match="matches no image file"):
+        tessera.stitch_grid(str(tmp_path / "other_{i}.png"), grid="3x3")
+
+
 def test_cycles_of_a_slide_put_back_elsewhere_line_up(cli, tmp_path):
     """Two cycles of a re-stained slide: a shared stain (the same photograph) and one other
     per cycle, the second cycle's slide put back 47 px right and 29 px up (beyond any
