@@ -28,6 +28,7 @@ pub mod pixels;
 pub mod progress;
 pub mod stereo;
 pub mod stitch;
+pub mod tile_names;
 
 use error::{bad_arg, Result, ThrowJava};
 use jni::objects::{JClass, JObject, JString};

@@ -48,7 +48,13 @@ import java.io.File;
  * channels (C x K of them, one frame); the tables are those of time point 1 on the registration channel. Saving
  * the planes as one OME-TIFF is the command line's ({@code -o mosaic.ome.tif}); the error
  * says the command.
+ * <p>Names: a pattern of the tiles' file names with fields ({@code img_r{yy}_c{xx}_ch{c}.tif}:
+ * {@code {x}} column, {@code {y}} row, {@code {i}} tile, {@code {c}} channel, {@code {t}} time
+ * point or cycle, a letter repeated for fixed digits, {@code *} any text) takes the tiles it
+ * names in their order, with the grid, channels and time points the names give, as the
+ * command line's pattern input does.
  * Macro: {@code run("Grid Stitching (Tessera)...", "folder=/data/scan columns=4 rows=3 overlap=10 order=snake-row start=top-left blend=overwrite stage=0.1 flatfield=estimate")},
+ * add {@code names=[img_r{yy}_c{xx}_ch{c}.tif]} to take the tiles a pattern names,
  * add {@code save} to always write the OME-TIFF and {@code ome=[/path/mosaic.ome.tif]} to choose the file, and
  * {@code channels=2 time=3 register=1 reuse} (or {@code cycles=3} in place of {@code time}) for planes (register counts
  * channels from 1).
@@ -61,6 +67,7 @@ public class GridStitchingPlugin implements PlugIn {
     /** The last values of the session: native defaults at first, and the grid's shape. */
     private static Options last;
     private static String lastFolder = "";
+    private static String lastNames = "";
     private static int lastColumns = 2, lastRows = 2;
     private static boolean lastSave;
     private static String lastOme = "";
@@ -79,6 +86,7 @@ public class GridStitchingPlugin implements PlugIn {
             return;
         }
         gd.addDirectory("Folder (of tiles)", lastFolder);
+        gd.addString("Names (of the tile files, e.g. img_r{yy}_c{xx}_ch{c}.tif; empty: every image)", lastNames);
         gd.addNumber("Columns", lastColumns, 0, "tiles");
         gd.addNumber("Rows", lastRows, 0, "tiles");
         gd.addNumber("Overlap", last.number("overlap"), 1, "% of a tile");
@@ -95,12 +103,13 @@ public class GridStitchingPlugin implements PlugIn {
         gd.addCheckbox("Reuse positions (later time points placed as the first)", last.flag("reuse-positions"));
         gd.addCheckbox("Save as pyramidal OME-TIFF (always; a mosaic too large for ImageJ is saved anyway)", lastSave);
         gd.addString("OME-TIFF file (empty: " + DEFAULT_OME + " in the tile folder)", lastOme);
-        gd.addMessage("Tiles in natural file-name order; registration runs on the CPU.");
+        gd.addMessage("Tiles: every image of the folder in natural file-name order, or those the names give; registration runs on the CPU.");
         if (!gd.show()) return;
         int cols, rows;
         String folder;
         try {
             folder = gd.nextString().trim();
+            lastNames = gd.nextString().trim();
             double c = gd.nextNumber(), r = gd.nextNumber(), overlap = gd.nextNumber();
             String order = gd.nextChoice(), start = gd.nextChoice(), blend = gd.nextChoice();
             double stage = gd.nextNumber();
@@ -113,7 +122,7 @@ public class GridStitchingPlugin implements PlugIn {
                 throw new IllegalArgumentException("columns and rows must be whole numbers of at least 1");
             if (folder.isEmpty()) throw new IllegalArgumentException("choose the folder of tiles");
             if (channels != Math.rint(channels) || times != Math.rint(times) || cycles != Math.rint(cycles) || register != Math.rint(register)
-                    || channels < 1 || times < 1 || cycles < 1 || register < 1 || register > channels)
+                    || channels < 1 || times < 1 || cycles < 1 || register < 1 || (register > channels && lastNames.isEmpty()))
                 throw new IllegalArgumentException(
                         "channels, time points and cycles must be whole numbers of at least 1, and the register channel one of the channels");
             if (times > 1 && cycles > 1) throw new IllegalArgumentException("give time points or cycles, not both");
@@ -132,7 +141,7 @@ public class GridStitchingPlugin implements PlugIn {
         }
         File dir = new File(folder);
         File ome = lastOme.isEmpty() ? new File(dir, DEFAULT_OME) : new File(lastOme);
-        ImagePlus mosaic = stitch(dir, cols, rows, ome, lastSave, OME_TILE, heapPixels());
+        ImagePlus mosaic = stitch(dir, lastNames, cols, rows, ome, lastSave, OME_TILE, heapPixels());
         if (mosaic != null) mosaic.show();
     }
 
@@ -169,18 +178,51 @@ public class GridStitchingPlugin implements PlugIn {
      * level of at most {@code maxPixels} pixels.
      */
     static ImagePlus stitch(File folder, int cols, int rows, File ome, boolean force, int omeTile, long maxPixels) {
+        return stitch(folder, "", cols, rows, ome, force, omeTile, maxPixels);
+    }
+
+    /**
+     * {@link #stitch(File, int, int, File, boolean, int, long)} on the tiles of {@code folder}
+     * that {@code names} names (a file-name pattern, {@link Native#tileNames}; empty: every
+     * image file, in natural order). Names that give the channels, time points or cycles set
+     * them in the options (a count the options give otherwise is an error); names that give
+     * columns and rows place the tiles by them ({@code cols} and {@code rows} are then not
+     * used, and a different grid is logged).
+     */
+    static ImagePlus stitch(File folder, String names, int cols, int rows, File ome, boolean force, int omeTile, long maxPixels) {
         long t0 = System.nanoTime();
         TileFolder tiles;
         try {
-            // Neither this run's output nor the default one is a tile.
-            tiles = TileFolder.read(folder, cols * rows * planes(), ome, new File(folder, DEFAULT_OME));
+            if (names.isEmpty()) {
+                // Neither this run's output nor the default one is a tile.
+                tiles = TileFolder.read(folder, cols * rows * planes(), ome, new File(folder, DEFAULT_OME));
+            } else {
+                Options o = options();
+                boolean custom = !o.get("order").equals(ORDERS[0]) || !o.get("start").equals(CORNERS[0]);
+                String[] named = Native.tileNames(new File(folder, names).getPath(), o.integer("channels"), o.integer("time-points"),
+                        o.integer("cycles"), custom);
+                String[] head = named[0].split(" ");
+                o.set("channels", Integer.parseInt(head[0])).set("time-points", Integer.parseInt(head[1])).set("cycles", Integer.parseInt(head[2]));
+                int c = Integer.parseInt(head[3]), r = Integer.parseInt(head[4]);
+                if (c > 0 && (c != cols || r != rows)) {
+                    IJ.log("Grid: the file names give " + c + "x" + r + " tiles (not " + cols + "x" + rows + ")");
+                    cols = c;
+                    rows = r;
+                }
+                File[] files = new File[named.length - 1];
+                for (int i = 1; i < named.length; i++) files[i - 1] = new File(named[i]);
+                if (files.length != cols * rows * planes())
+                    throw new IllegalArgumentException("the grid has " + cols * rows * planes() + " tiles, but \"" + names + "\" names " + files.length + " files");
+                tiles = TileFolder.open(files);
+            }
         } catch (IllegalArgumentException e) {
             Tessera.error(TITLE, e);
             return null;
         }
+        final int gridCols = cols, gridRows = rows;
         IJ.showStatus("Grid: registering " + cols + "x" + rows + " tiles (Esc to cancel)...");
         GridResult g = Tessera.withProgress(TITLE,
-                progress -> Native.stitchGrid(tiles.pixels, tiles.first.getWidth(), tiles.first.getHeight(), cols, rows, options().toString(),
+                progress -> Native.stitchGrid(tiles.pixels, tiles.first.getWidth(), tiles.first.getHeight(), gridCols, gridRows, options().toString(),
                         ome.getPath(), force, omeTile, maxPixels, progress),
                 // The steps are the pairs, then, when the mosaic is streamed, its rows.
                 (done, total) -> "Grid stitching cancelled after " + done + " of " + total + " steps (no OME-TIFF left)");

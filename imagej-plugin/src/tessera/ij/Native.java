@@ -266,6 +266,24 @@ public final class Native {
     }
 
     /**
+     * The tiles a file-name pattern names ({@code /data/scan/img_r{yy}_c{xx}_ch{c}.tif}: fields
+     * {@code {x}} column, {@code {y}} row, {@code {i}} tile, {@code {c}} channel, {@code {t}}
+     * time point or cycle, repeated letters for fixed digits, {@code *} any text), as the
+     * command line reads them. Element 0 is {@code "C T K COLS ROWS"}: the run's channels,
+     * time points and cycles (the names' counts; {@code channels}, {@code timePoints},
+     * {@code cycles} are those the dialog gives, 1 meaning not given, and must agree), and the
+     * grid where the names give columns and rows ({@code 0 0} otherwise); then the files in
+     * the grid's order (time point by time point, channel by channel, tile by tile).
+     * {@code customOrder}: an acquisition order or start corner other than the default is
+     * asked for, which names that place each tile refuse. A bad pattern, no file, a missing
+     * tile or counts that disagree are an {@link IllegalArgumentException}.
+     */
+    public static String[] tileNames(String pattern, int channels, int timePoints, int cycles, boolean customOrder) {
+        load();
+        return nativeTileNames(pattern, channels, timePoints, cycles, customOrder);
+    }
+
+    /**
      * Semi-global matching of a rectified pair (both 8-bit gray or both RGB, w x h) into the
      * left disparity map {@code disp} (invalid pixels: +Infinity). Options: {@code max-disp
      * cost} (census, ad, mi, mi-hierarchical) {@code paths} (4, 5, 8, 16) {@code p1 p2}
@@ -291,5 +309,6 @@ public final class Native {
     private static native StitchResult nativeStitch(Object[] frames, int w, int h, String options, Progress progress);
     private static native GridResult nativeStitchGrid(Object[] tiles, int w, int h, int cols, int rows, String options,
                                                       String ome, boolean force, int omeTile, long maxPixels, Progress progress);
+    private static native String[] nativeTileNames(String pattern, int channels, int timePoints, int cycles, boolean customOrder);
     private static native StereoResult nativeStereoSgm(Object left, Object right, float[] disp, int w, int h, String options);
 }

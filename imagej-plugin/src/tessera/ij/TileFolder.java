@@ -52,6 +52,11 @@ final class TileFolder {
         if (files.length == 0) throw new IllegalArgumentException("no image files (" + String.join(" ", EXTENSIONS) + ") in " + folder);
         if (files.length != expected)
             throw new IllegalArgumentException("the grid has " + expected + " tiles, but " + folder + " holds " + files.length + " image files");
+        return open(files);
+    }
+
+    /** Reads the tiles {@code files}, in that order (a file-name pattern's, {@link Native#tileNames}). */
+    static TileFolder open(File[] files) {
         Object[] pixels = new Object[files.length];
         ImagePlus first = null;
         for (int i = 0; i < files.length; i++) {

@@ -110,8 +110,9 @@ public class GridStitchingPluginTest {
      *  (the session keeps the last values a dialog had). */
     private static String options(Grid g, String extra) {
         String planes = extra.contains("channels=") ? "" : "channels=1 time=1 cycles=1 register=1 ";
+        String names = extra.contains("names=") ? "" : "names=[] ";
         return "folder=[" + g.folder.getPath() + "] columns=" + COLS + " rows=" + ROWS + " overlap=25 order=snake-row start=top-left "
-                + "blend=overwrite stage=0.1 " + planes + extra;
+                + "blend=overwrite stage=0.1 " + names + planes + extra;
     }
 
     /** Runs the command as a macro does (options given: no dialog) and returns the new image. */
@@ -301,6 +302,27 @@ public class GridStitchingPluginTest {
         ImagePlus cycles = WindowManager.getImage(WindowManager.getIDList()[WindowManager.getImageCount() - 1]);
         assertEquals(4, cycles.getNChannels());
         assertEquals(1, cycles.getNFrames());
+        // The same tiles named as a MetaMorph scan names them (channel number and name, site,
+        // time point): the names give the channels and time points, the mosaic is the same.
+        for (int k = 1; k <= 4 * COLS * ROWS; k++) {
+            int block = (k - 1) / (COLS * ROWS), site = (k - 1) % (COLS * ROWS) + 1;
+            String name = "scan_w" + (block % 2 + 1) + (block % 2 == 0 ? "DAPI" : "GFP") + "_s" + site + "_t" + (block / 2 + 1) + ".tif";
+            assertTrue(new File(dir, "tile_" + k + ".tif").renameTo(new File(dir, name)));
+        }
+        Tessera.clearLastError();
+        IJ.run(CMD, options(g, "names=[scan_w{c}*_s{i}_t{t}.tif] channels=1 time=1 cycles=1 register=2"));
+        assertNull("no error expected: " + Tessera.lastError(), Tessera.lastError());
+        ImagePlus named = WindowManager.getImage(WindowManager.getIDList()[WindowManager.getImageCount() - 1]);
+        assertEquals(2, named.getNChannels());
+        assertEquals(2, named.getNFrames());
+        for (int k = 1; k <= mosaic.getStackSize(); k++) {
+            ImageProcessor a = mosaic.getStack().getProcessor(k), b = named.getStack().getProcessor(k);
+            for (int y = 0; y < a.getHeight(); y++)
+                for (int x = 0; x < a.getWidth(); x++) assertEquals("plane " + k + " at " + x + "," + y, a.getf(x, y), b.getf(x, y), 0);
+        }
+        runExpectingError(options(g, "names=[scan_w{c}*_s{i}_t{t}.tif] channels=3 time=1 cycles=1 register=1"), "the file names give 2");
+        Tessera.clearLastError();
+        runExpectingError(options(g, "names=[other_{i}.tif] channels=1 time=1 cycles=1 register=1"), "matches no image file");
         // The session keeps the last values: back to one plane for the tests after this one.
         Tessera.clearLastError();
         File[] files = dir.listFiles();
