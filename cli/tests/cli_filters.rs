@@ -112,8 +112,11 @@ fn every_subcommand_has_help() {
 
 #[test]
 fn bench_records_the_box_series_interleaved_with_their_flatness() {
+    let plots = std::env::temp_dir().join(format!("tessera-bench-plots-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&plots);
     let out = tessera()
-        .args(["bench", "filters", "--quick", "--json", "--filter", "box_u8_recursive_1thread"])
+        .args(["bench", "filters", "--quick", "--json", "--filter", "box_u8_recursive_1thread", "--plot"])
+        .arg(&plots)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -131,4 +134,12 @@ fn bench_records_the_box_series_interleaved_with_their_flatness() {
     let (lo, hi) = times.iter().fold((f64::MAX, 0f64), |(l, h), &t| (l.min(t), h.max(t)));
     let ratio = flat["value"].as_f64().unwrap();
     assert!((ratio - hi / lo).abs() < 0.01 * ratio, "flatness {ratio} vs medians {times:?}");
+    // The series drawn against the window size.
+    let svg = std::fs::read_to_string(plots.join("time_vs_m.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("box_u8_recursive_1thread (cpu, w=1024 h=1024)"), "{svg}");
+    // A file where the folder should be is refused before the suite runs.
+    let file = plots.join("time_vs_m.svg");
+    let out = tessera().args(["bench", "filters", "--quick", "--plot"]).arg(&file).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("not a folder"));
+    std::fs::remove_dir_all(&plots).unwrap();
 }

@@ -7,6 +7,7 @@ mod gpu;
 mod grid;
 mod mist;
 mod memory;
+mod plot;
 mod variance;
 mod stitch;
 mod stereo;
@@ -52,6 +53,10 @@ pub struct BenchArgs {
     /// Run only the cases whose name contains this text (e.g. `cones_census_8path`)
     #[arg(long)]
     filter: Option<String>,
+    /// Draw the run's figures as SVG into this folder: time against window size and the
+    /// other swept parameters, pairs per second against template size, backends side by side
+    #[arg(long, value_name = "DIR")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// What a suite gets: the backends to time and how long to spend.
@@ -253,6 +258,10 @@ fn round4(x: f64) -> f64 {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
+    // Checked before the suite runs, not after minutes of it.
+    if let Some(dir) = a.plot.as_ref().filter(|d| d.exists() && !d.is_dir()) {
+        anyhow::bail!("--plot {}: not a folder", dir.display());
+    }
     let Opened { backend, fallback } = open_backend(a.backend, Parallelism::AllThreads)?;
     if let Some(note) = fallback {
         eprintln!("note: {note}");
@@ -286,6 +295,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
     };
     let machine = machine_description();
+    if let Some(dir) = &a.plot {
+        for f in plot::write(dir, suite, &machine, &r.results)? {
+            eprintln!("wrote {}", f.display());
+        }
+    }
     if a.json {
         let out = json!({"suite": suite, "machine": machine, "results": r.results});
         println!("{}", serde_json::to_string_pretty(&out)?);
