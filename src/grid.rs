@@ -353,14 +353,19 @@ impl Planes {
 }
 
 /// A grid registered in its planes: each registered time point's run, its offset onto time
-/// point 0 (`None` where none of its tiles matched time point 0's), and each channel's
-/// shading correction where one was asked for.
+/// point 0 (`None` where none of its tiles matched time point 0's), with cycles each later
+/// cycle's tiles aligned one by one onto the first's, and each channel's shading correction
+/// where one was asked for.
 pub struct PlanesRun {
     pub planes: Planes,
     /// Tiles per block.
     pub tiles: usize,
     pub runs: Vec<GridRun>,
     pub offsets: Vec<Option<(f64, f64)>>,
+    /// Per registered time point, with cycles: each tile's position on cycle 0 where it was
+    /// aligned onto cycle 0's same tile ([`align_tiles`]), `None` where it was not (then
+    /// its cycle's solve and offset place it). Empty for time points.
+    pub aligned: Vec<Vec<Option<(f64, f64)>>>,
     pub shading: Vec<Option<Prepared>>,
 }
 
@@ -391,10 +396,18 @@ pub fn register_planes(source: &dyn FrameSource, labels: &[String], p: &StitchPa
     }
     let corrected_block = |b: usize| Block { inner: &corrected, start: b * n, len: n };
     let mut offsets = vec![Some((0.0, 0.0)); runs.len()];
+    let mut aligned = vec![Vec::new(); runs.len()];
     for (t, run) in runs.iter().enumerate().skip(1) {
-        offsets[t] = align_time_point(&corrected_block(planes.register_channel), &corrected_block(t * planes.channels + planes.register_channel), &runs[0], run, &p.register, par);
+        let (first, later) = (corrected_block(planes.register_channel), corrected_block(t * planes.channels + planes.register_channel));
+        offsets[t] = align_time_point(&first, &later, &runs[0], run, &p.register, par);
+        // A re-stained slide shows the same cells: each tile is matched to the first
+        // cycle's (a time point's cells may have moved: its tiles keep their own solve).
+        if let (true, Some(offset)) = (planes.cycles, offsets[t]) {
+            let margin = o.stage_error * run.tile.0.max(run.tile.1) as f64;
+            aligned[t] = align_tiles(&first, &later, &runs[0], run, offset, margin, &p.register, par);
+        }
     }
-    Ok(PlanesRun { planes: *planes, tiles: n, runs, offsets, shading })
+    Ok(PlanesRun { planes: *planes, tiles: n, runs, offsets, aligned, shading })
 }
 
 /// The inputs of a grid in channels, each tile corrected by its channel's shading (none
@@ -446,6 +459,31 @@ fn align_time_point(first_tiles: &dyn FrameSource, later: &dyn FrameSource, firs
     None
 }
 
+/// Each tile of a later cycle (of `run`, brought onto the first by `offset`) registered
+/// against the same tile of the first cycle (of `first`; the same stage position, a full
+/// overlap), as ASHLAR's layer aligner places a cycle's tiles onto the first cycle's mosaic:
+/// its position on cycle 0 where that pair registers within `margin` px of where its own
+/// cycle's solve and the offset put it, else `None` (that place kept). So a tile its own
+/// cycle could not join (its neighbours' overlaps blank in that stain) still lies on the
+/// first cycle, and every channel of every cycle lines up tile by tile.
+#[allow(clippy::too_many_arguments)]
+fn align_tiles(first_tiles: &dyn FrameSource, later: &dyn FrameSource, first: &GridRun, run: &GridRun, offset: (f64, f64), margin: f64, p: &RegisterParams, par: Parallelism) -> Vec<Option<(f64, f64)>> {
+    (0..first_tiles.len())
+        .map(|j| {
+            let (q, own) = (&first.mosaic.tiles[j], &run.mosaic.tiles[j]);
+            if q.unreadable.is_some() || own.unreadable.is_some() {
+                return None;
+            }
+            let placed = (own.position.0 + offset.0, own.position.1 + offset.1);
+            let predicted = (placed.0 - q.position.0, placed.1 - q.position.1);
+            let (a, b) = (first_tiles.frame(j).ok()?, later.frame(j).ok()?);
+            let s = register_pair_any(a.view().ok()?, b.view().ok()?, p, predicted, par).ok()?.shift?;
+            let at = (q.position.0 + s.0, q.position.1 + s.1);
+            ((at.0 - placed.0).hypot(at.1 - placed.1) <= margin).then_some(at)
+        })
+        .collect()
+}
+
 /// The three strongest shifts of `moving` against `reference` by phase correlation of their
 /// reduced spectra (gray tiles; none for colour).
 fn coarse_seeds(reference: &AnyView<'_>, moving: &AnyView<'_>) -> Vec<(f64, f64)> {
@@ -484,10 +522,12 @@ impl PlanesRun {
         for t in 0..self.planes.time_points {
             let (run, offset) = self.of(t);
             let (placed, d) = (run.placed(), offset.unwrap_or((0.0, 0.0)));
+            let aligned = self.aligned.get(t).map_or(&[][..], Vec::as_slice);
             for ch in 0..c {
                 let mut poses = vec![None; inputs];
                 for (j, q) in placed.iter().enumerate() {
-                    poses[(t * c + ch) * n + j] = q.map(|q| Similarity::translation((q.0 + d.0, q.1 + d.1)));
+                    let at = aligned.get(j).copied().flatten().or(q.map(|q| (q.0 + d.0, q.1 + d.1)));
+                    poses[(t * c + ch) * n + j] = at.map(Similarity::translation);
                 }
                 planes.push(poses);
             }
@@ -510,9 +550,17 @@ impl PlanesRun {
         let per_time: Vec<Value> = (0..self.planes.time_points)
             .map(|t| {
                 let (run, offset) = self.of(t);
-                json!({"time_point": t, "registered": !self.planes.reuse_positions || t == 0,
+                let mut entry = json!({"time_point": t, "registered": !self.planes.reuse_positions || t == 0,
                        "offset_to_time_point_0": offset.map(|d| json!([round(d.0, 3), round(d.1, 3)])),
-                       "frames": run.frames_report(block_labels(t))})
+                       "frames": run.frames_report(block_labels(t))});
+                if let (Some(aligned), Some(d)) = (self.aligned.get(t).filter(|a| !a.is_empty()), offset) {
+                    // How far each aligned tile moved from where its own cycle put it.
+                    let moved: Vec<f64> = aligned.iter().zip(run.placed()).filter_map(|(a, q)| Some((a.as_ref()?, q?))).map(|(a, q)| (a.0 - q.0 - d.0).hypot(a.1 - q.1 - d.1)).collect();
+                    entry["tiles_aligned_to_cycle_0"] = json!(moved.len());
+                    entry["largest_tile_alignment_px"] = json!(round(moved.iter().cloned().fold(0.0, f64::max), 3));
+                    entry["positions_on_cycle_0"] = json!(aligned.iter().map(|a| a.map(|a| json!([round(a.0, 3), round(a.1, 3)]))).collect::<Vec<_>>());
+                }
+                entry
             })
             .collect();
         r["time_points"] = json!(per_time);

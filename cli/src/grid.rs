@@ -137,6 +137,9 @@ fn run_planes(a: &StitchArgs, p: &StitchParams, source: &dyn FrameSource, labels
         if run.offsets[t].is_none() {
             eprintln!("warning: {what} {t} matched {what} 0 at no tile: its mosaic stays in its own tile 0's coordinates");
         }
+        if let Some(aligned) = run.aligned.get(t).filter(|a| !a.is_empty()) {
+            println!("{what} {t}: {} of {n} tiles aligned onto cycle 0's, the rest placed by their own cycle", aligned.iter().flatten().count());
+        }
     }
     for (c, q) in run.shading.iter().enumerate() {
         if let Some(q) = q {

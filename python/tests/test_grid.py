@@ -187,6 +187,39 @@ def test_cycles_of_a_slide_put_back_elsewhere_line_up(cli, tmp_path):
         tessera.stitch_grid(blocks, grid="3x3", overlap=25, channels=2, cycles=2, time_points=2)
 
 
+def test_each_tile_of_a_later_cycle_is_aligned_onto_the_first_cycles_tile():
+    """A later cycle's centre tile whose overlaps are blank in the shared stain (a dim
+    re-staining, bleached edges): its own cycle cannot join it, but matched against the
+    first cycle's same tile it lies where the slide really put it, as every other tile of
+    that cycle does."""
+    shared, first, second = (tessera.load(PHOTOS / f"{n}.png") for n in ("gravel", "grass", "ihc"))
+    blocks, truths = [], []
+    for cycle, (origin, other) in enumerate([((60, 60), first), ((107, 31), second)]):
+        for channel, photo in enumerate((shared, other)):
+            tiles, truth = cut(photo, seed=cycle + 5, origin=origin)
+            if cycle == 1 and channel == 0:
+                centre = tiles[4].copy()
+                band = (int(TILE[1] * 0.3), int(TILE[0] * 0.3))
+                centre[: band[0]], centre[-band[0] :] = 128, 128
+                centre[:, : band[1]], centre[:, -band[1] :] = 128, 128
+                tiles[4] = centre
+            blocks.extend(tiles)
+        truths.append(truth)
+    _, report = tessera.stitch_grid(blocks, grid="3x3", overlap=25, order="snake-row", channels=2, cycles=2)
+    later = report["time_points"][1]
+    assert later["frames"][4]["status"] != "ok", "its own cycle cannot join the centre tile"
+    assert later["tiles_aligned_to_cycle_0"] == 9
+    x0, y0 = truths[0][0]
+    for j, (x, y) in enumerate(truths[1]):
+        got = later["positions_on_cycle_0"][j]
+        assert np.hypot(got[0] - (x - x0), got[1] - (y - y0)) < 0.25, (j, got, (x - x0, y - y0))
+    # Where its own cycle put it (the stage model), it was whole pixels off.
+    own, offset = later["frames"][4], later["offset_to_time_point_0"]
+    x, y = truths[1][4]
+    print("the centre tile by its own cycle:", np.hypot(own["x"] + offset[0] - (x - x0), own["y"] + offset[1] - (y - y0)), "px off")
+    assert np.hypot(own["x"] + offset[0] - (x - x0), own["y"] + offset[1] - (y - y0)) > 1.0
+
+
 def test_each_channel_is_corrected_by_its_own_shading():
     """Two channels under different vignetting (30 % and 15 %), two time points: with
     ``flatfield="estimate"`` each channel's tiles are corrected by the flat field found from
