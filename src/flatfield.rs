@@ -3,7 +3,7 @@
 //! tiles, or read from image files of the tile size), and the estimated flat field written
 //! out as a 32-bit float TIFF for inspection and reuse.
 
-use crate::shading::{estimate_shading, EstimateParams, Shading, ShadingEstimate};
+use crate::shading::{estimate_shading, refine_from_overlaps, EstimateParams, OverlapFit, Shading, ShadingEstimate};
 use crate::stitch::FrameSource;
 use crate::{AnyImage, Image};
 use anyhow::{anyhow, bail, Context, Result};
@@ -43,6 +43,8 @@ pub struct Prepared {
     pub estimate: Option<ShadingEstimate>,
     pub flat: FieldSource,
     pub dark: Option<FieldSource>,
+    /// Where an estimate was refined from the registered overlaps ([`refine`]), how.
+    pub refined: Option<OverlapFit>,
 }
 
 /// The shading of `flat` and `dark` for the tiles of `source`, of size `tile`:
@@ -83,7 +85,7 @@ pub fn prepare(flat: Option<&FieldSource>, dark: Option<&FieldSource>, source: &
                 // A dark field from a file replaces the estimate's (none was estimated).
                 e.shading = Shading::new(e.shading.flat().to_image(), Some(d)).map_err(|e| anyhow!("--darkfield: {e}"))?;
             }
-            Ok(Some(Prepared { shading: e.shading.clone(), estimate: Some(e), flat: flat.clone(), dark: dark.cloned() }))
+            Ok(Some(Prepared { shading: e.shading.clone(), estimate: Some(e), flat: flat.clone(), dark: dark.cloned(), refined: None }))
         }
         FieldSource::File(p) => {
             let d = match dark {
@@ -93,9 +95,28 @@ pub fn prepare(flat: Option<&FieldSource>, dark: Option<&FieldSource>, source: &
             };
             let f = read(p, "--flatfield")?;
             let shading = Shading::new(f, d).map_err(|e| anyhow!("--flatfield {} / --darkfield: {e}", p.display()))?;
-            Ok(Some(Prepared { shading, estimate: None, flat: flat.clone(), dark: dark.cloned() }))
+            Ok(Some(Prepared { shading, estimate: None, flat: flat.clone(), dark: dark.cloned(), refined: None }))
         }
     }
+}
+
+/// An estimated flat field refined from the overlaps of the accepted `pairs` of the raw
+/// `tiles` at `positions` (the core's `refine_from_overlaps`: the ratio of what two tiles
+/// record of one place is the flat field's, whatever the specimen, where the stack's
+/// statistic cannot tell a gradient of the specimen from shading), kept where it brings the
+/// overlaps' log ratios closer. A flat field from a file is the user's and stays as given.
+/// Errors: a tile of another size than the field.
+pub fn refine(prepared: &mut Prepared, tiles: &dyn FrameSource, positions: &[Option<(f64, f64)>], pairs: &[(usize, usize)]) -> Result<()> {
+    if prepared.flat != FieldSource::Estimate {
+        return Ok(());
+    }
+    if let Some((shading, fit)) = refine_from_overlaps(tiles, &prepared.shading, positions, pairs)? {
+        if fit.log_ratio_after < fit.log_ratio_before {
+            prepared.shading = shading;
+            prepared.refined = Some(fit);
+        }
+    }
+    Ok(())
 }
 
 /// Writes the flat field (mean 1) as a 32-bit float TIFF at `path` (atomically).
@@ -133,6 +154,16 @@ pub fn describe(p: Option<&Prepared>, seams: Option<(f64, f64)>) -> Value {
             "reliable": e.reliable,
             "dark_level": e.dark_level.map(|d| crate::report::round(d, 3)),
             "dark_note": e.dark_note,
+        });
+    }
+    if let Some(f) = &p.refined {
+        o["refined_from_overlaps"] = json!({
+            "pairs": f.pairs,
+            "squares": f.squares,
+            "log_ratio_rms_before": crate::report::round(f.log_ratio_before, 4),
+            "log_ratio_rms_after": crate::report::round(f.log_ratio_after, 4),
+            "change_percent": crate::report::round(f.change * 100.0, 2),
+            "meaning": "the estimate's tilt and curvature corrected from the registered overlaps: the log ratio of what two tiles record of one place (8 x 8 squares), root mean square over the squares with the estimate and with the refined field; change: the refinement's range over the tile",
         });
     }
     if let Some((before, after)) = seams {

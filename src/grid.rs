@@ -118,15 +118,31 @@ pub fn register_grid(source: &dyn FrameSource, labels: &[String], p: &StitchPara
     let tile = tile_size(source, labels)?;
     let nominal = o.layout.positions(source.len(), tile)?;
     let params = GridParams { register: p.register, stage_error: o.stage_error, coarse_candidates: p.coarse_candidates };
-    let prepared = crate::flatfield::prepare(o.flatfield.as_ref(), o.darkfield.as_ref(), source, tile)?;
-    let shading_seconds = t0.elapsed().as_secs_f64();
+    let mut prepared = crate::flatfield::prepare(o.flatfield.as_ref(), o.darkfield.as_ref(), source, tile)?;
+    let mut shading_seconds = t0.elapsed().as_secs_f64();
     let corrected = prepared.as_ref().map(|q| Corrected { inner: source, shading: &q.shading });
     let tiles: &dyn FrameSource = match &corrected {
         Some(c) => c,
         None => source,
     };
     let mosaic = register_tiles(tiles, &nominal, &params, par, progress)?;
+    if let Some(q) = prepared.as_mut() {
+        // The estimate's low orders corrected from the overlaps the registration found.
+        let t1 = Instant::now();
+        crate::flatfield::refine(q, source, &placed(&mosaic), &accepted(&mosaic))?;
+        shading_seconds += t1.elapsed().as_secs_f64();
+    }
     Ok(GridRun { mosaic, tile, prepared, params, shading_seconds, seconds: t0.elapsed().as_secs_f64() })
+}
+
+/// Each tile's position in `mosaic` (`None`: left out, unreadable).
+fn placed(mosaic: &Mosaic) -> Vec<Option<(f64, f64)>> {
+    mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect()
+}
+
+/// The tiles of each accepted pair of `mosaic`.
+fn accepted(mosaic: &Mosaic) -> Vec<(usize, usize)> {
+    mosaic.pairs.iter().filter(|q| q.shift.is_some()).map(|q| (q.a, q.b)).collect()
 }
 
 impl GridRun {
@@ -141,7 +157,7 @@ impl GridRun {
 
     /// Each tile's position in the mosaic (`None`: left out, unreadable).
     pub fn placed(&self) -> Vec<Option<(f64, f64)>> {
-        self.mosaic.tiles.iter().map(|t| t.unreadable.is_none().then_some(t.position)).collect()
+        placed(&self.mosaic)
     }
 
     /// With shading corrected: the mean step of brightness across the accepted pairs' seams
@@ -150,8 +166,7 @@ impl GridRun {
         if self.prepared.is_none() {
             return Ok(None);
         }
-        let placed = self.placed();
-        let accepted: Vec<(usize, usize)> = self.mosaic.pairs.iter().filter(|q| q.shift.is_some()).map(|q| (q.a, q.b)).collect();
+        let (placed, accepted) = (self.placed(), accepted(&self.mosaic));
         let mean = |s: Vec<Option<f64>>| {
             let v: Vec<f64> = s.into_iter().flatten().collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -405,6 +420,16 @@ pub fn register_planes(source: &dyn FrameSource, labels: &[String], p: &StitchPa
         if let (true, Some(offset)) = (planes.cycles, offsets[t]) {
             let margin = o.stage_error * run.tile.0.max(run.tile.1) as f64;
             aligned[t] = align_tiles(&first, &later, &runs[0], run, offset, margin, &p.register, par);
+        }
+    }
+    // Each channel's estimate refined from the overlaps of its tiles where time point 0
+    // placed them (every channel's tile of a stage position lies where that time point's
+    // registration put it).
+    let (positions, pairs) = (runs[0].placed(), accepted(&runs[0].mosaic));
+    let mut shading = shading;
+    for (c, q) in shading.iter_mut().enumerate() {
+        if let Some(q) = q {
+            crate::flatfield::refine(q, &block(c), &positions, &pairs).map_err(|e| anyhow!("channel {c}: {e:#}"))?;
         }
     }
     Ok(PlanesRun { planes: *planes, tiles: n, runs, offsets, aligned, shading })

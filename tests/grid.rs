@@ -8,7 +8,7 @@
 mod common;
 
 use common::footage::{enlarged, layout, photo, render, Conditions, TILE};
-use tessera::shading::{estimate_shading, Corrected, EstimateParams};
+use tessera::shading::{estimate_shading, refine_from_overlaps, Corrected, EstimateParams};
 use tessera::stitch::{grid_positions, register_tiles, seam_steps, Corner, FrameSource, GridParams, InMemory, TileOrder, Verification};
 use tessera::stitch::SplitMix64;
 use tessera::{AnyView, Image, Parallelism, Rgba8};
@@ -165,6 +165,15 @@ impl Case {
         let tile_errors = errors(&m.tiles.iter().map(|t| t.position).collect::<Vec<_>>(), &truth);
         let placed: Vec<Option<(f64, f64)>> = m.tiles.iter().map(|t| Some(t.position)).collect();
         let pairs: Vec<(usize, usize)> = m.pairs.iter().map(|q| (q.a, q.b)).collect();
+        // The estimate refined from the accepted pairs' overlaps, as the faces do.
+        let accepted: Vec<(usize, usize)> = m.pairs.iter().filter(|q| q.shift.is_some()).map(|q| (q.a, q.b)).collect();
+        let refined = estimate.as_ref().and_then(|e| refine_from_overlaps(&plain, &e.shading, &placed, &accepted).unwrap()).map(|(s, _)| s);
+        let final_shading = refined.as_ref().or(estimate.as_ref().map(|e| &e.shading));
+        let corrected_finally = final_shading.map(|s| Corrected { inner: &plain, shading: s });
+        let source: &dyn FrameSource = match &corrected_finally {
+            Some(c) => c,
+            None => &plain,
+        };
         let steps: Vec<f64> = seam_steps(source, &placed, &pairs).unwrap().into_iter().flatten().collect();
         let grey = tiles.iter().map(|t| t.as_slice().iter().map(|&v| v as f64).sum::<f64>() / t.as_slice().len() as f64).sum::<f64>() / tiles.len() as f64;
         let scale = if self.sixteen_bit { 257.0 } else { 1.0 };
@@ -189,7 +198,7 @@ impl Case {
             pairs: m.pairs.len(),
             unregistered: m.tiles.iter().filter(|t| !t.registered).map(|t| t.index).collect(),
             seam_step,
-            vignetting: estimate.map(|e| e.shading.vignetting()),
+            vignetting: final_shading.map(|s| s.vignetting()),
         }
     }
 }
@@ -233,7 +242,7 @@ fn overlaps_of_10_to_30_percent_under_vignetting_up_to_10x10_register_to_subpixe
 /// unvignetted grids (mean 0.25 px, worst 1 px, every tile, no wrong pair); without it the
 /// 10 x 10 grid of IHC tiles does not (an accepted pair 1.2 px off). The step of brightness
 /// across the seams ([`seam_steps`]) is printed for the grids without vignetting, with it,
-/// and corrected.
+/// and corrected (the estimate refined from the overlaps), and halved at least.
 #[test]
 fn thirty_percent_vignetting_registers_as_well_as_none_after_shading_correction() {
     // The cases and seeds of the vignetting test above, the IHC grid at 30 %.
@@ -263,14 +272,14 @@ fn thirty_percent_vignetting_registers_as_well_as_none_after_shading_correction(
         if !good(&plain) {
             plain_failed.push(c.photo);
         }
-        // The seams: where 100 tiles make the stack's statistics (10 x 10), the correction
-        // takes away most of the step vignetting leaves, and the estimate finds the
-        // strength (30 % at the corners). On 9 to 12 tiles of photographs with structure at
-        // the tile's scale (a sky, a coat, a table) the stack does not average the scene
-        // out: the estimate overshoots (46 to 70 %) and the seams step more than without
-        // it, though registration still holds the bound; printed, not asserted.
+        // The seams: the correction, its estimate refined from the registered overlaps,
+        // takes away at least half the step vignetting leaves on every grid (before the
+        // refinement, on 9 to 12 tiles of photographs with structure at the tile's scale,
+        // a sky, a coat, a table, the estimate overshot to 46 to 70 % and the seams
+        // stepped more than uncorrected). Where 100 tiles make the stack's statistics
+        // (10 x 10), the estimate also finds the strength (30 % at the corners).
+        assert!(fixed.seam_step < 0.5 * plain.seam_step, "{}: seam step {:.2} % corrected, {:.2} % not", c.photo, fixed.seam_step, plain.seam_step);
         if c.grid.0 * c.grid.1 >= 100 {
-            assert!(fixed.seam_step < 0.5 * plain.seam_step, "{}: seam step {:.2} % corrected, {:.2} % not", c.photo, fixed.seam_step, plain.seam_step);
             assert!(fixed.vignetting.is_some_and(|v| (v - 0.3).abs() < 0.05), "{}: {:?}", c.photo, fixed.vignetting);
         }
     }

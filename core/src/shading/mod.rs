@@ -12,14 +12,18 @@
 //! nominal offset, and leaves a step of brightness at every seam of the mosaic.
 //!
 //! [`Shading`] holds `F` and `D` (from files, or from [`estimate_shading`], which finds them
-//! from the tiles themselves: `estimate.rs`, fitted as smooth surfaces by `surface.rs`) and
+//! from the tiles themselves: `estimate.rs`, fitted as smooth surfaces by `surface.rs`;
+//! [`refine_from_overlaps`] then corrects an estimate from what registered overlaps say,
+//! `overlaps.rs`) and
 //! applies them ([`Shading::correct`]); [`Corrected`] applies them to every frame of a
 //! [`FrameSource`], so registration and the composite both see corrected tiles.
 
 mod estimate;
+mod overlaps;
 mod surface;
 
 pub use estimate::{estimate_shading, EstimateParams, ShadingEstimate, MIN_TILES, RELIABLE_TILES};
+pub use overlaps::{refine_from_overlaps, OverlapFit};
 
 use crate::error::{Error, Result};
 use crate::image::{AnyImage, AnyView, Image, ImageView, Rgba8};

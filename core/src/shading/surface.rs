@@ -24,7 +24,7 @@ pub(crate) struct Surface {
 }
 
 /// The exponents `(i, j)` of the terms of total degree at most `degree`.
-fn terms(degree: usize) -> Vec<(usize, usize)> {
+pub(crate) fn terms(degree: usize) -> Vec<(usize, usize)> {
     (0..=degree).flat_map(|t| (0..=t).map(move |j| (t - j, j))).collect()
 }
 
@@ -46,81 +46,10 @@ impl Surface {
         if samples.len() < 2 * t.len() {
             return Err(Error::InvalidParameter { name: "shading samples", reason: alloc::format!("{} samples for a surface of {} terms", samples.len(), t.len()) });
         }
-        let mut weights: Vec<f64> = samples.iter().map(|s| s.weight).collect();
-        let mut surface = Surface::solve(samples, &weights, degree, &t)?;
-        for _ in 0..PASSES {
-            let residuals: Vec<f64> = samples.iter().map(|s| s.value - surface.at(s.u, s.v)).collect();
-            // The residuals' spread: 1.4826 x their median absolute value (consistent with
-            // the standard deviation under Gaussian noise).
-            let mut abs: Vec<f64> = residuals.iter().map(|r| libm::fabs(*r)).collect();
-            abs.sort_by(f64::total_cmp);
-            let spread = 1.4826 * abs[abs.len() / 2];
-            if spread.is_nan() || spread <= 0.0 {
-                break;
-            }
-            let k = HUBER * spread;
-            for ((w, s), r) in weights.iter_mut().zip(samples).zip(&residuals) {
-                *w = s.weight * if libm::fabs(*r) <= k { 1.0 } else { k / libm::fabs(*r) };
-            }
-            surface = Surface::solve(samples, &weights, degree, &t)?;
-        }
-        Ok(surface)
-    }
-
-    /// The weighted least-squares surface: the normal equations solved by Cholesky's
-    /// factorisation.
-    fn solve(samples: &[Sample], weights: &[f64], degree: usize, t: &[(usize, usize)]) -> Result<Surface> {
-        let n = t.len();
-        let mut a = vec![0.0f64; n * n];
-        let mut b = vec![0.0f64; n];
-        let mut row = vec![0.0f64; n];
-        for (s, &w) in samples.iter().zip(weights) {
-            for (r, &(i, j)) in row.iter_mut().zip(t) {
-                *r = libm::pow(s.u, i as f64) * libm::pow(s.v, j as f64);
-            }
-            for p in 0..n {
-                let wr = w * row[p];
-                b[p] += wr * s.value;
-                for q in 0..=p {
-                    a[p * n + q] += wr * row[q];
-                }
-            }
-        }
-        // Cholesky: a = L L^T, L stored in the lower triangle of a.
-        let scale = (0..n).map(|i| a[i * n + i]).fold(0.0, f64::max);
-        for j in 0..n {
-            let mut d = a[j * n + j];
-            for k in 0..j {
-                d -= a[j * n + k] * a[j * n + k];
-            }
-            if d.is_nan() || d <= 1e-12 * scale {
-                return Err(Error::InvalidParameter { name: "shading samples", reason: "they do not determine a smooth surface (too few, or all on a line)".into() });
-            }
-            let d = libm::sqrt(d);
-            a[j * n + j] = d;
-            for i in j + 1..n {
-                let mut s = a[i * n + j];
-                for k in 0..j {
-                    s -= a[i * n + k] * a[j * n + k];
-                }
-                a[i * n + j] = s / d;
-            }
-        }
-        // L y = b, then L^T c = y.
-        let mut c = b;
-        for i in 0..n {
-            for k in 0..i {
-                c[i] -= a[i * n + k] * c[k];
-            }
-            c[i] /= a[i * n + i];
-        }
-        for i in (0..n).rev() {
-            for k in i + 1..n {
-                c[i] -= a[k * n + i] * c[k];
-            }
-            c[i] /= a[i * n + i];
-        }
-        Ok(Surface { degree, coef: c })
+        let rows: Vec<f64> = samples.iter().flat_map(|s| t.iter().map(move |&(i, j)| libm::pow(s.u, i as f64) * libm::pow(s.v, j as f64))).collect();
+        let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+        let weights: Vec<f64> = samples.iter().map(|s| s.weight).collect();
+        Ok(Surface { degree, coef: robust_fit(&rows, &values, &weights, t.len(), 0.0)? })
     }
 
     /// The surface at `(u, v)`.
@@ -137,6 +66,87 @@ impl Surface {
         }
         out
     }
+}
+
+/// Weighted least squares made robust by Huber's reweighting (module doc): the
+/// coefficients of the `n` terms that fit `values` through `rows` (one row of `n` terms per
+/// value, row after row). `ridge`, a fraction of the normal equations' largest diagonal
+/// term added to each, keeps a term the rows do not determine at zero; with 0 such rows
+/// are an error.
+pub(crate) fn robust_fit(rows: &[f64], values: &[f64], weights: &[f64], n: usize, ridge: f64) -> Result<Vec<f64>> {
+    let mut w: Vec<f64> = weights.to_vec();
+    let mut coef = solve(rows, values, &w, n, ridge)?;
+    for _ in 0..PASSES {
+        let residuals: Vec<f64> = rows.chunks_exact(n).zip(values).map(|(r, v)| v - r.iter().zip(&coef).map(|(a, c)| a * c).sum::<f64>()).collect();
+        // The residuals' spread: 1.4826 x their median absolute value (consistent with
+        // the standard deviation under Gaussian noise).
+        let mut abs: Vec<f64> = residuals.iter().map(|r| libm::fabs(*r)).collect();
+        abs.sort_by(f64::total_cmp);
+        let spread = 1.4826 * abs[abs.len() / 2];
+        if spread.is_nan() || spread <= 0.0 {
+            break;
+        }
+        let k = HUBER * spread;
+        for ((w, base), r) in w.iter_mut().zip(weights).zip(&residuals) {
+            *w = base * if libm::fabs(*r) <= k { 1.0 } else { k / libm::fabs(*r) };
+        }
+        coef = solve(rows, values, &w, n, ridge)?;
+    }
+    Ok(coef)
+}
+
+/// The weighted least-squares coefficients: the normal equations (with `ridge`, see
+/// [`robust_fit`]) solved by Cholesky's factorisation.
+fn solve(rows: &[f64], values: &[f64], weights: &[f64], n: usize, ridge: f64) -> Result<Vec<f64>> {
+    let mut a = vec![0.0f64; n * n];
+    let mut b = vec![0.0f64; n];
+    for ((row, &value), &w) in rows.chunks_exact(n).zip(values).zip(weights) {
+        for p in 0..n {
+            let wr = w * row[p];
+            b[p] += wr * value;
+            for q in 0..=p {
+                a[p * n + q] += wr * row[q];
+            }
+        }
+    }
+    let scale = (0..n).map(|i| a[i * n + i]).fold(0.0, f64::max);
+    for i in 0..n {
+        a[i * n + i] += ridge * scale;
+    }
+    // Cholesky: a = L L^T, L stored in the lower triangle of a.
+    for j in 0..n {
+        let mut d = a[j * n + j];
+        for k in 0..j {
+            d -= a[j * n + k] * a[j * n + k];
+        }
+        if d.is_nan() || d <= 1e-12 * scale {
+            return Err(Error::InvalidParameter { name: "shading samples", reason: "they do not determine a smooth surface (too few, or all on a line)".into() });
+        }
+        let d = libm::sqrt(d);
+        a[j * n + j] = d;
+        for i in j + 1..n {
+            let mut s = a[i * n + j];
+            for k in 0..j {
+                s -= a[i * n + k] * a[j * n + k];
+            }
+            a[i * n + j] = s / d;
+        }
+    }
+    // L y = b, then L^T c = y.
+    let mut c = b;
+    for i in 0..n {
+        for k in 0..i {
+            c[i] -= a[i * n + k] * c[k];
+        }
+        c[i] /= a[i * n + i];
+    }
+    for i in (0..n).rev() {
+        for k in i + 1..n {
+            c[i] -= a[k * n + i] * c[k];
+        }
+        c[i] /= a[i * n + i];
+    }
+    Ok(c)
 }
 
 /// `sum of poly[i] u^i` by Horner's rule.

@@ -30,7 +30,7 @@ pub(crate) mod window;
 
 pub use accept::Acceptance;
 pub use coarse::{weighted_candidates, Peak, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
-pub use grid::{grid_positions, neighbours, majority_shape, register_tiles, seam_steps, SEAM_BLOCK, tile_shape, Corner, GridParams, Mosaic, StageModel, TileOrder, TilePair, TileRecord, TileShape, Verification, DEFAULT_OVERLAP};
+pub use grid::{grid_positions, neighbours, majority_shape, register_tiles, seam_squares, seam_steps, SeamSquare, SEAM_BLOCK, tile_shape, Corner, GridParams, Mosaic, StageModel, TileOrder, TilePair, TileRecord, TileShape, Verification, DEFAULT_OVERLAP};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
 pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
 pub use solve::{solve, Constraint, Solution};

@@ -34,7 +34,7 @@ mod seams;
 mod strip;
 
 pub use model::{direction, StageModel, Verification, MIN_SUPPORT};
-pub use seams::{seam_steps, SEAM_BLOCK};
+pub use seams::{seam_squares, seam_steps, SeamSquare, SEAM_BLOCK};
 
 use pairs::{register_tile_pair, strip_ncc, Found, Start};
 use strip::{chance_threshold, MIN_STRIP};

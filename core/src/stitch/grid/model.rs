@@ -149,6 +149,13 @@ impl Verification {
     }
 }
 
+/// The fewest pairs of one direction that verify one another by agreeing on an offset
+/// beyond the stage model's tolerance: two pairs of smooth, featureless tiles agreed on a
+/// chance match by themselves (a grid cut from the coffee photograph enlarged three times:
+/// two pairs 124 px apart where the tiles step 141, within the 15 px tolerance its stage
+/// error gave).
+pub const MIN_AGREEING: usize = 3;
+
 /// Verifies `pairs` (nominal offset, measured offset or `None`) against `model`: per pair
 /// how it is verified, `None` for one that is not (or did not register).
 pub fn verify(pairs: &[((f64, f64), Option<(f64, f64)>)], model: &StageModel) -> Vec<Option<Verification>> {
@@ -159,7 +166,7 @@ pub fn verify(pairs: &[((f64, f64), Option<(f64, f64)>)], model: &StageModel) ->
     });
     let mut out: Vec<Option<Verification>> = (0..pairs.len()).map(|k| residual(k).filter(|r| libm::hypot(r.0, r.1) <= tolerance).map(|_| Verification::StageModel)).collect();
     // The rest, by direction: the largest set that agrees within the tolerance, while it
-    // has two pairs or more.
+    // has [`MIN_AGREEING`] pairs or more.
     loop {
         let open: Vec<usize> = (0..pairs.len()).filter(|&k| out[k].is_none() && residual(k).is_some()).collect();
         let agreeing = |k: usize| -> Vec<usize> {
@@ -167,7 +174,7 @@ pub fn verify(pairs: &[((f64, f64), Option<(f64, f64)>)], model: &StageModel) ->
             open.iter().copied().filter(|&j| direction(pairs[j].0) == direction(pairs[k].0)).filter(|&j| residual(j).is_some_and(|rj| libm::hypot(rj.0 - rk.0, rj.1 - rk.1) <= tolerance)).collect()
         };
         let Some(best) = open.iter().map(|&k| agreeing(k)).max_by_key(|set| set.len()) else { break };
-        if best.len() < 2 {
+        if best.len() < MIN_AGREEING {
             break;
         }
         for k in best {

@@ -46,12 +46,30 @@ fn beyond(i: usize, n: usize) -> Error {
 
 /// The seam step of `b` at offset `d` (whole pixels) from `a` (see [`seam_steps`]).
 fn step(a: &Image<f32>, b: &Image<f32>, d: (i64, i64)) -> Option<f64> {
+    let squares = seam_squares(a, b, d);
+    (!squares.is_empty()).then(|| squares.iter().map(|q| libm::fabs(q.mean_a - q.mean_b)).sum::<f64>() / squares.len() as f64)
+}
+
+/// One square of an overlap: its top-left corner in tile a's and in tile b's pixels, and
+/// each tile's mean over it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SeamSquare {
+    pub at_a: (usize, usize),
+    pub at_b: (usize, usize),
+    pub mean_a: f64,
+    pub mean_b: f64,
+}
+
+/// The squares of [`SEAM_BLOCK`] pixels the overlap of `b` at offset `d` (whole pixels)
+/// from `a` is cut into, from the overlap's top-left corner; none where it does not hold
+/// one.
+pub fn seam_squares(a: &Image<f32>, b: &Image<f32>, d: (i64, i64)) -> Vec<SeamSquare> {
     // The overlap in a's coordinates.
     let (x0, x1) = (d.0.max(0), (a.width() as i64).min(d.0 + b.width() as i64));
     let (y0, y1) = (d.1.max(0), (a.height() as i64).min(d.1 + b.height() as i64));
     let s = SEAM_BLOCK as i64;
     if x1 - x0 < s || y1 - y0 < s {
-        return None;
+        return Vec::new();
     }
     let mean = |img: &Image<f32>, x: i64, y: i64| -> f64 {
         let mut sum = 0.0;
@@ -60,9 +78,10 @@ fn step(a: &Image<f32>, b: &Image<f32>, d: (i64, i64)) -> Option<f64> {
         }
         sum / (s * s) as f64
     };
-    let squares: Vec<(i64, i64)> = (0..(y1 - y0) / s).flat_map(|j| (0..(x1 - x0) / s).map(move |i| (x0 + i * s, y0 + j * s))).collect();
-    let total: f64 = squares.iter().map(|&(x, y)| libm::fabs(mean(a, x, y) - mean(b, x - d.0, y - d.1))).sum();
-    Some(total / squares.len() as f64)
+    (0..(y1 - y0) / s)
+        .flat_map(|j| (0..(x1 - x0) / s).map(move |i| (x0 + i * s, y0 + j * s)))
+        .map(|(x, y)| SeamSquare { at_a: (x as usize, y as usize), at_b: ((x - d.0) as usize, (y - d.1) as usize), mean_a: mean(a, x, y), mean_b: mean(b, x - d.0, y - d.1) })
+        .collect()
 }
 
 #[cfg(test)]
