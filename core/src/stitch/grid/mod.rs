@@ -28,6 +28,7 @@
 //! sequences).
 
 mod model;
+mod overlap_peak;
 mod pairs;
 mod place;
 mod seams;

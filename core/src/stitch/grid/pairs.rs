@@ -5,6 +5,7 @@
 //! known of the offset (the nominal overlap is wrong), from the phase-correlation peaks of
 //! the two whole tiles, as MIST does.
 
+use super::overlap_peak::overlap_peak;
 use super::strip::{match_strip, strip_seeds};
 use super::GridParams;
 use crate::error::{Error, Result};
@@ -150,6 +151,11 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
             best.skip = Some(SkipReason::Unconfirmed { agreeing: best.vectors_used, textured: best.textured, overlap_ncc: overlap, null: None });
             best.shift = None;
         }
+    }
+    // Templates along an edge can agree a few pixels off along it; the whole overlap says
+    // where it really peaks.
+    if let Some(s) = best.shift {
+        best.shift = Some(overlap_peak(a, b, s, p.register.search_radius as f64).unwrap_or(s));
     }
     Ok(Found { shift: best.shift, skip: best.skip.map(|s| s.describe()), ncc: best.ncc, margin: best.margin, vectors_used: best.vectors_used, by_strip: false })
 }
