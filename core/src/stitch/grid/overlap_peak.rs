@@ -33,17 +33,37 @@ const MARGIN: f64 = 0.002;
 const GAIN: f64 = 0.5;
 
 /// The overlap's peak where it lies [`STEP`] px or more from `shift` (within `reach` px
-/// per axis of it): `Some(peak)`, subpixel; `None` where the probes confirm `shift` (or the
-/// overlap is too small or flat to judge).
-pub(super) fn overlap_peak<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, shift: (f64, f64), reach: f64) -> Option<(f64, f64)> {
+/// per axis of it), climbed from the probes and from `seeds` (the strips' phase-correlation
+/// peaks, for a pair that only the fewest templates hold: the overlap can peak a little at
+/// a wrong shift too, and its true peak be out of the probes' reach): `Some(peak)`,
+/// subpixel; `None` where nothing correlates enough more than `shift` (or the overlap is too
+/// small or flat to judge).
+pub(super) fn overlap_peak<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, shift: (f64, f64), reach: f64, seeds: &[(f64, f64)]) -> Option<(f64, f64)> {
     let start = (libm::round(shift.0) as i64, libm::round(shift.1) as i64);
     let reach = libm::ceil(reach) as i64;
     let within = |s: (i64, i64)| (s.0 - start.0).abs() <= reach && (s.1 - start.1).abs() <= reach;
     let ncc = |s: (i64, i64)| within(s).then(|| sampled_ncc(&a, &b, s)).flatten();
     let here = ncc(start)?;
     let probes = [(STEP, 0), (-STEP, 0), (0, STEP), (0, -STEP)].map(|d| (start.0 + d.0, start.1 + d.1));
-    let mut top = probes.iter().filter_map(|&s| Some((s, ncc(s)?))).filter(|&(_, r)| r > here + MARGIN).max_by(|x, y| x.1.total_cmp(&y.1))?;
-    // Steepest ascent from the best probe, a pixel at a time.
+    let starts = probes.into_iter().chain(seeds.iter().map(|s| (libm::round(s.0) as i64, libm::round(s.1) as i64)).filter(|s| (s.0 - start.0).abs().max((s.1 - start.1).abs()) >= STEP));
+    let climbed = starts.filter_map(|s| Some((s, ncc(s)?))).filter(|&(_, r)| r > here + MARGIN).map(|top| climb(top, &ncc, reach));
+    let top = climbed.max_by(|x, y| x.1.total_cmp(&y.1))?;
+    let ((x, y), r) = top;
+    // Only a peak that takes away at least half of what the overlap left uncorrelated
+    // overrules the templates: shading the tiles do not share (uncorrected vignetting, a
+    // sky) tilts a broad peak's top by a pixel or two, and there the templates are right.
+    if 1.0 - r > GAIN * (1.0 - here) {
+        return None;
+    }
+    let vertex = |m: Option<f64>, p: Option<f64>| match (m, p) {
+        (Some(m), Some(p)) if m + p - 2.0 * r < 0.0 => (0.5 * (m - p) / (m + p - 2.0 * r)).clamp(-0.5, 0.5),
+        _ => 0.0,
+    };
+    Some((x as f64 + vertex(ncc((x - 1, y)), ncc((x + 1, y))), y as f64 + vertex(ncc((x, y - 1)), ncc((x, y + 1)))))
+}
+
+/// Steepest ascent of `ncc` from `top`, a pixel at a time.
+fn climb(mut top: ((i64, i64), f64), ncc: &impl Fn((i64, i64)) -> Option<f64>, reach: i64) -> ((i64, i64), f64) {
     for _ in 0..4 * reach.max(1) {
         let next = [(-1, -1), (0, -1), (1, -1), (-1, 0), (1, 0), (-1, 1), (0, 1), (1, 1)]
             .iter()
@@ -57,18 +77,7 @@ pub(super) fn overlap_peak<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: Ima
             _ => break,
         }
     }
-    let ((x, y), r) = top;
-    // Only a peak that takes away at least half of what the overlap left uncorrelated
-    // overrules the templates: shading the tiles do not share (uncorrected vignetting, a
-    // sky) tilts a broad peak's top by a pixel or two, and there the templates are right.
-    if 1.0 - r > GAIN * (1.0 - here) {
-        return None;
-    }
-    let vertex = |m: Option<f64>, p: Option<f64>| match (m, p) {
-        (Some(m), Some(p)) if m + p - 2.0 * r < 0.0 => (0.5 * (m - p) / (m + p - 2.0 * r)).clamp(-0.5, 0.5),
-        _ => 0.0,
-    };
-    Some((x as f64 + vertex(ncc((x - 1, y)), ncc((x + 1, y))), y as f64 + vertex(ncc((x, y - 1)), ncc((x, y + 1)))))
+    top
 }
 
 /// Pearson's r of `a` and `b` moved by the whole-pixel shift `s` over their overlap,
@@ -117,17 +126,17 @@ mod tests {
         let tex = texture(600, 400, 4);
         let smeared = Image::from_fn(560, 400, |x, y| tex.view().row(y)[x..x + 41].iter().sum::<f32>() / 41.0).unwrap();
         let (a, b) = pair(|x, y| smeared.view().row(y)[x]);
-        let moved = overlap_peak(a.view(), b.view(), (162.3, 2.0), 32.0).unwrap();
+        let moved = overlap_peak(a.view(), b.view(), (162.3, 2.0), 32.0, &[]).unwrap();
         assert!(libm::hypot(moved.0 - 170.0, moved.1 - 2.0) < 0.5, "{moved:?}");
         // Texture: the true subpixel shift is confirmed, and so are shifts a pixel off (the
         // probes stand two away).
         let tex = texture(600, 400, 9);
         let (a, b) = pair(|x, y| tex.view().row(y)[x]);
         for s in [(170.0, 2.0), (170.4, 1.6), (171.0, 2.0)] {
-            assert_eq!(overlap_peak(a.view(), b.view(), s, 32.0), None, "{s:?}");
+            assert_eq!(overlap_peak(a.view(), b.view(), s, 32.0, &[(150.0, 10.0)]), None, "{s:?}");
         }
         // A flat overlap is not judged.
         let flat = Image::<f32>::filled(200, 160, 3.0).unwrap();
-        assert_eq!(overlap_peak(flat.view(), flat.view(), (170.0, 0.0), 32.0), None);
+        assert_eq!(overlap_peak(flat.view(), flat.view(), (170.0, 0.0), 32.0, &[]), None);
     }
 }

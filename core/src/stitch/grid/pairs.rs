@@ -155,7 +155,9 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
     // Templates along an edge can agree a few pixels off along it; the whole overlap says
     // where it really peaks.
     if let Some(s) = best.shift {
-        best.shift = Some(overlap_peak(a, b, s, p.register.search_radius as f64).unwrap_or(s));
+        let reach = p.register.search_radius as f64;
+        let seeds = if best.vectors_used <= p.register.min_vectors { strip_seeds(a, b, s, (reach, reach), size, p.coarse_candidates.max(1)) } else { Vec::new() };
+        best.shift = Some(overlap_peak(a, b, s, reach, &seeds).unwrap_or(s));
     }
     Ok(Found { shift: best.shift, skip: best.skip.map(|s| s.describe()), ncc: best.ncc, margin: best.margin, vectors_used: best.vectors_used, by_strip: false })
 }
