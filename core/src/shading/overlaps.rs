@@ -94,7 +94,14 @@ pub fn refine_from_overlaps(tiles: &dyn FrameSource, shading: &Shading, position
     let values: Vec<f64> = squares.iter().map(|s| libm::log(s.2) - libm::log(s.3)).collect();
     let coef = robust_fit(&rows, &values, &alloc::vec![1.0; values.len()], t.len(), RIDGE)?;
     let rms = |c: &[f64]| {
-        let sum: f64 = rows.chunks_exact(t.len()).zip(&values).map(|(r, v)| (v - r.iter().zip(c).map(|(a, b)| a * b).sum::<f64>()).powi(2)).sum();
+        let sum: f64 = rows
+            .chunks_exact(t.len())
+            .zip(&values)
+            .map(|(r, v)| {
+                let e = v - r.iter().zip(c).map(|(a, b)| a * b).sum::<f64>();
+                e * e
+            })
+            .sum();
         libm::sqrt(sum / values.len() as f64)
     };
     let (before, after) = (rms(&alloc::vec![0.0; t.len()]), rms(&coef));
