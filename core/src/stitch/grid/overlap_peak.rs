@@ -11,6 +11,7 @@
 //! templates where it correlates much better ([`GAIN`]); elsewhere the templates' subpixel
 //! shift stands.
 
+use super::strip::{climb, parabola_vertex};
 use crate::image::ImageView;
 use crate::ncc::NccSample;
 
@@ -46,7 +47,7 @@ pub(super) fn overlap_peak<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: Ima
     let here = ncc(start)?;
     let probes = [(STEP, 0), (-STEP, 0), (0, STEP), (0, -STEP)].map(|d| (start.0 + d.0, start.1 + d.1));
     let starts = probes.into_iter().chain(seeds.iter().map(|s| (libm::round(s.0) as i64, libm::round(s.1) as i64)).filter(|s| (s.0 - start.0).abs().max((s.1 - start.1).abs()) >= STEP));
-    let climbed = starts.filter_map(|s| Some((s, ncc(s)?))).filter(|&(_, r)| r > here + MARGIN).map(|top| climb(top, &ncc, reach));
+    let climbed = starts.filter_map(|s| Some((s, ncc(s)?))).filter(|&(_, r)| r > here + MARGIN).map(|top| climb(top, &mut |s| ncc(s), 4 * reach.max(1) as usize));
     let top = climbed.max_by(|x, y| x.1.total_cmp(&y.1))?;
     let ((x, y), r) = top;
     // Only a peak that takes away at least half of what the overlap left uncorrelated
@@ -55,29 +56,7 @@ pub(super) fn overlap_peak<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: Ima
     if 1.0 - r > GAIN * (1.0 - here) {
         return None;
     }
-    let vertex = |m: Option<f64>, p: Option<f64>| match (m, p) {
-        (Some(m), Some(p)) if m + p - 2.0 * r < 0.0 => (0.5 * (m - p) / (m + p - 2.0 * r)).clamp(-0.5, 0.5),
-        _ => 0.0,
-    };
-    Some((x as f64 + vertex(ncc((x - 1, y)), ncc((x + 1, y))), y as f64 + vertex(ncc((x, y - 1)), ncc((x, y + 1)))))
-}
-
-/// Steepest ascent of `ncc` from `top`, a pixel at a time.
-fn climb(mut top: ((i64, i64), f64), ncc: &impl Fn((i64, i64)) -> Option<f64>, reach: i64) -> ((i64, i64), f64) {
-    for _ in 0..4 * reach.max(1) {
-        let next = [(-1, -1), (0, -1), (1, -1), (-1, 0), (1, 0), (-1, 1), (0, 1), (1, 1)]
-            .iter()
-            .filter_map(|d| {
-                let s = (top.0 .0 + d.0, top.0 .1 + d.1);
-                Some((s, ncc(s)?))
-            })
-            .max_by(|x, y| x.1.total_cmp(&y.1));
-        match next {
-            Some(n) if n.1 > top.1 => top = n,
-            _ => break,
-        }
-    }
-    top
+    Some((x as f64 + parabola_vertex(ncc((x - 1, y)), r, ncc((x + 1, y))), y as f64 + parabola_vertex(ncc((x, y - 1)), r, ncc((x, y + 1)))))
 }
 
 /// Pearson's r of `a` and `b` moved by the whole-pixel shift `s` over their overlap,

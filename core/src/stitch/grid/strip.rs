@@ -59,23 +59,9 @@ pub(super) fn match_strip<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: Imag
                 }
             }
         }
-        let Some(mut top) = top else { continue };
+        let Some(top) = top else { continue };
         // Steepest ascent from the best of the neighbourhood, within reach.
-        loop {
-            let mut next = top;
-            for (dx, dy) in NEIGHBOURS {
-                let s = (top.0 .0 + dx, top.0 .1 + dy);
-                if let Some(r) = within(s).then(|| surface.ncc(s)).flatten() {
-                    if r > next.1 {
-                        next = (s, r);
-                    }
-                }
-            }
-            if next.0 == top.0 {
-                break;
-            }
-            top = next;
-        }
+        let top = climb(top, &mut |s| within(s).then(|| surface.ncc(s)).flatten(), usize::MAX);
         // A maximum on the edge of what can be compared (the margin, or the narrowest
         // overlap) may be the flank of a peak beyond it: only one with all its neighbours
         // compared, and below it, is a match.
@@ -90,13 +76,41 @@ pub(super) fn match_strip<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: Imag
     // parabola through values over different pixels bends towards the wider one).
     let region = surface.shared_region((x, y))?;
     let at = |dx: i64, dy: i64| surface.ncc_over((x + dx, y + dy), region);
-    let vertex = |m: Option<f64>, c: Option<f64>, p: Option<f64>| match (m, c, p) {
-        (Some(m), Some(c), Some(p)) if m + p - 2.0 * c < 0.0 => (0.5 * (m - p) / (m + p - 2.0 * c)).clamp(-0.5, 0.5),
-        _ => 0.0,
-    };
+    let vertex = |m: Option<f64>, c: Option<f64>, p: Option<f64>| c.map_or(0.0, |c| parabola_vertex(m, c, p));
     let centre = at(0, 0);
     let (fx, fy) = (vertex(at(-1, 0), centre, at(1, 0)), vertex(at(0, -1), centre, at(0, 1)));
     Some(StripMatch { shift: (x as f64 + fx, y as f64 + fy), ncc })
+}
+
+/// Steepest ascent of `ncc` from `top`, a pixel at a time (to the first of equally high
+/// neighbours), for at most `steps` steps: the local maximum reached.
+pub(super) fn climb(mut top: ((i64, i64), f64), ncc: &mut impl FnMut((i64, i64)) -> Option<f64>, steps: usize) -> ((i64, i64), f64) {
+    for _ in 0..steps {
+        let mut next = top;
+        for (dx, dy) in NEIGHBOURS {
+            let s = (top.0 .0 + dx, top.0 .1 + dy);
+            if let Some(r) = ncc(s) {
+                if r > next.1 {
+                    next = (s, r);
+                }
+            }
+        }
+        if next.0 == top.0 {
+            break;
+        }
+        top = next;
+    }
+    top
+}
+
+/// The offset (within half a pixel) of the vertex of the parabola through `minus`,
+/// `centre` and `plus` at -1, 0 and 1; 0 where a side is missing or the three do not bend
+/// down.
+pub(super) fn parabola_vertex(minus: Option<f64>, centre: f64, plus: Option<f64>) -> f64 {
+    match (minus, plus) {
+        (Some(m), Some(p)) if m + p - 2.0 * centre < 0.0 => (0.5 * (m - p) / (m + p - 2.0 * centre)).clamp(-0.5, 0.5),
+        _ => 0.0,
+    }
 }
 
 /// The eight neighbouring shifts.
