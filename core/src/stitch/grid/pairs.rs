@@ -112,11 +112,11 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
             return Ok(Found { shift: m.map(|m| m.shift), skip, ncc: m.map_or(0.0, |m| m.ncc), margin: 0.0, vectors_used: 0, by_strip: true });
         }
     }
-    let moving = SearchFrame::new(b)?;
+    let mut moving = MovingTile::new(a, b, start, p.register.search_radius)?;
     let weak = |r: &PairRegistration| r.shift.is_some() && 3 * r.vectors_used < r.textured;
     let (first, seeds) = match start {
         Start::Near { offset, margin } => {
-            let first = register_pair(a, &moving, &params_at(offset, size, &p.register), offset, par)?;
+            let first = moving.register(&params_at(offset, size, &p.register), offset, par)?;
             let seeds = if p.coarse_candidates > 0 && (first.shift.is_none() || weak(&first)) { strip_seeds(a, b, offset, margin, size, p.coarse_candidates) } else { Vec::new() };
             (Some(first), seeds)
         }
@@ -131,7 +131,7 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
         // at a narrower overlap is still found from the wider search); a seed from the whole
         // tiles, as its own overlap allows.
         let at = if matches!(start, Start::Near { .. }) { towards_of(start) } else { seed };
-        let r = register_pair(a, &moving, &params_at(at, size, &p.register), seed, par)?;
+        let r = moving.register(&params_at(at, size, &p.register), seed, par)?;
         let better = |best: &PairRegistration| r.shift.is_some() && (best.shift.is_none() || r.vectors_used > best.vectors_used);
         if best.as_ref().is_none_or(better) {
             best = Some(r);
@@ -143,7 +143,7 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
     let mut best = match best {
         Some(r) => r,
         // No seed at all: the overlap the phase correlation could see is empty.
-        None => register_pair(a, &moving, &params_at(towards_of(start), size, &p.register), towards_of(start), par)?,
+        None => moving.register(&params_at(towards_of(start), size, &p.register), towards_of(start), par)?,
     };
     if let (Some(s), true) = (best.shift, weak(&best)) {
         let overlap = overlap_ncc(a, b, s, par)?.unwrap_or(f64::NEG_INFINITY);
@@ -160,6 +160,86 @@ fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_
         best.shift = Some(overlap_peak(a, b, s, reach, &seeds).unwrap_or(s));
     }
     Ok(Found { shift: best.shift, skip: best.skip.map(|s| s.describe()), ncc: best.ncc, margin: best.margin, vectors_used: best.vectors_used, by_strip: false })
+}
+
+/// Tile `b` prepared for template searches against tile `a`. Near a known offset only the
+/// overlap and what the searches can reach around it are prepared (the integral images of
+/// a whole tile cost more than a pair's searches at 10 % overlap): both tiles are cut to
+/// the overlap widened by the margin and the search radius, where the templates, their
+/// grid and their searches are those of the whole tiles. A seed beyond the margin, or a
+/// start anywhere, searches the whole tile (prepared when first needed).
+struct MovingTile<'a, T: NccSample> {
+    a: ImageView<'a, T>,
+    b: ImageView<'a, T>,
+    near: Option<Cut<'a, T>>,
+    whole: Option<SearchFrame<'a, T>>,
+}
+
+/// The tiles cut to a start's overlap: `a`'s part, `b`'s search frame of the same size,
+/// their corners in the tiles, and the seeds it serves (within `margin` of `offset`, with
+/// a search radius up to `radius`).
+struct Cut<'a, T: NccSample> {
+    a: ImageView<'a, T>,
+    b: SearchFrame<'a, T>,
+    corners: ((usize, usize), (usize, usize)),
+    offset: (f64, f64),
+    margin: (f64, f64),
+    radius: usize,
+}
+
+impl<'a, T: NccSample + Into<f64>> MovingTile<'a, T> {
+    fn new(a: ImageView<'a, T>, b: ImageView<'a, T>, start: Start, search_radius: usize) -> Result<Self> {
+        let near = match start {
+            Start::Near { offset, margin } => {
+                // The cut per axis, for the rounded offset `o` widened by `reach`: the
+                // overlap of a `len`-long axis is [max(0, o), min(len, len + o)) in `a`.
+                let cut = |len: usize, o: f64, m: f64| -> Option<(usize, usize, usize)> {
+                    let (len, o) = (len as i64, libm::round(o) as i64);
+                    let reach = libm::ceil(m) as i64 + search_radius as i64 + 2;
+                    let (a0, b0) = (0.max(o - reach), 0.max(-o - reach));
+                    let n = len.min(len + o + reach) - a0;
+                    (n > 0).then_some((a0 as usize, b0 as usize, n as usize))
+                };
+                let (w, h) = a.size();
+                match (cut(w, offset.0, margin.0), cut(h, offset.1, margin.1)) {
+                    (Some((ax, bx, cw)), Some((ay, by, ch))) if (cw, ch) != (w, h) => {
+                        let b = SearchFrame::new(b.crop(bx, by, cw, ch)?)?;
+                        Some(Cut { a: a.crop(ax, ay, cw, ch)?, b, corners: ((ax, ay), (bx, by)), offset, margin, radius: search_radius })
+                    }
+                    _ => None,
+                }
+            }
+            Start::Anywhere { .. } => None,
+        };
+        Ok(MovingTile { a, b, near, whole: None })
+    }
+
+    /// [`register_pair`] of the tiles from `seed`, on the cut where it serves the seed.
+    fn register(&mut self, p: &RegisterParams, seed: (f64, f64), par: Parallelism) -> Result<PairRegistration> {
+        if let Some(cut) = &self.near {
+            let within = |s: f64, o: f64, m: f64| libm::fabs(s - o) <= m;
+            if within(seed.0, cut.offset.0, cut.margin.0) && within(seed.1, cut.offset.1, cut.margin.1) && p.search_radius <= cut.radius {
+                let ((ax, ay), (bx, by)) = cut.corners;
+                let (dx, dy) = (ax as f64 - bx as f64, ay as f64 - by as f64);
+                let mut r = register_pair(cut.a, &cut.b, p, (seed.0 - dx, seed.1 - dy), par)?;
+                // Back to the whole tiles' coordinates.
+                r.shift = r.shift.map(|(x, y)| (x + dx, y + dy));
+                for v in &mut r.vectors {
+                    v.template = (v.template.0 + ax, v.template.1 + ay);
+                    v.found = (v.found.0 + bx as f64, v.found.1 + by as f64);
+                    v.shift = (v.shift.0 + dx, v.shift.1 + dy);
+                }
+                return Ok(r);
+            }
+        }
+        if self.whole.is_none() {
+            self.whole = Some(SearchFrame::new(self.b)?);
+        }
+        match &self.whole {
+            Some(frame) => register_pair(self.a, frame, p, seed, par),
+            None => Err(Error::Backend("internal: the whole tile was not prepared".into())),
+        }
+    }
 }
 
 fn towards_of(start: Start) -> (f64, f64) {
@@ -192,4 +272,59 @@ fn whole_tile_seeds<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<
         }
     }
     seeds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use crate::stitch::texture;
+
+    /// Two 320 x 240 tiles of one texture, `b` at `offset` from `a`, as `T`.
+    fn tiles<T: crate::image::Pixel>(offset: (usize, usize), to: impl Fn(f32) -> T) -> (Image<T>, Image<T>) {
+        let src = texture(720, 560, 11).map(to);
+        let cut = |x, y| src.view().crop(x, y, 320, 240).unwrap().to_image();
+        (cut(10, 20), cut(10 + offset.0, 20 + offset.1))
+    }
+
+    /// Registration on the tiles cut to the overlap gives the whole tiles' registration
+    /// exactly, for every seed the cut serves; a seed beyond it searches the whole tiles.
+    fn cut_registers_as_the_whole_tiles<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, offset: (f64, f64), truth: (usize, usize)) {
+        let margin = (24.0, 24.0);
+        let start = Start::Near { offset, margin };
+        let mut tile = MovingTile::new(a, b, start, 32).unwrap();
+        assert!(tile.near.is_some(), "a 10 % overlap is cut");
+        let whole = SearchFrame::new(b).unwrap();
+        for (k, seed) in [offset, (offset.0 - 24.0, offset.1 + 17.0), (offset.0 + 23.6, offset.1 - 24.0), (offset.0 + 40.0, offset.1)].into_iter().enumerate() {
+            let p = params_at(seed, a.size(), &RegisterParams::default());
+            let want = register_pair(a, &whole, &p, seed, Parallelism::Sequential).unwrap();
+            let got = tile.register(&p, seed, Parallelism::Sequential).unwrap();
+            if k == 0 {
+                let (x, y) = want.shift.unwrap_or((f64::NAN, f64::NAN));
+                assert!(libm::hypot(x - truth.0 as f64, y - truth.1 as f64) < 0.5, "{want:?}");
+            }
+            // The same searches, coefficients and decisions; positions moved back from the
+            // cut differ from the whole tiles' in the last bits only.
+            let close = |u: (f64, f64), v: (f64, f64)| libm::fabs(u.0 - v.0) < 1e-9 && libm::fabs(u.1 - v.1) < 1e-9;
+            assert!(got.shift.zip(want.shift).is_none_or(|(u, v)| close(u, v)) && got.shift.is_some() == want.shift.is_some(), "{seed:?}");
+            assert_eq!(got.vectors.len(), want.vectors.len());
+            for (u, v) in got.vectors.iter().zip(&want.vectors) {
+                assert!(close(u.found, v.found) && close(u.shift, v.shift), "{seed:?}: {u:?} {v:?}");
+                assert_eq!((u.template, u.coefficient, u.threshold, u.evaluations, u.inlier), (v.template, v.coefficient, v.threshold, v.evaluations, v.inlier));
+            }
+            let strip = |r: &PairRegistration| PairRegistration { shift: None, vectors: Vec::new(), ..r.clone() };
+            assert_eq!(strip(&got), strip(&want), "{seed:?}");
+        }
+        assert!(tile.whole.is_some(), "the seed beyond the margin searched the whole tiles");
+    }
+
+    #[test]
+    fn a_pair_cut_to_its_overlap_registers_exactly_as_the_whole_tiles() {
+        for (offset, predicted) in [((282, 9), (284.0, 6.0)), ((3, 204), (0.0, 202.0))] {
+            let (a, b) = tiles(offset, |v| v as u8);
+            cut_registers_as_the_whole_tiles(a.view(), b.view(), predicted, offset);
+            let (a, b) = tiles(offset, |v| (v * 250.0) as u16);
+            cut_registers_as_the_whole_tiles(a.view(), b.view(), predicted, offset);
+        }
+    }
 }
