@@ -13,50 +13,87 @@ fn mul(a: Complex, b: Complex) -> Complex {
 /// Transforms `x` (length a power of two) in place: forward `X_k = sum_n x_n e^{-2 pi i
 /// k n / N}`, or the inverse without the `1 / N` factor.
 pub fn fft(x: &mut [Complex], inverse: bool) {
-    let n = x.len();
-    debug_assert!(n.is_power_of_two());
-    let bits = n.trailing_zeros();
-    if n < 2 {
-        return;
-    }
-    for i in 0..n {
-        let j = i.reverse_bits() >> (usize::BITS - bits);
-        if j > i {
-            x.swap(i, j);
+    let twiddles = Twiddles::new(x.len(), inverse);
+    twiddles.apply(x);
+}
+
+/// The twiddle factors of every stage of a transform of one length and direction, each
+/// stage's by the recurrence `w_{k+1} = w_k e^{+-2 pi i / len}` in f64 (one sin and cos per
+/// stage), rounded to f32 once: the many rows and columns of a 2-D transform share them.
+struct Twiddles {
+    n: usize,
+    /// Stage `len` (2, 4, .., n) holds its `len / 2` factors at `len / 2 - 1 ..`.
+    w: alloc::vec::Vec<Complex>,
+}
+
+impl Twiddles {
+    fn new(n: usize, inverse: bool) -> Twiddles {
+        debug_assert!(n.is_power_of_two());
+        let sign = if inverse { 1.0 } else { -1.0 };
+        let mut w = alloc::vec::Vec::with_capacity(n.saturating_sub(1));
+        let mut len = 2;
+        while len <= n {
+            let angle = sign * 2.0 * core::f64::consts::PI / len as f64;
+            let step = (libm::cos(angle), libm::sin(angle));
+            let mut t = (1.0f64, 0.0f64);
+            for _ in 0..len / 2 {
+                w.push((t.0 as f32, t.1 as f32));
+                t = (t.0 * step.0 - t.1 * step.1, t.0 * step.1 + t.1 * step.0);
+            }
+            len *= 2;
         }
+        Twiddles { n, w }
     }
-    let sign = if inverse { 1.0 } else { -1.0 };
-    let mut len = 2;
-    while len <= n {
-        // Twiddles in f64 (one sin/cos per stage), applied by recurrence within it.
-        let angle = sign * 2.0 * core::f64::consts::PI / len as f64;
-        let step = (libm::cos(angle), libm::sin(angle));
-        for chunk in x.chunks_exact_mut(len) {
-            let (lo, hi) = chunk.split_at_mut(len / 2);
-            let mut w = (1.0f64, 0.0f64);
-            for (a, b) in lo.iter_mut().zip(hi.iter_mut()) {
-                let t = mul(*b, (w.0 as f32, w.1 as f32));
-                *b = (a.0 - t.0, a.1 - t.1);
-                *a = (a.0 + t.0, a.1 + t.1);
-                w = (w.0 * step.0 - w.1 * step.1, w.0 * step.1 + w.1 * step.0);
+
+    /// The transform of `x` (length `n`), in place.
+    fn apply(&self, x: &mut [Complex]) {
+        let n = x.len();
+        debug_assert_eq!(n, self.n);
+        if n < 2 {
+            return;
+        }
+        let bits = n.trailing_zeros();
+        for i in 0..n {
+            let j = i.reverse_bits() >> (usize::BITS - bits);
+            if j > i {
+                x.swap(i, j);
             }
         }
-        len *= 2;
+        let mut len = 2;
+        while len <= n {
+            let w = &self.w[len / 2 - 1..len - 1];
+            for chunk in x.chunks_exact_mut(len) {
+                let (lo, hi) = chunk.split_at_mut(len / 2);
+                for ((a, b), &w) in lo.iter_mut().zip(hi.iter_mut()).zip(w) {
+                    let t = mul(*b, w);
+                    *b = (a.0 - t.0, a.1 - t.1);
+                    *a = (a.0 + t.0, a.1 + t.1);
+                }
+            }
+            len *= 2;
+        }
     }
 }
 
 /// The 2-D transform of an `n x n` row-major grid (`n` a power of two), in place.
 pub fn fft2(x: &mut [Complex], n: usize, inverse: bool) {
+    fft2_rows(x, n, n, inverse)
+}
+
+/// [`fft2`] of a grid whose rows from `rows` on are zero (a frame smaller than the grid):
+/// their transforms, zero, are not computed.
+pub fn fft2_rows(x: &mut [Complex], n: usize, rows: usize, inverse: bool) {
     debug_assert_eq!(x.len(), n * n);
-    for row in x.chunks_exact_mut(n) {
-        fft(row, inverse);
+    let twiddles = Twiddles::new(n, inverse);
+    for row in x.chunks_exact_mut(n).take(rows) {
+        twiddles.apply(row);
     }
     let mut column = alloc::vec![(0.0, 0.0); n];
     for c in 0..n {
         for (r, v) in column.iter_mut().enumerate() {
             *v = x[r * n + c];
         }
-        fft(&mut column, inverse);
+        twiddles.apply(&mut column);
         for (r, v) in column.iter().enumerate() {
             x[r * n + c] = *v;
         }
@@ -98,6 +135,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn zero_rows_skipped_give_the_whole_transform() {
+        let mut rng = crate::stitch::SplitMix64::new(5);
+        let n = 64;
+        let x: Vec<Complex> = (0..n * n).map(|i| if i / n < 23 { (rng.normal() as f32, 0.0) } else { (0.0, 0.0) }).collect();
+        let (mut all, mut some) = (x.clone(), x);
+        fft2(&mut all, n, false);
+        fft2_rows(&mut some, n, 23, false);
+        assert_eq!(all, some);
     }
 
     #[test]

@@ -567,6 +567,13 @@ impl<'a> AnyView<'a> {
             AnyView::Rgba8(_) => Rgba8::NAME,
         }
     }
+    /// The bytes of its pixels.
+    pub fn bytes(&self) -> usize {
+        fn of<T: Pixel>(v: &ImageView<'_, T>) -> usize {
+            v.width() * v.height() * core::mem::size_of::<T>()
+        }
+        dispatch!(self, v => of(v))
+    }
     /// The luminance as f32 (gray types keep their values; RGBA gives Rec. 601 luma).
     pub fn to_gray_f32(&self) -> Image<f32> {
         dispatch!(self, v => v.convert::<f32>())

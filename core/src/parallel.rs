@@ -151,6 +151,25 @@ pub fn map_indices<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R +
     (0..n).map(f).collect()
 }
 
+/// Runs `background` on the thread pool while `here` runs on this thread, and returns both
+/// results (`background`'s `None` only if it never ran, which a pool that runs every job
+/// it is given does not do). For work that must stay on this thread, such as reading from
+/// a source that is not shared between threads, done while the pool computes. Without
+/// threads, one after the other.
+pub fn alongside<A: Send, B>(par: Parallelism, background: impl FnOnce() -> A + Send, here: impl FnOnce() -> B) -> (Option<A>, B) {
+    #[cfg(feature = "parallel")]
+    if par.threads() > 1 {
+        let mut done = None;
+        let b = rayon::in_place_scope(|s| {
+            s.spawn(|_| done = Some(background()));
+            here()
+        });
+        return (done, b);
+    }
+    let _ = par;
+    (Some(background()), here())
+}
+
 /// Maps `f(i, &mut slots[i])` over the slots into a vector, in parallel when allowed; order
 /// is kept. For independent jobs that each reuse a buffer of their own.
 pub fn map_slots<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn(usize, &mut S) -> R + Send + Sync) -> Vec<R> {

@@ -12,7 +12,7 @@
 //! that stands far above the surface's noise ([`Peak::significance`]) is itself evidence of
 //! a match, which the sequence uses where the texture is too faint for templates.
 
-use crate::fft::{fft2, Complex};
+use crate::fft::{fft2, fft2_rows, Complex};
 use crate::image::ImageView;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -64,7 +64,7 @@ impl Spectrum {
                 bins[y * SIDE + x].0 = ((small[y * cw + x] - mean) * taper(x, cw) * taper(y, ch)) as f32;
             }
         }
-        fft2(&mut bins, SIDE, false);
+        fft2_rows(&mut bins, SIDE, ch, false);
         Spectrum { factor, bins }
     }
 }

@@ -40,11 +40,12 @@ pub use seams::{seam_squares, seam_steps, SeamSquare, SEAM_BLOCK};
 use pairs::{register_tile_pair, strip_ncc, Found, Start};
 use strip::{chance_threshold, MIN_STRIP};
 use super::register::RegisterParams;
-use super::sequence::FrameSource;
+use super::sequence::{Frame, FrameSource};
 use crate::error::{require_finite, Error, Result};
-use crate::image::AnyView;
-use crate::parallel::Parallelism;
+use crate::image::{AnyImage, AnyView};
+use crate::parallel::{alongside, map_indices, Parallelism};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
@@ -272,11 +273,8 @@ pub fn register_tiles(
 
     // 1. Every pair from its nominal offset, within the stage error.
     let prior = (p.stage_error * size.0 as f64, p.stage_error * size.1 as f64);
-    let mut found: Vec<Found> = Vec::with_capacity(neighbouring.len());
-    for k in 0..neighbouring.len() {
-        report(progress, k)?;
-        found.push(run.pair(neighbouring[k], Start::Near { offset: offset(k), margin: prior })?);
-    }
+    let jobs: Vec<((usize, usize), Start)> = (0..neighbouring.len()).map(|k| (neighbouring[k], Start::Near { offset: offset(k), margin: prior })).collect();
+    let mut found = run.pairs(&jobs, &mut |k| report(progress, k))?;
     report(progress, total)?;
     // Whole-overlap matches of overlaps too narrow for templates, judged against chance.
     let mut chance = Chance::default();
@@ -311,16 +309,15 @@ pub fn register_tiles(
     let mut verdicts = model::verify(&measured(&found), &model);
     if model.correction != [(0.0, 0.0); 2] {
         let margin = model.tolerance() + 1.0;
-        for k in 0..found.len() {
-            if verdicts[k].is_none() {
-                report(progress, total)?;
-                let mut again = run.pair(neighbouring[k], Start::Near { offset: model.offset(offset(k)), margin: (margin, margin) })?;
-                if again.by_strip {
-                    chance.judge(&run, &mut again, model.offset(offset(k)), (margin, margin), nominal, &unreadable)?;
-                }
-                if again.shift.is_some() {
-                    found[k] = again;
-                }
+        let unverified: Vec<usize> = (0..found.len()).filter(|&k| verdicts[k].is_none()).collect();
+        let jobs: Vec<((usize, usize), Start)> = unverified.iter().map(|&k| (neighbouring[k], Start::Near { offset: model.offset(offset(k)), margin: (margin, margin) })).collect();
+        let again = run.pairs(&jobs, &mut |_| report(progress, total))?;
+        for (&k, mut again) in unverified.iter().zip(again) {
+            if again.by_strip {
+                chance.judge(&run, &mut again, model.offset(offset(k)), (margin, margin), nominal, &unreadable)?;
+            }
+            if again.shift.is_some() {
+                found[k] = again;
             }
         }
         verdicts = model::verify(&measured(&found), &model);
@@ -365,7 +362,107 @@ struct Registrar<'a> {
     par: Parallelism,
 }
 
+/// Memory the tiles of a batch of pairs and those kept for later batches may take.
+const BATCH_BYTES: usize = 256 << 20;
+
+/// A tile read for a batch of pairs: shared, so that the next batch can keep it while this
+/// one still registers on it.
+#[derive(Clone)]
+enum HeldTile<'s> {
+    View(AnyView<'s>),
+    Shared(Arc<AnyImage>),
+}
+
+impl HeldTile<'_> {
+    fn view(&self) -> Result<AnyView<'_>> {
+        match self {
+            HeldTile::View(v) => Ok(*v),
+            HeldTile::Shared(i) => i.view().ok_or_else(|| bad_tile("32-bit integer images are not tiles".into())),
+        }
+    }
+}
+
 impl Registrar<'_> {
+    /// Registers each pair of `jobs` from its start, in order, a batch of pairs at a time
+    /// over the cores (a pair's own work, preparing its overlap and its phase correlation,
+    /// is one thread's). Each tile is read once while it fits in [`BATCH_BYTES`] with the
+    /// tiles kept for the batches that need it next (a grid's row above), and the next
+    /// batch's tiles are read while this one registers. `before(k)` is told of each job
+    /// `k` of a batch before the batch runs.
+    fn pairs(&self, jobs: &[((usize, usize), Start)], before: &mut dyn FnMut(usize) -> Result<()>) -> Result<Vec<Found>> {
+        // Four pairs a thread even out pairs of unequal cost. Sized for tiles of four bytes a
+        // pixel; what is kept, for the tiles as they are.
+        let batch = (4 * self.par.threads()).min(BATCH_BYTES / (4 * (self.size.0 * self.size.1 * 4).max(1))).max(1);
+        let chunks: Vec<&[((usize, usize), Start)]> = jobs.chunks(batch).collect();
+        // Where each tile is used: the chunks, in order.
+        let mut uses: Vec<Vec<usize>> = Vec::new();
+        for (n, chunk) in chunks.iter().enumerate() {
+            for &((a, b), _) in chunk.iter() {
+                for t in [a, b] {
+                    if uses.len() <= t {
+                        uses.resize(t + 1, Vec::new());
+                    }
+                    if uses[t].last() != Some(&n) {
+                        uses[t].push(n);
+                    }
+                }
+            }
+        }
+        let next_use = |t: usize, after: usize| uses.get(t).and_then(|u| u.iter().find(|&&n| n > after).copied());
+        let mut held = self.hold(chunks.first().copied().unwrap_or(&[]), &[])?;
+        let tile_bytes = held.first().map_or(Ok(1), |(_, t)| t.view().map(|v| v.bytes()))?.max(1);
+        let mut found = Vec::with_capacity(jobs.len());
+        for (n, chunk) in chunks.iter().enumerate() {
+            for k in n * batch..n * batch + chunk.len() {
+                before(k)?;
+            }
+            // Kept for later: the tiles used again soonest, within the budget.
+            let mut kept: Vec<(usize, usize)> = held.iter().filter_map(|(t, _)| next_use(*t, n).map(|u| (u, *t))).collect();
+            kept.sort_unstable();
+            kept.truncate((BATCH_BYTES / tile_bytes).saturating_sub(2 * batch));
+            let keep: Vec<(usize, HeldTile<'_>)> = held.iter().filter(|(t, _)| kept.iter().any(|k| k.1 == *t)).cloned().collect();
+            let next = chunks.get(n + 1).copied().unwrap_or(&[]);
+            let (size, p, par) = (self.size, self.p, self.par);
+            let register = || -> Result<Vec<Result<Found>>> {
+                let view = |i: usize| match held.binary_search_by_key(&i, |(t, _)| *t) {
+                    Ok(at) => held[at].1.view(),
+                    Err(_) => Err(Error::Backend("internal: a batch's tile was not read".into())),
+                };
+                Ok(map_indices(chunk.len(), par, |j| {
+                    let ((a, b), start) = chunk[j];
+                    register_tile_pair(&view(a)?, &view(b)?, start, size, p, par)
+                }))
+            };
+            let (done, read) = alongside(par, register, || self.hold(next, &keep));
+            for f in done.ok_or_else(|| Error::Backend("internal: a batch was not registered".into()))?? {
+                found.push(f?);
+            }
+            held = read?;
+        }
+        Ok(found)
+    }
+
+    /// The tiles of the pairs of `chunk` by index, those in `kept` taken from there and the
+    /// rest read.
+    fn hold<'s>(&'s self, chunk: &[((usize, usize), Start)], kept: &[(usize, HeldTile<'s>)]) -> Result<Vec<(usize, HeldTile<'s>)>> {
+        let mut ids: Vec<usize> = chunk.iter().flat_map(|&((a, b), _)| [a, b]).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter()
+            .map(|t| {
+                if let Some((_, tile)) = kept.iter().find(|(k, _)| *k == t) {
+                    return Ok((t, tile.clone()));
+                }
+                let tile = match self.tiles.frame(t).map_err(bad_tile)? {
+                    Frame::View(v) => HeldTile::View(v),
+                    Frame::Image(i) => HeldTile::Shared(Arc::new(i)),
+                    Frame::Shared(i) => HeldTile::Shared(i),
+                };
+                Ok((t, tile))
+            })
+            .collect()
+    }
+
     fn pair(&self, (a, b): (usize, usize), start: Start) -> Result<Found> {
         let (fa, fb) = (self.tiles.frame(a).map_err(bad_tile)?, self.tiles.frame(b).map_err(bad_tile)?);
         let (va, vb): (AnyView<'_>, AnyView<'_>) = (fa.view().map_err(bad_tile)?, fb.view().map_err(bad_tile)?);
