@@ -188,6 +188,18 @@ mod tests {
     use crate::image::Image;
 
     #[test]
+    fn alongside_returns_both_results() {
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            let here = core::cell::Cell::new(0);
+            let (pool, mine) = alongside(par, || map_indices(100, par, |i| i * i).iter().sum::<usize>(), || {
+                here.set(here.get() + 1);
+                7
+            });
+            assert_eq!((pool, mine, here.get()), (Some(328_350), 7, 1), "{par:?}");
+        }
+    }
+
+    #[test]
     fn a_failing_band_is_the_result_and_bands_cover_the_image_once() {
         for par in [Parallelism::Sequential, Parallelism::AllThreads] {
             let mut img = Image::<u8>::new(3, 100).unwrap();

@@ -648,6 +648,40 @@ mod tests {
         }
     }
 
+    /// Tiles made on each read (as a file is decoded), counting the reads.
+    struct Decoded<'a> {
+        tiles: &'a [Image<u8>],
+        reads: core::cell::RefCell<Vec<usize>>,
+    }
+
+    impl FrameSource for Decoded<'_> {
+        fn len(&self) -> usize {
+            self.tiles.len()
+        }
+        fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String> {
+            self.reads.borrow_mut()[i] += 1;
+            Ok(Frame::Image(AnyImage::U8(self.tiles[i].clone())))
+        }
+    }
+
+    #[test]
+    fn all_threads_register_as_one_and_a_tile_is_read_once_for_all_its_pairs() {
+        let (src, nominal, truth) = grid(2);
+        let tiles: Vec<Image<u8>> = truth.iter().map(|&(x, y)| src.view().crop(x, y, TILE.0, TILE.1).unwrap().to_image()).collect();
+        let mut runs = Vec::new();
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            let source = Decoded { tiles: &tiles, reads: core::cell::RefCell::new(alloc::vec![0; tiles.len()]) };
+            runs.push(register_tiles(&source, &nominal, &GridParams::default(), par, &mut go_on).unwrap());
+            // Once for its shape, once for its pairs (read pair by pair, a tile of 4 pairs
+            // would be read 5 times); a third time where a pair is registered again from
+            // the stage model.
+            let reads = source.reads.borrow();
+            assert!(reads.iter().all(|&r| (2..=3).contains(&r)) && reads.iter().sum::<usize>() * 2 <= 5 * tiles.len(), "{par:?}: {reads:?}");
+        }
+        assert_eq!(runs[0], runs[1]);
+        assert!(runs[0].tiles.iter().all(|t| t.registered));
+    }
+
     #[test]
     fn blank_and_missing_tiles_keep_their_stage_position_flagged() {
         let (src, nominal, truth) = grid(5);
