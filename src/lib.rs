@@ -22,6 +22,7 @@ pub mod pyramid;
 pub mod report;
 pub mod tile_config;
 pub mod tile_names;
+pub mod write_behind;
 pub mod stereo;
 
 /// Opens the backend `choice` names: the CPU backend with `parallelism`, or the CUDA

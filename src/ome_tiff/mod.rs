@@ -20,7 +20,8 @@ use anyhow::{bail, Context, Result};
 use ifd::{Ifd, Kind};
 use crate::pyramid::{level_sizes, AnyPyramid, Sample, TileSink};
 use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use crate::write_behind::WriteBehind;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use tessera_core::AnyView;
 
@@ -123,7 +124,7 @@ pub struct OmeTiffSummary {
 /// The file being written, where its end is, and the tiles of the plane being written
 /// (offset, bytes) per level, in row-major order.
 struct Out {
-    w: BufWriter<File>,
+    w: WriteBehind,
     pos: u64,
     scratch: Vec<u8>,
     tiles: Vec<Vec<(u64, u64)>>,
@@ -210,7 +211,8 @@ impl OmeTiffWriter {
         crate::io::check_free_space(path, estimate)?;
         let part = crate::io::PartialFile::new(path)?;
         let file = File::create(part.path()).with_context(|| format!("cannot write {}", path.display()))?;
-        let mut out = Out { w: BufWriter::with_capacity(1 << 20, file), pos: 0, scratch: Vec::new(), tiles: vec![Vec::new(); sizes.len()] };
+        let w = WriteBehind::new(file).with_context(|| format!("cannot write {}", path.display()))?;
+        let mut out = Out { w, pos: 0, scratch: Vec::new(), tiles: vec![Vec::new(); sizes.len()] };
         let head = ifd::header(big, 0);
         out.w.write_all(&head).with_context(|| format!("cannot write {}", path.display()))?;
         out.pos = head.len() as u64;
@@ -305,9 +307,9 @@ impl OmeTiffWriter {
         }
         self.out.w.write_all(&bytes).with_context(ctx)?;
         let end = self.out.pos + bytes.len() as u64;
-        self.out.w.seek(SeekFrom::Start(0)).with_context(ctx)?;
-        self.out.w.write_all(&ifd::header(self.big, start)).with_context(ctx)?;
-        self.out.w.flush().with_context(ctx)?;
+        let mut file = self.out.w.into_file().with_context(ctx)?;
+        file.seek(SeekFrom::Start(0)).with_context(ctx)?;
+        file.write_all(&ifd::header(self.big, start)).with_context(ctx)?;
         self.part.commit()?;
         Ok(OmeTiffSummary { levels: self.sizes.clone(), bigtiff: self.big, bytes: end })
     }
