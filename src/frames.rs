@@ -22,6 +22,17 @@ impl FrameSource for Files {
     fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
         load(self.0.get(i).ok_or_else(|| format!("no frame {i}"))?)
     }
+    fn shape(&self, i: usize) -> Result<((usize, usize), &'static str), String> {
+        let path = self.0.get(i).ok_or_else(|| format!("no frame {i}"))?;
+        match crate::io::tiff_shape(path) {
+            Some(shape) => Ok(shape),
+            None => {
+                let f = load(path)?;
+                let v = f.view()?;
+                Ok((v.size(), v.type_name()))
+            }
+        }
+    }
 }
 
 /// An image file as a frame, or the decoder's message.
@@ -46,6 +57,12 @@ impl FrameSource for Block<'_> {
             return Err(format!("frame {i} of a block of {}", self.len));
         }
         self.inner.frame(self.start + i)
+    }
+    fn shape(&self, i: usize) -> std::result::Result<((usize, usize), &'static str), String> {
+        if i >= self.len {
+            return Err(format!("frame {i} of a block of {}", self.len));
+        }
+        self.inner.shape(self.start + i)
     }
 }
 
@@ -150,6 +167,12 @@ impl<S: FrameSource> FrameSource for Cached<S> {
     }
     fn ready(&self) -> usize {
         self.inner.ready()
+    }
+    fn shape(&self, i: usize) -> Result<((usize, usize), &'static str), String> {
+        if let Some(Some(f)) = self.kept.borrow().get(i) {
+            return f.view().map(|v| (v.size(), v.type_name())).ok_or_else(|| "32-bit integer images are not frames".into());
+        }
+        self.inner.shape(i)
     }
 }
 
@@ -317,5 +340,37 @@ mod tests {
         }
         assert_eq!(c.inner.0.get(), 4 + 2);
         assert_eq!(c.used.get(), 200);
+    }
+
+    #[test]
+    fn a_whole_uncompressed_tiff_tells_its_shape_from_its_header_and_others_are_decoded() {
+        let dir = std::env::temp_dir().join(format!("tessera-frame-shapes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let images = [
+            AnyImage::U8(Image::from_fn(37, 21, |x, y| (x * y) as u8).unwrap()),
+            AnyImage::U16(Image::from_fn(40, 9, |x, y| (x * 900 + y) as u16).unwrap()),
+            AnyImage::Rgba8(Image::from_fn(8, 13, |x, y| crate::Rgba8::new(x as u8, y as u8, 7, 255)).unwrap()),
+            AnyImage::F32(Image::from_fn(6, 5, |x, y| x as f32 - y as f32).unwrap()),
+        ];
+        let mut files = Vec::new();
+        for (k, img) in images.iter().enumerate() {
+            let path = dir.join(format!("t{k}.tif"));
+            crate::io::write_tiff(std::slice::from_ref(img), &path).unwrap();
+            files.push(path);
+        }
+        // A copy cut short: its header promises strips beyond its end.
+        let whole = std::fs::read(&files[1]).unwrap();
+        let short = dir.join("short.tif");
+        std::fs::write(&short, &whole[..whole.len() - 100]).unwrap();
+        let png = dir.join("t.png");
+        crate::io::save(&images[0], &png).unwrap();
+        let source = Files(vec![files[0].clone(), files[1].clone(), files[2].clone(), files[3].clone(), short.clone(), png.clone()]);
+        for (i, header) in [(0, true), (1, true), (2, true), (3, false), (4, false), (5, false)] {
+            assert_eq!(crate::io::tiff_shape(&source.0[i]).is_some(), header, "file {i}");
+            let decoded = source.frame(i).and_then(|f| f.view().map(|v| (v.size(), v.type_name())));
+            assert_eq!(source.shape(i), decoded, "file {i}");
+        }
+        assert!(source.shape(4).is_err(), "the short file is found unreadable");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -216,6 +216,39 @@ fn read_tiff_page<R: Read + Seek>(dec: &mut tiff::decoder::Decoder<R>) -> Result
     })
 }
 
+/// The size and pixel type name [`load`] gives the TIFF at `path`, read from its first
+/// directory alone where that settles them: 8- or 16-bit grey or 8-bit interleaved RGB(A),
+/// uncompressed, every strip or tile within the file, within the pixel limit. `None` where
+/// only decoding can tell (another format, compression, 32-bit samples, a short file).
+pub fn tiff_shape(path: &Path) -> Option<((usize, usize), &'static str)> {
+    use tiff::tags::Tag;
+    use tiff::ColorType as C;
+    if !is_tiff(path) {
+        return None;
+    }
+    let file = File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let mut dec = tiff_decoder(BufReader::new(file)).ok()?;
+    let (w, h) = dec.dimensions().ok()?;
+    check_pixels(w as u64, h as u64).ok()?;
+    let type_name = match dec.colortype().ok()? {
+        C::Gray(8) => "u8",
+        C::Gray(16) => "u16",
+        C::RGB(8) | C::RGBA(8) if dec.find_tag_unsigned::<u16>(Tag::PlanarConfiguration).ok()? != Some(2) => <tessera_core::Rgba8 as tessera_core::Pixel>::NAME,
+        _ => return None,
+    };
+    // Uncompressed unsigned samples: what the decoder reads as the type above.
+    if dec.find_tag_unsigned::<u16>(Tag::Compression).ok()?.unwrap_or(1) != 1 || dec.find_tag_unsigned_vec::<u16>(Tag::SampleFormat).ok()?.is_some_and(|f| f.iter().any(|&f| f != 1)) {
+        return None;
+    }
+    let (offsets, counts) = match dec.find_tag_unsigned_vec::<u64>(Tag::StripOffsets).ok()? {
+        Some(o) => (o, dec.find_tag_unsigned_vec::<u64>(Tag::StripByteCounts).ok()??),
+        None => (dec.find_tag_unsigned_vec::<u64>(Tag::TileOffsets).ok()??, dec.find_tag_unsigned_vec::<u64>(Tag::TileByteCounts).ok()??),
+    };
+    let whole = !offsets.is_empty() && offsets.len() == counts.len() && offsets.iter().zip(&counts).all(|(&o, &c)| o.checked_add(c).is_some_and(|end| end <= len));
+    whole.then_some(((w as usize, h as usize), type_name))
+}
+
 /// The number of pages of the TIFF at `path`, counted from its directories without
 /// decoding any pixel.
 pub fn tiff_pages(path: &Path) -> Result<usize> {

@@ -93,6 +93,14 @@ pub trait FrameSource {
     fn ready(&self) -> usize {
         self.len()
     }
+    /// Frame `i`'s size and pixel type name ([`AnyView::type_name`]), or why it cannot be
+    /// had, as [`frame`](FrameSource::frame) would give them: by default from the frame; a
+    /// source that can tell them for sure without its pixels (a file's header) does.
+    fn shape(&self, i: usize) -> core::result::Result<((usize, usize), &'static str), String> {
+        let f = self.frame(i)?;
+        let v = f.view()?;
+        Ok((v.size(), v.type_name()))
+    }
 }
 
 /// A frame from a [`FrameSource`]: borrowed from memory, decoded for the occasion, or

@@ -42,7 +42,7 @@ use strip::{chance_threshold, MIN_STRIP};
 use super::register::RegisterParams;
 use super::sequence::{Frame, FrameSource};
 use crate::error::{require_finite, Error, Result};
-use crate::image::{AnyImage, AnyView};
+use crate::image::{AnyImage, AnyView, Pixel};
 use crate::parallel::{alongside, map_indices, Parallelism};
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -550,6 +550,10 @@ pub struct TileShape {
 /// Tile `i`'s shape, or why it cannot be used: it cannot be read, or a float tile holds a
 /// non-finite pixel (named: registration and the composite need finite values).
 pub fn tile_shape(tiles: &dyn FrameSource, i: usize) -> core::result::Result<TileShape, String> {
+    let (size, type_name) = tiles.shape(i)?;
+    if type_name != f32::NAME {
+        return Ok(TileShape { size, type_name });
+    }
     let f = tiles.frame(i)?;
     let v = f.view()?;
     if let AnyView::F32(img) = &v {
