@@ -131,7 +131,13 @@ fn span(values: impl Iterator<Item = f64> + Clone) -> (f64, f64, bool) {
     }
 }
 
+/// Draws into a temporary file renamed over `path` when complete: a run that stops midway
+/// leaves no half-drawn figure.
 fn line_chart(path: &Path, title: &str, x_title: &str, y_title: &str, lines: &[Line]) -> Result<()> {
+    tessera::io::write_atomically(path, |part| draw_lines(part, title, x_title, y_title, lines)).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn draw_lines(path: &Path, title: &str, x_title: &str, y_title: &str, lines: &[Line]) -> Result<()> {
     let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
     let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
     let (x, y) = (span(xs), span(ys));
@@ -158,11 +164,16 @@ fn line_chart(path: &Path, title: &str, x_title: &str, y_title: &str, lines: &[L
         (false, true) => draw!(x.0..x.1, (y.0..y.1).log_scale()),
         (false, false) => draw!(x.0..x.1, y.0..y.1),
     }
-    root.present().with_context(|| format!("cannot write {}", path.display()))?;
+    root.present()?;
     Ok(())
 }
 
+/// [`line_chart`]'s bars: drawn into a temporary file renamed over `path`.
 fn bar_chart(path: &Path, title: &str, cases: &[(String, Vec<(String, f64)>)]) -> Result<()> {
+    tessera::io::write_atomically(path, |part| draw_bars(part, title, cases)).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn draw_bars(path: &Path, title: &str, cases: &[(String, Vec<(String, f64)>)]) -> Result<()> {
     let backends: Vec<String> = cases.iter().flat_map(|(_, b)| b.iter().map(|(n, _)| n.clone())).fold(Vec::new(), |mut v, n| {
         if !v.contains(&n) {
             v.push(n);
@@ -191,7 +202,7 @@ fn bar_chart(path: &Path, title: &str, cases: &[(String, Vec<(String, f64)>)]) -
         Text::new(format!("{case}: {figures}"), (lo, rows - i as f64 - 0.05), ("sans-serif", 12))
     }))?;
     chart.configure_series_labels().position(SeriesLabelPosition::LowerRight).background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
-    root.present().with_context(|| format!("cannot write {}", path.display()))?;
+    root.present()?;
     Ok(())
 }
 
