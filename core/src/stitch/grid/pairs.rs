@@ -41,33 +41,34 @@ pub(super) struct Found {
     pub by_strip: bool,
 }
 
+/// `on_grey_pair!(a, b, |x, y| body)`: `body` on the grey views `x`, `y` of two tiles of one
+/// pixel type (RGBA through its luma); tiles of two types are an error.
+macro_rules! on_grey_pair {
+    ($a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
+        let (la, lb) = (luma_storage($a), luma_storage($b));
+        match (gray($a, &la)?, gray($b, &lb)?) {
+            (Gray::U8($x), Gray::U8($y)) => $body,
+            (Gray::U16($x), Gray::U16($y)) => $body,
+            (Gray::F32($x), Gray::F32($y)) => $body,
+            _ => Err(Error::UnsupportedType { op: "grid", types: "tiles of two different pixel types" }),
+        }
+    }};
+}
+
 /// Registers tile `b` against tile `a` (both `size`) from `start`. The templates' search
 /// radius shrinks to fit the overlap the start implies; a weak consensus must be confirmed
 /// by the overlap's NCC (as a sequence's pairs). A start whose overlap is too narrow for
 /// the smallest templates is matched by its whole overlap. A stage moves tiles without
 /// turning them: grid pairs are translations, whatever the sequences' motion model.
 pub(super) fn register_tile_pair(a: &AnyView<'_>, b: &AnyView<'_>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<Found> {
-    let (la, lb) = (luma_storage(a), luma_storage(b));
-    match (gray(a, &la)?, gray(b, &lb)?) {
-        (Gray::U8(x), Gray::U8(y)) => register_typed(x, y, start, size, p, par),
-        (Gray::U16(x), Gray::U16(y)) => register_typed(x, y, start, size, p, par),
-        (Gray::F32(x), Gray::F32(y)) => register_typed(x, y, start, size, p, par),
-        _ => Err(Error::UnsupportedType { op: "grid", types: "tiles of two different pixel types" }),
-    }
+    on_grey_pair!(a, b, |x, y| register_typed(x, y, start, size, p, par))
 }
 
 /// The NCC of the best whole-overlap match of `b` against `a` from `predicted` within
 /// `margin` ([`match_strip`]): a pair of unrelated tiles gives what a strip matches by
 /// chance. `None` where nothing in reach can be compared.
 pub(super) fn strip_ncc(a: &AnyView<'_>, b: &AnyView<'_>, predicted: (f64, f64), margin: (f64, f64), p: &GridParams) -> Result<Option<f64>> {
-    let (la, lb) = (luma_storage(a), luma_storage(b));
-    Ok(match (gray(a, &la)?, gray(b, &lb)?) {
-        (Gray::U8(x), Gray::U8(y)) => match_strip(x, y, predicted, margin, p.coarse_candidates),
-        (Gray::U16(x), Gray::U16(y)) => match_strip(x, y, predicted, margin, p.coarse_candidates),
-        (Gray::F32(x), Gray::F32(y)) => match_strip(x, y, predicted, margin, p.coarse_candidates),
-        _ => return Err(Error::UnsupportedType { op: "grid", types: "tiles of two different pixel types" }),
-    }
-    .map(|m| m.ncc))
+    on_grey_pair!(a, b, |x, y| Ok(match_strip(x, y, predicted, margin, p.coarse_candidates).map(|m| m.ncc)))
 }
 
 /// The smallest template a narrow overlap shrinks the templates to: 15 x 15 pixels still
