@@ -197,12 +197,23 @@ def errors(pos, truth):
     return np.hypot(*(d - d.mean(axis=0)).T) if len(d) else np.zeros(0)
 
 
-def score(pos, truth, registered, seconds, **extra):
-    """Errors of every tile with a position and of the registered ones alone."""
+def score(pos, truth, registered, seconds, nominal=None, **extra):
+    """Errors of every tile with a position and of the registered ones alone; with the
+    stage's positions `nominal`, how much further from the truth than its stage position
+    the worst unregistered tile lies ("beyond_stage_px": where no pair verifies a tile, a
+    tool should leave it no worse than the stage did)."""
     pos, truth, registered = np.asarray(pos, float), np.asarray(truth, float), np.asarray(registered, bool)
     has = ~np.isnan(pos).any(axis=1)
     err = errors(pos[has], truth[has])
     reg = errors(pos[registered], truth[registered])
+    beyond = None
+    left = has & ~registered
+    if nominal is not None and left.any():
+        full = np.full(len(pos), np.nan)
+        full[has] = err
+        stage = errors(np.asarray(nominal, float), truth)
+        beyond = round(float((full[left] - stage[left]).max()), 3)
+    extra.setdefault("beyond_stage_px", beyond)
     return {"mean_px": round(float(err.mean()), 3) if has.any() else None,
             "worst_px": round(float(err.max()), 3) if has.any() else None,
             "registered_mean_px": round(float(reg.mean()), 3) if registered.any() else None,
@@ -250,7 +261,7 @@ def run_tessera(binary, grid, data, folder):
     frames = [by_file[f.name] for f in data["files"][0]]
     pos = [(f["x"], f["y"]) if f["x"] is not None else (np.nan, np.nan) for f in frames]
     statuses = {s: sum(f["status"] == s for f in frames) for s in sorted({f["status"] for f in frames})}
-    return score(pos, data["truth"], [f["status"] == "ok" for f in frames], seconds, statuses=statuses,
+    return score(pos, data["truth"], [f["status"] == "ok" for f in frames], seconds, nominal=data["nominal"], statuses=statuses,
                  pairs=pair_summary(rep, data, grid), write_seconds=(rep["run"].get("written") or {}).get("seconds"))
 
 
@@ -342,7 +353,7 @@ def run_ashlar_once(grid, data, sigma):
     registered = [i in largest for i in range(len(data["truth"]))]
     pos = np.asarray(aligner.positions)[:, ::-1]
     notes = sorted({str(m.message)[:120] for m in caught})
-    return score(pos, data["truth"], registered, seconds, filter_sigma=sigma, warnings=notes)
+    return score(pos, data["truth"], registered, seconds, nominal=data["nominal"], filter_sigma=sigma, warnings=notes)
 
 
 def run_ashlar(grid, data, repeat):
@@ -462,13 +473,18 @@ def grid_table(grids):
 def tool_rows(res):
     """(label, result, note) for each tool's line of one grid."""
     ash, m2, low = res["ashlar"], res["m2stitch"], res["m2stitch_lowered"]
-    rows = [("tessera", res["tessera"], res["tessera"]["error"] or ""),
-            ("ASHLAR", ash, ash["error"] or f"filter_sigma {ash['filter_sigma']:g}"),
+    rows = [("tessera", res["tessera"], res["tessera"]["error"] or beyond_note(res["tessera"])),
+            ("ASHLAR", ash, ash["error"] or "; ".join(filter(None, [f"filter_sigma {ash['filter_sigma']:g}", beyond_note(ash)]))),
             ("m2stitch", m2, m2["error"] or valid_note(m2))]
     if low is not None:
         rows.append(("m2stitch, lowered", low,
                      f"ncc_threshold {low['ncc_threshold']:g}: " + (low["error"] or valid_note(low))))
     return rows
+
+
+def beyond_note(r):
+    b = r.get("beyond_stage_px")
+    return "" if b is None else f"unplaced tiles at most {b:.3f} px further from the truth than their stage positions"
 
 
 def valid_note(r):
