@@ -26,11 +26,7 @@ impl FrameSource for Files {
         let path = self.0.get(i).ok_or_else(|| format!("no frame {i}"))?;
         match crate::io::tiff_shape(path) {
             Some(shape) => Ok(shape),
-            None => {
-                let f = load(path)?;
-                let v = f.view()?;
-                Ok((v.size(), v.type_name()))
-            }
+            None => load(path)?.shape(),
         }
     }
 }
@@ -170,7 +166,7 @@ impl<S: FrameSource> FrameSource for Cached<S> {
     }
     fn shape(&self, i: usize) -> Result<((usize, usize), &'static str), String> {
         if let Some(Some(f)) = self.kept.borrow().get(i) {
-            return f.view().map(|v| (v.size(), v.type_name())).ok_or_else(|| "32-bit integer images are not frames".into());
+            return Frame::Shared(Arc::clone(f)).shape();
         }
         self.inner.shape(i)
     }
@@ -367,7 +363,7 @@ mod tests {
         let source = Files(vec![files[0].clone(), files[1].clone(), files[2].clone(), files[3].clone(), short.clone(), png.clone()]);
         for (i, header) in [(0, true), (1, true), (2, true), (3, false), (4, false), (5, false)] {
             assert_eq!(crate::io::tiff_shape(&source.0[i]).is_some(), header, "file {i}");
-            let decoded = source.frame(i).and_then(|f| f.view().map(|v| (v.size(), v.type_name())));
+            let decoded = source.frame(i).and_then(|f| f.shape());
             assert_eq!(source.shape(i), decoded, "file {i}");
         }
         assert!(source.shape(4).is_err(), "the short file is found unreadable");

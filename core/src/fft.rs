@@ -21,7 +21,6 @@ pub fn fft(x: &mut [Complex], inverse: bool) {
 /// stage's by the recurrence `w_{k+1} = w_k e^{+-2 pi i / len}` in f64 (one sin and cos per
 /// stage), rounded to f32 once: the many rows and columns of a 2-D transform share them.
 struct Twiddles {
-    n: usize,
     /// Stage `len` (2, 4, .., n) holds its `len / 2` factors at `len / 2 - 1 ..`.
     w: alloc::vec::Vec<Complex>,
 }
@@ -42,13 +41,13 @@ impl Twiddles {
             }
             len *= 2;
         }
-        Twiddles { n, w }
+        Twiddles { w }
     }
 
-    /// The transform of `x` (length `n`), in place.
+    /// The transform of `x` (the length the twiddles are for), in place.
     fn apply(&self, x: &mut [Complex]) {
         let n = x.len();
-        debug_assert_eq!(n, self.n);
+        debug_assert_eq!(n.max(1), self.w.len() + 1);
         if n < 2 {
             return;
         }

@@ -97,9 +97,7 @@ pub trait FrameSource {
     /// had, as [`frame`](FrameSource::frame) would give them: by default from the frame; a
     /// source that can tell them for sure without its pixels (a file's header) does.
     fn shape(&self, i: usize) -> core::result::Result<((usize, usize), &'static str), String> {
-        let f = self.frame(i)?;
-        let v = f.view()?;
-        Ok((v.size(), v.type_name()))
+        self.frame(i)?.shape()
     }
 }
 
@@ -120,6 +118,11 @@ impl Frame<'_> {
             Frame::Shared(i) => i.as_ref(),
         };
         owned.view().ok_or_else(|| "32-bit integer images are not frames".into())
+    }
+
+    /// The frame's size and pixel type name ([`FrameSource::shape`]).
+    pub fn shape(&self) -> core::result::Result<((usize, usize), &'static str), String> {
+        self.view().map(|v| (v.size(), v.type_name()))
     }
 }
 

@@ -289,18 +289,15 @@ pub fn register_tiles(
     // the whole tiles.
     let mut model = StageModel::fit(&measured(&found));
     let sparse: Vec<usize> = (0..2).filter(|&dir| model.support[dir] < MIN_SUPPORT).collect();
-    let mut searched = false;
-    for k in 0..found.len() {
-        if found[k].shift.is_none() && sparse.contains(&direction(offset(k))) {
-            report(progress, total)?;
-            let again = run.pair(neighbouring[k], Start::Anywhere { towards: offset(k) })?;
-            searched = true;
-            if again.shift.is_some() {
-                found[k] = again;
-            }
+    let unfound: Vec<usize> = (0..found.len()).filter(|&k| found[k].shift.is_none() && sparse.contains(&direction(offset(k)))).collect();
+    let jobs: Vec<((usize, usize), Start)> = unfound.iter().map(|&k| (neighbouring[k], Start::Anywhere { towards: offset(k) })).collect();
+    let again = run.pairs(&jobs, &mut |_| report(progress, total))?;
+    for (&k, again) in unfound.iter().zip(again) {
+        if again.shift.is_some() {
+            found[k] = again;
         }
     }
-    if searched {
+    if !unfound.is_empty() {
         model = StageModel::fit(&measured(&found));
     }
 
@@ -463,11 +460,6 @@ impl Registrar<'_> {
             .collect()
     }
 
-    fn pair(&self, (a, b): (usize, usize), start: Start) -> Result<Found> {
-        let (fa, fb) = (self.tiles.frame(a).map_err(bad_tile)?, self.tiles.frame(b).map_err(bad_tile)?);
-        let (va, vb): (AnyView<'_>, AnyView<'_>) = (fa.view().map_err(bad_tile)?, fb.view().map_err(bad_tile)?);
-        register_tile_pair(&va, &vb, start, self.size, self.p, self.par)
-    }
 }
 
 /// How many unrelated tile pairs a chance threshold is drawn from: at least

@@ -233,13 +233,11 @@ impl<'a, T: NccSample + Into<f64>> MovingTile<'a, T> {
                 return Ok(r);
             }
         }
-        if self.whole.is_none() {
-            self.whole = Some(SearchFrame::new(self.b)?);
-        }
-        match &self.whole {
-            Some(frame) => register_pair(self.a, frame, p, seed, par),
-            None => Err(Error::Backend("internal: the whole tile was not prepared".into())),
-        }
+        let frame = match self.whole.take() {
+            Some(frame) => frame,
+            None => SearchFrame::new(self.b)?,
+        };
+        register_pair(self.a, self.whole.insert(frame), p, seed, par)
     }
 }
 
