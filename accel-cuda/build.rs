@@ -35,6 +35,8 @@ fn main() {
         "" => {}
         "thread" | "address" => {
             build.flag(format!("-fsanitize={sanitizer}")).flag("-fno-omit-frame-pointer").opt_level(1).debug(true);
+            // A CUDA thread per OS thread, for the sanitizers to see (shim/shim.cpp).
+            build.define("TESSERA_SHIM_OS_THREADS", None);
         }
         other => panic!("TESSERA_SHIM_SANITIZE={other}: expected thread or address"),
     }

@@ -9,8 +9,9 @@
 //   __syncwarp(), __shfl_*_sync, __ballot_sync,
 //   __any_sync, __all_sync                      a per-warp exchange between two barriers
 //   atomicAdd / Min / Max / CAS / Exch          std::atomic_ref
-// One OS thread per CUDA thread of a block (so ThreadSanitizer sees real races); blocks of
-// a grid run one after the other.
+// A block's threads run as fibers on the launching thread, switched at each barrier; built
+// for a sanitizer, one OS thread per CUDA thread (so ThreadSanitizer sees real races).
+// Blocks of a grid run one after the other.
 //
 // Its limits (the kernel dialect, README.md): no lockstep, so warps synchronise only through
 // `_sync` intrinsics and __syncwarp (as Volta and later require anyway); a warp-level

@@ -93,6 +93,15 @@ extern "C" __global__ void selftest_race(int* out) {
 }
 TESSERA_EXPORT(selftest_race)
 
+// Barriers that never open: lane 0 waits for its warp, the other lanes for the block, so
+// each barrier lacks a thread that waits on the other (on a GPU, the kernel hangs).
+extern "C" __global__ void selftest_divergent_barriers(int* out) {
+    if (threadIdx.x == 0) __syncwarp();
+    else __syncthreads();
+    out[threadIdx.x] = 1;
+}
+TESSERA_EXPORT(selftest_divergent_barriers)
+
 // An off-by-one: the last thread reads one element past the input. AddressSanitizer must
 // report it (device buffers are host allocations with red zones in the shim).
 extern "C" __global__ void selftest_overrun(const int* in, int* out, int n) {

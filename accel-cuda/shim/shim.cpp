@@ -1,13 +1,56 @@
 // The shim's launcher: a registry of kernels by name, and a launch that runs a grid block
-// after block on blockDim.x*y*z OS threads. See cuda_shim.h for what it maps and its limits.
+// after block, each block's blockDim.x*y*z threads as fibers on the launching thread (or,
+// built for a sanitizer, as OS threads). See cuda_shim.h for what it maps and its limits.
+//
+// Why two ways: a barrier over a block's hundreds of OS threads on a few cores costs the
+// kernel scheduler hundreds of switches, and the test kernels spent over 90 % of their time
+// there. Fibers switch in user space (six registers and the stack pointer, x86-64 only),
+// and a barrier then costs one switch per thread. ThreadSanitizer needs real threads to see
+// a race, and AddressSanitizer follows stacks that are switched without its annotations
+// only roughly, so the sanitizer builds (and other CPUs) keep one OS thread per CUDA thread.
 #include "cuda_shim.h"
 
-#include <barrier>
+#if !defined(__x86_64__) && !defined(TESSERA_SHIM_OS_THREADS)
+#define TESSERA_SHIM_OS_THREADS
+#endif
+
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#ifdef TESSERA_SHIM_OS_THREADS
+#include <barrier>
 #include <pthread.h>
+#else
+#include <sys/mman.h>
+#include <unistd.h>
+
+// Saves the callee-saved registers on the current stack, stores its pointer in *save, and
+// resumes the stack at `load` (saved by an earlier switch, or made by new_fiber_stack).
+extern "C" void tessera_shim_switch(void** save, void* load);
+asm(R"(
+    .text
+    .p2align 4
+    .type tessera_shim_switch, @function
+tessera_shim_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size tessera_shim_switch, .-tessera_shim_switch
+)");
+#endif
 
 namespace shim {
 thread_local uint3 thread_idx;
@@ -22,24 +65,77 @@ std::map<std::string, Entry>& registry() {
     return r;
 }
 
+#ifdef TESSERA_SHIM_OS_THREADS
+using Barrier = std::barrier<>;
+#else
+// The fibers of the block being run, and the scheduler's stack they return to.
+struct Fiber {
+    void* stack_pointer = nullptr;
+    bool done = false;
+};
+Fiber* fibers = nullptr;
+unsigned current = 0;
+void* scheduler = nullptr;
+// Whether the fiber that last yielded had nothing to do (it waits on a closed barrier).
+bool stalled = false;
+
+void yield(bool nothing_done) {
+    stalled = nothing_done;
+    tessera_shim_switch(&fibers[current].stack_pointer, scheduler);
+}
+
+// A barrier between fibers: the last arrival opens the phase; the others yield until it
+// opens (the scheduler resumes each in turn).
+class Barrier {
+public:
+    explicit Barrier(unsigned expected) : expected_(expected) {}
+    void arrive_and_wait() {
+        if (++arrived_ == expected_) {
+            open();
+            return;
+        }
+        unsigned phase = phase_;
+        bool arrived_just_now = true;
+        while (phase_ == phase) {
+            yield(!arrived_just_now);
+            arrived_just_now = false;
+        }
+    }
+    // Leaves the barrier for this phase and the next ones (a thread that returned).
+    void arrive_and_drop() {
+        --expected_;
+        if (arrived_ == expected_) open();
+    }
+
+private:
+    void open() {
+        arrived_ = 0;
+        ++phase_;
+    }
+    unsigned expected_;
+    unsigned arrived_ = 0;
+    unsigned phase_ = 0;
+};
+#endif
+
 // One warp's meeting point: a barrier over its live lanes and one slot per lane.
 struct Warp {
-    std::unique_ptr<std::barrier<>> barrier;
+    std::unique_ptr<Barrier> barrier;
     uint64_t slot[32];
 };
 
 // The state of the block being run.
 struct Block {
-    std::unique_ptr<std::barrier<>> sync;       // __syncthreads, left by returning threads
-    std::unique_ptr<std::barrier<>> end;        // every thread, at the end of a block
+    std::unique_ptr<Barrier> sync;       // __syncthreads, left by returning threads
+    std::unique_ptr<Barrier> end;        // every OS thread, at the end of a block
     std::unique_ptr<Warp[]> warps;
     unsigned threads = 0;
     void arm() {
-        sync = std::make_unique<std::barrier<>>(threads);
+        sync = std::make_unique<Barrier>(threads);
         unsigned nwarps = (threads + 31) / 32;
         for (unsigned w = 0; w < nwarps; ++w) {
             unsigned lanes = std::min(32u, threads - 32 * w);
-            warps[w].barrier = std::make_unique<std::barrier<>>(lanes);
+            warps[w].barrier = std::make_unique<Barrier>(lanes);
         }
     }
 };
@@ -76,6 +172,15 @@ uint32_t warp_ballot(bool value) {
 }  // namespace shim
 
 namespace {
+std::mutex launch_lock;
+
+// Leaves the block's barriers, so threads still running are not held.
+void leave_block(unsigned tid) {
+    shim::block.sync->arrive_and_drop();
+    shim::block.warps[tid / 32].barrier->arrive_and_drop();
+}
+
+#ifdef TESSERA_SHIM_OS_THREADS
 struct Worker {
     shim::Entry entry;
     void** args;
@@ -92,9 +197,7 @@ void run_blocks(const Worker& w) {
             for (unsigned bx = 0; bx < grid_dim.x; ++bx) {
                 block_idx = {bx, by, bz};
                 w.entry(w.args);
-                // Leave the block's barriers, so threads still running are not held.
-                block.sync->arrive_and_drop();
-                block.warps[w.tid / 32].barrier->arrive_and_drop();
+                leave_block(w.tid);
                 block.end->arrive_and_wait();
                 if (w.tid == 0) block.arm();
                 block.end->arrive_and_wait();
@@ -107,11 +210,106 @@ void* worker_main(void* p) {
     if (w->go->load() == 1) run_blocks(*w);
     return nullptr;
 }
-std::mutex launch_lock;
+
+// One OS thread per CUDA thread, all blocks in turn; 0, or 3 when threads cannot start.
+int run_grid(shim::Entry entry, void** args, unsigned threads) {
+    using namespace shim;
+    block.end = std::make_unique<Barrier>(threads);
+    std::unique_ptr<Worker[]> workers(new Worker[threads]);
+    std::unique_ptr<pthread_t[]> ids(new pthread_t[threads]);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1 << 20);
+    std::atomic<int> go{0};
+    unsigned started = 0;
+    int rc = 0;
+    for (; started < threads; ++started) {
+        workers[started] = {entry, args, started, &go};
+        if (pthread_create(&ids[started], &attr, worker_main, &workers[started]) != 0) {
+            rc = 3;
+            break;
+        }
+    }
+    pthread_attr_destroy(&attr);
+    // Only a whole block may run: with a thread missing, the others would wait forever.
+    go.store(rc == 0 ? 1 : -1);
+    go.notify_all();
+    for (unsigned t = 0; t < started; ++t) pthread_join(ids[t], nullptr);
+    return rc;
+}
+#else
+shim::Entry fiber_entry;
+void** fiber_args;
+
+// A fiber's whole life: the kernel, then back to the scheduler for good.
+[[noreturn]] void fiber_main() {
+    fiber_entry(fiber_args);
+    leave_block(shim::current);
+    shim::fibers[shim::current].done = true;
+    void* unused;
+    tessera_shim_switch(&unused, shim::scheduler);
+    __builtin_unreachable();
+}
+
+// The stack pointer of a fiber that has not run, in [base, base + size): the first switch
+// to it pops six zero registers and "returns" into fiber_main, with the stack aligned as
+// after a call.
+void* new_fiber_stack(char* base, size_t size) {
+    auto* top = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(base + size) & ~uintptr_t(15));
+    *--top = nullptr;  // fiber_main's own return address: it never returns
+    *--top = reinterpret_cast<void*>(&fiber_main);
+    for (int r = 0; r < 6; ++r) *--top = nullptr;
+    return top;
+}
+
+// Each block's threads as fibers, resumed in turn until all return; 0, 3 when their stacks
+// cannot be mapped, 4 when every live thread waits on a barrier the others never reach
+// (a kernel that would hang on the GPU).
+int run_grid(shim::Entry entry, void** args, unsigned threads) {
+    using namespace shim;
+    // 1 MiB a thread (an OS thread's stack here), reserved but only touched pages held,
+    // with a guard page below each.
+    const size_t page = size_t(sysconf(_SC_PAGESIZE)), stack = size_t(1) << 20, slot = stack + page;
+    void* mem = mmap(nullptr, slot * threads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) return 3;
+    std::unique_ptr<Fiber[]> block_fibers(new Fiber[threads]);
+    fibers = block_fibers.get();
+    fiber_entry = entry;
+    fiber_args = args;
+    int rc = 0;
+    for (unsigned t = 0; t < threads && rc == 0; ++t)
+        if (mprotect(static_cast<char*>(mem) + t * slot, page, PROT_NONE) != 0) rc = 3;
+    for (unsigned bz = 0; bz < grid_dim.z && rc == 0; ++bz)
+        for (unsigned by = 0; by < grid_dim.y && rc == 0; ++by)
+            for (unsigned bx = 0; bx < grid_dim.x && rc == 0; ++bx) {
+                block_idx = {bx, by, bz};
+                for (unsigned t = 0; t < threads; ++t)
+                    fibers[t] = {new_fiber_stack(static_cast<char*>(mem) + t * slot + page, stack), false};
+                for (unsigned live = threads; live > 0 && rc == 0;) {
+                    bool progress = false;
+                    for (unsigned t = 0; t < threads; ++t) {
+                        if (fibers[t].done) continue;
+                        current = linear_tid = t;
+                        thread_idx = {t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y)};
+                        stalled = false;
+                        tessera_shim_switch(&scheduler, fibers[t].stack_pointer);
+                        progress |= !stalled;
+                        live -= fibers[t].done;
+                    }
+                    if (!progress) rc = 4;
+                }
+                if (rc == 0) block.arm();
+            }
+    fibers = nullptr;
+    munmap(mem, slot * threads);
+    return rc;
+}
+#endif
 }  // namespace
 
 // Runs kernel `name` over the grid; returns 0, or 1 for an unknown kernel, 2 for a launch
-// shape the shim refuses, 3 when threads cannot be started. One launch at a time.
+// shape the shim refuses, 3 when the threads cannot be started, 4 when the block's threads
+// wait on barriers that never open. One launch at a time.
 extern "C" int tessera_shim_launch(const char* name, const unsigned grid[3], const unsigned blockdim[3],
                                    unsigned shared_bytes, void** args) {
     using namespace shim;
@@ -126,29 +324,8 @@ extern "C" int tessera_shim_launch(const char* name, const unsigned grid[3], con
     dynamic_shared = smem.get();
     block.threads = threads;
     block.warps = std::make_unique<Warp[]>((threads + 31) / 32);
-    block.end = std::make_unique<std::barrier<>>(threads);
     block.arm();
-
-    std::unique_ptr<Worker[]> workers(new Worker[threads]);
-    std::unique_ptr<pthread_t[]> ids(new pthread_t[threads]);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1 << 20);
-    std::atomic<int> go{0};
-    unsigned started = 0;
-    int rc = 0;
-    for (; started < threads; ++started) {
-        workers[started] = {it->second, args, started, &go};
-        if (pthread_create(&ids[started], &attr, worker_main, &workers[started]) != 0) {
-            rc = 3;
-            break;
-        }
-    }
-    pthread_attr_destroy(&attr);
-    // Only a whole block may run: with a thread missing, the others would wait forever.
-    go.store(rc == 0 ? 1 : -1);
-    go.notify_all();
-    for (unsigned t = 0; t < started; ++t) pthread_join(ids[t], nullptr);
+    int rc = run_grid(it->second, args, threads);
     dynamic_shared = nullptr;
     return rc;
 }

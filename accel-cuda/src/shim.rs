@@ -207,6 +207,7 @@ impl Device for ShimDevice {
             0 => Ok(()),
             1 => Err(Error::Backend(format!("shim: no kernel {} (in {})", kernel.name, kernel.module.file()))),
             2 => Err(Error::Backend(format!("shim: launch shape {grid:?} x {block:?} refused for {}", kernel.name))),
+            4 => Err(Error::Backend(format!("shim: {}'s threads wait on barriers that not all of them reach (the kernel would hang)", kernel.name))),
             _ => Err(Error::Backend(format!("shim: could not start the threads of one block of {}", kernel.name))),
         }
     }
@@ -414,6 +415,26 @@ mod tests {
         assert!(e.to_string().contains("no kernel no_such_kernel"), "{e}");
         let e = gpu.launch(kernel("selftest_race"), [1, 1, 1], [2048, 1, 1], 0, args![&dout]).unwrap_err();
         assert!(e.to_string().contains("launch shape"), "{e}");
+    }
+
+    /// Threads left waiting on barriers that never open end the launch with an error, where
+    /// the block runs as fibers (an OS thread per CUDA thread would wait forever, as a GPU).
+    #[test]
+    fn barriers_that_never_open_are_an_error() {
+        if !cfg!(all(target_arch = "x86_64", not(shim_sanitizer))) {
+            eprintln!("shim divergent barriers: SKIPPED (the block runs on OS threads here)");
+            return;
+        }
+        let gpu = gpu();
+        let dout = gpu.buffer::<i32>(64).unwrap();
+        let e = gpu.launch(kernel("selftest_divergent_barriers"), [2, 1, 1], [64, 1, 1], 0, args![&dout]).unwrap_err();
+        assert!(e.to_string().contains("barriers that not all of them reach"), "{e}");
+        // The shim is whole after it: the next launch runs.
+        let din = gpu.upload(&[1i32; 64]).unwrap();
+        gpu.launch(kernel("selftest_block_sum"), [1, 1, 1], [128, 1, 1], 0, args![&din, &dout, 64i32]).unwrap();
+        let mut sum = [0i32; 1];
+        gpu.download(&dout, &mut sum).unwrap();
+        assert_eq!(sum[0], 64);
     }
 
     /// Under ThreadSanitizer, the kernel with a missing barrier must be reported. The race

@@ -331,6 +331,7 @@ fn every_command_ends_with_an_error_when_memory_runs_out() {
         }
         assert!(failed > 0, "{name}: never short of memory above its baseline of {base} KiB");
     }
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `tessera ARGS` with a file size limit of `kib` KiB, as a full disk stops a write: the

@@ -47,7 +47,7 @@ pub struct BenchArgs {
     /// Backend for the measured operations (cpu, cuda, auto)
     #[arg(long, value_parser = backend_value_parser(), default_value = "cpu")]
     backend: BackendChoice,
-    /// Fewer repetitions (for a smoke test)
+    /// One timed call a case, at the smaller sizes (a smoke test, not a measurement)
     #[arg(long)]
     quick: bool,
     /// Run only the cases whose name contains this text (e.g. `cones_census_8path`)
@@ -86,6 +86,8 @@ pub struct Recorder {
     filter: Option<String>,
     /// Time kernels apart (CUDA events around each launch) where the backend is a GPU.
     kernel_clock: bool,
+    /// `--quick`: one timed call a case (and one interleaved round), after its warm-up.
+    quick: bool,
 }
 
 /// Runs `f` once, with its kernels' device time where the clock is on and a GPU launched.
@@ -143,7 +145,13 @@ impl Recorder {
         // Fast operations get more repetitions (up to ~0.3 s worth): on a shared machine
         // a median of few millisecond-long runs is mostly noise.
         let warm_ms = warm.elapsed().as_secs_f64() * 1e3;
-        let reps = if reps > 1 { reps.max(((300.0 / warm_ms.max(0.01)) as usize).min(101)) } else { reps };
+        let reps = if self.quick {
+            1
+        } else if reps > 1 {
+            reps.max(((300.0 / warm_ms.max(0.01)) as usize).min(101))
+        } else {
+            reps
+        };
         let mut t = Vec::with_capacity(reps.max(1));
         let mut kernel = Vec::with_capacity(reps.max(1));
         for _ in 0..reps.max(1) {
@@ -196,7 +204,7 @@ impl Recorder {
         }
         // About 0.5 s of rounds, like `time`'s repetitions of fast operations.
         let round_ms = warm.elapsed().as_secs_f64() * 1e3;
-        let rounds = ((500.0 / round_ms.max(0.01)) as usize).clamp(5, 101);
+        let rounds = if self.quick { 1 } else { ((500.0 / round_ms.max(0.01)) as usize).clamp(5, 101) };
         let mut t = vec![Vec::with_capacity(rounds); params.len()];
         let mut kernel = vec![Vec::with_capacity(rounds); params.len()];
         for _ in 0..rounds {
@@ -269,7 +277,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let single = open_backend(a.backend, Parallelism::Sequential)?.backend;
     let b = Bench { backend, single, reps: if a.quick { 3 } else { 15 }, quick: a.quick };
     let kernel_clock = b.backend.name() == "cuda";
-    let mut r = Recorder { filter: a.filter, kernel_clock, ..Recorder::default() };
+    let mut r = Recorder { filter: a.filter, kernel_clock, quick: a.quick, ..Recorder::default() };
     let suite = match a.suite {
         Suite::Filters => {
             filters::run(&b, &mut r)?;
