@@ -14,6 +14,50 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_SHIM").is_none() {
         return;
     }
+    let sanitizer = std::env::var("TESSERA_SHIM_SANITIZE").unwrap_or_default();
+    if !matches!(sanitizer.as_str(), "" | "thread" | "address") {
+        panic!("TESSERA_SHIM_SANITIZE={sanitizer}: expected thread or address");
+    }
+    if !sanitizer.is_empty() {
+        println!("cargo:rustc-cfg=shim_sanitizer=\"{sanitizer}\"");
+    }
+    let mut kernels: Vec<_> = std::fs::read_dir("kernels")
+        .expect("kernels/")
+        .map(|e| e.expect("kernels/ entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    kernels.sort();
+    let mut instrumented = shim_build(&sanitizer);
+    instrumented.file("shim/selftest.cu").files(&kernels);
+    let fibers = std::env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|a| a == "x86_64");
+    if sanitizer == "thread" && fibers {
+        // The launcher's own bookkeeping is left out of ThreadSanitizer's view: it tells
+        // ThreadSanitizer of its fibers and barriers itself (shim/shim.cpp), and only the
+        // kernels' accesses are to be checked.
+        let mut launcher = shim_build("");
+        launcher.define("TESSERA_SHIM_TSAN_FIBERS", None).opt_level(1).debug(true).file("shim/shim.cpp");
+        launcher.compile("tessera_shim_launcher");
+        println!("cargo:rustc-link-lib=static:+whole-archive=tessera_shim_launcher");
+    } else {
+        instrumented.file("shim/shim.cpp");
+    }
+    instrumented.compile("tessera_shim");
+    let out = std::env::var("OUT_DIR").unwrap();
+    println!("cargo:rustc-link-search=native={}", Path::new(&out).display());
+    // The kernels register themselves from static constructors that nothing references:
+    // keep every object of the archive.
+    println!("cargo:rustc-link-lib=static:+whole-archive=tessera_shim");
+    println!("cargo:rustc-link-lib=dylib=stdc++");
+    match sanitizer.as_str() {
+        "thread" => println!("cargo:rustc-link-lib=dylib=tsan"),
+        "address" => println!("cargo:rustc-link-lib=dylib=asan"),
+        _ => {}
+    }
+}
+
+/// The shim's compiler settings: C++20, the kernels' include paths and the shim header
+/// forced in, with `sanitizer`'s instrumentation (or none for "").
+fn shim_build(sanitizer: &str) -> cc::Build {
     let mut build = cc::Build::new();
     build
         .cpp(true)
@@ -29,44 +73,14 @@ fn main() {
         // expressions round as written, as the core's do.
         .flag("-ffp-contract=off")
         .flag_if_supported("-Wno-unused-parameter")
-        .cargo_metadata(false);
-    let sanitizer = std::env::var("TESSERA_SHIM_SANITIZE").unwrap_or_default();
-    match sanitizer.as_str() {
-        "" => {}
-        "thread" | "address" => {
-            build.flag(format!("-fsanitize={sanitizer}")).flag("-fno-omit-frame-pointer").opt_level(1).debug(true);
-            // A CUDA thread per OS thread, for the sanitizers to see (shim/shim.cpp).
-            build.define("TESSERA_SHIM_OS_THREADS", None);
-        }
-        other => panic!("TESSERA_SHIM_SANITIZE={other}: expected thread or address"),
-    }
-    if !sanitizer.is_empty() {
-        println!("cargo:rustc-cfg=shim_sanitizer=\"{sanitizer}\"");
-    }
-    build.file("shim/shim.cpp").file("shim/selftest.cu");
-    let mut kernels: Vec<_> = std::fs::read_dir("kernels")
-        .expect("kernels/")
-        .map(|e| e.expect("kernels/ entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-        .collect();
-    kernels.sort();
-    for k in &kernels {
         // `.cu` is not a C++ extension to g++: say the language.
-        build.file(k);
+        .flag("-x")
+        .flag("c++")
+        .cargo_metadata(false);
+    if !sanitizer.is_empty() {
+        build.flag(format!("-fsanitize={sanitizer}")).flag("-fno-omit-frame-pointer").opt_level(1).debug(true);
     }
-    build.flag("-x").flag("c++");
-    build.compile("tessera_shim");
-    let out = std::env::var("OUT_DIR").unwrap();
-    println!("cargo:rustc-link-search=native={}", Path::new(&out).display());
-    // The kernels register themselves from static constructors that nothing references:
-    // keep every object of the archive.
-    println!("cargo:rustc-link-lib=static:+whole-archive=tessera_shim");
-    println!("cargo:rustc-link-lib=dylib=stdc++");
-    match sanitizer.as_str() {
-        "thread" => println!("cargo:rustc-link-lib=dylib=tsan"),
-        "address" => println!("cargo:rustc-link-lib=dylib=asan"),
-        _ => {}
-    }
+    build
 }
 
 /// `$OUT_DIR/tuning_tables.rs`: every `tuning/*.json` as (file stem, contents), so that the

@@ -9,8 +9,8 @@
 //   __syncwarp(), __shfl_*_sync, __ballot_sync,
 //   __any_sync, __all_sync                      a per-warp exchange between two barriers
 //   atomicAdd / Min / Max / CAS / Exch          std::atomic_ref
-// A block's threads run as fibers on the launching thread, switched at each barrier; built
-// for a sanitizer, one OS thread per CUDA thread (so ThreadSanitizer sees real races).
+// A block's threads run as fibers on the launching thread, switched at each barrier (an OS
+// thread each on CPUs other than x86-64); ThreadSanitizer sees each fiber as a thread.
 // Blocks of a grid run one after the other.
 //
 // Its limits (the kernel dialect, README.md): no lockstep, so warps synchronise only through

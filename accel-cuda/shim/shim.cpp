@@ -1,13 +1,14 @@
 // The shim's launcher: a registry of kernels by name, and a launch that runs a grid block
-// after block, each block's blockDim.x*y*z threads as fibers on the launching thread (or,
-// built for a sanitizer, as OS threads). See cuda_shim.h for what it maps and its limits.
+// after block, each block's blockDim.x*y*z threads as fibers on the launching thread (as
+// OS threads on CPUs other than x86-64). See cuda_shim.h for what it maps and its limits.
 //
 // Why two ways: a barrier over a block's hundreds of OS threads on a few cores costs the
 // kernel scheduler hundreds of switches, and the test kernels spent over 90 % of their time
 // there. Fibers switch in user space (six registers and the stack pointer, x86-64 only),
-// and a barrier then costs one switch per thread. ThreadSanitizer needs real threads to see
-// a race, and AddressSanitizer follows stacks that are switched without its annotations
-// only roughly, so the sanitizer builds (and other CPUs) keep one OS thread per CUDA thread.
+// and a barrier then costs one switch per thread. The sanitizers are told of each switch;
+// ThreadSanitizer sees each fiber as a thread, ordered only by the block's barriers (and
+// the kernels' atomics), so a missing barrier is still a race to it. Other CPUs keep one
+// OS thread per CUDA thread (TESSERA_SHIM_OS_THREADS).
 #include "cuda_shim.h"
 
 #if !defined(__x86_64__) && !defined(TESSERA_SHIM_OS_THREADS)
@@ -24,6 +25,14 @@
 #else
 #include <sys/mman.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define TESSERA_SHIM_ASAN_FIBERS 1
+#endif
+#ifdef TESSERA_SHIM_TSAN_FIBERS
+#include <sanitizer/tsan_interface.h>
+#endif
 
 // Saves the callee-saved registers on the current stack, stores its pointer in *save, and
 // resumes the stack at `load` (saved by an earlier switch, or made by new_fiber_stack).
@@ -72,16 +81,79 @@ using Barrier = std::barrier<>;
 struct Fiber {
     void* stack_pointer = nullptr;
     bool done = false;
+    char* stack = nullptr;  // its lowest byte, and its size (for AddressSanitizer)
+    size_t stack_size = 0;
+    void* fake_stack = nullptr;
+    void* tsan_fiber = nullptr;  // ThreadSanitizer's thread for it
 };
 Fiber* fibers = nullptr;
 unsigned current = 0;
 void* scheduler = nullptr;
+#ifdef TESSERA_SHIM_ASAN_FIBERS
+const void* scheduler_stack = nullptr;
+size_t scheduler_stack_size = 0;
+#endif
 // Whether the fiber that last yielded had nothing to do (it waits on a closed barrier).
 bool stalled = false;
 
+// What ThreadSanitizer is told (nothing without it). A switch passes no ordering between
+// fibers, except into a fiber at the start of a block, which sees what came before the
+// block. A barrier phase orders every arrival before every departure; a block's end orders
+// all its threads before what follows it.
+char block_end;
+#ifdef TESSERA_SHIM_TSAN_FIBERS
+void* scheduler_tsan_fiber = nullptr;
+void tsan_switch(void* fiber, bool ordered) { __tsan_switch_to_fiber(fiber, ordered ? 0 : __tsan_switch_to_fiber_no_sync); }
+void tsan_release(void* token) { __tsan_release(token); }
+void tsan_acquire(void* token) { __tsan_acquire(token); }
+#else
+inline void tsan_release(void*) {}
+inline void tsan_acquire(void*) {}
+#endif
+
+// From the scheduler into fiber `t`, until it yields or ends; `first` at the block's start.
+void enter_fiber(unsigned t, bool first) {
+#ifdef TESSERA_SHIM_TSAN_FIBERS
+    tsan_switch(fibers[t].tsan_fiber, first);
+#endif
+    (void)first;
+#ifdef TESSERA_SHIM_ASAN_FIBERS
+    void* fake_stack = nullptr;
+    __sanitizer_start_switch_fiber(&fake_stack, fibers[t].stack, fibers[t].stack_size);
+#endif
+    tessera_shim_switch(&scheduler, fibers[t].stack_pointer);
+#ifdef TESSERA_SHIM_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
+}
+
+// The first thing a fiber does: takes note of the scheduler's stack it came from.
+void fiber_started() {
+#ifdef TESSERA_SHIM_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack, &scheduler_stack_size);
+#endif
+}
+
+// From the current fiber back to the scheduler; `for_good` when the fiber has ended.
+void leave_fiber(bool for_good) {
+    Fiber& f = fibers[current];
+#ifdef TESSERA_SHIM_TSAN_FIBERS
+    if (for_good) tsan_release(&block_end);
+    tsan_switch(scheduler_tsan_fiber, false);
+#endif
+#ifdef TESSERA_SHIM_ASAN_FIBERS
+    __sanitizer_start_switch_fiber(for_good ? nullptr : &f.fake_stack, scheduler_stack, scheduler_stack_size);
+#endif
+    tessera_shim_switch(&f.stack_pointer, scheduler);
+#ifdef TESSERA_SHIM_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(f.fake_stack, &scheduler_stack, &scheduler_stack_size);
+#endif
+    (void)for_good;
+}
+
 void yield(bool nothing_done) {
     stalled = nothing_done;
-    tessera_shim_switch(&fibers[current].stack_pointer, scheduler);
+    leave_fiber(false);
 }
 
 // A barrier between fibers: the last arrival opens the phase; the others yield until it
@@ -90,19 +162,22 @@ class Barrier {
 public:
     explicit Barrier(unsigned expected) : expected_(expected) {}
     void arrive_and_wait() {
+        unsigned phase = phase_;
+        tsan_release(token(phase));
         if (++arrived_ == expected_) {
             open();
-            return;
+        } else {
+            bool arrived_just_now = true;
+            while (phase_ == phase) {
+                yield(!arrived_just_now);
+                arrived_just_now = false;
+            }
         }
-        unsigned phase = phase_;
-        bool arrived_just_now = true;
-        while (phase_ == phase) {
-            yield(!arrived_just_now);
-            arrived_just_now = false;
-        }
+        tsan_acquire(token(phase));
     }
     // Leaves the barrier for this phase and the next ones (a thread that returned).
     void arrive_and_drop() {
+        tsan_release(token(phase_));
         --expected_;
         if (arrived_ == expected_) open();
     }
@@ -112,9 +187,13 @@ private:
         arrived_ = 0;
         ++phase_;
     }
+    // The phase's token for ThreadSanitizer: two alternate, since a phase's waiters have
+    // all left before the phase after next can open, but not always before the next one.
+    void* token(unsigned phase) { return &tokens_[phase & 1]; }
     unsigned expected_;
     unsigned arrived_ = 0;
     unsigned phase_ = 0;
+    char tokens_[2] = {};
 };
 #endif
 
@@ -243,11 +322,11 @@ void** fiber_args;
 
 // A fiber's whole life: the kernel, then back to the scheduler for good.
 [[noreturn]] void fiber_main() {
+    shim::fiber_started();
     fiber_entry(fiber_args);
     leave_block(shim::current);
     shim::fibers[shim::current].done = true;
-    void* unused;
-    tessera_shim_switch(&unused, shim::scheduler);
+    shim::leave_fiber(true);
     __builtin_unreachable();
 }
 
@@ -274,6 +353,10 @@ int run_grid(shim::Entry entry, void** args, unsigned threads) {
     if (mem == MAP_FAILED) return 3;
     std::unique_ptr<Fiber[]> block_fibers(new Fiber[threads]);
     fibers = block_fibers.get();
+#ifdef TESSERA_SHIM_TSAN_FIBERS
+    scheduler_tsan_fiber = __tsan_get_current_fiber();
+    for (unsigned t = 0; t < threads; ++t) fibers[t].tsan_fiber = __tsan_create_fiber(0);
+#endif
     fiber_entry = entry;
     fiber_args = args;
     int rc = 0;
@@ -283,24 +366,34 @@ int run_grid(shim::Entry entry, void** args, unsigned threads) {
         for (unsigned by = 0; by < grid_dim.y && rc == 0; ++by)
             for (unsigned bx = 0; bx < grid_dim.x && rc == 0; ++bx) {
                 block_idx = {bx, by, bz};
-                for (unsigned t = 0; t < threads; ++t)
-                    fibers[t] = {new_fiber_stack(static_cast<char*>(mem) + t * slot + page, stack), false};
-                for (unsigned live = threads; live > 0 && rc == 0;) {
-                    bool progress = false;
+                for (unsigned t = 0; t < threads; ++t) {
+                    char* base = static_cast<char*>(mem) + t * slot + page;
+                    fibers[t] = {new_fiber_stack(base, stack), false, base, stack, nullptr, fibers[t].tsan_fiber};
+                }
+                for (unsigned live = threads, round = 0; live > 0 && rc == 0; ++round) {
+                    bool progress = false, first_round = round == 0;
                     for (unsigned t = 0; t < threads; ++t) {
                         if (fibers[t].done) continue;
                         current = linear_tid = t;
                         thread_idx = {t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y)};
                         stalled = false;
-                        tessera_shim_switch(&scheduler, fibers[t].stack_pointer);
+                        enter_fiber(t, first_round);
                         progress |= !stalled;
                         live -= fibers[t].done;
                     }
                     if (!progress) rc = 4;
                 }
+                tsan_acquire(&block_end);
                 if (rc == 0) block.arm();
             }
+#ifdef TESSERA_SHIM_TSAN_FIBERS
+    for (unsigned t = 0; t < threads; ++t) __tsan_destroy_fiber(fibers[t].tsan_fiber);
+#endif
     fibers = nullptr;
+#ifdef TESSERA_SHIM_ASAN_FIBERS
+    // Fibers left waiting on a barrier never unwound their frames' red zones.
+    ASAN_UNPOISON_MEMORY_REGION(mem, slot * threads);
+#endif
     munmap(mem, slot * threads);
     return rc;
 }
