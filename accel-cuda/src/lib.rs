@@ -23,6 +23,7 @@ mod driver;
 pub mod kernel_clock;
 pub mod kernels;
 pub mod nvrtc;
+pub mod occupancy;
 mod tuning;
 #[cfg(feature = "shim")]
 mod shim;
@@ -98,6 +99,21 @@ pub fn open_shim_box(kernel: &str, shape: Option<&str>) -> Result<Box<dyn Backen
     let design = BoxDesign::parse(Some(kernel), shape)?;
     Ok(Box::new(shim_backend().with_box_design(design)))
 }
+
+/// The shim posing as the GPU `model` (with its tuning table's kernel designs), recording
+/// every launch the drivers make instead of running it: the launch shapes an operation gets
+/// on that GPU, for the occupancy check (`tests/occupancy.rs`). Outputs mean nothing.
+#[cfg(feature = "shim")]
+#[doc(hidden)]
+pub fn open_shim_dry_run(model: &str) -> (Box<dyn Backend>, shim::LaunchLog) {
+    let log = shim::LaunchLog::default();
+    let gpu = device::Gpu::with_staging(Box::new(shim::ShimDevice::dry_run(model, log.clone())), transfer::StagingConfig::for_shim());
+    (Box::new(CudaBackend::with_gpu(gpu, format!("CPU shim posing as {model}, launches recorded"))), log)
+}
+
+#[cfg(feature = "shim")]
+#[doc(hidden)]
+pub use shim::{Launch, LaunchLog};
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
 /// file is in it).

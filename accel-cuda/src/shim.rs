@@ -16,7 +16,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tessera_core::Error;
 
 extern "C" {
@@ -31,6 +31,26 @@ pub(crate) struct ShimDevice {
     queues: Mutex<Queues>,
     /// Bytes `host_alloc` may still pin (beyond, it fails as pinning can).
     pinnable: AtomicUsize,
+    /// Where the shim only records launches, posing as a GPU model.
+    dry_run: Option<DryRun>,
+}
+
+/// A kernel launch as the drivers asked for it: kernel, grid and block shape, dynamic
+/// shared memory in bytes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Launch {
+    pub kernel: Kernel,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+}
+
+/// The launches a dry run recorded, in order.
+pub type LaunchLog = Arc<Mutex<Vec<Launch>>>;
+
+struct DryRun {
+    model: String,
+    launches: LaunchLog,
 }
 
 /// An operation queued on a stream other than the legacy one.
@@ -119,14 +139,20 @@ impl Default for ShimDevice {
 
 impl ShimDevice {
     pub(crate) fn new() -> Self {
-        ShimDevice { queues: Mutex::default(), pinnable: AtomicUsize::new(usize::MAX) }
+        ShimDevice { queues: Mutex::default(), pinnable: AtomicUsize::new(usize::MAX), dry_run: None }
+    }
+
+    /// A shim that poses as the GPU `model` (so its tuning table's kernel designs apply) and
+    /// records each launch into `launches` instead of running it.
+    pub(crate) fn dry_run(model: &str, launches: LaunchLog) -> Self {
+        ShimDevice { dry_run: Some(DryRun { model: model.to_string(), launches }), ..Self::new() }
     }
 
     /// A shim on which pinning host memory fails beyond `bytes` in all (the pageable
     /// fallback of transfers).
     #[cfg(test)]
     pub(crate) fn pinning_at_most(bytes: usize) -> Self {
-        ShimDevice { queues: Mutex::default(), pinnable: AtomicUsize::new(bytes) }
+        ShimDevice { pinnable: AtomicUsize::new(bytes), ..Self::new() }
     }
 
     fn queues(&self) -> Result<std::sync::MutexGuard<'_, Queues>, Error> {
@@ -157,7 +183,7 @@ impl Device for ShimDevice {
     }
 
     fn model(&self) -> &str {
-        "CPU shim"
+        self.dry_run.as_ref().map_or("CPU shim", |d| &d.model)
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
@@ -199,6 +225,10 @@ impl Device for ShimDevice {
     }
 
     fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error> {
+        if let Some(d) = &self.dry_run {
+            d.launches.lock().map_err(|_| Error::Backend("shim: launch log poisoned".into()))?.push(Launch { kernel, grid, block, shared_bytes });
+            return Ok(());
+        }
         let name = CString::new(kernel.name).map_err(|_| Error::Backend(format!("kernel name {:?}", kernel.name)))?;
         // SAFETY: `args` points at one value per kernel parameter, of its type (the launch
         // contract every kernel driver keeps, checked by the shim tests).

@@ -68,8 +68,10 @@ pub const AGGREGATION_ENV: &str = "TESSERA_SGM_AGGREGATION";
 /// Warps per block of the aggregation (a warp per path) and of WTA (a warp per pixel).
 const AGG_WARPS: u32 = 4;
 const WTA_WARPS: u32 = 8;
-/// Blocks of the grid-stride WTA: enough to fill an H100 (132 SMs x 8 blocks of 256).
-const WTA_MAX_BLOCKS: u32 = 1056;
+/// Blocks of the grid-stride WTA: one resident wave on an H100, 132 SMs x 6 blocks of 256
+/// at the kernel's 40 registers (`tests/occupancy.rs`). Blocks beyond a wave would wait for
+/// the first ones to finish, then run their share of the pixels alone.
+const WTA_MAX_BLOCKS: u32 = 792;
 
 /// The largest disparity count the kernels hold in registers (8 per lane).
 pub(crate) const MAX_DISPARITIES: usize = 256;
