@@ -323,22 +323,23 @@ extern "C" __global__ __launch_bounds__(256, 2) void box_fused_mean_f32_n8r1(con
 TESSERA_EXPORT(box_fused_mean_f32_n8r1)
 
 // The separable FIR Gaussian (gaussian_fir.rs): a vertical then a horizontal pass of the
-// 2r + 1 taps `wts`, in f32 with fused multiply-adds, as the core does.
+// 2r + 1 taps `wts`, in f32 with fused multiply-adds, as the core does. Two designs with the
+// same arithmetic in the same order, so the same results bit for bit:
 //
-//   gauss_fir_cols_*: one thread per lane column and a grid row per output row chunk:
-//                     taps past the edge read the border's source row, add `tap *
-//                     outside` (constant) or are dropped and the kept taps rescaled to sum
-//                     to one (normalize); into an f32 image of lanes.
-//   gauss_fir_rows_*: one thread per output lane, a 2-D grid: the horizontal taps over the
-//                     f32 image (neighbouring threads read neighbouring lanes), the
-//                     normalize correction at the edges, and the rounding of integers
-//                     (half up, clamped), once.
+//   gauss_fir_cols_*:  one thread per lane column and a grid row per output row chunk: the
+//                      vertical taps into an f32 image of lanes;
+//   gauss_fir_rows_*:  one thread per output lane, a 2-D grid: the horizontal taps over that
+//                      image (neighbouring threads read neighbouring lanes);
+//   gauss_fir_fused_*: a block per tile of `tile_px` pixels x `tile_rows` rows: the vertical
+//                      taps of the tile's rows over its columns and the r columns each side
+//                      (within the image) into shared memory, then the horizontal taps from
+//                      there, without the f32 image between the passes.
+
+// The vertical taps at lane j of row y: taps past the edge read the border's source row,
+// add `tap * outside` (constant) or are dropped and the kept taps rescaled to sum to one
+// (normalize).
 template <typename T>
-__device__ void gauss_fir_cols(const T* src, float* tmp, const float* wts, int r, int width, int height, int channels, int mode, float outside) {
-    int lanes = width * channels;
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y;
-    if (j >= lanes) return;
+__device__ float fir_vertical(const T* src, const float* wts, int r, int j, int y, int lanes, int height, int mode, float outside) {
     float bias = 0.0f, kept = 0.0f;
     bool dropped = false;
     for (int k = 0; k <= 2 * r; ++k) {
@@ -357,25 +358,22 @@ __device__ void gauss_fir_cols(const T* src, float* tmp, const float* wts, int r
         float wk = rescale ? wts[k] / kept : wts[k];
         acc = fmaf((float)src[(i64)sy * lanes + j], wk, acc);
     }
-    tmp[(i64)y * lanes + j] = acc;
+    return acc;
 }
 
 __device__ __forceinline__ void store_lane(u8* p, float v) { *p = (u8)fminf(fmaxf(v + 0.5f, 0.0f), 255.0f); }
 __device__ __forceinline__ void store_lane(u16* p, float v) { *p = (u16)fminf(fmaxf(v + 0.5f, 0.0f), 65535.0f); }
 __device__ __forceinline__ void store_lane(float* p, float v) { *p = v; }
 
+// The horizontal taps at pixel x, channel ch, over the vertical results `row`, which hold
+// the columns from `first` on; the normalize correction at the edges, and the rounding of
+// integers (half up, clamped), once, into *out.
 template <typename O>
-__device__ void gauss_fir_rows(const float* tmp, O* dst, const float* wts, int r, int width, int height, int channels, int mode, float outside) {
-    int lanes = width * channels;
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y;
-    if (j >= lanes) return;
-    int x = j / channels, ch = j % channels;
-    const float* row = tmp + (i64)y * lanes;
+__device__ void fir_horizontal(const float* row, int first, O* out, const float* wts, int r, int x, int ch, int width, int channels, int mode, float outside) {
     float acc = 0.0f;
     for (int k = 0; k <= 2 * r; ++k) {
         int sx = source_index(x + k - r, width, mode);
-        float v = sx < 0 ? outside : row[sx * channels + ch];
+        float v = sx < 0 ? outside : row[(sx - first) * channels + ch];
         acc = fmaf(v, wts[k], acc);
     }
     if (mode == 3 && (x < r || x >= width - r)) {
@@ -387,7 +385,48 @@ __device__ void gauss_fir_rows(const float* tmp, O* dst, const float* wts, int r
         }
         acc *= 1.0f / (float)inside;
     }
-    store_lane(dst + (i64)y * lanes + j, acc);
+    store_lane(out, acc);
+}
+
+template <typename T>
+__device__ void gauss_fir_cols(const T* src, float* tmp, const float* wts, int r, int width, int height, int channels, int mode, float outside) {
+    int lanes = width * channels;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y;
+    if (j >= lanes) return;
+    tmp[(i64)y * lanes + j] = fir_vertical(src, wts, r, j, y, lanes, height, mode, outside);
+}
+
+template <typename O>
+__device__ void gauss_fir_rows(const float* tmp, O* dst, const float* wts, int r, int width, int height, int channels, int mode, float outside) {
+    int lanes = width * channels;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y;
+    if (j >= lanes) return;
+    fir_horizontal(tmp + (i64)y * lanes, 0, dst + (i64)y * lanes + j, wts, r, j / channels, j % channels, width, channels, mode, outside);
+}
+
+// Shared memory: tile_rows x (tile_px + 2r) x channels floats at most (filter.rs sizes it).
+template <typename T>
+__device__ void gauss_fir_fused(const T* src, T* dst, const float* wts, int r, int width, int height, int channels, int mode, float outside, int tile_px, int tile_rows) {
+    TESSERA_DYNAMIC_SHARED(float, cols);
+    int lanes = width * channels;
+    int x0 = blockIdx.x * tile_px, y0 = blockIdx.y * tile_rows;
+    // Every column the tile's horizontal taps read lies in [c0, c1): past the image's edge
+    // they read the border's source columns, which are within r of that edge.
+    int c0 = max(0, x0 - r), c1 = min(width, x0 + tile_px + r);
+    int span = (c1 - c0) * channels;
+    int rows = min(tile_rows, height - y0);
+    for (int i = threadIdx.x; i < rows * span; i += blockDim.x) {
+        int ry = i / span, l = i % span;
+        cols[ry * span + l] = fir_vertical(src, wts, r, c0 * channels + l, y0 + ry, lanes, height, mode, outside);
+    }
+    __syncthreads();
+    int out = (min(width, x0 + tile_px) - x0) * channels;
+    for (int i = threadIdx.x; i < rows * out; i += blockDim.x) {
+        int ry = i / out, j = x0 * channels + i % out;
+        fir_horizontal(cols + ry * span, c0, dst + (i64)(y0 + ry) * lanes + j, wts, r, j / channels, j % channels, width, channels, mode, outside);
+    }
 }
 
 extern "C" __global__ void gauss_fir_cols_u8(const u8* src, float* tmp, const float* wts, int r, int w, int h, int c, int mode, float outside) {
@@ -414,6 +453,18 @@ extern "C" __global__ void gauss_fir_rows_f32(const float* tmp, float* dst, cons
     gauss_fir_rows<float>(tmp, dst, wts, r, w, h, c, mode, outside);
 }
 TESSERA_EXPORT(gauss_fir_rows_f32)
+extern "C" __global__ void gauss_fir_fused_u8(const u8* src, u8* dst, const float* wts, int r, int w, int h, int c, int mode, float outside, int tile_px, int tile_rows) {
+    gauss_fir_fused<u8>(src, dst, wts, r, w, h, c, mode, outside, tile_px, tile_rows);
+}
+TESSERA_EXPORT(gauss_fir_fused_u8)
+extern "C" __global__ void gauss_fir_fused_u16(const u16* src, u16* dst, const float* wts, int r, int w, int h, int c, int mode, float outside, int tile_px, int tile_rows) {
+    gauss_fir_fused<u16>(src, dst, wts, r, w, h, c, mode, outside, tile_px, tile_rows);
+}
+TESSERA_EXPORT(gauss_fir_fused_u16)
+extern "C" __global__ void gauss_fir_fused_f32(const float* src, float* dst, const float* wts, int r, int w, int h, int c, int mode, float outside, int tile_px, int tile_rows) {
+    gauss_fir_fused<float>(src, dst, wts, r, w, h, c, mode, outside, tile_px, tile_rows);
+}
+TESSERA_EXPORT(gauss_fir_fused_f32)
 
 // The recursive Gaussian (gaussian_iir.rs): Young - van Vliet's third-order causal and
 // anti-causal passes with Triggs - Sdika's boundary start, in f64 as the core runs them

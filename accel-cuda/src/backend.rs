@@ -21,6 +21,8 @@ pub struct CudaBackend {
     /// The box / mean design, fixed; None: read from the environment at each call
     /// ([`filter::BOX_KERNEL_ENV`]).
     box_design: Option<filter::BoxDesign>,
+    /// The FIR Gaussian's design, fixed; None: the environment's or the tuning table's.
+    fir_design: Option<filter::FirDesign>,
 }
 
 impl CudaBackend {
@@ -36,12 +38,19 @@ impl CudaBackend {
         self
     }
 
+    /// This backend with its FIR Gaussian design fixed (for tests of each design).
+    #[cfg(feature = "shim")]
+    pub(crate) fn with_fir_design(mut self, design: filter::FirDesign) -> Self {
+        self.fir_design = Some(design);
+        self
+    }
+
     pub(crate) fn with_gpu(gpu: Gpu, description: String) -> Self {
         let description = match gpu.tuning().table() {
             Some(table) => format!("{description}, kernel designs of tuning/{table}.json"),
             None => description,
         };
-        CudaBackend { gpu, description, box_design: None }
+        CudaBackend { gpu, description, box_design: None, fir_design: None }
     }
 
     /// The device: name, architecture, driver (or the shim), and the tuning table in use.
@@ -64,7 +73,7 @@ impl Backend for CudaBackend {
     }
 
     fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
-        filter::gaussian_blur(&self.gpu, src, dst, p)
+        filter::gaussian_blur(&self.gpu, self.fir_design, src, dst, p)
     }
 
     fn mat_add(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {

@@ -18,6 +18,12 @@
 //! measuring one against the other; [`BOX_SHAPE_ENV`] (`TESSERA_BOX_SHAPE`) `=` a shape's
 //! name fixes the fused kernel's shape. Any other value is an error.
 //!
+//! The FIR Gaussian runs in one of two designs with the same arithmetic (the same results,
+//! bit for bit): two-pass (the built-in default), a vertical pass into an f32 image then a
+//! horizontal pass; or fused, a block per output tile that keeps its rows' vertical results
+//! in shared memory for the horizontal taps. [`GAUSS_FIR_ENV`] (`TESSERA_GAUSS_FIR`)
+//! `= fused | two-pass` picks one over the device's tuning table.
+//!
 //! Exactness: u8 / u16 sums and means are the CPU backend's, bit for bit in both designs
 //! (exact integer sums, the same half-up rounding). f32 sums run in f64 as on the CPU; the
 //! fused kernel takes differences of a row's f64 prefix sums as the core does (over a
@@ -159,6 +165,44 @@ impl BoxDesign {
         let kernel = gpu.tuning().choice(BOX_KERNEL, "fused");
         let shape = gpu.tuning().choice(BOX_SHAPE, "");
         BoxDesign::parse(Some(&kernel), Some(&shape))
+    }
+}
+
+/// The FIR Gaussian's design (tuning family `gauss_fir`): `two-pass` (the built-in default)
+/// or `fused`.
+const GAUSS_FIR: &str = "gauss_fir";
+/// Environment variable choosing the FIR Gaussian's design over the device's tuning table.
+pub const GAUSS_FIR_ENV: &str = "TESSERA_GAUSS_FIR";
+/// The fused FIR Gaussian's output tile: this many lanes (pixels x channels) wide and rows
+/// tall, run by a block of [`FIR_FUSED_BLOCK`] threads.
+const FIR_TILE_LANES: usize = 128;
+const FIR_TILE_ROWS: usize = 16;
+const FIR_FUSED_BLOCK: u32 = 256;
+/// The most dynamic shared memory a fused FIR tile may take (its rows' vertical results,
+/// the taps' reach included); wider kernels run two-pass.
+const FIR_FUSED_SHARED: usize = 48 * 1024;
+
+/// Which FIR Gaussian design runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirDesign {
+    Fused,
+    TwoPass,
+}
+
+impl FirDesign {
+    /// The design named `name` (`fused` or `two-pass`), or an error naming what is allowed.
+    pub fn parse(name: &str) -> Result<FirDesign> {
+        match name {
+            "fused" => Ok(FirDesign::Fused),
+            "" | "two-pass" => Ok(FirDesign::TwoPass),
+            other => Err(Error::Backend(format!("{GAUSS_FIR_ENV}={other}: expected fused or two-pass"))),
+        }
+    }
+
+    /// The design chosen for `gpu`: the environment's, else the device's tuning table's,
+    /// else two-pass.
+    pub(crate) fn chosen(gpu: &Gpu) -> Result<FirDesign> {
+        FirDesign::parse(&gpu.tuning().choice(GAUSS_FIR, "two-pass"))
     }
 }
 
@@ -395,7 +439,7 @@ pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>, ds
 /// it (same weights, vertical then horizontal pass, f32 fused multiply-adds, integers
 /// rounded once), within 1e-5 relative (f32) or one level (integers, where the sums land
 /// within rounding of a half) of the CPU; the IIR as `gaussian_iir` on the device.
-pub(crate) fn gaussian_blur(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
+pub(crate) fn gaussian_blur(gpu: &Gpu, fir_design: Option<FirDesign>, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
     let (integer_max, channels) = match (&src, &dst) {
         (AnyView::U8(_), AnyViewMut::U8(_)) => (Some(255.0), 1),
         (AnyView::U16(_), AnyViewMut::U16(_)) => (Some(65535.0), 1),
@@ -409,17 +453,22 @@ pub(crate) fn gaussian_blur(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p:
         return gaussian_iir(gpu, src, dst, p);
     }
     let wts = tessera_core::filter::gaussian_weights(p.sigma, p.fir_radius());
+    let design = match fir_design {
+        Some(d) => d,
+        None => FirDesign::chosen(gpu)?,
+    };
     match (src, dst) {
-        (AnyView::U8(s), AnyViewMut::U8(d)) => fir::<u8>(gpu, s, d, 1, &wts, p.border, "u8"),
-        (AnyView::U16(s), AnyViewMut::U16(d)) => fir::<u16>(gpu, s, d, 1, &wts, p.border, "u16"),
-        (AnyView::F32(s), AnyViewMut::F32(d)) => fir::<f32>(gpu, s, d, 1, &wts, p.border, "f32"),
-        (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => fir::<Rgba8>(gpu, s, d, 4, &wts, p.border, "u8"),
+        (AnyView::U8(s), AnyViewMut::U8(d)) => fir::<u8>(gpu, design, s, d, 1, &wts, p.border, "u8"),
+        (AnyView::U16(s), AnyViewMut::U16(d)) => fir::<u16>(gpu, design, s, d, 1, &wts, p.border, "u16"),
+        (AnyView::F32(s), AnyViewMut::F32(d)) => fir::<f32>(gpu, design, s, d, 1, &wts, p.border, "f32"),
+        (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => fir::<Rgba8>(gpu, design, s, d, 4, &wts, p.border, "u8"),
         _ => Err(tessera_core::backend::type_mismatch("gaussian blur")),
     }
 }
 
-/// The two FIR passes for pixels of `channels` lanes of kernel type `lane`.
-fn fir<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, T>, channels: usize, wts: &[f32], border: Border, lane: &str) -> Result<()> {
+/// The FIR Gaussian in `design` for pixels of `channels` lanes of kernel type `lane`.
+#[allow(clippy::too_many_arguments)]
+fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: ImageView<'_, T>, dst: ImageViewMut<'_, T>, channels: usize, wts: &[f32], border: Border, lane: &str) -> Result<()> {
     let (w, h) = src.size();
     let lanes = w * channels;
     int(lanes, "width")?;
@@ -428,6 +477,20 @@ fn fir<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, T
     let (mode, outside) = border_mode(border);
     let dsrc = gpu.upload_view(src)?;
     let dw = gpu.upload(wts)?;
+    let tile_px = (FIR_TILE_LANES / channels).max(1);
+    let shared = 4 * FIR_TILE_ROWS * (tile_px + 2 * r as usize) * channels;
+    if design == FirDesign::Fused && shared <= FIR_FUSED_SHARED {
+        let fused = match lane {
+            "u8" => "gauss_fir_fused_u8",
+            "u16" => "gauss_fir_fused_u16",
+            _ => "gauss_fir_fused_f32",
+        };
+        let out = gpu.image::<T>(w, h)?;
+        let grid = [blocks(w, tile_px as u32), blocks(h, FIR_TILE_ROWS as u32), 1];
+        let a = args![&dsrc, &out, &dw, r, w as i32, hi, channels as i32, mode, outside, tile_px as i32, FIR_TILE_ROWS as i32];
+        gpu.launch(k(fused), grid, [FIR_FUSED_BLOCK, 1, 1], shared as u32, a)?;
+        return gpu.download_view(&out, dst);
+    }
     let tmp = gpu.buffer::<f32>(lanes * h)?;
     let grid = [blocks(lanes, BLOCK), h as u32, 1];
     let (cols, rows) = match lane {
@@ -527,6 +590,7 @@ mod tests {
     #[test]
     fn the_design_variables_are_their_tuning_families_s() {
         assert_eq!(BOX_KERNEL_ENV, crate::tuning::env_name(BOX_KERNEL));
+        assert_eq!(GAUSS_FIR_ENV, crate::tuning::env_name(GAUSS_FIR));
         assert_eq!(BOX_SHAPE_ENV, crate::tuning::env_name(BOX_SHAPE));
     }
 

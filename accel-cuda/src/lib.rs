@@ -39,7 +39,7 @@ mod transfer;
 mod variance;
 
 pub use backend::CudaBackend;
-pub use filter::{BoxDesign, BoxShape, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV};
+pub use filter::{BoxDesign, BoxShape, FirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV};
 pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
 use tessera_core::{Backend, Error};
 
@@ -114,6 +114,13 @@ pub fn open_shim_dry_run(model: &str) -> (Box<dyn Backend>, shim::LaunchLog) {
 #[cfg(feature = "shim")]
 #[doc(hidden)]
 pub use shim::{Launch, LaunchLog};
+
+/// The shim backend with its FIR Gaussian design fixed to `design` (`fused` or
+/// `two-pass`), whatever the environment says: for the tests of each design.
+#[cfg(feature = "shim")]
+pub fn open_shim_fir(design: &str) -> Result<Box<dyn Backend>, Error> {
+    Ok(Box::new(shim_backend().with_fir_design(FirDesign::parse(design)?)))
+}
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
 /// file is in it).
