@@ -342,26 +342,26 @@ fn fir_gaussians_of_every_type_and_border_match_the_cpu() {
     }
 }
 
-/// The fused FIR kernel is the two passes, bit for bit: every type and border, images of
-/// one tile and of several (edge tiles narrower than the taps' reach included), and a
-/// kernel too wide for a tile's shared memory (which runs two-pass).
+/// The fused FIR kernel is the two passes, bit for bit: every type, over sizes of one tile
+/// and of several (edge tiles narrower than the taps' reach included), kernels (one too
+/// wide for an RGBA tile's shared memory, which runs two-pass) and borders: a pairwise
+/// subset by default (tests/common/cases.rs).
 #[test]
 fn fused_fir_gaussians_are_the_two_passes_bit_for_bit() {
     use tessera_core::filter::{GaussianMethod, GaussianParams};
     let (fused, two_pass) = (tessera_cuda::open_shim_fir("fused").unwrap(), tessera_cuda::open_shim_fir("two-pass").unwrap());
-    for (i, &(w, h)) in [(1, 1), (3, 40), (40, 3), (150, 37), (261, 20)].iter().enumerate() {
-        for img in typed(w, h, 110 + i as u64) {
-            for (sigma, radius) in [(0.8, None), (2.0, None), (3.5, Some(20)), (30.0, Some(300))] {
-                for border in BORDERS {
-                    let p = GaussianParams { sigma, radius, method: GaussianMethod::Fir, border };
-                    let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
-                    let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
-                    two_pass.gaussian_blur(img.view().unwrap(), want.view_mut(), &p).unwrap();
-                    fused.gaussian_blur(img.view().unwrap(), got.view_mut(), &p).unwrap();
-                    let what = format!("{} {w}x{h} sigma {sigma} radius {radius:?} {border:?}", img.view().unwrap().type_name());
-                    assert!(got == want, "{what}: fused differs from two-pass");
-                }
-            }
+    let sizes = [(1, 1), (3, 40), (40, 3), (150, 37), (261, 20)];
+    let kernels = [(0.8, None), (2.0, None), (3.5, Some(20)), (30.0, Some(100))];
+    for case in cases(&[sizes.len(), kernels.len(), BORDERS.len()]) {
+        let ((w, h), (sigma, radius), border) = (sizes[case[0]], kernels[case[1]], BORDERS[case[2]]);
+        for img in typed(w, h, 110 + case[0] as u64) {
+            let p = GaussianParams { sigma, radius, method: GaussianMethod::Fir, border };
+            let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+            let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+            two_pass.gaussian_blur(img.view().unwrap(), want.view_mut(), &p).unwrap();
+            fused.gaussian_blur(img.view().unwrap(), got.view_mut(), &p).unwrap();
+            let what = format!("{} {w}x{h} sigma {sigma} radius {radius:?} {border:?}", img.view().unwrap().type_name());
+            assert!(got == want, "{what}: fused differs from two-pass");
         }
     }
     assert!(tessera_cuda::open_shim_fir("three-pass").is_err());
