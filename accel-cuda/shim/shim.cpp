@@ -81,11 +81,12 @@ using Barrier = std::barrier<>;
 struct Fiber {
     void* stack_pointer = nullptr;
     bool done = false;
-    char* stack = nullptr;  // its lowest byte, and its size (for AddressSanitizer)
-    size_t stack_size = 0;
+    char* stack = nullptr;  // its lowest byte (for AddressSanitizer)
     void* fake_stack = nullptr;
     void* tsan_fiber = nullptr;  // ThreadSanitizer's thread for it
 };
+// A fiber's stack: 1 MiB (an OS thread's here), reserved but only touched pages held.
+constexpr size_t fiber_stack = size_t(1) << 20;
 Fiber* fibers = nullptr;
 unsigned current = 0;
 void* scheduler = nullptr;
@@ -119,7 +120,7 @@ void enter_fiber(unsigned t, bool first) {
     (void)first;
 #ifdef TESSERA_SHIM_ASAN_FIBERS
     void* fake_stack = nullptr;
-    __sanitizer_start_switch_fiber(&fake_stack, fibers[t].stack, fibers[t].stack_size);
+    __sanitizer_start_switch_fiber(&fake_stack, fibers[t].stack, fiber_stack);
 #endif
     tessera_shim_switch(&scheduler, fibers[t].stack_pointer);
 #ifdef TESSERA_SHIM_ASAN_FIBERS
@@ -253,6 +254,13 @@ uint32_t warp_ballot(bool value) {
 namespace {
 std::mutex launch_lock;
 
+// Makes the calling thread (or the fiber about to run) the block's thread `tid`.
+void become_thread(unsigned tid) {
+    using namespace shim;
+    linear_tid = tid;
+    thread_idx = {tid % block_dim.x, (tid / block_dim.x) % block_dim.y, tid / (block_dim.x * block_dim.y)};
+}
+
 // Leaves the block's barriers, so threads still running are not held.
 void leave_block(unsigned tid) {
     shim::block.sync->arrive_and_drop();
@@ -269,8 +277,7 @@ struct Worker {
 
 void run_blocks(const Worker& w) {
     using namespace shim;
-    linear_tid = w.tid;
-    thread_idx = {w.tid % block_dim.x, (w.tid / block_dim.x) % block_dim.y, w.tid / (block_dim.x * block_dim.y)};
+    become_thread(w.tid);
     for (unsigned bz = 0; bz < grid_dim.z; ++bz)
         for (unsigned by = 0; by < grid_dim.y; ++by)
             for (unsigned bx = 0; bx < grid_dim.x; ++bx) {
@@ -346,9 +353,8 @@ void* new_fiber_stack(char* base, size_t size) {
 // (a kernel that would hang on the GPU).
 int run_grid(shim::Entry entry, void** args, unsigned threads) {
     using namespace shim;
-    // 1 MiB a thread (an OS thread's stack here), reserved but only touched pages held,
-    // with a guard page below each.
-    const size_t page = size_t(sysconf(_SC_PAGESIZE)), stack = size_t(1) << 20, slot = stack + page;
+    // Each thread's stack with a guard page below it.
+    const size_t page = size_t(sysconf(_SC_PAGESIZE)), slot = fiber_stack + page;
     void* mem = mmap(nullptr, slot * threads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) return 3;
     std::unique_ptr<Fiber[]> block_fibers(new Fiber[threads]);
@@ -368,14 +374,14 @@ int run_grid(shim::Entry entry, void** args, unsigned threads) {
                 block_idx = {bx, by, bz};
                 for (unsigned t = 0; t < threads; ++t) {
                     char* base = static_cast<char*>(mem) + t * slot + page;
-                    fibers[t] = {new_fiber_stack(base, stack), false, base, stack, nullptr, fibers[t].tsan_fiber};
+                    fibers[t] = {new_fiber_stack(base, fiber_stack), false, base, nullptr, fibers[t].tsan_fiber};
                 }
                 for (unsigned live = threads, round = 0; live > 0 && rc == 0; ++round) {
                     bool progress = false, first_round = round == 0;
                     for (unsigned t = 0; t < threads; ++t) {
                         if (fibers[t].done) continue;
-                        current = linear_tid = t;
-                        thread_idx = {t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y)};
+                        current = t;
+                        become_thread(t);
                         stalled = false;
                         enter_fiber(t, first_round);
                         progress |= !stalled;

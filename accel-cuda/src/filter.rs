@@ -477,14 +477,14 @@ fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: ImageView<'_, T>, dst:
     let (mode, outside) = border_mode(border);
     let dsrc = gpu.upload_view(src)?;
     let dw = gpu.upload(wts)?;
+    let (cols, rows, fused) = match lane {
+        "u8" => ("gauss_fir_cols_u8", "gauss_fir_rows_u8", "gauss_fir_fused_u8"),
+        "u16" => ("gauss_fir_cols_u16", "gauss_fir_rows_u16", "gauss_fir_fused_u16"),
+        _ => ("gauss_fir_cols_f32", "gauss_fir_rows_f32", "gauss_fir_fused_f32"),
+    };
     let tile_px = (FIR_TILE_LANES / channels).max(1);
     let shared = 4 * FIR_TILE_ROWS * (tile_px + 2 * r as usize) * channels;
     if design == FirDesign::Fused && shared <= FIR_FUSED_SHARED {
-        let fused = match lane {
-            "u8" => "gauss_fir_fused_u8",
-            "u16" => "gauss_fir_fused_u16",
-            _ => "gauss_fir_fused_f32",
-        };
         let out = gpu.image::<T>(w, h)?;
         let grid = [blocks(w, tile_px as u32), blocks(h, FIR_TILE_ROWS as u32), 1];
         let a = args![&dsrc, &out, &dw, r, w as i32, hi, channels as i32, mode, outside, tile_px as i32, FIR_TILE_ROWS as i32];
@@ -493,11 +493,6 @@ fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: ImageView<'_, T>, dst:
     }
     let tmp = gpu.buffer::<f32>(lanes * h)?;
     let grid = [blocks(lanes, BLOCK), h as u32, 1];
-    let (cols, rows) = match lane {
-        "u8" => ("gauss_fir_cols_u8", "gauss_fir_rows_u8"),
-        "u16" => ("gauss_fir_cols_u16", "gauss_fir_rows_u16"),
-        _ => ("gauss_fir_cols_f32", "gauss_fir_rows_f32"),
-    };
     let args = |a: crate::device::Arg, b: crate::device::Arg| -> Vec<crate::device::Arg> { args![a, b, &dw, r, w as i32, hi, channels as i32, mode, outside].to_vec() };
     gpu.launch(k(cols), grid, [BLOCK, 1, 1], 0, &args(crate::device::Arg::from(&dsrc), crate::device::Arg::from(&tmp)))?;
     drop(dsrc);

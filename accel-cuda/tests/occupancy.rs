@@ -6,6 +6,9 @@
 //!
 //! NVRTC must be installed for this test to mean anything (as for `nvrtc_compile.rs`).
 
+mod common;
+
+use common::kernel_matches;
 use std::collections::HashMap;
 use tessera_core::filter::{BoxParams, GaussianParams};
 use tessera_core::stereo::{Paths, StereoParams};
@@ -115,7 +118,7 @@ fn cases() -> Vec<Case> {
 
 /// The index in [`REASONS`] of `kernel`'s reason.
 fn reason(kernel: &str) -> Option<usize> {
-    REASONS.iter().position(|(n, _)| *n == kernel || n.split_once('*').is_some_and(|(a, b)| kernel.len() >= a.len() + b.len() && kernel.starts_with(a) && kernel.ends_with(b)))
+    REASONS.iter().position(|(n, _)| kernel_matches(n, kernel))
 }
 
 #[test]

@@ -29,3 +29,12 @@ pub fn rng(seed: u64) -> impl FnMut() -> u64 {
         s
     }
 }
+
+/// Whether kernel `name` is `pattern`, where a `*` in the pattern stands for any text (the
+/// kernel lists of the compile and occupancy checks).
+pub fn kernel_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        Some((a, b)) => name.len() >= a.len() + b.len() && name.starts_with(a) && name.ends_with(b),
+        None => pattern == name,
+    }
+}
