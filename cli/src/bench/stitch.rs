@@ -3,7 +3,8 @@
 //! per pair (log search against exhaustive); the curve of time against template size
 //! (25..255); the cost of closing loops on a 300-frame sweep; the cost of the whole-overlap
 //! stages on faint footage (`pal_faint_*`) and of refining every pair on the whole overlap
-//! (`pal_refine_every_pair_*`); and one template searched
+//! (`pal_refine_every_pair_*`); the quality measures of one pair (`pal_quality_measures`);
+//! and one template searched
 //! exhaustively over +-16 / +-32 pixels, the workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
 
@@ -14,7 +15,7 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
-use tessera::stitch::warp_sized;
+use tessera::stitch::{grid_ncc, overlap_ncc, warp_sized};
 use tessera::stitch::{register_frames_timed, register_sequence, InMemory, StageTimes, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
 use tessera::{AnyView, Border, Image, Parallelism};
 
@@ -135,6 +136,30 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                     r.record("pal_serial_fraction", json!({"threads": 1, "measured": "outside the window stage"}), "cpu", json!((s * 1000.0).round() / 1000.0));
                     r.record("pal_amdahl_bound_16_threads", json!({"from": "pal_serial_fraction"}), "cpu", json!((100.0 / (s + (1.0 - s) / 16.0)).round() / 100.0));
                 }
+            }
+        }
+        // The quality measures of one pair (overlap and grid NCC, on by default in a run) at
+        // a subpixel shift, one thread: u8 frames sum exactly in integers, the same frames
+        // as f32 in f64.
+        if label == "pal" {
+            let (fa, fb) = (&seq[0], &seq[1]);
+            let (af, bf) = (fa.map(|v| v as f32), fb.map(|v| v as f32));
+            let shift = (2.6, -1.3);
+            for (ty, ra, rb) in [("u8", AnyView::U8(fa.view()), AnyView::U8(fb.view())), ("f32", AnyView::F32(af.view()), AnyView::F32(bf.view()))] {
+                r.time("pal_quality_measures", json!({"w": w, "h": h, "type": ty, "grid_side": 25}), "cpu-1thread", b.reps_for(1.0).min(21), || -> tessera::Result<()> {
+                    match (ra, rb) {
+                        (AnyView::U8(x), AnyView::U8(y)) => {
+                            overlap_ncc(x, y, shift, Parallelism::Sequential)?;
+                            grid_ncc(x, y, shift, 25)?;
+                        }
+                        (AnyView::F32(x), AnyView::F32(y)) => {
+                            overlap_ncc(x, y, shift, Parallelism::Sequential)?;
+                            grid_ncc(x, y, shift, 25)?;
+                        }
+                        _ => {}
+                    }
+                    Ok(())
+                });
             }
         }
         // The same with every pair refined on the whole overlap (`refine_every_pair`).

@@ -5,12 +5,52 @@
 //! * [`grid_ncc`]: the original plugin's measure: a 5 x 5 grid of templates spread over the
 //!   bounding box of the overlap, the mean of their coefficients (flat templates left out).
 //!
-//! Both are computed in f64 straight from the definition: they judge the registration, so
-//! they share no code with the search that produced it.
+//! Both are computed straight from the definition: they judge the registration, so they
+//! share no code with the search that produced it. Integer frames sum exactly (module
+//! `moments`), f32 frames in f64.
 
+use super::moments::{bilinear_taps, region_moments, IntSample};
 use crate::error::{require_finite, require_range, Result};
 use crate::image::{ImageView, Pixel};
 use crate::parallel::{map_indices, Parallelism};
+
+/// A sample type of the quality measures.
+pub trait QualitySample: Pixel + Into<f64> {
+    /// [`pearson_region`] from exact integer sums, for integer samples; `None` for floats,
+    /// which sum in f64.
+    fn exact_pearson(_r: &ImageView<'_, Self>, _m: &ImageView<'_, Self>, _shift: (f64, f64), _region: Region, _par: Parallelism) -> Option<Option<f64>> {
+        None
+    }
+}
+
+impl QualitySample for f32 {}
+
+impl QualitySample for u8 {
+    fn exact_pearson(r: &ImageView<'_, Self>, m: &ImageView<'_, Self>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<Option<f64>> {
+        Some(exact_pearson(r, m, shift, region, par))
+    }
+}
+
+impl QualitySample for u16 {
+    fn exact_pearson(r: &ImageView<'_, Self>, m: &ImageView<'_, Self>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<Option<f64>> {
+        Some(exact_pearson(r, m, shift, region, par))
+    }
+}
+
+/// A rectangle of reference pixels `[x0, x1) x [y0, y1)`: `(x0, y0, x1, y1)`.
+pub(super) type Region = (usize, usize, usize, usize);
+
+/// Pearson's r over `region` from the exact sums of its 1, 2 or 4 bilinear taps.
+fn exact_pearson<S: IntSample>(r: &ImageView<'_, S>, m: &ImageView<'_, S>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<f64> {
+    let taps = bilinear_taps(shift);
+    let origin = (libm::ceil(shift.0) as i64, libm::ceil(shift.1) as i64);
+    match taps[..] {
+        [(t0, w0)] => region_moments(r, m, origin, [t0], region, par).pearson(&[w0]),
+        [(t0, w0), (t1, w1)] => region_moments(r, m, origin, [t0, t1], region, par).pearson(&[w0, w1]),
+        [(t0, w0), (t1, w1), (t2, w2), (t3, w3)] => region_moments(r, m, origin, [t0, t1, t2, t3], region, par).pearson(&[w0, w1, w2, w3]),
+        _ => None,
+    }
+}
 
 /// The overlap of the reference with the moving frame shifted by `shift`, in reference
 /// coordinates, keeping one pixel of margin for bilinear sampling: `(x0, y0, x1, y1)`
@@ -43,16 +83,14 @@ fn taps(shift: f64) -> (i64, f64, f64) {
 /// Pearson's r of the reference and the aligned moving frame over the rectangle
 /// `[x0, x1) x [y0, y1)` of reference coordinates. The shift is the same for every pixel,
 /// so the bilinear weights are too: each moving sample is a fixed 4-tap combination at an
-/// integer offset. One pass of sums of `a - a0`, `b - b0` and their products, with
-/// `(a0, b0)` the first sample pair (shift-invariant; small values keep the f64
-/// cancellation small); rows in parallel when allowed.
-pub(super) fn pearson_region<T: Pixel + Into<f64>>(
-    r: &ImageView<'_, T>,
-    m: &ImageView<'_, T>,
-    shift: (f64, f64),
-    region: (usize, usize, usize, usize),
-    par: Parallelism,
-) -> Option<f64> {
+/// integer offset. Integer samples: exact sums (module `moments`). f32: one pass of sums of
+/// `a - a0`, `b - b0` and their products, with `(a0, b0)` the first sample pair
+/// (shift-invariant; small values keep the f64 cancellation small). Rows in parallel when
+/// allowed.
+pub(super) fn pearson_region<T: QualitySample>(r: &ImageView<'_, T>, m: &ImageView<'_, T>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<f64> {
+    if let Some(exact) = T::exact_pearson(r, m, shift, region, par) {
+        return exact;
+    }
     let (s, saa, sbb, sab) = region_sums(r, m, shift, region, par);
     // A flat side: its centred sum of squares vanishes up to rounding.
     let tol = 1e-12 * (s[2] + s[3] + 1.0);
@@ -135,7 +173,7 @@ pub(super) fn check<T: Pixel>(r: &ImageView<'_, T>, m: &ImageView<'_, T>, shift:
 /// Pearson's r over the whole overlap of `reference` and `moving` aligned by `shift`
 /// (moving pixel `(u, v)` shows reference `(u + x, v + y)`; moving sampled bilinearly).
 /// `None` when the overlap is empty or flat. Errors: sizes differ, non-finite shift.
-pub fn overlap_ncc<T: Pixel + Into<f64>>(
+pub fn overlap_ncc<T: QualitySample>(
     reference: ImageView<'_, T>,
     moving: ImageView<'_, T>,
     shift: (f64, f64),
@@ -153,7 +191,7 @@ pub fn overlap_ncc<T: Pixel + Into<f64>>(
 /// on the robustness footage): a match is told from chance by standing above this, not by a
 /// fixed level. `None` when fewer than `MIN_NULL_DISPLACEMENTS` displacements keep enough
 /// overlap or are flat. Errors: sizes differ, non-finite shift.
-pub fn overlap_null_ncc<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), par: Parallelism) -> Result<Option<f64>> {
+pub fn overlap_null_ncc<T: QualitySample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), par: Parallelism) -> Result<Option<f64>> {
     check(&reference, &moving, shift)?;
     let (w, h) = (reference.width() as f64, reference.height() as f64);
     let (dx, dy) = (libm::round(w / 4.0), libm::round(h / 4.0));
@@ -179,7 +217,7 @@ pub const MIN_NULL_DISPLACEMENTS: usize = 3;
 /// moving frame, sampled bilinearly); flat templates are left out. `None` when the overlap
 /// is smaller than one template or every template is flat.
 /// Errors: sizes differ, non-finite shift, `side` outside 3..=255.
-pub fn grid_ncc<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), side: usize) -> Result<Option<f64>> {
+pub fn grid_ncc<T: QualitySample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), side: usize) -> Result<Option<f64>> {
     check(&reference, &moving, shift)?;
     require_range("quality template side", side, 3, 255)?;
     let Some((x0, y0, x1, y1)) = overlap(reference.size(), shift) else { return Ok(None) };
@@ -270,6 +308,29 @@ mod tests {
                 (Some(g), Some(w)) => proptest::prop_assert!((g - w).abs() < 1e-9, "{} vs {}", g, w),
                 (None, None) => {}
                 // One-pixel overlaps are flat on one side in either implementation.
+                (g, w) => proptest::prop_assert!(false, "{:?} vs {:?}", g, w),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Integer frames (summed exactly) against the f64 definition on the same values.
+        #[test]
+        fn integer_overlap_ncc_matches_reference(seed in 0u64..1000, sx in -20.0f64..20.0, sy in -15.0f64..15.0, whole in proptest::bool::ANY, wide in proptest::bool::ANY) {
+            let (sx, sy) = if whole { (sx.round(), sy.round()) } else { (sx, sy) };
+            let mut rng = crate::stitch::SplitMix64::new(seed);
+            let a = Image::from_fn(40, 30, |_, _| (rng.uniform() * 255.0) as u8).unwrap();
+            let b = Image::from_fn(40, 30, |x, y| a.at(x, y) / 2 + (rng.uniform() * 100.0) as u8).unwrap();
+            let want = reference(&a.map(|v| v as f32), &b.map(|v| v as f32), sx, sy);
+            let got = if wide {
+                overlap_ncc(a.map(|v| v as u16 * 257).view(), b.map(|v| v as u16 * 257).view(), (sx, sy), Parallelism::AllThreads).unwrap()
+            } else {
+                overlap_ncc(a.view(), b.view(), (sx, sy), Parallelism::AllThreads).unwrap()
+            };
+            match (got, want) {
+                (Some(g), Some(w)) => proptest::prop_assert!((g - w).abs() < 1e-12, "{} vs {}", g, w),
+                (None, None) => {}
                 (g, w) => proptest::prop_assert!(false, "{:?} vs {:?}", g, w),
             }
         }

@@ -42,7 +42,7 @@ use super::coarse::{self, Spectrum};
 use super::faint;
 use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
-use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc};
+use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualitySample};
 use super::refine::{overlap_smoothed, refine_overlap_smoothed};
 use super::accept::Acceptance;
 use super::islands::{Islands, JOIN_CANDIDATES};
@@ -501,7 +501,7 @@ pub fn stitch_frames_into<'c>(
 }
 
 /// The grey type registration runs on, and its view of a frame's [`Gray`].
-pub(super) trait GrayType: NccSample + Into<f64> + SynthPixel {
+pub(super) trait GrayType: NccSample + QualitySample + SynthPixel {
     fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>>;
     fn gray(v: ImageView<'_, Self>) -> Gray<'_>;
 }

@@ -13,7 +13,7 @@ use crate::image::{AnyView, ImageView};
 use crate::ncc::{NccSample, SearchFrame};
 use crate::parallel::Parallelism;
 use crate::stitch::coarse::{self, Spectrum};
-use crate::stitch::quality::overlap_ncc;
+use crate::stitch::quality::{overlap_ncc, QualitySample};
 use crate::stitch::register::{gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -105,7 +105,7 @@ fn template_room(predicted: (f64, f64), size: (usize, usize)) -> usize {
     (overlap_at(predicted, size).max(0.0) as usize).saturating_sub(2 * (MIN_RADIUS + 1))
 }
 
-fn register_typed<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<Found> {
+fn register_typed<T: NccSample + QualitySample>(a: ImageView<'_, T>, b: ImageView<'_, T>, start: Start, size: (usize, usize), p: &GridParams, par: Parallelism) -> Result<Found> {
     if let Start::Near { offset, margin } = start {
         if template_room(offset, size) < MIN_TEMPLATE {
             let m = match_strip(a, b, offset, margin, p.coarse_candidates);
