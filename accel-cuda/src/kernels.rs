@@ -9,6 +9,7 @@ pub enum Module {
     Contrast,
     Glare,
     Ncc,
+    Quality,
     Stitch,
     Stereo,
     Linalg,
@@ -19,8 +20,8 @@ pub const COMMON_HEADER: (&str, &str) = ("common.cuh", include_str!("../kernels/
 
 impl Module {
     /// Every kernel file.
-    pub const ALL: [Module; 8] =
-        [Module::Filter, Module::Variance, Module::Contrast, Module::Glare, Module::Ncc, Module::Stitch, Module::Stereo, Module::Linalg];
+    pub const ALL: [Module; 9] =
+        [Module::Filter, Module::Variance, Module::Contrast, Module::Glare, Module::Ncc, Module::Quality, Module::Stitch, Module::Stereo, Module::Linalg];
 
     /// The file name under `kernels/`.
     pub fn file(self) -> &'static str {
@@ -30,6 +31,7 @@ impl Module {
             Module::Contrast => "contrast.cu",
             Module::Glare => "glare.cu",
             Module::Ncc => "ncc.cu",
+            Module::Quality => "quality.cu",
             Module::Stitch => "stitch.cu",
             Module::Stereo => "stereo.cu",
             Module::Linalg => "linalg.cu",
@@ -44,6 +46,7 @@ impl Module {
             Module::Contrast => include_str!("../kernels/contrast.cu"),
             Module::Glare => include_str!("../kernels/glare.cu"),
             Module::Ncc => include_str!("../kernels/ncc.cu"),
+            Module::Quality => include_str!("../kernels/quality.cu"),
             Module::Stitch => include_str!("../kernels/stitch.cu"),
             Module::Stereo => include_str!("../kernels/stereo.cu"),
             Module::Linalg => include_str!("../kernels/linalg.cu"),

@@ -33,6 +33,7 @@ mod filter;
 mod glare;
 mod linalg;
 mod ncc;
+mod quality;
 mod stereo;
 mod stitch;
 mod transfer;

@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
 use tessera_core::stitch::{
-    gray, luma_storage, register_pair_with, Gray, stitch_frames_into, FrameSource, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, RegisterParams,
-    SearchMethod, StitchParams, WINDOW,
+    gray, luma_storage, register_pair_with, Gray, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityPlan,
+    RegisterParams, SearchMethod, StitchParams, WINDOW,
 };
 use tessera_core::stitch::Blend;
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
@@ -35,6 +35,8 @@ const RESULT_WORDS: usize = 13;
 /// The kernel and its per-frame constants for one sample type.
 trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const KERNEL: &'static str;
+    /// The quality sums' kernel (integer frames; f32 frames are measured on the host).
+    const QUALITY: Option<&'static str> = None;
     /// The frame's offset and flatness tolerance (f32 only: the core's integral image's).
     fn f32_terms(_moving: ImageView<'_, Self>) -> Result<(f64, f64)> {
         Ok((0.0, 0.0))
@@ -51,6 +53,7 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
 }
 impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
+    const QUALITY: Option<&'static str> = Some("quality_sums_u8");
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
         if let Gray::U8(v) = g { Some(*v) } else { None }
     }
@@ -60,6 +63,7 @@ impl DeviceSample for u8 {
 }
 impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
+    const QUALITY: Option<&'static str> = Some("quality_sums_u16");
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
         if let Gray::U16(v) = g { Some(*v) } else { None }
     }
@@ -362,6 +366,8 @@ pub struct StitchCounts {
     pub speculated: usize,
     /// Pairs registered on the device, a window's pairs the run did not ask for included.
     pub registered: usize,
+    /// Pairs whose quality measures were summed on the device.
+    pub quality_launches: usize,
     /// Frames uploaded for the composite, and downloads of the canvas.
     pub paste_uploads: usize,
     pub canvas_downloads: usize,
@@ -495,6 +501,24 @@ impl<'g> DeviceRegistrar<'g> {
     }
 }
 
+impl DeviceRegistrar<'_> {
+    /// The quality sums of a registered pair on the device, its frames made resident.
+    fn quality_typed<T: DeviceSample>(&self, reference: (usize, &Gray<'_>), moving: (usize, &Gray<'_>), plan: &QualityPlan) -> Option<Result<Vec<Moments<4>>>> {
+        let kernel = T::QUALITY?;
+        let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
+        Some((|| {
+            let (r, m) = (T::typed(reference.1).ok_or_else(mismatch)?, T::typed(moving.1).ok_or_else(mismatch)?);
+            let mut st = self.state()?;
+            let batch = st.clock + 1;
+            let dm = self.resident(&mut st, batch, moving.0, m)?;
+            let dr = self.resident(&mut st, batch, reference.0, r)?;
+            let sums = crate::quality::quality_sums(self.gpu, kernel, (dr.ptr, dm.ptr), r.size(), plan)?;
+            st.counts.quality_launches += 1;
+            Ok(sums)
+        })())
+    }
+}
+
 /// The pair's two frames as views of `T` (a run's frames share one type).
 fn typed_pair<'a, T: DeviceSample>(pair: &'a PairRequest<'_>) -> Result<(ImageView<'a, T>, ImageView<'a, T>)> {
     let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
@@ -520,6 +544,9 @@ impl PairRegistrar for DeviceRegistrar<'_> {
         let Some(first) = pairs.first() else { return Ok(()) };
         by_type!(self.speculate_typed(&first.moving.1, pairs, p))
     }
+    fn quality_sums(&self, reference: (usize, Gray<'_>), moving: (usize, Gray<'_>), plan: &QualityPlan) -> Option<Result<Vec<Moments<4>>>> {
+        by_type!(self.quality_typed(&moving.1, (reference.0, &reference.1), (moving.0, &moving.1), plan))
+    }
 }
 
 /// Stitches a sequence ([`tessera_core::stitch::stitch_frames`]): the core's run (frame
@@ -533,7 +560,9 @@ impl PairRegistrar for DeviceRegistrar<'_> {
 /// templates in one grid; a request with the same frames, parameters and prediction is
 /// answered from that launch, anything else registered afresh, so the result is the CPU
 /// run's. Each launch downloads one packed result buffer, and the canvas is
-/// downloaded once. The quality measures (`p.quality`) run on the host.
+/// downloaded once. The quality measures (`p.quality`) of integer frames are summed on the
+/// device (a launch a pair, its frames already resident), those of f32 frames and of turned
+/// pairs on the host.
 pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
     stitch_counted(gpu, frames, p, progress).map(|(pano, _)| pano)
 }

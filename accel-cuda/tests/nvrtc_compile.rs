@@ -28,6 +28,10 @@ const REGISTER_BUDGET: &[(&str, u32)] = &[
     // blocks per SM first (30 720 registers at 96).
     ("var_cols_u8", 96),
     ("var_cols_u16", 96),
+    // A pair's quality sums: twenty u64 sums per thread (40 registers) and the taps'
+    // addresses; at 80 registers three 256-thread blocks fit an SM, and a launch is a few
+    // hundred blocks of a pair's regions, read once.
+    ("quality_sums_*", 80),
     // The fused box sums and means (a `*` in a name stands for any text):
     // per thread the column sums, sources and buffer places of its lanes (4 or 8) and a
     // row's run of the scan. The n4r2 shape is declared `__launch_bounds__(256, 3)`: at

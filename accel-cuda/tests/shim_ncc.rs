@@ -229,6 +229,11 @@ mod stitching {
             assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
             assert_eq!(got, want, "keyframe shift {keyframe_shift}");
             assert_eq!(counts.uploads, vec![1; n], "each frame uploaded once to register");
+            // Every registered pair's quality measures summed on the device (the panoramas
+            // are equal: the CPU's values to the bit); a keyframe's link, refined on the whole
+            // overlap, is measured again.
+            assert!(want.frames.iter().skip(1).all(|f| f.quality.is_some() && f.quality_grid.is_some()));
+            assert!(counts.quality_launches >= n - 1, "{counts:?}");
             assert_eq!((counts.paste_uploads, counts.canvas_downloads), (n, 1));
             // n - 1 pairs; most answered by launches that registered several.
             assert_eq!(counts.pairs, n - 1);

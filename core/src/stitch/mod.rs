@@ -33,7 +33,8 @@ pub use accept::Acceptance;
 pub use coarse::{weighted_candidates, Peak, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
 pub use grid::{grid_positions, neighbours, majority_shape, register_tiles, seam_squares, seam_steps, SeamSquare, SEAM_BLOCK, tile_shape, Corner, GridParams, Mosaic, StageModel, TileOrder, TilePair, TileRecord, TileShape, Verification, DEFAULT_OVERLAP};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};
-pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualitySample};
+pub use moments::Moments;
+pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualityPlan, QualitySample, Region};
 pub use solve::{solve, Constraint, Solution};
 pub use register::{register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{

@@ -98,16 +98,17 @@ pub(crate) fn bilinear_taps(shift: (f64, f64)) -> Vec<((usize, usize), f64)> {
     taps
 }
 
-/// The exact sums of a region with `K` taps (module doc).
+/// The exact sums of a region with `K` taps (module doc): over its `n` pixels, `sum a`,
+/// `sum a^2`, and per tap `sum t_k`, `sum a t_k`, per pair of taps `sum t_k t_l`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Moments<const K: usize> {
-    pub(crate) n: u64,
-    pub(crate) a: u64,
-    pub(crate) aa: u64,
-    pub(crate) t: [u64; K],
-    pub(crate) at: [u64; K],
-    /// `sum t_k t_l` for `k <= l`, row by row of the upper triangle.
-    pub(crate) tt: [[u64; K]; K],
+pub struct Moments<const K: usize> {
+    pub n: u64,
+    pub a: u64,
+    pub aa: u64,
+    pub t: [u64; K],
+    pub at: [u64; K],
+    /// `sum t_k t_l` for `k <= l` (the lower triangle unused).
+    pub tt: [[u64; K]; K],
 }
 
 impl<const K: usize> Default for Moments<K> {
@@ -132,7 +133,7 @@ impl<const K: usize> Moments<K> {
 
     /// Pearson's r of `a` and `b = sum_k weights[k] t_k`; `None` where either side is flat
     /// (the reference exactly; the sample up to the rounding of its combination).
-    pub(crate) fn pearson(&self, weights: &[f64; K]) -> Option<f64> {
+    pub fn pearson(&self, weights: &[f64; K]) -> Option<f64> {
         let n = self.n as i128;
         // n * centred moment, exact; then one rounding and the division.
         let centred = |x: u64, y: u64, xy: u64| (n * xy as i128 - x as i128 * y as i128) as f64 / n as f64;

@@ -9,7 +9,8 @@
 //! share no code with the search that produced it. Integer frames sum exactly (module
 //! `moments`), f32 frames in f64.
 
-use super::moments::{bilinear_taps, region_moments, IntSample};
+use super::moments::{bilinear_taps, region_moments, IntSample, Moments};
+use alloc::vec::Vec;
 use crate::error::{require_finite, require_range, Result};
 use crate::image::{ImageView, Pixel};
 use crate::parallel::{map_indices, Parallelism};
@@ -38,7 +39,7 @@ impl QualitySample for u16 {
 }
 
 /// A rectangle of reference pixels `[x0, x1) x [y0, y1)`: `(x0, y0, x1, y1)`.
-pub(super) type Region = (usize, usize, usize, usize);
+pub type Region = (usize, usize, usize, usize);
 
 /// Pearson's r over `region` from the exact sums of its 1, 2 or 4 bilinear taps.
 fn exact_pearson<S: IntSample>(r: &ImageView<'_, S>, m: &ImageView<'_, S>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<f64> {
@@ -220,22 +221,72 @@ pub const MIN_NULL_DISPLACEMENTS: usize = 3;
 pub fn grid_ncc<T: QualitySample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, shift: (f64, f64), side: usize) -> Result<Option<f64>> {
     check(&reference, &moving, shift)?;
     require_range("quality template side", side, 3, 255)?;
-    let Some((x0, y0, x1, y1)) = overlap(reference.size(), shift) else { return Ok(None) };
+    let Some(o) = overlap(reference.size(), shift) else { return Ok(None) };
+    Ok(mean_coefficient(grid_regions(o, side).into_iter().map(|g| pearson_region(&reference, &moving, shift, g, Parallelism::Sequential))))
+}
+
+/// The templates of [`grid_ncc`] in the overlap `o`: 5 x 5 of `side x side` spread evenly
+/// over it, row by row; none when the overlap is smaller than one template.
+fn grid_regions((x0, y0, x1, y1): Region, side: usize) -> Vec<Region> {
     if x1 - x0 < side || y1 - y0 < side {
-        return Ok(None);
+        return Vec::new();
     }
     let spread = |lo: usize, hi: usize, k: usize| lo + (hi - side - lo) * k / 4;
-    let (mut sum, mut count) = (0.0, 0);
-    for j in 0..5 {
-        for i in 0..5 {
-            let (tx, ty) = (spread(x0, x1, i), spread(y0, y1, j));
-            if let Some(r) = pearson_region(&reference, &moving, shift, (tx, ty, tx + side, ty + side), Parallelism::Sequential) {
-                sum += r;
-                count += 1;
-            }
+    (0..25)
+        .map(|c| {
+            let (tx, ty) = (spread(x0, x1, c % 5), spread(y0, y1, c / 5));
+            (tx, ty, tx + side, ty + side)
+        })
+        .collect()
+}
+
+/// The mean of the coefficients that exist (flat templates have none); `None` without any.
+fn mean_coefficient(coefficients: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let (sum, count) = coefficients.flatten().fold((0.0, 0usize), |(s, n), r| (s + r, n + 1));
+    (count > 0).then(|| sum / count as f64)
+}
+
+/// The quality measures of a pair of integer frames ([`overlap_ncc`], [`grid_ncc`]) as
+/// sums another device adds: the regions, and the four bilinear taps each reference pixel
+/// meets. [`QualityPlan::measures`] turns the regions' [`Moments`] into the CPU's values to
+/// the bit (integer sums do not depend on their order; a tap of weight 0 adds exactly 0).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QualityPlan {
+    /// Reference pixel `(x, y)` meets moving pixel `(x - origin.0 + dx, y - origin.1 + dy)`
+    /// at tap `(dx, dy)`.
+    pub origin: (i64, i64),
+    /// The taps and their weights; a tap of weight 0 at `(0, 0)`, inside the frame.
+    pub taps: [((usize, usize), f64); 4],
+    /// The overlap first (if not empty), then the grid's templates.
+    pub regions: Vec<Region>,
+    has_overlap: bool,
+}
+
+impl QualityPlan {
+    /// The plan for frames of `size` at `shift`, templates of `side`. Errors: non-finite
+    /// shift, `side` outside 3..=255.
+    pub fn new(size: (usize, usize), shift: (f64, f64), side: usize) -> Result<Self> {
+        require_finite("shift x", shift.0)?;
+        require_finite("shift y", shift.1)?;
+        require_range("quality template side", side, 3, 255)?;
+        let mut taps = [((0, 0), 0.0); 4];
+        // In the order the CPU's four-tap sums take them, zero weights in their places.
+        for (at, w) in bilinear_taps(shift) {
+            taps[at.0 + 2 * at.1] = (at, w);
         }
+        let o = overlap(size, shift);
+        let mut regions: Vec<Region> = o.into_iter().collect();
+        regions.extend(o.map_or_else(Vec::new, |o| grid_regions(o, side)));
+        Ok(QualityPlan { origin: (libm::ceil(shift.0) as i64, libm::ceil(shift.1) as i64), taps, regions, has_overlap: o.is_some() })
     }
-    Ok((count > 0).then(|| sum / count as f64))
+
+    /// [`overlap_ncc`] and [`grid_ncc`] from the sums of [`QualityPlan::regions`], in order.
+    pub fn measures(&self, sums: &[Moments<4>]) -> (Option<f64>, Option<f64>) {
+        let weights = self.taps.map(|t| t.1);
+        let mut r = sums.iter().map(|m| m.pearson(&weights));
+        let whole = if self.has_overlap { r.next().flatten() } else { None };
+        (whole, mean_coefficient(r))
+    }
 }
 
 #[cfg(test)]
@@ -334,6 +385,43 @@ mod tests {
                 (g, w) => proptest::prop_assert!(false, "{:?} vs {:?}", g, w),
             }
         }
+    }
+
+    /// A plan's sums, added here as a device would (four taps, zero weights included).
+    fn planned<S: IntSample + QualitySample>(a: &Image<S>, b: &Image<S>, shift: (f64, f64), side: usize) -> (Option<f64>, Option<f64>) {
+        let plan = QualityPlan::new(a.size(), shift, side).unwrap();
+        let offsets = plan.taps.map(|t| t.0);
+        let sums: Vec<Moments<4>> = plan.regions.iter().map(|&r| region_moments(&a.view(), &b.view(), plan.origin, offsets, r, Parallelism::Sequential)).collect();
+        plan.measures(&sums)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// A plan's measures are the CPU's to the bit, whatever the taps that carry weight.
+        #[test]
+        fn a_plans_measures_are_the_cpus_bit_for_bit(seed in 0u64..1000, sx in -30.0f64..30.0, sy in -25.0f64..25.0, whole_x in proptest::bool::ANY, whole_y in proptest::bool::ANY) {
+            let shift = (if whole_x { sx.round() } else { sx }, if whole_y { sy.round() } else { sy });
+            let src = crate::stitch::texture(80, 70, seed);
+            let a = Image::from_fn(64, 48, |x, y| src.at(x + 3, y + 5) as u8).unwrap();
+            let b = Image::from_fn(64, 48, |x, y| src.at(x + 9, y + 1) as u8).unwrap();
+            let want = (overlap_ncc(a.view(), b.view(), shift, Parallelism::Sequential).unwrap(), grid_ncc(a.view(), b.view(), shift, 9).unwrap());
+            proptest::prop_assert_eq!(planned(&a, &b, shift, 9), want);
+            let (a16, b16) = (a.map(|v| v as u16 * 200), b.map(|v| v as u16 * 200 + 3));
+            let want = (overlap_ncc(a16.view(), b16.view(), shift, Parallelism::Sequential).unwrap(), grid_ncc(a16.view(), b16.view(), shift, 9).unwrap());
+            proptest::prop_assert_eq!(planned(&a16, &b16, shift, 9), want);
+        }
+    }
+
+    #[test]
+    fn a_plan_without_overlap_has_no_regions_and_bad_input_errors() {
+        let plan = QualityPlan::new((40, 30), (45.0, 0.0), 5).unwrap();
+        assert!(plan.regions.is_empty());
+        assert_eq!(plan.measures(&[]), (None, None));
+        // An overlap narrower than a template: the overlap alone.
+        assert_eq!(QualityPlan::new((40, 30), (0.0, 26.0), 5).unwrap().regions.len(), 1);
+        assert_eq!(QualityPlan::new((40, 30), (1.5, -2.0), 5).unwrap().regions.len(), 26);
+        assert!(QualityPlan::new((40, 30), (f64::NAN, 0.0), 5).is_err());
+        assert!(QualityPlan::new((40, 30), (0.0, 0.0), 2).is_err());
     }
 
     #[test]

@@ -42,7 +42,8 @@ use super::coarse::{self, Spectrum};
 use super::faint;
 use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
-use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualitySample};
+use super::moments::Moments;
+use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualityPlan, QualitySample};
 use super::refine::{overlap_smoothed, refine_overlap_smoothed};
 use super::accept::Acceptance;
 use super::islands::{Islands, JOIN_CANDIDATES};
@@ -373,6 +374,13 @@ pub trait PairRegistrar: Sync {
     /// on); anything else it must register afresh. The default does nothing.
     fn speculate(&self, _pairs: &[PairRequest<'_>], _p: &RegisterParams) -> Result<()> {
         Ok(())
+    }
+    /// The sums of a registered pair's quality measures, one per region of `plan` in order,
+    /// for the integer frames `reference` and `moving` (index, frame), the moving frame as
+    /// it is (a pair that turns is measured on the host). `None`, the default and the answer
+    /// for f32 frames: the run adds them on the host.
+    fn quality_sums(&self, _reference: (usize, Gray<'_>), _moving: (usize, Gray<'_>), _plan: &QualityPlan) -> Option<Result<Vec<Moments<4>>>> {
+        None
     }
 }
 
@@ -962,13 +970,24 @@ impl<'a> Run<'a> {
     }
 
     /// With `quality` on, the NCC of the overlap of `moving`, registered against `reference`
-    /// by pair motion `motion`, and of its grid; `None`s with it off.
+    /// by pair motion `motion`, and of its grid; `None`s with it off. A registrar may add their
+    /// sums ([`PairRegistrar::quality_sums`]).
     pub(super) fn quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
         if !self.p.quality {
             return Ok((None, None));
         }
         let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
         let (a, b) = (reference.view::<T>()?, aligned.view());
+        if let (Some(g), None) = (self.registrar, &aligned.turned) {
+            let plan = QualityPlan::new(a.size(), aligned.shift, self.p.register.rsz)?;
+            if let Some(sums) = g.quality_sums((reference.index, T::gray(a)), (moving.index, T::gray(b)), &plan) {
+                let sums = sums?;
+                if sums.len() != plan.regions.len() {
+                    return Err(Error::Backend(alloc::format!("{} quality sums for {} regions", sums.len(), plan.regions.len())));
+                }
+                return Ok(plan.measures(&sums));
+            }
+        }
         Ok((overlap_ncc(a, b, aligned.shift, self.par)?, grid_ncc(a, b, aligned.shift, self.p.register.rsz)?))
     }
 
