@@ -505,9 +505,8 @@ impl DeviceRegistrar<'_> {
     /// The quality sums of a registered pair on the device, its frames made resident.
     fn quality_typed<T: DeviceSample>(&self, reference: (usize, &Gray<'_>), moving: (usize, &Gray<'_>), plan: &QualityPlan) -> Option<Result<Vec<Moments<4>>>> {
         let kernel = T::QUALITY?;
-        let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
         Some((|| {
-            let (r, m) = (T::typed(reference.1).ok_or_else(mismatch)?, T::typed(moving.1).ok_or_else(mismatch)?);
+            let (r, m) = (typed_frame::<T>(reference.1)?, typed_frame::<T>(moving.1)?);
             let mut st = self.state()?;
             let batch = st.clock + 1;
             let dm = self.resident(&mut st, batch, moving.0, m)?;
@@ -521,8 +520,12 @@ impl DeviceRegistrar<'_> {
 
 /// The pair's two frames as views of `T` (a run's frames share one type).
 fn typed_pair<'a, T: DeviceSample>(pair: &'a PairRequest<'_>) -> Result<(ImageView<'a, T>, ImageView<'a, T>)> {
-    let mismatch = || Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" };
-    Ok((T::typed(&pair.reference.1).ok_or_else(mismatch)?, T::typed(&pair.moving.1).ok_or_else(mismatch)?))
+    Ok((typed_frame::<T>(&pair.reference.1)?, typed_frame::<T>(&pair.moving.1)?))
+}
+
+/// A run's frame as a view of `T`, or the error of a run whose frames differ in type.
+fn typed_frame<'a, T: DeviceSample>(g: &Gray<'a>) -> Result<ImageView<'a, T>> {
+    T::typed(g).ok_or(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" })
 }
 
 /// `by_type!(self.f(gray, args..))`: `self.f::<T>(args..)` for the grey type `T` of `gray`.

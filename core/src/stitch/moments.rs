@@ -16,7 +16,6 @@
 use crate::cpu::multiversion;
 use crate::image::{ImageView, Pixel};
 use crate::parallel::{map_indices, Parallelism};
-use alloc::vec::Vec;
 
 /// An integer sample type, with the lanes its row sums add in.
 pub(crate) trait IntSample: Pixel {
@@ -75,27 +74,6 @@ multiversion! {
     fn row_moments_u16<const K: usize>(a: &[u16], t: [&[u16]; K]) -> Moments<K> {
         row_moments(a, t)
     }
-}
-
-/// The bilinear taps of a constant shift `s`: each tap's offset `(dx, dy)` from the moving
-/// pixel `(x, y) - ceil(s)` that reference pixel `(x, y)` meets, and its weight, taps of weight 0 left out (they may lie outside the frame).
-pub(crate) fn bilinear_taps(shift: (f64, f64)) -> Vec<((usize, usize), f64)> {
-    let axis = |s: f64| {
-        // Reference coordinate x samples the moving frame at x - s = (x - ceil(s)) + 1 - t:
-        // tap 0 at x - ceil(s) with weight t, tap 1 after it with 1 - t (t = 0: tap 0 alone).
-        let t = s - libm::floor(s);
-        if t == 0.0 { [(0usize, 1.0), (1, 0.0)] } else { [(0, t), (1, 1.0 - t)] }
-    };
-    let (ax, ay) = (axis(shift.0), axis(shift.1));
-    let mut taps = Vec::with_capacity(4);
-    for &(dy, wy) in &ay {
-        for &(dx, wx) in &ax {
-            if wx * wy != 0.0 {
-                taps.push(((dx, dy), wx * wy));
-            }
-        }
-    }
-    taps
 }
 
 /// The exact sums of a region with `K` taps (module doc): over its `n` pixels, `sum a`,
@@ -225,6 +203,8 @@ pub(crate) fn region_moments<S: IntSample, const K: usize>(
 mod tests {
     use super::*;
     use crate::image::Image;
+    use crate::stitch::quality::bilinear_taps;
+    use alloc::vec::Vec;
 
     /// Pearson in f64 from the definition, two passes.
     fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
@@ -236,15 +216,6 @@ mod tests {
         let a = Image::from_fn(w, h, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
         let b = Image::from_fn(w, h, |x, y| (a.at(x, y) / 2).wrapping_add((rng.next_u64() >> 58) as u8)).unwrap();
         (a, b)
-    }
-
-    #[test]
-    fn the_taps_are_the_bilinear_weights_with_the_zero_ones_left_out() {
-        assert_eq!(bilinear_taps((3.0, -2.0)), alloc::vec![((0, 0), 1.0)]);
-        assert_eq!(bilinear_taps((2.25, 5.0)), alloc::vec![((0, 0), 0.25), ((1, 0), 0.75)]);
-        let four = bilinear_taps((0.5, -0.75));
-        assert_eq!(four.iter().map(|t| t.0).collect::<Vec<_>>(), [(0, 0), (1, 0), (0, 1), (1, 1)]);
-        assert!((four.iter().map(|t| t.1).sum::<f64>() - 1.0).abs() < 1e-15);
     }
 
     #[test]
@@ -287,8 +258,7 @@ mod tests {
             let (a, b) = frames(seed, 40, 30);
             let (a16, b16) = (a.map(|v| v as u16 * 250 + (seed as u16 & 7)), b.map(|v| v as u16 * 250));
             for shift in [(3.0, -2.0), (2.25, 1.0), (-1.5, 0.75), (0.125, -3.625)] {
-                let taps = bilinear_taps(shift);
-                let (ox, oy) = (libm::ceil(shift.0) as i64, libm::ceil(shift.1) as i64);
+                let ((ox, oy), taps) = bilinear_taps(shift);
                 let region = (6, 5, 34, 25);
                 let (mut va, mut vb) = (Vec::new(), Vec::new());
                 for y in region.1..region.3 {

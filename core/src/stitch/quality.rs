@@ -9,7 +9,7 @@
 //! share no code with the search that produced it. Integer frames sum exactly (module
 //! `moments`), f32 frames in f64.
 
-use super::moments::{bilinear_taps, region_moments, IntSample, Moments};
+use super::moments::{region_moments, IntSample, Moments};
 use alloc::vec::Vec;
 use crate::error::{require_finite, require_range, Result};
 use crate::image::{ImageView, Pixel};
@@ -43,8 +43,7 @@ pub type Region = (usize, usize, usize, usize);
 
 /// Pearson's r over `region` from the exact sums of its 1, 2 or 4 bilinear taps.
 fn exact_pearson<S: IntSample>(r: &ImageView<'_, S>, m: &ImageView<'_, S>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<f64> {
-    let taps = bilinear_taps(shift);
-    let origin = (libm::ceil(shift.0) as i64, libm::ceil(shift.1) as i64);
+    let (origin, taps) = bilinear_taps(shift);
     match taps[..] {
         [(t0, w0)] => region_moments(r, m, origin, [t0], region, par).pearson(&[w0]),
         [(t0, w0), (t1, w1)] => region_moments(r, m, origin, [t0, t1], region, par).pearson(&[w0, w1]),
@@ -79,6 +78,23 @@ fn taps(shift: f64) -> (i64, f64, f64) {
         // x - shift = (x - f - 1) + (1 - t).
         (f as i64 + 1, t, 1.0 - t)
     }
+}
+
+/// The bilinear taps of a constant shift ([`taps`] along each axis): the integer offset
+/// `origin` and each tap's `(dx, dy)` and weight, reference pixel `(x, y)` meeting moving
+/// pixel `(x, y) - origin + (dx, dy)`; taps of weight 0 are left out (they may lie outside
+/// the frame).
+pub(super) fn bilinear_taps(shift: (f64, f64)) -> ((i64, i64), Vec<((usize, usize), f64)>) {
+    let ((ox, wx0, wx1), (oy, wy0, wy1)) = (taps(shift.0), taps(shift.1));
+    let mut found = Vec::with_capacity(4);
+    for (dy, wy) in [(0, wy0), (1, wy1)] {
+        for (dx, wx) in [(0, wx0), (1, wx1)] {
+            if wx * wy != 0.0 {
+                found.push(((dx, dy), wx * wy));
+            }
+        }
+    }
+    ((ox, oy), found)
 }
 
 /// Pearson's r of the reference and the aligned moving frame over the rectangle
@@ -257,9 +273,8 @@ pub struct QualityPlan {
     pub origin: (i64, i64),
     /// The taps and their weights; a tap of weight 0 at `(0, 0)`, inside the frame.
     pub taps: [((usize, usize), f64); 4],
-    /// The overlap first (if not empty), then the grid's templates.
+    /// The overlap first (none when it is empty), then the grid's templates.
     pub regions: Vec<Region>,
-    has_overlap: bool,
 }
 
 impl QualityPlan {
@@ -269,23 +284,24 @@ impl QualityPlan {
         require_finite("shift x", shift.0)?;
         require_finite("shift y", shift.1)?;
         require_range("quality template side", side, 3, 255)?;
+        let (origin, weighted) = bilinear_taps(shift);
         let mut taps = [((0, 0), 0.0); 4];
         // In the order the CPU's four-tap sums take them, zero weights in their places.
-        for (at, w) in bilinear_taps(shift) {
+        for (at, w) in weighted {
             taps[at.0 + 2 * at.1] = (at, w);
         }
         let o = overlap(size, shift);
         let mut regions: Vec<Region> = o.into_iter().collect();
         regions.extend(o.map_or_else(Vec::new, |o| grid_regions(o, side)));
-        Ok(QualityPlan { origin: (libm::ceil(shift.0) as i64, libm::ceil(shift.1) as i64), taps, regions, has_overlap: o.is_some() })
+        Ok(QualityPlan { origin, taps, regions })
     }
 
     /// [`overlap_ncc`] and [`grid_ncc`] from the sums of [`QualityPlan::regions`], in order.
     pub fn measures(&self, sums: &[Moments<4>]) -> (Option<f64>, Option<f64>) {
         let weights = self.taps.map(|t| t.1);
+        // The grid's templates lie in the overlap: any region at all means the overlap first.
         let mut r = sums.iter().map(|m| m.pearson(&weights));
-        let whole = if self.has_overlap { r.next().flatten() } else { None };
-        (whole, mean_coefficient(r))
+        (r.next().flatten(), mean_coefficient(r))
     }
 }
 
@@ -385,6 +401,16 @@ mod tests {
                 (g, w) => proptest::prop_assert!(false, "{:?} vs {:?}", g, w),
             }
         }
+    }
+
+    #[test]
+    fn the_taps_are_the_bilinear_weights_with_the_zero_ones_left_out() {
+        assert_eq!(bilinear_taps((3.0, -2.0)), ((3, -2), alloc::vec![((0, 0), 1.0)]));
+        assert_eq!(bilinear_taps((2.25, 5.0)), ((3, 5), alloc::vec![((0, 0), 0.25), ((1, 0), 0.75)]));
+        let (origin, four) = bilinear_taps((0.5, -0.75));
+        assert_eq!(origin, (1, 0));
+        assert_eq!(four.iter().map(|t| t.0).collect::<Vec<_>>(), [(0, 0), (1, 0), (0, 1), (1, 1)]);
+        assert!((four.iter().map(|t| t.1).sum::<f64>() - 1.0).abs() < 1e-15);
     }
 
     /// A plan's sums, added here as a device would (four taps, zero weights included).
