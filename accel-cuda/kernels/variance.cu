@@ -475,3 +475,14 @@ extern "C" __global__ void mean_var_rows_u16(const u64* c1, const u64* c2, const
     mean_var_rows<u16>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w, seg);
 }
 TESSERA_EXPORT(mean_var_rows_u16)
+
+// The f32 methods' global shift K on the device (the core's `global_shift`): counts the
+// finite values that `v - K`, rounded to f32, would not give back exactly. One thread per
+// value, blocks of 256.
+extern "C" __global__ void shift_lossy_f32(const float* x, int n, double k, u32* lossy) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    if (v - v == 0.0f && (double)(float)((double)v - k) + k != (double)v) atomicAdd(lossy, 1u);
+}
+TESSERA_EXPORT(shift_lossy_f32)

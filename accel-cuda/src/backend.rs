@@ -2,6 +2,7 @@
 //! of its kernel file on a [`Gpu`].
 
 use crate::device::{Device, Gpu};
+use crate::device_image::{checked, AnyDst, DeviceDst, DeviceImage, DevicePixel, DeviceSrc, Dst};
 use crate::{contrast, filter, glare, linalg, ncc, stereo, variance};
 use core::ops::ControlFlow;
 use tessera_core::contrast::ContrastParams;
@@ -10,7 +11,9 @@ use tessera_core::glare::{GlareParams, GlareReport};
 use tessera_core::stereo::{StereoParams, StereoStats};
 use tessera_core::stitch::{FrameSource, PairRegistration, Panorama, RegisterParams, StitchParams};
 use tessera_core::variance::VarianceParams;
-use tessera_core::{AnyView, AnyViewMut, Backend, ImageView, ImageViewMut, Result};
+use crate::device::DevImage;
+use tessera_core::image::check_same_size;
+use tessera_core::{AnyView, AnyViewMut, Backend, Error, ImageView, ImageViewMut, Result};
 
 /// The CUDA backend: one device, its kernels and its pool of buffers. Each call uploads
 /// its input, runs, and downloads its output; `stitch` and `stereo_sgm` keep their
@@ -57,6 +60,87 @@ impl CudaBackend {
     pub fn description(&self) -> &str {
         &self.description
     }
+
+    #[cfg(all(test, feature = "shim"))]
+    pub(crate) fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// A copy of `src` on the device.
+    pub fn upload<T: DevicePixel>(&self, src: ImageView<'_, T>) -> Result<DeviceImage<'_, T>> {
+        Ok(DeviceImage { image: self.gpu.upload_view(src)? })
+    }
+
+    /// A `width x height` image on the device, every pixel zero.
+    pub fn device_image<T: DevicePixel>(&self, width: usize, height: usize) -> Result<DeviceImage<'_, T>> {
+        let len = width.checked_mul(height).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+        let buf = self.gpu.zeroed::<T>(len)?;
+        Ok(DeviceImage { image: DevImage { buf, width, height } })
+    }
+
+    /// Copies `src` into `dst`, a host view of the same size (any stride).
+    pub fn download<T: DevicePixel>(&self, src: &DeviceImage<'_, T>, dst: ImageViewMut<'_, T>) -> Result<()> {
+        if !std::ptr::eq(src.image.buf.gpu(), &self.gpu) {
+            return Err(Error::InvalidParameter { name: "device image", reason: "an image of another CUDA backend's device".into() });
+        }
+        check_same_size(src.size(), dst.size())?;
+        self.gpu.download_view(&src.image, dst)
+    }
+
+    /// The `width x height` image of packed rows at device address `ptr`, allocated by
+    /// another library (CuPy, PyTorch, through DLPack), read and written in place and never
+    /// freed here. Errors: an empty image, a size past the address space, or a `ptr` not
+    /// aligned for `T`.
+    ///
+    /// # Safety
+    /// `ptr` is memory of this backend's device and context (the device's primary context,
+    /// which CuPy and PyTorch use) holding `width * height` elements of `T`; it stays
+    /// allocated while the image lives, and nothing else writes it (or reads it, where the
+    /// image is an output) until the operations given the image have returned.
+    pub unsafe fn borrow_device_image<T: DevicePixel>(&self, ptr: u64, width: usize, height: usize) -> Result<DeviceImage<'_, T>> {
+        if width == 0 || height == 0 {
+            return Err(Error::ZeroSize { width, height });
+        }
+        let len = width.checked_mul(height).filter(|n| n.checked_mul(std::mem::size_of::<T>()).is_some_and(|b| ptr.checked_add(b as u64).is_some()));
+        let len = len.ok_or(Error::InvalidParameter { name: "device image", reason: format!("{width} x {height} pixels at {ptr:#x} pass the end of the address space") })?;
+        if ptr == 0 || !ptr.is_multiple_of(std::mem::align_of::<T>() as u64) {
+            return Err(Error::InvalidParameter { name: "device image", reason: format!("address {ptr:#x} is null or not aligned for its pixel type") });
+        }
+        // SAFETY: the caller's contract above.
+        let buf = unsafe { self.gpu.borrowed::<T>(ptr, len) };
+        Ok(DeviceImage { image: DevImage { buf, width, height } })
+    }
+
+    /// [`Backend::mean_filter`] on images already on the device.
+    pub fn mean_filter_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &BoxParams) -> Result<()> {
+        let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
+        filter::mean_filter(&self.gpu, self.box_design, src, dst, p)
+    }
+
+    /// [`Backend::box_sum`] on images already on the device.
+    pub fn box_sum_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &BoxParams) -> Result<()> {
+        let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
+        filter::box_sum(&self.gpu, self.box_design, src, dst, p)
+    }
+
+    /// [`Backend::gaussian_blur`] on images already on the device.
+    pub fn gaussian_blur_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &GaussianParams) -> Result<()> {
+        let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
+        filter::gaussian_blur(&self.gpu, self.fir_design, src, dst, p)
+    }
+
+    /// [`Backend::local_variance`] on images already on the device.
+    pub fn local_variance_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: &'d mut DeviceImage<'b, f32>, p: &VarianceParams) -> Result<()> {
+        let (src, dst) = checked(&self.gpu, src.into(), DeviceDst::F32(dst))?;
+        let AnyDst::F32(dst) = dst else { unreachable!("an f32 output stays f32") };
+        variance::local_variance(&self.gpu, src, dst, p)
+    }
+
+    /// [`Backend::contrast_enhance`] on images already on the device.
+    pub fn contrast_enhance_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &ContrastParams) -> Result<()> {
+        let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
+        contrast::contrast_enhance(&self.gpu, src, dst, p)
+    }
 }
 
 impl Backend for CudaBackend {
@@ -65,15 +149,15 @@ impl Backend for CudaBackend {
     }
 
     fn mean_filter(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::mean_filter(&self.gpu, self.box_design, src, dst, p)
+        filter::mean_filter(&self.gpu, self.box_design, src.into(), dst.into(), p)
     }
 
     fn box_sum(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::box_sum(&self.gpu, self.box_design, src, dst, p)
+        filter::box_sum(&self.gpu, self.box_design, src.into(), dst.into(), p)
     }
 
     fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
-        filter::gaussian_blur(&self.gpu, self.fir_design, src, dst, p)
+        filter::gaussian_blur(&self.gpu, self.fir_design, src.into(), dst.into(), p)
     }
 
     fn mat_add(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
@@ -85,11 +169,11 @@ impl Backend for CudaBackend {
     }
 
     fn local_variance(&self, src: AnyView<'_>, dst: ImageViewMut<'_, f32>, p: &VarianceParams) -> Result<()> {
-        variance::local_variance(&self.gpu, src, dst, p)
+        variance::local_variance(&self.gpu, src.into(), Dst::Host(dst), p)
     }
 
     fn contrast_enhance(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &ContrastParams) -> Result<()> {
-        contrast::contrast_enhance(&self.gpu, src, dst, p)
+        contrast::contrast_enhance(&self.gpu, src.into(), dst.into(), p)
     }
 
     fn glare(&self, src: AnyView<'_>, mask: ImageViewMut<'_, u8>, corrected: AnyViewMut<'_>, p: &GlareParams) -> Result<GlareReport> {

@@ -84,11 +84,12 @@ pub(crate) trait Device: Send + Sync {
     fn synchronize(&self) -> Result<(), Error>;
 }
 
-/// A plain-old-data element type of device buffers.
+/// A plain-old-data element type of device buffers (`pub` only to bound the sealed
+/// [`DevicePixel`](crate::DevicePixel); the module is private).
 ///
 /// # Safety
 /// Any bit pattern is a valid value and the type has no padding.
-pub(crate) unsafe trait Pod: Copy + Send + Sync + Default + 'static {}
+pub unsafe trait Pod: Copy + Send + Sync + Default + 'static {}
 unsafe impl Pod for u8 {}
 unsafe impl Pod for u16 {}
 unsafe impl Pod for u32 {}
@@ -199,7 +200,17 @@ impl Gpu {
                 }
             },
         };
-        Ok(DevBuf { gpu: self, ptr, len, bytes, _t: PhantomData })
+        Ok(DevBuf { gpu: self, ptr, len, bytes, owned: true, _t: PhantomData })
+    }
+
+    /// `len` elements of `T` at `ptr` in memory this `Gpu` does not own: never freed or
+    /// pooled by it.
+    ///
+    /// # Safety
+    /// `ptr` is an allocation of this device holding at least `len` elements of `T`
+    /// (aligned for `T`), valid for as long as the buffer is used.
+    pub(crate) unsafe fn borrowed<T: Pod>(&self, ptr: DevicePtr, len: usize) -> DevBuf<'_, T> {
+        DevBuf { gpu: self, ptr, len, bytes: len * std::mem::size_of::<T>(), owned: false, _t: PhantomData }
     }
 
     /// A buffer of `len` elements, every byte zero.
@@ -326,6 +337,8 @@ pub(crate) struct DevBuf<'g, T> {
     ptr: DevicePtr,
     len: usize,
     bytes: usize,
+    /// Allocated by the `Gpu` (returned to its pool when dropped), or borrowed memory.
+    owned: bool,
     _t: PhantomData<T>,
 }
 
@@ -338,11 +351,23 @@ impl<T> DevBuf<'_, T> {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+
+    /// Allocated by its `Gpu` (not [`Gpu::borrowed`]).
+    pub(crate) fn is_owned(&self) -> bool {
+        self.owned
+    }
+
+    /// The `Gpu` whose device holds the buffer.
+    pub(crate) fn gpu(&self) -> *const Gpu {
+        self.gpu
+    }
 }
 
 impl<T> Drop for DevBuf<'_, T> {
     fn drop(&mut self) {
-        self.gpu.give_back(self.ptr, self.bytes);
+        if self.owned {
+            self.gpu.give_back(self.ptr, self.bytes);
+        }
     }
 }
 

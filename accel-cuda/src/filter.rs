@@ -34,7 +34,8 @@ use crate::device::{args, blocks, int, line_segment, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use tessera_core::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera_core::image::{check_same_size, Pixel};
-use tessera_core::{AnyView, AnyViewMut, Border, Error, ImageView, ImageViewMut, Result, Rgba8};
+use crate::device_image::{AnyDst, AnySrc, Dst, Src};
+use tessera_core::{Border, Error, Result, Rgba8};
 
 const fn k(name: &'static str) -> Kernel {
     Kernel::new(Module::Filter, name)
@@ -89,8 +90,8 @@ fn column_sums<'g, T: Pod + Pixel, A: Pod>(
 #[allow(clippy::too_many_arguments)]
 fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
     gpu: &Gpu,
-    src: ImageView<'_, T>,
-    dst: ImageViewMut<'_, O>,
+    src: Src<'_, T>,
+    dst: Dst<'_, O>,
     channels: usize,
     p: &BoxParams,
     cols_kernel: Kernel,
@@ -100,10 +101,10 @@ fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
     let (w, h) = src.size();
     int(w * channels, "width")?;
     let hi = int(h, "height")?;
-    let dsrc = gpu.upload_view(src)?;
+    let dsrc = src.stage(gpu)?;
     let cols = column_sums::<T, A>(gpu, cols_kernel, &dsrc, w, h, channels, p)?;
     drop(dsrc);
-    let out = gpu.image::<O>(w, h)?;
+    let out = dst.open(gpu)?;
     let (mode, outside) = border_mode(p.border);
     let (ww, wh) = (p.width as i32, p.height as i32);
     let w32 = w as i32;
@@ -111,11 +112,11 @@ fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
     let grid = [blocks(h, BLOCK), blocks(w, seg as u32), channels as u32];
     let seg = seg as i32;
     if rows_take_channels {
-        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out, w32, hi, channels as i32, ww, wh, mode, outside, seg])?;
+        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out.target, w32, hi, channels as i32, ww, wh, mode, outside, seg])?;
     } else {
-        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out, w32, hi, ww, wh, mode, outside, seg])?;
+        gpu.launch(rows_kernel, grid, [BLOCK, 1, 1], 0, args![&cols, &out.target, w32, hi, ww, wh, mode, outside, seg])?;
     }
-    gpu.download_view(&out, dst)
+    out.finish(gpu)
 }
 
 /// The box / mean design (tuning family `box_kernel`, `tuning.rs`): `fused` (the built-in
@@ -335,8 +336,8 @@ enum Op {
 fn box_filter<T: Pod + Pixel, A: Pod, R: Pod, O: Pod + Pixel>(
     gpu: &Gpu,
     design: BoxDesign,
-    src: ImageView<'_, T>,
-    dst: ImageViewMut<'_, O>,
+    src: Src<'_, T>,
+    dst: Dst<'_, O>,
     channels: usize,
     p: &BoxParams,
     op: Op,
@@ -359,46 +360,46 @@ fn box_filter<T: Pod + Pixel, A: Pod, R: Pod, O: Pod + Pixel>(
 }
 
 /// The fused kernel `kernel` launched as `plan` says.
-fn fused<T: Pod + Pixel, O: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, O>, channels: usize, p: &BoxParams, kernel: Kernel, plan: &FusedLaunch) -> Result<()> {
+fn fused<T: Pod + Pixel, O: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, dst: Dst<'_, O>, channels: usize, p: &BoxParams, kernel: Kernel, plan: &FusedLaunch) -> Result<()> {
     let (w, h) = src.size();
     let wi = int(w, "width")?;
     int(w * channels, "width")?;
     let hi = int(h, "height")?;
-    let dsrc = gpu.upload_view(src)?;
-    let out = gpu.image::<O>(w, h)?;
+    let dsrc = src.stage(gpu)?;
+    let out = dst.open(gpu)?;
     let (mode, outside) = border_mode(p.border);
     gpu.launch(
         kernel,
         plan.grid,
         [plan.threads, 1, 1],
         plan.shared,
-        args![&dsrc, &out, wi, hi, channels as i32, p.width as i32, p.height as i32, mode, outside, plan.strip as i32, plan.seg as i32],
+        args![&dsrc, &out.target, wi, hi, channels as i32, p.width as i32, p.height as i32, mode, outside, plan.strip as i32, plan.seg as i32],
     )?;
     drop(dsrc);
-    gpu.download_view(&out, dst)
+    out.finish(gpu)
 }
 
 /// Mean filter ([`tessera_core::filter::mean_filter`]): identical to the CPU for u8, u16
 /// and RGBA; f32 within one f32 rounding of the window's sum of |x| divided by its area.
-pub(crate) fn mean_filter(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
+pub(crate) fn mean_filter(gpu: &Gpu, design: Option<BoxDesign>, src: AnySrc<'_>, dst: AnyDst<'_>, p: &BoxParams) -> Result<()> {
     let design = match design {
         Some(d) => d,
         None => BoxDesign::chosen(gpu)?,
     };
     match (src, dst) {
-        (AnyView::U8(s), AnyViewMut::U8(d)) => {
+        (AnySrc::U8(s), AnyDst::U8(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
             box_filter::<u8, u32, u32, u8>(gpu, design, s, d, 1, p, Op::MeanU8, ("box_cols_u8", "mean_rows_u8", true))
         }
-        (AnyView::U16(s), AnyViewMut::U16(d)) => {
+        (AnySrc::U16(s), AnyDst::U16(d)) => {
             validate(s.size(), d.size(), p, Some(65535.0))?;
             box_filter::<u16, u32, u64, u16>(gpu, design, s, d, 1, p, Op::MeanU16, ("box_cols_u16", "mean_rows_u16", false))
         }
-        (AnyView::F32(s), AnyViewMut::F32(d)) => {
+        (AnySrc::F32(s), AnyDst::F32(d)) => {
             validate(s.size(), d.size(), p, None)?;
             box_filter::<f32, f64, f64, f32>(gpu, design, s, d, 1, p, Op::MeanF32, ("box_cols_f32", "mean_rows_f32", false))
         }
-        (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => {
+        (AnySrc::Rgba8(s), AnyDst::Rgba8(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
             // Each channel is a lane of its own: the kernels step over whole pixels.
             box_filter::<Rgba8, u32, u32, Rgba8>(gpu, design, s, d, 4, p, Op::MeanU8, ("box_cols_u8", "mean_rows_u8", true))
@@ -409,17 +410,17 @@ pub(crate) fn mean_filter(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>
 
 /// Box sum ([`tessera_core::filter::box_sum`]): u8 / u16 into u32, exact and identical to
 /// the CPU; f32 into f32 summed in f64 (within one f32 rounding of the CPU's).
-pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
+pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnySrc<'_>, dst: AnyDst<'_>, p: &BoxParams) -> Result<()> {
     let design = match design {
         Some(d) => d,
         None => BoxDesign::chosen(gpu)?,
     };
     match (src, dst) {
-        (AnyView::U8(s), AnyViewMut::U32(d)) => {
+        (AnySrc::U8(s), AnyDst::U32(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
             box_filter::<u8, u32, u32, u32>(gpu, design, s, d, 1, p, Op::SumU8, ("box_cols_u8", "box_sum_rows_u8", false))
         }
-        (AnyView::U16(s), AnyViewMut::U32(d)) => {
+        (AnySrc::U16(s), AnyDst::U32(d)) => {
             validate(s.size(), d.size(), p, Some(65535.0))?;
             let area = p.window().area() as u64;
             if 65535 * area > u32::MAX as u64 {
@@ -427,7 +428,7 @@ pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>, ds
             }
             box_filter::<u16, u32, u64, u32>(gpu, design, s, d, 1, p, Op::SumU16, ("box_cols_u16", "box_sum_rows_u16", false))
         }
-        (AnyView::F32(s), AnyViewMut::F32(d)) => {
+        (AnySrc::F32(s), AnyDst::F32(d)) => {
             validate(s.size(), d.size(), p, None)?;
             box_filter::<f32, f64, f64, f32>(gpu, design, s, d, 1, p, Op::SumF32, ("box_cols_f32", "box_sum_rows_f32", false))
         }
@@ -439,12 +440,12 @@ pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnyView<'_>, ds
 /// it (same weights, vertical then horizontal pass, f32 fused multiply-adds, integers
 /// rounded once), within 1e-5 relative (f32) or one level (integers, where the sums land
 /// within rounding of a half) of the CPU; the IIR as `gaussian_iir` on the device.
-pub(crate) fn gaussian_blur(gpu: &Gpu, fir_design: Option<FirDesign>, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
+pub(crate) fn gaussian_blur(gpu: &Gpu, fir_design: Option<FirDesign>, src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
     let (integer_max, channels) = match (&src, &dst) {
-        (AnyView::U8(_), AnyViewMut::U8(_)) => (Some(255.0), 1),
-        (AnyView::U16(_), AnyViewMut::U16(_)) => (Some(65535.0), 1),
-        (AnyView::F32(_), AnyViewMut::F32(_)) => (None, 1),
-        (AnyView::Rgba8(_), AnyViewMut::Rgba8(_)) => (Some(255.0), 4),
+        (AnySrc::U8(_), AnyDst::U8(_)) => (Some(255.0), 1),
+        (AnySrc::U16(_), AnyDst::U16(_)) => (Some(65535.0), 1),
+        (AnySrc::F32(_), AnyDst::F32(_)) => (None, 1),
+        (AnySrc::Rgba8(_), AnyDst::Rgba8(_)) => (Some(255.0), 4),
         _ => return Err(tessera_core::backend::type_mismatch("gaussian blur")),
     };
     check_same_size(src.size(), dst.size())?;
@@ -458,24 +459,24 @@ pub(crate) fn gaussian_blur(gpu: &Gpu, fir_design: Option<FirDesign>, src: AnyVi
         None => FirDesign::chosen(gpu)?,
     };
     match (src, dst) {
-        (AnyView::U8(s), AnyViewMut::U8(d)) => fir::<u8>(gpu, design, s, d, 1, &wts, p.border, "u8"),
-        (AnyView::U16(s), AnyViewMut::U16(d)) => fir::<u16>(gpu, design, s, d, 1, &wts, p.border, "u16"),
-        (AnyView::F32(s), AnyViewMut::F32(d)) => fir::<f32>(gpu, design, s, d, 1, &wts, p.border, "f32"),
-        (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => fir::<Rgba8>(gpu, design, s, d, 4, &wts, p.border, "u8"),
+        (AnySrc::U8(s), AnyDst::U8(d)) => fir::<u8>(gpu, design, s, d, 1, &wts, p.border, "u8"),
+        (AnySrc::U16(s), AnyDst::U16(d)) => fir::<u16>(gpu, design, s, d, 1, &wts, p.border, "u16"),
+        (AnySrc::F32(s), AnyDst::F32(d)) => fir::<f32>(gpu, design, s, d, 1, &wts, p.border, "f32"),
+        (AnySrc::Rgba8(s), AnyDst::Rgba8(d)) => fir::<Rgba8>(gpu, design, s, d, 4, &wts, p.border, "u8"),
         _ => Err(tessera_core::backend::type_mismatch("gaussian blur")),
     }
 }
 
 /// The FIR Gaussian in `design` for pixels of `channels` lanes of kernel type `lane`.
 #[allow(clippy::too_many_arguments)]
-fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: ImageView<'_, T>, dst: ImageViewMut<'_, T>, channels: usize, wts: &[f32], border: Border, lane: &str) -> Result<()> {
+fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: Src<'_, T>, dst: Dst<'_, T>, channels: usize, wts: &[f32], border: Border, lane: &str) -> Result<()> {
     let (w, h) = src.size();
     let lanes = w * channels;
     int(lanes, "width")?;
     let hi = int(h, "height")?;
     let r = (wts.len() / 2) as i32;
     let (mode, outside) = border_mode(border);
-    let dsrc = gpu.upload_view(src)?;
+    let dsrc = src.stage(gpu)?;
     let dw = gpu.upload(wts)?;
     let (cols, rows, fused) = match lane {
         "u8" => ("gauss_fir_cols_u8", "gauss_fir_rows_u8", "gauss_fir_fused_u8"),
@@ -485,32 +486,32 @@ fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: ImageView<'_, T>, dst:
     let tile_px = (FIR_TILE_LANES / channels).max(1);
     let shared = 4 * FIR_TILE_ROWS * (tile_px + 2 * r as usize) * channels;
     if design == FirDesign::Fused && shared <= FIR_FUSED_SHARED {
-        let out = gpu.image::<T>(w, h)?;
+        let out = dst.open(gpu)?;
         let grid = [blocks(w, tile_px as u32), blocks(h, FIR_TILE_ROWS as u32), 1];
-        let a = args![&dsrc, &out, &dw, r, w as i32, hi, channels as i32, mode, outside, tile_px as i32, FIR_TILE_ROWS as i32];
+        let a = args![&dsrc, &out.target, &dw, r, w as i32, hi, channels as i32, mode, outside, tile_px as i32, FIR_TILE_ROWS as i32];
         gpu.launch(k(fused), grid, [FIR_FUSED_BLOCK, 1, 1], shared as u32, a)?;
-        return gpu.download_view(&out, dst);
+        return out.finish(gpu);
     }
     let tmp = gpu.buffer::<f32>(lanes * h)?;
     let grid = [blocks(lanes, BLOCK), h as u32, 1];
     let args = |a: crate::device::Arg, b: crate::device::Arg| -> Vec<crate::device::Arg> { args![a, b, &dw, r, w as i32, hi, channels as i32, mode, outside].to_vec() };
     gpu.launch(k(cols), grid, [BLOCK, 1, 1], 0, &args(crate::device::Arg::from(&dsrc), crate::device::Arg::from(&tmp)))?;
     drop(dsrc);
-    let out = gpu.image::<T>(w, h)?;
-    gpu.launch(k(rows), grid, [BLOCK, 1, 1], 0, &args(crate::device::Arg::from(&tmp), crate::device::Arg::from(&out)))?;
-    gpu.download_view(&out, dst)
+    let out = dst.open(gpu)?;
+    gpu.launch(k(rows), grid, [BLOCK, 1, 1], 0, &args(crate::device::Arg::from(&tmp), crate::device::Arg::from(&out.target)))?;
+    out.finish(gpu)
 }
 
 /// The recursive Gaussian on the device: the core's coefficients
 /// ([`IirCoefficients`](tessera_core::filter::IirCoefficients)), margin and edges, the same
 /// f64 recursion in the same order, no fused multiply-adds: identical to the CPU on the
 /// shim (tested bit for bit), the same IEEE operations on the GPU.
-fn gaussian_iir(gpu: &Gpu, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
+fn gaussian_iir(gpu: &Gpu, src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
     match (src, dst) {
-        (AnyView::U8(s), AnyViewMut::U8(d)) => iir::<u8>(gpu, s, d, 1, p, "u8"),
-        (AnyView::U16(s), AnyViewMut::U16(d)) => iir::<u16>(gpu, s, d, 1, p, "u16"),
-        (AnyView::F32(s), AnyViewMut::F32(d)) => iir::<f32>(gpu, s, d, 1, p, "f32"),
-        (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => iir::<Rgba8>(gpu, s, d, 4, p, "u8"),
+        (AnySrc::U8(s), AnyDst::U8(d)) => iir::<u8>(gpu, s, d, 1, p, "u8"),
+        (AnySrc::U16(s), AnyDst::U16(d)) => iir::<u16>(gpu, s, d, 1, p, "u16"),
+        (AnySrc::F32(s), AnyDst::F32(d)) => iir::<f32>(gpu, s, d, 1, p, "f32"),
+        (AnySrc::Rgba8(s), AnyDst::Rgba8(d)) => iir::<Rgba8>(gpu, s, d, 4, p, "u8"),
         _ => Err(tessera_core::backend::type_mismatch("gaussian blur")),
     }
 }
@@ -525,7 +526,7 @@ fn iir_margin(sigma: f64, border: Border) -> usize {
     }
 }
 
-fn iir<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, T>, channels: usize, p: &GaussianParams, lane: &str) -> Result<()> {
+fn iir<T: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, dst: Dst<'_, T>, channels: usize, p: &GaussianParams, lane: &str) -> Result<()> {
     let (w, h) = src.size();
     let lanes = w * channels;
     let margin = iir_margin(p.sigma, p.border);
@@ -549,21 +550,21 @@ fn iir<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, dst: ImageViewMut<'_, T
         (vec![1.0f32], vec![1.0f32])
     };
     let (dnx, dny) = (gpu.upload(&inv_nx)?, gpu.upload(&inv_ny)?);
-    let dsrc = gpu.upload_view(src)?;
+    let dsrc = src.stage(gpu)?;
     let pad = gpu.buffer::<f32>(lanes * tn)?;
     gpu.launch(k(cols), [blocks(lanes, BLOCK), 1, 1], [BLOCK, 1, 1], 0, args![&dsrc, &pad, &dcoef, lanes as i32, h as i32, margin as i32, mode, outside])?;
     drop(dsrc);
     let lines = h * channels;
     let line = gpu.buffer::<f32>(lines * hn)?;
-    let out = gpu.image::<T>(w, h)?;
+    let out = dst.open(gpu)?;
     gpu.launch(
         k(rows),
         [blocks(lines, BLOCK), 1, 1],
         [BLOCK, 1, 1],
         0,
-        args![&pad, &line, &out, &dcoef, &dnx, &dny, w as i32, h as i32, channels as i32, margin as i32, mode, outside],
+        args![&pad, &line, &out.target, &dcoef, &dnx, &dny, w as i32, h as i32, channels as i32, margin as i32, mode, outside],
     )?;
-    gpu.download_view(&out, dst)
+    out.finish(gpu)
 }
 
 /// `1 / D(i)` for `i < n`: `D` the recursive filter's response to `n` ones with a zero

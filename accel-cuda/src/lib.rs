@@ -19,6 +19,7 @@ compile_error!("kernel arguments are passed as little-endian words");
 
 mod backend;
 mod device;
+mod device_image;
 mod driver;
 pub mod kernel_clock;
 pub mod kernels;
@@ -40,6 +41,7 @@ mod transfer;
 mod variance;
 
 pub use backend::CudaBackend;
+pub use device_image::{DeviceDst, DeviceImage, DevicePixel, DeviceSrc};
 pub use filter::{BoxDesign, BoxShape, FirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV};
 pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
 use tessera_core::{Backend, Error};
