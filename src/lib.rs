@@ -6,10 +6,15 @@
 //! [`ome_zarr`], over one tile [`pyramid`]), the
 //! large-composite driver ([`large`]), tile-grid runs ([`grid`]), the stitching report ([`report`]), the faces'
 //! options and their one conversion into parameters ([`options`]), and the stereo file
-//! formats and scores ([`stereo`]). No command-line crate here.
+//! formats and scores ([`stereo`]), and DLPack, the ABI through which array libraries lend
+//! memory ([`dlpack`]). No command-line crate here.
 
 pub use tessera_core::*;
+/// The CUDA backend's own API beyond [`Backend`]: images that stay on the device
+/// ([`cuda::DeviceImage`]) and the operations on them.
+pub use tessera_cuda as cuda;
 
+pub mod dlpack;
 pub mod flatfield;
 pub mod frames;
 pub mod grid;

@@ -66,6 +66,14 @@ impl CudaBackend {
         &self.gpu
     }
 
+    /// Waits until every operation queued on the device has completed. The operations on
+    /// device images are queued on the legacy default stream and may still run when they
+    /// return: work on that stream (and on streams that synchronize with it) is ordered
+    /// after them; a non-blocking stream or another device's reader must wait here first.
+    pub fn synchronize(&self) -> Result<()> {
+        self.gpu.synchronize()
+    }
+
     /// A copy of `src` on the device.
     pub fn upload<T: DevicePixel>(&self, src: ImageView<'_, T>) -> Result<DeviceImage<'_, T>> {
         Ok(DeviceImage { image: self.gpu.upload_view(src)? })

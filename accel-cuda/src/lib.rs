@@ -49,9 +49,17 @@ use tessera_core::{Backend, Error};
 /// Opens the CUDA backend on device 0: an error saying why where there is no usable GPU
 /// (no driver, no device, a driver older than CUDA 13.0, no NVRTC). Never panics.
 pub fn open() -> Result<Box<dyn Backend>, Error> {
+    Ok(Box::new(open_cuda()?))
+}
+
+/// [`open`] as the backend's own type, whose API goes beyond [`Backend`]: images that stay
+/// on the device ([`DeviceImage`]) and the operations on them. The device is CUDA device 0
+/// in its primary context (the one CuPy and PyTorch use, so their device memory is this
+/// backend's too).
+pub fn open_cuda() -> Result<CudaBackend, Error> {
     let device = driver::CudaDevice::open()?;
     let description = device.description().to_string();
-    Ok(Box::new(CudaBackend::new(Box::new(device), description)))
+    Ok(CudaBackend::new(Box::new(device), description))
 }
 
 /// The copy bandwidth of device 0 in GB/s (bytes read plus written by device-to-device

@@ -13,12 +13,16 @@
 //! Python thread that writes into the same array races with the call, as with any NumPy
 //! function that releases the GIL.
 
+use crate::backend::Chosen;
+use crate::device::Lent;
 use crate::errors::{to_py, type_error, value_error};
+use crate::ops::Op;
 use numpy::{
     Element, PyArray2, PyArray3, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray2, PyReadonlyArray3,
     PyReadwriteArray2, PyReadwriteArray3, PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
+use tessera::dlpack::PixelKind;
 use tessera::{AnyImage, AnyView, AnyViewMut, Image, ImageView, ImageViewMut, Pixel, Rgba8};
 
 const _: () = assert!(std::mem::size_of::<Rgba8>() == 4 && std::mem::align_of::<Rgba8>() == 1);
@@ -76,7 +80,7 @@ fn is<T: Element>(arr: &Bound<'_, PyUntypedArray>) -> bool {
 pub fn input<'py>(obj: &Bound<'py, PyAny>, what: &str, accepts: Accepts) -> PyResult<Input<'py>> {
     let arr = obj.cast::<PyUntypedArray>().map_err(|_| {
         let ty = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        type_error(format!("{what}: expected a numpy.ndarray, got {ty}"))
+        type_error(format!("{what}: expected a numpy.ndarray (or an array with __dlpack__), got {ty}"))
     })?;
     let shape = arr.shape().to_vec();
     let borrow = |e: numpy::BorrowError| value_error(format!("{what}: {e}"));
@@ -213,14 +217,20 @@ impl<'py> Output<'py> {
         }
     }
 
+    /// Zeros of `kind` and `w x h`.
+    pub fn of(py: Python<'py>, kind: PixelKind, w: usize, h: usize) -> Output<'py> {
+        match kind {
+            PixelKind::U8 => Output::U8(PyArray2::zeros(py, [h, w], false)),
+            PixelKind::U16 => Output::U16(PyArray2::zeros(py, [h, w], false)),
+            PixelKind::U32 => Output::U32(PyArray2::zeros(py, [h, w], false)),
+            PixelKind::F32 => Output::F32(PyArray2::zeros(py, [h, w], false)),
+            PixelKind::Rgba8 => Output::Rgba8(PyArray3::zeros(py, [h, w, 4], false)),
+        }
+    }
+
     /// float32 zeros of `w x h`.
     pub fn f32(py: Python<'py>, w: usize, h: usize) -> Output<'py> {
         Output::F32(PyArray2::zeros(py, [h, w], false))
-    }
-
-    /// uint32 zeros of `w x h`.
-    pub fn u32(py: Python<'py>, w: usize, h: usize) -> Output<'py> {
-        Output::U32(PyArray2::zeros(py, [h, w], false))
     }
 
     /// uint8 zeros of `w x h`.
@@ -293,31 +303,17 @@ impl OutputGuard<'_> {
     }
 }
 
-/// One image in, one new image out: borrows `image` (of the `accepts` types), makes the
-/// output with `make` from the input's view, and runs `op` on both with the GIL released.
-pub fn unary<'py>(
-    py: Python<'py>,
-    image: &Bound<'py, PyAny>,
-    accepts: Accepts,
-    make: impl FnOnce(Python<'py>, &AnyView<'_>) -> Output<'py>,
-    op: impl for<'a, 'b> FnOnce(AnyView<'a>, AnyViewMut<'b>) -> tessera::Result<()> + Send,
-) -> PyResult<Bound<'py, PyAny>> {
-    let inp = input(image, "image", accepts)?;
-    let src = inp.view("image")?;
-    let out = make(py, &src);
-    {
-        let mut g = out.write()?;
-        let dst = g.view_mut()?;
-        py.detach(move || op(src, dst)).map_err(to_py)?;
-    }
-    Ok(out.into_any())
-}
-
-/// A float32 output view out of the run-time typed one (the outputs `Output::f32` made).
-pub fn as_f32(v: AnyViewMut<'_>) -> tessera::Result<ImageViewMut<'_, f32>> {
-    match v {
-        AnyViewMut::F32(v) => Ok(v),
-        _ => Err(tessera::backend::type_mismatch("float32 output")),
+/// One image in, one new image out: `op` on `image` (of the `accepts` types) with the GIL
+/// released. A NumPy array or host DLPack array gives a new NumPy array; a CUDA array or a
+/// `CudaImage` a new `CudaImage` (`device.rs`).
+pub fn unary<'py>(py: Python<'py>, image: &Bound<'py, PyAny>, accepts: Accepts, chosen: Chosen, op: Op) -> PyResult<Bound<'py, PyAny>> {
+    match crate::device::lent(image, "image", accepts, &chosen)? {
+        Some(Lent::Device(d)) => crate::device::on_device(py, d, &chosen, &op),
+        Some(Lent::Host { image: t, _tensor }) => crate::device::on_host(py, crate::device::host_view(&t)?, &chosen, &op),
+        None => {
+            let inp = input(image, "image", accepts)?;
+            crate::device::on_host(py, inp.view("image")?, &chosen, &op)
+        }
     }
 }
 

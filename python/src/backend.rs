@@ -1,18 +1,23 @@
 //! `backend="cpu"|"cuda"|"auto"`: opened once per process and kept (opening CUDA loads the
-//! driver and compiles kernels; a call must not pay that again), through the same
-//! `tessera::open_backend` the CLI uses, so `auto`'s fallback rule and the CUDA library
-//! checks are the CLI's.
+//! driver and compiles kernels; a call must not pay that again), by the same
+//! `BackendChoice::resolve` and openers the CLI's `tessera::open_backend` uses, so `auto`'s
+//! fallback rule and the CUDA library checks are the CLI's. There is one CUDA backend per
+//! process, whatever the choice and thread setting that opened it, so that a device image
+//! one call returns is another call's input.
 
 use crate::errors::to_py;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
-use tessera::{open_backend, Backend, BackendChoice, Opened, Parallelism};
+use tessera::cuda::CudaBackend;
+use tessera::{Backend, BackendChoice, CpuBackend, Opened, Parallelism};
 
 /// An opened backend and, for `auto` without a GPU, why it is the CPU.
 #[derive(Clone, Copy)]
 pub struct Chosen {
     pub backend: &'static dyn Backend,
+    /// The same backend where it is CUDA, for the operations on device images.
+    pub cuda: Option<&'static CudaBackend>,
     pub fallback: Option<&'static str>,
 }
 
@@ -34,12 +39,25 @@ pub fn choose(name: &str, single_thread: bool) -> PyResult<Chosen> {
     }
     let par = if single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
     // Opened outside the lock: a slow CUDA start does not block CPU callers.
-    let Opened { backend, fallback } = open_backend(choice, par).map_err(to_py)?;
-    let chosen = Chosen {
-        backend: Box::leak(backend),
-        fallback: fallback.map(|f| &*Box::leak(f.into_boxed_str())),
-    };
+    par.start().map_err(to_py)?;
+    let cpu = || -> (&'static dyn Backend, Option<&'static CudaBackend>) { (Box::leak(Box::new(CpuBackend::new(par))), None) };
+    let cuda = || cuda_backend().map(|c| (c as &'static dyn Backend, Some(c)));
+    let Opened { backend: (backend, cuda), fallback } = choice.resolve(cpu, cuda).map_err(to_py)?;
+    let chosen = Chosen { backend, cuda, fallback: fallback.map(|f| &*Box::leak(f.into_boxed_str())) };
     Ok(*cache().lock().map_err(|_| poisoned())?.entry(key).or_insert(chosen))
+}
+
+/// The process's CUDA backend, opened at the first call that asks for it (a failure is
+/// not kept: a later call tries again).
+fn cuda_backend() -> tessera::Result<&'static CudaBackend> {
+    static CUDA: Mutex<Option<&'static CudaBackend>> = Mutex::new(None);
+    let mut slot = CUDA.lock().map_err(|_| tessera::Error::Backend("the CUDA backend's lock was poisoned by an earlier panic".into()))?;
+    if let Some(b) = *slot {
+        return Ok(b);
+    }
+    let b: &'static CudaBackend = Box::leak(Box::new(tessera::cuda::open_cuda()?));
+    *slot = Some(b);
+    Ok(b)
 }
 
 fn poisoned() -> PyErr {

@@ -3,14 +3,15 @@
 //! released. The docstrings are the Python help: the math and the border rule of each, as
 //! the core's docs state them.
 
-use crate::array::{as_f32, input, unary, Accepts, Output};
+use crate::array::{input, unary, Accepts, Output};
+use crate::ops::Op;
 use crate::backend::choose;
 use crate::errors::to_py;
 use crate::params::{border, count, counts, glare_mode, opt_count, to_python, variance_kernel, variance_method, AUTO};
 use pyo3::prelude::*;
 use serde_json::json;
 use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
-use tessera::{AnyView, ContrastParams, GlareParams, VarianceParams};
+use tessera::{ContrastParams, GlareParams, VarianceParams};
 
 fn window(size: i64, width: Option<i64>, height: Option<i64>, border_name: &str) -> PyResult<BoxParams> {
     let size = count("size", size)?;
@@ -41,7 +42,7 @@ macro_rules! window_function {
             single_thread: bool,
         ) -> PyResult<Bound<'py, PyAny>> {
             let $p = window(size, width, height, &border)?;
-            let $b = choose(backend, single_thread)?.backend;
+            let $b = choose(backend, single_thread)?;
             $body
         }
     };
@@ -66,7 +67,7 @@ window_function!(
     /// Raises ValueError (bad window, border, shape or strides), TypeError (dtype),
     /// RuntimeError (``backend="cuda"`` without a usable GPU).
     mean,
-    |py, image, b, p| unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.mean_filter(src, dst, &p))
+    |py, image, b, p| unary(py, image, Accepts::ALL, b, Op::Mean(p))
 );
 
 window_function!(
@@ -78,16 +79,7 @@ window_function!(
     /// 2**32``, so a window of at most 65537 pixels). float32: accumulated in float64, rounded
     /// once to float32. RGBA is a TypeError (the CLI's ``box`` takes gray images only).
     box_sum,
-    |py, image, b, p| {
-        let make = |py, src: &AnyView<'_>| {
-            let (w, h) = src.size();
-            match src {
-                AnyView::F32(_) => Output::f32(py, w, h),
-                _ => Output::u32(py, w, h),
-            }
-        };
-        unary(py, image, Accepts::GRAY, make, move |src, dst| b.box_sum(src, dst, &p))
-    }
+    |py, image, b, p| unary(py, image, Accepts::GRAY, b, Op::BoxSum(p))
 );
 
 /// Gaussian blur with standard deviation ``sigma`` (finite, > 0, at most 1365).
@@ -122,8 +114,7 @@ pub fn gaussian<'py>(
         method: GaussianMethod::from_name(&method).map_err(to_py)?,
         border: crate::params::border(&border)?,
     };
-    let b = choose(backend, single_thread)?.backend;
-    unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.gaussian_blur(src, dst, &p))
+    unary(py, image, Accepts::ALL, choose(backend, single_thread)?, Op::Gaussian(p))
 }
 
 /// What :func:`gaussian` runs for these parameters: ``("fir", radius)`` or ``("iir", None)``
@@ -181,9 +172,7 @@ pub fn local_variance<'py>(
         kernel: variance_kernel(&kernel, count("radius", radius)?)?,
         border: crate::params::border(&border)?,
     };
-    let b = choose(backend, single_thread)?.backend;
-    let make = |py, src: &AnyView<'_>| Output::f32(py, src.size().0, src.size().1);
-    unary(py, image, Accepts::ALL, make, move |src, dst| b.local_variance(src, as_f32(dst)?, &p))
+    unary(py, image, Accepts::ALL, choose(backend, single_thread)?, Op::Variance(p))
 }
 
 /// Multi-scale local contrast enhancement from the local mean and variance.
@@ -217,8 +206,7 @@ pub fn contrast<'py>(
     single_thread: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let p = ContrastParams { radii: counts("radii", &radii)?, alpha, gain_max, gain_min, noise, border: crate::params::border(&border)? };
-    let b = choose(backend, single_thread)?.backend;
-    unary(py, image, Accepts::ALL, Output::like, move |src, dst| b.contrast_enhance(src, dst, &p))
+    unary(py, image, Accepts::ALL, choose(backend, single_thread)?, Op::Contrast(p))
 }
 
 /// Specular-highlight (glare) detection and correction. Returns ``(corrected, mask,

@@ -7,9 +7,11 @@
 
 mod array;
 mod backend;
+mod device;
 mod errors;
 mod filters;
 mod grid;
+mod ops;
 mod params;
 mod stereo;
 mod stitch;
@@ -75,6 +77,9 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stereo::stereo, m)?)?;
     m.add_function(wrap_pyfunction!(stereo::matmul, m)?)?;
     m.add_function(wrap_pyfunction!(stereo::mat_add, m)?)?;
+    m.add_function(wrap_pyfunction!(device::to_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::_lend_host, m)?)?;
+    m.add_class::<device::CudaImage>()?;
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(backend_info, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_mean, m)?)?;

@@ -12,6 +12,13 @@ usable, else the CPU; see :func:`backend_info`) and ``single_thread`` (run the C
 on one thread instead of all). Keyword arguments are named as the ``tessera`` command
 line's options, and their defaults are the Rust library's own (``tessera.defaults()``).
 
+Arrays of other libraries come in without a copy through DLPack (any object with
+``__dlpack__``: PyTorch, CuPy, JAX). Host memory is read in place, as a NumPy array is.
+CUDA memory is read in place on the GPU by the CUDA backend, and the result is a
+:class:`CudaImage` that stays there: the next operation takes it without a transfer, and
+``cupy.from_dlpack`` / ``torch.from_dlpack`` take it back without a copy (``to_device``
+uploads a NumPy image once; ``CudaImage.numpy()`` downloads).
+
 Errors: ValueError for bad parameters, shapes and strides; TypeError for unsupported dtypes;
 RuntimeError for an unavailable backend; MemoryError when an allocation is refused.
 
@@ -81,12 +88,14 @@ _EXPOSED = [
     "mat_add",
     "synth_sequence",
     "backend_info",
+    "to_device",
 ]
 for _name in _EXPOSED:
     globals()[_name] = _expose(_name)
 del _name
 gaussian_plan = _tessera.gaussian_plan
+CudaImage = _tessera.CudaImage
 load = _tessera.load
 save = _tessera.save
 
-__all__ = _EXPOSED + ["load", "save", "gaussian_plan", "defaults", "BACKENDS"]
+__all__ = _EXPOSED + ["load", "save", "gaussian_plan", "defaults", "BACKENDS", "CudaImage"]

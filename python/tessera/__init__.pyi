@@ -1,7 +1,7 @@
 # Type stubs of tessera. Defaults are `...` here: the values are the Rust library's
 # (`tessera.defaults()`, and each function's signature at run time).
 import os
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Dict, List, Literal, Optional, Protocol, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +17,41 @@ Backend = Literal["cpu", "cuda", "auto"]
 Border = str
 """'reflect101', 'replicate', 'normalize' or 'constant:V'."""
 PathLike = Union[str, os.PathLike]
+
+class SupportsDLPack(Protocol):
+    """An array of another library lent without a copy (PyTorch, CuPy, JAX, NumPy)."""
+    def __dlpack__(self, *, stream: Optional[int] = ...) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+class CudaImage:
+    """An image in GPU memory: the result of an operation on a CUDA array or a CudaImage
+    (or of to_device). Operations take it without a transfer; CuPy and PyTorch take it
+    without a copy (DLPack, __cuda_array_interface__); numpy() copies it to the host."""
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    def numpy(self) -> Image: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = ...,
+        max_version: Optional[Tuple[int, int]] = ...,
+        dl_device: Optional[Tuple[int, int]] = ...,
+        copy: Optional[bool] = ...,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+
+ImageIn = Union[Image, CudaImage, SupportsDLPack]
+"""A NumPy image, a CudaImage, or an array of another library with __dlpack__ (host
+memory: read in place; CUDA memory: read in place on the GPU)."""
+ImageOut = Union[Image, CudaImage]
+"""A new NumPy array for a host input, a new CudaImage for a device input."""
+
+def to_device(image: Union[Image, CudaImage, SupportsDLPack], /, *, backend: Backend = ...) -> CudaImage:
+    """A copy of a host image in GPU memory (a CudaImage is returned as it is)."""
 
 class BackendInfo(TypedDict):
     name: str
@@ -42,7 +77,7 @@ class StereoStats(TypedDict):
 def defaults(function: Optional[str] = ...) -> Dict[str, Any]: ...
 def backend_info(backend: Backend = ..., single_thread: bool = ...) -> BackendInfo: ...
 def mean(
-    image: Image,
+    image: ImageIn,
     /,
     *,
     size: int = ...,
@@ -51,12 +86,12 @@ def mean(
     border: Border = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
-) -> Image:
+) -> ImageOut:
     """Mean over the width x height window anchored at (width // 2, height // 2); exact
     rounded-half-up integer means for uint8 / uint16."""
 
 def box_sum(
-    image: Gray,
+    image: Union[Gray, CudaImage, SupportsDLPack],
     /,
     *,
     size: int = ...,
@@ -65,11 +100,11 @@ def box_sum(
     border: Border = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
-) -> Union[npt.NDArray[np.uint32], npt.NDArray[np.float32]]:
+) -> Union[npt.NDArray[np.uint32], npt.NDArray[np.float32], CudaImage]:
     """Window sums: exact uint32 for uint8 / uint16, float32 for float32."""
 
 def gaussian(
-    image: Image,
+    image: ImageIn,
     /,
     *,
     sigma: float = ...,
@@ -78,7 +113,7 @@ def gaussian(
     border: Border = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
-) -> Image:
+) -> ImageOut:
     """Gaussian blur: FIR (sampled, normalized weights, radius ceil(3 sigma)) or IIR."""
 
 def gaussian_plan(
@@ -87,7 +122,7 @@ def gaussian_plan(
     """('fir', radius) or ('iir', None): what gaussian() runs for these parameters."""
 
 def local_variance(
-    image: Image,
+    image: ImageIn,
     /,
     *,
     method: Literal["usual", "koenig", "welford", "pairwise", "threewise", "recursive"] = ...,
@@ -96,11 +131,11 @@ def local_variance(
     border: Border = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
-) -> npt.NDArray[np.float32]:
+) -> Union[npt.NDArray[np.float32], CudaImage]:
     """sum w (p - mu)^2 / sum w over a tent (R = 2^k - 1) or box kernel; float32."""
 
 def contrast(
-    image: Image,
+    image: ImageIn,
     /,
     *,
     radii: Sequence[int] = ...,
@@ -111,7 +146,7 @@ def contrast(
     border: Border = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
-) -> Image:
+) -> ImageOut:
     """Multi-scale local contrast enhancement from local mean and variance."""
 
 def glare(
