@@ -13,6 +13,8 @@
 //! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods);
 //! - SGM 1024x440 at 128 disparities, 4 and 8 paths, and Middlebury cones / teddy with
 //!   bad 1.0 beside the CPU backend's;
+//! - a chain (Gaussian, then local variance and contrast) as backend calls and on device
+//!   images;
 //! - matrix product 4096x4096 f32;
 //! - stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31) and the curve of
 //!   time against template size (25..255), on the backend and on the same machine's CPU
@@ -176,6 +178,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     }
 
     link_fraction(r, name, n, link);
+    chain_cases(b, r)?;
     stereo_cases(b, r, cpu.as_ref())?;
     stitch_cases(b, r, cpu.as_ref())?;
     Ok(())
@@ -235,6 +238,68 @@ fn link_fraction(r: &mut Recorder, name: &str, n: usize, link: Option<tessera_cu
         name,
         json!({"fraction": (link_ms / ms * 1000.0).round() / 1000.0, "end_to_end_gb_s": round1(gb_s), "link_ms": (link_ms * 1e3).round() / 1e3, "end_to_end_ms": ms}),
     );
+}
+
+/// A chain on one image, 1920x1080 (480x270 with --quick), u8 and f32: a Gaussian (sigma 2),
+/// then the local variance (tent, R 15) and contrast enhancement of the blurred image.
+/// `path`: `calls`, three backend calls (each uploads its input and downloads its output:
+/// three uploads, three downloads); on CUDA also `device`, the same operations on device
+/// images (one upload, two downloads), interleaved with `calls`.
+fn chain_cases(b: &Bench, r: &mut Recorder) -> Result<()> {
+    let name = b.backend.name();
+    if !r.wants("chain_1080p") {
+        return Ok(());
+    }
+    let (w, h) = if b.quick { (480, 270) } else { (1920, 1080) };
+    let scene = super::variance::scene_u8(w, h, 5);
+    let gauss = GaussianParams { sigma: 2.0, ..Default::default() };
+    let var = VarianceParams::new(VarianceMethod::Recursive, VarianceKernel::Tent { radius: 15 });
+    let contrast = tessera::ContrastParams::default();
+    let cuda = if name == "cuda" { Some(tessera::cuda::open_cuda()?) } else { None };
+    let paths: &[&str] = if cuda.is_some() { &["calls", "device"] } else { &["calls"] };
+    fn run<T>(b: &Bench, cuda: Option<&tessera::cuda::CudaBackend>, src: &Image<T>, device: bool, ops: (&GaussianParams, &VarianceParams, &tessera::ContrastParams)) -> tessera::Result<()>
+    where
+        T: tessera::cuda::DevicePixel + Default,
+        for<'a> tessera::ImageView<'a, T>: Into<AnyView<'a>>,
+        for<'a> tessera::ImageViewMut<'a, T>: Into<AnyViewMut<'a>>,
+        for<'a, 'd> &'a tessera::cuda::DeviceImage<'d, T>: Into<tessera::cuda::DeviceSrc<'a, 'd>>,
+        for<'a, 'd> &'a mut tessera::cuda::DeviceImage<'d, T>: Into<tessera::cuda::DeviceDst<'a, 'd>>,
+    {
+        let (w, h) = src.size();
+        let (mut variance, mut enhanced) = (Image::<f32>::new(w, h)?, Image::<T>::new(w, h)?);
+        match cuda {
+            Some(c) if device => {
+                let up = c.upload(src.view())?;
+                let mut blurred = c.device_image::<T>(w, h)?;
+                c.gaussian_blur_on_device(&up, &mut blurred, ops.0)?;
+                let mut v = c.device_image::<f32>(w, h)?;
+                c.local_variance_on_device(&blurred, &mut v, ops.1)?;
+                let mut e = c.device_image::<T>(w, h)?;
+                c.contrast_enhance_on_device(&blurred, &mut e, ops.2)?;
+                c.download(&v, variance.view_mut())?;
+                c.download(&e, enhanced.view_mut())
+            }
+            _ => {
+                let mut blurred = Image::<T>::new(w, h)?;
+                b.backend.gaussian_blur(src.view().into(), blurred.view_mut().into(), ops.0)?;
+                b.backend.local_variance(blurred.view().into(), variance.view_mut(), ops.1)?;
+                b.backend.contrast_enhance(blurred.view().into(), enhanced.view_mut().into(), ops.2)
+            }
+        }
+    }
+    let scene_f32: Image<f32> = scene.map(|v| v as f32);
+    for ty in ["u8", "f32"] {
+        let params: Vec<Value> = paths.iter().map(|p| json!({"w": w, "h": h, "type": ty, "sigma": 2.0, "radius": 15, "path": p})).collect();
+        r.time_interleaved_tagged("chain_1080p", &params, &json!({"type": ty}), name, |i| {
+            let device = paths[i] == "device";
+            let ops = (&gauss, &var, &contrast);
+            match ty {
+                "u8" => run(b, cuda.as_ref(), &scene, device, ops),
+                _ => run(b, cuda.as_ref(), &scene_f32, device, ops),
+            }
+        });
+    }
+    Ok(())
 }
 
 /// SGM: the synthetic 1024x440 pair at 128 disparities (4 and 8 paths, no refinement), and
