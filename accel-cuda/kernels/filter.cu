@@ -512,15 +512,36 @@ __device__ __forceinline__ float iir_edge(int mode, float outside, float sample)
     return mode == 2 ? outside : (mode == 3 ? 0.0f : sample);
 }
 
+// Sample t of lane j of the column pass's padded buffer: the source row `t - margin`,
+// mirrored (reflect-101) into the margins.
+template <typename T> __device__ __forceinline__ float iir_col_sample(const T* src, int lanes, int height, int margin, int t, int j) {
+    int sy = margin > 0 ? reflect101(t - margin, height) : t;
+    return (float)src[(i64)sy * lanes + j];
+}
+
+// Sample t of line l (row y, channel ch) of the row pass: pad's row y + margin at column
+// `t - margin`, mirrored into the margins.
+__device__ __forceinline__ float iir_row_sample(const float* pad, int width, int channels, int margin, int l, int t) {
+    int y = l / channels, ch = l % channels;
+    int x = margin > 0 ? reflect101(t - margin, width) : t;
+    return pad[(i64)(y + margin) * width * channels + (i64)x * channels + ch];
+}
+
+// Pixel x of line l of the row pass's result, normalized and stored.
+template <typename O>
+__device__ __forceinline__ void iir_store(const float* line, O* dst, const float* inv_nx, const float* inv_ny, int width, int channels, int margin, int mode, int lines, int l, int x) {
+    int y = l / channels, ch = l % channels;
+    float v = line[(i64)(x + margin) * lines + l];
+    if (mode == 3) v *= inv_nx[x] * inv_ny[y];
+    store_lane(dst + (i64)y * width * channels + (i64)x * channels + ch, v);
+}
+
 template <typename T>
 __device__ void iir_cols(const T* src, float* pad, const double* coef, int lanes, int height, int margin, int mode, float outside) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= lanes) return;
     int n = height + 2 * margin;
-    for (int t = 0; t < n; ++t) {
-        int sy = margin > 0 ? reflect101(t - margin, height) : t;
-        pad[(i64)t * lanes + j] = (float)src[(i64)sy * lanes + j];
-    }
+    for (int t = 0; t < n; ++t) pad[(i64)t * lanes + j] = iir_col_sample(src, lanes, height, margin, t, j);
     float first = pad[j], last = pad[(i64)(n - 1) * lanes + j];
     iir_line(pad + j, lanes, n, coef, iir_edge(mode, outside, first), iir_edge(mode, outside, last));
 }
@@ -531,22 +552,11 @@ __device__ void iir_rows(const float* pad, float* line, O* dst, const double* co
     int l = blockIdx.x * blockDim.x + threadIdx.x;
     int lines = height * channels;
     if (l >= lines) return;
-    int y = l / channels, ch = l % channels;
-    int lanes = width * channels;
-    const float* row = pad + (i64)(y + margin) * lanes;
     int n = width + 2 * margin;
-    for (int t = 0; t < n; ++t) {
-        int x = margin > 0 ? reflect101(t - margin, width) : t;
-        line[(i64)t * lines + l] = row[x * channels + ch];
-    }
+    for (int t = 0; t < n; ++t) line[(i64)t * lines + l] = iir_row_sample(pad, width, channels, margin, l, t);
     float first = line[l], last = line[(i64)(n - 1) * lines + l];
     iir_line(line + l, lines, n, coef, iir_edge(mode, outside, first), iir_edge(mode, outside, last));
-    O* out = dst + (i64)y * lanes + ch;
-    for (int x = 0; x < width; ++x) {
-        float v = line[(i64)(x + margin) * lines + l];
-        if (mode == 3) v *= inv_nx[x] * inv_ny[y];
-        store_lane(out + x * channels, v);
-    }
+    for (int x = 0; x < width; ++x) iir_store(line, dst, inv_nx, inv_ny, width, channels, margin, mode, lines, l, x);
 }
 
 extern "C" __global__ void iir_cols_u8(const u8* src, float* pad, const double* coef, int lanes, int h, int margin, int mode, float outside) {
@@ -573,3 +583,152 @@ extern "C" __global__ void iir_rows_f32(const float* pad, float* line, float* ds
     iir_rows<float>(pad, line, dst, coef, inv_nx, inv_ny, w, h, c, margin, mode, outside);
 }
 TESSERA_EXPORT(iir_rows_f32)
+
+// The recursive Gaussian, block-parallel (design `blocked`; after Nehab, Maximo, Lima and
+// Hoppe, "GPU-efficient recursive filtering and summed-area tables", 2011). The filter is
+// linear, so a block's output is its output from a zero state plus the zero-input response
+// to the state entering it, and that state follows from the one entering the block before
+// through a 3 x 3 matrix (the zero-input response over a block, computed on the host in
+// f64). Lines are interleaved (sample t of line l at buf[t * lines + l]: a warp reads 32
+// neighbouring lines' samples at once, coalesced), cut into blocks of `block` samples:
+//   iir_pad_cols_*, iir_pad_rows: a thread per sample (neighbouring threads on
+//               neighbouring lines): the padded lines, as the `line` design builds them;
+//   iir_block_ends: a thread per (line, block): the block's pass from a zero state, its
+//               last three states;
+//   iir_block_carries: a thread per line: the state entering each block (over the ends),
+//               from the line's start (the edge value; for the anti-causal pass Triggs -
+//               Sdika's start from the causal pass's final state, whose first sample it
+//               writes);
+//   iir_block_apply: a thread per (line, block): the pass from the entering state, in place;
+//   iir_store_*: a thread per output pixel.
+// The causal pass runs forwards over samples 0 .. n - 1; the anti-causal one backwards over
+// n - 2 .. 0 (sample n - 1 is its start). Each state is the f64 recursion's up to rounding
+// in the matrix products, so outputs are the `line` design's within an f32 rounding (tested
+// on the shim).
+
+// The buffer index of position p of a pass over a line of n samples.
+__device__ __forceinline__ i64 iir_at(int p, int n, int backward) { return backward ? (i64)n - 2 - p : (i64)p; }
+
+// Sample i of a grid over `lines` interleaved lines: line i % lines, sample i / lines.
+__device__ __forceinline__ bool iir_sample_of(int lines, i64 total, int& l, i64& t) {
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return false;
+    l = (int)(i % lines);
+    t = i / lines;
+    return true;
+}
+
+template <typename T>
+__device__ void iir_pad_cols(const T* src, float* pad, int lanes, int height, int margin) {
+    int j;
+    i64 t;
+    if (!iir_sample_of(lanes, (i64)lanes * (height + 2 * margin), j, t)) return;
+    pad[t * lanes + j] = iir_col_sample(src, lanes, height, margin, (int)t, j);
+}
+extern "C" __global__ void iir_pad_cols_u8(const u8* src, float* pad, int lanes, int h, int margin) { iir_pad_cols<u8>(src, pad, lanes, h, margin); }
+TESSERA_EXPORT(iir_pad_cols_u8)
+extern "C" __global__ void iir_pad_cols_u16(const u16* src, float* pad, int lanes, int h, int margin) { iir_pad_cols<u16>(src, pad, lanes, h, margin); }
+TESSERA_EXPORT(iir_pad_cols_u16)
+extern "C" __global__ void iir_pad_cols_f32(const float* src, float* pad, int lanes, int h, int margin) { iir_pad_cols<float>(src, pad, lanes, h, margin); }
+TESSERA_EXPORT(iir_pad_cols_f32)
+
+extern "C" __global__ void iir_pad_rows(const float* pad, float* line, int width, int height, int channels, int margin) {
+    int lines = height * channels, l;
+    i64 t;
+    if (!iir_sample_of(lines, (i64)lines * (width + 2 * margin), l, t)) return;
+    line[t * lines + l] = iir_row_sample(pad, width, channels, margin, l, (int)t);
+}
+TESSERA_EXPORT(iir_pad_rows)
+
+extern "C" __global__ void iir_block_ends(const float* buf, double* ends, const double* coef, int lines, int n, int backward, int block) {
+    int l = blockIdx.x * blockDim.x + threadIdx.x;
+    int k = blockIdx.y;
+    if (l >= lines) return;
+    int len = backward ? n - 1 : n;
+    int p1 = min(len, (k + 1) * block);
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+    for (int p = k * block; p < p1; ++p) iir_step(coef, buf[iir_at(p, n, backward) * lines + l], s0, s1, s2);
+    double* e = ends + ((i64)k * lines + l) * 3;
+    e[0] = s0;
+    e[1] = s1;
+    e[2] = s2;
+}
+TESSERA_EXPORT(iir_block_ends)
+
+// `zir`: the zero-input response over a whole block, then over the last block (each 3 x 3,
+// row-major: new state i = sum_j zir[3 i + j] old state j). `start`: per line, the causal
+// pass's final state and the line's value after its end (written by the causal pass, read
+// by the anti-causal one).
+extern "C" __global__ void iir_block_carries(float* buf, double* ends, double* start, const double* coef, const double* zir, int lines, int n, int backward,
+                                             int block, int mode, float outside) {
+    int l = blockIdx.x * blockDim.x + threadIdx.x;
+    if (l >= lines) return;
+    int len = backward ? n - 1 : n;
+    int blocks = (len + block - 1) / block;
+    double s[3];
+    double* st = start + (i64)l * 4;
+    if (!backward) {
+        double left = iir_edge(mode, outside, buf[l]);
+        st[3] = iir_edge(mode, outside, buf[(i64)(n - 1) * lines + l]);
+        s[0] = s[1] = s[2] = left;
+    } else {
+        double u = st[3];
+        double d0 = st[0] - u, d1 = st[1] - u, d2 = st[2] - u;
+        for (int i = 0; i < 3; ++i) {
+            const double* r = coef + 4 + 3 * i;
+            s[i] = __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(r[0], d0), __dmul_rn(r[1], d1)), __dmul_rn(r[2], d2)), u);
+        }
+        buf[(i64)(n - 1) * lines + l] = (float)s[0];
+    }
+    for (int k = 0; k < blocks; ++k) {
+        double* e = ends + ((i64)k * lines + l) * 3;
+        const double* a = zir + (k + 1 == blocks ? 9 : 0);
+        double next[3];
+        for (int i = 0; i < 3; ++i) next[i] = a[3 * i] * s[0] + a[3 * i + 1] * s[1] + a[3 * i + 2] * s[2] + e[i];
+        for (int i = 0; i < 3; ++i) {
+            e[i] = s[i];
+            s[i] = next[i];
+        }
+    }
+    if (!backward) {
+        st[0] = s[0];
+        st[1] = s[1];
+        st[2] = s[2];
+    }
+}
+TESSERA_EXPORT(iir_block_carries)
+
+extern "C" __global__ void iir_block_apply(float* buf, const double* carries, const double* coef, int lines, int n, int backward, int block) {
+    int l = blockIdx.x * blockDim.x + threadIdx.x;
+    int k = blockIdx.y;
+    if (l >= lines) return;
+    int len = backward ? n - 1 : n;
+    int p1 = min(len, (k + 1) * block);
+    const double* c = carries + ((i64)k * lines + l) * 3;
+    double s0 = c[0], s1 = c[1], s2 = c[2];
+    for (int p = k * block; p < p1; ++p) {
+        float* x = buf + iir_at(p, n, backward) * lines + l;
+        *x = (float)iir_step(coef, *x, s0, s1, s2);
+    }
+}
+TESSERA_EXPORT(iir_block_apply)
+
+template <typename O>
+__device__ void iir_store_all(const float* line, O* dst, const float* inv_nx, const float* inv_ny, int width, int height, int channels, int margin, int mode) {
+    int lines = height * channels, l;
+    i64 x;
+    if (!iir_sample_of(lines, (i64)lines * width, l, x)) return;
+    iir_store(line, dst, inv_nx, inv_ny, width, channels, margin, mode, lines, l, (int)x);
+}
+extern "C" __global__ void iir_store_u8(const float* line, u8* dst, const float* inv_nx, const float* inv_ny, int w, int h, int c, int margin, int mode) {
+    iir_store_all<u8>(line, dst, inv_nx, inv_ny, w, h, c, margin, mode);
+}
+TESSERA_EXPORT(iir_store_u8)
+extern "C" __global__ void iir_store_u16(const float* line, u16* dst, const float* inv_nx, const float* inv_ny, int w, int h, int c, int margin, int mode) {
+    iir_store_all<u16>(line, dst, inv_nx, inv_ny, w, h, c, margin, mode);
+}
+TESSERA_EXPORT(iir_store_u16)
+extern "C" __global__ void iir_store_f32(const float* line, float* dst, const float* inv_nx, const float* inv_ny, int w, int h, int c, int margin, int mode) {
+    iir_store_all<float>(line, dst, inv_nx, inv_ny, w, h, c, margin, mode);
+}
+TESSERA_EXPORT(iir_store_f32)

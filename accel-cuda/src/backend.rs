@@ -26,6 +26,8 @@ pub struct CudaBackend {
     box_design: Option<filter::BoxDesign>,
     /// The FIR Gaussian's design, fixed; None: the environment's or the tuning table's.
     fir_design: Option<filter::FirDesign>,
+    /// The recursive Gaussian's design, fixed; None: the environment's or the tuning table's.
+    iir_design: Option<filter::IirDesign>,
 }
 
 impl CudaBackend {
@@ -48,12 +50,19 @@ impl CudaBackend {
         self
     }
 
+    /// This backend with its recursive Gaussian design fixed (for tests of each design).
+    #[cfg(feature = "shim")]
+    pub(crate) fn with_iir_design(mut self, design: filter::IirDesign) -> Self {
+        self.iir_design = Some(design);
+        self
+    }
+
     pub(crate) fn with_gpu(gpu: Gpu, description: String) -> Self {
         let description = match gpu.tuning().table() {
             Some(table) => format!("{description}, kernel designs of tuning/{table}.json"),
             None => description,
         };
-        CudaBackend { gpu, description, box_design: None, fir_design: None }
+        CudaBackend { gpu, description, box_design: None, fir_design: None, iir_design: None }
     }
 
     /// The device: name, architecture, driver (or the shim), and the tuning table in use.
@@ -134,7 +143,7 @@ impl CudaBackend {
     /// [`Backend::gaussian_blur`] on images already on the device.
     pub fn gaussian_blur_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &GaussianParams) -> Result<()> {
         let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
-        filter::gaussian_blur(&self.gpu, self.fir_design, src, dst, p)
+        filter::gaussian_blur(&self.gpu, (self.fir_design, self.iir_design), src, dst, p)
     }
 
     /// [`Backend::local_variance`] on images already on the device.
@@ -165,7 +174,7 @@ impl Backend for CudaBackend {
     }
 
     fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
-        filter::gaussian_blur(&self.gpu, self.fir_design, src.into(), dst.into(), p)
+        filter::gaussian_blur(&self.gpu, (self.fir_design, self.iir_design), src.into(), dst.into(), p)
     }
 
     fn mat_add(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {

@@ -207,6 +207,41 @@ impl FirDesign {
     }
 }
 
+/// The recursive Gaussian's design (tuning family `gauss_iir`): `line` (the built-in
+/// default: a thread per line, the CPU's recursion in its order, identical to it) or
+/// `blocked` (a thread per block of [`IIR_BLOCK`] samples of a line, the states between
+/// blocks carried by the zero-input response; within an f32 rounding of `line`).
+const GAUSS_IIR: &str = "gauss_iir";
+/// Environment variable choosing the recursive Gaussian's design over the tuning table.
+pub const GAUSS_IIR_ENV: &str = "TESSERA_GAUSS_IIR";
+/// Samples of a line one thread of the `blocked` design filters (at least; more where a
+/// line would have over 65 535 blocks, the grid's y limit): at 32, a 4096² image's blocks
+/// are two waves over an H100's 132 SMs (`tests/occupancy.rs`).
+const IIR_BLOCK: usize = 32;
+
+/// Which recursive Gaussian design runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IirDesign {
+    Line,
+    Blocked,
+}
+
+impl IirDesign {
+    /// The design named `name` (`line` or `blocked`), or an error naming what is allowed.
+    pub fn parse(name: &str) -> Result<IirDesign> {
+        match name {
+            "" | "line" => Ok(IirDesign::Line),
+            "blocked" => Ok(IirDesign::Blocked),
+            other => Err(Error::Backend(format!("{GAUSS_IIR_ENV}={other}: expected line or blocked"))),
+        }
+    }
+
+    /// The design chosen for `gpu`: the environment's, else the tuning table's, else line.
+    pub(crate) fn chosen(gpu: &Gpu) -> Result<IirDesign> {
+        IirDesign::parse(&gpu.tuning().choice(GAUSS_IIR, "line"))
+    }
+}
+
 /// A tile shape of the fused kernel: its kernel variant (lanes per thread and rows per
 /// step, so strips of up to `256 x lanes_per_thread` lanes, the window's reach included)
 /// and how tall its segments are at least.
@@ -440,7 +475,7 @@ pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnySrc<'_>, dst
 /// it (same weights, vertical then horizontal pass, f32 fused multiply-adds, integers
 /// rounded once), within 1e-5 relative (f32) or one level (integers, where the sums land
 /// within rounding of a half) of the CPU; the IIR as `gaussian_iir` on the device.
-pub(crate) fn gaussian_blur(gpu: &Gpu, fir_design: Option<FirDesign>, src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
+pub(crate) fn gaussian_blur(gpu: &Gpu, (fir_design, iir_design): (Option<FirDesign>, Option<IirDesign>), src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
     let (integer_max, channels) = match (&src, &dst) {
         (AnySrc::U8(_), AnyDst::U8(_)) => (Some(255.0), 1),
         (AnySrc::U16(_), AnyDst::U16(_)) => (Some(65535.0), 1),
@@ -451,7 +486,11 @@ pub(crate) fn gaussian_blur(gpu: &Gpu, fir_design: Option<FirDesign>, src: AnySr
     check_same_size(src.size(), dst.size())?;
     p.validate(integer_max)?;
     if p.resolved_method(channels) == GaussianMethod::Iir {
-        return gaussian_iir(gpu, src, dst, p);
+        let design = match iir_design {
+            Some(d) => d,
+            None => IirDesign::chosen(gpu)?,
+        };
+        return gaussian_iir(gpu, design, src, dst, p);
     }
     let wts = tessera_core::filter::gaussian_weights(p.sigma, p.fir_radius());
     let design = match fir_design {
@@ -506,12 +545,12 @@ fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: Src<'_, T>, dst: Dst<'
 /// ([`IirCoefficients`](tessera_core::filter::IirCoefficients)), margin and edges, the same
 /// f64 recursion in the same order, no fused multiply-adds: identical to the CPU on the
 /// shim (tested bit for bit), the same IEEE operations on the GPU.
-fn gaussian_iir(gpu: &Gpu, src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
+fn gaussian_iir(gpu: &Gpu, design: IirDesign, src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
     match (src, dst) {
-        (AnySrc::U8(s), AnyDst::U8(d)) => iir::<u8>(gpu, s, d, 1, p, "u8"),
-        (AnySrc::U16(s), AnyDst::U16(d)) => iir::<u16>(gpu, s, d, 1, p, "u16"),
-        (AnySrc::F32(s), AnyDst::F32(d)) => iir::<f32>(gpu, s, d, 1, p, "f32"),
-        (AnySrc::Rgba8(s), AnyDst::Rgba8(d)) => iir::<Rgba8>(gpu, s, d, 4, p, "u8"),
+        (AnySrc::U8(s), AnyDst::U8(d)) => iir::<u8>(gpu, design, s, d, 1, p, "u8"),
+        (AnySrc::U16(s), AnyDst::U16(d)) => iir::<u16>(gpu, design, s, d, 1, p, "u16"),
+        (AnySrc::F32(s), AnyDst::F32(d)) => iir::<f32>(gpu, design, s, d, 1, p, "f32"),
+        (AnySrc::Rgba8(s), AnyDst::Rgba8(d)) => iir::<Rgba8>(gpu, design, s, d, 4, p, "u8"),
         _ => Err(tessera_core::backend::type_mismatch("gaussian blur")),
     }
 }
@@ -526,7 +565,7 @@ fn iir_margin(sigma: f64, border: Border) -> usize {
     }
 }
 
-fn iir<T: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, dst: Dst<'_, T>, channels: usize, p: &GaussianParams, lane: &str) -> Result<()> {
+fn iir<T: Pod + Pixel>(gpu: &Gpu, design: IirDesign, src: Src<'_, T>, dst: Dst<'_, T>, channels: usize, p: &GaussianParams, lane: &str) -> Result<()> {
     let (w, h) = src.size();
     let lanes = w * channels;
     let margin = iir_margin(p.sigma, p.border);
@@ -537,11 +576,6 @@ fn iir<T: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, dst: Dst<'_, T>, channels: us
     coef.extend(c.m.iter().flatten());
     let dcoef = gpu.upload(&coef)?;
     let (mode, outside) = border_mode(p.border);
-    let (cols, rows) = match lane {
-        "u8" => ("iir_cols_u8", "iir_rows_u8"),
-        "u16" => ("iir_cols_u16", "iir_rows_u16"),
-        _ => ("iir_cols_f32", "iir_rows_f32"),
-    };
     // Normalize divides by the filter's response to the image's indicator, D(x) D(y):
     // the same recursion on a line of ones with a zero border.
     let (inv_nx, inv_ny) = if p.border == Border::Normalize {
@@ -550,21 +584,86 @@ fn iir<T: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, dst: Dst<'_, T>, channels: us
         (vec![1.0f32], vec![1.0f32])
     };
     let (dnx, dny) = (gpu.upload(&inv_nx)?, gpu.upload(&inv_ny)?);
+    let (cols, rows, pad_cols, store) = match lane {
+        "u8" => ("iir_cols_u8", "iir_rows_u8", "iir_pad_cols_u8", "iir_store_u8"),
+        "u16" => ("iir_cols_u16", "iir_rows_u16", "iir_pad_cols_u16", "iir_store_u16"),
+        _ => ("iir_cols_f32", "iir_rows_f32", "iir_pad_cols_f32", "iir_store_f32"),
+    };
+    let lines = h * channels;
     let dsrc = src.stage(gpu)?;
     let pad = gpu.buffer::<f32>(lanes * tn)?;
-    gpu.launch(k(cols), [blocks(lanes, BLOCK), 1, 1], [BLOCK, 1, 1], 0, args![&dsrc, &pad, &dcoef, lanes as i32, h as i32, margin as i32, mode, outside])?;
-    drop(dsrc);
-    let lines = h * channels;
     let line = gpu.buffer::<f32>(lines * hn)?;
     let out = dst.open(gpu)?;
-    gpu.launch(
-        k(rows),
-        [blocks(lines, BLOCK), 1, 1],
-        [BLOCK, 1, 1],
-        0,
-        args![&pad, &line, &out.target, &dcoef, &dnx, &dny, w as i32, h as i32, channels as i32, margin as i32, mode, outside],
-    )?;
+    let one = [BLOCK, 1, 1];
+    match design {
+        IirDesign::Line => {
+            gpu.launch(k(cols), [blocks(lanes, BLOCK), 1, 1], one, 0, args![&dsrc, &pad, &dcoef, lanes as i32, h as i32, margin as i32, mode, outside])?;
+            drop(dsrc);
+            let a = args![&pad, &line, &out.target, &dcoef, &dnx, &dny, w as i32, h as i32, channels as i32, margin as i32, mode, outside];
+            gpu.launch(k(rows), [blocks(lines, BLOCK), 1, 1], one, 0, a)?;
+        }
+        IirDesign::Blocked => {
+            gpu.launch(k(pad_cols), [blocks(lanes * tn, BLOCK), 1, 1], one, 0, args![&dsrc, &pad, lanes as i32, h as i32, margin as i32])?;
+            drop(dsrc);
+            iir_blocked_passes(gpu, &pad, lanes, tn, &dcoef, &c, (mode, outside))?;
+            let a = args![&pad, &line, w as i32, h as i32, channels as i32, margin as i32];
+            gpu.launch(k("iir_pad_rows"), [blocks(lines * hn, BLOCK), 1, 1], one, 0, a)?;
+            drop(pad);
+            iir_blocked_passes(gpu, &line, lines, hn, &dcoef, &c, (mode, outside))?;
+            let a = args![&line, &out.target, &dnx, &dny, w as i32, h as i32, channels as i32, margin as i32, mode];
+            gpu.launch(k(store), [blocks(lines * w, BLOCK), 1, 1], one, 0, a)?;
+        }
+    }
     out.finish(gpu)
+}
+
+/// The causal then the anti-causal pass of the `blocked` design over `buf`'s `lines`
+/// interleaved lines of `n` samples, in place.
+fn iir_blocked_passes(
+    gpu: &Gpu,
+    buf: &crate::device::DevBuf<'_, f32>,
+    lines: usize,
+    n: usize,
+    dcoef: &crate::device::DevBuf<'_, f64>,
+    c: &tessera_core::filter::IirCoefficients,
+    (mode, outside): (i32, f32),
+) -> Result<()> {
+    let (li, ni) = (int(lines, "lines")?, int(n, "line length")?);
+    let starts = gpu.buffer::<f64>(lines * 4)?;
+    for backward in [0, 1] {
+        let len = n - backward as usize;
+        let block = IIR_BLOCK.max(len.div_ceil(65_535));
+        let count = len.div_ceil(block);
+        let mut zir = zero_input_response(c, block).to_vec();
+        zir.extend(zero_input_response(c, len - count.max(1).saturating_sub(1) * block));
+        let dzir = gpu.upload(&zir)?;
+        let ends = gpu.buffer::<f64>(count.max(1) * lines * 3)?;
+        let (grid, one) = ([blocks(lines, BLOCK), count as u32, 1], [BLOCK, 1, 1]);
+        let bi = block as i32;
+        gpu.launch(k("iir_block_ends"), grid, one, 0, args![buf, &ends, dcoef, li, ni, backward, bi])?;
+        let a = args![buf, &ends, &starts, dcoef, &dzir, li, ni, backward, bi, mode, outside];
+        gpu.launch(k("iir_block_carries"), [blocks(lines, BLOCK), 1, 1], one, 0, a)?;
+        gpu.launch(k("iir_block_apply"), grid, one, 0, args![buf, &ends, dcoef, li, ni, backward, bi])?;
+    }
+    Ok(())
+}
+
+/// The recursion's zero-input response over `steps` samples: the 3 x 3 matrix (row-major)
+/// taking the states (y[t-1], y[t-2], y[t-3]) before them to those after them.
+fn zero_input_response(c: &tessera_core::filter::IirCoefficients, steps: usize) -> [f64; 9] {
+    let mut m = [0.0; 9];
+    for j in 0..3 {
+        let mut s = [0.0f64; 3];
+        s[j] = 1.0;
+        for _ in 0..steps {
+            let v = c.a[2] * s[2] + c.a[1] * s[1] + c.a[0] * s[0];
+            s = [v, s[0], s[1]];
+        }
+        for i in 0..3 {
+            m[3 * i + j] = s[i];
+        }
+    }
+    m
 }
 
 /// `1 / D(i)` for `i < n`: `D` the recursive filter's response to `n` ones with a zero
@@ -587,6 +686,7 @@ mod tests {
     fn the_design_variables_are_their_tuning_families_s() {
         assert_eq!(BOX_KERNEL_ENV, crate::tuning::env_name(BOX_KERNEL));
         assert_eq!(GAUSS_FIR_ENV, crate::tuning::env_name(GAUSS_FIR));
+        assert_eq!(GAUSS_IIR_ENV, crate::tuning::env_name(GAUSS_IIR));
         assert_eq!(BOX_SHAPE_ENV, crate::tuning::env_name(BOX_SHAPE));
     }
 

@@ -42,7 +42,7 @@ mod variance;
 
 pub use backend::CudaBackend;
 pub use device_image::{DeviceDst, DeviceImage, DevicePixel, DeviceSrc};
-pub use filter::{BoxDesign, BoxShape, FirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV};
+pub use filter::{BoxDesign, BoxShape, FirDesign, IirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV, GAUSS_IIR_ENV};
 pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
 use tessera_core::{Backend, Error};
 
@@ -135,6 +135,12 @@ pub fn open_shim_fir(design: &str) -> Result<Box<dyn Backend>, Error> {
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
 /// file is in it).
+/// The shim with the recursive Gaussian's design fixed (`line` or `blocked`).
+#[cfg(feature = "shim")]
+pub fn open_shim_iir(design: &str) -> Result<Box<dyn Backend>, Error> {
+    Ok(Box::new(shim_backend().with_iir_design(IirDesign::parse(design)?)))
+}
+
 #[cfg(feature = "shim")]
 pub fn shim_has_kernel(name: &str) -> bool {
     shim::ShimDevice::has(name)

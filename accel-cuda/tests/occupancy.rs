@@ -31,9 +31,17 @@ const REASONS: &[(&str, &str)] = &[
          it scans several rows at once with fewer registers",
     ),
     (
-        "iir_*",
-        "the recursive Gaussian runs a thread per line (4 096 threads at 4096², 0.02 waves); the \
-         block-parallel recursion of Nehab et al. (2011) is the design to replace it",
+        "iir_cols_*",
+        "the recursive Gaussian's `line` design runs a thread per line (4 096 threads at 4096², \
+         0.02 waves); the `blocked` design (iir_block_*, after Nehab et al. 2011) is its \
+         block-parallel replacement, timed against it by scripts/gpu-check (tuning family gauss_iir)",
+    ),
+    ("iir_rows_*", "the `line` design's row pass: a thread per line, as iir_cols_*"),
+    (
+        "iir_block_carries",
+        "the `blocked` design carries each line's state from block to block: a thread per line, \
+         128 small 3 x 3 products each at 4096² (0.02 waves, microseconds); the blocks' own passes \
+         (iir_block_ends, iir_block_apply) run a thread per block of 32 samples",
     ),
     (
         "var_cols_*",
@@ -88,6 +96,17 @@ fn cases() -> Vec<Case> {
             }),
         ));
     }
+    // The recursive Gaussian's block-parallel candidate (tuning family `gauss_iir`).
+    cases.push((
+        "Gaussian 4096² f32, sigma 20, blocked recursion".into(),
+        Box::new(move |b: &dyn Backend| {
+            let (src, mut out) = (square(3), Image::<f32>::new(n, n).unwrap());
+            std::env::set_var(tessera_cuda::GAUSS_IIR_ENV, "blocked");
+            let r = b.gaussian_blur(AnyView::F32(src.view()), AnyViewMut::F32(out.view_mut()), &GaussianParams { sigma: 20.0, ..Default::default() });
+            std::env::remove_var(tessera_cuda::GAUSS_IIR_ENV);
+            r
+        }),
+    ));
     cases.push((
         "variance 1920x1080 u8, tent R 63, recursive".into(),
         Box::new(|b: &dyn Backend| {

@@ -367,6 +367,30 @@ fn fused_fir_gaussians_are_the_two_passes_bit_for_bit() {
     assert!(tessera_cuda::open_shim_fir("three-pass").is_err());
 }
 
+/// The block-parallel recursive Gaussian follows the CPU's recursion within an f32
+/// rounding (the states between blocks come through a matrix product, so an f32 output
+/// may round the other way, and an integer one land a level off): every type and border,
+/// lines of one block, of several and of a partial last block, each way.
+#[test]
+fn blocked_iir_gaussians_follow_the_cpu_within_a_rounding() {
+    use tessera_core::filter::{GaussianMethod, GaussianParams};
+    let blocked = tessera_cuda::open_shim_iir("blocked").unwrap();
+    let sizes = [(1, 1), (1, 9), (9, 1), (150, 41), (41, 150), (200, 3)];
+    for case in cases(&[sizes.len(), 3, BORDERS.len()]) {
+        let ((w, h), sigma, border) = (sizes[case[0]], [0.5, 4.0, 30.0][case[1]], BORDERS[case[2]]);
+        for img in typed(w, h, 140 + case[0] as u64) {
+            let p = GaussianParams { sigma, radius: None, method: GaussianMethod::Iir, border };
+            let mut want = AnyImage::like(&img.view().unwrap()).unwrap();
+            let mut got = AnyImage::like(&img.view().unwrap()).unwrap();
+            cpu().gaussian_blur(img.view().unwrap(), want.view_mut(), &p).unwrap();
+            blocked.gaussian_blur(img.view().unwrap(), got.view_mut(), &p).unwrap();
+            // f32 inputs within +-1000: an f32 ulp there is 6e-5.
+            assert_close(&got, &want, 1.0, 2e-4, &format!("blocked iir {} {w}x{h} sigma {sigma} {border:?}", img.view().unwrap().type_name()));
+        }
+    }
+    assert!(tessera_cuda::open_shim_iir("diagonal").is_err());
+}
+
 #[test]
 fn iir_gaussians_of_every_type_and_border_match_the_cpu() {
     use tessera_core::filter::{GaussianMethod, GaussianParams};

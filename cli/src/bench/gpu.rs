@@ -9,7 +9,8 @@
 //! - box and mean 4096x4096 f32 over m = 3..255 (flatness of kernel time in m), in both
 //!   designs (`kernel`: fused, two-pass), and the fused kernel's shapes at m = 3, 31, 255
 //!   (`box_sum_f32_4096_shapes`);
-//! - Gaussian 4096x4096 f32, sigma 2 and 20, each implementation;
+//! - Gaussian 4096x4096 f32, sigma 2 and 20, each implementation, and the designs of the
+//!   FIR (sigma 1, 2, 4) and of the recursion (sigma 5, 20, 60);
 //! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods);
 //! - SGM 1024x440 at 128 disparities, 4 and 8 paths, and Middlebury cones / teddy with
 //!   bad 1.0 beside the CPU backend's;
@@ -150,6 +151,26 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     match saved {
         Some(v) => std::env::set_var(tessera_cuda::GAUSS_FIR_ENV, v),
         None => std::env::remove_var(tessera_cuda::GAUSS_FIR_ENV),
+    }
+    // The recursive Gaussian's designs (TESSERA_GAUSS_IIR: a thread per line, the
+    // block-parallel recursion) side by side at sigma 5, 20 and 60.
+    let saved = std::env::var_os(tessera_cuda::GAUSS_IIR_ENV);
+    let sigmas = [5.0, 20.0, 60.0];
+    for design in ["line", "blocked"] {
+        std::env::set_var(tessera_cuda::GAUSS_IIR_ENV, design);
+        let params: Vec<Value> = sigmas.iter().map(|&sigma| json!({"w": n, "h": n, "sigma": sigma, "design": design})).collect();
+        let series = "gauss_iir_f32_4096_designs";
+        r.time_interleaved_tagged(series, &params, &json!({"design": design}), name, |i| {
+            let p = GaussianParams { sigma: sigmas[i], method: GaussianMethod::Iir, ..Default::default() };
+            b.backend.gaussian_blur(AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()), &p)
+        });
+        for p in &params {
+            record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
+        }
+    }
+    match saved {
+        Some(v) => std::env::set_var(tessera_cuda::GAUSS_IIR_ENV, v),
+        None => std::env::remove_var(tessera_cuda::GAUSS_IIR_ENV),
     }
 
     // Matrix product 4096x4096 f32 (2 n^3 operations).
