@@ -543,8 +543,10 @@ fn fir<T: Pod + Pixel>(gpu: &Gpu, design: FirDesign, src: Src<'_, T>, dst: Dst<'
 
 /// The recursive Gaussian on the device: the core's coefficients
 /// ([`IirCoefficients`](tessera_core::filter::IirCoefficients)), margin and edges, the same
-/// f64 recursion in the same order, no fused multiply-adds: identical to the CPU on the
-/// shim (tested bit for bit), the same IEEE operations on the GPU.
+/// f64 recursion, no fused multiply-adds. The `line` design runs it in the core's order:
+/// identical to the CPU on the shim (tested bit for bit), the same IEEE operations on the
+/// GPU. The `blocked` design carries the states between blocks of a line through matrix
+/// products: within an f32 rounding of it (an integer output within a level).
 fn gaussian_iir(gpu: &Gpu, design: IirDesign, src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
     match (src, dst) {
         (AnySrc::U8(s), AnyDst::U8(d)) => iir::<u8>(gpu, design, s, d, 1, p, "u8"),
