@@ -1,7 +1,9 @@
 //! Drives `kernels/ncc.cu`: pair registration with every template search of one or several
-//! pairs in one launch (a warp per template), through the core's seam
-//! [`register_pair_with`](tessera_core::stitch::register_pair_with): the grid, the texture
-//! test, the threshold and the consensus are the core's, the searches the device's.
+//! pairs in one launch (a warp per template), and their null probes in another, through
+//! the core's seam [`plan_pair`](tessera_core::stitch::plan_pair) /
+//! [`PairPlan::finish`](tessera_core::stitch::PairPlan::finish): the grid, the texture
+//! test, the threshold and the consensus are the core's (each pair's templates cut once),
+//! the searches the device's.
 //! Integer frames (u8, u16, RGBA on its u8 luma) give the CPU's registration exactly
 //! (every coefficient, peak, evaluation count and shift); f32 frames within about 1e-6 of
 //! the CPU's coefficients.
@@ -18,7 +20,7 @@ use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
 use tessera_core::stitch::{
-    gray, luma_storage, register_pair_with, Gray, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityPlan,
+    gray, luma_storage, plan_pair, Gray, PairPlan, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityPlan,
     RegisterParams, SearchMethod, StitchParams, WINDOW,
 };
 use tessera_core::stitch::Blend;
@@ -50,6 +52,16 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>>;
     /// This type's slot of a registrar's cache.
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>>;
+    /// A pair's plan of this type, kept beside those of the others.
+    fn wrap(plan: PairPlan<Self>) -> AnyPlan;
+    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>>;
+}
+
+/// A pair's plan (the core's [`PairPlan`]) by grey type.
+enum AnyPlan {
+    U8(PairPlan<u8>),
+    U16(PairPlan<u16>),
+    F32(PairPlan<f32>),
 }
 impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
@@ -60,6 +72,12 @@ impl DeviceSample for u8 {
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
         &mut c.u8
     }
+    fn wrap(plan: PairPlan<Self>) -> AnyPlan {
+        AnyPlan::U8(plan)
+    }
+    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>> {
+        if let AnyPlan::U8(p) = plan { Some(p) } else { None }
+    }
 }
 impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
@@ -69,6 +87,12 @@ impl DeviceSample for u16 {
     }
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
         &mut c.u16
+    }
+    fn wrap(plan: PairPlan<Self>) -> AnyPlan {
+        AnyPlan::U16(plan)
+    }
+    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>> {
+        if let AnyPlan::U16(p) = plan { Some(p) } else { None }
     }
 }
 impl DeviceSample for f32 {
@@ -85,6 +109,12 @@ impl DeviceSample for f32 {
     }
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
         &mut c.f32
+    }
+    fn wrap(plan: PairPlan<Self>) -> AnyPlan {
+        AnyPlan::F32(plan)
+    }
+    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>> {
+        if let AnyPlan::F32(p) = plan { Some(p) } else { None }
     }
 }
 
@@ -132,55 +162,83 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
     found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
 }
 
-/// Registers every pair of `jobs` (frames of one size, the parameters `p`) with one launch
-/// for all their searches and one download of the results ([`search_jobs`]), then answers
-/// each ([`answer`]). Returns each pair's registration (or its own error) and whether a
+/// Registers every pair of `jobs` (frames of one size, the parameters `p`): their searches
+/// in one launch and their null probes in another ([`search_jobs`]), then each concluded by
+/// the core ([`answer`]). Returns each pair's registration (or its own error) and whether a
 /// launch ran (pairs without a search need none).
 fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
     let (searched, launched) = search_jobs(gpu, jobs, p)?;
-    let answered = jobs.iter().zip(searched).map(|(job, s)| answer(job.reference, job.moving, p, job.prediction, s)).collect();
+    let answered = jobs.iter().zip(searched).map(|(job, s)| answer(job.reference, job.moving, p, s)).collect();
     Ok((answered, launched))
 }
 
-/// A pair's device searches, not yet turned into its registration: the matches of each of
-/// the core's search calls, or the registration itself where the core finished without a
-/// search (or failed).
+/// A pair's device searches, not yet turned into its registration: the core's plan of the
+/// pair with the matches of its searches and null probes, or the error that stopped the
+/// plan.
 enum Searched {
-    Matches(Vec<Vec<Option<Match>>>),
-    Done(Result<PairRegistration>),
+    Matches { plan: AnyPlan, found: Vec<Option<Match>>, probed: Vec<Option<Match>> },
+    Failed(Error),
 }
 
-/// The second half of a pair's registration: the core's `register_pair_with` run again on
-/// the pair, its searches answered with the device's matches (the consensus, the
-/// acceptance and the subpixel refinement are the core's). Deterministic: the core asks
-/// the same searches of the same frames, parameters and rounded prediction.
-fn answer<T: DeviceSample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64), searched: Searched) -> Result<PairRegistration> {
-    let mut calls = match searched {
-        Searched::Done(done) => return done,
-        Searched::Matches(calls) => calls.into_iter(),
-    };
-    let mut k = 0;
-    register_pair_with(reference, moving, p, prediction, &mut |searches, _| {
-        let Some(found) = calls.next() else {
-            return Err(Error::Backend(format!("search call {k} of a pair was not collected")));
-        };
-        k += 1;
-        if searches.len() != found.len() {
-            return Err(Error::Backend(format!("{} searches asked again for {}", searches.len(), found.len())));
+/// A pair's registration from its device searches: the core's consensus, acceptance and
+/// subpixel refinement on the plan's templates (cut once, when the pair was planned).
+fn answer<T: DeviceSample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, searched: Searched) -> Result<PairRegistration> {
+    match searched {
+        Searched::Failed(e) => Err(e),
+        Searched::Matches { plan, found, probed } => {
+            let plan = T::unwrap(plan).ok_or_else(|| Error::Backend("internal: a pair's plan of another pixel type".into()))?;
+            plan.finish(reference, moving, p, found, probed)
         }
-        Ok(found)
-    })
+    }
 }
 
-/// The first half of the registration of every pair of `jobs`: each pair run through the
-/// core's `register_pair_with` to collect its searches (the grid and texture test are the
-/// core's), then one launch per search call for all pairs and one download each. Returns
-/// each pair's [`Searched`] and whether a launch ran.
+/// One launch's searches: their parameters, and per search its site record and template
+/// statistics.
+#[derive(Default)]
+struct Call {
+    sp: Option<SearchParams>,
+    sites: Vec<i32>,
+    stats: Vec<f64>,
+}
+
+impl Call {
+    /// Adds `searches` (checked first: none is added if one cannot start), returning their
+    /// range among the call's searches.
+    fn add<T: DeviceSample>(&mut self, searches: &[TemplateSearch<'_, T>], sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<(usize, usize)> {
+        if self.sp.is_some_and(|c| c != *sp) {
+            return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
+        }
+        let r = sp.radius as isize;
+        for s in searches {
+            // The core's checks of a search start (SearchCache::begin).
+            let (sx, sy) = s.start;
+            let (x0, x1) = (sx.saturating_sub(r).max(0), sx.saturating_add(r).min(xmax));
+            let (y0, y1) = (sy.saturating_sub(r).max(0), sy.saturating_add(r).min(ymax));
+            if x0 > x1 || y0 > y1 {
+                return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius {r} leaves no window position inside the frame") });
+            }
+        }
+        self.sp = Some(*sp);
+        let start = self.sites.len() / SITE_WORDS;
+        for s in searches {
+            // Sites lie inside the frame and starts within a search radius of it: all fit i32.
+            self.sites.extend([s.site.0 as i32, s.site.1 as i32, s.start.0 as i32, s.start.1 as i32, slots.0, slots.1]);
+            let stat: [f64; STAT_WORDS] = [s.template.stats().sum, T::norm(s.template.stats()), terms.0, terms.1];
+            self.stats.extend(stat);
+        }
+        Ok((start, self.sites.len() / SITE_WORDS))
+    }
+}
+
+/// The first half of the registration of every pair of `jobs`: each pair planned by the
+/// core (the grid, the templates and their texture test, the null probes), then one launch
+/// for all pairs' template searches and one for all their null probes, one download each.
+/// Returns each pair's [`Searched`] and whether a launch ran.
 fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
-    let (xmax, ymax) = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
+    let last = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
     // The frame table: each distinct frame once; searches name frames by slot.
     let mut frames: Vec<u64> = Vec::new();
     let mut slot = |ptr: DevicePtr| -> i32 {
@@ -190,78 +248,53 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         });
         at as i32
     };
-    // The core asks for searches in one or more calls per pair (the template searches,
-    // then, with adaptive acceptance, the null probes of radius 0); the k-th calls of all
-    // pairs go into the k-th launch.
-    #[derive(Default)]
-    struct Call {
-        sp: Option<SearchParams>,
-        sites: Vec<i32>,
-        stats: Vec<f64>,
-    }
-    let mut calls: Vec<Call> = Vec::new();
-    // Per job: each call's searches' range in its launch, or its finished registration.
-    let mut collected: Vec<core::result::Result<Vec<(usize, usize)>, Result<PairRegistration>>> = Vec::with_capacity(jobs.len());
+    // The searches, then the null probes (searches of radius 0).
+    let mut calls = [Call::default(), Call::default()];
+    type Planned<T> = core::result::Result<(PairPlan<T>, [(usize, usize); 2]), Error>;
+    let mut planned: Vec<Planned<T>> = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let (r_slot, m_slot) = (slot(job.devices.0.ptr), slot(job.devices.1.ptr));
-        let (offset, flat_tol) = job.devices.1.terms;
-        let marks: Vec<usize> = calls.iter().map(|c| c.sites.len()).collect();
-        let mut ranges: Vec<(usize, usize)> = Vec::new();
-        let reg = register_pair_with(job.reference, job.moving, p, job.prediction, &mut |searches, sp| {
-            let k = ranges.len();
-            if calls.len() == k {
-                calls.push(Call::default());
+        let plan = match plan_pair(job.reference, job.moving, p, job.prediction) {
+            Ok(plan) => plan,
+            Err(e) => {
+                planned.push(Err(e));
+                continue;
             }
-            let call = &mut calls[k];
-            if call.sp.is_some_and(|c| c != *sp) {
-                return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
-            }
-            call.sp = Some(*sp);
-            let start = call.sites.len() / SITE_WORDS;
-            for s in searches {
-                // The core's checks of a search start (SearchCache::begin).
-                let ((sx, sy), r) = (s.start, sp.radius as isize);
-                let (x0, x1) = (sx.saturating_sub(r).max(0), sx.saturating_add(r).min(xmax));
-                let (y0, y1) = (sy.saturating_sub(r).max(0), sy.saturating_add(r).min(ymax));
-                if x0 > x1 || y0 > y1 {
-                    return Err(Error::InvalidParameter {
-                        name: "search start",
-                        reason: format!("({sx}, {sy}) with radius {r} leaves no window position inside the frame"),
-                    });
+        };
+        let slots = (slot(job.devices.0.ptr), slot(job.devices.1.ptr));
+        let terms = job.devices.1.terms;
+        let marks = calls.each_ref().map(|c| (c.sites.len(), c.stats.len()));
+        let added = (|| -> Result<[(usize, usize); 2]> {
+            let searches = calls[0].add(&plan.searches(), &plan.search_params(), last, slots, terms)?;
+            let probes = calls[1].add(&plan.probes(), &plan.probe_params(), last, slots, terms)?;
+            Ok([searches, probes])
+        })();
+        planned.push(match added {
+            Ok(ranges) => Ok((plan, ranges)),
+            Err(e) => {
+                for (call, (sites, stats)) in calls.iter_mut().zip(marks) {
+                    call.sites.truncate(sites);
+                    call.stats.truncate(stats);
                 }
-                // Sites lie inside the frame and starts within a search radius of it: all fit i32.
-                call.sites.extend([s.site.0 as i32, s.site.1 as i32, sx as i32, sy as i32, r_slot, m_slot]);
-                call.stats.extend([s.template.stats().sum, T::norm(s.template.stats()), offset, flat_tol]);
-            }
-            ranges.push((start, call.sites.len() / SITE_WORDS));
-            Ok(vec![None; searches.len()])
-        });
-        collected.push(match reg {
-            Ok(_) if !ranges.is_empty() => Ok(ranges),
-            other => {
-                for (call, &mark) in calls.iter_mut().zip(&marks) {
-                    call.sites.truncate(mark);
-                    call.stats.truncate(mark / SITE_WORDS * STAT_WORDS);
-                }
-                Err(other)
+                Err(e)
             }
         });
     }
     let mut found = Vec::with_capacity(calls.len());
     for call in &calls {
-        match &call.sp {
-            Some(sp) => found.push(search_all::<T>(gpu, &frames, (wi, hi), p, &call.sites, &call.stats, sp)?),
-            None => found.push(Vec::new()),
+        match (&call.sp, call.sites.is_empty()) {
+            (Some(sp), false) => found.push(search_all::<T>(gpu, &frames, (wi, hi), p, &call.sites, &call.stats, sp)?),
+            _ => found.push(Vec::new()),
         }
     }
-    let searched = collected
+    let launched = calls.iter().any(|c| !c.sites.is_empty());
+    let searched = planned
         .into_iter()
-        .map(|c| match c {
-            Err(done) => Searched::Done(done),
-            Ok(ranges) => Searched::Matches(ranges.iter().enumerate().map(|(k, &(start, end))| found[k][start..end].to_vec()).collect()),
+        .map(|pl| match pl {
+            Err(e) => Searched::Failed(e),
+            Ok((plan, [(a, b), (c, d)])) => Searched::Matches { plan: T::wrap(plan), found: found[0][a..b].to_vec(), probed: found[1][c..d].to_vec() },
         })
         .collect();
-    Ok((searched, !calls.is_empty()))
+    Ok((searched, launched))
 }
 
 /// The launch of every search (`sites` / `stats` records) over the frames at the addresses
@@ -334,8 +367,8 @@ struct Caches<'g> {
     f32: Vec<Resident<'g, f32>>,
 }
 
-/// What a pair's registration depends on (the core's `register_pair_with` reads the
-/// prediction only rounded): a speculative result answers a request with the same key.
+/// What a pair's registration depends on (the core's `plan_pair` reads the prediction only
+/// rounded): a speculative result answers a request with the same key.
 #[derive(Clone, Copy, PartialEq)]
 struct Key {
     reference: usize,
@@ -452,7 +485,7 @@ impl<'g> DeviceRegistrar<'g> {
     /// `pair`'s registration from its device searches.
     fn answer<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams, searched: Searched) -> Result<PairRegistration> {
         let (reference, moving) = typed_pair::<T>(pair)?;
-        answer(reference, moving, p, pair.prediction, searched)
+        answer(reference, moving, p, searched)
     }
 
     fn register_typed<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
@@ -493,7 +526,7 @@ impl<'g> DeviceRegistrar<'g> {
         let Ok(found) = self.launch::<T>(&mut st, &todo, p) else { return Ok(()) };
         for (pair, searched) in todo.iter().zip(found) {
             // A pair that failed is registered afresh when asked (its error reported then).
-            if let (Some(key), false) = (Key::of(pair, p), matches!(searched, Searched::Done(Err(_)))) {
+            if let (Some(key), false) = (Key::of(pair, p), matches!(searched, Searched::Failed(_))) {
                 st.ahead.push((key, searched));
             }
         }

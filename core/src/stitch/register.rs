@@ -354,7 +354,7 @@ fn cpu_searches<'s, T: NccSample>(
     moving: &'s SearchFrame<'_, T>,
     p: &'s RegisterParams,
     par: Parallelism,
-) -> impl FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
+) -> impl FnMut(&[TemplateSearch<'_, T>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
     move |searches, sp| {
         let chunks = par.threads().clamp(1, searches.len().max(1));
         let per = searches.len().div_ceil(chunks);
@@ -365,8 +365,8 @@ fn cpu_searches<'s, T: NccSample>(
                 .skip(c * per)
                 .take(per)
                 .map(|s| match p.method {
-                    SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, &s.template, s.start, sp, &mut cache),
-                    SearchMethod::Exhaustive => exhaustive_search(moving, &s.template, s.start, sp, &mut cache),
+                    SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, s.template, s.start, sp, &mut cache),
+                    SearchMethod::Exhaustive => exhaustive_search(moving, s.template, s.start, sp, &mut cache),
                 })
                 .collect()
         });
@@ -379,11 +379,12 @@ fn cpu_searches<'s, T: NccSample>(
 }
 
 /// One template search of a pair: the template cut from the reference at `site` (its
-/// statistics computed once), to be found in the moving frame around `start`.
-#[derive(Clone, Debug)]
-pub struct TemplateSearch<T: NccSample> {
+/// statistics computed once), to be found in the moving frame around `start`. The template
+/// is borrowed: a pair's null probes search its templates again at other starts.
+#[derive(Clone, Copy, Debug)]
+pub struct TemplateSearch<'t, T: NccSample> {
     pub site: (usize, usize),
-    pub template: Template<T>,
+    pub template: &'t Template<T>,
     pub start: (isize, isize),
 }
 
@@ -399,9 +400,69 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     moving: ImageView<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
-    search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
+    search: &mut dyn FnMut(&[TemplateSearch<'_, T>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
     register_pair_seen(reference, Seen::upright(moving), p, prediction, search)
+}
+
+/// A pair's registration up to its searches ([`plan_pair`]): the textured templates of its
+/// grid with their search starts, and, for adaptive acceptance, each template's null probes
+/// (the other templates' starts it is evaluated at). [`PairPlan::finish`] concludes the
+/// registration from the searches' matches: the seam through which a GPU backend runs the
+/// searches of many pairs in one launch and their null probes in another, each pair's
+/// templates cut once.
+pub struct PairPlan<T: NccSample> {
+    out: PairRegistration,
+    textured: Vec<((usize, usize), Template<T>, (isize, isize))>,
+    /// Per textured template, the templates at whose starts it is probed.
+    nulls: Vec<Vec<usize>>,
+    search: SearchParams,
+    /// The registration ended with the grid (no overlap): `out` is the result.
+    ended: bool,
+}
+
+/// The search of a null probe: the template's coefficient at one window.
+const PROBE: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
+
+impl<T: NccSample> PairPlan<T> {
+    /// Every textured template's search, in grid order.
+    pub fn searches(&self) -> Vec<TemplateSearch<'_, T>> {
+        self.textured.iter().map(|(site, template, start)| TemplateSearch { site: *site, template, start: *start }).collect()
+    }
+
+    /// The parameters of [`searches`](Self::searches).
+    pub fn search_params(&self) -> SearchParams {
+        self.search
+    }
+
+    /// The null probes (searches of radius 0, [`probe_params`](Self::probe_params)): each
+    /// template at its null sites' starts, template after template. Empty with fixed
+    /// acceptance.
+    pub fn probes(&self) -> Vec<TemplateSearch<'_, T>> {
+        let searches = self.searches();
+        self.nulls.iter().enumerate().flat_map(|(t, us)| us.iter().map(move |&u| (t, u))).map(|(t, u)| TemplateSearch { start: searches[u].start, ..searches[t] }).collect()
+    }
+
+    /// The parameters of [`probes`](Self::probes).
+    pub fn probe_params(&self) -> SearchParams {
+        PROBE
+    }
+}
+
+/// [`register_pair_with`]'s first half: the grid, the templates and their texture test, and
+/// the null probes, for the searches to be run by the caller ([`PairPlan::finish`]
+/// concludes on the same frames and parameters).
+pub fn plan_pair<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<T>> {
+    plan_seen(reference, Seen::upright(moving), p, prediction)
+}
+
+impl<T: NccSample + Into<f64>> PairPlan<T> {
+    /// The registration from the matches of [`searches`](Self::searches) (`found`, in their
+    /// order) and of [`probes`](Self::probes) (`probed`), on the frames and parameters the
+    /// plan was made with.
+    pub fn finish(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: Vec<Option<Match>>, probed: Vec<Option<Match>>) -> Result<PairRegistration> {
+        finish_seen(self, reference, Seen::upright(moving), p, found, probed)
+    }
 }
 
 /// [`register_pair_with`] on the moving frame as `seen` ([`register_pair_turned`]; upright:
@@ -411,8 +472,21 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
-    search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
+    search: &mut dyn FnMut(&[TemplateSearch<'_, T>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
+    let plan = plan_seen(reference, seen, p, prediction)?;
+    if plan.ended {
+        return Ok(plan.out);
+    }
+    let searches = plan.searches();
+    let found = if searches.is_empty() { Vec::new() } else { search(&searches, &plan.search)? };
+    let probes = plan.probes();
+    let probed = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)? };
+    drop((searches, probes));
+    finish_seen(plan, reference, seen, p, found, probed)
+}
+
+fn plan_seen<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<T>> {
     p.validate()?;
     let moving = seen.frame;
     crate::image::check_same_size(reference.size(), moving.size())?;
@@ -420,7 +494,7 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     require_finite("prediction y", prediction.1)?;
     let (w, h) = reference.size();
     let pred = (libm::round(prediction.0) as i64, libm::round(prediction.1) as i64);
-    let mut out = PairRegistration {
+    let out = PairRegistration {
         shift: None,
         skip: None,
         margin: 0.0,
@@ -437,27 +511,51 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
         phase_significance: None,
     };
     let r = p.search_radius;
+    let search = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
+    let mut plan = PairPlan { out, textured: Vec::new(), nulls: Vec::new(), search, ended: false };
     let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {
-        out.skip = Some(SkipReason::NoOverlap);
-        return Ok(out);
+        plan.out.skip = Some(SkipReason::NoOverlap);
+        plan.ended = true;
+        return Ok(plan);
     };
     let sites: Vec<(usize, usize)> = gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))).collect();
-    out.templates = sites.len();
-    let sp = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
-    let mut searches = Vec::new();
+    plan.out.templates = sites.len();
     for &(tx, ty) in &sites {
         let Some((template, start)) = seen.template(reference, (tx, ty), p, pred, prediction)? else { continue };
         if template.is_flat() || template.stats().variance() < p.min_variance {
             continue;
         }
-        searches.push(TemplateSearch { site: (tx, ty), template, start });
+        plan.textured.push(((tx, ty), template, start));
     }
-    let found = if searches.is_empty() { Vec::new() } else { search(&searches, &sp)? };
-    if found.len() != searches.len() {
-        return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), searches.len())));
+    if p.acceptance != Acceptance::Fixed && !plan.textured.is_empty() {
+        let textured_sites: Vec<(usize, usize)> = plan.textured.iter().map(|t| t.0).collect();
+        plan.nulls = null_sites(&textured_sites, p.rsz);
     }
-    let (thresholds, null_evaluations) = thresholds(&searches, p, search)?;
+    Ok(plan)
+}
+
+/// The second half of a registration: the plan's matches made vectors, their thresholds,
+/// the consensus and its checks, the refinement.
+fn finish_seen<T: NccSample + Into<f64>>(
+    plan: PairPlan<T>,
+    reference: ImageView<'_, T>,
+    seen: Seen<'_, '_, T>,
+    p: &RegisterParams,
+    found: Vec<Option<Match>>,
+    probed: Vec<Option<Match>>,
+) -> Result<PairRegistration> {
+    let PairPlan { mut out, textured, nulls, search, ended } = plan;
+    if ended {
+        return Ok(out);
+    }
+    let moving = seen.frame;
+    let r = search.radius;
+    if found.len() != textured.len() {
+        return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), textured.len())));
+    }
+    let (thresholds, null_evaluations) = thresholds(&nulls, textured.len(), p, probed)?;
     out.evaluations = null_evaluations;
+    let searches: Vec<TemplateSearch<'_, T>> = textured.iter().map(|(site, template, start)| TemplateSearch { site: *site, template, start: *start }).collect();
     for ((s, m), threshold) in searches.iter().zip(found).zip(thresholds) {
         let (tx, ty) = s.site;
         // A flat best window has no vector; count it as searched.
@@ -792,37 +890,20 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
     }
 }
 
-/// Each search's acceptance threshold. Adaptive: the template's coefficient at the windows
-/// where other templates are expected ([`null_sites`]), one NCC each, run through `search`
-/// as searches of radius 0 (so a GPU evaluates them in one launch too).
-fn thresholds<T: NccSample>(
-    searches: &[TemplateSearch<T>],
-    p: &RegisterParams,
-    search: &mut dyn FnMut(&[TemplateSearch<T>], &SearchParams) -> Result<Vec<Option<Match>>>,
-) -> Result<(Vec<f64>, u64)> {
-    let fixed = || (alloc::vec![p.cthresh; searches.len()], 0);
-    if p.acceptance == Acceptance::Fixed || searches.is_empty() {
-        return Ok(fixed());
+/// Each template's acceptance threshold from its null probes' coefficients (`probed`,
+/// template after template as `nulls` lists them; [`PairPlan::probes`]), and the probes'
+/// evaluations: the fixed threshold for all where there are none.
+fn thresholds(nulls: &[Vec<usize>], templates: usize, p: &RegisterParams, probed: Vec<Option<Match>>) -> Result<(Vec<f64>, u64)> {
+    let probes: usize = nulls.iter().map(Vec::len).sum();
+    if probed.len() != probes {
+        return Err(Error::Backend(alloc::format!("{} null probes answered for {}", probed.len(), probes)));
     }
-    let sites: Vec<(usize, usize)> = searches.iter().map(|s| s.site).collect();
-    let nulls = null_sites(&sites, p.rsz);
-    let probes: Vec<TemplateSearch<T>> = nulls
-        .iter()
-        .enumerate()
-        .flat_map(|(t, us)| us.iter().map(move |&u| (t, u)))
-        .map(|(t, u)| TemplateSearch { site: searches[t].site, template: searches[t].template.clone(), start: searches[u].start })
-        .collect();
-    if probes.is_empty() {
-        return Ok(fixed());
+    if p.acceptance == Acceptance::Fixed || probes == 0 {
+        return Ok((alloc::vec![p.cthresh; templates], 0));
     }
-    let at = SearchParams { radius: 0, subpixel: false, accept: None };
-    let values = search(&probes, &at)?;
-    if values.len() != probes.len() {
-        return Err(Error::Backend(alloc::format!("{} null probes answered for {}", values.len(), probes.len())));
-    }
-    let evaluations = values.iter().flatten().map(|m| m.evaluations as u64).sum();
+    let evaluations = probed.iter().flatten().map(|m| m.evaluations as u64).sum();
     // A flat window has no coefficient: it cannot be mistaken for a match.
-    let mut values = values.into_iter().map(|m| m.map(|m| m.coefficient));
+    let mut values = probed.into_iter().map(|m| m.map(|m| m.coefficient));
     let thresholds = nulls
         .iter()
         .map(|us| {
