@@ -2,7 +2,7 @@
 //! of its kernel file on a [`Gpu`].
 
 use crate::device::{Device, Gpu};
-use crate::device_image::{checked, AnyDst, DeviceDst, DeviceImage, DevicePixel, DeviceSrc, Dst};
+use crate::device_image::{check_operands, checked, AnyDst, DeviceDst, DeviceImage, DevicePixel, DeviceSrc, Dst, Src};
 use crate::{contrast, filter, glare, linalg, ncc, stereo, variance};
 use core::ops::ControlFlow;
 use tessera_core::contrast::ContrastParams;
@@ -153,6 +153,18 @@ impl CudaBackend {
         variance::local_variance(&self.gpu, src, dst, p)
     }
 
+    /// [`Backend::mat_add`] on matrices already on the device.
+    pub fn mat_add_on_device(&self, a: &DeviceImage<'_, f32>, b: &DeviceImage<'_, f32>, out: &mut DeviceImage<'_, f32>) -> Result<()> {
+        check_operands(&self.gpu, &[a.operand(), b.operand()], out.operand())?;
+        linalg::mat_add(&self.gpu, Src::Device(&a.image), Src::Device(&b.image), Dst::Device(&out.image))
+    }
+
+    /// [`Backend::mat_mul`] on matrices already on the device.
+    pub fn mat_mul_on_device(&self, a: &DeviceImage<'_, f32>, b: &DeviceImage<'_, f32>, out: &mut DeviceImage<'_, f32>) -> Result<()> {
+        check_operands(&self.gpu, &[a.operand(), b.operand()], out.operand())?;
+        linalg::mat_mul(&self.gpu, Src::Device(&a.image), Src::Device(&b.image), Dst::Device(&out.image))
+    }
+
     /// [`Backend::contrast_enhance`] on images already on the device.
     pub fn contrast_enhance_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &ContrastParams) -> Result<()> {
         let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
@@ -178,11 +190,11 @@ impl Backend for CudaBackend {
     }
 
     fn mat_add(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
-        linalg::mat_add(&self.gpu, a, b, out)
+        linalg::mat_add(&self.gpu, Src::Host(a), Src::Host(b), Dst::Host(out))
     }
 
     fn mat_mul(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
-        linalg::mat_mul(&self.gpu, a, b, out)
+        linalg::mat_mul(&self.gpu, Src::Host(a), Src::Host(b), Dst::Host(out))
     }
 
     fn local_variance(&self, src: AnyView<'_>, dst: ImageViewMut<'_, f32>, p: &VarianceParams) -> Result<()> {

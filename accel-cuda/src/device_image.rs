@@ -73,6 +73,11 @@ impl<T: DevicePixel> DeviceImage<'_, T> {
         let start = self.device_ptr();
         start..start + (self.image.buf.len() * std::mem::size_of::<T>()) as u64
     }
+
+    /// The image as an operand of [`check_operands`].
+    pub(crate) fn operand(&self) -> (*const Gpu, std::ops::Range<DevicePtr>) {
+        (self.image.buf.gpu(), self.span())
+    }
 }
 
 /// An operation's input on the device, by pixel type.
@@ -156,18 +161,25 @@ impl DeviceDst<'_, '_> {
     }
 }
 
-/// `src` and `dst` as the drivers take them, once checked: both on `gpu` (an image of
-/// another backend's device is an error, not a crash) and not overlapping (the kernels
-/// read their input while others write the output, so in place is never safe).
+/// `src` and `dst` as the drivers take them, once checked ([`check_operands`]).
 pub(crate) fn checked<'s, 'd>(gpu: &Gpu, src: DeviceSrc<'s, '_>, dst: DeviceDst<'d, '_>) -> Result<(AnySrc<'s>, AnyDst<'d>)> {
-    if !std::ptr::eq(src.gpu(), gpu) || !std::ptr::eq(dst.gpu(), gpu) {
+    check_operands(gpu, &[(src.gpu(), src.span())], (dst.gpu(), dst.span()))?;
+    Ok((src.into(), dst.into()))
+}
+
+/// Device operands (each its `Gpu` and the bytes it spans) checked: all on `gpu` (an image
+/// of another backend's device is an error, not a crash), and the output overlapping no
+/// input (the kernels read their inputs while others write the output, so in place is
+/// never safe).
+pub(crate) fn check_operands(gpu: &Gpu, inputs: &[(*const Gpu, std::ops::Range<DevicePtr>)], output: (*const Gpu, std::ops::Range<DevicePtr>)) -> Result<()> {
+    if inputs.iter().chain([&output]).any(|(g, _)| !std::ptr::eq(*g, gpu)) {
         return Err(Error::InvalidParameter { name: "device image", reason: "an image of another CUDA backend's device".into() });
     }
-    let (s, d) = (src.span(), dst.span());
-    if s.start < d.end && d.start < s.end {
-        return Err(Error::InvalidParameter { name: "device image", reason: "the input and output overlap (in place is not supported)".into() });
+    let d = &output.1;
+    if inputs.iter().any(|(_, s)| s.start < d.end && d.start < s.end) {
+        return Err(Error::InvalidParameter { name: "device image", reason: "an input and the output overlap (in place is not supported)".into() });
     }
-    Ok((src.into(), dst.into()))
+    Ok(())
 }
 
 /// A driver's input: a host view (uploaded for the call) or an image on the device.
@@ -460,6 +472,31 @@ mod tests {
         b.download(&d_sum, sum2.view_mut()).unwrap();
         assert_eq!(mean2.as_slice(), mean.as_slice());
         assert_eq!(sum2.as_slice(), sum.as_slice());
+    }
+
+    #[test]
+    fn matrix_operations_on_device_images_match_the_host_calls() {
+        let b = backend();
+        let x = image(37, 23, 3, |v| v as f32 / 64.0);
+        let y = image(37, 23, 4, |v| v as f32 / 32.0 - 2.0);
+        let z = image(19, 37, 5, |v| v as f32 / 128.0);
+        let (mut sum, mut product) = (Image::<f32>::new(37, 23).unwrap(), Image::<f32>::new(19, 23).unwrap());
+        b.mat_add(x.view(), y.view(), sum.view_mut()).unwrap();
+        b.mat_mul(x.view(), z.view(), product.view_mut()).unwrap();
+        let (dx, dy, dz) = (b.upload(x.view()).unwrap(), b.upload(y.view()).unwrap(), b.upload(z.view()).unwrap());
+        let (mut dsum, mut dproduct) = (b.device_image::<f32>(37, 23).unwrap(), b.device_image::<f32>(19, 23).unwrap());
+        b.mat_add_on_device(&dx, &dy, &mut dsum).unwrap();
+        b.mat_mul_on_device(&dx, &dz, &mut dproduct).unwrap();
+        let (mut sum2, mut product2) = (Image::<f32>::new(37, 23).unwrap(), Image::<f32>::new(19, 23).unwrap());
+        b.download(&dsum, sum2.view_mut()).unwrap();
+        b.download(&dproduct, product2.view_mut()).unwrap();
+        assert_eq!(sum2.as_slice(), sum.as_slice());
+        assert_eq!(product2.as_slice(), product.as_slice());
+        // Shapes that do not multiply, and an output that is an input.
+        assert!(b.mat_mul_on_device(&dx, &dy, &mut dproduct).is_err());
+        // SAFETY: `dy` holds 37 x 23 f32 and outlives `alias`.
+        let mut alias = unsafe { b.borrow_device_image::<f32>(dy.device_ptr(), 37, 23) }.unwrap();
+        assert!(b.mat_add_on_device(&dx, &dy, &mut alias).is_err());
     }
 
     #[test]

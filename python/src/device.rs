@@ -1,7 +1,8 @@
 //! Arrays of other libraries in and out through DLPack, and images that stay on the GPU.
 //!
-//! Inputs: besides NumPy arrays, any object with `__dlpack__` and `__dlpack_device__`
-//! (PyTorch tensors, CuPy and JAX arrays, NumPy arrays themselves) is taken without a copy.
+//! Inputs (of the one-image operations and the matrix operations): besides NumPy arrays,
+//! any object with `__dlpack__` and `__dlpack_device__` (PyTorch tensors, CuPy and JAX
+//! arrays) is taken without a copy.
 //! Host memory is read in place like a NumPy array (the same layout rules) and the output
 //! is a new NumPy array. CUDA memory is read in place on the GPU by the CUDA backend, and
 //! the output is a [`CudaImage`], which stays on the device: another call takes it as its
@@ -14,7 +15,7 @@
 
 use crate::backend::{choose, Chosen};
 use crate::errors::{to_py, type_error, value_error};
-use crate::ops::{kind_of, Op};
+use crate::ops::{kind_of, MatOp, Op};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -495,6 +496,20 @@ pub fn on_device<'py>(py: Python<'py>, input: DeviceInput, chosen: &Chosen, op: 
     }
     drop(input);
     Ok(Bound::new(py, CudaImage::new(out, cuda))?.into_any())
+}
+
+/// A matrix operation on two device inputs: a new `CudaImage`, computed with the GIL
+/// released.
+pub fn matrices_on_device<'py>(py: Python<'py>, (a, b): (DeviceInput, DeviceInput), chosen: &Chosen, op: MatOp) -> PyResult<Bound<'py, PyAny>> {
+    let cuda = cuda_of(chosen, "a")?;
+    let (AnyDeviceImage::F32(x), AnyDeviceImage::F32(y)) = (a.image(), b.image()) else {
+        return Err(type_error("a and b: matrices are float32"));
+    };
+    let (w, h) = op.output(x.size(), y.size());
+    let mut out = cuda.device_image::<f32>(w, h).map_err(to_py)?;
+    py.detach(|| op.device(cuda, x, y, &mut out)).map_err(to_py)?;
+    drop((a, b));
+    Ok(Bound::new(py, CudaImage::new(AnyDeviceImage::F32(out), cuda))?.into_any())
 }
 
 /// `op` on a host view: a new NumPy array.

@@ -1,12 +1,12 @@
-//! The one-image operations as values, so that one call runs them on host images (NumPy or
-//! host DLPack arrays, any backend) or on device images (CUDA arrays, the CUDA backend)
-//! alike.
+//! The one-image operations and the matrix operations as values, so that one call runs
+//! them on host images (NumPy or host DLPack arrays, any backend) or on device images (CUDA
+//! arrays, the CUDA backend) alike.
 
 use tessera::contrast::ContrastParams;
-use tessera::cuda::{CudaBackend, DeviceDst, DeviceSrc};
+use tessera::cuda::{CudaBackend, DeviceDst, DeviceImage, DeviceSrc};
 use tessera::dlpack::PixelKind;
 use tessera::filter::{BoxParams, GaussianParams};
-use tessera::{AnyView, AnyViewMut, Backend, Result, VarianceParams};
+use tessera::{AnyView, AnyViewMut, Backend, ImageView, ImageViewMut, Result, VarianceParams};
 
 /// One image in, one new image out.
 pub enum Op {
@@ -53,6 +53,37 @@ impl Op {
                 _ => Err(tessera::backend::type_mismatch("local variance (a float32 output)")),
             },
             Op::Contrast(p) => b.contrast_enhance_on_device(src, dst, p),
+        }
+    }
+}
+
+/// Two float32 matrices in, one out.
+#[derive(Clone, Copy)]
+pub enum MatOp {
+    Add,
+    Mul,
+}
+
+impl MatOp {
+    /// The output's `(width, height)` for inputs of these sizes (checked by the backend).
+    pub fn output(self, (aw, ah): (usize, usize), (bw, _): (usize, usize)) -> (usize, usize) {
+        match self {
+            MatOp::Add => (aw, ah),
+            MatOp::Mul => (bw, ah),
+        }
+    }
+
+    pub fn host(self, b: &dyn Backend, x: ImageView<'_, f32>, y: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {
+        match self {
+            MatOp::Add => b.mat_add(x, y, out),
+            MatOp::Mul => b.mat_mul(x, y, out),
+        }
+    }
+
+    pub fn device(self, b: &CudaBackend, x: &DeviceImage<'_, f32>, y: &DeviceImage<'_, f32>, out: &mut DeviceImage<'_, f32>) -> Result<()> {
+        match self {
+            MatOp::Add => b.mat_add_on_device(x, y, out),
+            MatOp::Mul => b.mat_mul_on_device(x, y, out),
         }
     }
 }

@@ -2,13 +2,15 @@
 
 use crate::array::{input, Accepts, Output};
 use crate::backend::choose;
+use crate::device::{host_view, lent, Lent};
 use crate::errors::{to_py, value_error};
+use crate::ops::MatOp;
 use crate::params::{choice, count, to_python, AUTO};
 use pyo3::prelude::*;
 use serde_json::json;
 use tessera::options::{census_window_default, mi_default, tiling_default, StereoOptions};
 use tessera::stereo::{CostKind, StereoParams};
-use tessera::{AnyView, ImageView, ImageViewMut};
+use tessera::{AnyView, ImageView};
 
 /// Semi-global matching (Hirschmueller 2008) of a rectified pair into the left disparity
 /// map: disparity ``d`` of left pixel ``(x, y)`` matches right pixel ``(x - d, y)``,
@@ -98,28 +100,43 @@ pub fn stereo<'py>(
     Ok((out.into_any(), to_python(py, &stats)?))
 }
 
-/// Two float32 matrices in, a new float32 matrix of `shape(a, b)` (width, height) out,
-/// `op` run with the GIL released.
-fn matrices<'py>(
-    py: Python<'py>,
-    (a, b): (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
-    (backend, single_thread): (&str, bool),
-    shape: fn(&ImageView<'_, f32>, &ImageView<'_, f32>) -> (usize, usize),
-    op: impl for<'x> FnOnce(&dyn tessera::Backend, ImageView<'x, f32>, ImageView<'x, f32>, ImageViewMut<'x, f32>) -> tessera::Result<()> + Send,
-) -> PyResult<Bound<'py, PyAny>> {
-    let be = choose(backend, single_thread)?.backend;
-    let (ai, bi) = (input(a, "a", Accepts::F32)?, input(b, "b", Accepts::F32)?);
-    let (AnyView::F32(av), AnyView::F32(bv)) = (ai.view("a")?, bi.view("b")?) else {
-        return Err(value_error("internal: matrices are float32"));
-    };
-    let (w, h) = shape(&av, &bv);
-    let out = Output::f32(py, w, h);
-    {
-        let mut g = out.write()?;
-        let dst = g.f32_mut()?;
-        py.detach(move || op(be, av, bv, dst)).map_err(to_py)?;
+/// Two float32 matrices in, a new float32 matrix out: NumPy (or host DLPack) inputs give a
+/// NumPy array; inputs on the GPU (a `CudaImage` or a CUDA array, both) a `CudaImage`.
+fn matrices<'py>(py: Python<'py>, (a, b): (&Bound<'py, PyAny>, &Bound<'py, PyAny>), (backend, single_thread): (&str, bool), op: MatOp) -> PyResult<Bound<'py, PyAny>> {
+    let chosen = choose(backend, single_thread)?;
+    match (lent(a, "a", Accepts::F32, &chosen)?, lent(b, "b", Accepts::F32, &chosen)?) {
+        (Some(Lent::Device(x)), Some(Lent::Device(y))) => crate::device::matrices_on_device(py, (x, y), &chosen, op),
+        (Some(Lent::Device(_)), _) | (_, Some(Lent::Device(_))) => {
+            Err(value_error("a and b: one is on the GPU and the other on the host; pass both on the same side (tessera.to_device, CudaImage.numpy)"))
+        }
+        (x, y) => {
+            // Host memory: lent through DLPack or a NumPy array.
+            let (xi, yi) = (if x.is_none() { Some(input(a, "a", Accepts::F32)?) } else { None }, if y.is_none() { Some(input(b, "b", Accepts::F32)?) } else { None });
+            let (av, bv) = (matrix_view(&x, &xi, "a")?, matrix_view(&y, &yi, "b")?);
+            let (w, h) = op.output(av.size(), bv.size());
+            let out = Output::f32(py, w, h);
+            {
+                let mut g = out.write()?;
+                let dst = g.f32_mut()?;
+                let be = chosen.backend;
+                py.detach(move || op.host(be, av, bv, dst)).map_err(to_py)?;
+            }
+            Ok(out.into_any())
+        }
     }
-    Ok(out.into_any())
+}
+
+/// A host matrix's view: lent through DLPack (`lent`), or the NumPy array `array`.
+fn matrix_view<'v>(lent: &'v Option<Lent>, array: &'v Option<crate::array::Input<'_>>, what: &str) -> PyResult<ImageView<'v, f32>> {
+    let v = match (lent, array) {
+        (Some(Lent::Host { image, .. }), _) => host_view(image)?,
+        (_, Some(a)) => a.view(what)?,
+        _ => return Err(value_error("internal: a matrix with no view")),
+    };
+    match v {
+        AnyView::F32(v) => Ok(v),
+        _ => Err(value_error("internal: matrices are float32")),
+    }
 }
 
 /// Matrix product ``a @ b`` of float32 2-D arrays (``a`` is m x k, ``b`` k x n; the result
@@ -129,7 +146,7 @@ fn matrices<'py>(
 #[pyfunction]
 #[pyo3(signature = (a, b, /, *, backend = AUTO, single_thread = false))]
 pub fn matmul<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, backend: &str, single_thread: bool) -> PyResult<Bound<'py, PyAny>> {
-    matrices(py, (a, b), (backend, single_thread), |a, b| (b.width(), a.height()), |be, a, b, out| be.mat_mul(a, b, out))
+    matrices(py, (a, b), (backend, single_thread), MatOp::Mul)
 }
 
 /// Element-wise sum ``a + b`` of float32 2-D arrays of one shape, each element the float32
@@ -137,5 +154,5 @@ pub fn matmul<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>
 #[pyfunction]
 #[pyo3(signature = (a, b, /, *, backend = AUTO, single_thread = false))]
 pub fn mat_add<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, backend: &str, single_thread: bool) -> PyResult<Bound<'py, PyAny>> {
-    matrices(py, (a, b), (backend, single_thread), |a, _| a.size(), |be, a, b, out| be.mat_add(a, b, out))
+    matrices(py, (a, b), (backend, single_thread), MatOp::Add)
 }

@@ -47,6 +47,8 @@ class CudaImage:
 ImageIn = Union[Image, CudaImage, SupportsDLPack]
 """A NumPy image, a CudaImage, or an array of another library with __dlpack__ (host
 memory: read in place; CUDA memory: read in place on the GPU)."""
+Matrix = Union[npt.NDArray[np.float32], CudaImage, SupportsDLPack]
+"""A float32 (H, W) matrix: NumPy, a CudaImage, or another library's array."""
 ImageOut = Union[Image, CudaImage]
 """A new NumPy array for a host input, a new CudaImage for a device input."""
 
@@ -312,14 +314,14 @@ def stereo(
     """SGM: (left disparity map with inf where invalid, stats)."""
 
 def matmul(
-    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], /, *, backend: Backend = ..., single_thread: bool = ...
-) -> npt.NDArray[np.float32]:
-    """a @ b in float32."""
+    a: Matrix, b: Matrix, /, *, backend: Backend = ..., single_thread: bool = ...
+) -> Union[npt.NDArray[np.float32], CudaImage]:
+    """a @ b in float32. Both on the host (a new NumPy array) or both on the GPU (a new CudaImage)."""
 
 def mat_add(
-    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], /, *, backend: Backend = ..., single_thread: bool = ...
-) -> npt.NDArray[np.float32]:
-    """a + b in float32."""
+    a: Matrix, b: Matrix, /, *, backend: Backend = ..., single_thread: bool = ...
+) -> Union[npt.NDArray[np.float32], CudaImage]:
+    """a + b in float32. Both on the host (a new NumPy array) or both on the GPU (a new CudaImage)."""
 
 def load(path: PathLike, /) -> npt.NDArray[Any]:
     """An image file as an array (gray (H, W) or RGBA (H, W, 4))."""

@@ -60,6 +60,16 @@ def test_host_arrays_through_dlpack_give_the_numpy_results(name, kind):
     assert lent.calls == [{}], "a host array is asked for its capsule once, without a stream"
 
 
+def test_matrices_through_dlpack_give_the_numpy_results():
+    a = random_image(np.float32, (23, 37), seed=8)
+    b = random_image(np.float32, (37, 19), seed=9)
+    c = random_image(np.float32, (23, 37), seed=10)
+    same(tessera.matmul(Lent(a), Lent(b), backend="cpu"), tessera.matmul(a, b, backend="cpu"))
+    same(tessera.mat_add(Lent(a), c, backend="cpu"), tessera.mat_add(a, c, backend="cpu"))
+    with pytest.raises(TypeError, match="not supported"):
+        tessera.matmul(Lent(a.astype(np.uint16)), b, backend="cpu")
+
+
 @pytest.mark.parametrize(
     "view",
     [lambda a: a[::2], lambda a: a[5:40, 7:61], lambda a: a[::3, 2:50]],
@@ -158,6 +168,17 @@ def test_a_chain_on_the_gpu_gives_the_host_calls_results(kind):
     host_blurred = tessera.gaussian(img, sigma=1.5, backend="cuda")
     same(variance.numpy(), tessera.local_variance(host_blurred, backend="cuda"))
     same(enhanced.numpy(), tessera.contrast(host_blurred, backend="cuda"))
+
+
+@needs_gpu
+def test_matrices_on_the_gpu_give_the_host_calls_results():
+    a = random_image(np.float32, (23, 37), seed=8)
+    b = random_image(np.float32, (37, 19), seed=9)
+    d = tessera.matmul(tessera.to_device(a), tessera.to_device(b))
+    assert isinstance(d, tessera.CudaImage) and d.shape == (23, 19)
+    same(d.numpy(), tessera.matmul(a, b, backend="cuda"))
+    with pytest.raises(ValueError, match="same side"):
+        tessera.mat_add(tessera.to_device(a), a)
 
 
 @needs_gpu
