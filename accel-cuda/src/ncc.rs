@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
 use tessera_core::stitch::{
-    gray, luma_storage, plan_pair, Gray, PairPlan, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityPlan,
+    gray, luma_storage, plan_pair, Gray, PairPlan, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest,
     RegisterParams, SearchMethod, StitchParams, WINDOW,
 };
 use tessera_core::stitch::Blend;
@@ -399,8 +399,10 @@ pub struct StitchCounts {
     pub speculated: usize,
     /// Pairs registered on the device, a window's pairs the run did not ask for included.
     pub registered: usize,
-    /// Pairs whose quality measures were summed on the device.
+    /// Launches of the quality sums, and the pairs whose quality measures they summed (a
+    /// window's batch in one launch).
     pub quality_launches: usize,
+    pub quality_pairs: usize,
     /// Frames uploaded for the composite, and downloads of the canvas.
     pub paste_uploads: usize,
     pub canvas_downloads: usize,
@@ -535,17 +537,30 @@ impl<'g> DeviceRegistrar<'g> {
 }
 
 impl DeviceRegistrar<'_> {
-    /// The quality sums of a registered pair on the device, its frames made resident.
-    fn quality_typed<T: DeviceSample>(&self, reference: (usize, &Gray<'_>), moving: (usize, &Gray<'_>), plan: &QualityPlan) -> Option<Result<Vec<Moments<4>>>> {
+    /// The quality sums of registered pairs on the device, their frames made resident: one
+    /// launch for all.
+    fn quality_typed<T: DeviceSample>(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
         let kernel = T::QUALITY?;
         Some((|| {
-            let (r, m) = (typed_frame::<T>(reference.1)?, typed_frame::<T>(moving.1)?);
             let mut st = self.state()?;
             let batch = st.clock + 1;
-            let dm = self.resident(&mut st, batch, moving.0, m)?;
-            let dr = self.resident(&mut st, batch, reference.0, r)?;
-            let sums = crate::quality::quality_sums(self.gpu, kernel, (dr.ptr, dm.ptr), r.size(), plan)?;
+            let mut frames = Vec::with_capacity(requests.len());
+            let mut size = None;
+            for q in requests {
+                let (r, m) = (typed_frame::<T>(&q.reference.1)?, typed_frame::<T>(&q.moving.1)?);
+                if size.is_some_and(|s| s != r.size()) || r.size() != m.size() {
+                    return Err(Error::Backend("internal: quality sums of frames of different sizes".into()));
+                }
+                size = Some(r.size());
+                let dm = self.resident(&mut st, batch, q.moving.0, m)?;
+                let dr = self.resident(&mut st, batch, q.reference.0, r)?;
+                frames.push((dr.ptr, dm.ptr));
+            }
+            let Some(size) = size else { return Ok(Vec::new()) };
+            let pairs: Vec<_> = frames.into_iter().zip(requests.iter().map(|q| &q.plan)).collect();
+            let sums = crate::quality::quality_sums(self.gpu, kernel, size, &pairs)?;
             st.counts.quality_launches += 1;
+            st.counts.quality_pairs += requests.len();
             Ok(sums)
         })())
     }
@@ -580,8 +595,9 @@ impl PairRegistrar for DeviceRegistrar<'_> {
         let Some(first) = pairs.first() else { return Ok(()) };
         by_type!(self.speculate_typed(&first.moving.1, pairs, p))
     }
-    fn quality_sums(&self, reference: (usize, Gray<'_>), moving: (usize, Gray<'_>), plan: &QualityPlan) -> Option<Result<Vec<Moments<4>>>> {
-        by_type!(self.quality_typed(&moving.1, (reference.0, &reference.1), (moving.0, &moving.1), plan))
+    fn quality_sums(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
+        let first = requests.first()?;
+        by_type!(self.quality_typed(&first.moving.1, requests))
     }
 }
 

@@ -1,6 +1,6 @@
 //! Drives `kernels/quality.cu`: the sums of a stitched pair's quality measures on the
 //! device, for integer frames ([`QualityPlan`]: the overlap and the grid's templates, every
-//! region of a pair in one launch). Integer sums, so the measures are the CPU's to the bit.
+//! region of a window's pairs in one launch). Integer sums, so the measures are the CPU's to the bit.
 
 use crate::device::{args, int, DevicePtr, Gpu};
 use crate::kernels::{Kernel, Module};
@@ -16,53 +16,70 @@ const ROWS: usize = 32;
 const WORDS: usize = 20;
 const REGION_INTS: usize = 16;
 
-/// The sums of every region of `plan` over the frames at `reference` and `moving` (both
-/// `size`, of the kernel's pixel type), in order. One launch and one download.
-pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, (reference, moving): (DevicePtr, DevicePtr), size: (usize, usize), plan: &QualityPlan) -> Result<Vec<Moments<4>>> {
-    if plan.regions.is_empty() {
-        return Ok(Vec::new());
+/// The sums of every region of each pair's plan over its frames (reference and moving
+/// device addresses, every frame `size`, of the kernel's pixel type), pair by pair in
+/// order: all pairs' regions in one launch and one download.
+pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize), pairs: &[((DevicePtr, DevicePtr), &QualityPlan)]) -> Result<Vec<Vec<Moments<4>>>> {
+    let count: usize = pairs.iter().map(|(_, plan)| plan.regions.len()).sum();
+    if count == 0 {
+        return Ok(pairs.iter().map(|_| Vec::new()).collect());
     }
     // Regions lie inside the frame and the origin within a frame of 0 (the overlap is not
     // empty): all fit i32 once the width does.
     int(size.0, "width")?;
     int(size.1, "height")?;
-    let mut records: Vec<i32> = Vec::with_capacity(plan.regions.len() * REGION_INTS);
-    for &(x0, y0, x1, y1) in &plan.regions {
-        records.extend([0, 1, x0 as i32, y0 as i32, x1 as i32, y1 as i32, plan.origin.0 as i32, plan.origin.1 as i32]);
-        for ((dx, dy), _) in plan.taps {
-            records.extend([dx as i32, dy as i32]);
-        }
-    }
+    // The frame table: each distinct frame once; regions name frames by slot.
+    let mut frames: Vec<u64> = Vec::new();
+    let mut slot = |ptr: DevicePtr| -> i32 {
+        let at = frames.iter().position(|&f| f == ptr).unwrap_or_else(|| {
+            frames.push(ptr);
+            frames.len() - 1
+        });
+        at as i32
+    };
+    let mut records: Vec<i32> = Vec::with_capacity(count * REGION_INTS);
     // A block per band of ROWS rows of each region: its region and first row.
     let mut bands: Vec<i32> = Vec::new();
-    for (k, &(_, y0, _, y1)) in plan.regions.iter().enumerate() {
-        for first in (y0..y1).step_by(ROWS) {
-            bands.extend([k as i32, first as i32]);
+    for &((reference, moving), plan) in pairs {
+        let (r, m) = (slot(reference), slot(moving));
+        for &(x0, y0, x1, y1) in &plan.regions {
+            let k = (records.len() / REGION_INTS) as i32;
+            records.extend([r, m, x0 as i32, y0 as i32, x1 as i32, y1 as i32, plan.origin.0 as i32, plan.origin.1 as i32]);
+            for ((dx, dy), _) in plan.taps {
+                records.extend([dx as i32, dy as i32]);
+            }
+            for first in (y0..y1).step_by(ROWS) {
+                bands.extend([k, first as i32]);
+            }
         }
     }
-    let count = plan.regions.len();
-    let frames = gpu.upload(&[reference, moving])?;
+    let dframes = gpu.upload(&frames)?;
     let dregions = gpu.upload(&records)?;
     let dbands = gpu.upload(&bands)?;
     let out = gpu.zeroed::<u64>(count * WORDS)?;
     let grid = [int(bands.len() / 2, "quality bands")? as u32, 1, 1];
-    gpu.launch(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![&frames, size.0 as i32, &dregions, &dbands, &out])?;
+    gpu.launch(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![&dframes, size.0 as i32, &dregions, &dbands, &out])?;
     let mut sums = vec![0u64; count * WORDS];
     gpu.download(&out, &mut sums)?;
-    Ok(plan
-        .regions
+    let mut words = sums.chunks_exact(WORDS);
+    Ok(pairs
         .iter()
-        .zip(sums.chunks_exact(WORDS))
-        .map(|(&(x0, y0, x1, y1), s)| {
-            let mut tt = [[0u64; 4]; 4];
-            let mut q = 10;
-            for k in 0..4 {
-                for l in k..4 {
-                    tt[k][l] = s[q];
-                    q += 1;
-                }
-            }
-            Moments { n: ((x1 - x0) * (y1 - y0)) as u64, a: s[0], aa: s[1], t: [s[2], s[3], s[4], s[5]], at: [s[6], s[7], s[8], s[9]], tt }
+        .map(|(_, plan)| {
+            plan.regions
+                .iter()
+                .zip(words.by_ref())
+                .map(|(&(x0, y0, x1, y1), s)| {
+                    let mut tt = [[0u64; 4]; 4];
+                    let mut q = 10;
+                    for k in 0..4 {
+                        for l in k..4 {
+                            tt[k][l] = s[q];
+                            q += 1;
+                        }
+                    }
+                    Moments { n: ((x1 - x0) * (y1 - y0)) as u64, a: s[0], aa: s[1], t: [s[2], s[3], s[4], s[5]], at: [s[6], s[7], s[8], s[9]], tt }
+                })
+                .collect()
         })
         .collect())
 }
@@ -87,22 +104,30 @@ mod tests {
     fn device_sums_give_the_cpus_measures_bit_for_bit() {
         let gpu = Gpu::with_staging(Box::new(crate::shim::ShimDevice::new()), crate::transfer::StagingConfig::for_shim());
         let size = (61, 47);
-        // Whole and fractional shifts each way, and overlaps too narrow for the grid.
+        // Whole and fractional shifts each way, and overlaps too narrow for the grid (or
+        // none), all in one launch per pixel type; every other pair with its frames swapped.
         let shifts = [(5.0, -3.0), (4.75, -3.25), (-7.5, 2.0), (0.0, 0.0), (60.0, 0.0), (-12.0, 40.5), (0.5, -46.0), (30.25, 20.875)];
         for seed in 0..2 {
             let (a, b) = pair(seed, size);
             let (a16, b16) = (a.map(|v| v as u16 * 251), b.map(|v| v as u16 * 251 + 9));
             let (da, db) = (gpu.upload(a.as_slice()).unwrap(), gpu.upload(b.as_slice()).unwrap());
             let (da16, db16) = (gpu.upload(a16.as_slice()).unwrap(), gpu.upload(b16.as_slice()).unwrap());
-            for shift in shifts {
-                let plan = QualityPlan::new(size, shift, 9).unwrap();
-                let sums = quality_sums(&gpu, "quality_sums_u8", (da.ptr(), db.ptr()), size, &plan).unwrap();
-                assert_eq!(sums.len(), plan.regions.len());
-                let want = (overlap_ncc(a.view(), b.view(), shift, Parallelism::Sequential).unwrap(), grid_ncc(a.view(), b.view(), shift, 9).unwrap());
-                assert_eq!(plan.measures(&sums), want, "u8 seed {seed} shift {shift:?}");
-                let sums = quality_sums(&gpu, "quality_sums_u16", (da16.ptr(), db16.ptr()), size, &plan).unwrap();
-                let want = (overlap_ncc(a16.view(), b16.view(), shift, Parallelism::Sequential).unwrap(), grid_ncc(a16.view(), b16.view(), shift, 9).unwrap());
-                assert_eq!(plan.measures(&sums), want, "u16 seed {seed} shift {shift:?}");
+            let plans: Vec<QualityPlan> = shifts.iter().map(|&s| QualityPlan::new(size, s, 9).unwrap()).collect();
+            let swapped = |k: usize| k % 2 == 1;
+            let frames8: Vec<(DevicePtr, DevicePtr)> = (0..shifts.len()).map(|k| if swapped(k) { (db.ptr(), da.ptr()) } else { (da.ptr(), db.ptr()) }).collect();
+            let frames16: Vec<(DevicePtr, DevicePtr)> = (0..shifts.len()).map(|k| if swapped(k) { (db16.ptr(), da16.ptr()) } else { (da16.ptr(), db16.ptr()) }).collect();
+            let sums8 = quality_sums(&gpu, "quality_sums_u8", size, &frames8.iter().copied().zip(&plans).collect::<Vec<_>>()).unwrap();
+            let sums16 = quality_sums(&gpu, "quality_sums_u16", size, &frames16.iter().copied().zip(&plans).collect::<Vec<_>>()).unwrap();
+            assert_eq!((sums8.len(), sums16.len()), (shifts.len(), shifts.len()));
+            for (k, &shift) in shifts.iter().enumerate() {
+                let plan = &plans[k];
+                assert_eq!(sums8[k].len(), plan.regions.len());
+                let (r, m) = if swapped(k) { (b.view(), a.view()) } else { (a.view(), b.view()) };
+                let want = (overlap_ncc(r, m, shift, Parallelism::Sequential).unwrap(), grid_ncc(r, m, shift, 9).unwrap());
+                assert_eq!(plan.measures(&sums8[k]), want, "u8 seed {seed} shift {shift:?}");
+                let (r, m) = if swapped(k) { (b16.view(), a16.view()) } else { (a16.view(), b16.view()) };
+                let want = (overlap_ncc(r, m, shift, Parallelism::Sequential).unwrap(), grid_ncc(r, m, shift, 9).unwrap());
+                assert_eq!(plan.measures(&sums16[k]), want, "u16 seed {seed} shift {shift:?}");
             }
         }
     }

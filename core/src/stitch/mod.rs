@@ -39,7 +39,7 @@ pub use solve::{solve, Constraint, Solution};
 pub use register::{plan_pair, register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairPlan, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
 pub use sequence::{
     check_frames, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
-    FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, StitchParams,
+    FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, QualityRequest, StitchParams,
 };
 pub use similarity::Similarity;
 pub use stage_times::StageTimes;

@@ -375,13 +375,23 @@ pub trait PairRegistrar: Sync {
     fn speculate(&self, _pairs: &[PairRequest<'_>], _p: &RegisterParams) -> Result<()> {
         Ok(())
     }
-    /// The sums of a registered pair's quality measures, one per region of `plan` in order,
-    /// for the integer frames `reference` and `moving` (index, frame), the moving frame as
-    /// it is (a pair that turns is measured on the host). `None`, the default and the answer
-    /// for f32 frames: the run adds them on the host.
-    fn quality_sums(&self, _reference: (usize, Gray<'_>), _moving: (usize, Gray<'_>), _plan: &QualityPlan) -> Option<Result<Vec<Moments<4>>>> {
+    /// The sums of registered pairs' quality measures (a window's at once): for each
+    /// request, one per region of its plan in order, the moving frame as it is (a pair that
+    /// turns is measured on the host). `None`, the default and the answer for f32 frames:
+    /// the run adds them on the host.
+    fn quality_sums(&self, _requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
         None
     }
+}
+
+/// The quality measures of one registered pair a run asks a [`PairRegistrar`] to sum:
+/// frames `reference.0` and `moving.0` (integer frames), and the plan of their regions and
+/// taps for the pair's shift.
+#[derive(Clone, Debug)]
+pub struct QualityRequest<'a> {
+    pub reference: (usize, Gray<'a>),
+    pub moving: (usize, Gray<'a>),
+    pub plan: QualityPlan,
 }
 
 /// One pair registration a run asks a [`PairRegistrar`] for: frame `moving.0` against frame
@@ -976,18 +986,44 @@ impl<'a> Run<'a> {
         if !self.p.quality {
             return Ok((None, None));
         }
-        let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
-        let (a, b) = (reference.view::<T>()?, aligned.view());
-        if let (Some(g), None) = (self.registrar, &aligned.turned) {
-            let plan = QualityPlan::new(a.size(), aligned.shift, self.p.register.rsz)?;
-            if let Some(sums) = g.quality_sums((reference.index, T::gray(a)), (moving.index, T::gray(b)), &plan) {
-                let sums = sums?;
-                if sums.len() != plan.regions.len() {
-                    return Err(Error::Backend(alloc::format!("{} quality sums for {} regions", sums.len(), plan.regions.len())));
-                }
-                return Ok(plan.measures(&sums));
+        if self.registrar.is_some() && motion.is_translation() {
+            if let Some(q) = self.registrar_quality::<T>(&[(reference, moving, *motion)])? {
+                return Ok(q[0]);
             }
         }
+        self.host_quality::<T>(reference, moving, motion)
+    }
+
+    /// The quality measures of `pairs` (reference, moving, pair motion: translations) from
+    /// their sums added by the registrar in one call, or `None` where it adds none (no
+    /// registrar, f32 frames).
+    pub(super) fn registrar_quality<T: GrayType>(&self, pairs: &[(&Held<'_>, &Held<'_>, Similarity)]) -> Result<Option<Vec<(Option<f64>, Option<f64>)>>> {
+        let Some(g) = self.registrar else { return Ok(None) };
+        let mut requests = Vec::with_capacity(pairs.len());
+        for &(reference, moving, motion) in pairs {
+            let (a, b) = (reference.view::<T>()?, moving.view::<T>()?);
+            let plan = QualityPlan::new(a.size(), motion.shift(), self.p.register.rsz)?;
+            requests.push(QualityRequest { reference: (reference.index, T::gray(a)), moving: (moving.index, T::gray(b)), plan });
+        }
+        let Some(sums) = g.quality_sums(&requests) else { return Ok(None) };
+        let sums = sums?;
+        if sums.len() != requests.len() {
+            return Err(Error::Backend(alloc::format!("quality sums of {} pairs for {}", sums.len(), requests.len())));
+        }
+        let mut measures = Vec::with_capacity(requests.len());
+        for (request, sums) in requests.iter().zip(sums) {
+            if sums.len() != request.plan.regions.len() {
+                return Err(Error::Backend(alloc::format!("{} quality sums for {} regions", sums.len(), request.plan.regions.len())));
+            }
+            measures.push(request.plan.measures(&sums));
+        }
+        Ok(Some(measures))
+    }
+
+    /// The quality measures of one pair on the host.
+    pub(super) fn host_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
+        let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
+        let (a, b) = (reference.view::<T>()?, aligned.view());
         Ok((overlap_ncc(a, b, aligned.shift, self.par)?, grid_ncc(a, b, aligned.shift, self.p.register.rsz)?))
     }
 

@@ -119,22 +119,63 @@ impl Window {
             if buffers.len() < planned.len() {
                 buffers.resize_with(planned.len(), Default::default);
             }
-            let mut register = || map_slots(&mut buffers[..planned.len()], run.par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b));
+            // With a registrar, the quality sums of the batch's pairs are added in one call
+            // after their registrations (one launch for the batch, not one per pair).
+            let batched = run.registrar.is_some() && run.p.quality;
+            let mut register = || map_slots(&mut buffers[..planned.len()], run.par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b, batched));
             let done = match run.times {
                 Some(times) => times.parallel(&mut register),
                 None => register(),
             };
+            let mut done = done.into_iter().collect::<Result<Vec<Settling>>>()?;
+            add_batch_quality::<T>(run, &mut done, find)?;
             for (k, s) in done.into_iter().enumerate() {
-                self.settled[j + k] = Some(s?);
+                self.settled[j + k] = Some(s.measured);
             }
         }
         self.settled[j].take().ok_or(Error::Backend("internal: a planned pair was settled twice".into()))
     }
 }
 
+/// A planned pair settled, and, where its quality measures wait for the batch's one
+/// registrar call ([`add_batch_quality`]), its moving frame and pair motion.
+struct Settling {
+    measured: Measured,
+    batch_quality: Option<(usize, Similarity)>,
+}
+
+/// The quality measures of the batch's pairs that wait for them: added by the registrar in
+/// one call, or, where it adds none (f32 frames), on the host over `run`'s threads.
+fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settling], find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync)) -> Result<()> {
+    let lost = || Error::Backend("internal: lost a planned frame".into());
+    let waiting: Vec<usize> = (0..done.len()).filter(|&k| done[k].batch_quality.is_some()).collect();
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let mut pairs = Vec::with_capacity(waiting.len());
+    for &k in &waiting {
+        let s = &done[k];
+        let (moving, motion) = s.batch_quality.ok_or_else(lost)?;
+        pairs.push((find(s.measured.0 .0).ok_or_else(lost)?, find(moving).ok_or_else(lost)?, motion));
+    }
+    let measures = match run.registrar_quality::<T>(&pairs)? {
+        Some(m) => m,
+        None => {
+            let mut slots: Vec<()> = alloc::vec![(); pairs.len()];
+            map_slots(&mut slots, run.par, |i, _| run.host_quality::<T>(pairs[i].0, pairs[i].1, &pairs[i].2)).into_iter().collect::<Result<_>>()?
+        }
+    };
+    for (k, q) in waiting.into_iter().zip(measures) {
+        done[k].measured.1 = Some(q);
+        done[k].batch_quality = None;
+    }
+    Ok(())
+}
+
 /// A planned pair settled from its planned attempt alone ([`Run::settle`], stopping where
-/// that attempt does not stand clear).
-fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>) -> Result<Measured> {
+/// that attempt does not stand clear); its quality measures now, or, with `batched` and a
+/// translation, left to the batch.
+fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>, batched: bool) -> Result<Settling> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
@@ -147,11 +188,14 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
         buffers.search = m.into_integral();
     }
     let settled = settled?;
-    let quality = match settled.1.motion().filter(|_| stands_clear(&settled.1)) {
-        Some(motion) => Some(run.quality::<T>(find(settled.0).ok_or_else(lost)?, current, &motion)?),
-        None => None,
-    };
-    Ok((settled, quality))
+    match settled.1.motion().filter(|_| stands_clear(&settled.1)) {
+        Some(motion) if batched && motion.is_translation() => Ok(Settling { measured: (settled, None), batch_quality: Some((planned.moving, motion)) }),
+        Some(motion) => {
+            let quality = run.quality::<T>(find(settled.0).ok_or_else(lost)?, current, &motion)?;
+            Ok(Settling { measured: (settled, Some(quality)), batch_quality: None })
+        }
+        None => Ok(Settling { measured: (settled, None), batch_quality: None }),
+    }
 }
 
 /// The integral images one pair's registration computes: the moving frame's search, and
