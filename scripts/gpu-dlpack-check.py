@@ -116,7 +116,16 @@ def matrices():
     same(d.numpy(), want)
 
 
+def glare():
+    corrected, mask, report = tessera.glare(torch.from_numpy(u8).cuda())
+    want = tessera.glare(u8, backend="cuda")
+    same(corrected.numpy(), want[0])
+    same(torch.from_dlpack(mask).cpu().numpy(), want[1])
+    assert report == want[2], (report, want[2])
+
+
 check("a CudaImage goes to torch.from_dlpack without a copy", zero_copy_out)
+check("glare of a CUDA tensor: corrected image and mask as CudaImages = host call", glare)
 check("a CUDA tensor is read in place and left unchanged", zero_copy_in)
 check("transposed and column-step tensors, and backend='cpu', are ValueErrors", refused_layouts)
 check("work queued on a PyTorch stream comes before tessera's kernels", ordered_after_a_torch_stream)

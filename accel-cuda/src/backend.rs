@@ -165,6 +165,15 @@ impl CudaBackend {
         linalg::mat_mul(&self.gpu, Src::Device(&a.image), Src::Device(&b.image), Dst::Device(&out.image))
     }
 
+    /// [`Backend::glare`] on images already on the device: the mask and the corrected image
+    /// written in place (the spots grow on the host between launches, as in `glare`).
+    pub fn glare_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, mask: &'d mut DeviceImage<'b, u8>, corrected: impl Into<DeviceDst<'d, 'b>>, p: &GlareParams) -> Result<GlareReport> {
+        let (src, corrected) = (src.into(), corrected.into());
+        check_operands(&self.gpu, &[src.operand(), corrected.operand()], mask.operand())?;
+        let (src, corrected) = checked(&self.gpu, src, corrected)?;
+        glare::glare(&self.gpu, src, Dst::Device(&mask.image), corrected, p)
+    }
+
     /// [`Backend::contrast_enhance`] on images already on the device.
     pub fn contrast_enhance_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &ContrastParams) -> Result<()> {
         let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
@@ -206,7 +215,7 @@ impl Backend for CudaBackend {
     }
 
     fn glare(&self, src: AnyView<'_>, mask: ImageViewMut<'_, u8>, corrected: AnyViewMut<'_>, p: &GlareParams) -> Result<GlareReport> {
-        glare::glare(&self.gpu, src, mask, corrected, p)
+        glare::glare(&self.gpu, src.into(), Dst::Host(mask), corrected.into(), p)
     }
 
     fn register_pair(&self, reference: AnyView<'_>, moving: AnyView<'_>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairRegistration> {

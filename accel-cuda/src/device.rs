@@ -42,6 +42,9 @@ pub(crate) trait Device: Send + Sync {
     fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), Error>;
     /// Sets `bytes` bytes at `dst` to `value`.
     fn memset(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<(), Error>;
+    /// Copies `bytes` bytes from `src` to `dst` (two allocations of this device, not
+    /// overlapping), after every launch before it.
+    fn copy(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<(), Error>;
     /// Launches `kernel`; `args` points at each argument's value, as `cuLaunchKernel` takes
     /// them. A launch may run after it returns; the next download waits for it.
     fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error>;
@@ -252,6 +255,30 @@ impl Gpu {
             self.upload(&packed)?
         };
         Ok(DevImage { buf, width: w, height: h })
+    }
+
+    /// Copies the packed image `src` into `dst` (the same size), on the device.
+    pub(crate) fn copy_image<T: Pod>(&self, dst: &DevImage<'_, T>, src: &DevImage<'_, T>) -> Result<(), Error> {
+        if (dst.width, dst.height) != (src.width, src.height) {
+            return Err(Error::SizeMismatch { expected: (dst.width, dst.height), got: (src.width, src.height) });
+        }
+        let bytes = dst.width * dst.height * std::mem::size_of::<T>();
+        self.on_device(|d| d.copy(dst.buf.ptr, src.buf.ptr, bytes))
+    }
+
+    /// Copies the host view `src` into the packed device image `dst` (the same size).
+    pub(crate) fn upload_view_into<T: Pod + Pixel>(&self, dst: &DevImage<'_, T>, src: ImageView<'_, T>) -> Result<(), Error> {
+        let (w, h) = src.size();
+        if (dst.width, dst.height) != (w, h) {
+            return Err(Error::SizeMismatch { expected: (dst.width, dst.height), got: (w, h) });
+        }
+        if src.stride() == w || h <= 1 {
+            return self.upload_into(&dst.buf, 0, &src.span()[..w * h]);
+        }
+        for (y, row) in src.rows().enumerate() {
+            self.upload_into(&dst.buf, y * w, row)?;
+        }
+        Ok(())
     }
 
     /// A packed `width x height` image on the device, contents undefined.

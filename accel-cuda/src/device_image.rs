@@ -120,6 +120,11 @@ impl<'a, 'b> From<&'a mut DeviceImage<'b, u32>> for DeviceDst<'a, 'b> {
 }
 
 impl DeviceSrc<'_, '_> {
+    /// The image as an operand of [`check_operands`].
+    pub(crate) fn operand(&self) -> (*const Gpu, std::ops::Range<DevicePtr>) {
+        (self.gpu(), self.span())
+    }
+
     fn span(&self) -> std::ops::Range<DevicePtr> {
         match self {
             DeviceSrc::U8(i) => i.span(),
@@ -140,6 +145,11 @@ impl DeviceSrc<'_, '_> {
 }
 
 impl DeviceDst<'_, '_> {
+    /// The image as an operand of [`check_operands`].
+    pub(crate) fn operand(&self) -> (*const Gpu, std::ops::Range<DevicePtr>) {
+        (self.gpu(), self.span())
+    }
+
     fn span(&self) -> std::ops::Range<DevicePtr> {
         match self {
             DeviceDst::U8(i) => i.span(),
@@ -163,7 +173,7 @@ impl DeviceDst<'_, '_> {
 
 /// `src` and `dst` as the drivers take them, once checked ([`check_operands`]).
 pub(crate) fn checked<'s, 'd>(gpu: &Gpu, src: DeviceSrc<'s, '_>, dst: DeviceDst<'d, '_>) -> Result<(AnySrc<'s>, AnyDst<'d>)> {
-    check_operands(gpu, &[(src.gpu(), src.span())], (dst.gpu(), dst.span()))?;
+    check_operands(gpu, &[src.operand()], dst.operand())?;
     Ok((src.into(), dst.into()))
 }
 

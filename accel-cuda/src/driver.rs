@@ -379,6 +379,12 @@ impl Device for CudaDevice {
         unsafe { result::memset_d8_sync(dst, value, bytes) }.map_err(|e| driver_error("cuMemsetD8", e))
     }
 
+    fn copy(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<(), Error> {
+        self.current()?;
+        // SAFETY: both are allocations of this context holding at least `bytes` bytes.
+        unsafe { result::memcpy_dtod_sync(dst, src, bytes) }.map_err(|e| driver_error("cuMemcpyDtoD", e))
+    }
+
     fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error> {
         self.current()?;
         let f = self.function(kernel)?;

@@ -8,11 +8,12 @@
 //! and the corrected image are the CPU's, exactly.
 
 use crate::device::{args, blocks, int, line_segment, Arg, DevBuf, DevImage, Gpu, Pod};
+use crate::device_image::{AnyDst, AnySrc, Dst, Src, Staged};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
 use tessera_core::glare::{finish_spots, quantile, spots, GlareMode, GlareParams, GlareReport, MARGIN, WEIGHTED_INIT_LIMIT};
 use tessera_core::image::{check_same_size, Pixel};
-use tessera_core::{AnyView, AnyViewMut, Image, ImageView, ImageViewMut, Result, Rgba8};
+use tessera_core::{Image, Result, Rgba8};
 
 const BLOCK: u32 = 256;
 
@@ -21,12 +22,12 @@ fn k(name: &'static str) -> Kernel {
 }
 
 /// Detection and correction ([`tessera_core::glare::glare`]).
-pub(crate) fn glare(gpu: &Gpu, src: AnyView<'_>, mask: ImageViewMut<'_, u8>, corrected: AnyViewMut<'_>, p: &GlareParams) -> Result<GlareReport> {
+pub(crate) fn glare(gpu: &Gpu, src: AnySrc<'_>, mask: Dst<'_, u8>, corrected: AnyDst<'_>, p: &GlareParams) -> Result<GlareReport> {
     match (src, corrected) {
-        (AnyView::U8(s), AnyViewMut::U8(d)) => run::<u8>(gpu, s, mask, d, p, Lane::U8),
-        (AnyView::U16(s), AnyViewMut::U16(d)) => run::<u16>(gpu, s, mask, d, p, Lane::U16),
-        (AnyView::F32(s), AnyViewMut::F32(d)) => run::<f32>(gpu, s, mask, d, p, Lane::F32),
-        (AnyView::Rgba8(s), AnyViewMut::Rgba8(d)) => run::<Rgba8>(gpu, s, mask, d, p, Lane::Rgba),
+        (AnySrc::U8(s), AnyDst::U8(d)) => run::<u8>(gpu, s, mask, d, p, Lane::U8),
+        (AnySrc::U16(s), AnyDst::U16(d)) => run::<u16>(gpu, s, mask, d, p, Lane::U16),
+        (AnySrc::F32(s), AnyDst::F32(d)) => run::<f32>(gpu, s, mask, d, p, Lane::F32),
+        (AnySrc::Rgba8(s), AnyDst::Rgba8(d)) => run::<Rgba8>(gpu, s, mask, d, p, Lane::Rgba),
         _ => Err(tessera_core::backend::type_mismatch("glare correction")),
     }
 }
@@ -39,7 +40,7 @@ enum Lane {
     Rgba,
 }
 
-fn run<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, mut mask: ImageViewMut<'_, u8>, corrected: ImageViewMut<'_, T>, p: &GlareParams, lane: Lane) -> Result<GlareReport> {
+fn run<T: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, mask: Dst<'_, u8>, corrected: Dst<'_, T>, p: &GlareParams, lane: Lane) -> Result<GlareReport> {
     // The CPU's order of checks: sizes of the two images, the parameters, the mask's size.
     check_same_size(src.size(), corrected.size())?;
     p.validate()?;
@@ -47,7 +48,7 @@ fn run<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, mut mask: ImageViewMut<
     let (w, h) = src.size();
     let n = w * h;
     let ni = int(n, "pixel count")?;
-    let dsrc = gpu.upload_view(src)?;
+    let dsrc = src.stage(gpu)?;
     let grid1 = [blocks(n, BLOCK), 1, 1];
     let blk = [BLOCK, 1, 1];
 
@@ -146,17 +147,29 @@ fn run<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, mut mask: ImageViewMut<
     gpu.download(&seeds, host_mask.as_mut_slice())?;
     gpu.download(&excess, host_excess.as_mut_slice())?;
     let report = finish_spots(host_mask.view_mut(), host_excess.view(), p, bright, cmin, full_scale)?;
-    mask.copy_from(host_mask.view())?;
+    // The mask to the output (a host view, or a device image written in place) and to the
+    // device for the fill.
+    let dmask = match mask {
+        Dst::Host(mut m) => {
+            m.copy_from(host_mask.view())?;
+            Staged::Own(DevImage { buf: gpu.upload(host_mask.as_slice())?, width: w, height: h })
+        }
+        Dst::Device(m) => {
+            gpu.upload_view_into(m, host_mask.view())?;
+            Staged::Caller(m)
+        }
+    };
 
     // The fill: the mask dilated on the device, its regions labelled here, each filled by
     // one block.
-    let dmask = gpu.upload(host_mask.as_slice())?;
     let grown = gpu.buffer::<u8>(n)?;
     gpu.launch(k("glare_dilate"), [blocks(w, BLOCK), h as u32, 1], blk, 0, args![&dmask, &grown, wi, hi, p.fill_grow as i32])?;
     let mut host_grown = Image::<u8>::new(w, h)?;
     gpu.download(&grown, host_grown.as_mut_slice())?;
     let regions = spots(host_grown.view())?;
-    let out = gpu.upload_view(src)?;
+    // The corrected image starts as the input (copied on the device).
+    let out = corrected.open(gpu)?;
+    gpu.copy_image(&out.target, &dsrc)?;
     if !regions.is_empty() {
         let channels: i32 = if lane == Lane::Rgba { 3 } else { 1 };
         let mut labels = vec![-1i32; n];
@@ -187,10 +200,10 @@ fn run<T: Pod + Pixel>(gpu: &Gpu, src: ImageView<'_, T>, mut mask: ImageViewMut<
             [int(regions.len(), "regions")? as u32, 1, 1],
             [128, 1, 1],
             0,
-            args![&dsrc, &out, &grown, &dlabels, &dtable, &grid, wi, channels, lanes, p.fill_iterations as i32, limit],
+            args![&dsrc, &out.target, &grown, &dlabels, &dtable, &grid, wi, channels, lanes, p.fill_iterations as i32, limit],
         )?;
     }
-    gpu.download_view(&out, corrected)?;
+    out.finish(gpu)?;
     Ok(report)
 }
 

@@ -97,6 +97,12 @@ pub fn open_shim() -> Box<dyn Backend> {
     Box::new(shim_backend())
 }
 
+/// The shim as the backend's own type (its device-image API beyond [`Backend`]).
+#[cfg(feature = "shim")]
+pub fn open_shim_cuda() -> CudaBackend {
+    shim_backend()
+}
+
 #[cfg(feature = "shim")]
 fn shim_backend() -> CudaBackend {
     CudaBackend::with_gpu(device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), "CPU shim (kernels on host threads)".into())

@@ -224,6 +224,12 @@ impl Device for ShimDevice {
         Ok(())
     }
 
+    fn copy(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<(), Error> {
+        // SAFETY: both hold at least `bytes` bytes and do not overlap (the Device contract).
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
+        Ok(())
+    }
+
     fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &mut [*mut c_void]) -> Result<(), Error> {
         if let Some(d) = &self.dry_run {
             d.launches.lock().map_err(|_| Error::Backend("shim: launch log poisoned".into()))?.push(Launch { kernel, grid, block, shared_bytes });

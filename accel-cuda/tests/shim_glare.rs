@@ -71,6 +71,52 @@ fn reports_masks_and_fills_are_the_cpus() {
     }
 }
 
+/// Glare on device images (the mask and the corrected image written in place) gives the
+/// host call's report, mask and fill, every type; outputs that overlap are errors.
+#[test]
+fn glare_on_device_images_is_the_host_calls() {
+    use tessera_cuda::{DeviceImage, DevicePixel};
+    let gpu = tessera_cuda::open_shim_cuda();
+    let img = painted();
+    let p = GlareParams { radii: vec![3, 9], fill_iterations: 30, ..Default::default() };
+    fn typed_run<T: DevicePixel + PartialEq + core::fmt::Debug>(gpu: &tessera_cuda::CudaBackend, src: &Image<T>, p: &GlareParams)
+    where
+        for<'a> tessera_core::ImageView<'a, T>: Into<AnyView<'a>>,
+        for<'a> tessera_core::ImageViewMut<'a, T>: Into<tessera_core::AnyViewMut<'a>>,
+        for<'a, 'b> &'a DeviceImage<'b, T>: Into<tessera_cuda::DeviceSrc<'a, 'b>>,
+        for<'a, 'b> &'a mut DeviceImage<'b, T>: Into<tessera_cuda::DeviceDst<'a, 'b>>,
+    {
+        let (w, h) = src.size();
+        let (mut mask, mut fill) = (Image::<u8>::new(w, h).unwrap(), Image::<T>::new(w, h).unwrap());
+        let want = gpu.glare(src.view().into(), mask.view_mut(), fill.view_mut().into(), p).unwrap();
+        assert!(want.spots >= 2);
+        let up = gpu.upload(src.view()).unwrap();
+        let (mut dmask, mut dfill) = (gpu.device_image::<u8>(w, h).unwrap(), gpu.device_image::<T>(w, h).unwrap());
+        let got = gpu.glare_on_device(&up, &mut dmask, &mut dfill, p).unwrap();
+        let (mut mask2, mut fill2) = (Image::<u8>::new(w, h).unwrap(), Image::<T>::new(w, h).unwrap());
+        gpu.download(&dmask, mask2.view_mut()).unwrap();
+        gpu.download(&dfill, fill2.view_mut()).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(mask2.as_slice(), mask.as_slice());
+        assert_eq!(fill2.as_slice(), fill.as_slice());
+    }
+    let AnyImage::U8(g) = &typed(&img)[0] else { unreachable!() };
+    typed_run(&gpu, g, &p);
+    typed_run(&gpu, &g.map(|v| v as u16 * 257), &p);
+    typed_run(&gpu, &g.map(|v| v as f32 / 2.0), &p);
+    typed_run(&gpu, &img, &p);
+    // The mask may not be the corrected image, nor either output the input.
+    let up = gpu.upload(g.view()).unwrap();
+    let mut out = gpu.device_image::<u8>(96, 72).unwrap();
+    // SAFETY: `out` holds 96 x 72 u8 and outlives the alias.
+    let mut alias = unsafe { gpu.borrow_device_image::<u8>(out.device_ptr(), 96, 72) }.unwrap();
+    assert!(gpu.glare_on_device(&up, &mut alias, &mut out, &p).is_err());
+    let mut mask = gpu.device_image::<u8>(96, 72).unwrap();
+    // SAFETY: `up` holds 96 x 72 u8 and outlives the alias.
+    let mut over_input = unsafe { gpu.borrow_device_image::<u8>(up.device_ptr(), 96, 72) }.unwrap();
+    assert!(gpu.glare_on_device(&up, &mut mask, &mut over_input, &p).is_err());
+}
+
 #[test]
 fn images_without_highlights_and_bad_input_are_the_cpus() {
     let gpu = tessera_cuda::open_shim();

@@ -1,6 +1,6 @@
 //! Arrays of other libraries in and out through DLPack, and images that stay on the GPU.
 //!
-//! Inputs (of the one-image operations and the matrix operations): besides NumPy arrays,
+//! Inputs (of the one-image operations, glare and the matrix operations): besides NumPy arrays,
 //! any object with `__dlpack__` and `__dlpack_device__` (PyTorch tensors, CuPy and JAX
 //! arrays) is taken without a copy.
 //! Host memory is read in place like a NumPy array (the same layout rules) and the output
@@ -510,6 +510,24 @@ pub fn matrices_on_device<'py>(py: Python<'py>, (a, b): (DeviceInput, DeviceInpu
     py.detach(|| op.device(cuda, x, y, &mut out)).map_err(to_py)?;
     drop((a, b));
     Ok(Bound::new(py, CudaImage::new(AnyDeviceImage::F32(out), cuda))?.into_any())
+}
+
+/// Glare removal on a device input: the corrected image and the mask as new `CudaImage`s,
+/// and the report.
+pub fn glare_on_device<'py>(py: Python<'py>, input: DeviceInput, chosen: &Chosen, p: &tessera::GlareParams) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, tessera::GlareReport)> {
+    let cuda = cuda_of(chosen, "image")?;
+    let src = input.image();
+    let (w, h) = src.size();
+    let mut corrected = AnyDeviceImage::zeros(cuda, src.kind(), w, h).map_err(to_py)?;
+    let mut mask = cuda.device_image::<u8>(w, h).map_err(to_py)?;
+    let report = {
+        let (s, d) = (src.src().map_err(to_py)?, corrected.dst());
+        py.detach(|| cuda.glare_on_device(s, &mut mask, d, p)).map_err(to_py)?
+    };
+    drop(input);
+    let corrected = Bound::new(py, CudaImage::new(corrected, cuda))?.into_any();
+    let mask = Bound::new(py, CudaImage::new(AnyDeviceImage::U8(mask), cuda))?.into_any();
+    Ok((corrected, mask, report))
 }
 
 /// `op` on a host view: a new NumPy array.

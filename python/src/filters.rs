@@ -4,6 +4,7 @@
 //! the core's docs state them.
 
 use crate::array::{input, unary, Accepts, Output};
+use crate::device::Lent;
 use crate::ops::Op;
 use crate::backend::choose;
 use crate::errors::to_py;
@@ -266,9 +267,22 @@ pub fn glare<'py>(
         fill_iterations: count("fill_iterations", fill_iterations)?,
         border: crate::params::border(&border)?,
     };
-    let b = choose(backend, single_thread)?.backend;
-    let inp = input(image, "image", Accepts::ALL)?;
-    let src = inp.view("image")?;
+    let chosen = choose(backend, single_thread)?;
+    let b = chosen.backend;
+    let report = |py: Python<'py>, r: tessera::GlareReport| {
+        to_python(py, &json!({"spots": r.spots, "pixels": r.pixels, "brightness": r.brightness, "min_contrast": r.min_contrast, "full_scale": r.full_scale}))
+    };
+    let lent = crate::device::lent(image, "image", Accepts::ALL, &chosen)?;
+    if let Some(Lent::Device(d)) = lent {
+        let (corrected, mask, r) = crate::device::glare_on_device(py, d, &chosen, &p)?;
+        return Ok((corrected, mask, report(py, r)?));
+    }
+    let inp = if lent.is_none() { Some(input(image, "image", Accepts::ALL)?) } else { None };
+    let src = match (&lent, &inp) {
+        (Some(Lent::Host { image, .. }), _) => crate::device::host_view(image)?,
+        (_, Some(i)) => i.view("image")?,
+        _ => return Err(crate::errors::value_error("internal: an image with no view")),
+    };
     let (w, h) = src.size();
     let out = Output::like(py, &src);
     let mask = Output::u8(py, w, h);
@@ -278,7 +292,5 @@ pub fn glare<'py>(
         let (dst, mdst) = (g.view_mut()?, m.u8_mut()?);
         py.detach(|| b.glare(src, mdst, dst, &p)).map_err(to_py)?
     };
-    let report = json!({"spots": r.spots, "pixels": r.pixels, "brightness": r.brightness,
-                        "min_contrast": r.min_contrast, "full_scale": r.full_scale});
-    Ok((out.into_any(), mask.into_any(), to_python(py, &report)?))
+    Ok((out.into_any(), mask.into_any(), report(py, r)?))
 }

@@ -152,7 +152,7 @@ def contrast(
     """Multi-scale local contrast enhancement from local mean and variance."""
 
 def glare(
-    image: Image,
+    image: ImageIn,
     /,
     *,
     mode: Literal["adaptive", "manual"] = ...,
@@ -170,7 +170,7 @@ def glare(
     border: Border = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
-) -> Tuple[Image, npt.NDArray[np.uint8], GlareReport]:
+) -> Tuple[ImageOut, Union[npt.NDArray[np.uint8], CudaImage], GlareReport]:
     """(corrected, mask with 255 on glare, report)."""
 
 def register_pair(

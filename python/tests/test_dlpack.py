@@ -60,6 +60,16 @@ def test_host_arrays_through_dlpack_give_the_numpy_results(name, kind):
     assert lent.calls == [{}], "a host array is asked for its capsule once, without a stream"
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_glare_through_dlpack_gives_the_numpy_results(kind):
+    img = KINDS[kind]()
+    got = tessera.glare(Lent(img), backend="cpu")
+    want = tessera.glare(img, backend="cpu")
+    same(got[0], want[0])
+    same(got[1], want[1])
+    assert got[2] == want[2]
+
+
 def test_matrices_through_dlpack_give_the_numpy_results():
     a = random_image(np.float32, (23, 37), seed=8)
     b = random_image(np.float32, (37, 19), seed=9)
@@ -168,6 +178,17 @@ def test_a_chain_on_the_gpu_gives_the_host_calls_results(kind):
     host_blurred = tessera.gaussian(img, sigma=1.5, backend="cuda")
     same(variance.numpy(), tessera.local_variance(host_blurred, backend="cuda"))
     same(enhanced.numpy(), tessera.contrast(host_blurred, backend="cuda"))
+
+
+@needs_gpu
+def test_glare_on_the_gpu_gives_the_host_calls_results():
+    img = KINDS["uint8"]()
+    corrected, mask, report = tessera.glare(tessera.to_device(img))
+    assert isinstance(corrected, tessera.CudaImage) and isinstance(mask, tessera.CudaImage)
+    want = tessera.glare(img, backend="cuda")
+    same(corrected.numpy(), want[0])
+    same(mask.numpy(), want[1])
+    assert report == want[2]
 
 
 @needs_gpu
