@@ -613,8 +613,8 @@ impl PairRegistrar for DeviceRegistrar<'_> {
 /// answered from that launch, anything else registered afresh, so the result is the CPU
 /// run's. Each launch downloads one packed result buffer, and the canvas is
 /// downloaded once. The quality measures (`p.quality`) of integer frames are summed on the
-/// device (a launch per batch of registered pairs, their frames already resident), those of f32 frames and of turned
-/// pairs on the host.
+/// device (a launch per batch of registered pairs, their frames already resident), those of
+/// f32 frames and of turned pairs on the host.
 pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
     stitch_counted(gpu, frames, p, progress).map(|(pano, _)| pano)
 }
