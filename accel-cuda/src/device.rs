@@ -113,6 +113,29 @@ fn as_bytes_mut<T: Pod>(s: &mut [T]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
+/// The table of device frames a launch reads, each distinct address once: records name
+/// frames by slot.
+#[derive(Default)]
+pub(crate) struct FrameTable {
+    frames: Vec<u64>,
+}
+
+impl FrameTable {
+    /// The slot of the frame at `ptr`, added if new.
+    pub(crate) fn slot(&mut self, ptr: DevicePtr) -> i32 {
+        let at = self.frames.iter().position(|&f| f == ptr).unwrap_or_else(|| {
+            self.frames.push(ptr);
+            self.frames.len() - 1
+        });
+        at as i32
+    }
+
+    /// The frames' addresses, by slot.
+    pub(crate) fn addresses(&self) -> &[u64] {
+        &self.frames
+    }
+}
+
 /// Bytes of freed buffers kept for reuse (beyond it, buffers are freed).
 const POOL_LIMIT_BYTES: usize = 1 << 30;
 

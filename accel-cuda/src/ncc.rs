@@ -13,7 +13,7 @@
 //! ahead in one launch ([`PairRegistrar::speculate`]), and the composite pasted on the
 //! device (`stitch.rs`).
 
-use crate::device::{args, int, Arg, DevImage, DevicePtr, Gpu, Pod};
+use crate::device::{args, int, Arg, DevImage, DevicePtr, FrameTable, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use core::ops::ControlFlow;
 use std::sync::Mutex;
@@ -239,15 +239,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let last = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
-    // The frame table: each distinct frame once; searches name frames by slot.
-    let mut frames: Vec<u64> = Vec::new();
-    let mut slot = |ptr: DevicePtr| -> i32 {
-        let at = frames.iter().position(|&f| f == ptr).unwrap_or_else(|| {
-            frames.push(ptr);
-            frames.len() - 1
-        });
-        at as i32
-    };
+    let mut frames = FrameTable::default();
     // The searches, then the null probes (searches of radius 0).
     let mut calls = [Call::default(), Call::default()];
     type Planned<T> = core::result::Result<(PairPlan<T>, [(usize, usize); 2]), Error>;
@@ -260,7 +252,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
                 continue;
             }
         };
-        let slots = (slot(job.devices.0.ptr), slot(job.devices.1.ptr));
+        let slots = (frames.slot(job.devices.0.ptr), frames.slot(job.devices.1.ptr));
         let terms = job.devices.1.terms;
         let marks = calls.each_ref().map(|c| (c.sites.len(), c.stats.len()));
         let added = (|| -> Result<[(usize, usize); 2]> {
@@ -282,7 +274,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let mut found = Vec::with_capacity(calls.len());
     for call in &calls {
         match (&call.sp, call.sites.is_empty()) {
-            (Some(sp), false) => found.push(search_all::<T>(gpu, &frames, (wi, hi), p, &call.sites, &call.stats, sp)?),
+            (Some(sp), false) => found.push(search_all::<T>(gpu, frames.addresses(), (wi, hi), p, &call.sites, &call.stats, sp)?),
             _ => found.push(Vec::new()),
         }
     }

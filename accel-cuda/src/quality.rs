@@ -2,7 +2,7 @@
 //! device, for integer frames ([`QualityPlan`]: the overlap and the grid's templates, every
 //! region of a window's pairs in one launch). Integer sums, so the measures are the CPU's to the bit.
 
-use crate::device::{args, int, DevicePtr, Gpu};
+use crate::device::{args, int, DevicePtr, FrameTable, Gpu};
 use crate::kernels::{Kernel, Module};
 use tessera_core::stitch::{Moments, QualityPlan};
 use tessera_core::Result;
@@ -28,20 +28,12 @@ pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize)
     // empty): all fit i32 once the width does.
     int(size.0, "width")?;
     int(size.1, "height")?;
-    // The frame table: each distinct frame once; regions name frames by slot.
-    let mut frames: Vec<u64> = Vec::new();
-    let mut slot = |ptr: DevicePtr| -> i32 {
-        let at = frames.iter().position(|&f| f == ptr).unwrap_or_else(|| {
-            frames.push(ptr);
-            frames.len() - 1
-        });
-        at as i32
-    };
+    let mut frames = FrameTable::default();
     let mut records: Vec<i32> = Vec::with_capacity(count * REGION_INTS);
     // A block per band of ROWS rows of each region: its region and first row.
     let mut bands: Vec<i32> = Vec::new();
     for &((reference, moving), plan) in pairs {
-        let (r, m) = (slot(reference), slot(moving));
+        let (r, m) = (frames.slot(reference), frames.slot(moving));
         for &(x0, y0, x1, y1) in &plan.regions {
             let k = (records.len() / REGION_INTS) as i32;
             records.extend([r, m, x0 as i32, y0 as i32, x1 as i32, y1 as i32, plan.origin.0 as i32, plan.origin.1 as i32]);
@@ -53,7 +45,7 @@ pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize)
             }
         }
     }
-    let dframes = gpu.upload(&frames)?;
+    let dframes = gpu.upload(frames.addresses())?;
     let dregions = gpu.upload(&records)?;
     let dbands = gpu.upload(&bands)?;
     let out = gpu.zeroed::<u64>(count * WORDS)?;
