@@ -69,7 +69,7 @@ impl<T: DevicePixel> DeviceImage<'_, T> {
     }
 
     /// The bytes the image spans on the device.
-    pub(crate) fn span(&self) -> std::ops::Range<DevicePtr> {
+    fn span(&self) -> std::ops::Range<DevicePtr> {
         let start = self.device_ptr();
         start..start + (self.image.buf.len() * std::mem::size_of::<T>()) as u64
     }
@@ -122,24 +122,11 @@ impl<'a, 'b> From<&'a mut DeviceImage<'b, u32>> for DeviceDst<'a, 'b> {
 impl DeviceSrc<'_, '_> {
     /// The image as an operand of [`check_operands`].
     pub(crate) fn operand(&self) -> (*const Gpu, std::ops::Range<DevicePtr>) {
-        (self.gpu(), self.span())
-    }
-
-    fn span(&self) -> std::ops::Range<DevicePtr> {
         match self {
-            DeviceSrc::U8(i) => i.span(),
-            DeviceSrc::U16(i) => i.span(),
-            DeviceSrc::F32(i) => i.span(),
-            DeviceSrc::Rgba8(i) => i.span(),
-        }
-    }
-
-    fn gpu(&self) -> *const Gpu {
-        match self {
-            DeviceSrc::U8(i) => i.image.buf.gpu(),
-            DeviceSrc::U16(i) => i.image.buf.gpu(),
-            DeviceSrc::F32(i) => i.image.buf.gpu(),
-            DeviceSrc::Rgba8(i) => i.image.buf.gpu(),
+            DeviceSrc::U8(i) => i.operand(),
+            DeviceSrc::U16(i) => i.operand(),
+            DeviceSrc::F32(i) => i.operand(),
+            DeviceSrc::Rgba8(i) => i.operand(),
         }
     }
 }
@@ -147,26 +134,12 @@ impl DeviceSrc<'_, '_> {
 impl DeviceDst<'_, '_> {
     /// The image as an operand of [`check_operands`].
     pub(crate) fn operand(&self) -> (*const Gpu, std::ops::Range<DevicePtr>) {
-        (self.gpu(), self.span())
-    }
-
-    fn span(&self) -> std::ops::Range<DevicePtr> {
         match self {
-            DeviceDst::U8(i) => i.span(),
-            DeviceDst::U16(i) => i.span(),
-            DeviceDst::U32(i) => i.span(),
-            DeviceDst::F32(i) => i.span(),
-            DeviceDst::Rgba8(i) => i.span(),
-        }
-    }
-
-    fn gpu(&self) -> *const Gpu {
-        match self {
-            DeviceDst::U8(i) => i.image.buf.gpu(),
-            DeviceDst::U16(i) => i.image.buf.gpu(),
-            DeviceDst::U32(i) => i.image.buf.gpu(),
-            DeviceDst::F32(i) => i.image.buf.gpu(),
-            DeviceDst::Rgba8(i) => i.image.buf.gpu(),
+            DeviceDst::U8(i) => i.operand(),
+            DeviceDst::U16(i) => i.operand(),
+            DeviceDst::U32(i) => i.operand(),
+            DeviceDst::F32(i) => i.operand(),
+            DeviceDst::Rgba8(i) => i.operand(),
         }
     }
 }
