@@ -132,45 +132,31 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             record_bandwidth(r, "gauss_f32_4096", &params, name, image_bytes(n, n), copy_gb_s);
         }
     }
-    // The FIR Gaussian's designs (TESSERA_GAUSS_FIR: the fused kernel, the two passes) side
-    // by side at sigma 1, 2 and 4, each design's sigmas interleaved.
-    let saved = std::env::var_os(tessera_cuda::GAUSS_FIR_ENV);
-    let sigmas = [1.0, 2.0, 4.0];
-    for design in ["fused", "two-pass"] {
-        std::env::set_var(tessera_cuda::GAUSS_FIR_ENV, design);
-        let params: Vec<Value> = sigmas.iter().map(|&sigma| json!({"w": n, "h": n, "sigma": sigma, "design": design})).collect();
-        let series = "gauss_fir_f32_4096_designs";
-        r.time_interleaved_tagged(series, &params, &json!({"design": design}), name, |i| {
-            let p = GaussianParams { sigma: sigmas[i], method: GaussianMethod::Fir, ..Default::default() };
-            b.backend.gaussian_blur(AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()), &p)
-        });
-        for p in &params {
-            record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
+    // The Gaussian's designs side by side, each design's sigmas interleaved: the FIR's
+    // (TESSERA_GAUSS_FIR: the fused kernel, the two passes) at sigma 1, 2 and 4, the
+    // recursion's (TESSERA_GAUSS_IIR: a thread per line, the block-parallel recursion) at
+    // sigma 5, 20 and 60.
+    let families = [
+        ("gauss_fir_f32_4096_designs", tessera_cuda::GAUSS_FIR_ENV, ["fused", "two-pass"], [1.0, 2.0, 4.0], GaussianMethod::Fir),
+        ("gauss_iir_f32_4096_designs", tessera_cuda::GAUSS_IIR_ENV, ["line", "blocked"], [5.0, 20.0, 60.0], GaussianMethod::Iir),
+    ];
+    for (series, env, designs, sigmas, method) in families {
+        let saved = std::env::var_os(env);
+        for design in designs {
+            std::env::set_var(env, design);
+            let params: Vec<Value> = sigmas.iter().map(|&sigma| json!({"w": n, "h": n, "sigma": sigma, "design": design})).collect();
+            r.time_interleaved_tagged(series, &params, &json!({"design": design}), name, |i| {
+                let p = GaussianParams { sigma: sigmas[i], method, ..Default::default() };
+                b.backend.gaussian_blur(AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()), &p)
+            });
+            for p in &params {
+                record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
+            }
         }
-    }
-    match saved {
-        Some(v) => std::env::set_var(tessera_cuda::GAUSS_FIR_ENV, v),
-        None => std::env::remove_var(tessera_cuda::GAUSS_FIR_ENV),
-    }
-    // The recursive Gaussian's designs (TESSERA_GAUSS_IIR: a thread per line, the
-    // block-parallel recursion) side by side at sigma 5, 20 and 60.
-    let saved = std::env::var_os(tessera_cuda::GAUSS_IIR_ENV);
-    let sigmas = [5.0, 20.0, 60.0];
-    for design in ["line", "blocked"] {
-        std::env::set_var(tessera_cuda::GAUSS_IIR_ENV, design);
-        let params: Vec<Value> = sigmas.iter().map(|&sigma| json!({"w": n, "h": n, "sigma": sigma, "design": design})).collect();
-        let series = "gauss_iir_f32_4096_designs";
-        r.time_interleaved_tagged(series, &params, &json!({"design": design}), name, |i| {
-            let p = GaussianParams { sigma: sigmas[i], method: GaussianMethod::Iir, ..Default::default() };
-            b.backend.gaussian_blur(AnyView::F32(big.view()), AnyViewMut::F32(big_out.view_mut()), &p)
-        });
-        for p in &params {
-            record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
+        match saved {
+            Some(v) => std::env::set_var(env, v),
+            None => std::env::remove_var(env),
         }
-    }
-    match saved {
-        Some(v) => std::env::set_var(tessera_cuda::GAUSS_IIR_ENV, v),
-        None => std::env::remove_var(tessera_cuda::GAUSS_IIR_ENV),
     }
 
     // Matrix product 4096x4096 f32 (2 n^3 operations).
