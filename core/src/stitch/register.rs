@@ -555,9 +555,7 @@ fn finish_seen<T: NccSample + Into<f64>>(
     }
     let (thresholds, null_evaluations) = thresholds(&nulls, textured.len(), p, probed)?;
     out.evaluations = null_evaluations;
-    let searches: Vec<TemplateSearch<'_, T>> = textured.iter().map(|(site, template, start)| TemplateSearch { site: *site, template, start: *start }).collect();
-    for ((s, m), threshold) in searches.iter().zip(found).zip(thresholds) {
-        let (tx, ty) = s.site;
+    for ((&((tx, ty), _, start), m), threshold) in textured.iter().zip(found).zip(thresholds) {
         // A flat best window has no vector; count it as searched.
         let (found, coefficient, evaluations) = match m {
             Some(m) => (seen.turned(m.position(), p.rsz), m.coefficient, m.evaluations),
@@ -566,7 +564,7 @@ fn finish_seen<T: NccSample + Into<f64>>(
         // Adaptive: a best window on the edge of the search area is no peak; the match
         // lies beyond it (the search climbed towards it and hit the edge, as every
         // template of a badly predicted pair does, agreeing on a wrong shift).
-        let on_edge = m.is_some_and(|m| (m.x as isize - s.start.0).unsigned_abs() == r || (m.y as isize - s.start.1).unsigned_abs() == r);
+        let on_edge = m.is_some_and(|m| (m.x as isize - start.0).unsigned_abs() == r || (m.y as isize - start.1).unsigned_abs() == r);
         let threshold = if on_edge && p.acceptance == Acceptance::Adaptive { f64::INFINITY } else { threshold };
         out.vectors.push(MotionVector {
             template: (tx, ty),
