@@ -19,7 +19,7 @@ use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
 use crate::ncc::{Integral, SearchFrame};
-use crate::parallel::{map_slots, Parallelism};
+use crate::parallel::{map_indices, map_slots, Parallelism};
 use alloc::vec::Vec;
 
 /// Frames a window plans. The constant-velocity prediction's error grows with the square
@@ -160,10 +160,7 @@ fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settlin
     }
     let measures = match run.registrar_quality::<T>(&pairs)? {
         Some(m) => m,
-        None => {
-            let mut slots: Vec<()> = alloc::vec![(); pairs.len()];
-            map_slots(&mut slots, run.par, |i, _| run.host_quality::<T>(pairs[i].0, pairs[i].1, &pairs[i].2)).into_iter().collect::<Result<_>>()?
-        }
+        None => map_indices(pairs.len(), run.par, |i| run.host_quality::<T>(pairs[i].0, pairs[i].1, &pairs[i].2)).into_iter().collect::<Result<_>>()?,
     };
     for (k, q) in waiting.into_iter().zip(measures) {
         done[k].measured.1 = Some(q);
