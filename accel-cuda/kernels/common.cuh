@@ -104,3 +104,38 @@ template <typename V> struct WarpTile {
         }
     }
 };
+
+// Inclusive prefix sums, in place, of entries lo .. pitch - 1 of each of the NR rows of
+// `buf` (rows `pitch` apart), by the whole block (at most 8 warps, every thread calling):
+// each thread sums a run of ceil((pitch - lo) / threads) consecutive entries, a warp
+// shuffle scan and the warps' totals (`totals`, NR x 8) give its run's offset, and it
+// rewrites its run. The rows must be written behind a barrier before the call; one
+// barrier inside; the caller puts one between the call and reading the sums.
+template <typename R, int NR> __device__ void block_scan_rows(R* buf, int pitch, int lo, R* totals) {
+    int threads = blockDim.x, t = threadIdx.x, warp = t / 32;
+    int run = (pitch - lo + threads - 1) / threads;
+    int r0 = lo + t * run, r1 = min(pitch, r0 + run);
+    R before[NR];
+    TESSERA_UNROLL
+    for (int r = 0; r < NR; ++r) {
+        R total = 0;
+        for (int i = r0; i < r1; ++i) total += buf[r * pitch + i];
+        R incl = total;
+        for (int d = 1; d < 32; d *= 2) {
+            R other = __shfl_up_sync(0xffffffffu, incl, d);
+            if ((t & 31) >= d) incl += other;
+        }
+        if ((t & 31) == 31) totals[r * 8 + warp] = incl;
+        before[r] = incl - total;
+    }
+    __syncthreads();
+    TESSERA_UNROLL
+    for (int r = 0; r < NR; ++r) {
+        R acc = before[r];
+        for (int w = 0; w < warp; ++w) acc += totals[r * 8 + w];
+        for (int i = r0; i < r1; ++i) {
+            acc += buf[r * pitch + i];
+            buf[r * pitch + i] = acc;
+        }
+    }
+}

@@ -158,9 +158,7 @@ TESSERA_EXPORT(mean_rows_f32)
 //      image (constant, normalize) sums the outside value.
 //   2. ROWS rows of column sums at a time go to shared memory, each channel's lanes one
 //      after the other (planar), behind a zero.
-//   3. A block-wide inclusive scan of each row: each thread sums a run of ceil(L / threads)
-//      consecutive entries, a warp shuffle scan and the warps' totals give its run's
-//      offset, and it rewrites its run as prefix sums in place.
+//   3. A block-wide inclusive scan of each row in place (`block_scan_rows`).
 //   4. The window sum of output pixel xp, channel ch is P[ch ext + xp + win_w] - P[ch ext + xp]
 //      (ext = xs + win_w - 1): exact in wrapping u32 for u8 (the window's true sum fits),
 //      in u64 for u16, in f64 for f32 (as the core, which also takes differences of a
@@ -176,7 +174,7 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
     TESSERA_DYNAMIC_SHARED(R, shared);
     int x0 = blockIdx.x * strip, y0 = blockIdx.y * seg;
     if (x0 >= width || y0 >= height) return;
-    int threads = blockDim.x, t = threadIdx.x, warp = t / 32;
+    int threads = blockDim.x, t = threadIdx.x;
     int xs = min(strip, width - x0), y1 = min(height, y0 + seg);
     int left = win_w / 2, right = win_w - 1 - left;
     int up = win_h / 2, down = win_h - 1 - up;
@@ -209,8 +207,6 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
     if (t == 0) {
         for (int r = 0; r < 2 * ROWS; ++r) shared[r * pitch] = 0;
     }
-    int run = (count + threads - 1) / threads;
-    int r0 = 1 + t * run, r1 = min(pitch, r0 + run);
     bool normalize = mode == 3;
     int outputs = xs * channels;
     for (int y = y0, step = 0; y < y1; y += ROWS, ++step) {
@@ -228,30 +224,8 @@ __device__ void box_fused(const T* src, O* dst, int width, int height, int chann
             }
         }
         __syncthreads();
-        // 3: each run's total, scanned across the warp; the warps' totals kept.
-        R before[ROWS];
-        TESSERA_UNROLL
-        for (int r = 0; r < ROWS; ++r) {
-            R total = 0;
-            for (int i = r0; i < r1; ++i) total += buf[r * pitch + i];
-            R incl = total;
-            for (int d = 1; d < 32; d *= 2) {
-                R other = __shfl_up_sync(0xffffffffu, incl, d);
-                if ((t & 31) >= d) incl += other;
-            }
-            if ((t & 31) == 31) totals[r * 8 + warp] = incl;
-            before[r] = incl - total;
-        }
-        __syncthreads();
-        TESSERA_UNROLL
-        for (int r = 0; r < ROWS; ++r) {
-            R acc = before[r];
-            for (int w = 0; w < warp; ++w) acc += totals[r * 8 + w];
-            for (int i = r0; i < r1; ++i) {
-                acc += buf[r * pitch + i];
-                buf[r * pitch + i] = acc;
-            }
-        }
+        // 3: each row's prefix sums.
+        block_scan_rows<R, ROWS>(buf, pitch, 1, totals);
         __syncthreads();
         // 4: the outputs of the step's rows.
         TESSERA_UNROLL

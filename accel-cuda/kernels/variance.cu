@@ -36,33 +36,38 @@ __device__ __forceinline__ Moment<double> moment_of(float v, double shift) {
 template <typename S> __device__ __forceinline__ void add(Moment<S>& a, const Moment<S>& b) { a.x += b.x; a.x2 += b.x2; a.bad += b.bad; }
 template <typename S> __device__ __forceinline__ void sub(Moment<S>& a, const Moment<S>& b) { a.x -= b.x; a.x2 -= b.x2; a.bad -= b.bad; }
 
-// Running kernel sums along one line, outputs i0 .. i1 - 1 (a segment of the line: see
-// `segment_of` in common.cuh): `value(k)` gives the moment of sample k (any k: the caller
-// applies the border), `emit(i, sum)` takes each output. Tent of radius r (a box of width r + 1
-// convolved with itself) when `tent`, else a box of radius r. The non-finite count is a
-// plain box count over the support [i - r, i + r] (every weight there is > 0, so "any" is
-// all that matters).
-template <typename S, typename V, typename E>
-__device__ void running_kernel(int i0, int i1, int r, bool tent, V value, E emit) {
-    Moment<S> t = {0, 0, 0};
-    u32 bad = 0;
-    for (int j = -r; j <= r; ++j) {
-        Moment<S> v = value(i0 + j);
-        S w = tent ? (S)(r + 1 - (j < 0 ? -j : j)) : (S)1;
-        t.x += w * v.x;
-        t.x2 += w * v.x2;
-        bad += v.bad;
-    }
-    // Tent: the box sums over [i - r, i] and [i + 1, i + r + 1].
-    Moment<S> left = {0, 0, 0}, right = {0, 0, 0};
-    if (tent) {
-        for (int k = -r; k <= 0; ++k) add(left, value(i0 + k));
-        for (int k = 1; k <= r + 1; ++k) add(right, value(i0 + k));
-    }
-    for (int i = i0; i < i1; ++i) {
+// The running kernel sums of a line at position i: `t` the kernel's sums of the moments
+// (tent of radius r, a box of width r + 1 convolved with itself, when `tent`, else a box of
+// radius r) and, for the tent, the box sums `left` over [i - r, i] and `right` over
+// [i + 1, i + r + 1]; `bad` the non-finite count, a plain box count over the support
+// [i - r, i + r] (every weight there is > 0, so "any" is all that matters). `value(k)`
+// gives the moment of sample k (any k: the caller applies the border).
+template <typename S> struct RunningSums {
+    Moment<S> t, left, right;
+    u32 bad;
+
+    // The sums at position i0, from the samples i0 - r .. i0 + r (+ 1 for the tent).
+    template <typename V> __device__ void start(int i0, int r, bool tent, V value) {
+        t = left = right = Moment<S>{0, 0, 0};
+        bad = 0;
+        int last = tent ? r + 1 : r;
+        for (int j = -r; j <= last; ++j) {
+            Moment<S> v = value(i0 + j);
+            if (j <= r) {
+                S w = tent ? (S)(r + 1 - (j < 0 ? -j : j)) : (S)1;
+                t.x += w * v.x;
+                t.x2 += w * v.x2;
+                bad += v.bad;
+            }
+            // Two calls, not one on a chosen reference: that would put both in local memory.
+            if (tent && j <= 0) add(left, v);
+            if (tent && j > 0) add(right, v);
+        }
         t.bad = bad;
-        emit(i, t);
-        if (i + 1 == i1) break;
+    }
+
+    // From position i to i + 1.
+    template <typename V> __device__ void step(int i, int r, bool tent, V value) {
         Moment<S> leaving = value(i - r), entering = value(i + r + 1);
         bad += entering.bad - leaving.bad;
         if (tent) {
@@ -78,6 +83,20 @@ __device__ void running_kernel(int i0, int i1, int r, bool tent, V value, E emit
             t.x += entering.x - leaving.x;
             t.x2 += entering.x2 - leaving.x2;
         }
+        t.bad = bad;
+    }
+};
+
+// Running kernel sums along one line, outputs i0 .. i1 - 1 (a segment of the line: see
+// `segment_of` in common.cuh): `emit(i, sum)` takes each output.
+template <typename S, typename V, typename E>
+__device__ void running_kernel(int i0, int i1, int r, bool tent, V value, E emit) {
+    RunningSums<S> s;
+    s.start(i0, r, tent, value);
+    for (int i = i0; i < i1; ++i) {
+        emit(i, s.t);
+        if (i + 1 == i1) break;
+        s.step(i, r, tent, value);
     }
 }
 
@@ -475,6 +494,182 @@ extern "C" __global__ void mean_var_rows_u16(const u64* c1, const u64* c2, const
     mean_var_rows<u16>(c1, c2, cbad, mean, var, w, h, r, tent, mode, outside, total, inv_w2, inv_w, seg);
 }
 TESSERA_EXPORT(mean_var_rows_u16)
+
+// ---- The single-pass kernel moments of integer images (moments_fused_*): the sums of x and
+// x^2 over the tent or box of radius r with no intermediate image, then one of the three
+// final steps above (OUT: 0 the variance as var_rows, 1 the contrast's mean and variance as
+// moment_rows, 2 the glare's mean and variance as mean_var_rows). The box filter's fused
+// design (box_fused in filter.cu) carried to two moments and the tent. A block of
+// `blockDim.x` threads (at most 256) owns a strip of `strip` output columns (grid x) and a
+// segment of `seg` rows (grid y); the strip's extended row reaches r columns each side
+// (border columns resolved by `source_index`, a column wholly outside sums the constant):
+// L = xs + 2r lanes, at most NL per thread.
+//
+//   1. Column sums: each thread keeps its lanes' running sums (`RunningSums`: the tent's
+//      three running moments, or the box's; `ColumnSum` wide) in registers, started at the segment's first
+//      row (2r + 2 loads a lane) and stepped a row at a time (lane t + k blockDim.x, so a
+//      warp reads neighbouring pixels of a row).
+//   2. ROWS rows of column sums at a time go to shared memory, the x plane's rows then the
+//      x^2 plane's, each behind two zeros.
+//   3. Block-wide prefix sums of each row (`block_scan_rows`), twice for the tent.
+//   4. With P the buffer after the scans, the output at column xp of the strip is, for
+//      the tent, P[xp + 2r + 2] - 2 P[xp + r + 1] + P[xp] (the tent is a box of width r + 1
+//      convolved with itself: a second difference of the twice-summed row), for the box
+//      P[xp + 2r + 2] - P[xp + 1]. Wrapping u64 arithmetic: the true sums fit (the core
+//      validates the radius against the type), so the differences are exact and every
+//      output is the two passes' to the bit.
+//
+// Shared memory (dynamic): two buffers (a step's scans write one while the previous step's
+// outputs read the other) of 2 x ROWS rows of L + 2 u64, and 2 x ROWS x 8 warp totals.
+// Four barriers per step for the box, six for the tent.
+// A column's kernel sums of x and x^2 held in 32 bits for u8 (at most (r + 1)^2 65025 for
+// the tent of radius 255, 4095 x 65025 for the widest box: both below 2^32), 64 for u16.
+template <typename T> struct ColumnSum {
+    typedef u64 type;
+};
+template <> struct ColumnSum<u8> {
+    typedef u32 type;
+};
+
+template <typename T, int OUT, int NL, int ROWS>
+__device__ void moments_fused(const T* src, float* out_a, float* out_b, int width, int height, int r, int tent, int mode, float outside,
+                              u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    TESSERA_DYNAMIC_SHARED(u64, shared);
+    int x0 = blockIdx.x * strip, y0 = blockIdx.y * seg;
+    if (x0 >= width || y0 >= height) return;
+    int threads = blockDim.x, t = threadIdx.x;
+    int xs = min(strip, width - x0), y1 = min(height, y0 + seg);
+    int count = xs + 2 * r, pitch = count + 2;
+    u64* totals = shared + 2 * 2 * ROWS * pitch;
+    bool is_tent = tent != 0;
+    typedef typename ColumnSum<T>::type C;
+    Moment<u64> o = moment_of((T)outside, 0.0);
+    Moment<C> out_m = {(C)o.x, (C)o.x2, 0};
+    auto sample = [&](int yy, int g) -> Moment<C> {
+        int sy = source_index(yy, height, mode);
+        if (sy < 0 || g < 0) return out_m;
+        C v = (C)src[(i64)sy * width + g];
+        return {v, v * v, 0};
+    };
+    // This thread's lanes: the source column each reads (-1 outside the image), where its
+    // sums go in a row of the buffer (-1: no lane), and their running sums.
+    int from[NL], to[NL];
+    RunningSums<C> col[NL];
+    TESSERA_UNROLL
+    for (int k = 0; k < NL; ++k) {
+        int e = t + k * threads;
+        from[k] = e < count ? source_index(x0 - r + e, width, mode) : -1;
+        to[k] = e < count ? 2 + e : -1;
+        int g = from[k];
+        if (to[k] >= 0) col[k].start(y0, r, is_tent, [&](int yy) { return sample(yy, g); });
+    }
+    if (t == 0) {
+        for (int q = 0; q < 2 * 2 * ROWS; ++q) shared[q * pitch] = shared[q * pitch + 1] = 0;
+    }
+    for (int y = y0, step = 0; y < y1; y += ROWS, ++step) {
+        u64* buf = shared + (step & 1) * 2 * ROWS * pitch;
+        // 1, 2: ROWS rows of column sums, the x plane (rows 0 .. ROWS - 1) then x^2.
+        TESSERA_UNROLL
+        for (int q = 0; q < ROWS; ++q) {
+            int yy = y + q;
+            TESSERA_UNROLL
+            for (int k = 0; k < NL; ++k) {
+                if (to[k] < 0) continue;
+                int g = from[k];
+                if (yy > y0 && yy < y1) col[k].step(yy - 1, r, is_tent, [&](int ys) { return sample(ys, g); });
+                buf[q * pitch + to[k]] = (u64)col[k].t.x;
+                buf[(ROWS + q) * pitch + to[k]] = (u64)col[k].t.x2;
+            }
+        }
+        __syncthreads();
+        // 3: prefix sums of every row; again for the tent.
+        block_scan_rows<u64, 2 * ROWS>(buf, pitch, 2, totals);
+        __syncthreads();
+        if (is_tent) {
+            block_scan_rows<u64, 2 * ROWS>(buf, pitch, 2, totals);
+            __syncthreads();
+        }
+        // 4: the outputs of the step's rows.
+        TESSERA_UNROLL
+        for (int q = 0; q < ROWS; ++q) {
+            int yy = y + q;
+            if (yy >= y1) break;
+            const u64 *p1 = buf + q * pitch, *p2 = buf + (ROWS + q) * pitch;
+            for (int xp = t; xp < xs; xp += threads) {
+                Moment<u64> s;
+                if (is_tent) {
+                    s.x = p1[xp + 2 * r + 2] - 2 * p1[xp + r + 1] + p1[xp];
+                    s.x2 = p2[xp + 2 * r + 2] - 2 * p2[xp + r + 1] + p2[xp];
+                } else {
+                    s.x = p1[xp + 2 * r + 2] - p1[xp + 1];
+                    s.x2 = p2[xp + 2 * r + 2] - p2[xp + 1];
+                }
+                s.bad = 0;
+                i64 at = (i64)yy * width + x0 + xp;
+                if (OUT == 0) {
+                    out_a[at] = finish(s, total, inv_w2, 0.0);
+                } else if (OUT == 1) {
+                    moments_of(s, inv_w, 0.0, &out_a[at], &out_b[at]);
+                } else {
+                    out_a[at] = (float)__dmul_rn((double)s.x, inv_w);
+                    out_b[at] = finish(s, total, inv_w2, 0.0);
+                }
+            }
+        }
+    }
+}
+
+// Each of the three final steps for u8 and u16 in two shapes: n2r2 (up to 2 lanes per
+// thread, 2 rows per step: strips of up to 512 lanes with 256 threads) and n4r1 (4 lanes
+// per thread, a row per step: up to 1024 lanes, for radii up to about 490).
+extern "C" __global__ __launch_bounds__(256, 3) void moments_fused_var_u8_n2r2(const u8* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u8, 0, 2, 2>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_var_u8_n2r2)
+extern "C" __global__ __launch_bounds__(256, 3) void moments_fused_var_u16_n2r2(const u16* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u16, 0, 2, 2>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_var_u16_n2r2)
+extern "C" __global__ __launch_bounds__(256, 3) void moments_fused_contrast_u8_n2r2(const u8* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u8, 1, 2, 2>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_contrast_u8_n2r2)
+extern "C" __global__ __launch_bounds__(256, 3) void moments_fused_contrast_u16_n2r2(const u16* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u16, 1, 2, 2>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_contrast_u16_n2r2)
+extern "C" __global__ __launch_bounds__(256, 3) void moments_fused_glare_u8_n2r2(const u8* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u8, 2, 2, 2>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_glare_u8_n2r2)
+extern "C" __global__ __launch_bounds__(256, 3) void moments_fused_glare_u16_n2r2(const u16* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u16, 2, 2, 2>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_glare_u16_n2r2)
+extern "C" __global__ __launch_bounds__(256, 2) void moments_fused_var_u8_n4r1(const u8* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u8, 0, 4, 1>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_var_u8_n4r1)
+extern "C" __global__ __launch_bounds__(256, 2) void moments_fused_var_u16_n4r1(const u16* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u16, 0, 4, 1>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_var_u16_n4r1)
+extern "C" __global__ __launch_bounds__(256, 2) void moments_fused_contrast_u8_n4r1(const u8* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u8, 1, 4, 1>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_contrast_u8_n4r1)
+extern "C" __global__ __launch_bounds__(256, 2) void moments_fused_contrast_u16_n4r1(const u16* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u16, 1, 4, 1>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_contrast_u16_n4r1)
+extern "C" __global__ __launch_bounds__(256, 2) void moments_fused_glare_u8_n4r1(const u8* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u8, 2, 4, 1>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_glare_u8_n4r1)
+extern "C" __global__ __launch_bounds__(256, 2) void moments_fused_glare_u16_n4r1(const u16* src, float* a, float* b, int w, int h, int r, int tent, int mode, float outside, u64 total, double inv_w2, double inv_w, int strip, int seg) {
+    moments_fused<u16, 2, 4, 1>(src, a, b, w, h, r, tent, mode, outside, total, inv_w2, inv_w, strip, seg);
+}
+TESSERA_EXPORT(moments_fused_glare_u16_n4r1)
 
 // The f32 methods' global shift K on the device (the core's `global_shift`): counts the
 // finite values that `v - K`, rounded to f32, would not give back exactly. One thread per

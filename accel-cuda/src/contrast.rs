@@ -5,10 +5,11 @@
 //! (the same f32 arithmetic in the same order; the global spread is summed in another
 //! order, which can move a rounding), f32 within 1e-5 relative.
 
-use crate::device::{args, blocks, int, line_segment, Arg, DevBuf, DevImage, Gpu, Pod};
+use crate::device::{args, blocks, int, Arg, DevBuf, DevImage, Gpu, Pod};
 use crate::device_image::{AnyDst, AnySrc, Dst, Src};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
+use crate::variance::{kernel_moments, Finish, Window};
 use tessera_core::contrast::ContrastParams;
 use tessera_core::image::{check_same_size, Pixel};
 use tessera_core::variance::VarianceSample;
@@ -18,10 +19,6 @@ const BLOCK: u32 = 256;
 
 fn k(name: &'static str) -> Kernel {
     Kernel::new(Module::Contrast, name)
-}
-
-fn v(name: &'static str) -> Kernel {
-    Kernel::new(Module::Variance, name)
 }
 
 /// Local contrast enhancement ([`tessera_core::contrast::contrast_enhance`]).
@@ -105,26 +102,11 @@ fn enhance(gpu: &Gpu, stats: Arg, lane: &str, y: Arg, w: usize, h: usize, shift:
     let means = gpu.buffer::<f32>((scales * n).max(1))?;
     let vars = gpu.buffer::<f32>((scales * n).max(1))?;
     let (mode, outside) = border_mode(p.border);
-    let (wi, hi) = (int(w, "width")?, int(h, "height")?);
-    let (cols, rows) = match lane {
-        "u8" => ("var_cols_u8", "moment_rows_u8"),
-        "u16" => ("var_cols_u16", "moment_rows_u16"),
-        _ => ("var_cols_f32", "moment_rows_f32"),
-    };
-    // Column sums: u64 for integers, f64 for f32 (both 8 bytes).
-    let (c1, c2, bad) = (gpu.buffer::<u64>(n)?, gpu.buffer::<u64>(n)?, gpu.buffer::<u32>(n)?);
     for (s, &r) in p.radii.iter().take(scales).enumerate() {
-        let inv_w = 1.0 / ((r + 1) as f64).powi(4);
-        let mut list = vec![stats];
-        let support = 2 * r + 1;
-        let (seg_y, seg_x) = (line_segment(h, support), line_segment(w, support));
-        list.extend_from_slice(args![&c1, &c2, &bad, wi, hi, r as i32, 1, mode, outside, shift, seg_y as i32]);
-        gpu.launch(v(cols), [blocks(w, 64), blocks(h, seg_y as u32), 1], [64, 1, 1], 0, &list)?;
         let at = |b: &DevBuf<'_, f32>| Arg::Ptr(b.ptr() + (s * n * std::mem::size_of::<f32>()) as u64);
-        let mut list = args![&c1, &c2, &bad].to_vec();
-        list.extend([at(&means), at(&vars)]);
-        list.extend_from_slice(args![wi, hi, r as i32, mode, outside, shift, inv_w, seg_x as i32]);
-        gpu.launch(v(rows), [blocks(h, 64), blocks(w, seg_x as u32), 1], [64, 1, 1], 0, &list)?;
+        let window = Window { r, tent: true, mode, outside };
+        let inv_w = 1.0 / ((r + 1) as f64).powi(4);
+        kernel_moments(gpu, stats, lane, (w, h), &window, shift, Finish::Moments { mean: at(&means), var: at(&vars), inv_w })?;
     }
     let mut list = vec![src, out, y];
     list.extend_from_slice(args![&means, &vars, scales as i32, ni, num, floor, p.gain_min, p.gain_max, inv_s]);

@@ -173,6 +173,14 @@ impl Gpu {
         &self.tuning
     }
 
+    /// This GPU with the design of `family` fixed to `design` (for the tests of each
+    /// design).
+    #[cfg(feature = "shim")]
+    pub(crate) fn with_design(mut self, family: &str, design: &str) -> Self {
+        self.tuning.fix(family, design);
+        self
+    }
+
     /// Transfers made so far through pinned staging and through the pageable path.
     #[cfg(test)]
     pub(crate) fn transfer_counts(&self) -> crate::transfer::TransferCounts {

@@ -322,11 +322,34 @@ pub(crate) struct FusedLaunch {
     pub shared: u32,
 }
 
-/// How the fused kernel of `shape` covers a `w x h` image of `c` channels for a window of
-/// `win_w x win_h`, its prefix sums `acc_bytes` wide, on `sms` multiprocessors; None
-/// where the window is too wide for the shape's strips.
-pub(crate) fn fused_launch(shape: &BoxShape, (w, h, c): (usize, usize, usize), (win_w, win_h): (usize, usize), acc_bytes: usize, sms: usize) -> Option<FusedLaunch> {
-    let capacity = FUSED_THREADS * shape.lanes_per_thread / c;
+/// How a strip kernel (the fused box sums, the fused variance moments) is cut: lanes of
+/// the extended strip per thread, rows per step, and segment height in windows.
+pub(crate) struct Strips {
+    pub lanes_per_thread: usize,
+    pub rows_per_step: usize,
+    /// Segments are at least `max(32, window height x numerator / denominator)` rows.
+    pub segment_windows: (usize, usize),
+}
+
+/// A strip kernel's prefix buffers in shared memory: `planes` rows per image row (the
+/// box's sums; the variance's x and x^2), each behind `lead` zeros, of `bytes` per entry.
+pub(crate) struct Prefix {
+    pub planes: usize,
+    pub lead: usize,
+    pub bytes: usize,
+}
+
+impl BoxShape {
+    pub(crate) fn strips(&self) -> Strips {
+        Strips { lanes_per_thread: self.lanes_per_thread, rows_per_step: self.rows_per_step, segment_windows: self.segment_windows }
+    }
+}
+
+/// How a strip kernel cut as `strips` covers a `w x h` image of `c` channels for a window
+/// of `win_w x win_h`, its prefix buffers as `prefix` says, on `sms` multiprocessors;
+/// None where the window is too wide for the strips.
+pub(crate) fn fused_launch(cut: &Strips, (w, h, c): (usize, usize, usize), (win_w, win_h): (usize, usize), prefix: &Prefix, sms: usize) -> Option<FusedLaunch> {
+    let capacity = FUSED_THREADS * cut.lanes_per_thread / c;
     // Strips narrower than a warp of pixels would spend most of their loads on the reach.
     let max_strip = capacity.checked_sub(win_w - 1).filter(|&s| s >= w.min(32))?;
     // Strips of equal width (rounded up to whole warps of pixels where that fits).
@@ -339,12 +362,13 @@ pub(crate) fn fused_launch(shape: &BoxShape, (w, h, c): (usize, usize, usize), (
     let lanes = (strip.min(w) + win_w - 1) * c;
     let threads = FUSED_THREADS.min(lanes.next_multiple_of(32));
     // Segments: tall against the restart, short enough for two blocks per multiprocessor.
-    let (num, den) = shape.segment_windows;
+    let (num, den) = cut.segment_windows;
     let seg_min = 32.max(win_h * num / den);
     let seg_fill = (h * strips / (2 * sms.max(1))).max(1);
     let seg = seg_min.max(seg_fill).max(h.div_ceil(65_535)).min(h);
-    let rows = shape.rows_per_step;
-    let shared = (2 * rows * (lanes + 1) + rows * 8) * acc_bytes;
+    let rows = cut.rows_per_step;
+    let (planes, bytes) = (prefix.planes, prefix.bytes);
+    let shared = (2 * planes * rows * (lanes + prefix.lead) + planes * rows * 8) * bytes;
     Some(FusedLaunch {
         strip,
         seg,
@@ -386,7 +410,8 @@ fn box_filter<T: Pod + Pixel, A: Pod, R: Pod, O: Pod + Pixel>(
             None => [DEFAULT_SHAPE, &BOX_SHAPES[0]],
         };
         for shape in shapes {
-            if let Some(plan) = fused_launch(shape, (w, h, channels), (p.width, p.height), std::mem::size_of::<R>(), gpu.multiprocessors()) {
+            let prefix = Prefix { planes: 1, lead: 1, bytes: std::mem::size_of::<R>() };
+            if let Some(plan) = fused_launch(&shape.strips(), (w, h, channels), (p.width, p.height), &prefix, gpu.multiprocessors()) {
                 return fused::<T, O>(gpu, src, dst, channels, p, k(shape.kernels[op as usize]), &plan);
             }
         }
@@ -694,12 +719,13 @@ mod tests {
 
     #[test]
     fn fused_shapes_fit_their_kernels_and_fill_an_h200() {
+        const BOX_F64: Prefix = Prefix { planes: 1, lead: 1, bytes: 8 };
         // 4096 x 4096 f32 (f64 prefixes) on 132 multiprocessors, every window of the
         // benchmark: within the kernels' lanes, warps and 48 KiB of shared memory; the
         // default shapes give at least one block per multiprocessor.
         for m in [1, 3, 5, 9, 15, 31, 63, 127, 255] {
             for shape in &BOX_SHAPES {
-                let l = fused_launch(shape, (4096, 4096, 1), (m, m), 8, 132).unwrap();
+                let l = fused_launch(&shape.strips(), (4096, 4096, 1), (m, m), &BOX_F64, 132).unwrap();
                 let lanes = l.strip + m - 1;
                 assert!(lanes <= 256 * shape.lanes_per_thread && l.threads <= 256 && l.threads % 32 == 0, "{m} {l:?}");
                 assert!(l.shared <= 48 * 1024, "{m} {l:?}");
@@ -710,8 +736,9 @@ mod tests {
             }
         }
         // RGBA with a window wider than a narrow strip's lanes: no fused launch.
-        assert!(fused_launch(&BOX_SHAPES[1], (1000, 10, 4), (255, 3), 4, 132).is_none());
-        assert!(fused_launch(&BOX_SHAPES[0], (1000, 10, 4), (255, 3), 4, 132).is_some());
+        let u32s = Prefix { planes: 1, lead: 1, bytes: 4 };
+        assert!(fused_launch(&BOX_SHAPES[1].strips(), (1000, 10, 4), (255, 3), &u32s, 132).is_none());
+        assert!(fused_launch(&BOX_SHAPES[0].strips(), (1000, 10, 4), (255, 3), &u32s, 132).is_some());
     }
 
     #[test]

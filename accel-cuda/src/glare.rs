@@ -7,10 +7,11 @@
 //! thresholds of the adaptive mode read off the device's histograms. The mask, the report
 //! and the corrected image are the CPU's, exactly.
 
-use crate::device::{args, blocks, int, line_segment, Arg, DevBuf, DevImage, Gpu, Pod};
+use crate::device::{args, blocks, int, Arg, DevImage, Gpu, Pod};
 use crate::device_image::{AnyDst, AnySrc, Dst, Src, Staged};
 use crate::filter::border_mode;
 use crate::kernels::{Kernel, Module};
+use crate::variance::{kernel_moments, Finish, Window};
 use tessera_core::glare::{finish_spots, quantile, spots, GlareMode, GlareParams, GlareReport, MARGIN, WEIGHTED_INIT_LIMIT};
 use tessera_core::image::{check_same_size, Pixel};
 use tessera_core::{Image, Result, Rgba8};
@@ -116,12 +117,14 @@ fn run<T: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, mask: Dst<'_, u8>, corrected:
     let flags = gpu.zeroed::<u8>(n)?;
     let excess = gpu.buffer::<f32>(n)?;
     let (mean, var) = (gpu.buffer::<f32>(n)?, gpu.buffer::<f32>(n)?);
-    let (c1, c2, bad) = (gpu.buffer::<u64>(n)?, gpu.buffer::<u64>(n)?, gpu.buffer::<u32>(n)?);
     let (mode, outside) = border_mode(p.border);
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let k2 = p.k_sigma * p.k_sigma;
     for (i, &r) in radii.iter().enumerate() {
-        box_moments(gpu, luma, sixteen, (&c1, &c2, &bad), (&mean, &var), wi, hi, r, mode, outside)?;
+        // Box means and exact variances of radius r of the luminance.
+        let window = Window { r, tent: false, mode, outside };
+        let finish = Finish::MeanVar { mean: Arg::from(&mean), var: Arg::from(&var), total: ((2 * r + 1) as u64).pow(2) };
+        kernel_moments(gpu, luma, if sixteen { "u16" } else { "u8" }, (w, h), &window, 0.0, finish)?;
         if i == 0 && p.mode == GlareMode::Adaptive {
             let mad = quantile(&histogram(pick("glare_mad_hist_u8", "glare_mad_hist_u16"), args![&mean, ni, q as i32])?, 0.5) as f32 / qf;
             cmin = (4.0 * 1.4826 * mad).max(0.04);
@@ -205,31 +208,4 @@ fn run<T: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, mask: Dst<'_, u8>, corrected:
     }
     out.finish(gpu)?;
     Ok(report)
-}
-
-/// Box means and exact variances of radius `r` of the luminance `luma` into `mean`, `var`.
-#[allow(clippy::too_many_arguments)]
-fn box_moments(
-    gpu: &Gpu,
-    luma: Arg,
-    sixteen: bool,
-    (c1, c2, bad): (&DevBuf<'_, u64>, &DevBuf<'_, u64>, &DevBuf<'_, u32>),
-    (mean, var): (&DevBuf<'_, f32>, &DevBuf<'_, f32>),
-    wi: i32,
-    hi: i32,
-    r: usize,
-    mode: i32,
-    outside: f32,
-) -> Result<()> {
-    let v = |name| Kernel::new(Module::Variance, name);
-    let (cols, rows) = if sixteen { ("var_cols_u16", "mean_var_rows_u16") } else { ("var_cols_u8", "mean_var_rows_u8") };
-    let total = ((2 * r + 1) as u64).pow(2);
-    let (w, h) = (wi as usize, hi as usize);
-    let (seg_y, seg_x) = (line_segment(h, 2 * r + 1), line_segment(w, 2 * r + 1));
-    let mut list = vec![luma];
-    list.extend_from_slice(args![c1, c2, bad, wi, hi, r as i32, 0, mode, outside, 0.0f64, seg_y as i32]);
-    gpu.launch(v(cols), [blocks(w, 64), blocks(h, seg_y as u32), 1], [64, 1, 1], 0, &list)?;
-    let mut list = args![c1, c2, bad, mean, var, wi, hi, r as i32, 0, mode, outside].to_vec();
-    list.extend([Arg::U64(total), Arg::F64(1.0 / (total as f64 * total as f64)), Arg::F64(1.0 / total as f64), Arg::I32(seg_x as i32)]);
-    gpu.launch(v(rows), [blocks(h, 64), blocks(w, seg_x as u32), 1], [64, 1, 1], 0, &list)
 }

@@ -44,6 +44,7 @@ pub use backend::CudaBackend;
 pub use device_image::{DeviceDst, DeviceImage, DevicePixel, DeviceSrc};
 pub use filter::{BoxDesign, BoxShape, FirDesign, IirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV, GAUSS_IIR_ENV};
 pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
+pub use variance::{MomentsDesign, VARIANCE_KERNEL_ENV};
 use tessera_core::{Backend, Error};
 
 /// Opens the CUDA backend on device 0: an error saying why where there is no usable GPU
@@ -139,14 +140,23 @@ pub fn open_shim_fir(design: &str) -> Result<Box<dyn Backend>, Error> {
     Ok(Box::new(shim_backend().with_fir_design(FirDesign::parse(design)?)))
 }
 
-/// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
-/// file is in it).
 /// The shim with the recursive Gaussian's design fixed (`line` or `blocked`).
 #[cfg(feature = "shim")]
 pub fn open_shim_iir(design: &str) -> Result<Box<dyn Backend>, Error> {
     Ok(Box::new(shim_backend().with_iir_design(IirDesign::parse(design)?)))
 }
 
+/// The shim with the kernel moments' design fixed (`two-pass` or `fused`), under the
+/// variance, the contrast enhancement and the glare detector.
+#[cfg(feature = "shim")]
+pub fn open_shim_moments(design: &str) -> Result<Box<dyn Backend>, Error> {
+    variance::MomentsDesign::parse(design)?;
+    let gpu = device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()).with_design(variance::VARIANCE_KERNEL, design);
+    Ok(Box::new(CudaBackend::with_gpu(gpu, "CPU shim (kernels on host threads)".into())))
+}
+
+/// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
+/// file is in it).
 #[cfg(feature = "shim")]
 pub fn shim_has_kernel(name: &str) -> bool {
     shim::ShimDevice::has(name)

@@ -6,7 +6,8 @@
 //! the winners to a tuning table, `accel-cuda/tuning/<device>.json`; the tables in that
 //! folder are compiled into the backend (`build.rs`), looked up by the device's name.
 //!
-//! A family's design is, first found first: the environment variable `TESSERA_<FAMILY>`
+//! A family's design is, first found first: a design fixed on the backend (for the tests of
+//! each design; the environment is process-wide), the environment variable `TESSERA_<FAMILY>`
 //! (upper case; for measuring one design against another), the device's table, the built-in
 //! default of the family. A table names its device, the date and command of the run that
 //! chose it, and for each family the winner (`"choices"`) and the times it was chosen on.
@@ -20,6 +21,8 @@ const TABLES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/tuning_table
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tuning {
     choices: HashMap<String, String>,
+    /// Designs fixed over the environment and the table.
+    fixed: HashMap<String, String>,
     /// Where the choices come from: the table's file stem, or `None` for the defaults.
     table: Option<&'static str>,
 }
@@ -33,13 +36,21 @@ impl Tuning {
             .iter()
             .filter_map(|&(stem, text)| Some((stem, parse(text)?)))
             .find(|(_, t)| t.device == model)
-            .map(|(stem, t)| Tuning { choices: t.choices, table: Some(stem) })
+            .map(|(stem, t)| Tuning { choices: t.choices, fixed: HashMap::new(), table: Some(stem) })
             .unwrap_or_default()
     }
 
-    /// The design of `family`: the environment's `TESSERA_<FAMILY>`, else the table's
-    /// choice, else `default`.
+    /// Fixes the design of `family` to `design`, over the environment and the table.
+    pub(crate) fn fix(&mut self, family: &str, design: &str) {
+        self.fixed.insert(family.to_string(), design.to_string());
+    }
+
+    /// The design of `family`: the fixed one, else the environment's `TESSERA_<FAMILY>`,
+    /// else the table's choice, else `default`.
     pub(crate) fn choice(&self, family: &str, default: &str) -> String {
+        if let Some(d) = self.fixed.get(family) {
+            return d.clone();
+        }
         std::env::var(env_name(family))
             .ok()
             .filter(|v| !v.is_empty())
@@ -94,11 +105,13 @@ mod tests {
 
     #[test]
     fn a_table_choice_is_used_and_the_environment_overrides_it() {
-        let t = Tuning { choices: HashMap::from([("tuning_test_family".to_string(), "from-table".to_string())]), table: Some("test") };
+        let mut t = Tuning { choices: HashMap::from([("tuning_test_family".to_string(), "from-table".to_string())]), fixed: HashMap::new(), table: Some("test") };
         assert_eq!(t.choice("tuning_test_family", "default"), "from-table");
         // A variable no other test reads, so that setting it races with nothing.
         std::env::set_var(env_name("tuning_test_family"), "from-env");
         assert_eq!(t.choice("tuning_test_family", "default"), "from-env");
+        t.fix("tuning_test_family", "fixed");
+        assert_eq!(t.choice("tuning_test_family", "default"), "fixed");
         std::env::remove_var(env_name("tuning_test_family"));
     }
 

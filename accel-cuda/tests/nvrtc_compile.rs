@@ -23,11 +23,6 @@ const REGISTER_BUDGET: &[(&str, u32)] = &[
     ("ncc_search_u8", 96),
     ("ncc_search_u16", 96),
     ("ncc_search_f32", 96),
-    // The recursive variance's column pass: the tent's three running moments and three
-    // staging tiles; its 42 KiB of shared memory per 64-thread block bound it to five
-    // blocks per SM first (30 720 registers at 96).
-    ("var_cols_u8", 96),
-    ("var_cols_u16", 96),
     // A pair's quality sums: twenty u64 sums per thread (40 registers) and the taps'
     // addresses; at 80 registers three 256-thread blocks fit an SM, and a launch is a few
     // hundred blocks of a pair's regions, read once.
@@ -42,6 +37,12 @@ const REGISTER_BUDGET: &[(&str, u32)] = &[
     // (66 KB of shared memory).
     ("box_fused_*_n8r1", 128),
     ("box_fused_*", 80),
+    // The fused kernel moments: the box design carried to two moments and the tent, whose
+    // running sums are three pairs of moments per lane (32-bit for u8, 64-bit for u16).
+    // n2r2 is declared `__launch_bounds__(256, 3)` (at most 80 registers), n4r1, twice the
+    // lanes, `(256, 2)` (at most 128).
+    ("moments_fused_*_n4r1", 128),
+    ("moments_fused_*", 80),
 ];
 /// Static shared memory per block: 48 KiB, the most a kernel may declare statically. (The
 /// fused box kernels' shared memory is dynamic: `filter::fused_launch` sizes it, within

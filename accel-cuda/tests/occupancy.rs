@@ -50,6 +50,14 @@ const REASONS: &[(&str, &str)] = &[
     ),
     ("var_rows_*", "the running moments recur along a row: a thread per row and segment (136 blocks of 64 at 1080p)"),
     (
+        "moments_fused_*",
+        "a block per strip of columns and segment of rows: 170 blocks at 1080p, r = 63 (5 strips of \
+         384 outputs reading 510 lanes, segments of 32 rows) and 3 per SM at 80 registers (the tent's \
+         running sums of two lanes a thread), under one wave; narrower strips each read 2r more \
+         lanes and shorter segments each restart 2r + 2 rows. Timed against the two passes by \
+         scripts/gpu-check (tuning family variance_kernel)",
+    ),
+    (
         "stereo_aggregate_k*",
         "the path recursion runs along each path: a warp per path, 2 928 paths for 4 directions of \
          1024x440 (732 blocks of 4 warps); each lane already holds 4 of the 128 disparities",
@@ -113,6 +121,19 @@ fn cases() -> Vec<Case> {
             let src = Image::from_fn(1920, 1080, |x, y| ((x * 3 + y * 5) % 256) as u8).unwrap();
             let mut out = Image::<f32>::new(1920, 1080).unwrap();
             b.local_variance(AnyView::U8(src.view()), out.view_mut(), &VarianceParams::new(VarianceMethod::Recursive, VarianceKernel::Tent { radius: 63 }))
+        }),
+    ));
+    // The kernel moments' single-pass candidate (tuning family `variance_kernel`).
+    cases.push((
+        "variance 1920x1080 u8, tent R 63, recursive, fused".into(),
+        Box::new(|b: &dyn Backend| {
+            let src = Image::from_fn(1920, 1080, |x, y| ((x * 3 + y * 5) % 256) as u8).unwrap();
+            let mut out = Image::<f32>::new(1920, 1080).unwrap();
+            std::env::set_var(tessera_cuda::VARIANCE_KERNEL_ENV, "fused");
+            let p = VarianceParams::new(VarianceMethod::Recursive, VarianceKernel::Tent { radius: 63 });
+            let r = b.local_variance(AnyView::U8(src.view()), out.view_mut(), &p);
+            std::env::remove_var(tessera_cuda::VARIANCE_KERNEL_ENV);
+            r
         }),
     ));
     cases.push((

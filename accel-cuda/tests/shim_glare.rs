@@ -71,6 +71,35 @@ fn reports_masks_and_fills_are_the_cpus() {
     }
 }
 
+#[test]
+fn fused_moments_give_the_cpus_glare() {
+    // The glare detector's box means and variances by the single-pass kernel (u8 and u16
+    // luminance): the same report, mask and fill as the CPU.
+    let gpu = tessera_cuda::open_shim_moments("fused").unwrap();
+    let cpu = CpuBackend::new(Parallelism::Sequential);
+    let img = painted();
+    let params = [
+        GlareParams { radii: vec![3, 9], fill_iterations: 30, ..Default::default() },
+        GlareParams { mode: GlareMode::Manual, radii: vec![9, 3, 3], brightness: 0.85, min_contrast: 0.05, grow: 2, fill_grow: 1, fill_iterations: 10, border: Border::Constant(0.0), ..Default::default() },
+    ];
+    for src in &typed(&img)[..2] {
+        let view = src.view().unwrap();
+        let mut found = 0;
+        for p in &params {
+            let (w, h) = view.size();
+            let (mut want_mask, mut got_mask) = (Image::<u8>::new(w, h).unwrap(), Image::<u8>::new(w, h).unwrap());
+            let (mut want_fill, mut got_fill) = (AnyImage::like(&view).unwrap(), AnyImage::like(&view).unwrap());
+            let want = cpu.glare(view, want_mask.view_mut(), want_fill.view_mut(), p).unwrap();
+            let got = gpu.glare(view, got_mask.view_mut(), got_fill.view_mut(), p).unwrap();
+            let what = format!("{} {p:?}", view.type_name());
+            found += want.spots;
+            assert_eq!(got, want, "{what}: report");
+            assert!(got_mask == want_mask && got_fill == want_fill, "{what}: mask or fill");
+        }
+        assert!(found >= 2, "{}: the painted highlights must be found", view.type_name());
+    }
+}
+
 /// Glare on device images (the mask and the corrected image written in place) gives the
 /// host call's report, mask and fill, every type; outputs that overlap are errors.
 #[test]

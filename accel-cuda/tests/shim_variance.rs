@@ -227,3 +227,77 @@ fn the_papers_five_methods_are_the_cpus_bit_for_bit() {
         }
     }
 }
+
+/// Local variance and contrast enhancement of `src` on `gpu`, for comparing designs.
+fn variance_and_enhanced(gpu: &dyn Backend, src: AnyView<'_>, p: &VarianceParams, radii: &[usize]) -> (Image<f32>, AnyImage) {
+    let var = variance(gpu, src, p);
+    let c = tessera_core::contrast::ContrastParams { radii: radii.to_vec(), border: p.border, ..Default::default() };
+    let mut enhanced = AnyImage::like(&src).unwrap();
+    gpu.contrast_enhance(src, enhanced.view_mut(), &c).unwrap();
+    (var, enhanced)
+}
+
+fn same_bits(a: &Image<f32>, b: &Image<f32>) -> bool {
+    a.as_slice().iter().zip(b.as_slice()).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn fused_moments_are_the_two_passes_and_the_cpus_bit_for_bit() {
+    // The single-pass kernel moments against the two passes and the CPU: sizes from one
+    // pixel to several strips (700 columns: two strips of the 512-lane shape at small
+    // radii) and several segments; tents and boxes up to radii that need the 1024-lane
+    // shape (255) and a box too wide for any strip (600, run by the two passes); every
+    // border. u8 and u16 run fused; f32 and RGBA take the two passes in both designs.
+    let (fused, two_pass) = (tessera_cuda::open_shim_moments("fused").unwrap(), tessera_cuda::open_shim_moments("two-pass").unwrap());
+    let sizes = [(1, 1), (1, 9), (9, 1), (37, 70), (700, 45)];
+    let kernels = [
+        VarianceKernel::Tent { radius: 1 },
+        VarianceKernel::Tent { radius: 3 },
+        VarianceKernel::Tent { radius: 15 },
+        VarianceKernel::Tent { radius: 255 },
+        VarianceKernel::Box { radius: 0 },
+        VarianceKernel::Box { radius: 4 },
+        VarianceKernel::Box { radius: 255 },
+        VarianceKernel::Box { radius: 600 },
+    ];
+    let borders = [Border::Reflect101, Border::Replicate, Border::Constant(9.0)];
+    let images: Vec<_> = sizes.iter().enumerate().map(|(i, &(w, h))| typed(w, h, 700 + i as u64)).collect();
+    for case in common::cases(&[sizes.len(), 4, kernels.len(), borders.len()]) {
+        let ((w, h), kernel, border) = (sizes[case[0]], kernels[case[2]], borders[case[3]]);
+        let src = images[case[0]][case[1]].view().unwrap();
+        let p = VarianceParams { method: VarianceMethod::Recursive, kernel, border };
+        // The contrast's scales: the tent's radius, or 7 beside a box; and 1.
+        let radii = match kernel {
+            VarianceKernel::Tent { radius } => [radius, 1],
+            VarianceKernel::Box { .. } => [7, 1],
+        };
+        let what = format!("{} {w}x{h} {kernel:?} {border:?}", src.type_name());
+        let (var_f, enh_f) = variance_and_enhanced(fused.as_ref(), src, &p, &radii);
+        let (var_t, enh_t) = variance_and_enhanced(two_pass.as_ref(), src, &p, &radii);
+        assert!(same_bits(&var_f, &var_t), "{what}: variance differs between the designs");
+        assert!(enh_f == enh_t, "{what}: contrast differs between the designs");
+        if matches!(src, AnyView::U8(_) | AnyView::U16(_)) {
+            assert!(same_bits(&var_f, &variance(&cpu(), src, &p)), "{what}: variance differs from the CPU");
+        }
+    }
+    assert!(tessera_cuda::open_shim_moments("three-pass").is_err());
+}
+
+#[test]
+fn fused_moments_small_case_of_every_shape() {
+    // Every fused variance and contrast kernel on a small image of three segments (both
+    // step buffers in turn), u8 and u16, both shapes (radius 255 needs the 1024-lane one):
+    // the ThreadSanitizer run's case (scripts/test).
+    let fused = tessera_cuda::open_shim_moments("fused").unwrap();
+    let two_pass = tessera_cuda::open_shim_moments("two-pass").unwrap();
+    for img in &typed(37, 100, 800)[..2] {
+        let src = img.view().unwrap();
+        for kernel in [VarianceKernel::Tent { radius: 3 }, VarianceKernel::Box { radius: 2 }, VarianceKernel::Tent { radius: 255 }] {
+            let p = VarianceParams { method: VarianceMethod::Recursive, kernel, border: Border::Reflect101 };
+            let radii = [if kernel == (VarianceKernel::Box { radius: 2 }) { 7 } else { kernel.radius() }];
+            let (var_f, enh_f) = variance_and_enhanced(fused.as_ref(), src, &p, &radii);
+            let (var_t, enh_t) = variance_and_enhanced(two_pass.as_ref(), src, &p, &radii);
+            assert!(same_bits(&var_f, &var_t) && enh_f == enh_t, "{} {kernel:?}", src.type_name());
+        }
+    }
+}

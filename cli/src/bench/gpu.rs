@@ -11,7 +11,8 @@
 //!   (`box_sum_f32_4096_shapes`);
 //! - Gaussian 4096x4096 f32, sigma 2 and 20, each implementation, and the designs of the
 //!   FIR (sigma 1, 2, 4) and of the recursion (sigma 5, 20, 60);
-//! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods);
+//! - the variance paper's Figure 7 (1920x1080 u8, tent R = 63, six methods), and the
+//!   recursive method's designs (two passes, fused) at tent R = 7, 63, 255;
 //! - SGM 1024x440 at 128 disparities, 4 and 8 paths, and Middlebury cones / teddy with
 //!   bad 1.0 beside the CPU backend's;
 //! - a chain (Gaussian, then local variance and contrast) as backend calls and on device
@@ -182,6 +183,24 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         r.time(&format!("gpu_fig7_{}", m.name()), params, name, b.reps_for(5.0), || {
             b.backend.local_variance(AnyView::U8(scene.view()), var_out.view_mut(), &p)
         });
+    }
+
+    // The kernel moments' designs (TESSERA_VARIANCE_KERNEL: the two passes, the fused
+    // kernel), recursive variance of the same scene at tent R = 7, 63 and 255 (7 and 15
+    // with --quick), each design's radii interleaved.
+    let radii: &[usize] = if b.quick { &[7, 15] } else { &[7, 63, 255] };
+    let saved = std::env::var_os(tessera_cuda::VARIANCE_KERNEL_ENV);
+    for design in ["two-pass", "fused"] {
+        std::env::set_var(tessera_cuda::VARIANCE_KERNEL_ENV, design);
+        let params: Vec<Value> = radii.iter().map(|&radius| json!({"w": w, "h": h, "radius": radius, "kernel": "tent", "type": "u8", "design": design})).collect();
+        r.time_interleaved_tagged("variance_u8_designs", &params, &json!({"design": design}), name, |i| {
+            let p = VarianceParams::new(VarianceMethod::Recursive, VarianceKernel::Tent { radius: radii[i] });
+            b.backend.local_variance(AnyView::U8(scene.view()), var_out.view_mut(), &p)
+        });
+    }
+    match saved {
+        Some(v) => std::env::set_var(tessera_cuda::VARIANCE_KERNEL_ENV, v),
+        None => std::env::remove_var(tessera_cuda::VARIANCE_KERNEL_ENV),
     }
 
     link_fraction(r, name, n, link);
