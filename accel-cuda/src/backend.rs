@@ -174,6 +174,21 @@ impl CudaBackend {
         glare::glare(&self.gpu, src, Dst::Device(&mask.image), corrected, p)
     }
 
+    /// [`Backend::stereo_sgm`] on a pair already on the device (u8 or RGBA), the disparity
+    /// map written in place. The mutual-information cost builds its table on the host from
+    /// the pair's lumas, which it downloads for that.
+    pub fn stereo_sgm_on_device<'s, 'd, 'b: 's + 'd>(
+        &self,
+        left: impl Into<DeviceSrc<'s, 'b>>,
+        right: impl Into<DeviceSrc<'s, 'b>>,
+        disp: &'d mut DeviceImage<'b, f32>,
+        p: &StereoParams,
+    ) -> Result<StereoStats> {
+        let (left, right) = (left.into(), right.into());
+        check_operands(&self.gpu, &[left.operand(), right.operand()], disp.operand())?;
+        stereo::stereo_sgm(&self.gpu, left.into(), right.into(), Dst::Device(&disp.image), p)
+    }
+
     /// [`Backend::contrast_enhance`] on images already on the device.
     pub fn contrast_enhance_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &ContrastParams) -> Result<()> {
         let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
@@ -227,6 +242,6 @@ impl Backend for CudaBackend {
     }
 
     fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {
-        stereo::stereo_sgm(&self.gpu, left, right, disp, p)
+        stereo::stereo_sgm(&self.gpu, left.into(), right.into(), Dst::Host(disp), p)
     }
 }

@@ -1,6 +1,9 @@
 //! Drives `kernels/stereo.cu`: semi-global matching ([`tessera_core::stereo::stereo_sgm`])
 //! with every stage on the device; only the inputs go up and the disparity map and four
 //! counters come back (and, for MI, the small intermediate maps its table is estimated from).
+//! A pair already on the device is matched in place and its map written into a device
+//! image (`CudaBackend::stereo_sgm_on_device`); MI then downloads the pair's lumas for its
+//! host-side table.
 //!
 //! The pipeline is the core's: the same tiling plan ([`plan_tiles`], with the same budget
 //! rule), per piece the cost volume (u8, `ew x eh x 32 K`), one aggregation launch of
@@ -22,11 +25,12 @@
 //! that are matched on the device and downloaded (the pyramid halving and upsampling are
 //! host-side too); the MI cost volume and its aggregation run on the device.
 
-use crate::device::{args, blocks, int, Arg, DevBuf, DevicePtr, Gpu};
+use crate::device::{args, blocks, int, Arg, DevBuf, DevImage, DevicePtr, Gpu};
+use crate::device_image::{AnySrc, Dst, Src, Staged};
 use crate::kernels::{Kernel, Module};
 use tessera_core::image::check_same_size;
 use tessera_core::stereo::{budgeted_plan, hierarchical_table, tile_bytes, MiPass, plan_tiles, Cost, CensusWindow, MiTable, Rect, StereoParams, StereoStats, Tile};
-use tessera_core::{AnyView, Error, ImageView, ImageViewMut, Result};
+use tessera_core::{Error, Image, ImageView, ImageViewMut, Result};
 
 const fn kernel(name: &'static str) -> Kernel {
     Kernel::new(Module::Stereo, name)
@@ -83,12 +87,13 @@ struct CostSource {
     inputs: Vec<DevicePtr>,
 }
 
-/// See the module doc.
-pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {
+/// See the module doc. The inputs may be host views or images on the device, the map a host
+/// view or a device image.
+pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnySrc<'_>, right: AnySrc<'_>, disp: Dst<'_, f32>, p: &StereoParams) -> Result<StereoStats> {
     // Validation in the CPU's order, with its errors.
     check_same_size(left.size(), right.size())?;
-    match (left, right) {
-        (AnyView::U8(_), AnyView::U8(_)) | (AnyView::Rgba8(_), AnyView::Rgba8(_)) => {}
+    match (&left, &right) {
+        (AnySrc::U8(_), AnySrc::U8(_)) | (AnySrc::Rgba8(_), AnySrc::Rgba8(_)) => {}
         _ => {
             return Err(Error::UnsupportedType {
                 op: "stereo",
@@ -105,14 +110,14 @@ pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp:
     let n = int(w.checked_mul(h).ok_or(Error::OutOfMemory { bytes: usize::MAX })?, "pixels")?;
 
     // 1. The matching cost's whole-image inputs; the left luma guides the adaptive P2.
-    let (luma_l, luma_r, colour) = match (left, right) {
-        (AnyView::U8(l), AnyView::U8(r)) => (gpu.upload_view(l)?.buf, gpu.upload_view(r)?.buf, None),
-        (AnyView::Rgba8(l), AnyView::Rgba8(r)) => {
-            let (cl, cr) = (gpu.upload_view(l)?.buf, gpu.upload_view(r)?.buf);
-            let (ll, lr) = (gpu.buffer::<u8>(w * h)?, gpu.buffer::<u8>(w * h)?);
+    let (luma_l, luma_r, colour) = match (&left, &right) {
+        (AnySrc::U8(l), AnySrc::U8(r)) => (l.stage(gpu)?, r.stage(gpu)?, None),
+        (AnySrc::Rgba8(l), AnySrc::Rgba8(r)) => {
+            let (cl, cr) = (l.stage(gpu)?, r.stage(gpu)?);
+            let (ll, lr) = (gpu.image::<u8>(w, h)?, gpu.image::<u8>(w, h)?);
             gpu.launch(LUMA_RGBA8, [blocks(w * h, 256), 1, 1], [256, 1, 1], 0, args![&cl, &ll, n])?;
             gpu.launch(LUMA_RGBA8, [blocks(w * h, 256), 1, 1], [256, 1, 1], 0, args![&cr, &lr, n])?;
-            (ll, lr, Some((cl, cr)))
+            (Staged::Own(ll), Staged::Own(lr), Some((cl, cr)))
         }
         _ => unreachable_pair()?,
     };
@@ -120,8 +125,8 @@ pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp:
     let mut table = None;
     let cost = match p.cost {
         Cost::Ad => match &colour {
-            Some((cl, cr)) => CostSource { kernel: COST_AD_RGBA8, inputs: vec![cl.ptr(), cr.ptr()] },
-            None => CostSource { kernel: COST_AD_U8, inputs: vec![luma_l.ptr(), luma_r.ptr()] },
+            Some((cl, cr)) => CostSource { kernel: COST_AD_RGBA8, inputs: vec![cl.buf.ptr(), cr.buf.ptr()] },
+            None => CostSource { kernel: COST_AD_U8, inputs: vec![luma_l.buf.ptr(), luma_r.buf.ptr()] },
         },
         Cost::Census { width, height } => {
             let win = CensusWindow::new(width, height)?;
@@ -134,42 +139,50 @@ pub(crate) fn stereo_sgm(gpu: &Gpu, left: AnyView<'_>, right: AnyView<'_>, disp:
             CostSource { kernel: COST_CENSUS, inputs: vec![c.0.ptr(), c.1.ptr()] }
         }
         Cost::Mi { .. } => {
-            // The hierarchy on host copies of the lumas (the table is host logic).
-            let (hl, hr) = match (left, right) {
-                (AnyView::U8(l), AnyView::U8(r)) => (l.to_image(), r.to_image()),
-                (AnyView::Rgba8(l), AnyView::Rgba8(r)) => (l.convert(), r.convert()),
-                _ => unreachable_pair()?,
+            // The hierarchy on host copies of the lumas (the table is host logic): the
+            // caller's views, or downloaded from the device (its luma of RGBA is the core's).
+            let host_luma = |src: &AnySrc<'_>, luma: &DevImage<'_, u8>| -> Result<Image<u8>> {
+                match src {
+                    AnySrc::U8(Src::Host(v)) => Ok(v.to_image()),
+                    AnySrc::Rgba8(Src::Host(v)) => Ok(v.convert()),
+                    _ => {
+                        let mut img = Image::<u8>::new(w, h)?;
+                        gpu.download_view(luma, img.view_mut())?;
+                        Ok(img)
+                    }
+                }
             };
+            let (hl, hr) = (host_luma(&left, &luma_l)?, host_luma(&right, &luma_r)?);
             let t = gpu.upload(&mi_hierarchical_table(gpu, hl.view(), hr.view(), p)?)?;
             let t = table.insert(t);
-            CostSource { kernel: COST_MI, inputs: vec![luma_l.ptr(), luma_r.ptr(), t.ptr()] }
+            CostSource { kernel: COST_MI, inputs: vec![luma_l.buf.ptr(), luma_r.buf.ptr(), t.ptr()] }
         }
     };
 
     // 2 to 6 on every piece, stitched into the whole map; the occlusion classes too.
     let with_occ = p.fill && p.lr_check;
     let occ = if with_occ { Some(gpu.zeroed::<u8>(w * h)?) } else { None };
-    let map = gpu.buffer::<f32>(w * h)?;
+    let out = disp.open(gpu)?;
+    let map = &out.target.buf;
     let counters = gpu.zeroed::<u64>(4)?;
     let (p1, p2) = p.penalties();
     let mut stats = StereoStats { tiles: plan.len(), p1, p2, ..Default::default() };
-    stats.peak_bytes = match_tiles(gpu, &cost, luma_l.ptr(), (w, h), &plan, p, &map, occ.as_ref().map(|o| o.ptr()), &counters)? + whole_image;
+    stats.peak_bytes = match_tiles(gpu, &cost, luma_l.buf.ptr(), (w, h), &plan, p, map, occ.as_ref().map(|o| o.ptr()), &counters)? + whole_image;
 
     // 7. Hole filling over the whole map (step 1 into a copy, step 2 back), counting the
     // valid pixels of the result.
     let block = [256, 1, 1];
     if p.fill {
         let copy = gpu.buffer::<f32>(w * h)?;
-        gpu.launch(FILL_BORDER, [blocks(h, 4), 1, 1], [128, 1, 1], 0, args![&map, &copy, wi, hi, &counters])?;
+        gpu.launch(FILL_BORDER, [blocks(h, 4), 1, 1], [128, 1, 1], 0, args![map, &copy, wi, hi, &counters])?;
         let occ_arg = occ.as_ref().map_or(Arg::Ptr(0), Arg::from);
-        gpu.launch(FILL_LINES, [blocks(w * h, 256), 1, 1], block, 0, &[Arg::from(&copy), Arg::from(&map), occ_arg, wi.into(), hi.into(), Arg::from(&counters)])?;
+        gpu.launch(FILL_LINES, [blocks(w * h, 256), 1, 1], block, 0, &[Arg::from(&copy), Arg::from(map), occ_arg, wi.into(), hi.into(), Arg::from(&counters)])?;
     } else {
-        gpu.launch(COUNT_VALID, [blocks(w * h, 256), 1, 1], block, 0, args![&map, n, &counters])?;
+        gpu.launch(COUNT_VALID, [blocks(w * h, 256), 1, 1], block, 0, args![map, n, &counters])?;
     }
     let mut c = [0u64; 4];
     gpu.download(&counters, &mut c)?;
-    let map = tessera_core_image(map, w, h);
-    gpu.download_view(&map, disp)?;
+    out.finish(gpu)?;
     drop((codes, table, colour));
     stats.rejected_uniqueness = c[REJECTED_UNIQUENESS] as usize;
     stats.rejected_lr = c[REJECTED_LR] as usize;

@@ -303,3 +303,42 @@ fn more_disparities_than_the_kernels_hold_is_an_error_not_a_panic() {
     let e = gpu.stereo_sgm(AnyView::U8(l.view()), AnyView::U8(r.view()), d.view_mut(), &p).unwrap_err();
     assert!(format!("{e}").contains("256"), "{e}");
 }
+
+#[test]
+fn pairs_on_device_images_give_the_host_calls_map() {
+    // A gray and a colour pair uploaded once, matched with each cost (MI downloads the
+    // lumas for its table), the map written into a device image: the host call's map and
+    // stats. Then the errors: an image of another backend, a map over an input.
+    let (gpu, other) = (tessera_cuda::open_shim_cuda(), tessera_cuda::open_shim_cuda());
+    let (lg, lc) = middlebury("teddy", "im2.png", 300, 60, 30, 14);
+    let (rg, rc) = middlebury("teddy", "im6.png", 300, 60, 30, 14);
+    let (w, h) = lg.size();
+    let mut map = gpu.device_image::<f32>(w, h).unwrap();
+    let mut got = Image::<f32>::new(w, h).unwrap();
+    let (ul, ur) = (gpu.upload(lg.view()).unwrap(), gpu.upload(rg.view()).unwrap());
+    let (cl, cr) = (gpu.upload(lc.view()).unwrap(), gpu.upload(rc.view()).unwrap());
+    for cost in [Cost::CENSUS_7X5, Cost::Ad, Cost::Mi { iterations: 1, levels: 1 }] {
+        let p = StereoParams { max_disparity: 10, cost, paths: Paths::Four, ..Default::default() };
+        let gray_stats = gpu.stereo_sgm_on_device(&ul, &ur, &mut map, &p).unwrap();
+        gpu.download(&map, got.view_mut()).unwrap();
+        let (want, want_stats) = run(&gpu, AnyView::U8(lg.view()), AnyView::U8(rg.view()), &p).unwrap();
+        assert!(got.as_slice().iter().zip(want.as_slice()).all(|(a, b)| a.to_bits() == b.to_bits()), "gray {cost:?}: map");
+        assert_eq!(gray_stats, want_stats, "gray {cost:?}");
+        let colour_stats = gpu.stereo_sgm_on_device(&cl, &cr, &mut map, &p).unwrap();
+        gpu.download(&map, got.view_mut()).unwrap();
+        let (want, want_stats) = run(&gpu, AnyView::Rgba8(lc.view()), AnyView::Rgba8(rc.view()), &p).unwrap();
+        assert!(got.as_slice().iter().zip(want.as_slice()).all(|(a, b)| a.to_bits() == b.to_bits()), "rgba {cost:?}: map");
+        assert_eq!(colour_stats, want_stats, "rgba {cost:?}");
+    }
+    let p = StereoParams { max_disparity: 10, ..Default::default() };
+    let theirs = other.upload(lg.view()).unwrap();
+    assert!(gpu.stereo_sgm_on_device(&theirs, &ur, &mut map, &p).is_err());
+    let mut their_map = other.device_image::<f32>(w, h).unwrap();
+    assert!(gpu.stereo_sgm_on_device(&ul, &ur, &mut their_map, &p).is_err());
+    // SAFETY: `cl` holds 30 x 14 RGBA (4 bytes each, as an f32) and outlives the alias.
+    let mut over_input = unsafe { gpu.borrow_device_image::<f32>(cl.device_ptr(), w, h) }.unwrap();
+    assert!(gpu.stereo_sgm_on_device(&cl, &cr, &mut over_input, &p).is_err());
+    let mut small = gpu.device_image::<f32>(w, h - 1).unwrap();
+    assert!(gpu.stereo_sgm_on_device(&ul, &ur, &mut small, &p).is_err());
+    assert!(gpu.stereo_sgm_on_device(&ul, &cr, &mut map, &p).is_err(), "a gray and a colour image");
+}
