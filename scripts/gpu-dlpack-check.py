@@ -124,12 +124,23 @@ def glare():
     assert report == want[2], (report, want[2])
 
 
+def stereo():
+    for left in (u8, rgba):
+        right = np.roll(left, -5, axis=1)
+        disparity, stats = tessera.stereo(torch.from_numpy(left).cuda(), torch.from_numpy(right).cuda(), max_disp=32)
+        want = tessera.stereo(left, right, max_disp=32, backend="cuda")
+        assert isinstance(disparity, tessera.CudaImage)
+        same(disparity.numpy(), want[0])
+        assert stats == want[1], (stats, want[1])
+
+
 check("a CudaImage goes to torch.from_dlpack without a copy", zero_copy_out)
 check("glare of a CUDA tensor: corrected image and mask as CudaImages = host call", glare)
 check("a CUDA tensor is read in place and left unchanged", zero_copy_in)
 check("transposed and column-step tensors, and backend='cpu', are ValueErrors", refused_layouts)
 check("work queued on a PyTorch stream comes before tessera's kernels", ordered_after_a_torch_stream)
 check("matmul of two CUDA tensors is a CudaImage equal to the host call", matrices)
+check("stereo of two CUDA tensors (gray, RGBA): the map as a CudaImage = host call", stereo)
 
 
 def median_ms(f, reps=15):

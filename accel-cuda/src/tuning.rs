@@ -41,6 +41,7 @@ impl Tuning {
     }
 
     /// Fixes the design of `family` to `design`, over the environment and the table.
+    #[cfg(any(test, feature = "shim"))]
     pub(crate) fn fix(&mut self, family: &str, design: &str) {
         self.fixed.insert(family.to_string(), design.to_string());
     }

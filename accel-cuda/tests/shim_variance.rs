@@ -285,9 +285,9 @@ fn fused_moments_are_the_two_passes_and_the_cpus_bit_for_bit() {
 
 #[test]
 fn fused_moments_small_case_of_every_shape() {
-    // Every fused variance and contrast kernel on a small image of three segments (both
-    // step buffers in turn), u8 and u16, both shapes (radius 255 needs the 1024-lane one):
-    // the ThreadSanitizer run's case (scripts/test).
+    // Every fused variance and contrast kernel on a small image, u8 and u16, both shapes
+    // (radius 255 needs the 1024-lane one); at the small radii, four segments of 32 rows
+    // (both step buffers in turn): the ThreadSanitizer run's case (scripts/test).
     let fused = tessera_cuda::open_shim_moments("fused").unwrap();
     let two_pass = tessera_cuda::open_shim_moments("two-pass").unwrap();
     for img in &typed(37, 100, 800)[..2] {

@@ -512,6 +512,19 @@ pub fn matrices_on_device<'py>(py: Python<'py>, (a, b): (DeviceInput, DeviceInpu
     Ok(Bound::new(py, CudaImage::new(AnyDeviceImage::F32(out), cuda))?.into_any())
 }
 
+/// Stereo of a pair on the device: the disparity map as a new `CudaImage`, and the stats.
+pub fn stereo_on_device<'py>(py: Python<'py>, (l, r): (DeviceInput, DeviceInput), chosen: &Chosen, p: &tessera::stereo::StereoParams) -> PyResult<(Bound<'py, PyAny>, tessera::stereo::StereoStats)> {
+    let cuda = cuda_of(chosen, "left")?;
+    let (w, h) = l.image().size();
+    let mut map = cuda.device_image::<f32>(w, h).map_err(to_py)?;
+    let stats = {
+        let (a, b) = (l.image().src().map_err(to_py)?, r.image().src().map_err(to_py)?);
+        py.detach(|| cuda.stereo_sgm_on_device(a, b, &mut map, p)).map_err(to_py)?
+    };
+    drop((l, r));
+    Ok((Bound::new(py, CudaImage::new(AnyDeviceImage::F32(map), cuda))?.into_any(), stats))
+}
+
 /// Glare removal on a device input: the corrected image and the mask as new `CudaImage`s,
 /// and the report.
 pub fn glare_on_device<'py>(py: Python<'py>, input: DeviceInput, chosen: &Chosen, p: &tessera::GlareParams) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, tessera::GlareReport)> {

@@ -23,7 +23,9 @@ use tessera::{AnyView, ImageView};
 /// ``median``, hole ``fill``. Memory: automatic bands within ``max_mem`` MiB, or tiles
 /// ``tile="WxH"``, with ``overlap`` pixels.
 ///
-/// ``left`` and ``right``: both uint8 ``(H, W)`` or both RGBA ``(H, W, 4)``, one shape.
+/// ``left`` and ``right``: both uint8 ``(H, W)`` or both RGBA ``(H, W, 4)``, one shape: NumPy
+/// arrays or any array with ``__dlpack__`` (host memory is read in place; a pair on the GPU,
+/// ``CudaImage`` or CUDA arrays, is matched there and the map is a ``CudaImage``).
 /// Returns ``(disparity, stats)``: float32 ``(H, W)`` with ``inf`` where invalid, and a dict
 /// (``valid``, ``rejected_uniqueness``, ``rejected_lr``, ``filled``, ``tiles``,
 /// ``peak_bytes``, ``p1``, ``p2``).
@@ -85,19 +87,31 @@ pub fn stereo<'py>(
         Ok(core) => to_py(core),
         Err(e) => value_error(format!("{e:#}")),
     })?;
-    let b = choose(backend, single_thread)?.backend;
-    let (li, ri) = (input(left, "left", Accepts::U8_OR_RGBA)?, input(right, "right", Accepts::U8_OR_RGBA)?);
-    let (l, r) = (li.view("left")?, ri.view("right")?);
-    let (w, h) = l.size();
-    let out = Output::f32(py, w, h);
-    let s = {
-        let mut g = out.write()?;
-        let dst = g.f32_mut()?;
-        py.detach(|| b.stereo_sgm(l, r, dst, &p)).map_err(to_py)?
+    let chosen = choose(backend, single_thread)?;
+    let (map, s) = match (lent(left, "left", Accepts::U8_OR_RGBA, &chosen)?, lent(right, "right", Accepts::U8_OR_RGBA, &chosen)?) {
+        (Some(Lent::Device(l)), Some(Lent::Device(r))) => crate::device::stereo_on_device(py, (l, r), &chosen, &p)?,
+        (Some(Lent::Device(_)), _) | (_, Some(Lent::Device(_))) => {
+            return Err(value_error("left and right: one is on the GPU and the other on the host; pass both on the same side (tessera.to_device, CudaImage.numpy)"))
+        }
+        (x, y) => {
+            // Host memory: lent through DLPack or a NumPy array.
+            let li = if x.is_none() { Some(input(left, "left", Accepts::U8_OR_RGBA)?) } else { None };
+            let ri = if y.is_none() { Some(input(right, "right", Accepts::U8_OR_RGBA)?) } else { None };
+            let (l, r) = (lent_or_array_view(&x, &li, "left")?, lent_or_array_view(&y, &ri, "right")?);
+            let (w, h) = l.size();
+            let out = Output::f32(py, w, h);
+            let s = {
+                let mut g = out.write()?;
+                let dst = g.f32_mut()?;
+                let b = chosen.backend;
+                py.detach(move || b.stereo_sgm(l, r, dst, &p)).map_err(to_py)?
+            };
+            (out.into_any(), s)
+        }
     };
     let stats = json!({"valid": s.valid, "rejected_uniqueness": s.rejected_uniqueness, "rejected_lr": s.rejected_lr,
                        "filled": s.filled, "tiles": s.tiles, "peak_bytes": s.peak_bytes, "p1": s.p1, "p2": s.p2});
-    Ok((out.into_any(), to_python(py, &stats)?))
+    Ok((map, to_python(py, &stats)?))
 }
 
 /// Two float32 matrices in, a new float32 matrix out: NumPy (or host DLPack) inputs give a
@@ -126,14 +140,18 @@ fn matrices<'py>(py: Python<'py>, (a, b): (&Bound<'py, PyAny>, &Bound<'py, PyAny
     }
 }
 
+/// A host image's view: lent through DLPack (`lent`), or the NumPy array `array`.
+fn lent_or_array_view<'v>(lent: &'v Option<Lent>, array: &'v Option<crate::array::Input<'_>>, what: &str) -> PyResult<AnyView<'v>> {
+    match (lent, array) {
+        (Some(Lent::Host { image, .. }), _) => host_view(image),
+        (_, Some(a)) => a.view(what),
+        _ => Err(value_error(format!("internal: {what} has no view"))),
+    }
+}
+
 /// A host matrix's view: lent through DLPack (`lent`), or the NumPy array `array`.
 fn matrix_view<'v>(lent: &'v Option<Lent>, array: &'v Option<crate::array::Input<'_>>, what: &str) -> PyResult<ImageView<'v, f32>> {
-    let v = match (lent, array) {
-        (Some(Lent::Host { image, .. }), _) => host_view(image)?,
-        (_, Some(a)) => a.view(what)?,
-        _ => return Err(value_error("internal: a matrix with no view")),
-    };
-    match v {
+    match lent_or_array_view(lent, array, what)? {
         AnyView::F32(v) => Ok(v),
         _ => Err(value_error("internal: matrices are float32")),
     }

@@ -80,6 +80,21 @@ def test_matrices_through_dlpack_give_the_numpy_results():
         tessera.matmul(Lent(a.astype(np.uint16)), b, backend="cpu")
 
 
+@pytest.mark.parametrize("colour", [False, True], ids=["gray", "rgba"])
+def test_stereo_through_dlpack_gives_the_numpy_results(colour):
+    shape = (24, 40, 4) if colour else (24, 40)
+    left = random_image(np.uint8, shape, seed=11)
+    right = np.roll(left, -3, axis=1)
+    want = tessera.stereo(left, right, max_disp=8, backend="cpu")
+    for l, r in [(Lent(left), Lent(right)), (Lent(left), right)]:
+        got = tessera.stereo(l, r, max_disp=8, backend="cpu")
+        same(got[0], want[0])
+        assert got[1] == want[1]
+    if not colour:
+        with pytest.raises(TypeError, match="not supported"):
+            tessera.stereo(Lent(left.astype(np.uint16)), right.astype(np.uint16), backend="cpu")
+
+
 @pytest.mark.parametrize(
     "view",
     [lambda a: a[::2], lambda a: a[5:40, 7:61], lambda a: a[::3, 2:50]],
@@ -200,6 +215,19 @@ def test_matrices_on_the_gpu_give_the_host_calls_results():
     same(d.numpy(), tessera.matmul(a, b, backend="cuda"))
     with pytest.raises(ValueError, match="same side"):
         tessera.mat_add(tessera.to_device(a), a)
+
+
+@needs_gpu
+def test_stereo_on_the_gpu_gives_the_host_calls_results():
+    left = random_image(np.uint8, (24, 40), seed=11)
+    right = np.roll(left, -3, axis=1)
+    disparity, stats = tessera.stereo(tessera.to_device(left), tessera.to_device(right), max_disp=8)
+    assert isinstance(disparity, tessera.CudaImage) and disparity.dtype == "float32"
+    want = tessera.stereo(left, right, max_disp=8, backend="cuda")
+    same(disparity.numpy(), want[0])
+    assert stats == want[1]
+    with pytest.raises(ValueError, match="same side"):
+        tessera.stereo(tessera.to_device(left), right)
 
 
 @needs_gpu
