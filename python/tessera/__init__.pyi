@@ -287,8 +287,8 @@ def synth_sequence(
     """(frames, true positions), as `tessera synth-seq`."""
 
 def stereo(
-    left: Image,
-    right: Image,
+    left: ImageIn,
+    right: ImageIn,
     /,
     *,
     max_disp: int = ...,
@@ -310,8 +310,8 @@ def stereo(
     max_mem: int = ...,
     backend: Backend = ...,
     single_thread: bool = ...,
-) -> Tuple[npt.NDArray[np.float32], StereoStats]:
-    """SGM: (left disparity map with inf where invalid, stats)."""
+) -> Tuple[Union[npt.NDArray[np.float32], CudaImage], StereoStats]:
+    """SGM: (left disparity map with inf where invalid, stats). A pair on the GPU gives the map as a CudaImage."""
 
 def matmul(
     a: Matrix, b: Matrix, /, *, backend: Backend = ..., single_thread: bool = ...
