@@ -45,17 +45,23 @@ fn typed(rgba: &Image<Rgba8>) -> [AnyImage; 4] {
 #[test]
 fn reports_masks_and_fills_are_the_cpus() {
     let gpu = tessera_cuda::open_shim();
-    let cpu = CpuBackend::new(Parallelism::Sequential);
     let img = painted();
     let params = [
         GlareParams { radii: vec![3, 9], fill_iterations: 30, ..Default::default() },
         GlareParams { mode: GlareMode::Manual, radii: vec![9, 3, 3], brightness: 0.85, min_contrast: 0.05, grow: 2, fill_grow: 1, fill_iterations: 10, border: Border::Replicate, ..Default::default() },
         GlareParams { mode: GlareMode::Manual, radii: vec![5], min_contrast: 0.1, max_elongation: 10.0, min_area: 1, fill_iterations: 0, border: Border::Constant(0.0), ..Default::default() },
     ];
-    for src in typed(&img) {
+    assert_glare_is_the_cpus(gpu.as_ref(), &typed(&img), &params);
+}
+
+/// Each image of `srcs` under each of `params`: `gpu`'s report, mask and fill equal the
+/// CPU's, and the painted highlights are found.
+fn assert_glare_is_the_cpus(gpu: &dyn Backend, srcs: &[AnyImage], params: &[GlareParams]) {
+    let cpu = CpuBackend::new(Parallelism::Sequential);
+    for src in srcs {
         let view = src.view().unwrap();
         let mut found = 0;
-        for p in &params {
+        for p in params {
             let (w, h) = view.size();
             let (mut want_mask, mut got_mask) = (Image::<u8>::new(w, h).unwrap(), Image::<u8>::new(w, h).unwrap());
             let (mut want_fill, mut got_fill) = (AnyImage::like(&view).unwrap(), AnyImage::like(&view).unwrap());
@@ -76,28 +82,12 @@ fn fused_moments_give_the_cpus_glare() {
     // The glare detector's box means and variances by the single-pass kernel (u8 and u16
     // luminance): the same report, mask and fill as the CPU.
     let gpu = tessera_cuda::open_shim_moments("fused").unwrap();
-    let cpu = CpuBackend::new(Parallelism::Sequential);
     let img = painted();
     let params = [
         GlareParams { radii: vec![3, 9], fill_iterations: 30, ..Default::default() },
         GlareParams { mode: GlareMode::Manual, radii: vec![9, 3, 3], brightness: 0.85, min_contrast: 0.05, grow: 2, fill_grow: 1, fill_iterations: 10, border: Border::Constant(0.0), ..Default::default() },
     ];
-    for src in &typed(&img)[..2] {
-        let view = src.view().unwrap();
-        let mut found = 0;
-        for p in &params {
-            let (w, h) = view.size();
-            let (mut want_mask, mut got_mask) = (Image::<u8>::new(w, h).unwrap(), Image::<u8>::new(w, h).unwrap());
-            let (mut want_fill, mut got_fill) = (AnyImage::like(&view).unwrap(), AnyImage::like(&view).unwrap());
-            let want = cpu.glare(view, want_mask.view_mut(), want_fill.view_mut(), p).unwrap();
-            let got = gpu.glare(view, got_mask.view_mut(), got_fill.view_mut(), p).unwrap();
-            let what = format!("{} {p:?}", view.type_name());
-            found += want.spots;
-            assert_eq!(got, want, "{what}: report");
-            assert!(got_mask == want_mask && got_fill == want_fill, "{what}: mask or fill");
-        }
-        assert!(found >= 2, "{}: the painted highlights must be found", view.type_name());
-    }
+    assert_glare_is_the_cpus(gpu.as_ref(), &typed(&img)[..2], &params);
 }
 
 /// Glare on device images (the mask and the corrected image written in place) gives the
