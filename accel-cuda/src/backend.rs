@@ -21,13 +21,6 @@ use tessera_core::{AnyView, AnyViewMut, Backend, Error, ImageView, ImageViewMut,
 pub struct CudaBackend {
     gpu: Gpu,
     description: String,
-    /// The box / mean design, fixed; None: read from the environment at each call
-    /// ([`filter::BOX_KERNEL_ENV`]).
-    box_design: Option<filter::BoxDesign>,
-    /// The FIR Gaussian's design, fixed; None: the environment's or the tuning table's.
-    fir_design: Option<filter::FirDesign>,
-    /// The recursive Gaussian's design, fixed; None: the environment's or the tuning table's.
-    iir_design: Option<filter::IirDesign>,
 }
 
 impl CudaBackend {
@@ -35,34 +28,12 @@ impl CudaBackend {
         Self::with_gpu(Gpu::new(device), description)
     }
 
-    /// This backend with its box / mean design fixed (for tests of each design; the
-    /// environment is process-wide).
-    #[cfg(feature = "shim")]
-    pub(crate) fn with_box_design(mut self, design: filter::BoxDesign) -> Self {
-        self.box_design = Some(design);
-        self
-    }
-
-    /// This backend with its FIR Gaussian design fixed (for tests of each design).
-    #[cfg(feature = "shim")]
-    pub(crate) fn with_fir_design(mut self, design: filter::FirDesign) -> Self {
-        self.fir_design = Some(design);
-        self
-    }
-
-    /// This backend with its recursive Gaussian design fixed (for tests of each design).
-    #[cfg(feature = "shim")]
-    pub(crate) fn with_iir_design(mut self, design: filter::IirDesign) -> Self {
-        self.iir_design = Some(design);
-        self
-    }
-
     pub(crate) fn with_gpu(gpu: Gpu, description: String) -> Self {
         let description = match gpu.tuning().table() {
             Some(table) => format!("{description}, kernel designs of tuning/{table}.json"),
             None => description,
         };
-        CudaBackend { gpu, description, box_design: None, fir_design: None, iir_design: None }
+        CudaBackend { gpu, description }
     }
 
     /// The device: name, architecture, driver (or the shim), and the tuning table in use.
@@ -131,19 +102,19 @@ impl CudaBackend {
     /// [`Backend::mean_filter`] on images already on the device.
     pub fn mean_filter_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &BoxParams) -> Result<()> {
         let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
-        filter::mean_filter(&self.gpu, self.box_design, src, dst, p)
+        filter::mean_filter(&self.gpu, src, dst, p)
     }
 
     /// [`Backend::box_sum`] on images already on the device.
     pub fn box_sum_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &BoxParams) -> Result<()> {
         let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
-        filter::box_sum(&self.gpu, self.box_design, src, dst, p)
+        filter::box_sum(&self.gpu, src, dst, p)
     }
 
     /// [`Backend::gaussian_blur`] on images already on the device.
     pub fn gaussian_blur_on_device<'s, 'd, 'b: 's + 'd>(&self, src: impl Into<DeviceSrc<'s, 'b>>, dst: impl Into<DeviceDst<'d, 'b>>, p: &GaussianParams) -> Result<()> {
         let (src, dst) = checked(&self.gpu, src.into(), dst.into())?;
-        filter::gaussian_blur(&self.gpu, (self.fir_design, self.iir_design), src, dst, p)
+        filter::gaussian_blur(&self.gpu, src, dst, p)
     }
 
     /// [`Backend::local_variance`] on images already on the device.
@@ -202,15 +173,15 @@ impl Backend for CudaBackend {
     }
 
     fn mean_filter(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::mean_filter(&self.gpu, self.box_design, src.into(), dst.into(), p)
+        filter::mean_filter(&self.gpu, src.into(), dst.into(), p)
     }
 
     fn box_sum(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &BoxParams) -> Result<()> {
-        filter::box_sum(&self.gpu, self.box_design, src.into(), dst.into(), p)
+        filter::box_sum(&self.gpu, src.into(), dst.into(), p)
     }
 
     fn gaussian_blur(&self, src: AnyView<'_>, dst: AnyViewMut<'_>, p: &GaussianParams) -> Result<()> {
-        filter::gaussian_blur(&self.gpu, (self.fir_design, self.iir_design), src.into(), dst.into(), p)
+        filter::gaussian_blur(&self.gpu, src.into(), dst.into(), p)
     }
 
     fn mat_add(&self, a: ImageView<'_, f32>, b: ImageView<'_, f32>, out: ImageViewMut<'_, f32>) -> Result<()> {

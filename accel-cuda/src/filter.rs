@@ -32,6 +32,8 @@
 
 use crate::device::{args, blocks, int, line_segment, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
+use crate::tuning::{self, Design};
+use tessera_core::choice::Choice;
 use tessera_core::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera_core::image::{check_same_size, Pixel};
 use crate::device_image::{AnyDst, AnySrc, Dst, Src};
@@ -121,29 +123,53 @@ fn two_passes<T: Pod + Pixel, A: Pod, O: Pod + Pixel>(
 
 /// The box / mean design (tuning family `box_kernel`, `tuning.rs`): `fused` (the built-in
 /// default) or `two-pass`.
-const BOX_KERNEL: &str = "box_kernel";
+pub(crate) const BOX_KERNEL: &str = "box_kernel";
 /// The fused kernel's tile shape (tuning family `box_shape`): the name of one of
 /// [`BOX_SHAPES`]; unset, the table's or the built-in default shape.
-const BOX_SHAPE: &str = "box_shape";
+pub(crate) const BOX_SHAPE: &str = "box_shape";
 /// Environment variable choosing the box / mean design over the device's tuning table, for
 /// measuring one against the other.
 pub const BOX_KERNEL_ENV: &str = "TESSERA_BOX_KERNEL";
 /// Environment variable fixing the fused kernel's tile shape over the device's table.
 pub const BOX_SHAPE_ENV: &str = "TESSERA_BOX_SHAPE";
 
-/// Which box / mean design runs.
+/// The box / mean kernel (tuning family `box_kernel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoxKernel {
+    /// The single-pass tiled kernel (the built-in default).
+    Fused,
+    /// The column pass then the row pass through a transposed intermediate.
+    TwoPass,
+}
+
+impl Choice for BoxKernel {
+    const WHAT: &'static str = "box kernel design";
+    const ALL: &'static [Self] = &[BoxKernel::Fused, BoxKernel::TwoPass];
+    fn name(self) -> &'static str {
+        match self {
+            BoxKernel::Fused => "fused",
+            BoxKernel::TwoPass => "two-pass",
+        }
+    }
+}
+
+impl Design for BoxKernel {
+    const FAMILY: &'static str = BOX_KERNEL;
+}
+
+/// Which box / mean design runs: the kernel, and the fused kernel's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BoxDesign {
     /// The single-pass tiled kernel, with a shape from [`BOX_SHAPES`] (None: picked from
     /// the window).
     Fused(Option<&'static BoxShape>),
-    /// The column pass then the row pass through a transposed intermediate.
+    /// The column pass then the row pass.
     TwoPass,
 }
 
 impl BoxDesign {
-    /// The design named by `kernel` (`fused` or `two-pass`) and `shape` (a fused shape's
-    /// name, or None), or an error naming what is allowed.
+    /// The design named by `kernel` (`fused` or `two-pass`; None: fused) and `shape` (a
+    /// fused shape's name, or None), or an error naming what is allowed.
     pub fn parse(kernel: Option<&str>, shape: Option<&str>) -> Result<BoxDesign> {
         let shape = match shape {
             None | Some("") => None,
@@ -152,26 +178,24 @@ impl BoxDesign {
                 Error::Backend(format!("{BOX_SHAPE_ENV}={name}: expected one of {}", names.join(", ")))
             })?),
         };
-        match kernel {
-            None | Some("") | Some("fused") => Ok(BoxDesign::Fused(shape)),
-            Some("two-pass") => Ok(BoxDesign::TwoPass),
-            Some(other) => Err(Error::Backend(format!("{BOX_KERNEL_ENV}={other}: expected fused or two-pass"))),
-        }
+        Ok(match kernel.map_or(Ok(BoxKernel::Fused), BoxKernel::from_name)? {
+            BoxKernel::Fused => BoxDesign::Fused(shape),
+            BoxKernel::TwoPass => BoxDesign::TwoPass,
+        })
     }
 
-    /// The design chosen for `gpu`: the environment's ([`BOX_KERNEL_ENV`],
-    /// [`BOX_SHAPE_ENV`]), else the device's tuning table's, else fused in the default
-    /// shape.
+    /// The design chosen for `gpu`: the kernel as [`tuning::chosen`] finds it, the shape
+    /// likewise (family `box_shape`; unset, picked from the window).
     pub(crate) fn chosen(gpu: &Gpu) -> Result<BoxDesign> {
-        let kernel = gpu.tuning().choice(BOX_KERNEL, "fused");
+        let kernel = tuning::chosen::<BoxKernel>(gpu)?;
         let shape = gpu.tuning().choice(BOX_SHAPE, "");
-        BoxDesign::parse(Some(&kernel), Some(&shape))
+        BoxDesign::parse(Some(kernel.name()), Some(&shape))
     }
 }
 
 /// The FIR Gaussian's design (tuning family `gauss_fir`): `two-pass` (the built-in default)
 /// or `fused`.
-const GAUSS_FIR: &str = "gauss_fir";
+pub(crate) const GAUSS_FIR: &str = "gauss_fir";
 /// Environment variable choosing the FIR Gaussian's design over the device's tuning table.
 pub const GAUSS_FIR_ENV: &str = "TESSERA_GAUSS_FIR";
 /// The fused FIR Gaussian's output tile: this many lanes (pixels x channels) wide and rows
@@ -186,32 +210,30 @@ const FIR_FUSED_SHARED: usize = 48 * 1024;
 /// Which FIR Gaussian design runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FirDesign {
-    Fused,
     TwoPass,
+    Fused,
 }
 
-impl FirDesign {
-    /// The design named `name` (`fused` or `two-pass`), or an error naming what is allowed.
-    pub fn parse(name: &str) -> Result<FirDesign> {
-        match name {
-            "fused" => Ok(FirDesign::Fused),
-            "" | "two-pass" => Ok(FirDesign::TwoPass),
-            other => Err(Error::Backend(format!("{GAUSS_FIR_ENV}={other}: expected fused or two-pass"))),
+impl Choice for FirDesign {
+    const WHAT: &'static str = "FIR Gaussian design";
+    const ALL: &'static [Self] = &[FirDesign::TwoPass, FirDesign::Fused];
+    fn name(self) -> &'static str {
+        match self {
+            FirDesign::TwoPass => "two-pass",
+            FirDesign::Fused => "fused",
         }
     }
+}
 
-    /// The design chosen for `gpu`: the environment's, else the device's tuning table's,
-    /// else two-pass.
-    pub(crate) fn chosen(gpu: &Gpu) -> Result<FirDesign> {
-        FirDesign::parse(&gpu.tuning().choice(GAUSS_FIR, "two-pass"))
-    }
+impl Design for FirDesign {
+    const FAMILY: &'static str = GAUSS_FIR;
 }
 
 /// The recursive Gaussian's design (tuning family `gauss_iir`): `line` (the built-in
 /// default: a thread per line, the CPU's recursion in its order, identical to it) or
 /// `blocked` (a thread per block of [`IIR_BLOCK`] samples of a line, the states between
 /// blocks carried by the zero-input response; within an f32 rounding of `line`).
-const GAUSS_IIR: &str = "gauss_iir";
+pub(crate) const GAUSS_IIR: &str = "gauss_iir";
 /// Environment variable choosing the recursive Gaussian's design over the tuning table.
 pub const GAUSS_IIR_ENV: &str = "TESSERA_GAUSS_IIR";
 /// Samples of a line one thread of the `blocked` design filters (at least; more where a
@@ -226,20 +248,19 @@ pub enum IirDesign {
     Blocked,
 }
 
-impl IirDesign {
-    /// The design named `name` (`line` or `blocked`), or an error naming what is allowed.
-    pub fn parse(name: &str) -> Result<IirDesign> {
-        match name {
-            "" | "line" => Ok(IirDesign::Line),
-            "blocked" => Ok(IirDesign::Blocked),
-            other => Err(Error::Backend(format!("{GAUSS_IIR_ENV}={other}: expected line or blocked"))),
+impl Choice for IirDesign {
+    const WHAT: &'static str = "recursive Gaussian design";
+    const ALL: &'static [Self] = &[IirDesign::Line, IirDesign::Blocked];
+    fn name(self) -> &'static str {
+        match self {
+            IirDesign::Line => "line",
+            IirDesign::Blocked => "blocked",
         }
     }
+}
 
-    /// The design chosen for `gpu`: the environment's, else the tuning table's, else line.
-    pub(crate) fn chosen(gpu: &Gpu) -> Result<IirDesign> {
-        IirDesign::parse(&gpu.tuning().choice(GAUSS_IIR, "line"))
-    }
+impl Design for IirDesign {
+    const FAMILY: &'static str = GAUSS_IIR;
 }
 
 /// A tile shape of the fused kernel: its kernel variant (lanes per thread and rows per
@@ -441,11 +462,8 @@ fn fused<T: Pod + Pixel, O: Pod + Pixel>(gpu: &Gpu, src: Src<'_, T>, dst: Dst<'_
 
 /// Mean filter ([`tessera_core::filter::mean_filter`]): identical to the CPU for u8, u16
 /// and RGBA; f32 within one f32 rounding of the window's sum of |x| divided by its area.
-pub(crate) fn mean_filter(gpu: &Gpu, design: Option<BoxDesign>, src: AnySrc<'_>, dst: AnyDst<'_>, p: &BoxParams) -> Result<()> {
-    let design = match design {
-        Some(d) => d,
-        None => BoxDesign::chosen(gpu)?,
-    };
+pub(crate) fn mean_filter(gpu: &Gpu, src: AnySrc<'_>, dst: AnyDst<'_>, p: &BoxParams) -> Result<()> {
+    let design = BoxDesign::chosen(gpu)?;
     match (src, dst) {
         (AnySrc::U8(s), AnyDst::U8(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
@@ -470,11 +488,8 @@ pub(crate) fn mean_filter(gpu: &Gpu, design: Option<BoxDesign>, src: AnySrc<'_>,
 
 /// Box sum ([`tessera_core::filter::box_sum`]): u8 / u16 into u32, exact and identical to
 /// the CPU; f32 into f32 summed in f64 (within one f32 rounding of the CPU's).
-pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnySrc<'_>, dst: AnyDst<'_>, p: &BoxParams) -> Result<()> {
-    let design = match design {
-        Some(d) => d,
-        None => BoxDesign::chosen(gpu)?,
-    };
+pub(crate) fn box_sum(gpu: &Gpu, src: AnySrc<'_>, dst: AnyDst<'_>, p: &BoxParams) -> Result<()> {
+    let design = BoxDesign::chosen(gpu)?;
     match (src, dst) {
         (AnySrc::U8(s), AnyDst::U32(d)) => {
             validate(s.size(), d.size(), p, Some(255.0))?;
@@ -500,7 +515,7 @@ pub(crate) fn box_sum(gpu: &Gpu, design: Option<BoxDesign>, src: AnySrc<'_>, dst
 /// it (same weights, vertical then horizontal pass, f32 fused multiply-adds, integers
 /// rounded once), within 1e-5 relative (f32) or one level (integers, where the sums land
 /// within rounding of a half) of the CPU; the IIR as `gaussian_iir` on the device.
-pub(crate) fn gaussian_blur(gpu: &Gpu, (fir_design, iir_design): (Option<FirDesign>, Option<IirDesign>), src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
+pub(crate) fn gaussian_blur(gpu: &Gpu, src: AnySrc<'_>, dst: AnyDst<'_>, p: &GaussianParams) -> Result<()> {
     let (integer_max, channels) = match (&src, &dst) {
         (AnySrc::U8(_), AnyDst::U8(_)) => (Some(255.0), 1),
         (AnySrc::U16(_), AnyDst::U16(_)) => (Some(65535.0), 1),
@@ -511,17 +526,10 @@ pub(crate) fn gaussian_blur(gpu: &Gpu, (fir_design, iir_design): (Option<FirDesi
     check_same_size(src.size(), dst.size())?;
     p.validate(integer_max)?;
     if p.resolved_method(channels) == GaussianMethod::Iir {
-        let design = match iir_design {
-            Some(d) => d,
-            None => IirDesign::chosen(gpu)?,
-        };
-        return gaussian_iir(gpu, design, src, dst, p);
+        return gaussian_iir(gpu, tuning::chosen::<IirDesign>(gpu)?, src, dst, p);
     }
     let wts = tessera_core::filter::gaussian_weights(p.sigma, p.fir_radius());
-    let design = match fir_design {
-        Some(d) => d,
-        None => FirDesign::chosen(gpu)?,
-    };
+    let design = tuning::chosen::<FirDesign>(gpu)?;
     match (src, dst) {
         (AnySrc::U8(s), AnyDst::U8(d)) => fir::<u8>(gpu, design, s, d, 1, &wts, p.border, "u8"),
         (AnySrc::U16(s), AnyDst::U16(d)) => fir::<u16>(gpu, design, s, d, 1, &wts, p.border, "u16"),
@@ -710,14 +718,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_design_variables_are_their_tuning_families_s() {
-        assert_eq!(BOX_KERNEL_ENV, crate::tuning::env_name(BOX_KERNEL));
-        assert_eq!(GAUSS_FIR_ENV, crate::tuning::env_name(GAUSS_FIR));
-        assert_eq!(GAUSS_IIR_ENV, crate::tuning::env_name(GAUSS_IIR));
-        assert_eq!(BOX_SHAPE_ENV, crate::tuning::env_name(BOX_SHAPE));
-    }
-
-    #[test]
     fn fused_shapes_fit_their_kernels_and_fill_an_h200() {
         const BOX_F64: Prefix = Prefix { planes: 1, lead: 1, bytes: 8 };
         // 4096 x 4096 f32 (f64 prefixes) on 132 multiprocessors, every window of the
@@ -748,5 +748,9 @@ mod tests {
         assert_eq!(BoxDesign::parse(Some("fused"), Some("narrow")).unwrap(), BoxDesign::Fused(Some(&BOX_SHAPES[1])));
         assert!(BoxDesign::parse(Some("fast"), None).is_err());
         assert!(BoxDesign::parse(None, Some("tall")).is_err());
+        // The built-in default of every family is the first design it lists.
+        assert_eq!((FirDesign::ALL[0], IirDesign::ALL[0], BoxKernel::ALL[0]), (FirDesign::TwoPass, IirDesign::Line, BoxKernel::Fused));
+        assert_eq!(FirDesign::from_name("fused").unwrap(), FirDesign::Fused);
+        assert!(IirDesign::from_name("diagonal").is_err());
     }
 }

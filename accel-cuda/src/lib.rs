@@ -42,8 +42,9 @@ mod variance;
 
 pub use backend::CudaBackend;
 pub use device_image::{DeviceDst, DeviceImage, DevicePixel, DeviceSrc};
-pub use filter::{BoxDesign, BoxShape, FirDesign, IirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV, GAUSS_IIR_ENV};
-pub use stereo::AGGREGATION_ENV as SGM_AGGREGATION_ENV;
+pub use filter::{BoxDesign, BoxKernel, BoxShape, FirDesign, IirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV, GAUSS_IIR_ENV};
+pub use stereo::{Aggregation as SgmAggregation, AGGREGATION_ENV as SGM_AGGREGATION_ENV};
+pub use tuning::Design;
 pub use variance::{MomentsDesign, VARIANCE_KERNEL_ENV};
 use tessera_core::{Backend, Error};
 
@@ -106,16 +107,34 @@ pub fn open_shim_cuda() -> CudaBackend {
 
 #[cfg(feature = "shim")]
 fn shim_backend() -> CudaBackend {
-    CudaBackend::with_gpu(device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), "CPU shim (kernels on host threads)".into())
+    CudaBackend::with_gpu(shim_gpu(), SHIM.into())
 }
+
+/// The shim's device, with its pinned staging as small as the shim needs.
+#[cfg(feature = "shim")]
+fn shim_gpu() -> device::Gpu {
+    device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim())
+}
+
+#[cfg(feature = "shim")]
+const SHIM: &str = "CPU shim (kernels on host threads)";
 
 /// The shim backend with its box / mean design fixed to `kernel` (`fused` or `two-pass`)
 /// and, for the fused one, `shape` (a name of [`BOX_SHAPES`], or None for the window's
 /// pick), whatever the environment says: for the tests of each design.
 #[cfg(feature = "shim")]
 pub fn open_shim_box(kernel: &str, shape: Option<&str>) -> Result<Box<dyn Backend>, Error> {
-    let design = BoxDesign::parse(Some(kernel), shape)?;
-    Ok(Box::new(shim_backend().with_box_design(design)))
+    BoxDesign::parse(Some(kernel), shape)?;
+    let gpu = shim_gpu().with_design(filter::BOX_KERNEL, kernel).with_design(filter::BOX_SHAPE, shape.unwrap_or(""));
+    Ok(Box::new(CudaBackend::with_gpu(gpu, SHIM.into())))
+}
+
+/// The shim backend with family `D`'s design fixed to the one named `design`, whatever the
+/// environment says: for the tests of each design (`open_shim_design::<FirDesign>("fused")`).
+#[cfg(feature = "shim")]
+pub fn open_shim_design<D: Design>(design: &str) -> Result<Box<dyn Backend>, Error> {
+    let gpu = shim_gpu().with_design(D::FAMILY, D::from_name(design)?.name());
+    Ok(Box::new(CudaBackend::with_gpu(gpu, SHIM.into())))
 }
 
 /// The shim posing as the GPU `model` (with its tuning table's kernel designs), recording
@@ -132,28 +151,6 @@ pub fn open_shim_dry_run(model: &str) -> (Box<dyn Backend>, shim::LaunchLog) {
 #[cfg(feature = "shim")]
 #[doc(hidden)]
 pub use shim::{Launch, LaunchLog};
-
-/// The shim backend with its FIR Gaussian design fixed to `design` (`fused` or
-/// `two-pass`), whatever the environment says: for the tests of each design.
-#[cfg(feature = "shim")]
-pub fn open_shim_fir(design: &str) -> Result<Box<dyn Backend>, Error> {
-    Ok(Box::new(shim_backend().with_fir_design(FirDesign::parse(design)?)))
-}
-
-/// The shim with the recursive Gaussian's design fixed (`line` or `blocked`).
-#[cfg(feature = "shim")]
-pub fn open_shim_iir(design: &str) -> Result<Box<dyn Backend>, Error> {
-    Ok(Box::new(shim_backend().with_iir_design(IirDesign::parse(design)?)))
-}
-
-/// The shim with the kernel moments' design fixed (`two-pass` or `fused`), under the
-/// variance, the contrast enhancement and the glare detector.
-#[cfg(feature = "shim")]
-pub fn open_shim_moments(design: &str) -> Result<Box<dyn Backend>, Error> {
-    variance::MomentsDesign::parse(design)?;
-    let gpu = device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()).with_design(variance::VARIANCE_KERNEL, design);
-    Ok(Box::new(CudaBackend::with_gpu(gpu, "CPU shim (kernels on host threads)".into())))
-}
 
 /// Whether the shim build holds the kernel `name` (for the tests that every kernel of every
 /// file is in it).
@@ -172,7 +169,7 @@ pub fn shim_stitch_counted(
     p: &tessera_core::stitch::StitchParams,
     progress: &mut dyn FnMut(usize) -> core::ops::ControlFlow<()>,
 ) -> Result<(tessera_core::stitch::Panorama, StitchCounts), Error> {
-    ncc::stitch_counted(&device::Gpu::with_staging(Box::new(shim::ShimDevice::new()), transfer::StagingConfig::for_shim()), frames, p, progress)
+    ncc::stitch_counted(&shim_gpu(), frames, p, progress)
 }
 
 #[doc(hidden)]

@@ -28,6 +28,8 @@
 use crate::device::{args, blocks, int, Arg, DevBuf, DevImage, DevicePtr, Gpu};
 use crate::device_image::{AnySrc, Dst, Src, Staged};
 use crate::kernels::{Kernel, Module};
+use crate::tuning::{self, Design};
+use tessera_core::choice::Choice;
 use tessera_core::image::check_same_size;
 use tessera_core::stereo::{budgeted_plan, hierarchical_table, tile_bytes, MiPass, plan_tiles, Cost, CensusWindow, MiTable, Rect, StereoParams, StereoStats, Tile};
 use tessera_core::{Error, Image, ImageView, ImageViewMut, Result};
@@ -62,10 +64,33 @@ const SUMS_STORE: i32 = 0;
 const SUMS_ADD: i32 = 1;
 const SUMS_ATOMIC: i32 = 2;
 
-/// The aggregation's designs (tuning family `sgm_aggregation`, `tuning.rs`): `one-launch`,
-/// all directions in one launch adding atomically (the default), or `sequential`, a launch
-/// per direction, kept to measure one against the other on each device. Both are exact.
+/// The aggregation's designs (tuning family `sgm_aggregation`, `tuning.rs`), kept to measure
+/// one against the other on each device. Both are exact.
 const AGGREGATION: &str = "sgm_aggregation";
+
+/// Which aggregation design runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aggregation {
+    /// All directions in one launch, adding atomically (the built-in default).
+    OneLaunch,
+    /// A launch per direction.
+    Sequential,
+}
+
+impl Choice for Aggregation {
+    const WHAT: &'static str = "SGM aggregation design";
+    const ALL: &'static [Self] = &[Aggregation::OneLaunch, Aggregation::Sequential];
+    fn name(self) -> &'static str {
+        match self {
+            Aggregation::OneLaunch => "one-launch",
+            Aggregation::Sequential => "sequential",
+        }
+    }
+}
+
+impl Design for Aggregation {
+    const FAMILY: &'static str = AGGREGATION;
+}
 /// The environment variable that overrides the device's choice of [`AGGREGATION`].
 pub const AGGREGATION_ENV: &str = "TESSERA_SGM_AGGREGATION";
 
@@ -230,7 +255,7 @@ fn aggregate<'g>(
         let a = [Arg::from(costs), Arg::from(sums), Arg::Ptr(guide), w.into(), ewi.into(), ehi.into(), Arg::from(&table), n.into(), nd.into(), p1.into(), p2.into(), adaptive.into(), mode.into()];
         gpu.launch(AGGREGATE[kind], [blocks(total, AGG_WARPS), 1, 1], [32 * AGG_WARPS, 1, 1], 0, &a)
     };
-    if gpu.tuning().choice(AGGREGATION, "one-launch") == "sequential" {
+    if tuning::chosen::<Aggregation>(gpu)? == Aggregation::Sequential {
         let sums = gpu.buffer::<u16>(costs.len())?;
         for (i, r) in dirs.iter().enumerate() {
             launch(&sums, std::slice::from_ref(r), if i == 0 { SUMS_STORE } else { SUMS_ADD })?;
@@ -373,10 +398,3 @@ fn table_bytes(t: &MiTable) -> Vec<u8> {
     (0..65536usize).map(|i| t.cost((i >> 8) as u8, i as u8)).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_aggregation_variable_is_its_tuning_family_s() {
-        assert_eq!(super::AGGREGATION_ENV, crate::tuning::env_name(super::AGGREGATION));
-    }
-}

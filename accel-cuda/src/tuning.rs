@@ -11,8 +11,29 @@
 //! (upper case; for measuring one design against another), the device's table, the built-in
 //! default of the family. A table names its device, the date and command of the run that
 //! chose it, and for each family the winner (`"choices"`) and the times it was chosen on.
+//!
+//! A family's designs are a [`Design`]: a [`Choice`] (the designs by name, the built-in
+//! default first) with the family's name.
 
+use crate::device::Gpu;
 use std::collections::HashMap;
+use tessera_core::choice::Choice;
+use tessera_core::{Error, Result};
+
+/// A kernel family with more than one design: its designs by name ([`Choice::ALL`], the
+/// built-in default first) and the family's name in the tuning tables.
+pub trait Design: Choice {
+    /// The family's name in the tables; upper case after `TESSERA_`, its environment
+    /// variable.
+    const FAMILY: &'static str;
+}
+
+/// The design of family `D` chosen for `gpu` (the order of the module doc), or an error
+/// naming the designs where the environment or a table names none of them.
+pub(crate) fn chosen<D: Design>(gpu: &Gpu) -> Result<D> {
+    let name = gpu.tuning().choice(D::FAMILY, D::ALL[0].name());
+    D::from_name(&name).map_err(|e| Error::Backend(format!("{} (or the tuning table): {e}", env_name(D::FAMILY))))
+}
 
 /// The tables of `accel-cuda/tuning/`: (file stem, contents).
 const TABLES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/tuning_tables.rs"));
@@ -95,6 +116,17 @@ mod tests {
             assert!(seen.insert(t.device.clone()), "two tables for {}", t.device);
             assert_eq!(Tuning::for_device(&t.device).table(), Some(*stem));
         }
+    }
+
+    #[test]
+    fn each_design_variable_is_its_family_s() {
+        use crate::filter::{BoxKernel, FirDesign, IirDesign, BOX_SHAPE};
+        assert_eq!(crate::BOX_KERNEL_ENV, env_name(BoxKernel::FAMILY));
+        assert_eq!(crate::BOX_SHAPE_ENV, env_name(BOX_SHAPE));
+        assert_eq!(crate::GAUSS_FIR_ENV, env_name(FirDesign::FAMILY));
+        assert_eq!(crate::GAUSS_IIR_ENV, env_name(IirDesign::FAMILY));
+        assert_eq!(crate::VARIANCE_KERNEL_ENV, env_name(crate::MomentsDesign::FAMILY));
+        assert_eq!(crate::SGM_AGGREGATION_ENV, env_name(crate::SgmAggregation::FAMILY));
     }
 
     #[test]

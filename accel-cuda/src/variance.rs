@@ -13,6 +13,8 @@ use crate::device::{args, blocks, int, line_segment, Arg, DevImage, Gpu, Pod};
 use crate::device_image::{AnySrc, Dst, Src};
 use crate::filter::{border_mode, fused_launch, Prefix, Strips};
 use crate::kernels::{Kernel, Module};
+use crate::tuning::{self, Design};
+use tessera_core::choice::Choice;
 use tessera_core::image::{check_same_size, Pixel};
 use tessera_core::variance::{global_shift, VarianceKernel, VarianceMethod, VarianceParams, VarianceSample};
 use tessera_core::{Error, Image, Result};
@@ -106,7 +108,7 @@ fn recursive<T: Pod + Pixel + VarianceSample>(gpu: &Gpu, src: Src<'_, T>, dst: D
 /// `fused` (one kernel reads the image once and writes the results once; integer images,
 /// whose wrapping sums make its prefix differences exact; f32 and the RGBA luma keep the
 /// two passes, whose running f64 sums hold the core's error bound).
-pub(crate) const VARIANCE_KERNEL: &str = "variance_kernel";
+const VARIANCE_KERNEL: &str = "variance_kernel";
 
 /// Environment variable choosing the moments' design over the device's tuning table.
 pub const VARIANCE_KERNEL_ENV: &str = "TESSERA_VARIANCE_KERNEL";
@@ -118,21 +120,19 @@ pub enum MomentsDesign {
     Fused,
 }
 
-impl MomentsDesign {
-    /// The design named `name` (`fused` or `two-pass`), or an error naming what is allowed.
-    pub fn parse(name: &str) -> Result<MomentsDesign> {
-        match name {
-            "" | "two-pass" => Ok(MomentsDesign::TwoPass),
-            "fused" => Ok(MomentsDesign::Fused),
-            other => Err(Error::Backend(format!("{VARIANCE_KERNEL_ENV}={other}: expected fused or two-pass"))),
+impl Choice for MomentsDesign {
+    const WHAT: &'static str = "kernel moments design";
+    const ALL: &'static [Self] = &[MomentsDesign::TwoPass, MomentsDesign::Fused];
+    fn name(self) -> &'static str {
+        match self {
+            MomentsDesign::TwoPass => "two-pass",
+            MomentsDesign::Fused => "fused",
         }
     }
+}
 
-    /// The design chosen for `gpu`: the environment's, else the tuning table's, else
-    /// two-pass.
-    pub(crate) fn chosen(gpu: &Gpu) -> Result<MomentsDesign> {
-        MomentsDesign::parse(&gpu.tuning().choice(VARIANCE_KERNEL, "two-pass"))
-    }
+impl Design for MomentsDesign {
+    const FAMILY: &'static str = VARIANCE_KERNEL;
 }
 
 /// The kernel of the moments: tent (or box) of radius `r`, and the border.
@@ -169,7 +169,7 @@ const MOMENT_SHAPES: [(Strips, &str); 2] = [
 /// it, the lane is an integer one and the window fits a strip, else the two passes.
 /// `shift`: the f32 lane's global shift (0 for integers).
 pub(crate) fn kernel_moments(gpu: &Gpu, src: Arg, lane: &str, (w, h): (usize, usize), window: &Window, shift: f64, finish: Finish) -> Result<()> {
-    let design = MomentsDesign::chosen(gpu)?;
+    let design = tuning::chosen::<MomentsDesign>(gpu)?;
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let Window { r, tent, mode, outside } = *window;
     let (ri, tent_arg) = (r as i32, tent as i32);

@@ -9,6 +9,7 @@ mod common;
 use common::{cases, rng, shared_data};
 use tessera_core::filter::BoxParams;
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Error, Image, Parallelism, Rgba8};
+use tessera_cuda::{FirDesign, IirDesign};
 
 /// One image of each pixel type, `w x h`, random over the type's range (f32: -1000..1000
 /// with fractions), inside a wider buffer so the views are strided.
@@ -349,7 +350,7 @@ fn fir_gaussians_of_every_type_and_border_match_the_cpu() {
 #[test]
 fn fused_fir_gaussians_are_the_two_passes_bit_for_bit() {
     use tessera_core::filter::{GaussianMethod, GaussianParams};
-    let (fused, two_pass) = (tessera_cuda::open_shim_fir("fused").unwrap(), tessera_cuda::open_shim_fir("two-pass").unwrap());
+    let (fused, two_pass) = (tessera_cuda::open_shim_design::<FirDesign>("fused").unwrap(), tessera_cuda::open_shim_design::<FirDesign>("two-pass").unwrap());
     let sizes = [(1, 1), (3, 40), (40, 3), (150, 37), (261, 20)];
     let kernels = [(0.8, None), (2.0, None), (3.5, Some(20)), (30.0, Some(100))];
     for case in cases(&[sizes.len(), kernels.len(), BORDERS.len()]) {
@@ -364,7 +365,7 @@ fn fused_fir_gaussians_are_the_two_passes_bit_for_bit() {
             assert!(got == want, "{what}: fused differs from two-pass");
         }
     }
-    assert!(tessera_cuda::open_shim_fir("three-pass").is_err());
+    assert!(tessera_cuda::open_shim_design::<FirDesign>("three-pass").is_err());
 }
 
 /// The block-parallel recursive Gaussian follows the CPU's recursion within an f32
@@ -374,7 +375,7 @@ fn fused_fir_gaussians_are_the_two_passes_bit_for_bit() {
 #[test]
 fn blocked_iir_gaussians_follow_the_cpu_within_a_rounding() {
     use tessera_core::filter::{GaussianMethod, GaussianParams};
-    let blocked = tessera_cuda::open_shim_iir("blocked").unwrap();
+    let blocked = tessera_cuda::open_shim_design::<IirDesign>("blocked").unwrap();
     let sizes = [(1, 1), (1, 9), (9, 1), (150, 41), (41, 150), (200, 3)];
     for case in cases(&[sizes.len(), 3, BORDERS.len()]) {
         let ((w, h), sigma, border) = (sizes[case[0]], [0.5, 4.0, 30.0][case[1]], BORDERS[case[2]]);
@@ -388,7 +389,7 @@ fn blocked_iir_gaussians_follow_the_cpu_within_a_rounding() {
             assert_close(&got, &want, 1.0, 2e-4, &format!("blocked iir {} {w}x{h} sigma {sigma} {border:?}", img.view().unwrap().type_name()));
         }
     }
-    assert!(tessera_cuda::open_shim_iir("diagonal").is_err());
+    assert!(tessera_cuda::open_shim_design::<IirDesign>("diagonal").is_err());
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod common;
 use common::shared_data;
 use tessera_core::glare::{GlareMode, GlareParams};
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Image, Parallelism, Rgba8};
+use tessera_cuda::MomentsDesign;
 
 /// A 96 x 72 crop of cones with four round highlights (radius 1.5 to 4, white with a soft
 /// rim), a one-pixel bright line and a bright 20 x 14 block.
@@ -81,7 +82,7 @@ fn assert_glare_is_the_cpus(gpu: &dyn Backend, srcs: &[AnyImage], params: &[Glar
 fn fused_moments_give_the_cpus_glare() {
     // The glare detector's box means and variances by the single-pass kernel (u8 and u16
     // luminance): the same report, mask and fill as the CPU.
-    let gpu = tessera_cuda::open_shim_moments("fused").unwrap();
+    let gpu = tessera_cuda::open_shim_design::<MomentsDesign>("fused").unwrap();
     let img = painted();
     let params = [
         GlareParams { radii: vec![3, 9], fill_iterations: 30, ..Default::default() },

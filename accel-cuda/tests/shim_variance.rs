@@ -9,6 +9,7 @@ use common::rng;
 
 use tessera_core::variance::{VarianceKernel, VarianceMethod, VarianceParams};
 use tessera_core::{AnyImage, AnyView, Backend, Border, CpuBackend, Image, Parallelism, Rgba8};
+use tessera_cuda::MomentsDesign;
 
 fn typed(w: usize, h: usize, seed: u64) -> [AnyImage; 4] {
     let mut r = rng(seed);
@@ -248,7 +249,7 @@ fn fused_moments_are_the_two_passes_and_the_cpus_bit_for_bit() {
     // radii) and several segments; tents and boxes up to radii that need the 1024-lane
     // shape (255) and a box too wide for any strip (600, run by the two passes); every
     // border. u8 and u16 run fused; f32 and RGBA take the two passes in both designs.
-    let (fused, two_pass) = (tessera_cuda::open_shim_moments("fused").unwrap(), tessera_cuda::open_shim_moments("two-pass").unwrap());
+    let (fused, two_pass) = (tessera_cuda::open_shim_design::<MomentsDesign>("fused").unwrap(), tessera_cuda::open_shim_design::<MomentsDesign>("two-pass").unwrap());
     let sizes = [(1, 1), (1, 9), (9, 1), (37, 70), (700, 45)];
     let kernels = [
         VarianceKernel::Tent { radius: 1 },
@@ -280,7 +281,7 @@ fn fused_moments_are_the_two_passes_and_the_cpus_bit_for_bit() {
             assert!(same_bits(&var_f, &variance(&cpu(), src, &p)), "{what}: variance differs from the CPU");
         }
     }
-    assert!(tessera_cuda::open_shim_moments("three-pass").is_err());
+    assert!(tessera_cuda::open_shim_design::<MomentsDesign>("three-pass").is_err());
 }
 
 #[test]
@@ -288,8 +289,8 @@ fn fused_moments_small_case_of_every_shape() {
     // Every fused variance and contrast kernel on a small image, u8 and u16, both shapes
     // (radius 255 needs the 1024-lane one); at the small radii, four segments of 32 rows
     // (both step buffers in turn): the ThreadSanitizer run's case (scripts/test).
-    let fused = tessera_cuda::open_shim_moments("fused").unwrap();
-    let two_pass = tessera_cuda::open_shim_moments("two-pass").unwrap();
+    let fused = tessera_cuda::open_shim_design::<MomentsDesign>("fused").unwrap();
+    let two_pass = tessera_cuda::open_shim_design::<MomentsDesign>("two-pass").unwrap();
     for img in &typed(37, 100, 800)[..2] {
         let src = img.view().unwrap();
         for kernel in [VarianceKernel::Tent { radius: 3 }, VarianceKernel::Box { radius: 2 }, VarianceKernel::Tent { radius: 255 }] {
