@@ -28,6 +28,7 @@ use crate::stitch::default_sequence_sized;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
+use tessera::choice::names;
 use tessera::filter::{BoxParams, GaussianMethod, GaussianParams};
 use tessera::stereo::{self, Paths, StereoParams};
 use tessera::stitch::{InMemory, RegisterParams, StitchParams};
@@ -80,9 +81,9 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let mut big_out = Image::<f32>::new(n, n)?;
     let windows = [3usize, 5, 9, 15, 31, 63, 127, 255];
     let boxes: Vec<BoxParams> = windows.iter().map(|&m| BoxParams::square(m, Border::Reflect101)).collect();
-    let saved = [tessera_cuda::BOX_KERNEL_ENV, tessera_cuda::BOX_SHAPE_ENV].map(|v| (v, std::env::var_os(v)));
+    let restore = EnvRestored::save(&[tessera_cuda::BOX_KERNEL_ENV, tessera_cuda::BOX_SHAPE_ENV]);
     std::env::remove_var(tessera_cuda::BOX_SHAPE_ENV);
-    for kernel in ["fused", "two-pass"] {
+    for kernel in names::<tessera_cuda::BoxKernel>() {
         std::env::set_var(tessera_cuda::BOX_KERNEL_ENV, kernel);
         let params: Vec<Value> = windows.iter().map(|&m| json!({"w": n, "h": n, "m": m, "kernel": kernel})).collect();
         for series in ["box_sum_f32_4096", "mean_f32_4096"] {
@@ -115,12 +116,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
         }
     }
-    for (var, value) in saved {
-        match value {
-            Some(v) => std::env::set_var(var, v),
-            None => std::env::remove_var(var),
-        }
-    }
+    drop(restore);
 
     // Gaussian, 4096x4096 f32, sigma 2 and 20, the default choice and each implementation.
     for sigma in [2.0, 20.0] {
@@ -138,11 +134,11 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     // recursion's (TESSERA_GAUSS_IIR: a thread per line, the block-parallel recursion) at
     // sigma 5, 20 and 60.
     let families = [
-        ("gauss_fir_f32_4096_designs", tessera_cuda::GAUSS_FIR_ENV, ["fused", "two-pass"], [1.0, 2.0, 4.0], GaussianMethod::Fir),
-        ("gauss_iir_f32_4096_designs", tessera_cuda::GAUSS_IIR_ENV, ["line", "blocked"], [5.0, 20.0, 60.0], GaussianMethod::Iir),
+        ("gauss_fir_f32_4096_designs", tessera_cuda::GAUSS_FIR_ENV, names::<tessera_cuda::FirDesign>(), [1.0, 2.0, 4.0], GaussianMethod::Fir),
+        ("gauss_iir_f32_4096_designs", tessera_cuda::GAUSS_IIR_ENV, names::<tessera_cuda::IirDesign>(), [5.0, 20.0, 60.0], GaussianMethod::Iir),
     ];
     for (series, env, designs, sigmas, method) in families {
-        let saved = std::env::var_os(env);
+        let _restore = EnvRestored::save(&[env]);
         for design in designs {
             std::env::set_var(env, design);
             let params: Vec<Value> = sigmas.iter().map(|&sigma| json!({"w": n, "h": n, "sigma": sigma, "design": design})).collect();
@@ -153,10 +149,6 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             for p in &params {
                 record_bandwidth(r, series, p, name, image_bytes(n, n), copy_gb_s);
             }
-        }
-        match saved {
-            Some(v) => std::env::set_var(env, v),
-            None => std::env::remove_var(env),
         }
     }
 
@@ -189,8 +181,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     // kernel), recursive variance of the same scene at tent R = 7, 63 and 255 (7 and 15
     // with --quick), each design's radii interleaved.
     let radii: &[usize] = if b.quick { &[7, 15] } else { &[7, 63, 255] };
-    let saved = std::env::var_os(tessera_cuda::VARIANCE_KERNEL_ENV);
-    for design in ["two-pass", "fused"] {
+    let restore = EnvRestored::save(&[tessera_cuda::VARIANCE_KERNEL_ENV]);
+    for design in names::<tessera_cuda::MomentsDesign>() {
         std::env::set_var(tessera_cuda::VARIANCE_KERNEL_ENV, design);
         let params: Vec<Value> = radii.iter().map(|&radius| json!({"w": w, "h": h, "radius": radius, "kernel": "tent", "type": "u8", "design": design})).collect();
         r.time_interleaved_tagged("variance_u8_designs", &params, &json!({"design": design}), name, |i| {
@@ -198,16 +190,34 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             b.backend.local_variance(AnyView::U8(scene.view()), var_out.view_mut(), &p)
         });
     }
-    match saved {
-        Some(v) => std::env::set_var(tessera_cuda::VARIANCE_KERNEL_ENV, v),
-        None => std::env::remove_var(tessera_cuda::VARIANCE_KERNEL_ENV),
-    }
+    drop(restore);
 
     link_fraction(r, name, n, link);
     chain_cases(b, r)?;
     stereo_cases(b, r, cpu.as_ref())?;
     stitch_cases(b, r, cpu.as_ref())?;
     Ok(())
+}
+
+/// Environment variables put back as they were when dropped: the kernel designs a series
+/// sets for itself (`TESSERA_<FAMILY>`) do not outlive it.
+struct EnvRestored(Vec<(&'static str, Option<std::ffi::OsString>)>);
+
+impl EnvRestored {
+    fn save(vars: &[&'static str]) -> Self {
+        EnvRestored(vars.iter().map(|&v| (v, std::env::var_os(v))).collect())
+    }
+}
+
+impl Drop for EnvRestored {
+    fn drop(&mut self) {
+        for (var, value) in &self.0 {
+            match value {
+                Some(v) => std::env::set_var(var, v),
+                None => std::env::remove_var(var),
+            }
+        }
+    }
 }
 
 /// Bytes of each host link measurement.
