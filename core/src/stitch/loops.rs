@@ -36,7 +36,9 @@
 //! of its constraints; without any loop the tree is fitted exactly and the positions are the
 //! chained ones, unchanged.
 
-use super::sequence::{centre_offset, FrameRecord, FrameSource, GrayType, Held, Run};
+use super::prediction::centre_offset;
+use super::sequence::{FrameRecord, Run};
+use super::source::{FrameSource, GrayType, Held};
 use super::similarity::Similarity;
 use super::faint;
 use super::solve::{solve, Constraint, Solution};

@@ -16,13 +16,18 @@ pub(crate) mod grid;
 pub(crate) mod islands;
 pub(crate) mod quality;
 pub(crate) mod loops;
+pub(crate) mod measure;
+pub(crate) mod prediction;
 pub(crate) mod moments;
 pub(crate) mod refine;
+pub(crate) mod registrar;
 pub(crate) mod solve;
 pub(crate) mod register;
 pub(crate) mod relocate;
 pub(crate) mod sequence;
+pub(crate) mod settle;
 pub(crate) mod similarity;
+pub(crate) mod source;
 pub(crate) mod stage_times;
 pub(crate) mod synth;
 pub(crate) mod textured;
@@ -37,10 +42,9 @@ pub use moments::Moments;
 pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualityPlan, QualitySample, Region};
 pub use solve::{solve, Constraint, Solution};
 pub use register::{plan_pair, register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairPlan, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch};
-pub use sequence::{
-    check_frames, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, Frame,
-    FrameRecord, FrameSource, InMemory, NewCanvas, PairRegistrar, PairRequest, Panorama, QualityRequest, StitchParams,
-};
+pub use registrar::{PairRegistrar, PairRequest, QualityRequest};
+pub use sequence::{check_frames, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, FrameRecord, NewCanvas, Panorama, StitchParams};
+pub use source::{Frame, FrameSource, InMemory};
 pub use similarity::Similarity;
 pub use stage_times::StageTimes;
 pub use warp::warp_sized;

@@ -17,7 +17,9 @@
 
 use super::coarse::{candidates, Spectrum, SIDE};
 use super::register::{PairRegistration, SkipReason};
-use super::sequence::{centre_offset, FrameSource, GrayType, Held, Run};
+use super::prediction::centre_offset;
+use super::sequence::Run;
+use super::source::{FrameSource, GrayType, Held};
 use super::similarity::Similarity;
 use super::textured::{noise_variance, textured_blocks, Noise, MIN_TEXTURED_BLOCKS};
 use crate::error::Result;

@@ -37,107 +37,37 @@
 //! their planned pairs together (module `window`): over the CPU's threads, or handed to a
 //! registrar in one batch ([`PairRegistrar::speculate`], a GPU registering them in one
 //! launch).
+//!
+//! The run's stages, each in its module: `source` (the frames read and held), `prediction`
+//! (where the next frame is expected), `window` (a window's pairs planned and registered at
+//! once), `settle` (one frame's registration settled, with its fallbacks), `measure` (a
+//! pair's quality measures), `registrar` (what a registrar other than the CPU's is asked);
+//! then `relocate` and `islands` (lost frames), `loops` (loop closure and the global solve)
+//! and `composite` (the panorama). This module holds the parameters, the records, the entry
+//! points and the loop that takes the decisions in frame order ([`Run`]).
 
-use super::coarse::{self, Spectrum};
-use super::faint;
-use super::loops::{solve_loops, Loops};
 use super::composite::{Blend, Canvas, Compositor, Pasting};
-use super::moments::Moments;
-use super::quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualityPlan, QualitySample};
-use super::refine::{overlap_smoothed, refine_overlap_smoothed};
-use super::accept::Acceptance;
 use super::islands::{Islands, JOIN_CANDIDATES};
+use super::loops::{solve_loops, Loops};
+use super::prediction::Velocity;
+use super::register::{RegisterParams, SkipReason};
+use super::registrar::PairRegistrar;
 use super::relocate::{relocatable, Keyframes, RELOCATE_CANDIDATES};
-use super::register::{evident_zoom, fit_turn, gray, luma_storage, register_pair, register_pair_turned, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
+use super::settle::{stands_clear, FirstAttempt};
 use super::similarity::Similarity;
+use super::source::{FrameSource, GrayType, Held, InMemory};
 use super::stage_times::StageTimes;
-use super::synth::SynthPixel;
-use super::textured::{coherence, noise_variance, structure_tensor, textured_overlap, Noise, MIN_TEXTURED_BLOCKS};
-use super::warp::warp_with;
-use super::window::{Buffers, Planned, Window};
-use super::window::WINDOW;
+use super::window::{Buffers, Window, WINDOW};
 use crate::error::{Error, Result};
-use crate::image::{AnyImage, AnyView, Image, ImageView};
-use crate::ncc::{Integral, NccSample, SearchFrame};
+use crate::image::AnyView;
+use crate::ncc::{Integral, SearchFrame};
 use crate::parallel::Parallelism;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::string::String;
-use alloc::sync::Arc;
 use alloc::vec::Vec;
-use once_cell::race::OnceBox;
 use core::ops::ControlFlow;
 
-/// Where a stitching run reads its frames: by index, each as often as the run needs it
-/// (twice: to register, then to paste), so a sequence need not be held in memory whole.
-///
-/// A live source (frames still arriving) may grow: the run reads `len()` again before each
-/// frame, so such a source promises the next frame, waits for it in `frame(i)`, and if its
-/// input ends first, returns an error with `len()` now `i`: the run then ends as if the
-/// sequence had `i` frames. It reports progress from [`recorded`](FrameSource::recorded).
-pub trait FrameSource {
-    /// Number of frames.
-    fn len(&self) -> usize;
-    /// Whether there is no frame.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Frame `i` (< `len()`), or why it cannot be had; such a frame is skipped with that
-    /// reason ([`SkipReason::Unreadable`]) and the run goes on.
-    fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String>;
-    /// Told after each frame every record the run has made so far (an earlier record may
-    /// still change, and with [`StitchParams::close_loops`] the positions are the chained
-    /// ones until the global solve at the end). The default does nothing.
-    fn recorded(&self, _records: &[FrameRecord]) {}
-    /// How many frames can be had without waiting: `len()` but for a live source. The run
-    /// reads ahead only these, so that a frame's record never waits for the next frame.
-    fn ready(&self) -> usize {
-        self.len()
-    }
-    /// Frame `i`'s size and pixel type name ([`AnyView::type_name`]), or why it cannot be
-    /// had, as [`frame`](FrameSource::frame) would give them: by default from the frame; a
-    /// source that can tell them for sure without its pixels (a file's header) does.
-    fn shape(&self, i: usize) -> core::result::Result<((usize, usize), &'static str), String> {
-        self.frame(i)?.shape()
-    }
-}
-
-/// A frame from a [`FrameSource`]: borrowed from memory, decoded for the occasion, or
-/// shared with a cache of decoded frames.
-pub enum Frame<'a> {
-    View(AnyView<'a>),
-    Image(AnyImage),
-    Shared(Arc<AnyImage>),
-}
-
-impl Frame<'_> {
-    /// The frame's view; a 32-bit integer image is not a frame type.
-    pub fn view(&self) -> core::result::Result<AnyView<'_>, String> {
-        let owned = match self {
-            Frame::View(v) => return Ok(*v),
-            Frame::Image(i) => i,
-            Frame::Shared(i) => i.as_ref(),
-        };
-        owned.view().ok_or_else(|| "32-bit integer images are not frames".into())
-    }
-
-    /// The frame's size and pixel type name ([`FrameSource::shape`]).
-    pub fn shape(&self) -> core::result::Result<((usize, usize), &'static str), String> {
-        self.view().map(|v| (v.size(), v.type_name()))
-    }
-}
-
-/// Frames held in memory, as a [`FrameSource`].
-pub struct InMemory<'s, 'a>(pub &'s [AnyView<'a>]);
-
-impl FrameSource for InMemory<'_, '_> {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String> {
-        self.0.get(i).map(|v| Frame::View(*v)).ok_or_else(|| alloc::format!("no frame {i}"))
-    }
-}
 
 /// Parameters of the whole stitching run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -173,7 +103,7 @@ pub struct StitchParams {
     /// 0.136), at about a seventh of the speed on PAL frames (about 300 against 2 200 pairs/s
     /// on a 2-core machine; false: off).
     pub refine_every_pair: bool,
-    /// Under [`Motion::Similarity`] without [`RegisterParams::fit_scale`]: once a pair shows
+    /// Under [`Motion::Similarity`](super::Motion::Similarity) without [`RegisterParams::fit_scale`]: once a pair shows
     /// a clear zoom (`register::evident_zoom`: an endoscope advancing or
     /// withdrawing), fit the scale from that pair on, as `fit_scale` would from the start
     /// (false: the scale stays 1, and a zooming sweep drifts).
@@ -215,13 +145,13 @@ pub struct FrameRecord {
     pub vectors_used: usize,
     pub confidence: f64,
     /// How clearly its vectors passed their acceptance threshold (the pair's
-    /// [`PairRegistration::margin`]; 0 for the reference and skipped frames).
+    /// [`PairRegistration::margin`](super::PairRegistration::margin); 0 for the reference and skipped frames).
     pub margin: f64,
     /// NCC evaluations spent on this frame (all attempts).
     pub evaluations: u64,
-    /// [`overlap_ncc`] with its reference, when computed.
+    /// [`overlap_ncc`](super::overlap_ncc) with its reference, when computed.
     pub quality: Option<f64>,
-    /// [`grid_ncc`] (5 x 5 templates of side rsz) with its reference, when computed.
+    /// [`grid_ncc`](super::grid_ncc) (5 x 5 templates of side rsz) with its reference, when computed.
     pub quality_grid: Option<f64>,
     /// With [`StitchParams::close_loops`]: the largest residual (pixels) of the frame's
     /// registrations after the global solve (`loops`); 0 where no loop was closed.
@@ -230,7 +160,7 @@ pub struct FrameRecord {
     /// The earlier keyframe this frame closed a loop with, if that loop was kept.
     pub loop_closure: Option<usize>,
     /// Registered on the whole overlap from a phase-correlation peak this significant
-    /// ([`PairRegistration::phase_significance`]); `None` where templates decided.
+    /// ([`PairRegistration::phase_significance`](super::PairRegistration::phase_significance)); `None` where templates decided.
     pub phase_significance: Option<f64>,
     /// The island it was registered on, named by the island's first frame (the reference
     /// frame for the run's first island; module `islands`); `None` for a skipped frame.
@@ -268,11 +198,11 @@ impl Panorama {
     pub fn mean_ncc(&self) -> Option<f64> {
         mean(self.frames.iter().skip(1).filter(|f| f.is_ok()).map(|f| f.ncc))
     }
-    /// Mean [`overlap_ncc`] of the registered pairs that have one.
+    /// Mean [`overlap_ncc`](super::overlap_ncc) of the registered pairs that have one.
     pub fn mean_quality(&self) -> Option<f64> {
         mean(self.frames.iter().filter_map(|f| f.quality))
     }
-    /// Mean [`grid_ncc`] of the registered pairs that have one.
+    /// Mean [`grid_ncc`](super::grid_ncc) of the registered pairs that have one.
     pub fn mean_quality_grid(&self) -> Option<f64> {
         mean(self.frames.iter().filter_map(|f| f.quality_grid))
     }
@@ -355,56 +285,9 @@ pub fn register_frames_timed(
     times.whole(|| register_frames_in(frames, p, par, progress, None, Some(times)))
 }
 
-/// Registers pairs of grey frames (of one type and size) for a stitching run: the seam
-/// through which another backend (the GPU) runs the pairs of [`stitch_frames_with`], the
-/// sequence logic (attempts, keyframes, skips, reference) staying the core's. It must
-/// answer as [`register_pair`] would.
-///
-/// Frames come with their index in the [`FrameSource`]: within one run an index always
-/// names the same pixels, so a registrar may keep a copy of a frame (on its device) by
-/// index, and answer a pair from work it did earlier ([`PairRegistrar::speculate`]).
-pub trait PairRegistrar: Sync {
-    fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration>;
-    /// The planned pairs of the run's next window (up to [`WINDOW`] of them, in frame
-    /// order), called when the window opens: `pairs[0]` is the very next
-    /// [`register`](PairRegistrar::register) call, `pairs[j]` the first attempt of the frame
-    /// `j` further on if the frames before it register as planned. A registrar may register
-    /// them all at once and answer a later `register` call from them when it is the same
-    /// pair (same indices, parameters and prediction, all that [`register_pair`] depends
-    /// on); anything else it must register afresh. The default does nothing.
-    fn speculate(&self, _pairs: &[PairRequest<'_>], _p: &RegisterParams) -> Result<()> {
-        Ok(())
-    }
-    /// The sums of registered pairs' quality measures (a window's at once): for each
-    /// request, one per region of its plan in order, the moving frame as it is (a pair that
-    /// turns is measured on the host). `None`, the default and the answer for f32 frames:
-    /// the run adds them on the host.
-    fn quality_sums(&self, _requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
-        None
-    }
-}
-
-/// The quality measures of one registered pair a run asks a [`PairRegistrar`] to sum:
-/// frames `reference.0` and `moving.0` (integer frames), and the plan of their regions and
-/// taps for the pair's shift.
-#[derive(Clone, Debug)]
-pub struct QualityRequest<'a> {
-    pub reference: (usize, Gray<'a>),
-    pub moving: (usize, Gray<'a>),
-    pub plan: QualityPlan,
-}
-
-/// One pair registration a run asks a [`PairRegistrar`] for: frame `moving.0` against frame
-/// `reference.0`, starting at the predicted shift `prediction`.
-#[derive(Clone, Debug)]
-pub struct PairRequest<'a> {
-    pub reference: (usize, Gray<'a>),
-    pub moving: (usize, Gray<'a>),
-    pub prediction: (f64, f64),
-}
 
 /// [`register_frames`] with the pairs registered by `registrar` (`None`: the CPU's
-/// [`register_pair`], each moving frame's integral images computed once for its attempts).
+/// [`register_pair`](super::register_pair), each moving frame's integral images computed once for its attempts).
 pub fn register_frames_with(
     frames: &dyn FrameSource,
     p: &StitchParams,
@@ -518,72 +401,6 @@ pub fn stitch_frames_into<'c>(
     Ok(Panorama { canvas: canvas.finish()?, frames: records, reference })
 }
 
-/// The grey type registration runs on, and its view of a frame's [`Gray`].
-pub(super) trait GrayType: NccSample + QualitySample + SynthPixel {
-    fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>>;
-    fn gray(v: ImageView<'_, Self>) -> Gray<'_>;
-}
-
-macro_rules! gray_type {
-    ($t:ty, $var:ident) => {
-        impl GrayType for $t {
-            fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>> {
-                match g {
-                    Gray::$var(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn gray(v: ImageView<'_, Self>) -> Gray<'_> {
-                Gray::$var(v)
-            }
-        }
-    };
-}
-gray_type!(u8, U8);
-gray_type!(u16, U16);
-gray_type!(f32, F32);
-
-/// A frame the run holds: the registration reference candidates and the current frame.
-pub(super) struct Held<'s> {
-    pub(super) index: usize,
-    frame: Frame<'s>,
-    /// The luma of an RGBA frame (registration runs on grey).
-    luma: Option<Image<u8>>,
-    /// Pose in the reference's coordinates (for a candidate not yet registered: the
-    /// identity).
-    pub(super) pos: Similarity,
-    /// The frame as the whole-overlap refinement sees it ([`overlap_smoothed`]), made the
-    /// first time a pair needs it and kept for the others the frame is in.
-    smoothed: OnceBox<Image<f32>>,
-    /// The frame band-passed for faint pairs ([`faint::band_passed`]), made and kept likewise.
-    band: OnceBox<Image<f32>>,
-}
-
-impl Held<'_> {
-    pub(super) fn view<T: GrayType>(&self) -> Result<ImageView<'_, T>> {
-        let v = self.frame.view().map_err(|why| Error::InvalidParameter { name: "frames", reason: why })?;
-        let g = gray(&v, &self.luma)?;
-        T::typed(g).ok_or(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" })
-    }
-
-    /// The frame smoothed for the whole-overlap refinement.
-    fn smoothed<T: GrayType>(&self, par: Parallelism) -> Result<&Image<f32>> {
-        if let Some(s) = self.smoothed.get() {
-            return Ok(s);
-        }
-        let s = overlap_smoothed(self.view::<T>()?, par)?;
-        Ok(self.smoothed.get_or_init(|| alloc::boxed::Box::new(s)))
-    }
-
-    /// The frame band-passed for faint pairs.
-    pub(super) fn band<T: GrayType>(&self, par: Parallelism) -> Result<&Image<f32>> {
-        if let Some(b) = self.band.get() {
-            return Ok(b);
-        }
-        let b = faint::band_passed(self.view::<T>()?, par)?;
-        Ok(self.band.get_or_init(|| alloc::boxed::Box::new(b)))
-    }
-}
 
 /// One registration run over a source whose first readable frame is `size` / `type_name`.
 #[derive(Clone, Copy)]
@@ -593,7 +410,7 @@ pub(super) struct Run<'a> {
     pub(super) p: StitchParams,
     pub(super) par: Parallelism,
     pub(super) size: (usize, usize),
-    type_name: &'static str,
+    pub(super) type_name: &'static str,
     pub(super) registrar: Option<&'a dyn PairRegistrar>,
     /// Where the parallel stage's wall time is added, when it is measured.
     pub(super) times: Option<&'a StageTimes>,
@@ -608,462 +425,12 @@ impl<'a> Run<'a> {
         Run { par, ..*self }
     }
 
-    /// Registers `current` against `keyframe` alone (an earlier frame read again, at its
-    /// chained pose) from the pair motion `motion`, with every stage of [`Run::settle`]:
-    /// a loop's partner, a lost frame's candidate. Returns the registration and its NCC
-    /// evaluations; `buffer` and `turn_buffer` are the moving frame's integral images, reused.
-    pub(super) fn settle_against<T: GrayType>(&self, keyframe: &Held<'a>, current: &Held<'a>, motion: Similarity, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<(PairRegistration, u64)> {
-        let k = keyframe.index;
-        let frame = |idx: usize| if idx == k { Ok(keyframe) } else { Err(Error::Backend("internal: lost an earlier keyframe".into())) };
-        let moving = match self.registrar {
-            None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
-            Some(_) => None,
-        };
-        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, motion)], turn_buffer, FirstAttempt::Every);
-        if let Some(m) = moving {
-            *buffer = m.into_integral();
-        }
-        settled.map(|(_, registration, evaluations)| (registration, evaluations))
-    }
 
     /// The same run with every match confirmed on the overlap's texture.
     pub(super) fn confirming_every_match(&self) -> Self {
         Run { confirm_every_match: true, ..*self }
     }
 
-    /// Frame `i`, held, or why it is skipped.
-    pub(super) fn load<'s>(&self, frames: &'s dyn FrameSource, i: usize) -> core::result::Result<Held<'s>, SkipReason> {
-        let frame = frames.frame(i).map_err(SkipReason::Unreadable)?;
-        let v = frame.view().map_err(SkipReason::Mismatch)?;
-        if v.size() != self.size || v.type_name() != self.type_name {
-            return Err(SkipReason::Mismatch(alloc::format!(
-                "it is {}x{} {}, the sequence {}x{} {}",
-                v.size().0,
-                v.size().1,
-                v.type_name(),
-                self.size.0,
-                self.size.1,
-                self.type_name
-            )));
-        }
-        if let AnyView::F32(f) = v {
-            let pixels = f.rows().flatten().filter(|x| !x.is_finite()).count();
-            if pixels > 0 {
-                return Err(SkipReason::NonFinite { pixels });
-            }
-        }
-        let luma = luma_storage(&v);
-        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: OnceBox::new(), band: OnceBox::new() })
-    }
-
-    /// Registers `current` by the first of `attempts` (reference index, predicted pair
-    /// motion from that reference) that succeeds; where none did, or the match rests on a weak
-    /// minority of templates, from the coarse estimates against the first attempt's reference
-    /// (the keyframe) and with grown templates, and where the templates stay too faint, on
-    /// the whole overlap; a weak consensus must then be confirmed by the whole overlap.
-    /// `first`: whether every attempt is tried, the first alone (returned as it is where it
-    /// does not stand clear, [`stands_clear`]: a planned pair, settled afresh then), or every
-    /// attempt with the first one's registration known from that. `moving` is the CPU's
-    /// prepared search of `current` (`None` with a registrar). Returns the reference of the
-    /// registration that stands (the last tried when none succeeded), the registration, and
-    /// the NCC evaluations of every attempt.
-    pub(super) fn settle<'h, T: GrayType>(
-        &self,
-        frame: &dyn Fn(usize) -> Result<&'h Held<'a>>,
-        current: &Held<'a>,
-        moving: Option<&SearchFrame<'_, T>>,
-        attempts: &[(usize, Similarity)],
-        turn_buffer: &mut Integral<T>,
-        first: FirstAttempt,
-    ) -> Result<(usize, PairRegistration, u64)>
-    where
-        'a: 'h,
-    {
-        let p = self.p;
-        let mut evaluations = 0;
-        let mut attempt_with = |r: usize, motion: Similarity, rp: &RegisterParams| -> Result<PairRegistration> {
-            let r_held = frame(r)?;
-            if rp.motion == Motion::Similarity && motion.spread(self.size) > WARP_SPREAD {
-                // With a registrar, the frame's integral images are computed here.
-                let own = match moving {
-                    Some(_) => None,
-                    None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(turn_buffer))?),
-                };
-                let reg = self.register_turned(r_held.view::<T>()?, moving.or(own.as_ref()).ok_or(Error::Backend("internal: no moving frame".into()))?, rp, &motion);
-                if let Some(o) = own {
-                    *turn_buffer = o.into_integral();
-                }
-                let reg = reg?;
-                evaluations += reg.evaluations;
-                return Ok(reg);
-            }
-            let pred = pair_prediction(&motion, self.size);
-            let mut reg = match (moving, self.registrar) {
-                (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
-                (None, Some(g)) => {
-                    let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (current.index, T::gray(current.view::<T>()?)), prediction: pred };
-                    g.register(&pair, rp)?
-                }
-                (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
-            };
-            if rp.motion == Motion::Similarity && !motion.is_translation() && reg.motion().is_some_and(|m| m.is_translation()) {
-                // With a fitted scale, a pair the sequence's zoom reaches (its predicted
-                // motion scales) keeps its fitted similarity, as a turned-back pair does:
-                // such a pair zooms by less than the warp threshold (just after a keyframe
-                // change, where the zoom turns round), so its zoom seldom clears the
-                // significance test, and the scale 1 that then stood was off by the whole
-                // zoom (up to 2.4e-3 on smooth texture), carried on to every frame
-                // registered against it.
-                let zooming = rp.fit_scale && motion.scale != 1.0;
-                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, &Similarity::IDENTITY, rp, zooming);
-            }
-            evaluations += reg.evaluations;
-            Ok(reg)
-        };
-        let mut attempt = |r: usize, motion: Similarity| attempt_with(r, motion, &p.register);
-        let mut outcome: Option<(usize, PairRegistration)> = None;
-        let first_only = matches!(first, FirstAttempt::Only);
-        let mut known = match first {
-            FirstAttempt::Known(reg) => Some(reg),
-            _ => None,
-        };
-        for &(r, motion) in attempts.iter().take(if first_only { 1 } else { attempts.len() }) {
-            let reg = match known.take() {
-                Some(reg) => reg,
-                None => attempt(r, motion)?,
-            };
-            let done = reg.shift.is_some();
-            outcome = Some((r, reg));
-            if done {
-                break;
-            }
-        }
-        if first_only {
-            if let Some((r, reg)) = outcome.as_ref().filter(|o| !stands_clear(&o.1)) {
-                return Ok((*r, reg.clone(), evaluations));
-            }
-        }
-        // The coarse global estimates (phase correlation) seed the search where the
-        // motion's prediction did not: a pair that failed (a jump, or a prediction
-        // made over skipped frames), and a pair that
-        // registered on a weak minority of its templates, which a local search that
-        // started far from the peak can lock onto (a lattice, a field of grass). A
-        // seeded registration wins with more agreeing vectors; the first stays
-        // otherwise.
-        // The frame the global estimates are made against: the reference of a weak match, else
-        // the first attempt's (the keyframe), so that frames that fail do not chain frame to
-        // frame. (The seeds were once made against the last good frame; they moved to the
-        // keyframe with the whole-overlap stage, and the robustness footage is measured so.)
-        let base_of = |(r, reg): &(usize, PairRegistration)| if reg.shift.is_some() { *r } else { attempts.first().map_or(*r, |a| a.0) };
-        // Seeds are shifts of the frame's centre; the turn stays the predicted one (from the
-        // pose `b_pos` of the frame registered against).
-        let first = match attempts.first() {
-            Some(&(r, motion)) => Some((r, frame(r)?.pos, motion)),
-            None => None,
-        };
-        let predicted_turn = |b: usize, b_pos: Similarity| match first {
-            Some((r, _, motion)) if r == b => motion,
-            Some((_, r_pos, motion)) => b_pos.inverse().then(&r_pos.then(&motion)),
-            None => Similarity::IDENTITY,
-        };
-        let seeded = |seed: (f64, f64), turn: &Similarity| if turn.is_translation() { Similarity::translation(seed) } else { Similarity::about(centre(self.size), seed, turn.angle, turn.scale) };
-        // The spectra of a reference (index) and the frame, once computed.
-        let mut spectra: Option<(usize, Spectrum, Spectrum)> = None;
-        match &outcome {
-            Some(o) if p.coarse_candidates > 0 && (o.1.shift.is_none() || weak(&o.1)) => {
-                let base = base_of(o);
-                let b_held = frame(base)?;
-                let (b_spectrum, c_spectrum) = (Spectrum::new(b_held.view::<T>()?), Spectrum::new(current.view::<T>()?));
-                let seeds = coarse::candidates(&b_spectrum, &c_spectrum, p.coarse_candidates).unwrap_or_default();
-                spectra = Some((base, b_spectrum, c_spectrum));
-                let b_pos = b_held.pos;
-                let turn = predicted_turn(base, b_pos);
-                for seed in seeds.into_iter().map(|peak| peak.shift) {
-                    if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
-                        // Already where this seed leads.
-                        if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
-                            continue;
-                        }
-                    }
-                    let reg = attempt(base, seeded(seed, &turn))?;
-                    let better = match &outcome {
-                        Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
-                        None => true,
-                    };
-                    if better {
-                        outcome = Some((base, reg));
-                    }
-                    if outcome.as_ref().is_some_and(|o| o.1.shift.is_some() && !weak(&o.1)) {
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-        // Faint texture (low contrast, strong noise): where too few templates agree,
-        // grow them to twice the side, from the shift found or the prediction, so each
-        // averages more signal; the grown registration stands if it is not weak too.
-        let short = |reg: &PairRegistration| weak(reg) || matches!(reg.skip, Some(SkipReason::TooFewVectors { .. }));
-        if let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) {
-            let r = *r;
-            let start = reg.motion().or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(Similarity::IDENTITY);
-            let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
-            let g = attempt_with(r, start, &grown)?;
-            if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
-                outcome = Some((r, g));
-            }
-        }
-        // Texture too faint for templates (the fundus at low contrast or under strong noise):
-        // where no registration stands on a clear majority of them, the whole overlap decides,
-        // from the band-limited phase correlation's peak where it stands clear of the noise.
-        // Against the keyframe first, then the other frames attempted (the last good frame):
-        // a faint pair's peak sinks into the noise as the overlap shrinks (the fundus at
-        // contrast 0.3, 30 px from its keyframe: significance 9, against 23 for the frame
-        // before it).
-        let on_overlap = self.refines_on_overlap();
-        let mut correlation_peak = None;
-        if let Some(o) = outcome.as_ref().filter(|o| on_overlap && (o.1.shift.is_none() || weak(&o.1))).cloned() {
-            let mut bases: Vec<usize> = Vec::with_capacity(attempts.len() + 1);
-            for b in core::iter::once(base_of(&o)).chain(attempts.iter().map(|a| a.0)) {
-                if !bases.contains(&b) {
-                    bases.push(b);
-                }
-            }
-            for base in bases {
-                let (b_spectrum, c_spectrum) = match spectra.take() {
-                    Some((b, r, c)) if b == base => (r, c),
-                    Some((_, _, c)) => (Spectrum::new(frame(base)?.view::<T>()?), c),
-                    None => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
-                };
-                let found = coarse::weighted_candidates(&b_spectrum, &c_spectrum, 1, Some(coarse::FAINT_BAND)).unwrap_or_default();
-                spectra = Some((base, b_spectrum, c_spectrum));
-                let Some(peak) = found.first().filter(|k| k.significance >= coarse::SIGNIFICANT_PEAK) else { continue };
-                let b_held = frame(base)?;
-                let start = seeded(peak.shift, &predicted_turn(base, b_held.pos));
-                // From the phase peak to where the overlap's correlation peaks on band-passed
-                // frames ([`faint`]), then the overlap refinement from there: on faint texture
-                // the refinement stops near its start (PAL at contrast 0.3 under noise 6: 0.46
-                // px from the phase peak, 0.26 from the correlation's), while on clear texture
-                // it converges to its own optimum, whose per-patch ramps take up a vignetting
-                // fixed to the lens that pulls the correlation's peak (0.3 px on the fundus
-                // under 40 % vignetting).
-                let peaked = match start.is_translation() {
-                    true => faint::overlap_peak(b_held.band::<T>(self.par)?.view(), current.band::<T>(self.par)?.view(), start.shift(), SEED_REACH, self.par)?,
-                    false => None,
-                };
-                let start = peaked.map_or(start, Similarity::translation);
-                let unknowns = overlap_unknowns(&p.register, &start);
-                if let Some(m) = self.refine_on_overlap::<T>(b_held, current, start, unknowns, SEED_REACH)? {
-                    let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..o.1.clone() };
-                    (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
-                    outcome = Some((base, phased));
-                    correlation_peak = peaked;
-                    break;
-                }
-            }
-        }
-        let Some((r, mut reg)) = outcome else { unreachable_attempts()? };
-        // A weak consensus must be confirmed by the whole overlap: chance agreement of a
-        // few templates between unrelated frames is rare but, over a long run with
-        // several attempts per frame, not rare enough to report a position on it.
-        // A whole-overlap match is always confirmed: with no template textured (a frame over an
-        // empty patch of slide) none is weak, and its overlap may still correlate well on
-        // the border of the empty patch, at any shift along it.
-        // So must a consensus of templates that see one edge running one way (a fundus's
-        // rim past an empty patch): each pins the shift across the edge and not along it,
-        // and four such agreed on a place 13 px along the rim. A straight edge crosses at
-        // most 2 npts - 1 of the npts x npts templates, a curved rim more (with a bound of
-        // 2 npts the fundus sweep's frames moved up to 0.2 px); 3 npts or more agreeing
-        // are not on one edge, and their gradients are not summed.
-        let few = reg.vectors_used < 3 * p.register.npts;
-        let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && few && aperture_bound(frame(r)?.view::<T>()?, &reg, p.register.rsz);
-        if let (Some(m), true) = (reg.motion(), (weak(&reg) || along_an_edge || self.confirm_every_match || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
-            let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
-            let reference = frame(r)?.view::<T>()?;
-            let overlap = overlap_ncc(reference, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
-            // A phase-correlation match, already significant against its surface's noise,
-            // stands under `min_coefficient` where its overlap beats what the pair correlates
-            // where it cannot match (faint frames: the true match's NCC is bounded by their
-            // signal-to-noise ratio; the fundus at contrast 0.3 went from 7 to 37 of 40
-            // frames). Only where the overlap refinement fitted the pair's turn: under the
-            // translation model a turned pair correlates near its centre of rotation alone,
-            // faintly, and stood above the null too (gravel rolling 1.9 degrees a frame: 20
-            // frames more than 2 px off). Template consensus keeps the fixed floor: a few
-            // templates agreeing by chance have no such second test behind them.
-            let null = match reg.phase_significance {
-                Some(_) if overlap < p.register.min_coefficient && p.register.motion == Motion::Similarity => overlap_null_ncc(reference, aligned.view(), aligned.shift, self.par)?,
-                _ => None,
-            };
-            let beats_null = null.is_some_and(|n| overlap >= n + OVERLAP_NULL_MARGIN && overlap >= OVERLAP_FLOOR);
-            // Neither a whole-overlap match nor a weak consensus has a clear majority of
-            // templates behind it: it must stand on the overlap's textured part, above what
-            // that part correlates where it cannot match (`textured`), not on a featureless
-            // area (a few templates agreeing by chance near an empty patch of slide, whose
-            // overlap correlated 0.53 137 px from the truth).
-            // Judged on the band-passed frames where the pair is a translation: their
-            // noise is averaged, so faint texture (the fundus at contrast 0.3) still counts.
-            let noise = match (noise_variance(reference, p.register.rsz), noise_variance(current.view::<T>()?, p.register.rsz)) {
-                (Some(a), Some(b)) => a.min(b),
-                _ => 0.0,
-            };
-            let textured = Some(match m.is_translation() {
-                true => {
-                    let band = Noise::band_passed(noise);
-                    let floor = p.register.min_variance * band.variance / noise.max(f64::MIN_POSITIVE);
-                    textured_overlap(frame(r)?.band::<T>(self.par)?.view(), current.band::<T>(self.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), self.par)?
-                }
-                false => textured_overlap(reference, aligned.view(), aligned.shift, p.register.rsz, Noise::white(noise), p.register.min_variance, self.par)?,
-            });
-            // Template consensus keeps its fixed floor there too (see above).
-            let floor = if reg.phase_significance.is_some() { OVERLAP_FLOOR } else { p.register.min_coefficient };
-            let featureless = textured.filter(|t| !t.confirms(OVERLAP_NULL_MARGIN, floor));
-            if overlap < p.register.min_coefficient && !beats_null {
-                reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap, null });
-                reg.shift = None;
-                reg.phase_significance = None;
-            } else if let Some(t) = featureless {
-                reg.skip = Some(SkipReason::Featureless { blocks: t.blocks, needed: MIN_TEXTURED_BLOCKS, ncc: t.ncc, null: t.null });
-                reg.shift = None;
-                reg.phase_significance = None;
-            } else if reg.phase_significance.is_some() {
-                // No template vouches for it: its coefficient is the overlap's.
-                reg.ncc = overlap;
-                // Too faint for the overlap refinement's linearisation (its few steps from
-                // the correlation's peak drift towards its biased optimum): the peak stands.
-                if let (true, true, Some(s)) = (beats_null, m.is_translation(), correlation_peak) {
-                    reg.shift = Some(s);
-                }
-            }
-        }
-        // Faint matches (few templates agree, or agree weakly) leave the motion uncertain by
-        // up to a pixel: the whole overlap refines it.
-        // Or every pair, when asked for.
-        let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
-        let every = |reg: &PairRegistration| p.refine_every_pair && reg.phase_significance.is_none();
-        if let Some(m) = reg.motion().filter(|_| (on_overlap && faint(&reg)) || every(&reg)) {
-            let unknowns = overlap_unknowns(&p.register, &m);
-            if let Some(refined) = self.refine_on_overlap::<T>(frame(r)?, current, m, unknowns, FAINT_REACH)? {
-                (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
-            }
-        }
-        Ok((r, reg, evaluations))
-    }
-
-    /// Refines the registration of held frame `l` against its held reference on the whole
-    /// overlap (`l` is about to become the keyframe): its pose, in `held` and in its record,
-    /// moves where the refinement leads (unchanged where it finds nothing).
-    fn refine_keyframe<T: GrayType>(&self, held: &mut [Held<'_>], records: &mut [FrameRecord], l: usize) -> Result<()> {
-        let Some(r) = records[l].reference else { return Ok(()) };
-        // A faint pair's link already stands where its overlap correlation peaks.
-        if self.faint_phase(&records[l]) {
-            return Ok(());
-        }
-        let (Some(l_held), Some(r_held)) = (held.iter().find(|f| f.index == l), held.iter().find(|f| f.index == r)) else { return Ok(()) };
-        let motion = r_held.pos.inverse().then(&l_held.pos);
-        let unknowns = overlap_unknowns(&self.p.register, &motion);
-        let Some(refined) = self.refine_on_overlap::<T>(r_held, l_held, motion, unknowns, FAINT_REACH)? else { return Ok(()) };
-        let pos = r_held.pos.then(&refined);
-        let rec = &mut records[l];
-        (rec.position, rec.angle, rec.scale) = (Some(pos.shift()), pos.angle, pos.scale);
-        self.measure_quality::<T>(r_held, l_held, &refined, rec)?;
-        if let Some(f) = held.iter_mut().find(|f| f.index == l) {
-            f.pos = pos;
-        }
-        Ok(())
-    }
-
-    /// With `quality` on, the record `rec` of `moving`, registered against `reference` by
-    /// pair motion `motion`, gets the NCC of their overlap and its grid.
-    fn measure_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity, rec: &mut FrameRecord) -> Result<()> {
-        (rec.quality, rec.quality_grid) = self.quality::<T>(reference, moving, motion)?;
-        Ok(())
-    }
-
-    /// With `quality` on, the NCC of the overlap of `moving`, registered against `reference`
-    /// by pair motion `motion`, and of its grid; `None`s with it off. A registrar may add their
-    /// sums ([`PairRegistrar::quality_sums`]).
-    pub(super) fn quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
-        if !self.p.quality {
-            return Ok((None, None));
-        }
-        if self.registrar.is_some() && motion.is_translation() {
-            if let Some(q) = self.registrar_quality::<T>(&[(reference, moving, *motion)])? {
-                return Ok(q[0]);
-            }
-        }
-        self.host_quality::<T>(reference, moving, motion)
-    }
-
-    /// The quality measures of `pairs` (reference, moving, pair motion: translations) from
-    /// their sums added by the registrar in one call, or `None` where it adds none (no
-    /// registrar, f32 frames).
-    pub(super) fn registrar_quality<T: GrayType>(&self, pairs: &[(&Held<'_>, &Held<'_>, Similarity)]) -> Result<Option<Vec<(Option<f64>, Option<f64>)>>> {
-        let Some(g) = self.registrar else { return Ok(None) };
-        let mut requests = Vec::with_capacity(pairs.len());
-        for &(reference, moving, motion) in pairs {
-            let (a, b) = (reference.view::<T>()?, moving.view::<T>()?);
-            let plan = QualityPlan::new(a.size(), motion.shift(), self.p.register.rsz)?;
-            requests.push(QualityRequest { reference: (reference.index, T::gray(a)), moving: (moving.index, T::gray(b)), plan });
-        }
-        let Some(sums) = g.quality_sums(&requests) else { return Ok(None) };
-        let sums = sums?;
-        if sums.len() != requests.len() {
-            return Err(Error::Backend(alloc::format!("quality sums of {} pairs for {}", sums.len(), requests.len())));
-        }
-        let mut measures = Vec::with_capacity(requests.len());
-        for (request, sums) in requests.iter().zip(sums) {
-            if sums.len() != request.plan.regions.len() {
-                return Err(Error::Backend(alloc::format!("{} quality sums for {} regions", sums.len(), request.plan.regions.len())));
-            }
-            measures.push(request.plan.measures(&sums));
-        }
-        Ok(Some(measures))
-    }
-
-    /// The quality measures of one pair on the host.
-    pub(super) fn host_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
-        let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
-        let (a, b) = (reference.view::<T>()?, aligned.view());
-        Ok((overlap_ncc(a, b, aligned.shift, self.par)?, grid_ncc(a, b, aligned.shift, self.p.register.rsz)?))
-    }
-
-    /// Whether frame `rec` registered on a phase-correlation match too faint for a fixed
-    /// level, confirmed against its null ([`faint::overlap_peak`] placed it).
-    pub(super) fn faint_phase(&self, rec: &FrameRecord) -> bool {
-        rec.phase_significance.is_some() && rec.ncc < self.p.register.min_coefficient && rec.angle == 0.0 && rec.scale == 1.0
-    }
-
-    /// Whether pairs are refined on the whole overlap (faint ones, and the keyframes' links).
-    fn refines_on_overlap(&self) -> bool {
-        self.p.whole_overlap && self.p.register.acceptance == Acceptance::Adaptive
-    }
-
-    /// The pair motion `start` refined on the whole overlap of `reference` and `moving`
-    /// ([`super::refine::refine_overlap`]), on their kept smoothed copies.
-    fn refine_on_overlap<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
-        let (r, m) = (reference.smoothed::<T>(self.par)?, moving.smoothed::<T>(self.par)?);
-        Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach)?.map(|(m, _)| m))
-    }
-
-    /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
-    /// (or scales) the frame visibly, as if the moving frame were first turned back by it
-    /// about its centre ([`register_pair_turned`]: the templates are turned, not the frame),
-    /// so that the templates meet their matches upright and the pair is nearly a
-    /// translation; then the pair's motion is composed with the turn. Always on the CPU (a
-    /// registrar searches upright templates).
-    fn register_turned<T: GrayType>(&self, reference: ImageView<'_, T>, moving: &SearchFrame<'_, T>, rp: &RegisterParams, motion: &Similarity) -> Result<PairRegistration> {
-        let turn = Similarity::about(centre(self.size), (0.0, 0.0), motion.angle, motion.scale);
-        let back = turn.inverse();
-        let mut reg = register_pair_turned(reference, moving, rp, motion.then(&back).shift(), &turn, self.par)?;
-        if reg.motion().is_some_and(|m| m.is_translation()) {
-            fit_turn(&mut reg, reference, moving.view(), &turn, rp, true);
-        }
-        if let Some(m) = reg.motion() {
-            let total = m.then(&turn);
-            (reg.shift, reg.angle, reg.scale) = (Some(total.shift()), total.angle, total.scale);
-        }
-        Ok(reg)
-    }
 
     fn register<T: GrayType>(mut self, frames: &'a dyn FrameSource, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
         let (w, h) = self.size;
@@ -1293,7 +660,7 @@ impl<'a> Run<'a> {
                     held.retain(|f| f.index == r);
                     held.extend(relocated.take());
                     records.push(rec);
-                    let current = Held { pos, ..current };
+                    let current = current.placed_at(pos);
                     if p.close_loops {
                         // Another set's keyframes are in other coordinates.
                         let elsewhere: Vec<usize> = match islands.many() {
@@ -1348,67 +715,6 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Every attempt for frame `i` (reference index, predicted pair motion), in order: the planned
-    /// pair `planned` where the window has one; then, once a pair has registered, the keyframe
-    /// with the prediction from the last good frame's motion, the last good frame with it (if
-    /// the keyframe is older), then the last good frame with the motion reversed, then with
-    /// no motion; before that, the
-    /// reference candidate, then the pending frame, unmoved. The keyframe `key` moves to the
-    /// last good frame where the prediction leaves `limit` of it.
-    #[allow(clippy::too_many_arguments)]
-    fn attempts<'h>(
-        &self,
-        find: &dyn Fn(usize) -> Result<&'h Held<'a>>,
-        (k, key): (usize, &mut Option<usize>),
-        last: Option<usize>,
-        pending: Option<usize>,
-        planned: Option<Planned>,
-        vel: Velocity,
-        i: usize,
-        limit: (f64, f64),
-    ) -> Result<Vec<(usize, Similarity)>>
-    where
-        'a: 'h,
-    {
-        let mut attempts: Vec<(usize, Similarity)> = Vec::with_capacity(4);
-        attempts.extend(planned.map(|pl| pl.attempt()));
-        let mut add = |r: usize, pose: Similarity| -> Result<()> {
-            let a = (r, find(r)?.pos.inverse().then(&pose));
-            if !attempts.contains(&a) {
-                attempts.push(a);
-            }
-            Ok(())
-        };
-        match last {
-            Some(l) => {
-                let l_pos = find(l)?.pos;
-                let predicted = vel.predict(&l_pos, (i - l) as f64, self.size);
-                let k_pos = find(key.unwrap_or(k))?.pos;
-                if keyframe_left(&predicted, &k_pos, limit, self.size) {
-                    *key = Some(l);
-                }
-                // A sweep that turned back (serpentine rows, an endoscope pulled back):
-                // the same speed the other way.
-                let reversed = vel.reversed().predict(&l_pos, (i - l) as f64, self.size);
-                for (r, pose) in [(key.unwrap_or(l), predicted), (l, predicted), (l, reversed), (l, l_pos)] {
-                    add(r, pose)?;
-                }
-            }
-            // Unmoved: the same pose as the candidate's.
-            None => {
-                for c in [Some(k), pending].into_iter().flatten() {
-                    add(c, Similarity::IDENTITY)?;
-                }
-            }
-        }
-        Ok(attempts)
-    }
-
-    /// Whether registration `reg` shows a zoom the scale-free model cannot follow, where the
-    /// run is to fit the scale once it does.
-    fn zoom_found(&self, reg: &PairRegistration) -> bool {
-        self.p.detect_zoom && !self.p.register.fit_scale && self.p.register.motion == Motion::Similarity && evident_zoom(reg, &self.p.register).is_some()
-    }
 
     /// After each frame: the source hears the records (as published, module `islands`),
     /// `progress` the count.
@@ -1430,180 +736,6 @@ fn window_frame<'h, 'a>(held: &'h [Held<'a>], current: &'h Held<'a>, ahead: &'h 
     held.iter().chain([current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx)
 }
 
-/// Which attempts [`Run::settle`] tries.
-pub(super) enum FirstAttempt {
-    /// Every attempt in turn.
-    Every,
-    /// The first alone.
-    Only,
-    /// Every attempt, the first one's registration being this one.
-    Known(PairRegistration),
-}
-
-/// Whether a pair's registration stands on its own: it registered on a clear majority of its
-/// templates, so no other attempt, seed or stage would be tried after it.
-pub(super) fn stands_clear(reg: &PairRegistration) -> bool {
-    reg.shift.is_some() && !weak(reg)
-}
-
-/// A registration on a weak minority of its textured templates.
-fn weak(reg: &PairRegistration) -> bool {
-    reg.shift.is_some() && 3 * reg.vectors_used < reg.textured
-}
-
-/// Whether the agreeing templates of `reg` (of side `rsz` in `reference`) see gradients
-/// that run one way ([`APERTURE_COHERENCE`]): their match is pinned across an edge only.
-fn aperture_bound<T: GrayType>(reference: ImageView<'_, T>, reg: &PairRegistration, rsz: usize) -> bool {
-    let mut j = (0.0, 0.0, 0.0);
-    for v in reg.vectors.iter().filter(|v| v.inlier) {
-        // Every other pixel each way: a quarter of the cost, the same direction.
-        structure_tensor(&reference, (v.template.0, v.template.1, v.template.0 + rsz, v.template.1 + rsz), 2, &mut j);
-    }
-    coherence(j) > APERTURE_COHERENCE
-}
-
-/// The coherence ([`coherence`]) above which agreeing templates see one edge: the
-/// consensus that put a fundus frame 13 px along its rim had 0.89; over the robustness
-/// footage's 12 000 template registrations, 1 % had more than 0.8 (they are confirmed on
-/// the textured overlap, as a weak consensus is).
-const APERTURE_COHERENCE: f64 = 0.8;
-
-/// How far (pixels, at the overlap's corners) the whole-overlap refinement may move a
-/// phase-correlation seed (measured within 0.8 px on the fundus at contrast 0.3), and a
-/// faint template registration.
-const SEED_REACH: f64 = 3.0;
-const FAINT_REACH: f64 = 2.0;
-/// How far a phase-correlation match's overlap NCC must beat the pair's null
-/// ([`overlap_null_ncc`]) when it is under `min_coefficient`, and the least it may be then.
-/// Measured on the fundus at contrast 0.3 (true matches 0.17 to 0.4, nulls 0.06 to 0.27).
-const OVERLAP_NULL_MARGIN: f64 = 0.05;
-const OVERLAP_FLOOR: f64 = 0.1;
-/// Template registrations whose agreeing vectors correlate less than this on average are
-/// faint (refined on the whole overlap), as are those on which fewer than half the textured
-/// templates agree. (At 0.8 the bundled PAL sequence, whose pairs correlate 0.79 to 0.83 on
-/// all 36 templates, was refined too, at a quarter of the speed and no gain.)
-const FAINT_NCC: f64 = 0.7;
-
-/// The unknowns of a whole-overlap refinement from `start` ([`refine_overlap`]): the
-/// translation; the angle too under the similarity model unless the start is a
-/// translation (the template stage found no significant turn); the scale where fitted.
-fn overlap_unknowns(p: &RegisterParams, start: &Similarity) -> usize {
-    match p.motion {
-        Motion::Translation => 2,
-        Motion::Similarity if start.is_translation() => 2,
-        Motion::Similarity if p.fit_scale => 4,
-        Motion::Similarity => 3,
-    }
-}
-
-/// A predicted pair motion that moves a frame's corners less than this (pixels) beyond the
-/// shift of its centre is registered as it is; a larger turn is undone first
-/// ([`Run::register_turned`]).
-const WARP_SPREAD: f64 = 1.0;
-/// The keyframe changes when the predicted frame has turned more than this (radians) from
-/// it: the overlap shrinks, and the frame turned back has more of its corners off the frame.
-const KEYFRAME_TURN: f64 = 10.0 * core::f64::consts::PI / 180.0;
-
-/// The centre of a frame of `size` (pixel coordinates).
-pub(super) fn centre(size: (usize, usize)) -> (f64, f64) {
-    ((size.0 as f64 - 1.0) / 2.0, (size.1 as f64 - 1.0) / 2.0)
-}
-
-/// How far the centre of a frame at pose `a` is from that of one at pose `b` (for
-/// translations, the offset of their origins, to the bit).
-pub(super) fn centre_offset(a: &Similarity, b: &Similarity, size: (usize, usize)) -> (f64, f64) {
-    if a.is_translation() && b.is_translation() {
-        return (a.x - b.x, a.y - b.y);
-    }
-    let c = centre(size);
-    let (p, q) = (a.apply(c), b.apply(c));
-    (p.0 - q.0, p.1 - q.1)
-}
-
-/// The shift a pair's search starts from for the predicted pair motion `motion`: where it
-/// puts the frame's centre (its own shift for a translation).
-pub(super) fn pair_prediction(motion: &Similarity, size: (usize, usize)) -> (f64, f64) {
-    if motion.is_translation() {
-        return motion.shift();
-    }
-    let c = centre(size);
-    let m = motion.apply(c);
-    (m.0 - c.0, m.1 - c.1)
-}
-
-/// Whether a frame predicted at `predicted` has left the keyframe at `key`: its centre moved
-/// past `limit`, or it turned past [`KEYFRAME_TURN`].
-pub(super) fn keyframe_left(predicted: &Similarity, key: &Similarity, limit: (f64, f64), size: (usize, usize)) -> bool {
-    let d = centre_offset(predicted, key, size);
-    libm::fabs(d.0) > limit.0 || libm::fabs(d.1) > limit.1 || libm::fabs(predicted.angle - key.angle) > KEYFRAME_TURN
-}
-
-/// The sequence's motion per frame at constant velocity: the move of a frame's centre, its
-/// turn and its zoom.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct Velocity {
-    shift: (f64, f64),
-    spin: f64,
-    /// The log of the scale ratio per frame (0 without a fitted scale). The scale was once
-    /// kept from the last frame: a probe advancing at 1 % per frame was then predicted a
-    /// zoom behind at every pair (and after a gap of skipped frames several), and the
-    /// zooming sweeps' worst scale errors were 2.5e-3 instead of 1.7e-3.
-    zoom: f64,
-}
-
-impl Velocity {
-    /// From pose `from` to pose `to`, `gap` frames later.
-    fn between(from: &Similarity, to: &Similarity, gap: f64, size: (usize, usize)) -> Self {
-        let d = centre_offset(to, from, size);
-        // Exactly 0 for equal scales (ln 1 = 0), so an unscaled run predicts as before.
-        let zoom = if to.scale == from.scale { 0.0 } else { libm::log(to.scale / from.scale) / gap };
-        Velocity { shift: (d.0 / gap, d.1 / gap), spin: (to.angle - from.angle) / gap, zoom }
-    }
-
-    /// The same motion the other way.
-    fn reversed(&self) -> Self {
-        Velocity { shift: (-self.shift.0, -self.shift.1), spin: -self.spin, zoom: -self.zoom }
-    }
-
-    /// The pose `gap` frames after pose `from`, turning and zooming about the frame's centre.
-    pub(super) fn predict(&self, from: &Similarity, gap: f64, size: (usize, usize)) -> Similarity {
-        if self.spin == 0.0 && self.zoom == 0.0 && from.is_translation() {
-            return Similarity::translation((from.x + self.shift.0 * gap, from.y + self.shift.1 * gap));
-        }
-        let c = centre(size);
-        let at = from.apply(c);
-        let scale = if self.zoom == 0.0 { from.scale } else { from.scale * libm::exp(self.zoom * gap) };
-        let turned = Similarity { x: 0.0, y: 0.0, angle: from.angle + self.spin * gap, scale };
-        let tc = turned.apply(c);
-        Similarity { x: at.0 + self.shift.0 * gap - tc.0, y: at.1 + self.shift.1 * gap - tc.1, ..turned }
-    }
-}
-
-/// A moving frame brought into line with its reference up to a translation, for the
-/// measures that compare a pair at a shift (overlap NCC): the frame itself for a
-/// translation, else the frame turned back about its centre.
-pub(super) struct Aligned<'v, T: GrayType> {
-    frame: ImageView<'v, T>,
-    turned: Option<Image<T>>,
-    /// The pair's shift between the reference and [`Aligned::view`].
-    pub(super) shift: (f64, f64),
-}
-
-impl<'v, T: GrayType> Aligned<'v, T> {
-    /// `frame` aligned for `motion`, turned (if it turns) on `par`'s threads.
-    pub(super) fn new(frame: ImageView<'v, T>, motion: &Similarity, par: Parallelism) -> Result<Self> {
-        if motion.is_translation() {
-            return Ok(Aligned { frame, turned: None, shift: motion.shift() });
-        }
-        let turn = Similarity::about(centre(frame.size()), (0.0, 0.0), motion.angle, motion.scale);
-        let back = turn.inverse();
-        Ok(Aligned { frame, turned: Some(warp_with(frame, &back, frame.size(), par)?), shift: motion.then(&back).shift() })
-    }
-
-    pub(super) fn view(&self) -> ImageView<'_, T> {
-        self.turned.as_ref().map_or(self.frame, |t| t.view())
-    }
-}
 
 impl FrameRecord {
     /// The reference frame's record: position (0, 0).
@@ -1636,16 +768,12 @@ fn check_progress(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usiz
     }
 }
 
-/// The attempt list is never empty; this keeps that invariant out of a panic.
-fn unreachable_attempts<T>() -> Result<T> {
-    Err(Error::Backend("internal: no registration attempt was made".into()))
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::image::{AnyImage, Image, Rgba8};
-    use crate::stitch::{synth_sequence, SynthParams};
+    use crate::stitch::{register_pair, synth_sequence, Frame, Gray, PairRegistration, PairRequest, SynthParams};
     use crate::stitch::texture;
 
     fn sequence(frames: usize, seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {

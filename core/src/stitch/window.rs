@@ -14,7 +14,10 @@
 //! closed window discards.
 
 use super::register::PairRegistration;
-use super::sequence::{keyframe_left, pair_prediction, stands_clear, FirstAttempt, GrayType, Held, Run, Velocity};
+use super::prediction::{keyframe_left, pair_prediction, Velocity};
+use super::sequence::Run;
+use super::settle::{stands_clear, FirstAttempt};
+use super::source::{GrayType, Held};
 use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};

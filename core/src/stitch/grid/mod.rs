@@ -40,7 +40,7 @@ pub use seams::{seam_squares, seam_steps, SeamSquare, SEAM_BLOCK};
 use pairs::{register_tile_pair, strip_ncc, Found, Start};
 use strip::{chance_threshold, MIN_STRIP};
 use super::register::RegisterParams;
-use super::sequence::{Frame, FrameSource};
+use super::source::{Frame, FrameSource};
 use crate::error::{require_finite, Error, Result};
 use crate::image::{AnyImage, AnyView, Pixel};
 use crate::parallel::{alongside, map_indices, Parallelism};

@@ -1,7 +1,7 @@
 //! The step of brightness across the seams of a mosaic: what shading leaves where one tile
 //! meets the next, measured on the tiles at their positions.
 
-use super::super::sequence::FrameSource;
+use super::super::source::FrameSource;
 use crate::error::{Error, Result};
 use crate::image::Image;
 use alloc::vec::Vec;

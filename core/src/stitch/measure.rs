@@ -1,0 +1,68 @@
+//! The quality measures of a registered pair (the NCC of its overlap and of the overlap's
+//! grid), on the host or from the sums a registrar adds for a batch of pairs.
+
+use super::quality::{grid_ncc, overlap_ncc, QualityPlan};
+use super::registrar::QualityRequest;
+use super::sequence::{FrameRecord, Run};
+use super::settle::Aligned;
+use super::similarity::Similarity;
+use super::source::{GrayType, Held};
+use crate::error::{Error, Result};
+use alloc::vec::Vec;
+
+impl<'a> Run<'a> {
+    /// With `quality` on, the record `rec` of `moving`, registered against `reference` by
+    /// pair motion `motion`, gets the NCC of their overlap and its grid.
+    pub(super) fn measure_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity, rec: &mut FrameRecord) -> Result<()> {
+        (rec.quality, rec.quality_grid) = self.quality::<T>(reference, moving, motion)?;
+        Ok(())
+    }
+
+    /// With `quality` on, the NCC of the overlap of `moving`, registered against `reference`
+    /// by pair motion `motion`, and of its grid; `None`s with it off. A registrar may add their
+    /// sums ([`PairRegistrar::quality_sums`]).
+    pub(super) fn quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
+        if !self.p.quality {
+            return Ok((None, None));
+        }
+        if self.registrar.is_some() && motion.is_translation() {
+            if let Some(q) = self.registrar_quality::<T>(&[(reference, moving, *motion)])? {
+                return Ok(q[0]);
+            }
+        }
+        self.host_quality::<T>(reference, moving, motion)
+    }
+
+    /// The quality measures of `pairs` (reference, moving, pair motion: translations) from
+    /// their sums added by the registrar in one call, or `None` where it adds none (no
+    /// registrar, f32 frames).
+    pub(super) fn registrar_quality<T: GrayType>(&self, pairs: &[(&Held<'_>, &Held<'_>, Similarity)]) -> Result<Option<Vec<(Option<f64>, Option<f64>)>>> {
+        let Some(g) = self.registrar else { return Ok(None) };
+        let mut requests = Vec::with_capacity(pairs.len());
+        for &(reference, moving, motion) in pairs {
+            let (a, b) = (reference.view::<T>()?, moving.view::<T>()?);
+            let plan = QualityPlan::new(a.size(), motion.shift(), self.p.register.rsz)?;
+            requests.push(QualityRequest { reference: (reference.index, T::gray(a)), moving: (moving.index, T::gray(b)), plan });
+        }
+        let Some(sums) = g.quality_sums(&requests) else { return Ok(None) };
+        let sums = sums?;
+        if sums.len() != requests.len() {
+            return Err(Error::Backend(alloc::format!("quality sums of {} pairs for {}", sums.len(), requests.len())));
+        }
+        let mut measures = Vec::with_capacity(requests.len());
+        for (request, sums) in requests.iter().zip(sums) {
+            if sums.len() != request.plan.regions.len() {
+                return Err(Error::Backend(alloc::format!("{} quality sums for {} regions", sums.len(), request.plan.regions.len())));
+            }
+            measures.push(request.plan.measures(&sums));
+        }
+        Ok(Some(measures))
+    }
+
+    /// The quality measures of one pair on the host.
+    pub(super) fn host_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
+        let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
+        let (a, b) = (reference.view::<T>()?, aligned.view());
+        Ok((overlap_ncc(a, b, aligned.shift, self.par)?, grid_ncc(a, b, aligned.shift, self.p.register.rsz)?))
+    }
+}

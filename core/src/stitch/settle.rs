@@ -1,0 +1,562 @@
+//! One frame's registration settled: its planned attempt, then, where that does not stand
+//! clear, the other references, the reversed and zero predictions, the coarse seeds and grown
+//! templates, the whole overlap for faint texture, and a turned pair registered through its
+//! predicted turn.
+
+use super::accept::Acceptance;
+use super::coarse::{self, Spectrum};
+use super::faint;
+use super::prediction::{centre, keyframe_left, pair_prediction, Velocity};
+use super::quality::{overlap_ncc, overlap_null_ncc};
+use super::refine::refine_overlap_smoothed;
+use super::register::{evident_zoom, fit_turn, register_pair, register_pair_turned, Motion, PairRegistration, RegisterParams, SkipReason};
+use super::registrar::PairRequest;
+use super::sequence::{FrameRecord, Run};
+use super::similarity::Similarity;
+use super::source::{GrayType, Held};
+use super::textured::{coherence, noise_variance, structure_tensor, textured_overlap, MIN_TEXTURED_BLOCKS, Noise};
+use super::warp::warp_with;
+use super::window::Planned;
+use crate::error::{Error, Result};
+use crate::image::{Image, ImageView};
+use crate::ncc::{Integral, SearchFrame};
+use crate::parallel::Parallelism;
+use alloc::vec::Vec;
+
+impl<'a> Run<'a> {
+    /// Registers `current` against `keyframe` alone (an earlier frame read again, at its
+    /// chained pose) from the pair motion `motion`, with every stage of [`Run::settle`]:
+    /// a loop's partner, a lost frame's candidate. Returns the registration and its NCC
+    /// evaluations; `buffer` and `turn_buffer` are the moving frame's integral images, reused.
+    pub(super) fn settle_against<T: GrayType>(&self, keyframe: &Held<'a>, current: &Held<'a>, motion: Similarity, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<(PairRegistration, u64)> {
+        let k = keyframe.index;
+        let frame = |idx: usize| if idx == k { Ok(keyframe) } else { Err(Error::Backend("internal: lost an earlier keyframe".into())) };
+        let moving = match self.registrar {
+            None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(buffer))?),
+            Some(_) => None,
+        };
+        let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, motion)], turn_buffer, FirstAttempt::Every);
+        if let Some(m) = moving {
+            *buffer = m.into_integral();
+        }
+        settled.map(|(_, registration, evaluations)| (registration, evaluations))
+    }
+
+    /// Registers `current` by the first of `attempts` (reference index, predicted pair
+    /// motion from that reference) that succeeds; where none did, or the match rests on a weak
+    /// minority of templates, from the coarse estimates against the first attempt's reference
+    /// (the keyframe) and with grown templates, and where the templates stay too faint, on
+    /// the whole overlap; a weak consensus must then be confirmed by the whole overlap.
+    /// `first`: whether every attempt is tried, the first alone (returned as it is where it
+    /// does not stand clear, [`stands_clear`]: a planned pair, settled afresh then), or every
+    /// attempt with the first one's registration known from that. `moving` is the CPU's
+    /// prepared search of `current` (`None` with a registrar). Returns the reference of the
+    /// registration that stands (the last tried when none succeeded), the registration, and
+    /// the NCC evaluations of every attempt.
+    pub(super) fn settle<'h, T: GrayType>(
+        &self,
+        frame: &dyn Fn(usize) -> Result<&'h Held<'a>>,
+        current: &Held<'a>,
+        moving: Option<&SearchFrame<'_, T>>,
+        attempts: &[(usize, Similarity)],
+        turn_buffer: &mut Integral<T>,
+        first: FirstAttempt,
+    ) -> Result<(usize, PairRegistration, u64)>
+    where
+        'a: 'h,
+    {
+        let p = self.p;
+        let mut evaluations = 0;
+        let mut attempt_with = |r: usize, motion: Similarity, rp: &RegisterParams| -> Result<PairRegistration> {
+            let r_held = frame(r)?;
+            if rp.motion == Motion::Similarity && motion.spread(self.size) > WARP_SPREAD {
+                // With a registrar, the frame's integral images are computed here.
+                let own = match moving {
+                    Some(_) => None,
+                    None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(turn_buffer))?),
+                };
+                let reg = self.register_turned(r_held.view::<T>()?, moving.or(own.as_ref()).ok_or(Error::Backend("internal: no moving frame".into()))?, rp, &motion);
+                if let Some(o) = own {
+                    *turn_buffer = o.into_integral();
+                }
+                let reg = reg?;
+                evaluations += reg.evaluations;
+                return Ok(reg);
+            }
+            let pred = pair_prediction(&motion, self.size);
+            let mut reg = match (moving, self.registrar) {
+                (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
+                (None, Some(g)) => {
+                    let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (current.index, T::gray(current.view::<T>()?)), prediction: pred };
+                    g.register(&pair, rp)?
+                }
+                (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
+            };
+            if rp.motion == Motion::Similarity && !motion.is_translation() && reg.motion().is_some_and(|m| m.is_translation()) {
+                // With a fitted scale, a pair the sequence's zoom reaches (its predicted
+                // motion scales) keeps its fitted similarity, as a turned-back pair does:
+                // such a pair zooms by less than the warp threshold (just after a keyframe
+                // change, where the zoom turns round), so its zoom seldom clears the
+                // significance test, and the scale 1 that then stood was off by the whole
+                // zoom (up to 2.4e-3 on smooth texture), carried on to every frame
+                // registered against it.
+                let zooming = rp.fit_scale && motion.scale != 1.0;
+                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, &Similarity::IDENTITY, rp, zooming);
+            }
+            evaluations += reg.evaluations;
+            Ok(reg)
+        };
+        let mut attempt = |r: usize, motion: Similarity| attempt_with(r, motion, &p.register);
+        let mut outcome: Option<(usize, PairRegistration)> = None;
+        let first_only = matches!(first, FirstAttempt::Only);
+        let mut known = match first {
+            FirstAttempt::Known(reg) => Some(reg),
+            _ => None,
+        };
+        for &(r, motion) in attempts.iter().take(if first_only { 1 } else { attempts.len() }) {
+            let reg = match known.take() {
+                Some(reg) => reg,
+                None => attempt(r, motion)?,
+            };
+            let done = reg.shift.is_some();
+            outcome = Some((r, reg));
+            if done {
+                break;
+            }
+        }
+        if first_only {
+            if let Some((r, reg)) = outcome.as_ref().filter(|o| !stands_clear(&o.1)) {
+                return Ok((*r, reg.clone(), evaluations));
+            }
+        }
+        // The coarse global estimates (phase correlation) seed the search where the
+        // motion's prediction did not: a pair that failed (a jump, or a prediction
+        // made over skipped frames), and a pair that
+        // registered on a weak minority of its templates, which a local search that
+        // started far from the peak can lock onto (a lattice, a field of grass). A
+        // seeded registration wins with more agreeing vectors; the first stays
+        // otherwise.
+        // The frame the global estimates are made against: the reference of a weak match, else
+        // the first attempt's (the keyframe), so that frames that fail do not chain frame to
+        // frame. (The seeds were once made against the last good frame; they moved to the
+        // keyframe with the whole-overlap stage, and the robustness footage is measured so.)
+        let base_of = |(r, reg): &(usize, PairRegistration)| if reg.shift.is_some() { *r } else { attempts.first().map_or(*r, |a| a.0) };
+        // Seeds are shifts of the frame's centre; the turn stays the predicted one (from the
+        // pose `b_pos` of the frame registered against).
+        let first = match attempts.first() {
+            Some(&(r, motion)) => Some((r, frame(r)?.pos, motion)),
+            None => None,
+        };
+        let predicted_turn = |b: usize, b_pos: Similarity| match first {
+            Some((r, _, motion)) if r == b => motion,
+            Some((_, r_pos, motion)) => b_pos.inverse().then(&r_pos.then(&motion)),
+            None => Similarity::IDENTITY,
+        };
+        let seeded = |seed: (f64, f64), turn: &Similarity| if turn.is_translation() { Similarity::translation(seed) } else { Similarity::about(centre(self.size), seed, turn.angle, turn.scale) };
+        // The spectra of a reference (index) and the frame, once computed.
+        let mut spectra: Option<(usize, Spectrum, Spectrum)> = None;
+        match &outcome {
+            Some(o) if p.coarse_candidates > 0 && (o.1.shift.is_none() || weak(&o.1)) => {
+                let base = base_of(o);
+                let b_held = frame(base)?;
+                let (b_spectrum, c_spectrum) = (Spectrum::new(b_held.view::<T>()?), Spectrum::new(current.view::<T>()?));
+                let seeds = coarse::candidates(&b_spectrum, &c_spectrum, p.coarse_candidates).unwrap_or_default();
+                spectra = Some((base, b_spectrum, c_spectrum));
+                let b_pos = b_held.pos;
+                let turn = predicted_turn(base, b_pos);
+                for seed in seeds.into_iter().map(|peak| peak.shift) {
+                    if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
+                        // Already where this seed leads.
+                        if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
+                            continue;
+                        }
+                    }
+                    let reg = attempt(base, seeded(seed, &turn))?;
+                    let better = match &outcome {
+                        Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
+                        None => true,
+                    };
+                    if better {
+                        outcome = Some((base, reg));
+                    }
+                    if outcome.as_ref().is_some_and(|o| o.1.shift.is_some() && !weak(&o.1)) {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+        // Faint texture (low contrast, strong noise): where too few templates agree,
+        // grow them to twice the side, from the shift found or the prediction, so each
+        // averages more signal; the grown registration stands if it is not weak too.
+        let short = |reg: &PairRegistration| weak(reg) || matches!(reg.skip, Some(SkipReason::TooFewVectors { .. }));
+        if let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) {
+            let r = *r;
+            let start = reg.motion().or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(Similarity::IDENTITY);
+            let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
+            let g = attempt_with(r, start, &grown)?;
+            if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
+                outcome = Some((r, g));
+            }
+        }
+        // Texture too faint for templates (the fundus at low contrast or under strong noise):
+        // where no registration stands on a clear majority of them, the whole overlap decides,
+        // from the band-limited phase correlation's peak where it stands clear of the noise.
+        // Against the keyframe first, then the other frames attempted (the last good frame):
+        // a faint pair's peak sinks into the noise as the overlap shrinks (the fundus at
+        // contrast 0.3, 30 px from its keyframe: significance 9, against 23 for the frame
+        // before it).
+        let on_overlap = self.refines_on_overlap();
+        let mut correlation_peak = None;
+        if let Some(o) = outcome.as_ref().filter(|o| on_overlap && (o.1.shift.is_none() || weak(&o.1))).cloned() {
+            let mut bases: Vec<usize> = Vec::with_capacity(attempts.len() + 1);
+            for b in core::iter::once(base_of(&o)).chain(attempts.iter().map(|a| a.0)) {
+                if !bases.contains(&b) {
+                    bases.push(b);
+                }
+            }
+            for base in bases {
+                let (b_spectrum, c_spectrum) = match spectra.take() {
+                    Some((b, r, c)) if b == base => (r, c),
+                    Some((_, _, c)) => (Spectrum::new(frame(base)?.view::<T>()?), c),
+                    None => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
+                };
+                let found = coarse::weighted_candidates(&b_spectrum, &c_spectrum, 1, Some(coarse::FAINT_BAND)).unwrap_or_default();
+                spectra = Some((base, b_spectrum, c_spectrum));
+                let Some(peak) = found.first().filter(|k| k.significance >= coarse::SIGNIFICANT_PEAK) else { continue };
+                let b_held = frame(base)?;
+                let start = seeded(peak.shift, &predicted_turn(base, b_held.pos));
+                // From the phase peak to where the overlap's correlation peaks on band-passed
+                // frames ([`faint`]), then the overlap refinement from there: on faint texture
+                // the refinement stops near its start (PAL at contrast 0.3 under noise 6: 0.46
+                // px from the phase peak, 0.26 from the correlation's), while on clear texture
+                // it converges to its own optimum, whose per-patch ramps take up a vignetting
+                // fixed to the lens that pulls the correlation's peak (0.3 px on the fundus
+                // under 40 % vignetting).
+                let peaked = match start.is_translation() {
+                    true => faint::overlap_peak(b_held.band::<T>(self.par)?.view(), current.band::<T>(self.par)?.view(), start.shift(), SEED_REACH, self.par)?,
+                    false => None,
+                };
+                let start = peaked.map_or(start, Similarity::translation);
+                let unknowns = overlap_unknowns(&p.register, &start);
+                if let Some(m) = self.refine_on_overlap::<T>(b_held, current, start, unknowns, SEED_REACH)? {
+                    let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..o.1.clone() };
+                    (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
+                    outcome = Some((base, phased));
+                    correlation_peak = peaked;
+                    break;
+                }
+            }
+        }
+        let Some((r, mut reg)) = outcome else { unreachable_attempts()? };
+        // A weak consensus must be confirmed by the whole overlap: chance agreement of a
+        // few templates between unrelated frames is rare but, over a long run with
+        // several attempts per frame, not rare enough to report a position on it.
+        // A whole-overlap match is always confirmed: with no template textured (a frame over an
+        // empty patch of slide) none is weak, and its overlap may still correlate well on
+        // the border of the empty patch, at any shift along it.
+        // So must a consensus of templates that see one edge running one way (a fundus's
+        // rim past an empty patch): each pins the shift across the edge and not along it,
+        // and four such agreed on a place 13 px along the rim. A straight edge crosses at
+        // most 2 npts - 1 of the npts x npts templates, a curved rim more (with a bound of
+        // 2 npts the fundus sweep's frames moved up to 0.2 px); 3 npts or more agreeing
+        // are not on one edge, and their gradients are not summed.
+        let few = reg.vectors_used < 3 * p.register.npts;
+        let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && few && aperture_bound(frame(r)?.view::<T>()?, &reg, p.register.rsz);
+        if let (Some(m), true) = (reg.motion(), (weak(&reg) || along_an_edge || self.confirm_every_match || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
+            let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
+            let reference = frame(r)?.view::<T>()?;
+            let overlap = overlap_ncc(reference, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
+            // A phase-correlation match, already significant against its surface's noise,
+            // stands under `min_coefficient` where its overlap beats what the pair correlates
+            // where it cannot match (faint frames: the true match's NCC is bounded by their
+            // signal-to-noise ratio; the fundus at contrast 0.3 went from 7 to 37 of 40
+            // frames). Only where the overlap refinement fitted the pair's turn: under the
+            // translation model a turned pair correlates near its centre of rotation alone,
+            // faintly, and stood above the null too (gravel rolling 1.9 degrees a frame: 20
+            // frames more than 2 px off). Template consensus keeps the fixed floor: a few
+            // templates agreeing by chance have no such second test behind them.
+            let null = match reg.phase_significance {
+                Some(_) if overlap < p.register.min_coefficient && p.register.motion == Motion::Similarity => overlap_null_ncc(reference, aligned.view(), aligned.shift, self.par)?,
+                _ => None,
+            };
+            let beats_null = null.is_some_and(|n| overlap >= n + OVERLAP_NULL_MARGIN && overlap >= OVERLAP_FLOOR);
+            // Neither a whole-overlap match nor a weak consensus has a clear majority of
+            // templates behind it: it must stand on the overlap's textured part, above what
+            // that part correlates where it cannot match (`textured`), not on a featureless
+            // area (a few templates agreeing by chance near an empty patch of slide, whose
+            // overlap correlated 0.53 137 px from the truth).
+            // Judged on the band-passed frames where the pair is a translation: their
+            // noise is averaged, so faint texture (the fundus at contrast 0.3) still counts.
+            let noise = match (noise_variance(reference, p.register.rsz), noise_variance(current.view::<T>()?, p.register.rsz)) {
+                (Some(a), Some(b)) => a.min(b),
+                _ => 0.0,
+            };
+            let textured = Some(match m.is_translation() {
+                true => {
+                    let band = Noise::band_passed(noise);
+                    let floor = p.register.min_variance * band.variance / noise.max(f64::MIN_POSITIVE);
+                    textured_overlap(frame(r)?.band::<T>(self.par)?.view(), current.band::<T>(self.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), self.par)?
+                }
+                false => textured_overlap(reference, aligned.view(), aligned.shift, p.register.rsz, Noise::white(noise), p.register.min_variance, self.par)?,
+            });
+            // Template consensus keeps its fixed floor there too (see above).
+            let floor = if reg.phase_significance.is_some() { OVERLAP_FLOOR } else { p.register.min_coefficient };
+            let featureless = textured.filter(|t| !t.confirms(OVERLAP_NULL_MARGIN, floor));
+            if overlap < p.register.min_coefficient && !beats_null {
+                reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap, null });
+                reg.shift = None;
+                reg.phase_significance = None;
+            } else if let Some(t) = featureless {
+                reg.skip = Some(SkipReason::Featureless { blocks: t.blocks, needed: MIN_TEXTURED_BLOCKS, ncc: t.ncc, null: t.null });
+                reg.shift = None;
+                reg.phase_significance = None;
+            } else if reg.phase_significance.is_some() {
+                // No template vouches for it: its coefficient is the overlap's.
+                reg.ncc = overlap;
+                // Too faint for the overlap refinement's linearisation (its few steps from
+                // the correlation's peak drift towards its biased optimum): the peak stands.
+                if let (true, true, Some(s)) = (beats_null, m.is_translation(), correlation_peak) {
+                    reg.shift = Some(s);
+                }
+            }
+        }
+        // Faint matches (few templates agree, or agree weakly) leave the motion uncertain by
+        // up to a pixel: the whole overlap refines it.
+        // Or every pair, when asked for.
+        let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
+        let every = |reg: &PairRegistration| p.refine_every_pair && reg.phase_significance.is_none();
+        if let Some(m) = reg.motion().filter(|_| (on_overlap && faint(&reg)) || every(&reg)) {
+            let unknowns = overlap_unknowns(&p.register, &m);
+            if let Some(refined) = self.refine_on_overlap::<T>(frame(r)?, current, m, unknowns, FAINT_REACH)? {
+                (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
+            }
+        }
+        Ok((r, reg, evaluations))
+    }
+
+    /// Refines the registration of held frame `l` against its held reference on the whole
+    /// overlap (`l` is about to become the keyframe): its pose, in `held` and in its record,
+    /// moves where the refinement leads (unchanged where it finds nothing).
+    pub(super) fn refine_keyframe<T: GrayType>(&self, held: &mut [Held<'_>], records: &mut [FrameRecord], l: usize) -> Result<()> {
+        let Some(r) = records[l].reference else { return Ok(()) };
+        // A faint pair's link already stands where its overlap correlation peaks.
+        if self.faint_phase(&records[l]) {
+            return Ok(());
+        }
+        let (Some(l_held), Some(r_held)) = (held.iter().find(|f| f.index == l), held.iter().find(|f| f.index == r)) else { return Ok(()) };
+        let motion = r_held.pos.inverse().then(&l_held.pos);
+        let unknowns = overlap_unknowns(&self.p.register, &motion);
+        let Some(refined) = self.refine_on_overlap::<T>(r_held, l_held, motion, unknowns, FAINT_REACH)? else { return Ok(()) };
+        let pos = r_held.pos.then(&refined);
+        let rec = &mut records[l];
+        (rec.position, rec.angle, rec.scale) = (Some(pos.shift()), pos.angle, pos.scale);
+        self.measure_quality::<T>(r_held, l_held, &refined, rec)?;
+        if let Some(f) = held.iter_mut().find(|f| f.index == l) {
+            f.pos = pos;
+        }
+        Ok(())
+    }
+
+    /// Whether frame `rec` registered on a phase-correlation match too faint for a fixed
+    /// level, confirmed against its null ([`faint::overlap_peak`] placed it).
+    pub(super) fn faint_phase(&self, rec: &FrameRecord) -> bool {
+        rec.phase_significance.is_some() && rec.ncc < self.p.register.min_coefficient && rec.angle == 0.0 && rec.scale == 1.0
+    }
+
+    /// Whether pairs are refined on the whole overlap (faint ones, and the keyframes' links).
+    pub(super) fn refines_on_overlap(&self) -> bool {
+        self.p.whole_overlap && self.p.register.acceptance == Acceptance::Adaptive
+    }
+
+    /// The pair motion `start` refined on the whole overlap of `reference` and `moving`
+    /// ([`super::refine::refine_overlap`]), on their kept smoothed copies.
+    pub(super) fn refine_on_overlap<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
+        let (r, m) = (reference.smoothed::<T>(self.par)?, moving.smoothed::<T>(self.par)?);
+        Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach)?.map(|(m, _)| m))
+    }
+
+    /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
+    /// (or scales) the frame visibly, as if the moving frame were first turned back by it
+    /// about its centre ([`register_pair_turned`]: the templates are turned, not the frame),
+    /// so that the templates meet their matches upright and the pair is nearly a
+    /// translation; then the pair's motion is composed with the turn. Always on the CPU (a
+    /// registrar searches upright templates).
+    pub(super) fn register_turned<T: GrayType>(&self, reference: ImageView<'_, T>, moving: &SearchFrame<'_, T>, rp: &RegisterParams, motion: &Similarity) -> Result<PairRegistration> {
+        let turn = Similarity::about(centre(self.size), (0.0, 0.0), motion.angle, motion.scale);
+        let back = turn.inverse();
+        let mut reg = register_pair_turned(reference, moving, rp, motion.then(&back).shift(), &turn, self.par)?;
+        if reg.motion().is_some_and(|m| m.is_translation()) {
+            fit_turn(&mut reg, reference, moving.view(), &turn, rp, true);
+        }
+        if let Some(m) = reg.motion() {
+            let total = m.then(&turn);
+            (reg.shift, reg.angle, reg.scale) = (Some(total.shift()), total.angle, total.scale);
+        }
+        Ok(reg)
+    }
+
+    /// Every attempt for frame `i` (reference index, predicted pair motion), in order: the planned
+    /// pair `planned` where the window has one; then, once a pair has registered, the keyframe
+    /// with the prediction from the last good frame's motion, the last good frame with it (if
+    /// the keyframe is older), then the last good frame with the motion reversed, then with
+    /// no motion; before that, the
+    /// reference candidate, then the pending frame, unmoved. The keyframe `key` moves to the
+    /// last good frame where the prediction leaves `limit` of it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attempts<'h>(
+        &self,
+        find: &dyn Fn(usize) -> Result<&'h Held<'a>>,
+        (k, key): (usize, &mut Option<usize>),
+        last: Option<usize>,
+        pending: Option<usize>,
+        planned: Option<Planned>,
+        vel: Velocity,
+        i: usize,
+        limit: (f64, f64),
+    ) -> Result<Vec<(usize, Similarity)>>
+    where
+        'a: 'h,
+    {
+        let mut attempts: Vec<(usize, Similarity)> = Vec::with_capacity(4);
+        attempts.extend(planned.map(|pl| pl.attempt()));
+        let mut add = |r: usize, pose: Similarity| -> Result<()> {
+            let a = (r, find(r)?.pos.inverse().then(&pose));
+            if !attempts.contains(&a) {
+                attempts.push(a);
+            }
+            Ok(())
+        };
+        match last {
+            Some(l) => {
+                let l_pos = find(l)?.pos;
+                let predicted = vel.predict(&l_pos, (i - l) as f64, self.size);
+                let k_pos = find(key.unwrap_or(k))?.pos;
+                if keyframe_left(&predicted, &k_pos, limit, self.size) {
+                    *key = Some(l);
+                }
+                // A sweep that turned back (serpentine rows, an endoscope pulled back):
+                // the same speed the other way.
+                let reversed = vel.reversed().predict(&l_pos, (i - l) as f64, self.size);
+                for (r, pose) in [(key.unwrap_or(l), predicted), (l, predicted), (l, reversed), (l, l_pos)] {
+                    add(r, pose)?;
+                }
+            }
+            // Unmoved: the same pose as the candidate's.
+            None => {
+                for c in [Some(k), pending].into_iter().flatten() {
+                    add(c, Similarity::IDENTITY)?;
+                }
+            }
+        }
+        Ok(attempts)
+    }
+
+    /// Whether registration `reg` shows a zoom the scale-free model cannot follow, where the
+    /// run is to fit the scale once it does.
+    pub(super) fn zoom_found(&self, reg: &PairRegistration) -> bool {
+        self.p.detect_zoom && !self.p.register.fit_scale && self.p.register.motion == Motion::Similarity && evident_zoom(reg, &self.p.register).is_some()
+    }
+}
+
+/// Which attempts [`Run::settle`] tries.
+pub(super) enum FirstAttempt {
+    /// Every attempt in turn.
+    Every,
+    /// The first alone.
+    Only,
+    /// Every attempt, the first one's registration being this one.
+    Known(PairRegistration),
+}
+
+/// Whether a pair's registration stands on its own: it registered on a clear majority of its
+/// templates, so no other attempt, seed or stage would be tried after it.
+pub(super) fn stands_clear(reg: &PairRegistration) -> bool {
+    reg.shift.is_some() && !weak(reg)
+}
+
+/// A registration on a weak minority of its textured templates.
+fn weak(reg: &PairRegistration) -> bool {
+    reg.shift.is_some() && 3 * reg.vectors_used < reg.textured
+}
+
+/// Whether the agreeing templates of `reg` (of side `rsz` in `reference`) see gradients
+/// that run one way ([`APERTURE_COHERENCE`]): their match is pinned across an edge only.
+fn aperture_bound<T: GrayType>(reference: ImageView<'_, T>, reg: &PairRegistration, rsz: usize) -> bool {
+    let mut j = (0.0, 0.0, 0.0);
+    for v in reg.vectors.iter().filter(|v| v.inlier) {
+        // Every other pixel each way: a quarter of the cost, the same direction.
+        structure_tensor(&reference, (v.template.0, v.template.1, v.template.0 + rsz, v.template.1 + rsz), 2, &mut j);
+    }
+    coherence(j) > APERTURE_COHERENCE
+}
+
+/// The coherence ([`coherence`]) above which agreeing templates see one edge: the
+/// consensus that put a fundus frame 13 px along its rim had 0.89; over the robustness
+/// footage's 12 000 template registrations, 1 % had more than 0.8 (they are confirmed on
+/// the textured overlap, as a weak consensus is).
+const APERTURE_COHERENCE: f64 = 0.8;
+
+/// How far (pixels, at the overlap's corners) the whole-overlap refinement may move a
+/// phase-correlation seed (measured within 0.8 px on the fundus at contrast 0.3), and a
+/// faint template registration.
+const SEED_REACH: f64 = 3.0;
+const FAINT_REACH: f64 = 2.0;
+/// How far a phase-correlation match's overlap NCC must beat the pair's null
+/// ([`overlap_null_ncc`]) when it is under `min_coefficient`, and the least it may be then.
+/// Measured on the fundus at contrast 0.3 (true matches 0.17 to 0.4, nulls 0.06 to 0.27).
+const OVERLAP_NULL_MARGIN: f64 = 0.05;
+const OVERLAP_FLOOR: f64 = 0.1;
+/// Template registrations whose agreeing vectors correlate less than this on average are
+/// faint (refined on the whole overlap), as are those on which fewer than half the textured
+/// templates agree. (At 0.8 the bundled PAL sequence, whose pairs correlate 0.79 to 0.83 on
+/// all 36 templates, was refined too, at a quarter of the speed and no gain.)
+const FAINT_NCC: f64 = 0.7;
+
+/// The unknowns of a whole-overlap refinement from `start` ([`refine_overlap`]): the
+/// translation; the angle too under the similarity model unless the start is a
+/// translation (the template stage found no significant turn); the scale where fitted.
+fn overlap_unknowns(p: &RegisterParams, start: &Similarity) -> usize {
+    match p.motion {
+        Motion::Translation => 2,
+        Motion::Similarity if start.is_translation() => 2,
+        Motion::Similarity if p.fit_scale => 4,
+        Motion::Similarity => 3,
+    }
+}
+
+/// A predicted pair motion that moves a frame's corners less than this (pixels) beyond the
+/// shift of its centre is registered as it is; a larger turn is undone first
+/// ([`Run::register_turned`]).
+const WARP_SPREAD: f64 = 1.0;
+
+/// A moving frame brought into line with its reference up to a translation, for the
+/// measures that compare a pair at a shift (overlap NCC): the frame itself for a
+/// translation, else the frame turned back about its centre.
+pub(super) struct Aligned<'v, T: GrayType> {
+    frame: ImageView<'v, T>,
+    turned: Option<Image<T>>,
+    /// The pair's shift between the reference and [`Aligned::view`].
+    pub(super) shift: (f64, f64),
+}
+
+impl<'v, T: GrayType> Aligned<'v, T> {
+    /// `frame` aligned for `motion`, turned (if it turns) on `par`'s threads.
+    pub(super) fn new(frame: ImageView<'v, T>, motion: &Similarity, par: Parallelism) -> Result<Self> {
+        if motion.is_translation() {
+            return Ok(Aligned { frame, turned: None, shift: motion.shift() });
+        }
+        let turn = Similarity::about(centre(frame.size()), (0.0, 0.0), motion.angle, motion.scale);
+        let back = turn.inverse();
+        Ok(Aligned { frame, turned: Some(warp_with(frame, &back, frame.size(), par)?), shift: motion.then(&back).shift() })
+    }
+
+    pub(super) fn view(&self) -> ImageView<'_, T> {
+        self.turned.as_ref().map_or(self.frame, |t| t.view())
+    }
+}
+
+/// The attempt list is never empty; this keeps that invariant out of a panic.
+fn unreachable_attempts<T>() -> Result<T> {
+    Err(Error::Backend("internal: no registration attempt was made".into()))
+}
