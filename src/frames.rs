@@ -6,11 +6,12 @@
 //! decoder's message and goes on.
 
 use crate::stitch::{Frame, FrameRecord, FrameSource};
-use crate::AnyImage;
+use crate::{AnyImage, Parallelism};
 use anyhow::{bail, Context, Result};
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Image files, decoded on demand.
 pub struct Files(pub Vec<PathBuf>);
@@ -102,11 +103,11 @@ impl FrameSource for PagesPerTile {
 /// first of several files is a TIFF of exactly `planes` pages, otherwise as
 /// [`frame_source`] reads them (the planes as blocks of files, or the pages of one TIFF),
 /// with a label per frame. Errors: a file of the tiles' planes whose pages are not
-/// `planes`, as [`frame_source`].
-pub fn grid_source(files: &[PathBuf], planes: usize, cache_bytes: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
+/// `planes`, as [`frame_source`]. `read_ahead`: frames decoded ahead ([`ReadAhead`]).
+pub fn grid_source(files: &[PathBuf], planes: usize, cache_bytes: usize, read_ahead: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
     let per_tile = planes > 1 && files.len() > 1 && crate::io::is_tiff(&files[0]) && crate::io::tiff_pages(&files[0]).is_ok_and(|p| p == planes);
     if !per_tile {
-        return frame_source(files, cache_bytes);
+        return frame_source(files, cache_bytes, read_ahead);
     }
     for f in &files[1..] {
         let pages = crate::io::tiff_pages(f).unwrap_or(0);
@@ -115,7 +116,126 @@ pub fn grid_source(files: &[PathBuf], planes: usize, cache_bytes: usize) -> Resu
         }
     }
     let labels = (0..planes).flat_map(|b| files.iter().map(move |f| format!("{}#{b}", f.display()))).collect();
-    Ok((Box::new(Cached::new(PagesPerTile { files: files.to_vec(), planes }, cache_bytes)), labels))
+    Ok((Box::new(Cached::new(ReadAhead::new(PagesPerTile { files: files.to_vec(), planes }, read_ahead), cache_bytes)), labels))
+}
+
+/// A source whose next frames are decoded on the thread pool while the run works on the
+/// ones it has: each read of frame `i` right after frame `i - 1` (a sequence read in order,
+/// to register and again to paste) starts frames `i + 1 ..= i + depth` that are not started
+/// yet, and a started frame is handed over when the run asks for it. Decoding a PAL PNG
+/// costs several times a pair's registration; read in order on the run's thread, it would
+/// be the run's serial part. A frame still queued when asked for is decoded by the asker
+/// (nothing waits on a pool that may be busy with the asker's own work); one being decoded
+/// is waited for. Frames come out as the inner source makes them, errors included, so a run
+/// reads the same frames whatever the depth (0: no read-ahead). Out-of-order reads (an
+/// earlier keyframe read again) start nothing.
+pub struct ReadAhead<S> {
+    shared: Arc<Ahead<S>>,
+    depth: usize,
+    last: Mutex<Option<usize>>,
+}
+
+struct Ahead<S> {
+    inner: S,
+    started: Mutex<HashMap<usize, Arc<Started>>>,
+}
+
+/// A frame started ahead: its state, and the signal that it was decoded.
+#[derive(Default)]
+struct Started {
+    state: Mutex<Decoding>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+enum Decoding {
+    #[default]
+    Queued,
+    Running,
+    /// The inner source's frame, owned; `None` where it lent a view (read it again).
+    Done(Option<Result<AnyImage, String>>),
+    /// Taken by the run before a pool thread got to it.
+    Claimed,
+}
+
+impl<S: FrameSource + Send + Sync + 'static> ReadAhead<S> {
+    pub fn new(inner: S, depth: usize) -> Self {
+        ReadAhead { shared: Arc::new(Ahead { inner, started: Mutex::new(HashMap::new()) }), depth, last: Mutex::new(None) }
+    }
+
+    /// Starts frames `from ..= from + depth - 1` (those below `len()` not started yet) on
+    /// the pool, and forgets started frames below `from - 1` (read past).
+    fn start_from(&self, from: usize) {
+        let end = (from + self.depth).min(self.shared.inner.len());
+        let mut started = self.shared.started.lock().unwrap_or_else(|e| e.into_inner());
+        started.retain(|&j, _| j + 1 >= from);
+        for j in from..end {
+            if started.contains_key(&j) {
+                continue;
+            }
+            let slot = Arc::new(Started::default());
+            started.insert(j, Arc::clone(&slot));
+            let shared = Arc::clone(&self.shared);
+            rayon::spawn(move || {
+                {
+                    let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+                    if !matches!(*state, Decoding::Queued) {
+                        return;
+                    }
+                    *state = Decoding::Running;
+                }
+                let made = match shared.inner.frame(j) {
+                    Ok(Frame::Image(image)) => Some(Ok(image)),
+                    Ok(Frame::Shared(image)) => Some(Ok(Arc::unwrap_or_clone(image))),
+                    Ok(Frame::View(_)) => None,
+                    Err(why) => Some(Err(why)),
+                };
+                *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = Decoding::Done(made);
+                slot.done.notify_all();
+            });
+        }
+    }
+
+    /// Frame `i` if it was started ahead and not claimed: waited for if a pool thread is
+    /// decoding it; `None` where the run must read it itself.
+    fn take_started(&self, i: usize) -> Option<Result<AnyImage, String>> {
+        let slot = self.shared.started.lock().unwrap_or_else(|e| e.into_inner()).remove(&i)?;
+        let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match std::mem::replace(&mut *state, Decoding::Claimed) {
+                Decoding::Queued | Decoding::Claimed => return None,
+                Decoding::Done(made) => return made,
+                Decoding::Running => {
+                    *state = Decoding::Running;
+                    state = slot.done.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+        }
+    }
+}
+
+impl<S: FrameSource + Send + Sync + 'static> FrameSource for ReadAhead<S> {
+    fn len(&self) -> usize {
+        self.shared.inner.len()
+    }
+    fn frame(&self, i: usize) -> Result<Frame<'_>, String> {
+        let in_order = {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            let in_order = last.map_or(true, |l| i == l + 1);
+            *last = Some(i);
+            in_order
+        };
+        if in_order && self.depth > 0 {
+            self.start_from(i + 1);
+        }
+        match self.take_started(i) {
+            Some(made) => made.map(Frame::Image),
+            None => self.shared.inner.frame(i),
+        }
+    }
+    fn shape(&self, i: usize) -> Result<((usize, usize), &'static str), String> {
+        self.shared.inner.shape(i)
+    }
 }
 
 /// A source whose frames are made on each read (decoded, cut), with the frames it made kept
@@ -184,18 +304,29 @@ fn image_bytes(img: &AnyImage) -> usize {
 
 /// The frames the inputs name, as a source the run reads on demand, and a label per frame
 /// (file name, or file name and page): one multi-page TIFF gives its pages, otherwise one
-/// frame per file; each decoded when the run needs it and kept in a cache of `cache_bytes`.
-pub fn frame_source(files: &[PathBuf], cache_bytes: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
+/// frame per file; each decoded when the run needs it (the next `read_ahead` on the thread
+/// pool, [`ReadAhead`]) and kept in a cache of `cache_bytes`.
+pub fn frame_source(files: &[PathBuf], cache_bytes: usize, read_ahead: usize) -> Result<(Box<dyn FrameSource>, Vec<String>)> {
     if let [one] = files {
         let pages = if crate::io::is_tiff(one) { crate::io::tiff_pages(one)? } else { 1 };
         if pages > 1 {
             let labels = (0..pages).map(|i| format!("{}#{i}", one.display())).collect();
             let source = TiffPages { path: one.clone(), pages };
-            return Ok((Box::new(Cached::new(source, cache_bytes)), labels));
+            return Ok((Box::new(Cached::new(ReadAhead::new(source, read_ahead), cache_bytes)), labels));
         }
     }
     let labels = files.iter().map(|f| f.display().to_string()).collect();
-    Ok((Box::new(Cached::new(Files(files.to_vec()), cache_bytes)), labels))
+    Ok((Box::new(Cached::new(ReadAhead::new(Files(files.to_vec()), read_ahead), cache_bytes)), labels))
+}
+
+/// Frames a source decodes ahead ([`ReadAhead`]) for a run on `par`'s threads: none on one
+/// thread (its frames are decoded in order on it), else twice the threads, at most 8 (two
+/// windows of pairs; a frame waiting costs its memory).
+pub fn read_ahead_depth(par: Parallelism) -> usize {
+    match par.threads() {
+        0 | 1 => 0,
+        n => (2 * n).min(8),
+    }
 }
 
 /// Natural order: digit runs compare as numbers ("f2" < "f10").
@@ -296,6 +427,61 @@ pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
     use crate::Image;
+
+    /// Frames made on demand (a grey level per index; every fifth one fails), counting how
+    /// often each is made.
+    struct Counted {
+        made: Vec<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl FrameSource for Counted {
+        fn len(&self) -> usize {
+            self.made.len()
+        }
+        fn frame(&self, i: usize) -> std::result::Result<Frame<'_>, String> {
+            self.made[i].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if i % 5 == 3 {
+                return Err(format!("frame {i} is corrupt"));
+            }
+            Ok(Frame::Image(AnyImage::U8(Image::filled(3, 2, i as u8).unwrap())))
+        }
+    }
+
+    fn as_read(f: std::result::Result<Frame<'_>, String>) -> std::result::Result<AnyImage, String> {
+        f.map(|f| match f {
+            Frame::Image(i) => i,
+            Frame::Shared(i) => (*i).clone(),
+            Frame::View(_) => panic!("a view"),
+        })
+    }
+
+    #[test]
+    fn read_ahead_gives_the_inner_frames_and_errors_making_each_once_in_order() {
+        let n = 23;
+        for depth in [0, 1, 3, 8] {
+            let source = ReadAhead::new(Counted { made: (0..n).map(|_| Default::default()).collect() }, depth);
+            let plain = Counted { made: (0..n).map(|_| Default::default()).collect() };
+            // In order (a run), then out of order (an earlier keyframe read again), then in
+            // order again from the start (the composite).
+            let order: Vec<usize> = (0..n).chain([4, 2, 17]).chain(0..n).collect();
+            for &i in &order {
+                assert_eq!(as_read(source.frame(i)), as_read(plain.frame(i)), "depth {depth}, frame {i}");
+            }
+            // Every frame started ahead was read, and each read made its frame once: on the
+            // pool, or by the reader where it claimed a frame still queued.
+            let made: Vec<usize> = source.shared.inner.made.iter().map(|m| m.load(std::sync::atomic::Ordering::SeqCst)).collect();
+            let asked: Vec<usize> = plain.made.iter().map(|m| m.load(std::sync::atomic::Ordering::SeqCst)).collect();
+            assert_eq!(made, asked, "depth {depth}");
+            assert_eq!(source.len(), n);
+        }
+    }
+
+    #[test]
+    fn read_ahead_depth_follows_the_threads() {
+        assert_eq!(read_ahead_depth(Parallelism::Sequential), 0);
+        let all = read_ahead_depth(Parallelism::AllThreads);
+        assert!(all <= 8 && (rayon::current_num_threads() == 1) == (all == 0));
+    }
 
     #[test]
     fn natural_order() {

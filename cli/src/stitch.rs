@@ -412,7 +412,8 @@ pub fn run_stitch(mut a: StitchArgs) -> Result<()> {
                 Some(cfg) => tessera::tile_config::read(cfg)?.into_iter().map(|t| t.0).collect(),
                 None => resolve_inputs(&a.inputs)?,
             };
-            let (source, labels) = grid_source(&files, a.channels * a.time_points * a.cycles, cache_bytes)?;
+            let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
+            let (source, labels) = grid_source(&files, a.channels * a.time_points * a.cycles, cache_bytes, frames::read_ahead_depth(par))?;
             (source, labels, None)
         }
     };

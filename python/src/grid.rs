@@ -12,7 +12,7 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use tessera::flatfield::FieldSource;
-use tessera::frames::grid_source;
+use tessera::frames::{grid_source, read_ahead_depth};
 use tessera::grid::{register_grid, register_planes, GridLayout, GridOptions, Nominal, Planes};
 use tessera::large::{composite_in_memory, planes_in_memory};
 use tessera::options::{parse_positions, scale_min_variance, RegisterOptions, StitchOptions};
@@ -201,7 +201,7 @@ pub fn stitch_grid<'py>(
         Frames::Files(files) => py.detach(|| {
             // Labels as the command line's: a multi-page TIFF names its pages.
             let (c, t) = planes.output();
-            let (source, labels) = grid_source(&files, c * t, cache_bytes)?;
+            let (source, labels) = grid_source(&files, c * t, cache_bytes, read_ahead_depth(par))?;
             run_and_composite(source.as_ref(), &labels, p, given, &o, &planes, par)
         }),
         Frames::Arrays(arrays) => {

@@ -15,7 +15,7 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
-use tessera::frames::{frame_source, resolve_inputs};
+use tessera::frames::{frame_source, read_ahead_depth, resolve_inputs};
 use tessera::options::{default_min_variance, scale_min_variance, RegisterOptions, StitchOptions};
 use tessera::report::{peak_memory_mib, report};
 use tessera::stitch::{synth_sequence as synth, Acceptance, Blend, FrameSource, InMemory, Motion, Panorama, RegisterParams, SearchMethod, StitchParams, SynthParams};
@@ -287,7 +287,8 @@ pub fn stitch<'py>(
             let labels: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
             let outcome = py.detach(|| {
                 // Labels as the CLI's: a multi-page TIFF names its pages.
-                let (source, labels) = frame_source(&files, cache_bytes).map_err(Failure::Source)?;
+                let read_ahead = read_ahead_depth(if single_thread { Parallelism::Sequential } else { Parallelism::AllThreads });
+                let (source, labels) = frame_source(&files, cache_bytes, read_ahead).map_err(Failure::Source)?;
                 run(b, source.as_ref(), p, given).map(|r| (r, labels))
             });
             match outcome {

@@ -42,7 +42,7 @@ pub fn run(r: &mut Recorder) -> Result<()> {
     let out = dir.with_extension("ome.tif");
     let reset = reset_peak();
     let t0 = Instant::now();
-    let (source, labels) = tessera::frames::frame_source(&files, 64 << 20)?;
+    let (source, labels) = tessera::frames::frame_source(&files, 64 << 20, tessera::frames::read_ahead_depth(Parallelism::AllThreads))?;
     let layout = GridLayout { nominal: Nominal::Grid(format!("{COLS}x{ROWS}")), overlap_percent: OVERLAP * 100.0, order: TileOrder::SnakeRow, start: Corner::TopLeft, pixel_size: None };
     let options = GridOptions { layout, stage_error: GridParams::default().stage_error, flatfield: None, darkfield: None };
     let run = register_grid(source.as_ref(), &labels, &StitchParams::default(), &options, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
