@@ -4,6 +4,7 @@
 //! (25..255); the cost of closing loops on a 300-frame sweep; the cost of the whole-overlap
 //! stages on faint footage (`pal_faint_*`) and of refining every pair on the whole overlap
 //! (`pal_refine_every_pair_*`); the quality measures of one pair (`pal_quality_measures`);
+//! PAL frames registered from PNG files, decoding included (`pal_files_*`);
 //! and one template searched
 //! exhaustively over +-16 / +-32 pixels, the workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
@@ -16,8 +17,9 @@ use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
 use tessera::stitch::{grid_ncc, overlap_ncc, warp_sized};
-use tessera::stitch::{register_frames_timed, register_sequence, InMemory, StageTimes, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
-use tessera::{AnyView, Border, Image, Parallelism};
+use tessera::frames::{frame_source, read_ahead_depth};
+use tessera::stitch::{register_frames, register_frames_timed, register_sequence, InMemory, StageTimes, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
+use tessera::{AnyImage, AnyView, Border, Image, Parallelism};
 
 /// `frames` u8 luma frames of `w x h` cut from the bundled photograph along the demo path
 /// (scaled so the motion per frame is about the same at both sizes).
@@ -137,6 +139,32 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                     r.record("pal_amdahl_bound_16_threads", json!({"from": "pal_serial_fraction"}), "cpu", json!((100.0 / (s + (1.0 - s) / 16.0)).round() / 100.0));
                 }
             }
+        }
+        // From files: the same path's PAL frames as RGB PNG files, registered through the
+        // file source (decoding included, no frame cache), on one thread, on all threads
+        // with the frames decoded in order on the run's thread, and on all threads with the
+        // next frames decoded on the pool (`frames::ReadAhead`).
+        if label == "pal" && r.wants("pal_files_sequence") {
+            let dir = std::env::temp_dir().join(format!("tessera-bench-pal-files-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            let mut files = Vec::new();
+            for (i, f) in default_sequence(frames, 1)?.frames.into_iter().enumerate() {
+                let path = dir.join(format!("frame_{i:04}.png"));
+                tessera::io::save(&AnyImage::Rgba8(f), &path)?;
+                files.push(path);
+            }
+            let all = read_ahead_depth(Parallelism::AllThreads);
+            for (be, par, depth) in [("cpu-1thread", Parallelism::Sequential, 0), ("cpu-in-order", Parallelism::AllThreads, 0), ("cpu", Parallelism::AllThreads, all)] {
+                let params = json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs, "format": "png", "read_ahead": depth});
+                let ms = r.time("pal_files_sequence", params.clone(), be, b.reps_for(pairs).min(9), || {
+                    let (source, _) = frame_source(&files, 0, depth)?;
+                    register_frames(source.as_ref(), &p, par, &mut |_| ControlFlow::Continue(())).map(|_| ()).map_err(anyhow::Error::from)
+                });
+                if let Some(ms) = ms {
+                    r.record("pal_files_pairs_per_s", params, be, json!((1000.0 * pairs / ms).round()));
+                }
+            }
+            std::fs::remove_dir_all(&dir)?;
         }
         // The quality measures of one pair (overlap and grid NCC, on by default in a run) at
         // a subpixel shift, one thread: u8 frames sum exactly in integers, the same frames
