@@ -152,7 +152,8 @@ enum Decoding {
     #[default]
     Queued,
     Running,
-    /// The inner source's frame, owned; `None` where it lent a view (read it again).
+    /// The inner source's frame, owned; `None` where it lent a view or panicked (read it
+    /// again).
     Done(Option<Result<AnyImage, String>>),
     /// Taken by the run before a pool thread got to it.
     Claimed,
@@ -184,12 +185,15 @@ impl<S: FrameSource + Send + Sync + 'static> ReadAhead<S> {
                     }
                     *state = Decoding::Running;
                 }
-                let made = match shared.inner.frame(j) {
+                // A panic here would abort the process (a pool task has no caller): the run
+                // reads such a frame itself instead, and meets the panic as it used to.
+                let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match shared.inner.frame(j) {
                     Ok(Frame::Image(image)) => Some(Ok(image)),
                     Ok(Frame::Shared(image)) => Some(Ok(Arc::unwrap_or_clone(image))),
                     Ok(Frame::View(_)) => None,
                     Err(why) => Some(Err(why)),
-                };
+                }))
+                .unwrap_or(None);
                 *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = Decoding::Done(made);
                 slot.done.notify_all();
             });
@@ -474,6 +478,39 @@ mod tests {
             assert_eq!(made, asked, "depth {depth}");
             assert_eq!(source.len(), n);
         }
+    }
+
+    /// Frame 2 panics when made (counting the attempts); the others are blank.
+    #[derive(Default)]
+    struct Panicking {
+        attempts: std::sync::atomic::AtomicUsize,
+    }
+
+    impl FrameSource for Panicking {
+        fn len(&self) -> usize {
+            6
+        }
+        fn frame(&self, i: usize) -> std::result::Result<Frame<'_>, String> {
+            if i == 2 {
+                self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                panic!("a decoder bug");
+            }
+            Ok(Frame::Image(AnyImage::U8(Image::filled(2, 2, i as u8).unwrap())))
+        }
+    }
+
+    #[test]
+    fn a_frame_that_panics_ahead_panics_for_the_reader_not_the_process() {
+        let source = ReadAhead::new(Panicking::default(), 4);
+        assert!(source.frame(0).is_ok());
+        assert!(source.frame(1).is_ok());
+        // Frame 2 was started ahead: let the pool meet its panic first.
+        while source.shared.inner.attempts.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.frame(2).map(|_| ())));
+        assert!(read.is_err(), "frame 2's panic reaches its reader");
+        assert_eq!(as_read(source.frame(3)), Ok(AnyImage::U8(Image::filled(2, 2, 3).unwrap())));
     }
 
     #[test]
