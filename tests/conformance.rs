@@ -492,7 +492,7 @@ fn stitch_every_type_matches_the_truth_and_the_cpu() {
         for (label, be) in backends() {
             let what = format!("{label} {}", views[0].type_name());
             // Half a minute a type on the emulated device: by default it stitches u8, every
-            // type under `--full` (accel-cuda/tests/shim_ncc.rs stitches every type on it).
+            // type under `--full` (accel-cuda/tests/shim/ncc.rs stitches every type on it).
             if common::EMULATED.contains(label) && !common::full() && ty != 0 {
                 eprintln!("conformance stitch {what}: left to the full run (emulated device)");
                 continue;
@@ -560,7 +560,7 @@ fn stereo_gray_and_rgba_on_cones_match_the_cpu_and_the_ground_truth() {
         assert!(score.bad1_all <= 15.0, "{} bad 1.0 = {:.2} %", l.type_name(), score.bad1_all);
         for (label, be) in backends() {
             if common::EMULATED.contains(label) {
-                eprintln!("conformance stereo_sgm       {label}: SKIPPED full size (emulated device; crops in accel-cuda/tests/shim_stereo.rs)");
+                eprintln!("conformance stereo_sgm       {label}: SKIPPED full size (emulated device; crops in accel-cuda/tests/shim/stereo.rs)");
                 continue;
             }
             let mut disp = Image::<f32>::new(w, h).unwrap();

@@ -3,7 +3,7 @@
 //! neighbours), subpixel, with noise; 8- and 16-bit grey and RGB; overlaps of 10 to 30 %
 //! under a lens's vignetting, up to 10 x 10 tiles; a blank tile and a tile of another
 //! photograph among good ones; through the library (the command line's grids:
-//! `cli/tests/cli_grid.rs`).
+//! `cli/tests/cli/grid.rs`).
 
 mod common;
 

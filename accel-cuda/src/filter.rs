@@ -28,7 +28,7 @@
 //! (exact integer sums, the same half-up rounding). f32 sums run in f64 as on the CPU; the
 //! fused kernel takes differences of a row's f64 prefix sums as the core does (over a
 //! strip rather than the whole row), the two-pass one running sums: the f32 results agree
-//! to within one f32 rounding of the window's sum of |x| (tested: `tests/shim_filter.rs`).
+//! to within one f32 rounding of the window's sum of |x| (tested: `tests/shim/filter.rs`).
 
 use crate::device::{args, blocks, int, line_segment, Gpu, Pod};
 use crate::kernels::{Kernel, Module};

@@ -60,7 +60,7 @@ pub struct Listed {
 
 /// Backends that emulate a device on the CPU (the CUDA shim: a thread per CUDA thread).
 /// The suite skips its full-size stereo case on them, saying so: 13 minutes of emulation
-/// for a check the GPU itself makes; `accel-cuda/tests/shim_stereo.rs` checks Middlebury
+/// for a check the GPU itself makes; `accel-cuda/tests/shim/stereo.rs` checks Middlebury
 /// crops bit for bit on the shim instead.
 pub const EMULATED: &[&str] = &["cuda-shim"];
 

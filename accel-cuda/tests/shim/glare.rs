@@ -4,7 +4,7 @@
 //! every border: the report, the mask and the corrected image identical to the CPU's;
 //! bad parameters as the CPU's errors.
 
-mod common;
+use crate::common;
 
 use common::shared_data;
 use tessera_core::glare::{GlareMode, GlareParams};

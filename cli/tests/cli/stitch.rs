@@ -1,9 +1,8 @@
 //! `tessera stitch` and `tessera synth-seq` end to end: the default input, directories,
 //! globs, multi-page TIFF stacks, the JSON report, and degenerate inputs.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod repo;
+use crate::common;
+use crate::repo;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

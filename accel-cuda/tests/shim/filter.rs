@@ -4,7 +4,7 @@
 //! box / mean tests run both designs (the fused kernel with the shape each window picks,
 //! and the two passes); `fused_box_shapes_match_the_cpu` runs every fused shape.
 
-mod common;
+use crate::common;
 
 use common::{cases, rng, shared_data};
 use tessera_core::filter::BoxParams;

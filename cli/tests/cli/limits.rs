@@ -3,8 +3,7 @@
 //! one bad input among many not stopping the rest, and clear messages for inputs that are
 //! not supported.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

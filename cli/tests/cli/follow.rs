@@ -3,8 +3,7 @@
 //! file written in two halves; bad input. The final panorama and report must be those of
 //! a batch run on the same frames. The latency benchmark is an ignored test.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::tessera;
 use serde_json::Value;
@@ -316,7 +315,7 @@ fn bad_live_input_is_a_clear_error() {
 
 /// The delay from a frame's arrival (its file complete in the directory) to its first
 /// appearance in the report, at 25 frames per second with the report rewritten after
-/// every frame: prints JSON. `cargo test --release --test cli_follow -- --ignored --nocapture`
+/// every frame: prints JSON. `cargo test --release -p tessera-cli --test cli -- --ignored --nocapture follow::`
 #[test]
 #[ignore]
 fn latency_at_25_frames_per_second() {

@@ -3,7 +3,7 @@
 //! addition) and the same `StereoStats`. Images are small: the shim runs 32 OS threads per
 //! pixel of the WTA and per path of the aggregation.
 
-mod common;
+use crate::common;
 
 use tessera_core::stereo::tile_bytes;
 use tessera_core::stereo::{Cost, Paths, StereoParams, StereoStats, Tiling};
@@ -148,7 +148,8 @@ fn wide_disparity_ranges_match_the_cpu() {
 #[test]
 fn sequential_aggregation_matches_the_cpu() {
     // The launch-per-direction aggregation kept for measuring against the one-launch one.
-    // Other tests of this binary may run while the switch is set: both are exact.
+    // Other stereo tests may run while the switch is set (only they read it): both
+    // designs are exact.
     let gpu = tessera_cuda::open_shim();
     std::env::set_var(tessera_cuda::SGM_AGGREGATION_ENV, "sequential");
     let (l, r) = scene(23, 9, 4);

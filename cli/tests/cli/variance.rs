@@ -2,8 +2,7 @@
 //! images of `../shared/data`, or the folder named by `TESSERA_DATA`), through the
 //! Backend and the CLI.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

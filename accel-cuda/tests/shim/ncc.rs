@@ -6,7 +6,7 @@
 //! and blend, each frame uploaded once to register, several pairs per launch on smooth
 //! footage, and skipped, unreadable and odd-sized frames and turns as the CPU.
 
-mod common;
+use crate::common;
 
 use common::shared_data;
 use tessera_core::stitch::{RegisterParams, SearchMethod, SkipReason};

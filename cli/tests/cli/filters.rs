@@ -1,7 +1,6 @@
 //! The `tessera` command line end to end: files in, files out, errors as messages.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use tessera::filter::{box_sum, mean_filter, BoxParams};

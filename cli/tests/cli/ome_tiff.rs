@@ -3,8 +3,7 @@
 //! an `.ome.tif` (and streaming a canvas over `--max-mem`) equal to its PNG output, and a
 //! 20 000 x 20 000 panorama streamed with a peak under 1 GiB.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

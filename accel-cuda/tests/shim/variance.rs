@@ -3,7 +3,7 @@
 //! 1xN and Nx1, kernels wider than the image, NaN inputs, bad parameters; the paper's five
 //! f32 methods bit for bit; the contrast enhancement built on the tent moments.
 
-mod common;
+use crate::common;
 
 use common::rng;
 

@@ -3,9 +3,8 @@
 //! with a blank tile, stitched from a grid and from a positions file (the library's grids:
 //! `tests/grid.rs`).
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod repo;
+use crate::common;
+use crate::repo;
 
 use common::footage::{layout, render, Conditions, TILE};
 use common::{temp_dir, tessera};

@@ -14,8 +14,7 @@
 //! open, it is reported as `cuda: SKIPPED (no CUDA device): ...` and must fail with that
 //! reason on stderr (the documented clear error), never pass silently.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

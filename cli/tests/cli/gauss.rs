@@ -1,8 +1,7 @@
 //! `tessera gauss` end to end: each method and its parameters reach the library, and bad
 //! Gaussian parameters come back as messages.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use tessera::filter::{gaussian_blur, GaussianMethod, GaussianParams};

@@ -4,8 +4,7 @@
 //! (Hirschmueller's published SGM: 9.75 % and 12.2 %). MI and AD are scored and printed.
 //! Also the end-to-end pipeline on synthetic pairs, tile mode, and the errors.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::time::Instant;
 use tessera::stereo::{self, Cost, Paths, StereoParams, Tiling};
