@@ -2,12 +2,34 @@
 //! order) on power-of-two lengths, and its 2-D form over rows then columns. Written here
 //! because the core is `no_std`: the well-kept FFT crates need `std` or fixed sizes, and
 //! the one user, the coarse phase correlation of stitching, needs only 64 to 256 points.
+//!
+//! The 2-D form transforms whole columns at once: each butterfly combines two rows of the
+//! grid element by element, a loop over contiguous memory that vectorizes at every
+//! [`Level`](crate::cpu::Level), where a column copied out and transformed alone is a chain
+//! of scalar butterflies. The rows are transformed as the columns of the transposed grid.
+//! Every element goes through the same operations in the same order as in the 1-D
+//! transform (no fused multiply-adds at any level), so the result is the same to the bit.
+
+use crate::cpu::multiversion;
 
 /// A complex number, `(re, im)`.
 pub type Complex = (f32, f32);
 
+#[inline(always)]
 fn mul(a: Complex, b: Complex) -> Complex {
     (a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0)
+}
+
+multiversion! {
+    /// The butterflies of one twiddle factor `w` between the rows `a` (upper) and `b`
+    /// (lower) of a column transform, each column's as [`Twiddles::apply`] computes it.
+    fn butterflies(a: &mut [Complex], b: &mut [Complex], w: Complex) {
+        for (a, b) in a.iter_mut().zip(b.iter_mut()) {
+            let t = mul(*b, w);
+            *b = (a.0 - t.0, a.1 - t.1);
+            *a = (a.0 + t.0, a.1 + t.1);
+        }
+    }
 }
 
 /// Transforms `x` (length a power of two) in place: forward `X_k = sum_n x_n e^{-2 pi i
@@ -72,6 +94,48 @@ impl Twiddles {
             len *= 2;
         }
     }
+
+    /// The transform of each of the first `width` columns of the row-major grid `x` (rows of
+    /// `stride` elements; as many rows as the twiddles' length), in place: [`apply`](Self::apply)
+    /// of every column, a pair of rows at a time.
+    fn apply_columns(&self, x: &mut [Complex], stride: usize, width: usize) {
+        let n = x.len() / stride.max(1);
+        debug_assert_eq!(n.max(1), self.w.len() + 1);
+        let width = width.min(stride);
+        if n < 2 || width == 0 {
+            return;
+        }
+        let bits = n.trailing_zeros();
+        for i in 0..n {
+            let j = i.reverse_bits() >> (usize::BITS - bits);
+            if j > i {
+                let (upper, lower) = x.split_at_mut(j * stride);
+                upper[i * stride..i * stride + width].swap_with_slice(&mut lower[..width]);
+            }
+        }
+        let mut len = 2;
+        while len <= n {
+            let half = len / 2;
+            let w = &self.w[half - 1..len - 1];
+            for block in x.chunks_exact_mut(len * stride) {
+                let (upper, lower) = block.split_at_mut(half * stride);
+                for (k, &w) in w.iter().enumerate() {
+                    let row = k * stride..k * stride + width;
+                    butterflies(&mut upper[row.clone()], &mut lower[row], w);
+                }
+            }
+            len *= 2;
+        }
+    }
+}
+
+/// Transposes the `n x n` row-major grid `x` in place.
+fn transpose(x: &mut [Complex], n: usize) {
+    for r in 0..n {
+        for c in r + 1..n {
+            x.swap(r * n + c, c * n + r);
+        }
+    }
 }
 
 /// The 2-D transform of an `n x n` row-major grid (`n` a power of two), in place.
@@ -84,19 +148,12 @@ pub fn fft2(x: &mut [Complex], n: usize, inverse: bool) {
 pub fn fft2_rows(x: &mut [Complex], n: usize, rows: usize, inverse: bool) {
     debug_assert_eq!(x.len(), n * n);
     let twiddles = Twiddles::new(n, inverse);
-    for row in x.chunks_exact_mut(n).take(rows) {
-        twiddles.apply(row);
-    }
-    let mut column = alloc::vec![(0.0, 0.0); n];
-    for c in 0..n {
-        for (r, v) in column.iter_mut().enumerate() {
-            *v = x[r * n + c];
-        }
-        twiddles.apply(&mut column);
-        for (r, v) in column.iter().enumerate() {
-            x[r * n + c] = *v;
-        }
-    }
+    // The rows' transforms, as the columns' of the transposed grid (the zero rows are its
+    // last columns, left as they are), then the columns'.
+    transpose(x, n);
+    twiddles.apply_columns(x, n, rows);
+    transpose(x, n);
+    twiddles.apply_columns(x, n, n);
 }
 
 #[cfg(test)]
@@ -145,6 +202,41 @@ mod tests {
         fft2(&mut all, n, false);
         fft2_rows(&mut some, n, 23, false);
         assert_eq!(all, some);
+    }
+
+    /// The 2-D transform a row and then a column at a time, each by the 1-D [`fft`].
+    fn by_rows_then_columns(x: &[Complex], n: usize, rows: usize, inverse: bool) -> Vec<Complex> {
+        let mut y = x.to_vec();
+        for row in y.chunks_exact_mut(n).take(rows) {
+            fft(row, inverse);
+        }
+        for c in 0..n {
+            let mut column: Vec<Complex> = (0..n).map(|r| y[r * n + c]).collect();
+            fft(&mut column, inverse);
+            for (r, v) in column.into_iter().enumerate() {
+                y[r * n + c] = v;
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn whole_columns_at_once_give_the_one_dimensional_transforms_bits_at_every_level() {
+        let mut rng = crate::stitch::SplitMix64::new(11);
+        for n in [1usize, 2, 4, 8, 32, 128] {
+            for rows in [n, n / 2 + 1, 1] {
+                let x: Vec<Complex> = (0..n * n).map(|i| if i / n < rows { (rng.normal() as f32, rng.normal() as f32) } else { (0.0, 0.0) }).collect();
+                for inverse in [false, true] {
+                    let want = by_rows_then_columns(&x, n, rows, inverse);
+                    for level in crate::cpu::Level::available() {
+                        let mut got = x.clone();
+                        crate::cpu::with_level(level, || fft2_rows(&mut got, n, rows, inverse));
+                        let bits = |v: &[Complex]| v.iter().map(|c| (c.0.to_bits(), c.1.to_bits())).collect::<Vec<_>>();
+                        assert!(bits(&got) == bits(&want), "n {n}, rows {rows}, inverse {inverse}, {level:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -104,6 +104,7 @@ pub fn weighted_candidates(reference: &Spectrum, moving: &Spectrum, count: usize
     if reference.factor != moving.factor || reference.bins.len() != moving.bins.len() || band.is_some_and(|b| !(b.is_finite() && b > 0.0)) {
         return None;
     }
+    let weights = band.map(BandWeights::new);
     let mut surface: Vec<Complex> = moving
         .bins
         .iter()
@@ -114,10 +115,7 @@ pub fn weighted_candidates(reference: &Spectrum, moving: &Spectrum, count: usize
             // inverse transform peaks at u = x.
             let p = (r.0 * m.0 + r.1 * m.1, r.1 * m.0 - r.0 * m.1);
             let norm = libm::sqrtf(p.0 * p.0 + p.1 * p.1);
-            // The signed frequency of a bin index.
-            let signed = |k: usize| if k > SIDE / 2 { k as f32 - SIDE as f32 } else { k as f32 };
-            let (kx, ky) = (signed(i % SIDE), signed(i / SIDE));
-            let weight = band.map_or(1.0, |b| libm::expf(-(kx * kx + ky * ky) / (2.0 * b * b)));
+            let weight = weights.as_ref().map_or(1.0, |w| w.of(i));
             if norm > 1e-12 { (weight * p.0 / norm, weight * p.1 / norm) } else { (0.0, 0.0) }
         })
         .collect();
@@ -126,18 +124,7 @@ pub fn weighted_candidates(reference: &Spectrum, moving: &Spectrum, count: usize
     let at = |x: isize, y: isize| surface[(y.rem_euclid(n) * n + x.rem_euclid(n)) as usize].0;
     let total = (SIDE * SIDE) as f32;
     let rms = libm::sqrt(surface.iter().map(|c| c.0 as f64 * c.0 as f64).sum::<f64>() / total as f64);
-    let mut peaks: Vec<((isize, isize), f32)> = Vec::new();
-    for y in 0..n {
-        for x in 0..n {
-            let v = at(x, y);
-            let is_max = (-1..=1).all(|dy| (-1..=1).all(|dx| (dx, dy) == (0, 0) || at(x + dx, y + dy) < v || (at(x + dx, y + dy) == v && (y + dy, x + dx) > (y, x))));
-            if is_max && v > 0.0 {
-                peaks.push(((x, y), v));
-            }
-        }
-    }
-    peaks.sort_by(|a, b| b.1.total_cmp(&a.1));
-    peaks.truncate(count);
+    let peaks = local_maxima(&surface, count);
     let f = reference.factor as f64;
     Some(
         peaks
@@ -155,6 +142,76 @@ pub fn weighted_candidates(reference: &Spectrum, moving: &Spectrum, count: usize
             })
             .collect(),
     )
+}
+
+/// The weights of a Gaussian band of sigma `b` over the grid's bins: `exp(-|k|^2 / (2 b^2))`
+/// at the signed frequency `k` of each. A bin's weight depends on the magnitudes of its two
+/// frequencies alone (0 ..= SIDE / 2 each), so a quarter of the grid's exponentials serve
+/// the four signs.
+struct BandWeights(Vec<f32>);
+
+const HALF: usize = SIDE / 2;
+
+impl BandWeights {
+    fn new(b: f32) -> Self {
+        BandWeights(
+            (0..(HALF + 1) * (HALF + 1))
+                .map(|i| {
+                    let (kx, ky) = ((i % (HALF + 1)) as f32, (i / (HALF + 1)) as f32);
+                    libm::expf(-(kx * kx + ky * ky) / (2.0 * b * b))
+                })
+                .collect(),
+        )
+    }
+
+    /// The weight of bin `i` of the grid (row major).
+    fn of(&self, i: usize) -> f32 {
+        let magnitude = |k: usize| if k > HALF { SIDE - k } else { k };
+        self.0[magnitude(i / SIDE) * (HALF + 1) + magnitude(i % SIDE)]
+    }
+}
+
+/// The `count` highest positive local maxima of the surface's real part (a cell above its
+/// eight neighbours on the torus, or equal to those after it in raster order), highest
+/// first, ties in raster order: each as its cell and height.
+fn local_maxima(surface: &[Complex], count: usize) -> Vec<((isize, isize), f32)> {
+    let n = SIDE;
+    let mut peaks: Vec<(usize, f32)> = Vec::new();
+    for y in 0..n {
+        let rows = [(y + n - 1) % n * n, y * n, (y + 1) % n * n];
+        for x in 0..n {
+            let v = surface[rows[1] + x].0;
+            if !(v > 0.0) {
+                continue;
+            }
+            let columns = [(x + n - 1) % n, x, (x + 1) % n];
+            // A neighbour equal to the cell loses to it when it comes later in raster order
+            // (below, or to the right on the same row).
+            let is_max = (0..3).all(|dy| {
+                (0..3).all(|dx| {
+                    let later = dy == 2 || (dy == 1 && dx == 2);
+                    let u = surface[rows[dy] + columns[dx]].0;
+                    (dy, dx) == (1, 1) || u < v || (u == v && later)
+                })
+            });
+            if is_max {
+                peaks.push((y * n + x, v));
+            }
+        }
+    }
+    // Highest first, ties in raster order: a total order, so selecting the first `count`
+    // and sorting them gives what sorting all would.
+    let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if count < peaks.len() {
+        if count == 0 {
+            peaks.clear();
+        } else {
+            peaks.select_nth_unstable_by(count - 1, order);
+            peaks.truncate(count);
+        }
+    }
+    peaks.sort_unstable_by(order);
+    peaks.into_iter().map(|(i, v)| (((i % n) as isize, (i / n) as isize), v)).collect()
 }
 
 #[cfg(test)]
@@ -177,6 +234,54 @@ mod tests {
                 assert!((c[0].shift.0 - shift.0 as f64).abs() <= f && (c[0].shift.1 - shift.1 as f64).abs() <= f, "{fw}x{fh} {shift:?}: {c:?}");
             }
         }
+    }
+
+    /// Every cell's 3 x 3 neighbourhood read through wrapped coordinates, then a stable sort
+    /// of all maxima: the definition [`local_maxima`] follows.
+    fn local_maxima_by_definition(surface: &[Complex], count: usize) -> Vec<((isize, isize), f32)> {
+        let n = SIDE as isize;
+        let at = |x: isize, y: isize| surface[(y.rem_euclid(n) * n + x.rem_euclid(n)) as usize].0;
+        let mut peaks = Vec::new();
+        for y in 0..n {
+            for x in 0..n {
+                let v = at(x, y);
+                let is_max = (-1..=1).all(|dy| (-1..=1).all(|dx| (dx, dy) == (0, 0) || at(x + dx, y + dy) < v || (at(x + dx, y + dy) == v && (y + dy, x + dx) > (y, x))));
+                if is_max && v > 0.0 {
+                    peaks.push(((x, y), v));
+                }
+            }
+        }
+        peaks.sort_by(|a, b| b.1.total_cmp(&a.1));
+        peaks.truncate(count);
+        peaks
+    }
+
+    #[test]
+    fn band_weights_are_each_bins_exponential_to_the_bit() {
+        for b in [FAINT_BAND, 3.7, 100.0] {
+            let table = BandWeights::new(b);
+            for i in 0..SIDE * SIDE {
+                let signed = |k: usize| if k > SIDE / 2 { k as f32 - SIDE as f32 } else { k as f32 };
+                let (kx, ky) = (signed(i % SIDE), signed(i / SIDE));
+                assert_eq!(table.of(i).to_bits(), libm::expf(-(kx * kx + ky * ky) / (2.0 * b * b)).to_bits(), "band {b}, bin {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn local_maxima_follow_their_definition_ties_and_wrap_included() {
+        let mut rng = crate::stitch::SplitMix64::new(21);
+        for levels in [3.0, 20.0, 1e6] {
+            // Few levels give plateaus: ties between neighbours, across the edges too.
+            let surface: Vec<Complex> = (0..SIDE * SIDE).map(|_| (libm::round(rng.normal() * levels) as f32, 0.0)).collect();
+            for count in [0, 1, 3, 50, SIDE * SIDE] {
+                assert_eq!(local_maxima(&surface, count), local_maxima_by_definition(&surface, count), "{levels} levels, {count}");
+            }
+        }
+        // A plateau over the whole torus: every cell has an equal neighbour before it.
+        let flat = vec![(1.0f32, 0.0f32); SIDE * SIDE];
+        assert_eq!(local_maxima(&flat, 5), local_maxima_by_definition(&flat, 5));
+        assert!(local_maxima(&flat, 5).is_empty());
     }
 
     #[test]
