@@ -24,6 +24,7 @@ use super::similarity::Similarity;
 use super::textured::{noise_variance, textured_blocks, Noise, MIN_TEXTURED_BLOCKS};
 use crate::error::Result;
 use crate::ncc::Integral;
+use crate::parallel::map_indices;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
@@ -100,24 +101,25 @@ impl<'a> Run<'a> {
             return Ok((None, 0));
         }
         let here = Spectrum::new(view);
-        let mut ranked: Vec<(f64, usize, Similarity, usize, (f64, f64))> = Vec::new();
-        for (k, pos, set, spectrum) in store.kept.iter_mut() {
-            if passed(*k, *set) {
-                continue;
-            }
-            if spectrum.is_none() {
+        for (k, _, set, spectrum) in store.kept.iter_mut() {
+            if spectrum.is_none() && !passed(*k, *set) {
                 // A keyframe that cannot be read again (a file removed during the run) is
                 // not searched.
                 let Ok(held) = self.load(frames, *k) else { continue };
                 *spectrum = Some(Spectrum::new(held.view::<T>()?));
             }
-            let Some(spectrum) = spectrum.as_ref() else { continue };
-            if let Some(peak) = candidates(spectrum, &here, 1).and_then(|c| c.into_iter().next()) {
-                if peak.significance >= RELOCATE_MIN_SIGNIFICANCE {
-                    ranked.push((peak.significance, *k, *pos, *set, peak.shift));
-                }
-            }
         }
+        // Each keyframe's peak against the frame, over the run's threads (a lost stretch
+        // searches every kept keyframe for every frame), then ranked in one order whatever
+        // the threads: by significance, then by index.
+        let searched: Vec<(usize, Similarity, usize, &Spectrum)> =
+            store.kept.iter().filter(|(k, _, set, _)| !passed(*k, *set)).filter_map(|(k, pos, set, spectrum)| Some((*k, *pos, *set, spectrum.as_ref()?))).collect();
+        let peaks = map_indices(searched.len(), self.par, |i| candidates(searched[i].3, &here, 1).and_then(|c| c.into_iter().next()));
+        let mut ranked: Vec<(f64, usize, Similarity, usize, (f64, f64))> = searched
+            .iter()
+            .zip(peaks)
+            .filter_map(|(&(k, pos, set, _), peak)| peak.filter(|p| p.significance >= RELOCATE_MIN_SIGNIFICANCE).map(|p| (p.significance, k, pos, set, p.shift)))
+            .collect();
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut evaluations = 0;
         for &(_, k, k_pos, set, shift) in ranked.iter().take(confirmed) {
