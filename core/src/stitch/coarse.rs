@@ -58,10 +58,12 @@ impl Spectrum {
             let edge = t.min(1.0 - t) / 0.125;
             if edge >= 1.0 { 1.0 } else { 0.5 - 0.5 * libm::cos(core::f64::consts::PI * edge) }
         };
+        // Each column's and row's taper once (a cosine each), not each pixel's.
+        let (across, down): (Vec<f64>, Vec<f64>) = ((0..cw).map(|x| taper(x, cw)).collect(), (0..ch).map(|y| taper(y, ch)).collect());
         let mut bins = vec![(0.0f32, 0.0f32); SIDE * SIDE];
         for y in 0..ch {
             for x in 0..cw {
-                bins[y * SIDE + x].0 = ((small[y * cw + x] - mean) * taper(x, cw) * taper(y, ch)) as f32;
+                bins[y * SIDE + x].0 = ((small[y * cw + x] - mean) * across[x] * down[y]) as f32;
             }
         }
         fft2_rows(&mut bins, SIDE, ch, false);
