@@ -190,28 +190,39 @@ impl BandWeights {
 /// first, ties in raster order: each as its cell and height.
 fn local_maxima(surface: &[Complex], count: usize) -> Vec<((isize, isize), f32)> {
     let n = SIDE;
-    let mut peaks: Vec<(usize, f32)> = Vec::new();
-    for y in 0..n {
-        let rows = [(y + n - 1) % n * n, y * n, (y + 1) % n * n];
-        for x in 0..n {
-            let v = surface[rows[1] + x].0;
-            if !(v > 0.0) {
-                continue;
-            }
-            let columns = [(x + n - 1) % n, x, (x + 1) % n];
-            // A neighbour equal to the cell loses to it when it comes later in raster order
-            // (below, or to the right on the same row).
-            let is_max = (0..3).all(|dy| {
-                (0..3).all(|dx| {
-                    let later = dy == 2 || (dy == 1 && dx == 2);
-                    let u = surface[rows[dy] + columns[dx]].0;
-                    (dy, dx) == (1, 1) || u < v || (u == v && later)
-                })
-            });
-            if is_max {
-                peaks.push((y * n + x, v));
-            }
+    // The real parts with a wrapped border of one cell: row `y + 1`, column `x + 1` holds
+    // cell (x, y), so every neighbour is read without a wrap.
+    let p = n + 2;
+    let mut padded = vec![0.0f32; p * p];
+    for y in 0..p {
+        let row = &surface[(y + n - 1) % n * n..][..n];
+        let out = &mut padded[y * p..][..p];
+        out[0] = row[n - 1].0;
+        out[p - 1] = row[0].0;
+        for (o, c) in out[1..=n].iter_mut().zip(row) {
+            *o = c.0;
         }
+    }
+    let mut peaks: Vec<(usize, f32)> = Vec::new();
+    let mut is_max = [false; SIDE];
+    for y in 0..n {
+        let (above, here, below) = (&padded[y * p..][..p], &padded[(y + 1) * p..][..p], &padded[(y + 2) * p..][..p]);
+        // A neighbour before the cell in raster order (the row above, the left one) must be
+        // lower; one after it (the row below, the right one) lower or equal. Every
+        // comparison made (no short cut), so the row's test vectorizes.
+        for (x, m) in is_max.iter_mut().enumerate() {
+            let v = here[x + 1];
+            *m = (v > 0.0)
+                & (above[x] < v)
+                & (above[x + 1] < v)
+                & (above[x + 2] < v)
+                & (here[x] < v)
+                & (here[x + 2] <= v)
+                & (below[x] <= v)
+                & (below[x + 1] <= v)
+                & (below[x + 2] <= v);
+        }
+        peaks.extend(is_max.iter().enumerate().filter(|(_, &m)| m).map(|(x, _)| (y * n + x, here[x + 1])));
     }
     // Highest first, ties in raster order: a total order, so selecting the first `count`
     // and sorting them gives what sorting all would.
