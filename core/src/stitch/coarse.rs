@@ -150,7 +150,7 @@ fn whitened(reference: &[Complex], moving: &[Complex], weights: Option<&BandWeig
         let norm = (p0 * p0 + p1 * p1).sqrt();
         let weight = weights.map_or(f32x8::splat(1.0), |w| lanes(&|j| w.of(k * LANES + j)));
         let keep = norm.simd_gt(tiny);
-        let (re, im) = (keep.blend(weight * p0 / norm, zero).to_array(), keep.blend(weight * p1 / norm, zero).to_array());
+        let (re, im) = (keep.select(weight * p0 / norm, zero).to_array(), keep.select(weight * p1 / norm, zero).to_array());
         for (j, o) in o.iter_mut().enumerate() {
             *o = (re[j], im[j]);
         }
