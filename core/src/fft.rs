@@ -22,7 +22,7 @@ fn mul(a: Complex, b: Complex) -> Complex {
 
 multiversion! {
     /// The butterflies of one twiddle factor `w` between the rows `a` (upper) and `b`
-    /// (lower) of a column transform, each column's as [`Twiddles::apply`] computes it.
+    /// (lower) of a column transform ([`Twiddles::apply_columns`]), a column per element.
     fn butterflies(a: &mut [Complex], b: &mut [Complex], w: Complex) {
         for (a, b) in a.iter_mut().zip(b.iter_mut()) {
             let t = mul(*b, w);
@@ -35,8 +35,8 @@ multiversion! {
 /// Transforms `x` (length a power of two) in place: forward `X_k = sum_n x_n e^{-2 pi i
 /// k n / N}`, or the inverse without the `1 / N` factor.
 pub fn fft(x: &mut [Complex], inverse: bool) {
-    let twiddles = Twiddles::new(x.len(), inverse);
-    twiddles.apply(x);
+    // A column of length n, one element wide.
+    Twiddles::new(x.len(), inverse).apply_columns(x, 1, 1);
 }
 
 /// The twiddle factors of every stage of a transform of one length and direction, each
@@ -66,38 +66,10 @@ impl Twiddles {
         Twiddles { w }
     }
 
-    /// The transform of `x` (the length the twiddles are for), in place.
-    fn apply(&self, x: &mut [Complex]) {
-        let n = x.len();
-        debug_assert_eq!(n.max(1), self.w.len() + 1);
-        if n < 2 {
-            return;
-        }
-        let bits = n.trailing_zeros();
-        for i in 0..n {
-            let j = i.reverse_bits() >> (usize::BITS - bits);
-            if j > i {
-                x.swap(i, j);
-            }
-        }
-        let mut len = 2;
-        while len <= n {
-            let w = &self.w[len / 2 - 1..len - 1];
-            for chunk in x.chunks_exact_mut(len) {
-                let (lo, hi) = chunk.split_at_mut(len / 2);
-                for ((a, b), &w) in lo.iter_mut().zip(hi.iter_mut()).zip(w) {
-                    let t = mul(*b, w);
-                    *b = (a.0 - t.0, a.1 - t.1);
-                    *a = (a.0 + t.0, a.1 + t.1);
-                }
-            }
-            len *= 2;
-        }
-    }
-
     /// The transform of each of the first `width` columns of the row-major grid `x` (rows of
-    /// `stride` elements; as many rows as the twiddles' length), in place: [`apply`](Self::apply)
-    /// of every column, a pair of rows at a time.
+    /// `stride` elements; as many rows as the twiddles' length), in place: the iterative
+    /// radix-2 transform of every column (bit-reversed order, then the stages), a pair of
+    /// rows at a time.
     fn apply_columns(&self, x: &mut [Complex], stride: usize, width: usize) {
         let n = x.len() / stride.max(1);
         debug_assert_eq!(n.max(1), self.w.len() + 1);
