@@ -203,8 +203,9 @@ fn every_command_line_in_the_docs_runs() {
     }
     assert!(printed.len() >= 12, "expected the README's command table and the shell blocks, found {printed:?}");
     let fx = Fixture::new();
-    let mut seen: Vec<Vec<String>> = Vec::new();
-    let (mut ran, mut skipped) = (0, 0);
+    // Every concrete command line, once (the same line printed twice, or expanded from two
+    // synopses, runs once), with the synopsis and document it came from.
+    let mut runs: Vec<(Vec<String>, &str, &str)> = Vec::new();
     for (synopsis, doc) in &printed {
         for mut args in expand(synopsis, &fx) {
             if args[0] == "bench" {
@@ -212,31 +213,38 @@ fn every_command_line_in_the_docs_runs() {
                 // with the fewest repetitions, still parses the printed arguments.
                 args.push("--quick".into());
             }
-            // The same command line printed twice (or expanded from two synopses) runs once.
-            if seen.contains(&args) {
-                continue;
+            if !runs.iter().any(|(a, _, _)| *a == args) {
+                runs.push((args, synopsis, doc));
             }
-            seen.push(args.clone());
-            let out = tessera().current_dir(&fx.dir).args(&args).output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let needs_gpu = args.windows(2).any(|w| w[0] == "--backend" && w[1] == "cuda");
-            if let (true, Some(absence)) = (needs_gpu, cuda_absence()) {
-                eprintln!("cuda: SKIPPED (no CUDA device): `tessera {}` ({doc}): {absence}", args.join(" "));
-                assert!(
-                    !out.status.success() && stderr.contains(absence),
-                    "{doc}: `tessera {}` without a GPU must fail saying why ({absence}); stderr:\n{stderr}",
-                    args.join(" ")
-                );
-                skipped += 1;
-                continue;
-            }
+        }
+    }
+    // The benchmarks read and write nothing the other commands do (their plots go to folders
+    // of their own): they run beside the others, which keep their printed order (`stereo`
+    // writes the DISP.pfm that `stereo-eval` reads).
+    let run = |args: &[String]| tessera().current_dir(&fx.dir).args(args).output().unwrap();
+    let (benches, others): (Vec<_>, Vec<_>) = runs.iter().partition(|(args, _, _)| args[0] == "bench");
+    let outputs: Vec<_> = std::thread::scope(|scope| {
+        let benches = scope.spawn(|| benches.iter().map(|r| (*r, run(&r.0))).collect::<Vec<_>>());
+        let mut outputs: Vec<_> = others.iter().map(|r| (*r, run(&r.0))).collect();
+        outputs.extend(benches.join().unwrap());
+        outputs
+    });
+    let (mut ran, mut skipped) = (0, 0);
+    for ((args, synopsis, doc), out) in outputs {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let needs_gpu = args.windows(2).any(|w| w[0] == "--backend" && w[1] == "cuda");
+        if let (true, Some(absence)) = (needs_gpu, cuda_absence()) {
+            eprintln!("cuda: SKIPPED (no CUDA device): `tessera {}` ({doc}): {absence}", args.join(" "));
             assert!(
-                out.status.success(),
-                "{doc}: command `tessera {synopsis}` as `tessera {}` failed:\n{stderr}",
+                !out.status.success() && stderr.contains(absence),
+                "{doc}: `tessera {}` without a GPU must fail saying why ({absence}); stderr:\n{stderr}",
                 args.join(" ")
             );
-            ran += 1;
+            skipped += 1;
+            continue;
         }
+        assert!(out.status.success(), "{doc}: command `tessera {synopsis}` as `tessera {}` failed:\n{stderr}", args.join(" "));
+        ran += 1;
     }
     eprintln!("{ran} command lines ran, {skipped} need a GPU, from {} printed synopses", printed.len());
     let _ = std::fs::remove_dir_all(&fx.dir);
