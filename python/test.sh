@@ -2,7 +2,8 @@
 # Builds the Python package (maturin, release, into the repository's target/, where the GPU
 # payload build, scripts/gpu-check, makes the same wheel first), installs the wheel into the
 # test environment (python/setup-venv) and runs pytest against the CLI at
-# target/release/tessera. Ends with pytest's summary line. Called by scripts/test; runs on its own too.
+# target/release/tessera. Ends with pytest's summary line. Called by scripts/test; runs on
+# its own too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(bash python/setup-venv)
