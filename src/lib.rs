@@ -12,6 +12,7 @@
 pub use tessera_core::*;
 /// The CUDA backend's own API beyond [`Backend`]: images that stay on the device
 /// ([`cuda::DeviceImage`]) and the operations on them.
+#[cfg(feature = "cuda")]
 pub use tessera_cuda as cuda;
 
 pub mod dlpack;
@@ -38,5 +39,32 @@ pub mod stereo;
 /// ([`Parallelism::start`]), before any image takes the memory they need.
 pub fn open_backend(choice: BackendChoice, parallelism: Parallelism) -> Result<Opened> {
     parallelism.start()?;
-    choice.resolve(|| Box::new(CpuBackend::new(parallelism)), tessera_cuda::open)
+    choice.resolve(|| Box::new(CpuBackend::new(parallelism)), open_cuda)
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda() -> Result<Box<dyn Backend>> {
+    tessera_cuda::open()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda() -> Result<Box<dyn Backend>> {
+    Err(Error::BackendUnavailable("this build of tessera has no CUDA backend (its `cuda` feature is off)".into()))
+}
+
+/// Without the `cuda` feature (`cargo test -p tessera --no-default-features --lib`).
+#[cfg(all(test, not(feature = "cuda")))]
+mod without_cuda {
+    use super::*;
+
+    #[test]
+    fn cuda_is_refused_with_its_reason_and_auto_falls_back_to_the_cpu() {
+        let Err(Error::BackendUnavailable(why)) = open_backend(BackendChoice::Cuda, Parallelism::Sequential) else {
+            panic!("a build without the CUDA backend opened one")
+        };
+        assert!(why.contains("`cuda` feature"), "{why}");
+        let opened = open_backend(BackendChoice::Auto, Parallelism::Sequential).unwrap();
+        assert!(opened.fallback.is_some_and(|f| f.contains("`cuda` feature")));
+        assert_eq!(opened.backend.name(), CpuBackend::new(Parallelism::Sequential).name());
+    }
 }
