@@ -43,9 +43,7 @@ pub fn open_backend(choice: BackendChoice, parallelism: Parallelism) -> Result<O
 }
 
 #[cfg(feature = "cuda")]
-fn open_cuda() -> Result<Box<dyn Backend>> {
-    tessera_cuda::open()
-}
+use tessera_cuda::open as open_cuda;
 
 #[cfg(not(feature = "cuda"))]
 fn open_cuda() -> Result<Box<dyn Backend>> {
