@@ -348,32 +348,61 @@ void* new_fiber_stack(char* base, size_t size) {
     return top;
 }
 
+// The fibers' stacks (each with a guard page below it) and, under ThreadSanitizer, their
+// threads, kept from one launch to the next and grown to the largest block yet: mapping
+// the stacks per launch made every launch fault their pages in afresh, and under the
+// sanitizers cost a shadow reset of the whole range at each unmap, more than many kernels'
+// work. A block's fibers reuse them as the blocks of one launch always have.
+struct FiberPool {
+    char* mem = nullptr;
+    unsigned capacity = 0;
+    std::unique_ptr<shim::Fiber[]> fibers;
+};
+FiberPool pool;
+const size_t page = size_t(sysconf(_SC_PAGESIZE)), slot = shim::fiber_stack + page;
+
+// The base of fiber `t`'s stack.
+char* stack_base(unsigned t) { return pool.mem + t * slot + page; }
+
+// Grows the pool to `threads` fibers; false when their stacks cannot be mapped.
+bool reserve_fibers(unsigned threads) {
+    if (threads <= pool.capacity) return true;
+    void* mem = mmap(nullptr, slot * threads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) return false;
+    for (unsigned t = 0; t < threads; ++t)
+        if (mprotect(static_cast<char*>(mem) + t * slot, page, PROT_NONE) != 0) {
+            munmap(mem, slot * threads);
+            return false;
+        }
+    std::unique_ptr<shim::Fiber[]> grown(new shim::Fiber[threads]);
+    for (unsigned t = 0; t < threads; ++t) grown[t].tsan_fiber = t < pool.capacity ? pool.fibers[t].tsan_fiber : nullptr;
+#ifdef TESSERA_SHIM_TSAN_FIBERS
+    for (unsigned t = pool.capacity; t < threads; ++t) grown[t].tsan_fiber = __tsan_create_fiber(0);
+#endif
+    if (pool.mem) munmap(pool.mem, slot * pool.capacity);
+    pool = {static_cast<char*>(mem), threads, std::move(grown)};
+    return true;
+}
+
 // Each block's threads as fibers, resumed in turn until all return; 0, 3 when their stacks
 // cannot be mapped, 4 when every live thread waits on a barrier the others never reach
 // (a kernel that would hang on the GPU).
 int run_grid(shim::Entry entry, void** args, unsigned threads) {
     using namespace shim;
-    // Each thread's stack with a guard page below it.
-    const size_t page = size_t(sysconf(_SC_PAGESIZE)), slot = fiber_stack + page;
-    void* mem = mmap(nullptr, slot * threads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) return 3;
-    std::unique_ptr<Fiber[]> block_fibers(new Fiber[threads]);
-    fibers = block_fibers.get();
+    if (!reserve_fibers(threads)) return 3;
+    fibers = pool.fibers.get();
 #ifdef TESSERA_SHIM_TSAN_FIBERS
     scheduler_tsan_fiber = __tsan_get_current_fiber();
-    for (unsigned t = 0; t < threads; ++t) fibers[t].tsan_fiber = __tsan_create_fiber(0);
 #endif
     fiber_entry = entry;
     fiber_args = args;
     int rc = 0;
-    for (unsigned t = 0; t < threads && rc == 0; ++t)
-        if (mprotect(static_cast<char*>(mem) + t * slot, page, PROT_NONE) != 0) rc = 3;
     for (unsigned bz = 0; bz < grid_dim.z && rc == 0; ++bz)
         for (unsigned by = 0; by < grid_dim.y && rc == 0; ++by)
             for (unsigned bx = 0; bx < grid_dim.x && rc == 0; ++bx) {
                 block_idx = {bx, by, bz};
                 for (unsigned t = 0; t < threads; ++t) {
-                    char* base = static_cast<char*>(mem) + t * slot + page;
+                    char* base = stack_base(t);
                     fibers[t] = {new_fiber_stack(base, fiber_stack), false, base, nullptr, fibers[t].tsan_fiber};
                 }
                 for (unsigned live = threads, round = 0; live > 0 && rc == 0; ++round) {
@@ -392,15 +421,11 @@ int run_grid(shim::Entry entry, void** args, unsigned threads) {
                 tsan_acquire(&block_end);
                 if (rc == 0) block.arm();
             }
-#ifdef TESSERA_SHIM_TSAN_FIBERS
-    for (unsigned t = 0; t < threads; ++t) __tsan_destroy_fiber(fibers[t].tsan_fiber);
-#endif
     fibers = nullptr;
 #ifdef TESSERA_SHIM_ASAN_FIBERS
     // Fibers left waiting on a barrier never unwound their frames' red zones.
-    ASAN_UNPOISON_MEMORY_REGION(mem, slot * threads);
+    if (rc != 0) ASAN_UNPOISON_MEMORY_REGION(pool.mem, slot * pool.capacity);
 #endif
-    munmap(mem, slot * threads);
     return rc;
 }
 #endif
