@@ -15,7 +15,7 @@
 use crate::error::{require_positive, require_range, Result};
 use crate::filter::{gaussian_blur, GaussianParams};
 use crate::image::{Image, ImageView, Pixel};
-use crate::parallel::Parallelism;
+use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
@@ -189,7 +189,8 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
         alloc::vec![(0.0, 0.0), (reach, 0.0), (0.0, reach)]
     };
     let unknowns = if with_scale { 4 } else { 3 };
-    solve(moving, &patches, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes })
+    // One pair's dozen templates: the pairs themselves are what runs in parallel.
+    solve(moving, &patches, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes, par: Parallelism::Sequential })
 }
 
 
@@ -226,22 +227,20 @@ pub(super) fn grey<T: Pixel + Into<f64>>(v: ImageView<'_, T>) -> Result<Image<f3
 /// motion and the number of patches, or `None` when fewer than `MIN_OVERLAP_PATCHES` fit,
 /// the patches do not determine the motion, or the refinement moves a corner of the overlap
 /// more than `limit` pixels; an error for `unknowns` outside 2..=4 or a `limit` that is not
-/// finite and positive.
-pub fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64) -> Result<Option<(Similarity, usize)>> {
+/// finite and positive. The patches are made and summed on `par`'s threads, to the same
+/// bits as on one.
+pub fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
     require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
     require_positive("limit", limit)?;
     let n = tile.saturating_sub(2);
     let Some(sites) = overlap_sites(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
-    let patches: Vec<Patch> = sites
-        .into_iter()
-        .map(|s| {
-            let mut p = patch(reference, s, n);
-            remove_ramps(&mut p.value, n);
-            p
-        })
-        .collect();
+    let patches: Vec<Patch> = map_indices(sites.len(), par, |i| {
+        let mut p = patch(reference, sites[i], n);
+        remove_ramps(&mut p.value, n);
+        p
+    });
     let probes = corners(&patches, n, &motion);
-    let (refined, error) = solve(moving, &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes });
+    let (refined, error) = solve(moving, &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes, par });
     Ok(error.is_finite().then_some((refined, patches.len())))
 }
 
@@ -313,6 +312,9 @@ struct Solve {
     limit: f64,
     /// Points of the moving frame whose move is measured against `limit`.
     probes: Vec<(f64, f64)>,
+    /// Threads the patches' sums spread over (each patch's alone, added in patch order, so
+    /// the result has the same bits on any number).
+    par: Parallelism,
 }
 
 /// Gauss-Newton on `patches` (interiors of side `n`) from `motion` ([`refine_motion`]).
@@ -324,49 +326,55 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     // the translation.
     let count = patches.len().max(1) as f64;
     let centre = patches.iter().fold((0.0, 0.0), |c, p| (c.0 + (p.corner.0 as f64 + (n - 1) as f64 / 2.0) / count, c.1 + (p.corner.1 as f64 + (n - 1) as f64 / 2.0) / count));
-    // Per patch: the Jacobian columns (zero mean), and their sums with the values.
+    // Per patch: the Jacobian columns (zero mean), their sums with the values, and the
+    // patch's share of the Gauss-Newton matrix.
+    let jacobians: Vec<([Vec<f64>; UNKNOWNS], [f64; UNKNOWNS], [[f64; UNKNOWNS]; UNKNOWNS])> = map_indices(patches.len(), how.par, |i| {
+        let p = &patches[i];
+        let mut cols: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::with_capacity(n * n), Vec::with_capacity(n * n)];
+        for j in 0..n {
+            let dy = (p.corner.1 + j) as f64 - centre.1;
+            for i in 0..n {
+                let dx = (p.corner.0 + i) as f64 - centre.0;
+                let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
+                cols[2].push(gy * dx - gx * dy);
+                cols[3].push(gx * dx + gy * dy);
+            }
+        }
+        zero_mean(&mut cols[2]);
+        zero_mean(&mut cols[3]);
+        if how.ramps {
+            cols.iter_mut().take(k).for_each(|c| {
+                remove_ramps(c, n);
+            });
+        }
+        let (mut with_value, mut hess) = ([0.0; UNKNOWNS], [[0.0; UNKNOWNS]; UNKNOWNS]);
+        for a in 0..k {
+            with_value[a] = dot(&cols[a], &p.value);
+            for b in 0..k {
+                hess[a][b] = dot(&cols[a], &cols[b]);
+            }
+        }
+        (cols, with_value, hess)
+    });
     let mut hess = [[0.0; UNKNOWNS]; UNKNOWNS];
-    let jacobians: Vec<([Vec<f64>; UNKNOWNS], [f64; UNKNOWNS])> = patches
-        .iter()
-        .map(|p| {
-            let mut cols: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::with_capacity(n * n), Vec::with_capacity(n * n)];
-            for j in 0..n {
-                let dy = (p.corner.1 + j) as f64 - centre.1;
-                for i in 0..n {
-                    let dx = (p.corner.0 + i) as f64 - centre.0;
-                    let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
-                    cols[2].push(gy * dx - gx * dy);
-                    cols[3].push(gx * dx + gy * dy);
-                }
+    for (_, _, share) in &jacobians {
+        for a in 0..k {
+            for b in 0..k {
+                hess[a][b] += share[a][b];
             }
-            zero_mean(&mut cols[2]);
-            zero_mean(&mut cols[3]);
-            if how.ramps {
-                cols.iter_mut().take(k).for_each(|c| {
-                    remove_ramps(c, n);
-                });
-            }
-            let mut with_value = [0.0; UNKNOWNS];
-            for a in 0..k {
-                with_value[a] = dot(&cols[a], &p.value);
-                for b in 0..k {
-                    hess[a][b] += dot(&cols[a], &cols[b]);
-                }
-            }
-            (cols, with_value)
-        })
-        .collect();
+        }
+    }
     let Some(inverse) = invert(&hess, k) else { return unrefined };
     let mut m = motion;
     let reach = (n as f64) * 2.0;
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
-    let mut sampled = Vec::with_capacity(n * n);
     for _ in 0..TURN_ITERATIONS {
         let back = m.inverse();
-        let mut rhs = [0.0; UNKNOWNS];
-        sse = 0.0;
-        for (p, (cols, with_value)) in patches.iter().zip(&jacobians) {
+        // Each patch's residual sum of squares and right-hand side; `None` where it leaves
+        // the moving frame or samples a flat stretch of it.
+        let shares = map_indices(patches.len(), how.par, |i| {
+            let (p, (cols, with_value, _)) = (&patches[i], &jacobians[i]);
             // Where the template's pixels are in the moving frame: a row steps by a constant.
             let corner = back.apply((p.corner.0 as f64, p.corner.1 as f64));
             let (ex, ey) = (back.apply((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back.apply((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
@@ -375,9 +383,9 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
             let inside = |q: (f64, f64)| q.0 >= 0.0 && q.1 >= 0.0 && q.0 + 1.0 < w as f64 && q.1 + 1.0 < h as f64;
             let corners = [corner, far, (corner.0 + sx.0 * n as f64, corner.1 + sx.1 * n as f64), (corner.0 + sy.0 * n as f64, corner.1 + sy.1 * n as f64)];
             if !corners.iter().all(|&q| inside(q)) {
-                return unrefined;
+                return None;
             }
-            sampled.clear();
+            let mut sampled = Vec::with_capacity(n * n);
             let (span, stride) = (moving.span(), moving.stride());
             for j in 0..n {
                 let start = (corner.0 + sy.0 * j as f64, corner.1 + sy.1 * j as f64);
@@ -398,16 +406,26 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
                 var -= ramp_energy(&sampled, n);
             }
             if !(var > 0.0) {
-                return unrefined;
+                return None;
             }
             // With e = gain (w - mean w) - value, and columns and values of zero mean:
             // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2,
             // and sum e^2 = sum value^2 - (sum value w)^2 / sum (w - mean w)^2.
             let value_w = dot(&p.value, &sampled);
             let gain = value_w / var;
-            sse += dot(&p.value, &p.value) - value_w * value_w / var;
+            let mut rhs = [0.0; UNKNOWNS];
             for a in 0..k {
-                rhs[a] += gain * dot(&cols[a], &sampled) - with_value[a];
+                rhs[a] = gain * dot(&cols[a], &sampled) - with_value[a];
+            }
+            Some((dot(&p.value, &p.value) - value_w * value_w / var, rhs))
+        });
+        let mut rhs = [0.0; UNKNOWNS];
+        sse = 0.0;
+        for share in shares {
+            let Some((patch_sse, patch_rhs)) = share else { return unrefined };
+            sse += patch_sse;
+            for a in 0..k {
+                rhs[a] += patch_rhs[a];
             }
         }
         let mut step = [0.0; UNKNOWNS];
@@ -521,7 +539,7 @@ mod tests {
 
     /// [`refine_overlap_smoothed`] on frames it smooths first.
     fn refine_overlap(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
-        refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit)
+        refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit, par)
     }
 
     /// A `w x h` frame of `src` (Keys' bicubic) at `pose` (frame pixel `(u, v)` shows `src` at
@@ -599,7 +617,7 @@ mod tests {
         // Bad parameters are errors.
         let refine = |unknowns: usize, limit: f64| refine_overlap(reference.view(), moving.view(), truth, 25, unknowns, limit, Parallelism::Sequential);
         let (smooth_ref, smooth_moving) = (overlap_smoothed(reference.view(), Parallelism::Sequential).unwrap(), overlap_smoothed(moving.view(), Parallelism::AllThreads).unwrap());
-        let refine_smoothed = |unknowns: usize, limit: f64| refine_overlap_smoothed(smooth_ref.view(), smooth_moving.view(), truth, 25, unknowns, limit);
+        let refine_smoothed = |unknowns: usize, limit: f64| refine_overlap_smoothed(smooth_ref.view(), smooth_moving.view(), truth, 25, unknowns, limit, Parallelism::AllThreads);
         for (unknowns, limit) in [(0, 2.0), (1, 2.0), (5, 2.0), (2, 0.0), (2, -1.0), (2, f64::NAN), (2, f64::INFINITY)] {
             assert!(refine(unknowns, limit).is_err(), "{unknowns} {limit}");
             assert!(refine_smoothed(unknowns, limit).is_err(), "{unknowns} {limit}");

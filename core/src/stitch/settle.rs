@@ -373,7 +373,7 @@ impl<'a> Run<'a> {
     /// ([`super::refine::refine_overlap`]), on their kept smoothed copies.
     pub(super) fn refine_on_overlap<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
         let (r, m) = (reference.smoothed::<T>(self.par)?, moving.smoothed::<T>(self.par)?);
-        Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach)?.map(|(m, _)| m))
+        Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach, self.par)?.map(|(m, _)| m))
     }
 
     /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
