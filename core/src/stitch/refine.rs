@@ -15,7 +15,7 @@
 use crate::error::{require_positive, require_range, Result};
 use crate::filter::{gaussian_blur, GaussianParams};
 use crate::image::{Image, ImageView, Pixel};
-use crate::parallel::{map_indices, Parallelism};
+use crate::parallel::{map_indices, map_slots, Parallelism};
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
@@ -369,11 +369,13 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     let reach = (n as f64) * 2.0;
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
+    // Each patch's moving pixels, resampled per iteration into a buffer of its own.
+    let mut samples: Vec<Vec<f64>> = patches.iter().map(|_| Vec::with_capacity(n * n)).collect();
     for _ in 0..TURN_ITERATIONS {
         let back = m.inverse();
         // Each patch's residual sum of squares and right-hand side; `None` where it leaves
         // the moving frame or samples a flat stretch of it.
-        let shares = map_indices(patches.len(), how.par, |i| {
+        let shares = map_slots(&mut samples, how.par, |i, sampled| {
             let (p, (cols, with_value, _)) = (&patches[i], &jacobians[i]);
             // Where the template's pixels are in the moving frame: a row steps by a constant.
             let corner = back.apply((p.corner.0 as f64, p.corner.1 as f64));
@@ -385,7 +387,7 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
             if !corners.iter().all(|&q| inside(q)) {
                 return None;
             }
-            let mut sampled = Vec::with_capacity(n * n);
+            sampled.clear();
             let (span, stride) = (moving.span(), moving.stride());
             for j in 0..n {
                 let start = (corner.0 + sy.0 * j as f64, corner.1 + sy.1 * j as f64);
@@ -594,6 +596,8 @@ mod tests {
             let unknowns = if truth.is_translation() { 2 } else { 3 };
             let start = Similarity { x: truth.x + 1.1, y: truth.y - 1.0, ..truth };
             let (found, tiles) = refine_overlap(reference.view(), moving.view(), start, 25, unknowns, 3.0, Parallelism::Sequential).unwrap().expect("refined");
+            // The patches summed on every thread: the same bits.
+            assert_eq!(refine_overlap(reference.view(), moving.view(), start, 25, unknowns, 3.0, Parallelism::AllThreads).unwrap(), Some((found, tiles)), "{k}");
             assert!(tiles >= 20, "{k}: {tiles} tiles");
             let c = (99.5, 79.5);
             let (a, b) = (found.apply(c), truth.apply(c));
