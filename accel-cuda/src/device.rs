@@ -10,7 +10,6 @@ use crate::transfer::{Event, Staging, StagingConfig, Stream};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 use tessera_core::image::Pixel;
@@ -145,10 +144,20 @@ pub(crate) struct Gpu {
     device: Box<dyn Device>,
     pool: Mutex<Pool>,
     staging: Staging,
-    /// Nanoseconds spent in the device's calls (see [`Gpu::device_seconds`]).
-    device_nanos: AtomicU64,
+    /// Wall time during which a device call was in flight (see [`Gpu::device_seconds`]).
+    device_clock: Mutex<DeviceClock>,
     /// The kernel designs chosen for this device.
     tuning: Tuning,
+}
+
+/// The wall time covered by device calls: a call that begins while another thread's is in
+/// flight adds only what it outlasts it by, so host threads calling at once are not
+/// counted twice.
+#[derive(Default)]
+struct DeviceClock {
+    in_flight: usize,
+    since: Option<Instant>,
+    nanos: u64,
 }
 
 #[derive(Default)]
@@ -165,7 +174,7 @@ impl Gpu {
 
     pub(crate) fn with_staging(device: Box<dyn Device>, staging: StagingConfig) -> Self {
         let tuning = Tuning::for_device(device.model());
-        Gpu { device, pool: Mutex::new(Pool::default()), staging: Staging::new(staging), device_nanos: AtomicU64::new(0), tuning }
+        Gpu { device, pool: Mutex::new(Pool::default()), staging: Staging::new(staging), device_clock: Mutex::new(DeviceClock::default()), tuning }
     }
 
     /// The kernel designs chosen for this device (`tuning.rs`).
@@ -192,17 +201,30 @@ impl Gpu {
         self.on_device(|d| d.synchronize())
     }
 
-    /// Wall time spent inside the device's calls so far (allocations, transfers, launches
-    /// and the waits of downloads; on the shim, the kernels' emulation too): what a run
-    /// spends beyond it is host work. For the tests and benchmarks of where time goes.
+    /// Wall time so far during which at least one device call was in flight
+    /// (allocations, transfers, launches and the waits of downloads; on the shim, the
+    /// kernels' emulation too), however many threads called: what a run spends beyond it
+    /// is host work with the device idle. For the tests and benchmarks of where time goes.
     pub(crate) fn device_seconds(&self) -> f64 {
-        self.device_nanos.load(Ordering::Relaxed) as f64 * 1e-9
+        self.device_clock.lock().map_or(0.0, |c| c.nanos as f64 * 1e-9)
     }
 
     fn on_device<R>(&self, call: impl FnOnce(&dyn Device) -> R) -> R {
-        let t = Instant::now();
+        if let Ok(mut c) = self.device_clock.lock() {
+            if c.in_flight == 0 {
+                c.since = Some(Instant::now());
+            }
+            c.in_flight += 1;
+        }
         let r = call(self.device.as_ref());
-        self.device_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if let Ok(mut c) = self.device_clock.lock() {
+            c.in_flight = c.in_flight.saturating_sub(1);
+            if c.in_flight == 0 {
+                if let Some(since) = c.since.take() {
+                    c.nanos += since.elapsed().as_nanos() as u64;
+                }
+            }
+        }
         r
     }
 
