@@ -46,10 +46,11 @@ pub fn refine_shift<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: I
     let gv: Vec<(f64, f64)> = patches
         .iter()
         .map(|p| {
-            hxx += dot(&p.gx, &p.gx);
-            hxy += dot(&p.gx, &p.gy);
-            hyy += dot(&p.gy, &p.gy);
-            (dot(&p.gx, &p.value), dot(&p.gy, &p.value))
+            let [xx, xy, yy, xv, yv] = gradient_sums(p);
+            hxx += xx;
+            hxy += xy;
+            hyy += yy;
+            (xv, yv)
         })
         .collect();
     let det = hxx * hyy - hxy * hxy;
@@ -64,31 +65,25 @@ pub fn refine_shift<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: I
         let (fx, fy) = (libm::floor(-s.0), libm::floor(-s.1));
         let (ax, ay) = (-s.0 - fx, -s.1 - fy);
         let (fx, fy) = (fx as isize, fy as isize);
-        let (mut bx, mut by) = (0.0, 0.0);
-        for (p, &(gxv, gyv)) in patches.iter().zip(&gv) {
+        // Where each template's interior starts in the moving frame; none may leave it.
+        let mut at = Vec::with_capacity(patches.len());
+        for p in &patches {
             let (x0, y0) = (p.corner.0 as isize + fx, p.corner.1 as isize + fy);
             if x0 < 0 || y0 < 0 || x0 + n as isize >= w as isize || y0 + n as isize >= h as isize {
                 return shift;
             }
-            let (x0, y0) = (x0 as usize, y0 as usize);
+            at.push((x0 as usize, y0 as usize));
+        }
+        let mut sums = Vec::with_capacity(patches.len());
+        for (ps, xy) in patches.chunks(2).zip(at.chunks(2)) {
+            let (second, second_at) = (ps.get(1).unwrap_or(&ps[0]), xy.get(1).unwrap_or(&xy[0]));
+            let both = resampled_sums(moving, [&ps[0], second], [xy[0], *second_at], n, (ax, ay));
+            sums.extend(both.into_iter().take(ps.len()));
+        }
+        let (mut bx, mut by) = (0.0, 0.0);
+        for (&[sw, sww, svw, sgxw, sgyw], &(gxv, gyv)) in sums.iter().zip(&gv) {
             // With e = gain (w - mean w) - value, and gradients and values of zero mean:
             // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2.
-            let (mut sw, mut sww, mut svw, mut sgxw, mut sgyw) = (0.0, 0.0, 0.0, 0.0, 0.0);
-            for j in 0..n {
-                let (r0, r1) = (&moving.row(y0 + j)[x0..x0 + n + 1], &moving.row(y0 + j + 1)[x0..x0 + n + 1]);
-                let k = j * n;
-                let (value, gx, gy) = (&p.value[k..k + n], &p.gx[k..k + n], &p.gy[k..k + n]);
-                for ((((t, b), value), gx), gy) in r0.windows(2).zip(r1.windows(2)).zip(value).zip(gx).zip(gy) {
-                    let (t0, t1, b0, b1): (f64, f64, f64, f64) = (t[0].into(), t[1].into(), b[0].into(), b[1].into());
-                    let top = t0 + ax * (t1 - t0);
-                    let v = top + ay * (b0 + ax * (b1 - b0) - top);
-                    sw += v;
-                    sww += v * v;
-                    svw += value * v;
-                    sgxw += gx * v;
-                    sgyw += gy * v;
-                }
-            }
             let var = sww - sw * sw / (n * n) as f64;
             if !(var > 0.0) {
                 return shift;
@@ -108,6 +103,53 @@ pub fn refine_shift<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: I
         }
     }
     s
+}
+
+/// A patch's sums of gx gx, gx gy, gy gy, gx value and gy value, each as [`dot`] sums it,
+/// in one sweep.
+fn gradient_sums(p: &Patch) -> [f64; 5] {
+    let mut sums = [-0.0; 5];
+    for ((&value, &gx), &gy) in p.value.iter().zip(&p.gx).zip(&p.gy) {
+        sums[0] += gx * gx;
+        sums[1] += gx * gy;
+        sums[2] += gy * gy;
+        sums[3] += gx * value;
+        sums[4] += gy * value;
+    }
+    sums
+}
+
+/// For each of two patches (interiors of side `n`), the moving frame resampled (bilinear,
+/// weights `(ax, ay)`) from its pixel `at` over the patch: the sums of w, w^2, value w,
+/// gx w and gy w, each in the patch's row-major order. The two patches share the lanes
+/// of one vector (a template's five sums alone wait on the adder's latency); a lone patch
+/// is paired with itself.
+fn resampled_sums<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: [&Patch; 2], at: [(usize, usize); 2], n: usize, (ax, ay): (f64, f64)) -> [[f64; 5]; 2] {
+    use wide::f64x2;
+    let (ax, ay) = (f64x2::splat(ax), f64x2::splat(ay));
+    let [mut sw, mut sww, mut svw, mut sgxw, mut sgyw] = [f64x2::splat(0.0); 5];
+    let [(xa, ya), (xb, yb)] = at;
+    let [pa, pb] = patches;
+    for j in 0..n {
+        let (ta, ba) = (&moving.row(ya + j)[xa..xa + n + 1], &moving.row(ya + j + 1)[xa..xa + n + 1]);
+        let (tb, bb) = (&moving.row(yb + j)[xb..xb + n + 1], &moving.row(yb + j + 1)[xb..xb + n + 1]);
+        let k = j * n;
+        let (va, gxa, gya) = (&pa.value[k..k + n], &pa.gx[k..k + n], &pa.gy[k..k + n]);
+        let (vb, gxb, gyb) = (&pb.value[k..k + n], &pb.gx[k..k + n], &pb.gy[k..k + n]);
+        for i in 0..n {
+            let pair = |a: T, b: T| f64x2::new([a.into(), b.into()]);
+            let (t0, t1, b0, b1) = (pair(ta[i], tb[i]), pair(ta[i + 1], tb[i + 1]), pair(ba[i], bb[i]), pair(ba[i + 1], bb[i + 1]));
+            let top = t0 + ax * (t1 - t0);
+            let v = top + ay * (b0 + ax * (b1 - b0) - top);
+            sw += v;
+            sww += v * v;
+            svw += f64x2::new([va[i], vb[i]]) * v;
+            sgxw += f64x2::new([gxa[i], gxb[i]]) * v;
+            sgyw += f64x2::new([gya[i], gyb[i]]) * v;
+        }
+    }
+    let lanes = [sw, sww, svw, sgxw, sgyw].map(|s| s.to_array());
+    [lanes.map(|l| l[0]), lanes.map(|l| l[1])]
 }
 
 /// A template's interior (central differences need both neighbours): its top-left pixel in
@@ -133,17 +175,27 @@ fn patches<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, rsz: usize, vector
 /// `(tx, ty)`, which must lie at least a pixel inside the reference.
 fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize) -> Patch {
     let mut p = Patch { corner: (tx + 1, ty + 1), value: Vec::with_capacity(n * n), gx: Vec::with_capacity(n * n), gy: Vec::with_capacity(n * n), mean_gradient: (0.0, 0.0) };
+    let mut sums = [-0.0f64; 3];
     for y in ty + 1..ty + 1 + n {
         let (above, here, below) = (&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..]);
         let f = |v: &T| -> f64 { (*v).into() };
         for ((h, a), b) in here.windows(3).take(n).zip(above).zip(below) {
-            p.value.push(f(&h[1]));
-            p.gx.push(0.5 * (f(&h[2]) - f(&h[0])));
-            p.gy.push(0.5 * (f(b) - f(a)));
+            let (value, gx, gy) = (f(&h[1]), 0.5 * (f(&h[2]) - f(&h[0])), 0.5 * (f(b) - f(a)));
+            p.value.push(value);
+            p.gx.push(gx);
+            p.gy.push(gy);
+            // Summed as they come, in the order (and from the -0.0) of an iterator's sum:
+            // the three sums side by side, not three sweeps each waiting on the adder.
+            sums[0] += value;
+            sums[1] += gx;
+            sums[2] += gy;
         }
     }
-    zero_mean(&mut p.value);
-    p.mean_gradient = (zero_mean(&mut p.gx), zero_mean(&mut p.gy));
+    let means = sums.map(|s| s / (n * n).max(1) as f64);
+    for (v, m) in [&mut p.value, &mut p.gx, &mut p.gy].into_iter().zip(means) {
+        v.iter_mut().for_each(|x| *x -= m);
+    }
+    p.mean_gradient = (means[1], means[2]);
     p
 }
 
@@ -563,6 +615,75 @@ mod tests {
             (acc * (1.0 - vignetting * r * r) + noise * rng.normal()) as f32
         })
         .unwrap()
+    }
+
+    /// The refinement's sums taken side by side (a patch's three means in its one sweep,
+    /// its five gradient sums in one sweep, two patches' resampled sums in the lanes of one
+    /// vector) are the sums taken one by one, to the bit: pixel types, sides, shifts, and f32
+    /// frames with negative values and zeros of either sign.
+    #[test]
+    fn sums_side_by_side_are_the_sums_one_by_one_to_the_bit() {
+        fn check<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rng: &mut SplitMix64) {
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let (w, h) = reference.size();
+            for _ in 0..12 {
+                let rsz = 4 + (rng.next_u64() % 20) as usize;
+                let n = rsz - 2;
+                let site = |rng: &mut SplitMix64| ((rng.next_u64() as usize) % (w - rsz - 1), (rng.next_u64() as usize) % (h - rsz - 1));
+                let (ta, tb) = (site(rng), site(rng));
+                let (pa, pb) = (patch(reference, ta, n), patch(reference, tb, n));
+                // The patch one sum and one subtraction at a time.
+                let f = |x: usize, y: usize| -> f64 { reference.row(y)[x].into() };
+                let (tx, ty) = ta;
+                let mut value: Vec<f64> = (0..n * n).map(|k| f(tx + 1 + k % n, ty + 1 + k / n)).collect();
+                let mut gx: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 2 + k % n, ty + 1 + k / n) - f(tx + k % n, ty + 1 + k / n))).collect();
+                let mut gy: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 1 + k % n, ty + 2 + k / n) - f(tx + 1 + k % n, ty + k / n))).collect();
+                zero_mean(&mut value);
+                let mean_gradient = (zero_mean(&mut gx), zero_mean(&mut gy));
+                assert_eq!((bits(&pa.value), bits(&pa.gx), bits(&pa.gy)), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz}");
+                assert_eq!(bits(&[pa.mean_gradient.0, pa.mean_gradient.1]), bits(&[mean_gradient.0, mean_gradient.1]));
+                let dots = [dot(&gx, &gx), dot(&gx, &gy), dot(&gy, &gy), dot(&gx, &value), dot(&gy, &value)];
+                assert_eq!(bits(&gradient_sums(&pa)), bits(&dots), "rsz {rsz}");
+                // Each patch's resampled sums alone.
+                let (ax, ay) = (rng.uniform(), rng.uniform());
+                let alone = |p: &Patch, (x0, y0): (usize, usize)| {
+                    let mut s = [0.0; 5];
+                    for k in 0..n * n {
+                        let g = |dx: usize, dy: usize| -> f64 { moving.row(y0 + k / n + dy)[x0 + k % n + dx].into() };
+                        let top = g(0, 0) + ax * (g(1, 0) - g(0, 0));
+                        let v = top + ay * (g(0, 1) + ax * (g(1, 1) - g(0, 1)) - top);
+                        s[0] += v;
+                        s[1] += v * v;
+                        s[2] += p.value[k] * v;
+                        s[3] += p.gx[k] * v;
+                        s[4] += p.gy[k] * v;
+                    }
+                    s
+                };
+                let (at_a, at_b) = (site(rng), site(rng));
+                let [sa, sb] = resampled_sums(moving, [&pa, &pb], [at_a, at_b], n, (ax, ay));
+                assert_eq!((bits(&sa), bits(&sb)), (bits(&alone(&pa, at_a)), bits(&alone(&pb, at_b))), "rsz {rsz}");
+            }
+        }
+        let mut rng = SplitMix64::new(17);
+        let (w, h) = (61, 47);
+        let mut bytes = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        let (b0, b1) = (bytes(), bytes());
+        let mut words = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 48) as u16).unwrap();
+        let (w0, w1) = (words(), words());
+        // Flat stretches of zeros of either sign, and signed values.
+        let mut floats = || {
+            Image::from_fn(w, h, |x, y| match (x / 8 + y / 8) % 3 {
+                0 => -0.0,
+                1 => (rng.uniform() - 0.5) as f32 * 1e3,
+                _ => 0.0,
+            })
+            .unwrap()
+        };
+        let (f0, f1) = (floats(), floats());
+        check(b0.view(), b1.view(), &mut rng);
+        check(w0.view(), w1.view(), &mut rng);
+        check(f0.view(), f1.view(), &mut rng);
     }
 
     #[test]
