@@ -129,6 +129,31 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             if let [t1, t2, ..] = times[..] {
                 r.record("pal_serial_fraction_amdahl", json!({"from": "1 and 2 threads"}), "cpu", json!(((2.0 * t2 / t1 - 1.0) * 1000.0).round() / 1000.0));
             }
+            // The same speed-up from rounds that time one thread and two back to back (each
+            // pool woken by an untimed call first): the ratio of each round, then their
+            // median. A shared machine's speed drifts over the minutes between the blocks
+            // above (one thread's figure moved 1.6x from one run to the next on the 2-core
+            // VM); within a round it falls on both alike.
+            if r.wants("pal_scaling_interleaved") && cores >= 2 {
+                let pools = [1, 2].map(|threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build());
+                let [Ok(one), Ok(two)] = pools else { anyhow::bail!("thread pool: could not start one or two threads") };
+                let run = |pool: &rayon::ThreadPool| pool.install(|| register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ()));
+                let timed = |pool: &rayon::ThreadPool| -> Result<f64> {
+                    run(pool)?;
+                    let t = std::time::Instant::now();
+                    run(pool)?;
+                    Ok(t.elapsed().as_secs_f64())
+                };
+                let rounds = if b.quick { 1 } else { 9 };
+                let mut ratios = Vec::with_capacity(rounds);
+                for _ in 0..rounds {
+                    ratios.push(timed(&one)? / timed(&two)?);
+                }
+                ratios.sort_by(f64::total_cmp);
+                let (lo, mid, hi) = (ratios[0], ratios[rounds / 2], ratios[rounds - 1]);
+                let round3 = |x: f64| (x * 1000.0).round() / 1000.0;
+                r.record("pal_scaling_interleaved_2_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs}), "cpu", json!(round3(mid)));
+            }
             if r.wants("pal_serial_fraction") {
                 let stages = StageTimes::default();
                 for _ in 0..b.reps_for(pairs).max(5) {
