@@ -149,8 +149,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 for _ in 0..rounds {
                     ratios.push(timed(&one)? / timed(&two)?);
                 }
-                ratios.sort_by(f64::total_cmp);
-                let (lo, mid, hi) = (ratios[0], ratios[rounds / 2], ratios[rounds - 1]);
+                let mid = super::median(&mut ratios);
+                let (lo, hi) = (ratios[0], ratios[rounds - 1]);
                 let round3 = |x: f64| (x * 1000.0).round() / 1000.0;
                 r.record("pal_scaling_interleaved_2_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs}), "cpu", json!(round3(mid)));
             }
