@@ -200,8 +200,12 @@ mod stitching {
     /// velocity), 112 x 88 frames.
     fn with_sweep<R>(seed: u64, f: impl FnOnce(&tessera_core::stitch::SynthPlan<'_, u8>) -> R) -> R {
         let g = cones_gray();
-        let sp = SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed, ..Default::default() };
-        f(&tessera_core::stitch::synth_plan(g.view(), &sp).unwrap())
+        f(&tessera_core::stitch::synth_plan(g.view(), &small_sweep(seed)).unwrap())
+    }
+
+    /// A sweep of small frames (112 x 88) over the photograph.
+    fn small_sweep(seed: u64) -> SynthParams {
+        SynthParams { frame_width: 112, frame_height: 88, frames: 400, seed, ..Default::default() }
     }
 
     /// The first `n` frames of a source.
@@ -252,39 +256,57 @@ mod stitching {
 
     /// Where a device stitching run's time goes, printed (by hand: `--ignored --nocapture`):
     /// the run's wall time, the time inside device calls (here the shim's emulation), and
-    /// the host's rest beside the CPU backend's whole run on one thread.
+    /// the host's rest beside the CPU backend's whole run on one thread. Small frames and
+    /// templates: 112 x 88, rsz 15, NPTS 3, radius 12.
     #[test]
     #[ignore]
     fn host_time_of_a_sweep() {
+        host_time(40, &small_sweep(5), &params("u8", Blend::Overwrite, 0.25));
+    }
+
+    /// [`host_time_of_a_sweep`] on PAL frames (720 x 576, the photograph magnified three
+    /// times) with the GPU's stitching case: rsz 31, NPTS 8, radius 32.
+    #[test]
+    #[ignore]
+    fn host_time_of_a_pal_sweep() {
+        let sp = SynthParams { zoom: 3.0, frames: 400, seed: 5, ..Default::default() };
+        let register = RegisterParams { rsz: 31, npts: 8, ..Default::default() };
+        host_time(40, &sp, &StitchParams { register, keyframe_shift: 0.25, ..Default::default() });
+    }
+
+    /// The first `n` frames of the sequence `sp` of the cones photograph, stitched on the
+    /// shim with `p` and timed (see [`host_time_of_a_sweep`]).
+    fn host_time(n: usize, sp: &SynthParams, p: &StitchParams) {
         let cpu = CpuBackend::new(Parallelism::Sequential);
-        let n = 40;
-        with_sweep(5, |plan| {
-            // Frames made first and held in memory: making a synthetic frame costs more
-            // than its registration, and is the source's work, not the stitch's.
-            let held: Vec<Image<u8>> = (0..n)
-                .map(|i| match FrameSource::frame(plan, i).unwrap().view().unwrap() {
-                    AnyView::U8(v) => v.to_image(),
-                    other => panic!("a grey sweep gave a {} frame", other.type_name()),
-                })
-                .collect();
-            let views: Vec<AnyView<'_>> = held.iter().map(|f| AnyView::U8(f.view())).collect();
-            let source = InMemory(&views);
-            let p = params("u8", Blend::Overwrite, 0.25);
-            let t = std::time::Instant::now();
-            let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
-            let total = t.elapsed().as_secs_f64();
-            let t = std::time::Instant::now();
-            let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
-            let cpu_s = t.elapsed().as_secs_f64();
-            assert_eq!(got, want);
-            let host = total - counts.device_seconds;
-            eprintln!(
-                "{n} frames: {total:.3} s, device calls {:.3} s, host {host:.3} s ({:.3} ms a pair); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
-                counts.device_seconds,
-                1e3 * host / (n - 1) as f64,
-                1e3 * cpu_s / (n - 1) as f64
-            );
-        });
+        let g = cones_gray();
+        let plan = tessera_core::stitch::synth_plan(g.view(), sp).unwrap();
+        // Frames made first and held in memory: making a synthetic frame costs more
+        // than its registration, and is the source's work, not the stitch's.
+        let held: Vec<Image<u8>> = (0..n)
+            .map(|i| match FrameSource::frame(&plan, i).unwrap().view().unwrap() {
+                AnyView::U8(v) => v.to_image(),
+                other => panic!("a grey sweep gave a {} frame", other.type_name()),
+            })
+            .collect();
+        let views: Vec<AnyView<'_>> = held.iter().map(|f| AnyView::U8(f.view())).collect();
+        let source = InMemory(&views);
+        let t = std::time::Instant::now();
+        let (got, counts) = tessera_cuda::shim_stitch_counted(&source, p, &mut go_on).unwrap();
+        let total = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let want = cpu.stitch(&source, p, &mut go_on).unwrap();
+        let cpu_s = t.elapsed().as_secs_f64();
+        assert_eq!(got, want);
+        assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
+        let host = total - counts.device_seconds;
+        eprintln!(
+            "{n} frames {}x{}: {total:.3} s, device calls {:.3} s, host {host:.4} s ({:.3} ms a pair); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
+            sp.frame_width,
+            sp.frame_height,
+            counts.device_seconds,
+            1e3 * host / (n - 1) as f64,
+            1e3 * cpu_s / (n - 1) as f64
+        );
     }
 
     /// Small enough for ThreadSanitizer (scripts/test runs the `registrations` of this
