@@ -316,8 +316,8 @@ impl<T: NccSample> Template<T> {
         }
         let mean = sum / n as f64;
         self.pixels.clear();
-        // Room for every pixel at once: grown row by row, a new template's buffer was
-        // reallocated (and copied) about log2(n) times.
+        // Room for every pixel at once (grown row by row, a new template's buffer would be
+        // reallocated and copied about log2(n) times).
         self.pixels.reserve(w * h);
         for row in src.rows() {
             self.pixels.extend(row.iter().map(|&p| p.tpl(mean)));
