@@ -2,8 +2,9 @@
 //! pairs in one launch (a warp per template), and their null probes in another, through
 //! the core's seam [`plan_pair`](tessera_core::stitch::plan_pair) /
 //! [`PairPlan::finish`](tessera_core::stitch::PairPlan::finish): the grid, the texture
-//! test, the threshold and the consensus are the core's (each pair's templates cut once),
-//! the searches the device's.
+//! test, the threshold and the consensus are the core's (each template's statistics taken
+//! once; the kernel reads its pixels from the reference on the device), the searches the
+//! device's.
 //! Integer frames (u8, u16, RGBA on its u8 luma) give the CPU's registration exactly
 //! (every coefficient, peak, evaluation count and shift); f32 frames within about 1e-6 of
 //! the CPU's coefficients.
@@ -18,7 +19,7 @@ use crate::kernels::{Kernel, Module};
 use core::ops::ControlFlow;
 use std::sync::Mutex;
 use tessera_core::image::Pixel;
-use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams};
+use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams, TemplateStats};
 use tessera_core::stitch::{
     gray, luma_storage, plan_pair, Gray, PairPlan, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest,
     RegisterParams, SearchMethod, StitchParams, WINDOW,
@@ -45,24 +46,15 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     }
     /// The template statistic the coefficient divides by: `n^2 var` (integers) or the
     /// zero-mean norm (f32).
-    fn norm(t: &tessera_core::ncc::TemplateStats) -> f64 {
+    fn norm(t: &TemplateStats) -> f64 {
         t.n2_var
     }
     /// A grey frame of this type, or `None`.
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>>;
     /// This type's slot of a registrar's cache.
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>>;
-    /// A pair's plan of this type, kept beside those of the others.
-    fn wrap(plan: PairPlan<Self>) -> AnyPlan;
-    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>>;
 }
 
-/// A pair's plan (the core's [`PairPlan`]) by grey type.
-enum AnyPlan {
-    U8(PairPlan<u8>),
-    U16(PairPlan<u16>),
-    F32(PairPlan<f32>),
-}
 impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
     const QUALITY: Option<&'static str> = Some("quality_sums_u8");
@@ -71,12 +63,6 @@ impl DeviceSample for u8 {
     }
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
         &mut c.u8
-    }
-    fn wrap(plan: PairPlan<Self>) -> AnyPlan {
-        AnyPlan::U8(plan)
-    }
-    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>> {
-        if let AnyPlan::U8(p) = plan { Some(p) } else { None }
     }
 }
 impl DeviceSample for u16 {
@@ -88,12 +74,6 @@ impl DeviceSample for u16 {
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
         &mut c.u16
     }
-    fn wrap(plan: PairPlan<Self>) -> AnyPlan {
-        AnyPlan::U16(plan)
-    }
-    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>> {
-        if let AnyPlan::U16(p) = plan { Some(p) } else { None }
-    }
 }
 impl DeviceSample for f32 {
     const KERNEL: &'static str = "ncc_search_f32";
@@ -101,7 +81,7 @@ impl DeviceSample for f32 {
         let integral = Integral::new(moving)?;
         Ok((integral.offset(), 64.0 * f64::EPSILON * integral.squares_scale()))
     }
-    fn norm(t: &tessera_core::ncc::TemplateStats) -> f64 {
+    fn norm(t: &TemplateStats) -> f64 {
         t.dev
     }
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
@@ -109,12 +89,6 @@ impl DeviceSample for f32 {
     }
     fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
         &mut c.f32
-    }
-    fn wrap(plan: PairPlan<Self>) -> AnyPlan {
-        AnyPlan::F32(plan)
-    }
-    fn unwrap(plan: AnyPlan) -> Option<PairPlan<Self>> {
-        if let AnyPlan::F32(p) = plan { Some(p) } else { None }
     }
 }
 
@@ -126,8 +100,8 @@ struct OnDevice {
     terms: (f64, f64),
 }
 
-/// One pair of a launch: the reference's view (templates are cut on the host), both frames
-/// on the device, the prediction.
+/// One pair of a launch: the reference's view (the host takes its templates' statistics),
+/// both frames on the device, the prediction.
 struct Job<'v, T> {
     reference: ImageView<'v, T>,
     moving: ImageView<'v, T>,
@@ -176,19 +150,16 @@ fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPa
 /// pair with the matches of its searches and null probes, or the error that stopped the
 /// plan.
 enum Searched {
-    Matches { plan: AnyPlan, found: Vec<Option<Match>>, probed: Vec<Option<Match>> },
+    Matches { plan: PairPlan<TemplateStats>, found: Vec<Option<Match>>, probed: Vec<Option<Match>> },
     Failed(Error),
 }
 
 /// A pair's registration from its device searches: the core's consensus, acceptance and
-/// subpixel refinement on the plan's templates (cut once, when the pair was planned).
+/// subpixel refinement on the pair's frames.
 fn answer<T: DeviceSample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, searched: Searched) -> Result<PairRegistration> {
     match searched {
         Searched::Failed(e) => Err(e),
-        Searched::Matches { plan, found, probed } => {
-            let plan = T::unwrap(plan).ok_or_else(|| Error::Backend("internal: a pair's plan of another pixel type".into()))?;
-            plan.finish(reference, moving, p, found, probed)
-        }
+        Searched::Matches { plan, found, probed } => plan.finish(reference, moving, p, found, probed),
     }
 }
 
@@ -204,7 +175,7 @@ struct Call {
 impl Call {
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
     /// range among the call's searches.
-    fn add<T: DeviceSample>(&mut self, searches: &[TemplateSearch<'_, T>], sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<(usize, usize)> {
+    fn add<T: DeviceSample>(&mut self, searches: &[TemplateSearch<'_, TemplateStats>], sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<(usize, usize)> {
         if self.sp.is_some_and(|c| c != *sp) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
         }
@@ -223,7 +194,7 @@ impl Call {
         for s in searches {
             // Sites lie inside the frame and starts within a search radius of it: all fit i32.
             self.sites.extend([s.site.0 as i32, s.site.1 as i32, s.start.0 as i32, s.start.1 as i32, slots.0, slots.1]);
-            let stat: [f64; STAT_WORDS] = [s.template.stats().sum, T::norm(s.template.stats()), terms.0, terms.1];
+            let stat: [f64; STAT_WORDS] = [s.template.sum, T::norm(s.template), terms.0, terms.1];
             self.stats.extend(stat);
         }
         Ok((start, self.sites.len() / SITE_WORDS))
@@ -242,8 +213,8 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let mut frames = FrameTable::default();
     // The searches, then the null probes (searches of radius 0).
     let mut calls = [Call::default(), Call::default()];
-    type Planned<T> = core::result::Result<(PairPlan<T>, [(usize, usize); 2]), Error>;
-    let mut planned: Vec<Planned<T>> = Vec::with_capacity(jobs.len());
+    type Planned = core::result::Result<(PairPlan<TemplateStats>, [(usize, usize); 2]), Error>;
+    let mut planned: Vec<Planned> = Vec::with_capacity(jobs.len());
     for job in jobs {
         let plan = match plan_pair(job.reference, job.moving, p, job.prediction) {
             Ok(plan) => plan,
@@ -256,8 +227,8 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         let terms = job.devices.1.terms;
         let marks = calls.each_ref().map(|c| (c.sites.len(), c.stats.len()));
         let added = (|| -> Result<[(usize, usize); 2]> {
-            let searches = calls[0].add(&plan.searches(), &plan.search_params(), last, slots, terms)?;
-            let probes = calls[1].add(&plan.probes(), &plan.probe_params(), last, slots, terms)?;
+            let searches = calls[0].add::<T>(&plan.searches(), &plan.search_params(), last, slots, terms)?;
+            let probes = calls[1].add::<T>(&plan.probes(), &plan.probe_params(), last, slots, terms)?;
             Ok([searches, probes])
         })();
         planned.push(match added {
@@ -283,7 +254,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         .into_iter()
         .map(|pl| match pl {
             Err(e) => Searched::Failed(e),
-            Ok((plan, [(a, b), (c, d)])) => Searched::Matches { plan: T::wrap(plan), found: found[0][a..b].to_vec(), probed: found[1][c..d].to_vec() },
+            Ok((plan, [(a, b), (c, d)])) => Searched::Matches { plan, found: found[0][a..b].to_vec(), probed: found[1][c..d].to_vec() },
         })
         .collect();
     Ok((searched, launched))

@@ -52,8 +52,16 @@ pub trait NccSample: IntegralSample {
             *o = Self::cross(tpl, tw, span, start + k, stride);
         }
     }
-    /// The template statistics from its sums and its stored pixels.
-    fn stats(n: u64, s1: Self::Acc, s2: Self::Acc, pixels: &[Self::Tpl]) -> TemplateStats;
+    /// The sums of the pixels of `src` and of their squares ([`IntegralSample::terms`]),
+    /// added in row-major order.
+    fn sums(src: ImageView<'_, Self>) -> [Self::Acc; 2] {
+        src.rows().flatten().fold([Self::Acc::default(); 2], |[s1, s2], &p| {
+            let [a, b] = p.terms(0.0);
+            [Self::add(s1, a), Self::add(s2, b)]
+        })
+    }
+    /// The template statistics from its sums and its stored pixels (in row-major order).
+    fn stats(n: u64, s1: Self::Acc, s2: Self::Acc, pixels: impl Iterator<Item = Self::Tpl>) -> TemplateStats;
     /// True for a template with zero variance.
     fn is_flat(t: &TemplateStats) -> bool;
     /// `r` from the template statistics, the cross term, and the window's integral sums;
@@ -78,6 +86,16 @@ pub struct TemplateStats {
 }
 
 impl TemplateStats {
+    /// The statistics of `src` as a template ([`Template::new`]'s, to the bit), without
+    /// keeping its pixels: for a device that cuts templates from the frames it holds.
+    /// The errors are [`Template::new`]'s.
+    pub fn of<T: NccSample>(src: ImageView<'_, T>) -> Result<TemplateStats> {
+        let sums = template_sums(src)?;
+        let mean = sums.mean();
+        Ok(T::stats(sums.n, sums.s1, sums.s2, src.rows().flat_map(|row| row.iter().map(move |&p| p.tpl(mean)))))
+    }
+
+
     /// Variance per pixel, `dev / n` (the texture measure of registration).
     pub fn variance(&self) -> f64 {
         self.dev / self.n as f64
@@ -146,6 +164,64 @@ multiversion! {
     }
 }
 
+/// The sum and the sum of squares of the u8 pixels of `src` (a template's: the texture
+/// test of every template of a pair). Exact within [`IntegralSample::MAX_AREA`] pixels
+/// (66051 * 255^2 < 2^32).
+fn sums_u8(src: ImageView<'_, u8>) -> [u32; 2] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::level() >= crate::cpu::Level::Avx2 && src.width() >= 8 {
+        // SAFETY: the CPU has AVX2; rows are at least 8 pixels wide.
+        return unsafe { x86::sums_u8(src) };
+    }
+    src.rows().flatten().fold([0u32; 2], |[s1, s2], &x| [s1.wrapping_add(x as u32), s2.wrapping_add(x as u32 * x as u32)])
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use crate::image::ImageView;
+    use core::arch::x86_64::*;
+
+    /// [`super::sums_u8`] with 8 pixels a step widened to the u32 lanes of a vector (each
+    /// lane's square a multiply-add of its low half), a row's last partial step read as its
+    /// last 8 pixels with the lanes already counted zeroed; the lanes summed once at the
+    /// end. A template's rows are short (31 pixels in PAL): loops over whole rows, or a
+    /// vector sum per chunk, spend most of their time outside the vector adds.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, and `src` is at least 8 pixels wide.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn sums_u8(src: ImageView<'_, u8>) -> [u32; 2] {
+        let w = src.width();
+        let rest = (w % 8) as i32;
+        // Lanes k >= 8 - rest of the row's last 8 pixels are not in its whole steps.
+        let keep = _mm256_cmpgt_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(7 - rest));
+        let (mut s, mut q) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for row in src.rows() {
+            let row = &row[..w];
+            let mut add = |v: __m256i| {
+                s = _mm256_add_epi32(s, v);
+                q = _mm256_add_epi32(q, _mm256_madd_epi16(v, v));
+            };
+            for c in row.chunks_exact(8) {
+                // SAFETY: c holds 8 bytes.
+                add(_mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(c.as_ptr().cast()) }));
+            }
+            if rest != 0 {
+                // SAFETY: w >= 8: the row's last 8 bytes.
+                let tail = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(row[w - 8..].as_ptr().cast()) });
+                add(_mm256_and_si256(tail, keep));
+            }
+        }
+        let lanes = |v: __m256i| {
+            let mut a = [0u32; 8];
+            // SAFETY: a holds 32 bytes.
+            unsafe { _mm256_storeu_si256(a.as_mut_ptr().cast(), v) };
+            a.iter().fold(0u32, |t, &x| t.wrapping_add(x))
+        };
+        [lanes(s), lanes(q)]
+    }
+}
+
 multiversion! {
     /// As [`cross_u8`] for u16 (products in u32, row sums in u64).
     fn cross_u16(tpl: &[u16], tw: usize, span: &[u16], start: usize, stride: usize) -> u64 {
@@ -197,7 +273,7 @@ finish_int!(finish_u8, i64);
 finish_int!(finish_u16, i128);
 
 macro_rules! int_ncc {
-    ($t:ty, $acc:ty, $finish:ident, $cross:ident $(, $run:ident)?) => {
+    ($t:ty, $acc:ty, $finish:ident, $cross:ident $(, $run:ident, $sums:ident)?) => {
         impl NccSample for $t {
             type Tpl = $t;
             type Cross = u64;
@@ -210,11 +286,16 @@ macro_rules! int_ncc {
                 $cross(tpl, tw, span, start, stride)
             }
             $(
+            fn sums(src: ImageView<'_, $t>) -> [$acc; 2] {
+                $sums(src)
+            }
+            )?
+            $(
             fn cross_run(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize, out: &mut [u64]) {
                 $run(tpl, tw, span, start, stride, out)
             }
             )?
-            fn stats(n: u64, s1: $acc, s2: $acc, _pixels: &[$t]) -> TemplateStats {
+            fn stats(n: u64, s1: $acc, s2: $acc, _pixels: impl Iterator<Item = $t>) -> TemplateStats {
                 int_stats(n, s1 as u64, s2 as u64)
             }
             fn is_flat(t: &TemplateStats) -> bool {
@@ -227,7 +308,7 @@ macro_rules! int_ncc {
         }
     };
 }
-int_ncc!(u8, u32, finish_u8, cross_u8, cross_run_u8);
+int_ncc!(u8, u32, finish_u8, cross_u8, cross_run_u8, sums_u8);
 int_ncc!(u16, u64, finish_u16, cross_u16);
 
 impl NccSample for f32 {
@@ -245,9 +326,9 @@ impl NccSample for f32 {
             .map(|(r, t)| crate::simd::dot_f32(t, &span[start + r * stride..start + r * stride + tw]) as f64)
             .sum()
     }
-    fn stats(n: u64, s1: f64, _s2: f64, pixels: &[f32]) -> TemplateStats {
+    fn stats(n: u64, s1: f64, _s2: f64, pixels: impl Iterator<Item = f32>) -> TemplateStats {
         // The norm of the stored zero-mean values, so numerator and norm use the same t'.
-        let dev = pixels.iter().map(|&t| t as f64 * t as f64).sum();
+        let dev = pixels.map(|t| t as f64 * t as f64).sum();
         TemplateStats { n, sum: s1, n2_var_int: 0, n2_var: 0.0, dev }
     }
     fn is_flat(t: &TemplateStats) -> bool {
@@ -262,6 +343,66 @@ impl NccSample for f32 {
         let r = cross / libm::sqrt(t.dev * var_w);
         Some(r.clamp(-1.0, 1.0))
     }
+}
+
+/// What a registration keeps of a template it cuts: the [`Template`] itself, to search
+/// on the CPU, or only its [`TemplateStats`], for a device that reads the template's
+/// pixels from the reference frame it holds.
+pub trait TemplateCut<T: NccSample>: Sized {
+    /// `src` as a template (the errors of [`Template::new`]).
+    fn cut(src: ImageView<'_, T>) -> Result<Self>;
+    fn stats(&self) -> &TemplateStats;
+}
+
+impl<T: NccSample> TemplateCut<T> for Template<T> {
+    fn cut(src: ImageView<'_, T>) -> Result<Self> {
+        Template::new(src)
+    }
+    fn stats(&self) -> &TemplateStats {
+        &self.stats
+    }
+}
+
+impl<T: NccSample> TemplateCut<T> for TemplateStats {
+    fn cut(src: ImageView<'_, T>) -> Result<Self> {
+        TemplateStats::of(src)
+    }
+    fn stats(&self) -> &TemplateStats {
+        self
+    }
+}
+
+/// A template's pixel count and sums (of the pixels and their squares).
+struct TemplateSums<T: NccSample> {
+    n: u64,
+    s1: T::Acc,
+    s2: T::Acc,
+}
+
+impl<T: NccSample> TemplateSums<T> {
+    fn mean(&self) -> f64 {
+        T::to_f64(self.s1) / self.n as f64
+    }
+}
+
+/// The sums of `src` as a template, checked: a side above [`MAX_TEMPLATE`], an area above
+/// [`IntegralSample::MAX_AREA`], non-finite f32 sums.
+fn template_sums<T: NccSample>(src: ImageView<'_, T>) -> Result<TemplateSums<T>> {
+    let (w, h) = src.size();
+    crate::error::require_range("template width", w, 1, MAX_TEMPLATE as i64)?;
+    crate::error::require_range("template height", h, 1, MAX_TEMPLATE as i64)?;
+    if (w * h) as u64 > T::MAX_AREA {
+        return Err(Error::InvalidParameter {
+            name: "template",
+            reason: alloc::format!("{w}x{h} exceeds the {} pixels whose {} sums stay exact", T::MAX_AREA, T::NAME),
+        });
+    }
+    let [s1, s2] = T::sums(src);
+    let (sum, sq) = (T::to_f64(s1), T::to_f64(s2));
+    if !sum.is_finite() || !sq.is_finite() {
+        return Err(Error::InvalidFloat { name: "template pixel", value: sq, expected: "finite values" });
+    }
+    Ok(TemplateSums { n: (w * h) as u64, s1, s2 })
 }
 
 /// A template prepared for correlation: its pixels (contiguous, in the form the cross term
@@ -292,39 +433,17 @@ impl<T: NccSample> Template<T> {
 
     /// Re-prepares this template from `src`, reusing its buffer.
     pub fn set(&mut self, src: ImageView<'_, T>) -> Result<()> {
-        let (w, h) = src.size();
-        crate::error::require_range("template width", w, 1, MAX_TEMPLATE as i64)?;
-        crate::error::require_range("template height", h, 1, MAX_TEMPLATE as i64)?;
-        if (w * h) as u64 > T::MAX_AREA {
-            return Err(Error::InvalidParameter {
-                name: "template",
-                reason: alloc::format!("{w}x{h} exceeds the {} pixels whose {} sums stay exact", T::MAX_AREA, T::NAME),
-            });
-        }
-        let n = (w * h) as u64;
-        let (mut s1, mut s2) = (T::Acc::default(), T::Acc::default());
-        for row in src.rows() {
-            for &p in row {
-                let [a, b] = p.terms(0.0);
-                s1 = T::add(s1, a);
-                s2 = T::add(s2, b);
-            }
-        }
-        let (sum, sq) = (T::to_f64(s1), T::to_f64(s2));
-        if !sum.is_finite() || !sq.is_finite() {
-            return Err(Error::InvalidFloat { name: "template pixel", value: sq, expected: "finite values" });
-        }
-        let mean = sum / n as f64;
+        let sums = template_sums(src)?;
+        let mean = sums.mean();
         self.pixels.clear();
         // Room for every pixel at once (grown row by row, a new template's buffer would be
         // reallocated and copied about log2(n) times).
-        self.pixels.reserve(w * h);
+        self.pixels.reserve(src.width() * src.height());
         for row in src.rows() {
             self.pixels.extend(row.iter().map(|&p| p.tpl(mean)));
         }
-        self.stats = T::stats(n, s1, s2, &self.pixels);
-        self.width = w;
-        self.height = h;
+        self.stats = T::stats(sums.n, sums.s1, sums.s2, self.pixels.iter().copied());
+        (self.width, self.height) = src.size();
         Ok(())
     }
 
@@ -483,6 +602,36 @@ pub(crate) mod tests {
                 }
             }
         });
+    }
+
+    /// A template's sums at every level against a plain u64 sum: widths below, at and
+    /// above a vector step with every remainder, crops of a wider frame; and the statistics
+    /// kept without the pixels equal to the template's to the bit (u8, u16, f32).
+    #[test]
+    fn template_sums_match_a_plain_sum_at_every_level() {
+        let mut r = lcg(11);
+        let frame8 = Image::from_fn(70, 9, |_, _| (r() % 256) as u8).unwrap();
+        let frame16 = Image::from_fn(70, 9, |_, _| (r() % 65536) as u16).unwrap();
+        let frame32 = frame16.map(|v| v as f32 / 7.0 - 1000.0);
+        crate::testing::at_every_level(|level| {
+            for w in [1, 5, 7, 8, 9, 15, 16, 17, 25, 31, 33, 64] {
+                for (x, h) in [(0, 1), (3, 9), (6, 5)] {
+                    let v = frame8.view().crop(x, 0, w, h).unwrap();
+                    let plain = v.rows().flatten().fold([0u64; 2], |[a, b], &p| [a + p as u64, b + p as u64 * p as u64]);
+                    assert_eq!(sums_u8(v).map(u64::from), plain, "{level:?} {w}x{h} at {x}");
+                    assert_eq!(TemplateStats::of(v).unwrap(), *Template::new(v).unwrap().stats(), "{level:?} {w}x{h} at {x}");
+                    let v = frame16.view().crop(x, 0, w, h).unwrap();
+                    assert_eq!(TemplateStats::of(v).unwrap(), *Template::new(v).unwrap().stats(), "u16 {w}x{h} at {x}");
+                    let v = frame32.view().crop(x, 0, w, h).unwrap();
+                    assert_eq!(TemplateStats::of(v).unwrap(), *Template::new(v).unwrap().stats(), "f32 {w}x{h} at {x}");
+                }
+            }
+        });
+        // The errors are the template's.
+        let big = Image::<u8>::new(300, 300).unwrap();
+        assert!(TemplateStats::of(big.view()).is_err() && Template::new(big.view()).is_err());
+        let nan = Image::from_fn(4, 4, |x, _| if x == 2 { f32::NAN } else { 1.0 }).unwrap();
+        assert!(TemplateStats::of(nan.view()).is_err() && Template::new(nan.view()).is_err());
     }
 
     proptest! {

@@ -12,7 +12,7 @@ pub(crate) mod integral;
 pub(crate) mod log_search;
 pub(crate) mod subpixel;
 
-pub use coefficient::{coefficient, NccSample, SearchFrame, Template, TemplateStats, MAX_TEMPLATE};
+pub use coefficient::{coefficient, NccSample, SearchFrame, Template, TemplateCut, TemplateStats, MAX_TEMPLATE};
 pub use exhaustive::exhaustive_search;
 pub use integral::{Integral, IntegralSample};
 pub use log_search::{initial_step, log_search};

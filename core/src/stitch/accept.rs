@@ -64,14 +64,29 @@ pub const NULL_SAMPLES: usize = 8;
 /// up to [`NULL_SAMPLES`] sites at least `rsz` away (Chebyshev), spread evenly over the
 /// grid order. Empty where no site is far enough (a one-template grid).
 pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
+    // A template's far sites found as bits, 64 sites a word, then listed from the bits (a
+    // pair's 64 templates test 4096 pairs of sites: a list grown per template, or a branch
+    // per site, cost more than the test).
+    let mut bits = alloc::vec![0u64; sites.len().div_ceil(64)];
+    let mut far = Vec::with_capacity(sites.len());
     sites
         .iter()
         .enumerate()
         .map(|(t, &(tx, ty))| {
-            let far: Vec<usize> =
-                (0..sites.len()).filter(|&u| u != t && (sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)).collect();
+            for (word, chunk) in bits.iter_mut().zip(sites.chunks(64)) {
+                *word = chunk.iter().enumerate().fold(0, |m, (i, &(ux, uy))| m | u64::from(ux.abs_diff(tx) >= rsz || uy.abs_diff(ty) >= rsz) << i);
+            }
+            bits[t / 64] &= !(1 << (t % 64));
+            far.clear();
+            for (k, &word) in bits.iter().enumerate() {
+                let mut w = word;
+                while w != 0 {
+                    far.push(64 * k + w.trailing_zeros() as usize);
+                    w &= w - 1;
+                }
+            }
             if far.len() <= NULL_SAMPLES {
-                return far;
+                return far.clone();
             }
             // Evenly spaced over the list, starting after the template's own position so
             // neighbouring templates do not all sample the same sites.
@@ -110,6 +125,35 @@ pub fn ambiguous(v: &[MotionVector], kept: &[usize], inliers: &[usize], shift: (
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The selection [`null_sites`] makes, from its definition: the far sites listed, and
+    /// spaced evenly from the first after the template.
+    fn null_sites_reference(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
+        (0..sites.len())
+            .map(|t| {
+                let (tx, ty) = sites[t];
+                let far: Vec<usize> = (0..sites.len()).filter(|&u| u != t && (sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)).collect();
+                if far.len() <= NULL_SAMPLES {
+                    return far;
+                }
+                let start = far.iter().position(|&u| u > t).unwrap_or(0);
+                (0..NULL_SAMPLES).map(|k| far[(start + k * far.len() / NULL_SAMPLES) % far.len()]).collect()
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Grids of up to 12 x 12 sites (more than one word of bits), some dropped as an
+        /// untextured template is, against the reference.
+        #[test]
+        fn null_sites_match_the_reference(nx in 1usize..13, ny in 1usize..13, spacing in 1usize..40, rsz in 1usize..60, drop in any::<u64>()) {
+            let sites: Vec<(usize, usize)> =
+                (0..ny).flat_map(|y| (0..nx).map(move |x| (x * spacing, y * spacing))).enumerate().filter(|(k, _)| drop >> (k % 64) & 1 == 0 || k % 7 == 0).map(|(_, s)| s).collect();
+            prop_assert_eq!(null_sites(&sites, rsz), null_sites_reference(&sites, rsz));
+        }
+    }
 
     #[test]
     fn null_sites_are_far_and_spread() {

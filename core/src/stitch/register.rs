@@ -22,7 +22,7 @@
 
 use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
-use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, MAX_RADIUS};
+use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
 use crate::stitch::refine::{refine_motion, refine_shift};
@@ -354,7 +354,7 @@ fn cpu_searches<'s, T: NccSample>(
     moving: &'s SearchFrame<'_, T>,
     p: &'s RegisterParams,
     par: Parallelism,
-) -> impl FnMut(&[TemplateSearch<'_, T>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
+) -> impl FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
     move |searches, sp| {
         let chunks = par.threads().clamp(1, searches.len().max(1));
         let per = searches.len().div_ceil(chunks);
@@ -379,14 +379,22 @@ fn cpu_searches<'s, T: NccSample>(
 }
 
 /// One template search of a pair: the template cut from the reference at `site` (its
-/// statistics computed once), to be found in the moving frame around `start`. The template
-/// is borrowed: a pair's null probes search its templates again at other starts.
-#[derive(Clone, Copy, Debug)]
-pub struct TemplateSearch<'t, T: NccSample> {
+/// statistics computed once; `C`, a [`TemplateCut`], what was kept of it), to be found in
+/// the moving frame around `start`. The template is borrowed: a pair's null probes search
+/// its templates again at other starts.
+#[derive(Debug)]
+pub struct TemplateSearch<'t, C> {
     pub site: (usize, usize),
-    pub template: &'t Template<T>,
+    pub template: &'t C,
     pub start: (isize, isize),
 }
+
+impl<C> Clone for TemplateSearch<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C> Copy for TemplateSearch<'_, C> {}
 
 /// [`register_pair`] with the template searches run by `search`: it gets every textured
 /// template of the pair at once (in grid order) with the search parameters, and returns
@@ -400,7 +408,7 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     moving: ImageView<'_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
-    search: &mut dyn FnMut(&[TemplateSearch<'_, T>], &SearchParams) -> Result<Vec<Option<Match>>>,
+    search: &mut dyn FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
     register_pair_seen(reference, Seen::upright(moving), p, prediction, search)
 }
@@ -410,10 +418,10 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
 /// (the other templates' starts it is evaluated at). [`PairPlan::finish`] concludes the
 /// registration from the searches' matches: the seam through which a GPU backend runs the
 /// searches of many pairs in one launch and their null probes in another, each pair's
-/// templates cut once.
-pub struct PairPlan<T: NccSample> {
+/// templates cut once. `C` is what the plan keeps of each template ([`TemplateCut`]).
+pub struct PairPlan<C> {
     out: PairRegistration,
-    textured: Vec<((usize, usize), Template<T>, (isize, isize))>,
+    textured: Vec<((usize, usize), C, (isize, isize))>,
     /// Per textured template, the templates at whose starts it is probed.
     nulls: Vec<Vec<usize>>,
     search: SearchParams,
@@ -424,9 +432,9 @@ pub struct PairPlan<T: NccSample> {
 /// The search of a null probe: the template's coefficient at one window.
 const PROBE: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
 
-impl<T: NccSample> PairPlan<T> {
+impl<C> PairPlan<C> {
     /// Every textured template's search, in grid order.
-    pub fn searches(&self) -> Vec<TemplateSearch<'_, T>> {
+    pub fn searches(&self) -> Vec<TemplateSearch<'_, C>> {
         self.textured.iter().map(|(site, template, start)| TemplateSearch { site: *site, template, start: *start }).collect()
     }
 
@@ -438,7 +446,7 @@ impl<T: NccSample> PairPlan<T> {
     /// The null probes (searches of radius 0, [`probe_params`](Self::probe_params)): each
     /// template at its null sites' starts, template after template. Empty with fixed
     /// acceptance.
-    pub fn probes(&self) -> Vec<TemplateSearch<'_, T>> {
+    pub fn probes(&self) -> Vec<TemplateSearch<'_, C>> {
         let searches = self.searches();
         self.nulls.iter().enumerate().flat_map(|(t, us)| us.iter().map(move |&u| (t, u))).map(|(t, u)| TemplateSearch { start: searches[u].start, ..searches[t] }).collect()
     }
@@ -451,16 +459,17 @@ impl<T: NccSample> PairPlan<T> {
 
 /// [`register_pair_with`]'s first half: the grid, the templates and their texture test, and
 /// the null probes, for the searches to be run by the caller ([`PairPlan::finish`]
-/// concludes on the same frames and parameters).
-pub fn plan_pair<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<T>> {
+/// concludes on the same frames and parameters). The plan keeps each template's
+/// statistics, not its pixels: the searcher reads those from the reference at the site.
+pub fn plan_pair<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<TemplateStats>> {
     plan_seen(reference, Seen::upright(moving), p, prediction)
 }
 
-impl<T: NccSample + Into<f64>> PairPlan<T> {
+impl<C> PairPlan<C> {
     /// The registration from the matches of [`searches`](Self::searches) (`found`, in their
     /// order) and of [`probes`](Self::probes) (`probed`), on the frames and parameters the
     /// plan was made with.
-    pub fn finish(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: Vec<Option<Match>>, probed: Vec<Option<Match>>) -> Result<PairRegistration> {
+    pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: Vec<Option<Match>>, probed: Vec<Option<Match>>) -> Result<PairRegistration> {
         finish_seen(self, reference, Seen::upright(moving), p, found, probed)
     }
 }
@@ -472,9 +481,9 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     prediction: (f64, f64),
-    search: &mut dyn FnMut(&[TemplateSearch<'_, T>], &SearchParams) -> Result<Vec<Option<Match>>>,
+    search: &mut dyn FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
-    let plan = plan_seen(reference, seen, p, prediction)?;
+    let plan: PairPlan<Template<T>> = plan_seen(reference, seen, p, prediction)?;
     if plan.ended {
         return Ok(plan.out);
     }
@@ -486,7 +495,7 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     finish_seen(plan, reference, seen, p, found, probed)
 }
 
-fn plan_seen<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<T>> {
+fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<C>> {
     p.validate()?;
     let moving = seen.frame;
     crate::image::check_same_size(reference.size(), moving.size())?;
@@ -521,8 +530,9 @@ fn plan_seen<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, seen: Seen<'
     let sites: Vec<(usize, usize)> = gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))).collect();
     plan.out.templates = sites.len();
     for &(tx, ty) in &sites {
-        let Some((template, start)) = seen.template(reference, (tx, ty), p, pred, prediction)? else { continue };
-        if template.is_flat() || template.stats().variance() < p.min_variance {
+        let Some((template, start)) = seen.template::<C>(reference, (tx, ty), p, pred, prediction)? else { continue };
+        let stats = TemplateCut::<T>::stats(&template);
+        if T::is_flat(stats) || stats.variance() < p.min_variance {
             continue;
         }
         plan.textured.push(((tx, ty), template, start));
@@ -536,8 +546,8 @@ fn plan_seen<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, seen: Seen<'
 
 /// The second half of a registration: the plan's matches made vectors, their thresholds,
 /// the consensus and its checks, the refinement.
-fn finish_seen<T: NccSample + Into<f64>>(
-    plan: PairPlan<T>,
+fn finish_seen<T: NccSample + Into<f64>, C>(
+    plan: PairPlan<C>,
     reference: ImageView<'_, T>,
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
@@ -651,10 +661,10 @@ impl<'a, T: NccSample + Into<f64>> Seen<'a, '_, T> {
     /// turned, the reference resampled (bilinear) about the template's centre as the turn
     /// shows it in the frame. `None` where a turned template would leave the reference, or
     /// its search start the frame.
-    fn template(&self, reference: ImageView<'_, T>, (tx, ty): (usize, usize), p: &RegisterParams, pred: (i64, i64), prediction: (f64, f64)) -> Result<Option<(Template<T>, (isize, isize))>> {
+    fn template<C: TemplateCut<T>>(&self, reference: ImageView<'_, T>, (tx, ty): (usize, usize), p: &RegisterParams, pred: (i64, i64), prediction: (f64, f64)) -> Result<Option<(C, (isize, isize))>> {
         if self.is_upright() {
             let start = (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize);
-            return Ok(Some((Template::new(reference.crop(tx, ty, p.rsz, p.rsz)?)?, start)));
+            return Ok(Some((C::cut(reference.crop(tx, ty, p.rsz, p.rsz)?)?, start)));
         }
         let half = (p.rsz as f64 - 1.0) / 2.0;
         let c = (tx as f64 + half, ty as f64 + half);
@@ -679,7 +689,7 @@ impl<'a, T: NccSample + Into<f64>> Seen<'a, '_, T> {
         }
         let Some(resample) = self.resample else { return Err(Error::Backend("internal: a turned pair with no way to resample templates".into())) };
         let patch = resample(reference, &cut, p.rsz)?;
-        Ok(Some((Template::new(patch.view())?, start)))
+        Ok(Some((C::cut(patch.view())?, start)))
     }
 
     /// A match's top-left `position` in the frame, as the turned-back view has it.
