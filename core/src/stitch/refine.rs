@@ -123,30 +123,40 @@ fn gradient_sums(p: &Patch) -> [f64; 5] {
 /// weights `(ax, ay)`) from its pixel `at` over the patch: the sums of w, w^2, value w,
 /// gx w and gy w, each in the patch's row-major order. The two patches share the lanes
 /// of one vector (a template's five sums alone wait on the adder's latency); a lone patch
-/// is paired with itself.
+/// is paired with itself. Each frame row is interpolated along x once: the bottom of one
+/// patch row is the top of the next, with the same operations.
 fn resampled_sums<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: [&Patch; 2], at: [(usize, usize); 2], n: usize, (ax, ay): (f64, f64)) -> [[f64; 5]; 2] {
     use wide::f64x2;
     let (ax, ay) = (f64x2::splat(ax), f64x2::splat(ay));
     let [mut sw, mut sww, mut svw, mut sgxw, mut sgyw] = [f64x2::splat(0.0); 5];
     let [(xa, ya), (xb, yb)] = at;
     let [pa, pb] = patches;
+    // Frame row r of both patches (from x to x + n) interpolated along x.
+    let along_x = |r: usize, out: &mut Vec<f64x2>| {
+        let (ra, rb) = (&moving.row(ya + r)[xa..xa + n + 1], &moving.row(yb + r)[xb..xb + n + 1]);
+        let pair = |a: T, b: T| f64x2::new([a.into(), b.into()]);
+        out.clear();
+        out.extend(ra.windows(2).zip(rb.windows(2)).map(|(a, b)| {
+            let (x0, x1) = (pair(a[0], b[0]), pair(a[1], b[1]));
+            x0 + ax * (x1 - x0)
+        }));
+    };
+    let (mut top, mut bottom) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    along_x(0, &mut top);
     for j in 0..n {
-        let (ta, ba) = (&moving.row(ya + j)[xa..xa + n + 1], &moving.row(ya + j + 1)[xa..xa + n + 1]);
-        let (tb, bb) = (&moving.row(yb + j)[xb..xb + n + 1], &moving.row(yb + j + 1)[xb..xb + n + 1]);
+        along_x(j + 1, &mut bottom);
         let k = j * n;
-        let (va, gxa, gya) = (&pa.value[k..k + n], &pa.gx[k..k + n], &pa.gy[k..k + n]);
-        let (vb, gxb, gyb) = (&pb.value[k..k + n], &pb.gx[k..k + n], &pb.gy[k..k + n]);
-        for i in 0..n {
-            let pair = |a: T, b: T| f64x2::new([a.into(), b.into()]);
-            let (t0, t1, b0, b1) = (pair(ta[i], tb[i]), pair(ta[i + 1], tb[i + 1]), pair(ba[i], bb[i]), pair(ba[i + 1], bb[i + 1]));
-            let top = t0 + ax * (t1 - t0);
-            let v = top + ay * (b0 + ax * (b1 - b0) - top);
+        let a = pa.value[k..k + n].iter().zip(&pa.gx[k..k + n]).zip(&pa.gy[k..k + n]);
+        let b = pb.value[k..k + n].iter().zip(&pb.gx[k..k + n]).zip(&pb.gy[k..k + n]);
+        for ((&t, &d), (((&va, &gxa), &gya), ((&vb, &gxb), &gyb))) in top.iter().zip(&bottom).zip(a.zip(b)) {
+            let v = t + ay * (d - t);
             sw += v;
             sww += v * v;
-            svw += f64x2::new([va[i], vb[i]]) * v;
-            sgxw += f64x2::new([gxa[i], gxb[i]]) * v;
-            sgyw += f64x2::new([gya[i], gyb[i]]) * v;
+            svw += f64x2::new([va, vb]) * v;
+            sgxw += f64x2::new([gxa, gxb]) * v;
+            sgyw += f64x2::new([gya, gyb]) * v;
         }
+        core::mem::swap(&mut top, &mut bottom);
     }
     let lanes = [sw, sww, svw, sgxw, sgyw].map(|s| s.to_array());
     [lanes.map(|l| l[0]), lanes.map(|l| l[1])]
@@ -174,29 +184,29 @@ fn patches<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, rsz: usize, vector
 /// The interior (`n x n`, central differences) of the template whose top-left pixel is
 /// `(tx, ty)`, which must lie at least a pixel inside the reference.
 fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize) -> Patch {
-    let mut p = Patch { corner: (tx + 1, ty + 1), value: Vec::with_capacity(n * n), gx: Vec::with_capacity(n * n), gy: Vec::with_capacity(n * n), mean_gradient: (0.0, 0.0) };
+    let (mut value, mut gx, mut gy) = (alloc::vec![0.0; n * n], alloc::vec![0.0; n * n], alloc::vec![0.0; n * n]);
     let mut sums = [-0.0f64; 3];
-    for y in ty + 1..ty + 1 + n {
+    // Row by row into the patch's rows (written in place: pushed one by one, the three
+    // lists cost more than the differences).
+    let rows = value.chunks_exact_mut(n).zip(gx.chunks_exact_mut(n)).zip(gy.chunks_exact_mut(n));
+    for (y, ((value, gx), gy)) in (ty + 1..).zip(rows) {
         let (above, here, below) = (&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..]);
         let f = |v: &T| -> f64 { (*v).into() };
-        for ((h, a), b) in here.windows(3).take(n).zip(above).zip(below) {
-            let (value, gx, gy) = (f(&h[1]), 0.5 * (f(&h[2]) - f(&h[0])), 0.5 * (f(b) - f(a)));
-            p.value.push(value);
-            p.gx.push(gx);
-            p.gy.push(gy);
+        let pixels = here.windows(3).zip(above).zip(below);
+        for ((((h, a), b), v), (x, y)) in pixels.zip(value.iter_mut()).zip(gx.iter_mut().zip(gy.iter_mut())) {
+            (*v, *x, *y) = (f(&h[1]), 0.5 * (f(&h[2]) - f(&h[0])), 0.5 * (f(b) - f(a)));
             // Summed as they come, in the order (and from the -0.0) of an iterator's sum:
             // the three sums side by side, not three sweeps each waiting on the adder.
-            sums[0] += value;
-            sums[1] += gx;
-            sums[2] += gy;
+            sums[0] += *v;
+            sums[1] += *x;
+            sums[2] += *y;
         }
     }
     let means = sums.map(|s| s / (n * n).max(1) as f64);
-    for (v, m) in [&mut p.value, &mut p.gx, &mut p.gy].into_iter().zip(means) {
+    for (v, m) in [&mut value, &mut gx, &mut gy].into_iter().zip(means) {
         v.iter_mut().for_each(|x| *x -= m);
     }
-    p.mean_gradient = (means[1], means[2]);
-    p
+    Patch { corner: (tx + 1, ty + 1), value, gx, gy, mean_gradient: (means[1], means[2]) }
 }
 
 /// Subtracts the mean; returns it.

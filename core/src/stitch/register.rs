@@ -928,14 +928,16 @@ fn thresholds(nulls: &[Vec<usize>], templates: usize, p: &RegisterParams, probed
 fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
     let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
     let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| near(v[j].shift, c)).collect() };
-    let mut best: (usize, f64, Vec<usize>) = (0, f64::NEG_INFINITY, Vec::new());
+    // Each hypothesis counted and scored in one pass (the score summed in the set's order
+    // from -0.0, as an iterator's sum); only the winner's set is gathered.
+    let mut best: (usize, f64, Option<usize>) = (0, f64::NEG_INFINITY, None);
     for &i in kept {
-        let set = gather(v[i].shift);
-        let score = set.iter().map(|&j| v[j].coefficient).sum::<f64>();
-        if set.len() > best.0 || (set.len() == best.0 && score > best.1) {
-            best = (set.len(), score, set);
+        let (count, score) = kept.iter().filter(|&&j| near(v[j].shift, v[i].shift)).fold((0, -0.0), |(n, s), &j| (n + 1, s + v[j].coefficient));
+        if count > best.0 || (count == best.0 && score > best.1) {
+            best = (count, score, Some(i));
         }
     }
+    let best = (best.0, best.1, best.2.map_or_else(Vec::new, |i| gather(v[i].shift)));
     let mean = |set: &[usize]| -> (f64, f64) {
         let n = set.len().max(1) as f64;
         (set.iter().map(|&j| v[j].shift.0).sum::<f64>() / n, set.iter().map(|&j| v[j].shift.1).sum::<f64>() / n)
