@@ -95,7 +95,6 @@ impl TemplateStats {
         Ok(T::stats(sums.n, sums.s1, sums.s2, src.rows().flat_map(|row| row.iter().map(move |&p| p.tpl(mean)))))
     }
 
-
     /// Variance per pixel, `dev / n` (the texture measure of registration).
     pub fn variance(&self) -> f64 {
         self.dev / self.n as f64
