@@ -69,20 +69,34 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
     // per site, cost more than the test).
     let mut bits = alloc::vec![0u64; sites.len().div_ceil(64)];
     let mut far = Vec::with_capacity(sites.len());
+    // Where the sites' distinct x positions, and their distinct y positions, lie at least
+    // `rsz` apart (a registration grid, whose spacing exceeds its templates), two sites
+    // differ by that much on an axis where they differ at all: every other site is far.
+    let spaced = |axis: fn(&(usize, usize)) -> usize| {
+        let mut at: Vec<usize> = sites.iter().map(axis).collect();
+        at.sort_unstable();
+        at.dedup();
+        at.windows(2).all(|w| w[1] - w[0] >= rsz)
+    };
+    let all_far = spaced(|s| s.0) && spaced(|s| s.1);
     sites
         .iter()
         .enumerate()
         .map(|(t, &(tx, ty))| {
-            for (word, chunk) in bits.iter_mut().zip(sites.chunks(64)) {
-                *word = chunk.iter().enumerate().fold(0, |m, (i, &(ux, uy))| m | u64::from(ux.abs_diff(tx) >= rsz || uy.abs_diff(ty) >= rsz) << i);
-            }
-            bits[t / 64] &= !(1 << (t % 64));
             far.clear();
-            for (k, &word) in bits.iter().enumerate() {
-                let mut w = word;
-                while w != 0 {
-                    far.push(64 * k + w.trailing_zeros() as usize);
-                    w &= w - 1;
+            if all_far {
+                far.extend((0..sites.len()).filter(|&u| u != t));
+            } else {
+                for (word, chunk) in bits.iter_mut().zip(sites.chunks(64)) {
+                    *word = chunk.iter().enumerate().fold(0, |m, (i, &(ux, uy))| m | u64::from(ux.abs_diff(tx) >= rsz || uy.abs_diff(ty) >= rsz) << i);
+                }
+                bits[t / 64] &= !(1 << (t % 64));
+                for (k, &word) in bits.iter().enumerate() {
+                    let mut w = word;
+                    while w != 0 {
+                        far.push(64 * k + w.trailing_zeros() as usize);
+                        w &= w - 1;
+                    }
                 }
             }
             if far.len() <= NULL_SAMPLES {
