@@ -55,10 +55,7 @@ pub trait NccSample: IntegralSample {
     /// The sums of the pixels of `src` and of their squares ([`IntegralSample::terms`]),
     /// added in row-major order.
     fn sums(src: ImageView<'_, Self>) -> [Self::Acc; 2] {
-        src.rows().flatten().fold([Self::Acc::default(); 2], |[s1, s2], &p| {
-            let [a, b] = p.terms(0.0);
-            [Self::add(s1, a), Self::add(s2, b)]
-        })
+        plain_sums(src)
     }
     /// The template statistics from its sums and its stored pixels (in row-major order).
     fn stats(n: u64, s1: Self::Acc, s2: Self::Acc, pixels: impl Iterator<Item = Self::Tpl>) -> TemplateStats;
@@ -172,7 +169,15 @@ fn sums_u8(src: ImageView<'_, u8>) -> [u32; 2] {
         // SAFETY: the CPU has AVX2; rows are at least 8 pixels wide.
         return unsafe { x86::sums_u8(src) };
     }
-    src.rows().flatten().fold([0u32; 2], |[s1, s2], &x| [s1.wrapping_add(x as u32), s2.wrapping_add(x as u32 * x as u32)])
+    plain_sums(src)
+}
+
+/// [`NccSample::sums`] pixel by pixel.
+fn plain_sums<T: IntegralSample>(src: ImageView<'_, T>) -> [T::Acc; 2] {
+    src.rows().flatten().fold([T::Acc::default(); 2], |[s1, s2], &p| {
+        let [a, b] = p.terms(0.0);
+        [T::add(s1, a), T::add(s2, b)]
+    })
 }
 
 #[cfg(target_arch = "x86_64")]

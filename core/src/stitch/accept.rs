@@ -64,14 +64,12 @@ pub const NULL_SAMPLES: usize = 8;
 /// up to [`NULL_SAMPLES`] sites at least `rsz` away (Chebyshev), spread evenly over the
 /// grid order. Empty where no site is far enough (a one-template grid).
 pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
-    // A template's far sites found as bits, 64 sites a word, then listed from the bits (a
-    // pair's 64 templates test 4096 pairs of sites: a list grown per template, or a branch
-    // per site, cost more than the test).
-    let mut bits = alloc::vec![0u64; sites.len().div_ceil(64)];
+    // One list of far sites, refilled per template.
     let mut far = Vec::with_capacity(sites.len());
     // Where the sites' distinct x positions, and their distinct y positions, lie at least
     // `rsz` apart (a registration grid, whose spacing exceeds its templates), two sites
-    // differ by that much on an axis where they differ at all: every other site is far.
+    // differ by that much on an axis where they differ at all: every other site is far,
+    // with no test per pair of sites.
     let spaced = |axis: fn(&(usize, usize)) -> usize| {
         let mut at: Vec<usize> = sites.iter().map(axis).collect();
         at.sort_unstable();
@@ -84,21 +82,7 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
         .enumerate()
         .map(|(t, &(tx, ty))| {
             far.clear();
-            if all_far {
-                far.extend((0..sites.len()).filter(|&u| u != t));
-            } else {
-                for (word, chunk) in bits.iter_mut().zip(sites.chunks(64)) {
-                    *word = chunk.iter().enumerate().fold(0, |m, (i, &(ux, uy))| m | u64::from(ux.abs_diff(tx) >= rsz || uy.abs_diff(ty) >= rsz) << i);
-                }
-                bits[t / 64] &= !(1 << (t % 64));
-                for (k, &word) in bits.iter().enumerate() {
-                    let mut w = word;
-                    while w != 0 {
-                        far.push(64 * k + w.trailing_zeros() as usize);
-                        w &= w - 1;
-                    }
-                }
-            }
+            far.extend((0..sites.len()).filter(|&u| u != t && (all_far || sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)));
             if far.len() <= NULL_SAMPLES {
                 return far.clone();
             }
