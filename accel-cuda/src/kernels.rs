@@ -10,6 +10,7 @@ pub enum Module {
     Glare,
     Ncc,
     Quality,
+    Refine,
     Stitch,
     Stereo,
     Linalg,
@@ -20,8 +21,8 @@ pub const COMMON_HEADER: (&str, &str) = ("common.cuh", include_str!("../kernels/
 
 impl Module {
     /// Every kernel file.
-    pub const ALL: [Module; 9] =
-        [Module::Filter, Module::Variance, Module::Contrast, Module::Glare, Module::Ncc, Module::Quality, Module::Stitch, Module::Stereo, Module::Linalg];
+    pub const ALL: [Module; 10] =
+        [Module::Filter, Module::Variance, Module::Contrast, Module::Glare, Module::Ncc, Module::Quality, Module::Refine, Module::Stitch, Module::Stereo, Module::Linalg];
 
     /// The file name under `kernels/`.
     pub fn file(self) -> &'static str {
@@ -32,6 +33,7 @@ impl Module {
             Module::Glare => "glare.cu",
             Module::Ncc => "ncc.cu",
             Module::Quality => "quality.cu",
+            Module::Refine => "refine.cu",
             Module::Stitch => "stitch.cu",
             Module::Stereo => "stereo.cu",
             Module::Linalg => "linalg.cu",
@@ -47,6 +49,7 @@ impl Module {
             Module::Glare => include_str!("../kernels/glare.cu"),
             Module::Ncc => include_str!("../kernels/ncc.cu"),
             Module::Quality => include_str!("../kernels/quality.cu"),
+            Module::Refine => include_str!("../kernels/refine.cu"),
             Module::Stitch => include_str!("../kernels/stitch.cu"),
             Module::Stereo => include_str!("../kernels/stereo.cu"),
             Module::Linalg => include_str!("../kernels/linalg.cu"),

@@ -35,6 +35,7 @@ mod glare;
 mod linalg;
 mod ncc;
 mod quality;
+mod refine;
 mod stereo;
 mod stitch;
 mod transfer;

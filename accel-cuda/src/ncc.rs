@@ -20,9 +20,11 @@ use core::ops::ControlFlow;
 use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams, TemplateStats};
+use crate::refine::refine_shifts;
+use tessera_core::parallel::map_slots;
 use tessera_core::stitch::{
     gray, luma_storage, plan_pair, Gray, PairPlan, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest,
-    RegisterParams, SearchMethod, StitchParams, WINDOW,
+    RegisterParams, SearchMethod, ShiftRefinement, StitchParams, Unrefined, WINDOW,
 };
 use tessera_core::stitch::Blend;
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
@@ -38,6 +40,8 @@ const RESULT_WORDS: usize = 13;
 /// The kernel and its per-frame constants for one sample type.
 trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const KERNEL: &'static str;
+    /// The refinement's kernel.
+    const REFINE: &'static str;
     /// The quality sums' kernel (integer frames; f32 frames are measured on the host).
     const QUALITY: Option<&'static str> = None;
     /// The frame's offset and flatness tolerance (f32 only: the core's integral image's).
@@ -57,6 +61,7 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
 
 impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
+    const REFINE: &'static str = "refine_shift_u8";
     const QUALITY: Option<&'static str> = Some("quality_sums_u8");
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
         if let Gray::U8(v) = g { Some(*v) } else { None }
@@ -67,6 +72,7 @@ impl DeviceSample for u8 {
 }
 impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
+    const REFINE: &'static str = "refine_shift_u16";
     const QUALITY: Option<&'static str> = Some("quality_sums_u16");
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
         if let Gray::U16(v) = g { Some(*v) } else { None }
@@ -77,6 +83,7 @@ impl DeviceSample for u16 {
 }
 impl DeviceSample for f32 {
     const KERNEL: &'static str = "ncc_search_f32";
+    const REFINE: &'static str = "refine_shift_f32";
     fn f32_terms(moving: ImageView<'_, f32>) -> Result<(f64, f64)> {
         let integral = Integral::new(moving)?;
         Ok((integral.offset(), 64.0 * f64::EPSILON * integral.squares_scale()))
@@ -137,13 +144,33 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 }
 
 /// Registers every pair of `jobs` (frames of one size, the parameters `p`): their searches
-/// in one launch and their null probes in another ([`search_jobs`]), then each concluded by
-/// the core ([`answer`]). Returns each pair's registration (or its own error) and whether a
-/// launch ran (pairs without a search need none).
+/// in one launch and their null probes in another ([`search_jobs`]), each concluded by the
+/// core on the host's threads (consensus and acceptance, [`PairPlan::conclude`]), and the
+/// shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns each
+/// pair's registration (or its own error) and whether a search launch ran (pairs without a
+/// search need none).
 fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
+    let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (searched, launched) = search_jobs(gpu, jobs, p)?;
-    let answered = jobs.iter().zip(searched).map(|(job, s)| answer(job.reference, job.moving, p, s)).collect();
-    Ok((answered, launched))
+    let mut slots: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
+    let concluded: Vec<Result<Unrefined>> = map_slots(&mut slots, Parallelism::AllThreads, |k, searched| match searched.take() {
+        Some(Searched::Matches { plan, found, probed }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, found, probed),
+        Some(Searched::Failed(e)) => Err(e),
+        None => Err(Error::Backend("internal: a pair concluded twice".into())),
+    });
+    let asks: Vec<(usize, ((DevicePtr, DevicePtr), &ShiftRefinement))> = concluded
+        .iter()
+        .enumerate()
+        .filter_map(|(k, c)| Some((k, ((jobs[k].devices.0.ptr, jobs[k].devices.1.ptr), c.as_ref().ok()?.refinement.as_ref()?))))
+        .collect();
+    let pairs: Vec<_> = asks.iter().map(|&(_, ask)| ask).collect();
+    let refined = refine_shifts(gpu, T::REFINE, first.moving.size(), &pairs)?;
+    let mut shifts = vec![None; jobs.len()];
+    for (&(k, _), shift) in asks.iter().zip(refined) {
+        shifts[k] = Some(shift);
+    }
+    let registered = concluded.into_iter().zip(shifts).map(|(c, shift)| c.map(|u| if let Some(s) = shift { u.refined(s) } else { u.registration })).collect();
+    Ok((registered, launched))
 }
 
 /// A pair's device searches, not yet turned into its registration: the core's plan of the
@@ -152,15 +179,6 @@ fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPa
 enum Searched {
     Matches { plan: PairPlan<TemplateStats>, found: Vec<Option<Match>>, probed: Vec<Option<Match>> },
     Failed(Error),
-}
-
-/// A pair's registration from its device searches: the core's consensus, acceptance and
-/// subpixel refinement on the pair's frames.
-fn answer<T: DeviceSample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, searched: Searched) -> Result<PairRegistration> {
-    match searched {
-        Searched::Failed(e) => Err(e),
-        Searched::Matches { plan, found, probed } => plan.finish(reference, moving, p, found, probed),
-    }
 }
 
 /// One launch's searches: their parameters, and per search its site record and template
@@ -376,10 +394,8 @@ pub struct StitchCounts {
 
 struct State<'g> {
     frames: Caches<'g>,
-    /// A window's pairs searched in one launch, waiting for their request; answered (the
-    /// core's consensus and refinement on the host) only if asked for, so the pairs after a
-    /// frame that leaves the plan cost device time alone.
-    ahead: Vec<(Key, Searched)>,
+    /// A window's pairs registered in one launch, waiting for their request.
+    ahead: Vec<(Key, PairRegistration)>,
     clock: u64,
     counts: StitchCounts,
 }
@@ -430,8 +446,8 @@ impl<'g> DeviceRegistrar<'g> {
         Ok(OnDevice { ptr, terms })
     }
 
-    /// Searches `pairs` in one launch (their frames made resident first).
-    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Searched>> {
+    /// Registers `pairs` together ([`register_jobs`]; their frames made resident first).
+    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
         let batch = st.clock + 1;
         let mut jobs = Vec::with_capacity(pairs.len());
         for pair in pairs {
@@ -441,16 +457,10 @@ impl<'g> DeviceRegistrar<'g> {
             let r = self.resident(st, batch, pair.reference.0, reference)?;
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
         }
-        let (found, launched) = search_jobs(self.gpu, &jobs, p)?;
+        let (registered, launched) = register_jobs(self.gpu, &jobs, p)?;
         st.counts.launches += usize::from(launched);
         st.counts.registered += jobs.len();
-        Ok(found)
-    }
-
-    /// `pair`'s registration from its device searches.
-    fn answer<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams, searched: Searched) -> Result<PairRegistration> {
-        let (reference, moving) = typed_pair::<T>(pair)?;
-        answer(reference, moving, p, searched)
+        Ok(registered)
     }
 
     fn register_typed<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
@@ -459,14 +469,11 @@ impl<'g> DeviceRegistrar<'g> {
         if let Some(key) = Key::of(pair, p) {
             if let Some(k) = st.ahead.iter().position(|(a, _)| *a == key) {
                 st.counts.speculated += 1;
-                let searched = st.ahead.swap_remove(k).1;
-                drop(st);
-                return self.answer::<T>(pair, p, searched);
+                return Ok(st.ahead.swap_remove(k).1);
             }
         }
-        let searched = self.launch::<T>(&mut st, std::slice::from_ref(pair), p)?.pop();
-        drop(st);
-        self.answer::<T>(pair, p, searched.ok_or_else(|| Error::Backend("internal: a launch answered no pair".into()))?)
+        let registered = self.launch::<T>(&mut st, std::slice::from_ref(pair), p)?.pop();
+        registered.unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
     }
 
     /// Registers a window's planned pairs not yet done in one launch, keeping their results
@@ -489,10 +496,10 @@ impl<'g> DeviceRegistrar<'g> {
             return Ok(());
         }
         let Ok(found) = self.launch::<T>(&mut st, &todo, p) else { return Ok(()) };
-        for (pair, searched) in todo.iter().zip(found) {
+        for (pair, registered) in todo.iter().zip(found) {
             // A pair that failed is registered afresh when asked (its error reported then).
-            if let (Some(key), false) = (Key::of(pair, p), matches!(searched, Searched::Failed(_))) {
-                st.ahead.push((key, searched));
+            if let (Some(key), Ok(registered)) = (Key::of(pair, p), registered) {
+                st.ahead.push((key, registered));
             }
         }
         Ok(())

@@ -21,88 +21,133 @@ use crate::stitch::MotionVector;
 use alloc::vec::Vec;
 
 /// Iterations at most; the update is usually below 0.005 px after two.
-const ITERATIONS: usize = 3;
+pub const REFINE_ITERATIONS: usize = 3;
 /// Templates the refinement uses at most.
 const MAX_TEMPLATES: usize = 12;
 /// Iterations at most of [`refine_motion`].
 const TURN_ITERATIONS: usize = 10;
 
-/// The shift (moving `(u, v)` shows the reference at `(u + x, v + y)`) refined from
-/// `shift` on the templates of side `rsz` at the sites of the `inlier` vectors. Returns
-/// `shift` unchanged when the templates carry too little gradient to solve for both axes,
-/// or when the refinement wanders more than 1 px (a sign that the linearisation does not
-/// hold; the consensus stands then).
-pub fn refine_shift<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector], shift: (f64, f64)) -> (f64, f64) {
-    let (w, h) = moving.size();
-    // Interior pixels of each template (central differences need both neighbours).
-    let n = rsz.saturating_sub(2);
-    if n < 2 {
-        return shift;
+/// Templates a shift's refinement reads at most ([`ShiftRefinement::corners`]).
+pub const REFINED_TEMPLATES: usize = MAX_TEMPLATES;
+
+/// The refinement of a pair's shift (moving `(u, v)` shows the reference at
+/// `(u + x, v + y)`): what it reads besides the pair's frames, the interiors (side `side`)
+/// of the templates it refines on, by their top-left pixels in the reference (at most
+/// [`REFINED_TEMPLATES`]), and the shift it starts from. A device refines a batch of pairs
+/// from these, to the same bits as [`on_host`](Self::on_host).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShiftRefinement {
+    corners: Vec<(usize, usize)>,
+    side: usize,
+    shift: (f64, f64),
+}
+
+impl ShiftRefinement {
+    /// The refinement of `shift` on the templates of side `rsz` at the `inlier` vectors'
+    /// sites; `None` where templates have no interior to refine on (the shift stands).
+    pub fn new(rsz: usize, vectors: &[MotionVector], shift: (f64, f64)) -> Option<ShiftRefinement> {
+        // Interior pixels of each template (central differences need both neighbours).
+        let side = rsz.saturating_sub(2);
+        (side >= 2).then(|| ShiftRefinement { corners: refined_sites(vectors).map(|(tx, ty)| (tx + 1, ty + 1)).collect(), side, shift })
     }
-    let patches = patches(reference, rsz, vectors);
-    // The Gauss-Newton matrix, and each template's sums of gradient times value, are the
-    // same every iteration.
-    let (mut hxx, mut hxy, mut hyy) = (0.0, 0.0, 0.0);
-    let gv: Vec<(f64, f64)> = patches
-        .iter()
-        .map(|p| {
-            let [xx, xy, yy, xv, yv] = gradient_sums(p);
-            hxx += xx;
-            hxy += xy;
-            hyy += yy;
-            (xv, yv)
-        })
-        .collect();
-    let det = hxx * hyy - hxy * hxy;
-    // Both axes must be constrained (no pure edge); relative to the gradient energy.
-    if !(det > 1e-6 * (hxx + hyy) * (hxx + hyy)) {
-        return shift;
+
+    /// The top-left pixels of the template interiors, in the reference.
+    pub fn corners(&self) -> &[(usize, usize)] {
+        &self.corners
     }
-    let mut s = shift;
-    for _ in 0..ITERATIONS {
-        // The reference pixel (x, y) is at (x - sx, y - sy) in the moving frame: every
-        // pixel shares the fractional part, so the bilinear weights are the pair's.
-        let (fx, fy) = (libm::floor(-s.0), libm::floor(-s.1));
-        let (ax, ay) = (-s.0 - fx, -s.1 - fy);
-        let (fx, fy) = (fx as isize, fy as isize);
-        // Where each template's interior starts in the moving frame; none may leave it.
-        let mut at = Vec::with_capacity(patches.len());
-        for p in &patches {
-            let (x0, y0) = (p.corner.0 as isize + fx, p.corner.1 as isize + fy);
-            if x0 < 0 || y0 < 0 || x0 + n as isize >= w as isize || y0 + n as isize >= h as isize {
-                return shift;
-            }
-            at.push((x0 as usize, y0 as usize));
-        }
-        let mut sums = Vec::with_capacity(patches.len());
-        for (ps, xy) in patches.chunks(2).zip(at.chunks(2)) {
-            let (second, second_at) = (ps.get(1).unwrap_or(&ps[0]), xy.get(1).unwrap_or(&xy[0]));
-            let both = resampled_sums(moving, [&ps[0], second], [xy[0], *second_at], n, (ax, ay));
-            sums.extend(both.into_iter().take(ps.len()));
-        }
-        let (mut bx, mut by) = (0.0, 0.0);
-        for (&[sw, sww, svw, sgxw, sgyw], &(gxv, gyv)) in sums.iter().zip(&gv) {
-            // With e = gain (w - mean w) - value, and gradients and values of zero mean:
-            // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2.
-            let var = sww - sw * sw / (n * n) as f64;
-            if !(var > 0.0) {
-                return shift;
-            }
-            let gain = svw / var;
-            bx += gain * sgxw - gxv;
-            by += gain * sgyw - gyv;
-        }
-        let dx = (hyy * bx - hxy * by) / det;
-        let dy = (hxx * by - hxy * bx) / det;
-        s = (s.0 + dx, s.1 + dy);
-        if libm::fabs(s.0 - shift.0) > 1.0 || libm::fabs(s.1 - shift.1) > 1.0 || !s.0.is_finite() || !s.1.is_finite() {
+
+    /// The side of each interior.
+    pub fn side(&self) -> usize {
+        self.side
+    }
+
+    /// The shift the refinement starts from, and which stands where it cannot refine.
+    pub fn shift(&self) -> (f64, f64) {
+        self.shift
+    }
+
+    /// Whether every interior and its neighbours lie in a reference of size `(w, h)`.
+    pub fn fits(&self, (w, h): (usize, usize)) -> bool {
+        let n = self.side;
+        self.corners.iter().all(|&(x, y)| x > 0 && y > 0 && x + n < w && y + n < h)
+    }
+
+    /// The refined shift, `reference` and `moving` the pair's frames. Returns the starting
+    /// shift unchanged when the templates carry too little gradient to solve for both axes,
+    /// when the refinement wanders more than 1 px (a sign that the linearisation does not
+    /// hold; the consensus stands then), or where an interior and its neighbours do not lie
+    /// in the reference.
+    pub fn on_host<T: Pixel + Into<f64>>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>) -> (f64, f64) {
+        let (n, shift) = (self.side, self.shift);
+        let (w, h) = moving.size();
+        if !self.fits(reference.size()) {
             return shift;
         }
-        if dx * dx + dy * dy < 2.5e-5 {
-            break;
+        let patches: Vec<Patch> = self.corners.iter().map(|&(x, y)| patch(reference, (x - 1, y - 1), n)).collect();
+        // The Gauss-Newton matrix, and each template's sums of gradient times value, are the
+        // same every iteration.
+        let (mut hxx, mut hxy, mut hyy) = (0.0, 0.0, 0.0);
+        let gv: Vec<(f64, f64)> = patches
+            .iter()
+            .map(|p| {
+                let [xx, xy, yy, xv, yv] = gradient_sums(p);
+                hxx += xx;
+                hxy += xy;
+                hyy += yy;
+                (xv, yv)
+            })
+            .collect();
+        let det = hxx * hyy - hxy * hxy;
+        // Both axes must be constrained (no pure edge); relative to the gradient energy.
+        if !(det > 1e-6 * (hxx + hyy) * (hxx + hyy)) {
+            return shift;
         }
+        let mut s = shift;
+        for _ in 0..REFINE_ITERATIONS {
+            // The reference pixel (x, y) is at (x - sx, y - sy) in the moving frame: every
+            // pixel shares the fractional part, so the bilinear weights are the pair's.
+            let (fx, fy) = (libm::floor(-s.0), libm::floor(-s.1));
+            let (ax, ay) = (-s.0 - fx, -s.1 - fy);
+            let (fx, fy) = (fx as isize, fy as isize);
+            // Where each template's interior starts in the moving frame; none may leave it.
+            let mut at = Vec::with_capacity(patches.len());
+            for p in &patches {
+                let (x0, y0) = (p.corner.0 as isize + fx, p.corner.1 as isize + fy);
+                if x0 < 0 || y0 < 0 || x0 + n as isize >= w as isize || y0 + n as isize >= h as isize {
+                    return shift;
+                }
+                at.push((x0 as usize, y0 as usize));
+            }
+            let mut sums = Vec::with_capacity(patches.len());
+            for (ps, xy) in patches.chunks(2).zip(at.chunks(2)) {
+                let (second, second_at) = (ps.get(1).unwrap_or(&ps[0]), xy.get(1).unwrap_or(&xy[0]));
+                let both = resampled_sums(moving, [&ps[0], second], [xy[0], *second_at], n, (ax, ay));
+                sums.extend(both.into_iter().take(ps.len()));
+            }
+            let (mut bx, mut by) = (0.0, 0.0);
+            for (&[sw, sww, svw, sgxw, sgyw], &(gxv, gyv)) in sums.iter().zip(&gv) {
+                // With e = gain (w - mean w) - value, and gradients and values of zero mean:
+                // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2.
+                let var = sww - sw * sw / (n * n) as f64;
+                if !(var > 0.0) {
+                    return shift;
+                }
+                let gain = svw / var;
+                bx += gain * sgxw - gxv;
+                by += gain * sgyw - gyv;
+            }
+            let dx = (hyy * bx - hxy * by) / det;
+            let dy = (hxx * by - hxy * bx) / det;
+            s = (s.0 + dx, s.1 + dy);
+            if libm::fabs(s.0 - shift.0) > 1.0 || libm::fabs(s.1 - shift.1) > 1.0 || !s.0.is_finite() || !s.1.is_finite() {
+                return shift;
+            }
+            if dx * dx + dy * dy < 2.5e-5 {
+                break;
+            }
+        }
+        s
     }
-    s
 }
 
 /// A patch's sums of gx gx, gx gy, gy gy, gx value and gy value, each as [`dot`] sums it,
@@ -176,9 +221,14 @@ struct Patch {
 /// The patches of a dozen templates spread over the agreeing (`inlier`) ones: plenty of
 /// pixels for a few unknowns; more only cost time.
 fn patches<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector]) -> Vec<Patch> {
-    let inliers: Vec<&MotionVector> = vectors.iter().filter(|v| v.inlier).collect();
-    let step = inliers.len().div_ceil(MAX_TEMPLATES).max(1);
-    inliers.iter().step_by(step).map(|v| patch(reference, v.template, rsz.saturating_sub(2))).collect()
+    refined_sites(vectors).map(|site| patch(reference, site, rsz.saturating_sub(2))).collect()
+}
+
+/// The sites (top-left pixels) of the templates [`patches`] takes.
+fn refined_sites(vectors: &[MotionVector]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let inliers = vectors.iter().filter(|v| v.inlier).count();
+    let step = inliers.div_ceil(MAX_TEMPLATES).max(1);
+    vectors.iter().filter(|v| v.inlier).step_by(step).map(|v| v.template)
 }
 
 /// The interior (`n x n`, central differences) of the template whose top-left pixel is
@@ -221,7 +271,7 @@ const UNKNOWNS: usize = 4;
 
 /// The similarity motion `motion` (moving `(u, v)` lands on the reference at
 /// `motion(u, v)`) refined on the templates of side `rsz` at the sites of the `inlier`
-/// vectors, as [`refine_shift`] refines a shift: Gauss-Newton with a gain and offset per
+/// vectors, as [`ShiftRefinement`] refines a shift: Gauss-Newton with a gain and offset per
 /// template, the Jacobian the reference's gradient (the update is composed on the reference
 /// side, `new = update . motion`, so it stays fixed), and the moving frame resampled per
 /// pixel (bilinear) where `motion` sends each template pixel. Unknowns: the translation,

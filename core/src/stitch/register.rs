@@ -25,7 +25,7 @@ use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
-use crate::stitch::refine::{refine_motion, refine_shift};
+use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::similarity::{self, Bounds, Correspondence, Similarity};
 use crate::stitch::SynthPixel;
 use alloc::string::String;
@@ -472,6 +472,46 @@ impl<C> PairPlan<C> {
     pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: Vec<Option<Match>>, probed: Vec<Option<Match>>) -> Result<PairRegistration> {
         finish_seen(self, reference, Seen::upright(moving), p, found, probed)
     }
+
+    /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
+    /// which is left to the caller (a device refining a batch of pairs at once).
+    pub fn conclude<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: Vec<Option<Match>>, probed: Vec<Option<Match>>) -> Result<Unrefined> {
+        conclude_seen(self, reference, Seen::upright(moving), p, found, probed)
+    }
+}
+
+/// A pair's registration but for the subpixel refinement of its shift ([`PairPlan::conclude`]):
+/// `refinement` is what the refinement reads, `None` where the shift stands as it is.
+#[derive(Clone, Debug)]
+pub struct Unrefined {
+    pub registration: PairRegistration,
+    pub refinement: Option<ShiftRefinement>,
+}
+
+impl Unrefined {
+    /// The registration with the refined shift (`refinement`'s answer, on the host
+    /// [`ShiftRefinement::on_host`]).
+    pub fn refined(self, shift: (f64, f64)) -> PairRegistration {
+        let mut out = self.registration;
+        if self.refinement.is_some() {
+            out.shift = Some(shift);
+        }
+        out
+    }
+
+    /// The registration, refined on the host.
+    fn refined_on_host<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>) -> PairRegistration {
+        match self.refinement.as_ref().map(|r| r.on_host(reference, moving)) {
+            Some(shift) => self.refined(shift),
+            None => self.registration,
+        }
+    }
+}
+
+impl From<PairRegistration> for Unrefined {
+    fn from(registration: PairRegistration) -> Self {
+        Unrefined { registration, refinement: None }
+    }
 }
 
 /// [`register_pair_with`] on the moving frame as `seen` ([`register_pair_turned`]; upright:
@@ -554,11 +594,22 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     found: Vec<Option<Match>>,
     probed: Vec<Option<Match>>,
 ) -> Result<PairRegistration> {
+    Ok(conclude_seen(plan, reference, seen, p, found, probed)?.refined_on_host(reference, seen.frame))
+}
+
+/// [`finish_seen`] but for the refinement of an upright pair's shift.
+fn conclude_seen<T: NccSample + Into<f64>, C>(
+    plan: PairPlan<C>,
+    reference: ImageView<'_, T>,
+    seen: Seen<'_, '_, T>,
+    p: &RegisterParams,
+    found: Vec<Option<Match>>,
+    probed: Vec<Option<Match>>,
+) -> Result<Unrefined> {
     let PairPlan { mut out, textured, nulls, search, ended } = plan;
     if ended {
-        return Ok(out);
+        return Ok(out.into());
     }
-    let moving = seen.frame;
     let r = search.radius;
     if found.len() != textured.len() {
         return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), textured.len())));
@@ -590,7 +641,7 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     out.evaluations += out.vectors.iter().map(|v| v.evaluations as u64).sum::<u64>();
     if out.textured == 0 {
         out.skip = Some(SkipReason::NoTexture);
-        return Ok(out);
+        return Ok(out.into());
     }
     let kept: Vec<usize> = (0..out.vectors.len()).filter(|&i| out.vectors[i].coefficient >= out.vectors[i].threshold).collect();
     out.above_threshold = kept.len();
@@ -602,10 +653,10 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
             if turn_stands(&refined, angle_error, &out.vectors, &turned, p) {
                 if let Some(rival) = turned_rival(&out.vectors, &kept, &turned, p) {
                     out.skip = Some(SkipReason::Ambiguous { agreeing: turned.len(), rival });
-                    return Ok(out);
+                    return Ok(out.into());
                 }
                 (out.shift, out.angle, out.scale) = (Some(refined.shift()), refined.angle, refined.scale);
-                return Ok(out);
+                return Ok(out.into());
             }
             // Back to the translation's result, as if never tried.
             out.vectors.iter_mut().for_each(|v| v.inlier = false);
@@ -619,18 +670,19 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
             agreeing: inliers.len(),
             needed: p.min_vectors,
         });
-        return Ok(out);
+        return Ok(out.into());
     }
     if let Some(rival) = ambiguous(&out.vectors, &kept, &inliers, shift, p.agreement, p.min_vectors) {
         out.vectors_used = inliers.len();
         out.skip = Some(SkipReason::Ambiguous { agreeing: inliers.len(), rival });
-        return Ok(out);
+        return Ok(out.into());
     }
     mark_inliers(&mut out, &inliers);
-    // A turned pair's shift is refined with its turn by `fit_turn` (`refine_shift` reads
+    // A turned pair's shift is refined with its turn by `fit_turn` (the shift's refinement reads
     // the frame as it lies, which a turned pair's templates do not match).
-    out.shift = Some(if p.refine && p.subpixel && seen.is_upright() { refine_shift(reference, moving, p.rsz, &out.vectors, shift) } else { shift });
-    Ok(out)
+    let refinement = if p.refine && p.subpixel && seen.is_upright() { ShiftRefinement::new(p.rsz, &out.vectors, shift) } else { None };
+    out.shift = Some(shift);
+    Ok(Unrefined { registration: out, refinement })
 }
 
 /// Resamples a square of the given side from a frame, pixel `d` at `cut(d)` (bilinear):
