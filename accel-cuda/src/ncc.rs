@@ -145,7 +145,7 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 
 /// Registers every pair of `jobs` (frames of one size, the parameters `p`): their searches
 /// in one launch and their null probes in another ([`search_jobs`]), each concluded by the
-/// core on the host's threads (consensus and acceptance, [`PairPlan::conclude`]), and the
+/// core on the host (consensus and acceptance, [`PairPlan::conclude`]), and the
 /// shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns each
 /// pair's registration (or its own error) and whether a search launch ran (pairs without a
 /// search need none).
@@ -153,7 +153,9 @@ fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPa
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (searched, launched) = search_jobs(gpu, jobs, p)?;
     let mut slots: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
-    let concluded: Vec<Result<Unrefined>> = map_slots(&mut slots, Parallelism::AllThreads, |k, searched| match searched.take() {
+    // On this thread: a pair's conclusion is tens of microseconds (a PAL pair's 64
+    // templates), less than waking the host's other threads costs.
+    let concluded: Vec<Result<Unrefined>> = map_slots(&mut slots, Parallelism::Sequential, |k, searched| match searched.take() {
         Some(Searched::Matches { plan, found, probed }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, found, probed),
         Some(Searched::Failed(e)) => Err(e),
         None => Err(Error::Backend("internal: a pair concluded twice".into())),

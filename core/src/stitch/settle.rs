@@ -69,7 +69,7 @@ impl<'a> Run<'a> {
         let mut evaluations = 0;
         let mut attempt_with = |r: usize, motion: Similarity, rp: &RegisterParams| -> Result<PairRegistration> {
             let r_held = frame(r)?;
-            if rp.motion == Motion::Similarity && motion.spread(self.size) > WARP_SPREAD {
+            if warps(rp, &motion, self.size) {
                 // With a registrar, the frame's integral images are computed here.
                 let own = match moving {
                     Some(_) => None,
@@ -529,6 +529,20 @@ fn overlap_unknowns(p: &RegisterParams, start: &Similarity) -> usize {
 /// shift of its centre is registered as it is; a larger turn is undone first
 /// ([`Run::register_turned`]).
 const WARP_SPREAD: f64 = 1.0;
+
+/// Whether a pair predicted to move by `motion` (frames of `size`) is registered with its
+/// turn undone first, on the host, rather than as it is (by the run's registrar, if any).
+fn warps(p: &RegisterParams, motion: &Similarity, size: (usize, usize)) -> bool {
+    p.motion == Motion::Similarity && motion.spread(size) > WARP_SPREAD
+}
+
+impl Run<'_> {
+    /// Whether the run's registrar registers a pair predicted to move by `motion`: the host
+    /// then only looks its registration up.
+    pub(super) fn registrar_registers(&self, motion: &Similarity) -> bool {
+        self.registrar.is_some() && !warps(&self.p.register, motion, self.size)
+    }
+}
 
 /// A moving frame brought into line with its reference up to a translation, for the
 /// measures that compare a pair at a shift (overlap NCC): the frame itself for a

@@ -112,7 +112,10 @@ impl Window {
     pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Vec<Buffers<T>>) -> Result<Measured> {
         if self.settled[j].is_none() {
             let threads = run.par.threads().max(1);
-            let batch = if threads == 1 { 1 } else { 2 * threads };
+            // A registrar registered the window's pairs when it opened: the batch is then
+            // the rest of the window, whatever the threads, so that its quality sums take
+            // one call.
+            let batch = if run.registrar.is_some() { WINDOW } else if threads == 1 { 1 } else { 2 * threads };
             // The pairs whose frames the run holds (a live source may not have them all yet).
             let held = |p: &Planned| find(p.reference).is_some() && find(p.moving).is_some();
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
@@ -125,7 +128,10 @@ impl Window {
             // With a registrar, the quality sums of the batch's pairs are added in one call
             // after their registrations (one launch for the batch, not one per pair).
             let batched = run.registrar.is_some() && run.p.quality;
-            let mut register = || map_slots(&mut buffers[..planned.len()], run.par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b, batched));
+            // Pairs the registrar registered are looked up, too little work to wake threads for.
+            let looked_up = planned.iter().all(|p| run.registrar_registers(&p.motion));
+            let par = if looked_up { Parallelism::Sequential } else { run.par };
+            let mut register = || map_slots(&mut buffers[..planned.len()], par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b, batched));
             let done = match run.times {
                 Some(times) => times.parallel(&mut register),
                 None => register(),
