@@ -255,3 +255,40 @@ extern "C" __global__ void ncc_search_f32(const u64* frames, int w, int h, int r
     ncc_search<float>(frames, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, values, bits, out);
 }
 TESSERA_EXPORT(ncc_search_f32)
+
+// The exact sums of each listed template (integer frames): a warp per template, its lanes
+// splitting the pixels; u64 sums, which do not depend on the order they are added in. Each
+// record is the reference's slot and the template's top-left pixel; the sums go out as S_t
+// and S_tt per template, for the host's texture test (TemplateStats::of_int_sums).
+#define NCC_TEMPLATE_INTS 3
+
+template <typename T>
+__device__ void template_sums(const u64* frames, int w, int rsz, const int* templates, int count, u64* out) {
+    const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (t >= count) return;
+    const int* rec = templates + (size_t)t * NCC_TEMPLATE_INTS;
+    const T* ref = (const T*)frames[rec[0]];
+    const int x0 = rec[1], y0 = rec[2];
+    u64 s1 = 0, s2 = 0;
+    for (int i = lane; i < rsz * rsz; i += 32) {
+        const u64 v = ref[(size_t)(y0 + i / rsz) * w + x0 + i % rsz];
+        s1 += v;
+        s2 += v * v;
+    }
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    if (lane == 0) {
+        out[2 * (size_t)t] = s1;
+        out[2 * (size_t)t + 1] = s2;
+    }
+}
+
+extern "C" __global__ void template_sums_u8(const u64* frames, int w, int rsz, const int* templates, int count, u64* out) {
+    template_sums<u8>(frames, w, rsz, templates, count, out);
+}
+TESSERA_EXPORT(template_sums_u8)
+extern "C" __global__ void template_sums_u16(const u64* frames, int w, int rsz, const int* templates, int count, u64* out) {
+    template_sums<u16>(frames, w, rsz, templates, count, out);
+}
+TESSERA_EXPORT(template_sums_u16)

@@ -23,7 +23,7 @@ use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams
 use crate::refine::refine_shifts;
 use tessera_core::parallel::map_slots;
 use tessera_core::stitch::{
-    gray, luma_storage, plan_pair, Gray, PairPlan, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest,
+    gray, luma_storage, pair_sites, plan_pair, Gray, PairPlan, PairSites, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest,
     RegisterParams, SearchMethod, ShiftRefinement, StitchParams, Unrefined, WINDOW,
 };
 use tessera_core::stitch::Blend;
@@ -36,6 +36,8 @@ const WARPS: u32 = 4;
 const SITE_WORDS: usize = 6;
 const STAT_WORDS: usize = 4;
 const RESULT_WORDS: usize = 13;
+/// Ints of a template's record for its sums (`NCC_TEMPLATE_INTS` of ncc.cu).
+const TEMPLATE_INTS: usize = 3;
 
 /// The kernel and its per-frame constants for one sample type.
 trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
@@ -44,6 +46,8 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const REFINE: &'static str;
     /// The quality sums' kernel (integer frames; f32 frames are measured on the host).
     const QUALITY: Option<&'static str> = None;
+    /// The template sums' kernel (integer frames; f32 templates are measured on the host).
+    const SUMS: Option<&'static str> = None;
     /// The frame's offset and flatness tolerance (f32 only: the core's integral image's).
     fn f32_terms(_moving: ImageView<'_, Self>) -> Result<(f64, f64)> {
         Ok((0.0, 0.0))
@@ -63,6 +67,7 @@ impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
     const REFINE: &'static str = "refine_shift_u8";
     const QUALITY: Option<&'static str> = Some("quality_sums_u8");
+    const SUMS: Option<&'static str> = Some("template_sums_u8");
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
         if let Gray::U8(v) = g { Some(*v) } else { None }
     }
@@ -74,6 +79,7 @@ impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
     const REFINE: &'static str = "refine_shift_u16";
     const QUALITY: Option<&'static str> = Some("quality_sums_u16");
+    const SUMS: Option<&'static str> = Some("template_sums_u16");
     fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
         if let Gray::U16(v) = g { Some(*v) } else { None }
     }
@@ -235,8 +241,8 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let mut calls = [Call::default(), Call::default()];
     type Planned = core::result::Result<(PairPlan<TemplateStats>, [(usize, usize); 2]), Error>;
     let mut planned: Vec<Planned> = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let plan = match plan_pair(job.reference, job.moving, p, job.prediction) {
+    for (job, plan) in jobs.iter().zip(plan_jobs(gpu, jobs, p)?) {
+        let plan = match plan {
             Ok(plan) => plan,
             Err(e) => {
                 planned.push(Err(e));
@@ -278,6 +284,57 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         })
         .collect();
     Ok((searched, launched))
+}
+
+/// Each pair's plan ([`plan_pair`]'s): for integer frames the grid's sites from the core
+/// ([`pair_sites`]), every site's template summed on the device, one launch for all pairs (so
+/// the host reads no template pixel), and the texture test and null probes from those sums;
+/// f32 templates are measured on the host.
+fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<Vec<Result<PairPlan<TemplateStats>>>> {
+    let (Some(kernel), Some(first)) = (T::SUMS, jobs.first()) else {
+        return Ok(jobs.iter().map(|job| plan_pair(job.reference, job.moving, p, job.prediction)).collect());
+    };
+    let sited: Vec<Result<PairSites>> = jobs.iter().map(|job| pair_sites(job.reference, job.moving, p, job.prediction)).collect();
+    let mut frames = FrameTable::default();
+    let mut records: Vec<i32> = Vec::new();
+    for (job, sites) in jobs.iter().zip(&sited) {
+        if let Ok(sites) = sites {
+            let slot = frames.slot(job.devices.0.ptr);
+            // Sites lie inside the frame, whose width fits an int (checked below).
+            records.extend(sites.sites().flat_map(|(x, y)| [slot, x as i32, y as i32]));
+        }
+    }
+    let sums = template_sums(gpu, kernel, frames.addresses(), int(first.reference.width(), "width")?, p.rsz, &records)?;
+    let n = (p.rsz * p.rsz) as u64;
+    let mut at = 0;
+    Ok(sited
+        .into_iter()
+        .map(|sites| {
+            let sites = sites?;
+            let k = sites.sites().len();
+            let stats = sums.get(at..at + k).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
+            at += k;
+            sites.plan::<T>(stats.iter().map(|&(s1, s2)| TemplateStats::of_int_sums(n, s1, s2)).collect(), p)
+        })
+        .collect())
+}
+
+/// The exact sums (of the pixels, of their squares) of each template of side `rsz` whose
+/// record (`TEMPLATE_INTS` ints: the reference's slot in `frames`, the top-left pixel) is in
+/// `records`: one launch and one download.
+fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rsz: usize, records: &[i32]) -> Result<Vec<(u64, u64)>> {
+    let count = records.len() / TEMPLATE_INTS;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let dframes = gpu.upload(frames)?;
+    let drecords = gpu.upload(records)?;
+    let out = gpu.buffer::<u64>(2 * count)?;
+    let list = args![&dframes, width, int(rsz, "template size")?, &drecords, int(count, "templates")?, &out];
+    gpu.launch(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
+    let mut sums = vec![0u64; 2 * count];
+    gpu.download(&out, &mut sums)?;
+    Ok(sums.chunks_exact(2).map(|s| (s[0], s[1])).collect())
 }
 
 /// The launch of every search (`sites` / `stats` records) over the frames at the addresses

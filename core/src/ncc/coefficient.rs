@@ -92,6 +92,27 @@ impl TemplateStats {
         Ok(T::stats(sums.n, sums.s1, sums.s2, src.rows().flat_map(|row| row.iter().map(move |&p| p.tpl(mean)))))
     }
 
+    /// The statistics of an integer template of `n` pixels from its exact sums `s1` (of
+    /// the pixels) and `s2` (of their squares): [`of`](Self::of)'s for u8 and u16 pixels,
+    /// for a device that sums the templates it cuts.
+    pub fn of_int_sums(n: u64, s1: u64, s2: u64) -> TemplateStats {
+        int_stats(n, s1, s2)
+    }
+
+    /// The errors of [`of`](Self::of) that depend on a template's size `(w, h)` alone: a
+    /// side above [`MAX_TEMPLATE`], an area above [`IntegralSample::MAX_AREA`].
+    pub fn check_size<T: NccSample>((w, h): (usize, usize)) -> Result<()> {
+        crate::error::require_range("template width", w, 1, MAX_TEMPLATE as i64)?;
+        crate::error::require_range("template height", h, 1, MAX_TEMPLATE as i64)?;
+        if (w * h) as u64 > T::MAX_AREA {
+            return Err(Error::InvalidParameter {
+                name: "template",
+                reason: alloc::format!("{w}x{h} exceeds the {} pixels whose {} sums stay exact", T::MAX_AREA, T::NAME),
+            });
+        }
+        Ok(())
+    }
+
     /// Variance per pixel, `dev / n` (the texture measure of registration).
     pub fn variance(&self) -> f64 {
         self.dev / self.n as f64
@@ -392,21 +413,13 @@ impl<T: NccSample> TemplateSums<T> {
 /// The sums of `src` as a template, checked: a side above [`MAX_TEMPLATE`], an area above
 /// [`IntegralSample::MAX_AREA`], non-finite f32 sums.
 fn template_sums<T: NccSample>(src: ImageView<'_, T>) -> Result<TemplateSums<T>> {
-    let (w, h) = src.size();
-    crate::error::require_range("template width", w, 1, MAX_TEMPLATE as i64)?;
-    crate::error::require_range("template height", h, 1, MAX_TEMPLATE as i64)?;
-    if (w * h) as u64 > T::MAX_AREA {
-        return Err(Error::InvalidParameter {
-            name: "template",
-            reason: alloc::format!("{w}x{h} exceeds the {} pixels whose {} sums stay exact", T::MAX_AREA, T::NAME),
-        });
-    }
+    TemplateStats::check_size::<T>(src.size())?;
     let [s1, s2] = T::sums(src);
     let (sum, sq) = (T::to_f64(s1), T::to_f64(s2));
     if !sum.is_finite() || !sq.is_finite() {
         return Err(Error::InvalidFloat { name: "template pixel", value: sq, expected: "finite values" });
     }
-    Ok(TemplateSums { n: (w * h) as u64, s1, s2 })
+    Ok(TemplateSums { n: (src.width() * src.height()) as u64, s1, s2 })
 }
 
 /// A template prepared for correlation: its pixels (contiguous, in the form the cross term

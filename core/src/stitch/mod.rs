@@ -42,7 +42,7 @@ pub use moments::Moments;
 pub use quality::{grid_ncc, overlap_ncc, overlap_null_ncc, QualityPlan, QualitySample, Region};
 pub use solve::{solve, Constraint, Solution};
 pub use refine::{ShiftRefinement, REFINED_TEMPLATES, REFINE_ITERATIONS};
-pub use register::{plan_pair, register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairPlan, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch, Unrefined};
+pub use register::{pair_sites, plan_pair, PairSites, register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairPlan, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch, Unrefined};
 pub use registrar::{PairRegistrar, PairRequest, QualityRequest};
 pub use sequence::{check_frames, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, FrameRecord, NewCanvas, Panorama, StitchParams};
 pub use source::{Frame, FrameSource, InMemory};

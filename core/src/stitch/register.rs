@@ -536,12 +536,26 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
 }
 
 fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<C>> {
+    let (mut plan, sites) = grid_plan(reference.size(), seen.frame.size(), p, prediction)?;
+    let pred = (libm::round(prediction.0) as i64, libm::round(prediction.1) as i64);
+    let mut cut = Vec::with_capacity(sites.len());
+    for &(tx, ty) in &sites {
+        if let Some((template, start)) = seen.template::<C>(reference, (tx, ty), p, pred, prediction)? {
+            cut.push(((tx, ty), template, start));
+        }
+    }
+    plan.keep_textured(cut, p);
+    Ok(plan)
+}
+
+/// A pair's plan up to its templates: the checks of the parameters, frames and prediction,
+/// and the grid's sites (none, and the plan ended, where the prediction leaves no overlap).
+fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams, prediction: (f64, f64)) -> Result<(PairPlan<C>, Vec<(usize, usize)>)> {
     p.validate()?;
-    let moving = seen.frame;
-    crate::image::check_same_size(reference.size(), moving.size())?;
+    crate::image::check_same_size(size, moving)?;
     require_finite("prediction x", prediction.0)?;
     require_finite("prediction y", prediction.1)?;
-    let (w, h) = reference.size();
+    let (w, h) = size;
     let pred = (libm::round(prediction.0) as i64, libm::round(prediction.1) as i64);
     let out = PairRegistration {
         shift: None,
@@ -565,23 +579,71 @@ fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'
     let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {
         plan.out.skip = Some(SkipReason::NoOverlap);
         plan.ended = true;
-        return Ok(plan);
+        return Ok((plan, Vec::new()));
     };
     let sites: Vec<(usize, usize)> = gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))).collect();
     plan.out.templates = sites.len();
-    for &(tx, ty) in &sites {
-        let Some((template, start)) = seen.template::<C>(reference, (tx, ty), p, pred, prediction)? else { continue };
-        let stats = TemplateCut::<T>::stats(&template);
-        if T::is_flat(stats) || stats.variance() < p.min_variance {
-            continue;
+    Ok((plan, sites))
+}
+
+impl<C> PairPlan<C> {
+    /// Keeps the templates `cut` (site, template, search start) that have texture, and
+    /// draws the null probes among them.
+    fn keep_textured<T: NccSample>(&mut self, cut: Vec<((usize, usize), C, (isize, isize))>, p: &RegisterParams)
+    where
+        C: TemplateCut<T>,
+    {
+        self.textured = cut
+            .into_iter()
+            .filter(|(_, template, _)| {
+                let stats = TemplateCut::<T>::stats(template);
+                !(T::is_flat(stats) || stats.variance() < p.min_variance)
+            })
+            .collect();
+        if p.acceptance != Acceptance::Fixed && !self.textured.is_empty() {
+            let textured_sites: Vec<(usize, usize)> = self.textured.iter().map(|t| t.0).collect();
+            self.nulls = null_sites(&textured_sites, p.rsz);
         }
-        plan.textured.push(((tx, ty), template, start));
     }
-    if p.acceptance != Acceptance::Fixed && !plan.textured.is_empty() {
-        let textured_sites: Vec<(usize, usize)> = plan.textured.iter().map(|t| t.0).collect();
-        plan.nulls = null_sites(&textured_sites, p.rsz);
+}
+
+/// An upright pair's plan before its templates are measured ([`pair_sites`]): a device that
+/// sums each site's template itself (integer frames) hands their statistics to
+/// [`plan`](Self::plan), which gives [`plan_pair`]'s plan.
+pub struct PairSites {
+    plan: PairPlan<TemplateStats>,
+    sites: Vec<((usize, usize), (isize, isize))>,
+}
+
+/// [`plan_pair`] up to the templates' statistics: the checks, the grid's sites and their
+/// search starts, and the checks of the template's size.
+pub fn pair_sites<T: NccSample>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairSites> {
+    let (plan, sites) = grid_plan(reference.size(), moving.size(), p, prediction)?;
+    if !sites.is_empty() {
+        TemplateStats::check_size::<T>((p.rsz, p.rsz))?;
     }
-    Ok(plan)
+    let pred = (libm::round(prediction.0) as i64, libm::round(prediction.1) as i64);
+    let sites = sites.into_iter().map(|(tx, ty)| ((tx, ty), (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize))).collect();
+    Ok(PairSites { plan, sites })
+}
+
+impl PairSites {
+    /// The top-left pixels of the grid's templates, each of side `rsz`, in grid order.
+    pub fn sites(&self) -> impl ExactSizeIterator<Item = (usize, usize)> + '_ {
+        self.sites.iter().map(|s| s.0)
+    }
+
+    /// The plan, from the statistics of each site's template ([`sites`](Self::sites)'
+    /// order; [`TemplateStats::of_int_sums`] for integer frames) of pixel type `T`.
+    pub fn plan<T: NccSample>(self, stats: Vec<TemplateStats>, p: &RegisterParams) -> Result<PairPlan<TemplateStats>> {
+        if stats.len() != self.sites.len() {
+            return Err(Error::Backend(alloc::format!("{} template statistics answered for {}", stats.len(), self.sites.len())));
+        }
+        let mut plan = self.plan;
+        let cut = self.sites.into_iter().zip(stats).map(|((site, start), stats)| (site, stats, start)).collect();
+        plan.keep_textured::<T>(cut, p);
+        Ok(plan)
+    }
 }
 
 /// The second half of a registration: the plan's matches made vectors, their thresholds,
