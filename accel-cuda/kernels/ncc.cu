@@ -12,7 +12,8 @@
 // core's. Integer frames: exact integer sums and the core's final division and square
 // root in f64, so every coefficient, decision and count equals the CPU's. f32 frames: the
 // cross term and window sums in f64 (the core: f32 row dot products, integral images),
-// within about 1e-6 of the CPU's coefficients.
+// within about 1e-6 of the CPU's coefficients. A second kernel sums the templates of
+// integer frames for the host's texture test (template_sums, at the end of this file).
 #include "common.cuh"
 
 __constant__ int RING[8][2] = {{-1, -1}, {0, -1}, {1, -1}, {-1, 0}, {1, 0}, {-1, 1}, {0, 1}, {1, 1}};

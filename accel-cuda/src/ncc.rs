@@ -1,10 +1,11 @@
 //! Drives `kernels/ncc.cu`: pair registration with every template search of one or several
 //! pairs in one launch (a warp per template), and their null probes in another, through
-//! the core's seam [`plan_pair`](tessera_core::stitch::plan_pair) /
-//! [`PairPlan::finish`](tessera_core::stitch::PairPlan::finish): the grid, the texture
-//! test, the threshold and the consensus are the core's (each template's statistics taken
-//! once; the kernel reads its pixels from the reference on the device), the searches the
-//! device's.
+//! the core's seam [`pair_sites`](tessera_core::stitch::pair_sites) /
+//! [`PairPlan::conclude`](tessera_core::stitch::PairPlan::conclude): the grid, the texture
+//! test, the threshold and the consensus are the core's, the templates' sums (integer
+//! frames), the searches and the subpixel refinement (`refine.rs`) the device's, each one
+//! launch for all pairs; the kernels read the templates' pixels from the reference on the
+//! device.
 //! Integer frames (u8, u16, RGBA on its u8 luma) give the CPU's registration exactly
 //! (every coefficient, peak, evaluation count and shift); f32 frames within about 1e-6 of
 //! the CPU's coefficients.
