@@ -1036,21 +1036,55 @@ fn thresholds(nulls: &[Vec<usize>], templates: usize, p: &RegisterParams, probed
     Ok((thresholds, evaluations))
 }
 
+/// Among the vectors `kept`, the hypothesis (a vector's shift) with the largest set within
+/// `tol` (Chebyshev), ties to the larger score (the set's coefficients summed in its order
+/// from -0.0, as an iterator's sum), the first of equals: its count, score and vector.
+/// Each set is counted as a bit mask over the shifts laid side by side; a set equal to the
+/// best's has its score too, so only a set that could win is scored (on a clean pair, whose
+/// vectors all agree, one).
+fn best_hypothesis(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
+    use wide::f64x4;
+    // Four shifts a vector; NaN pads the last (near nothing).
+    let lanes: Vec<(f64x4, f64x4)> = kept
+        .chunks(4)
+        .map(|c| {
+            let at = |k: usize, axis: fn((f64, f64)) -> f64| c.get(k).map_or(f64::NAN, |&j| axis(v[j].shift));
+            (f64x4::new(core::array::from_fn(|k| at(k, |s| s.0))), f64x4::new(core::array::from_fn(|k| at(k, |s| s.1))))
+        })
+        .collect();
+    let words = kept.len().div_ceil(64);
+    let (mut mask, mut best_mask) = (alloc::vec![0u64; words], alloc::vec![0u64; words]);
+    let mut best: (usize, f64, Option<usize>) = (0, f64::NEG_INFINITY, None);
+    let tol4 = f64x4::splat(tol);
+    for &i in kept {
+        let (x, y) = (f64x4::splat(v[i].shift.0), f64x4::splat(v[i].shift.1));
+        let mut count = 0;
+        for (word, lanes) in mask.iter_mut().zip(lanes.chunks(16)) {
+            *word = lanes.iter().enumerate().fold(0u64, |bits, (k, &(xs, ys))| {
+                let near = (xs - x).abs().simd_le(tol4) & (ys - y).abs().simd_le(tol4);
+                bits | (u64::from(near.to_bitmask()) << (4 * k))
+            });
+            count += word.count_ones() as usize;
+        }
+        if count < best.0 || (count == best.0 && best.2.is_some() && mask == best_mask) {
+            continue;
+        }
+        let score = kept.iter().enumerate().filter(|&(k, _)| mask[k / 64] >> (k % 64) & 1 == 1).fold(-0.0, |s, (_, &j)| s + v[j].coefficient);
+        if count > best.0 || score > best.1 {
+            best = (count, score, Some(i));
+            best_mask.copy_from_slice(&mask);
+        }
+    }
+    best
+}
+
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`
 /// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
 /// the shift, and the set is re-gathered once around that mean.
 fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
     let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
     let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| near(v[j].shift, c)).collect() };
-    // Each hypothesis counted and scored in one pass (the score summed in the set's order
-    // from -0.0, as an iterator's sum); only the winner's set is gathered.
-    let mut best: (usize, f64, Option<usize>) = (0, f64::NEG_INFINITY, None);
-    for &i in kept {
-        let (count, score) = kept.iter().filter(|&&j| near(v[j].shift, v[i].shift)).fold((0, -0.0), |(n, s), &j| (n + 1, s + v[j].coefficient));
-        if count > best.0 || (count == best.0 && score > best.1) {
-            best = (count, score, Some(i));
-        }
-    }
+    let best = best_hypothesis(v, kept, tol);
     let best = (best.0, best.1, best.2.map_or_else(Vec::new, |i| gather(v[i].shift)));
     let mean = |set: &[usize]| -> (f64, f64) {
         let n = set.len().max(1) as f64;
@@ -1120,6 +1154,42 @@ pub fn register_pair_any(
 
 #[cfg(test)]
 mod tests {
+    /// [`best_hypothesis`] by its definition: every hypothesis counted and scored.
+    fn best_hypothesis_reference(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
+        let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
+        let mut best: (usize, f64, Option<usize>) = (0, f64::NEG_INFINITY, None);
+        for &i in kept {
+            let (count, score) = kept.iter().filter(|&&j| near(v[j].shift, v[i].shift)).fold((0, -0.0), |(n, s), &j| (n + 1, s + v[j].coefficient));
+            if count > best.0 || (count == best.0 && score > best.1) {
+                best = (count, score, Some(i));
+            }
+        }
+        best
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Up to 150 vectors (three words of bits) in a few clusters with outliers, some
+        /// at equal shifts and coefficients (ties), some left out of `kept`.
+        #[test]
+        fn best_hypothesis_matches_the_reference(n in 0usize..150, clusters in 1usize..4, seed in proptest::prelude::any::<u64>(), tol in 0.1f64..2.0) {
+            let mut rng = crate::stitch::SplitMix64::new(seed);
+            let mut unit = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let centres: Vec<(f64, f64)> = (0..clusters).map(|_| (20.0 * unit() - 10.0, 20.0 * unit() - 10.0)).collect();
+            let v: Vec<MotionVector> = (0..n)
+                .map(|k| {
+                    let c = centres[k % clusters];
+                    let shift = if unit() < 0.2 { (40.0 * unit() - 20.0, 40.0 * unit() - 20.0) } else if unit() < 0.3 { c } else { (c.0 + tol * (unit() - 0.5), c.1 + tol * (unit() - 0.5)) };
+                    let coefficient = if unit() < 0.3 { 0.75 } else { unit() };
+                    MotionVector { template: (k, k), found: (0.0, 0.0), shift, coefficient, threshold: 0.0, evaluations: 0, inlier: false }
+                })
+                .collect();
+            let kept: Vec<usize> = (0..n).filter(|_| unit() < 0.9).collect();
+            let (want, got) = (best_hypothesis_reference(&v, &kept, tol), best_hypothesis(&v, &kept, tol));
+            proptest::prop_assert_eq!((want.0, want.1.to_bits(), want.2), (got.0, got.1.to_bits(), got.2));
+        }
+    }
+
     use super::*;
     use crate::image::Rgba8;
     use crate::stitch::{synth_sequence, SynthParams};
