@@ -450,6 +450,9 @@ pub struct StitchCounts {
     /// Seconds the run spent inside device calls (on the shim: the kernels' emulation
     /// included); the rest of its time is host work.
     pub device_seconds: f64,
+    /// The run's wall time, from its first frame to its panorama (the device's start and
+    /// teardown left out).
+    pub run_seconds: f64,
 }
 
 struct State<'g> {
@@ -656,9 +659,11 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     let mut canvas = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend| -> Result<Box<dyn Pasting + '_>> {
         crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
     };
+    let start = std::time::Instant::now();
     let pano = stitch_frames_into(frames, p, Parallelism::AllThreads, progress, Some(&registrar), &mut canvas)?;
+    let run_seconds = start.elapsed().as_secs_f64();
     let mut counts = registrar.state()?.counts.clone();
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
-    counts.device_seconds = gpu.device_seconds();
+    (counts.device_seconds, counts.run_seconds) = (gpu.device_seconds(), run_seconds);
     Ok((pano, counts))
 }

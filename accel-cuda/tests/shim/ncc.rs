@@ -254,7 +254,8 @@ mod stitching {
 
     /// Where a device stitching run's time goes, printed (by hand: `--ignored --nocapture`):
     /// the run's wall time, the time inside device calls (here the shim's emulation), and
-    /// the host's rest beside the CPU backend's whole run on one thread. Small frames and
+    /// the host's rest (a pair's share in the run, and the device's start and teardown, once
+    /// a run) beside the CPU backend's whole run on one thread. Small frames and
     /// templates: 112 x 88, rsz 15, NPTS 3, radius 12.
     #[test]
     #[ignore]
@@ -297,12 +298,15 @@ mod stitching {
         assert_eq!(got, want);
         assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
         let host = total - counts.device_seconds;
+        let in_run = counts.run_seconds - counts.device_seconds;
         eprintln!(
-            "{n} frames {}x{}: {total:.3} s, device calls {:.3} s, host {host:.4} s ({:.3} ms a pair); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
+            "{n} frames {}x{}: {total:.3} s, device calls {:.3} s, host {host:.4} s ({:.3} ms a pair; in the run {:.3} ms a pair, the device's start and teardown {:.2} ms); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
             sp.frame_width,
             sp.frame_height,
             counts.device_seconds,
             1e3 * host / (n - 1) as f64,
+            1e3 * in_run / (n - 1) as f64,
+            1e3 * (total - counts.run_seconds),
             1e3 * cpu_s / (n - 1) as f64
         );
     }
