@@ -97,10 +97,10 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
 /// The threshold a vector's coefficient must reach under `rule`: `cthresh` (fixed), or
 /// the largest of `nulls` plus `margin`, at least `floor` (adaptive; with no null value
 /// the fixed threshold stands in).
-pub fn threshold(rule: Acceptance, nulls: &[f64], cthresh: f64, margin: f64, floor: f64) -> f64 {
+pub fn threshold(rule: Acceptance, nulls: impl IntoIterator<Item = f64>, cthresh: f64, margin: f64, floor: f64) -> f64 {
     match rule {
         Acceptance::Fixed => cthresh,
-        Acceptance::Adaptive => match nulls.iter().cloned().reduce(f64::max) {
+        Acceptance::Adaptive => match nulls.into_iter().reduce(f64::max) {
             Some(null) => (null + margin).max(floor),
             None => cthresh,
         },
@@ -173,10 +173,10 @@ mod tests {
 
     #[test]
     fn thresholds_follow_the_rule() {
-        assert_eq!(threshold(Acceptance::Fixed, &[0.9], 0.85, 0.2, 0.3), 0.85);
-        assert!((threshold(Acceptance::Adaptive, &[0.1, 0.4, -0.2], 0.85, 0.2, 0.3) - 0.6).abs() < 1e-12);
-        assert_eq!(threshold(Acceptance::Adaptive, &[-0.5], 0.85, 0.2, 0.3), 0.3);
-        assert_eq!(threshold(Acceptance::Adaptive, &[], 0.85, 0.2, 0.3), 0.85);
+        assert_eq!(threshold(Acceptance::Fixed, [0.9], 0.85, 0.2, 0.3), 0.85);
+        assert!((threshold(Acceptance::Adaptive, [0.1, 0.4, -0.2], 0.85, 0.2, 0.3) - 0.6).abs() < 1e-12);
+        assert_eq!(threshold(Acceptance::Adaptive, [-0.5], 0.85, 0.2, 0.3), 0.3);
+        assert_eq!(threshold(Acceptance::Adaptive, [], 0.85, 0.2, 0.3), 0.85);
         assert_eq!("fixed".parse::<Acceptance>(), Ok(Acceptance::Fixed));
         assert!("other".parse::<Acceptance>().is_err());
     }

@@ -1028,10 +1028,9 @@ fn thresholds(nulls: &[Vec<usize>], templates: usize, p: &RegisterParams, probed
     let mut values = probed.into_iter().map(|m| m.map(|m| m.coefficient));
     let thresholds = nulls
         .iter()
-        .map(|us| {
-            let sample: Vec<f64> = us.iter().filter_map(|_| values.next().flatten()).collect();
-            threshold(p.acceptance, &sample, p.cthresh, p.null_margin, p.min_coefficient)
-        })
+        // Each template's probes read as they come (adaptive acceptance reads them all;
+        // fixed, which would not, returned above).
+        .map(|us| threshold(p.acceptance, us.iter().filter_map(|_| values.next().flatten()), p.cthresh, p.null_margin, p.min_coefficient))
         .collect();
     Ok((thresholds, evaluations))
 }
