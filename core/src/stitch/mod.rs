@@ -31,6 +31,7 @@ pub(crate) mod source;
 pub(crate) mod stage_times;
 pub(crate) mod synth;
 pub(crate) mod textured;
+pub(crate) mod vote;
 pub(crate) mod warp;
 pub(crate) mod window;
 

@@ -26,6 +26,7 @@ use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, S
 use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
+use crate::stitch::vote;
 use crate::stitch::similarity::{self, Bounds, Correspondence, Similarity};
 use crate::stitch::SynthPixel;
 use alloc::string::String;
@@ -1038,43 +1039,15 @@ fn thresholds(nulls: &[Vec<usize>], templates: usize, p: &RegisterParams, probed
 /// Among the vectors `kept`, the hypothesis (a vector's shift) with the largest set within
 /// `tol` (Chebyshev), ties to the larger score (the set's coefficients summed in its order
 /// from -0.0, as an iterator's sum), the first of equals: its count, score and vector.
-/// Each set is counted as a bit mask over the shifts laid side by side; a set equal to the
-/// best's has its score too, so only a set that could win is scored (on a clean pair, whose
-/// vectors all agree, one).
 fn best_hypothesis(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
     use wide::f64x4;
-    // Four shifts a vector; NaN pads the last (near nothing).
-    let lanes: Vec<(f64x4, f64x4)> = kept
-        .chunks(4)
-        .map(|c| {
-            let at = |k: usize, axis: fn((f64, f64)) -> f64| c.get(k).map_or(f64::NAN, |&j| axis(v[j].shift));
-            (f64x4::new(core::array::from_fn(|k| at(k, |s| s.0))), f64x4::new(core::array::from_fn(|k| at(k, |s| s.1))))
-        })
-        .collect();
-    let words = kept.len().div_ceil(64);
-    let (mut mask, mut best_mask) = (alloc::vec![0u64; words], alloc::vec![0u64; words]);
-    let mut best: (usize, f64, Option<usize>) = (0, f64::NEG_INFINITY, None);
-    let tol4 = f64x4::splat(tol);
-    for &i in kept {
+    let (xs, ys) = (vote::lanes(kept.iter().map(|&j| v[j].shift.0)), vote::lanes(kept.iter().map(|&j| v[j].shift.1)));
+    let tol = f64x4::splat(tol);
+    let set = |&i: &usize, mask: &mut vote::Mask| {
         let (x, y) = (f64x4::splat(v[i].shift.0), f64x4::splat(v[i].shift.1));
-        let mut count = 0;
-        for (word, lanes) in mask.iter_mut().zip(lanes.chunks(16)) {
-            *word = lanes.iter().enumerate().fold(0u64, |bits, (k, &(xs, ys))| {
-                let near = (xs - x).abs().simd_le(tol4) & (ys - y).abs().simd_le(tol4);
-                bits | (u64::from(near.to_bitmask()) << (4 * k))
-            });
-            count += word.count_ones() as usize;
-        }
-        if count < best.0 || (count == best.0 && best.2.is_some() && mask == best_mask) {
-            continue;
-        }
-        let score = kept.iter().enumerate().filter(|&(k, _)| mask[k / 64] >> (k % 64) & 1 == 1).fold(-0.0, |s, (_, &j)| s + v[j].coefficient);
-        if count > best.0 || score > best.1 {
-            best = (count, score, Some(i));
-            best_mask.copy_from_slice(&mask);
-        }
-    }
-    best
+        vote::fill_mask(mask, xs.len(), |g| ((xs[g] - x).abs().simd_le(tol) & (ys[g] - y).abs().simd_le(tol)).to_bitmask())
+    };
+    vote::best_set(kept.len(), kept.iter().copied(), set, |k| v[kept[k]].coefficient, -0.0).map_or((0, f64::NEG_INFINITY, None), |(n, s, i)| (n, s, Some(i)))
 }
 
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`
