@@ -417,8 +417,9 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
 /// A pair's registration up to its searches ([`plan_pair`]): the textured templates of its
 /// grid with their search starts, and, for adaptive acceptance, each template's null probes
 /// (the other templates' starts it is evaluated at). [`PairPlan::finish`] concludes the
-/// registration from the searches' matches: the seam through which a GPU backend runs the
-/// searches of many pairs in one launch and their null probes in another, each pair's
+/// registration from the searches' matches ([`PairPlan::conclude`] all but its subpixel
+/// refinement): the seam through which a GPU backend runs the searches of many pairs in one
+/// launch, their null probes in another and their refinements in a third, each pair's
 /// templates cut once. `C` is what the plan keeps of each template ([`TemplateCut`]).
 pub struct PairPlan<C> {
     out: PairRegistration,
