@@ -164,6 +164,22 @@ struct DeviceClock {
 struct Pool {
     free: HashMap<usize, Vec<DevicePtr>>,
     bytes: usize,
+    /// Allocations made on the device (the pool's misses).
+    allocations: usize,
+}
+
+/// The size of the allocation a request of `bytes` takes: the next of four steps per power
+/// of two (at most a quarter more than asked), so that buffers whose size changes a little
+/// from call to call (a window's searches, whose count follows its textured templates)
+/// reuse the pool's instead of allocating: a device allocation is slow and a free
+/// synchronises.
+fn size_class(bytes: usize) -> usize {
+    const SMALLEST: usize = 256;
+    match bytes.checked_next_power_of_two() {
+        Some(p) if bytes > SMALLEST => bytes.div_ceil(p / 8) * (p / 8),
+        Some(_) => SMALLEST,
+        None => bytes,
+    }
 }
 
 impl Gpu {
@@ -209,6 +225,11 @@ impl Gpu {
         self.device_clock.lock().map_or(0.0, |c| c.nanos as f64 * 1e-9)
     }
 
+    /// Allocations made on the device so far (requests the pool could not serve).
+    pub(crate) fn allocations(&self) -> usize {
+        self.pool.lock().map_or(0, |p| p.allocations)
+    }
+
     fn on_device<R>(&self, call: impl FnOnce(&dyn Device) -> R) -> R {
         if let Ok(mut c) = self.device_clock.lock() {
             if c.in_flight == 0 {
@@ -239,7 +260,8 @@ impl Gpu {
 
     /// A buffer of `len` elements, contents undefined.
     pub(crate) fn buffer<T: Pod>(&self, len: usize) -> Result<DevBuf<'_, T>, Error> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or(Error::OutOfMemory { bytes: usize::MAX })?.max(1);
+        let asked = len.checked_mul(std::mem::size_of::<T>()).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+        let bytes = size_class(asked.max(1));
         let reused = self.pool.lock().ok().and_then(|mut p| {
             let ptr = p.free.get_mut(&bytes)?.pop()?;
             p.bytes -= bytes;
@@ -247,14 +269,19 @@ impl Gpu {
         });
         let ptr = match reused {
             Some(p) => p,
-            None => match self.on_device(|d| d.alloc(bytes)) {
-                Ok(p) => p,
-                Err(_) => {
-                    // Memory held for reuse may be what is missing: give it back and retry.
-                    self.release_pool();
-                    self.on_device(|d| d.alloc(bytes))?
+            None => {
+                if let Ok(mut p) = self.pool.lock() {
+                    p.allocations += 1;
                 }
-            },
+                match self.on_device(|d| d.alloc(bytes)) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        // Memory held for reuse may be what is missing: give it back and retry.
+                        self.release_pool();
+                        self.on_device(|d| d.alloc(bytes))?
+                    }
+                }
+            }
         };
         Ok(DevBuf { gpu: self, ptr, len, bytes, owned: true, _t: PhantomData })
     }
@@ -272,7 +299,7 @@ impl Gpu {
     /// A buffer of `len` elements, every byte zero.
     pub(crate) fn zeroed<T: Pod>(&self, len: usize) -> Result<DevBuf<'_, T>, Error> {
         let b = self.buffer(len)?;
-        self.on_device(|d| d.memset(b.ptr, 0, b.bytes))?;
+        self.on_device(|d| d.memset(b.ptr, 0, len * std::mem::size_of::<T>()))?;
         Ok(b)
     }
 
@@ -416,6 +443,7 @@ pub(crate) struct DevBuf<'g, T> {
     gpu: &'g Gpu,
     ptr: DevicePtr,
     len: usize,
+    /// The allocation's size (its pool's size class; at least `len` elements).
     bytes: usize,
     /// Allocated by the `Gpu` (returned to its pool when dropped), or borrowed memory.
     owned: bool,
@@ -544,4 +572,24 @@ pub(crate) fn line_segment(len: usize, window: usize) -> usize {
 /// Blocks of `block` threads covering `n` items.
 pub(crate) fn blocks(n: usize, block: u32) -> u32 {
     n.div_ceil(block as usize).min(u32::MAX as usize) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn size_classes_hold_the_request_and_waste_at_most_a_quarter() {
+        let mut last = 0;
+        for bytes in (1..70_000).chain([1 << 20, (1 << 20) + 1, 9_216_000, usize::MAX / 2 + 3]) {
+            let c = size_class(bytes);
+            assert!(c >= bytes && c >= last, "{bytes} -> {c}");
+            assert!(bytes <= 256 || c - bytes <= bytes / 4, "{bytes} -> {c}");
+            assert_eq!(size_class(c), c, "a class is its own class: {bytes} -> {c}");
+            last = c;
+        }
+        // Sizes that differ a little share a class: a window's searches reuse the last one's.
+        assert_eq!(size_class(240 * 4489 * 8), size_class(246 * 4489 * 8));
+        assert_eq!(size_class(usize::MAX), usize::MAX);
+    }
 }

@@ -453,6 +453,8 @@ pub struct StitchCounts {
     /// The run's wall time, from its first frame to its panorama (the device's start and
     /// teardown left out).
     pub run_seconds: f64,
+    /// Device allocations of the whole run (requests its buffer pool could not serve).
+    pub allocations: usize,
 }
 
 struct State<'g> {
@@ -664,6 +666,6 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     let run_seconds = start.elapsed().as_secs_f64();
     let mut counts = registrar.state()?.counts.clone();
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
-    (counts.device_seconds, counts.run_seconds) = (gpu.device_seconds(), run_seconds);
+    (counts.device_seconds, counts.run_seconds, counts.allocations) = (gpu.device_seconds(), run_seconds, gpu.allocations());
     Ok((pano, counts))
 }
