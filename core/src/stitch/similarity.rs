@@ -195,17 +195,36 @@ pub struct Bounds {
 /// least squares, and the set gathered once more around the fit. Returns the fit and its
 /// inlier indices, or `None` when no hypothesis is within `bounds`.
 pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
+    // Each hypothesis's set counted over the points four at a time, as `near` tests them.
+    let coordinates: [fn(&Correspondence) -> f64; 4] = [|p| p.moving.0, |p| p.moving.1, |p| p.reference.0, |p| p.reference.1];
+    let [mx, my, rx, ry] = coordinates.map(|f| vote::lanes(points.iter().map(f)));
+    let tol4 = f64x4::splat(tol);
+    let set = |&(c, s, x, y): &Hypothesis, mask: &mut vote::Mask| {
+        let [c, s, x, y] = [c, s, x, y].map(f64x4::splat);
+        vote::fill_mask(mask, mx.len(), |g| {
+            let (u, v) = (mx[g], my[g]);
+            ((x + c * u - s * v - rx[g]).abs().simd_le(tol4) & (y + s * u + c * v - ry[g]).abs().simd_le(tol4)).to_bitmask()
+        })
+    };
+    let (_, _, h) = vote::best_set(points.len(), hypotheses(points, weights, bounds), set, |k| weights[k], 0.0)?;
+    refitted(points, h, tol, bounds)
+}
+
+/// A similarity as its matrix entries and shift, `(c, s, x, y)` with `(c, s)` = scale (cos
+/// a, sin a), so that no hypothesis needs trigonometry.
+type Hypothesis = (f64, f64, f64, f64);
+
+/// Whether `h` takes `p`'s moving point within `tol` (Chebyshev) of its reference point.
+fn near((c, s, x, y): Hypothesis, p: &Correspondence, tol: f64) -> bool {
+    let (u, v) = p.moving;
+    libm::fabs(x + c * u - s * v - p.reference.0) <= tol && libm::fabs(y + s * u + c * v - p.reference.1) <= tol
+}
+
+/// [`consensus`]'s hypotheses: every pair of points at least `min_baseline` apart among the
+/// [`MAX_HYPOTHESIS_POINTS`] of largest weight, the motion taking one to the other, where it
+/// is within `bounds`.
+fn hypotheses(points: &[Correspondence], weights: &[f64], bounds: &Bounds) -> Vec<Hypothesis> {
     let with_scale = bounds.max_scale_change > 0.0;
-    // A motion as the matrix entries and shift, so no hypothesis needs trigonometry.
-    let near = |(c, s, x, y): (f64, f64, f64, f64), p: &Correspondence| {
-        let (u, v) = p.moving;
-        libm::fabs(x + c * u - s * v - p.reference.0) <= tol && libm::fabs(y + s * u + c * v - p.reference.1) <= tol
-    };
-    let gather = |m: &Similarity| -> Vec<usize> {
-        let (c, s) = m.matrix();
-        (0..points.len()).filter(|&k| near((c, s, m.x, m.y), &points[k])).collect()
-    };
-    let within = |m: &Similarity| libm::fabs(m.angle) <= bounds.max_angle && libm::fabs(m.scale - 1.0) <= bounds.max_scale_change + 1e-12;
     // The bounds as limits on the matrix (c, s) = scale (cos a, sin a).
     let (min_cos, max_zoom) = (libm::cos(bounds.max_angle.min(core::f64::consts::PI)), 1.0 + bounds.max_scale_change + 1e-12);
     // Hypotheses from the strongest points only: the consensus needs one good pair of
@@ -213,7 +232,7 @@ pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
     order.truncate(MAX_HYPOTHESIS_POINTS);
-    let mut hypotheses: Vec<(f64, f64, f64, f64)> = Vec::new();
+    let mut hypotheses = Vec::new();
     for (n, &i) in order.iter().enumerate() {
         for &j in &order[n + 1..] {
             let (a, b) = (&points[i], &points[j]);
@@ -238,19 +257,19 @@ pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &
             hypotheses.push((c, s, goal.0 - (c * mid.0 - s * mid.1), goal.1 - (s * mid.0 + c * mid.1)));
         }
     }
-    // Each hypothesis's set counted over the points four at a time, as `near` tests them.
-    let coordinates: [fn(&Correspondence) -> f64; 4] = [|p| p.moving.0, |p| p.moving.1, |p| p.reference.0, |p| p.reference.1];
-    let [mx, my, rx, ry] = coordinates.map(|f| vote::lanes(points.iter().map(f)));
-    let tol4 = f64x4::splat(tol);
-    let set = |&(c, s, x, y): &(f64, f64, f64, f64), mask: &mut vote::Mask| {
-        let [c, s, x, y] = [c, s, x, y].map(f64x4::splat);
-        vote::fill_mask(mask, mx.len(), |g| {
-            let (u, v) = (mx[g], my[g]);
-            ((x + c * u - s * v - rx[g]).abs().simd_le(tol4) & (y + s * u + c * v - ry[g]).abs().simd_le(tol4)).to_bitmask()
-        })
+    hypotheses
+}
+
+/// The winning hypothesis `h`'s set refitted by least squares and gathered once more
+/// around the fit ([`consensus`]'s last step); `None` where the fit leaves `bounds`.
+fn refitted(points: &[Correspondence], h: Hypothesis, tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
+    let with_scale = bounds.max_scale_change > 0.0;
+    let within = |m: &Similarity| libm::fabs(m.angle) <= bounds.max_angle && libm::fabs(m.scale - 1.0) <= bounds.max_scale_change + 1e-12;
+    let gather = |m: &Similarity| -> Vec<usize> {
+        let (c, s) = m.matrix();
+        (0..points.len()).filter(|&k| near((c, s, m.x, m.y), &points[k], tol)).collect()
     };
-    let (_, _, h) = vote::best_set(points.len(), hypotheses, set, |k| weights[k], 0.0)?;
-    let mut set: Vec<usize> = (0..points.len()).filter(|&k| near(h, &points[k])).collect();
+    let mut set: Vec<usize> = (0..points.len()).filter(|&k| near(h, &points[k], tol)).collect();
     let mut result = None;
     for _ in 0..2 {
         let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
@@ -351,67 +370,14 @@ mod tests {
     /// [`consensus`] by its definition: every hypothesis's set counted and scored point by
     /// point.
     fn consensus_reference(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
-        let with_scale = bounds.max_scale_change > 0.0;
-        // A motion as the matrix entries and shift, so no hypothesis needs trigonometry.
-        let near = |(c, s, x, y): (f64, f64, f64, f64), p: &Correspondence| {
-            let (u, v) = p.moving;
-            libm::fabs(x + c * u - s * v - p.reference.0) <= tol && libm::fabs(y + s * u + c * v - p.reference.1) <= tol
-        };
-        let gather = |m: &Similarity| -> Vec<usize> {
-            let (c, s) = m.matrix();
-            (0..points.len()).filter(|&k| near((c, s, m.x, m.y), &points[k])).collect()
-        };
-        let within = |m: &Similarity| libm::fabs(m.angle) <= bounds.max_angle && libm::fabs(m.scale - 1.0) <= bounds.max_scale_change + 1e-12;
-        // The bounds as limits on the matrix (c, s) = scale (cos a, sin a).
-        let (min_cos, max_zoom) = (libm::cos(bounds.max_angle.min(core::f64::consts::PI)), 1.0 + bounds.max_scale_change + 1e-12);
-        // Hypotheses from the strongest points only: the consensus needs one good pair of
-        // them, and all pairs of every point cost quadratically more.
-        let mut order: Vec<usize> = (0..points.len()).collect();
-        order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
-        order.truncate(MAX_HYPOTHESIS_POINTS);
-        let mut best: Option<(usize, f64, (f64, f64, f64, f64))> = None;
-        for (n, &i) in order.iter().enumerate() {
-            for &j in &order[n + 1..] {
-                let (a, b) = (&points[i], &points[j]);
-                let (ux, uy) = (b.moving.0 - a.moving.0, b.moving.1 - a.moving.1);
-                let (vx, vy) = (b.reference.0 - a.reference.0, b.reference.1 - a.reference.1);
-                let (lu, lv) = (libm::hypot(ux, uy), libm::hypot(vx, vy));
-                if lu < bounds.min_baseline || !(lv > 0.0) {
-                    continue;
-                }
-                let zoom = if with_scale { lv / lu } else { 1.0 };
-                if zoom > max_zoom || zoom < 2.0 - max_zoom {
-                    continue;
-                }
-                // The turn taking u to v, scaled.
-                let (cos, sin) = ((ux * vx + uy * vy) / (lu * lv), (ux * vy - uy * vx) / (lu * lv));
-                if cos < min_cos {
-                    continue;
-                }
-                let (c, s) = (zoom * cos, zoom * sin);
-                let mid = ((a.moving.0 + b.moving.0) / 2.0, (a.moving.1 + b.moving.1) / 2.0);
-                let goal = ((a.reference.0 + b.reference.0) / 2.0, (a.reference.1 + b.reference.1) / 2.0);
-                let h = (c, s, goal.0 - (c * mid.0 - s * mid.1), goal.1 - (s * mid.0 + c * mid.1));
-                let (count, score) = points.iter().zip(weights).filter(|(p, _)| near(h, p)).fold((0, 0.0), |(n, w), (_, &k)| (n + 1, w + k));
-                if best.is_none_or(|b| count > b.0 || (count == b.0 && score > b.1)) {
-                    best = Some((count, score, h));
-                }
+        let mut best: Option<(usize, f64, Hypothesis)> = None;
+        for h in hypotheses(points, weights, bounds) {
+            let (count, score) = points.iter().zip(weights).filter(|(p, _)| near(h, p, tol)).fold((0, 0.0), |(n, w), (_, &k)| (n + 1, w + k));
+            if best.is_none_or(|b| count > b.0 || (count == b.0 && score > b.1)) {
+                best = Some((count, score, h));
             }
         }
-        let (_, _, h) = best?;
-        let mut set: Vec<usize> = (0..points.len()).filter(|&k| near(h, &points[k])).collect();
-        let mut result = None;
-        for _ in 0..2 {
-            let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
-            let Some(f) = fit(&chosen, with_scale, 0.0).filter(|f| within(&f.motion)) else { break };
-            let again = gather(&f.motion);
-            result = Some((f, set.clone()));
-            if again.len() < set.len() || again == set {
-                break;
-            }
-            set = again;
-        }
-        result
+        refitted(points, best?.2, tol, bounds)
     }
 
     proptest::proptest! {
