@@ -22,7 +22,6 @@ use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams, TemplateStats};
 use crate::refine::refine_shifts;
-use tessera_core::parallel::map_slots;
 use tessera_core::stitch::{
     gray, luma_storage, pair_sites, plan_pair, Gray, PairPlan, PairSites, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest,
     RegisterParams, SearchMethod, ShiftRefinement, StitchParams, Unrefined, WINDOW,
@@ -159,14 +158,16 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (searched, launched) = search_jobs(gpu, jobs, p)?;
-    let mut slots: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
     // On this thread: a pair's conclusion is tens of microseconds (a PAL pair's 64
     // templates), less than waking the host's other threads costs.
-    let concluded: Vec<Result<Unrefined>> = map_slots(&mut slots, Parallelism::Sequential, |k, searched| match searched.take() {
-        Some(Searched::Matches { plan, found, probed }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, found, probed),
-        Some(Searched::Failed(e)) => Err(e),
-        None => Err(Error::Backend("internal: a pair concluded twice".into())),
-    });
+    let concluded: Vec<Result<Unrefined>> = jobs
+        .iter()
+        .zip(searched)
+        .map(|(job, searched)| match searched {
+            Searched::Matches { plan, found, probed } => plan.conclude(job.reference, job.moving, p, found, probed),
+            Searched::Failed(e) => Err(e),
+        })
+        .collect();
     let asks: Vec<(usize, ((DevicePtr, DevicePtr), &ShiftRefinement))> = concluded
         .iter()
         .enumerate()
