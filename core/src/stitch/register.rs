@@ -1352,6 +1352,52 @@ mod tests {
         assert_eq!(grid_axis(200, 25, 32, i64::MIN, 2), None);
     }
 
+    /// The plan a device makes from its own template sums (`pair_sites`, then
+    /// `PairSites::plan` with `of_int_sums`) is `plan_pair`'s, errors included; statistics
+    /// of the wrong count are an error.
+    #[test]
+    fn a_plan_from_template_sums_is_plan_pairs() {
+        let a = texture(160, 120, 3).map(|v| v as u8);
+        let b = texture(160, 120, 4).map(|v| (v as u16) * 200);
+        let d = RegisterParams { rsz: 21, npts: 4, search_radius: 8, ..Default::default() };
+        fn check<T: NccSample + Into<f64>>(r: ImageView<'_, T>, p: &RegisterParams, prediction: (f64, f64)) {
+            let want = plan_pair(r, r, p, prediction);
+            let got = pair_sites(r, r, p, prediction).and_then(|sites| {
+                let stats = sites
+                    .sites()
+                    .map(|(x, y)| {
+                        let t = r.crop(x, y, p.rsz, p.rsz).unwrap();
+                        let (s1, s2) = t.rows().flatten().fold((0u64, 0u64), |(a, b), &v| {
+                            let v: f64 = v.into();
+                            (a + v as u64, b + (v * v) as u64)
+                        });
+                        TemplateStats::of_int_sums((p.rsz * p.rsz) as u64, s1, s2)
+                    })
+                    .collect();
+                sites.plan::<T>(stats, p)
+            });
+            match (want, got) {
+                (Ok(want), Ok(got)) => {
+                    let key = |s: TemplateSearch<'_, TemplateStats>| (s.site, *s.template, s.start);
+                    assert_eq!(want.searches().into_iter().map(key).collect::<Vec<_>>(), got.searches().into_iter().map(key).collect::<Vec<_>>(), "{p:?} {prediction:?}");
+                    assert_eq!(want.probes().into_iter().map(key).collect::<Vec<_>>(), got.probes().into_iter().map(key).collect::<Vec<_>>(), "{p:?} {prediction:?}");
+                    assert_eq!(want.out, got.out);
+                }
+                // Debug text: a NaN in the error is not equal to itself.
+                (Err(want), Err(got)) => assert_eq!(alloc::format!("{want:?}"), alloc::format!("{got:?}"), "{p:?} {prediction:?}"),
+                (want, got) => panic!("{p:?} {prediction:?}: plan_pair {:?}, from sums {:?}", want.err(), got.err()),
+            }
+        }
+        for p in [d, RegisterParams { min_variance: 400.0, ..d }, RegisterParams { acceptance: Acceptance::Fixed, ..d }, RegisterParams { rsz: 2, ..d }, RegisterParams { rsz: 200, ..d }] {
+            for prediction in [(0.0, 0.0), (12.4, -7.6), (150.0, 0.0), (f64::NAN, 0.0)] {
+                check(a.view(), &p, prediction);
+                check(b.view(), &p, prediction);
+            }
+        }
+        let sites = pair_sites(a.view(), a.view(), &d, (0.0, 0.0)).unwrap();
+        assert!(matches!(sites.plan::<u8>(Vec::new(), &d), Err(Error::Backend(_))));
+    }
+
     #[test]
     fn bad_input_is_an_error() {
         let a = texture(120, 100, 1).map(|v| v as u8);
