@@ -203,12 +203,12 @@ struct Call {
 impl Call {
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
     /// range among the call's searches.
-    fn add<T: DeviceSample>(&mut self, searches: &[TemplateSearch<'_, TemplateStats>], sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<(usize, usize)> {
+    fn add<'t, T: DeviceSample>(&mut self, searches: impl Iterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<(usize, usize)> {
         if self.sp.is_some_and(|c| c != *sp) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
         }
         let r = sp.radius as isize;
-        for s in searches {
+        for s in searches.clone() {
             // The core's checks of a search start (SearchCache::begin).
             let (sx, sy) = s.start;
             let (x0, x1) = (sx.saturating_sub(r).max(0), sx.saturating_add(r).min(xmax));
@@ -255,8 +255,8 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         let terms = job.devices.1.terms;
         let marks = calls.each_ref().map(|c| (c.sites.len(), c.stats.len()));
         let added = (|| -> Result<[(usize, usize); 2]> {
-            let searches = calls[0].add::<T>(&plan.searches(), &plan.search_params(), last, slots, terms)?;
-            let probes = calls[1].add::<T>(&plan.probes(), &plan.probe_params(), last, slots, terms)?;
+            let searches = calls[0].add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
+            let probes = calls[1].add::<T>(plan.probes(), &plan.probe_params(), last, slots, terms)?;
             Ok([searches, probes])
         })();
         planned.push(match added {

@@ -60,36 +60,75 @@ impl core::fmt::Display for Acceptance {
 /// Null samples per template.
 pub const NULL_SAMPLES: usize = 8;
 
-/// For each template site, the indices of the other sites its null sample is taken at:
-/// up to [`NULL_SAMPLES`] sites at least `rsz` away (Chebyshev), spread evenly over the
-/// grid order. Empty where no site is far enough (a one-template grid).
-pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<Vec<usize>> {
-    // One list of far sites, refilled per template.
-    let mut far = Vec::with_capacity(sites.len());
+/// A template's null sites: the indices (into its grid's sites) of up to [`NULL_SAMPLES`]
+/// other sites it is probed at, held inline (a pair's grid has one per template).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NullSet {
+    len: usize,
+    sites: [usize; NULL_SAMPLES],
+}
+
+impl NullSet {
+    pub fn as_slice(&self) -> &[usize] {
+        &self.sites[..self.len]
+    }
+
+    /// The null sites of template `t` among its far sites, of which there are `len`, the
+    /// `i`-th `far(i)` (ascending): all of them, or [`NULL_SAMPLES`] spaced evenly over
+    /// them from the first after the template's own position (so that neighbouring
+    /// templates do not all sample the same sites).
+    fn spread(t: usize, len: usize, far: impl Fn(usize) -> usize) -> NullSet {
+        let mut set = NullSet::default();
+        if len <= NULL_SAMPLES {
+            set.len = len;
+            set.sites[..len].iter_mut().enumerate().for_each(|(i, s)| *s = far(i));
+            return set;
+        }
+        // The first far site after `t` (the list ascends), the list's start if none is.
+        let (mut lo, mut hi) = (0, len);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if far(mid) > t {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let start = if lo == len { 0 } else { lo };
+        set.len = NULL_SAMPLES;
+        set.sites.iter_mut().enumerate().for_each(|(k, s)| *s = far((start + k * len / NULL_SAMPLES) % len));
+        set
+    }
+}
+
+/// For each template site, the other sites its null sample is taken at ([`NullSet`]): up
+/// to [`NULL_SAMPLES`] sites at least `rsz` away (Chebyshev), spread evenly over the grid
+/// order. Empty where no site is far enough (a one-template grid).
+pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<NullSet> {
     // Where the sites' distinct x positions, and their distinct y positions, lie at least
     // `rsz` apart (a registration grid, whose spacing exceeds its templates), two sites
     // differ by that much on an axis where they differ at all: every other site is far,
-    // with no test per pair of sites.
+    // the `i`-th of them `i`, or `i + 1` from the template's own on, with no list and no
+    // test per pair of sites.
     let spaced = |axis: fn(&(usize, usize)) -> usize| {
         let mut at: Vec<usize> = sites.iter().map(axis).collect();
         at.sort_unstable();
         at.dedup();
         at.windows(2).all(|w| w[1] - w[0] >= rsz)
     };
-    let all_far = spaced(|s| s.0) && spaced(|s| s.1);
+    let n = sites.len();
+    if spaced(|s| s.0) && spaced(|s| s.1) {
+        return (0..n).map(|t| NullSet::spread(t, n - 1, |i| i + usize::from(i >= t))).collect();
+    }
+    // One list of far sites, refilled per template.
+    let mut far = Vec::with_capacity(n);
     sites
         .iter()
         .enumerate()
         .map(|(t, &(tx, ty))| {
             far.clear();
-            far.extend((0..sites.len()).filter(|&u| u != t && (all_far || sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)));
-            if far.len() <= NULL_SAMPLES {
-                return far.clone();
-            }
-            // Evenly spaced over the list, starting after the template's own position so
-            // neighbouring templates do not all sample the same sites.
-            let start = far.iter().position(|&u| u > t).unwrap_or(0);
-            (0..NULL_SAMPLES).map(|k| far[(start + k * far.len() / NULL_SAMPLES) % far.len()]).collect()
+            far.extend((0..n).filter(|&u| u != t && (sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)));
+            NullSet::spread(t, far.len(), |i| far[i])
         })
         .collect()
 }
@@ -149,7 +188,8 @@ mod tests {
         fn null_sites_match_the_reference(nx in 1usize..13, ny in 1usize..13, spacing in 1usize..40, rsz in 1usize..60, drop in any::<u64>()) {
             let sites: Vec<(usize, usize)> =
                 (0..ny).flat_map(|y| (0..nx).map(move |x| (x * spacing, y * spacing))).enumerate().filter(|(k, _)| drop >> (k % 64) & 1 == 0 || k % 7 == 0).map(|(_, s)| s).collect();
-            prop_assert_eq!(null_sites(&sites, rsz), null_sites_reference(&sites, rsz));
+            let got: Vec<Vec<usize>> = null_sites(&sites, rsz).iter().map(|n| n.as_slice().to_vec()).collect();
+            prop_assert_eq!(got, null_sites_reference(&sites, rsz));
         }
     }
 
@@ -157,18 +197,18 @@ mod tests {
     fn null_sites_are_far_and_spread() {
         let sites: Vec<(usize, usize)> = (0..6).flat_map(|y| (0..6).map(move |x| (x * 20, y * 20))).collect();
         let nulls = null_sites(&sites, 25);
-        for (t, n) in nulls.iter().enumerate() {
+        for (t, n) in nulls.iter().map(NullSet::as_slice).enumerate() {
             assert_eq!(n.len(), NULL_SAMPLES);
             for &u in n {
                 assert!(u != t && (sites[u].0.abs_diff(sites[t].0) >= 25 || sites[u].1.abs_diff(sites[t].1) >= 25));
             }
-            let mut d = n.clone();
+            let mut d = n.to_vec();
             d.sort();
             d.dedup();
             assert_eq!(d.len(), NULL_SAMPLES, "{n:?}");
         }
-        assert!(null_sites(&[(5, 5)], 25)[0].is_empty());
-        assert!(null_sites(&[(5, 5), (10, 10)], 25).iter().all(|n| n.is_empty()));
+        assert!(null_sites(&[(5, 5)], 25)[0].as_slice().is_empty());
+        assert!(null_sites(&[(5, 5), (10, 10)], 25).iter().all(|n| n.as_slice().is_empty()));
     }
 
     #[test]

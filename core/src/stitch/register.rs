@@ -24,7 +24,7 @@ use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_indices, Parallelism};
-use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance};
+use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
 use crate::stitch::similarity::{self, Bounds, Correspondence, Similarity};
@@ -425,7 +425,7 @@ pub struct PairPlan<C> {
     out: PairRegistration,
     textured: Vec<((usize, usize), C, (isize, isize))>,
     /// Per textured template, the templates at whose starts it is probed.
-    nulls: Vec<Vec<usize>>,
+    nulls: Vec<NullSet>,
     search: SearchParams,
     /// The registration ended with the grid (no overlap): `out` is the result.
     ended: bool,
@@ -436,8 +436,8 @@ const PROBE: SearchParams = SearchParams { radius: 0, subpixel: false, accept: N
 
 impl<C> PairPlan<C> {
     /// Every textured template's search, in grid order.
-    pub fn searches(&self) -> Vec<TemplateSearch<'_, C>> {
-        self.textured.iter().map(|(site, template, start)| TemplateSearch { site: *site, template, start: *start }).collect()
+    pub fn searches(&self) -> impl ExactSizeIterator<Item = TemplateSearch<'_, C>> + Clone {
+        self.textured.iter().map(|(site, template, start)| TemplateSearch { site: *site, template, start: *start })
     }
 
     /// The parameters of [`searches`](Self::searches).
@@ -448,9 +448,12 @@ impl<C> PairPlan<C> {
     /// The null probes (searches of radius 0, [`probe_params`](Self::probe_params)): each
     /// template at its null sites' starts, template after template. Empty with fixed
     /// acceptance.
-    pub fn probes(&self) -> Vec<TemplateSearch<'_, C>> {
-        let searches = self.searches();
-        self.nulls.iter().enumerate().flat_map(|(t, us)| us.iter().map(move |&u| (t, u))).map(|(t, u)| TemplateSearch { start: searches[u].start, ..searches[t] }).collect()
+    pub fn probes(&self) -> impl Iterator<Item = TemplateSearch<'_, C>> + Clone {
+        let textured = &self.textured;
+        self.nulls.iter().enumerate().flat_map(move |(t, us)| {
+            let (site, template, _) = &textured[t];
+            us.as_slice().iter().map(move |&u| TemplateSearch { site: *site, template, start: textured[u].2 })
+        })
     }
 
     /// The parameters of [`probes`](Self::probes).
@@ -529,9 +532,9 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     if plan.ended {
         return Ok(plan.out);
     }
-    let searches = plan.searches();
+    let searches: Vec<_> = plan.searches().collect();
     let found = if searches.is_empty() { Vec::new() } else { search(&searches, &plan.search)? };
-    let probes = plan.probes();
+    let probes: Vec<_> = plan.probes().collect();
     let probed = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)? };
     drop((searches, probes));
     finish_seen(plan, reference, seen, p, found, probed)
@@ -1017,8 +1020,8 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
 /// Each template's acceptance threshold from its null probes' coefficients (`probed`,
 /// template after template as `nulls` lists them; [`PairPlan::probes`]), and the probes'
 /// evaluations: the fixed threshold for all where there are none.
-fn thresholds(nulls: &[Vec<usize>], templates: usize, p: &RegisterParams, probed: Vec<Option<Match>>) -> Result<(Vec<f64>, u64)> {
-    let probes: usize = nulls.iter().map(Vec::len).sum();
+fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: Vec<Option<Match>>) -> Result<(Vec<f64>, u64)> {
+    let probes: usize = nulls.iter().map(|us| us.as_slice().len()).sum();
     if probed.len() != probes {
         return Err(Error::Backend(alloc::format!("{} null probes answered for {}", probed.len(), probes)));
     }
@@ -1032,7 +1035,7 @@ fn thresholds(nulls: &[Vec<usize>], templates: usize, p: &RegisterParams, probed
         .iter()
         // Each template's probes read as they come (adaptive acceptance reads them all;
         // fixed, which would not, returned above).
-        .map(|us| threshold(p.acceptance, us.iter().filter_map(|_| values.next().flatten()), p.cthresh, p.null_margin, p.min_coefficient))
+        .map(|us| threshold(p.acceptance, us.as_slice().iter().filter_map(|_| values.next().flatten()), p.cthresh, p.null_margin, p.min_coefficient))
         .collect();
     Ok((thresholds, evaluations))
 }
