@@ -17,7 +17,7 @@
 
 use crate::device::{args, int, Arg, DevImage, DevicePtr, FrameTable, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
-use core::ops::ControlFlow;
+use core::ops::{ControlFlow, Range};
 use std::sync::Mutex;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams, TemplateStats};
@@ -157,14 +157,14 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 /// search need none).
 fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
-    let (searched, launched) = search_jobs(gpu, jobs, p)?;
+    let (searched, [found, probed], launched) = search_jobs(gpu, jobs, p)?;
     // On this thread: a pair's conclusion is tens of microseconds (a PAL pair's 64
     // templates), less than waking the host's other threads costs.
     let concluded: Vec<Result<Unrefined>> = jobs
         .iter()
         .zip(searched)
         .map(|(job, searched)| match searched {
-            Searched::Matches { plan, found, probed } => plan.conclude(job.reference, job.moving, p, found, probed),
+            Searched::Matches { plan, found: f, probed: q } => plan.conclude(job.reference, job.moving, p, &found[f], &probed[q]),
             Searched::Failed(e) => Err(e),
         })
         .collect();
@@ -184,10 +184,10 @@ fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPa
 }
 
 /// A pair's device searches, not yet turned into its registration: the core's plan of the
-/// pair with the matches of its searches and null probes, or the error that stopped the
-/// plan.
+/// pair with where the matches of its searches and of its null probes lie among the
+/// launches' ([`search_jobs`]), or the error that stopped the plan.
 enum Searched {
-    Matches { plan: PairPlan<TemplateStats>, found: Vec<Option<Match>>, probed: Vec<Option<Match>> },
+    Matches { plan: PairPlan<TemplateStats>, found: Range<usize>, probed: Range<usize> },
     Failed(Error),
 }
 
@@ -203,7 +203,7 @@ struct Call {
 impl Call {
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
     /// range among the call's searches.
-    fn add<'t, T: DeviceSample>(&mut self, searches: impl Iterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<(usize, usize)> {
+    fn add<'t, T: DeviceSample>(&mut self, searches: impl Iterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Range<usize>> {
         if self.sp.is_some_and(|c| c != *sp) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
         }
@@ -225,23 +225,24 @@ impl Call {
             let stat: [f64; STAT_WORDS] = [s.template.sum, T::norm(s.template), terms.0, terms.1];
             self.stats.extend(stat);
         }
-        Ok((start, self.sites.len() / SITE_WORDS))
+        Ok(start..self.sites.len() / SITE_WORDS)
     }
 }
 
 /// The first half of the registration of every pair of `jobs`: each pair planned by the
 /// core (the grid, the templates and their texture test, the null probes), then one launch
 /// for all pairs' template searches and one for all their null probes, one download each.
-/// Returns each pair's [`Searched`] and whether a launch ran.
-fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, bool)> {
-    let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
+/// Returns each pair's [`Searched`], the matches of the searches and of the probes, and
+/// whether a launch ran.
+fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, [Vec<Option<Match>>; 2], bool)> {
+    let Some(first) = jobs.first() else { return Ok((Vec::new(), [Vec::new(), Vec::new()], false)) };
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let last = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
     let mut frames = FrameTable::default();
     // The searches, then the null probes (searches of radius 0).
     let mut calls = [Call::default(), Call::default()];
-    type Planned = core::result::Result<(PairPlan<TemplateStats>, [(usize, usize); 2]), Error>;
+    type Planned = core::result::Result<(PairPlan<TemplateStats>, [Range<usize>; 2]), Error>;
     let mut planned: Vec<Planned> = Vec::with_capacity(jobs.len());
     for (job, plan) in jobs.iter().zip(plan_jobs(gpu, jobs, p)?) {
         let plan = match plan {
@@ -254,7 +255,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         let slots = (frames.slot(job.devices.0.ptr), frames.slot(job.devices.1.ptr));
         let terms = job.devices.1.terms;
         let marks = calls.each_ref().map(|c| (c.sites.len(), c.stats.len()));
-        let added = (|| -> Result<[(usize, usize); 2]> {
+        let added = (|| -> Result<[Range<usize>; 2]> {
             let searches = calls[0].add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
             let probes = calls[1].add::<T>(plan.probes(), &plan.probe_params(), last, slots, terms)?;
             Ok([searches, probes])
@@ -270,11 +271,10 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
             }
         });
     }
-    let mut found = Vec::with_capacity(calls.len());
-    for call in &calls {
-        match (&call.sp, call.sites.is_empty()) {
-            (Some(sp), false) => found.push(search_all::<T>(gpu, frames.addresses(), (wi, hi), p, &call.sites, &call.stats, sp)?),
-            _ => found.push(Vec::new()),
+    let mut found = [Vec::new(), Vec::new()];
+    for (call, found) in calls.iter().zip(&mut found) {
+        if let (Some(sp), false) = (&call.sp, call.sites.is_empty()) {
+            *found = search_all::<T>(gpu, frames.addresses(), (wi, hi), p, &call.sites, &call.stats, sp)?;
         }
     }
     let launched = calls.iter().any(|c| !c.sites.is_empty());
@@ -282,10 +282,10 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         .into_iter()
         .map(|pl| match pl {
             Err(e) => Searched::Failed(e),
-            Ok((plan, [(a, b), (c, d)])) => Searched::Matches { plan, found: found[0][a..b].to_vec(), probed: found[1][c..d].to_vec() },
+            Ok((plan, [found, probed])) => Searched::Matches { plan, found, probed },
         })
         .collect();
-    Ok((searched, launched))
+    Ok((searched, found, launched))
 }
 
 /// Each pair's plan ([`plan_pair`]'s): for integer frames the grid's sites from the core

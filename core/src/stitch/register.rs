@@ -474,13 +474,13 @@ impl<C> PairPlan<C> {
     /// The registration from the matches of [`searches`](Self::searches) (`found`, in their
     /// order) and of [`probes`](Self::probes) (`probed`), on the frames and parameters the
     /// plan was made with.
-    pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: Vec<Option<Match>>, probed: Vec<Option<Match>>) -> Result<PairRegistration> {
+    pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<Match>]) -> Result<PairRegistration> {
         finish_seen(self, reference, Seen::upright(moving), p, found, probed)
     }
 
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
     /// which is left to the caller (a device refining a batch of pairs at once).
-    pub fn conclude<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: Vec<Option<Match>>, probed: Vec<Option<Match>>) -> Result<Unrefined> {
+    pub fn conclude<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<Match>]) -> Result<Unrefined> {
         conclude_seen(self, reference, Seen::upright(moving), p, found, probed)
     }
 }
@@ -537,7 +537,7 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     let probes: Vec<_> = plan.probes().collect();
     let probed = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)? };
     drop((searches, probes));
-    finish_seen(plan, reference, seen, p, found, probed)
+    finish_seen(plan, reference, seen, p, &found, &probed)
 }
 
 fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<C>> {
@@ -658,8 +658,8 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     reference: ImageView<'_, T>,
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
-    found: Vec<Option<Match>>,
-    probed: Vec<Option<Match>>,
+    found: &[Option<Match>],
+    probed: &[Option<Match>],
 ) -> Result<PairRegistration> {
     Ok(conclude_seen(plan, reference, seen, p, found, probed)?.refined_on_host(reference, seen.frame))
 }
@@ -670,8 +670,8 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     reference: ImageView<'_, T>,
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
-    found: Vec<Option<Match>>,
-    probed: Vec<Option<Match>>,
+    found: &[Option<Match>],
+    probed: &[Option<Match>],
 ) -> Result<Unrefined> {
     let PairPlan { mut out, textured, nulls, search, ended } = plan;
     if ended {
@@ -1020,7 +1020,7 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
 /// Each template's acceptance threshold from its null probes' coefficients (`probed`,
 /// template after template as `nulls` lists them; [`PairPlan::probes`]), and the probes'
 /// evaluations: the fixed threshold for all where there are none.
-fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: Vec<Option<Match>>) -> Result<(Vec<f64>, u64)> {
+fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &[Option<Match>]) -> Result<(Vec<f64>, u64)> {
     let probes: usize = nulls.iter().map(|us| us.as_slice().len()).sum();
     if probed.len() != probes {
         return Err(Error::Backend(alloc::format!("{} null probes answered for {}", probed.len(), probes)));
@@ -1030,7 +1030,7 @@ fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: V
     }
     let evaluations = probed.iter().flatten().map(|m| m.evaluations as u64).sum();
     // A flat window has no coefficient: it cannot be mistaken for a match.
-    let mut values = probed.into_iter().map(|m| m.map(|m| m.coefficient));
+    let mut values = probed.iter().map(|m| m.map(|m| m.coefficient));
     let thresholds = nulls
         .iter()
         // Each template's probes read as they come (adaptive acceptance reads them all;
