@@ -270,7 +270,15 @@ fn int_stats(n: u64, s1: u64, s2: u64) -> TemplateStats {
     // Exact: S_t and S_tt fit u64 for every template up to MAX_TEMPLATE^2 u16 pixels, and
     // the products are formed in i128.
     let v = n as i128 * s2 as i128 - s1 as i128 * s1 as i128;
-    TemplateStats { n, sum: s1 as f64, n2_var_int: v, n2_var: v as f64, dev: v as f64 / n as f64 }
+    let n2_var = i128_as_f64(v);
+    TemplateStats { n, sum: s1 as f64, n2_var_int: v, n2_var, dev: n2_var / n as f64 }
+}
+
+/// `v as f64` (the nearest f64), through i64 where `v` fits it: the same rounding, without
+/// the library call that converting an i128 takes.
+#[inline]
+pub(crate) fn i128_as_f64(v: i128) -> f64 {
+    i64::try_from(v).map_or(v as f64, |v| v as f64)
 }
 
 /// `r` from exact integer sums, in the integer type `$w` wide enough for the products
@@ -288,7 +296,8 @@ macro_rules! finish_int {
             }
             // t.sum is an exact integer below 2^53, so the cast back is exact.
             let num = n * stw as $w - (t.sum as $w) * sw;
-            let r = num as f64 / libm::sqrt(t.n2_var * var_w as f64);
+            #[allow(clippy::unnecessary_cast)]
+            let r = i128_as_f64(num as i128) / libm::sqrt(t.n2_var * i128_as_f64(var_w as i128));
             Some(r.clamp(-1.0, 1.0))
         }
     };

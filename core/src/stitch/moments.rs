@@ -15,6 +15,7 @@
 
 use crate::cpu::multiversion;
 use crate::image::{ImageView, Pixel};
+use crate::ncc::coefficient::i128_as_f64;
 use crate::parallel::{map_indices, Parallelism};
 
 /// An integer sample type, with the lanes its row sums add in.
@@ -114,7 +115,8 @@ impl<const K: usize> Moments<K> {
     pub fn pearson(&self, weights: &[f64; K]) -> Option<f64> {
         let n = self.n as i128;
         // n * centred moment, exact; then one rounding and the division.
-        let centred = |x: u64, y: u64, xy: u64| (n * xy as i128 - x as i128 * y as i128) as f64 / n as f64;
+        let count = self.n as f64;
+        let centred = |x: u64, y: u64, xy: u64| i128_as_f64(n * xy as i128 - x as i128 * y as i128) / count;
         let saa = centred(self.a, self.a, self.aa);
         let (mut sab, mut sbb, mut scale) = (0.0, 0.0, 0.0);
         for k in 0..K {
