@@ -12,8 +12,9 @@
 // core's. Integer frames: exact integer sums and the core's final division and square
 // root in f64, so every coefficient, decision and count equals the CPU's. f32 frames: the
 // cross term and window sums in f64 (the core: f32 row dot products, integral images),
-// within about 1e-6 of the CPU's coefficients. A second kernel sums the templates of
-// integer frames for the host's texture test (template_sums, at the end of this file).
+// within about 1e-6 of the CPU's coefficients. A second kernel evaluates the null probes
+// (ncc_probe), a third sums the templates of integer frames for the host's texture test
+// (template_sums, at the end of this file).
 #include "common.cuh"
 
 __constant__ int RING[8][2] = {{-1, -1}, {0, -1}, {1, -1}, {-1, 0}, {1, 0}, {-1, 1}, {0, 1}, {1, 1}};
@@ -256,6 +257,47 @@ extern "C" __global__ void ncc_search_f32(const u64* frames, int w, int h, int r
     ncc_search<float>(frames, w, h, rsz, sites, stats, count, radius, method, accept, subpixel, values, bits, out);
 }
 TESSERA_EXPORT(ncc_search_f32)
+
+// A launch's null probes: each template's coefficient at the start of another search of
+// the same launch, the one window there (a search of radius 0 evaluates that window and
+// nothing else). A warp per probe; its record names the search whose template, frames and
+// terms it takes and the search at whose start it is evaluated, both records of `sites` /
+// `stats`. out, per probe: the coefficient (-inf where the window is flat). The host checks
+// that each start is a window inside the frame.
+#define NCC_PROBE_INTS 2
+
+template <typename T>
+__device__ void ncc_probe(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (warp >= count) return;  // whole warps: blockDim is a multiple of 32
+    const int* probe = probes + (i64)NCC_PROBE_INTS * warp;
+    const int* site = sites + (i64)NCC_SITE_WORDS * probe[0];
+    const int* at = sites + (i64)NCC_SITE_WORDS * probe[1];
+    const double* stat = stats + (i64)NCC_STAT_WORDS * probe[0];
+    const T* ref = reinterpret_cast<const T*>(frames[site[4]]);
+    const T* mov = reinterpret_cast<const T*>(frames[site[5]]);
+    NccSearch s;
+    s.sx = site[0];
+    s.sy = site[1];
+    s.tsum = stat[0];
+    s.tnorm = stat[1];
+    double v = coefficient(ref, mov, w, rsz, s, at[2], at[3], stat[2], stat[3], lane);
+    if (lane == 0) out[warp] = v;
+}
+
+extern "C" __global__ void ncc_probe_u8(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
+    ncc_probe<u8>(frames, w, rsz, sites, stats, probes, count, out);
+}
+TESSERA_EXPORT(ncc_probe_u8)
+extern "C" __global__ void ncc_probe_u16(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
+    ncc_probe<u16>(frames, w, rsz, sites, stats, probes, count, out);
+}
+TESSERA_EXPORT(ncc_probe_u16)
+extern "C" __global__ void ncc_probe_f32(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
+    ncc_probe<float>(frames, w, rsz, sites, stats, probes, count, out);
+}
+TESSERA_EXPORT(ncc_probe_f32)
 
 // The exact sums of each listed template (integer frames): a warp per template, its lanes
 // splitting the pixels; u64 sums, which do not depend on the order they are added in. Each

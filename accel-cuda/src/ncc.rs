@@ -15,7 +15,7 @@
 //! ahead in one launch ([`PairRegistrar::speculate`]), and the composite pasted on the
 //! device (`stitch.rs`).
 
-use crate::device::{args, int, Arg, DevImage, DevicePtr, FrameTable, Gpu, Pod};
+use crate::device::{args, int, Arg, DevBuf, DevImage, DevicePtr, FrameTable, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use core::ops::{ControlFlow, Range};
 use std::sync::Mutex;
@@ -36,12 +36,16 @@ const WARPS: u32 = 4;
 const SITE_WORDS: usize = 6;
 const STAT_WORDS: usize = 4;
 const RESULT_WORDS: usize = 13;
+/// Ints of a null probe's record (`NCC_PROBE_INTS` of ncc.cu).
+const PROBE_INTS: usize = 2;
 /// Ints of a template's record for its sums (`NCC_TEMPLATE_INTS` of ncc.cu).
 const TEMPLATE_INTS: usize = 3;
 
 /// The kernel and its per-frame constants for one sample type.
 trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const KERNEL: &'static str;
+    /// The null probes' kernel.
+    const PROBE: &'static str;
     /// The refinement's kernel.
     const REFINE: &'static str;
     /// The quality sums' kernel (integer frames; f32 frames are measured on the host).
@@ -65,6 +69,7 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
 
 impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
+    const PROBE: &'static str = "ncc_probe_u8";
     const REFINE: &'static str = "refine_shift_u8";
     const QUALITY: Option<&'static str> = Some("quality_sums_u8");
     const SUMS: Option<&'static str> = Some("template_sums_u8");
@@ -77,6 +82,7 @@ impl DeviceSample for u8 {
 }
 impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
+    const PROBE: &'static str = "ncc_probe_u16";
     const REFINE: &'static str = "refine_shift_u16";
     const QUALITY: Option<&'static str> = Some("quality_sums_u16");
     const SUMS: Option<&'static str> = Some("template_sums_u16");
@@ -89,6 +95,7 @@ impl DeviceSample for u16 {
 }
 impl DeviceSample for f32 {
     const KERNEL: &'static str = "ncc_search_f32";
+    const PROBE: &'static str = "ncc_probe_f32";
     const REFINE: &'static str = "refine_shift_f32";
     fn f32_terms(moving: ImageView<'_, f32>) -> Result<(f64, f64)> {
         let integral = Integral::new(moving)?;
@@ -191,13 +198,14 @@ enum Searched {
     Failed(Error),
 }
 
-/// One launch's searches: their parameters, and per search its site record and template
-/// statistics.
+/// One launch's searches and their null probes: the searches' parameters, per search its
+/// site record and template statistics, per probe the two searches it reads.
 #[derive(Default)]
 struct Call {
     sp: Option<SearchParams>,
     sites: Vec<i32>,
     stats: Vec<f64>,
+    probes: Vec<i32>,
 }
 
 impl Call {
@@ -227,11 +235,35 @@ impl Call {
         }
         Ok(start..self.sites.len() / SITE_WORDS)
     }
+
+    /// Adds the null probes `pairs` of the call's searches `searches` (`(t, u)`, counted from
+    /// the range's start: search `t`'s template evaluated at search `u`'s start), each start
+    /// checked first as the core checks a search of radius 0; returns their range among the
+    /// call's probes.
+    fn add_probes(&mut self, searches: &Range<usize>, pairs: impl Iterator<Item = (usize, usize)> + Clone, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+        for (t, u) in pairs.clone() {
+            let at = |k: usize| self.sites.get(SITE_WORDS * (searches.start + k) + 2..SITE_WORDS * (searches.start + k) + 4).filter(|_| k < searches.len());
+            let (Some(_), Some(start)) = (at(t), at(u)) else {
+                return Err(Error::Backend("internal: a null probe of a search the pair does not have".into()));
+            };
+            let (sx, sy) = (start[0] as isize, start[1] as isize);
+            if sx < 0 || sx > xmax || sy < 0 || sy > ymax {
+                return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
+            }
+        }
+        let first = self.probes.len() / PROBE_INTS;
+        for (t, u) in pairs {
+            // Search indices of one launch, which counts its searches in an int.
+            self.probes.extend([(searches.start + t) as i32, (searches.start + u) as i32]);
+        }
+        Ok(first..self.probes.len() / PROBE_INTS)
+    }
 }
 
 /// The first half of the registration of every pair of `jobs`: each pair planned by the
 /// core (the grid, the templates and their texture test, the null probes), then one launch
-/// for all pairs' template searches and one for all their null probes, one download each.
+/// for all pairs' template searches and one for all their null probes, one download each
+/// ([`search_and_probe`]).
 /// Returns each pair's [`Searched`], the matches of the searches and of the probes, and
 /// whether a launch ran.
 fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, [Vec<Option<Match>>; 2], bool)> {
@@ -240,8 +272,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let last = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
     let mut frames = FrameTable::default();
-    // The searches, then the null probes (searches of radius 0).
-    let mut calls = [Call::default(), Call::default()];
+    let mut call = Call::default();
     type Planned = core::result::Result<(PairPlan<TemplateStats>, [Range<usize>; 2]), Error>;
     let mut planned: Vec<Planned> = Vec::with_capacity(jobs.len());
     for (job, plan) in jobs.iter().zip(plan_jobs(gpu, jobs, p)?) {
@@ -254,30 +285,24 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         };
         let slots = (frames.slot(job.devices.0.ptr), frames.slot(job.devices.1.ptr));
         let terms = job.devices.1.terms;
-        let marks = calls.each_ref().map(|c| (c.sites.len(), c.stats.len()));
+        let marks = (call.sites.len(), call.stats.len(), call.probes.len());
         let added = (|| -> Result<[Range<usize>; 2]> {
-            let searches = calls[0].add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
-            let probes = calls[1].add::<T>(plan.probes(), &plan.probe_params(), last, slots, terms)?;
+            let searches = call.add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
+            let probes = call.add_probes(&searches, plan.probe_pairs(), last)?;
             Ok([searches, probes])
         })();
         planned.push(match added {
             Ok(ranges) => Ok((plan, ranges)),
             Err(e) => {
-                for (call, (sites, stats)) in calls.iter_mut().zip(marks) {
-                    call.sites.truncate(sites);
-                    call.stats.truncate(stats);
-                }
+                call.sites.truncate(marks.0);
+                call.stats.truncate(marks.1);
+                call.probes.truncate(marks.2);
                 Err(e)
             }
         });
     }
-    let mut found = [Vec::new(), Vec::new()];
-    for (call, found) in calls.iter().zip(&mut found) {
-        if let (Some(sp), false) = (&call.sp, call.sites.is_empty()) {
-            *found = search_all::<T>(gpu, frames.addresses(), (wi, hi), p, &call.sites, &call.stats, sp)?;
-        }
-    }
-    let launched = calls.iter().any(|c| !c.sites.is_empty());
+    let found = search_and_probe::<T>(gpu, frames.addresses(), (wi, hi), p, &call)?;
+    let launched = !call.sites.is_empty();
     let searched = planned
         .into_iter()
         .map(|pl| match pl {
@@ -339,17 +364,20 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
     Ok(sums.chunks_exact(2).map(|s| (s[0], s[1])).collect())
 }
 
-/// The launch of every search (`sites` / `stats` records) over the frames at the addresses
-/// `frames`, and its one download; each result as the core's search returns it.
-fn search_all<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, sites: &[i32], stats: &[f64], sp: &SearchParams) -> Result<Vec<Option<Match>>> {
-    let count = sites.len() / SITE_WORDS;
+/// The launch of every search of `call` over the frames at the addresses `frames`, and of
+/// its null probes, their records uploaded once, one download each; each result as the
+/// core's search returns it (a null probe: the search of radius 0 at its start, which
+/// evaluates that one window).
+fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, call: &Call) -> Result<[Vec<Option<Match>>; 2]> {
+    let count = call.sites.len() / SITE_WORDS;
+    let (Some(sp), true) = (call.sp, count > 0) else { return Ok([Vec::new(), Vec::new()]) };
     let r = sp.radius;
     let side = 2 * (r + 1) + 1;
     let cells = side * side;
     let words = cells.div_ceil(32);
     let dframes = gpu.upload(frames)?;
-    let dsites = gpu.upload(sites)?;
-    let dstats = gpu.upload(stats)?;
+    let dsites = gpu.upload(&call.sites)?;
+    let dstats = gpu.upload(&call.stats)?;
     let values = gpu.buffer::<f64>(count * cells)?;
     let bits = gpu.zeroed::<u32>(count * words)?;
     let out = gpu.buffer::<f64>(RESULT_WORDS * count)?;
@@ -366,9 +394,10 @@ fn search_all<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p:
     .to_vec();
     let threads = 32 * WARPS;
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], 0, &list)?;
+    let probed = probe_all::<T>(gpu, &dframes, w, p.rsz, (&dsites, &dstats), call)?;
     let mut res = vec![0f64; RESULT_WORDS * count];
     gpu.download(&out, &mut res)?;
-    Ok(res
+    let found = res
         .chunks_exact(RESULT_WORDS)
         .map(|r| {
             if r[2] == f64::NEG_INFINITY {
@@ -382,6 +411,32 @@ fn search_all<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p:
             };
             // Positions and counts are exact in f64.
             Some(Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset, evaluations: r[3] as u32 })
+        })
+        .collect();
+    Ok([found, probed])
+}
+
+/// The launch of `call`'s null probes over its searches' records already on the device
+/// (`records`: sites and statistics), and its download: each probe's match at its start.
+fn probe_all<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: usize, (sites, stats): (&DevBuf<'_, i32>, &DevBuf<'_, f64>), call: &Call) -> Result<Vec<Option<Match>>> {
+    let count = call.probes.len() / PROBE_INTS;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let dprobes = gpu.upload(&call.probes)?;
+    let out = gpu.buffer::<f64>(count)?;
+    let list = args![frames, w, rsz as i32, sites, stats, &dprobes, int(count, "null probes")?, &out];
+    gpu.launch(Kernel::new(Module::Ncc, T::PROBE), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
+    let mut coefficients = vec![0f64; count];
+    gpu.download(&out, &mut coefficients)?;
+    Ok(call
+        .probes
+        .chunks_exact(PROBE_INTS)
+        .zip(coefficients)
+        .map(|(probe, coefficient)| {
+            // The start was checked inside the frame (`Call::add_probes`).
+            let at = SITE_WORDS * probe[1] as usize;
+            (coefficient != f64::NEG_INFINITY).then(|| Match { x: call.sites[at + 2] as usize, y: call.sites[at + 3] as usize, coefficient, offset: (0.0, 0.0), evaluations: 1 })
         })
         .collect())
 }

@@ -449,11 +449,16 @@ impl<C> PairPlan<C> {
     /// template at its null sites' starts, template after template. Empty with fixed
     /// acceptance.
     pub fn probes(&self) -> impl Iterator<Item = TemplateSearch<'_, C>> + Clone {
-        let textured = &self.textured;
-        self.nulls.iter().enumerate().flat_map(move |(t, us)| {
-            let (site, template, _) = &textured[t];
-            us.as_slice().iter().map(move |&u| TemplateSearch { site: *site, template, start: textured[u].2 })
+        self.probe_pairs().map(|(t, u)| {
+            let (site, template, _) = &self.textured[t];
+            TemplateSearch { site: *site, template, start: self.textured[u].2 }
         })
+    }
+
+    /// The null probes as pairs of searches, in [`probes`](Self::probes)' order: `(t, u)`
+    /// is search `t`'s template evaluated at search `u`'s start.
+    pub fn probe_pairs(&self) -> impl Iterator<Item = (usize, usize)> + Clone + '_ {
+        self.nulls.iter().enumerate().flat_map(|(t, us)| us.as_slice().iter().map(move |&u| (t, u)))
     }
 
     /// The parameters of [`probes`](Self::probes).
