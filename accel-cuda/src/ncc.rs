@@ -241,9 +241,13 @@ impl Call {
     /// checked first as the core checks a search of radius 0; returns their range among the
     /// call's probes.
     fn add_probes(&mut self, searches: &Range<usize>, pairs: impl Iterator<Item = (usize, usize)> + Clone, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+        // Search `k`'s start, if the range holds it.
+        let start_of = |k: usize| {
+            let at = SITE_WORDS * (searches.start + k) + 2;
+            self.sites.get(at..at + 2).filter(|_| k < searches.len())
+        };
         for (t, u) in pairs.clone() {
-            let at = |k: usize| self.sites.get(SITE_WORDS * (searches.start + k) + 2..SITE_WORDS * (searches.start + k) + 4).filter(|_| k < searches.len());
-            let (Some(_), Some(start)) = (at(t), at(u)) else {
+            let (Some(_), Some(start)) = (start_of(t), start_of(u)) else {
                 return Err(Error::Backend("internal: a null probe of a search the pair does not have".into()));
             };
             let (sx, sy) = (start[0] as isize, start[1] as isize);
