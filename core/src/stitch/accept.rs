@@ -73,28 +73,18 @@ impl NullSet {
         &self.sites[..self.len]
     }
 
-    /// The null sites of template `t` among its far sites, of which there are `len`, the
-    /// `i`-th `far(i)` (ascending): all of them, or [`NULL_SAMPLES`] spaced evenly over
-    /// them from the first after the template's own position (so that neighbouring
-    /// templates do not all sample the same sites).
-    fn spread(t: usize, len: usize, far: impl Fn(usize) -> usize) -> NullSet {
+    /// The null sites among a template's far sites, of which there are `len`, the `i`-th
+    /// `far(i)` (ascending), the first after the template's own position at `after` (`len`
+    /// if none is): all of them, or [`NULL_SAMPLES`] spaced evenly over them from `after`
+    /// (so that neighbouring templates do not all sample the same sites).
+    fn spread(len: usize, after: usize, far: impl Fn(usize) -> usize) -> NullSet {
         let mut set = NullSet::default();
         if len <= NULL_SAMPLES {
             set.len = len;
             set.sites[..len].iter_mut().enumerate().for_each(|(i, s)| *s = far(i));
             return set;
         }
-        // The first far site after `t` (the list ascends), the list's start if none is.
-        let (mut lo, mut hi) = (0, len);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if far(mid) > t {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        let start = if lo == len { 0 } else { lo };
+        let start = if after == len { 0 } else { after };
         set.len = NULL_SAMPLES;
         set.sites.iter_mut().enumerate().for_each(|(k, s)| *s = far((start + k * len / NULL_SAMPLES) % len));
         set
@@ -118,7 +108,8 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<NullSet> {
     };
     let n = sites.len();
     if spaced(|s| s.0) && spaced(|s| s.1) {
-        return (0..n).map(|t| NullSet::spread(t, n - 1, |i| i + usize::from(i >= t))).collect();
+        // The far site at index `t` is `t + 1`, the first after the template's own.
+        return (0..n).map(|t| NullSet::spread(n - 1, t, |i| i + usize::from(i >= t))).collect();
     }
     // One list of far sites, refilled per template.
     let mut far = Vec::with_capacity(n);
@@ -128,7 +119,7 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<NullSet> {
         .map(|(t, &(tx, ty))| {
             far.clear();
             far.extend((0..n).filter(|&u| u != t && (sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)));
-            NullSet::spread(t, far.len(), |i| far[i])
+            NullSet::spread(far.len(), far.partition_point(|&u| u < t), |i| far[i])
         })
         .collect()
 }

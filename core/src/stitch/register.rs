@@ -1387,8 +1387,8 @@ mod tests {
             match (want, got) {
                 (Ok(want), Ok(got)) => {
                     let key = |s: TemplateSearch<'_, TemplateStats>| (s.site, *s.template, s.start);
-                    assert_eq!(want.searches().into_iter().map(key).collect::<Vec<_>>(), got.searches().into_iter().map(key).collect::<Vec<_>>(), "{p:?} {prediction:?}");
-                    assert_eq!(want.probes().into_iter().map(key).collect::<Vec<_>>(), got.probes().into_iter().map(key).collect::<Vec<_>>(), "{p:?} {prediction:?}");
+                    assert_eq!(want.searches().map(key).collect::<Vec<_>>(), got.searches().map(key).collect::<Vec<_>>(), "{p:?} {prediction:?}");
+                    assert_eq!(want.probes().map(key).collect::<Vec<_>>(), got.probes().map(key).collect::<Vec<_>>(), "{p:?} {prediction:?}");
                     assert_eq!(want.out, got.out);
                 }
                 // Debug text: a NaN in the error is not equal to itself.

@@ -265,16 +265,14 @@ fn hypotheses(points: &[Correspondence], weights: &[f64], bounds: &Bounds) -> Ve
 fn refitted(points: &[Correspondence], h: Hypothesis, tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
     let with_scale = bounds.max_scale_change > 0.0;
     let within = |m: &Similarity| libm::fabs(m.angle) <= bounds.max_angle && libm::fabs(m.scale - 1.0) <= bounds.max_scale_change + 1e-12;
-    let gather = |m: &Similarity| -> Vec<usize> {
-        let (c, s) = m.matrix();
-        (0..points.len()).filter(|&k| near((c, s, m.x, m.y), &points[k], tol)).collect()
-    };
-    let mut set: Vec<usize> = (0..points.len()).filter(|&k| near(h, &points[k], tol)).collect();
+    let gather = |h: Hypothesis| -> Vec<usize> { (0..points.len()).filter(|&k| near(h, &points[k], tol)).collect() };
+    let mut set = gather(h);
     let mut result = None;
     for _ in 0..2 {
         let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
         let Some(f) = fit(&chosen, with_scale, 0.0).filter(|f| within(&f.motion)) else { break };
-        let again = gather(&f.motion);
+        let (c, s) = f.motion.matrix();
+        let again = gather((c, s, f.motion.x, f.motion.y));
         result = Some((f, set.clone()));
         if again.len() < set.len() || again == set {
             break;
