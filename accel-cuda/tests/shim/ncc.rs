@@ -292,6 +292,9 @@ mod stitching {
             .collect();
         let views: Vec<AnyView<'_>> = held.iter().map(|f| AnyView::U8(f.view())).collect();
         let source = InMemory(&views);
+        // The host's thread pool started first, as the command line does before it reads a
+        // frame: a process's one start, not a pair's work.
+        Parallelism::AllThreads.start().unwrap();
         let t = std::time::Instant::now();
         let (got, counts) = tessera_cuda::shim_stitch_counted(&source, p, &mut go_on).unwrap();
         let total = t.elapsed().as_secs_f64();

@@ -223,41 +223,41 @@ fn near((c, s, x, y): Hypothesis, p: &Correspondence, tol: f64) -> bool {
 /// [`consensus`]'s hypotheses: every pair of points at least `min_baseline` apart among the
 /// [`MAX_HYPOTHESIS_POINTS`] of largest weight, the motion taking one to the other, where it
 /// is within `bounds`.
-fn hypotheses(points: &[Correspondence], weights: &[f64], bounds: &Bounds) -> Vec<Hypothesis> {
+fn hypotheses<'p>(points: &'p [Correspondence], weights: &[f64], bounds: &Bounds) -> impl Iterator<Item = Hypothesis> + 'p {
     let with_scale = bounds.max_scale_change > 0.0;
     // The bounds as limits on the matrix (c, s) = scale (cos a, sin a).
     let (min_cos, max_zoom) = (libm::cos(bounds.max_angle.min(core::f64::consts::PI)), 1.0 + bounds.max_scale_change + 1e-12);
+    let min_baseline = bounds.min_baseline;
     // Hypotheses from the strongest points only: the consensus needs one good pair of
     // them, and all pairs of every point cost quadratically more.
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
     order.truncate(MAX_HYPOTHESIS_POINTS);
-    let mut hypotheses = Vec::new();
-    for (n, &i) in order.iter().enumerate() {
-        for &j in &order[n + 1..] {
-            let (a, b) = (&points[i], &points[j]);
-            let (ux, uy) = (b.moving.0 - a.moving.0, b.moving.1 - a.moving.1);
-            let (vx, vy) = (b.reference.0 - a.reference.0, b.reference.1 - a.reference.1);
-            let (lu, lv) = (libm::hypot(ux, uy), libm::hypot(vx, vy));
-            if lu < bounds.min_baseline || !(lv > 0.0) {
-                continue;
-            }
-            let zoom = if with_scale { lv / lu } else { 1.0 };
-            if zoom > max_zoom || zoom < 2.0 - max_zoom {
-                continue;
-            }
-            // The turn taking u to v, scaled.
-            let (cos, sin) = ((ux * vx + uy * vy) / (lu * lv), (ux * vy - uy * vx) / (lu * lv));
-            if cos < min_cos {
-                continue;
-            }
-            let (c, s) = (zoom * cos, zoom * sin);
-            let mid = ((a.moving.0 + b.moving.0) / 2.0, (a.moving.1 + b.moving.1) / 2.0);
-            let goal = ((a.reference.0 + b.reference.0) / 2.0, (a.reference.1 + b.reference.1) / 2.0);
-            hypotheses.push((c, s, goal.0 - (c * mid.0 - s * mid.1), goal.1 - (s * mid.0 + c * mid.1)));
+    // Made as the consensus asks for them: it stops at a set of every point.
+    let strongest = order.len();
+    let pairs = (0..strongest).flat_map(move |n| (n + 1..strongest).map(move |m| (n, m)));
+    pairs.filter_map(move |(n, m)| {
+        let (a, b) = (&points[order[n]], &points[order[m]]);
+        let (ux, uy) = (b.moving.0 - a.moving.0, b.moving.1 - a.moving.1);
+        let (vx, vy) = (b.reference.0 - a.reference.0, b.reference.1 - a.reference.1);
+        let (lu, lv) = (libm::hypot(ux, uy), libm::hypot(vx, vy));
+        if lu < min_baseline || !(lv > 0.0) {
+            return None;
         }
-    }
-    hypotheses
+        let zoom = if with_scale { lv / lu } else { 1.0 };
+        if zoom > max_zoom || zoom < 2.0 - max_zoom {
+            return None;
+        }
+        // The turn taking u to v, scaled.
+        let (cos, sin) = ((ux * vx + uy * vy) / (lu * lv), (ux * vy - uy * vx) / (lu * lv));
+        if cos < min_cos {
+            return None;
+        }
+        let (c, s) = (zoom * cos, zoom * sin);
+        let mid = ((a.moving.0 + b.moving.0) / 2.0, (a.moving.1 + b.moving.1) / 2.0);
+        let goal = ((a.reference.0 + b.reference.0) / 2.0, (a.reference.1 + b.reference.1) / 2.0);
+        Some((c, s, goal.0 - (c * mid.0 - s * mid.1), goal.1 - (s * mid.0 + c * mid.1)))
+    })
 }
 
 /// The winning hypothesis `h`'s set refitted by least squares and gathered once more

@@ -5,7 +5,8 @@
 //! Each hypothesis's set is a bit mask over the points, which its caller fills with
 //! comparisons side by side (four points a SIMD vector). A set equal to the best's has its
 //! score too (the same weights summed in the same order), and a smaller set cannot win, so
-//! only a set that could win is scored: on a clean pair, whose points all agree, one.
+//! only a set that could win is scored: on a clean pair, whose points all agree, one; and
+//! once a set holds every point, no later hypothesis is tried.
 
 use alloc::vec::Vec;
 use wide::f64x4;
@@ -55,6 +56,10 @@ pub(super) fn best_set<H>(points: usize, hypotheses: impl IntoIterator<Item = H>
         if best.as_ref().is_none_or(|(n, s, _)| count > *n || score > *s) {
             best = Some((count, score, h));
             best_mask.copy_from_slice(&mask);
+            // A set of every point is final: a later one is this set again, which stands.
+            if count == points {
+                break;
+            }
         }
     }
     best
