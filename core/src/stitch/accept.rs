@@ -86,7 +86,9 @@ impl NullSet {
         }
         let start = if after == len { 0 } else { after };
         set.len = NULL_SAMPLES;
-        set.sites.iter_mut().enumerate().for_each(|(k, s)| *s = far((start + k * len / NULL_SAMPLES) % len));
+        // (start + k len / NULL_SAMPLES) mod len, both terms below len: no division.
+        let wrapped = |i: usize| if i >= len { i - len } else { i };
+        set.sites.iter_mut().enumerate().for_each(|(k, s)| *s = far(wrapped(start + k * len / NULL_SAMPLES)));
         set
     }
 }
@@ -144,7 +146,9 @@ pub fn threshold(rule: Acceptance, nulls: impl IntoIterator<Item = f64>, cthresh
 /// not guessed.
 pub fn ambiguous(v: &[MotionVector], kept: &[usize], inliers: &[usize], shift: (f64, f64), tol: f64, min_vectors: usize) -> Option<(f64, f64)> {
     let away = |s: (f64, f64)| libm::fabs(s.0 - shift.0) > 2.0 * tol || libm::fabs(s.1 - shift.1) > 2.0 * tol;
-    let rest: Vec<usize> = kept.iter().copied().filter(|j| !inliers.contains(j) && away(v[*j].shift)).collect();
+    let mut agreeing = alloc::vec![false; v.len()];
+    inliers.iter().for_each(|&j| agreeing.get_mut(j).into_iter().for_each(|a| *a = true));
+    let rest: Vec<usize> = kept.iter().copied().filter(|&j| !agreeing[j] && away(v[j].shift)).collect();
     let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
     let (count, at) = rest.iter().map(|&i| (rest.iter().filter(|&&j| near(v[i].shift, v[j].shift)).count(), v[i].shift)).max_by_key(|c| c.0)?;
     (count >= min_vectors && 2 * count >= inliers.len()).then_some(at)

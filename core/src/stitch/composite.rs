@@ -407,9 +407,10 @@ impl<P: SynthPixel> Paste<P> {
         let (w, h) = f.size();
         let (c, cw) = (P::COLOURS, self.canvas.width());
         let rows = y.max(y0)..(y + size.1).min(y0 + self.canvas.height());
+        let to_frame = inverse.mapping();
         for row in rows {
             for col in x..x + size.0 {
-                let (u, v) = inverse.apply((col as f64, row as f64));
+                let (u, v) = to_frame((col as f64, row as f64));
                 let Some(value) = sample(f, (u, v)) else { continue };
                 let idx = (row - y0) * cw + col;
                 if blend == Blend::Overwrite {

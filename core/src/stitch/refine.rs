@@ -373,12 +373,12 @@ fn overlap_sites((rw, rh): (usize, usize), (w, h): (usize, usize), motion: &Simi
     if n < 2 || rw < tile + 2 || rh < tile + 2 {
         return None;
     }
-    let back = motion.inverse();
+    let back = motion.inverse().mapping();
     let last = (n - 1) as f64;
     let margin = limit + 1.0;
     let inside = |(tx, ty): (usize, usize)| {
         [(0.0, 0.0), (last, 0.0), (0.0, last), (last, last)].iter().all(|&(u, v)| {
-            let (x, y) = back.apply(((tx + 1) as f64 + u, (ty + 1) as f64 + v));
+            let (x, y) = back(((tx + 1) as f64 + u, (ty + 1) as f64 + v));
             x >= margin && y >= margin && x + margin + 1.0 <= w as f64 && y + margin + 1.0 <= h as f64
         })
     };
@@ -484,14 +484,14 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     // Each patch's moving pixels, resampled per iteration into a buffer of its own.
     let mut samples: Vec<Vec<f64>> = patches.iter().map(|_| Vec::with_capacity(n * n)).collect();
     for _ in 0..TURN_ITERATIONS {
-        let back = m.inverse();
+        let back = m.inverse().mapping();
         // Each patch's residual sum of squares and right-hand side; `None` where it leaves
         // the moving frame or samples a flat stretch of it.
         let shares = map_slots(&mut samples, how.par, |i, sampled| {
             let (p, (cols, with_value, _)) = (&patches[i], &jacobians[i]);
             // Where the template's pixels are in the moving frame: a row steps by a constant.
-            let corner = back.apply((p.corner.0 as f64, p.corner.1 as f64));
-            let (ex, ey) = (back.apply((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back.apply((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
+            let corner = back((p.corner.0 as f64, p.corner.1 as f64));
+            let (ex, ey) = (back((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
             let (sx, sy) = ((ex.0 - corner.0, ex.1 - corner.1), (ey.0 - corner.0, ey.1 - corner.1));
             let far = (corner.0 + sx.0 * n as f64 + sy.0 * n as f64, corner.1 + sx.1 * n as f64 + sy.1 * n as f64);
             let inside = |q: (f64, f64)| q.0 >= 0.0 && q.1 >= 0.0 && q.0 + 1.0 < w as f64 && q.1 + 1.0 < h as f64;

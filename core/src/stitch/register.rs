@@ -836,12 +836,12 @@ impl<'a, T: NccSample + Into<f64>> Seen<'a, '_, T> {
         // refinement (an upright pair's grid keeps them inside): leave it out, with a
         // pixel to spare for the refinement's own moves.
         let total = motion.then(&self.turn);
-        let back = total.inverse();
+        let back = total.inverse().mapping();
         let (w, h) = self.frame.size();
         let last = rsz as f64 - 1.0;
         let inside = |v: &MotionVector| {
             [(0.0, 0.0), (last, 0.0), (0.0, last), (last, last)].iter().all(|&(u, t)| {
-                let (x, y) = back.apply((v.template.0 as f64 + u, v.template.1 as f64 + t));
+                let (x, y) = back((v.template.0 as f64 + u, v.template.1 as f64 + t));
                 x >= 1.0 && y >= 1.0 && x <= (w as f64) - 3.0 && y <= (h as f64) - 3.0
             })
         };

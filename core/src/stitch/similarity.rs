@@ -70,12 +70,15 @@ impl Similarity {
     }
 
     /// The image of the point `(u, v)`.
-    pub fn apply(&self, (u, v): (f64, f64)) -> (f64, f64) {
-        if self.is_translation() {
-            return (self.x + u, self.y + v);
-        }
-        let (c, s) = self.matrix();
-        (self.x + c * u - s * v, self.y + s * u + c * v)
+    pub fn apply(&self, p: (f64, f64)) -> (f64, f64) {
+        self.mapping()(p)
+    }
+
+    /// [`apply`](Self::apply) for many points: the trigonometry of its matrix done once.
+    pub fn mapping(&self) -> impl Fn((f64, f64)) -> (f64, f64) {
+        let (Similarity { x, y, .. }, translation) = (*self, self.is_translation());
+        let (c, s) = if translation { (1.0, 0.0) } else { self.matrix() };
+        move |(u, v)| if translation { (x + u, y + v) } else { (x + c * u - s * v, y + s * u + c * v) }
     }
 
     /// `self` after `inner`: `p -> self(inner(p))`. A frame's pose from its reference's pose
@@ -162,7 +165,8 @@ pub fn fit(points: &[Correspondence], with_scale: bool, floor: f64) -> Option<Fi
     let turn = Similarity { x: 0.0, y: 0.0, angle, scale };
     let b = turn.apply((bx, by));
     let motion = Similarity { x: ax - b.0, y: ay - b.1, angle, scale };
-    let rss: f64 = points.iter().map(|p| sq_dist(motion.apply(p.moving), p.reference)).sum();
+    let image = motion.mapping();
+    let rss: f64 = points.iter().map(|p| sq_dist(image(p.moving), p.reference)).sum();
     let unknowns = if with_scale { 4.0 } else { 3.0 };
     let dof = (2.0 * nf - unknowns).max(1.0);
     let sigma = libm::sqrt(rss / dof).max(floor);
