@@ -164,7 +164,7 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 /// search need none).
 fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
-    let (searched, [found, probed], launched) = search_jobs(gpu, jobs, p)?;
+    let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p)?;
     // On this thread: a pair's conclusion is tens of microseconds (a PAL pair's 64
     // templates), less than waking the host's other threads costs.
     let concluded: Vec<Result<Unrefined>> = jobs
@@ -197,6 +197,9 @@ enum Searched {
     Matches { plan: PairPlan<TemplateStats>, found: Range<usize>, probed: Range<usize> },
     Failed(Error),
 }
+
+/// A launch's answers: each search's match, each null probe's coefficient.
+type Answers = (Vec<Option<Match>>, Vec<Option<f64>>);
 
 /// One launch's searches and their null probes: the searches' parameters, per search its
 /// site record and template statistics, per probe the two searches it reads.
@@ -268,10 +271,9 @@ impl Call {
 /// core (the grid, the templates and their texture test, the null probes), then one launch
 /// for all pairs' template searches and one for all their null probes, one download each
 /// ([`search_and_probe`]).
-/// Returns each pair's [`Searched`], the matches of the searches and of the probes, and
-/// whether a launch ran.
-fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, [Vec<Option<Match>>; 2], bool)> {
-    let Some(first) = jobs.first() else { return Ok((Vec::new(), [Vec::new(), Vec::new()], false)) };
+/// Returns each pair's [`Searched`], the launch's [`Answers`], and whether a launch ran.
+fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, Answers, bool)> {
+    let Some(first) = jobs.first() else { return Ok((Vec::new(), Answers::default(), false)) };
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let last = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
@@ -369,12 +371,11 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
 }
 
 /// The launch of every search of `call` over the frames at the addresses `frames`, and of
-/// its null probes, their records uploaded once, one download each; each result as the
-/// core's search returns it (a null probe: the search of radius 0 at its start, which
-/// evaluates that one window).
-fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, call: &Call) -> Result<[Vec<Option<Match>>; 2]> {
+/// its null probes, their records uploaded once, one download each: each search's match as
+/// the core's search returns it, each probe's coefficient at its one window.
+fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, call: &Call) -> Result<Answers> {
     let count = call.sites.len() / SITE_WORDS;
-    let (Some(sp), true) = (call.sp, count > 0) else { return Ok([Vec::new(), Vec::new()]) };
+    let (Some(sp), true) = (call.sp, count > 0) else { return Ok(Answers::default()) };
     let r = sp.radius;
     let side = 2 * (r + 1) + 1;
     let cells = side * side;
@@ -417,12 +418,13 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
             Some(Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset, evaluations: r[3] as u32 })
         })
         .collect();
-    Ok([found, probed])
+    Ok((found, probed))
 }
 
 /// The launch of `call`'s null probes over its searches' records already on the device
-/// (`records`: sites and statistics), and its download: each probe's match at its start.
-fn probe_all<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: usize, (sites, stats): (&DevBuf<'_, i32>, &DevBuf<'_, f64>), call: &Call) -> Result<Vec<Option<Match>>> {
+/// (`records`: sites and statistics), and its download: each probe's coefficient at its
+/// start (`None`: a flat window).
+fn probe_all<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: usize, (sites, stats): (&DevBuf<'_, i32>, &DevBuf<'_, f64>), call: &Call) -> Result<Vec<Option<f64>>> {
     let count = call.probes.len() / PROBE_INTS;
     if count == 0 {
         return Ok(Vec::new());
@@ -433,16 +435,7 @@ fn probe_all<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: 
     gpu.launch(Kernel::new(Module::Ncc, T::PROBE), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
     let mut coefficients = vec![0f64; count];
     gpu.download(&out, &mut coefficients)?;
-    Ok(call
-        .probes
-        .chunks_exact(PROBE_INTS)
-        .zip(coefficients)
-        .map(|(probe, coefficient)| {
-            // The start was checked inside the frame (`Call::add_probes`).
-            let at = SITE_WORDS * probe[1] as usize;
-            (coefficient != f64::NEG_INFINITY).then(|| Match { x: call.sites[at + 2] as usize, y: call.sites[at + 3] as usize, coefficient, offset: (0.0, 0.0), evaluations: 1 })
-        })
-        .collect())
+    Ok(coefficients.into_iter().map(|c| (c != f64::NEG_INFINITY).then_some(c)).collect())
 }
 
 /// Frames kept on the device by a run: a window's (at most `WINDOW + 2` distinct ones:

@@ -477,15 +477,15 @@ pub fn plan_pair<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, moving: 
 
 impl<C> PairPlan<C> {
     /// The registration from the matches of [`searches`](Self::searches) (`found`, in their
-    /// order) and of [`probes`](Self::probes) (`probed`), on the frames and parameters the
-    /// plan was made with.
-    pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<Match>]) -> Result<PairRegistration> {
+    /// order) and the coefficients of [`probes`](Self::probes) (`probed`, `None` for a flat
+    /// window; one evaluation each), on the frames and parameters the plan was made with.
+    pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<f64>]) -> Result<PairRegistration> {
         finish_seen(self, reference, Seen::upright(moving), p, found, probed)
     }
 
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
     /// which is left to the caller (a device refining a batch of pairs at once).
-    pub fn conclude<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<Match>]) -> Result<Unrefined> {
+    pub fn conclude<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<f64>]) -> Result<Unrefined> {
         conclude_seen(self, reference, Seen::upright(moving), p, found, probed)
     }
 }
@@ -540,7 +540,8 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     let searches: Vec<_> = plan.searches().collect();
     let found = if searches.is_empty() { Vec::new() } else { search(&searches, &plan.search)? };
     let probes: Vec<_> = plan.probes().collect();
-    let probed = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)? };
+    // A probe (radius 0) evaluates its one window: its match is the coefficient there.
+    let probed: Vec<Option<f64>> = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)?.iter().map(|m| m.map(|m| m.coefficient)).collect() };
     drop((searches, probes));
     finish_seen(plan, reference, seen, p, &found, &probed)
 }
@@ -664,7 +665,7 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     found: &[Option<Match>],
-    probed: &[Option<Match>],
+    probed: &[Option<f64>],
 ) -> Result<PairRegistration> {
     Ok(conclude_seen(plan, reference, seen, p, found, probed)?.refined_on_host(reference, seen.frame))
 }
@@ -676,7 +677,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     found: &[Option<Match>],
-    probed: &[Option<Match>],
+    probed: &[Option<f64>],
 ) -> Result<Unrefined> {
     let PairPlan { mut out, textured, nulls, search, ended } = plan;
     if ended {
@@ -1024,8 +1025,8 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
 
 /// Each template's acceptance threshold from its null probes' coefficients (`probed`,
 /// template after template as `nulls` lists them; [`PairPlan::probes`]), and the probes'
-/// evaluations: the fixed threshold for all where there are none.
-fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &[Option<Match>]) -> Result<(Vec<f64>, u64)> {
+/// evaluations (one a coefficient): the fixed threshold for all where there are none.
+fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &[Option<f64>]) -> Result<(Vec<f64>, u64)> {
     let probes: usize = nulls.iter().map(|us| us.as_slice().len()).sum();
     if probed.len() != probes {
         return Err(Error::Backend(alloc::format!("{} null probes answered for {}", probed.len(), probes)));
@@ -1033,9 +1034,9 @@ fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &
     if p.acceptance == Acceptance::Fixed || probes == 0 {
         return Ok((alloc::vec![p.cthresh; templates], 0));
     }
-    let evaluations = probed.iter().flatten().map(|m| m.evaluations as u64).sum();
+    let evaluations = probed.iter().flatten().count() as u64;
     // A flat window has no coefficient: it cannot be mistaken for a match.
-    let mut values = probed.iter().map(|m| m.map(|m| m.coefficient));
+    let mut values = probed.iter().copied();
     let thresholds = nulls
         .iter()
         // Each template's probes read as they come (adaptive acceptance reads them all;
