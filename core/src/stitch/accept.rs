@@ -147,7 +147,11 @@ pub fn threshold(rule: Acceptance, nulls: impl IntoIterator<Item = f64>, cthresh
 pub fn ambiguous(v: &[MotionVector], kept: &[usize], inliers: &[usize], shift: (f64, f64), tol: f64, min_vectors: usize) -> Option<(f64, f64)> {
     let away = |s: (f64, f64)| libm::fabs(s.0 - shift.0) > 2.0 * tol || libm::fabs(s.1 - shift.1) > 2.0 * tol;
     let mut agreeing = alloc::vec![false; v.len()];
-    inliers.iter().for_each(|&j| agreeing.get_mut(j).into_iter().for_each(|a| *a = true));
+    for &j in inliers {
+        if let Some(a) = agreeing.get_mut(j) {
+            *a = true;
+        }
+    }
     let rest: Vec<usize> = kept.iter().copied().filter(|&j| !agreeing[j] && away(v[j].shift)).collect();
     let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
     let (count, at) = rest.iter().map(|&i| (rest.iter().filter(|&&j| near(v[i].shift, v[j].shift)).count(), v[i].shift)).max_by_key(|c| c.0)?;
