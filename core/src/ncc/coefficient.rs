@@ -275,10 +275,17 @@ fn int_stats(n: u64, s1: u64, s2: u64) -> TemplateStats {
 }
 
 /// `v as f64` (the nearest f64), through i64 where `v` fits it: the same rounding, without
-/// the library call that converting an i128 takes (only made, lazily, where it does not).
+/// the library call that converting an i128 takes (only made where it does not).
 #[inline]
 pub(crate) fn i128_as_f64(v: i128) -> f64 {
-    i64::try_from(v).map_or_else(|_| v as f64, |v| v as f64)
+    /// Out of line: LLVM takes an inline i128 conversion for a cheap instruction and
+    /// makes the library call before the test, on every value.
+    #[cold]
+    #[inline(never)]
+    fn wide(v: i128) -> f64 {
+        v as f64
+    }
+    i64::try_from(v).map_or_else(|_| wide(v), |v| v as f64)
 }
 
 /// `r` from exact integer sums, in the integer type `$w` wide enough for the products

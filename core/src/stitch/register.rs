@@ -1050,14 +1050,26 @@ fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &
 /// `tol` (Chebyshev), ties to the larger score (the set's coefficients summed in its order
 /// from -0.0, as an iterator's sum), the first of equals: its count, score and vector.
 fn best_hypothesis(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
-    use wide::f64x4;
-    let (xs, ys) = (vote::lanes(kept.iter().map(|&j| v[j].shift.0)), vote::lanes(kept.iter().map(|&j| v[j].shift.1)));
-    let tol = f64x4::splat(tol);
-    let set = |&i: &usize, mask: &mut vote::Mask| {
-        let (x, y) = (f64x4::splat(v[i].shift.0), f64x4::splat(v[i].shift.1));
-        vote::fill_mask(mask, xs.len(), |g| ((xs[g] - x).abs().simd_le(tol) & (ys[g] - y).abs().simd_le(tol)).to_bitmask())
-    };
+    let (xs, ys) = (vote::blocks(kept.iter().map(|&j| v[j].shift.0)), vote::blocks(kept.iter().map(|&j| v[j].shift.1)));
+    let set = |&i: &usize, mask: &mut vote::Mask| vote::fill_mask(mask, &ShiftNear { shift: v[i].shift, tol, xs: &xs, ys: &ys });
     vote::best_set(kept.len(), kept.iter().copied(), set, |k| v[kept[k]].coefficient, -0.0).map_or((0, f64::NEG_INFINITY, None), |(n, s, i)| (n, s, Some(i)))
+}
+
+/// [`best_hypothesis`]'s test of a hypothesis `shift` over the vectors' shifts in blocks:
+/// within `tol` of it on both axes, 64 vectors a word.
+struct ShiftNear<'a> {
+    shift: (f64, f64),
+    tol: f64,
+    xs: &'a vote::Blocks,
+    ys: &'a vote::Blocks,
+}
+
+impl vote::Test for ShiftNear<'_> {
+    #[inline(always)]
+    fn word(&self, w: usize) -> u64 {
+        let ((x, y), tol, xs, ys) = (self.shift, self.tol, &self.xs[w], &self.ys[w]);
+        vote::word(|j| (xs[j] - x).abs() <= tol && (ys[j] - y).abs() <= tol)
+    }
 }
 
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`

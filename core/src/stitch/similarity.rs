@@ -18,7 +18,6 @@
 
 use super::vote;
 use alloc::vec::Vec;
-use wide::f64x4;
 
 /// A rotation with optional scale, then a translation (module doc).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -199,19 +198,31 @@ pub struct Bounds {
 /// least squares, and the set gathered once more around the fit. Returns the fit and its
 /// inlier indices, or `None` when no hypothesis is within `bounds`.
 pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
-    // Each hypothesis's set counted over the points four at a time, as `near` tests them.
     let coordinates: [fn(&Correspondence) -> f64; 4] = [|p| p.moving.0, |p| p.moving.1, |p| p.reference.0, |p| p.reference.1];
-    let [mx, my, rx, ry] = coordinates.map(|f| vote::lanes(points.iter().map(f)));
-    let tol4 = f64x4::splat(tol);
-    let set = |&(c, s, x, y): &Hypothesis, mask: &mut vote::Mask| {
-        let [c, s, x, y] = [c, s, x, y].map(f64x4::splat);
-        vote::fill_mask(mask, mx.len(), |g| {
-            let (u, v) = (mx[g], my[g]);
-            ((x + c * u - s * v - rx[g]).abs().simd_le(tol4) & (y + s * u + c * v - ry[g]).abs().simd_le(tol4)).to_bitmask()
-        })
-    };
+    let [mx, my, rx, ry] = coordinates.map(|f| vote::blocks(points.iter().map(f)));
+    let set = |&h: &Hypothesis, mask: &mut vote::Mask| vote::fill_mask(mask, &Near { h, tol, mx: &mx, my: &my, rx: &rx, ry: &ry });
     let (_, _, h) = vote::best_set(points.len(), hypotheses(points, weights, bounds), set, |k| weights[k], 0.0)?;
     refitted(points, h, tol, bounds)
+}
+
+/// [`consensus`]'s test of a hypothesis `h` over the points' coordinates in blocks:
+/// [`near`], 64 points a word.
+struct Near<'a> {
+    h: Hypothesis,
+    tol: f64,
+    mx: &'a vote::Blocks,
+    my: &'a vote::Blocks,
+    rx: &'a vote::Blocks,
+    ry: &'a vote::Blocks,
+}
+
+impl vote::Test for Near<'_> {
+    #[inline(always)]
+    fn word(&self, w: usize) -> u64 {
+        let ((c, s, x, y), tol) = (self.h, self.tol);
+        let (mx, my, rx, ry) = (&self.mx[w], &self.my[w], &self.rx[w], &self.ry[w]);
+        vote::word(|j| (x + c * mx[j] - s * my[j] - rx[j]).abs() <= tol && (y + s * mx[j] + c * my[j] - ry[j]).abs() <= tol)
+    }
 }
 
 /// A similarity as its matrix entries and shift, `(c, s, x, y)` with `(c, s)` = scale (cos
