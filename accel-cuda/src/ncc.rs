@@ -241,25 +241,29 @@ impl Call {
 
     /// Adds the null probes `pairs` of the call's searches `searches` (`(t, u)`, counted from
     /// the range's start: search `t`'s template evaluated at search `u`'s start), each start
-    /// checked first as the core checks a search of radius 0; returns their range among the
-    /// call's probes.
-    fn add_probes(&mut self, searches: &Range<usize>, pairs: impl Iterator<Item = (usize, usize)> + Clone, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
-        // Search `k`'s start, if the range holds it.
-        let start_of = |k: usize| {
-            let at = SITE_WORDS * (searches.start + k) + 2;
-            self.sites.get(at..at + 2).filter(|_| k < searches.len())
-        };
-        for (t, u) in pairs.clone() {
-            let (Some(_), Some(start)) = (start_of(t), start_of(u)) else {
-                return Err(Error::Backend("internal: a null probe of a search the pair does not have".into()));
-            };
-            let (sx, sy) = (start[0] as isize, start[1] as isize);
-            if sx < 0 || sx > xmax || sy < 0 || sy > ymax {
-                return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
-            }
-        }
+    /// checked first as the core checks a search of radius 0 (none is added if one cannot
+    /// start); returns their range among the call's probes.
+    fn add_probes(&mut self, searches: &Range<usize>, pairs: impl Iterator<Item = (usize, usize)>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+        // Each search's start checked once: whether a window can be placed at it.
+        let startable: Vec<bool> = self.sites[SITE_WORDS * searches.start..SITE_WORDS * searches.end]
+            .chunks_exact(SITE_WORDS)
+            .map(|site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize)))
+            .collect();
         let first = self.probes.len() / PROBE_INTS;
         for (t, u) in pairs {
+            let checked = match (t < startable.len(), startable.get(u)) {
+                (true, Some(true)) => Ok(()),
+                (true, Some(false)) => {
+                    let at = SITE_WORDS * (searches.start + u) + 2;
+                    let (sx, sy) = (self.sites[at], self.sites[at + 1]);
+                    Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") })
+                }
+                _ => Err(Error::Backend("internal: a null probe of a search the pair does not have".into())),
+            };
+            if let Err(e) = checked {
+                self.probes.truncate(first * PROBE_INTS);
+                return Err(e);
+            }
             // Search indices of one launch, which counts its searches in an int.
             self.probes.extend([(searches.start + t) as i32, (searches.start + u) as i32]);
         }
@@ -721,4 +725,41 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
     (counts.device_seconds, counts.run_seconds, counts.allocations) = (gpu.device_seconds(), run_seconds, gpu.allocations());
     Ok((pano, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call holding three searches with starts `starts`, as `Call::add` records them.
+    fn call_of(starts: [(i32, i32); 3]) -> Call {
+        let sites = starts.iter().flat_map(|&(x, y)| [x, y, x, y, 0, 1]).collect();
+        Call { sp: Some(PROBE_PARAMS), sites, stats: vec![0.0; 3 * STAT_WORDS], probes: Vec::new() }
+    }
+
+    const PROBE_PARAMS: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
+
+    #[test]
+    fn null_probes_are_added_in_order_or_not_at_all() {
+        let bounds = (10, 10);
+        let mut call = call_of([(1, 1), (10, 0), (4, 11)]);
+        // Searches 1 and 2 of the call as one pair's range 0..2.
+        let range = 1..3;
+        assert_eq!(call.add_probes(&range, [(0, 0), (1, 0)].into_iter(), bounds).unwrap(), 0..2);
+        assert_eq!(call.probes, [1, 1, 2, 1]);
+        // A probe at search 2's start, which lies below the frame's last row: an error, and
+        // none of the pair's probes added.
+        let err = call.add_probes(&range, [(0, 0), (0, 1)].into_iter(), bounds).unwrap_err();
+        assert!(matches!(err, Error::InvalidParameter { name: "search start", .. }), "{err:?}");
+        assert!(err.to_string().contains("(4, 11)"), "{err}");
+        // A probe of a search the range does not hold.
+        let err = call.add_probes(&range, [(0, 0), (2, 0)].into_iter(), bounds).unwrap_err();
+        assert!(matches!(err, Error::Backend(_)), "{err:?}");
+        let err = call.add_probes(&range, [(0, 2)].into_iter(), bounds).unwrap_err();
+        assert!(matches!(err, Error::Backend(_)), "{err:?}");
+        assert_eq!(call.probes, [1, 1, 2, 1]);
+        // Every search of the call, search 0 probed at its own start.
+        assert_eq!(call.add_probes(&(0..3), [(0, 0)].into_iter(), bounds).unwrap(), 2..3);
+        assert_eq!(call.probes, [1, 1, 2, 1, 0, 0]);
+    }
 }
