@@ -1052,7 +1052,8 @@ fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &
 fn best_hypothesis(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
     let (xs, ys) = (vote::blocks(kept.iter().map(|&j| v[j].shift.0)), vote::blocks(kept.iter().map(|&j| v[j].shift.1)));
     let set = |&i: &usize, mask: &mut vote::Mask| vote::fill_mask(mask, &ShiftNear { shift: v[i].shift, tol, xs: &xs, ys: &ys });
-    vote::best_set(kept.len(), kept.iter().copied(), set, |k| v[kept[k]].coefficient, -0.0).map_or((0, f64::NEG_INFINITY, None), |(n, s, i)| (n, s, Some(i)))
+    let weights: Vec<f64> = kept.iter().map(|&j| v[j].coefficient).collect();
+    vote::best_set(&weights, kept.iter().copied(), set, -0.0).map_or((0, f64::NEG_INFINITY, None), |(n, s, i)| (n, s, Some(i)))
 }
 
 /// [`best_hypothesis`]'s test of a hypothesis `shift` over the vectors' shifts in blocks:

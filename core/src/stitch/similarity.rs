@@ -196,12 +196,16 @@ pub struct Bounds {
 /// `min_baseline` apart among the [`MAX_HYPOTHESIS_POINTS`] of largest weight as hypothesis, the points whose image lands within `tol` pixels
 /// (Chebyshev) of their reference; the largest set wins, the model is refitted on it by
 /// least squares, and the set gathered once more around the fit. Returns the fit and its
-/// inlier indices, or `None` when no hypothesis is within `bounds`.
+/// inlier indices, or `None` when no hypothesis is within `bounds` (or `weights` is not one
+/// per point).
 pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
+    if weights.len() != points.len() {
+        return None;
+    }
     let coordinates: [fn(&Correspondence) -> f64; 4] = [|p| p.moving.0, |p| p.moving.1, |p| p.reference.0, |p| p.reference.1];
     let [mx, my, rx, ry] = coordinates.map(|f| vote::blocks(points.iter().map(f)));
     let set = |&h: &Hypothesis, mask: &mut vote::Mask| vote::fill_mask(mask, &Near { h, tol, mx: &mx, my: &my, rx: &rx, ry: &ry });
-    let (_, _, h) = vote::best_set(points.len(), hypotheses(points, weights, bounds), set, |k| weights[k], 0.0)?;
+    let (_, _, h) = vote::best_set(weights, hypotheses(points, weights, bounds), set, 0.0)?;
     refitted(points, h, tol, bounds)
 }
 
