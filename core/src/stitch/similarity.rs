@@ -223,9 +223,8 @@ struct Near<'a> {
 impl vote::Test for Near<'_> {
     #[inline(always)]
     fn word(&self, w: usize) -> u64 {
-        let ((c, s, x, y), tol) = (self.h, self.tol);
         let (mx, my, rx, ry) = (&self.mx[w], &self.my[w], &self.rx[w], &self.ry[w]);
-        vote::word(|j| (x + c * mx[j] - s * my[j] - rx[j]).abs() <= tol && (y + s * mx[j] + c * my[j] - ry[j]).abs() <= tol)
+        vote::word(|j| lands_near(self.h, (mx[j], my[j]), (rx[j], ry[j]), self.tol))
     }
 }
 
@@ -234,9 +233,15 @@ impl vote::Test for Near<'_> {
 type Hypothesis = (f64, f64, f64, f64);
 
 /// Whether `h` takes `p`'s moving point within `tol` (Chebyshev) of its reference point.
-fn near((c, s, x, y): Hypothesis, p: &Correspondence, tol: f64) -> bool {
-    let (u, v) = p.moving;
-    libm::fabs(x + c * u - s * v - p.reference.0) <= tol && libm::fabs(y + s * u + c * v - p.reference.1) <= tol
+fn near(h: Hypothesis, p: &Correspondence, tol: f64) -> bool {
+    lands_near(h, p.moving, p.reference, tol)
+}
+
+/// Whether `h` takes the point `(u, v)` within `tol` (Chebyshev) of `(rx, ry)`: [`near`],
+/// inlined into the consensus's vectorized test too.
+#[inline(always)]
+fn lands_near((c, s, x, y): Hypothesis, (u, v): (f64, f64), (rx, ry): (f64, f64), tol: f64) -> bool {
+    (x + c * u - s * v - rx).abs() <= tol && (y + s * u + c * v - ry).abs() <= tol
 }
 
 /// [`consensus`]'s hypotheses: every pair of points at least `min_baseline` apart among the

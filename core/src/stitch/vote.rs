@@ -102,11 +102,11 @@ pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = 
 
 /// Whether a set whose [`masked_sum`] is `(sum, magnitude)` surely scores below the best
 /// set's `(best, best_magnitude)`, both sets of at most `points` weights. A sum of `m`
-/// terms in any order lies within `(m - 1) u` times the sum of their magnitudes of the
-/// exact sum (`u` = 2^-53, the unit roundoff; Higham, "Accuracy and Stability of Numerical
-/// Algorithms", 2nd ed. 2002, ch. 4), so the lane sums and the scores (sums in point order) of
-/// two sets differ by at most twice that for both; the margin is twice that again. Sums
-/// that are not finite leave the order in doubt.
+/// terms in any order lies within `(m - 1) u / (1 - (m - 1) u)` times the sum of their
+/// magnitudes of the exact sum (`u` = 2^-53, the unit roundoff; Higham, "Accuracy and
+/// Stability of Numerical Algorithms", 2nd ed. 2002, ch. 4), so a set's lane sum and its
+/// score (the sum in point order) differ by at most twice that; the margin covers both
+/// sets with a factor of two to spare. Sums that are not finite leave the order in doubt.
 fn surely_below((sum, magnitude): (f64, f64), (best, best_magnitude): (f64, f64), points: usize) -> bool {
     let margin = 4.0 * (points as f64 + 1.0) * (f64::EPSILON / 2.0) * (magnitude + best_magnitude);
     margin.is_finite() && sum + margin < best
