@@ -245,10 +245,10 @@ impl Call {
     /// start); returns their range among the call's probes.
     fn add_probes(&mut self, searches: &Range<usize>, pairs: impl Iterator<Item = (usize, usize)>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
         // Each search's start checked once: whether a window can be placed at it.
-        let startable: Vec<bool> = self.sites[SITE_WORDS * searches.start..SITE_WORDS * searches.end]
-            .chunks_exact(SITE_WORDS)
-            .map(|site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize)))
-            .collect();
+        let Some(sites) = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end) else {
+            return Err(Error::Backend("internal: null probes of searches the call does not have".into()));
+        };
+        let startable: Vec<bool> = sites.chunks_exact(SITE_WORDS).map(|site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize))).collect();
         let first = self.probes.len() / PROBE_INTS;
         for (t, u) in pairs {
             let checked = match (t < startable.len(), startable.get(u)) {
@@ -756,6 +756,10 @@ mod tests {
         let err = call.add_probes(&range, [(0, 0), (2, 0)].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
         let err = call.add_probes(&range, [(0, 2)].into_iter(), bounds).unwrap_err();
+        assert!(matches!(err, Error::Backend(_)), "{err:?}");
+        assert_eq!(call.probes, [1, 1, 2, 1]);
+        // A range beyond the call's searches.
+        let err = call.add_probes(&(2..4), [(0, 0)].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
         assert_eq!(call.probes, [1, 1, 2, 1]);
         // Every search of the call, search 0 probed at its own start.

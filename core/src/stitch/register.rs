@@ -1068,17 +1068,23 @@ struct ShiftNear<'a> {
 impl vote::Test for ShiftNear<'_> {
     #[inline(always)]
     fn word(&self, w: usize) -> u64 {
-        let ((x, y), tol, xs, ys) = (self.shift, self.tol, &self.xs[w], &self.ys[w]);
-        vote::word(|j| (xs[j] - x).abs() <= tol && (ys[j] - y).abs() <= tol)
+        let (xs, ys) = (&self.xs[w], &self.ys[w]);
+        vote::word(|j| shift_near((xs[j], ys[j]), self.shift, self.tol))
     }
+}
+
+/// Whether the shift `a` lies within `tol` (Chebyshev) of `b`: the shift consensus's test,
+/// inlined into its vectorized form too.
+#[inline(always)]
+fn shift_near(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
+    (a.0 - b.0).abs() <= tol && (a.1 - b.1).abs() <= tol
 }
 
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`
 /// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
 /// the shift, and the set is re-gathered once around that mean.
 fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
-    let near = |a: (f64, f64), b: (f64, f64)| libm::fabs(a.0 - b.0) <= tol && libm::fabs(a.1 - b.1) <= tol;
-    let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| near(v[j].shift, c)).collect() };
+    let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| shift_near(v[j].shift, c, tol)).collect() };
     let best = best_hypothesis(v, kept, tol);
     let best = (best.0, best.1, best.2.map_or_else(Vec::new, |i| gather(v[i].shift)));
     let mean = |set: &[usize]| -> (f64, f64) {

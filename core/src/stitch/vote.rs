@@ -65,11 +65,12 @@ multiversion! {
 pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = H>, mut set: impl FnMut(&H, &mut Mask) -> usize, start: f64) -> Option<(usize, f64, H)> {
     let points = weights.len();
     let words = points.div_ceil(64);
-    let lanes = blocks(weights.iter().copied());
     let (mut mask, mut best_mask) = (alloc::vec![0u64; words], alloc::vec![0u64; words]);
     let mut best: Option<(usize, f64, H)> = None;
-    // The best set's lane sum and the sum of its weights' magnitudes.
-    let mut best_lanes = (0.0, 0.0);
+    // Made when a set first ties the best's size (never on a pair whose first set is
+    // final): the weights in blocks, and the best set's lane sum and magnitude.
+    let mut lanes: Option<Blocks> = None;
+    let mut best_lanes: Option<(f64, f64)> = None;
     for h in hypotheses {
         let count = set(&h, &mut mask);
         let lane_sums = match &best {
@@ -78,8 +79,10 @@ pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = 
             // Compared word by word in line: a mask is a word or two, too short for memcmp.
             Some((n, _, _)) if count == *n && mask.iter().zip(&best_mask).all(|(a, b)| a == b) => continue,
             Some((n, _, _)) if count == *n => {
-                let sums = masked_sum(&mask, &lanes);
-                if surely_below(sums, best_lanes, points) {
+                let lanes = lanes.get_or_insert_with(|| blocks(weights.iter().copied()));
+                let sums = masked_sum(&mask, lanes);
+                let best_sums = *best_lanes.get_or_insert_with(|| masked_sum(&best_mask, lanes));
+                if surely_below(sums, best_sums, points) {
                     continue;
                 }
                 Some(sums)
@@ -90,7 +93,7 @@ pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = 
         if best.as_ref().is_none_or(|(n, s, _)| count > *n || score > *s) {
             best = Some((count, score, h));
             best_mask.copy_from_slice(&mask);
-            best_lanes = lane_sums.unwrap_or_else(|| masked_sum(&mask, &lanes));
+            best_lanes = lane_sums;
             // A set of every point is final: a later one is this set again, which stands.
             if count == points {
                 break;
