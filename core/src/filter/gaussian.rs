@@ -251,9 +251,42 @@ pub fn gaussian_blur<P: BoxPixel>(
 where
     P::Lane: GaussLane,
 {
+    blur_into(src, dst, p, par)
+}
+
+/// [`gaussian_blur`] of a gray u8 / u16 / f32 image into f32, unrounded: the filter reads
+/// every type as exact f32, so this is the image converted to f32 and blurred, to the bit,
+/// with no converted copy made.
+/// Errors: those of [`gaussian_blur`], and pixels of more than one channel.
+pub fn gaussian_blur_f32<P: BoxPixel>(
+    src: ImageView<'_, P>,
+    dst: ImageViewMut<'_, f32>,
+    p: &GaussianParams,
+    par: Parallelism,
+) -> Result<()>
+where
+    P::Lane: GaussLane,
+{
+    if P::CHANNELS != 1 {
+        return Err(Error::UnsupportedType { op: "gaussian blur into f32", types: "pixels of more than one channel" });
+    }
+    blur_into(src, dst, p, par)
+}
+
+/// [`gaussian_blur`] of `src`'s lanes into `dst`'s (the same number per pixel).
+fn blur_into<P: BoxPixel, Q: BoxPixel>(
+    src: ImageView<'_, P>,
+    dst: ImageViewMut<'_, Q>,
+    p: &GaussianParams,
+    par: Parallelism,
+) -> Result<()>
+where
+    P::Lane: GaussLane,
+    Q::Lane: GaussLane,
+{
     check_same_size(src.size(), dst.size())?;
     p.validate(P::INTEGER_MAX)?;
-    if P::CHANNELS != 1 && P::CHANNELS != 4 {
+    if (P::CHANNELS != 1 && P::CHANNELS != 4) || P::CHANNELS != Q::CHANNELS {
         return Err(Error::UnsupportedType { op: "gaussian blur", types: "pixels of other than 1 or 4 channels" });
     }
     let lanes = Lanes {
@@ -264,10 +297,10 @@ where
         channels: P::CHANNELS,
     };
     match p.resolved_method(P::CHANNELS) {
-        GaussianMethod::Iir => gaussian_iir::blur::<P>(lanes, dst, p.sigma, p.border, par)?,
+        GaussianMethod::Iir => gaussian_iir::blur::<P::Lane, Q>(lanes, dst, p.sigma, p.border, par)?,
         _ => {
             let wts = gaussian_weights(p.sigma, p.fir_radius());
-            gaussian_fir::blur::<P>(lanes, dst, &wts, p.border, par, crate::cpu::level())?
+            gaussian_fir::blur::<P::Lane, Q>(lanes, dst, &wts, p.border, par, crate::cpu::level())?
         }
     }
     Ok(())
@@ -464,6 +497,51 @@ pub(crate) mod tests {
                 }
             }
         }
+
+        /// Into f32 from every grey type, FIR and IIR: the image converted to f32 and
+        /// blurred, to the bit (the filter reads each type as exact f32).
+        #[test]
+        fn into_f32_is_the_converted_image_blurred(
+            w in 1usize..40, h in 1usize..40, pad in 0usize..3,
+            sigma in 0.6f64..12.0, iir in any::<bool>(), border in borders(), seed in any::<u64>(), par in any::<bool>(),
+        ) {
+            let method = if iir { GaussianMethod::Iir } else { GaussianMethod::Fir };
+            let p = params(sigma, None, method, border);
+            let par = if par { Parallelism::AllThreads } else { Parallelism::Sequential };
+            let vals = noise(w * h, seed);
+            fn check<T: BoxPixel<Lane: GaussLane> + Into<f64>>(vals: &[T], (w, h, pad): (usize, usize, usize), p: &GaussianParams, par: Parallelism) -> core::result::Result<(), TestCaseError> {
+                let buf = strided(vals, w, h, pad);
+                let src = ImageView::new(&buf, w, h, w + pad).unwrap();
+                let mut got = Image::<f32>::new(w, h).unwrap();
+                gaussian_blur_f32(src, got.view_mut(), p, par).unwrap();
+                let converted = Image::<f32>::from_fn(w, h, |x, y| Into::<f64>::into(src.row(y)[x]) as f32).unwrap();
+                let mut want = Image::<f32>::new(w, h).unwrap();
+                gaussian_blur(converted.view(), want.view_mut(), p, par).unwrap();
+                for (i, (g, e)) in got.as_slice().iter().zip(want.as_slice()).enumerate() {
+                    prop_assert_eq!(g.to_bits(), e.to_bits(), "pixel {}: {} against {}", i, g, e);
+                }
+                Ok(())
+            }
+            check(&vals.iter().map(|v| (v * 255.0) as u8).collect::<Vec<_>>(), (w, h, pad), &p, par)?;
+            check(&vals.iter().map(|v| (v * 65535.0) as u16).collect::<Vec<_>>(), (w, h, pad), &p, par)?;
+            check(&vals.iter().map(|v| (v * 255.0) as f32).collect::<Vec<_>>(), (w, h, pad), &p, par)?;
+        }
+    }
+
+    #[test]
+    fn into_f32_checks_channels_sizes_and_parameters() {
+        let rgba = Image::<Rgba8>::new(6, 5).unwrap();
+        let mut out = Image::<f32>::new(6, 5).unwrap();
+        let e = gaussian_blur_f32(rgba.view(), out.view_mut(), &GaussianParams::default(), Parallelism::Sequential);
+        assert!(matches!(e, Err(Error::UnsupportedType { .. })), "{e:?}");
+        let grey = Image::<u8>::new(6, 5).unwrap();
+        let mut small = Image::<f32>::new(6, 4).unwrap();
+        let e = gaussian_blur_f32(grey.view(), small.view_mut(), &GaussianParams::default(), Parallelism::Sequential);
+        assert!(matches!(e, Err(Error::SizeMismatch { .. })), "{e:?}");
+        // The border constant is checked against the source's type.
+        let p = params(1.0, None, GaussianMethod::Fir, Border::Constant(300.0));
+        assert!(gaussian_blur_f32(grey.view(), out.view_mut(), &p, Parallelism::Sequential).is_err());
+        assert!(gaussian_blur_f32(grey.view(), out.view_mut(), &params(f64::NAN, None, GaussianMethod::Fir, Border::Reflect101), Parallelism::Sequential).is_err());
     }
 
     #[test]

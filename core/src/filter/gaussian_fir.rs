@@ -188,16 +188,16 @@ fn inside_weight(wts: &[f32], i: usize, n: usize) -> f32 {
 
 /// The separable FIR with weights `wts` (length `2r + 1`, symmetric, summing to 1) and
 /// `border`, into `dst` (already checked to have the source's size).
-pub(crate) fn blur<P: BoxPixel>(
-    src: Lanes<'_, P::Lane>,
-    dst: ImageViewMut<'_, P>,
+pub(crate) fn blur<L: GaussLane, Q: BoxPixel>(
+    src: Lanes<'_, L>,
+    dst: ImageViewMut<'_, Q>,
     wts: &[f32],
     border: Border,
     par: Parallelism,
     level: Level,
 ) -> crate::Result<()>
 where
-    P::Lane: GaussLane,
+    Q::Lane: GaussLane,
 {
     let (w, h, c) = (src.width, src.height, src.channels);
     let r = wts.len() / 2;
@@ -214,7 +214,7 @@ where
         let row = || try_filled(wc + 2 * r * c, 0.0f32);
         let mut padded: [Vec<f32>; GROUP] = [row()?, row()?, row()?, row()?];
         let mut out = try_filled(wc, 0.0f32)?;
-        let mut rows: Vec<&[P::Lane]> = Vec::with_capacity(wts.len() + GROUP);
+        let mut rows: Vec<&[L]> = Vec::with_capacity(wts.len() + GROUP);
         let mut rw: Vec<f32> = Vec::with_capacity(wts.len());
         let mut yb = 0;
         while yb < band.height() {
@@ -262,9 +262,9 @@ where
                         }
                     }
                 }
-                let dst_row = P::lanes_mut(band.row_mut(yb + g));
+                let dst_row = Q::lanes_mut(band.row_mut(yb + g));
                 // f32 output is written in place; integers go through `out`, rounded once.
-                let direct = P::Lane::as_f32_mut(dst_row);
+                let direct = Q::Lane::as_f32_mut(dst_row);
                 let is_direct = direct.is_some();
                 let res: &mut [f32] = match direct {
                     Some(d) => d,
@@ -280,7 +280,7 @@ where
                     }
                 }
                 if !is_direct {
-                    P::Lane::store_row(&out, P::lanes_mut(band.row_mut(yb + g)));
+                    Q::Lane::store_row(&out, Q::lanes_mut(band.row_mut(yb + g)));
                 }
             }
             yb += group;
@@ -307,7 +307,7 @@ mod tests {
             let run = |par| {
                 let lanes = Lanes { data: &f[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<f32>::new(w, h).unwrap();
-                blur::<f32>(lanes, out.view_mut(), &wts, border, par, crate::cpu::level()).unwrap();
+                blur::<f32, f32>(lanes, out.view_mut(), &wts, border, par, crate::cpu::level()).unwrap();
                 out
             };
             assert_eq!(run(Parallelism::Sequential), run(Parallelism::AllThreads), "{border:?}");
@@ -327,7 +327,7 @@ mod tests {
                 let wts = gaussian_weights(sigma, r);
                 let lanes = Lanes { data: &f[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<f32>::new(w, h).unwrap();
-                blur::<f32>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
+                blur::<f32, f32>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
                 let plane: Vec<f64> = f.iter().map(|&v| v as f64).collect();
                 let want = convolve_2d(&plane, w, h, &weights_f64(sigma, r), border);
                 for (&g, &e) in out.as_slice().iter().zip(&want) {
@@ -335,7 +335,7 @@ mod tests {
                 }
                 let lanes = Lanes { data: &u[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<u8>::new(w, h).unwrap();
-                blur::<u8>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
+                blur::<u8, u8>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
                 let plane: Vec<f64> = u.iter().map(|&v| v as f64).collect();
                 let want = convolve_2d(&plane, w, h, &weights_f64(sigma, r), border);
                 for (&g, &e) in out.as_slice().iter().zip(&want) {
@@ -344,7 +344,7 @@ mod tests {
                 let u16s: Vec<u16> = u.iter().map(|&v| v as u16 * 257).collect();
                 let lanes = Lanes { data: &u16s[..], width: w, height: h, stride: w, channels: 1 };
                 let mut out = Image::<u16>::new(w, h).unwrap();
-                blur::<u16>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
+                blur::<u16, u16>(lanes, out.view_mut(), &wts, border, Parallelism::Sequential, level).unwrap();
                 let plane: Vec<f64> = u16s.iter().map(|&v| v as f64).collect();
                 let want = convolve_2d(&plane, w, h, &weights_f64(sigma, r), border);
                 for (&g, &e) in out.as_slice().iter().zip(&want) {

@@ -272,15 +272,15 @@ fn inverse_ones_response(n: usize, k: &Kernel) -> Vec<f32> {
 }
 
 /// The recursive Gaussian of `src` into `dst` (same size, checked by the caller).
-pub(crate) fn blur<P: BoxPixel>(
-    src: Lanes<'_, P::Lane>,
-    dst: ImageViewMut<'_, P>,
+pub(crate) fn blur<L: GaussLane, Q: BoxPixel>(
+    src: Lanes<'_, L>,
+    dst: ImageViewMut<'_, Q>,
     sigma: f64,
     border: Border,
     par: Parallelism,
 ) -> Result<()>
 where
-    P::Lane: GaussLane,
+    Q::Lane: GaussLane,
 {
     let coef = IirCoefficients::new(sigma);
     let k = Kernel::from(&coef);
@@ -295,7 +295,7 @@ where
     let mut cols = try_filled(strips.saturating_mul(tn).saturating_mul(LINES), 0.0f32)?;
     let view = ImageViewMut::from_slice(&mut cols, tn * LINES, strips)?;
     for_each_band(view, par, 1, |s0, mut band| {
-        let mut rows: Vec<&[P::Lane]> = Vec::with_capacity(tn);
+        let mut rows: Vec<&[L]> = Vec::with_capacity(tn);
         for si in 0..band.height() {
             let l0 = (s0 + si) * LINES;
             let len = LINES.min(wc - l0);
@@ -307,8 +307,8 @@ where
             // The line's first and last input samples (for Replicate / Reflect101).
             let mut first = [0.0f32; LINES];
             let mut last = [0.0f32; LINES];
-            P::Lane::load_row(src_row(0), &mut first);
-            P::Lane::load_row(src_row(tn - 1), &mut last);
+            L::load_row(src_row(0), &mut first);
+            L::load_row(src_row(tn - 1), &mut last);
             let (left, right) = edges(border, &first, &last);
             let states = if len == LINES {
                 rows.clear();
@@ -317,7 +317,7 @@ where
             } else {
                 // The last, partial strip: copy into the zero-padded buffer first.
                 for t in 0..tn {
-                    P::Lane::load_row(src_row(t), &mut buf[t * LINES..t * LINES + len]);
+                    L::load_row(src_row(t), &mut buf[t * LINES..t * LINES + len]);
                 }
                 forward(buf, tn, &k, &left)
             };
@@ -372,7 +372,7 @@ where
                         o[x * c..x * c + c].iter_mut().for_each(|v| *v *= s);
                     }
                 }
-                P::Lane::store_row(o, P::lanes_mut(band.row_mut(yb + row)));
+                Q::Lane::store_row(o, Q::lanes_mut(band.row_mut(yb + row)));
             }
             yb += rows;
         }

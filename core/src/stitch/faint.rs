@@ -22,8 +22,8 @@
 
 use super::quality::{add_pair, centred, check, Sums};
 use crate::error::{require_finite, Error, Result};
-use crate::filter::{gaussian_blur, GaussianParams};
-use crate::image::{Image, ImageView, Pixel};
+use crate::filter::{gaussian_blur_f32, BoxPixel, GaussLane, GaussianParams};
+use crate::image::{Image, ImageView};
 use crate::parallel::{map_indices, Parallelism};
 
 /// The narrow Gaussian of the band-pass (pixels): averages the noise.
@@ -46,16 +46,15 @@ const MIN_SIDE: usize = 16;
 /// `frame` band-passed for [`overlap_peak`]: Gaussian of [`BAND_NARROW`] less Gaussian of
 /// [`BAND_WIDE`], in f32. Errors: a frame too small for the wide Gaussian's border
 /// (under [`MIN_SIDE`] a side), a failed allocation.
-pub fn band_passed<T: Pixel + Into<f64>>(frame: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
+pub fn band_passed<T: BoxPixel<Lane: GaussLane>>(frame: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
     let (w, h) = frame.size();
     if w < MIN_SIDE || h < MIN_SIDE {
         return Err(Error::InvalidParameter { name: "frame", reason: alloc::format!("{w}x{h} is too small to band-pass (at least {MIN_SIDE} a side)") });
     }
-    let grey = super::refine::grey(frame)?;
     let mut narrow = Image::<f32>::new(w, h)?;
     let mut wide = Image::<f32>::new(w, h)?;
-    gaussian_blur(grey.view(), narrow.view_mut(), &GaussianParams { sigma: BAND_NARROW, ..Default::default() }, par)?;
-    gaussian_blur(grey.view(), wide.view_mut(), &GaussianParams { sigma: BAND_WIDE, ..Default::default() }, par)?;
+    gaussian_blur_f32(frame, narrow.view_mut(), &GaussianParams { sigma: BAND_NARROW, ..Default::default() }, par)?;
+    gaussian_blur_f32(frame, wide.view_mut(), &GaussianParams { sigma: BAND_WIDE, ..Default::default() }, par)?;
     for y in 0..h {
         for (n, &w) in narrow.row_mut(y).iter_mut().zip(wide.row(y)) {
             *n -= w;

@@ -13,7 +13,7 @@
 //! iteration.
 
 use crate::error::{require_positive, require_range, Result};
-use crate::filter::{gaussian_blur, GaussianParams};
+use crate::filter::{gaussian_blur_f32, BoxPixel, GaussLane, GaussianParams};
 use crate::image::{Image, ImageView, Pixel};
 use crate::parallel::{map_indices, map_slots, Parallelism};
 use crate::stitch::similarity::Similarity;
@@ -309,24 +309,11 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
 /// A frame as [`refine_overlap_smoothed`] sees it: grey values as `f32`, smoothed by a Gaussian of
 /// [`OVERLAP_SMOOTHING`] (on `par`'s threads). A sequence keeps each frame's copy, which
 /// serves every pair the frame is in ([`refine_overlap_smoothed`]).
-pub fn overlap_smoothed<T: Pixel + Into<f64>>(v: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
+pub fn overlap_smoothed<T: BoxPixel<Lane: GaussLane>>(v: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
     let (w, h) = v.size();
-    let grey = grey(v)?;
     let mut out = Image::<f32>::new(w, h)?;
-    gaussian_blur(grey.view(), out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
+    gaussian_blur_f32(v, out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
     Ok(out)
-}
-
-/// The frame in f32, for filters that take it.
-pub(super) fn grey<T: Pixel + Into<f64>>(v: ImageView<'_, T>) -> Result<Image<f32>> {
-    let (w, h) = v.size();
-    let mut grey = Image::<f32>::new(w, h)?;
-    for y in 0..h {
-        for (g, &p) in grey.row_mut(y).iter_mut().zip(v.row(y)) {
-            *g = Into::<f64>::into(p) as f32;
-        }
-    }
-    Ok(grey)
 }
 
 /// The pair motion `motion` refined on the whole overlap of the pair, as [`refine_motion`]

@@ -9,6 +9,7 @@ use super::sequence::{FrameRecord, Run};
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
 use crate::error::{Error, Result};
+use crate::filter::{BoxPixel, GaussLane};
 use crate::image::{AnyImage, AnyView, Image, ImageView};
 use crate::ncc::NccSample;
 use crate::parallel::Parallelism;
@@ -88,7 +89,7 @@ impl FrameSource for InMemory<'_, '_> {
 }
 
 /// The grey type registration runs on, and its view of a frame's [`Gray`].
-pub(super) trait GrayType: NccSample + QualitySample + SynthPixel {
+pub(super) trait GrayType: NccSample + QualitySample + SynthPixel + BoxPixel<Lane: GaussLane> {
     fn typed<'a>(g: Gray<'a>) -> Option<ImageView<'a, Self>>;
     fn gray(v: ImageView<'_, Self>) -> Gray<'_>;
 }
