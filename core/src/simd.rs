@@ -7,6 +7,16 @@
 
 use crate::cpu::multiversion;
 
+/// The square root, correctly rounded (IEEE 754), so the same bits either way: with `std`
+/// the compiler's own, which a loop vectorizes; without it `libm`'s, one at a time.
+#[inline(always)]
+pub(crate) fn sqrt(x: f64) -> f64 {
+    #[cfg(feature = "std")]
+    return x.sqrt();
+    #[cfg(not(feature = "std"))]
+    return libm::sqrt(x);
+}
+
 /// A channel type whose running window sums accumulate exactly (integers) or without
 /// drift (f32 in f64) in `Acc`.
 pub trait Lane: Copy + Send + Sync + 'static {

@@ -1074,10 +1074,11 @@ impl vote::Test for ShiftNear<'_> {
 }
 
 /// Whether the shift `a` lies within `tol` (Chebyshev) of `b`: the shift consensus's test,
-/// inlined into its vectorized form too.
+/// inlined into its vectorized form too (both axes tested, `&` not `&&`: a branch-free
+/// test reads every lane with plain loads, not masked ones).
 #[inline(always)]
 fn shift_near(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
-    (a.0 - b.0).abs() <= tol && (a.1 - b.1).abs() <= tol
+    ((a.0 - b.0).abs() <= tol) & ((a.1 - b.1).abs() <= tol)
 }
 
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`

@@ -17,6 +17,8 @@
 //! wins; the model is then refitted on its inliers.
 
 use super::vote;
+use crate::cpu::multiversion;
+use crate::simd::sqrt;
 use alloc::vec::Vec;
 
 /// A rotation with optional scale, then a translation (module doc).
@@ -238,50 +240,112 @@ fn near(h: Hypothesis, p: &Correspondence, tol: f64) -> bool {
 }
 
 /// Whether `h` takes the point `(u, v)` within `tol` (Chebyshev) of `(rx, ry)`: [`near`],
-/// inlined into the consensus's vectorized test too.
+/// inlined into the consensus's vectorized test too (both axes tested, `&` not `&&`: a
+/// branch-free test reads every lane with plain loads, not masked ones).
 #[inline(always)]
 fn lands_near((c, s, x, y): Hypothesis, (u, v): (f64, f64), (rx, ry): (f64, f64), tol: f64) -> bool {
-    (x + c * u - s * v - rx).abs() <= tol && (y + s * u + c * v - ry).abs() <= tol
+    ((x + c * u - s * v - rx).abs() <= tol) & ((y + s * u + c * v - ry).abs() <= tol)
 }
 
 /// [`consensus`]'s hypotheses: every pair of points at least `min_baseline` apart among the
 /// [`MAX_HYPOTHESIS_POINTS`] of largest weight, the motion taking one to the other, where it
-/// is within `bounds`.
+/// is within `bounds`; in the order of the pairs `(n, m)`, `n < m`, of that ranking.
 fn hypotheses<'p>(points: &'p [Correspondence], weights: &[f64], bounds: &Bounds) -> impl Iterator<Item = Hypothesis> + 'p {
-    let with_scale = bounds.max_scale_change > 0.0;
-    // The bounds as limits on the matrix (c, s) = scale (cos a, sin a).
-    let (min_cos, max_zoom) = (libm::cos(bounds.max_angle.min(core::f64::consts::PI)), 1.0 + bounds.max_scale_change + 1e-12);
-    let min_baseline = bounds.min_baseline;
     // Hypotheses from the strongest points only: the consensus needs one good pair of
     // them, and all pairs of every point cost quadratically more.
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
     order.truncate(MAX_HYPOTHESIS_POINTS);
-    // Made as the consensus asks for them: it stops at a set of every point.
-    let strongest = order.len();
-    let pairs = (0..strongest).flat_map(move |n| (n + 1..strongest).map(move |m| (n, m)));
-    pairs.filter_map(move |(n, m)| {
-        let (a, b) = (&points[order[n]], &points[order[m]]);
-        let (ux, uy) = (b.moving.0 - a.moving.0, b.moving.1 - a.moving.1);
-        let (vx, vy) = (b.reference.0 - a.reference.0, b.reference.1 - a.reference.1);
-        let (lu, lv) = (libm::hypot(ux, uy), libm::hypot(vx, vy));
-        if lu < min_baseline || !(lv > 0.0) {
-            return None;
-        }
-        let zoom = if with_scale { lv / lu } else { 1.0 };
-        if zoom > max_zoom || zoom < 2.0 - max_zoom {
-            return None;
-        }
-        // The turn taking u to v, scaled.
-        let (cos, sin) = ((ux * vx + uy * vy) / (lu * lv), (ux * vy - uy * vx) / (lu * lv));
-        if cos < min_cos {
-            return None;
-        }
-        let (c, s) = (zoom * cos, zoom * sin);
-        let mid = ((a.moving.0 + b.moving.0) / 2.0, (a.moving.1 + b.moving.1) / 2.0);
-        let goal = ((a.reference.0 + b.reference.0) / 2.0, (a.reference.1 + b.reference.1) / 2.0);
-        Some((c, s, goal.0 - (c * mid.0 - s * mid.1), goal.1 - (s * mid.0 + c * mid.1)))
+    let strongest = Strongest::of(points, &order);
+    let limits = Limits::of(bounds);
+    // Made a row at a time, as the consensus asks for them: it stops at a set of every point.
+    let mut row = Row::default();
+    (0..order.len()).flat_map(move |n| {
+        hypothesis_row(&strongest, n, &limits, &mut row);
+        let row = row;
+        (n + 1..strongest.len).filter(move |&m| row.valid[m]).map(move |m| (row.c[m], row.s[m], row.x[m], row.y[m]))
     })
+}
+
+/// The hypothesis points' coordinates, a lane each: moving `(mx, my)`, reference `(rx, ry)`;
+/// lanes from `len` on are 0 (and never valid).
+#[derive(Clone, Copy)]
+struct Strongest {
+    mx: [f64; MAX_HYPOTHESIS_POINTS],
+    my: [f64; MAX_HYPOTHESIS_POINTS],
+    rx: [f64; MAX_HYPOTHESIS_POINTS],
+    ry: [f64; MAX_HYPOTHESIS_POINTS],
+    len: usize,
+}
+
+impl Strongest {
+    fn of(points: &[Correspondence], order: &[usize]) -> Strongest {
+        let at = |f: fn(&Correspondence) -> f64| core::array::from_fn(|k| order.get(k).map_or(0.0, |&i| f(&points[i])));
+        Strongest { mx: at(|p| p.moving.0), my: at(|p| p.moving.1), rx: at(|p| p.reference.0), ry: at(|p| p.reference.1), len: order.len() }
+    }
+}
+
+/// [`Bounds`] as limits on a hypothesis's baseline and matrix `(c, s)` = scale (cos a, sin a).
+struct Limits {
+    min_baseline: f64,
+    with_scale: bool,
+    max_zoom: f64,
+    min_cos: f64,
+}
+
+impl Limits {
+    fn of(bounds: &Bounds) -> Limits {
+        Limits {
+            min_baseline: bounds.min_baseline,
+            with_scale: bounds.max_scale_change > 0.0,
+            max_zoom: 1.0 + bounds.max_scale_change + 1e-12,
+            min_cos: libm::cos(bounds.max_angle.min(core::f64::consts::PI)),
+        }
+    }
+}
+
+/// The hypotheses of point `n` with every point `m`, a lane each ([`hypothesis_row`]).
+#[derive(Clone, Copy)]
+struct Row {
+    c: [f64; MAX_HYPOTHESIS_POINTS],
+    s: [f64; MAX_HYPOTHESIS_POINTS],
+    x: [f64; MAX_HYPOTHESIS_POINTS],
+    y: [f64; MAX_HYPOTHESIS_POINTS],
+    valid: [bool; MAX_HYPOTHESIS_POINTS],
+}
+
+impl Default for Row {
+    fn default() -> Self {
+        let zero = [0.0; MAX_HYPOTHESIS_POINTS];
+        Row { c: zero, s: zero, x: zero, y: zero, valid: [false; MAX_HYPOTHESIS_POINTS] }
+    }
+}
+
+multiversion! {
+    /// Fills `row` with the hypotheses taking point `n` and point `m` of `points`, for every
+    /// lane `m` at once (valid for `n < m < len` within `limits`): the turn (scaled, with a
+    /// scale) taking the moving baseline `u` onto the reference baseline `v`, about the
+    /// pair's midpoint. Branch-free, so that each level's lanes make several at a time.
+    fn hypothesis_row(points: &Strongest, n: usize, limits: &Limits, row: &mut Row) {
+        let (ax, ay, bx, by) = (points.mx[n], points.my[n], points.rx[n], points.ry[n]);
+        for m in 0..MAX_HYPOTHESIS_POINTS {
+            let (ux, uy) = (points.mx[m] - ax, points.my[m] - ay);
+            let (vx, vy) = (points.rx[m] - bx, points.ry[m] - by);
+            let (lu, lv) = (sqrt(ux * ux + uy * uy), sqrt(vx * vx + vy * vy));
+            let zoom = if limits.with_scale { lv / lu } else { 1.0 };
+            // The turn taking u to v, scaled.
+            let (cos, sin) = ((ux * vx + uy * vy) / (lu * lv), (ux * vy - uy * vx) / (lu * lv));
+            let (c, s) = (zoom * cos, zoom * sin);
+            let (mid_x, mid_y) = ((ax + points.mx[m]) / 2.0, (ay + points.my[m]) / 2.0);
+            let (goal_x, goal_y) = ((bx + points.rx[m]) / 2.0, (by + points.ry[m]) / 2.0);
+            row.c[m] = c;
+            row.s[m] = s;
+            row.x[m] = goal_x - (c * mid_x - s * mid_y);
+            row.y[m] = goal_y - (s * mid_x + c * mid_y);
+            // Written so that NaN (a baseline of length 0) fails every test.
+            row.valid[m] = (m > n) & (m < points.len) & (lu >= limits.min_baseline) & (lv > 0.0) & (zoom <= limits.max_zoom) & (zoom >= 2.0 - limits.max_zoom) & (cos >= limits.min_cos);
+        }
+    }
 }
 
 /// The winning hypothesis `h`'s set refitted by least squares and gathered once more
@@ -402,8 +466,59 @@ mod tests {
         refitted(points, best?.2, tol, bounds)
     }
 
+    /// [`hypotheses`] by its definition, one pair at a time: the angle from `atan2`, the
+    /// lengths from `hypot`.
+    fn hypotheses_reference(points: &[Correspondence], weights: &[f64], bounds: &Bounds) -> Vec<(usize, usize, Similarity)> {
+        let mut order: Vec<usize> = (0..points.len()).collect();
+        order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
+        order.truncate(MAX_HYPOTHESIS_POINTS);
+        let mut out = Vec::new();
+        for n in 0..order.len() {
+            for m in n + 1..order.len() {
+                let (a, b) = (&points[order[n]], &points[order[m]]);
+                let (u, v) = ((b.moving.0 - a.moving.0, b.moving.1 - a.moving.1), (b.reference.0 - a.reference.0, b.reference.1 - a.reference.1));
+                let (lu, lv) = (libm::hypot(u.0, u.1), libm::hypot(v.0, v.1));
+                let angle = libm::atan2(v.1, v.0) - libm::atan2(u.1, u.0);
+                let angle = libm::atan2(libm::sin(angle), libm::cos(angle));
+                let scale = if bounds.max_scale_change > 0.0 { lv / lu } else { 1.0 };
+                if lu < bounds.min_baseline || lv == 0.0 || libm::fabs(scale - 1.0) > bounds.max_scale_change + 1e-12 || libm::fabs(angle) > bounds.max_angle {
+                    continue;
+                }
+                let mid = ((a.moving.0 + b.moving.0) / 2.0, (a.moving.1 + b.moving.1) / 2.0);
+                let goal = ((a.reference.0 + b.reference.0) / 2.0, (a.reference.1 + b.reference.1) / 2.0);
+                out.push((n, m, Similarity::about(mid, (goal.0 - mid.0, goal.1 - mid.1), angle, scale)));
+            }
+        }
+        out
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// The hypotheses, made a row of lanes at a time, against their definition: the same
+        /// pairs in the same order, each the motion taking one point of the pair to the other
+        /// and the midpoint to the midpoint (within 1e-9 px over the frame).
+        #[test]
+        fn hypotheses_match_their_definition(n in 0usize..50, seed in proptest::prelude::any::<u64>(), zoom in proptest::prelude::any::<bool>(), max_angle in 0.05f64..4.0) {
+            let mut rng = SplitMix64::new(seed);
+            let points: Vec<Correspondence> = (0..n)
+                .map(|_| {
+                    let m = (400.0 * rng.uniform(), 300.0 * rng.uniform());
+                    Correspondence { moving: m, reference: (m.0 + 30.0 * rng.normal(), m.1 + 30.0 * rng.normal()) }
+                })
+                .collect();
+            let weights: Vec<f64> = (0..n).map(|_| rng.uniform()).collect();
+            let bounds = Bounds { max_angle, max_scale_change: if zoom { 0.1 } else { 0.0 }, min_baseline: 40.0 };
+            let got: Vec<Hypothesis> = hypotheses(&points, &weights, &bounds).collect();
+            let want = hypotheses_reference(&points, &weights, &bounds);
+            proptest::prop_assert_eq!(got.len(), want.len());
+            for (&(c, s, x, y), (n, m, w)) in got.iter().zip(&want) {
+                for p in [(0.0, 0.0), (400.0, 0.0), (0.0, 300.0), (400.0, 300.0)] {
+                    let (g, e) = ((x + c * p.0 - s * p.1, y + s * p.0 + c * p.1), w.apply(p));
+                    proptest::prop_assert!(close(g, e, 1e-9), "pair ({}, {}) at {:?}: {:?} against {:?}", n, m, p, g, e);
+                }
+            }
+        }
+
         /// Up to 90 points (two words of bits) of a turn and zoom with noise, outliers and
         /// equal weights (ties), against the definition.
         #[test]
