@@ -166,7 +166,9 @@ fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPa
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p)?;
     // On this thread: a pair's conclusion is tens of microseconds (a PAL pair's 64
-    // templates), less than waking the host's other threads costs.
+    // templates), less than waking the host's other threads costs (the run's thread is not
+    // one of the pool's, so it sleeps until they answer: a window's plans and conclusions
+    // spread over two threads of a 2-core VM doubled the host's time a pair).
     let concluded: Vec<Result<Unrefined>> = jobs
         .iter()
         .zip(searched)
