@@ -45,6 +45,7 @@ pub use backend::CudaBackend;
 pub use device_image::{DeviceDst, DeviceImage, DevicePixel, DeviceSrc};
 pub use filter::{BoxDesign, BoxKernel, BoxShape, FirDesign, IirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV, GAUSS_IIR_ENV};
 pub use stereo::{Aggregation as SgmAggregation, AGGREGATION_ENV as SGM_AGGREGATION_ENV};
+pub use ncc::{HostWork as StitchHostWork, HOST_WORK_ENV as STITCH_HOST_WORK_ENV};
 pub use tuning::Design;
 pub use variance::{MomentsDesign, VARIANCE_KERNEL_ENV};
 use tessera_core::{Backend, Error};

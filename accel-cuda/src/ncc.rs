@@ -27,6 +27,9 @@ use tessera_core::stitch::{
     RegisterParams, SearchMethod, ShiftRefinement, StitchParams, Unrefined, WINDOW,
 };
 use tessera_core::stitch::Blend;
+use crate::tuning::{self, Design};
+use tessera_core::choice::Choice;
+use tessera_core::parallel::{map_indices, map_slots};
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
 /// Warps per block of the search launch.
@@ -152,7 +155,7 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
     let (dref, dmov) = (gpu.upload_view(reference)?, gpu.upload_view(moving)?);
     let devices = (OnDevice { ptr: dref.buf.ptr(), terms: (0.0, 0.0) }, OnDevice { ptr: dmov.buf.ptr(), terms });
     let job = Job { reference, moving, devices, prediction };
-    let (mut found, _) = register_jobs(gpu, &[job], p)?;
+    let (mut found, _) = register_jobs(gpu, &[job], p, Parallelism::Sequential)?;
     found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
 }
 
@@ -161,22 +164,17 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 /// core on the host (consensus and acceptance, [`PairPlan::conclude`]), and the
 /// shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns each
 /// pair's registration (or its own error) and whether a search launch ran (pairs without a
-/// search need none).
-fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Result<PairRegistration>>, bool)> {
+/// search need none). Each pair's host work (its plan, its conclusion) runs on the threads
+/// of `par`, a pair to a thread ([`HostWork`]).
+fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
-    let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p)?;
-    // On this thread: a pair's conclusion is tens of microseconds (a PAL pair's 64
-    // templates), less than waking the host's other threads costs (the run's thread is not
-    // one of the pool's, so it sleeps until they answer: a window's plans and conclusions
-    // spread over two threads of a 2-core VM doubled the host's time a pair).
-    let concluded: Vec<Result<Unrefined>> = jobs
-        .iter()
-        .zip(searched)
-        .map(|(job, searched)| match searched {
-            Searched::Matches { plan, found: f, probed: q } => plan.conclude(job.reference, job.moving, p, &found[f], &probed[q]),
-            Searched::Failed(e) => Err(e),
-        })
-        .collect();
+    let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p, par)?;
+    let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
+    let concluded: Vec<Result<Unrefined>> = map_slots(&mut searched, par, |k, searched| match searched.take() {
+        Some(Searched::Matches { plan, found: f, probed: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &probed[q]),
+        Some(Searched::Failed(e)) => Err(e),
+        None => Err(Error::Backend("internal: a pair concluded twice".into())),
+    });
     let asks: Vec<(usize, ((DevicePtr, DevicePtr), &ShiftRefinement))> = concluded
         .iter()
         .enumerate()
@@ -278,7 +276,7 @@ impl Call {
 /// for all pairs' template searches and one for all their null probes, one download each
 /// ([`search_and_probe`]).
 /// Returns each pair's [`Searched`], the launch's [`Answers`], and whether a launch ran.
-fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<(Vec<Searched>, Answers, bool)> {
+fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Searched>, Answers, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Answers::default(), false)) };
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
@@ -287,7 +285,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let mut call = Call::default();
     type Planned = core::result::Result<(PairPlan<TemplateStats>, [Range<usize>; 2]), Error>;
     let mut planned: Vec<Planned> = Vec::with_capacity(jobs.len());
-    for (job, plan) in jobs.iter().zip(plan_jobs(gpu, jobs, p)?) {
+    for (job, plan) in jobs.iter().zip(plan_jobs(gpu, jobs, p, par)?) {
         let plan = match plan {
             Ok(plan) => plan,
             Err(e) => {
@@ -329,11 +327,11 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
 /// ([`pair_sites`]), every site's template summed on the device, one launch for all pairs (so
 /// the host reads no template pixel), and the texture test and null probes from those sums;
 /// f32 templates are measured on the host.
-fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams) -> Result<Vec<Result<PairPlan<TemplateStats>>>> {
+fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<Vec<Result<PairPlan<TemplateStats>>>> {
     let (Some(kernel), Some(first)) = (T::SUMS, jobs.first()) else {
-        return Ok(jobs.iter().map(|job| plan_pair(job.reference, job.moving, p, job.prediction)).collect());
+        return Ok(map_indices(jobs.len(), par, |k| plan_pair(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)));
     };
-    let sited: Vec<Result<PairSites>> = jobs.iter().map(|job| pair_sites(job.reference, job.moving, p, job.prediction)).collect();
+    let mut sited: Vec<Result<PairSites>> = map_indices(jobs.len(), par, |k| pair_sites(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction));
     let mut frames = FrameTable::default();
     let mut records: Vec<i32> = Vec::new();
     for (job, sites) in jobs.iter().zip(&sited) {
@@ -345,17 +343,13 @@ fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams
     }
     let sums = template_sums(gpu, kernel, frames.addresses(), int(first.reference.width(), "width")?, p.rsz, &records)?;
     let n = (p.rsz * p.rsz) as u64;
-    let mut at = 0;
-    Ok(sited
-        .into_iter()
-        .map(|sites| {
-            let sites = sites?;
-            let k = sites.sites().len();
-            let stats = sums.get(at..at + k).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
-            at += k;
-            sites.plan::<T>(stats.iter().map(|&(s1, s2)| TemplateStats::of_int_sums(n, s1, s2)).collect(), p)
-        })
-        .collect())
+    // Each pair's first template among the sums: the templates of the planned pairs before it.
+    let firsts: Vec<usize> = sited.iter().scan(0, |at, sites| Some(core::mem::replace(at, *at + sites.as_ref().map_or(0, |s| s.sites().len())))).collect();
+    Ok(map_slots(&mut sited, par, |k, sites| {
+        let sites = core::mem::replace(sites, Err(Error::Backend("internal: a pair planned twice".into())))?;
+        let stats = sums.get(firsts[k]..firsts[k] + sites.sites().len()).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
+        sites.plan::<T>(stats.iter().map(|&(s1, s2)| TemplateStats::of_int_sums(n, s1, s2)).collect(), p)
+    }))
 }
 
 /// The exact sums (of the pixels, of their squares) of each template of side `rsz` whose
@@ -535,7 +529,43 @@ impl Default for State<'_> {
 /// will probably ask for next registered in one launch.
 struct DeviceRegistrar<'g> {
     gpu: &'g Gpu,
+    /// The threads each pair's host work runs on ([`HostWork`]).
+    par: Parallelism,
     state: Mutex<State<'g>>,
+}
+
+/// The tuning family of where a device stitch does each pair's host work (`tuning.rs`).
+const HOST_WORK: &str = "stitch_host_work";
+/// The environment variable that overrides the device's choice of [`HOST_WORK`].
+pub const HOST_WORK_ENV: &str = "TESSERA_STITCH_HOST_WORK";
+
+/// Where a device stitch plans and concludes a window's pairs: the host work between its
+/// launches, tens of microseconds a pair (a PAL pair's 64 templates). The same results
+/// either way; which is faster depends on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostWork {
+    /// On the run's thread, one pair after another (the built-in default). The run's
+    /// thread is not one of the pool's: handing the pairs to the pool puts it to sleep
+    /// until the pool answers, which on the 2-core VM made the host's time a pair twice as
+    /// long.
+    RunThread,
+    /// A pair to a thread of the pool, for a host with cores to spare.
+    Pool,
+}
+
+impl Choice for HostWork {
+    const WHAT: &'static str = "stitch host work design";
+    const ALL: &'static [Self] = &[HostWork::RunThread, HostWork::Pool];
+    fn name(self) -> &'static str {
+        match self {
+            HostWork::RunThread => "run-thread",
+            HostWork::Pool => "pool",
+        }
+    }
+}
+
+impl Design for HostWork {
+    const FAMILY: &'static str = HOST_WORK;
 }
 
 impl<'g> DeviceRegistrar<'g> {
@@ -581,7 +611,7 @@ impl<'g> DeviceRegistrar<'g> {
             let r = self.resident(st, batch, pair.reference.0, reference)?;
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
         }
-        let (registered, launched) = register_jobs(self.gpu, &jobs, p)?;
+        let (registered, launched) = register_jobs(self.gpu, &jobs, p, self.par)?;
         st.counts.launches += usize::from(launched);
         st.counts.registered += jobs.len();
         Ok(registered)
@@ -715,13 +745,18 @@ pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, prog
 
 /// [`stitch`], with what it did.
 pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Panorama, StitchCounts)> {
-    let registrar = DeviceRegistrar { gpu, state: Mutex::new(State::default()) };
+    let par = Parallelism::AllThreads;
+    let host_work = match tuning::chosen::<HostWork>(gpu)? {
+        HostWork::RunThread => Parallelism::Sequential,
+        HostWork::Pool => par,
+    };
+    let registrar = DeviceRegistrar { gpu, par: host_work, state: Mutex::new(State::default()) };
     let pasted = crate::stitch::PasteCounts::default();
     let mut canvas = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend| -> Result<Box<dyn Pasting + '_>> {
         crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
     };
     let start = std::time::Instant::now();
-    let pano = stitch_frames_into(frames, p, Parallelism::AllThreads, progress, Some(&registrar), &mut canvas)?;
+    let pano = stitch_frames_into(frames, p, par, progress, Some(&registrar), &mut canvas)?;
     let run_seconds = start.elapsed().as_secs_f64();
     let mut counts = registrar.state()?.counts.clone();
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());

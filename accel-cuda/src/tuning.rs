@@ -1,7 +1,9 @@
 //! Kernel designs chosen per device.
 //!
 //! Some kernel families keep more than one design, and which is faster depends on the
-//! device (the SGM aggregation in one launch with atomic adds, or a launch per direction).
+//! device (the SGM aggregation in one launch with atomic adds, or a launch per direction);
+//! so does where a device stitch does its pairs' host work, which depends on the host's
+//! cores (`stitch_host_work`).
 //! `scripts/gpu-check run` times every design of every family in one device call and writes
 //! the winners to a tuning table, `accel-cuda/tuning/<device>.json`; the tables in that
 //! folder are compiled into the backend (`build.rs`), looked up by the device's name.
@@ -127,6 +129,7 @@ mod tests {
         assert_eq!(crate::GAUSS_IIR_ENV, env_name(IirDesign::FAMILY));
         assert_eq!(crate::VARIANCE_KERNEL_ENV, env_name(crate::MomentsDesign::FAMILY));
         assert_eq!(crate::SGM_AGGREGATION_ENV, env_name(crate::SgmAggregation::FAMILY));
+        assert_eq!(crate::STITCH_HOST_WORK_ENV, env_name(crate::StitchHostWork::FAMILY));
     }
 
     #[test]

@@ -255,6 +255,24 @@ mod stitching {
         });
     }
 
+    #[test]
+    fn each_host_work_design_gives_the_cpus_panorama() {
+        use tessera_cuda::StitchHostWork;
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let n = 12;
+        with_sweep(7, |plan| {
+            let source = First(plan, n);
+            let p = params("u8", Blend::Overwrite, 0.25);
+            let want = cpu.stitch(&source, &p, &mut go_on).unwrap();
+            assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
+            for design in ["run-thread", "pool"] {
+                let gpu = tessera_cuda::open_shim_design::<StitchHostWork>(design).unwrap();
+                assert_eq!(gpu.stitch(&source, &p, &mut go_on).unwrap(), want, "{design}");
+            }
+        });
+        assert!(tessera_cuda::open_shim_design::<StitchHostWork>("every-core").is_err());
+    }
+
     /// Where a device stitching run's time goes, printed (by hand: `--ignored --nocapture`):
     /// the run's wall time, the time inside device calls (here the shim's emulation), and
     /// the host's rest (a pair's share in the run, and the device's start and teardown, once

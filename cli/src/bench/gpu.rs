@@ -399,6 +399,18 @@ fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
                 r.record("gpu_stitch_pal_pairs_per_s", params, be.name(), json!({"pairs_per_s": (1000.0 * pairs / ms).round(), "registered": registered}));
             }
         }
+        // Where the device stitch does each pair's host work (TESSERA_STITCH_HOST_WORK: the
+        // run's thread, or a pair to each of the pool's threads), each design timed on the
+        // sequence's first 200 frames: the choice depends on the host's cores.
+        if b.backend.name() != cpu.name() && r.wants("gpu_stitch_pal_host_work") {
+            let _restore = EnvRestored::save(&[tessera_cuda::STITCH_HOST_WORK_ENV]);
+            let part = &views[..views.len().min(200)];
+            for design in names::<tessera_cuda::StitchHostWork>() {
+                std::env::set_var(tessera_cuda::STITCH_HOST_WORK_ENV, design);
+                let params = json!({"w": 720, "h": 576, "frames": part.len(), "rsz": 31, "npts": 8, "design": design});
+                r.time("gpu_stitch_pal_host_work", params, b.backend.name(), 3, || b.backend.stitch(&InMemory(part), &p, &mut |_| ControlFlow::Continue(())).map(|_| ()));
+            }
+        }
         let short = &views[..curve_frames.min(views.len())];
         let n = (short.len() - 1) as f64;
         for rsz in [25usize, 31, 63, 95, 127, 191, 255] {
