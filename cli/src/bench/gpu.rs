@@ -20,7 +20,8 @@
 //! - matrix product 4096x4096 f32;
 //! - stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31) and the curve of
 //!   time against template size (25..255), on the backend and on the same machine's CPU
-//!   backend with all its threads.
+//!   backend with all its threads; the first 200 frames on the backend in each design of
+//!   its host work (`gpu_stitch_pal_host_work`: the run's thread, the pool).
 
 use super::stereo::{data_dir, ground_truth, rgba, synthetic};
 use super::{Bench, Recorder};
