@@ -114,6 +114,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         if label == "pal" {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let mut scaling = serde_json::Map::new();
+            let (mut pair_ms, mut efficiency) = (serde_json::Map::new(), serde_json::Map::new());
             let mut times = Vec::new();
             for threads in (0..).map(|k| 1usize << k).take_while(|&t| t <= cores.max(2)) {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
@@ -124,8 +125,25 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                     scaling.insert(threads.to_string(), json!((1000.0 * pairs / ms).round()));
                     times.push(ms);
                 }
+                // The same pool's runs with the engine's stage times: a pair's mean time and
+                // the stage's efficiency (module `stage_times`), which the speed-up is made of.
+                if r.wants("pal_scaling_breakdown") {
+                    let stages = StageTimes::default();
+                    for _ in 0..b.reps_for(pairs).clamp(3, 9) {
+                        pool.install(|| register_frames_timed(&InMemory(&views), &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()), &stages))?;
+                    }
+                    if let (Some(ns), Some(e)) = (stages.mean_pair_ns(), stages.stage_efficiency(threads)) {
+                        pair_ms.insert(threads.to_string(), json!((ns / 1e4).round() / 100.0));
+                        efficiency.insert(threads.to_string(), json!((e * 1000.0).round() / 1000.0));
+                    }
+                }
             }
             r.record("pal_scaling_pairs_per_s", json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), "cpu", serde_json::Value::Object(scaling));
+            if !pair_ms.is_empty() {
+                let params = json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs, "measured": "each planned pair's task and the window stage, by thread count"});
+                r.record("pal_scaling_breakdown_pair_ms", params.clone(), "cpu", serde_json::Value::Object(pair_ms));
+                r.record("pal_scaling_breakdown_stage_efficiency", params, "cpu", serde_json::Value::Object(efficiency));
+            }
             if let [t1, t2, ..] = times[..] {
                 r.record("pal_serial_fraction_amdahl", json!({"from": "1 and 2 threads"}), "cpu", json!(((2.0 * t2 / t1 - 1.0) * 1000.0).round() / 1000.0));
             }

@@ -849,6 +849,15 @@ mod tests {
         assert!(times.parallel_ns() > 0 && times.parallel_ns() < times.total_ns(), "{times:?}");
         let s = times.serial_fraction().unwrap();
         assert!(s > 0.0 && s < 1.0, "{s}");
+        // Every frame but the first registered as a planned pair, each timed within the
+        // stage; on one thread the pairs fill the stage, and nothing runs beside them.
+        let (pairs, pair_ns) = times.pair_tasks();
+        assert_eq!(pairs, frames.len() as u64 - 1, "{times:?}");
+        assert!(pair_ns > 0 && pair_ns <= times.parallel_ns(), "{times:?}");
+        let e = times.stage_efficiency(1).unwrap();
+        assert!(e > 0.5 && e <= 1.0, "{e}");
+        assert!(times.mean_pair_ns().unwrap() > 0.0);
+        assert_eq!(StageTimes::default().stage_efficiency(2), None);
     }
 
     #[test]

@@ -3,6 +3,14 @@
 //! the rest is the serial fraction that bounds the run's speed-up on many cores (Amdahl:
 //! `1 / (s + (1 - s) / n)` on `n` cores), read without a many-core machine.
 //!
+//! Within the stage, each planned pair's task is timed too, on whichever thread ran it. On
+//! `n` threads, the tasks' summed time over `n` times the stage's wall time is the stage's
+//! efficiency (below 1: threads waiting, for a batch's slowest pair or for work), and a
+//! task's mean time against one thread's says how much the threads slow one another (shared
+//! caches, memory bandwidth, a host's hyper-threads): the speed-up is `n` times the
+//! efficiency over that slowdown. A lone pair whose templates spread over the threads counts
+//! once, at its wall time.
+//!
 //! Time is read from the standard library's monotonic clock; a `no_std` build, or a target
 //! without 64-bit atomics, records nothing.
 
@@ -16,6 +24,8 @@ use core::sync::atomic::AtomicU64 as Nanos;
 pub struct StageTimes {
     total_ns: Nanos,
     parallel_ns: Nanos,
+    pair_ns: Nanos,
+    pairs: Nanos,
 }
 
 impl StageTimes {
@@ -36,6 +46,25 @@ impl StageTimes {
         (total > 0).then(|| 1.0 - self.parallel_ns().min(total) as f64 / total as f64)
     }
 
+    /// The planned pairs' registration tasks timed, and their summed wall time in
+    /// nanoseconds.
+    pub fn pair_tasks(&self) -> (u64, u64) {
+        (self.pairs.load(Ordering::Relaxed), self.pair_ns.load(Ordering::Relaxed))
+    }
+
+    /// A planned pair's mean registration time, in nanoseconds. `None` before any pair.
+    pub fn mean_pair_ns(&self) -> Option<f64> {
+        let (pairs, ns) = self.pair_tasks();
+        (pairs > 0).then(|| ns as f64 / pairs as f64)
+    }
+
+    /// The parallel stage's efficiency on `threads` threads: the pairs' summed time over
+    /// `threads` times the stage's wall time. `None` before any time was recorded.
+    pub fn stage_efficiency(&self, threads: usize) -> Option<f64> {
+        let stage = self.parallel_ns() as f64 * threads as f64;
+        (stage > 0.0).then(|| self.pair_tasks().1 as f64 / stage)
+    }
+
     /// `f()`, its wall time added to the total.
     pub(super) fn whole<R>(&self, f: impl FnOnce() -> R) -> R {
         timed(&self.total_ns, f)
@@ -44,6 +73,13 @@ impl StageTimes {
     /// `f()`, its wall time added to the parallel stage's.
     pub(super) fn parallel<R>(&self, f: impl FnOnce() -> R) -> R {
         timed(&self.parallel_ns, f)
+    }
+
+    /// `f()`, one planned pair's registration task: counted, its wall time added to the
+    /// pairs'.
+    pub(super) fn pair<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.pairs.fetch_add(1, Ordering::Relaxed);
+        timed(&self.pair_ns, f)
     }
 }
 

@@ -131,7 +131,13 @@ impl Window {
             // Pairs the registrar registered are looked up, too little work to wake threads for.
             let looked_up = planned.iter().all(|p| run.registrar_registers(&p.motion));
             let par = if looked_up { Parallelism::Sequential } else { run.par };
-            let mut register = || map_slots(&mut buffers[..planned.len()], par, |k, b| settle_planned::<T>(&solo, &planned[k], find, b, batched));
+            let settle = |k: usize, b: &mut Buffers<T>| settle_planned::<T>(&solo, &planned[k], find, b, batched);
+            let mut register = || {
+                map_slots(&mut buffers[..planned.len()], par, |k, b| match run.times {
+                    Some(times) => times.pair(|| settle(k, b)),
+                    None => settle(k, b),
+                })
+            };
             let done = match run.times {
                 Some(times) => times.parallel(&mut register),
                 None => register(),
