@@ -29,7 +29,7 @@ use tessera_core::stitch::{
 use tessera_core::stitch::Blend;
 use crate::tuning::{self, Design};
 use tessera_core::choice::Choice;
-use tessera_core::parallel::{map_indices, map_slots};
+use tessera_core::parallel::{map_indices, map_slots, on_pool};
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
 /// Warps per block of the search launch.
@@ -549,7 +549,9 @@ pub enum HostWork {
     /// until the pool answers, which on the 2-core VM made the host's time a pair twice as
     /// long.
     RunThread,
-    /// A pair to a thread of the pool, for a host with cores to spare.
+    /// A pair to a thread of the pool, for a host with cores to spare. The whole launch
+    /// (its plans, launches and conclusions) runs on a thread of the pool, so that the
+    /// run's thread hands it over once, not once for each of its parallel steps.
     Pool,
 }
 
@@ -626,7 +628,8 @@ impl<'g> DeviceRegistrar<'g> {
                 return Ok(st.ahead.swap_remove(k).1);
             }
         }
-        let registered = self.launch::<T>(&mut st, std::slice::from_ref(pair), p)?.pop();
+        let state = &mut *st;
+        let registered = on_pool(self.par, || self.launch::<T>(state, std::slice::from_ref(pair), p))?.pop();
         registered.unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
     }
 
@@ -649,7 +652,8 @@ impl<'g> DeviceRegistrar<'g> {
         if todo.is_empty() {
             return Ok(());
         }
-        let Ok(found) = self.launch::<T>(&mut st, &todo, p) else { return Ok(()) };
+        let state = &mut *st;
+        let Ok(found) = on_pool(self.par, || self.launch::<T>(state, &todo, p)) else { return Ok(()) };
         for (pair, registered) in todo.iter().zip(found) {
             // A pair that failed is registered afresh when asked (its error reported then).
             if let (Some(key), Ok(registered)) = (Key::of(pair, p), registered) {

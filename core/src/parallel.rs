@@ -170,6 +170,19 @@ pub fn alongside<A: Send, B>(par: Parallelism, background: impl FnOnce() -> A + 
     (Some(background()), here())
 }
 
+/// Runs `f` on a thread of the pool when `par` has more than one thread, and returns its
+/// result; without threads, here. For a caller outside the pool whose `f` makes several
+/// parallel calls in a row: each call from outside sleeps until a worker takes it up,
+/// while from a worker the calls start at once, the other workers joining as they wake.
+pub fn on_pool<R: Send>(par: Parallelism, f: impl FnOnce() -> R + Send) -> R {
+    #[cfg(feature = "parallel")]
+    if par.threads() > 1 {
+        return rayon::scope(|_| f());
+    }
+    let _ = par;
+    f()
+}
+
 /// Maps `f(i, &mut slots[i])` over the slots into a vector, in parallel when allowed; order
 /// is kept. For independent jobs that each reuse a buffer of their own.
 pub fn map_slots<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn(usize, &mut S) -> R + Send + Sync) -> Vec<R> {
@@ -196,6 +209,21 @@ mod tests {
                 7
             });
             assert_eq!((pool, mine, here.get()), (Some(328_350), 7, 1), "{par:?}");
+        }
+    }
+
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn on_pool_runs_on_a_worker_with_threads_and_here_without() {
+        let caller = std::thread::current().id();
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            let (thread, worker, sum) = on_pool(par, || (std::thread::current().id(), rayon::current_thread_index(), map_indices(100, par, |i| i * i).iter().sum::<usize>()));
+            assert_eq!(sum, 328_350, "{par:?}");
+            if par.threads() > 1 {
+                assert!(worker.is_some() && thread != caller, "{par:?}");
+            } else {
+                assert!(worker.is_none() && thread == caller, "{par:?}");
+            }
         }
     }
 
