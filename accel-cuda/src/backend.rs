@@ -3,7 +3,7 @@
 
 use crate::device::{Device, Gpu};
 use crate::device_image::{check_operands, checked, AnyDst, DeviceDst, DeviceImage, DevicePixel, DeviceSrc, Dst, Src};
-use crate::{contrast, filter, glare, linalg, ncc, stereo, variance};
+use crate::{contrast, filter, glare, linalg, ncc, registrar, stereo, variance};
 use core::ops::ControlFlow;
 use tessera_core::contrast::ContrastParams;
 use tessera_core::filter::{BoxParams, GaussianParams};
@@ -209,7 +209,7 @@ impl Backend for CudaBackend {
     }
 
     fn stitch(&self, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
-        ncc::stitch(&self.gpu, frames, p, progress)
+        registrar::stitch(&self.gpu, frames, p, progress)
     }
 
     fn stereo_sgm(&self, left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams) -> Result<StereoStats> {

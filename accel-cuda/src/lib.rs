@@ -36,6 +36,7 @@ mod linalg;
 mod ncc;
 mod quality;
 mod refine;
+mod registrar;
 mod stereo;
 mod stitch;
 mod transfer;
@@ -45,7 +46,7 @@ pub use backend::CudaBackend;
 pub use device_image::{DeviceDst, DeviceImage, DevicePixel, DeviceSrc};
 pub use filter::{BoxDesign, BoxKernel, BoxShape, FirDesign, IirDesign, BOX_KERNEL_ENV, BOX_SHAPES, BOX_SHAPE_ENV, GAUSS_FIR_ENV, GAUSS_IIR_ENV};
 pub use stereo::{Aggregation as SgmAggregation, AGGREGATION_ENV as SGM_AGGREGATION_ENV};
-pub use ncc::{HostWork as StitchHostWork, HOST_WORK_ENV as STITCH_HOST_WORK_ENV};
+pub use registrar::{HostWork as StitchHostWork, HOST_WORK_ENV as STITCH_HOST_WORK_ENV};
 pub use tuning::Design;
 pub use variance::{MomentsDesign, VARIANCE_KERNEL_ENV};
 use tessera_core::{Backend, Error};
@@ -171,9 +172,9 @@ pub fn shim_stitch_counted(
     p: &tessera_core::stitch::StitchParams,
     progress: &mut dyn FnMut(usize) -> core::ops::ControlFlow<()>,
 ) -> Result<(tessera_core::stitch::Panorama, StitchCounts), Error> {
-    ncc::stitch_counted(&shim_gpu(), frames, p, progress)
+    registrar::stitch_counted(&shim_gpu(), frames, p, progress)
 }
 
 #[doc(hidden)]
-pub use ncc::StitchCounts;
+pub use registrar::StitchCounts;
 

@@ -10,26 +10,19 @@
 //! (every coefficient, peak, evaluation count and shift); f32 frames within about 1e-6 of
 //! the CPU's coefficients.
 //!
-//! A stitching run registers through [`DeviceRegistrar`]: each frame uploaded once (kept
-//! by index in a small cache), the pairs the run will probably ask for next registered
-//! ahead in one launch ([`PairRegistrar::speculate`]), and the composite pasted on the
-//! device (`stitch.rs`).
+//! A stitching run registers its windows of pairs through [`register_jobs`]
+//! (`registrar.rs`).
 
-use crate::device::{args, int, Arg, DevBuf, DevImage, DevicePtr, FrameTable, Gpu, Pod};
+use crate::device::{args, int, Arg, DevBuf, DevicePtr, FrameTable, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
-use core::ops::{ControlFlow, Range};
-use std::sync::Mutex;
+use crate::refine::refine_shifts;
+use core::ops::Range;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams, TemplateStats};
-use crate::refine::refine_shifts;
+use tessera_core::parallel::{map_indices, map_slots};
 use tessera_core::stitch::{
-    gray, luma_storage, pair_sites, plan_pair, Gray, PairPlan, PairSites, TemplateSearch, stitch_frames_into, FrameSource, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest,
-    RegisterParams, SearchMethod, ShiftRefinement, StitchParams, Unrefined, WINDOW,
+    gray, luma_storage, pair_sites, plan_pair, Gray, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined,
 };
-use tessera_core::stitch::Blend;
-use crate::tuning::{self, Design};
-use tessera_core::choice::Choice;
-use tessera_core::parallel::{map_indices, map_slots, on_pool};
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
 /// Warps per block of the search launch.
@@ -45,7 +38,7 @@ const PROBE_INTS: usize = 2;
 const TEMPLATE_INTS: usize = 3;
 
 /// The kernel and its per-frame constants for one sample type.
-trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
+pub(crate) trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const KERNEL: &'static str;
     /// The null probes' kernel.
     const PROBE: &'static str;
@@ -64,10 +57,6 @@ trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     fn norm(t: &TemplateStats) -> f64 {
         t.n2_var
     }
-    /// A grey frame of this type, or `None`.
-    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>>;
-    /// This type's slot of a registrar's cache.
-    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>>;
 }
 
 impl DeviceSample for u8 {
@@ -76,12 +65,6 @@ impl DeviceSample for u8 {
     const REFINE: &'static str = "refine_shift_u8";
     const QUALITY: Option<&'static str> = Some("quality_sums_u8");
     const SUMS: Option<&'static str> = Some("template_sums_u8");
-    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
-        if let Gray::U8(v) = g { Some(*v) } else { None }
-    }
-    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
-        &mut c.u8
-    }
 }
 impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
@@ -89,12 +72,6 @@ impl DeviceSample for u16 {
     const REFINE: &'static str = "refine_shift_u16";
     const QUALITY: Option<&'static str> = Some("quality_sums_u16");
     const SUMS: Option<&'static str> = Some("template_sums_u16");
-    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
-        if let Gray::U16(v) = g { Some(*v) } else { None }
-    }
-    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
-        &mut c.u16
-    }
 }
 impl DeviceSample for f32 {
     const KERNEL: &'static str = "ncc_search_f32";
@@ -107,29 +84,23 @@ impl DeviceSample for f32 {
     fn norm(t: &TemplateStats) -> f64 {
         t.dev
     }
-    fn typed<'a>(g: &Gray<'a>) -> Option<ImageView<'a, Self>> {
-        if let Gray::F32(v) = g { Some(*v) } else { None }
-    }
-    fn cache<'s, 'g>(c: &'s mut Caches<'g>) -> &'s mut Vec<Resident<'g, Self>> {
-        &mut c.f32
-    }
 }
 
 /// A frame on the device as the searches see it: its address and, as a moving frame, its
 /// f32 terms.
 #[derive(Clone, Copy)]
-struct OnDevice {
-    ptr: DevicePtr,
-    terms: (f64, f64),
+pub(crate) struct OnDevice {
+    pub(crate) ptr: DevicePtr,
+    pub(crate) terms: (f64, f64),
 }
 
 /// One pair of a launch: the reference's view (the host takes its templates' statistics),
 /// both frames on the device, the prediction.
-struct Job<'v, T> {
-    reference: ImageView<'v, T>,
-    moving: ImageView<'v, T>,
-    devices: (OnDevice, OnDevice),
-    prediction: (f64, f64),
+pub(crate) struct Job<'v, T> {
+    pub(crate) reference: ImageView<'v, T>,
+    pub(crate) moving: ImageView<'v, T>,
+    pub(crate) devices: (OnDevice, OnDevice),
+    pub(crate) prediction: (f64, f64),
 }
 
 /// Registers `moving` against `reference` ([`tessera_core::stitch::register_pair_any`]).
@@ -165,8 +136,8 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 /// shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns each
 /// pair's registration (or its own error) and whether a search launch ran (pairs without a
 /// search need none). Each pair's host work (its plan, its conclusion) runs on the threads
-/// of `par`, a pair to a thread ([`HostWork`]).
-fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, bool)> {
+/// of `par`, a pair to a thread (`registrar.rs`'s `HostWork`).
+pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p, par)?;
     let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
@@ -436,336 +407,6 @@ fn probe_all<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: 
     let mut coefficients = vec![0f64; count];
     gpu.download(&out, &mut coefficients)?;
     Ok(coefficients.into_iter().map(|c| (c != f64::NEG_INFINITY).then_some(c)).collect())
-}
-
-/// Frames kept on the device by a run: a window's (at most `WINDOW + 2` distinct ones:
-/// its frames, the keyframe and the last good frame) and two the run may go back to.
-const RESIDENT: usize = WINDOW + 4;
-/// Search scratch (cached coefficients) a speculative launch may take; the pair asked for
-/// is registered whatever its own scratch.
-const SPECULATION_SCRATCH: usize = 256 << 20;
-
-/// A frame of the run kept on the device, by its index in the source.
-struct Resident<'g, T> {
-    index: usize,
-    image: DevImage<'g, T>,
-    terms: (f64, f64),
-    used: u64,
-}
-
-/// The resident frames of each grey type (a run has one).
-#[derive(Default)]
-struct Caches<'g> {
-    u8: Vec<Resident<'g, u8>>,
-    u16: Vec<Resident<'g, u16>>,
-    f32: Vec<Resident<'g, f32>>,
-}
-
-/// What a pair's registration depends on (the core's `plan_pair` reads the prediction only
-/// rounded): a speculative result answers a request with the same key.
-#[derive(Clone, Copy, PartialEq)]
-struct Key {
-    reference: usize,
-    moving: usize,
-    prediction: (i64, i64),
-    params: RegisterParams,
-}
-
-impl Key {
-    /// `None` for a non-finite prediction (an error, which the pair registered afresh gives).
-    fn of(pair: &PairRequest<'_>, p: &RegisterParams) -> Option<Key> {
-        let (x, y) = pair.prediction;
-        (x.is_finite() && y.is_finite()).then(|| Key { reference: pair.reference.0, moving: pair.moving.0, prediction: (x.round() as i64, y.round() as i64), params: *p })
-    }
-}
-
-/// What a device stitching run did, for the tests that it uploads each frame once and
-/// batches pairs.
-#[doc(hidden)]
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StitchCounts {
-    /// Registration uploads of each frame index.
-    pub uploads: Vec<usize>,
-    /// Search launches.
-    pub launches: usize,
-    /// Pairs the run asked for, and how many of them a speculative launch had registered.
-    pub pairs: usize,
-    pub speculated: usize,
-    /// Pairs registered on the device, a window's pairs the run did not ask for included.
-    pub registered: usize,
-    /// Launches of the quality sums, and the pairs whose quality measures they summed (a
-    /// window's batch in one launch).
-    pub quality_launches: usize,
-    pub quality_pairs: usize,
-    /// Frames uploaded for the composite, and downloads of the canvas.
-    pub paste_uploads: usize,
-    pub canvas_downloads: usize,
-    /// Seconds the run spent inside device calls (on the shim: the kernels' emulation
-    /// included); the rest of its time is host work.
-    pub device_seconds: f64,
-    /// The run's wall time, from its first frame to its panorama (the device's start and
-    /// teardown left out).
-    pub run_seconds: f64,
-    /// Device allocations of the whole run (requests its buffer pool could not serve).
-    pub allocations: usize,
-}
-
-struct State<'g> {
-    frames: Caches<'g>,
-    /// A window's pairs registered in one launch, waiting for their request.
-    ahead: Vec<(Key, PairRegistration)>,
-    clock: u64,
-    counts: StitchCounts,
-}
-
-impl Default for State<'_> {
-    fn default() -> Self {
-        State { frames: Caches::default(), ahead: Vec::new(), clock: 0, counts: StitchCounts::default() }
-    }
-}
-
-/// The device's pair registration as the core's stitching run asks for it: frames kept on
-/// the device by index (each uploaded once while the run needs it), and the pairs the run
-/// will probably ask for next registered in one launch.
-struct DeviceRegistrar<'g> {
-    gpu: &'g Gpu,
-    /// The threads each pair's host work runs on ([`HostWork`]).
-    par: Parallelism,
-    state: Mutex<State<'g>>,
-}
-
-/// The tuning family of where a device stitch does each pair's host work (`tuning.rs`).
-const HOST_WORK: &str = "stitch_host_work";
-/// The environment variable that overrides the device's choice of [`HOST_WORK`].
-pub const HOST_WORK_ENV: &str = "TESSERA_STITCH_HOST_WORK";
-
-/// Where a device stitch plans and concludes a window's pairs: the host work between its
-/// launches, tens of microseconds a pair (a PAL pair's 64 templates). The same results
-/// either way; which is faster depends on the host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostWork {
-    /// On the run's thread, one pair after another (the built-in default). The run's
-    /// thread is not one of the pool's: handing the pairs to the pool puts it to sleep
-    /// until the pool answers, which on the 2-core VM made the host's time a pair twice as
-    /// long.
-    RunThread,
-    /// A pair to a thread of the pool, for a host with cores to spare. The whole launch
-    /// (its plans, launches and conclusions) runs on a thread of the pool, so that the
-    /// run's thread hands it over once, not once for each of its parallel steps.
-    Pool,
-}
-
-impl Choice for HostWork {
-    const WHAT: &'static str = "stitch host work design";
-    const ALL: &'static [Self] = &[HostWork::RunThread, HostWork::Pool];
-    fn name(self) -> &'static str {
-        match self {
-            HostWork::RunThread => "run-thread",
-            HostWork::Pool => "pool",
-        }
-    }
-}
-
-impl Design for HostWork {
-    const FAMILY: &'static str = HOST_WORK;
-}
-
-impl<'g> DeviceRegistrar<'g> {
-    fn state(&self) -> Result<std::sync::MutexGuard<'_, State<'g>>> {
-        self.state.lock().map_err(|_| Error::Backend("stitch registrar poisoned by an earlier panic".into()))
-    }
-
-    /// Frame `index` on the device, uploaded unless resident; the least recently used frame
-    /// not used since `batch` (the clock when the current launch began) makes room.
-    fn resident<T: DeviceSample>(&self, st: &mut State<'g>, batch: u64, index: usize, view: ImageView<'_, T>) -> Result<OnDevice> {
-        st.clock += 1;
-        let clock = st.clock;
-        let cache = T::cache(&mut st.frames);
-        if let Some(r) = cache.iter_mut().find(|r| r.index == index) {
-            r.used = clock;
-            return Ok(OnDevice { ptr: r.image.buf.ptr(), terms: r.terms });
-        }
-        let terms = T::f32_terms(view)?;
-        let image = self.gpu.upload_view(view)?;
-        let ptr = image.buf.ptr();
-        if cache.len() >= RESIDENT {
-            if let Some(old) = cache.iter().enumerate().filter(|(_, r)| r.used < batch).min_by_key(|(_, r)| r.used).map(|(k, _)| k) {
-                cache.swap_remove(old);
-            }
-        }
-        cache.push(Resident { index, image, terms, used: clock });
-        let uploads = &mut st.counts.uploads;
-        if uploads.len() <= index {
-            uploads.resize(index + 1, 0);
-        }
-        uploads[index] += 1;
-        Ok(OnDevice { ptr, terms })
-    }
-
-    /// Registers `pairs` together ([`register_jobs`]; their frames made resident first).
-    fn launch<T: DeviceSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
-        let batch = st.clock + 1;
-        let mut jobs = Vec::with_capacity(pairs.len());
-        for pair in pairs {
-            let (reference, moving) = typed_pair::<T>(pair)?;
-            // The moving frame first: its f32 terms are the CPU's first check.
-            let m = self.resident(st, batch, pair.moving.0, moving)?;
-            let r = self.resident(st, batch, pair.reference.0, reference)?;
-            jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
-        }
-        let (registered, launched) = register_jobs(self.gpu, &jobs, p, self.par)?;
-        st.counts.launches += usize::from(launched);
-        st.counts.registered += jobs.len();
-        Ok(registered)
-    }
-
-    fn register_typed<T: DeviceSample>(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
-        let mut st = self.state()?;
-        st.counts.pairs += 1;
-        if let Some(key) = Key::of(pair, p) {
-            if let Some(k) = st.ahead.iter().position(|(a, _)| *a == key) {
-                st.counts.speculated += 1;
-                return Ok(st.ahead.swap_remove(k).1);
-            }
-        }
-        let state = &mut *st;
-        let registered = on_pool(self.par, || self.launch::<T>(state, std::slice::from_ref(pair), p))?.pop();
-        registered.unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
-    }
-
-    /// Registers a window's planned pairs not yet done in one launch, keeping their results
-    /// for the run's requests (the run offers exactly the requests it will make if its
-    /// frames stay on the plan). A failure costs only the work: each pair is then
-    /// registered afresh when asked (and its error, if any, reported then).
-    fn speculate_typed<T: DeviceSample>(&self, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<()> {
-        let Some(first) = pairs.first() else { return Ok(()) };
-        let mut st = self.state()?;
-        // Results for frames the run has passed will never be asked for.
-        st.ahead.retain(|(k, _)| k.moving >= first.moving.0);
-        // A pair's scratch is at most npts^2 searches of (2 r + 3)^2 coefficients (f64 and
-        // a bit each).
-        let side = 2 * p.search_radius + 3;
-        let per_pair = (p.npts * p.npts * side * side * 9).max(1);
-        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, WINDOW);
-        let known = |st: &State<'_>, pair: &PairRequest<'_>| Key::of(pair, p).is_none_or(|key| st.ahead.iter().any(|(a, _)| *a == key));
-        let todo: Vec<PairRequest<'_>> = pairs.iter().filter(|pair| !known(&st, pair)).take(most).cloned().collect();
-        if todo.is_empty() {
-            return Ok(());
-        }
-        let state = &mut *st;
-        let Ok(found) = on_pool(self.par, || self.launch::<T>(state, &todo, p)) else { return Ok(()) };
-        for (pair, registered) in todo.iter().zip(found) {
-            // A pair that failed is registered afresh when asked (its error reported then).
-            if let (Some(key), Ok(registered)) = (Key::of(pair, p), registered) {
-                st.ahead.push((key, registered));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl DeviceRegistrar<'_> {
-    /// The quality sums of registered pairs on the device, their frames made resident: one
-    /// launch for all.
-    fn quality_typed<T: DeviceSample>(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
-        let kernel = T::QUALITY?;
-        Some((|| {
-            let mut st = self.state()?;
-            let batch = st.clock + 1;
-            let mut frames = Vec::with_capacity(requests.len());
-            let mut size = None;
-            for q in requests {
-                let (r, m) = (typed_frame::<T>(&q.reference.1)?, typed_frame::<T>(&q.moving.1)?);
-                if size.is_some_and(|s| s != r.size()) || r.size() != m.size() {
-                    return Err(Error::Backend("internal: quality sums of frames of different sizes".into()));
-                }
-                size = Some(r.size());
-                let dm = self.resident(&mut st, batch, q.moving.0, m)?;
-                let dr = self.resident(&mut st, batch, q.reference.0, r)?;
-                frames.push((dr.ptr, dm.ptr));
-            }
-            let Some(size) = size else { return Ok(Vec::new()) };
-            let pairs: Vec<_> = frames.into_iter().zip(requests.iter().map(|q| &q.plan)).collect();
-            let sums = crate::quality::quality_sums(self.gpu, kernel, size, &pairs)?;
-            st.counts.quality_launches += 1;
-            st.counts.quality_pairs += requests.len();
-            Ok(sums)
-        })())
-    }
-}
-
-/// The pair's two frames as views of `T` (a run's frames share one type).
-fn typed_pair<'a, T: DeviceSample>(pair: &'a PairRequest<'_>) -> Result<(ImageView<'a, T>, ImageView<'a, T>)> {
-    Ok((typed_frame::<T>(&pair.reference.1)?, typed_frame::<T>(&pair.moving.1)?))
-}
-
-/// A run's frame as a view of `T`, or the error of a run whose frames differ in type.
-fn typed_frame<'a, T: DeviceSample>(g: &Gray<'a>) -> Result<ImageView<'a, T>> {
-    T::typed(g).ok_or(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" })
-}
-
-/// `by_type!(self.f(gray, args..))`: `self.f::<T>(args..)` for the grey type `T` of `gray`.
-macro_rules! by_type {
-    ($self:ident . $f:ident ($g:expr, $($a:expr),*)) => {
-        match $g {
-            Gray::U8(_) => $self.$f::<u8>($($a),*),
-            Gray::U16(_) => $self.$f::<u16>($($a),*),
-            Gray::F32(_) => $self.$f::<f32>($($a),*),
-        }
-    };
-}
-
-impl PairRegistrar for DeviceRegistrar<'_> {
-    fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration> {
-        by_type!(self.register_typed(&pair.moving.1, pair, p))
-    }
-    fn speculate(&self, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<()> {
-        let Some(first) = pairs.first() else { return Ok(()) };
-        by_type!(self.speculate_typed(&first.moving.1, pairs, p))
-    }
-    fn quality_sums(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
-        let first = requests.first()?;
-        by_type!(self.quality_typed(&first.moving.1, requests))
-    }
-}
-
-/// Stitches a sequence ([`tessera_core::stitch::stitch_frames`]): the core's run (frame
-/// reading, attempts, keyframes, skips, progress and cancellation) with every pair
-/// registered on the device and the composite pasted on the device. The same panorama
-/// and records as the CPU for integer frames; f32 positions within 1e-3 px.
-///
-/// Each frame is uploaded once for registration (kept on the device by index while the
-/// run may register against it) and once more to be pasted. Each window of the run's
-/// planned pairs ([`tessera_core::stitch::WINDOW`]) registers in one launch, all their
-/// templates in one grid; a request with the same frames, parameters and prediction is
-/// answered from that launch, anything else registered afresh, so the result is the CPU
-/// run's. Each launch downloads one packed result buffer, and the canvas is
-/// downloaded once. The quality measures (`p.quality`) of integer frames are summed on the
-/// device (a launch per batch of registered pairs, their frames already resident), those of
-/// f32 frames and of turned pairs on the host.
-pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {
-    stitch_counted(gpu, frames, p, progress).map(|(pano, _)| pano)
-}
-
-/// [`stitch`], with what it did.
-pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Panorama, StitchCounts)> {
-    let par = Parallelism::AllThreads;
-    let host_work = match tuning::chosen::<HostWork>(gpu)? {
-        HostWork::RunThread => Parallelism::Sequential,
-        HostWork::Pool => par,
-    };
-    let registrar = DeviceRegistrar { gpu, par: host_work, state: Mutex::new(State::default()) };
-    let pasted = crate::stitch::PasteCounts::default();
-    let mut canvas = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend| -> Result<Box<dyn Pasting + '_>> {
-        crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
-    };
-    let start = std::time::Instant::now();
-    let pano = stitch_frames_into(frames, p, par, progress, Some(&registrar), &mut canvas)?;
-    let run_seconds = start.elapsed().as_secs_f64();
-    let mut counts = registrar.state()?.counts.clone();
-    (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
-    (counts.device_seconds, counts.run_seconds, counts.allocations) = (gpu.device_seconds(), run_seconds, gpu.allocations());
-    Ok((pano, counts))
 }
 
 #[cfg(test)]
