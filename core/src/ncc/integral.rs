@@ -30,11 +30,31 @@ pub trait IntegralSample: Pixel {
     fn to_f64(a: Self::Acc) -> f64;
     /// The offset to subtract for this frame (0 for integers).
     fn offset(first: Self) -> f64;
+    /// One row of the tables: `out[x]` = `above[x]` plus the sums of the terms of
+    /// `row[..=x]` (the three of one length).
+    #[inline]
+    fn integral_row(row: &[Self], above: &[[Self::Acc; 2]], out: &mut [[Self::Acc; 2]], offset: f64) {
+        scalar_row(row, above, out, offset);
+    }
+}
+
+/// [`IntegralSample::integral_row`] a pixel at a time: a running sum of each term plus the
+/// entry above, one pass.
+#[inline]
+fn scalar_row<T: IntegralSample>(row: &[T], above: &[[T::Acc; 2]], out: &mut [[T::Acc; 2]], offset: f64) {
+    let (mut r1, mut r2) = (T::Acc::default(), T::Acc::default());
+    for ((o, &up), &p) in out.iter_mut().zip(above).zip(row) {
+        let [a, b] = p.terms(offset);
+        r1 = T::add(r1, a);
+        r2 = T::add(r2, b);
+        *o = [T::add(up[0], r1), T::add(up[1], r2)];
+    }
 }
 
 macro_rules! int_sample {
-    ($t:ty, $acc:ty, $max:expr) => {
+    ($t:ty, $acc:ty, $max:expr $(, $extra:item)*) => {
         impl IntegralSample for $t {
+            $($extra)*
             type Acc = $acc;
             const MAX_AREA: u64 = $max;
             #[inline]
@@ -62,7 +82,21 @@ macro_rules! int_sample {
     };
 }
 // 66051 * 255^2 = 4294892475 < 2^32; 2^32 * 65535^2 < 2^64.
-int_sample!(u8, u32, 66051);
+int_sample!(
+    u8,
+    u32,
+    66051,
+    #[inline]
+    fn integral_row(row: &[u8], above: &[[u32; 2]], out: &mut [[u32; 2]], _offset: f64) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::level() >= crate::cpu::Level::Avx2 {
+            // SAFETY: the CPU has AVX2.
+            unsafe { x86::integral_row_u8(row, above, out) };
+            return;
+        }
+        scalar_row(row, above, out, 0.0);
+    }
+);
 int_sample!(u16, u64, 1 << 32);
 
 impl IntegralSample for f32 {
@@ -135,15 +169,7 @@ impl<T: IntegralSample> Integral<T> {
             let row = src.row(y);
             let (above, below) = self.table.split_at_mut((y + 1) * stride);
             let above = &above[y * stride + 1..];
-            let out = &mut below[1..stride];
-            // Running row sums plus the entry above: one pass, no bounds checks.
-            let (mut r1, mut r2) = (T::Acc::default(), T::Acc::default());
-            for ((o, &up), &p) in out.iter_mut().zip(above).zip(row) {
-                let [a, b] = p.terms(self.offset);
-                r1 = T::add(r1, a);
-                r2 = T::add(r2, b);
-                *o = [T::add(up[0], r1), T::add(up[1], r2)];
-            }
+            T::integral_row(&row[..w], &above[..w], &mut below[1..stride], self.offset);
         }
         // (Integer tables wrap by design; only f32 can be non-finite.)
         if let Some(bad) = self.table.last().filter(|s| !T::to_f64(s[1]).is_finite()) {
@@ -203,6 +229,71 @@ impl<T: IntegralSample> Integral<T> {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    /// The running sums of the 4 `[sum, squares]` pairs in the u32 lanes of `t` (pair k:
+    /// pairs 0..=k): a shift-and-add within each 128-bit half, then the low half's last
+    /// pair added to the high half's pairs.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn pair_prefix(t: __m256i) -> __m256i {
+        let t = _mm256_add_epi32(t, _mm256_slli_si256::<8>(t));
+        let low_last = _mm256_permutevar8x32_epi32(t, _mm256_setr_epi32(2, 3, 2, 3, 2, 3, 2, 3));
+        _mm256_add_epi32(t, _mm256_blend_epi32::<0xF0>(_mm256_setzero_si256(), low_last))
+    }
+
+    /// [`super::IntegralSample::integral_row`] for u8, 8 pixels a step as two vectors of 4
+    /// `[value, square]` pairs (the square a multiply-add of the lane's low half), the
+    /// tables' own layout: each summed along its pairs ([`pair_prefix`]), the second onto
+    /// the first's last pair, both onto the running total of the row before them, and added
+    /// to the entries above. The running total is the only chain between steps. Wrapping
+    /// u32 adds in any order give the scalar pass's tables exactly; the row's last
+    /// `len % 8` pixels are scalar.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn integral_row_u8(row: &[u8], above: &[[u32; 2]], out: &mut [[u32; 2]]) {
+        let n = row.len().min(above.len()).min(out.len());
+        let (low, high) = (_mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+        let last = _mm256_setr_epi32(6, 7, 6, 7, 6, 7, 6, 7);
+        // Each pair's value lane kept, its square lane from the multiply-add.
+        let terms = |v: __m256i| _mm256_blend_epi32::<0xAA>(v, _mm256_madd_epi16(v, v));
+        let mut run = _mm256_setzero_si256();
+        let mut x = 0;
+        while x + 8 <= n {
+            // SAFETY: row[x..x + 8] is in bounds.
+            let v = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(row.as_ptr().add(x).cast()) });
+            let first = pair_prefix(terms(_mm256_permutevar8x32_epi32(v, low)));
+            let second = pair_prefix(terms(_mm256_permutevar8x32_epi32(v, high)));
+            let second = _mm256_add_epi32(second, _mm256_permutevar8x32_epi32(first, last));
+            let (first, second) = (_mm256_add_epi32(first, run), _mm256_add_epi32(second, run));
+            run = _mm256_permutevar8x32_epi32(second, last);
+            // SAFETY: above[x..x + 8] and out[x..x + 8] are in bounds: 8 entries of two u32,
+            // 64 bytes each.
+            unsafe {
+                let up = above.as_ptr().add(x).cast::<__m256i>();
+                let o = out.as_mut_ptr().add(x).cast::<__m256i>();
+                _mm256_storeu_si256(o, _mm256_add_epi32(first, _mm256_loadu_si256(up)));
+                _mm256_storeu_si256(o.add(1), _mm256_add_epi32(second, _mm256_loadu_si256(up.add(1))));
+            }
+            x += 8;
+        }
+        let mut total = [0u32; 8];
+        // SAFETY: total holds 32 bytes.
+        unsafe { _mm256_storeu_si256(total.as_mut_ptr().cast(), run) };
+        let (mut r1, mut r2) = (total[0], total[1]);
+        for ((o, up), &p) in out[x..n].iter_mut().zip(&above[x..n]).zip(&row[x..n]) {
+            let p = p as u32;
+            r1 = r1.wrapping_add(p);
+            r2 = r2.wrapping_add(p * p);
+            *o = [up[0].wrapping_add(r1), up[1].wrapping_add(r2)];
+        }
+    }
+}
+
 /// Zero-size table, handy as a reusable buffer before the first [`Integral::compute`].
 impl<T: IntegralSample> Default for Integral<T> {
     fn default() -> Self {
@@ -214,6 +305,7 @@ impl<T: IntegralSample> Default for Integral<T> {
 mod tests {
     use super::*;
     use crate::image::Image;
+    use crate::testing::at_every_level;
     use proptest::prelude::*;
 
     fn naive<T: IntegralSample + Into<f64>>(img: &Image<T>, x: usize, y: usize, w: usize, h: usize, off: f64) -> (f64, f64) {
@@ -226,6 +318,51 @@ mod tests {
             }
         }
         (s, q)
+    }
+
+    /// Every entry of `ii`'s tables against the exact prefix sums of `view`, wrapped to u32.
+    fn assert_u8_tables_exact(ii: &Integral<u8>, view: ImageView<'_, u8>) {
+        let (w, h) = view.size();
+        let mut column = vec![[0u64; 2]; w + 1];
+        for y in 0..=h {
+            let mut along = [0u64; 2];
+            for x in 0..=w {
+                if y > 0 && x > 0 {
+                    let p = view.row(y - 1)[x - 1] as u64;
+                    column[x] = [column[x][0] + p, column[x][1] + p * p];
+                }
+                along = [along[0] + column[x][0], along[1] + column[x][1]];
+                if x == 0 {
+                    along = [0, 0];
+                }
+                let want = [along[0] as u32, along[1] as u32];
+                assert_eq!(ii.table[y * (w + 1) + x], want, "entry ({x}, {y}) of {w}x{h}");
+            }
+        }
+    }
+
+    #[test]
+    fn u8_tables_are_the_exact_wrapped_prefix_sums_at_every_level() {
+        let mut s = 0x1badb002u64;
+        let mut next = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 56) as u8
+        };
+        // Widths around the 8-pixel steps; a strided view (a crop); a frame of 255 whose
+        // squares' sum, 255^2 * 257 * 260, exceeds 2^32: its last entries wrap.
+        let noise = Image::from_fn(83, 9, |_, _| next()).unwrap();
+        let bright = Image::from_fn(257, 260, |_, _| 255u8).unwrap();
+        let mut views: Vec<ImageView<'_, u8>> = (1..=40).chain([63, 64, 65]).map(|w| noise.view().crop(0, 0, w, 9).unwrap()).collect();
+        views.push(noise.view().crop(3, 2, 71, 7).unwrap());
+        views.push(bright.view());
+        at_every_level(|_| {
+            let mut reused = Integral::default();
+            for &view in &views {
+                assert_u8_tables_exact(&Integral::new(view).unwrap(), view);
+                reused.compute(view).unwrap();
+                assert_u8_tables_exact(&reused, view);
+            }
+        });
     }
 
     proptest! {
