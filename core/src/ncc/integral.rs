@@ -34,15 +34,15 @@ pub trait IntegralSample: Pixel {
     /// `row[..=x]` (the three of one length).
     #[inline]
     fn integral_row(row: &[Self], above: &[[Self::Acc; 2]], out: &mut [[Self::Acc; 2]], offset: f64) {
-        scalar_row(row, above, out, offset);
+        scalar_row(row, above, out, offset, [Self::Acc::default(); 2]);
     }
 }
 
-/// [`IntegralSample::integral_row`] a pixel at a time: a running sum of each term plus the
-/// entry above, one pass.
+/// [`IntegralSample::integral_row`] a pixel at a time: a running sum of each term, from
+/// `start` (the sums of the row's pixels before `row`), plus the entry above, one pass.
 #[inline]
-fn scalar_row<T: IntegralSample>(row: &[T], above: &[[T::Acc; 2]], out: &mut [[T::Acc; 2]], offset: f64) {
-    let (mut r1, mut r2) = (T::Acc::default(), T::Acc::default());
+fn scalar_row<T: IntegralSample>(row: &[T], above: &[[T::Acc; 2]], out: &mut [[T::Acc; 2]], offset: f64, start: [T::Acc; 2]) {
+    let [mut r1, mut r2] = start;
     for ((o, &up), &p) in out.iter_mut().zip(above).zip(row) {
         let [a, b] = p.terms(offset);
         r1 = T::add(r1, a);
@@ -94,7 +94,7 @@ int_sample!(
             unsafe { x86::integral_row_u8(row, above, out) };
             return;
         }
-        scalar_row(row, above, out, 0.0);
+        scalar_row(row, above, out, 0.0, [0; 2]);
     }
 );
 int_sample!(u16, u64, 1 << 32);
@@ -250,7 +250,7 @@ mod x86 {
     /// the first's last pair, both onto the running total of the row before them, and added
     /// to the entries above. The running total is the only chain between steps. Wrapping
     /// u32 adds in any order give the scalar pass's tables exactly; the row's last
-    /// `len % 8` pixels are scalar.
+    /// `len % 8` pixels go through the scalar pass, from the running total.
     ///
     /// # Safety
     /// The CPU has AVX2.
@@ -284,13 +284,7 @@ mod x86 {
         let mut total = [0u32; 8];
         // SAFETY: total holds 32 bytes.
         unsafe { _mm256_storeu_si256(total.as_mut_ptr().cast(), run) };
-        let (mut r1, mut r2) = (total[0], total[1]);
-        for ((o, up), &p) in out[x..n].iter_mut().zip(&above[x..n]).zip(&row[x..n]) {
-            let p = p as u32;
-            r1 = r1.wrapping_add(p);
-            r2 = r2.wrapping_add(p * p);
-            *o = [up[0].wrapping_add(r1), up[1].wrapping_add(r2)];
-        }
+        super::scalar_row(&row[x..n], &above[x..n], &mut out[x..n], 0.0, [total[0], total[1]]);
     }
 }
 
@@ -332,9 +326,6 @@ mod tests {
                     column[x] = [column[x][0] + p, column[x][1] + p * p];
                 }
                 along = [along[0] + column[x][0], along[1] + column[x][1]];
-                if x == 0 {
-                    along = [0, 0];
-                }
                 let want = [along[0] as u32, along[1] as u32];
                 assert_eq!(ii.table[y * (w + 1) + x], want, "entry ({x}, {y}) of {w}x{h}");
             }
