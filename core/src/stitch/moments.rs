@@ -11,7 +11,8 @@
 //! device blocks) gives the same bits.
 //!
 //! The row sums run as whole-vector integer multiply-adds: u8 products fit 16 bits and a
-//! chunk of 65 536 of them fits u32 lanes; u16 products fit 32 bits and add in u64 lanes.
+//! chunk of 65 536 of them fits u32 lanes (in AVX2, two pixels' products a lane each step);
+//! u16 products fit 32 bits and add in u64 lanes.
 
 use crate::cpu::multiversion;
 use crate::image::{ImageView, Pixel};
@@ -45,7 +46,12 @@ impl IntSample for u8 {
         (self as u16 * other as u16) as u32
     }
     fn row<const K: usize>(a: &[u8], t: [&[u8]; K]) -> Moments<K> {
-        row_moments_u8(a, t)
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::level() >= crate::cpu::Level::Avx2 {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { x86::row_moments_u8(a, t) };
+        }
+        row_moments(a, t)
     }
 }
 
@@ -62,12 +68,6 @@ impl IntSample for u16 {
     }
     fn row<const K: usize>(a: &[u16], t: [&[u16]; K]) -> Moments<K> {
         row_moments_u16(a, t)
-    }
-}
-
-multiversion! {
-    fn row_moments_u8<const K: usize>(a: &[u8], t: [&[u8]; K]) -> Moments<K> {
-        row_moments(a, t)
     }
 }
 
@@ -134,7 +134,8 @@ impl<const K: usize> Moments<K> {
 }
 
 /// The sums of one row: `a` against the taps `t` (slices of the same length). Inlined into
-/// each CPU level's clone, which vectorizes it at that level's width.
+/// each CPU level's clone of the u16 sums, which vectorizes it at that level's width; u8
+/// rows below AVX2, and the last pixels of an AVX2 row.
 #[inline(always)]
 fn row_moments<S: IntSample, const K: usize>(a: &[S], t: [&[S]; K]) -> Moments<K> {
     let mut total = Moments::<K> { n: a.len() as u64, ..Default::default() };
@@ -173,6 +174,96 @@ fn row_moments<S: IntSample, const K: usize>(a: &[S], t: [&[S]; K]) -> Moments<K
     total
 }
 
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{row_moments, Moments};
+    use core::arch::x86_64::*;
+
+    /// 16-pixel steps summed in u32 lanes before the sums move to u64: a lane takes at most
+    /// 2 * 255^2 a step, and 4096 * 130 050 < 2^32.
+    const CHUNK_STEPS: usize = 4096;
+
+    /// The 16 bytes at `p` as i16 lanes.
+    ///
+    /// # Safety
+    /// `p..p + 16` is readable and the CPU has AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn widened(p: *const u8) -> __m256i {
+        // SAFETY: the caller's.
+        _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(p.cast()) })
+    }
+
+    /// The sum of the u32 lanes of `v`, in u64.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn lanes_sum(v: __m256i) -> u64 {
+        let wide = _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(v)), _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(v)));
+        let half = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256::<1>(wide));
+        (_mm_cvtsi128_si64(half) as u64).wrapping_add(_mm_extract_epi64::<1>(half) as u64)
+    }
+
+    /// [`super::row_moments`] for u8, 16 pixels a step: every product (and every plain sum,
+    /// as a product with 1) is a multiply-add of i16 lanes, two pixels' products added into
+    /// each i32 lane (`vpmaddwd`, half the instructions of widening each product to add
+    /// it). Two passes over each chunk, the plain sums and the reference's products first,
+    /// then the taps' products with each other, so that each pass's sums stay in AVX2's 16
+    /// registers for four taps. Integer sums in any order: the scalar pass's sums exactly.
+    /// The row's last `len % 16` pixels go through the scalar pass.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn row_moments_u8<const K: usize>(a: &[u8], t: [&[u8]; K]) -> Moments<K> {
+        let n = t.iter().fold(a.len(), |n, t| n.min(t.len()));
+        let steps = n / 16;
+        let ones = _mm256_set1_epi16(1);
+        let zero = _mm256_setzero_si256();
+        let mut total = Moments::<K>::default();
+        let mut chunk = 0;
+        while chunk < steps {
+            let end = steps.min(chunk + CHUNK_STEPS);
+            let (mut sa, mut saa, mut st, mut sat) = (zero, zero, [zero; K], [zero; K]);
+            for x in (16 * chunk..16 * end).step_by(16) {
+                // SAFETY: x + 16 <= n, within `a` and every tap.
+                let va = unsafe { widened(a.as_ptr().add(x)) };
+                sa = _mm256_add_epi32(sa, _mm256_madd_epi16(va, ones));
+                saa = _mm256_add_epi32(saa, _mm256_madd_epi16(va, va));
+                for k in 0..K {
+                    // SAFETY: as above.
+                    let vt = unsafe { widened(t[k].as_ptr().add(x)) };
+                    st[k] = _mm256_add_epi32(st[k], _mm256_madd_epi16(vt, ones));
+                    sat[k] = _mm256_add_epi32(sat[k], _mm256_madd_epi16(va, vt));
+                }
+            }
+            let mut stt = [[zero; K]; K];
+            for x in (16 * chunk..16 * end).step_by(16) {
+                // SAFETY: as above.
+                let vt: [__m256i; K] = core::array::from_fn(|k| unsafe { widened(t[k].as_ptr().add(x)) });
+                for k in 0..K {
+                    for l in k..K {
+                        stt[k][l] = _mm256_add_epi32(stt[k][l], _mm256_madd_epi16(vt[k], vt[l]));
+                    }
+                }
+            }
+            total.a += lanes_sum(sa);
+            total.aa += lanes_sum(saa);
+            for k in 0..K {
+                total.t[k] += lanes_sum(st[k]);
+                total.at[k] += lanes_sum(sat[k]);
+                for l in k..K {
+                    total.tt[k][l] += lanes_sum(stt[k][l]);
+                }
+            }
+            chunk = end;
+        }
+        let done = 16 * steps;
+        total.add(&row_moments(&a[done..n], core::array::from_fn(|k| &t[k][done..n])));
+        total.n = n as u64;
+        total
+    }
+}
+
 /// The sums of the reference region `[x0, x1) x [y0, y1)` against the moving frame's taps
 /// `offsets` for integer offset `(ox, oy)`: reference pixel `(x, y)` meets moving pixel
 /// `(x - ox + dx, y - oy + dy)` at tap `(dx, dy)`; every tap must lie inside the frame.
@@ -206,6 +297,8 @@ mod tests {
     use super::*;
     use crate::image::Image;
     use crate::stitch::quality::bilinear_taps;
+    use crate::testing::at_every_level;
+    use alloc::vec;
     use alloc::vec::Vec;
 
     /// Pearson in f64 from the definition, two passes.
@@ -248,10 +341,48 @@ mod tests {
 
     #[test]
     fn u8_rows_longer_than_a_chunk_sum_exactly() {
-        // A row of 70 000 pixels of 255: one chunk's u32 sums would wrap past 65 536.
-        let a = Image::<u8>::filled(70_000, 2, 255).unwrap();
-        let m = region_moments::<u8, 1>(&a.view(), &a.view(), (0, 0), [(0, 0)], (0, 0, 70_000, 2), Parallelism::Sequential);
-        assert_eq!((m.n, m.a, m.aa, m.tt[0][0]), (140_000, 140_000 * 255, 140_000 * 255 * 255, 140_000 * 255 * 255));
+        // Rows of 600 000 pixels of 255: u32 sums of a product a pixel would wrap past
+        // 66 051 pixels, the AVX2 lanes' (two products a step of 16) past 528 416.
+        let a = Image::<u8>::filled(600_000, 2, 255).unwrap();
+        at_every_level(|_| {
+            let m = region_moments::<u8, 1>(&a.view(), &a.view(), (0, 0), [(0, 0)], (0, 0, 600_000, 2), Parallelism::Sequential);
+            assert_eq!((m.n, m.a, m.aa, m.tt[0][0]), (1_200_000, 1_200_000 * 255, 1_200_000 * 255 * 255, 1_200_000 * 255 * 255));
+        });
+    }
+
+    /// The sums of one row from their definition, in u64.
+    fn exact_row<const K: usize>(a: &[u8], t: [&[u8]; K]) -> Moments<K> {
+        let mut m = Moments::<K> { n: a.len() as u64, ..Default::default() };
+        for (i, &v) in a.iter().enumerate() {
+            let (v, tap) = (v as u64, |k: usize| t[k][i] as u64);
+            m.a += v;
+            m.aa += v * v;
+            for k in 0..K {
+                m.t[k] += tap(k);
+                m.at[k] += v * tap(k);
+                for l in k..K {
+                    m.tt[k][l] += tap(k) * tap(l);
+                }
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn u8_row_sums_are_exact_at_every_level_and_length() {
+        let mut rng = crate::stitch::SplitMix64::new(11);
+        let mut bytes = |n: usize| -> Vec<u8> { (0..n).map(|_| (rng.next_u64() >> 56) as u8).collect() };
+        // Lengths around the 16-pixel steps, a PAL row, and rows of 255 (the largest products).
+        let lengths: Vec<usize> = (0..=40).chain([47, 48, 49, 63, 64, 65, 720]).collect();
+        let rows: Vec<[Vec<u8>; 5]> = lengths.iter().map(|&n| core::array::from_fn(|_| bytes(n))).chain([core::array::from_fn(|_| vec![255; 721])]).collect();
+        at_every_level(|_| {
+            for [a, t0, t1, t2, t3] in &rows {
+                assert_eq!(u8::row(a, [t0.as_slice()]), exact_row(a, [t0.as_slice()]), "1 tap, {} pixels", a.len());
+                assert_eq!(u8::row(a, [t0.as_slice(), t1]), exact_row(a, [t0.as_slice(), t1]), "2 taps, {} pixels", a.len());
+                let four = [t0.as_slice(), t1, t2, t3];
+                assert_eq!(u8::row(a, four), exact_row(a, four), "4 taps, {} pixels", a.len());
+            }
+        });
     }
 
     #[test]
