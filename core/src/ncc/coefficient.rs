@@ -119,13 +119,25 @@ impl TemplateStats {
     }
 }
 
+/// `sum(t * w)` over a template of `tw`-pixel rows against the window of `span` whose rows
+/// start at `start + r * stride`: with AVX2, rows of 16 pixels or more in whole vectors
+/// ([`x86::cross_u8`]), otherwise in fixed chunks ([`cross_u8_chunks`]).
+#[inline]
+fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if tw >= 16 && crate::cpu::level() >= crate::cpu::Level::Avx2 {
+        // SAFETY: the CPU has AVX2; rows are at least 16 pixels wide.
+        return unsafe { x86::cross_u8(tpl, tw, span, start, stride) };
+    }
+    cross_u8_chunks(tpl, tw, span, start, stride)
+}
+
 multiversion! {
-    /// `sum(t * w)` over a template of `tw`-pixel rows against the window of `span` whose rows
-    /// start at `start + r * stride`; one dispatch per window, not per row. Rows go in fixed
-    /// chunks of 16 and 8 pixels that LLVM turns into widening multiply-adds (vpmaddwd), which
-    /// the short rows of small templates (25 = 16 + 8 + 1) need: a plain loop would leave them
-    /// to the scalar remainder. Exact: a row sums to at most 4095 * 255^2 < 2^32.
-    fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
+    /// [`cross_u8`] one dispatch per window, not per row. Rows go in fixed chunks of 16 and 8
+    /// pixels that LLVM turns into widening multiply-adds (vpmaddwd), which the short rows of
+    /// small templates (25 = 16 + 8 + 1) need: a plain loop would leave them to the scalar
+    /// remainder. Exact: a row sums to at most 4095 * 255^2 < 2^32.
+    fn cross_u8_chunks(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
         let mut total = 0u64;
         for (r, t) in tpl.chunks_exact(tw).enumerate() {
             let w = &span[start + r * stride..start + r * stride + tw];
@@ -244,6 +256,41 @@ mod x86 {
             a.iter().fold(0u32, |t, &x| t.wrapping_add(x))
         };
         [lanes(s), lanes(q)]
+    }
+
+    /// [`super::cross_u8`] for rows of 16 pixels or more: 16 pixels of a row a step,
+    /// template and window widened to i16 and multiplied in pairs into i32 lanes
+    /// (`vpmaddwd`) that add up over the whole template; a row's partial step read as its
+    /// last 16 pixels with the template lanes already counted zeroed; one horizontal sum a
+    /// window. The per-row vector sums of the chunked loop were most of its time on 25- and
+    /// 31-pixel rows. Exact: every product pair is positive and the lanes together hold the
+    /// window's sum, at most 66051 * 255^2 < 2^32 ([`super::IntegralSample::MAX_AREA`]), so
+    /// no lane wraps.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, and `tw >= 16`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
+        let rest = (tw % 16) as i16;
+        // Lanes k >= 16 - rest of the row's last 16 pixels are not in its whole steps.
+        let keep = _mm256_cmpgt_epi16(_mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm256_set1_epi16(15 - rest));
+        // SAFETY (all loads): each reads 16 bytes of a slice `tw` >= 16 bytes long, at most
+        // at its last 16.
+        let widened = |p: &[u8]| _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(p.as_ptr().cast()) });
+        let mut acc = _mm256_setzero_si256();
+        for (r, t) in tpl.chunks_exact(tw).enumerate() {
+            let w = &span[start + r * stride..][..tw];
+            for x in (0..tw - 15).step_by(16) {
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widened(&t[x..]), widened(&w[x..])));
+            }
+            if rest != 0 {
+                let tail = _mm256_and_si256(widened(&t[tw - 16..]), keep);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(tail, widened(&w[tw - 16..])));
+            }
+        }
+        let wide = _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(acc)), _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(acc)));
+        let half = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256::<1>(wide));
+        (_mm_cvtsi128_si64(half) as u64).wrapping_add(_mm_extract_epi64::<1>(half) as u64)
     }
 }
 
@@ -620,7 +667,7 @@ pub(crate) mod tests {
         let wide8: Vec<u64> = span8.iter().map(|&v| v as u64).collect();
         let wide16: Vec<u64> = span16.iter().map(|&v| v as u64).collect();
         crate::testing::at_every_level(|level| {
-            for tw in [1, 8, 25, 40] {
+            for tw in [1, 8, 15, 16, 17, 25, 31, 32, 33, 40] {
                 let (t8, t16) = (&tpl8[..tw * rows], &tpl16[..tw * rows]);
                 let (w8, w16): (Vec<u64>, Vec<u64>) =
                     (t8.iter().map(|&v| v as u64).collect(), t16.iter().map(|&v| v as u64).collect());
@@ -634,6 +681,17 @@ pub(crate) mod tests {
                     assert_eq!(o, plain(&w8, &wide8, tw, 2 + k), "{level:?} run {tw} {k}");
                 }
             }
+        });
+    }
+
+    /// The largest u8 template, 257 x 257 pixels of 255 against a window of 255: its cross
+    /// sum, 66049 * 255^2, is above 2^31 and just below 2^32.
+    #[test]
+    fn the_largest_u8_templates_cross_sum_is_exact_at_every_level() {
+        let side = 257;
+        let (tpl, span) = (alloc::vec![255u8; side * side], alloc::vec![255u8; (side + 3) * side]);
+        crate::testing::at_every_level(|level| {
+            assert_eq!(cross_u8(&tpl, side, &span, 2, side + 3), 66049 * 255 * 255, "{level:?}");
         });
     }
 
