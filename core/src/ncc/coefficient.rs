@@ -274,18 +274,29 @@ mod x86 {
         let rest = (tw % 16) as i16;
         // Lanes k >= 16 - rest of the row's last 16 pixels are not in its whole steps.
         let keep = _mm256_cmpgt_epi16(_mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm256_set1_epi16(15 - rest));
-        // SAFETY (all loads): each reads 16 bytes of a slice `tw` >= 16 bytes long, at most
-        // at its last 16.
-        let widened = |p: &[u8]| _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(p.as_ptr().cast()) });
+        let rows = tpl.len() / tw;
+        // The window's rows checked once (as slicing each row would): they end in `span`.
+        if rows == 0 {
+            return 0;
+        }
+        let window = &span[start..start + (rows - 1) * stride + tw];
+        // The 16 bytes at `p` as i16 lanes.
+        // SAFETY: every `p` below points at 16 readable bytes (see the loop).
+        let widened = |p: *const u8| _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(p.cast()) });
         let mut acc = _mm256_setzero_si256();
-        for (r, t) in tpl.chunks_exact(tw).enumerate() {
-            let w = &span[start + r * stride..][..tw];
-            for x in (0..tw - 15).step_by(16) {
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widened(&t[x..]), widened(&w[x..])));
+        for r in 0..rows {
+            // SAFETY: template row r is tpl[r tw..(r + 1) tw] and window row r is
+            // window[r stride..r stride + tw], both in bounds; each load reads 16 bytes of
+            // one of them, at most its last 16 (tw >= 16).
+            let (t, w) = unsafe { (tpl.as_ptr().add(r * tw), window.as_ptr().add(r * stride)) };
+            let mut x = 0;
+            while x + 16 <= tw {
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widened(unsafe { t.add(x) }), widened(unsafe { w.add(x) })));
+                x += 16;
             }
             if rest != 0 {
-                let tail = _mm256_and_si256(widened(&t[tw - 16..]), keep);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(tail, widened(&w[tw - 16..])));
+                let tail = _mm256_and_si256(widened(unsafe { t.add(tw - 16) }), keep);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(tail, widened(unsafe { w.add(tw - 16) })));
             }
         }
         let wide = _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(acc)), _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(acc)));
