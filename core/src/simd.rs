@@ -17,6 +17,32 @@ pub(crate) fn sqrt(x: f64) -> f64 {
     return libm::sqrt(x);
 }
 
+/// Helpers of the hand-written AVX2 integer kernels.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    use core::arch::x86_64::*;
+
+    /// The 16 bytes at `p` as i16 lanes (zero-extended).
+    ///
+    /// # Safety
+    /// `p..p + 16` is readable and the CPU has AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn widened_u8x16(p: *const u8) -> __m256i {
+        // SAFETY: the caller's.
+        _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(p.cast()) })
+    }
+
+    /// The sum of the eight u32 lanes of `v`, in u64.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn u32_lanes_sum(v: __m256i) -> u64 {
+        let wide = _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(v)), _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(v)));
+        let half = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256::<1>(wide));
+        (_mm_cvtsi128_si64(half) as u64).wrapping_add(_mm_extract_epi64::<1>(half) as u64)
+    }
+}
+
 /// A channel type whose running window sums accumulate exactly (integers) or without
 /// drift (f32 in f64) in `Acc`.
 pub trait Lane: Copy + Send + Sync + 'static {

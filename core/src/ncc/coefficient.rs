@@ -216,6 +216,7 @@ fn plain_sums<T: IntegralSample>(src: ImageView<'_, T>) -> [T::Acc; 2] {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use crate::image::ImageView;
+    use crate::simd::x86::{u32_lanes_sum, widened_u8x16 as widened};
     use core::arch::x86_64::*;
 
     /// [`super::sums_u8`] with 8 pixels a step widened to the u32 lanes of a vector (each
@@ -280,28 +281,25 @@ mod x86 {
             return 0;
         }
         let window = &span[start..start + (rows - 1) * stride + tw];
-        // The 16 bytes at `p` as i16 lanes.
-        // SAFETY: every `p` below points at 16 readable bytes (see the loop).
-        let widened = |p: *const u8| _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(p.cast()) });
         let mut acc = _mm256_setzero_si256();
         for r in 0..rows {
             // SAFETY: template row r is tpl[r tw..(r + 1) tw] and window row r is
             // window[r stride..r stride + tw], both in bounds; each load reads 16 bytes of
             // one of them, at most its last 16 (tw >= 16).
-            let (t, w) = unsafe { (tpl.as_ptr().add(r * tw), window.as_ptr().add(r * stride)) };
-            let mut x = 0;
-            while x + 16 <= tw {
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widened(unsafe { t.add(x) }), widened(unsafe { w.add(x) })));
-                x += 16;
-            }
-            if rest != 0 {
-                let tail = _mm256_and_si256(widened(unsafe { t.add(tw - 16) }), keep);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(tail, widened(unsafe { w.add(tw - 16) })));
+            unsafe {
+                let (t, w) = (tpl.as_ptr().add(r * tw), window.as_ptr().add(r * stride));
+                let mut x = 0;
+                while x + 16 <= tw {
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widened(t.add(x)), widened(w.add(x))));
+                    x += 16;
+                }
+                if rest != 0 {
+                    let tail = _mm256_and_si256(widened(t.add(tw - 16)), keep);
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(tail, widened(w.add(tw - 16))));
+                }
             }
         }
-        let wide = _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(acc)), _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(acc)));
-        let half = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256::<1>(wide));
-        (_mm_cvtsi128_si64(half) as u64).wrapping_add(_mm_extract_epi64::<1>(half) as u64)
+        u32_lanes_sum(acc)
     }
 }
 

@@ -177,31 +177,12 @@ fn row_moments<S: IntSample, const K: usize>(a: &[S], t: [&[S]; K]) -> Moments<K
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{row_moments, Moments};
+    use crate::simd::x86::{u32_lanes_sum as lanes_sum, widened_u8x16 as widened};
     use core::arch::x86_64::*;
 
     /// 16-pixel steps summed in u32 lanes before the sums move to u64: a lane takes at most
     /// 2 * 255^2 a step, and 4096 * 130 050 < 2^32.
     const CHUNK_STEPS: usize = 4096;
-
-    /// The 16 bytes at `p` as i16 lanes.
-    ///
-    /// # Safety
-    /// `p..p + 16` is readable and the CPU has AVX2.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn widened(p: *const u8) -> __m256i {
-        // SAFETY: the caller's.
-        _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(p.cast()) })
-    }
-
-    /// The sum of the u32 lanes of `v`, in u64.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn lanes_sum(v: __m256i) -> u64 {
-        let wide = _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(v)), _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(v)));
-        let half = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256::<1>(wide));
-        (_mm_cvtsi128_si64(half) as u64).wrapping_add(_mm_extract_epi64::<1>(half) as u64)
-    }
 
     /// [`super::row_moments`] for u8, 16 pixels a step: every product (and every plain sum,
     /// as a product with 1) is a multiply-add of i16 lanes, two pixels' products added into
