@@ -250,13 +250,8 @@ mod x86 {
                 add(_mm256_and_si256(tail, keep));
             }
         }
-        let lanes = |v: __m256i| {
-            let mut a = [0u32; 8];
-            // SAFETY: a holds 32 bytes.
-            unsafe { _mm256_storeu_si256(a.as_mut_ptr().cast(), v) };
-            a.iter().fold(0u32, |t, &x| t.wrapping_add(x))
-        };
-        [lanes(s), lanes(q)]
+        // Wrapped to u32, as the plain sums wrap.
+        [u32_lanes_sum(s) as u32, u32_lanes_sum(q) as u32]
     }
 
     /// [`super::cross_u8`] for rows of 16 pixels or more: 16 pixels of a row a step,
