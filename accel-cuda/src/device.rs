@@ -231,6 +231,7 @@ impl Gpu {
     }
 
     fn on_device<R>(&self, call: impl FnOnce(&dyn Device) -> R) -> R {
+        crate::host_count::toggle();
         if let Ok(mut c) = self.device_clock.lock() {
             if c.in_flight == 0 {
                 c.since = Some(Instant::now());
@@ -246,6 +247,7 @@ impl Gpu {
                 }
             }
         }
+        crate::host_count::toggle();
         r
     }
 

@@ -32,6 +32,7 @@ mod shim;
 mod contrast;
 mod filter;
 mod glare;
+mod host_count;
 mod linalg;
 mod ncc;
 mod quality;

@@ -373,7 +373,10 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
         crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
     };
     let start = std::time::Instant::now();
-    let pano = stitch_frames_into(frames, p, par, progress, Some(&registrar), &mut canvas)?;
+    crate::host_count::toggle();
+    let pano = stitch_frames_into(frames, p, par, progress, Some(&registrar), &mut canvas);
+    crate::host_count::toggle();
+    let pano = pano?;
     let run_seconds = start.elapsed().as_secs_f64();
     let mut counts = registrar.state()?.counts.clone();
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
