@@ -179,13 +179,13 @@ struct Call {
     sp: Option<SearchParams>,
     sites: Vec<i32>,
     stats: Vec<f64>,
-    probes: Vec<i32>,
+    probes: Vec<[i32; PROBE_INTS]>,
 }
 
 impl Call {
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
     /// range among the call's searches.
-    fn add<'t, T: DeviceSample>(&mut self, searches: impl Iterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Range<usize>> {
+    fn add<'t, T: DeviceSample>(&mut self, searches: impl ExactSizeIterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Range<usize>> {
         if self.sp.is_some_and(|c| c != *sp) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
         }
@@ -201,6 +201,8 @@ impl Call {
         }
         self.sp = Some(*sp);
         let start = self.sites.len() / SITE_WORDS;
+        self.sites.reserve(SITE_WORDS * searches.len());
+        self.stats.reserve(STAT_WORDS * searches.len());
         for s in searches {
             // Sites lie inside the frame and starts within a search radius of it: all fit i32.
             self.sites.extend([s.site.0 as i32, s.site.1 as i32, s.start.0 as i32, s.start.1 as i32, slots.0, slots.1]);
@@ -210,35 +212,40 @@ impl Call {
         Ok(start..self.sites.len() / SITE_WORDS)
     }
 
-    /// Adds the null probes `pairs` of the call's searches `searches` (`(t, u)`, counted from
-    /// the range's start: search `t`'s template evaluated at search `u`'s start), each start
-    /// checked first as the core checks a search of radius 0 (none is added if one cannot
-    /// start); returns their range among the call's probes.
-    fn add_probes(&mut self, searches: &Range<usize>, pairs: impl Iterator<Item = (usize, usize)>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+    /// Adds the null probes `sets` of the call's searches `searches` (the `t`-th set, counted
+    /// from the range's start: the searches at whose starts search `t`'s template is
+    /// evaluated), each start checked first as the core checks a search of radius 0 (none is
+    /// added if one cannot start); returns their range among the call's probes.
+    fn add_probes<'s>(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = &'s [usize]> + Clone, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
         // Each search's start checked once: whether a window can be placed at it.
         let Some(sites) = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end) else {
             return Err(Error::Backend("internal: null probes of searches the call does not have".into()));
         };
         let startable: Vec<bool> = sites.chunks_exact(SITE_WORDS).map(|site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize))).collect();
-        let first = self.probes.len() / PROBE_INTS;
-        for (t, u) in pairs {
-            let checked = match (t < startable.len(), startable.get(u)) {
-                (true, Some(true)) => Ok(()),
-                (true, Some(false)) => {
-                    let at = SITE_WORDS * (searches.start + u) + 2;
-                    let (sx, sy) = (self.sites[at], self.sites[at + 1]);
-                    Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") })
-                }
-                _ => Err(Error::Backend("internal: a null probe of a search the pair does not have".into())),
-            };
-            if let Err(e) = checked {
-                self.probes.truncate(first * PROBE_INTS);
-                return Err(e);
-            }
-            // Search indices of one launch, which counts its searches in an int.
-            self.probes.extend([(searches.start + t) as i32, (searches.start + u) as i32]);
+        if sets.len() > startable.len() {
+            return Err(Error::Backend("internal: null probes of a search the pair does not have".into()));
         }
-        Ok(first..self.probes.len() / PROBE_INTS)
+        // Every probe checked before any is added.
+        let mut count = 0;
+        for us in sets.clone() {
+            if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
+                if u >= startable.len() {
+                    return Err(Error::Backend("internal: a null probe at a search the pair does not have".into()));
+                }
+                let at = SITE_WORDS * (searches.start + u) + 2;
+                let (sx, sy) = (self.sites[at], self.sites[at + 1]);
+                return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
+            }
+            count += us.len();
+        }
+        let first = self.probes.len();
+        self.probes.reserve(count);
+        // Search indices of one launch, which counts its searches in an int.
+        for (t, us) in sets.enumerate() {
+            let at = (searches.start + t) as i32;
+            self.probes.extend(us.iter().map(|&u| [at, (searches.start + u) as i32]));
+        }
+        Ok(first..self.probes.len())
     }
 }
 
@@ -269,7 +276,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         let marks = (call.sites.len(), call.stats.len(), call.probes.len());
         let added = (|| -> Result<[Range<usize>; 2]> {
             let searches = call.add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
-            let probes = call.add_probes(&searches, plan.probe_pairs(), last)?;
+            let probes = call.add_probes(&searches, plan.probe_sets(), last)?;
             Ok([searches, probes])
         })();
         planned.push(match added {
@@ -308,6 +315,7 @@ fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams
     for (job, sites) in jobs.iter().zip(&sited) {
         if let Ok(sites) = sites {
             let slot = frames.slot(job.devices.0.ptr);
+            records.reserve(TEMPLATE_INTS * sites.sites().len());
             // Sites lie inside the frame, whose width fits an int (checked below).
             records.extend(sites.sites().flat_map(|(x, y)| [slot, x as i32, y as i32]));
         }
@@ -396,11 +404,11 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
 /// (`records`: sites and statistics), and its download: each probe's coefficient at its
 /// start (`None`: a flat window).
 fn probe_all<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: usize, (sites, stats): (&DevBuf<'_, i32>, &DevBuf<'_, f64>), call: &Call) -> Result<Vec<Option<f64>>> {
-    let count = call.probes.len() / PROBE_INTS;
+    let count = call.probes.len();
     if count == 0 {
         return Ok(Vec::new());
     }
-    let dprobes = gpu.upload(&call.probes)?;
+    let dprobes = gpu.upload(call.probes.as_flattened())?;
     let out = gpu.buffer::<f64>(count)?;
     let list = args![frames, w, rsz as i32, sites, stats, &dprobes, int(count, "null probes")?, &out];
     gpu.launch(Kernel::new(Module::Ncc, T::PROBE), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
@@ -427,25 +435,25 @@ mod tests {
         let mut call = call_of([(1, 1), (10, 0), (4, 11)]);
         // Searches 1 and 2 of the call as one pair's range 0..2.
         let range = 1..3;
-        assert_eq!(call.add_probes(&range, [(0, 0), (1, 0)].into_iter(), bounds).unwrap(), 0..2);
-        assert_eq!(call.probes, [1, 1, 2, 1]);
+        assert_eq!(call.add_probes(&range, [&[0][..], &[0]].into_iter(), bounds).unwrap(), 0..2);
+        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1]);
         // A probe at search 2's start, which lies below the frame's last row: an error, and
         // none of the pair's probes added.
-        let err = call.add_probes(&range, [(0, 0), (0, 1)].into_iter(), bounds).unwrap_err();
+        let err = call.add_probes(&range, [&[0, 1][..]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::InvalidParameter { name: "search start", .. }), "{err:?}");
         assert!(err.to_string().contains("(4, 11)"), "{err}");
         // A probe of a search the range does not hold.
-        let err = call.add_probes(&range, [(0, 0), (2, 0)].into_iter(), bounds).unwrap_err();
+        let err = call.add_probes(&range, [&[0][..], &[], &[0]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
-        let err = call.add_probes(&range, [(0, 2)].into_iter(), bounds).unwrap_err();
+        let err = call.add_probes(&range, [&[2][..]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
-        assert_eq!(call.probes, [1, 1, 2, 1]);
+        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1]);
         // A range beyond the call's searches.
-        let err = call.add_probes(&(2..4), [(0, 0)].into_iter(), bounds).unwrap_err();
+        let err = call.add_probes(&(2..4), [&[0][..]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
-        assert_eq!(call.probes, [1, 1, 2, 1]);
+        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1]);
         // Every search of the call, search 0 probed at its own start.
-        assert_eq!(call.add_probes(&(0..3), [(0, 0)].into_iter(), bounds).unwrap(), 2..3);
-        assert_eq!(call.probes, [1, 1, 2, 1, 0, 0]);
+        assert_eq!(call.add_probes(&(0..3), [&[0][..]].into_iter(), bounds).unwrap(), 2..3);
+        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1, 0, 0]);
     }
 }

@@ -458,7 +458,13 @@ impl<C> PairPlan<C> {
     /// The null probes as pairs of searches, in [`probes`](Self::probes)' order: `(t, u)`
     /// is search `t`'s template evaluated at search `u`'s start.
     pub fn probe_pairs(&self) -> impl Iterator<Item = (usize, usize)> + Clone + '_ {
-        self.nulls.iter().enumerate().flat_map(|(t, us)| us.as_slice().iter().map(move |&u| (t, u)))
+        self.probe_sets().enumerate().flat_map(|(t, us)| us.iter().map(move |&u| (t, u)))
+    }
+
+    /// The null probes by template: for each search `t` in order, the searches at whose
+    /// starts its template is evaluated ([`probe_pairs`](Self::probe_pairs) grouped by `t`).
+    pub fn probe_sets(&self) -> impl ExactSizeIterator<Item = &[usize]> + Clone + '_ {
+        self.nulls.iter().map(NullSet::as_slice)
     }
 
     /// The parameters of [`probes`](Self::probes).
