@@ -183,6 +183,13 @@ struct Call {
 }
 
 impl Call {
+    /// An empty call with room for the searches and null probes of `plans`.
+    fn with_room_for<'p>(plans: impl Iterator<Item = &'p PairPlan<TemplateStats>> + Clone) -> Call {
+        let searches: usize = plans.clone().map(|plan| plan.searches().len()).sum();
+        let probes: usize = plans.map(|plan| plan.probe_sets().map(<[usize]>::len).sum::<usize>()).sum();
+        Call { sp: None, sites: Vec::with_capacity(SITE_WORDS * searches), stats: Vec::with_capacity(STAT_WORDS * searches), probes: Vec::with_capacity(probes) }
+    }
+
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
     /// range among the call's searches.
     fn add<'t, T: DeviceSample>(&mut self, searches: impl ExactSizeIterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Range<usize>> {
@@ -260,10 +267,11 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let last = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
     let mut frames = FrameTable::default();
-    let mut call = Call::default();
+    let plans = plan_jobs(gpu, jobs, p, par)?;
+    let mut call = Call::with_room_for(plans.iter().flatten());
     type Planned = core::result::Result<(PairPlan<TemplateStats>, [Range<usize>; 2]), Error>;
     let mut planned: Vec<Planned> = Vec::with_capacity(jobs.len());
-    for (job, plan) in jobs.iter().zip(plan_jobs(gpu, jobs, p, par)?) {
+    for (job, plan) in jobs.iter().zip(plans) {
         let plan = match plan {
             Ok(plan) => plan,
             Err(e) => {

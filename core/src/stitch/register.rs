@@ -598,7 +598,8 @@ fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams
         plan.ended = true;
         return Ok((plan, Vec::new()));
     };
-    let sites: Vec<(usize, usize)> = gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))).collect();
+    let mut sites = Vec::with_capacity(gx.len() * gy.len());
+    sites.extend(gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))));
     plan.out.templates = sites.len();
     Ok((plan, sites))
 }
@@ -695,6 +696,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     }
     let (thresholds, null_evaluations) = thresholds(&nulls, textured.len(), p, probed)?;
     out.evaluations = null_evaluations;
+    out.vectors.reserve(textured.len());
     for ((&((tx, ty), _, start), m), threshold) in textured.iter().zip(found).zip(thresholds) {
         // A flat best window has no vector; count it as searched.
         let (found, coefficient, evaluations) = match m {
@@ -722,7 +724,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
         out.skip = Some(SkipReason::NoTexture);
         return Ok(out.into());
     }
-    let kept: Vec<usize> = (0..out.vectors.len()).filter(|&i| out.vectors[i].coefficient >= out.vectors[i].threshold).collect();
+    let kept = indices_where(out.vectors.len(), |i| out.vectors[i].coefficient >= out.vectors[i].threshold);
     out.above_threshold = kept.len();
     let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
     if p.motion == Motion::Similarity {
@@ -961,7 +963,7 @@ const EVIDENT_ZOOM_SIGNIFICANCE: f64 = 5.0;
 /// one part of the frame, and the chained positions drifted 8 px in 80 frames, every frame
 /// reported `ok`. `None` otherwise (a weak consensus, a phase-correlation match, no zoom).
 pub fn evident_zoom(reg: &PairRegistration, p: &RegisterParams) -> Option<f64> {
-    let inliers: Vec<usize> = (0..reg.vectors.len()).filter(|&i| reg.vectors[i].inlier).collect();
+    let inliers = indices_where(reg.vectors.len(), |i| reg.vectors[i].inlier);
     if reg.shift.is_none() || inliers.len() < p.min_vectors.max(MIN_TURNED_VECTORS) || 2 * inliers.len() < reg.textured {
         return None;
     }
@@ -983,6 +985,13 @@ fn rms_radius(points: &[Correspondence]) -> f64 {
 fn correspondences(v: &[MotionVector], ks: &[usize], rsz: usize) -> Vec<Correspondence> {
     let half = (rsz as f64 - 1.0) / 2.0;
     ks.iter().map(|&k| Correspondence { reference: (v[k].template.0 as f64 + half, v[k].template.1 as f64 + half), moving: (v[k].found.0 + half, v[k].found.1 + half) }).collect()
+}
+
+/// The indices below `n` where `keep` holds, in order (allocated once, at most `n` long).
+fn indices_where(n: usize, keep: impl Fn(usize) -> bool) -> Vec<usize> {
+    let mut at = Vec::with_capacity(n);
+    at.extend((0..n).filter(|&i| keep(i)));
+    at
 }
 
 /// The hypotheses a similarity consensus considers: turns up to `max_turn`, zooms up to 20 %
@@ -1014,7 +1023,7 @@ fn turned_rival(v: &[MotionVector], kept: &[usize], inliers: &[usize], p: &Regis
 /// ([`register_pair_turned`]; the identity for a pair registered upright). Nothing changes for a skipped pair, or one of
 /// fewer than three agreeing vectors.
 pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference: ImageView<'_, T>, moving: ImageView<'_, T>, turn: &Similarity, p: &RegisterParams, always: bool) {
-    let inliers: Vec<usize> = (0..reg.vectors.len()).filter(|&k| reg.vectors[k].inlier).collect();
+    let inliers = indices_where(reg.vectors.len(), |k| reg.vectors[k].inlier);
     if reg.shift.is_none() || inliers.len() < 3 {
         return;
     }
@@ -1091,7 +1100,11 @@ fn shift_near(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
 /// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
 /// the shift, and the set is re-gathered once around that mean.
 fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
-    let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| shift_near(v[j].shift, c, tol)).collect() };
+    let gather = |c: (f64, f64)| -> Vec<usize> {
+        let mut set = Vec::with_capacity(kept.len());
+        set.extend(kept.iter().copied().filter(|&j| shift_near(v[j].shift, c, tol)));
+        set
+    };
     let best = best_hypothesis(v, kept, tol);
     let best = (best.0, best.1, best.2.map_or_else(Vec::new, |i| gather(v[i].shift)));
     let mean = |set: &[usize]| -> (f64, f64) {
