@@ -1,4 +1,4 @@
-//! Counting a device stitching run's host instructions exactly: with the `host-count`
+//! Counting a device stitching run's host instructions: with the `host-count`
 //! feature, the run and each device call toggle callgrind's collection, so that
 //! `valgrind --tool=callgrind --collect-atstart=no` counts the run's host work alone (the
 //! shim's kernel emulation and every other device call left out). Wall time on the shim
@@ -10,8 +10,10 @@
 /// the request is a no-op sequence of rotations.
 #[inline(always)]
 pub(crate) fn toggle() {
-    #[cfg(all(feature = "host-count", target_arch = "x86_64"))]
-    {
+    // Assembled in every x86-64 build (so that it cannot rot unseen), run only with the
+    // feature.
+    #[cfg(target_arch = "x86_64")]
+    if cfg!(feature = "host-count") {
         // valgrind.h's client request: the request and its five arguments addressed by
         // rax, the result in rdx; the four rotations of rdi add up to 128 bits (no change)
         // and, followed by `xchg rbx, rbx`, are what valgrind recognizes.
