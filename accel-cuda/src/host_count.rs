@@ -1,10 +1,11 @@
-//! Counting a device stitching run's host instructions: with the `host-count`
-//! feature, the run and each device call toggle callgrind's collection, so that
+//! Counting a device stitching run's host instructions: with the `host-count` feature, the
+//! run and each device call toggle callgrind's collection, so that
 //! `valgrind --tool=callgrind --collect-atstart=no` counts the run's host work alone (the
 //! shim's kernel emulation and every other device call left out). Wall time on the shim
 //! cannot separate the two as finely: the emulation between host steps evicts the host's
-//! data from the caches. `scripts/host-instructions` runs it. Without the feature (and off
-//! x86-64) [`toggle`] does nothing.
+//! data from the caches. `scripts/host-instructions` runs it with the host work on the
+//! run's thread (the toggles are global: two threads calling devices at once would garble
+//! them). Without the feature (and off x86-64) [`toggle`] does nothing.
 
 /// Flips callgrind's collection on or off (`CALLGRIND_TOGGLE_COLLECT`); outside valgrind
 /// the request is a no-op sequence of rotations.
