@@ -183,7 +183,8 @@ struct Call {
 }
 
 impl Call {
-    /// An empty call with room for the searches and null probes of `plans`.
+    /// An empty call with room for the searches and null probes of `plans` (those added
+    /// then append without growing).
     fn with_room_for<'p>(plans: impl Iterator<Item = &'p PairPlan<TemplateStats>> + Clone) -> Call {
         let searches: usize = plans.clone().map(|plan| plan.searches().len()).sum();
         let probes: usize = plans.map(|plan| plan.probe_sets().map(<[usize]>::len).sum::<usize>()).sum();
@@ -192,7 +193,7 @@ impl Call {
 
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
     /// range among the call's searches.
-    fn add<'t, T: DeviceSample>(&mut self, searches: impl ExactSizeIterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Range<usize>> {
+    fn add<'t, T: DeviceSample>(&mut self, searches: impl Iterator<Item = TemplateSearch<'t, TemplateStats>> + Clone, sp: &SearchParams, (xmax, ymax): (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Range<usize>> {
         if self.sp.is_some_and(|c| c != *sp) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
         }
@@ -208,8 +209,6 @@ impl Call {
         }
         self.sp = Some(*sp);
         let start = self.sites.len() / SITE_WORDS;
-        self.sites.reserve(SITE_WORDS * searches.len());
-        self.stats.reserve(STAT_WORDS * searches.len());
         for s in searches {
             // Sites lie inside the frame and starts within a search radius of it: all fit i32.
             self.sites.extend([s.site.0 as i32, s.site.1 as i32, s.start.0 as i32, s.start.1 as i32, slots.0, slots.1]);
@@ -233,7 +232,6 @@ impl Call {
             return Err(Error::Backend("internal: null probes of a search the pair does not have".into()));
         }
         // Every probe checked before any is added.
-        let mut count = 0;
         for us in sets.clone() {
             if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
                 if u >= startable.len() {
@@ -243,10 +241,8 @@ impl Call {
                 let (sx, sy) = (self.sites[at], self.sites[at + 1]);
                 return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
             }
-            count += us.len();
         }
         let first = self.probes.len();
-        self.probes.reserve(count);
         // Search indices of one launch, which counts its searches in an int.
         for (t, us) in sets.enumerate() {
             let at = (searches.start + t) as i32;

@@ -987,10 +987,16 @@ fn correspondences(v: &[MotionVector], ks: &[usize], rsz: usize) -> Vec<Correspo
     ks.iter().map(|&k| Correspondence { reference: (v[k].template.0 as f64 + half, v[k].template.1 as f64 + half), moving: (v[k].found.0 + half, v[k].found.1 + half) }).collect()
 }
 
-/// The indices below `n` where `keep` holds, in order (allocated once, at most `n` long).
+/// The indices below `n` where `keep` holds, in order.
 fn indices_where(n: usize, keep: impl Fn(usize) -> bool) -> Vec<usize> {
-    let mut at = Vec::with_capacity(n);
-    at.extend((0..n).filter(|&i| keep(i)));
+    those_where(0..n, keep)
+}
+
+/// The indices of `candidates` where `keep` holds, in order, allocated once at the most
+/// there can be (a filtered collect grows from nothing).
+fn those_where(candidates: impl ExactSizeIterator<Item = usize>, keep: impl Fn(usize) -> bool) -> Vec<usize> {
+    let mut at = Vec::with_capacity(candidates.len());
+    at.extend(candidates.filter(|&i| keep(i)));
     at
 }
 
@@ -1100,11 +1106,7 @@ fn shift_near(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
 /// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
 /// the shift, and the set is re-gathered once around that mean.
 fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
-    let gather = |c: (f64, f64)| -> Vec<usize> {
-        let mut set = Vec::with_capacity(kept.len());
-        set.extend(kept.iter().copied().filter(|&j| shift_near(v[j].shift, c, tol)));
-        set
-    };
+    let gather = |c: (f64, f64)| -> Vec<usize> { those_where(kept.iter().copied(), |j| shift_near(v[j].shift, c, tol)) };
     let best = best_hypothesis(v, kept, tol);
     let best = (best.0, best.1, best.2.map_or_else(Vec::new, |i| gather(v[i].shift)));
     let mean = |set: &[usize]| -> (f64, f64) {
