@@ -185,14 +185,68 @@ pub fn on_pool<R: Send>(par: Parallelism, f: impl FnOnce() -> R + Send) -> R {
 
 /// Maps `f(i, &mut slots[i])` over the slots into a vector, in parallel when allowed; order
 /// is kept. For independent jobs that each reuse a buffer of their own.
+///
+/// Each thread takes the next slot in order as it becomes free, so a slow thread (a vCPU
+/// its host serves late) takes fewer; and the calling thread, once no slot is left to
+/// take, waits for the ones still running awake (they are already under way, one job each
+/// at most) instead of going to sleep: woken, it came back up to 0.3 ms late on a shared
+/// 2-core VM, on a stitching window of four 0.35 ms pairs.
 pub fn map_slots<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn(usize, &mut S) -> R + Send + Sync) -> Vec<R> {
     #[cfg(feature = "parallel")]
-    if par.threads() > 1 {
-        use rayon::prelude::*;
-        return slots.par_iter_mut().enumerate().map(|(i, s)| f(i, s)).collect();
+    if par.threads() > 1 && slots.len() > 1 {
+        return map_slots_claimed(slots, par.threads(), &f);
     }
     let _ = par;
     slots.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect()
+}
+
+/// [`map_slots`] on `threads` threads of rayon's current pool: the caller and up to
+/// `threads - 1` helpers take slots in order from a shared counter.
+#[cfg(feature = "parallel")]
+fn map_slots_claimed<S: Send, R: Send>(slots: &mut [S], threads: usize, f: &(impl Fn(usize, &mut S) -> R + Sync)) -> Vec<R> {
+    use core::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let n = slots.len();
+    // Each cell is locked once, by the thread that took its slot.
+    let cells: Vec<Mutex<(&mut S, Option<R>)>> = slots.iter_mut().map(|s| Mutex::new((s, None))).collect();
+    let (next, finished) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    // Counts a job finished even when it panics, so the caller's wait below ends and the
+    // scope passes the panic on.
+    struct Finished<'a>(&'a AtomicUsize);
+    impl Drop for Finished<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Release);
+        }
+    }
+    let work = || loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        if k >= n {
+            break;
+        }
+        let _finished = Finished(&finished);
+        let mut cell = cells[k].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (slot, out) = &mut *cell;
+        *out = Some(f(k, slot));
+    };
+    rayon::in_place_scope(|scope| {
+        for _ in 1..threads.min(n) {
+            scope.spawn(|_| work());
+        }
+        work();
+        // Every slot is taken, and those still running are on threads already awake. A
+        // helper no thread took finds nothing left when the scope runs it here.
+        while finished.load(Ordering::Acquire) < n {
+            for _ in 0..64 {
+                core::hint::spin_loop();
+            }
+            std::thread::yield_now();
+        }
+    });
+    cells
+        .into_iter()
+        .map(|cell| cell.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()).1)
+        .collect::<Option<Vec<R>>>()
+        .unwrap_or_else(|| unreachable!("every slot's job ran: the scope passes on a job's panic"))
 }
 
 #[cfg(test)]
@@ -264,5 +318,42 @@ mod tests {
             assert_eq!(sums, (0..8).map(|i| 4950 * i).collect::<Vec<u64>>());
             assert!(slots.iter().enumerate().all(|(i, s)| s.len() == 100 && s[1] == i as u64));
         }
+    }
+
+    /// A job that panics, on whichever thread takes it, is the caller's panic: the wait for
+    /// the jobs still running ends, and nothing hangs.
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn a_panicking_slot_job_panics_the_caller_and_does_not_hang() {
+        for bad in [0, 3, 7] {
+            let mut slots = [0u64; 8];
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                map_slots(&mut slots, Parallelism::AllThreads, |i, s| {
+                    // Long enough that the other threads take slots too.
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    assert!(i != bad, "job {i} fails");
+                    *s = i as u64;
+                })
+            }));
+            assert!(caught.is_err(), "job {bad}");
+        }
+    }
+
+    /// Nested inside a job of another `map_slots`, as a window's pair may spread its own
+    /// work: every level's results, in order.
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn map_slots_nests() {
+        let mut outer = [0usize; 6];
+        let got = map_slots(&mut outer, Parallelism::AllThreads, |i, o| {
+            let mut inner = [0usize; 5];
+            let sums = map_slots(&mut inner, Parallelism::AllThreads, |j, s| {
+                *s = i * 10 + j;
+                *s
+            });
+            *o = sums.iter().sum();
+            *o
+        });
+        assert_eq!(got, (0..6).map(|i| 50 * i + 10).collect::<Vec<_>>());
     }
 }
