@@ -156,12 +156,18 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 let pools = [1, 2].map(|threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build());
                 let [Ok(one), Ok(two)] = pools else { anyhow::bail!("thread pool: could not start one or two threads") };
                 let run = |pool: &rayon::ThreadPool| pool.install(|| register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ()));
-                let timed = |pool: &rayon::ThreadPool| -> Result<f64> {
-                    run(pool)?;
+                // A pool's run timed after an untimed one that wakes it, `between` called
+                // between the two whatever the first gave (a barrier another thread waits at
+                // must be reached even after a failed run).
+                let timed_after = |pool: &rayon::ThreadPool, between: &dyn Fn()| -> Result<f64> {
+                    let warm = run(pool);
+                    between();
+                    warm?;
                     let t = std::time::Instant::now();
                     run(pool)?;
                     Ok(t.elapsed().as_secs_f64())
                 };
+                let timed = |pool: &rayon::ThreadPool| timed_after(pool, &|| ());
                 // The machine's own ceiling in the same rounds: two independent one-thread
                 // runs at once (each on a pool of its own, started together), whose
                 // throughput against one run alone is what two cores give this work with
@@ -170,16 +176,9 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 let second = rayon::ThreadPoolBuilder::new().num_threads(1).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
                 let side_by_side = || -> Result<f64> {
                     let start = std::sync::Barrier::new(2);
-                    let both = |pool: &rayon::ThreadPool| -> Result<f64> {
-                        // Both reach the barrier, even after a failed run, so neither waits
-                        // for ever.
-                        let warm = run(pool);
+                    let both = |pool: &rayon::ThreadPool| timed_after(pool, &|| {
                         start.wait();
-                        warm?;
-                        let t = std::time::Instant::now();
-                        run(pool)?;
-                        Ok(t.elapsed().as_secs_f64())
-                    };
+                    });
                     let (a, b) = std::thread::scope(|s| {
                         let other = s.spawn(|| both(&second));
                         (both(&one), other.join())
