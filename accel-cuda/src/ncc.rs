@@ -19,7 +19,7 @@ use crate::refine::refine_shifts;
 use core::ops::Range;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams, TemplateStats};
-use tessera_core::parallel::{map_indices, map_slots};
+use tessera_core::parallel::{map_claimed, map_slots};
 use tessera_core::stitch::{
     gray, luma_storage, pair_sites, plan_pair, Gray, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined,
 };
@@ -311,9 +311,9 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
 /// f32 templates are measured on the host.
 fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<Vec<Result<PairPlan<TemplateStats>>>> {
     let (Some(kernel), Some(first)) = (T::SUMS, jobs.first()) else {
-        return Ok(map_indices(jobs.len(), par, |k| plan_pair(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)));
+        return Ok(map_claimed(jobs.len(), par, |k| plan_pair(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)));
     };
-    let mut sited: Vec<Result<PairSites>> = map_indices(jobs.len(), par, |k| pair_sites(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction));
+    let mut sited: Vec<Result<PairSites>> = map_claimed(jobs.len(), par, |k| pair_sites(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction));
     let mut frames = FrameTable::default();
     let mut records: Vec<i32> = Vec::new();
     for (job, sites) in jobs.iter().zip(&sited) {

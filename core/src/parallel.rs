@@ -170,19 +170,6 @@ pub fn alongside<A: Send, B>(par: Parallelism, background: impl FnOnce() -> A + 
     (Some(background()), here())
 }
 
-/// Runs `f` on a thread of the pool when `par` has more than one thread, and returns its
-/// result; without threads, here. For a caller outside the pool whose `f` makes several
-/// parallel calls in a row: each call from outside sleeps until a worker takes it up,
-/// while from a worker the calls start at once, the other workers joining as they wake.
-pub fn on_pool<R: Send>(par: Parallelism, f: impl FnOnce() -> R + Send) -> R {
-    #[cfg(feature = "parallel")]
-    if par.threads() > 1 {
-        return rayon::scope(|_| f());
-    }
-    let _ = par;
-    f()
-}
-
 /// Maps `f(i, &mut slots[i])` over the slots into a vector, in parallel when allowed; order
 /// is kept. For independent jobs that each reuse a buffer of their own.
 ///
@@ -201,56 +188,138 @@ pub fn map_slots<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn
     slots.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect()
 }
 
+/// `f(i)` for `i < n` into a vector in order, [`map_slots`]'s way: each thread takes the
+/// next index as it becomes free, the caller among them. For a few jobs of some tens of
+/// microseconds from a caller outside the pool, which [`map_indices`] would hand whole to
+/// the pool's workers, waiting asleep until they are done.
+pub fn map_claimed<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R + Send + Sync) -> Vec<R> {
+    let mut units = alloc::vec![(); n];
+    map_slots(&mut units, par, |i, _| f(i))
+}
+
 /// [`map_slots`] on `threads` threads of rayon's current pool: the caller and up to
 /// `threads - 1` helpers take slots in order from a shared counter.
+///
+/// The helpers are jobs the caller does not wait for unless they started: a helper enters
+/// through a [`Gate`] before it touches the slots, and the caller, once no slot is left to
+/// take, closes the gate and waits only for the helpers inside. A caller outside the pool
+/// (the command line's and a library's callers run on their own thread) otherwise waited,
+/// at the end of every call, for a sleeping or busy worker to run a helper with nothing
+/// left to do: on the 2-core VM, the CUDA stitch's host work spread this way (jobs of some
+/// tens of microseconds) took 0.16 to 0.18 ms a pair handed whole to a worker, and 0.11
+/// to 0.13 ms through the gate.
 #[cfg(feature = "parallel")]
 fn map_slots_claimed<S: Send, R: Send>(slots: &mut [S], threads: usize, f: &(impl Fn(usize, &mut S) -> R + Sync)) -> Vec<R> {
     use core::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
+    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+    use std::sync::{Arc, Mutex};
     let n = slots.len();
     // Each cell is locked once, by the thread that took its slot.
     let cells: Vec<Mutex<(&mut S, Option<R>)>> = slots.iter_mut().map(|s| Mutex::new((s, None))).collect();
-    let (next, finished) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    // Counts a job finished even when it panics, so the caller's wait below ends and the
-    // scope passes the panic on.
-    struct Finished<'a>(&'a AtomicUsize);
-    impl Drop for Finished<'_> {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Release);
-        }
-    }
+    let next = AtomicUsize::new(0);
     let work = || loop {
         let k = next.fetch_add(1, Ordering::Relaxed);
         if k >= n {
             break;
         }
-        let _finished = Finished(&finished);
         let mut cell = cells[k].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let (slot, out) = &mut *cell;
         *out = Some(f(k, slot));
     };
-    rayon::in_place_scope(|scope| {
+    let gate = Arc::new(Gate::default());
+    {
+        let work: &(dyn Fn() + Sync) = &work;
+        // SAFETY: a helper calls `work` only between a successful `Gate::enter` and its
+        // `Gate::leave`, and this function returns (or unwinds) only after closing the gate
+        // and waiting until no helper is inside, so `work` and what it borrows outlive every
+        // call a helper makes; a helper that runs later finds the gate closed.
+        let work: &'static (dyn Fn() + Sync) = unsafe { core::mem::transmute::<&(dyn Fn() + Sync), &'static (dyn Fn() + Sync)>(work) };
         for _ in 1..threads.min(n) {
-            scope.spawn(|_| work());
-        }
-        work();
-        // Every slot is taken, and those still running are on threads already awake. A
-        // helper no thread took finds nothing left when the scope runs it here. Other work
-        // queued on the pool (the next frames' decoding) is done meanwhile.
-        while finished.load(Ordering::Acquire) < n {
-            if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                for _ in 0..64 {
-                    core::hint::spin_loop();
+            let gate = Arc::clone(&gate);
+            rayon::spawn(move || {
+                if gate.enter() {
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(work)) {
+                        gate.keep_panic(panic);
+                    }
+                    gate.leave();
                 }
-                std::thread::yield_now();
-            }
+            });
         }
-    });
+    }
+    let mine = catch_unwind(AssertUnwindSafe(work));
+    // Every slot is taken, and those still running are on helpers already awake (one job
+    // each at most). Other work queued on the pool (the next frames' decoding) is done
+    // meanwhile.
+    gate.close();
+    while !gate.empty() {
+        if rayon::yield_now() != Some(rayon::Yield::Executed) {
+            for _ in 0..64 {
+                core::hint::spin_loop();
+            }
+            std::thread::yield_now();
+        }
+    }
+    if let Err(panic) = mine {
+        resume_unwind(panic);
+    }
+    if let Some(panic) = gate.take_panic() {
+        resume_unwind(panic);
+    }
     cells
         .into_iter()
         .map(|cell| cell.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()).1)
         .collect::<Option<Vec<R>>>()
-        .unwrap_or_else(|| unreachable!("every slot's job ran: the scope passes on a job's panic"))
+        .unwrap_or_else(|| unreachable!("every slot's job ran: a job's panic is the caller's"))
+}
+
+/// The way in to a call's slots for its helpers ([`map_slots_claimed`]): the helpers inside,
+/// and whether the caller has closed it.
+#[cfg(feature = "parallel")]
+#[derive(Default)]
+struct Gate {
+    /// [`Gate::CLOSED`] once closed, plus one for each helper inside.
+    state: core::sync::atomic::AtomicUsize,
+    /// A helper's panic, for the caller to pass on.
+    panic: std::sync::Mutex<Option<std::boxed::Box<dyn core::any::Any + Send>>>,
+}
+
+#[cfg(feature = "parallel")]
+impl Gate {
+    const CLOSED: usize = 1 << (usize::BITS - 1);
+
+    /// Whether a helper may go in (then it must [`Gate::leave`]).
+    fn enter(&self) -> bool {
+        use core::sync::atomic::Ordering;
+        if self.state.fetch_add(1, Ordering::AcqRel) & Self::CLOSED == 0 {
+            return true;
+        }
+        self.state.fetch_sub(1, Ordering::AcqRel);
+        false
+    }
+
+    fn leave(&self) {
+        self.state.fetch_sub(1, core::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// No helper enters from now on.
+    fn close(&self) {
+        self.state.fetch_or(Self::CLOSED, core::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Whether no helper is inside (a helper turned away may pass through a moment).
+    fn empty(&self) -> bool {
+        self.state.load(core::sync::atomic::Ordering::Acquire) & !Self::CLOSED == 0
+    }
+
+    /// Keeps the first helper's panic.
+    fn keep_panic(&self, panic: std::boxed::Box<dyn core::any::Any + Send>) {
+        let mut kept = self.panic.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        kept.get_or_insert(panic);
+    }
+
+    fn take_panic(&self) -> Option<std::boxed::Box<dyn core::any::Any + Send>> {
+        self.panic.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
+    }
 }
 
 #[cfg(test)]
@@ -267,21 +336,6 @@ mod tests {
                 7
             });
             assert_eq!((pool, mine, here.get()), (Some(328_350), 7, 1), "{par:?}");
-        }
-    }
-
-    #[cfg(feature = "parallel")]
-    #[test]
-    fn on_pool_runs_on_a_worker_with_threads_and_here_without() {
-        let caller = std::thread::current().id();
-        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
-            let (thread, worker, sum) = on_pool(par, || (std::thread::current().id(), rayon::current_thread_index(), map_indices(100, par, |i| i * i).iter().sum::<usize>()));
-            assert_eq!(sum, 328_350, "{par:?}");
-            if par.threads() > 1 {
-                assert!(worker.is_some() && thread != caller, "{par:?}");
-            } else {
-                assert!(worker.is_none() && thread == caller, "{par:?}");
-            }
         }
     }
 
@@ -321,6 +375,7 @@ mod tests {
             });
             assert_eq!(sums, (0..8).map(|i| 4950 * i).collect::<Vec<u64>>());
             assert!(slots.iter().enumerate().all(|(i, s)| s.len() == 100 && s[1] == i as u64));
+            assert_eq!(map_claimed(50, par, |i| i * i), (0..50).map(|i| i * i).collect::<Vec<_>>());
         }
     }
 
@@ -341,6 +396,40 @@ mod tests {
             }));
             assert!(caught.is_err(), "job {bad}");
         }
+    }
+
+    /// From outside the pool, with every worker busy: the caller takes every slot itself
+    /// and returns without waiting for a helper to start; the helpers, run later, find the
+    /// call over.
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn map_slots_from_outside_the_pool_does_not_wait_for_busy_workers() {
+        use std::sync::{atomic::{AtomicUsize, Ordering}, mpsc, Arc, Barrier};
+        let workers = rayon::current_num_threads();
+        let (busy, release) = (Arc::new(AtomicUsize::new(0)), Arc::new(Barrier::new(workers + 1)));
+        for _ in 0..workers {
+            let (busy, release) = (Arc::clone(&busy), Arc::clone(&release));
+            rayon::spawn(move || {
+                busy.fetch_add(1, Ordering::SeqCst);
+                release.wait();
+            });
+        }
+        while busy.load(Ordering::SeqCst) < workers {
+            std::thread::yield_now();
+        }
+        let (done, answer) = mpsc::channel();
+        let caller = std::thread::spawn(move || {
+            let mut slots = [0usize; 4];
+            let got = map_slots(&mut slots, Parallelism::AllThreads, |i, s| {
+                *s = i + 1;
+                10 * i
+            });
+            let _ = done.send((got, slots));
+        });
+        let answered = answer.recv_timeout(std::time::Duration::from_secs(20));
+        release.wait();
+        caller.join().unwrap();
+        assert_eq!(answered.unwrap(), (alloc::vec![0, 10, 20, 30], [1, 2, 3, 4]));
     }
 
     /// Nested inside a job of another `map_slots`, as a window's pair may spread its own

@@ -186,12 +186,22 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                     let b = b.map_err(|_| anyhow::anyhow!("a side-by-side run panicked"))?;
                     Ok(a?.max(b?))
                 };
+                // As the command line and a library caller run it: on their own thread, outside
+                // the pool, with every thread of rayon's global pool.
+                let from_callers_thread = || -> Result<f64> {
+                    let go = || register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ());
+                    go()?;
+                    let t = std::time::Instant::now();
+                    go()?;
+                    Ok(t.elapsed().as_secs_f64())
+                };
                 let rounds = if b.quick { 1 } else { 9 };
-                let (mut ratios, mut ceilings) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+                let (mut ratios, mut ceilings, mut callers) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds));
                 for _ in 0..rounds {
                     let alone = timed(&one)?;
                     ratios.push(alone / timed(&two)?);
                     ceilings.push(2.0 * alone / side_by_side()?);
+                    callers.push(alone / from_callers_thread()?);
                 }
                 let mid = super::median(&mut ratios);
                 let (lo, hi) = (ratios[0], ratios[rounds - 1]);
@@ -200,6 +210,10 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 let ceiling = super::median(&mut ceilings);
                 let (lo, hi) = (ceilings[0], ceilings[rounds - 1]);
                 r.record("pal_scaling_two_runs_at_once_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs, "measured": "two independent one-thread runs side by side, throughput against one alone"}), "cpu", json!(round3(ceiling)));
+                let from_callers = super::median(&mut callers);
+                let (lo, hi) = (callers[0], callers[rounds - 1]);
+                let threads = rayon::current_num_threads();
+                r.record("pal_scaling_callers_thread_all_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs, "threads": threads, "measured": "the run on a thread outside the pool, on every thread of the global pool, against one thread"}), "cpu", json!(round3(from_callers)));
             }
             if r.wants("pal_serial_fraction") {
                 let stages = StageTimes::default();
