@@ -1,4 +1,9 @@
-//! Row-band parallelism: one thread, or rayon over horizontal bands of the output.
+//! Where the CPU backend's work runs: one thread, or rayon's pool. Filters split their
+//! output into row bands ([`for_each_band`]); independent jobs map over indices
+//! ([`map_indices`], rayon's splitting, for many jobs) or over slots taken in order by
+//! whichever thread is free, the caller among them ([`map_slots`], [`map_claimed`], for a
+//! few jobs such as a stitching window's pairs); [`alongside`] runs one job on the pool
+//! while the caller does another.
 
 use crate::image::{ImageViewMut, Pixel};
 use alloc::vec::Vec;
@@ -29,7 +34,7 @@ impl Parallelism {
     /// pool for `AllThreads` (nothing otherwise). Started lazily, the pool would start at the
     /// first parallel call, when a large image may have taken the memory its threads' stacks
     /// need, and rayon panics when it cannot start; started here, before any image is
-    /// read, that is [`Error::Backend`] instead.
+    /// read, that is [`Error::Backend`](crate::Error::Backend) instead.
     pub fn start(self) -> crate::Result<()> {
         #[cfg(feature = "parallel")]
         if self == Parallelism::AllThreads {
