@@ -155,19 +155,20 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             if r.wants("pal_scaling_interleaved") && cores >= 2 {
                 let pools = [1, 2].map(|threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build());
                 let [Ok(one), Ok(two)] = pools else { anyhow::bail!("thread pool: could not start one or two threads") };
-                let run = |pool: &rayon::ThreadPool| pool.install(|| register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ()));
-                // A pool's run timed after an untimed one that wakes it, `between` called
+                let register = || register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ());
+                let run = |pool: &rayon::ThreadPool| pool.install(register);
+                // A run timed after an untimed one that wakes its threads, `between` called
                 // between the two whatever the first gave (a barrier another thread waits at
                 // must be reached even after a failed run).
-                let timed_after = |pool: &rayon::ThreadPool, between: &dyn Fn()| -> Result<f64> {
-                    let warm = run(pool);
+                let timed_after = |go: &dyn Fn() -> tessera::Result<()>, between: &dyn Fn()| -> Result<f64> {
+                    let warm = go();
                     between();
                     warm?;
                     let t = std::time::Instant::now();
-                    run(pool)?;
+                    go()?;
                     Ok(t.elapsed().as_secs_f64())
                 };
-                let timed = |pool: &rayon::ThreadPool| timed_after(pool, &|| ());
+                let timed = |pool: &rayon::ThreadPool| timed_after(&|| run(pool), &|| ());
                 // The machine's own ceiling in the same rounds: two independent one-thread
                 // runs at once (each on a pool of its own, started together), whose
                 // throughput against one run alone is what two cores give this work with
@@ -176,7 +177,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 let second = rayon::ThreadPoolBuilder::new().num_threads(1).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
                 let side_by_side = || -> Result<f64> {
                     let start = std::sync::Barrier::new(2);
-                    let both = |pool: &rayon::ThreadPool| timed_after(pool, &|| {
+                    let both = |pool: &rayon::ThreadPool| timed_after(&|| run(pool), &|| {
                         start.wait();
                     });
                     let (a, b) = std::thread::scope(|s| {
@@ -188,13 +189,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 };
                 // As the command line and a library caller run it: on their own thread, outside
                 // the pool, with every thread of rayon's global pool.
-                let from_callers_thread = || -> Result<f64> {
-                    let go = || register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ());
-                    go()?;
-                    let t = std::time::Instant::now();
-                    go()?;
-                    Ok(t.elapsed().as_secs_f64())
-                };
+                let from_callers_thread = || timed_after(&register, &|| ());
                 let rounds = if b.quick { 1 } else { 9 };
                 let (mut ratios, mut ceilings, mut callers) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds));
                 for _ in 0..rounds {
