@@ -126,13 +126,70 @@ struct Peak {
 // Words of a search's record in `sites` and `stats`, and of its result in `out`.
 #define NCC_SITE_WORDS 6
 #define NCC_STAT_WORDS 4
-#define NCC_RESULT_WORDS 13
+#define NCC_RESULT_WORDS 6
+
+// The vertex of the parabola through (-1, l), (0, c), (1, r) where c is the largest of
+// the three, else 0: the core's `parabola` (ncc/subpixel.rs) to the bit.
+__device__ double parabola_vertex(double l, double c, double r) {
+    double den = __dadd_rn(__dadd_rn(l, -__dmul_rn(2.0, c)), r);
+    if (!(isfinite(l) && isfinite(r) && c >= l && c >= r && den < 0.0)) return 0.0;
+    double x = __dadd_rn(l, -r) / __dmul_rn(2.0, den);
+    return x < -0.5 ? -0.5 : (x > 0.5 ? 0.5 : x);
+}
+
+// The subpixel offset of a peak from its 3 x 3 neighbourhood, given value by value in row
+// order (`add(i, j, f)`: f at offset (i - 1, j - 1) from the peak), so that the
+// neighbourhood needs no array: the core's `quadratic_peak` (ncc/subpixel.rs) to the bit,
+// each product and sum rounded on its own (never fused into a multiply-add) in the core's
+// order.
+struct PeakFit {
+    double b = 0.0, c = 0.0, e = 0.0, d = 0.0, g = 0.0;  // the quadratic's sums
+    double centre = 0.0, left = 0.0, right = 0.0, up = 0.0, down = 0.0;
+    bool finite = true;
+
+    __device__ void add(int i, int j, double f) {
+        double x = i - 1.0, y = j - 1.0;
+        b = __dadd_rn(b, __dmul_rn(x, f));
+        c = __dadd_rn(c, __dmul_rn(y, f));
+        e = __dadd_rn(e, __dmul_rn(__dmul_rn(x, y), f));
+        d = __dadd_rn(d, __dmul_rn(__dadd_rn(__dmul_rn(x, x), -2.0 / 3.0), f));
+        g = __dadd_rn(g, __dmul_rn(__dadd_rn(__dmul_rn(y, y), -2.0 / 3.0), f));
+        finite = finite && isfinite(f);
+        if (j == 1 && i == 1) centre = f;
+        if (j == 1 && i == 0) left = f;
+        if (j == 1 && i == 2) right = f;
+        if (j == 0 && i == 1) up = f;
+        if (j == 2 && i == 1) down = f;
+    }
+
+    // The offset (dx, dy) once all nine values are in.
+    __device__ void offset(double* dx, double* dy) const {
+        *dx = 0.0;
+        *dy = 0.0;
+        if (!isfinite(centre)) return;
+        if (finite) {
+            double qb = b / 6.0, qc = c / 6.0, qe = e / 4.0, qd = d / 2.0, qg = g / 2.0;
+            double det = __dadd_rn(__dmul_rn(__dmul_rn(4.0, qd), qg), -__dmul_rn(qe, qe));
+            if (qd < 0.0 && qg < 0.0 && det > 0.0) {
+                double x = __dadd_rn(__dmul_rn(__dmul_rn(-2.0, qg), qb), __dmul_rn(qe, qc)) / det;
+                double y = __dadd_rn(__dmul_rn(__dmul_rn(-2.0, qd), qc), __dmul_rn(qe, qb)) / det;
+                if (fabs(x) <= 1.0 && fabs(y) <= 1.0) {
+                    *dx = x;
+                    *dy = y;
+                    return;
+                }
+            }
+        }
+        *dx = parabola_vertex(left, centre, right);
+        *dy = parabola_vertex(up, centre, down);
+    }
+};
 
 // frames: the device address of each slot's frame (w x h, packed). Per search, sites: the
 // template's top-left in the reference, the search start, the reference's and the moving
 // frame's slots; stats: S_t, the norm, and the moving frame's offset and flatness
-// tolerance (f32). out, per search: best x, y, coefficient, evaluations, then the 3 x 3
-// neighbourhood (when subpixel and the coefficient is finite): one download for all.
+// tolerance (f32). out, per search: best x, y, coefficient, evaluations, and the peak's
+// subpixel offset (x, y; 0 without subpixel or a finite coefficient): one download for all.
 template <typename T>
 __device__ void ncc_search(const u64* frames, int w, int h, int rsz, const int* sites, const double* stats, int count, int radius,
                            int method, double accept, int subpixel, double* values, u32* bits, double* out) {
@@ -219,29 +276,33 @@ __device__ void ncc_search(const u64* frames, int w, int h, int rsz, const int* 
             peak = near.v >= far.v ? near : far;
         }
     }
-    // The core's finish: the peak's coefficient, and the 3 x 3 neighbourhood for the
-    // subpixel fit (outside the frame: missing).
+    // The core's finish: the peak's coefficient, and its subpixel offset fitted to the
+    // 3 x 3 neighbourhood (outside the frame: missing).
     double v = get(peak.x, peak.y);
-    double* res = out + (i64)NCC_RESULT_WORDS * warp;
-    double* nb = res + 4;
+    double dx = 0.0, dy = 0.0;
     if (v != -TESSERA_INF_D && subpixel) {
+        // Lane k keeps the neighbourhood's k-th value (row order), gathered for the fit
+        // after the evaluations, which need the warp's registers.
+        double mine = -TESSERA_INF_D;
         for (int j = 0; j < 3; ++j)
             for (int i = 0; i < 3; ++i) {
                 int xx = peak.x + i - 1, yy = peak.y + j - 1;
                 double c = -TESSERA_INF_D;
                 if (xx >= 0 && yy >= 0 && xx <= s.xmax && yy <= s.ymax) c = get(xx, yy);
-                if (lane == 0) nb[3 * j + i] = c;
+                if (lane == 3 * j + i) mine = c;
             }
-    } else if (lane == 0) {
-        // Unused, but written: the whole record is downloaded (compute-sanitizer's
-        // initcheck flags downloads of unwritten memory).
-        for (int k = 0; k < 9; ++k) nb[k] = -TESSERA_INF_D;
+        PeakFit fit;
+        for (int k = 0; k < 9; ++k) fit.add(k % 3, k / 3, __shfl_sync(0xffffffffu, mine, k));
+        fit.offset(&dx, &dy);
     }
     if (lane == 0) {
+        double* res = out + (i64)NCC_RESULT_WORDS * warp;
         res[0] = peak.x;
         res[1] = peak.y;
         res[2] = v;
         res[3] = s.evaluations;
+        res[4] = dx;
+        res[5] = dy;
     }
 }
 
@@ -335,3 +396,15 @@ extern "C" __global__ void template_sums_u16(const u64* frames, int w, int rsz, 
     template_sums<u16>(frames, w, rsz, templates, count, out);
 }
 TESSERA_EXPORT(template_sums_u16)
+
+// The search's subpixel fit on its own, for its test against the core: `count`
+// neighbourhoods of nine values (row by row), a thread each; out: each one's (dx, dy).
+extern "C" __global__ void subpixel_peaks(const double* v, int count, double* out) {
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    PeakFit fit;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) fit.add(i, j, v[9 * (i64)k + 3 * j + i]);
+    fit.offset(&out[2 * (i64)k], &out[2 * (i64)k + 1]);
+}
+TESSERA_EXPORT(subpixel_peaks)

@@ -18,7 +18,7 @@ use crate::kernels::{Kernel, Module};
 use crate::refine::refine_shifts;
 use core::ops::Range;
 use tessera_core::image::Pixel;
-use tessera_core::ncc::{quadratic_peak, Integral, Match, NccSample, SearchParams, TemplateStats};
+use tessera_core::ncc::{Integral, Match, NccSample, SearchParams, TemplateStats};
 use tessera_core::parallel::{map_claimed, map_slots};
 use tessera_core::stitch::{
     gray, luma_storage, pair_sites, plan_pair, Gray, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined,
@@ -31,7 +31,7 @@ const WARPS: u32 = 4;
 /// (`NCC_SITE_WORDS`, `NCC_STAT_WORDS`, `NCC_RESULT_WORDS` of ncc.cu).
 const SITE_WORDS: usize = 6;
 const STAT_WORDS: usize = 4;
-const RESULT_WORDS: usize = 13;
+const RESULT_WORDS: usize = 6;
 /// Ints of a null probe's record (`NCC_PROBE_INTS` of ncc.cu).
 const PROBE_INTS: usize = 2;
 /// Ints of a template's record for its sums (`NCC_TEMPLATE_INTS` of ncc.cu).
@@ -391,14 +391,9 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
             if r[2] == f64::NEG_INFINITY {
                 return None;
             }
-            let offset = if sp.subpixel {
-                let v: [[f64; 3]; 3] = core::array::from_fn(|j| core::array::from_fn(|k| r[4 + 3 * j + k]));
-                quadratic_peak(&v)
-            } else {
-                (0.0, 0.0)
-            };
-            // Positions and counts are exact in f64.
-            Some(Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset, evaluations: r[3] as u32 })
+            // Positions and counts are exact in f64; the subpixel offset is the core's
+            // `quadratic_peak`, fitted on the device.
+            Some(Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset: (r[4], r[5]), evaluations: r[3] as u32 })
         })
         .collect();
     Ok((found, probed))
@@ -459,5 +454,52 @@ mod tests {
         // Every search of the call, search 0 probed at its own start.
         assert_eq!(call.add_probes(&(0..3), [&[0][..]].into_iter(), bounds).unwrap(), 2..3);
         assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1, 0, 0]);
+    }
+
+    /// The search kernel's subpixel fit (`quadratic_peak` of ncc.cu) gives the core's
+    /// offsets to the bit: peaks of sampled quadratics (proper maxima, saddles, ridges,
+    /// fits beyond a pixel), noisy coefficients, ties with a neighbour, missing and NaN
+    /// neighbours, signed zeros and a missing centre.
+    #[cfg(feature = "shim")]
+    #[test]
+    fn the_devices_subpixel_fit_is_the_cores_to_the_bit() {
+        use tessera_core::ncc::quadratic_peak;
+        use tessera_core::stitch::SplitMix64;
+        let gpu = Gpu::with_staging(Box::new(crate::shim::ShimDevice::new()), crate::transfer::StagingConfig::for_shim());
+        let mut rng = SplitMix64::new(0x5b_9e1);
+        let unit = |rng: &mut SplitMix64| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut cases: Vec<[f64; 9]> = Vec::new();
+        for _ in 0..2000 {
+            let mut u = || unit(&mut rng);
+            let (a, b, e, px, py) = (u() * 2.0 - 0.5, u() * 2.0 - 0.5, u() * 2.0 - 1.0, u() * 3.0 - 1.5, u() * 3.0 - 1.5);
+            let noise = if u() < 0.5 { 0.0 } else { 1e-3 };
+            let mut v: [f64; 9] = core::array::from_fn(|k| {
+                let (x, y) = ((k % 3) as f64 - 1.0 - px, (k / 3) as f64 - 1.0 - py);
+                0.9 - a * x * x - b * y * y - e * x * y
+            });
+            v.iter_mut().for_each(|c| *c += noise * (unit(&mut rng) - 0.5));
+            match (rng.next_u64() % 8) as usize {
+                0 => v[(rng.next_u64() % 9) as usize] = f64::NEG_INFINITY,
+                1 => v[(rng.next_u64() % 9) as usize] = f64::NAN,
+                2 => v[3] = v[4],
+                3 => v[1] = v[4],
+                _ => {}
+            }
+            cases.push(v);
+        }
+        let r = [-0.25, 0.5, 0.75];
+        cases.extend([[0.0; 9], [-0.0; 9], [1.0; 9], [f64::NEG_INFINITY; 9], [r[0], r[1], r[2], r[1], r[2], r[1], r[2], r[1], r[0]]]);
+        cases.push([0.1, 0.2, 0.1, 0.2, f64::NAN, 0.2, 0.1, 0.2, 0.1]);
+        cases.push([0.0, -0.0, 0.0, -0.0, 0.0, -0.0, 0.0, -0.0, 0.0]);
+        let values = gpu.upload(cases.as_flattened()).unwrap();
+        let out = gpu.zeroed::<f64>(2 * cases.len()).unwrap();
+        let count = cases.len() as i32;
+        gpu.launch(Kernel::new(Module::Ncc, "subpixel_peaks"), [(count as u32).div_ceil(128), 1, 1], [128, 1, 1], 0, args![&values, count, &out]).unwrap();
+        let mut got = vec![0f64; 2 * cases.len()];
+        gpu.download(&out, &mut got).unwrap();
+        for (v, d) in cases.iter().zip(got.chunks_exact(2)) {
+            let want = quadratic_peak(&core::array::from_fn(|j| core::array::from_fn(|i| v[3 * j + i])));
+            assert_eq!((d[0].to_bits(), d[1].to_bits()), (want.0.to_bits(), want.1.to_bits()), "{v:?}: {d:?} vs {want:?}");
+        }
     }
 }
