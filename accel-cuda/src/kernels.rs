@@ -9,6 +9,7 @@ pub enum Module {
     Contrast,
     Glare,
     Ncc,
+    Consensus,
     Quality,
     Refine,
     Stitch,
@@ -21,8 +22,19 @@ pub const COMMON_HEADER: (&str, &str) = ("common.cuh", include_str!("../kernels/
 
 impl Module {
     /// Every kernel file.
-    pub const ALL: [Module; 10] =
-        [Module::Filter, Module::Variance, Module::Contrast, Module::Glare, Module::Ncc, Module::Quality, Module::Refine, Module::Stitch, Module::Stereo, Module::Linalg];
+    pub const ALL: [Module; 11] = [
+        Module::Filter,
+        Module::Variance,
+        Module::Contrast,
+        Module::Glare,
+        Module::Ncc,
+        Module::Consensus,
+        Module::Quality,
+        Module::Refine,
+        Module::Stitch,
+        Module::Stereo,
+        Module::Linalg,
+    ];
 
     /// The file name under `kernels/`.
     pub fn file(self) -> &'static str {
@@ -32,6 +44,7 @@ impl Module {
             Module::Contrast => "contrast.cu",
             Module::Glare => "glare.cu",
             Module::Ncc => "ncc.cu",
+            Module::Consensus => "consensus.cu",
             Module::Quality => "quality.cu",
             Module::Refine => "refine.cu",
             Module::Stitch => "stitch.cu",
@@ -48,6 +61,7 @@ impl Module {
             Module::Contrast => include_str!("../kernels/contrast.cu"),
             Module::Glare => include_str!("../kernels/glare.cu"),
             Module::Ncc => include_str!("../kernels/ncc.cu"),
+            Module::Consensus => include_str!("../kernels/consensus.cu"),
             Module::Quality => include_str!("../kernels/quality.cu"),
             Module::Refine => include_str!("../kernels/refine.cu"),
             Module::Stitch => include_str!("../kernels/stitch.cu"),

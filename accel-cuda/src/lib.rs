@@ -29,6 +29,7 @@ mod tuning;
 #[cfg(feature = "shim")]
 mod shim;
 
+mod consensus;
 mod contrast;
 mod filter;
 mod glare;

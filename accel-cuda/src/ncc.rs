@@ -13,6 +13,7 @@
 //! A stitching run registers its windows of pairs through [`register_jobs`]
 //! (`registrar.rs`).
 
+use crate::consensus::DeviceConsensus;
 use crate::device::{args, int, Arg, DevBuf, DevicePtr, FrameTable, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use crate::refine::refine_shifts;
@@ -132,7 +133,8 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 
 /// Registers every pair of `jobs` (frames of one size, the parameters `p`): their searches
 /// in one launch and their null probes in another ([`search_jobs`]), each concluded by the
-/// core on the host (consensus and acceptance, [`PairPlan::conclude`]), and the
+/// core on the host (consensus and acceptance, [`PairPlan::conclude`]; a large similarity
+/// consensus's sets counted on the device, [`DeviceConsensus`]), and the
 /// shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns each
 /// pair's registration (or its own error) and whether a search launch ran (pairs without a
 /// search need none). Each pair's host work (its plan, its conclusion) runs on the threads
@@ -141,8 +143,9 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: 
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
     let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p, par)?;
     let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
+    let sets = DeviceConsensus { gpu };
     let concluded: Vec<Result<Unrefined>> = map_slots(&mut searched, par, |k, searched| match searched.take() {
-        Some(Searched::Matches { plan, found: f, probed: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &probed[q]),
+        Some(Searched::Matches { plan, found: f, probed: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &probed[q], Some(&sets)),
         Some(Searched::Failed(e)) => Err(e),
         None => Err(Error::Backend("internal: a pair concluded twice".into())),
     });

@@ -136,17 +136,22 @@ fn check(r: sys::nvrtcResult, what: &str) -> Result<(), String> {
     Err(format!("{what}: {msg}"))
 }
 
+/// Whether `module` is compiled without fused multiply-adds, so that its expressions round
+/// as the core's do: the variance, contrast and glare files (the paper's methods compared
+/// bit for bit, glare's fill), the panorama's blends, the stitch's shift refinement and
+/// its consensus sets (the CPU's shifts and sets to the bit).
+pub fn unfused(module: Module) -> bool {
+    matches!(module, Module::Variance | Module::Contrast | Module::Glare | Module::Stitch | Module::Refine | Module::Consensus)
+}
+
 /// The options a kernel file is compiled with: C++17, `ptxas -v` for the resource report,
-/// and fused multiply-adds where the float bounds the tests state allow them; the
-/// variance, contrast, glare and stitch files go without, so that their f32 expressions
-/// round as the core's do (the paper's methods compared bit for bit, glare's fill and the
-/// panorama's blends identical).
+/// and fused multiply-adds where the float bounds the tests state allow them (all but the
+/// [`unfused`] files).
 fn options(module: Module, arch: &str) -> Vec<String> {
-    let fmad = !matches!(module, Module::Variance | Module::Contrast | Module::Glare | Module::Stitch);
     vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".into(),
-        format!("--fmad={fmad}"),
+        format!("--fmad={}", !unfused(module)),
         // The exact NCC of 16-bit frames needs 128-bit products.
         "--device-int128".into(),
         "--ptxas-options=-v".into(),

@@ -105,5 +105,7 @@ fn every_kernel_file_compiles_to_ptx_for_other_gpus() {
         for k in m.kernels() {
             assert!(ptx.contains(&format!(".entry {k}(")), "{k} missing from the PTX of {}", m.file());
         }
+        // The files whose expressions must round as the core's hold no fused multiply-add.
+        assert!(!nvrtc::unfused(m) || !ptx.contains("fma.rn."), "{}: {} fused multiply-adds", m.file(), ptx.matches("fma.rn.").count());
     }
 }

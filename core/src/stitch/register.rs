@@ -27,7 +27,7 @@ use crate::parallel::{map_indices, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
-use crate::stitch::similarity::{self, Bounds, Correspondence, Similarity};
+use crate::stitch::similarity::{self, Bounds, ConsensusSets, Correspondence, Similarity};
 use crate::stitch::SynthPixel;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -490,9 +490,18 @@ impl<C> PairPlan<C> {
     }
 
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
-    /// which is left to the caller (a device refining a batch of pairs at once).
-    pub fn conclude<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<f64>]) -> Result<Unrefined> {
-        conclude_seen(self, reference, Seen::upright(moving), p, found, probed)
+    /// which is left to the caller (a device refining a batch of pairs at once); the
+    /// similarity consensus's sets counted by `sets` where it counts them (the same result).
+    pub fn conclude<T: NccSample + Into<f64>>(
+        self,
+        reference: ImageView<'_, T>,
+        moving: ImageView<'_, T>,
+        p: &RegisterParams,
+        found: &[Option<Match>],
+        probed: &[Option<f64>],
+        sets: Option<&dyn ConsensusSets>,
+    ) -> Result<Unrefined> {
+        conclude_seen(self, reference, Seen::upright(moving), p, found, probed, sets)
     }
 }
 
@@ -674,7 +683,7 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     found: &[Option<Match>],
     probed: &[Option<f64>],
 ) -> Result<PairRegistration> {
-    Ok(conclude_seen(plan, reference, seen, p, found, probed)?.refined_on_host(reference, seen.frame))
+    Ok(conclude_seen(plan, reference, seen, p, found, probed, None)?.refined_on_host(reference, seen.frame))
 }
 
 /// [`finish_seen`] but for the refinement of an upright pair's shift.
@@ -685,6 +694,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     p: &RegisterParams,
     found: &[Option<Match>],
     probed: &[Option<f64>],
+    sets: Option<&dyn ConsensusSets>,
 ) -> Result<Unrefined> {
     let PairPlan { mut out, textured, nulls, search, ended } = plan;
     if ended {
@@ -728,7 +738,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     out.above_threshold = kept.len();
     let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
     if p.motion == Motion::Similarity {
-        if let Some((candidate, turned)) = turned_consensus(&out.vectors, &kept, &inliers, p) {
+        if let Some((candidate, turned)) = turned_consensus(&out.vectors, &kept, &inliers, p, sets) {
             mark_inliers(&mut out, &turned);
             let (refined, angle_error) = if p.refine && p.subpixel { seen.refine(reference, p.rsz, &out.vectors, candidate, p.fit_scale) } else { (candidate, 0.0) };
             if turn_stands(&refined, angle_error, &out.vectors, &turned, p) {
@@ -894,7 +904,7 @@ const MIN_TURNED_VECTORS: usize = 4;
 /// many vectors as the translation consensus `shift_inliers`; `None` otherwise (the
 /// translation result stands, to the bit). Where every kept vector agrees on the shift already, the similarity is
 /// fitted to them directly, with no search for a consensus.
-fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize], p: &RegisterParams) -> Option<(Similarity, Vec<usize>)> {
+fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize], p: &RegisterParams, sets: Option<&dyn ConsensusSets>) -> Option<(Similarity, Vec<usize>)> {
     let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
     if kept.len() < needed {
         return None;
@@ -905,7 +915,7 @@ fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize],
         (0..kept.len()).collect()
     } else {
         let weights: Vec<f64> = kept.iter().map(|&k| v[k].coefficient).collect();
-        similarity::consensus(&points, &weights, p.agreement, &bounds)?.1
+        similarity::consensus_with(&points, &weights, p.agreement, &bounds, sets)?.1
     };
     let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
     let f = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE)?;

@@ -201,8 +201,20 @@ pub struct Bounds {
 /// inlier indices, or `None` when no hypothesis is within `bounds` (or `weights` is not one
 /// per point).
 pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
+    consensus_with(points, weights, tol, bounds, None)
+}
+
+/// [`consensus`] with its hypotheses' sets counted and scored by `sets` where it makes
+/// them (a device, [`ConsensusSets`]): the same answer, to the bit.
+pub fn consensus_with(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds, sets: Option<&dyn ConsensusSets>) -> Option<(Fit, Vec<usize>)> {
     if weights.len() != points.len() {
         return None;
+    }
+    if let Some(sets) = sets {
+        let all: Vec<Hypothesis> = hypotheses(points, weights, bounds).collect();
+        if let Some(counted) = sets.count(points, weights, tol, 0.0, &all).filter(|c| c.len() == all.len()) {
+            return refitted(points, all[best_counted(&counted)?], tol, bounds);
+        }
     }
     let coordinates: [fn(&Correspondence) -> f64; 4] = [|p| p.moving.0, |p| p.moving.1, |p| p.reference.0, |p| p.reference.1];
     let [mx, my, rx, ry] = coordinates.map(|f| vote::blocks(points.iter().map(f)));
@@ -232,7 +244,30 @@ impl vote::Test for Near<'_> {
 
 /// A similarity as its matrix entries and shift, `(c, s, x, y)` with `(c, s)` = scale (cos
 /// a, sin a), so that no hypothesis needs trigonometry.
-type Hypothesis = (f64, f64, f64, f64);
+pub type Hypothesis = (f64, f64, f64, f64);
+
+/// What counts a consensus's hypotheses elsewhere (a device): for each hypothesis
+/// `(c, s, x, y)`, the points whose moving point it takes within `tol` (Chebyshev) of their
+/// reference point, each coordinate's residual `x + c u - s v - r_x` and
+/// `y + s u + c v - r_y` evaluated in that order with every product and sum rounded on its
+/// own, and the weights of those points summed from `start` in point order: `(count,
+/// score)`, exactly as the host's test makes them. `None` where it makes none (too little
+/// work to send, or a failure): the host then counts them itself.
+pub trait ConsensusSets: Sync {
+    fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> Option<Vec<(usize, f64)>>;
+}
+
+/// The winner among counted hypotheses, by [`vote::best_set`]'s rule: the largest set, ties
+/// to the larger score, the first of equals; `None` with none.
+fn best_counted(counted: &[(usize, f64)]) -> Option<usize> {
+    let mut best: Option<(usize, (usize, f64))> = None;
+    for (k, &(count, score)) in counted.iter().enumerate() {
+        if best.is_none_or(|(_, (n, s))| count > n || (count == n && score > s)) {
+            best = Some((k, (count, score)));
+        }
+    }
+    best.map(|(k, _)| k)
+}
 
 /// Whether `h` takes `p`'s moving point within `tol` (Chebyshev) of its reference point.
 fn near(h: Hypothesis, p: &Correspondence, tol: f64) -> bool {
@@ -535,7 +570,54 @@ mod tests {
                 .collect();
             let weights: Vec<f64> = (0..n).map(|_| if rng.uniform() < 0.3 { 0.75 } else { rng.uniform() }).collect();
             let bounds = Bounds { max_angle: 0.2, max_scale_change: if zoom { 0.05 } else { 0.0 }, min_baseline: 25.0 };
-            proptest::prop_assert_eq!(consensus(&points, &weights, 1.0, &bounds), consensus_reference(&points, &weights, 1.0, &bounds));
+            let want = consensus_reference(&points, &weights, 1.0, &bounds);
+            proptest::prop_assert_eq!(&consensus(&points, &weights, 1.0, &bounds), &want);
+            // Sets counted elsewhere, by the documented arithmetic: the same answer; and
+            // where they are not counted (declined, or a count per hypothesis missing), the
+            // host's.
+            for sets in [CountedElsewhere::All, CountedElsewhere::Declined, CountedElsewhere::Short] {
+                proptest::prop_assert_eq!(&consensus_with(&points, &weights, 1.0, &bounds, Some(&sets)), &want, "{:?}", sets);
+            }
+        }
+    }
+
+    /// The rule of [`vote::best_set`]: the largest set, ties to the larger score, the first
+    /// of equals (a NaN score never wins a tie).
+    #[test]
+    fn the_best_of_counted_sets_is_the_first_largest_best_scored() {
+        assert_eq!(best_counted(&[(3, 1.0), (5, 0.5), (5, 0.5), (5, 0.7), (5, 0.7), (2, 9.0), (5, f64::NAN)]), Some(3));
+        assert_eq!(best_counted(&[(4, f64::NAN), (4, 1.0), (6, 0.0)]), Some(2));
+        assert_eq!(best_counted(&[(0, 0.0)]), Some(0));
+        assert_eq!(best_counted(&[]), None);
+    }
+
+    /// A [`ConsensusSets`] from its documentation, a plain loop per hypothesis: counting
+    /// every hypothesis, declining, or answering one count short.
+    #[derive(Debug)]
+    enum CountedElsewhere {
+        All,
+        Declined,
+        Short,
+    }
+
+    impl ConsensusSets for CountedElsewhere {
+        fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> Option<Vec<(usize, f64)>> {
+            let counted = |&(c, s, x, y): &Hypothesis| {
+                let mut taken = (0, start);
+                for (p, &w) in points.iter().zip(weights) {
+                    let ((u, v), (rx, ry)) = (p.moving, p.reference);
+                    let (ex, ey) = (x + c * u - s * v - rx, y + s * u + c * v - ry);
+                    if libm::fabs(ex) <= tol && libm::fabs(ey) <= tol {
+                        taken = (taken.0 + 1, taken.1 + w);
+                    }
+                }
+                taken
+            };
+            match self {
+                CountedElsewhere::All => Some(hypotheses.iter().map(counted).collect()),
+                CountedElsewhere::Declined => None,
+                CountedElsewhere::Short => Some(hypotheses.iter().skip(1).map(counted).collect()),
+            }
         }
     }
 
