@@ -903,7 +903,8 @@ const MIN_TURNED_VECTORS: usize = 4;
 /// when its rotation (or scale) stands out of the peaks' noise and it explains at least as
 /// many vectors as the translation consensus `shift_inliers`; `None` otherwise (the
 /// translation result stands, to the bit). Where every kept vector agrees on the shift already, the similarity is
-/// fitted to them directly, with no search for a consensus.
+/// fitted to them directly, with no search for a consensus; otherwise the search's sets
+/// are counted by `sets` where it counts them ([`similarity::consensus_with`]).
 fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize], p: &RegisterParams, sets: Option<&dyn ConsensusSets>) -> Option<(Similarity, Vec<usize>)> {
     let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
     if kept.len() < needed {
