@@ -1067,13 +1067,16 @@ fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &
         return Ok((alloc::vec![p.cthresh; templates], 0));
     }
     let evaluations = probed.iter().flatten().count() as u64;
-    // A flat window has no coefficient: it cannot be mistaken for a match.
-    let mut values = probed.iter().copied();
+    // Each template's probes, in order (their count matched above); a flat window has no
+    // coefficient: it cannot be mistaken for a match.
+    let mut rest = probed;
     let thresholds = nulls
         .iter()
-        // Each template's probes read as they come (adaptive acceptance reads them all;
-        // fixed, which would not, returned above).
-        .map(|us| threshold(p.acceptance, us.as_slice().iter().filter_map(|_| values.next().flatten()), p.cthresh, p.null_margin, p.min_coefficient))
+        .map(|us| {
+            let (mine, after) = rest.split_at(us.as_slice().len());
+            rest = after;
+            threshold(p.acceptance, mine.iter().flatten().copied(), p.cthresh, p.null_margin, p.min_coefficient)
+        })
         .collect();
     Ok((thresholds, evaluations))
 }
