@@ -210,17 +210,26 @@ pub fn consensus_with(points: &[Correspondence], weights: &[f64], tol: f64, boun
     if weights.len() != points.len() {
         return None;
     }
-    if let Some(sets) = sets {
-        let all: Vec<Hypothesis> = hypotheses(points, weights, bounds).collect();
-        if let Some(counted) = sets.count(points, weights, tol, 0.0, &all).filter(|c| c.len() == all.len()) {
-            return refitted(points, all[best_counted(&counted)?], tol, bounds);
+    let h = match sets {
+        // Made once: counted by `sets`, or by the host where it does not count them.
+        Some(sets) => {
+            let all: Vec<Hypothesis> = hypotheses(points, weights, bounds).collect();
+            match sets.count(points, weights, tol, 0.0, &all).filter(|c| c.len() == all.len()) {
+                Some(counted) => all[best_counted(&counted)?],
+                None => best_on_host(points, weights, tol, all.iter().copied())?,
+            }
         }
-    }
+        None => best_on_host(points, weights, tol, hypotheses(points, weights, bounds))?,
+    };
+    refitted(points, h, tol, bounds)
+}
+
+/// The winner among `hypotheses` by [`vote::best_set`], their sets tested on the host.
+fn best_on_host(points: &[Correspondence], weights: &[f64], tol: f64, hypotheses: impl Iterator<Item = Hypothesis>) -> Option<Hypothesis> {
     let coordinates: [fn(&Correspondence) -> f64; 4] = [|p| p.moving.0, |p| p.moving.1, |p| p.reference.0, |p| p.reference.1];
     let [mx, my, rx, ry] = coordinates.map(|f| vote::blocks(points.iter().map(f)));
     let set = |&h: &Hypothesis, mask: &mut vote::Mask| vote::fill_mask(mask, &Near { h, tol, mx: &mx, my: &my, rx: &rx, ry: &ry });
-    let (_, _, h) = vote::best_set(weights, hypotheses(points, weights, bounds), set, 0.0)?;
-    refitted(points, h, tol, bounds)
+    vote::best_set(weights, hypotheses, set, 0.0).map(|(_, _, h)| h)
 }
 
 /// [`consensus`]'s test of a hypothesis `h` over the points' coordinates in blocks:
@@ -591,7 +600,7 @@ mod tests {
         assert_eq!(best_counted(&[]), None);
     }
 
-    /// A [`ConsensusSets`] from its documentation, a plain loop per hypothesis: counting
+    /// A [`ConsensusSets`] by the host's own test, [`near`], point after point: counting
     /// every hypothesis, declining, or answering one count short.
     #[derive(Debug)]
     enum CountedElsewhere {
@@ -602,17 +611,7 @@ mod tests {
 
     impl ConsensusSets for CountedElsewhere {
         fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> Option<Vec<(usize, f64)>> {
-            let counted = |&(c, s, x, y): &Hypothesis| {
-                let mut taken = (0, start);
-                for (p, &w) in points.iter().zip(weights) {
-                    let ((u, v), (rx, ry)) = (p.moving, p.reference);
-                    let (ex, ey) = (x + c * u - s * v - rx, y + s * u + c * v - ry);
-                    if libm::fabs(ex) <= tol && libm::fabs(ey) <= tol {
-                        taken = (taken.0 + 1, taken.1 + w);
-                    }
-                }
-                taken
-            };
+            let counted = |&h: &Hypothesis| points.iter().zip(weights).filter(|(p, _)| near(h, p, tol)).fold((0, start), |(n, s), (_, &w)| (n + 1, s + w));
             match self {
                 CountedElsewhere::All => Some(hypotheses.iter().map(counted).collect()),
                 CountedElsewhere::Declined => None,
