@@ -15,7 +15,7 @@ use anyhow::Result;
 use serde_json::json;
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
-use tessera::ncc::{exhaustive_search, log_search, SearchCache, SearchFrame, SearchParams, Template};
+use tessera::ncc::{exhaustive_search, log_search, Integral, SearchCache, SearchFrame, SearchParams, Template};
 use tessera::stitch::{grid_ncc, overlap_ncc, warp_sized};
 use tessera::frames::{frame_source, read_ahead_depth};
 use tessera::stitch::{register_frames, register_frames_timed, register_sequence, InMemory, StageTimes, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
@@ -114,7 +114,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
         if label == "pal" {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let mut scaling = serde_json::Map::new();
-            let (mut pair_ms, mut efficiency) = (serde_json::Map::new(), serde_json::Map::new());
+            let (mut pair_ms, mut efficiency, mut integral_ms) = (serde_json::Map::new(), serde_json::Map::new(), serde_json::Map::new());
             let mut times = Vec::new();
             for threads in (0..).map(|k| 1usize << k).take_while(|&t| t <= cores.max(2)) {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
@@ -124,6 +124,16 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 if let Some(ms) = ms {
                     scaling.insert(threads.to_string(), json!((1000.0 * pairs / ms).round()));
                     times.push(ms);
+                }
+                // A frame's integral images, the largest step of a pair that no template
+                // search overlaps, on the same pool (a pair with threads to spare computes
+                // them in row bands).
+                let mut tables = Integral::<u8>::default();
+                let ms = r.time(&format!("pal_integral_images_{threads}_threads"), json!({"threads": threads, "w": w, "h": h}), "cpu", 31, || {
+                    pool.install(|| tables.compute_on(seq[1].view(), Parallelism::AllThreads))
+                });
+                if let Some(ms) = ms {
+                    integral_ms.insert(threads.to_string(), json!((ms * 1e4).round() / 1e4));
                 }
                 // The same pool's runs with the engine's stage times: a pair's mean time and
                 // the stage's efficiency (module `stage_times`), which the speed-up is made of.
@@ -139,6 +149,9 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 }
             }
             r.record("pal_scaling_pairs_per_s", json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), "cpu", serde_json::Value::Object(scaling));
+            if !integral_ms.is_empty() {
+                r.record("pal_integral_images_ms", json!({"w": w, "h": h, "by": "threads"}), "cpu", serde_json::Value::Object(integral_ms));
+            }
             if !pair_ms.is_empty() {
                 let params = json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs, "measured": "each planned pair's task and the window stage, by thread count"});
                 r.record("pal_scaling_breakdown_pair_ms", params.clone(), "cpu", serde_json::Value::Object(pair_ms));

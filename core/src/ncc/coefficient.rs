@@ -22,6 +22,7 @@
 use super::integral::{Integral, IntegralSample};
 use crate::error::{Error, Result};
 use crate::image::ImageView;
+use crate::parallel::Parallelism;
 use alloc::vec::Vec;
 use crate::cpu::multiversion;
 
@@ -557,8 +558,13 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
         Self::with_buffer(view, Integral::default())
     }
     /// As [`SearchFrame::new`], computing the integral images into `buffer` (reused).
-    pub fn with_buffer(view: ImageView<'a, T>, mut buffer: Integral<T>) -> Result<Self> {
-        buffer.compute(view)?;
+    pub fn with_buffer(view: ImageView<'a, T>, buffer: Integral<T>) -> Result<Self> {
+        Self::with_buffer_on(view, buffer, Parallelism::Sequential)
+    }
+    /// As [`SearchFrame::with_buffer`], the integral images on `par`'s threads
+    /// ([`Integral::compute_on`]: the same tables).
+    pub fn with_buffer_on(view: ImageView<'a, T>, mut buffer: Integral<T>, par: Parallelism) -> Result<Self> {
+        buffer.compute_on(view, par)?;
         Self::with_integral(view, buffer)
     }
     /// As [`SearchFrame::with_buffer`] with `integral` already computed from `view` (on

@@ -11,10 +11,30 @@
 //! first pixel: window variances are shift-invariant, and removing the offset keeps the
 //! prefix sums small, which keeps the cancellation in `S2 - S1^2 / n` small.
 
+use crate::cpu::multiversion;
 use crate::error::{Error, Result};
 use crate::image::{ImageView, Pixel};
+use crate::parallel::{map_claimed, map_slots, Parallelism};
 use alloc::vec;
 use alloc::vec::Vec;
+
+/// Rows a band holds at least where the tables are computed on several threads: each band
+/// but the last reads its pixels once more to sum its columns, and a thread's job should
+/// outweigh its start.
+const MIN_BAND_ROWS: usize = 64;
+
+multiversion! {
+    /// Adds each column's terms over `rows` of `src` to `sums` (one entry a column), a row
+    /// at a time: at each level's vector width.
+    fn add_columns<T: IntegralSample>(sums: &mut [[T::Acc; 2]], src: ImageView<'_, T>, rows: core::ops::Range<usize>) {
+        for y in rows {
+            for (s, &p) in sums.iter_mut().zip(src.row(y)) {
+                let t = p.terms(0.0);
+                *s = [T::add(s[0], t[0]), T::add(s[1], t[1])];
+            }
+        }
+    }
+}
 
 /// A gray sample type the integral image (and hence the NCC search) accepts.
 pub trait IntegralSample: Pixel {
@@ -30,6 +50,9 @@ pub trait IntegralSample: Pixel {
     fn to_f64(a: Self::Acc) -> f64;
     /// The offset to subtract for this frame (0 for integers).
     fn offset(first: Self) -> f64;
+    /// Whether the sums come out the same to the bit in any order of the additions
+    /// (wrapping integers), so the tables may be computed in row bands on several threads.
+    const ANY_ORDER: bool;
     /// One row of the tables: `out[x]` = `above[x]` plus the sums of the terms of
     /// `row[..=x]` (the three of one length).
     #[inline]
@@ -57,6 +80,7 @@ macro_rules! int_sample {
             $($extra)*
             type Acc = $acc;
             const MAX_AREA: u64 = $max;
+            const ANY_ORDER: bool = true;
             #[inline]
             fn terms(self, _offset: f64) -> [$acc; 2] {
                 let v = self as $acc;
@@ -102,6 +126,8 @@ int_sample!(u16, u64, 1 << 32);
 impl IntegralSample for f32 {
     type Acc = f64;
     const MAX_AREA: u64 = u64::MAX;
+    // f64 sums in another order round differently.
+    const ANY_ORDER: bool = false;
     #[inline]
     fn terms(self, offset: f64) -> [f64; 2] {
         let v = self as f64 - offset;
@@ -150,6 +176,13 @@ impl<T: IntegralSample> Integral<T> {
     /// Recomputes the tables for `src`, reusing the buffer (no allocation when the size
     /// does not grow).
     pub fn compute(&mut self, src: ImageView<'_, T>) -> Result<()> {
+        self.compute_on(src, Parallelism::Sequential)
+    }
+
+    /// [`Integral::compute`] on `par`'s threads: integer frames in row bands
+    /// ([`Integral::compute_bands`]), the same tables to the bit; f32 frames on this thread
+    /// (their f64 sums would round differently in another order).
+    pub fn compute_on(&mut self, src: ImageView<'_, T>, par: Parallelism) -> Result<()> {
         let (w, h) = src.size();
         let first = src.row(0)[0];
         self.offset = T::offset(first);
@@ -165,11 +198,16 @@ impl<T: IntegralSample> Integral<T> {
         }
         self.width = w;
         self.height = h;
-        for y in 0..h {
-            let row = src.row(y);
-            let (above, below) = self.table.split_at_mut((y + 1) * stride);
-            let above = &above[y * stride + 1..];
-            T::integral_row(&row[..w], &above[..w], &mut below[1..stride], self.offset);
+        let bands = if T::ANY_ORDER { par.threads().min(h / MIN_BAND_ROWS) } else { 1 };
+        if bands > 1 {
+            self.compute_bands(src, bands, par)?;
+        } else {
+            for y in 0..h {
+                let row = src.row(y);
+                let (above, below) = self.table.split_at_mut((y + 1) * stride);
+                let above = &above[y * stride + 1..];
+                T::integral_row(&row[..w], &above[..w], &mut below[1..stride], self.offset);
+            }
         }
         // (Integer tables wrap by design; only f32 can be non-finite.)
         if let Some(bad) = self.table.last().filter(|s| !T::to_f64(s[1]).is_finite()) {
@@ -179,6 +217,54 @@ impl<T: IntegralSample> Integral<T> {
                 expected: "finite pixel values (the sum of squares overflowed or a pixel is NaN/inf)",
             });
         }
+        Ok(())
+    }
+
+    /// The tables of `src` (integer samples, the buffer sized for it) in `bands` row bands
+    /// on `par`'s threads. A band's rows need the table row above the band: the prefix
+    /// sums along x of the columns' sums over every row above it. So each band but the
+    /// last first sums its pixels down the columns (a pass that reads the pixels once and
+    /// writes one row), the rows above each band are added from those, and then every band
+    /// runs the row recurrence from its own row above, as one thread would from row 0.
+    /// Wrapping sums in another order are the same sums, so the tables are the same bits.
+    fn compute_bands(&mut self, src: ImageView<'_, T>, bands: usize, par: Parallelism) -> Result<()> {
+        let (w, h) = src.size();
+        let rows = h.div_ceil(bands);
+        let bands = h.div_ceil(rows);
+        let zero = [T::Acc::default(); 2];
+        let column_sums = map_claimed(bands - 1, par, |b| -> Result<Vec<[T::Acc; 2]>> {
+            let mut sums = crate::error::try_filled(w, zero)?;
+            add_columns(&mut sums, src, b * rows..(b + 1) * rows);
+            Ok(sums)
+        });
+        // The table row above band b, entries 1..=w: the columns' sums over bands before b,
+        // summed along x.
+        let mut above_bands = crate::error::try_with_capacity(bands - 1)?;
+        let mut columns = crate::error::try_filled(w, zero)?;
+        for sums in column_sums {
+            let mut along = zero;
+            let mut above = crate::error::try_filled(w, zero)?;
+            for ((c, s), a) in columns.iter_mut().zip(sums?).zip(above.iter_mut()) {
+                *c = [T::add(c[0], s[0]), T::add(c[1], s[1])];
+                along = [T::add(along[0], c[0]), T::add(along[1], c[1])];
+                *a = along;
+            }
+            above_bands.push(above);
+        }
+        let stride = w + 1;
+        let (first_row, rest) = self.table.split_at_mut(stride);
+        let first_row = &first_row[1..];
+        let mut parts: Vec<&mut [[T::Acc; 2]]> = rest.chunks_mut(rows * stride).collect();
+        map_slots(&mut parts, par, |b, part| {
+            let mut above: &[[T::Acc; 2]] = if b == 0 { first_row } else { &above_bands[b - 1] };
+            let mut part: &mut [[T::Acc; 2]] = part;
+            for y in b * rows..((b + 1) * rows).min(h) {
+                let (out, next) = core::mem::take(&mut part).split_at_mut(stride);
+                T::integral_row(&src.row(y)[..w], &above[..w], &mut out[1..], 0.0);
+                above = &out[1..];
+                part = next;
+            }
+        });
         Ok(())
     }
 
@@ -354,6 +440,72 @@ mod tests {
                 assert_u8_tables_exact(&reused, view);
             }
         });
+    }
+
+    /// The tables of `view` computed in `bands` row bands, over a buffer whose entries were
+    /// first set to junk (a band that skipped an entry would leave it), on `par`.
+    fn banded<T: IntegralSample>(view: ImageView<'_, T>, bands: usize, par: Parallelism, junk: T::Acc) -> Integral<T> {
+        let mut ii = Integral::new(view).unwrap();
+        let stride = ii.width + 1;
+        for (i, e) in ii.table.iter_mut().enumerate() {
+            if i >= stride && i % stride != 0 {
+                *e = [junk; 2];
+            }
+        }
+        ii.compute_bands(view, bands, par).unwrap();
+        ii
+    }
+
+    #[test]
+    fn tables_in_row_bands_are_one_threads_to_the_bit() {
+        let mut s = 0x5eed_0f_ba4d5u64;
+        let mut next = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s >> 40
+        };
+        let noise8 = Image::from_fn(75, 131, |_, _| next() as u8).unwrap();
+        let noise16 = Image::from_fn(75, 131, |_, _| next() as u16).unwrap();
+        // 255^2 summed over 257 x 260 pixels passes 2^32: the u8 tables wrap inside a band.
+        let bright = Image::from_fn(257, 260, |_, _| 255u8).unwrap();
+        at_every_level(|_| {
+            for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+                // Every band count up to one row a band, and more bands than rows; a strided crop.
+                for bands in (1..=12).chain([64, 130, 131, 500]) {
+                    for view in [noise8.view(), noise8.view().crop(5, 3, 61, 97).unwrap()] {
+                        assert_eq!(banded(view, bands, par, 0xdead_beef).table, Integral::new(view).unwrap().table, "u8, {bands} bands");
+                    }
+                    let view = noise16.view().crop(2, 1, 70, 120).unwrap();
+                    assert_eq!(banded(view, bands, par, u64::MAX).table, Integral::new(view).unwrap().table, "u16, {bands} bands");
+                }
+                for bands in [2, 3, 7] {
+                    assert_u8_tables_exact(&banded(bright.view(), bands, par, 1), bright.view());
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn tables_on_threads_are_one_threads_in_every_sample_type() {
+        // Tall enough for bands on any pool of two threads or more; f32 stays on one thread
+        // (its sums' order is the pixels').
+        let a = Image::from_fn(97, 300, |x, y| ((x * 7 + y * 13) % 251) as u8).unwrap();
+        let b = a.map(|v| v as u16 * 257);
+        let f = a.map(|v| v as f32 * 0.37 - 11.0);
+        let mut reused = Integral::<u8>::default();
+        for view in [a.view(), a.view().crop(1, 2, 60, 250).unwrap(), a.view().crop(0, 0, 9, 3).unwrap()] {
+            reused.compute_on(view, Parallelism::AllThreads).unwrap();
+            assert_eq!(reused.table, Integral::new(view).unwrap().table);
+        }
+        let mut on = Integral::<u16>::default();
+        on.compute_on(b.view(), Parallelism::AllThreads).unwrap();
+        assert_eq!(on.table, Integral::new(b.view()).unwrap().table);
+        let mut on = Integral::<f32>::default();
+        on.compute_on(f.view(), Parallelism::AllThreads).unwrap();
+        assert_eq!(on.table, Integral::new(f.view()).unwrap().table);
+        // A non-finite f32 pixel is still an error.
+        let mut bad = f.clone();
+        bad.set(3, 200, f32::NAN);
+        assert!(Integral::<f32>::default().compute_on(bad.view(), Parallelism::AllThreads).is_err());
     }
 
     proptest! {

@@ -1182,9 +1182,9 @@ pub fn register_pair_any(
     }
     let (ls, lm) = (luma_storage(&reference), luma_storage(&moving));
     match (gray(&reference, &ls)?, gray(&moving, &lm)?) {
-        (Gray::U8(a), Gray::U8(b)) => register_pair(a, &SearchFrame::new(b)?, p, prediction, par),
-        (Gray::U16(a), Gray::U16(b)) => register_pair(a, &SearchFrame::new(b)?, p, prediction, par),
-        (Gray::F32(a), Gray::F32(b)) => register_pair(a, &SearchFrame::new(b)?, p, prediction, par),
+        (Gray::U8(a), Gray::U8(b)) => register_pair(a, &SearchFrame::with_buffer_on(b, Default::default(), par)?, p, prediction, par),
+        (Gray::U16(a), Gray::U16(b)) => register_pair(a, &SearchFrame::with_buffer_on(b, Default::default(), par)?, p, prediction, par),
+        (Gray::F32(a), Gray::F32(b)) => register_pair(a, &SearchFrame::with_buffer_on(b, Default::default(), par)?, p, prediction, par),
         _ => Err(Error::UnsupportedType { op: "register pair", types: "frames of two different pixel types" }),
     }
 }

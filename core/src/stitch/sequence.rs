@@ -542,7 +542,7 @@ impl<'a> Run<'a> {
                     window = None;
                     let attempts = self.attempts(&find, (k, &mut key), last, pending, planned.map(|(_, p)| p), vel, i, limit)?;
                     let moving = match self.registrar {
-                        None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffer))?),
+                        None => Some(SearchFrame::with_buffer_on(current.view::<T>()?, core::mem::take(&mut buffer), self.par)?),
                         Some(_) => None,
                     };
                     // The known first attempt's evaluations were made once, in the window.

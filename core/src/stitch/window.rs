@@ -192,7 +192,7 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
     let moving = match run.registrar {
-        None => Some(SearchFrame::with_buffer(current.view::<T>()?, core::mem::take(&mut buffers.search))?),
+        None => Some(SearchFrame::with_buffer_on(current.view::<T>()?, core::mem::take(&mut buffers.search), run.par)?),
         Some(_) => None,
     };
     let settled = run.settle::<T>(&frame, current, moving.as_ref(), &[planned.attempt()], &mut buffers.turned, FirstAttempt::Only);
