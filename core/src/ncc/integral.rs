@@ -179,9 +179,9 @@ impl<T: IntegralSample> Integral<T> {
         self.compute_on(src, Parallelism::Sequential)
     }
 
-    /// [`Integral::compute`] on `par`'s threads: integer frames in row bands
-    /// ([`Integral::compute_bands`]), the same tables to the bit; f32 frames on this thread
-    /// (their f64 sums would round differently in another order).
+    /// [`Integral::compute`] on `par`'s threads: integer frames in row bands of at least 64
+    /// rows, one a thread, the same tables to the bit; f32 frames on this thread (their f64
+    /// sums would round differently in another order).
     pub fn compute_on(&mut self, src: ImageView<'_, T>, par: Parallelism) -> Result<()> {
         let (w, h) = src.size();
         let first = src.row(0)[0];
