@@ -378,7 +378,7 @@ pub struct PlanesRun {
     pub runs: Vec<GridRun>,
     pub offsets: Vec<Option<(f64, f64)>>,
     /// Per registered time point, with cycles: each tile's position on cycle 0 where it was
-    /// aligned onto cycle 0's same tile ([`align_tiles`]), `None` where it was not (then
+    /// aligned onto cycle 0's same tile (`align_tiles`), `None` where it was not (then
     /// its cycle's solve and offset place it). Empty for time points.
     pub aligned: Vec<Vec<Option<(f64, f64)>>>,
     pub shading: Vec<Option<Prepared>>,

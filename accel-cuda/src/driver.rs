@@ -184,7 +184,7 @@ impl CudaDevice {
     }
 }
 
-/// Where the host side of a measured transfer lives (see [`CudaDevice::link_bandwidth`]).
+/// Where the host side of a measured transfer lives (see `CudaDevice::link_bandwidth`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostMemory {
     /// An ordinary (pageable) allocation, copied by `cuMemcpyHtoD` / `cuMemcpyDtoH`.

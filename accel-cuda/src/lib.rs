@@ -4,7 +4,7 @@
 //!   NVRTC for the GPU at hand (`nvrtc.rs`, cached in memory and on disk).
 //! - [`CudaBackend`] (`backend.rs`): every operation of [`Backend`], each driven by the Rust
 //!   module of its kernel file (`filter.rs`, `variance.rs`, ..., `linalg.rs`) through
-//!   [`device::Gpu`]: buffers, uploads, launches.
+//!   `device::Gpu`: buffers, uploads, launches.
 //! - Two devices behind `Gpu`: the GPU through the CUDA driver (`driver.rs`), and, with
 //!   the `shim` feature, the same kernels compiled for the CPU and run on threads
 //!   (`shim.rs`, `shim/`), so that CI, which never has a GPU, runs every kernel and every

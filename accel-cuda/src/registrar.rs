@@ -148,7 +148,7 @@ struct DeviceRegistrar<'g> {
 
 /// The tuning family of where a device stitch does each pair's host work (`tuning.rs`).
 const HOST_WORK: &str = "stitch_host_work";
-/// The environment variable that overrides the device's choice of [`HOST_WORK`].
+/// The environment variable that overrides the device's choice of `HOST_WORK`.
 pub const HOST_WORK_ENV: &str = "TESSERA_STITCH_HOST_WORK";
 
 /// Where a device stitch plans and concludes a window's pairs: the host work between its

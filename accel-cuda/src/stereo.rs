@@ -91,7 +91,7 @@ impl Choice for Aggregation {
 impl Design for Aggregation {
     const FAMILY: &'static str = AGGREGATION;
 }
-/// The environment variable that overrides the device's choice of [`AGGREGATION`].
+/// The environment variable that overrides the device's choice of `AGGREGATION`.
 pub const AGGREGATION_ENV: &str = "TESSERA_SGM_AGGREGATION";
 
 /// Warps per block of the aggregation (a warp per path) and of WTA (a warp per pixel).

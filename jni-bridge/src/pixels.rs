@@ -3,7 +3,7 @@
 //! ImageJ stores 8-bit images as `byte[]`, 16-bit as `short[]` (both read unsigned), 32-bit
 //! as `float[]` and RGB as `int[]` packed `0xAARRGGBB`. Every entry point takes them as
 //! plain `Object`s; [`PixelArray::of`] reads the type from the array's class once per call,
-//! and one untyped critical section ([`Critical`]) hands out the matching [`AnyView`], so
+//! and one untyped critical section (`Critical`) hands out the matching [`AnyView`], so
 //! there is one code path for all four types instead of one native per type.
 //!
 //! RGB: an `int` lies in memory (x86-64 and AArch64 are little-endian) as the bytes B, G,

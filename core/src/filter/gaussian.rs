@@ -43,7 +43,7 @@ pub const IIR_FROM_SIGMA_RGBA: f64 = 16.0;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GaussianMethod {
     /// FIR for small sigma, IIR where its cost independent of sigma wins
-    /// (see [`IIR_FROM_SIGMA`], [`IIR_FROM_SIGMA_RGBA`]); an explicit `radius` asks for the FIR.
+    /// (from sigma 9 for gray, 16 for RGBA); an explicit `radius` asks for the FIR.
     #[default]
     Auto,
     /// Separable convolution with normalized sampled weights, radius `ceil(3 sigma)` by default.
@@ -80,9 +80,9 @@ impl core::fmt::Display for GaussianMethod {
 /// Parameters of the Gaussian blur.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GaussianParams {
-    /// Standard deviation in pixels (finite, > 0, at most [`MAX_SIGMA`]).
+    /// Standard deviation in pixels (finite, > 0, at most 1365).
     pub sigma: f64,
-    /// FIR kernel radius (1..=[`MAX_RADIUS`]); `None` means `ceil(3 sigma)`. The IIR has
+    /// FIR kernel radius (1..=4095); `None` means `ceil(3 sigma)`. The IIR has
     /// no radius: giving one with `Auto` selects the FIR.
     pub radius: Option<usize>,
     pub method: GaussianMethod,
@@ -233,14 +233,14 @@ impl<'a, L> Lanes<'a, L> {
 ///   1e-5 of the value range). `Normalize` renormalizes the weights over the in-bounds taps:
 ///   `sum w_i w_j src / sum w_i w_j` over in-bounds pixels only.
 /// - [`GaussianMethod::Iir`] approximates the untruncated Gaussian with Young and van
-///   Vliet's third-order recursive filter; see [`super::gaussian_iir`] for its boundary
-///   handling and its measured error (at most 0.3 % of the value range for sigma >= 3).
+///   Vliet's third-order recursive filter (its boundary handling is documented in
+///   `filter/gaussian_iir.rs`); its error is at most 0.3 % of the value range for sigma >= 3.
 /// - [`GaussianMethod::Auto`] runs the FIR when a radius is given or sigma is below
-///   [`IIR_FROM_SIGMA`] (gray) / [`IIR_FROM_SIGMA_RGBA`], the IIR otherwise.
+///   9 (gray) / 16 (RGBA), the IIR otherwise.
 ///
 /// Integer inputs are filtered in f32 and rounded once, half up, at the end.
-/// Errors: sigma NaN / infinite / <= 0 / above [`MAX_SIGMA`] (or < 0.5 with `Iir`), radius 0
-/// or above [`MAX_RADIUS`], a border constant that is not a valid pixel value, or `dst` of
+/// Errors: sigma NaN / infinite / <= 0 / above 1365 (or < 0.5 with `Iir`), radius 0
+/// or above 4095, a border constant that is not a valid pixel value, or `dst` of
 /// another size than `src`.
 pub fn gaussian_blur<P: BoxPixel>(
     src: ImageView<'_, P>,

@@ -46,7 +46,7 @@ pub struct OverlapFit {
 
 /// `shading` refined from the overlaps of `pairs` (tiles of `tiles`, the raw ones, at
 /// `positions`, top-left corners; see the module doc). `None` where the overlaps hold fewer
-/// than [`MIN_SQUARES`] usable squares (lit, unsaturated, in both tiles). Errors: a pair
+/// than `MIN_SQUARES` usable squares (lit, unsaturated, in both tiles). Errors: a pair
 /// naming a tile beyond `positions`, a tile of another size than the shading.
 pub fn refine_from_overlaps(tiles: &dyn FrameSource, shading: &Shading, positions: &[Option<(f64, f64)>], pairs: &[(usize, usize)]) -> Result<Option<(Shading, OverlapFit)>> {
     let (w, h) = shading.size();

@@ -290,7 +290,7 @@ pub fn line_buffer_bytes(width: usize, disparities: usize, dirs: &[Direction], t
 
 /// Sums eq. 13 over `dirs` for the cost volume: `S(p, d) = sum_r L_r(p, d)`.
 ///
-/// `dirs` must be distinct members of [`PATHS_16`]; `guide` (the left image, same size as
+/// `dirs` must be distinct members of `PATHS_16`; `guide` (the left image, same size as
 /// the volume) is required when `pen.adaptive_p2` and gives `I` of the adaptive P2.
 /// Errors: empty or unknown directions, P2 < P1, `(max cost + P2) * paths > 65535`, a
 /// missing or mis-sized guide.

@@ -1,20 +1,20 @@
 //! Semi-global matching stereo (H. Hirschmueller, "Stereo Processing by Semiglobal Matching
 //! and Mutual Information", IEEE PAMI 30(2), 2008), laid out like libSGM: one file per
-//! stage, each callable and testable on its own, and one driver, [`sgm`], whose
+//! stage, each callable and testable on its own, and one driver, `sgm`, whose
 //! [`stereo_sgm`] reads as the pipeline.
 //!
 //! | stage | file |
 //! |---|---|
-//! | the driver: cost -> aggregate -> WTA -> subpixel -> LR check -> median -> fill | [`sgm`] |
-//! | the tiling plan (overlapping tiles / bands that bound the memory) and its stitching | [`tiles`] |
-//! | matching cost: modified absolute difference | [`cost_ad`] |
-//! | matching cost: census transform + Hamming distance | [`cost_census`] |
-//! | matching cost: mutual information (iterative and hierarchical, Parzen-smoothed) | [`cost_mi`] |
-//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | [`aggregate`](mod@aggregate), its AVX-512BW kernel `aggregate_avx512` |
-//! | winner-takes-all, uniqueness, subpixel, right map by diagonal search | [`wta`] |
-//! | left-right consistency check | [`consistency`] |
-//! | 3x3 median | [`median`] |
-//! | hole filling along 8 scanlines (background for occlusions) | [`fill`] |
+//! | the driver: cost -> aggregate -> WTA -> subpixel -> LR check -> median -> fill | `sgm` |
+//! | the tiling plan (overlapping tiles / bands that bound the memory) and its stitching | `tiles` |
+//! | matching cost: modified absolute difference | `cost_ad` |
+//! | matching cost: census transform + Hamming distance | `cost_census` |
+//! | matching cost: mutual information (iterative and hierarchical, Parzen-smoothed) | `cost_mi` |
+//! | path aggregation (4 / 5 / 8 / 16 directions, P1 / P2, adaptive P2) | `aggregate`(mod@aggregate), its AVX-512BW kernel `aggregate_avx512` |
+//! | winner-takes-all, uniqueness, subpixel, right map by diagonal search | `wta` |
+//! | left-right consistency check | `consistency` |
+//! | 3x3 median | `median` |
+//! | hole filling along 8 scanlines (background for occlusions) | `fill` |
 //!
 //! Scoring against ground truth, the PFM format and the colour map are not algorithms of
 //! the core: they live beside the command-line program (`tessera::stereo`).
@@ -207,7 +207,7 @@ pub struct StereoParams {
     /// 3x3 median of the valid disparities.
     pub median: bool,
     /// Fill invalid pixels from the nearest valid ones on 8 scanlines: background (second
-    /// lowest) for occlusions, median for mismatches ([`fill`]).
+    /// lowest) for occlusions, median for mismatches (`fill`).
     pub fill: bool,
     /// Memory bound: automatic horizontal bands, or the original's overlapping tiles.
     pub tiling: Tiling,

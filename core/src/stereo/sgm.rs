@@ -47,7 +47,7 @@ use alloc::vec::Vec;
 /// Pipeline (module doc): cost -> aggregation along `p.paths` -> winner-takes-all (+
 /// uniqueness) -> subpixel -> left-right check -> 3x3 median, per piece of `p.tiling`; then
 /// hole filling over the whole map. With `Cost::Mi` the cost is re-estimated from earlier
-/// matching passes first ([`cost_mi::hierarchical_table`](super::cost_mi)).
+/// matching passes first (`cost_mi::hierarchical_table`).
 pub fn stereo_sgm(left: AnyView<'_>, right: AnyView<'_>, disp: ImageViewMut<'_, f32>, p: &StereoParams, par: Parallelism) -> Result<StereoStats> {
     stereo_sgm_with(left, right, disp, p, par, &mut Workspace::default())
 }

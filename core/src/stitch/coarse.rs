@@ -6,7 +6,7 @@
 //! Each frame is reduced by box averaging by an integer factor so it fits a [`SIDE`]
 //! square, its mean removed, tapered at its edges (a Tukey window) (so the frame's edges do not
 //! correlate) and zero-padded; the normalized cross-power spectrum of two frames, weighted
-//! towards the low frequencies ([`BAND`]), transforms back to a surface whose peaks are the
+//! towards the low frequencies ([`FAINT_BAND`]), transforms back to a surface whose peaks are the
 //! candidate shifts, found over the whole frame at once (up to half the grid, at least half
 //! the frame). The candidates seed the fine registration, whose acceptance decides; a peak
 //! that stands far above the surface's noise ([`Peak::significance`]) is itself evidence of

@@ -17,7 +17,7 @@ use crate::parallel::{map_indices, Parallelism};
 
 /// A sample type of the quality measures.
 pub trait QualitySample: Pixel + Into<f64> {
-    /// [`pearson_region`] from exact integer sums, for integer samples; `None` for floats,
+    /// `pearson_region` from exact integer sums, for integer samples; `None` for floats,
     /// which sum in f64.
     fn exact_pearson(_r: &ImageView<'_, Self>, _m: &ImageView<'_, Self>, _shift: (f64, f64), _region: Region, _par: Parallelism) -> Option<Option<f64>> {
         None

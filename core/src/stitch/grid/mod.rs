@@ -118,7 +118,7 @@ pub fn grid_positions(cols: usize, rows: usize, tile: (usize, usize), overlap: f
 /// Parameters of a grid registration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GridParams {
-    /// The pairs' registration (always with [`Motion::Translation`]: tiles do not turn).
+    /// The pairs' registration (always with [`Motion::Translation`](crate::stitch::Motion::Translation): tiles do not turn).
     pub register: RegisterParams,
     /// How far (fraction of the tile size, per axis, in [0, 0.5]) a tile may be from its
     /// nominal position (so a neighbouring pair from its nominal offset by twice that).

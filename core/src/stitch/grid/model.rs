@@ -37,7 +37,7 @@ pub struct StageModel {
     /// `(0, 0)` where the measurements do not stand clear of their spread.
     pub correction: [(f64, f64); 2],
     /// Per direction: the median measured offset of the registered pairs whose nominal
-    /// offset points forwards (right, down), `None` with fewer than [`MIN_SUPPORT`].
+    /// offset points forwards (right, down), `None` with fewer than `MIN_SUPPORT`.
     pub measured: [Option<(f64, f64)>; 2],
     /// Per direction: the median nominal offset (pointing forwards) of its pairs.
     pub nominal: [Option<(f64, f64)>; 2],
@@ -124,7 +124,7 @@ impl StageModel {
         [self.measured[0].map(|s| 1.0 - libm::fabs(s.0) / tile.0 as f64), self.measured[1].map(|s| 1.0 - libm::fabs(s.1) / tile.1 as f64)]
     }
 
-    /// The repeatability verification uses (the fitted one, or [`MIN_REPEATABILITY`]).
+    /// The repeatability verification uses (the fitted one, or `MIN_REPEATABILITY`).
     pub fn tolerance(&self) -> f64 {
         self.repeatability.unwrap_or(MIN_REPEATABILITY)
     }
