@@ -16,7 +16,7 @@ use serde_json::json;
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, Integral, SearchCache, SearchFrame, SearchParams, Template};
-use tessera::stitch::{grid_ncc, overlap_ncc, warp_sized};
+use tessera::stitch::{grid_ncc, overlap_ncc, register_pair_any, warp_sized};
 use tessera::frames::{frame_source, read_ahead_depth};
 use tessera::stitch::{register_frames, register_frames_timed, register_sequence, InMemory, StageTimes, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
 use tessera::{AnyImage, AnyView, Border, Image, Parallelism};
@@ -102,6 +102,23 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             });
             if let Some(ms) = ms {
                 r.record(&format!("{label}_registration_only_pairs_per_s"), json!({"w": w, "h": h, "rsz": 25, "npts": 6}), be, json!((1000.0 * pairs / ms).round()));
+            }
+        }
+        // One pair alone, as a library caller registers it (from its own thread): on one
+        // thread, and with its integral images and templates over every thread.
+        if label == "pal" {
+            let mut pair_ms = serde_json::Map::new();
+            for (par, key) in [(Parallelism::Sequential, "1"), (Parallelism::AllThreads, "all")] {
+                let ms = r.time(&format!("pal_single_pair_{key}_threads"), json!({"threads": key}), "cpu", 31, || {
+                    register_pair_any(views[1], views[2], &reg, (0.0, 0.0), par).map(|_| ())
+                });
+                if let Some(ms) = ms {
+                    pair_ms.insert(key.to_string(), json!((ms * 1e4).round() / 1e4));
+                }
+            }
+            if !pair_ms.is_empty() {
+                let threads = rayon::current_num_threads();
+                r.record("pal_single_pair_ms", json!({"w": w, "h": h, "rsz": 25, "npts": 6, "all": threads}), "cpu", serde_json::Value::Object(pair_ms));
             }
         }
         // Scaling: registration alone on pools of 1, 2, 4, ... threads up to the machine's

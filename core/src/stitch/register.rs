@@ -23,7 +23,7 @@
 use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
-use crate::parallel::{map_indices, Parallelism};
+use crate::parallel::{map_claimed, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
@@ -349,17 +349,21 @@ pub fn register_pair_turned<T: NccSample + Into<f64> + SynthPixel>(
     register_pair_seen(reference, seen, p, prediction, &mut cpu_searches(moving, p, par))
 }
 
-/// The CPU's template searches for [`register_pair_with`]: one search cache per worker,
-/// the searches split into a few contiguous chunks.
+/// The CPU's template searches for [`register_pair_with`]: the searches split into
+/// contiguous chunks, one search cache a chunk, the results in the searches' order.
 fn cpu_searches<'s, T: NccSample>(
     moving: &'s SearchFrame<'_, T>,
     p: &'s RegisterParams,
     par: Parallelism,
 ) -> impl FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
     move |searches, sp| {
-        let chunks = par.threads().clamp(1, searches.len().max(1));
-        let per = searches.len().div_ceil(chunks);
-        let found = map_indices(chunks, par, |c| -> Result<Vec<Option<Match>>> {
+        // Four chunks a thread, claimed in order by whichever thread is free, the caller
+        // among them: handed whole to the pool instead (one chunk a worker, the caller
+        // asleep until both were done), a PAL pair's templates took longer on two threads
+        // than on one.
+        let chunks = (4 * par.threads()).clamp(1, searches.len().max(1));
+        let per = searches.len().div_ceil(chunks).max(1);
+        let found = map_claimed(searches.len().div_ceil(per), par, |c| -> Result<Vec<Option<Match>>> {
             let mut cache = SearchCache::new();
             searches
                 .iter()
