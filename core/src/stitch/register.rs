@@ -23,7 +23,7 @@
 use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
-use crate::parallel::{map_claimed, Parallelism};
+use crate::parallel::{map_few, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
@@ -357,13 +357,13 @@ fn cpu_searches<'s, T: NccSample>(
     par: Parallelism,
 ) -> impl FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
     move |searches, sp| {
-        // Four chunks a thread, claimed in order by whichever thread is free, the caller
-        // among them: handed whole to the pool instead (one chunk a worker, the caller
-        // asleep until both were done), a PAL pair's templates took longer on two threads
-        // than on one.
+        // Four chunks a thread ([`map_few`]: from outside the pool, claimed in order by
+        // whichever thread is free, the caller among them). Handed whole to the pool from
+        // there (one chunk a worker, the caller asleep until both were done), a PAL pair's
+        // templates took longer on two threads than on one.
         let chunks = (4 * par.threads()).clamp(1, searches.len().max(1));
         let per = searches.len().div_ceil(chunks).max(1);
-        let found = map_claimed(searches.len().div_ceil(per), par, |c| -> Result<Vec<Option<Match>>> {
+        let found = map_few(searches.len().div_ceil(per), par, |c| -> Result<Vec<Option<Match>>> {
             let mut cache = SearchCache::new();
             searches
                 .iter()
