@@ -358,10 +358,11 @@ fn cpu_searches<'s, T: NccSample>(
 ) -> impl FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>> + 's {
     move |searches, sp| {
         // Four chunks a thread ([`map_few`]: from outside the pool, claimed in order by
-        // whichever thread is free, the caller among them). Handed whole to the pool from
-        // there (one chunk a worker, the caller asleep until both were done), a PAL pair's
-        // templates took longer on two threads than on one.
-        let chunks = (4 * par.threads()).clamp(1, searches.len().max(1));
+        // whichever thread is free, the caller among them), one on one thread. Handed whole
+        // to the pool from there (one chunk a worker, the caller asleep until both were
+        // done), a PAL pair's templates took longer on two threads than on one.
+        let threads = par.threads();
+        let chunks = if threads > 1 { 4 * threads } else { 1 }.clamp(1, searches.len().max(1));
         let per = searches.len().div_ceil(chunks).max(1);
         let found = map_few(searches.len().div_ceil(per), par, |c| -> Result<Vec<Option<Match>>> {
             let mut cache = SearchCache::new();
