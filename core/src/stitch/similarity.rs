@@ -266,13 +266,13 @@ pub trait ConsensusSets: Sync {
     fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> Option<Vec<(usize, f64)>>;
 }
 
-/// The winner among counted hypotheses, by [`vote::best_set`]'s rule: the largest set, ties
-/// to the larger score, the first of equals; `None` with none.
+/// The winner among counted hypotheses, by [`vote::best_set`]'s rule ([`vote::beats`]):
+/// the largest set, ties to the larger score, the first of equals; `None` with none.
 fn best_counted(counted: &[(usize, f64)]) -> Option<usize> {
     let mut best: Option<(usize, (usize, f64))> = None;
-    for (k, &(count, score)) in counted.iter().enumerate() {
-        if best.is_none_or(|(_, (n, s))| count > n || (count == n && score > s)) {
-            best = Some((k, (count, score)));
+    for (k, &set) in counted.iter().enumerate() {
+        if best.is_none_or(|(_, b)| vote::beats(set, b)) {
+            best = Some((k, set));
         }
     }
     best.map(|(k, _)| k)

@@ -90,7 +90,7 @@ pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = 
             Some(_) => None,
         };
         let score = members(&mask).fold(start, |s, k| s + weights[k]);
-        if best.as_ref().is_none_or(|(n, s, _)| count > *n || score > *s) {
+        if best.as_ref().is_none_or(|&(n, s, _)| beats((count, score), (n, s))) {
             best = Some((count, score, h));
             best_mask.copy_from_slice(&mask);
             best_lanes = lane_sums;
@@ -101,6 +101,13 @@ pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = 
         }
     }
     best
+}
+
+/// Whether a set of `count` points scoring `score` beats the best so far, `(n, s)`: it is
+/// larger, or as large and scores higher. The first of equals stands, and a NaN score never
+/// wins a tie.
+pub(super) fn beats((count, score): (usize, f64), (n, s): (usize, f64)) -> bool {
+    count > n || (count == n && score > s)
 }
 
 /// Whether a set whose [`masked_sum`] is `(sum, magnitude)` surely scores below the best
