@@ -231,7 +231,7 @@ impl Gpu {
     }
 
     fn on_device<R>(&self, call: impl FnOnce(&dyn Device) -> R) -> R {
-        crate::host_count::toggle();
+        crate::host_count::pause();
         if let Ok(mut c) = self.device_clock.lock() {
             if c.in_flight == 0 {
                 c.since = Some(Instant::now());
@@ -247,7 +247,7 @@ impl Gpu {
                 }
             }
         }
-        crate::host_count::toggle();
+        crate::host_count::resume();
         r
     }
 

@@ -15,6 +15,7 @@
 
 use crate::consensus::DeviceConsensus;
 use crate::device::{args, int, Arg, DevBuf, DevicePtr, FrameTable, Gpu, Pod};
+use crate::host_count;
 use crate::kernels::{Kernel, Module};
 use crate::refine::refine_shifts;
 use core::ops::Range;
@@ -144,10 +145,12 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: 
     let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p, par)?;
     let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
     let sets = DeviceConsensus { gpu };
-    let concluded: Vec<Result<Unrefined>> = map_slots(&mut searched, par, |k, searched| match searched.take() {
-        Some(Searched::Matches { plan, found: f, probed: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &probed[q], Some(&sets)),
-        Some(Searched::Failed(e)) => Err(e),
-        None => Err(Error::Backend("internal: a pair concluded twice".into())),
+    let concluded: Vec<Result<Unrefined>> = map_slots(&mut searched, par, |k, searched| {
+        host_count::pair_work(|| match searched.take() {
+            Some(Searched::Matches { plan, found: f, probed: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &probed[q], Some(&sets)),
+            Some(Searched::Failed(e)) => Err(e),
+            None => Err(Error::Backend("internal: a pair concluded twice".into())),
+        })
     });
     let asks: Vec<(usize, ((DevicePtr, DevicePtr), &ShiftRefinement))> = concluded
         .iter()
@@ -186,12 +189,38 @@ struct Call {
 }
 
 impl Call {
-    /// An empty call with room for the searches and null probes of `plans` (those added
-    /// then append without growing).
-    fn with_room_for<'p>(plans: impl Iterator<Item = &'p PairPlan<TemplateStats>> + Clone) -> Call {
-        let searches: usize = plans.clone().map(|plan| plan.searches().len()).sum();
-        let probes: usize = plans.map(|plan| plan.probe_sets().map(<[usize]>::len).sum::<usize>()).sum();
+    /// An empty call with room for `searches` searches and `probes` null probes (those
+    /// added then append without growing).
+    fn with_room_for(searches: usize, probes: usize) -> Call {
         Call { sp: None, sites: Vec::with_capacity(SITE_WORDS * searches), stats: Vec::with_capacity(STAT_WORDS * searches), probes: Vec::with_capacity(probes) }
+    }
+
+    /// One pair's part of a launch, made on the pair's own thread: the searches of `plan`
+    /// and their null probes ([`add`](Self::add), [`add_probes`](Self::add_probes)), its
+    /// frames at `slots` of the launch's table, the moving frame's f32 terms `terms`.
+    fn of_pair<T: DeviceSample>(plan: &PairPlan<TemplateStats>, last: (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Call> {
+        let mut part = Call::with_room_for(plan.searches().len(), plan.probe_sets().map(<[usize]>::len).sum());
+        let searches = part.add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
+        part.add_probes(&searches, plan.probe_sets(), last)?;
+        Ok(part)
+    }
+
+    /// Appends `part` (a pair's own call, [`of_pair`](Self::of_pair)), its probes' search
+    /// indices moved past this call's searches; returns the ranges of its searches and of
+    /// its probes here.
+    fn append(&mut self, part: &Call) -> Result<[Range<usize>; 2]> {
+        if part.sp.is_some_and(|p| self.sp.is_some_and(|c| c != p)) {
+            return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
+        }
+        self.sp = self.sp.or(part.sp);
+        let first = self.sites.len() / SITE_WORDS;
+        // Search indices of one launch, which counts its searches in an int.
+        let at = int(first + part.sites.len() / SITE_WORDS, "template searches").map(|_| first as i32)?;
+        self.sites.extend_from_slice(&part.sites);
+        self.stats.extend_from_slice(&part.stats);
+        let probed = self.probes.len();
+        self.probes.extend(part.probes.iter().map(|&[t, u]| [t + at, u + at]));
+        Ok([first..self.sites.len() / SITE_WORDS, probed..self.probes.len()])
     }
 
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
@@ -225,7 +254,7 @@ impl Call {
     /// from the range's start: the searches at whose starts search `t`'s template is
     /// evaluated), each start checked first as the core checks a search of radius 0 (none is
     /// added if one cannot start); returns their range among the call's probes.
-    fn add_probes<'s>(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = &'s [usize]> + Clone, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+    fn add_probes<'s>(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = &'s [usize]>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
         // Each search's start checked once: whether a window can be placed at it.
         let Some(sites) = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end) else {
             return Err(Error::Backend("internal: null probes of searches the call does not have".into()));
@@ -234,22 +263,26 @@ impl Call {
         if sets.len() > startable.len() {
             return Err(Error::Backend("internal: null probes of a search the pair does not have".into()));
         }
-        // Every probe checked before any is added.
-        for us in sets.clone() {
-            if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
-                if u >= startable.len() {
-                    return Err(Error::Backend("internal: a null probe at a search the pair does not have".into()));
-                }
-                let at = SITE_WORDS * (searches.start + u) + 2;
-                let (sx, sy) = (self.sites[at], self.sites[at + 1]);
-                return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
-            }
-        }
+        // Search indices of one launch, which counts its searches in an int. A probe that
+        // cannot start takes the pair's probes added so far back out.
         let first = self.probes.len();
-        // Search indices of one launch, which counts its searches in an int.
         for (t, us) in sets.enumerate() {
             let at = (searches.start + t) as i32;
-            self.probes.extend(us.iter().map(|&u| [at, (searches.start + u) as i32]));
+            for &u in us {
+                match startable.get(u) {
+                    Some(true) => self.probes.push([at, (searches.start + u) as i32]),
+                    Some(false) => {
+                        self.probes.truncate(first);
+                        let at = SITE_WORDS * (searches.start + u) + 2;
+                        let (sx, sy) = (self.sites[at], self.sites[at + 1]);
+                        return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
+                    }
+                    None => {
+                        self.probes.truncate(first);
+                        return Err(Error::Backend("internal: a null probe at a search the pair does not have".into()));
+                    }
+                }
+            }
         }
         Ok(first..self.probes.len())
     }
@@ -266,57 +299,35 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
     let last = (w as isize - p.rsz as isize, h as isize - p.rsz as isize);
     let mut frames = FrameTable::default();
-    let plans = plan_jobs(gpu, jobs, p, par)?;
-    let mut call = Call::with_room_for(plans.iter().flatten());
-    type Planned = core::result::Result<(PairPlan<TemplateStats>, [Range<usize>; 2]), Error>;
-    let mut planned: Vec<Planned> = Vec::with_capacity(jobs.len());
-    for (job, plan) in jobs.iter().zip(plans) {
-        let plan = match plan {
-            Ok(plan) => plan,
-            Err(e) => {
-                planned.push(Err(e));
-                continue;
-            }
-        };
-        let slots = (frames.slot(job.devices.0.ptr), frames.slot(job.devices.1.ptr));
-        let terms = job.devices.1.terms;
-        let marks = (call.sites.len(), call.stats.len(), call.probes.len());
-        let added = (|| -> Result<[Range<usize>; 2]> {
-            let searches = call.add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
-            let probes = call.add_probes(&searches, plan.probe_sets(), last)?;
-            Ok([searches, probes])
-        })();
-        planned.push(match added {
-            Ok(ranges) => Ok((plan, ranges)),
-            Err(e) => {
-                call.sites.truncate(marks.0);
-                call.stats.truncate(marks.1);
-                call.probes.truncate(marks.2);
-                Err(e)
-            }
-        });
-    }
-    let found = search_and_probe::<T>(gpu, frames.addresses(), (wi, hi), p, &call)?;
-    let launched = !call.sites.is_empty();
-    let searched = planned
+    let slots: Vec<(i32, i32)> = jobs.iter().map(|job| (frames.slot(job.devices.0.ptr), frames.slot(job.devices.1.ptr))).collect();
+    // Each pair's plan and its part of the launch, on the pair's thread.
+    let parts = plan_jobs(gpu, jobs, p, par, |k, plan| {
+        let part = Call::of_pair::<T>(&plan, last, slots[k], jobs[k].devices.1.terms);
+        Ok((plan, part))
+    })?;
+    let sizes = parts.iter().flatten().filter_map(|(_, part)| part.as_ref().ok());
+    let mut call = Call::with_room_for(sizes.clone().map(|c| c.sites.len() / SITE_WORDS).sum(), sizes.map(|c| c.probes.len()).sum());
+    let searched = parts
         .into_iter()
-        .map(|pl| match pl {
-            Err(e) => Searched::Failed(e),
+        .map(|part| match part.and_then(|(plan, part)| Ok((plan, call.append(&part?)?))) {
             Ok((plan, [found, probed])) => Searched::Matches { plan, found, probed },
+            Err(e) => Searched::Failed(e),
         })
         .collect();
+    let found = search_and_probe::<T>(gpu, frames.addresses(), (wi, hi), p, &call)?;
+    let launched = !call.sites.is_empty();
     Ok((searched, found, launched))
 }
 
-/// Each pair's plan ([`plan_pair`]'s): for integer frames the grid's sites from the core
-/// ([`pair_sites`]), every site's template summed on the device, one launch for all pairs (so
-/// the host reads no template pixel), and the texture test and null probes from those sums;
-/// f32 templates are measured on the host.
-fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<Vec<Result<PairPlan<TemplateStats>>>> {
+/// Each pair's plan ([`plan_pair`]'s), and `then` of it, on the pair's thread: for integer
+/// frames the grid's sites from the core ([`pair_sites`]), every site's template summed on
+/// the device, one launch for all pairs (so the host reads no template pixel), and the
+/// texture test and null probes from those sums; f32 templates are measured on the host.
+fn plan_jobs<T: DeviceSample, R: Send>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism, then: impl Fn(usize, PairPlan<TemplateStats>) -> Result<R> + Sync) -> Result<Vec<Result<R>>> {
     let (Some(kernel), Some(first)) = (T::SUMS, jobs.first()) else {
-        return Ok(map_claimed(jobs.len(), par, |k| plan_pair(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)));
+        return Ok(map_claimed(jobs.len(), par, |k| host_count::pair_work(|| then(k, plan_pair(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)?))));
     };
-    let mut sited: Vec<Result<PairSites>> = map_claimed(jobs.len(), par, |k| pair_sites(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction));
+    let mut sited: Vec<Result<PairSites>> = map_claimed(jobs.len(), par, |k| host_count::pair_work(|| pair_sites(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)));
     let mut frames = FrameTable::default();
     let mut records: Vec<i32> = Vec::new();
     for (job, sites) in jobs.iter().zip(&sited) {
@@ -332,9 +343,11 @@ fn plan_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams
     // Each pair's first template among the sums: the templates of the planned pairs before it.
     let firsts: Vec<usize> = sited.iter().scan(0, |at, sites| Some(core::mem::replace(at, *at + sites.as_ref().map_or(0, |s| s.sites().len())))).collect();
     Ok(map_slots(&mut sited, par, |k, sites| {
-        let sites = core::mem::replace(sites, Err(Error::Backend("internal: a pair planned twice".into())))?;
-        let stats = sums.get(firsts[k]..firsts[k] + sites.sites().len()).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
-        sites.plan::<T>(stats.iter().map(|&(s1, s2)| TemplateStats::of_int_sums(n, s1, s2)).collect(), p)
+        host_count::pair_work(|| {
+            let sites = core::mem::replace(sites, Err(Error::Backend("internal: a pair planned twice".into())))?;
+            let stats = sums.get(firsts[k]..firsts[k] + sites.sites().len()).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
+            then(k, sites.plan::<T>(stats.iter().map(|&(s1, s2)| TemplateStats::of_int_sums(n, s1, s2)).collect(), p)?)
+        })
     }))
 }
 

@@ -13,8 +13,9 @@ use std::sync::Mutex;
 use tessera_core::choice::Choice;
 use tessera_core::image::ImageView;
 use tessera_core::stitch::{
-    stitch_frames_into, Blend, FrameSource, Gray, Moments, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest, RegisterParams, StitchParams, WINDOW,
+    stitch_frames_into, Blend, FrameSource, Gray, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest, RegisterParams, StitchParams, WINDOW,
 };
+use tessera_core::parallel::map_claimed;
 use tessera_core::{AnyView, Error, Parallelism, Result};
 
 /// A grey sample type of a run: its frames among the run's and its slot of the cache.
@@ -277,31 +278,48 @@ impl<'g> DeviceRegistrar<'g> {
 }
 
 impl DeviceRegistrar<'_> {
-    /// The quality sums of registered pairs on the device, their frames made resident: one
-    /// launch for all.
-    fn quality_typed<T: RunSample>(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
+    /// The quality measures of registered pairs: their sums on the device, their frames
+    /// made resident, one launch for all; each pair's measures from its sums on the threads
+    /// of its host work.
+    fn quality_typed<T: RunSample>(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<(Option<f64>, Option<f64>)>>> {
         let kernel = T::QUALITY?;
         Some((|| {
-            let mut st = self.state()?;
-            let batch = st.clock + 1;
-            let mut frames = Vec::with_capacity(requests.len());
-            let mut size = None;
-            for q in requests {
-                let (r, m) = (typed_frame::<T>(&q.reference.1)?, typed_frame::<T>(&q.moving.1)?);
-                if size.is_some_and(|s| s != r.size()) || r.size() != m.size() {
-                    return Err(Error::Backend("internal: quality sums of frames of different sizes".into()));
+            let sums = {
+                let mut st = self.state()?;
+                let batch = st.clock + 1;
+                let mut frames = Vec::with_capacity(requests.len());
+                let mut size = None;
+                for q in requests {
+                    let (r, m) = (typed_frame::<T>(&q.reference.1)?, typed_frame::<T>(&q.moving.1)?);
+                    if size.is_some_and(|s| s != r.size()) || r.size() != m.size() {
+                        return Err(Error::Backend("internal: quality sums of frames of different sizes".into()));
+                    }
+                    size = Some(r.size());
+                    let dm = self.resident(&mut st, batch, q.moving.0, m)?;
+                    let dr = self.resident(&mut st, batch, q.reference.0, r)?;
+                    frames.push((dr.ptr, dm.ptr));
                 }
-                size = Some(r.size());
-                let dm = self.resident(&mut st, batch, q.moving.0, m)?;
-                let dr = self.resident(&mut st, batch, q.reference.0, r)?;
-                frames.push((dr.ptr, dm.ptr));
+                let Some(size) = size else { return Ok(Vec::new()) };
+                let pairs: Vec<_> = frames.into_iter().zip(requests.iter().map(|q| &q.plan)).collect();
+                let sums = crate::quality::quality_sums(self.gpu, kernel, size, &pairs)?;
+                st.counts.quality_launches += 1;
+                st.counts.quality_pairs += requests.len();
+                sums
+            };
+            if sums.len() != requests.len() {
+                return Err(Error::Backend(format!("quality sums of {} pairs for {}", sums.len(), requests.len())));
             }
-            let Some(size) = size else { return Ok(Vec::new()) };
-            let pairs: Vec<_> = frames.into_iter().zip(requests.iter().map(|q| &q.plan)).collect();
-            let sums = crate::quality::quality_sums(self.gpu, kernel, size, &pairs)?;
-            st.counts.quality_launches += 1;
-            st.counts.quality_pairs += requests.len();
-            Ok(sums)
+            map_claimed(requests.len(), self.par, |k| {
+                crate::host_count::pair_work(|| {
+                    let (plan, sums) = (&requests[k].plan, &sums[k]);
+                    if sums.len() != plan.regions.len() {
+                        return Err(Error::Backend(format!("{} quality sums for {} regions", sums.len(), plan.regions.len())));
+                    }
+                    Ok(plan.measures(sums))
+                })
+            })
+            .into_iter()
+            .collect()
         })())
     }
 }
@@ -335,7 +353,7 @@ impl PairRegistrar for DeviceRegistrar<'_> {
         let Some(first) = pairs.first() else { return Ok(()) };
         by_type!(self.speculate_typed(&first.moving.1, pairs, p))
     }
-    fn quality_sums(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
+    fn quality_measures(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<(Option<f64>, Option<f64>)>>> {
         let first = requests.first()?;
         by_type!(self.quality_typed(&first.moving.1, requests))
     }
@@ -372,9 +390,9 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
         crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
     };
     let start = std::time::Instant::now();
-    crate::host_count::toggle();
+    crate::host_count::resume();
     let pano = stitch_frames_into(frames, p, par, progress, Some(&registrar), &mut canvas);
-    crate::host_count::toggle();
+    crate::host_count::pause();
     let pano = pano?;
     let run_seconds = start.elapsed().as_secs_f64();
     let mut counts = registrar.state()?.counts.clone();

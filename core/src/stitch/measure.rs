@@ -19,8 +19,8 @@ impl<'a> Run<'a> {
     }
 
     /// With `quality` on, the NCC of the overlap of `moving`, registered against `reference`
-    /// by pair motion `motion`, and of its grid; `None`s with it off. A registrar may add their
-    /// sums ([`PairRegistrar::quality_sums`]).
+    /// by pair motion `motion`, and of its grid; `None`s with it off. A registrar may measure
+    /// them ([`PairRegistrar::quality_measures`]).
     pub(super) fn quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
         if !self.p.quality {
             return Ok((None, None));
@@ -34,8 +34,8 @@ impl<'a> Run<'a> {
     }
 
     /// The quality measures of `pairs` (reference, moving, pair motion: translations) from
-    /// their sums added by the registrar in one call, or `None` where it adds none (no
-    /// registrar, f32 frames).
+    /// the registrar in one call, or `None` where it measures none (no registrar, f32
+    /// frames).
     pub(super) fn registrar_quality<T: GrayType>(&self, pairs: &[(&Held<'_>, &Held<'_>, Similarity)]) -> Result<Option<Vec<(Option<f64>, Option<f64>)>>> {
         let Some(g) = self.registrar else { return Ok(None) };
         let mut requests = Vec::with_capacity(pairs.len());
@@ -44,17 +44,10 @@ impl<'a> Run<'a> {
             let plan = QualityPlan::new(a.size(), motion.shift(), self.p.register.rsz)?;
             requests.push(QualityRequest { reference: (reference.index, T::gray(a)), moving: (moving.index, T::gray(b)), plan });
         }
-        let Some(sums) = g.quality_sums(&requests) else { return Ok(None) };
-        let sums = sums?;
-        if sums.len() != requests.len() {
-            return Err(Error::Backend(alloc::format!("quality sums of {} pairs for {}", sums.len(), requests.len())));
-        }
-        let mut measures = Vec::with_capacity(requests.len());
-        for (request, sums) in requests.iter().zip(sums) {
-            if sums.len() != request.plan.regions.len() {
-                return Err(Error::Backend(alloc::format!("{} quality sums for {} regions", sums.len(), request.plan.regions.len())));
-            }
-            measures.push(request.plan.measures(&sums));
+        let Some(measures) = g.quality_measures(&requests) else { return Ok(None) };
+        let measures = measures?;
+        if measures.len() != requests.len() {
+            return Err(Error::Backend(alloc::format!("quality measures of {} pairs for {}", measures.len(), requests.len())));
         }
         Ok(Some(measures))
     }

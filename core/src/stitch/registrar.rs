@@ -1,7 +1,6 @@
 //! What a run asks of a pair registrar other than the CPU's (a GPU registering a window's
-//! pairs in one launch, adding the quality sums of a batch in another).
+//! pairs in one launch, summing the quality measures of a batch in another).
 
-use super::moments::Moments;
 use super::quality::QualityPlan;
 use super::register::{Gray, PairRegistration, RegisterParams};
 use crate::error::Result;
@@ -27,11 +26,11 @@ pub trait PairRegistrar: Sync {
     fn speculate(&self, _pairs: &[PairRequest<'_>], _p: &RegisterParams) -> Result<()> {
         Ok(())
     }
-    /// The sums of registered pairs' quality measures (a window's at once): for each
-    /// request, one per region of its plan in order, the moving frame as it is (a pair that
-    /// turns is measured on the host). `None`, the default and the answer for f32 frames:
-    /// the run adds them on the host.
-    fn quality_sums(&self, _requests: &[QualityRequest<'_>]) -> Option<Result<Vec<Vec<Moments<4>>>>> {
+    /// The quality measures of registered pairs (a window's at once): for each request, its
+    /// plan's [`measures`](QualityPlan::measures) of the sums of its regions, the moving
+    /// frame as it is (a pair that turns is measured on the host). `None`, the default and
+    /// the answer for f32 frames: the run measures them on the host.
+    fn quality_measures(&self, _requests: &[QualityRequest<'_>]) -> Option<Result<Vec<(Option<f64>, Option<f64>)>>> {
         None
     }
 }

@@ -159,8 +159,8 @@ struct Settling {
     batch_quality: Option<(usize, Similarity)>,
 }
 
-/// The quality measures of the batch's pairs that wait for them: added by the registrar in
-/// one call, or, where it adds none (f32 frames), on the host over `run`'s threads.
+/// The quality measures of the batch's pairs that wait for them: from the registrar in one
+/// call, or, where it measures none (f32 frames), on the host over `run`'s threads.
 fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settling], find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync)) -> Result<()> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let waiting: Vec<usize> = (0..done.len()).filter(|&k| done[k].batch_quality.is_some()).collect();
