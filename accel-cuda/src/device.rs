@@ -7,7 +7,7 @@
 use crate::kernels::Kernel;
 use crate::tuning::Tuning;
 use crate::transfer::{Event, Staging, StagingConfig, Stream};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::Mutex;
@@ -162,7 +162,9 @@ struct DeviceClock {
 
 #[derive(Default)]
 struct Pool {
-    free: HashMap<usize, Vec<DevicePtr>>,
+    /// Free buffers by size class: a few classes, looked up on every call, so ordered
+    /// rather than hashed.
+    free: BTreeMap<usize, Vec<DevicePtr>>,
     bytes: usize,
     /// Allocations made on the device (the pool's misses).
     allocations: usize,
@@ -411,7 +413,7 @@ impl Gpu {
         // A staged upload's copies may still be writing a pooled buffer.
         self.staging.quiesce(self.device.as_ref());
         if let Ok(mut p) = self.pool.lock() {
-            for (bytes, ptrs) in p.free.drain() {
+            for (bytes, ptrs) in core::mem::take(&mut p.free) {
                 for ptr in ptrs {
                     self.device.free(ptr, bytes);
                 }

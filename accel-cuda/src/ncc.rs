@@ -267,22 +267,17 @@ impl Call {
         // cannot start takes the pair's probes added so far back out.
         let first = self.probes.len();
         for (t, us) in sets.enumerate() {
-            let at = (searches.start + t) as i32;
-            for &u in us {
-                match startable.get(u) {
-                    Some(true) => self.probes.push([at, (searches.start + u) as i32]),
-                    Some(false) => {
-                        self.probes.truncate(first);
-                        let at = SITE_WORDS * (searches.start + u) + 2;
-                        let (sx, sy) = (self.sites[at], self.sites[at + 1]);
-                        return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
-                    }
-                    None => {
-                        self.probes.truncate(first);
-                        return Err(Error::Backend("internal: a null probe at a search the pair does not have".into()));
-                    }
+            if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
+                self.probes.truncate(first);
+                if u >= startable.len() {
+                    return Err(Error::Backend("internal: a null probe at a search the pair does not have".into()));
                 }
+                let at = SITE_WORDS * (searches.start + u) + 2;
+                let (sx, sy) = (self.sites[at], self.sites[at + 1]);
+                return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
             }
+            let at = (searches.start + t) as i32;
+            self.probes.extend(us.iter().map(|&u| [at, (searches.start + u) as i32]));
         }
         Ok(first..self.probes.len())
     }

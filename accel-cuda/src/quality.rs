@@ -31,7 +31,8 @@ pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize)
     let mut frames = FrameTable::default();
     let mut records: Vec<i32> = Vec::with_capacity(count * REGION_INTS);
     // A block per band of ROWS rows of each region: its region and first row.
-    let mut bands: Vec<i32> = Vec::new();
+    let band_count: usize = pairs.iter().flat_map(|(_, plan)| &plan.regions).map(|&(_, y0, _, y1)| (y1 - y0).div_ceil(ROWS)).sum();
+    let mut bands: Vec<i32> = Vec::with_capacity(2 * band_count);
     for &((reference, moving), plan) in pairs {
         let (r, m) = (frames.slot(reference), frames.slot(moving));
         for &(x0, y0, x1, y1) in &plan.regions {

@@ -238,23 +238,22 @@ pub fn grid_ncc<T: QualitySample>(reference: ImageView<'_, T>, moving: ImageView
     check(&reference, &moving, shift)?;
     require_range("quality template side", side, 3, 255)?;
     let Some(o) = overlap(reference.size(), shift) else { return Ok(None) };
-    Ok(mean_coefficient(grid_regions(o, side).into_iter().map(|g| pearson_region(&reference, &moving, shift, g, Parallelism::Sequential))))
+    Ok(mean_coefficient(grid_regions(o, side).map(|g| pearson_region(&reference, &moving, shift, g, Parallelism::Sequential))))
 }
 
 /// The templates of [`grid_ncc`] in the overlap `o`: 5 x 5 of `side x side` spread evenly
 /// over it, row by row; none when the overlap is smaller than one template.
-fn grid_regions((x0, y0, x1, y1): Region, side: usize) -> Vec<Region> {
-    if x1 - x0 < side || y1 - y0 < side {
-        return Vec::new();
-    }
-    let spread = |lo: usize, hi: usize, k: usize| lo + (hi - side - lo) * k / 4;
-    (0..25)
-        .map(|c| {
-            let (tx, ty) = (spread(x0, x1, c % 5), spread(y0, y1, c / 5));
-            (tx, ty, tx + side, ty + side)
-        })
-        .collect()
+fn grid_regions((x0, y0, x1, y1): Region, side: usize) -> impl Iterator<Item = Region> {
+    let fits = x1 - x0 >= side && y1 - y0 >= side;
+    let spread = move |lo: usize, hi: usize, k: usize| lo + (hi - side - lo) * k / 4;
+    (0..if fits { GRID_REGIONS } else { 0 }).map(move |c| {
+        let (tx, ty) = (spread(x0, x1, c % 5), spread(y0, y1, c / 5));
+        (tx, ty, tx + side, ty + side)
+    })
 }
+
+/// Templates of the quality grid: five by five.
+const GRID_REGIONS: usize = 25;
 
 /// The mean of the coefficients that exist (flat templates have none); `None` without any.
 fn mean_coefficient(coefficients: impl Iterator<Item = Option<f64>>) -> Option<f64> {
@@ -290,9 +289,11 @@ impl QualityPlan {
         for (at, w) in weighted {
             taps[at.0 + 2 * at.1] = (at, w);
         }
-        let o = overlap(size, shift);
-        let mut regions: Vec<Region> = o.into_iter().collect();
-        regions.extend(o.map_or_else(Vec::new, |o| grid_regions(o, side)));
+        let mut regions: Vec<Region> = Vec::with_capacity(1 + GRID_REGIONS);
+        if let Some(o) = overlap(size, shift) {
+            regions.push(o);
+            regions.extend(grid_regions(o, side));
+        }
         Ok(QualityPlan { origin, taps, regions })
     }
 
