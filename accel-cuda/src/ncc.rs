@@ -215,7 +215,8 @@ impl Call {
         self.sp = self.sp.or(part.sp);
         let first = self.sites.len() / SITE_WORDS;
         // Search indices of one launch, which counts its searches in an int.
-        let at = int(first + part.sites.len() / SITE_WORDS, "template searches").map(|_| first as i32)?;
+        int(first + part.sites.len() / SITE_WORDS, "template searches")?;
+        let at = first as i32;
         self.sites.extend_from_slice(&part.sites);
         self.stats.extend_from_slice(&part.stats);
         let probed = self.probes.len();

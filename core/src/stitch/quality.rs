@@ -245,15 +245,16 @@ pub fn grid_ncc<T: QualitySample>(reference: ImageView<'_, T>, moving: ImageView
 /// over it, row by row; none when the overlap is smaller than one template.
 fn grid_regions((x0, y0, x1, y1): Region, side: usize) -> impl Iterator<Item = Region> {
     let fits = x1 - x0 >= side && y1 - y0 >= side;
-    let spread = move |lo: usize, hi: usize, k: usize| lo + (hi - side - lo) * k / 4;
+    let spread = move |lo: usize, hi: usize, k: usize| lo + (hi - side - lo) * k / (GRID_SIDE - 1);
     (0..if fits { GRID_REGIONS } else { 0 }).map(move |c| {
-        let (tx, ty) = (spread(x0, x1, c % 5), spread(y0, y1, c / 5));
+        let (tx, ty) = (spread(x0, x1, c % GRID_SIDE), spread(y0, y1, c / GRID_SIDE));
         (tx, ty, tx + side, ty + side)
     })
 }
 
-/// Templates of the quality grid: five by five.
-const GRID_REGIONS: usize = 25;
+/// Templates along each side of the quality grid, and in all.
+const GRID_SIDE: usize = 5;
+const GRID_REGIONS: usize = GRID_SIDE * GRID_SIDE;
 
 /// The mean of the coefficients that exist (flat templates have none); `None` without any.
 fn mean_coefficient(coefficients: impl Iterator<Item = Option<f64>>) -> Option<f64> {
