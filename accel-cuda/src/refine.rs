@@ -58,6 +58,7 @@ mod tests {
     use crate::device::Pod;
     use tessera_core::image::Pixel;
     use tessera_core::stitch::{MotionVector, SplitMix64};
+    use tessera_core::Parallelism;
     use tessera_core::Image;
 
     /// A smooth pattern with grain: what the frames sample, the moving one shifted.
@@ -118,7 +119,7 @@ mod tests {
         let got = refine_shifts(gpu, kernel, size, &pairs).unwrap();
         let mut moved = 0;
         for (k, (r, c)) in asks.iter().zip(&cases).enumerate() {
-            let want = r.on_host(reference.view(), if c.2 { flat.view() } else { moving.view() });
+            let want = r.on_host(reference.view(), if c.2 { flat.view() } else { moving.view() }, Parallelism::Sequential);
             assert_eq!((got[k].0.to_bits(), got[k].1.to_bits()), (want.0.to_bits(), want.1.to_bits()), "{kernel} case {k}: {:?} against {want:?}", got[k]);
             moved += usize::from(want != r.shift());
         }

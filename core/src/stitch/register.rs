@@ -323,7 +323,7 @@ pub fn register_pair<T: NccSample + Into<f64>>(
     prediction: (f64, f64),
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    register_pair_seen(reference, Seen::upright(moving.view()), p, prediction, &mut cpu_searches(moving, p, par))
+    register_pair_seen(reference, Seen::upright(moving.view()), p, prediction, &mut cpu_searches(moving, p, par), par)
 }
 
 /// [`register_pair`] for a pair predicted to turn (or scale) visibly: registered as if
@@ -346,7 +346,7 @@ pub fn register_pair_turned<T: NccSample + Into<f64> + SynthPixel>(
     }
     let resample = |r: ImageView<'_, T>, cut: &Similarity, side: usize| super::warp::warp_sized(r, cut, (side, side));
     let seen = Seen { frame: moving.view(), turn: *turn, resample: Some(&resample) };
-    register_pair_seen(reference, seen, p, prediction, &mut cpu_searches(moving, p, par))
+    register_pair_seen(reference, seen, p, prediction, &mut cpu_searches(moving, p, par), par)
 }
 
 /// The CPU's template searches for [`register_pair_with`]: the searches split into
@@ -416,7 +416,7 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
     prediction: (f64, f64),
     search: &mut dyn FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>>,
 ) -> Result<PairRegistration> {
-    register_pair_seen(reference, Seen::upright(moving), p, prediction, search)
+    register_pair_seen(reference, Seen::upright(moving), p, prediction, search, Parallelism::Sequential)
 }
 
 /// A pair's registration up to its searches ([`plan_pair`]): the textured templates of its
@@ -491,7 +491,7 @@ impl<C> PairPlan<C> {
     /// order) and the coefficients of [`probes`](Self::probes) (`probed`, `None` for a flat
     /// window; one evaluation each), on the frames and parameters the plan was made with.
     pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<f64>]) -> Result<PairRegistration> {
-        finish_seen(self, reference, Seen::upright(moving), p, found, probed)
+        finish_seen(self, reference, Seen::upright(moving), p, found, probed, Parallelism::Sequential)
     }
 
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
@@ -530,8 +530,8 @@ impl Unrefined {
     }
 
     /// The registration, refined on the host.
-    fn refined_on_host<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>) -> PairRegistration {
-        match self.refinement.as_ref().map(|r| r.on_host(reference, moving)) {
+    fn refined_on_host<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, par: Parallelism) -> PairRegistration {
+        match self.refinement.as_ref().map(|r| r.on_host(reference, moving, par)) {
             Some(shift) => self.refined(shift),
             None => self.registration,
         }
@@ -552,6 +552,7 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     p: &RegisterParams,
     prediction: (f64, f64),
     search: &mut dyn FnMut(&[TemplateSearch<'_, Template<T>>], &SearchParams) -> Result<Vec<Option<Match>>>,
+    par: Parallelism,
 ) -> Result<PairRegistration> {
     let plan: PairPlan<Template<T>> = plan_seen(reference, seen, p, prediction)?;
     if plan.ended {
@@ -563,7 +564,7 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     // A probe (radius 0) evaluates its one window: its match is the coefficient there.
     let probed: Vec<Option<f64>> = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)?.iter().map(|m| m.map(|m| m.coefficient)).collect() };
     drop((searches, probes));
-    finish_seen(plan, reference, seen, p, &found, &probed)
+    finish_seen(plan, reference, seen, p, &found, &probed, par)
 }
 
 fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<C>> {
@@ -687,8 +688,9 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     p: &RegisterParams,
     found: &[Option<Match>],
     probed: &[Option<f64>],
+    par: Parallelism,
 ) -> Result<PairRegistration> {
-    Ok(conclude_seen(plan, reference, seen, p, found, probed, None)?.refined_on_host(reference, seen.frame))
+    Ok(conclude_seen(plan, reference, seen, p, found, probed, None)?.refined_on_host(reference, seen.frame, par))
 }
 
 /// [`finish_seen`] but for the refinement of an upright pair's shift.
