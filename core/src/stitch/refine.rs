@@ -80,8 +80,8 @@ impl ShiftRefinement {
     ///
     /// The patches and each iteration's resampled sums are made on `par`'s threads, two
     /// patches a job, and added in patch order on the caller's: the same bits on any number
-    /// of threads. (A pair with threads to spare, a window's on many cores, otherwise spent
-    /// a sixth of its time here on one.)
+    /// of threads. (A pair with threads to spare, each of a window's on many cores, spends
+    /// about a fifth of its one-thread instructions here.)
     pub fn on_host<T: Pixel + Into<f64>>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, par: Parallelism) -> (f64, f64) {
         let (n, shift) = (self.side, self.shift);
         let (w, h) = moving.size();
