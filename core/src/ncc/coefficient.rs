@@ -58,6 +58,21 @@ pub trait NccSample: IntegralSample {
     fn sums(src: ImageView<'_, Self>) -> [Self::Acc; 2] {
         plain_sums(src)
     }
+    /// Whether a window's sums taken from its pixels are the integral images' to the bit
+    /// (integer sums, which wrap alike in any order): a log search then needs no tables.
+    const DIRECT_SUMS: bool = false;
+    /// [`NccSample::cross`] with the window's sum and sum of squares, from its pixels.
+    fn cross_sums(tpl: &[Self::Tpl], tw: usize, span: &[Self], start: usize, stride: usize) -> (Self::Cross, [Self::Acc; 2]) {
+        let rows = tpl.len() / tw;
+        let mut sums = [Self::Acc::default(); 2];
+        for r in 0..rows {
+            for &p in &span[start + r * stride..start + r * stride + tw] {
+                let [a, b] = p.terms(0.0);
+                sums = [Self::add(sums[0], a), Self::add(sums[1], b)];
+            }
+        }
+        (Self::cross(tpl, tw, span, start, stride), sums)
+    }
     /// The template statistics from its sums and its stored pixels (in row-major order).
     fn stats(n: u64, s1: Self::Acc, s2: Self::Acc, pixels: impl Iterator<Item = Self::Tpl>) -> TemplateStats;
     /// True for a template with zero variance.
@@ -131,6 +146,23 @@ fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> 
         return unsafe { x86::cross_u8(tpl, tw, span, start, stride) };
     }
     cross_u8_chunks(tpl, tw, span, start, stride)
+}
+
+/// [`cross_u8`] with the window's sum and sum of squares ([`NccSample::cross_sums`]).
+#[inline]
+fn cross_sums_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> (u64, [u32; 2]) {
+    #[cfg(target_arch = "x86_64")]
+    if tw >= 16 && crate::cpu::level() >= crate::cpu::Level::Avx2 {
+        // SAFETY: the CPU has AVX2; rows are at least 16 pixels wide.
+        return unsafe { x86::cross_sums_u8(tpl, tw, span, start, stride) };
+    }
+    let rows = tpl.len() / tw;
+    let window = ImageView::new(&span[start..start + (rows.max(1) - 1) * stride + tw], tw, rows, stride);
+    let sums = match window {
+        Ok(v) if rows > 0 => sums_u8(v),
+        _ => [0, 0],
+    };
+    (cross_u8_chunks(tpl, tw, span, start, stride), sums)
 }
 
 multiversion! {
@@ -297,6 +329,46 @@ mod x86 {
         }
         u32_lanes_sum(acc)
     }
+
+    /// [`cross_u8`] with the window's sum and sum of squares in lanes of their own (the
+    /// window's pixels multiplied by ones and by themselves), exact as the cross term is.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, and `tw >= 16`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn cross_sums_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> (u64, [u32; 2]) {
+        let rest = (tw % 16) as i16;
+        let keep = _mm256_cmpgt_epi16(_mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm256_set1_epi16(15 - rest));
+        let rows = tpl.len() / tw;
+        if rows == 0 {
+            return (0, [0, 0]);
+        }
+        let window = &span[start..start + (rows - 1) * stride + tw];
+        let ones = _mm256_set1_epi16(1);
+        let (mut acc, mut s, mut q) = (_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256());
+        for r in 0..rows {
+            // SAFETY: as in cross_u8.
+            unsafe {
+                let (t, w) = (tpl.as_ptr().add(r * tw), window.as_ptr().add(r * stride));
+                let mut x = 0;
+                while x + 16 <= tw {
+                    let wv = widened(w.add(x));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widened(t.add(x)), wv));
+                    s = _mm256_add_epi32(s, _mm256_madd_epi16(wv, ones));
+                    q = _mm256_add_epi32(q, _mm256_madd_epi16(wv, wv));
+                    x += 16;
+                }
+                if rest != 0 {
+                    let tail = _mm256_and_si256(widened(t.add(tw - 16)), keep);
+                    let wv = _mm256_and_si256(widened(w.add(tw - 16)), keep);
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(tail, wv));
+                    s = _mm256_add_epi32(s, _mm256_madd_epi16(wv, ones));
+                    q = _mm256_add_epi32(q, _mm256_madd_epi16(wv, wv));
+                }
+            }
+        }
+        (u32_lanes_sum(acc), [u32_lanes_sum(s) as u32, u32_lanes_sum(q) as u32])
+    }
 }
 
 multiversion! {
@@ -386,6 +458,11 @@ macro_rules! int_ncc {
             $(
             fn cross_run(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize, out: &mut [u64]) {
                 $run(tpl, tw, span, start, stride, out)
+            }
+            const DIRECT_SUMS: bool = true;
+            #[inline]
+            fn cross_sums(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize) -> (u64, [$acc; 2]) {
+                cross_sums_u8(tpl, tw, span, start, stride)
             }
             )?
             fn stats(n: u64, s1: $acc, s2: $acc, _pixels: impl Iterator<Item = $t>) -> TemplateStats {
@@ -550,6 +627,9 @@ pub struct SearchFrame<'a, T: NccSample> {
     view: ImageView<'a, T>,
     integral: Integral<T>,
     flat_tol: f64,
+    /// Whether `integral` holds the frame's tables; without them a window's sums are taken
+    /// from its pixels ([`NccSample::cross_sums`]).
+    tables: bool,
 }
 
 impl<'a, T: NccSample> SearchFrame<'a, T> {
@@ -576,7 +656,18 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
         // An f32 window variance is a difference of prefix sums whose rounding error is
         // about 4 eps times the largest prefix; at or below 64 eps of it a window is flat.
         let flat_tol = 64.0 * f64::EPSILON * integral.squares_scale();
-        Ok(SearchFrame { view, integral, flat_tol })
+        Ok(SearchFrame { view, integral, flat_tol, tables: true })
+    }
+
+    /// A frame for searches that evaluate few windows each (the logarithmic search): where
+    /// a window's sums from its pixels are the tables' to the bit ([`NccSample::DIRECT_SUMS`],
+    /// integer pixels), no tables are made and each evaluation sums its window with its
+    /// cross term; otherwise [`SearchFrame::with_buffer_on`]. `buffer` is kept either way.
+    pub fn for_few_windows(view: ImageView<'a, T>, buffer: Integral<T>, par: Parallelism) -> Result<Self> {
+        if !T::DIRECT_SUMS {
+            return Self::with_buffer_on(view, buffer, par);
+        }
+        Ok(SearchFrame { view, integral: buffer, flat_tol: 0.0, tables: false })
     }
     pub fn view(&self) -> ImageView<'a, T> {
         self.view
@@ -593,7 +684,10 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
     /// `None` when the template or the window is flat. Errors: window outside the frame.
     pub fn coefficient(&self, tpl: &Template<T>, x: usize, y: usize) -> Result<Option<f64>> {
         let (w, h) = tpl.size();
-        self.integral.window(x, y, w, h)?;
+        let (fw, fh) = self.view.size();
+        if !(x.checked_add(w).is_some_and(|r| r <= fw) && y.checked_add(h).is_some_and(|b| b <= fh)) {
+            return Err(Error::InvalidParameter { name: "window", reason: alloc::format!("{w}x{h} at ({x}, {y}) is outside the {fw}x{fh} frame") });
+        }
         let r = self.eval(tpl, x, y);
         Ok((r != FLAT).then_some(r))
     }
@@ -602,6 +696,10 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
     /// checked by the caller ([`NccSample::cross_run`]); `cross` is scratch of that length.
     pub(crate) fn eval_run(&self, tpl: &Template<T>, x: usize, y: usize, cross: &mut [T::Cross], out: &mut [f64]) {
         let (w, h) = (tpl.width, tpl.height);
+        if !self.tables {
+            out.iter_mut().enumerate().for_each(|(k, o)| *o = self.eval(tpl, x + k, y));
+            return;
+        }
         let stride = self.view.stride();
         T::cross_run(&tpl.pixels, w, self.view.span(), y * stride + x, stride, cross);
         for (k, (o, &c)) in out.iter_mut().zip(cross.iter()).enumerate() {
@@ -614,8 +712,12 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
     #[inline]
     pub(crate) fn eval(&self, tpl: &Template<T>, x: usize, y: usize) -> f64 {
         let (w, h) = (tpl.width, tpl.height);
-        let [s1, s2] = self.integral.window_unchecked(x, y, w, h);
         let stride = self.view.stride();
+        if !self.tables {
+            let (cross, [s1, s2]) = T::cross_sums(&tpl.pixels, w, self.view.span(), y * stride + x, stride);
+            return T::finish(&tpl.stats, cross, s1, s2, self.flat_tol).unwrap_or(FLAT);
+        }
+        let [s1, s2] = self.integral.window_unchecked(x, y, w, h);
         let cross = T::cross(&tpl.pixels, w, self.view.span(), y * stride + x, stride);
         T::finish(&tpl.stats, cross, s1, s2, self.flat_tol).unwrap_or(FLAT)
     }
@@ -695,14 +797,87 @@ pub(crate) mod tests {
     }
 
     /// The largest u8 template, 257 x 257 pixels of 255 against a window of 255: its cross
-    /// sum, 66049 * 255^2, is above 2^31 and just below 2^32.
+    /// sum, 66049 * 255^2, is above 2^31 and just below 2^32; and so is the window's sum of
+    /// squares taken with it.
     #[test]
     fn the_largest_u8_templates_cross_sum_is_exact_at_every_level() {
         let side = 257;
         let (tpl, span) = (alloc::vec![255u8; side * side], alloc::vec![255u8; (side + 3) * side]);
         crate::testing::at_every_level(|level| {
             assert_eq!(cross_u8(&tpl, side, &span, 2, side + 3), 66049 * 255 * 255, "{level:?}");
+            assert_eq!(cross_sums_u8(&tpl, side, &span, 2, side + 3), (66049 * 255 * 255, [66049 * 255, 66049 * 255 * 255]), "{level:?}");
         });
+    }
+
+    /// A window's sums taken with its cross term ([`NccSample::cross_sums`]) are its cross
+    /// term and its integral images' sums, to the bit, at every level: u8 (fused with the
+    /// cross term where rows are 16 pixels or more) and the generic form for u16; every
+    /// width below, at and above a vector step, windows all over a frame, dark and bright.
+    #[test]
+    fn a_windows_sums_with_its_cross_term_are_the_tables_sums() {
+        fn check<T: NccSample>(frame: &Image<T>, tpl: &[T::Tpl], level: crate::cpu::Level) {
+            let search = SearchFrame::new(frame.view()).unwrap();
+            let (fw, fh) = frame.size();
+            let stride = frame.view().stride();
+            for tw in [1, 7, 8, 15, 16, 17, 24, 25, 31, 32, 33, 47] {
+                for th in [1, 5, 25] {
+                    for (x, y) in [(0, 0), (3, 1), (fw - tw, fh - th), (fw / 2 - tw / 2, 7)] {
+                        let (cross, sums) = T::cross_sums(&tpl[..tw * th], tw, frame.view().span(), y * stride + x, stride);
+                        let bits = |v: T::Cross| alloc::format!("{v:?}");
+                        assert_eq!(bits(cross), bits(T::cross(&tpl[..tw * th], tw, frame.view().span(), y * stride + x, stride)), "{level:?} {tw}x{th} at ({x}, {y})");
+                        let table = search.integral.window(x, y, tw, th).unwrap();
+                        assert_eq!(alloc::format!("{sums:?}"), alloc::format!("{table:?}"), "{level:?} {tw}x{th} at ({x}, {y})");
+                    }
+                }
+            }
+        }
+        let mut r = lcg(23);
+        let (w, h) = (61, 40);
+        let dark = Image::from_fn(w, h, |_, _| (r() % 256) as u8).unwrap();
+        let bright = Image::from_fn(w, h, |_, _| 255 - (r() % 3) as u8).unwrap();
+        let words = Image::from_fn(w, h, |_, _| (r() % 65536) as u16).unwrap();
+        let tpl8: Vec<u8> = (0..47 * 25).map(|_| (r() % 256) as u8).collect();
+        let tpl16: Vec<u16> = (0..47 * 25).map(|_| (r() % 65536) as u16).collect();
+        crate::testing::at_every_level(|level| {
+            check(&dark, &tpl8, level);
+            check(&bright, &tpl8, level);
+            check(&words, &tpl16, level);
+        });
+    }
+
+    /// A frame searched without integral images ([`SearchFrame::for_few_windows`]) gives
+    /// every coefficient the frame with them gives, to the bit, and the same errors; f32
+    /// frames keep their tables.
+    #[test]
+    fn a_frame_without_tables_gives_the_tables_coefficients() {
+        let mut r = lcg(29);
+        let frame = Image::from_fn(50, 37, |x, y| ((x * 7 + y * 13) % 97) as u8 + (r() % 40) as u8).unwrap();
+        let with = SearchFrame::new(frame.view()).unwrap();
+        let without = SearchFrame::for_few_windows(frame.view(), Integral::default(), Parallelism::Sequential).unwrap();
+        assert!(with.tables && !without.tables);
+        let flat = Image::from_fn(50, 37, |_, _| 9u8).unwrap();
+        let flat_frame = SearchFrame::for_few_windows(flat.view(), Integral::default(), Parallelism::Sequential).unwrap();
+        crate::testing::at_every_level(|level| {
+            for (tw, th) in [(5, 4), (16, 16), (25, 25), (31, 20)] {
+                let tpl = Template::new(frame.view().crop(11, 6, tw, th).unwrap()).unwrap();
+                for y in 0..=37 - th {
+                    for x in 0..=50 - tw {
+                        let (a, b) = (with.coefficient(&tpl, x, y).unwrap(), without.coefficient(&tpl, x, y).unwrap());
+                        assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits), "{level:?} {tw}x{th} at ({x}, {y})");
+                    }
+                }
+                let mut cross = alloc::vec![0u64; 9];
+                let (mut a, mut b) = (alloc::vec![0.0; 9], alloc::vec![0.0; 9]);
+                with.eval_run(&tpl, 3, 2, &mut cross, &mut a);
+                without.eval_run(&tpl, 3, 2, &mut cross, &mut b);
+                assert_eq!(a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), b.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{level:?} run");
+                assert_eq!(flat_frame.coefficient(&tpl, 0, 0).unwrap(), None);
+                assert!(without.coefficient(&tpl, 50 - tw + 1, 0).is_err() && without.coefficient(&tpl, 0, 37 - th + 1).is_err());
+                assert!(without.coefficient(&tpl, usize::MAX, 0).is_err());
+            }
+        });
+        let floats = frame.map(|v| v as f32);
+        assert!(SearchFrame::for_few_windows(floats.view(), Integral::default(), Parallelism::Sequential).unwrap().tables);
     }
 
     /// A template's sums at every level against a plain u64 sum: widths below, at and

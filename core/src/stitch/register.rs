@@ -22,7 +22,7 @@
 
 use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
-use crate::ncc::{exhaustive_search, log_search, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
+use crate::ncc::{exhaustive_search, log_search, Integral, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_few, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
@@ -1176,6 +1176,17 @@ pub fn gray<'a>(v: &AnyView<'a>, storage: &'a Option<Image<u8>>) -> Result<Gray<
     })
 }
 
+/// The moving frame `view` prepared for `p`'s searches in `buffer` (its integral images,
+/// reused): without them where the searches evaluate few windows each and a window's sums
+/// from its pixels are the tables' ([`SearchFrame::for_few_windows`]: the same
+/// coefficients).
+pub(crate) fn search_frame<'v, T: NccSample>(view: ImageView<'v, T>, buffer: Integral<T>, p: &RegisterParams, par: Parallelism) -> Result<SearchFrame<'v, T>> {
+    match p.method {
+        SearchMethod::Exhaustive => SearchFrame::with_buffer_on(view, buffer, par),
+        SearchMethod::Log | SearchMethod::LogPlain => SearchFrame::for_few_windows(view, buffer, par),
+    }
+}
+
 /// [`register_pair`] on run-time typed frames (of the same type; RGBA registers on luma).
 pub fn register_pair_any(
     reference: AnyView<'_>,
@@ -1189,9 +1200,9 @@ pub fn register_pair_any(
     }
     let (ls, lm) = (luma_storage(&reference), luma_storage(&moving));
     match (gray(&reference, &ls)?, gray(&moving, &lm)?) {
-        (Gray::U8(a), Gray::U8(b)) => register_pair(a, &SearchFrame::with_buffer_on(b, Default::default(), par)?, p, prediction, par),
-        (Gray::U16(a), Gray::U16(b)) => register_pair(a, &SearchFrame::with_buffer_on(b, Default::default(), par)?, p, prediction, par),
-        (Gray::F32(a), Gray::F32(b)) => register_pair(a, &SearchFrame::with_buffer_on(b, Default::default(), par)?, p, prediction, par),
+        (Gray::U8(a), Gray::U8(b)) => register_pair(a, &search_frame(b, Default::default(), p, par)?, p, prediction, par),
+        (Gray::U16(a), Gray::U16(b)) => register_pair(a, &search_frame(b, Default::default(), p, par)?, p, prediction, par),
+        (Gray::F32(a), Gray::F32(b)) => register_pair(a, &search_frame(b, Default::default(), p, par)?, p, prediction, par),
         _ => Err(Error::UnsupportedType { op: "register pair", types: "frames of two different pixel types" }),
     }
 }

@@ -60,7 +60,7 @@ use super::stage_times::StageTimes;
 use super::window::{Buffers, Window, WINDOW};
 use crate::error::{Error, Result};
 use crate::image::AnyView;
-use crate::ncc::{Integral, SearchFrame};
+use crate::ncc::Integral;
 use crate::parallel::Parallelism;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -542,7 +542,7 @@ impl<'a> Run<'a> {
                     window = None;
                     let attempts = self.attempts(&find, (k, &mut key), last, pending, planned.map(|(_, p)| p), vel, i, limit)?;
                     let moving = match self.registrar {
-                        None => Some(SearchFrame::with_buffer_on(current.view::<T>()?, core::mem::take(&mut buffer), self.par)?),
+                        None => Some(self.search_frame(current.view::<T>()?, core::mem::take(&mut buffer))?),
                         Some(_) => None,
                     };
                     // The known first attempt's evaluations were made once, in the window.
@@ -560,7 +560,7 @@ impl<'a> Run<'a> {
                     if self.zoom_found(&reg) {
                         self.p.register.fit_scale = true;
                         let moving = match self.registrar {
-                            None => Some(SearchFrame::new(current.view::<T>()?)?),
+                            None => Some(self.search_frame(current.view::<T>()?, Integral::default())?),
                             Some(_) => None,
                         };
                         let (zr, zreg, zevaluations) = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer, FirstAttempt::Every)?;

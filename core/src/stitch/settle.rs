@@ -32,7 +32,7 @@ impl<'a> Run<'a> {
         let k = keyframe.index;
         let frame = |idx: usize| if idx == k { Ok(keyframe) } else { Err(Error::Backend("internal: lost an earlier keyframe".into())) };
         let moving = match self.registrar {
-            None => Some(SearchFrame::with_buffer_on(current.view::<T>()?, core::mem::take(buffer), self.par)?),
+            None => Some(self.search_frame(current.view::<T>()?, core::mem::take(buffer))?),
             Some(_) => None,
         };
         let settled = self.settle::<T>(&frame, current, moving.as_ref(), &[(k, motion)], turn_buffer, FirstAttempt::Every);
@@ -73,7 +73,7 @@ impl<'a> Run<'a> {
                 // With a registrar, the frame's integral images are computed here.
                 let own = match moving {
                     Some(_) => None,
-                    None => Some(SearchFrame::with_buffer_on(current.view::<T>()?, core::mem::take(turn_buffer), self.par)?),
+                    None => Some(self.search_frame(current.view::<T>()?, core::mem::take(turn_buffer))?),
                 };
                 let reg = self.register_turned(r_held.view::<T>()?, moving.or(own.as_ref()).ok_or(Error::Backend("internal: no moving frame".into()))?, rp, &motion);
                 if let Some(o) = own {
@@ -450,6 +450,12 @@ impl<'a> Run<'a> {
             }
         }
         Ok(attempts)
+    }
+
+    /// The moving frame `view` prepared for the run's searches in `buffer`
+    /// ([`register::search_frame`](super::register::search_frame)).
+    pub(super) fn search_frame<'v, T: GrayType>(&self, view: ImageView<'v, T>, buffer: Integral<T>) -> Result<SearchFrame<'v, T>> {
+        super::register::search_frame(view, buffer, &self.p.register, self.par)
     }
 
     /// Whether registration `reg` shows a zoom the scale-free model cannot follow, where the

@@ -21,7 +21,7 @@ use super::source::{GrayType, Held};
 use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
-use crate::ncc::{Integral, SearchFrame};
+use crate::ncc::Integral;
 use crate::parallel::{map_indices, map_slots, Parallelism};
 use alloc::vec::Vec;
 
@@ -192,7 +192,7 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
     let moving = match run.registrar {
-        None => Some(SearchFrame::with_buffer_on(current.view::<T>()?, core::mem::take(&mut buffers.search), run.par)?),
+        None => Some(run.search_frame(current.view::<T>()?, core::mem::take(&mut buffers.search))?),
         Some(_) => None,
     };
     let settled = run.settle::<T>(&frame, current, moving.as_ref(), &[planned.attempt()], &mut buffers.turned, FirstAttempt::Only);
