@@ -15,6 +15,11 @@
 //!   `sum(t' w) = sum(t' (w - mean_w))` needs no window mean (`wide` f32x8 dot product per
 //!   row, rows summed in f64).
 //!
+//! A logarithmic search evaluates a few dozen windows a template, so most of a frame's
+//! tables were never read: on u8 frames it takes each window's sums from its pixels in the
+//! same pass as its cross term instead ([`SearchFrame::for_few_windows`]), the same exact
+//! integers, and no tables are made.
+//!
 //! A template or window with zero variance has no defined coefficient: [`coefficient`]
 //! returns `None` for it, and the searches treat it as worse than any real coefficient, so
 //! a flat window is never chosen as a match. Results are clamped to `[-1, 1]`.
@@ -58,8 +63,10 @@ pub trait NccSample: IntegralSample {
     fn sums(src: ImageView<'_, Self>) -> [Self::Acc; 2] {
         plain_sums(src)
     }
-    /// Whether a window's sums taken from its pixels are the integral images' to the bit
-    /// (integer sums, which wrap alike in any order): a log search then needs no tables.
+    /// Whether a log search takes each window's sums from its pixels
+    /// ([`NccSample::cross_sums`]) and makes no integral images: where those sums are the
+    /// tables' to the bit (integer sums, which wrap alike in any order) and cost little
+    /// beside the cross term (u8, summed in its pass).
     const DIRECT_SUMS: bool = false;
     /// [`NccSample::cross`] with the window's sum and sum of squares, from its pixels.
     fn cross_sums(tpl: &[Self::Tpl], tw: usize, span: &[Self], start: usize, stride: usize) -> (Self::Cross, [Self::Acc; 2]) {
@@ -459,6 +466,8 @@ macro_rules! int_ncc {
             fn cross_run(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize, out: &mut [u64]) {
                 $run(tpl, tw, span, start, stride, out)
             }
+            // (The types with vectorized runs and sums, u8, sum their windows in the cross
+            // term's pass.)
             const DIRECT_SUMS: bool = true;
             #[inline]
             fn cross_sums(tpl: &[$t], tw: usize, span: &[$t], start: usize, stride: usize) -> (u64, [$acc; 2]) {

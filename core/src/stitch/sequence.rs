@@ -825,9 +825,7 @@ mod tests {
     #[test]
     fn one_thread_and_all_give_the_same_records() {
         // All threads: a window's planned pairs register at once, and a pair with threads to
-        // spare (the first, a frame off the plan) searches its templates on them. (Frames
-        // tall enough for the integral images in row bands: the turning sweeps' test in
-        // tests/robust_registration.rs.)
+        // spare (the first, a frame off the plan) searches its templates on them.
         let (mut frames, _) = sequence(24, 12);
         frames[7] = Image::filled(140, 110, 9).unwrap();
         let views = any(&frames);

@@ -107,8 +107,9 @@ impl Window {
     /// The settled registration of the window's pair `j`: registered now, with the pairs
     /// after it up to twice the thread count on `run`'s threads (one pair to a thread), if
     /// it was not registered yet. `find` gives the held frames by index; `buffers` are the
-    /// integral images each pair of a batch computes, kept for the next batch (a PAL frame's
-    /// are 13 MB, which a fresh allocation would fault in page by page).
+    /// integral images each pair of a batch computes where its searches use them (not a u8
+    /// frame's log search), kept for the next batch (a PAL frame's are 3.3 MB in u8 and
+    /// 6.6 MB in u16, which a fresh allocation would fault in page by page).
     pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Vec<Buffers<T>>) -> Result<Measured> {
         if self.settled[j].is_none() {
             let threads = run.par.threads().max(1);
@@ -210,8 +211,8 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
     }
 }
 
-/// The integral images one pair's registration computes: the moving frame's search, and
-/// its turned search where the pair turns.
+/// The integral images one pair's registration computes where its searches use them: the
+/// moving frame's search, and its turned search where the pair turns.
 #[derive(Default)]
 pub(super) struct Buffers<T: GrayType> {
     search: Integral<T>,
