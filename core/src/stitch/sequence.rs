@@ -773,6 +773,7 @@ fn check_progress(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usiz
 mod tests {
     use super::*;
     use crate::image::{AnyImage, Image, Rgba8};
+    use crate::ncc::SearchFrame;
     use crate::stitch::{register_pair, synth_sequence, Frame, Gray, PairRegistration, PairRequest, SynthParams};
     use crate::stitch::texture;
 

@@ -10,11 +10,11 @@ use super::strip::{match_strip, strip_seeds};
 use super::GridParams;
 use crate::error::{Error, Result};
 use crate::image::{AnyView, ImageView};
-use crate::ncc::{NccSample, SearchFrame};
+use crate::ncc::{Integral, NccSample, SearchFrame};
 use crate::parallel::Parallelism;
 use crate::stitch::coarse::{self, Spectrum};
 use crate::stitch::quality::{overlap_ncc, QualitySample};
-use crate::stitch::register::{gray, luma_storage, register_pair, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
+use crate::stitch::register::{gray, luma_storage, register_pair, search_frame, Gray, Motion, PairRegistration, RegisterParams, SkipReason};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -113,7 +113,7 @@ fn register_typed<T: NccSample + QualitySample>(a: ImageView<'_, T>, b: ImageVie
             return Ok(Found { shift: m.map(|m| m.shift), skip, ncc: m.map_or(0.0, |m| m.ncc), margin: 0.0, vectors_used: 0, by_strip: true });
         }
     }
-    let mut moving = MovingTile::new(a, b, start, p.register.search_radius)?;
+    let mut moving = MovingTile::new(a, b, start, &p.register)?;
     let weak = |r: &PairRegistration| r.shift.is_some() && 3 * r.vectors_used < r.textured;
     let (first, seeds) = match start {
         Start::Near { offset, margin } => {
@@ -189,7 +189,10 @@ struct Cut<'a, T: NccSample> {
 }
 
 impl<'a, T: NccSample + Into<f64>> MovingTile<'a, T> {
-    fn new(a: ImageView<'a, T>, b: ImageView<'a, T>, start: Start, search_radius: usize) -> Result<Self> {
+    /// `p`'s search radius sizes the cut, and its search method prepares the frames
+    /// ([`search_frame`]).
+    fn new(a: ImageView<'a, T>, b: ImageView<'a, T>, start: Start, p: &RegisterParams) -> Result<Self> {
+        let search_radius = p.search_radius;
         let near = match start {
             Start::Near { offset, margin } => {
                 // The cut per axis, for the rounded offset `o` widened by `reach`: the
@@ -204,7 +207,7 @@ impl<'a, T: NccSample + Into<f64>> MovingTile<'a, T> {
                 let (w, h) = a.size();
                 match (cut(w, offset.0, margin.0), cut(h, offset.1, margin.1)) {
                     (Some((ax, bx, cw)), Some((ay, by, ch))) if (cw, ch) != (w, h) => {
-                        let b = SearchFrame::new(b.crop(bx, by, cw, ch)?)?;
+                        let b = search_frame(b.crop(bx, by, cw, ch)?, Integral::default(), p, Parallelism::Sequential)?;
                         Some(Cut { a: a.crop(ax, ay, cw, ch)?, b, corners: ((ax, ay), (bx, by)), offset, margin, radius: search_radius })
                     }
                     _ => None,
@@ -235,7 +238,7 @@ impl<'a, T: NccSample + Into<f64>> MovingTile<'a, T> {
         }
         let frame = match self.whole.take() {
             Some(frame) => frame,
-            None => SearchFrame::new(self.b)?,
+            None => search_frame(self.b, Integral::default(), p, Parallelism::Sequential)?,
         };
         register_pair(self.a, self.whole.insert(frame), p, seed, par)
     }
@@ -291,7 +294,7 @@ mod tests {
     fn cut_registers_as_the_whole_tiles<T: NccSample + Into<f64>>(a: ImageView<'_, T>, b: ImageView<'_, T>, offset: (f64, f64), truth: (usize, usize)) {
         let margin = (24.0, 24.0);
         let start = Start::Near { offset, margin };
-        let mut tile = MovingTile::new(a, b, start, 32).unwrap();
+        let mut tile = MovingTile::new(a, b, start, &RegisterParams { search_radius: 32, ..Default::default() }).unwrap();
         assert!(tile.near.is_some(), "a 10 % overlap is cut");
         let whole = SearchFrame::new(b).unwrap();
         for (k, seed) in [offset, (offset.0 - 24.0, offset.1 + 17.0), (offset.0 + 23.6, offset.1 - 24.0), (offset.0 + 40.0, offset.1)].into_iter().enumerate() {
