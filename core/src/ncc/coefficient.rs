@@ -684,6 +684,12 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
     pub fn size(&self) -> (usize, usize) {
         self.view.size()
     }
+    /// Whether the frame's integral images were made ([`SearchFrame::for_few_windows`] makes
+    /// none for u8).
+    #[cfg(test)]
+    pub(crate) fn has_tables(&self) -> bool {
+        self.tables
+    }
     /// Gives back the integral images (to reuse their buffer).
     pub fn into_integral(self) -> Integral<T> {
         self.integral
