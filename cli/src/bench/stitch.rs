@@ -87,9 +87,9 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 if let Some(ms) = ms {
                     // The timed call registers `pairs` pairs and composites the panorama.
                     r.record(&format!("{label}_{name}_pairs_per_s"), params.clone(), be.name(), json!((1000.0 * pairs / ms).round()));
-                }
-                if name == "stitch_sequence" {
-                    r.record(&format!("{label}_ncc_evaluations_per_pair"), params.clone(), "cpu", json!((evals as f64 / pairs).round()));
+                    if name == "stitch_sequence" {
+                        r.record(&format!("{label}_ncc_evaluations_per_pair"), params.clone(), "cpu", json!((evals as f64 / pairs).round()));
+                    }
                 }
             }
         }
@@ -165,7 +165,9 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                     }
                 }
             }
-            r.record("pal_scaling_pairs_per_s", json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), "cpu", serde_json::Value::Object(scaling));
+            if !scaling.is_empty() {
+                r.record("pal_scaling_pairs_per_s", json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs}), "cpu", serde_json::Value::Object(scaling));
+            }
             if !integral_ms.is_empty() {
                 r.record("pal_integral_images_ms", json!({"w": w, "h": h, "by": "threads"}), "cpu", serde_json::Value::Object(integral_ms));
             }
@@ -324,8 +326,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             let n = (short.len() - 1) as f64;
             if let Some(ms) = ms {
                 r.record("pal_exhaustive_registration_ms_per_pair", json!({"rsz": 25, "npts": 6}), "cpu", json!(ms / n));
+                r.record("pal_exhaustive_ncc_evaluations_per_pair", json!({"rsz": 25, "npts": 6, "search_radius": 32}), "cpu", json!((evals as f64 / n).round()));
             }
-            r.record("pal_exhaustive_ncc_evaluations_per_pair", json!({"rsz": 25, "npts": 6, "search_radius": 32}), "cpu", json!((evals as f64 / n).round()));
         }
     }
 
@@ -347,8 +349,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     for (k, p) in params.iter().enumerate() {
         if let Some(ms) = medians.as_ref().map(|m| m[k]) {
             r.record("pal_long_sweep_pairs_per_s", p.clone(), "cpu", json!((1000.0 * (frames - 1) as f64 / ms).round()));
+            r.record("pal_long_sweep_loops_kept", p.clone(), "cpu", json!(loops[k]));
         }
-        r.record("pal_long_sweep_loops_kept", p.clone(), "cpu", json!(loops[k]));
     }
 
     // The cost of the similarity model: the demo's PAL sweep (no roll), registered with the

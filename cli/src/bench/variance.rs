@@ -135,10 +135,12 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let mut fixed = Image::<Rgba8>::new(gw, gh)?;
     let gp = GlareParams::default();
     let mut spots = 0;
-    r.time("glare_rgba8", json!({"w": gw, "h": gh, "megapixels": (gw * gh) as f64 / 1e6}), name, b.reps_for(600.0).min(5), || {
+    let timed = r.time("glare_rgba8", json!({"w": gw, "h": gh, "megapixels": (gw * gh) as f64 / 1e6}), name, b.reps_for(600.0).min(5), || {
         b.backend.glare(AnyView::Rgba8(painting.view()), mask.view_mut(), AnyViewMut::Rgba8(fixed.view_mut()), &gp).map(|rep| spots = rep.spots)
     });
-    r.record("glare_rgba8_spots_found", json!({"w": gw, "h": gh, "added": 300}), name, json!(spots));
+    if timed.is_some() {
+        r.record("glare_rgba8_spots_found", json!({"w": gw, "h": gh, "added": 300}), name, json!(spots));
+    }
     Ok(())
 }
 

@@ -109,6 +109,19 @@ fn every_subcommand_has_help() {
     }
 }
 
+/// A case `--filter` leaves out is not run, and nothing is recorded for it: no count or
+/// derived figure of a run that did not happen (a zero there would read as a measurement).
+#[test]
+fn bench_records_nothing_for_the_cases_its_filter_leaves_out() {
+    for suite in ["filters", "variance", "stereo", "stitch", "gpu"] {
+        let out = tessera().args(["bench", suite, "--quick", "--json", "--filter", "no_case_has_this_name"]).output().unwrap();
+        assert!(out.status.success(), "{suite}: {}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["suite"], suite);
+        assert_eq!(json["results"].as_array().map(Vec::len), Some(0), "{suite}: {}", json["results"]);
+    }
+}
+
 #[test]
 fn bench_records_the_box_series_interleaved_with_their_flatness() {
     let plots = std::env::temp_dir().join(format!("tessera-bench-plots-{}", std::process::id()));
