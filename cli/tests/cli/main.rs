@@ -12,6 +12,7 @@ mod filters;
 mod follow;
 mod gauss;
 mod grid;
+mod doc_links;
 mod limits;
 mod ome_tiff;
 mod readme_commands;
