@@ -53,7 +53,10 @@ __device__ double finish_int(double n2_var, int n, u64 stw, u64 sw, u64 sww, dou
     return fmin(fmax(r, -1.0), 1.0);
 }
 
-__device__ __forceinline__ double coefficient(const u8* ref, const u8* mov, int w, int rsz, const NccSearch& s, int x, int y, double, double, int lane) {
+// An integer window's exact sums, a lane's share of the template's pixels each, finished
+// in `W` (wide enough for the pixel type's products: i64 for u8, i128 for u16).
+template <typename P, typename W>
+__device__ __forceinline__ double int_coefficient(const P* ref, const P* mov, int w, int rsz, const NccSearch& s, int x, int y, int lane) {
     u64 stw = 0, sw = 0, sww = 0;
     int n = rsz * rsz;
     for (int k = lane; k < n; k += 32) {
@@ -63,20 +66,15 @@ __device__ __forceinline__ double coefficient(const u8* ref, const u8* mov, int 
         sw += v;
         sww += v * v;
     }
-    return finish_int<i64>(s.tnorm, n, warp_sum(stw), warp_sum(sw), warp_sum(sww), s.tsum);
+    return finish_int<W>(s.tnorm, n, warp_sum(stw), warp_sum(sw), warp_sum(sww), s.tsum);
+}
+
+__device__ __forceinline__ double coefficient(const u8* ref, const u8* mov, int w, int rsz, const NccSearch& s, int x, int y, double, double, int lane) {
+    return int_coefficient<u8, i64>(ref, mov, w, rsz, s, x, y, lane);
 }
 
 __device__ __forceinline__ double coefficient(const u16* ref, const u16* mov, int w, int rsz, const NccSearch& s, int x, int y, double, double, int lane) {
-    u64 stw = 0, sw = 0, sww = 0;
-    int n = rsz * rsz;
-    for (int k = lane; k < n; k += 32) {
-        int r = k / rsz, c = k % rsz;
-        u64 t = ref[(i64)(s.sy + r) * w + s.sx + c], v = mov[(i64)(y + r) * w + x + c];
-        stw += t * v;
-        sw += v;
-        sww += v * v;
-    }
-    return finish_int<__int128>(s.tnorm, n, warp_sum(stw), warp_sum(sw), warp_sum(sww), s.tsum);
+    return int_coefficient<u16, __int128>(ref, mov, w, rsz, s, x, y, lane);
 }
 
 // f32: the template zero-mean as the core stores it, window sums about the frame's first
