@@ -63,10 +63,11 @@ pub trait NccSample: IntegralSample {
     fn sums(src: ImageView<'_, Self>) -> [Self::Acc; 2] {
         plain_sums(src)
     }
-    /// Whether a log search takes each window's sums from its pixels
-    /// ([`NccSample::cross_sums`]) and makes no integral images: where those sums are the
+    /// Whether a log search may take each window's sums from its pixels
+    /// ([`NccSample::cross_sums`]) and make no integral images: where those sums are the
     /// tables' to the bit (integer sums, which wrap alike in any order) and cost little
-    /// beside the cross term (u8, summed in its pass).
+    /// beside the cross term (u8, summed in its pass). The stitcher does so only where a
+    /// frame is large for its searches (`stitch::register::search_frame`'s size rule).
     const DIRECT_SUMS: bool = false;
     /// [`NccSample::cross`] with the window's sum and sum of squares, from its pixels.
     fn cross_sums(tpl: &[Self::Tpl], tw: usize, span: &[Self], start: usize, stride: usize) -> (Self::Cross, [Self::Acc; 2]) {
