@@ -20,8 +20,9 @@
 //! - matrix product 4096x4096 f32;
 //! - stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31) and the curve of
 //!   time against template size (25..255), on the backend and on the same machine's CPU
-//!   backend with all its threads; the first 200 frames on the backend in each design of
-//!   its host work (`gpu_stitch_pal_host_work`: the run's thread, the pool).
+//!   backend with all its threads (the 1 000 frames on one thread too); the first 200
+//!   frames on the backend in each design of its host work (`gpu_stitch_pal_host_work`:
+//!   the run's thread, the pool).
 
 use super::stereo::{data_dir, ground_truth, rgba, synthetic};
 use super::{Bench, Recorder};
@@ -55,6 +56,7 @@ fn record_bandwidth(r: &mut Recorder, name: &str, params: &Value, backend: &str,
 pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let name = b.backend.name();
     let cpu = open_backend(BackendChoice::Cpu, Parallelism::AllThreads)?.backend;
+    let cpu_1thread = open_backend(BackendChoice::Cpu, Parallelism::Sequential)?.backend;
 
     // The ceiling of memory-bound kernels, measured now.
     let copy_gb_s = if name == "cuda" && r.wants("copy_bandwidth") {
@@ -196,7 +198,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     link_fraction(r, name, n, link);
     chain_cases(b, r)?;
     stereo_cases(b, r, cpu.as_ref())?;
-    stitch_cases(b, r, cpu.as_ref())?;
+    stitch_cases(b, r, cpu.as_ref(), cpu_1thread.as_ref())?;
     Ok(())
 }
 
@@ -377,9 +379,10 @@ fn stereo_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
     Ok(())
 }
 
-/// Stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31), and time against
-/// template size, on the backend and on the CPU backend with all threads.
-fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
+/// Stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31) on the backend, on
+/// the CPU backend with all threads and on one (`cpu-1thread`: what the machine's cores
+/// give the CPU), and time against template size on the backend and the CPU with all threads.
+fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend, cpu_1thread: &dyn Backend) -> Result<()> {
     let (frames, curve_frames) = if b.quick { (20, 5) } else { (1000, 21) };
     if r.wants("gpu_stitch_pal") || r.wants("gpu_template_size_curve") {
         let seq = default_sequence_sized(frames, (720, 576), 1)?;
@@ -388,16 +391,16 @@ fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
         let views: Vec<AnyView<'_>> = luma.iter().map(|f| AnyView::U8(f.view())).collect();
         let pairs = (frames - 1) as f64;
         let p = StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, quality: false, ..Default::default() };
-        for be in [b.backend.as_ref(), cpu] {
+        for (be, label) in [(b.backend.as_ref(), b.backend.name()), (cpu, cpu.name()), (cpu_1thread, "cpu-1thread")] {
             let params = json!({"w": 720, "h": 576, "frames": frames, "rsz": 31, "npts": 8});
             let mut registered = 0;
-            let ms = r.time("gpu_stitch_pal", params.clone(), be.name(), 3, || {
+            let ms = r.time("gpu_stitch_pal", params.clone(), label, 3, || {
                 let pano = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(()))?;
                 registered = pano.frames.iter().filter(|f| f.is_ok()).count();
                 Ok::<_, tessera::Error>(())
             });
             if let Some(ms) = ms {
-                r.record("gpu_stitch_pal_pairs_per_s", params, be.name(), json!({"pairs_per_s": (1000.0 * pairs / ms).round(), "registered": registered}));
+                r.record("gpu_stitch_pal_pairs_per_s", params, label, json!({"pairs_per_s": (1000.0 * pairs / ms).round(), "registered": registered}));
             }
         }
         // Where the device stitch does each pair's host work (TESSERA_STITCH_HOST_WORK: the

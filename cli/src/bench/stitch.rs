@@ -4,8 +4,10 @@
 //! (25..255); the cost of closing loops on a 300-frame sweep; the cost of the whole-overlap
 //! stages on faint footage (`pal_faint_*`) and of refining every pair on the whole overlap
 //! (`pal_refine_every_pair_*`); the quality measures of one pair (`pal_quality_measures`);
-//! PAL frames registered from PNG files, decoding included (`pal_files_*`);
-//! and one template searched
+//! PAL frames registered from PNG files, decoding included (`pal_files_*`); registration
+//! on pools of 1, 2, 4, ... threads up to the machine's cores, one thread against two (and
+//! against all cores, where there are more) in interleaved rounds, and the engine's serial
+//! fraction (`pal_scaling_*`, `pal_serial_fraction`); and one template searched
 //! exhaustively over +-16 / +-32 pixels, the workload of OpenCV's `matchTemplate(TM_CCOEFF_NORMED)` in
 //! `../shared/bench/opencv_anchor.sh` (`ncc_exhaustive_one_template`).
 
@@ -222,13 +224,21 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 // As the command line and a library caller run it: on their own thread, outside
                 // the pool, with every thread of rayon's global pool.
                 let from_callers_thread = || timed_after(&register, &|| ());
-                let rounds = if b.quick { 1 } else { 9 };
-                let (mut ratios, mut ceilings, mut callers) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+                // Where the machine has more cores than two, a pool of all of them as well.
+                let all = (cores > 2).then(|| rayon::ThreadPoolBuilder::new().num_threads(cores).build()).transpose().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
+                // A round's runs take some milliseconds each, and the VM's hiccups as long:
+                // nine rounds' medians moved by 0.2 from one call to the next, 41 rounds' by
+                // 0.02 within a quiet spell.
+                let rounds = if b.quick { 1 } else { 25 };
+                let (mut ratios, mut ceilings, mut callers, mut all_over_1) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds));
                 for _ in 0..rounds {
                     let alone = timed(&one)?;
                     ratios.push(alone / timed(&two)?);
                     ceilings.push(2.0 * alone / side_by_side()?);
                     callers.push(alone / from_callers_thread()?);
+                    if let Some(all) = &all {
+                        all_over_1.push(alone / timed(all)?);
+                    }
                 }
                 let mid = super::median(&mut ratios);
                 let (lo, hi) = (ratios[0], ratios[rounds - 1]);
@@ -241,6 +251,11 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                 let (lo, hi) = (callers[0], callers[rounds - 1]);
                 let threads = rayon::current_num_threads();
                 r.record("pal_scaling_callers_thread_all_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs, "threads": threads, "measured": "the run on a thread outside the pool, on every thread of the global pool, against one thread"}), "cpu", json!(round3(from_callers)));
+                if !all_over_1.is_empty() {
+                    let mid = super::median(&mut all_over_1);
+                    let (lo, hi) = (all_over_1[0], all_over_1[rounds - 1]);
+                    r.record("pal_scaling_interleaved_all_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs, "threads": cores}), "cpu", json!(round3(mid)));
+                }
             }
             if r.wants("pal_serial_fraction") {
                 let stages = StageTimes::default();
