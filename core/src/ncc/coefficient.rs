@@ -144,14 +144,18 @@ impl TemplateStats {
 }
 
 /// `sum(t * w)` over a template of `tw`-pixel rows against the window of `span` whose rows
-/// start at `start + r * stride`: with AVX2, rows of 16 pixels or more in whole vectors
-/// ([`x86::cross_u8`]), otherwise in fixed chunks ([`cross_u8_chunks`]).
+/// start at `start + r * stride`: with AVX-512, 32 pixels of a row a step
+/// ([`avx512::cross_sums_u8`]); with AVX2, rows of 16 pixels or more in whole vectors
+/// ([`x86::cross_u8`]); otherwise in fixed chunks ([`cross_u8_chunks`]).
 #[inline]
 fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if tw >= 16 && crate::cpu::level() >= crate::cpu::Level::Avx2 {
+    match crate::cpu::level() {
+        // SAFETY: the CPU has AVX-512 F, BW and VL.
+        crate::cpu::Level::Avx512 => return unsafe { avx512::cross_sums_u8::<false>(tpl, tw, span, start, stride).0 },
         // SAFETY: the CPU has AVX2; rows are at least 16 pixels wide.
-        return unsafe { x86::cross_u8(tpl, tw, span, start, stride) };
+        crate::cpu::Level::Avx2 if tw >= 16 => return unsafe { x86::cross_u8(tpl, tw, span, start, stride) },
+        _ => {}
     }
     cross_u8_chunks(tpl, tw, span, start, stride)
 }
@@ -159,6 +163,11 @@ fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> 
 /// [`cross_u8`] with the window's sum and sum of squares ([`NccSample::cross_sums`]).
 #[inline]
 fn cross_sums_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> (u64, [u32; 2]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::level() == crate::cpu::Level::Avx512 {
+        // SAFETY: the CPU has AVX-512 F, BW and VL.
+        return unsafe { avx512::cross_sums_u8::<true>(tpl, tw, span, start, stride) };
+    }
     #[cfg(target_arch = "x86_64")]
     if tw >= 16 && crate::cpu::level() >= crate::cpu::Level::Avx2 {
         // SAFETY: the CPU has AVX2; rows are at least 16 pixels wide.
@@ -252,6 +261,66 @@ fn plain_sums<T: IntegralSample>(src: ImageView<'_, T>) -> [T::Acc; 2] {
         let [a, b] = p.terms(0.0);
         [T::add(s1, a), T::add(s2, b)]
     })
+}
+
+/// The u8 cross term with AVX-512: a row's pixels 32 a step, template and window widened to
+/// the i16 lanes of a 512-bit vector and multiplied in pairs into i32 lanes (`vpmaddwd`), a
+/// row's last partial step loaded under a mask (the lanes past the row zero, their bytes not
+/// read). A PAL template's row of 25 or 31 pixels is one step, where AVX2 takes two and
+/// zeroes the overlap of the second.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use core::arch::x86_64::*;
+
+    /// `sum(t * w)` over the window ([`super::cross_u8`]) and, with `SUMS`, the window's sum
+    /// and sum of squares in lanes of their own (its pixels multiplied by ones and by
+    /// themselves; 0 and 0 without). Exact as the AVX2 kernels are: every product is
+    /// positive and the lanes together hold the window's sums, below 2^32 for the largest
+    /// template ([`super::IntegralSample::MAX_AREA`]), so no lane wraps and the lanes' sum
+    /// taken wrapping in 32 bits is the sum; the window's sums wrap to u32 as the plain sums
+    /// do.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, BW and VL.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn cross_sums_u8<const SUMS: bool>(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> (u64, [u32; 2]) {
+        let rows = if tw == 0 { 0 } else { tpl.len() / tw };
+        if rows == 0 {
+            return (0, [0, 0]);
+        }
+        // The window's rows checked once (as slicing each row would): they end in `span`.
+        let window = &span[start..start + (rows - 1) * stride + tw];
+        let whole = tw / 32 * 32;
+        // The bytes of the row's last partial step.
+        let tail: __mmask32 = (1u64 << (tw % 32)) as u32 - 1;
+        let ones = _mm512_set1_epi16(1);
+        let (mut acc, mut s, mut q) = (_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512());
+        let mut add = |t: __m512i, w: __m512i| {
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(t, w));
+            if SUMS {
+                s = _mm512_add_epi32(s, _mm512_madd_epi16(w, ones));
+                q = _mm512_add_epi32(q, _mm512_madd_epi16(w, w));
+            }
+        };
+        for r in 0..rows {
+            // SAFETY: template row r is tpl[r tw..(r + 1) tw] and window row r is
+            // window[r stride..r stride + tw], both in bounds; each whole step reads 32 bytes
+            // of the row, the masked step only the row's remaining bytes.
+            unsafe {
+                let (t, w) = (tpl.as_ptr().add(r * tw), window.as_ptr().add(r * stride));
+                let mut x = 0;
+                while x < whole {
+                    add(_mm512_cvtepu8_epi16(_mm256_loadu_si256(t.add(x).cast())), _mm512_cvtepu8_epi16(_mm256_loadu_si256(w.add(x).cast())));
+                    x += 32;
+                }
+                if tail != 0 {
+                    add(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(tail, t.add(x).cast())), _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(tail, w.add(x).cast())));
+                }
+            }
+        }
+        let lanes = |v: __m512i| _mm512_reduce_add_epi32(v) as u32;
+        (lanes(acc) as u64, [lanes(s), lanes(q)])
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
