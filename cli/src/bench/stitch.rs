@@ -14,7 +14,7 @@
 use super::{Bench, Recorder};
 use crate::stitch::{default_sequence, default_sequence_sized};
 use anyhow::Result;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, Integral, SearchCache, SearchFrame, SearchParams, Template};
@@ -240,22 +240,25 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                         all_over_1.push(alone / timed(all)?);
                     }
                 }
-                let mid = super::median(&mut ratios);
-                let (lo, hi) = (ratios[0], ratios[rounds - 1]);
+                // Each ratio's median over the rounds, with the lowest and highest round.
                 let round3 = |x: f64| (x * 1000.0).round() / 1000.0;
-                r.record("pal_scaling_interleaved_2_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs}), "cpu", json!(round3(mid)));
-                let ceiling = super::median(&mut ceilings);
-                let (lo, hi) = (ceilings[0], ceilings[rounds - 1]);
-                r.record("pal_scaling_two_runs_at_once_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs, "measured": "two independent one-thread runs side by side, throughput against one alone"}), "cpu", json!(round3(ceiling)));
-                let from_callers = super::median(&mut callers);
-                let (lo, hi) = (callers[0], callers[rounds - 1]);
+                let mut record = |name: &str, rounds_of: &mut Vec<f64>, extra: Value| {
+                    if rounds_of.is_empty() {
+                        return;
+                    }
+                    let mid = super::median(rounds_of);
+                    let mut params = json!({"rounds": rounds, "lowest": round3(rounds_of[0]), "highest": round3(rounds_of[rounds_of.len() - 1]), "pairs": pairs});
+                    if let (Some(p), Value::Object(more)) = (params.as_object_mut(), extra) {
+                        p.extend(more);
+                    }
+                    r.record(name, params, "cpu", json!(round3(mid)));
+                };
+                record("pal_scaling_interleaved_2_over_1", &mut ratios, json!({}));
+                record("pal_scaling_two_runs_at_once_over_1", &mut ceilings, json!({"measured": "two independent one-thread runs side by side, throughput against one alone"}));
                 let threads = rayon::current_num_threads();
-                r.record("pal_scaling_callers_thread_all_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs, "threads": threads, "measured": "the run on a thread outside the pool, on every thread of the global pool, against one thread"}), "cpu", json!(round3(from_callers)));
-                if !all_over_1.is_empty() {
-                    let mid = super::median(&mut all_over_1);
-                    let (lo, hi) = (all_over_1[0], all_over_1[rounds - 1]);
-                    r.record("pal_scaling_interleaved_all_over_1", json!({"rounds": rounds, "lowest": round3(lo), "highest": round3(hi), "pairs": pairs, "threads": cores}), "cpu", json!(round3(mid)));
-                }
+                record("pal_scaling_callers_thread_all_over_1", &mut callers, json!({"threads": threads, "measured": "the run on a thread outside the pool, on every thread of the global pool, against one thread"}));
+                // Empty where the machine has two cores or fewer.
+                record("pal_scaling_interleaved_all_over_1", &mut all_over_1, json!({"threads": cores}));
             }
             if r.wants("pal_serial_fraction") {
                 let stages = StageTimes::default();
