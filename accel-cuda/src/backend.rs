@@ -90,7 +90,7 @@ impl CudaBackend {
             return Err(Error::ZeroSize { width, height });
         }
         let len = width.checked_mul(height).filter(|n| n.checked_mul(std::mem::size_of::<T>()).is_some_and(|b| ptr.checked_add(b as u64).is_some()));
-        let len = len.ok_or(Error::InvalidParameter { name: "device image", reason: format!("{width} x {height} pixels at {ptr:#x} pass the end of the address space") })?;
+        let len = len.ok_or_else(|| Error::InvalidParameter { name: "device image", reason: format!("{width} x {height} pixels at {ptr:#x} pass the end of the address space") })?;
         if ptr == 0 || !ptr.is_multiple_of(std::mem::align_of::<T>() as u64) {
             return Err(Error::InvalidParameter { name: "device image", reason: format!("address {ptr:#x} is null or not aligned for its pixel type") });
         }

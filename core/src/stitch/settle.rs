@@ -75,7 +75,7 @@ impl<'a> Run<'a> {
                     Some(_) => None,
                     None => Some(self.search_frame(current.view::<T>()?, core::mem::take(turn_buffer))?),
                 };
-                let reg = self.register_turned(r_held.view::<T>()?, moving.or(own.as_ref()).ok_or(Error::Backend("internal: no moving frame".into()))?, rp, &motion);
+                let reg = self.register_turned(r_held.view::<T>()?, moving.or(own.as_ref()).ok_or_else(|| Error::Backend("internal: no moving frame".into()))?, rp, &motion);
                 if let Some(o) = own {
                     *turn_buffer = o.into_integral();
                 }

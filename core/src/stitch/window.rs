@@ -149,7 +149,7 @@ impl Window {
                 self.settled[j + k] = Some(s.measured);
             }
         }
-        self.settled[j].take().ok_or(Error::Backend("internal: a planned pair was settled twice".into()))
+        self.settled[j].take().ok_or_else(|| Error::Backend("internal: a planned pair was settled twice".into()))
     }
 }
 
