@@ -120,12 +120,12 @@ impl Window {
             // The pairs whose frames the run holds (a live source may not have them all yet).
             let held = |p: &Planned| find(p.reference).is_some() && find(p.moving).is_some();
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
-            // One pair to a thread; with more threads than pairs, each pair's templates too.
-            // The batch's last pair spreads its templates whatever the count: a thread that
-            // runs out of pairs takes some of them instead of waiting for it (a window's later
-            // pairs, predicted from further away, search longest).
-            let solo = run.on(if threads > end - j { run.par } else { Parallelism::Sequential });
-            let last = run.on(run.par);
+            // One pair to a thread. The pairs still running when a thread finds none left to
+            // take (the batch's last `threads - 1`, all of them with more threads than pairs)
+            // spread their templates over the pool, so that the thread takes some of them
+            // instead of waiting (a window's later pairs, predicted from further away, search
+            // longest); the others search theirs alone, as spreading costs each pair.
+            let (alone, spread) = (run.on(Parallelism::Sequential), run.on(run.par));
             let planned = &self.planned[j..end];
             if buffers.len() < planned.len() {
                 buffers.resize_with(planned.len(), Default::default);
@@ -136,7 +136,7 @@ impl Window {
             // Pairs the registrar registered are looked up, too little work to wake threads for.
             let looked_up = planned.iter().all(|p| run.registrar_registers(&p.motion));
             let par = if looked_up { Parallelism::Sequential } else { run.par };
-            let settle = |k: usize, b: &mut Buffers<T>| settle_planned::<T>(if k + 1 == planned.len() { &last } else { &solo }, &planned[k], find, b, batched);
+            let settle = |k: usize, b: &mut Buffers<T>| settle_planned::<T>(if k + threads > planned.len() { &spread } else { &alone }, &planned[k], find, b, batched);
             let mut register = || {
                 map_slots(&mut buffers[..planned.len()], par, |k, b| match run.times {
                     Some(times) => times.pair(|| settle(k, b)),
