@@ -486,7 +486,7 @@ impl<'a> Run<'a> {
             // reference at rest: the first pair, too, registers in the parallel stage.
             let mut opened = false;
             if window.as_ref().and_then(|w| w.get(i)).is_none() {
-                let at = |idx: usize| held.iter().find(|f| f.index == idx).map(|f| f.pos).ok_or_else(|| Error::Backend("internal: lost a reference frame".into()));
+                let at = |idx: usize| held_frame(&held, idx).map(|f| f.pos);
                 let anchor = match (last, pending) {
                     (Some(l), _) => Some((l, WINDOW)),
                     (None, None) => Some((k, 1)),
@@ -516,7 +516,7 @@ impl<'a> Run<'a> {
                     self.refine_keyframe::<T>(&mut held, &mut records, l)?;
                 }
             }
-            let find = |idx: usize| held.iter().find(|f| f.index == idx).ok_or_else(|| Error::Backend("internal: lost a reference frame".into()));
+            let find = |idx: usize| held_frame(&held, idx);
             // The planned pair, registered with the window's others; it stands where it stood
             // clear on its own (no other attempt would have been made).
             // Off the plan, a first attempt that did not stand clear need not register again.
@@ -675,7 +675,7 @@ impl<'a> Run<'a> {
                     held.push(current);
                     // A new keyframe while islands stand apart: searched on the others.
                     if newly_kept && islands.many() {
-                        let keyframe = held.iter().find(|f| f.index == r).ok_or_else(|| Error::Backend("internal: lost a reference frame".into()))?;
+                        let keyframe = held_frame(&held, r)?;
                         let (found, spent) = self.relocate::<T>(frames, keyframe, &mut keyframes, &|_, s| s == set, JOIN_CANDIDATES, &mut buffer, &mut turn_buffer)?;
                         records[i].evaluations += spent;
                         if let (Some(f), Some(m)) = (found.as_ref(), found.as_ref().and_then(|f| f.registration.motion())) {
@@ -728,6 +728,11 @@ impl<'a> Run<'a> {
         }
         check_progress(progress, records.len())
     }
+}
+
+/// Held frame `idx`; an internal error if the run let it go while a pair still refers to it.
+fn held_frame<'h, 'a>(held: &'h [Held<'a>], idx: usize) -> Result<&'h Held<'a>> {
+    held.iter().find(|f| f.index == idx).ok_or_else(|| Error::Backend("internal: lost a reference frame".into()))
 }
 
 /// Frame `idx` among the frames a window's pairs may use: those held, the current one, and
