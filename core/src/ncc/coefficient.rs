@@ -164,14 +164,12 @@ fn cross_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> 
 #[inline]
 fn cross_sums_u8(tpl: &[u8], tw: usize, span: &[u8], start: usize, stride: usize) -> (u64, [u32; 2]) {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu::level() == crate::cpu::Level::Avx512 {
+    match crate::cpu::level() {
         // SAFETY: the CPU has AVX-512 F, BW and VL.
-        return unsafe { avx512::cross_sums_u8::<true>(tpl, tw, span, start, stride) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if tw >= 16 && crate::cpu::level() >= crate::cpu::Level::Avx2 {
+        crate::cpu::Level::Avx512 => return unsafe { avx512::cross_sums_u8::<true>(tpl, tw, span, start, stride) },
         // SAFETY: the CPU has AVX2; rows are at least 16 pixels wide.
-        return unsafe { x86::cross_sums_u8(tpl, tw, span, start, stride) };
+        crate::cpu::Level::Avx2 if tw >= 16 => return unsafe { x86::cross_sums_u8(tpl, tw, span, start, stride) },
+        _ => {}
     }
     let rows = tpl.len() / tw;
     let window = ImageView::new(&span[start..start + (rows.max(1) - 1) * stride + tw], tw, rows, stride);
