@@ -120,11 +120,14 @@ impl Window {
             // The pairs whose frames the run holds (a live source may not have them all yet).
             let held = |p: &Planned| find(p.reference).is_some() && find(p.moving).is_some();
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
-            // One pair to a thread. The pairs still running when a thread finds none left to
-            // take (the batch's last `threads - 1`, all of them with more threads than pairs)
-            // spread their templates over the pool, so that the thread takes some of them
-            // instead of waiting (a window's later pairs, predicted from further away, search
-            // longest); the others search theirs alone, as spreading costs each pair.
+            // One pair to a thread, handed out last first: a window's later pairs, predicted
+            // from further away, search longest, so they start first and the shorter ones
+            // fill in after them (in order, a window's last pair started late and ran on after
+            // the other threads were done). The pairs still running when a thread finds none
+            // left to take (the last `threads - 1` handed out, all of them with more threads
+            // than pairs) spread their templates over the pool, so that the thread takes some
+            // of them instead of waiting; the others search theirs alone, as spreading costs
+            // each pair.
             let (alone, spread) = (run.on(Parallelism::Sequential), run.on(run.par));
             let planned = &self.planned[j..end];
             if buffers.len() < planned.len() {
@@ -136,7 +139,9 @@ impl Window {
             // Pairs the registrar registered are looked up, too little work to wake threads for.
             let looked_up = planned.iter().all(|p| run.registrar_registers(&p.motion));
             let par = if looked_up { Parallelism::Sequential } else { run.par };
-            let settle = |k: usize, b: &mut Buffers<T>| settle_planned::<T>(if k + threads > planned.len() { &spread } else { &alone }, &planned[k], find, b, batched);
+            // Slot `s` is pair `last - s`.
+            let last = planned.len() - 1;
+            let settle = |s: usize, b: &mut Buffers<T>| settle_planned::<T>(if s + threads > planned.len() { &spread } else { &alone }, &planned[last - s], find, b, batched);
             let mut register = || {
                 map_slots(&mut buffers[..planned.len()], par, |k, b| match run.times {
                     Some(times) => times.pair(|| settle(k, b)),
@@ -147,7 +152,8 @@ impl Window {
                 Some(times) => times.parallel(&mut register),
                 None => register(),
             };
-            let mut done = done.into_iter().collect::<Result<Vec<Settling>>>()?;
+            // Back in the window's order.
+            let mut done = done.into_iter().rev().collect::<Result<Vec<Settling>>>()?;
             add_batch_quality::<T>(run, &mut done, find)?;
             for (k, s) in done.into_iter().enumerate() {
                 self.settled[j + k] = Some(s.measured);
