@@ -122,8 +122,8 @@ impl Window {
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
             // One pair to a thread, handed out last first: a window's later pairs, predicted
             // from further away, search longest, so they start first and the shorter ones
-            // fill in after them (in order, a window's last pair started late and ran on after
-            // the other threads were done). The pairs still running when a thread finds none
+            // fill in after them (handed out in order, the last pair would start late and run
+            // on alone after the other threads were done). The pairs still running when a thread finds none
             // left to take (the last `threads - 1` handed out, all of them with more threads
             // than pairs) spread their templates over the pool, so that the thread takes some
             // of them instead of waiting; the others search theirs alone, as spreading costs
@@ -143,9 +143,9 @@ impl Window {
             let last = planned.len() - 1;
             let settle = |s: usize, b: &mut Buffers<T>| settle_planned::<T>(if s + threads > planned.len() { &spread } else { &alone }, &planned[last - s], find, b, batched);
             let mut register = || {
-                map_slots(&mut buffers[..planned.len()], par, |k, b| match run.times {
-                    Some(times) => times.pair(|| settle(k, b)),
-                    None => settle(k, b),
+                map_slots(&mut buffers[..planned.len()], par, |s, b| match run.times {
+                    Some(times) => times.pair(|| settle(s, b)),
+                    None => settle(s, b),
                 })
             };
             let done = match run.times {
