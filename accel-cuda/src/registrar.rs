@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use tessera_core::choice::Choice;
 use tessera_core::image::ImageView;
 use tessera_core::stitch::{
-    stitch_frames_into, Blend, FrameSource, Gray, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest, RegisterParams, StitchParams, WINDOW,
+    stitch_frames_into, Blend, FrameSource, Gray, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest, RegisterParams, StitchParams, WINDOW_MAX,
 };
 use tessera_core::parallel::map_claimed;
 use tessera_core::{AnyView, Error, Parallelism, Result};
@@ -51,9 +51,9 @@ impl RunSample for f32 {
     }
 }
 
-/// Frames kept on the device by a run: a window's (at most `WINDOW + 2` distinct ones:
+/// Frames kept on the device by a run: a window's (at most `WINDOW_MAX + 2` distinct ones:
 /// its frames, the keyframe and the last good frame) and two the run may go back to.
-const RESIDENT: usize = WINDOW + 4;
+const RESIDENT: usize = WINDOW_MAX + 4;
 /// Search scratch (cached coefficients) a speculative launch may take; the pair asked for
 /// is registered whatever its own scratch.
 const SPECULATION_SCRATCH: usize = 256 << 20;
@@ -259,7 +259,7 @@ impl<'g> DeviceRegistrar<'g> {
         // a bit each).
         let side = 2 * p.search_radius + 3;
         let per_pair = (p.npts * p.npts * side * side * 9).max(1);
-        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, WINDOW);
+        let most = (SPECULATION_SCRATCH / per_pair).clamp(1, WINDOW_MAX);
         let known = |st: &State<'_>, pair: &PairRequest<'_>| Key::of(pair, p).is_none_or(|key| st.ahead.iter().any(|(a, _)| *a == key));
         let todo: Vec<PairRequest<'_>> = pairs.iter().filter(|pair| !known(&st, pair)).take(most).cloned().collect();
         if todo.is_empty() {
@@ -366,10 +366,10 @@ impl PairRegistrar for DeviceRegistrar<'_> {
 ///
 /// Each frame is uploaded once for registration (kept on the device by index while the
 /// run may register against it) and once more to be pasted. Each window of the run's
-/// planned pairs ([`tessera_core::stitch::WINDOW`]) registers in one launch, all their
-/// templates in one grid; a request with the same frames, parameters and prediction is
-/// answered from that launch, anything else registered afresh, so the result is the CPU
-/// run's. Each launch downloads one packed result buffer, and the canvas is
+/// planned pairs ([`tessera_core::stitch::WINDOW`] to [`tessera_core::stitch::WINDOW_MAX`] of
+/// them) registers in one launch, all their templates in one grid; a request with the same
+/// frames, parameters and prediction is answered from that launch, anything else registered
+/// afresh, so the result is the CPU run's. Each launch downloads one packed result buffer, and the canvas is
 /// downloaded once. The quality measures (`p.quality`) of integer frames are summed on the
 /// device (a launch per batch of registered pairs, their frames already resident), those of
 /// f32 frames and of turned pairs on the host.

@@ -370,6 +370,13 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             r.record("pal_long_sweep_loops_kept", p.clone(), "cpu", json!(loops[k]));
         }
     }
+    // The windows the long sweep's run planned: this turning path keeps them short.
+    if r.wants("pal_long_sweep_windows") {
+        let stages = StageTimes::default();
+        register_frames_timed(&InMemory(&views), &cases[1], Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()), &stages)?;
+        let (windows, planned) = stages.windows();
+        r.record("pal_long_sweep_windows", params[1].clone(), "cpu", json!({"windows": windows, "frames_planned": planned, "mean": stages.mean_window()}));
+    }
 
     // The cost of the similarity model: the demo's PAL sweep (no roll), registered with the
     // translation model and with the default similarity, interleaved; then a PAL sweep that
@@ -402,6 +409,28 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             r.record("pal_rolling_pairs_per_s", params.clone(), be, json!((1000.0 * (frames - 1) as f64 / ms).round()));
         }
         r.record("pal_rolling_mean_centre_error_px", params, be, json!({"mean": error.0, "registered": error.1}));
+    }
+
+    // A steady sweep (the rolling path without the roll: a stage's constant speed), on which
+    // the predictions hold and the windows grow to their largest: pairs per second on one
+    // thread and all, and the windows' mean length (module `window`).
+    let steady_frames = if b.quick { 9 } else { 101 };
+    let (steady, _) = if r.wants("pal_steady_sweep") { rolling_sequence(steady_frames, 0.0)? } else { (Vec::new(), Vec::new()) };
+    let views: Vec<AnyView<'_>> = steady.iter().map(|f| AnyView::U8(f.view())).collect();
+    let params = json!({"w": 720, "h": 576, "frames": steady_frames, "step_px": [3, 1]});
+    for (par, be) in [(Parallelism::AllThreads, "cpu"), (Parallelism::Sequential, "cpu-1thread")].into_iter().filter(|_| !views.is_empty()) {
+        let ms = r.time("pal_steady_sweep_registration", params.clone(), be, b.reps_for(steady_frames as f64).min(5), || {
+            register_sequence(&views, &p, par, &mut |_| ControlFlow::Continue(())).map(|_| ())
+        });
+        if let Some(ms) = ms {
+            r.record("pal_steady_sweep_pairs_per_s", params.clone(), be, json!((1000.0 * (steady_frames - 1) as f64 / ms).round()));
+        }
+    }
+    if !views.is_empty() {
+        let stages = StageTimes::default();
+        register_frames_timed(&InMemory(&views), &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()), &stages)?;
+        let (windows, planned) = stages.windows();
+        r.record("pal_steady_sweep_windows", params, "cpu", json!({"windows": windows, "frames_planned": planned, "mean": stages.mean_window()}));
     }
 
     // Faint footage (the rolling path without the roll, contrast 0.3 and noise 6): the cost

@@ -50,7 +50,7 @@ pub use source::{Frame, FrameSource, InMemory};
 pub use similarity::{ConsensusSets, Correspondence, Hypothesis, Similarity};
 pub use stage_times::StageTimes;
 pub use warp::warp_sized;
-pub use window::WINDOW;
+pub use window::{WINDOW, WINDOW_MAX};
 pub use synth::{keys, synth_plan, synth_sequence, SplitMix64, SynthParams, SynthPixel, SynthPlan, SynthSequence};
 
 /// Test textures: uniform noise smoothed by two passes of a 5 x 5 mean (a correlation

@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 /// index, and answer a pair from work it did earlier ([`PairRegistrar::speculate`]).
 pub trait PairRegistrar: Sync {
     fn register(&self, pair: &PairRequest<'_>, p: &RegisterParams) -> Result<PairRegistration>;
-    /// The planned pairs of the run's next window (up to [`WINDOW`](super::WINDOW) of them, in frame
+    /// The planned pairs of the run's next window (up to [`WINDOW_MAX`](super::WINDOW_MAX) of them, in frame
     /// order), called when the window opens: `pairs[0]` is the very next
     /// [`register`](PairRegistrar::register) call, `pairs[j]` the first attempt of the frame
     /// `j` further on if the frames before it register as planned. A registrar may register

@@ -33,8 +33,9 @@
 //! frames it registers against (the keyframe, the last good frame, a reference candidate)
 //! and the current one; the composite reads each frame once more to paste it. A source
 //! that decodes files therefore keeps a few frames in memory whatever the sequence's length.
-//! The run reads a window of up to [`WINDOW`] frames ahead, still each once, and registers
-//! their planned pairs together (module `window`): over the CPU's threads, or handed to a
+//! The run reads a window of [`WINDOW`](super::WINDOW) to [`WINDOW_MAX`](super::WINDOW_MAX)
+//! frames ahead (as many as the path lets its predictions hold, within 256 MiB), still each
+//! once, and registers their planned pairs together (module `window`): over the CPU's threads, or handed to a
 //! registrar in one batch ([`PairRegistrar::speculate`], a GPU registering them in one
 //! launch).
 //!
@@ -57,7 +58,7 @@ use super::settle::{stands_clear, FirstAttempt};
 use super::similarity::Similarity;
 use super::source::{FrameSource, GrayType, Held, InMemory};
 use super::stage_times::StageTimes;
-use super::window::{Buffers, Window, WINDOW};
+use super::window::{Buffers, Window, WindowSize};
 use crate::error::{Error, Result};
 use crate::image::AnyView;
 use crate::ncc::Integral;
@@ -454,6 +455,7 @@ impl<'a> Run<'a> {
         // The window of planned pairs (module `window`) and its frames, read ahead once each:
         // the run takes frame i from `ahead` when it gets there.
         let mut window: Option<Window> = None;
+        let mut window_size = WindowSize::new(self.size);
         let mut window_buffers: Vec<Buffers<T>> = Vec::new();
         let mut ahead: VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)> = VecDeque::new();
         // `len()` is read before each frame: a live source grows (FrameSource).
@@ -468,7 +470,9 @@ impl<'a> Run<'a> {
                 Err(_) if i >= frames.len() => break,
                 Err(reason) => {
                     records.push(FrameRecord::skipped(i, reason, 0));
-                    window = None;
+                    if window.take().is_some() {
+                        window_size.closed();
+                    }
                     self.step(frames, progress, &records, &islands)?;
                     continue;
                 }
@@ -486,13 +490,20 @@ impl<'a> Run<'a> {
             // reference at rest: the first pair, too, registers in the parallel stage.
             let mut opened = false;
             if window.as_ref().and_then(|w| w.get(i)).is_none() {
+                // The window before, all of it decided on its plan, sizes this one.
+                if let Some(w) = window.take() {
+                    window_size.followed(&w);
+                }
                 let at = |idx: usize| held_frame(&held, idx).map(|f| f.pos);
                 let anchor = match (last, pending) {
-                    (Some(l), _) => Some((l, WINDOW)),
+                    (Some(l), _) => Some((l, window_size.frames())),
                     (None, None) => Some((k, 1)),
                     (None, Some(_)) => None,
                 };
                 if let Some((l, frames)) = anchor {
+                    if let Some(times) = self.times {
+                        times.window(frames);
+                    }
                     window = Some(Window::plan(i, frames, (k, at(k)?), (l, at(l)?), vel, limit, self.size));
                     opened = true;
                 }
@@ -534,12 +545,17 @@ impl<'a> Run<'a> {
             let mut measured = None;
             let (mut r, mut reg, mut evaluations) = match on_plan {
                 Some((settled, quality)) => {
+                    if let (Some((j, _)), Some(w), Some(found)) = (planned, window.as_mut(), settled.1.motion()) {
+                        w.decided(j, &found);
+                    }
                     measured = quality;
                     settled
                 }
                 None => {
                     // Off the plan: every attempt, and the window closes here.
-                    window = None;
+                    if window.take().is_some() {
+                        window_size.closed();
+                    }
                     let attempts = self.attempts(&find, (k, &mut key), last, pending, planned.map(|(_, p)| p), vel, i, limit)?;
                     let moving = match self.registrar {
                         None => Some(self.search_frame(current.view::<T>()?, core::mem::take(&mut buffer))?),
@@ -780,7 +796,8 @@ mod tests {
     use crate::image::{AnyImage, Image, Rgba8};
     use crate::ncc::SearchFrame;
     use crate::stitch::{register_pair, synth_sequence, Frame, Gray, PairRegistration, PairRequest, SynthParams};
-    use crate::stitch::texture;
+    use crate::stitch::{texture, warp_sized};
+    use crate::stitch::{WINDOW, WINDOW_MAX};
 
     fn sequence(frames: usize, seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {
         let src = texture(320, 260, seed).map(|v| v.round() as u8);
@@ -871,6 +888,10 @@ mod tests {
         assert!(e > 0.5 && e <= 1.0, "{e}");
         assert!(times.mean_pair_ns().unwrap() > 0.0);
         assert_eq!(StageTimes::default().stage_efficiency(2), None);
+        // The first pair alone, then windows that planned every other frame at least once.
+        let (windows, planned) = times.windows();
+        assert!(windows >= 2 && planned >= frames.len() as u64 - 1, "{times:?}");
+        assert_eq!(StageTimes::default().mean_window(), None);
     }
 
     #[test]
@@ -1088,11 +1109,11 @@ mod tests {
         // The window's frames are read early, but each as often as without.
         assert_eq!(*disk.reads.borrow(), cpu_reads);
         let (asked, offered) = (rec.asked.lock().unwrap(), rec.offered.lock().unwrap());
-        // Each offer is a window: consecutive frames, at most WINDOW, stopping before the
+        // Each offer is a window: consecutive frames, at most WINDOW_MAX, stopping before the
         // unreadable frame; on this smooth footage every pair asked for was offered first,
         // to the bit, so a registrar that batches the window answers every request from it.
         for offer in offered.iter() {
-            assert!(!offer.is_empty() && offer.len() <= WINDOW);
+            assert!(!offer.is_empty() && offer.len() <= WINDOW_MAX);
             assert!(offer.iter().all(|o| o.1 != 11) && offer.windows(2).all(|w| w[1].1 == w[0].1 + 1), "{offer:?}");
         }
         // The first request for each frame (after the first pair) was offered, to the bit:
@@ -1103,6 +1124,41 @@ mod tests {
         }
         // Windows close only at the unreadable frame and at the sequence's end.
         assert!(offered.len() <= 2 * (40 / WINDOW + 1), "{}", offered.len());
+    }
+
+    /// `frames` frames of 140 x 110 cut from a texture along a straight path at `step`
+    /// pixels a frame, and their true positions.
+    fn straight(frames: usize, step: (f64, f64), seed: u64) -> (Vec<Image<u8>>, Vec<(f64, f64)>) {
+        let src = texture(360, 300, seed).map(|v| v.round() as u8);
+        let shift = |i: usize| (step.0 * i as f64, step.1 * i as f64);
+        let cut = |i: usize| warp_sized(src.view(), &Similarity { x: 10.0 + shift(i).0, y: 20.0 + shift(i).1, angle: 0.0, scale: 1.0 }, (140, 110)).unwrap();
+        ((0..frames).map(cut).collect(), (0..frames).map(shift).collect())
+    }
+
+    #[test]
+    fn a_steady_path_widens_the_window_and_changes_no_record() {
+        let (frames, truth) = straight(60, (1.7, 0.9), 21);
+        let views = any(&frames);
+        let p = StitchParams::default();
+        let want = stitch_frames(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on).unwrap();
+        for (rec, t) in want.frames.iter().zip(&truth) {
+            assert!(err(rec, *t) < 0.1, "{rec:?} against {t:?}");
+        }
+        assert_eq!(stitch_frames(&InMemory(&views), &p, Parallelism::AllThreads, &mut go_on).unwrap(), want);
+        let rec = Recorder::default();
+        assert_eq!(stitch_frames_with(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on, Some(&rec)).unwrap(), want);
+        let (asked, offered) = (rec.asked.lock().unwrap(), rec.offered.lock().unwrap());
+        // Predicted within a fraction of a pixel, the windows double: 4, 8, 16, then the
+        // rest of the sequence, every first request answered from its window's offer.
+        let sizes: Vec<usize> = offered.iter().map(Vec::len).collect();
+        assert_eq!(&sizes[1..5], &[WINDOW, 2 * WINDOW, 4 * WINDOW, 58 - 7 * WINDOW], "{sizes:?}");
+        // The engine's own count: one pair, then windows of 4, 8, 16 and 32 frames.
+        let times = StageTimes::default();
+        register_frames_timed(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on, &times).unwrap();
+        assert_eq!(times.windows(), (5, 1 + 4 + 8 + 16 + 32));
+        for (n, a) in asked.iter().enumerate().filter(|(n, a)| a.1 > 1 && (*n == 0 || asked[n - 1].1 != a.1)) {
+            assert!(offered.iter().flatten().any(|o| o == a), "request {n}, {a:?}, was not offered");
+        }
     }
 
     #[test]

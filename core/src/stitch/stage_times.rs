@@ -11,6 +11,9 @@
 //! efficiency over that slowdown. A lone pair whose templates spread over the threads counts
 //! once, at its wall time.
 //!
+//! The windows the run planned are counted too, with their frames: how many pairs the
+//! parallel stage had at once (module `window`: more where the path is smooth).
+//!
 //! Time is read from the standard library's monotonic clock; a `no_std` build, or a target
 //! without 64-bit atomics, records nothing.
 
@@ -26,6 +29,8 @@ pub struct StageTimes {
     parallel_ns: Nanos,
     pair_ns: Nanos,
     pairs: Nanos,
+    windows: Nanos,
+    window_frames: Nanos,
 }
 
 impl StageTimes {
@@ -63,6 +68,23 @@ impl StageTimes {
     pub fn stage_efficiency(&self, threads: usize) -> Option<f64> {
         let stage = self.parallel_ns() as f64 * threads as f64;
         (stage > 0.0).then(|| self.pair_tasks().1 as f64 / stage)
+    }
+
+    /// The windows planned, and their frames in all.
+    pub fn windows(&self) -> (u64, u64) {
+        (self.windows.load(Ordering::Relaxed), self.window_frames.load(Ordering::Relaxed))
+    }
+
+    /// A window's mean number of frames. `None` before any window.
+    pub fn mean_window(&self) -> Option<f64> {
+        let (windows, frames) = self.windows();
+        (windows > 0).then(|| frames as f64 / windows as f64)
+    }
+
+    /// A window of `frames` frames planned.
+    pub(super) fn window(&self, frames: usize) {
+        self.windows.fetch_add(1, Ordering::Relaxed);
+        self.window_frames.fetch_add(frames as u64, Ordering::Relaxed);
     }
 
     /// `f()`, its wall time added to the total.

@@ -25,13 +25,73 @@ use crate::ncc::Integral;
 use crate::parallel::{map_indices, map_slots, Parallelism};
 use alloc::vec::Vec;
 
-/// Frames a window plans. The constant-velocity prediction's error grows with the square
-/// of the distance from the window's start on a turning path: the sequence tests' sweep,
-/// which turns through a circle in 40 frames, was predicted 16 px off 8 frames into a
-/// window of 16 (its pairs then registered on half their templates), 4 px off in a window
-/// of 8. The run holds the window's frames, and registers its pairs in batches of up to
-/// twice the thread count.
+/// Frames a window plans at the start of a run, and never fewer. The constant-velocity
+/// prediction's error grows with the square of the distance from the window's start on a
+/// turning path: the sequence tests' sweep, which turns through a circle in 40 frames, was
+/// predicted 16 px off 8 frames into a window of 16 (its pairs then registered on half
+/// their templates), 4 px off in a window of 8. The run holds the window's frames, and
+/// registers its pairs in batches of up to twice the thread count.
 pub const WINDOW: usize = 4;
+
+/// Frames a window plans at most, where the path is smooth enough ([`WindowSize`]): a
+/// batch for 16 threads (two pairs each) or one device launch of as many pairs.
+pub const WINDOW_MAX: usize = 32;
+
+/// The frames a window holds, at most (their pixels at four bytes each): a window of 4K
+/// frames stays near [`WINDOW`] where PAL frames may reach [`WINDOW_MAX`].
+const WINDOW_BYTES: usize = 256 << 20;
+
+/// Prediction error, in pixels, within which a pair's search costs about what it costs from
+/// the truth (demo sweeps of PAL frames: 1 650 evaluations a pair at 0.1 to 0.7 px, 1 800 at
+/// 1.9 px, 2 150 at 3.9 px, 2 900 at 6.6 px).
+const PREDICTION_BUDGET: f64 = 2.0;
+
+/// How many frames the next window plans, from how far the last one's predictions fell from
+/// the registrations: longer windows keep more pairs in flight (more threads busy, larger
+/// device launches) and cost nothing where the path is smooth, as on a microscope stage's
+/// scan or a slow sweep; on a turning path they would search from far off. The error of a
+/// constant-velocity prediction grows with the square of the distance at most, so a window
+/// whose far half was predicted within a quarter of [`PREDICTION_BUDGET`] is followed by
+/// one twice as long, one whose far half missed the budget by one half as long, and one
+/// that closed early (a pair off its plan, a frame that could not be read) by one half as
+/// long too. The size depends only on the registrations, never on the thread count.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct WindowSize {
+    frames: usize,
+    most: usize,
+}
+
+impl WindowSize {
+    /// The first window's size, for frames of `size` (pixels).
+    pub(super) fn new(size: (usize, usize)) -> Self {
+        let frame_bytes = size.0.saturating_mul(size.1).saturating_mul(4).max(1);
+        WindowSize { frames: WINDOW, most: (WINDOW_BYTES / frame_bytes).clamp(WINDOW, WINDOW_MAX) }
+    }
+
+    pub(super) fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// After a window all of whose pairs were decided on their plan.
+    pub(super) fn followed(&mut self, window: &Window) {
+        match window.far_error {
+            // No far pair to judge by (a window of one frame).
+            None => {}
+            Some(e) if e <= PREDICTION_BUDGET / 4.0 => self.frames = (2 * self.frames).min(self.most),
+            Some(e) if e <= PREDICTION_BUDGET => {}
+            Some(_) => self.shrink(),
+        }
+    }
+
+    /// After a window that closed before its last pair.
+    pub(super) fn closed(&mut self) {
+        self.shrink();
+    }
+
+    fn shrink(&mut self) {
+        self.frames = (self.frames / 2).max(WINDOW);
+    }
+}
 
 /// One planned pair: frame `moving` against frame `reference`, the search starting at the
 /// pair motion `motion`.
@@ -57,10 +117,14 @@ pub(super) type Settled = (usize, PairRegistration, u64);
 /// ([`Run::quality`]), measured with it.
 pub(super) type Measured = (Settled, Option<(Option<f64>, Option<f64>)>);
 
-/// The window: the planned pairs from frame `first` on, and those registered so far.
+/// The window: the planned pairs from frame `first` on, those registered so far, the last
+/// good frame they were predicted from, and the largest prediction error of its far half
+/// among the pairs decided on their plan so far.
 pub(super) struct Window {
     pub(super) planned: Vec<Planned>,
     settled: Vec<Option<Measured>>,
+    anchor: usize,
+    far_error: Option<f64>,
 }
 
 impl Window {
@@ -82,7 +146,20 @@ impl Window {
             }
             planned.push(Planned { moving: m, reference: key, motion: key_pos.inverse().then(&predicted) });
         }
-        Window { settled: alloc::vec![None; planned.len()], planned }
+        Window { settled: alloc::vec![None; planned.len()], planned, anchor: l, far_error: None }
+    }
+
+    /// Records that the window's pair `j` was decided on its plan at pair motion `found`:
+    /// how far its prediction was, where the pair lies in the window's far half (more than
+    /// half the distance of the window's last frame from the frame predicted from, and at
+    /// least two frames away: the first frame's error is the registrations' own).
+    pub(super) fn decided(&mut self, j: usize, found: &Similarity) {
+        let (Some(p), Some(last)) = (self.planned.get(j), self.planned.last()) else { return };
+        let (d, far) = (p.moving - self.anchor, last.moving - self.anchor);
+        if d >= 2 && 2 * d > far {
+            let error = libm::hypot(found.x - p.motion.x, found.y - p.motion.y);
+            self.far_error = Some(self.far_error.map_or(error, |e| e.max(error)));
+        }
     }
 
     /// The plan for frame `i`, if the window holds it.
@@ -116,7 +193,7 @@ impl Window {
             // A registrar registered the window's pairs when it opened: the batch is then
             // the rest of the window, whatever the threads, so that its quality sums take
             // one call.
-            let batch = if run.registrar.is_some() { WINDOW } else if threads == 1 { 1 } else { 2 * threads };
+            let batch = if run.registrar.is_some() { self.planned.len() } else if threads == 1 { 1 } else { 2 * threads };
             // The pairs whose frames the run holds (a live source may not have them all yet).
             let held = |p: &Planned| find(p.reference).is_some() && find(p.moving).is_some();
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
@@ -227,4 +304,69 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
 pub(super) struct Buffers<T: GrayType> {
     search: Integral<T>,
     turned: Integral<T>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judged(far_error: Option<f64>) -> Window {
+        Window { planned: Vec::new(), settled: Vec::new(), anchor: 0, far_error }
+    }
+
+    #[test]
+    fn a_window_predicted_well_is_followed_by_a_longer_one_and_a_miss_or_a_close_by_a_shorter_one() {
+        let mut size = WindowSize::new((720, 576));
+        assert_eq!(size.frames(), WINDOW);
+        // Within a quarter of the budget: doubled, up to the largest window.
+        for want in [8, 16, 32, 32] {
+            size.followed(&judged(Some(0.25 * PREDICTION_BUDGET)));
+            assert_eq!(size.frames(), want);
+        }
+        // Between a quarter of the budget and the budget, or nothing to judge by: kept.
+        size.followed(&judged(Some(0.9 * PREDICTION_BUDGET)));
+        size.followed(&judged(None));
+        assert_eq!(size.frames(), 32);
+        // Over the budget, or closed early: halved, never below the first window's size.
+        size.followed(&judged(Some(1.01 * PREDICTION_BUDGET)));
+        assert_eq!(size.frames(), 16);
+        for want in [8, 4, 4] {
+            size.closed();
+            assert_eq!(size.frames(), want);
+        }
+        size.followed(&judged(Some(f64::INFINITY)));
+        assert_eq!(size.frames(), WINDOW);
+        // A NaN error (no registration gives one) is not a good prediction.
+        size.followed(&judged(Some(0.0)));
+        size.followed(&judged(Some(f64::NAN)));
+        assert_eq!(size.frames(), WINDOW);
+    }
+
+    #[test]
+    fn large_frames_keep_the_window_short() {
+        let mut size = WindowSize::new((3840, 2160));
+        for _ in 0..4 {
+            size.followed(&judged(Some(0.0)));
+        }
+        // 256 MiB of 4K frames at four bytes a pixel: eight.
+        assert_eq!(size.frames(), 8);
+        let mut huge = WindowSize::new((usize::MAX, 3));
+        huge.followed(&judged(Some(0.0)));
+        assert_eq!(huge.frames(), WINDOW);
+    }
+
+    #[test]
+    fn only_the_far_half_of_a_window_is_judged() {
+        let motion = |x: f64| Similarity { x, y: 0.0, angle: 0.0, scale: 1.0 };
+        let planned = |m: usize| Planned { moving: m, reference: 9, motion: motion(m as f64) };
+        // Frames 10 .. 17 predicted from frame 9: distances 1 to 8, the far half 5 to 8.
+        let mut w = Window { planned: (10..18).map(planned).collect(), settled: alloc::vec![None; 8], anchor: 9, far_error: None };
+        w.decided(0, &motion(10.0 + 50.0));
+        w.decided(3, &motion(13.0 + 50.0));
+        assert_eq!(w.far_error, None);
+        w.decided(4, &motion(14.0 + 0.5));
+        w.decided(7, &motion(17.0 - 1.5));
+        w.decided(6, &motion(16.0 + 1.0));
+        assert_eq!(w.far_error, Some(1.5));
+    }
 }
