@@ -33,7 +33,7 @@ use alloc::vec::Vec;
 /// registers its pairs in batches of up to twice the thread count.
 pub const WINDOW: usize = 4;
 
-/// Frames a window plans at most, where the path is smooth enough ([`WindowSize`]): a
+/// Frames a window plans at most, where the path is smooth enough (`WindowSize`): a
 /// batch for 16 threads (two pairs each) or one device launch of as many pairs.
 pub const WINDOW_MAX: usize = 32;
 
