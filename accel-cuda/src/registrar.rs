@@ -369,8 +369,8 @@ impl PairRegistrar for DeviceRegistrar<'_> {
 /// planned pairs ([`tessera_core::stitch::WINDOW`] to [`tessera_core::stitch::WINDOW_MAX`] of
 /// them) registers in one launch, all their templates in one grid; a request with the same
 /// frames, parameters and prediction is answered from that launch, anything else registered
-/// afresh, so the result is the CPU run's. Each launch downloads one packed result buffer, and the canvas is
-/// downloaded once. The quality measures (`p.quality`) of integer frames are summed on the
+/// afresh, so the result is the CPU run's. Each launch downloads one packed result buffer,
+/// and the canvas is downloaded once. The quality measures (`p.quality`) of integer frames are summed on the
 /// device (a launch per batch of registered pairs, their frames already resident), those of
 /// f32 frames and of turned pairs on the host.
 pub(crate) fn stitch(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<Panorama> {

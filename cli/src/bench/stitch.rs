@@ -69,6 +69,15 @@ fn faint_sequence(frames: usize) -> Result<(Vec<Image<u8>>, Vec<(f64, f64)>)> {
     Ok((faint, poses.iter().map(|q| q.shift()).collect()))
 }
 
+/// The windows a run of `views` under `p` planned (module `window` of the core): how many,
+/// their frames in all, and their mean length.
+fn planned_windows(views: &[AnyView<'_>], p: &StitchParams) -> Result<serde_json::Value> {
+    let stages = StageTimes::default();
+    register_frames_timed(&InMemory(views), p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()), &stages)?;
+    let (windows, planned) = stages.windows();
+    Ok(json!({"windows": windows, "frames_planned": planned, "mean": stages.mean_window()}))
+}
+
 pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     let frames = if b.quick { 9 } else { 31 };
     let pairs = (frames - 1) as f64;
@@ -372,10 +381,7 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     }
     // The windows the long sweep's run planned: this turning path keeps them short.
     if r.wants("pal_long_sweep_windows") {
-        let stages = StageTimes::default();
-        register_frames_timed(&InMemory(&views), &cases[1], Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()), &stages)?;
-        let (windows, planned) = stages.windows();
-        r.record("pal_long_sweep_windows", params[1].clone(), "cpu", json!({"windows": windows, "frames_planned": planned, "mean": stages.mean_window()}));
+        r.record("pal_long_sweep_windows", params[1].clone(), "cpu", planned_windows(&views, &cases[1])?);
     }
 
     // The cost of the similarity model: the demo's PAL sweep (no roll), registered with the
@@ -415,7 +421,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     // the predictions hold and the windows grow to their largest: pairs per second on one
     // thread and all, and the windows' mean length (module `window`).
     let steady_frames = if b.quick { 9 } else { 101 };
-    let (steady, _) = if r.wants("pal_steady_sweep") { rolling_sequence(steady_frames, 0.0)? } else { (Vec::new(), Vec::new()) };
+    let asked = ["pal_steady_sweep_registration", "pal_steady_sweep_windows"].iter().any(|name| r.wants(name));
+    let (steady, _) = if asked { rolling_sequence(steady_frames, 0.0)? } else { (Vec::new(), Vec::new()) };
     let views: Vec<AnyView<'_>> = steady.iter().map(|f| AnyView::U8(f.view())).collect();
     let params = json!({"w": 720, "h": 576, "frames": steady_frames, "step_px": [3, 1]});
     for (par, be) in [(Parallelism::AllThreads, "cpu"), (Parallelism::Sequential, "cpu-1thread")].into_iter().filter(|_| !views.is_empty()) {
@@ -426,11 +433,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             r.record("pal_steady_sweep_pairs_per_s", params.clone(), be, json!((1000.0 * (steady_frames - 1) as f64 / ms).round()));
         }
     }
-    if !views.is_empty() {
-        let stages = StageTimes::default();
-        register_frames_timed(&InMemory(&views), &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()), &stages)?;
-        let (windows, planned) = stages.windows();
-        r.record("pal_steady_sweep_windows", params, "cpu", json!({"windows": windows, "frames_planned": planned, "mean": stages.mean_window()}));
+    if !views.is_empty() && r.wants("pal_steady_sweep_windows") {
+        r.record("pal_steady_sweep_windows", params, "cpu", planned_windows(&views, &p)?);
     }
 
     // Faint footage (the rolling path without the roll, contrast 0.3 and noise 6): the cost

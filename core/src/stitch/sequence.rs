@@ -35,9 +35,9 @@
 //! that decodes files therefore keeps a few frames in memory whatever the sequence's length.
 //! The run reads a window of [`WINDOW`](super::WINDOW) to [`WINDOW_MAX`](super::WINDOW_MAX)
 //! frames ahead (as many as the path lets its predictions hold, within 256 MiB), still each
-//! once, and registers their planned pairs together (module `window`): over the CPU's threads, or handed to a
-//! registrar in one batch ([`PairRegistrar::speculate`], a GPU registering them in one
-//! launch).
+//! once, and registers their planned pairs together (module `window`): over the CPU's
+//! threads, or handed to a registrar in one batch ([`PairRegistrar::speculate`], a GPU
+//! registering them in one launch).
 //!
 //! The run's stages, each in its module: `source` (the frames read and held), `prediction`
 //! (where the next frame is expected), `window` (a window's pairs planned and registered at
