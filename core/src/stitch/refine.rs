@@ -277,13 +277,6 @@ fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, us
     Patch { corner: (tx + 1, ty + 1), value, gx, gy, mean_gradient: (means[1], means[2]) }
 }
 
-/// Subtracts the mean; returns it.
-fn zero_mean(v: &mut [f64]) -> f64 {
-    let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
-    v.iter_mut().for_each(|x| *x -= m);
-    m
-}
-
 /// Unknowns of [`refine_motion`] at most: translation, angle, scale.
 const UNKNOWNS: usize = 4;
 
@@ -445,36 +438,9 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     let centre = patches.iter().fold((0.0, 0.0), |c, p| (c.0 + (p.corner.0 as f64 + (n - 1) as f64 / 2.0) / count, c.1 + (p.corner.1 as f64 + (n - 1) as f64 / 2.0) / count));
     // Per patch: the Jacobian columns (zero mean), their sums with the values, and the
     // patch's share of the Gauss-Newton matrix.
-    let jacobians: Vec<([Vec<f64>; UNKNOWNS], [f64; UNKNOWNS], [[f64; UNKNOWNS]; UNKNOWNS])> = map_indices(patches.len(), how.par, |i| {
-        let p = &patches[i];
-        let mut cols: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::with_capacity(n * n), Vec::with_capacity(n * n)];
-        for j in 0..n {
-            let dy = (p.corner.1 + j) as f64 - centre.1;
-            for i in 0..n {
-                let dx = (p.corner.0 + i) as f64 - centre.0;
-                let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
-                cols[2].push(gy * dx - gx * dy);
-                cols[3].push(gx * dx + gy * dy);
-            }
-        }
-        zero_mean(&mut cols[2]);
-        zero_mean(&mut cols[3]);
-        if how.ramps {
-            cols.iter_mut().take(k).for_each(|c| {
-                remove_ramps(c, n);
-            });
-        }
-        let (mut with_value, mut hess) = ([0.0; UNKNOWNS], [[0.0; UNKNOWNS]; UNKNOWNS]);
-        for a in 0..k {
-            with_value[a] = dot(&cols[a], &p.value);
-            for b in 0..k {
-                hess[a][b] = dot(&cols[a], &cols[b]);
-            }
-        }
-        (cols, with_value, hess)
-    });
+    let jacobians: Vec<Jacobian> = map_indices(patches.len(), how.par, |i| Jacobian::of(&patches[i], n, centre, k, how.ramps));
     let mut hess = [[0.0; UNKNOWNS]; UNKNOWNS];
-    for (_, _, share) in &jacobians {
+    for Jacobian { hess: share, .. } in &jacobians {
         for a in 0..k {
             for b in 0..k {
                 hess[a][b] += share[a][b];
@@ -493,7 +459,7 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
         // Each patch's residual sum of squares and right-hand side; `None` where it leaves
         // the moving frame or samples a flat stretch of it.
         let shares = map_slots(&mut samples, how.par, |i, sampled| {
-            let (p, (cols, with_value, _)) = (&patches[i], &jacobians[i]);
+            let (p, jacobian) = (&patches[i], &jacobians[i]);
             // Where the template's pixels are in the moving frame: a row steps by a constant.
             let corner = back((p.corner.0 as f64, p.corner.1 as f64));
             let (ex, ey) = (back((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
@@ -504,25 +470,12 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
             if !corners.iter().all(|&q| inside(q)) {
                 return None;
             }
-            sampled.clear();
-            let (span, stride) = (moving.span(), moving.stride());
-            for j in 0..n {
-                let start = (corner.0 + sy.0 * j as f64, corner.1 + sy.1 * j as f64);
-                for i in 0..n {
-                    let (x, y) = (start.0 + sx.0 * i as f64, start.1 + sx.1 * i as f64);
-                    // Inside the frame (the corners are), so truncation is the floor.
-                    let (x0, y0) = (x as i64, y as i64);
-                    let (ax, ay) = (x - x0 as f64, y - y0 as f64);
-                    let at = y0 as usize * stride + x0 as usize;
-                    let (t0, t1, b0, b1): (f64, f64, f64, f64) = (span[at].into(), span[at + 1].into(), span[at + stride].into(), span[at + stride + 1].into());
-                    let top = t0 + ax * (t1 - t0);
-                    sampled.push(top + ay * (b0 + ax * (b1 - b0) - top));
-                }
-            }
-            let mean = sampled.iter().sum::<f64>() / sampled.len() as f64;
-            let mut var = sampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+            let sums = ResampledSums::of(moving, p, jacobian, (corner, sx, sy), n, k, how.ramps, sampled);
+            let mut var = sums.deviations;
             if how.ramps {
-                var -= ramp_energy(&sampled, n);
+                let (_, energy) = ramp(n);
+                let (bx, by) = (sums.ramp.0 / energy, sums.ramp.1 / energy);
+                var -= (bx * bx + by * by) * energy;
             }
             if !(var > 0.0) {
                 return None;
@@ -530,13 +483,12 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
             // With e = gain (w - mean w) - value, and columns and values of zero mean:
             // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2,
             // and sum e^2 = sum value^2 - (sum value w)^2 / sum (w - mean w)^2.
-            let value_w = dot(&p.value, &sampled);
-            let gain = value_w / var;
+            let gain = sums.value / var;
             let mut rhs = [0.0; UNKNOWNS];
             for a in 0..k {
-                rhs[a] = gain * dot(&cols[a], &sampled) - with_value[a];
+                rhs[a] = gain * sums.columns[a] - jacobian.with_value[a];
             }
-            Some((dot(&p.value, &p.value) - value_w * value_w / var, rhs))
+            Some((jacobian.value_energy - sums.value * sums.value / var, rhs))
         });
         let mut rhs = [0.0; UNKNOWNS];
         sse = 0.0;
@@ -604,15 +556,166 @@ fn remove_ramps(v: &mut [f64], n: usize) {
     }
 }
 
-/// The energy of a patch's x and y ramps (what [`remove_ramps`] would take away).
-fn ramp_energy(v: &[f64], n: usize) -> f64 {
-    let (_, energy) = ramp(n);
-    let (bx, by) = slopes(v, n);
-    (bx * bx + by * by) * energy
+/// A patch's share of [`solve`]'s system that stays the same every iteration: its
+/// Jacobian columns (the x and y gradients, then the turn's and the scale's, each of zero
+/// mean; without ramps where the patches have theirs removed), their sums with the patch's
+/// values and with each other, and the values' sum of squares. Each sum is taken in pixel
+/// order from -0.0, as a column by column sweep ([`dot`]) takes it, several side by side in
+/// one sweep: the same bits in a fraction of the time (a sweep of one sum waits on the
+/// adder's latency at every pixel).
+struct Jacobian {
+    /// The first `k` columns of `k` unknowns.
+    columns: [Vec<f64>; UNKNOWNS],
+    with_value: [f64; UNKNOWNS],
+    hess: [[f64; UNKNOWNS]; UNKNOWNS],
+    value_energy: f64,
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+impl Jacobian {
+    /// Patch `p`'s terms for `k` unknowns, the turn and scale about `centre`.
+    fn of(p: &Patch, n: usize, centre: (f64, f64), k: usize, ramps: bool) -> Jacobian {
+        match k {
+            2 => Self::with::<2>(p, n, centre, ramps),
+            3 => Self::with::<3>(p, n, centre, ramps),
+            _ => Self::with::<4>(p, n, centre, ramps),
+        }
+    }
+
+    fn with<const K: usize>(p: &Patch, n: usize, centre: (f64, f64), ramps: bool) -> Jacobian {
+        let len = n * n;
+        let mut columns: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::new(), Vec::new()];
+        if K > 2 {
+            // The turn's column (and the scale's), summed as made for their means.
+            let (mut turn, mut scale) = (Vec::with_capacity(len), Vec::with_capacity(if K > 3 { len } else { 0 }));
+            let mut sums = [-0.0f64; 2];
+            for j in 0..n {
+                let dy = (p.corner.1 + j) as f64 - centre.1;
+                for i in 0..n {
+                    let dx = (p.corner.0 + i) as f64 - centre.0;
+                    let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
+                    let t = gy * dx - gx * dy;
+                    turn.push(t);
+                    sums[0] += t;
+                    if K > 3 {
+                        let s = gx * dx + gy * dy;
+                        scale.push(s);
+                        sums[1] += s;
+                    }
+                }
+            }
+            let means = sums.map(|s| s / len.max(1) as f64);
+            turn.iter_mut().for_each(|x| *x -= means[0]);
+            scale.iter_mut().for_each(|x| *x -= means[1]);
+            (columns[2], columns[3]) = (turn, scale);
+        }
+        if ramps {
+            // Every column's slopes in one sweep, then each column's ramps removed.
+            let (at, energy) = ramp(n);
+            let mut slopes = [[0.0f64; 2]; K];
+            for j in 0..n {
+                for i in 0..n {
+                    for (s, c) in slopes.iter_mut().zip(&columns) {
+                        let x = c[j * n + i];
+                        s[0] += x * at(i);
+                        s[1] += x * at(j);
+                    }
+                }
+            }
+            for (c, s) in columns.iter_mut().zip(slopes) {
+                let (bx, by) = (s[0] / energy, s[1] / energy);
+                for (j, row) in c.chunks_exact_mut(n).enumerate() {
+                    for (i, x) in row.iter_mut().enumerate() {
+                        *x -= bx * at(i) + by * at(j);
+                    }
+                }
+            }
+        }
+        // The columns' sums with the values and with each other (the matrix is symmetric:
+        // a product is the same either way round), and the values' energy.
+        let (mut with_value, mut hess, mut value_energy) = ([-0.0f64; UNKNOWNS], [[-0.0f64; UNKNOWNS]; UNKNOWNS], -0.0f64);
+        let cols: [&[f64]; K] = core::array::from_fn(|a| &columns[a][..len]);
+        for (q, &v) in p.value.iter().enumerate() {
+            let c: [f64; K] = core::array::from_fn(|a| cols[a][q]);
+            for a in 0..K {
+                with_value[a] += c[a] * v;
+                for b in 0..=a {
+                    hess[a][b] += c[a] * c[b];
+                }
+            }
+            value_energy += v * v;
+        }
+        for a in 0..UNKNOWNS {
+            for b in 0..UNKNOWNS {
+                hess[a][b] = if a < K && b < K { hess[a.max(b)][a.min(b)] } else { 0.0 };
+            }
+            if a >= K {
+                with_value[a] = 0.0;
+            }
+        }
+        Jacobian { columns, with_value, hess, value_energy }
+    }
+}
+
+/// One iteration's sums of a patch in [`solve`], over the moving frame resampled (bilinear)
+/// where the current motion sends the patch's pixels: the sum of squared deviations from
+/// their mean, their ramp sums (x and y, as [`slopes`] takes them), and their sums with
+/// the patch's values and with each Jacobian column. Each sum in the order a sweep of its
+/// own would take it (the deviations need the mean: a second sweep).
+struct ResampledSums {
+    deviations: f64,
+    ramp: (f64, f64),
+    value: f64,
+    columns: [f64; UNKNOWNS],
+}
+
+impl ResampledSums {
+    /// The sums of patch `p` (side `n`, `k` unknowns) whose first pixel falls at `corner` of
+    /// `moving`, a step along its rows moving by `sx` and down its columns by `sy`, every
+    /// pixel inside `moving` with its right and lower neighbours; `sampled` holds the
+    /// resampled pixels after.
+    #[allow(clippy::too_many_arguments)]
+    fn of<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, p: &Patch, jacobian: &Jacobian, walk: ((f64, f64), (f64, f64), (f64, f64)), n: usize, k: usize, ramps: bool, sampled: &mut Vec<f64>) -> ResampledSums {
+        match k {
+            2 => Self::with::<T, 2>(moving, p, jacobian, walk, n, ramps, sampled),
+            3 => Self::with::<T, 3>(moving, p, jacobian, walk, n, ramps, sampled),
+            _ => Self::with::<T, 4>(moving, p, jacobian, walk, n, ramps, sampled),
+        }
+    }
+
+    fn with<T: Pixel + Into<f64>, const K: usize>(moving: ImageView<'_, T>, p: &Patch, jacobian: &Jacobian, (corner, sx, sy): ((f64, f64), (f64, f64), (f64, f64)), n: usize, ramps: bool, sampled: &mut Vec<f64>) -> ResampledSums {
+        let (span, stride) = (moving.span(), moving.stride());
+        let (at, _) = ramp(n);
+        let cols: [&[f64]; K] = core::array::from_fn(|a| &jacobian.columns[a][..n * n]);
+        let (mut total, mut ramp_sums, mut value, mut columns) = (-0.0f64, (0.0f64, 0.0f64), -0.0f64, [-0.0f64; UNKNOWNS]);
+        sampled.clear();
+        for j in 0..n {
+            let start = (corner.0 + sy.0 * j as f64, corner.1 + sy.1 * j as f64);
+            for i in 0..n {
+                let (x, y) = (start.0 + sx.0 * i as f64, start.1 + sx.1 * i as f64);
+                // Inside the frame, so truncation is the floor.
+                let (x0, y0) = (x as i64, y as i64);
+                let (ax, ay) = (x - x0 as f64, y - y0 as f64);
+                let px = y0 as usize * stride + x0 as usize;
+                let (t0, t1, b0, b1): (f64, f64, f64, f64) = (span[px].into(), span[px + 1].into(), span[px + stride].into(), span[px + stride + 1].into());
+                let top = t0 + ax * (t1 - t0);
+                let w = top + ay * (b0 + ax * (b1 - b0) - top);
+                sampled.push(w);
+                let q = j * n + i;
+                total += w;
+                if ramps {
+                    ramp_sums.0 += w * at(i);
+                    ramp_sums.1 += w * at(j);
+                }
+                value += p.value[q] * w;
+                for a in 0..K {
+                    columns[a] += cols[a][q] * w;
+                }
+            }
+        }
+        let mean = total / sampled.len() as f64;
+        let deviations = sampled.iter().fold(-0.0, |s, w| s + (w - mean) * (w - mean));
+        ResampledSums { deviations, ramp: ramp_sums, value, columns }
+    }
 }
 
 /// The inverse of the leading `k x k` block of `m` (Gauss-Jordan with partial pivoting), or
@@ -655,6 +758,24 @@ mod tests {
     use crate::image::Image;
     use crate::stitch::keys;
     use crate::stitch::{texture, SplitMix64};
+
+    /// Subtracts the mean; returns it.
+    fn zero_mean(v: &mut [f64]) -> f64 {
+        let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
+        v.iter_mut().for_each(|x| *x -= m);
+        m
+    }
+
+    /// The energy of a patch's x and y ramps (what [`remove_ramps`] takes away).
+    fn ramp_energy(v: &[f64], n: usize) -> f64 {
+        let (_, energy) = ramp(n);
+        let (bx, by) = slopes(v, n);
+        (bx * bx + by * by) * energy
+    }
+
+    fn dot(a: &[f64], b: &[f64]) -> f64 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
 
     /// [`refine_overlap_smoothed`] on frames it smooths first.
     fn refine_overlap(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
@@ -737,6 +858,102 @@ mod tests {
         let mut words = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 48) as u16).unwrap();
         let (w0, w1) = (words(), words());
         // Flat stretches of zeros of either sign, and signed values.
+        let mut floats = || {
+            Image::from_fn(w, h, |x, y| match (x / 8 + y / 8) % 3 {
+                0 => -0.0,
+                1 => (rng.uniform() - 0.5) as f32 * 1e3,
+                _ => 0.0,
+            })
+            .unwrap()
+        };
+        let (f0, f1) = (floats(), floats());
+        check(b0.view(), b1.view(), &mut rng);
+        check(w0.view(), w1.view(), &mut rng);
+        check(f0.view(), f1.view(), &mut rng);
+    }
+
+    /// [`solve`]'s sums of a patch taken side by side ([`Jacobian`], [`ResampledSums`]) are
+    /// its sweeps one sum at a time, to the bit: pixel types (f32 frames with negative values
+    /// and zeros of either sign), sides, 2 to 4 unknowns, with and without ramps, turned and
+    /// scaled walks through the moving frame.
+    #[test]
+    fn a_patchs_sums_side_by_side_are_its_sweeps_one_by_one_to_the_bit() {
+        fn check<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rng: &mut SplitMix64) {
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let (w, h) = reference.size();
+            for round in 0..24 {
+                let n = 2 + (rng.next_u64() % 22) as usize;
+                let (k, ramps) = (2 + round % 3, round % 2 == 1);
+                let site = ((rng.next_u64() as usize) % (w - n - 2), (rng.next_u64() as usize) % (h - n - 2));
+                let mut p = patch(reference, site, n);
+                if ramps {
+                    remove_ramps(&mut p.value, n);
+                }
+                let centre = (rng.uniform() * w as f64, rng.uniform() * h as f64);
+                // The columns one by one, as made, zero-meaned and stripped of ramps one at a
+                // time, and every sum its own sweep.
+                let mut cols: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::new(), Vec::new()];
+                for j in 0..n {
+                    let dy = (p.corner.1 + j) as f64 - centre.1;
+                    for i in 0..n {
+                        let dx = (p.corner.0 + i) as f64 - centre.0;
+                        let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
+                        cols[2].push(gy * dx - gx * dy);
+                        cols[3].push(gx * dx + gy * dy);
+                    }
+                }
+                zero_mean(&mut cols[2]);
+                zero_mean(&mut cols[3]);
+                if ramps {
+                    cols.iter_mut().take(k).for_each(|c| remove_ramps(c, n));
+                }
+                let made = Jacobian::of(&p, n, centre, k, ramps);
+                for a in 0..k {
+                    assert_eq!(bits(&made.columns[a]), bits(&cols[a]), "n {n}, k {k}, ramps {ramps}: column {a}");
+                    assert_eq!(made.with_value[a].to_bits(), dot(&cols[a], &p.value).to_bits(), "n {n}, k {k}: with value {a}");
+                    for b in 0..k {
+                        assert_eq!(made.hess[a][b].to_bits(), dot(&cols[a], &cols[b]).to_bits(), "n {n}, k {k}: hess {a} {b}");
+                    }
+                }
+                assert_eq!(made.value_energy.to_bits(), dot(&p.value, &p.value).to_bits());
+                // A walk through the moving frame, turned and scaled, inside it.
+                let (turn, zoom) = ((rng.uniform() - 0.5) * 0.3, 0.9 + 0.2 * rng.uniform());
+                let (sx, sy) = ((zoom * libm::cos(turn), zoom * libm::sin(turn)), (-zoom * libm::sin(turn), zoom * libm::cos(turn)));
+                let corner = (0.5 * w as f64 + 3.0 * rng.uniform(), 0.5 * h as f64 - 0.6 * n as f64 + 3.0 * rng.uniform());
+                let at = |i: usize, j: usize| (corner.0 + sy.0 * j as f64 + sx.0 * i as f64, corner.1 + sy.1 * j as f64 + sx.1 * i as f64);
+                let resampled: Vec<f64> = (0..n * n)
+                    .map(|q| {
+                        let (x, y) = at(q % n, q / n);
+                        let (x0, y0) = (x as usize, y as usize);
+                        let g = |dx: usize, dy: usize| -> f64 { moving.row(y0 + dy)[x0 + dx].into() };
+                        let (ax, ay) = (x - x0 as f64, y - y0 as f64);
+                        let top = g(0, 0) + ax * (g(1, 0) - g(0, 0));
+                        top + ay * (g(0, 1) + ax * (g(1, 1) - g(0, 1)) - top)
+                    })
+                    .collect();
+                let mut sampled = Vec::new();
+                let sums = ResampledSums::of(moving, &p, &made, (corner, sx, sy), n, k, ramps, &mut sampled);
+                assert_eq!(bits(&sampled), bits(&resampled), "n {n}: the resampled pixels");
+                let mean = resampled.iter().sum::<f64>() / resampled.len() as f64;
+                let deviations = resampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+                assert_eq!(sums.deviations.to_bits(), deviations.to_bits(), "n {n}: deviations");
+                if ramps {
+                    let (_, energy) = ramp(n);
+                    let (bx, by) = (sums.ramp.0 / energy, sums.ramp.1 / energy);
+                    assert_eq!(((bx * bx + by * by) * energy).to_bits(), ramp_energy(&resampled, n).to_bits(), "n {n}: ramp energy");
+                }
+                assert_eq!(sums.value.to_bits(), dot(&p.value, &resampled).to_bits(), "n {n}: with the values");
+                for a in 0..k {
+                    assert_eq!(sums.columns[a].to_bits(), dot(&cols[a], &resampled).to_bits(), "n {n}, k {k}: with column {a}");
+                }
+            }
+        }
+        let mut rng = SplitMix64::new(29);
+        let (w, h) = (83, 71);
+        let mut bytes = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        let (b0, b1) = (bytes(), bytes());
+        let mut words = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 48) as u16).unwrap();
+        let (w0, w1) = (words(), words());
         let mut floats = || {
             Image::from_fn(w, h, |x, y| match (x / 8 + y / 8) % 3 {
                 0 => -0.0,
