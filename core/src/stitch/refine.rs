@@ -19,6 +19,7 @@ use crate::parallel::{map_few, map_indices, map_slots, Parallelism};
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
+use wide::f64x4;
 
 /// Iterations at most; the update is usually below 0.005 px after two.
 pub const REFINE_ITERATIONS: usize = 3;
@@ -452,51 +453,66 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     let reach = (n as f64) * 2.0;
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
-    // Each patch's moving pixels, resampled per iteration into a buffer of its own.
-    let mut samples: Vec<Vec<f64>> = patches.iter().map(|_| Vec::with_capacity(n * n)).collect();
+    // Each group of patches' moving pixels, resampled per iteration into a buffer of its own.
+    let groups = patches.len().div_ceil(LANES);
+    let mut samples: Vec<Vec<f64x4>> = (0..groups).map(|_| Vec::with_capacity(n * n)).collect();
     for _ in 0..TURN_ITERATIONS {
         let back = m.inverse().mapping();
-        // Each patch's residual sum of squares and right-hand side; `None` where it leaves
-        // the moving frame or samples a flat stretch of it.
-        let shares = map_slots(&mut samples, how.par, |i, sampled| {
-            let (p, jacobian) = (&patches[i], &jacobians[i]);
-            // Where the template's pixels are in the moving frame: a row steps by a constant.
-            let corner = back((p.corner.0 as f64, p.corner.1 as f64));
-            let (ex, ey) = (back((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
-            let (sx, sy) = ((ex.0 - corner.0, ex.1 - corner.1), (ey.0 - corner.0, ey.1 - corner.1));
-            let far = (corner.0 + sx.0 * n as f64 + sy.0 * n as f64, corner.1 + sx.1 * n as f64 + sy.1 * n as f64);
+        // Each group's patches' residual sums of squares and right-hand sides, a group a job;
+        // `None` where a patch leaves the moving frame or samples a flat stretch of it.
+        let shares = map_slots(&mut samples, how.par, |g, sampled| {
+            let group = g * LANES..((g + 1) * LANES).min(patches.len());
+            // A short last group repeats its first patch in the lanes left.
+            let member = |l: usize| if group.start + l < group.end { group.start + l } else { group.start };
+            // Where each template's pixels are in the moving frame: a row steps by a constant.
+            let walks: [Walk; LANES] = core::array::from_fn(|l| {
+                let p = &patches[member(l)];
+                let corner = back((p.corner.0 as f64, p.corner.1 as f64));
+                let (ex, ey) = (back((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
+                Walk { corner, along: (ex.0 - corner.0, ex.1 - corner.1), down: (ey.0 - corner.0, ey.1 - corner.1) }
+            });
             let inside = |q: (f64, f64)| q.0 >= 0.0 && q.1 >= 0.0 && q.0 + 1.0 < w as f64 && q.1 + 1.0 < h as f64;
-            let corners = [corner, far, (corner.0 + sx.0 * n as f64, corner.1 + sx.1 * n as f64), (corner.0 + sy.0 * n as f64, corner.1 + sy.1 * n as f64)];
-            if !corners.iter().all(|&q| inside(q)) {
+            let all_inside = walks.iter().all(|&Walk { corner, along: sx, down: sy }| {
+                let far = (corner.0 + sx.0 * n as f64 + sy.0 * n as f64, corner.1 + sx.1 * n as f64 + sy.1 * n as f64);
+                [corner, far, (corner.0 + sx.0 * n as f64, corner.1 + sx.1 * n as f64), (corner.0 + sy.0 * n as f64, corner.1 + sy.1 * n as f64)].into_iter().all(inside)
+            });
+            if !all_inside {
                 return None;
             }
-            let sums = ResampledSums::of(moving, p, jacobian, (corner, sx, sy), n, k, how.ramps, sampled);
-            let mut var = sums.deviations;
-            if how.ramps {
-                let (_, energy) = ramp(n);
-                let (bx, by) = (sums.ramp.0 / energy, sums.ramp.1 / energy);
-                var -= (bx * bx + by * by) * energy;
+            let sums = ResampledSums::of(moving, core::array::from_fn(|l| &patches[member(l)]), core::array::from_fn(|l| &jacobians[member(l)]), walks, n, k, how.ramps, sampled);
+            let mut shares = [(0.0, [0.0; UNKNOWNS]); LANES];
+            for (l, (share, sums)) in shares.iter_mut().zip(sums).enumerate().take(group.len()) {
+                let jacobian = &jacobians[group.start + l];
+                let mut var = sums.deviations;
+                if how.ramps {
+                    let (_, energy) = ramp(n);
+                    let (bx, by) = (sums.ramp.0 / energy, sums.ramp.1 / energy);
+                    var -= (bx * bx + by * by) * energy;
+                }
+                if !(var > 0.0) {
+                    return None;
+                }
+                // With e = gain (w - mean w) - value, and columns and values of zero mean:
+                // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2,
+                // and sum e^2 = sum value^2 - (sum value w)^2 / sum (w - mean w)^2.
+                let gain = sums.value / var;
+                let mut rhs = [0.0; UNKNOWNS];
+                for a in 0..k {
+                    rhs[a] = gain * sums.columns[a] - jacobian.with_value[a];
+                }
+                *share = (jacobian.value_energy - sums.value * sums.value / var, rhs);
             }
-            if !(var > 0.0) {
-                return None;
-            }
-            // With e = gain (w - mean w) - value, and columns and values of zero mean:
-            // sum g e = gain sum g w - sum g value, gain = sum value w / sum (w - mean w)^2,
-            // and sum e^2 = sum value^2 - (sum value w)^2 / sum (w - mean w)^2.
-            let gain = sums.value / var;
-            let mut rhs = [0.0; UNKNOWNS];
-            for a in 0..k {
-                rhs[a] = gain * sums.columns[a] - jacobian.with_value[a];
-            }
-            Some((jacobian.value_energy - sums.value * sums.value / var, rhs))
+            Some((shares, group.len()))
         });
         let mut rhs = [0.0; UNKNOWNS];
         sse = 0.0;
-        for share in shares {
-            let Some((patch_sse, patch_rhs)) = share else { return unrefined };
-            sse += patch_sse;
-            for a in 0..k {
-                rhs[a] += patch_rhs[a];
+        for group in shares {
+            let Some((group_shares, members)) = group else { return unrefined };
+            for &(patch_sse, patch_rhs) in &group_shares[..members] {
+                sse += patch_sse;
+                for a in 0..k {
+                    rhs[a] += patch_rhs[a];
+                }
             }
         }
         let mut step = [0.0; UNKNOWNS];
@@ -656,11 +672,24 @@ impl Jacobian {
     }
 }
 
+/// Patches [`solve`] resamples side by side, each in a lane of one vector.
+const LANES: usize = 4;
+
+/// Where a patch's pixels fall in the moving frame: its first pixel at `corner`, a step
+/// along its row moving by `along`, a step down by `down`.
+#[derive(Clone, Copy)]
+struct Walk {
+    corner: (f64, f64),
+    along: (f64, f64),
+    down: (f64, f64),
+}
+
 /// One iteration's sums of a patch in [`solve`], over the moving frame resampled (bilinear)
 /// where the current motion sends the patch's pixels: the sum of squared deviations from
 /// their mean, their ramp sums (x and y, as [`slopes`] takes them), and their sums with
 /// the patch's values and with each Jacobian column. Each sum in the order a sweep of its
 /// own would take it (the deviations need the mean: a second sweep).
+#[derive(Clone, Copy)]
 struct ResampledSums {
     deviations: f64,
     ramp: (f64, f64),
@@ -669,52 +698,60 @@ struct ResampledSums {
 }
 
 impl ResampledSums {
-    /// The sums of patch `p` (side `n`, `k` unknowns) whose first pixel falls at `corner` of
-    /// `moving`, a step along its rows moving by `sx` and down its columns by `sy`, every
-    /// pixel inside `moving` with its right and lower neighbours; `sampled` holds the
-    /// resampled pixels after.
+    /// The sums of [`LANES`] patches (side `n`, `k` unknowns), patch `l` with its Jacobian
+    /// `jacobians[l]`, walking `moving` along `walks[l]`, every pixel inside `moving` with its
+    /// right and lower neighbours. Each patch's sums in a lane of their own (a lane may repeat
+    /// another's patch). `sampled` holds the resampled pixels after, lane by lane.
     #[allow(clippy::too_many_arguments)]
-    fn of<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, p: &Patch, jacobian: &Jacobian, walk: ((f64, f64), (f64, f64), (f64, f64)), n: usize, k: usize, ramps: bool, sampled: &mut Vec<f64>) -> ResampledSums {
+    fn of<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: [&Patch; LANES], jacobians: [&Jacobian; LANES], walks: [Walk; LANES], n: usize, k: usize, ramps: bool, sampled: &mut Vec<f64x4>) -> [ResampledSums; LANES] {
         match k {
-            2 => Self::with::<T, 2>(moving, p, jacobian, walk, n, ramps, sampled),
-            3 => Self::with::<T, 3>(moving, p, jacobian, walk, n, ramps, sampled),
-            _ => Self::with::<T, 4>(moving, p, jacobian, walk, n, ramps, sampled),
+            2 => Self::with::<T, 2>(moving, patches, jacobians, walks, n, ramps, sampled),
+            3 => Self::with::<T, 3>(moving, patches, jacobians, walks, n, ramps, sampled),
+            _ => Self::with::<T, 4>(moving, patches, jacobians, walks, n, ramps, sampled),
         }
     }
 
-    fn with<T: Pixel + Into<f64>, const K: usize>(moving: ImageView<'_, T>, p: &Patch, jacobian: &Jacobian, (corner, sx, sy): ((f64, f64), (f64, f64), (f64, f64)), n: usize, ramps: bool, sampled: &mut Vec<f64>) -> ResampledSums {
+    #[allow(clippy::too_many_arguments)]
+    fn with<T: Pixel + Into<f64>, const K: usize>(moving: ImageView<'_, T>, patches: [&Patch; LANES], jacobians: [&Jacobian; LANES], walks: [Walk; LANES], n: usize, ramps: bool, sampled: &mut Vec<f64x4>) -> [ResampledSums; LANES] {
         let (span, stride) = (moving.span(), moving.stride());
         let (at, _) = ramp(n);
-        let cols: [&[f64]; K] = core::array::from_fn(|a| &jacobian.columns[a][..n * n]);
-        let (mut total, mut ramp_sums, mut value, mut columns) = (-0.0f64, (0.0f64, 0.0f64), -0.0f64, [-0.0f64; UNKNOWNS]);
+        let lanes = |f: &dyn Fn(usize) -> f64| f64x4::new(core::array::from_fn(f));
+        let (cx, cy) = (lanes(&|l| walks[l].corner.0), lanes(&|l| walks[l].corner.1));
+        let (along_x, along_y) = (lanes(&|l| walks[l].along.0), lanes(&|l| walks[l].along.1));
+        let (down_x, down_y) = (lanes(&|l| walks[l].down.0), lanes(&|l| walks[l].down.1));
+        let zero = f64x4::splat(-0.0);
+        let (mut total, mut ramp_x, mut ramp_y, mut value, mut columns) = (zero, f64x4::splat(0.0), f64x4::splat(0.0), zero, [zero; K]);
         sampled.clear();
         for j in 0..n {
-            let start = (corner.0 + sy.0 * j as f64, corner.1 + sy.1 * j as f64);
+            let (start_x, start_y) = (cx + down_x * f64x4::splat(j as f64), cy + down_y * f64x4::splat(j as f64));
             for i in 0..n {
-                let (x, y) = (start.0 + sx.0 * i as f64, start.1 + sx.1 * i as f64);
+                let (x, y) = ((start_x + along_x * f64x4::splat(i as f64)).to_array(), (start_y + along_y * f64x4::splat(i as f64)).to_array());
                 // Inside the frame, so truncation is the floor.
-                let (x0, y0) = (x as i64, y as i64);
-                let (ax, ay) = (x - x0 as f64, y - y0 as f64);
-                let px = y0 as usize * stride + x0 as usize;
-                let (t0, t1, b0, b1): (f64, f64, f64, f64) = (span[px].into(), span[px + 1].into(), span[px + stride].into(), span[px + stride + 1].into());
+                let (x0, y0): ([i64; LANES], [i64; LANES]) = (x.map(|x| x as i64), y.map(|y| y as i64));
+                let (ax, ay) = (lanes(&|l| x[l] - x0[l] as f64), lanes(&|l| y[l] - y0[l] as f64));
+                let px: [usize; LANES] = core::array::from_fn(|l| y0[l] as usize * stride + x0[l] as usize);
+                let tap = |d: usize| lanes(&|l| span[px[l] + d].into());
+                let (t0, t1, b0, b1) = (tap(0), tap(1), tap(stride), tap(stride + 1));
                 let top = t0 + ax * (t1 - t0);
                 let w = top + ay * (b0 + ax * (b1 - b0) - top);
                 sampled.push(w);
                 let q = j * n + i;
                 total += w;
                 if ramps {
-                    ramp_sums.0 += w * at(i);
-                    ramp_sums.1 += w * at(j);
+                    ramp_x += w * f64x4::splat(at(i));
+                    ramp_y += w * f64x4::splat(at(j));
                 }
-                value += p.value[q] * w;
-                for a in 0..K {
-                    columns[a] += cols[a][q] * w;
+                value += lanes(&|l| patches[l].value[q]) * w;
+                for (a, sum) in columns.iter_mut().enumerate() {
+                    *sum += lanes(&|l| jacobians[l].columns[a][q]) * w;
                 }
             }
         }
-        let mean = total / sampled.len() as f64;
-        let deviations = sampled.iter().fold(-0.0, |s, w| s + (w - mean) * (w - mean));
-        ResampledSums { deviations, ramp: ramp_sums, value, columns }
+        let mean = total / f64x4::splat(sampled.len() as f64);
+        let deviations = sampled.iter().fold(zero, |s, &w| s + (w - mean) * (w - mean)).to_array();
+        let (ramp_x, ramp_y, value) = (ramp_x.to_array(), ramp_y.to_array(), value.to_array());
+        let columns = columns.map(|c| c.to_array());
+        core::array::from_fn(|l| ResampledSums { deviations: deviations[l], ramp: (ramp_x[l], ramp_y[l]), value: value[l], columns: core::array::from_fn(|a| if a < K { columns[a][l] } else { 0.0 }) })
     }
 }
 
@@ -872,10 +909,11 @@ mod tests {
         check(f0.view(), f1.view(), &mut rng);
     }
 
-    /// [`solve`]'s sums of a patch taken side by side ([`Jacobian`], [`ResampledSums`]) are
-    /// its sweeps one sum at a time, to the bit: pixel types (f32 frames with negative values
-    /// and zeros of either sign), sides, 2 to 4 unknowns, with and without ramps, turned and
-    /// scaled walks through the moving frame.
+    /// [`solve`]'s sums of a patch taken side by side ([`Jacobian`]; [`ResampledSums`], four
+    /// patches in the lanes of a vector, one of them twice) are its sweeps one sum at a
+    /// time, to the bit: pixel types (f32 frames with negative values and zeros of either
+    /// sign), sides, 2 to 4 unknowns, with and without ramps, turned and scaled walks through
+    /// the moving frame.
     #[test]
     fn a_patchs_sums_side_by_side_are_its_sweeps_one_by_one_to_the_bit() {
         fn check<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rng: &mut SplitMix64) {
@@ -884,67 +922,83 @@ mod tests {
             for round in 0..24 {
                 let n = 2 + (rng.next_u64() % 22) as usize;
                 let (k, ramps) = (2 + round % 3, round % 2 == 1);
-                let site = ((rng.next_u64() as usize) % (w - n - 2), (rng.next_u64() as usize) % (h - n - 2));
-                let mut p = patch(reference, site, n);
-                if ramps {
-                    remove_ramps(&mut p.value, n);
-                }
                 let centre = (rng.uniform() * w as f64, rng.uniform() * h as f64);
-                // The columns one by one, as made, zero-meaned and stripped of ramps one at a
-                // time, and every sum its own sweep.
-                let mut cols: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::new(), Vec::new()];
-                for j in 0..n {
-                    let dy = (p.corner.1 + j) as f64 - centre.1;
-                    for i in 0..n {
-                        let dx = (p.corner.0 + i) as f64 - centre.0;
-                        let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
-                        cols[2].push(gy * dx - gx * dy);
-                        cols[3].push(gx * dx + gy * dy);
-                    }
-                }
-                zero_mean(&mut cols[2]);
-                zero_mean(&mut cols[3]);
-                if ramps {
-                    cols.iter_mut().take(k).for_each(|c| remove_ramps(c, n));
-                }
-                let made = Jacobian::of(&p, n, centre, k, ramps);
-                for a in 0..k {
-                    assert_eq!(bits(&made.columns[a]), bits(&cols[a]), "n {n}, k {k}, ramps {ramps}: column {a}");
-                    assert_eq!(made.with_value[a].to_bits(), dot(&cols[a], &p.value).to_bits(), "n {n}, k {k}: with value {a}");
-                    for b in 0..k {
-                        assert_eq!(made.hess[a][b].to_bits(), dot(&cols[a], &cols[b]).to_bits(), "n {n}, k {k}: hess {a} {b}");
-                    }
-                }
-                assert_eq!(made.value_energy.to_bits(), dot(&p.value, &p.value).to_bits());
-                // A walk through the moving frame, turned and scaled, inside it.
-                let (turn, zoom) = ((rng.uniform() - 0.5) * 0.3, 0.9 + 0.2 * rng.uniform());
-                let (sx, sy) = ((zoom * libm::cos(turn), zoom * libm::sin(turn)), (-zoom * libm::sin(turn), zoom * libm::cos(turn)));
-                let corner = (0.5 * w as f64 + 3.0 * rng.uniform(), 0.5 * h as f64 - 0.6 * n as f64 + 3.0 * rng.uniform());
-                let at = |i: usize, j: usize| (corner.0 + sy.0 * j as f64 + sx.0 * i as f64, corner.1 + sy.1 * j as f64 + sx.1 * i as f64);
-                let resampled: Vec<f64> = (0..n * n)
-                    .map(|q| {
-                        let (x, y) = at(q % n, q / n);
-                        let (x0, y0) = (x as usize, y as usize);
-                        let g = |dx: usize, dy: usize| -> f64 { moving.row(y0 + dy)[x0 + dx].into() };
-                        let (ax, ay) = (x - x0 as f64, y - y0 as f64);
-                        let top = g(0, 0) + ax * (g(1, 0) - g(0, 0));
-                        top + ay * (g(0, 1) + ax * (g(1, 1) - g(0, 1)) - top)
+                // Three patches, the last lane repeating the first.
+                let made: Vec<(Patch, [Vec<f64>; UNKNOWNS], Jacobian)> = (0..LANES - 1)
+                    .map(|_| {
+                        let site = ((rng.next_u64() as usize) % (w - n - 2), (rng.next_u64() as usize) % (h - n - 2));
+                        let mut p = patch(reference, site, n);
+                        if ramps {
+                            remove_ramps(&mut p.value, n);
+                        }
+                        // The columns one by one, as made, zero-meaned and stripped of ramps
+                        // one at a time.
+                        let mut cols: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::new(), Vec::new()];
+                        for j in 0..n {
+                            let dy = (p.corner.1 + j) as f64 - centre.1;
+                            for i in 0..n {
+                                let dx = (p.corner.0 + i) as f64 - centre.0;
+                                let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
+                                cols[2].push(gy * dx - gx * dy);
+                                cols[3].push(gx * dx + gy * dy);
+                            }
+                        }
+                        zero_mean(&mut cols[2]);
+                        zero_mean(&mut cols[3]);
+                        if ramps {
+                            cols.iter_mut().take(k).for_each(|c| remove_ramps(c, n));
+                        }
+                        let jacobian = Jacobian::of(&p, n, centre, k, ramps);
+                        (p, cols, jacobian)
                     })
                     .collect();
-                let mut sampled = Vec::new();
-                let sums = ResampledSums::of(moving, &p, &made, (corner, sx, sy), n, k, ramps, &mut sampled);
-                assert_eq!(bits(&sampled), bits(&resampled), "n {n}: the resampled pixels");
-                let mean = resampled.iter().sum::<f64>() / resampled.len() as f64;
-                let deviations = resampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
-                assert_eq!(sums.deviations.to_bits(), deviations.to_bits(), "n {n}: deviations");
-                if ramps {
-                    let (_, energy) = ramp(n);
-                    let (bx, by) = (sums.ramp.0 / energy, sums.ramp.1 / energy);
-                    assert_eq!(((bx * bx + by * by) * energy).to_bits(), ramp_energy(&resampled, n).to_bits(), "n {n}: ramp energy");
+                for (p, cols, jacobian) in &made {
+                    for a in 0..k {
+                        assert_eq!(bits(&jacobian.columns[a]), bits(&cols[a]), "n {n}, k {k}, ramps {ramps}: column {a}");
+                        assert_eq!(jacobian.with_value[a].to_bits(), dot(&cols[a], &p.value).to_bits(), "n {n}, k {k}: with value {a}");
+                        for b in 0..k {
+                            assert_eq!(jacobian.hess[a][b].to_bits(), dot(&cols[a], &cols[b]).to_bits(), "n {n}, k {k}: hess {a} {b}");
+                        }
+                    }
+                    assert_eq!(jacobian.value_energy.to_bits(), dot(&p.value, &p.value).to_bits());
                 }
-                assert_eq!(sums.value.to_bits(), dot(&p.value, &resampled).to_bits(), "n {n}: with the values");
-                for a in 0..k {
-                    assert_eq!(sums.columns[a].to_bits(), dot(&cols[a], &resampled).to_bits(), "n {n}, k {k}: with column {a}");
+                let lane = |l: usize| &made[l % (LANES - 1)];
+                // Walks through the moving frame, turned and scaled, inside it.
+                let walks: [Walk; LANES] = core::array::from_fn(|_| {
+                    let (turn, zoom) = ((rng.uniform() - 0.5) * 0.3, 0.9 + 0.2 * rng.uniform());
+                    let corner = (0.5 * w as f64 + 3.0 * rng.uniform(), 0.5 * h as f64 - 0.6 * n as f64 + 3.0 * rng.uniform());
+                    Walk { corner, along: (zoom * libm::cos(turn), zoom * libm::sin(turn)), down: (-zoom * libm::sin(turn), zoom * libm::cos(turn)) }
+                });
+                let mut sampled = Vec::new();
+                let sums = ResampledSums::of(moving, core::array::from_fn(|l| &lane(l).0), core::array::from_fn(|l| &lane(l).2), walks, n, k, ramps, &mut sampled);
+                for (l, (sums, walk)) in sums.iter().zip(&walks).enumerate() {
+                    let (p, cols, _) = lane(l);
+                    let resampled: Vec<f64> = (0..n * n)
+                        .map(|q| {
+                            let (i, j) = (q % n, q / n);
+                            let start = (walk.corner.0 + walk.down.0 * j as f64, walk.corner.1 + walk.down.1 * j as f64);
+                            let (x, y) = (start.0 + walk.along.0 * i as f64, start.1 + walk.along.1 * i as f64);
+                            let (x0, y0) = (x as usize, y as usize);
+                            let g = |dx: usize, dy: usize| -> f64 { moving.row(y0 + dy)[x0 + dx].into() };
+                            let (ax, ay) = (x - x0 as f64, y - y0 as f64);
+                            let top = g(0, 0) + ax * (g(1, 0) - g(0, 0));
+                            top + ay * (g(0, 1) + ax * (g(1, 1) - g(0, 1)) - top)
+                        })
+                        .collect();
+                    let what = alloc::format!("n {n}, k {k}, ramps {ramps}, lane {l}");
+                    assert_eq!(bits(&sampled.iter().map(|v| v.to_array()[l]).collect::<Vec<_>>()), bits(&resampled), "{what}: the resampled pixels");
+                    let mean = resampled.iter().sum::<f64>() / resampled.len() as f64;
+                    let deviations = resampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+                    assert_eq!(sums.deviations.to_bits(), deviations.to_bits(), "{what}: deviations");
+                    if ramps {
+                        let (_, energy) = ramp(n);
+                        let (bx, by) = (sums.ramp.0 / energy, sums.ramp.1 / energy);
+                        assert_eq!(((bx * bx + by * by) * energy).to_bits(), ramp_energy(&resampled, n).to_bits(), "{what}: ramp energy");
+                    }
+                    assert_eq!(sums.value.to_bits(), dot(&p.value, &resampled).to_bits(), "{what}: with the values");
+                    for a in 0..k {
+                        assert_eq!(sums.columns[a].to_bits(), dot(&cols[a], &resampled).to_bits(), "{what}: with column {a}");
+                    }
                 }
             }
         }
