@@ -840,6 +840,26 @@ mod tests {
         .unwrap()
     }
 
+    /// Two random frames of size `(w, h)` of each pixel type the refinements read: bytes,
+    /// words, and f32 with flat stretches of zeros of either sign between signed values.
+    #[allow(clippy::type_complexity)]
+    fn random_pairs(rng: &mut SplitMix64, (w, h): (usize, usize)) -> ((Image<u8>, Image<u8>), (Image<u16>, Image<u16>), (Image<f32>, Image<f32>)) {
+        let mut bytes = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
+        let b = (bytes(), bytes());
+        let mut words = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 48) as u16).unwrap();
+        let words = (words(), words());
+        let mut floats = || {
+            Image::from_fn(w, h, |x, y| match (x / 8 + y / 8) % 3 {
+                0 => -0.0,
+                1 => (rng.uniform() - 0.5) as f32 * 1e3,
+                _ => 0.0,
+            })
+            .unwrap()
+        };
+        let floats = (floats(), floats());
+        (b, words, floats)
+    }
+
     /// The refinement's sums taken side by side (a patch's three means in its one sweep,
     /// its five gradient sums in one sweep, two patches' resampled sums in the lanes of one
     /// vector) are the sums taken one by one, to the bit: pixel types, sides, shifts, and f32
@@ -889,24 +909,10 @@ mod tests {
             }
         }
         let mut rng = SplitMix64::new(17);
-        let (w, h) = (61, 47);
-        let mut bytes = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
-        let (b0, b1) = (bytes(), bytes());
-        let mut words = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 48) as u16).unwrap();
-        let (w0, w1) = (words(), words());
-        // Flat stretches of zeros of either sign, and signed values.
-        let mut floats = || {
-            Image::from_fn(w, h, |x, y| match (x / 8 + y / 8) % 3 {
-                0 => -0.0,
-                1 => (rng.uniform() - 0.5) as f32 * 1e3,
-                _ => 0.0,
-            })
-            .unwrap()
-        };
-        let (f0, f1) = (floats(), floats());
-        check(b0.view(), b1.view(), &mut rng);
-        check(w0.view(), w1.view(), &mut rng);
-        check(f0.view(), f1.view(), &mut rng);
+        let (bytes, words, floats) = random_pairs(&mut rng, (61, 47));
+        check(bytes.0.view(), bytes.1.view(), &mut rng);
+        check(words.0.view(), words.1.view(), &mut rng);
+        check(floats.0.view(), floats.1.view(), &mut rng);
     }
 
     /// [`solve`]'s sums of a patch taken side by side ([`Jacobian`]; [`ResampledSums`], four
@@ -1003,23 +1009,10 @@ mod tests {
             }
         }
         let mut rng = SplitMix64::new(29);
-        let (w, h) = (83, 71);
-        let mut bytes = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 56) as u8).unwrap();
-        let (b0, b1) = (bytes(), bytes());
-        let mut words = || Image::from_fn(w, h, |_, _| (rng.next_u64() >> 48) as u16).unwrap();
-        let (w0, w1) = (words(), words());
-        let mut floats = || {
-            Image::from_fn(w, h, |x, y| match (x / 8 + y / 8) % 3 {
-                0 => -0.0,
-                1 => (rng.uniform() - 0.5) as f32 * 1e3,
-                _ => 0.0,
-            })
-            .unwrap()
-        };
-        let (f0, f1) = (floats(), floats());
-        check(b0.view(), b1.view(), &mut rng);
-        check(w0.view(), w1.view(), &mut rng);
-        check(f0.view(), f1.view(), &mut rng);
+        let (bytes, words, floats) = random_pairs(&mut rng, (83, 71));
+        check(bytes.0.view(), bytes.1.view(), &mut rng);
+        check(words.0.view(), words.1.view(), &mut rng);
+        check(floats.0.view(), floats.1.view(), &mut rng);
     }
 
     /// A shift refined on threads (patches and each iteration's sums made two patches a
