@@ -101,8 +101,8 @@ pub struct StitchParams {
     /// Refine every registered pair on the whole overlap, not only faint ones and the
     /// keyframes' links: on the test footage twice to four times more precise (clean runs
     /// 0.008 to 0.015 px mean against 0.016 to 0.031; coffee at low contrast 0.032 against
-    /// 0.136), at about a seventh of the speed on PAL frames (about 300 against 2 200 pairs/s
-    /// on a 2-core machine; false: off).
+    /// 0.136), at about a seventh of the speed on PAL frames (about 1 200 against 8 800 pairs/s
+    /// on two threads of a 2-core machine; false: off).
     pub refine_every_pair: bool,
     /// Under [`Motion::Similarity`](super::Motion::Similarity) without [`RegisterParams::fit_scale`]: once a pair shows
     /// a clear zoom (`register::evident_zoom`: an endoscope advancing or
