@@ -576,7 +576,7 @@ fn remove_ramps(v: &mut [f64], n: usize) {
 /// Jacobian columns (the x and y gradients, then the turn's and the scale's, each of zero
 /// mean; without ramps where the patches have theirs removed), their sums with the patch's
 /// values and with each other, and the values' sum of squares. Each sum is taken in pixel
-/// order from -0.0, as a column by column sweep ([`dot`]) takes it, several side by side in
+/// order from -0.0, as a sweep of that sum alone takes it, several side by side in
 /// one sweep: the same bits in a fraction of the time (a sweep of one sum waits on the
 /// adder's latency at every pixel).
 struct Jacobian {
@@ -715,10 +715,12 @@ impl ResampledSums {
     fn with<T: Pixel + Into<f64>, const K: usize>(moving: ImageView<'_, T>, patches: [&Patch; LANES], jacobians: [&Jacobian; LANES], walks: [Walk; LANES], n: usize, ramps: bool, sampled: &mut Vec<f64x4>) -> [ResampledSums; LANES] {
         let (span, stride) = (moving.span(), moving.stride());
         let (at, _) = ramp(n);
-        let lanes = |f: &dyn Fn(usize) -> f64| f64x4::new(core::array::from_fn(f));
-        let (cx, cy) = (lanes(&|l| walks[l].corner.0), lanes(&|l| walks[l].corner.1));
-        let (along_x, along_y) = (lanes(&|l| walks[l].along.0), lanes(&|l| walks[l].along.1));
-        let (down_x, down_y) = (lanes(&|l| walks[l].down.0), lanes(&|l| walks[l].down.1));
+        fn lanes(f: impl Fn(usize) -> f64) -> f64x4 {
+            f64x4::new(core::array::from_fn(f))
+        }
+        let (cx, cy) = (lanes(|l| walks[l].corner.0), lanes(|l| walks[l].corner.1));
+        let (along_x, along_y) = (lanes(|l| walks[l].along.0), lanes(|l| walks[l].along.1));
+        let (down_x, down_y) = (lanes(|l| walks[l].down.0), lanes(|l| walks[l].down.1));
         let zero = f64x4::splat(-0.0);
         let (mut total, mut ramp_x, mut ramp_y, mut value, mut columns) = (zero, f64x4::splat(0.0), f64x4::splat(0.0), zero, [zero; K]);
         sampled.clear();
@@ -728,9 +730,9 @@ impl ResampledSums {
                 let (x, y) = ((start_x + along_x * f64x4::splat(i as f64)).to_array(), (start_y + along_y * f64x4::splat(i as f64)).to_array());
                 // Inside the frame, so truncation is the floor.
                 let (x0, y0): ([i64; LANES], [i64; LANES]) = (x.map(|x| x as i64), y.map(|y| y as i64));
-                let (ax, ay) = (lanes(&|l| x[l] - x0[l] as f64), lanes(&|l| y[l] - y0[l] as f64));
+                let (ax, ay) = (lanes(|l| x[l] - x0[l] as f64), lanes(|l| y[l] - y0[l] as f64));
                 let px: [usize; LANES] = core::array::from_fn(|l| y0[l] as usize * stride + x0[l] as usize);
-                let tap = |d: usize| lanes(&|l| span[px[l] + d].into());
+                let tap = |d: usize| lanes(|l| span[px[l] + d].into());
                 let (t0, t1, b0, b1) = (tap(0), tap(1), tap(stride), tap(stride + 1));
                 let top = t0 + ax * (t1 - t0);
                 let w = top + ay * (b0 + ax * (b1 - b0) - top);
@@ -741,9 +743,9 @@ impl ResampledSums {
                     ramp_x += w * f64x4::splat(at(i));
                     ramp_y += w * f64x4::splat(at(j));
                 }
-                value += lanes(&|l| patches[l].value[q]) * w;
+                value += lanes(|l| patches[l].value[q]) * w;
                 for (a, sum) in columns.iter_mut().enumerate() {
-                    *sum += lanes(&|l| jacobians[l].columns[a][q]) * w;
+                    *sum += lanes(|l| jacobians[l].columns[a][q]) * w;
                 }
             }
         }
