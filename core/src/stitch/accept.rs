@@ -76,8 +76,10 @@ impl NullSet {
     /// The null sites among a template's far sites, of which there are `len`, the `i`-th
     /// `far(i)` (ascending), the first after the template's own position at `after` (`len`
     /// if none is): all of them, or [`NULL_SAMPLES`] spaced evenly over them from `after`
-    /// (so that neighbouring templates do not all sample the same sites).
-    fn spread(len: usize, after: usize, far: impl Fn(usize) -> usize) -> NullSet {
+    /// (so that neighbouring templates do not all sample the same sites), the `k`-th
+    /// `steps[k]` ([`Steps`]) on.
+    #[inline(always)]
+    fn spread(len: usize, after: usize, steps: &Steps, far: impl Fn(usize) -> usize) -> NullSet {
         let mut set = NullSet::default();
         if len <= NULL_SAMPLES {
             set.len = len;
@@ -87,9 +89,21 @@ impl NullSet {
         let start = if after == len { 0 } else { after };
         set.len = NULL_SAMPLES;
         // (start + k len / NULL_SAMPLES) mod len, both terms below len: no division.
-        let wrapped = |i: usize| if i >= len { i - len } else { i };
-        set.sites.iter_mut().enumerate().for_each(|(k, s)| *s = far(wrapped(start + k * len / NULL_SAMPLES)));
+        set.sites = steps.0.map(|step| {
+            let i = start + step;
+            far(if i >= len { i - len } else { i })
+        });
         set
+    }
+}
+
+/// The offsets of a template's null samples among `len` far sites: `k len / NULL_SAMPLES`
+/// for the `k`-th ([`NullSet::spread`]), the same for every template with as many.
+struct Steps([usize; NULL_SAMPLES]);
+
+impl Steps {
+    fn over(len: usize) -> Steps {
+        Steps(core::array::from_fn(|k| k * len / NULL_SAMPLES))
     }
 }
 
@@ -110,8 +124,7 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<NullSet> {
     };
     let n = sites.len();
     if spaced(|s| s.0) && spaced(|s| s.1) {
-        // The far site at index `t` is `t + 1`, the first after the template's own.
-        return (0..n).map(|t| NullSet::spread(n - 1, t, |i| i + usize::from(i >= t))).collect();
+        return spaced_null_sites(n);
     }
     // One list of far sites, refilled per template.
     let mut far = Vec::with_capacity(n);
@@ -121,9 +134,19 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<NullSet> {
         .map(|(t, &(tx, ty))| {
             far.clear();
             far.extend((0..n).filter(|&u| u != t && (sites[u].0.abs_diff(tx) >= rsz || sites[u].1.abs_diff(ty) >= rsz)));
-            NullSet::spread(far.len(), far.partition_point(|&u| u < t), |i| far[i])
+            NullSet::spread(far.len(), far.partition_point(|&u| u < t), &Steps::over(far.len()), |i| far[i])
         })
         .collect()
+}
+
+/// [`null_sites`] of `n` sites whose distinct x positions, and distinct y positions, lie at
+/// least the templates' side apart (a registration grid's, or any subset of one): every
+/// other site is far.
+pub(crate) fn spaced_null_sites(n: usize) -> Vec<NullSet> {
+    let Some(len) = n.checked_sub(1) else { return Vec::new() };
+    let steps = Steps::over(len);
+    // The far site at index `i` is `i`, or `i + 1` from the template's own on.
+    (0..n).map(|t| NullSet::spread(len, t, &steps, |i| i + usize::from(i >= t))).collect()
 }
 
 /// The threshold a vector's coefficient must reach under `rule`: `cthresh` (fixed), or
@@ -188,6 +211,20 @@ mod tests {
             let sites: Vec<(usize, usize)> =
                 (0..ny).flat_map(|y| (0..nx).map(move |x| (x * spacing, y * spacing))).enumerate().filter(|(k, _)| drop >> (k % 64) & 1 == 0 || k % 7 == 0).map(|(_, s)| s).collect();
             let got: Vec<Vec<usize>> = null_sites(&sites, rsz).iter().map(|n| n.as_slice().to_vec()).collect();
+            prop_assert_eq!(got, null_sites_reference(&sites, rsz));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// [`spaced_null_sites`] of grids spaced at least a template apart, with sites
+        /// dropped, against the reference.
+        #[test]
+        fn spaced_null_sites_match_the_reference(nx in 1usize..13, ny in 1usize..13, rsz in 1usize..40, extra in 0usize..20, drop in any::<u64>()) {
+            let spacing = rsz + extra;
+            let sites: Vec<(usize, usize)> =
+                (0..ny).flat_map(|y| (0..nx).map(move |x| (x * spacing, y * spacing))).enumerate().filter(|(k, _)| drop >> (k % 64) & 1 == 0).map(|(_, s)| s).collect();
+            let got: Vec<Vec<usize>> = spaced_null_sites(sites.len()).iter().map(|n| n.as_slice().to_vec()).collect();
             prop_assert_eq!(got, null_sites_reference(&sites, rsz));
         }
     }

@@ -24,7 +24,7 @@ use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Integral, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_few, Parallelism};
-use crate::stitch::accept::{ambiguous, null_sites, threshold, Acceptance, NullSet};
+use crate::stitch::accept::{ambiguous, null_sites, spaced_null_sites, threshold, Acceptance, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
 use crate::stitch::similarity::{self, Bounds, ConsensusSets, Correspondence, Similarity};
@@ -437,6 +437,9 @@ pub struct PairPlan<C> {
     textured: Vec<((usize, usize), C, (isize, isize))>,
     /// Per textured template, the templates at whose starts it is probed.
     nulls: Vec<NullSet>,
+    /// The grid's positions lie at least a template apart on each axis, so that every
+    /// other template's site is far from a template's own ([`spaced_null_sites`]).
+    spaced: bool,
     search: SearchParams,
     /// The registration ended with the grid (no overlap): `out` is the result.
     ended: bool,
@@ -613,12 +616,14 @@ fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams
     };
     let r = p.search_radius;
     let search = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
-    let mut plan = PairPlan { out, textured: Vec::new(), nulls: Vec::new(), search, ended: false };
+    let mut plan = PairPlan { out, textured: Vec::new(), nulls: Vec::new(), spaced: false, search, ended: false };
     let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {
         plan.out.skip = Some(SkipReason::NoOverlap);
         plan.ended = true;
         return Ok((plan, Vec::new()));
     };
+    let spaced = |at: &[usize]| at.windows(2).all(|w| w[1] - w[0] >= p.rsz);
+    plan.spaced = spaced(&gx) && spaced(&gy);
     let mut sites = Vec::with_capacity(gx.len() * gy.len());
     sites.extend(gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))));
     plan.out.templates = sites.len();
@@ -640,8 +645,12 @@ impl<C> PairPlan<C> {
             })
             .collect();
         if p.acceptance != Acceptance::Fixed && !self.textured.is_empty() {
-            let textured_sites: Vec<(usize, usize)> = self.textured.iter().map(|t| t.0).collect();
-            self.nulls = null_sites(&textured_sites, p.rsz);
+            self.nulls = if self.spaced {
+                spaced_null_sites(self.textured.len())
+            } else {
+                let textured_sites: Vec<(usize, usize)> = self.textured.iter().map(|t| t.0).collect();
+                null_sites(&textured_sites, p.rsz)
+            };
         }
     }
 }
@@ -709,7 +718,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     probed: &[Option<f64>],
     sets: Option<&dyn ConsensusSets>,
 ) -> Result<Unrefined> {
-    let PairPlan { mut out, textured, nulls, search, ended } = plan;
+    let PairPlan { mut out, textured, nulls, search, ended, .. } = plan;
     if ended {
         return Ok(out.into());
     }
@@ -1515,6 +1524,31 @@ mod tests {
         }
         let sites = pair_sites(a.view(), a.view(), &d, (0.0, 0.0)).unwrap();
         assert!(matches!(sites.plan::<u8>(Vec::new(), &d), Err(Error::Backend(_))));
+    }
+
+    /// A plan's null probes are [`null_sites`] of its textured templates, whether its grid
+    /// is spaced a template apart (the plan's shortcut) or not (narrow overlaps, whose
+    /// positions crowd; templates wider than the grid's spacing), with templates left out
+    /// for want of texture.
+    #[test]
+    fn a_plans_null_probes_are_the_null_sites_of_its_textured_templates() {
+        let frame = texture(200, 150, 7).map(|v| if v > 128.0 { v.round() as u8 } else { 128 });
+        let mut spaced = [0; 2];
+        for rsz in [5, 15, 31, 61] {
+            for npts in [2, 3, 5, 8] {
+                for prediction in [(0.0, 0.0), (12.4, -7.6), (120.0, 3.0), (-3.0, 90.0), (150.0, 100.0)] {
+                    let p = RegisterParams { rsz, npts, search_radius: 8, min_variance: 50.0, ..Default::default() };
+                    let Ok(plan) = plan_pair(frame.view(), frame.view(), &p, prediction) else { continue };
+                    let sites: Vec<(usize, usize)> = plan.searches().map(|s| s.site).collect();
+                    let want: Vec<Vec<usize>> = null_sites(&sites, rsz).iter().map(|n| n.as_slice().to_vec()).collect();
+                    let got: Vec<Vec<usize>> = plan.probe_sets().map(<[usize]>::to_vec).collect();
+                    assert_eq!(got, want, "rsz {rsz} npts {npts} {prediction:?}");
+                    spaced[usize::from(plan.spaced)] += 1;
+                }
+            }
+        }
+        // Both kinds of grid were met.
+        assert!(spaced.iter().all(|&n| n > 5), "{spaced:?}");
     }
 
     #[test]
