@@ -1533,7 +1533,7 @@ mod tests {
     #[test]
     fn a_plans_null_probes_are_the_null_sites_of_its_textured_templates() {
         let frame = texture(200, 150, 7).map(|v| if v > 128.0 { v.round() as u8 } else { 128 });
-        let mut spaced = [0; 2];
+        let (mut spaced, mut thinned) = ([0; 2], 0);
         for rsz in [5, 15, 31, 61] {
             for npts in [2, 3, 5, 8] {
                 for prediction in [(0.0, 0.0), (12.4, -7.6), (120.0, 3.0), (-3.0, 90.0), (150.0, 100.0)] {
@@ -1544,11 +1544,12 @@ mod tests {
                     let got: Vec<Vec<usize>> = plan.probe_sets().map(<[usize]>::to_vec).collect();
                     assert_eq!(got, want, "rsz {rsz} npts {npts} {prediction:?}");
                     spaced[usize::from(plan.spaced)] += 1;
+                    thinned += usize::from(sites.len() < plan.out.templates);
                 }
             }
         }
-        // Both kinds of grid were met.
-        assert!(spaced.iter().all(|&n| n > 5), "{spaced:?}");
+        // Both kinds of grid were met, and grids thinned by the texture test.
+        assert!(spaced.iter().all(|&n| n > 5) && thinned > 5, "{spaced:?} {thinned}");
     }
 
     #[test]
