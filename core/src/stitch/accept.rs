@@ -120,7 +120,7 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<NullSet> {
         let mut at: Vec<usize> = sites.iter().map(axis).collect();
         at.sort_unstable();
         at.dedup();
-        at.windows(2).all(|w| w[1] - w[0] >= rsz)
+        spaced_apart(&at, rsz)
     };
     let n = sites.len();
     if spaced(|s| s.0) && spaced(|s| s.1) {
@@ -137,6 +137,12 @@ pub fn null_sites(sites: &[(usize, usize)], rsz: usize) -> Vec<NullSet> {
             NullSet::spread(far.len(), far.partition_point(|&u| u < t), &Steps::over(far.len()), |i| far[i])
         })
         .collect()
+}
+
+/// Whether ascending, distinct positions along an axis lie at least `rsz` apart, as
+/// [`spaced_null_sites`] asks of both axes.
+pub(crate) fn spaced_apart(at: &[usize], rsz: usize) -> bool {
+    at.windows(2).all(|w| w[1] - w[0] >= rsz)
 }
 
 /// [`null_sites`] of `n` sites whose distinct x positions, and distinct y positions, lie at

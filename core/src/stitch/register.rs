@@ -24,7 +24,7 @@ use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Integral, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_few, Parallelism};
-use crate::stitch::accept::{ambiguous, null_sites, spaced_null_sites, threshold, Acceptance, NullSet};
+use crate::stitch::accept::{ambiguous, null_sites, spaced_apart, spaced_null_sites, threshold, Acceptance, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
 use crate::stitch::similarity::{self, Bounds, ConsensusSets, Correspondence, Similarity};
@@ -622,8 +622,8 @@ fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams
         plan.ended = true;
         return Ok((plan, Vec::new()));
     };
-    let spaced = |at: &[usize]| at.windows(2).all(|w| w[1] - w[0] >= p.rsz);
-    plan.spaced = spaced(&gx) && spaced(&gy);
+    // The axes' positions ascend, distinct (grid_axis).
+    plan.spaced = spaced_apart(&gx, p.rsz) && spaced_apart(&gy, p.rsz);
     let mut sites = Vec::with_capacity(gx.len() * gy.len());
     sites.extend(gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))));
     plan.out.templates = sites.len();
