@@ -13,7 +13,7 @@
 // root in f64, so every coefficient, decision and count equals the CPU's. f32 frames: the
 // cross term and window sums in f64 (the core: f32 row dot products, integral images),
 // within about 1e-6 of the CPU's coefficients. A second kernel evaluates the null probes
-// (ncc_probe), a third sums the templates of integer frames for the host's texture test
+// and reduces each template's to its peak (ncc_null_peaks), a third sums the templates of integer frames for the host's texture test
 // (template_sums, at the end of this file).
 #include "common.cuh"
 
@@ -317,46 +317,66 @@ extern "C" __global__ void ncc_search_f32(const u64* frames, int w, int h, int r
 }
 TESSERA_EXPORT(ncc_search_f32)
 
-// A launch's null probes: each template's coefficient at the start of another search of
-// the same launch, the one window there (a search of radius 0 evaluates that window and
-// nothing else). A warp per probe; its record names the search whose template, frames and
-// terms it takes and the search at whose start it is evaluated, both records of `sites` /
-// `stats`. out, per probe: the coefficient (-inf where the window is flat). The host checks
-// that each start is a window inside the frame.
-#define NCC_PROBE_INTS 2
+// A launch's null probes, each template's reduced to its null peak (the core's NullPeak):
+// a block per template, a warp per probe. A probe is the template's coefficient at the
+// start of another search of the same launch, the one window there (a search of radius 0
+// evaluates that window and nothing else). The template's record names its search (whose
+// template, frames and terms the probes take), its probe count, and the searches at whose
+// starts they are evaluated, all records of `sites` / `stats`. The block's first thread
+// folds the coefficients in probe order as the core's NullPeak::of does (a flat window,
+// -inf, skipped; a larger value, or any after a NaN, replaces the peak). out, per template:
+// the peak (-inf where every window was flat, or there was none) and the number of windows
+// not flat. The host checks that each start is a window inside the frame.
+#define NCC_NULL_SAMPLES 8
+#define NCC_NULL_INTS (2 + NCC_NULL_SAMPLES)
 
 template <typename T>
-__device__ void ncc_probe(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
-    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (warp >= count) return;  // whole warps: blockDim is a multiple of 32
-    const int* probe = probes + (i64)NCC_PROBE_INTS * warp;
-    const int* site = sites + (i64)NCC_SITE_WORDS * probe[0];
-    const int* at = sites + (i64)NCC_SITE_WORDS * probe[1];
-    const double* stat = stats + (i64)NCC_STAT_WORDS * probe[0];
-    const T* ref = reinterpret_cast<const T*>(frames[site[4]]);
-    const T* mov = reinterpret_cast<const T*>(frames[site[5]]);
-    NccSearch s;
-    s.sx = site[0];
-    s.sy = site[1];
-    s.tsum = stat[0];
-    s.tnorm = stat[1];
-    double v = coefficient(ref, mov, w, rsz, s, at[2], at[3], stat[2], stat[3], lane);
-    if (lane == 0) out[warp] = v;
+__device__ void ncc_null_peaks(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
+    __shared__ double probed[NCC_NULL_SAMPLES];
+    const int* null = nulls + (i64)NCC_NULL_INTS * blockIdx.x;  // a block per record
+    int probes = null[1];
+    int k = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (k < probes) {  // whole warps: a warp per probe
+        const int* site = sites + (i64)NCC_SITE_WORDS * null[0];
+        const int* at = sites + (i64)NCC_SITE_WORDS * null[2 + k];
+        const double* stat = stats + (i64)NCC_STAT_WORDS * null[0];
+        const T* ref = reinterpret_cast<const T*>(frames[site[4]]);
+        const T* mov = reinterpret_cast<const T*>(frames[site[5]]);
+        NccSearch s;
+        s.sx = site[0];
+        s.sy = site[1];
+        s.tsum = stat[0];
+        s.tnorm = stat[1];
+        double v = coefficient(ref, mov, w, rsz, s, at[2], at[3], stat[2], stat[3], lane);
+        if (lane == 0) probed[k] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double peak = -TESSERA_INF_D;
+        int windows = 0;
+        for (int j = 0; j < probes; j++) {
+            double c = probed[j];
+            if (c == -TESSERA_INF_D) continue;
+            if (windows == 0 || c > peak || peak != peak) peak = c;
+            windows++;
+        }
+        out[2 * blockIdx.x] = peak;
+        out[2 * blockIdx.x + 1] = windows;
+    }
 }
 
-extern "C" __global__ void ncc_probe_u8(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
-    ncc_probe<u8>(frames, w, rsz, sites, stats, probes, count, out);
+extern "C" __global__ void ncc_null_peaks_u8(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
+    ncc_null_peaks<u8>(frames, w, rsz, sites, stats, nulls, out);
 }
-TESSERA_EXPORT(ncc_probe_u8)
-extern "C" __global__ void ncc_probe_u16(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
-    ncc_probe<u16>(frames, w, rsz, sites, stats, probes, count, out);
+TESSERA_EXPORT(ncc_null_peaks_u8)
+extern "C" __global__ void ncc_null_peaks_u16(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
+    ncc_null_peaks<u16>(frames, w, rsz, sites, stats, nulls, out);
 }
-TESSERA_EXPORT(ncc_probe_u16)
-extern "C" __global__ void ncc_probe_f32(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* probes, int count, double* out) {
-    ncc_probe<float>(frames, w, rsz, sites, stats, probes, count, out);
+TESSERA_EXPORT(ncc_null_peaks_u16)
+extern "C" __global__ void ncc_null_peaks_f32(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
+    ncc_null_peaks<float>(frames, w, rsz, sites, stats, nulls, out);
 }
-TESSERA_EXPORT(ncc_probe_f32)
+TESSERA_EXPORT(ncc_null_peaks_f32)
 
 // The exact sums of each listed template (integer frames): a warp per template, its lanes
 // splitting the pixels; u64 sums, which do not depend on the order they are added in. Each

@@ -1,5 +1,6 @@
 //! Drives `kernels/ncc.cu`: pair registration with every template search of one or several
-//! pairs in one launch (a warp per template), and their null probes in another, through
+//! pairs in one launch (a warp per template), and their null probes in another (each
+//! template's reduced to its [`NullPeak`] on the device), through
 //! the core's seam [`pair_sites`](tessera_core::stitch::pair_sites) /
 //! [`PairPlan::conclude`](tessera_core::stitch::PairPlan::conclude): the grid, the texture
 //! test, the threshold and the consensus are the core's, the templates' sums (integer
@@ -23,7 +24,7 @@ use tessera_core::image::Pixel;
 use tessera_core::ncc::{Integral, Match, NccSample, SearchParams, TemplateStats};
 use tessera_core::parallel::{map_claimed, map_slots};
 use tessera_core::stitch::{
-    gray, luma_storage, pair_sites, plan_pair, Gray, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined,
+    gray, luma_storage, pair_sites, plan_pair, Gray, NullPeak, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined, NULL_SAMPLES,
 };
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
@@ -34,16 +35,18 @@ const WARPS: u32 = 4;
 const SITE_WORDS: usize = 6;
 const STAT_WORDS: usize = 4;
 const RESULT_WORDS: usize = 6;
-/// Ints of a null probe's record (`NCC_PROBE_INTS` of ncc.cu).
-const PROBE_INTS: usize = 2;
+/// Ints of a template's null probes' record (`NCC_NULL_INTS` of ncc.cu): its search, its
+/// probe count, and the searches at whose starts it is probed (`NCC_NULL_SAMPLES` places,
+/// the core's [`NULL_SAMPLES`]).
+const NULL_INTS: usize = 2 + NULL_SAMPLES;
 /// Ints of a template's record for its sums (`NCC_TEMPLATE_INTS` of ncc.cu).
 const TEMPLATE_INTS: usize = 3;
 
 /// The kernel and its per-frame constants for one sample type.
 pub(crate) trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
     const KERNEL: &'static str;
-    /// The null probes' kernel.
-    const PROBE: &'static str;
+    /// The null probes' kernel (each template's reduced to its null peak).
+    const NULLS: &'static str;
     /// The refinement's kernel.
     const REFINE: &'static str;
     /// The quality sums' kernel (integer frames; f32 frames are measured on the host).
@@ -63,21 +66,21 @@ pub(crate) trait DeviceSample: NccSample + Pod + Pixel + Into<f64> {
 
 impl DeviceSample for u8 {
     const KERNEL: &'static str = "ncc_search_u8";
-    const PROBE: &'static str = "ncc_probe_u8";
+    const NULLS: &'static str = "ncc_null_peaks_u8";
     const REFINE: &'static str = "refine_shift_u8";
     const QUALITY: Option<&'static str> = Some("quality_sums_u8");
     const SUMS: Option<&'static str> = Some("template_sums_u8");
 }
 impl DeviceSample for u16 {
     const KERNEL: &'static str = "ncc_search_u16";
-    const PROBE: &'static str = "ncc_probe_u16";
+    const NULLS: &'static str = "ncc_null_peaks_u16";
     const REFINE: &'static str = "refine_shift_u16";
     const QUALITY: Option<&'static str> = Some("quality_sums_u16");
     const SUMS: Option<&'static str> = Some("template_sums_u16");
 }
 impl DeviceSample for f32 {
     const KERNEL: &'static str = "ncc_search_f32";
-    const PROBE: &'static str = "ncc_probe_f32";
+    const NULLS: &'static str = "ncc_null_peaks_f32";
     const REFINE: &'static str = "refine_shift_f32";
     fn f32_terms(moving: ImageView<'_, f32>) -> Result<(f64, f64)> {
         let integral = Integral::new(moving)?;
@@ -142,12 +145,12 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 /// of `par`, a pair to a thread (`registrar.rs`'s `HostWork`).
 pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
-    let (searched, (found, probed), launched) = search_jobs(gpu, jobs, p, par)?;
+    let (searched, (found, peaks), launched) = search_jobs(gpu, jobs, p, par)?;
     let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
     let sets = DeviceConsensus { gpu };
     let concluded: Vec<Result<Unrefined>> = map_slots(&mut searched, par, |k, searched| {
         host_count::pair_work(|| match searched.take() {
-            Some(Searched::Matches { plan, found: f, probed: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &probed[q], Some(&sets)),
+            Some(Searched::Matches { plan, found: f, nulls: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &peaks[q], Some(&sets)),
             Some(Searched::Failed(e)) => Err(e),
             None => Err(Error::Backend("internal: a pair concluded twice".into())),
         })
@@ -168,46 +171,47 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: 
 }
 
 /// A pair's device searches, not yet turned into its registration: the core's plan of the
-/// pair with where the matches of its searches and of its null probes lie among the
-/// launches' ([`search_jobs`]), or the error that stopped the plan.
+/// pair with where the matches of its searches and the null peaks of its templates lie
+/// among the launches' ([`search_jobs`]), or the error that stopped the plan.
 enum Searched {
-    Matches { plan: PairPlan<TemplateStats>, found: Range<usize>, probed: Range<usize> },
+    Matches { plan: PairPlan<TemplateStats>, found: Range<usize>, nulls: Range<usize> },
     Failed(Error),
 }
 
-/// A launch's answers: each search's match, each null probe's coefficient.
-type Answers = (Vec<Option<Match>>, Vec<Option<f64>>);
+/// A launch's answers: each search's match, each null record's peak.
+type Answers = (Vec<Option<Match>>, Vec<NullPeak>);
 
 /// One launch's searches and their null probes: the searches' parameters, per search its
-/// site record and template statistics, per probe the two searches it reads.
+/// site record and template statistics, per template with null probes the searches it reads
+/// (one record a template: its peak is reduced on the device).
 #[derive(Default)]
 struct Call {
     sp: Option<SearchParams>,
     sites: Vec<i32>,
     stats: Vec<f64>,
-    probes: Vec<[i32; PROBE_INTS]>,
+    nulls: Vec<[i32; NULL_INTS]>,
 }
 
 impl Call {
-    /// An empty call with room for `searches` searches and `probes` null probes (those
-    /// added then append without growing).
-    fn with_room_for(searches: usize, probes: usize) -> Call {
-        Call { sp: None, sites: Vec::with_capacity(SITE_WORDS * searches), stats: Vec::with_capacity(STAT_WORDS * searches), probes: Vec::with_capacity(probes) }
+    /// An empty call with room for `searches` searches and `nulls` templates' null probes
+    /// (those added then append without growing).
+    fn with_room_for(searches: usize, nulls: usize) -> Call {
+        Call { sp: None, sites: Vec::with_capacity(SITE_WORDS * searches), stats: Vec::with_capacity(STAT_WORDS * searches), nulls: Vec::with_capacity(nulls) }
     }
 
     /// One pair's part of a launch, made on the pair's own thread: the searches of `plan`
-    /// and their null probes ([`add`](Self::add), [`add_probes`](Self::add_probes)), its
+    /// and their null probes ([`add`](Self::add), [`add_nulls`](Self::add_nulls)), its
     /// frames at `slots` of the launch's table, the moving frame's f32 terms `terms`.
     fn of_pair<T: DeviceSample>(plan: &PairPlan<TemplateStats>, last: (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Call> {
-        let mut part = Call::with_room_for(plan.searches().len(), plan.probe_sets().map(<[usize]>::len).sum());
+        let mut part = Call::with_room_for(plan.searches().len(), plan.probe_sets().len());
         let searches = part.add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
-        part.add_probes(&searches, plan.probe_sets(), last)?;
+        part.add_nulls(&searches, plan.probe_sets(), last)?;
         Ok(part)
     }
 
-    /// Appends `part` (a pair's own call, [`of_pair`](Self::of_pair)), its probes' search
-    /// indices moved past this call's searches; returns the ranges of its searches and of
-    /// its probes here.
+    /// Appends `part` (a pair's own call, [`of_pair`](Self::of_pair)), its null records'
+    /// search indices moved past this call's searches; returns the ranges of its searches
+    /// and of its null records here.
     fn append(&mut self, part: &Call) -> Result<[Range<usize>; 2]> {
         if part.sp.is_some_and(|p| self.sp.is_some_and(|c| c != p)) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
@@ -219,9 +223,9 @@ impl Call {
         let at = first as i32;
         self.sites.extend_from_slice(&part.sites);
         self.stats.extend_from_slice(&part.stats);
-        let probed = self.probes.len();
-        self.probes.extend(part.probes.iter().map(|&[t, u]| [t + at, u + at]));
-        Ok([first..self.sites.len() / SITE_WORDS, probed..self.probes.len()])
+        let nulls = self.nulls.len();
+        self.nulls.extend(part.nulls.iter().map(|&null| moved_by(null, at)));
+        Ok([first..self.sites.len() / SITE_WORDS, nulls..self.nulls.len()])
     }
 
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
@@ -253,9 +257,10 @@ impl Call {
 
     /// Adds the null probes `sets` of the call's searches `searches` (the `t`-th set, counted
     /// from the range's start: the searches at whose starts search `t`'s template is
-    /// evaluated), each start checked first as the core checks a search of radius 0 (none is
-    /// added if one cannot start); returns their range among the call's probes.
-    fn add_probes<'s>(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = &'s [usize]>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+    /// evaluated), a record a set, each start checked first as the core checks a search of
+    /// radius 0 (none is added if one cannot start); returns their range among the call's
+    /// null records.
+    fn add_nulls<'s>(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = &'s [usize]>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
         // Each search's start checked once: whether a window can be placed at it.
         let Some(sites) = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end) else {
             return Err(Error::Backend("internal: null probes of searches the call does not have".into()));
@@ -265,11 +270,11 @@ impl Call {
             return Err(Error::Backend("internal: null probes of a search the pair does not have".into()));
         }
         // Search indices of one launch, which counts its searches in an int. A probe that
-        // cannot start takes the pair's probes added so far back out.
-        let first = self.probes.len();
+        // cannot start takes the pair's records added so far back out.
+        let first = self.nulls.len();
         for (t, us) in sets.enumerate() {
             if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
-                self.probes.truncate(first);
+                self.nulls.truncate(first);
                 if u >= startable.len() {
                     return Err(Error::Backend("internal: a null probe at a search the pair does not have".into()));
                 }
@@ -277,11 +282,26 @@ impl Call {
                 let (sx, sy) = (self.sites[at], self.sites[at + 1]);
                 return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
             }
-            let at = (searches.start + t) as i32;
-            self.probes.extend(us.iter().map(|&u| [at, (searches.start + u) as i32]));
+            if us.len() > NULL_SAMPLES {
+                self.nulls.truncate(first);
+                return Err(Error::Backend(format!("internal: {} null probes of a template, at most {NULL_SAMPLES}", us.len())));
+            }
+            let mut null = [0; NULL_INTS];
+            null[0] = t as i32;
+            null[1] = us.len() as i32;
+            null[2..2 + us.len()].iter_mut().zip(us).for_each(|(at, &u)| *at = u as i32);
+            self.nulls.push(moved_by(null, searches.start as i32));
         }
-        Ok(first..self.probes.len())
+        Ok(first..self.nulls.len())
     }
+}
+
+/// A null record (`NULL_INTS` ints) with its search indices moved on by `at`.
+fn moved_by(mut null: [i32; NULL_INTS], at: i32) -> [i32; NULL_INTS] {
+    let probes = null[1] as usize;
+    null[0] += at;
+    null[2..2 + probes].iter_mut().for_each(|u| *u += at);
+    null
 }
 
 /// The first half of the registration of every pair of `jobs`: each pair planned by the
@@ -302,11 +322,11 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         Ok((plan, part))
     })?;
     let sizes = parts.iter().flatten().filter_map(|(_, part)| part.as_ref().ok());
-    let mut call = Call::with_room_for(sizes.clone().map(|c| c.sites.len() / SITE_WORDS).sum(), sizes.map(|c| c.probes.len()).sum());
+    let mut call = Call::with_room_for(sizes.clone().map(|c| c.sites.len() / SITE_WORDS).sum(), sizes.map(|c| c.nulls.len()).sum());
     let searched = parts
         .into_iter()
         .map(|part| match part.and_then(|(plan, part)| Ok((plan, call.append(&part?)?))) {
-            Ok((plan, [found, probed])) => Searched::Matches { plan, found, probed },
+            Ok((plan, [found, nulls])) => Searched::Matches { plan, found, nulls },
             Err(e) => Searched::Failed(e),
         })
         .collect();
@@ -394,7 +414,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     .to_vec();
     let threads = 32 * WARPS;
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], 0, &list)?;
-    let probed = probe_all::<T>(gpu, &dframes, w, p.rsz, (&dsites, &dstats), call)?;
+    let peaks = null_peaks::<T>(gpu, &dframes, w, p.rsz, (&dsites, &dstats), call)?;
     let mut res = vec![0f64; RESULT_WORDS * count];
     gpu.download(&out, &mut res)?;
     let found = res
@@ -408,24 +428,26 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
             Some(Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset: (r[4], r[5]), evaluations: r[3] as u32 })
         })
         .collect();
-    Ok((found, probed))
+    Ok((found, peaks))
 }
 
 /// The launch of `call`'s null probes over its searches' records already on the device
-/// (`records`: sites and statistics), and its download: each probe's coefficient at its
-/// start (`None`: a flat window).
-fn probe_all<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: usize, (sites, stats): (&DevBuf<'_, i32>, &DevBuf<'_, f64>), call: &Call) -> Result<Vec<Option<f64>>> {
-    let count = call.probes.len();
+/// (`records`: sites and statistics), and its download: each null record's peak, reduced
+/// on the device.
+fn null_peaks<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: usize, (sites, stats): (&DevBuf<'_, i32>, &DevBuf<'_, f64>), call: &Call) -> Result<Vec<NullPeak>> {
+    let count = call.nulls.len();
     if count == 0 {
         return Ok(Vec::new());
     }
-    let dprobes = gpu.upload(call.probes.as_flattened())?;
-    let out = gpu.buffer::<f64>(count)?;
-    let list = args![frames, w, rsz as i32, sites, stats, &dprobes, int(count, "null probes")?, &out];
-    gpu.launch(Kernel::new(Module::Ncc, T::PROBE), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
-    let mut coefficients = vec![0f64; count];
-    gpu.download(&out, &mut coefficients)?;
-    Ok(coefficients.into_iter().map(|c| (c != f64::NEG_INFINITY).then_some(c)).collect())
+    let dnulls = gpu.upload(call.nulls.as_flattened())?;
+    let out = gpu.buffer::<f64>(2 * count)?;
+    let list = args![frames, w, rsz as i32, sites, stats, &dnulls, &out];
+    // A block a record, a warp a probe.
+    gpu.launch(Kernel::new(Module::Ncc, T::NULLS), [int(count, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], 0, list)?;
+    let mut peaks = vec![0f64; 2 * count];
+    gpu.download(&out, &mut peaks)?;
+    // Window counts (at most NULL_SAMPLES) are exact in f64.
+    Ok(peaks.chunks_exact(2).map(|n| NullPeak { largest: (n[1] > 0.0).then_some(n[0]), windows: n[1] as u32 }).collect())
 }
 
 #[cfg(test)]
@@ -435,37 +457,54 @@ mod tests {
     /// A call holding three searches with starts `starts`, as `Call::add` records them.
     fn call_of(starts: [(i32, i32); 3]) -> Call {
         let sites = starts.iter().flat_map(|&(x, y)| [x, y, x, y, 0, 1]).collect();
-        Call { sp: Some(PROBE_PARAMS), sites, stats: vec![0.0; 3 * STAT_WORDS], probes: Vec::new() }
+        Call { sp: Some(PROBE_PARAMS), sites, stats: vec![0.0; 3 * STAT_WORDS], nulls: Vec::new() }
     }
 
     const PROBE_PARAMS: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
 
+    /// A null record: search `t`'s template at the starts of `us`.
+    fn null(t: i32, us: &[i32]) -> [i32; NULL_INTS] {
+        let mut n = [0; NULL_INTS];
+        (n[0], n[1]) = (t, us.len() as i32);
+        n[2..2 + us.len()].copy_from_slice(us);
+        n
+    }
+
     #[test]
-    fn null_probes_are_added_in_order_or_not_at_all() {
+    fn null_records_are_added_in_order_or_not_at_all() {
         let bounds = (10, 10);
         let mut call = call_of([(1, 1), (10, 0), (4, 11)]);
-        // Searches 1 and 2 of the call as one pair's range 0..2.
+        // Searches 1 and 2 of the call as one pair's range 0..2: search 2 has no probe.
         let range = 1..3;
-        assert_eq!(call.add_probes(&range, [&[0][..], &[0]].into_iter(), bounds).unwrap(), 0..2);
-        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1]);
+        assert_eq!(call.add_nulls(&range, [&[0][..], &[]].into_iter(), bounds).unwrap(), 0..2);
+        assert_eq!(call.nulls, [null(1, &[1]), null(2, &[])]);
         // A probe at search 2's start, which lies below the frame's last row: an error, and
-        // none of the pair's probes added.
-        let err = call.add_probes(&range, [&[0, 1][..]].into_iter(), bounds).unwrap_err();
+        // none of the pair's records added.
+        let err = call.add_nulls(&range, [&[0, 1][..]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::InvalidParameter { name: "search start", .. }), "{err:?}");
         assert!(err.to_string().contains("(4, 11)"), "{err}");
-        // A probe of a search the range does not hold.
-        let err = call.add_probes(&range, [&[0][..], &[], &[0]].into_iter(), bounds).unwrap_err();
+        // A probe of a search the range does not hold; more probes than a record holds.
+        let err = call.add_nulls(&range, [&[0][..], &[], &[0]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
-        let err = call.add_probes(&range, [&[2][..]].into_iter(), bounds).unwrap_err();
+        let err = call.add_nulls(&range, [&[2][..]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
-        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1]);
+        let err = call.add_nulls(&(0..2), [&[0][..], &[0; NULL_SAMPLES + 1]].into_iter(), bounds).unwrap_err();
+        assert!(matches!(err, Error::Backend(_)), "{err:?}");
+        assert_eq!(call.nulls, [null(1, &[1]), null(2, &[])]);
         // A range beyond the call's searches.
-        let err = call.add_probes(&(2..4), [&[0][..]].into_iter(), bounds).unwrap_err();
+        let err = call.add_nulls(&(2..4), [&[0][..]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
-        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1]);
-        // Every search of the call, search 0 probed at its own start.
-        assert_eq!(call.add_probes(&(0..3), [&[0][..]].into_iter(), bounds).unwrap(), 2..3);
-        assert_eq!(call.probes.as_flattened(), [1, 1, 2, 1, 0, 0]);
+        assert_eq!(call.nulls.len(), 2);
+        // Every search of the call, search 0 probed at its own start and search 1's, with
+        // every place of its record.
+        assert_eq!(call.add_nulls(&(0..3), [&[0, 1][..], &[0; NULL_SAMPLES]].into_iter(), bounds).unwrap(), 2..4);
+        assert_eq!(call.nulls[2..], [null(0, &[0, 1]), null(1, &[0; NULL_SAMPLES])]);
+        // Appended to another call of two searches, every index moves on by two.
+        let mut launch = call_of([(0, 0), (1, 1), (2, 2)]);
+        launch.sites.truncate(2 * SITE_WORDS);
+        launch.stats.truncate(2 * STAT_WORDS);
+        assert_eq!(launch.append(&call).unwrap(), [2..5, 0..4]);
+        assert_eq!(launch.nulls, [null(3, &[3]), null(4, &[]), null(2, &[2, 3]), null(3, &[2; NULL_SAMPLES])]);
     }
 
     /// The search kernel's subpixel fit (`quadratic_peak` of ncc.cu) gives the core's

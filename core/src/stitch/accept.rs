@@ -155,16 +155,35 @@ pub(crate) fn spaced_null_sites(n: usize) -> Vec<NullSet> {
     (0..n).map(|t| NullSet::spread(len, t, &steps, |i| i + usize::from(i >= t))).collect()
 }
 
-/// The threshold a vector's coefficient must reach under `rule`: `cthresh` (fixed), or
-/// the largest of `nulls` plus `margin`, at least `floor` (adaptive; with no null value
-/// the fixed threshold stands in).
-pub fn threshold(rule: Acceptance, nulls: impl IntoIterator<Item = f64>, cthresh: f64, margin: f64, floor: f64) -> f64 {
-    match rule {
-        Acceptance::Fixed => cthresh,
-        Acceptance::Adaptive => match nulls.into_iter().reduce(f64::max) {
-            Some(null) => (null + margin).max(floor),
-            None => cthresh,
-        },
+/// A template's null sample as acceptance reads it (module doc): the largest coefficient
+/// among its probes whose window was not flat, and how many were not flat (one evaluation
+/// each). What a template's probes come to, so that a device reduces them on its side and
+/// the host reads one peak a template, not one coefficient a probe.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct NullPeak {
+    /// The largest coefficient; `None` where every window was flat, or there was no probe.
+    pub largest: Option<f64>,
+    /// The probes whose window was not flat.
+    pub windows: u32,
+}
+
+impl NullPeak {
+    /// The peak of a template's probes' coefficients (`None`: a flat window), taken in
+    /// their order: a larger value replaces the peak, an equal one does not, and a NaN
+    /// never displaces a number (as `f64::max`). The device's reduction (`ncc_null_peaks`
+    /// of the CUDA backend) takes the same steps.
+    pub fn of(probed: impl IntoIterator<Item = Option<f64>>) -> NullPeak {
+        probed.into_iter().flatten().fold(NullPeak::default(), |peak, c| NullPeak { largest: Some(peak.largest.map_or(c, |m| if c > m || m.is_nan() { c } else { m })), windows: peak.windows + 1 })
+    }
+
+    /// The threshold a vector's coefficient must reach under `rule`: `cthresh` (fixed), or
+    /// the largest null coefficient plus `margin`, at least `floor` (adaptive; with no
+    /// null coefficient the fixed threshold stands in).
+    pub fn threshold(self, rule: Acceptance, cthresh: f64, margin: f64, floor: f64) -> f64 {
+        match (rule, self.largest) {
+            (Acceptance::Adaptive, Some(null)) => (null + margin).max(floor),
+            _ => cthresh,
+        }
     }
 }
 
@@ -255,12 +274,34 @@ mod tests {
 
     #[test]
     fn thresholds_follow_the_rule() {
-        assert_eq!(threshold(Acceptance::Fixed, [0.9], 0.85, 0.2, 0.3), 0.85);
-        assert!((threshold(Acceptance::Adaptive, [0.1, 0.4, -0.2], 0.85, 0.2, 0.3) - 0.6).abs() < 1e-12);
-        assert_eq!(threshold(Acceptance::Adaptive, [-0.5], 0.85, 0.2, 0.3), 0.3);
-        assert_eq!(threshold(Acceptance::Adaptive, [], 0.85, 0.2, 0.3), 0.85);
+        let threshold = |rule, nulls: &[f64], cthresh, margin, floor| NullPeak::of(nulls.iter().map(|&c| Some(c))).threshold(rule, cthresh, margin, floor);
+        assert_eq!(threshold(Acceptance::Fixed, &[0.9], 0.85, 0.2, 0.3), 0.85);
+        assert!((threshold(Acceptance::Adaptive, &[0.1, 0.4, -0.2], 0.85, 0.2, 0.3) - 0.6).abs() < 1e-12);
+        assert_eq!(threshold(Acceptance::Adaptive, &[-0.5], 0.85, 0.2, 0.3), 0.3);
+        assert_eq!(threshold(Acceptance::Adaptive, &[], 0.85, 0.2, 0.3), 0.85);
         assert_eq!("fixed".parse::<Acceptance>(), Ok(Acceptance::Fixed));
         assert!("other".parse::<Acceptance>().is_err());
+    }
+
+    /// A peak is the largest of the windows that were not flat, each counted; NaN displaces
+    /// no number (as `f64::max`), and of equal values (signed zeros) the first stays.
+    #[test]
+    fn a_null_peak_is_the_largest_of_the_windows_not_flat() {
+        assert_eq!(NullPeak::of([]), NullPeak { largest: None, windows: 0 });
+        assert_eq!(NullPeak::of([None, None]), NullPeak { largest: None, windows: 0 });
+        assert_eq!(NullPeak::of([Some(0.2), None, Some(0.7), Some(-0.1)]), NullPeak { largest: Some(0.7), windows: 3 });
+        assert_eq!(NullPeak::of([Some(f64::NAN), Some(0.3), Some(f64::NAN)]), NullPeak { largest: Some(0.3), windows: 3 });
+        assert!(NullPeak::of([Some(f64::NAN)]).largest.is_some_and(f64::is_nan));
+        let zero = |probed: [Option<f64>; 2]| NullPeak::of(probed).largest.map(f64::to_bits);
+        assert_eq!(zero([Some(-0.0), Some(0.0)]), Some((-0.0f64).to_bits()));
+        assert_eq!(zero([Some(0.0), Some(-0.0)]), Some(0.0f64.to_bits()));
+        // Reduced in any grouping, the same as `f64::max` over numbers.
+        let mut rng = crate::stitch::SplitMix64::new(11);
+        for _ in 0..200 {
+            let probed: Vec<Option<f64>> = (0..(rng.next_u64() % 9)).map(|_| (rng.next_u64() % 4 != 0).then(|| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)).collect();
+            let want = probed.iter().flatten().copied().reduce(f64::max);
+            assert_eq!(NullPeak::of(probed.iter().copied()).largest, want, "{probed:?}");
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Integral, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_few, Parallelism};
-use crate::stitch::accept::{ambiguous, null_sites, spaced_apart, spaced_null_sites, threshold, Acceptance, NullSet};
+use crate::stitch::accept::{ambiguous, null_sites, spaced_apart, spaced_null_sites, Acceptance, NullPeak, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
 use crate::stitch::similarity::{self, Bounds, ConsensusSets, Correspondence, Similarity};
@@ -485,6 +485,26 @@ impl<C> PairPlan<C> {
     pub fn probe_params(&self) -> SearchParams {
         PROBE
     }
+
+    /// Each template's [`NullPeak`] (one for each of [`probe_sets`](Self::probe_sets)) from
+    /// the coefficients of [`probes`](Self::probes) (`probed`, in their order, `None` for a
+    /// flat window), as [`finish`](Self::finish) takes them. An error where `probed` does
+    /// not answer every probe.
+    pub fn null_peaks(&self, probed: &[Option<f64>]) -> Result<Vec<NullPeak>> {
+        let probes: usize = self.probe_sets().map(<[usize]>::len).sum();
+        if probed.len() != probes {
+            return Err(Error::Backend(alloc::format!("{} null probes answered for {}", probed.len(), probes)));
+        }
+        let mut rest = probed;
+        Ok(self
+            .probe_sets()
+            .map(|us| {
+                let (mine, after) = rest.split_at(us.len());
+                rest = after;
+                NullPeak::of(mine.iter().copied())
+            })
+            .collect())
+    }
 }
 
 /// [`register_pair_with`]'s first half: the grid, the templates and their texture test, and
@@ -497,10 +517,12 @@ pub fn plan_pair<T: NccSample + Into<f64>>(reference: ImageView<'_, T>, moving: 
 
 impl<C> PairPlan<C> {
     /// The registration from the matches of [`searches`](Self::searches) (`found`, in their
-    /// order) and the coefficients of [`probes`](Self::probes) (`probed`, `None` for a flat
-    /// window; one evaluation each), on the frames and parameters the plan was made with.
-    pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], probed: &[Option<f64>]) -> Result<PairRegistration> {
-        finish_seen(self, reference, Seen::upright(moving), p, found, probed, Parallelism::Sequential)
+    /// order) and each template's null peak (`nulls`, one for each of
+    /// [`probe_sets`](Self::probe_sets): [`null_peaks`](Self::null_peaks) of the
+    /// [`probes`](Self::probes)' coefficients, or the same reduced by a device), on the
+    /// frames and parameters the plan was made with.
+    pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], nulls: &[NullPeak]) -> Result<PairRegistration> {
+        finish_seen(self, reference, Seen::upright(moving), p, found, nulls, Parallelism::Sequential)
     }
 
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
@@ -512,10 +534,10 @@ impl<C> PairPlan<C> {
         moving: ImageView<'_, T>,
         p: &RegisterParams,
         found: &[Option<Match>],
-        probed: &[Option<f64>],
+        nulls: &[NullPeak],
         sets: Option<&dyn ConsensusSets>,
     ) -> Result<Unrefined> {
-        conclude_seen(self, reference, Seen::upright(moving), p, found, probed, sets)
+        conclude_seen(self, reference, Seen::upright(moving), p, found, nulls, sets)
     }
 }
 
@@ -573,7 +595,8 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     // A probe (radius 0) evaluates its one window: its match is the coefficient there.
     let probed: Vec<Option<f64>> = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)?.iter().map(|m| m.map(|m| m.coefficient)).collect() };
     drop((searches, probes));
-    finish_seen(plan, reference, seen, p, &found, &probed, par)
+    let nulls = plan.null_peaks(&probed)?;
+    finish_seen(plan, reference, seen, p, &found, &nulls, par)
 }
 
 fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<C>> {
@@ -702,10 +725,10 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     found: &[Option<Match>],
-    probed: &[Option<f64>],
+    nulls: &[NullPeak],
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    Ok(conclude_seen(plan, reference, seen, p, found, probed, None)?.refined_on_host(reference, seen.frame, par))
+    Ok(conclude_seen(plan, reference, seen, p, found, nulls, None)?.refined_on_host(reference, seen.frame, par))
 }
 
 /// [`finish_seen`] but for the refinement of an upright pair's shift.
@@ -715,7 +738,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     found: &[Option<Match>],
-    probed: &[Option<f64>],
+    peaks: &[NullPeak],
     sets: Option<&dyn ConsensusSets>,
 ) -> Result<Unrefined> {
     let PairPlan { mut out, textured, nulls, search, ended, .. } = plan;
@@ -726,7 +749,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     if found.len() != textured.len() {
         return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), textured.len())));
     }
-    let (thresholds, null_evaluations) = thresholds(&nulls, textured.len(), p, probed)?;
+    let (thresholds, null_evaluations) = thresholds(nulls.len(), textured.len(), p, peaks)?;
     out.evaluations = null_evaluations;
     out.vectors.reserve(textured.len());
     for ((&((tx, ty), _, start), m), threshold) in textured.iter().zip(found).zip(thresholds) {
@@ -1077,29 +1100,18 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
     }
 }
 
-/// Each template's acceptance threshold from its null probes' coefficients (`probed`,
-/// template after template as `nulls` lists them; [`PairPlan::probes`]), and the probes'
-/// evaluations (one a coefficient): the fixed threshold for all where there are none.
-fn thresholds(nulls: &[NullSet], templates: usize, p: &RegisterParams, probed: &[Option<f64>]) -> Result<(Vec<f64>, u64)> {
-    let probes: usize = nulls.iter().map(|us| us.as_slice().len()).sum();
-    if probed.len() != probes {
-        return Err(Error::Backend(alloc::format!("{} null probes answered for {}", probed.len(), probes)));
+/// Each template's acceptance threshold from its null peak (`peaks`, one for each of the
+/// plan's `sets` null sets: none with fixed acceptance), and the probes' evaluations (one a
+/// window not flat): the fixed threshold for all where there are no null sets.
+fn thresholds(sets: usize, templates: usize, p: &RegisterParams, peaks: &[NullPeak]) -> Result<(Vec<f64>, u64)> {
+    if peaks.len() != sets {
+        return Err(Error::Backend(alloc::format!("{} null peaks answered for {} templates", peaks.len(), sets)));
     }
-    if p.acceptance == Acceptance::Fixed || probes == 0 {
+    if p.acceptance == Acceptance::Fixed || sets == 0 {
         return Ok((alloc::vec![p.cthresh; templates], 0));
     }
-    let evaluations = probed.iter().flatten().count() as u64;
-    // Each template's probes, in order (their count matched above); a flat window has no
-    // coefficient: it cannot be mistaken for a match.
-    let mut rest = probed;
-    let thresholds = nulls
-        .iter()
-        .map(|us| {
-            let (mine, after) = rest.split_at(us.as_slice().len());
-            rest = after;
-            threshold(p.acceptance, mine.iter().flatten().copied(), p.cthresh, p.null_margin, p.min_coefficient)
-        })
-        .collect();
+    let evaluations = peaks.iter().map(|n| u64::from(n.windows)).sum();
+    let thresholds = peaks.iter().map(|n| n.threshold(p.acceptance, p.cthresh, p.null_margin, p.min_coefficient)).collect();
     Ok((thresholds, evaluations))
 }
 
