@@ -389,9 +389,7 @@ impl Gpu {
             let all = unsafe { std::slice::from_raw_parts_mut(dst.row_mut(0).as_mut_ptr(), n) };
             return self.download(&img.buf, all);
         }
-        let mut packed = Vec::new();
-        packed.try_reserve_exact(w * h).map_err(|_| Error::OutOfMemory { bytes: w * h * std::mem::size_of::<T>() })?;
-        packed.resize(w * h, T::default());
+        let mut packed = zeroed_vec::<T>(w * h)?;
         self.download(&img.buf, &mut packed)?;
         for (y, row) in packed.chunks_exact(w).enumerate() {
             dst.row_mut(y).copy_from_slice(row);
@@ -439,6 +437,26 @@ impl Drop for Gpu {
     fn drop(&mut self) {
         self.staging.release(self.device.as_ref());
         self.release_pool();
+    }
+}
+
+/// `n` zero elements of `T` for a download to fill, from the allocator's zeroed memory: a
+/// large buffer is fresh pages, zero without a pass that writes them first.
+/// [`Error::OutOfMemory`] where the allocator refuses.
+pub(crate) fn zeroed_vec<T: Pod>(n: usize) -> Result<Vec<T>, Error> {
+    let refused = || Error::OutOfMemory { bytes: n.saturating_mul(std::mem::size_of::<T>()) };
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| refused())?;
+    if layout.size() == 0 {
+        return Ok(vec![T::default(); n]);
+    }
+    // SAFETY: the layout's size is not zero; the allocation is T's layout for n elements,
+    // from the global allocator, and every element is all zero bits, a valid `T` (`Pod`).
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout).cast::<T>();
+        if ptr.is_null() {
+            return Err(refused());
+        }
+        Ok(Vec::from_raw_parts(ptr, n, n))
     }
 }
 
@@ -580,7 +598,21 @@ pub(crate) fn blocks(n: usize, block: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::size_class;
+    use super::{size_class, zeroed_vec};
+    use tessera_core::{Error, Rgba8};
+
+    #[test]
+    fn zeroed_vectors_are_zero_or_out_of_memory() {
+        assert!(zeroed_vec::<u8>(0).unwrap().is_empty());
+        assert!(zeroed_vec::<f64>(3).unwrap().iter().all(|v| v.to_bits() == 0));
+        let mut big = zeroed_vec::<Rgba8>(1 << 20).unwrap();
+        assert_eq!((big.len(), big.capacity()), (1 << 20, 1 << 20));
+        assert!(big.iter().all(|p| *p == Rgba8::default()));
+        // Dropped and grown as any vector.
+        big.push(Rgba8::default());
+        assert!(matches!(zeroed_vec::<u64>(usize::MAX / 4), Err(Error::OutOfMemory { .. })));
+        assert!(matches!(zeroed_vec::<u8>(usize::MAX / 2), Err(Error::OutOfMemory { .. })));
+    }
 
     #[test]
     fn size_classes_hold_the_request_and_waste_at_most_a_quarter() {

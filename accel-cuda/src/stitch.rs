@@ -1,9 +1,10 @@
 //! Drives `kernels/stitch.cu`: the composite of a stitching run on the device. The canvas
 //! is planned by the core ([`Plan`]: origin, size, rounded placements), each placed frame
-//! uploaded and pasted in sequence order by one launch, and the canvas downloaded once;
+//! uploaded (into one buffer the run reuses) and pasted in sequence order by one launch,
+//! and the canvas downloaded once;
 //! integer canvases are the CPU's [`Compositor`](tessera_core::stitch::Compositor)'s bytes.
 
-use crate::device::{args, blocks, int, Arg, DevBuf, DevImage, Gpu, Pod};
+use crate::device::{args, blocks, int, zeroed_vec, Arg, DevBuf, DevImage, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use std::cell::Cell;
 use tessera_core::image::Pixel;
@@ -58,6 +59,9 @@ struct DeviceCanvas<'g, P> {
     blend: Blend,
     canvas: DevImage<'g, P>,
     sums: Option<(DevBuf<'g, f32>, DevBuf<'g, f32>)>,
+    /// The frame being pasted, uploaded into one buffer for the run (every placed frame has
+    /// the plan's size; an upload waits for the launches before it).
+    frame: Option<DevImage<'g, P>>,
     counts: &'g PasteCounts,
 }
 
@@ -83,7 +87,7 @@ impl<'g, P: CanvasPixel> DeviceCanvas<'g, P> {
             Blend::Overwrite => None,
             Blend::Average | Blend::Feather => Some((gpu.zeroed::<f32>(n * P::COLOURS)?, gpu.zeroed::<f32>(n)?)),
         };
-        Ok(DeviceCanvas { gpu, plan, blend, canvas, sums, counts })
+        Ok(DeviceCanvas { gpu, plan, blend, canvas, sums, frame: None, counts })
     }
 }
 
@@ -93,7 +97,11 @@ impl<P: CanvasPixel> Pasting for DeviceCanvas<'_, P> {
         // The plan checked the type: this is the canvas's.
         let Some(f) = P::view(frame) else { return Ok(()) };
         let (w, h) = f.size();
-        let dframe = self.gpu.upload_view(f)?;
+        let dframe = match &mut self.frame {
+            Some(d) => d,
+            None => self.frame.insert(self.gpu.image::<P>(w, h)?),
+        };
+        self.gpu.upload_view_into(dframe, f)?;
         self.counts.uploads.set(self.counts.uploads.get() + 1);
         let blend = match self.blend {
             Blend::Overwrite => 0,
@@ -102,7 +110,7 @@ impl<P: CanvasPixel> Pasting for DeviceCanvas<'_, P> {
         };
         let (acc, weight) = self.sums.as_ref().map_or((Arg::Ptr(0), Arg::Ptr(0)), |(a, k)| (Arg::from(a), Arg::from(k)));
         // Placements lie inside the canvas, whose width fits an int.
-        let list: Vec<Arg> = args![&dframe, int(w, "width")?, int(h, "height")?, &self.canvas, self.canvas.width as i32, x as i32, y as i32, blend, acc, weight].to_vec();
+        let list: Vec<Arg> = args![&*dframe, int(w, "width")?, int(h, "height")?, &self.canvas, self.canvas.width as i32, x as i32, y as i32, blend, acc, weight].to_vec();
         let grid = [blocks(w, THREADS), int(h, "height")? as u32, 1];
         self.gpu.launch(Kernel::new(Module::Stitch, P::PASTE), grid, [THREADS, 1, 1], 0, &list)
     }
@@ -113,7 +121,8 @@ impl<P: CanvasPixel> Pasting for DeviceCanvas<'_, P> {
             let n = (cw * ch) as u64;
             self.gpu.launch(Kernel::new(Module::Stitch, P::FINISH), [blocks(cw * ch, THREADS), 1, 1], [THREADS, 1, 1], 0, args![&self.canvas, acc, weight, n])?;
         }
-        let mut image = Image::<P>::new(cw, ch)?;
+        // Written whole by the download: no pass that zeroes it first.
+        let mut image = Image::from_vec(cw, ch, zeroed_vec::<P>(cw * ch)?)?;
         self.gpu.download_view(&self.canvas, image.view_mut())?;
         self.counts.downloads.set(self.counts.downloads.get() + 1);
         Ok(Canvas { image: P::image(image), origin: self.plan.origin })
