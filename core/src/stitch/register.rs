@@ -1538,6 +1538,36 @@ mod tests {
         assert!(matches!(sites.plan::<u8>(Vec::new(), &d), Err(Error::Backend(_))));
     }
 
+    /// A plan's null peaks come one a template from its probes' coefficients, each counting
+    /// the windows that were not flat; coefficients or peaks of the wrong count are an error.
+    #[test]
+    fn null_peaks_are_a_templates_and_their_count_is_checked() {
+        let a = texture(160, 120, 3).map(|v| v as u8);
+        let p = RegisterParams { rsz: 21, npts: 4, search_radius: 8, ..Default::default() };
+        let plan = plan_pair(a.view(), a.view(), &p, (0.0, 0.0)).unwrap();
+        let (templates, probes) = (plan.probe_sets().len(), plan.probes().count());
+        assert!(templates > 1 && probes > templates, "{templates} {probes}");
+        // The first probe's window flat; the others' coefficients rising with their index.
+        let probed: Vec<Option<f64>> = (0..probes).map(|k| (k > 0).then_some(k as f64 / probes as f64)).collect();
+        let peaks = plan.null_peaks(&probed).unwrap();
+        assert_eq!(peaks.len(), templates);
+        assert_eq!(peaks.iter().map(|n| n.windows as usize).sum::<usize>(), probes - 1);
+        let mut first = 0;
+        for (set, peak) in plan.probe_sets().zip(&peaks) {
+            let last = first + set.len() - 1;
+            assert_eq!(peak.largest, (last > 0).then_some(last as f64 / probes as f64));
+            first = last + 1;
+        }
+        assert!(matches!(plan.null_peaks(&probed[1..]), Err(Error::Backend(_))));
+        let found = vec![None; plan.searches().len()];
+        let finish = |nulls: &[NullPeak]| plan_pair(a.view(), a.view(), &p, (0.0, 0.0)).unwrap().finish(a.view(), a.view(), &p, &found, nulls);
+        assert!(matches!(finish(&peaks[1..]), Err(Error::Backend(_))));
+        assert!(matches!(finish(&[peaks.as_slice(), &peaks[..1]].concat()), Err(Error::Backend(_))));
+        let reg = finish(&peaks).unwrap();
+        // Every window of the probes not flat counted as an evaluation.
+        assert_eq!(reg.evaluations, probes as u64 - 1);
+    }
+
     /// A plan's null probes are [`null_sites`] of its textured templates, whether its grid
     /// is spaced a template apart (the plan's shortcut) or not (narrow overlaps, whose
     /// positions crowd; templates wider than the grid's spacing), with templates left out
