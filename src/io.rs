@@ -77,6 +77,7 @@ fn decode(bytes: &[u8]) -> Result<AnyImage> {
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_PIXELS.load(Ordering::Relaxed).saturating_mul(16));
     reader.limits(limits);
+    probe_memory(DECODER_SETUP_BYTES)?;
     let decoder = reader.into_decoder()?;
     let (w, h) = image::ImageDecoder::dimensions(&decoder);
     check_pixels(w as u64, h as u64)?;
@@ -88,6 +89,11 @@ fn decode(bytes: &[u8]) -> Result<AnyImage> {
     probe_memory(image::ImageDecoder::total_bytes(&decoder).saturating_add(converted))?;
     from_dynamic(image::DynamicImage::from_decoder(decoder)?)
 }
+
+/// What a decoder may allocate without a check while it reads an image's header (the PNG
+/// decoder's stream buffer, up to 128 KiB, among them), with room to spare: probed before a
+/// decoder is made, so that memory too short for the header is an error, not an abort.
+const DECODER_SETUP_BYTES: u64 = 1 << 20;
 
 /// Whether `bytes` can be allocated now: reserved and released at once. The decoders of the
 /// `image` and `tiff` crates allocate their pixel buffers without a fallible path (an
@@ -124,7 +130,9 @@ pub fn dimensions(path: &Path) -> Result<(usize, usize)> {
             _ => Err(anyhow!("{}: not a PFM header", path.display())),
         };
     }
-    let (w, h) = image::ImageReader::open(path).with_context(ctx)?.with_guessed_format().with_context(ctx)?.into_dimensions().with_context(ctx)?;
+    let reader = image::ImageReader::open(path).with_context(ctx)?.with_guessed_format().with_context(ctx)?;
+    probe_memory(DECODER_SETUP_BYTES).with_context(ctx)?;
+    let (w, h) = reader.into_dimensions().with_context(ctx)?;
     Ok((w as usize, h as usize))
 }
 

@@ -333,6 +333,40 @@ fn every_command_ends_with_an_error_when_memory_runs_out() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// An image read under every limit in steps of 64 KiB, from too little for its file to
+/// enough for its pixels: each ends in an error or a result, never an abort. A decoder
+/// allocates its own buffers without a check as it reads the header (the PNG decoder's 128
+/// KiB stream buffer): that step is probed first, where one limit in some hundred had
+/// aborted there.
+#[test]
+fn reading_an_image_ends_with_an_error_at_every_limit() {
+    let d = temp_dir("decode");
+    let (w, h) = (2000, 1500);
+    let gray = Image::from_fn(w, h, |x, y| ((x * 7 ^ y * 13) + (x * y) / 97) as u8).unwrap();
+    let (big, small) = (d.join("big.png"), d.join("small.png"));
+    io::save(&AnyImage::U8(gray.clone()), &big).unwrap();
+    io::save(&AnyImage::U8(gray.view().crop(0, 0, 96, 80).unwrap().to_image()), &small).unwrap();
+    let args = |i: &Path| vec![OsStr::new("box").to_os_string(), i.as_os_str().to_os_string(), OsStr::new("-o").to_os_string(), d.join("box.tif").into_os_string()];
+    let base = baseline_kib(&args(&small));
+    let file = std::fs::metadata(&big).unwrap().len() / 1024;
+    let (mut failed, mut passed) = (0, 0);
+    for kib in (base..base + file + 2 * (w * h / 1024) as u64).step_by(64) {
+        let o = limited(kib, &args(&big));
+        let err = stderr(&o);
+        assert!(!err.contains("memory allocation of") && !err.contains("panicked"), "under {kib} KiB: {err}");
+        match o.status.code() {
+            Some(0) => passed += 1,
+            Some(1) => {
+                assert!(err.contains("out of memory"), "under {kib} KiB: {err}");
+                failed += 1;
+            }
+            _ => panic!("under {kib} KiB: ended by a signal: {err}"),
+        }
+    }
+    assert!(failed > 10, "{failed} limits short of memory, {passed} enough");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `tessera ARGS` with a file size limit of `kib` KiB, as a full disk stops a write: the
 /// write fails (SIGXFSZ ignored, as its default action would end the process).
 fn size_limited(kib: u64, args: &[&std::ffi::OsStr]) -> Output {
