@@ -295,7 +295,7 @@ mod tests {
         let zero = |probed: [Option<f64>; 2]| NullPeak::of(probed).largest.map(f64::to_bits);
         assert_eq!(zero([Some(-0.0), Some(0.0)]), Some((-0.0f64).to_bits()));
         assert_eq!(zero([Some(0.0), Some(-0.0)]), Some(0.0f64.to_bits()));
-        // Reduced in any grouping, the same as `f64::max` over numbers.
+        // Over numbers, taken in order, the same as `reduce(f64::max)`.
         let mut rng = crate::stitch::SplitMix64::new(11);
         for _ in 0..200 {
             let probed: Vec<Option<f64>> = (0..(rng.next_u64() % 9)).map(|_| (rng.next_u64() % 4 != 0).then(|| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)).collect();
