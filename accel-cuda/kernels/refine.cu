@@ -10,6 +10,12 @@
 // iteration its five resampled sums, pixel by pixel in row-major order as the core adds
 // them. Lane 0 adds the interiors' sums in interior order and takes the step; the warp
 // reads it back through shared memory.
+//
+// A lane's sums are chains of dependent adds, and each pixel's terms need loads first: one
+// pixel at a time, every add waited for a load (a warp per pair leaves nothing else to
+// run). So a lane takes its pixels in runs of REFINE_RUN: the run's loads and products
+// first, all in flight together, then their adds in pixel order, the same roundings in the
+// same order as one pixel at a time.
 #include "common.cuh"
 
 // Interiors a pair refines on at most (the core's REFINED_TEMPLATES).
@@ -17,6 +23,27 @@
 // Ints of a pair's record: reference slot, moving slot, interiors, then each interior's
 // top-left pixel (x, y) in the reference.
 #define REFINE_TASK_INTS (3 + 2 * REFINE_PATCHES)
+
+// Pixels whose terms a lane computes before adding them.
+#define REFINE_RUN 8
+
+// Visits an n x n interior row by row in runs of up to REFINE_RUN pixels:
+// `terms(i, j, t)` writes pixel (i, j)'s K terms for each pixel of the run, then
+// `add(t)` takes them in pixel order.
+template <int K, typename Terms, typename Add>
+__device__ void in_order_runs(int n, Terms terms, Add add) {
+    for (int j = 0; j < n; ++j)
+        for (int i0 = 0; i0 < n; i0 += REFINE_RUN) {
+            const int run = min(REFINE_RUN, n - i0);
+            double t[REFINE_RUN][K];
+#pragma unroll
+            for (int u = 0; u < REFINE_RUN; ++u)
+                if (u < run) terms(i0 + u, j, t[u]);
+#pragma unroll
+            for (int u = 0; u < REFINE_RUN; ++u)
+                if (u < run) add(t[u]);
+        }
+}
 
 // The step's outcome, as lane 0 tells the warp.
 #define REFINE_GOING 0
@@ -45,27 +72,35 @@ __device__ void refine_shift(const u64* frames, int w, int h, int n, int iterati
     auto gy = [&](int x, int y) { return 0.5 * ((double)ref[(size_t)(y + 1) * w + x] - (double)ref[(size_t)(y - 1) * w + x]); };
     double mean_v = 0.0, mean_gx = 0.0, mean_gy = 0.0;
     if (mine) {
-        double s0 = -0.0, s1 = -0.0, s2 = -0.0;
-        for (int j = 0; j < n; ++j)
-            for (int i = 0; i < n; ++i) {
-                s0 += value(cx + i, cy + j);
-                s1 += gx(cx + i, cy + j);
-                s2 += gy(cx + i, cy + j);
-            }
-        mean_v = s0 / pixels;
-        mean_gx = s1 / pixels;
-        mean_gy = s2 / pixels;
+        double s[3] = {-0.0, -0.0, -0.0};
+        in_order_runs<3>(
+            n,
+            [&](int i, int j, double* t) {
+                t[0] = value(cx + i, cy + j);
+                t[1] = gx(cx + i, cy + j);
+                t[2] = gy(cx + i, cy + j);
+            },
+            [&](const double* t) {
+                for (int k = 0; k < 3; ++k) s[k] += t[k];
+            });
+        mean_v = s[0] / pixels;
+        mean_gx = s[1] / pixels;
+        mean_gy = s[2] / pixels;
         double g[5] = {-0.0, -0.0, -0.0, -0.0, -0.0};
-        for (int j = 0; j < n; ++j)
-            for (int i = 0; i < n; ++i) {
+        in_order_runs<5>(
+            n,
+            [&](int i, int j, double* t) {
                 const double v = value(cx + i, cy + j) - mean_v;
                 const double dx = gx(cx + i, cy + j) - mean_gx, dy = gy(cx + i, cy + j) - mean_gy;
-                g[0] += dx * dx;
-                g[1] += dx * dy;
-                g[2] += dy * dy;
-                g[3] += dx * v;
-                g[4] += dy * v;
-            }
+                t[0] = dx * dx;
+                t[1] = dx * dy;
+                t[2] = dy * dy;
+                t[3] = dx * v;
+                t[4] = dy * v;
+            },
+            [&](const double* t) {
+                for (int k = 0; k < 5; ++k) g[k] += t[k];
+            });
         for (int k = 0; k < 5; ++k) gradient[lane][k] = g[k];
     }
     __syncwarp();
@@ -91,21 +126,24 @@ __device__ void refine_shift(const u64* frames, int w, int h, int n, int iterati
         }
         if (mine) {
             double r[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
-            for (int j = 0; j < n; ++j) {
-                const T* top = mov + (size_t)(y0 + j) * w + x0;
-                const T* bottom = top + w;
-                for (int i = 0; i < n; ++i) {
+            in_order_runs<5>(
+                n,
+                [&](int i, int j, double* q) {
+                    const T* top = mov + (size_t)(y0 + j) * w + x0;
+                    const T* bottom = top + w;
                     const double t0 = (double)top[i], t1 = (double)top[i + 1];
                     const double d0 = (double)bottom[i], d1 = (double)bottom[i + 1];
                     const double t = t0 + ax * (t1 - t0), d = d0 + ax * (d1 - d0);
                     const double v = t + ay * (d - t);
-                    r[0] += v;
-                    r[1] += v * v;
-                    r[2] += (value(cx + i, cy + j) - mean_v) * v;
-                    r[3] += (gx(cx + i, cy + j) - mean_gx) * v;
-                    r[4] += (gy(cx + i, cy + j) - mean_gy) * v;
-                }
-            }
+                    q[0] = v;
+                    q[1] = v * v;
+                    q[2] = (value(cx + i, cy + j) - mean_v) * v;
+                    q[3] = (gx(cx + i, cy + j) - mean_gx) * v;
+                    q[4] = (gy(cx + i, cy + j) - mean_gy) * v;
+                },
+                [&](const double* q) {
+                    for (int k = 0; k < 5; ++k) r[k] += q[k];
+                });
             for (int k = 0; k < 5; ++k) resampled[lane][k] = r[k];
         }
         __syncwarp();
