@@ -36,10 +36,10 @@ __device__ void in_order_runs(int n, Terms terms, Add add) {
         for (int i0 = 0; i0 < n; i0 += REFINE_RUN) {
             const int run = min(REFINE_RUN, n - i0);
             double t[REFINE_RUN][K];
-#pragma unroll
+            TESSERA_UNROLL
             for (int u = 0; u < REFINE_RUN; ++u)
                 if (u < run) terms(i0 + u, j, t[u]);
-#pragma unroll
+            TESSERA_UNROLL
             for (int u = 0; u < REFINE_RUN; ++u)
                 if (u < run) add(t[u]);
         }

@@ -341,6 +341,26 @@ impl Gpu {
         Ok(DevImage { buf, width: w, height: h })
     }
 
+    /// Image views copied to the device as [`upload_view`](Self::upload_view) copies one,
+    /// in order; the packed views' copies into staging shared among the transfer threads
+    /// (a window's frames at once, not one after another).
+    pub(crate) fn upload_views<T: Pod + Pixel>(&self, views: &[ImageView<'_, T>]) -> Result<Vec<DevImage<'_, T>>, Error> {
+        let mut images = Vec::with_capacity(views.len());
+        let mut transfers = Vec::with_capacity(views.len());
+        for v in views {
+            let (w, h) = v.size();
+            if v.stride() == w {
+                let buf = self.buffer::<T>(w * h)?;
+                transfers.push((buf.ptr, as_bytes(&v.span()[..w * h])));
+                images.push(DevImage { buf, width: w, height: h });
+            } else {
+                images.push(self.upload_view(*v)?);
+            }
+        }
+        self.on_device(|d| self.staging.upload_many(d, &transfers))?;
+        Ok(images)
+    }
+
     /// Copies the packed image `src` into `dst` (the same size), on the device.
     pub(crate) fn copy_image<T: Pod>(&self, dst: &DevImage<'_, T>, src: &DevImage<'_, T>) -> Result<(), Error> {
         if (dst.width, dst.height) != (src.width, src.height) {

@@ -188,36 +188,62 @@ impl<'g> DeviceRegistrar<'g> {
         self.state.lock().map_err(|_| Error::Backend("stitch registrar poisoned by an earlier panic".into()))
     }
 
-    /// Frame `index` on the device, uploaded unless resident; the least recently used frame
-    /// not used since `batch` (the clock when the current launch began) makes room.
+    /// Frame `index` on the device, uploaded unless resident ([`make_resident`](Self::make_resident)).
     fn resident<T: RunSample>(&self, st: &mut State<'g>, batch: u64, index: usize, view: ImageView<'_, T>) -> Result<OnDevice> {
+        self.make_resident(st, batch, &[(index, view)])?;
         st.clock += 1;
         let clock = st.clock;
+        let r = T::cache(&mut st.frames).iter_mut().find(|r| r.index == index).ok_or_else(|| Error::Backend("internal: a frame made resident is not".into()))?;
+        r.used = clock;
+        Ok(OnDevice { ptr: r.image.buf.ptr(), terms: r.terms })
+    }
+
+    /// Uploads those of `frames` (index, view) not on the device, all in one transfer
+    /// ([`Gpu::upload_views`]); for each, the least recently used frame not used since
+    /// `batch` (the clock when the current launch began) makes room.
+    fn make_resident<T: RunSample>(&self, st: &mut State<'g>, batch: u64, frames: &[(usize, ImageView<'_, T>)]) -> Result<()> {
         let cache = T::cache(&mut st.frames);
-        if let Some(r) = cache.iter_mut().find(|r| r.index == index) {
-            r.used = clock;
-            return Ok(OnDevice { ptr: r.image.buf.ptr(), terms: r.terms });
-        }
-        let terms = T::f32_terms(view)?;
-        let image = self.gpu.upload_view(view)?;
-        let ptr = image.buf.ptr();
-        if cache.len() >= RESIDENT {
-            if let Some(old) = cache.iter().enumerate().filter(|(_, r)| r.used < batch).min_by_key(|(_, r)| r.used).map(|(k, _)| k) {
-                cache.swap_remove(old);
+        let mut missing: Vec<(usize, ImageView<'_, T>)> = Vec::new();
+        for &(index, view) in frames {
+            if !cache.iter().any(|r| r.index == index) && !missing.iter().any(|(m, _)| *m == index) {
+                missing.push((index, view));
             }
         }
-        cache.push(Resident { index, image, terms, used: clock });
-        let uploads = &mut st.counts.uploads;
-        if uploads.len() <= index {
-            uploads.resize(index + 1, 0);
+        if missing.is_empty() {
+            return Ok(());
         }
-        uploads[index] += 1;
-        Ok(OnDevice { ptr, terms })
+        // The CPU's first check of a frame: its f32 terms, before anything is uploaded.
+        let terms = missing.iter().map(|&(_, view)| T::f32_terms(view)).collect::<Result<Vec<_>>>()?;
+        let views: Vec<ImageView<'_, T>> = missing.iter().map(|&(_, view)| view).collect();
+        let images = self.gpu.upload_views(&views)?;
+        for ((index, _), (image, terms)) in missing.into_iter().zip(images.into_iter().zip(terms)) {
+            st.clock += 1;
+            let clock = st.clock;
+            let cache = T::cache(&mut st.frames);
+            if cache.len() >= RESIDENT {
+                if let Some(old) = cache.iter().enumerate().filter(|(_, r)| r.used < batch).min_by_key(|(_, r)| r.used).map(|(k, _)| k) {
+                    cache.swap_remove(old);
+                }
+            }
+            cache.push(Resident { index, image, terms, used: clock });
+            let uploads = &mut st.counts.uploads;
+            if uploads.len() <= index {
+                uploads.resize(index + 1, 0);
+            }
+            uploads[index] += 1;
+        }
+        Ok(())
     }
 
     /// Registers `pairs` together ([`register_jobs`]; their frames made resident first).
     fn launch<T: RunSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
         let batch = st.clock + 1;
+        let mut frames = Vec::with_capacity(2 * pairs.len());
+        for pair in pairs {
+            let (reference, moving) = typed_pair::<T>(pair)?;
+            frames.extend([(pair.moving.0, moving), (pair.reference.0, reference)]);
+        }
+        self.make_resident(st, batch, &frames)?;
         let mut jobs = Vec::with_capacity(pairs.len());
         for pair in pairs {
             let (reference, moving) = typed_pair::<T>(pair)?;
@@ -287,6 +313,11 @@ impl DeviceRegistrar<'_> {
             let sums = {
                 let mut st = self.state()?;
                 let batch = st.clock + 1;
+                let mut wanted = Vec::with_capacity(2 * requests.len());
+                for q in requests {
+                    wanted.extend([(q.moving.0, typed_frame::<T>(&q.moving.1)?), (q.reference.0, typed_frame::<T>(&q.reference.1)?)]);
+                }
+                self.make_resident(&mut st, batch, &wanted)?;
                 let mut frames = Vec::with_capacity(requests.len());
                 let mut size = None;
                 for q in requests {

@@ -6,7 +6,10 @@
 //! chunk is copied by the host between the caller's memory and a pinned staging chunk
 //! while the DMA of the previous chunks runs, the DMA itself an asynchronous copy on a
 //! stream of its own, and a few host threads share the chunks, each with two staging
-//! chunks (one being copied by the host while the other is in flight).
+//! chunks (one being copied by the host while the other is in flight). Several transfers
+//! can share the threads in one call (`upload_many`: a stitch window's frames), and
+//! consecutive transfers start on alternate chunks, so that a small upload does not wait
+//! for the DMA of the one just before it.
 //!
 //! The staging chunks come from a bounded pool, allocated on first use and reused by every
 //! later transfer; each carries an event recorded after the last DMA that used it, waited
@@ -115,6 +118,10 @@ struct State {
     failed: bool,
     /// Pinning a further chunk failed: the pool stays at its size.
     full: bool,
+    /// Where the next upload's chunks start among each worker's slots: consecutive small
+    /// uploads alternate slots, so each finds its slot's last DMA long done instead of
+    /// waiting for the one just issued.
+    turn: usize,
 }
 
 /// The staged transfers of one device: the pool of pinned chunks and its streams.
@@ -149,26 +156,44 @@ impl Staging {
 
     /// Copies `src` to `dst` (an allocation at least as long); see the module's ordering.
     pub(crate) fn upload(&self, dev: &dyn Device, dst: DevicePtr, src: &[u8]) -> Result<(), Error> {
-        if src.is_empty() {
+        self.upload_many(dev, &[(dst, src)])
+    }
+
+    /// Copies each `(dst, src)` of `transfers` as [`upload`](Self::upload) does, the chunks
+    /// of all of them shared among the workers at once: a window's frames are copied into
+    /// staging on several threads rather than one after another.
+    pub(crate) fn upload_many(&self, dev: &dyn Device, transfers: &[(DevicePtr, &[u8])]) -> Result<(), Error> {
+        let transfers: Vec<(DevicePtr, &[u8])> = transfers.iter().copied().filter(|(_, src)| !src.is_empty()).collect();
+        // Small transfers take the pageable path (one driver call each), the rest share the
+        // staging.
+        let (staged, small): (Vec<_>, Vec<_>) = transfers.into_iter().partition(|(_, src)| src.len() >= self.config.min_bytes);
+        for (dst, src) in small {
+            self.pageable.fetch_add(1, Ordering::Relaxed);
+            dev.upload(dst, src)?;
+        }
+        let chunks: usize = staged.iter().map(|(_, src)| self.chunks(src.len())).sum();
+        if chunks == 0 {
             return Ok(());
         }
-        let Some(state) = self.lock_for(dev, src.len()) else {
-            self.pageable.fetch_add(1, Ordering::Relaxed);
-            return dev.upload(dst, src);
+        let Some(mut state) = self.lock_for(dev, chunks) else {
+            self.pageable.fetch_add(staged.len() as u64, Ordering::Relaxed);
+            return staged.into_iter().try_for_each(|(dst, src)| dev.upload(dst, src));
         };
-        self.staged.fetch_add(1, Ordering::Relaxed);
-        let Some(res) = state.resources.as_ref() else { return dev.upload(dst, src) };
-        let chunk = self.config.chunk;
-        let jobs = Jobs::new(res.slots.len(), self.chunks(src.len()), self.config.workers);
-        // The buffer may still be read by a kernel launched before: wait for those.
+        self.staged.fetch_add(staged.len() as u64, Ordering::Relaxed);
+        let turn = state.turn;
+        state.turn = state.turn.wrapping_add(1);
+        let Some(res) = state.resources.as_ref() else { return staged.into_iter().try_for_each(|(dst, src)| dev.upload(dst, src)) };
+        let jobs = Jobs::new(res.slots.len(), chunks, self.config.workers);
+        // The buffers may still be read by kernels launched before: wait for those.
         dev.record(res.enter, LEGACY)?;
         dev.stream_wait(res.up, res.enter)?;
-        let mut parts: Vec<Vec<(usize, &[u8])>> = (0..jobs.workers).map(|_| Vec::new()).collect();
-        for (k, c) in src.chunks(chunk).enumerate() {
-            parts[k % jobs.workers].push((k * chunk, c));
+        let mut parts: Vec<Vec<(DevicePtr, &[u8])>> = (0..jobs.workers).map(|_| Vec::new()).collect();
+        let pieces = staged.iter().flat_map(|&(dst, src)| src.chunks(self.config.chunk).enumerate().map(move |(k, c)| (dst + (k * self.config.chunk) as u64, c)));
+        for (k, piece) in pieces.enumerate() {
+            parts[k % jobs.workers].push(piece);
         }
         let abort = AtomicBool::new(false);
-        let work = |w: usize, part: Vec<(usize, &[u8])>| upload_worker(dev, &res.slots[jobs.slots(w)], res.up, dst, part, &abort);
+        let work = |w: usize, part: Vec<(DevicePtr, &[u8])>| upload_worker(dev, &res.slots[jobs.slots(w)], turn, res.up, part, &abort);
         let copied = jobs.run(parts, &abort, work);
         // Even after a failure, the legacy stream (and `quiesce`) must wait for the copies
         // issued: they read staging chunks and write device memory.
@@ -181,7 +206,8 @@ impl Staging {
         if dst.is_empty() {
             return Ok(());
         }
-        let Some(state) = self.lock_for(dev, dst.len()) else {
+        let staging = if dst.len() < self.config.min_bytes { None } else { self.lock_for(dev, self.chunks(dst.len())) };
+        let Some(state) = staging else {
             self.pageable.fetch_add(1, Ordering::Relaxed);
             return dev.download(dst, src);
         };
@@ -208,10 +234,10 @@ impl Staging {
         r
     }
 
-    /// The state, locked, with resources and enough slots for `bytes`; `None` where the
-    /// transfer takes the pageable path.
-    fn lock_for(&self, dev: &dyn Device, bytes: usize) -> Option<std::sync::MutexGuard<'_, State>> {
-        if bytes < self.config.min_bytes || self.config.max_slots() == 0 {
+    /// The state, locked, with resources and enough slots for `chunks` chunks (two at
+    /// least, for [`State::turn`]); `None` where the transfer takes the pageable path.
+    fn lock_for(&self, dev: &dyn Device, chunks: usize) -> Option<std::sync::MutexGuard<'_, State>> {
+        if self.config.max_slots() == 0 {
             return None;
         }
         let mut state = self.state.lock().ok()?;
@@ -227,7 +253,7 @@ impl Staging {
                 }
             }
         }
-        let wanted = self.config.max_slots().min(self.chunks(bytes));
+        let wanted = self.config.max_slots().min(chunks.max(2));
         while !state.full && state.resources.as_ref().is_some_and(|r| r.slots.len() < wanted) {
             match (new_slot(dev, self.config.chunk), state.resources.as_mut()) {
                 (Ok(s), Some(r)) => r.slots.push(s),
@@ -359,19 +385,19 @@ impl Jobs {
 
 /// One thread's share of an upload: for each chunk, wait until its slot's last DMA has
 /// read it, copy the caller's bytes in, start the DMA and record the slot's event.
-fn upload_worker(dev: &dyn Device, slots: &[Slot], stream: Stream, dst: DevicePtr, part: Vec<(usize, &[u8])>, abort: &AtomicBool) -> Result<(), Error> {
-    for (i, (offset, bytes)) in part.into_iter().enumerate() {
+fn upload_worker(dev: &dyn Device, slots: &[Slot], turn: usize, stream: Stream, part: Vec<(DevicePtr, &[u8])>, abort: &AtomicBool) -> Result<(), Error> {
+    for (i, (dst, bytes)) in part.into_iter().enumerate() {
         if abort.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let slot = &slots[i % slots.len()];
+        let slot = &slots[turn.wrapping_add(i) % slots.len()];
         dev.event_wait(slot.event)?;
         // SAFETY: the slot holds a whole chunk (`bytes` is at most one); no DMA reads it
         // (its event was waited for) and only this thread uses it during the transfer.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.ptr as *mut u8, bytes.len()) };
-        // SAFETY: `dst + offset` holds `bytes.len()` bytes (the chunk lies within the
+        // SAFETY: `dst` holds `bytes.len()` bytes (the chunk lies within its transfer's
         // allocation); the slot is not written again before its event, recorded next, completes.
-        unsafe { dev.upload_async(dst + offset as u64, slot.ptr as *const u8, bytes.len(), stream) }?;
+        unsafe { dev.upload_async(dst, slot.ptr as *const u8, bytes.len(), stream) }?;
         dev.record(slot.event, stream)?;
     }
     Ok(())
@@ -495,6 +521,34 @@ mod tests {
             let want: Vec<i32> = input.chunks(128).map(|c| c.iter().sum()).collect();
             assert_eq!(sums, want, "round {round}");
         }
+    }
+
+    /// Image views uploaded together (their chunks shared among the workers, a pool
+    /// smaller than the chunks, strided views and views too small for staging among them)
+    /// each come back as uploaded one by one.
+    #[test]
+    fn views_uploaded_together_come_back_identical() {
+        let g = Gpu::with_staging(Box::new(ShimDevice::new()), StagingConfig { min_bytes: 600, ..config(64, 4) });
+        let sizes = [(37usize, 29usize), (1, 1), (64, 3), (5, 40), (20, 20), (3, 7)];
+        let images: Vec<tessera_core::Image<u16>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &(w, h))| tessera_core::Image::from_vec(w, h, (0..w * h).map(|i| ((i * 31 + k * 977) % 65521) as u16).collect()).unwrap())
+            .collect();
+        let mut views: Vec<_> = images.iter().map(|i| i.view()).collect();
+        views.push(images[0].view().crop(3, 2, 11, 9).unwrap()); // rows not packed
+        let uploaded = g.upload_views(&views).unwrap();
+        assert_eq!(uploaded.len(), views.len());
+        for (v, d) in views.iter().zip(&uploaded) {
+            let (w, h) = v.size();
+            assert_eq!((d.width, d.height), (w, h));
+            let mut back = vec![0u16; w * h];
+            g.download(&d.buf, &mut back).unwrap();
+            let want: Vec<u16> = v.rows().flatten().copied().collect();
+            assert_eq!(back, want, "{w} x {h}");
+        }
+        assert!(g.transfer_counts().staged >= 2, "{:?}", g.transfer_counts());
+        assert!(g.upload_views::<u16>(&[]).unwrap().is_empty());
     }
 
     #[test]
