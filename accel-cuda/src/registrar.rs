@@ -200,7 +200,8 @@ impl<'g> DeviceRegistrar<'g> {
 
     /// Uploads those of `frames` (index, view) not on the device, all in one transfer
     /// ([`Gpu::upload_views`]); for each, the least recently used frame not used since
-    /// `batch` (the clock when the current launch began) makes room.
+    /// `batch` (the clock when the current launch began) makes room, while there are more
+    /// than [`RESIDENT`].
     fn make_resident<T: RunSample>(&self, st: &mut State<'g>, batch: u64, frames: &[(usize, ImageView<'_, T>)]) -> Result<()> {
         let cache = T::cache(&mut st.frames);
         let mut missing: Vec<(usize, ImageView<'_, T>)> = Vec::new();
@@ -214,18 +215,17 @@ impl<'g> DeviceRegistrar<'g> {
         }
         // The CPU's first check of a frame: its f32 terms, before anything is uploaded.
         let terms = missing.iter().map(|&(_, view)| T::f32_terms(view)).collect::<Result<Vec<_>>>()?;
+        // Room first, so that the new frames can take the buffers of those they replace.
+        while cache.len() + missing.len() > RESIDENT {
+            let Some(old) = cache.iter().enumerate().filter(|(_, r)| r.used < batch).min_by_key(|(_, r)| r.used).map(|(k, _)| k) else { break };
+            cache.swap_remove(old);
+        }
         let views: Vec<ImageView<'_, T>> = missing.iter().map(|&(_, view)| view).collect();
         let images = self.gpu.upload_views(&views)?;
         for ((index, _), (image, terms)) in missing.into_iter().zip(images.into_iter().zip(terms)) {
             st.clock += 1;
             let clock = st.clock;
-            let cache = T::cache(&mut st.frames);
-            if cache.len() >= RESIDENT {
-                if let Some(old) = cache.iter().enumerate().filter(|(_, r)| r.used < batch).min_by_key(|(_, r)| r.used).map(|(k, _)| k) {
-                    cache.swap_remove(old);
-                }
-            }
-            cache.push(Resident { index, image, terms, used: clock });
+            T::cache(&mut st.frames).push(Resident { index, image, terms, used: clock });
             let uploads = &mut st.counts.uploads;
             if uploads.len() <= index {
                 uploads.resize(index + 1, 0);

@@ -1,6 +1,7 @@
 //! Drives `kernels/stitch.cu`: the composite of a stitching run on the device. The canvas
-//! is planned by the core ([`Plan`]: origin, size, rounded placements), each placed frame
-//! uploaded (into one buffer the run reuses) and pasted in sequence order by one launch,
+//! is planned by the core ([`Plan`]: origin, size, rounded placements), the placed frames
+//! uploaded a few at a time (their staging copies on several threads) and each pasted in
+//! sequence order by one launch,
 //! and the canvas downloaded once;
 //! integer canvases are the CPU's [`Compositor`](tessera_core::stitch::Compositor)'s bytes.
 
@@ -59,11 +60,12 @@ struct DeviceCanvas<'g, P> {
     blend: Blend,
     canvas: DevImage<'g, P>,
     sums: Option<(DevBuf<'g, f32>, DevBuf<'g, f32>)>,
-    /// The frame being pasted, uploaded into one buffer for the run (every placed frame has
-    /// the plan's size; an upload waits for the launches before it).
-    frame: Option<DevImage<'g, P>>,
     counts: &'g PasteCounts,
 }
+
+/// Frames a device canvas takes at once: their uploads share the transfer threads
+/// ([`Gpu::upload_views`]), then each is pasted in order by its own launch.
+const PASTE_BATCH: usize = 4;
 
 /// The device canvas for frames like `like` at `positions` ([`Plan::new`], whose errors it
 /// returns; device memory short: [`Error::OutOfMemory`](tessera_core::Error)).
@@ -87,32 +89,47 @@ impl<'g, P: CanvasPixel> DeviceCanvas<'g, P> {
             Blend::Overwrite => None,
             Blend::Average | Blend::Feather => Some((gpu.zeroed::<f32>(n * P::COLOURS)?, gpu.zeroed::<f32>(n)?)),
         };
-        Ok(DeviceCanvas { gpu, plan, blend, canvas, sums, frame: None, counts })
+        Ok(DeviceCanvas { gpu, plan, blend, canvas, sums, counts })
     }
 }
 
 impl<P: CanvasPixel> Pasting for DeviceCanvas<'_, P> {
     fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
-        let Some((x, y)) = self.plan.place(i, frame)? else { return Ok(()) };
-        // The plan checked the type: this is the canvas's.
-        let Some(f) = P::view(frame) else { return Ok(()) };
-        let (w, h) = f.size();
-        let dframe = match &mut self.frame {
-            Some(d) => d,
-            None => self.frame.insert(self.gpu.image::<P>(w, h)?),
-        };
-        self.gpu.upload_view_into(dframe, f)?;
-        self.counts.uploads.set(self.counts.uploads.get() + 1);
+        self.paste_many(&[(i, *frame)])
+    }
+
+    fn batch(&self) -> usize {
+        PASTE_BATCH
+    }
+
+    /// The placed frames uploaded together (each into a buffer of the pool, which a later
+    /// upload overwrites only after the launches before it), then a launch each in order.
+    fn paste_many(&mut self, frames: &[(usize, AnyView<'_>)]) -> Result<()> {
+        let mut placed = Vec::with_capacity(frames.len());
+        for (i, frame) in frames {
+            let Some((x, y)) = self.plan.place(*i, frame)? else { continue };
+            // The plan checked the type: this is the canvas's.
+            if let Some(f) = P::view(frame) {
+                placed.push((f, x, y));
+            }
+        }
+        let views: Vec<ImageView<'_, P>> = placed.iter().map(|&(f, _, _)| f).collect();
+        let uploaded = self.gpu.upload_views(&views)?;
+        self.counts.uploads.set(self.counts.uploads.get() + uploaded.len());
         let blend = match self.blend {
             Blend::Overwrite => 0,
             Blend::Average => 1,
             Blend::Feather => 2,
         };
         let (acc, weight) = self.sums.as_ref().map_or((Arg::Ptr(0), Arg::Ptr(0)), |(a, k)| (Arg::from(a), Arg::from(k)));
-        // Placements lie inside the canvas, whose width fits an int.
-        let list: Vec<Arg> = args![&*dframe, int(w, "width")?, int(h, "height")?, &self.canvas, self.canvas.width as i32, x as i32, y as i32, blend, acc, weight].to_vec();
-        let grid = [blocks(w, THREADS), int(h, "height")? as u32, 1];
-        self.gpu.launch(Kernel::new(Module::Stitch, P::PASTE), grid, [THREADS, 1, 1], 0, &list)
+        for (dframe, &(_, x, y)) in uploaded.iter().zip(&placed) {
+            let (w, h) = (dframe.width, dframe.height);
+            // Placements lie inside the canvas, whose width fits an int.
+            let list: Vec<Arg> = args![dframe, int(w, "width")?, int(h, "height")?, &self.canvas, self.canvas.width as i32, x as i32, y as i32, blend, acc, weight].to_vec();
+            let grid = [blocks(w, THREADS), int(h, "height")? as u32, 1];
+            self.gpu.launch(Kernel::new(Module::Stitch, P::PASTE), grid, [THREADS, 1, 1], 0, &list)?;
+        }
+        Ok(())
     }
 
     fn finish(self: Box<Self>) -> Result<Canvas> {

@@ -191,6 +191,15 @@ impl Plan {
 pub trait Pasting {
     /// Pastes frame `i` at its planned place ([`Compositor::paste`]).
     fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()>;
+    /// How many frames the canvas takes at once through [`paste_many`](Pasting::paste_many):
+    /// one by default; a device's canvas takes several, whose uploads then overlap.
+    fn batch(&self) -> usize {
+        1
+    }
+    /// Pastes each `(i, frame)` of `frames` in order, as [`paste`](Pasting::paste) would.
+    fn paste_many(&mut self, frames: &[(usize, AnyView<'_>)]) -> Result<()> {
+        frames.iter().try_for_each(|(i, f)| self.paste(*i, f))
+    }
     /// The finished canvas.
     fn finish(self: alloc::boxed::Box<Self>) -> Result<Canvas>;
 }

@@ -56,7 +56,7 @@ use super::registrar::PairRegistrar;
 use super::relocate::{relocatable, Keyframes, RELOCATE_CANDIDATES};
 use super::settle::{stands_clear, FirstAttempt};
 use super::similarity::Similarity;
-use super::source::{FrameSource, GrayType, Held, InMemory};
+use super::source::{Frame, FrameSource, GrayType, Held, InMemory};
 use super::stage_times::StageTimes;
 use super::window::{Buffers, Window, WindowSize};
 use crate::error::{Error, Result};
@@ -386,6 +386,14 @@ pub fn stitch_frames_into<'c>(
     let turned = poses.iter().flatten().any(|p| !p.is_translation());
     let unreadable = |i: usize, why: String| Error::InvalidParameter { name: "frames", reason: alloc::format!("frame {i} could not be read again: {why}") };
     let mut canvas: Option<Box<dyn Pasting + 'c>> = None;
+    // Frames read and not yet pasted: as many as the canvas takes at once.
+    let mut pending = Vec::new();
+    let paste = |c: &mut Box<dyn Pasting + 'c>, pending: &mut Vec<(usize, Frame<'_>)>| -> Result<()> {
+        let views = pending.iter().map(|(i, f)| f.view().map(|v| (*i, v)).map_err(|why| unreadable(*i, why))).collect::<Result<Vec<_>>>()?;
+        c.paste_many(&views)?;
+        pending.clear();
+        Ok(())
+    };
     for (i, pos) in positions.iter().enumerate() {
         if pos.is_some() {
             let f = frames.frame(i).map_err(|why| unreadable(i, why))?;
@@ -395,10 +403,14 @@ pub fn stitch_frames_into<'c>(
                 None if turned => canvas.insert(Box::new(Compositor::with_poses(&v, &poses, p.blend)?)),
                 None => canvas.insert(new_canvas(&v, &positions, p.blend)?),
             };
-            c.paste(i, &v)?;
+            pending.push((i, f));
+            if pending.len() >= c.batch() {
+                paste(c, &mut pending)?;
+            }
         }
     }
-    let Some(canvas) = canvas else { return Err(nothing_registered(&records)) };
+    let Some(mut canvas) = canvas else { return Err(nothing_registered(&records)) };
+    paste(&mut canvas, &mut pending)?;
     Ok(Panorama { canvas: canvas.finish()?, frames: records, reference })
 }
 
