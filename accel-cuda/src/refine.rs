@@ -1,6 +1,6 @@
 //! Drives `kernels/refine.cu`: the subpixel refinement of a batch of stitched pairs'
-//! shifts on the device ([`ShiftRefinement`], a warp per pair, every pair of a window in one
-//! launch), to the bits of the core's refinement on the host.
+//! shifts on the device ([`ShiftRefinement`], a block per pair and a warp per interior,
+//! every pair of a window in one launch), to the bits of the core's refinement on the host.
 
 use crate::device::{args, int, DevicePtr, FrameTable, Gpu};
 use crate::kernels::{Kernel, Module};
@@ -11,6 +11,8 @@ use tessera_core::{Error, Result};
 /// `REFINE_TASK_INTS` of refine.cu).
 const PATCHES: usize = 12;
 const TASK_INTS: usize = 3 + 2 * PATCHES;
+/// Threads of a pair's block, a warp per interior (`REFINE_THREADS`).
+const THREADS: u32 = 32 * PATCHES as u32;
 const _: () = assert!(PATCHES == REFINED_TEMPLATES, "refine.cu's REFINE_PATCHES is the core's REFINED_TEMPLATES");
 
 /// The refined shift of each of `pairs` (reference and moving device addresses, every frame
@@ -43,7 +45,7 @@ pub(crate) fn refine_shifts(gpu: &Gpu, kernel: &'static str, size: (usize, usize
     let out = gpu.buffer::<f64>(starts.len())?;
     let grid = [int(launched.len(), "refined pairs")? as u32, 1, 1];
     let list = args![&dframes, w, h, side as i32, REFINE_ITERATIONS as i32, &dtasks, &dstarts, &out];
-    gpu.launch(Kernel::new(Module::Refine, kernel), grid, [32, 1, 1], 0, list)?;
+    gpu.launch(Kernel::new(Module::Refine, kernel), grid, [THREADS, 1, 1], 0, list)?;
     let mut refined = vec![0f64; starts.len()];
     gpu.download(&out, &mut refined)?;
     for (&k, s) in launched.iter().zip(refined.chunks_exact(2)) {

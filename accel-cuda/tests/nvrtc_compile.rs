@@ -27,11 +27,10 @@ const REGISTER_BUDGET: &[(&str, u32)] = &[
     // addresses; at 80 registers three 256-thread blocks fit an SM, and a launch is a few
     // hundred blocks of a pair's regions, read once.
     ("quality_sums_*", 80),
-    // A pair's shift refinement: per lane an interior's three means, five gradient and five
-    // resampled sums in f64, the step's state, and a run of eight pixels' five terms (80
-    // registers) computed before they are added; a launch is a window's few pairs, a warp
-    // each, so registers do not bound what runs at once.
-    ("refine_shift_*", 176),
+    // A pair's shift refinement: per lane its interior's three means, five gradient and
+    // five resampled sums in f64 and the step's state; a launch is a window's few pairs, a
+    // block of 384 threads each, so registers do not bound what runs at once.
+    ("refine_shift_*", 96),
     // The fused box sums and means (a `*` in a name stands for any text):
     // per thread the column sums, sources and buffer places of its lanes (4 or 8) and a
     // row's run of the scan. The n4r2 shape is declared `__launch_bounds__(256, 3)`: at
