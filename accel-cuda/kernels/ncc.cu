@@ -42,6 +42,23 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
+// A lane's walk over a template's pixels k = lane, lane + 32, ... in row-major order (row
+// k / rsz, column k % rsz) with no division a pixel: each step is 32 / rsz rows and
+// 32 % rsz columns on, a column past the template carried into the next row. (Two integer
+// divisions a pixel, emulated on a GPU, were most of an evaluation's dependent steps.)
+struct PixelWalk {
+    int row, col, rows_a_step, cols_a_step, rsz;
+    __device__ PixelWalk(int rsz, int lane) : row(lane / rsz), col(lane % rsz), rows_a_step(32 / rsz), cols_a_step(32 % rsz), rsz(rsz) {}
+    __device__ __forceinline__ void next() {
+        row += rows_a_step;
+        col += cols_a_step;
+        if (col >= rsz) {
+            col -= rsz;
+            ++row;
+        }
+    }
+};
+
 // r from exact integer sums (the core's finish_int; i64 for u8, i128 for u16).
 template <typename W>
 __device__ double finish_int(double n2_var, int n, u64 stw, u64 sw, u64 sww, double tsum) {
@@ -59,8 +76,9 @@ template <typename P, typename W>
 __device__ __forceinline__ double int_coefficient(const P* ref, const P* mov, int w, int rsz, const NccSearch& s, int x, int y, int lane) {
     u64 stw = 0, sw = 0, sww = 0;
     int n = rsz * rsz;
-    for (int k = lane; k < n; k += 32) {
-        int r = k / rsz, c = k % rsz;
+    PixelWalk p(rsz, lane);
+    for (int k = lane; k < n; k += 32, p.next()) {
+        const int r = p.row, c = p.col;
         u64 t = ref[(i64)(s.sy + r) * w + s.sx + c], v = mov[(i64)(y + r) * w + x + c];
         stw += t * v;
         sw += v;
@@ -83,8 +101,9 @@ __device__ __forceinline__ double coefficient(const float* ref, const float* mov
     double cross = 0.0, s1 = 0.0, s2 = 0.0;
     int n = rsz * rsz;
     double mean = s.tsum / n;
-    for (int k = lane; k < n; k += 32) {
-        int r = k / rsz, c = k % rsz;
+    PixelWalk p(rsz, lane);
+    for (int k = lane; k < n; k += 32, p.next()) {
+        const int r = p.row, c = p.col;
         float t = (float)((double)ref[(i64)(s.sy + r) * w + s.sx + c] - mean);
         float v = mov[(i64)(y + r) * w + x + c];
         cross += (double)t * (double)v;
@@ -393,8 +412,9 @@ __device__ void template_sums(const u64* frames, int w, int rsz, const int* temp
     const T* ref = (const T*)frames[rec[0]];
     const int x0 = rec[1], y0 = rec[2];
     u64 s1 = 0, s2 = 0;
-    for (int i = lane; i < rsz * rsz; i += 32) {
-        const u64 v = ref[(size_t)(y0 + i / rsz) * w + x0 + i % rsz];
+    PixelWalk p(rsz, lane);
+    for (int i = lane; i < rsz * rsz; i += 32, p.next()) {
+        const u64 v = ref[(size_t)(y0 + p.row) * w + x0 + p.col];
         s1 += v;
         s2 += v * v;
     }

@@ -9,7 +9,7 @@
 use crate::common;
 
 use common::shared_data;
-use tessera_core::stitch::{RegisterParams, SearchMethod, SkipReason};
+use tessera_core::stitch::{PairRegistration, RegisterParams, SearchMethod, SkipReason};
 use tessera_core::{AnyImage, AnyView, Backend, CpuBackend, Image, Parallelism, Rgba8};
 
 
@@ -57,19 +57,7 @@ fn registrations_of_every_type_and_method_are_the_cpus() {
         let p = RegisterParams { rsz: 15, npts: 3, search_radius: 10, min_variance, method, subpixel, ..Default::default() };
         let want = cpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
         let got = gpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
-        let what = format!("{ty} {method:?} subpixel {subpixel}");
-        let s = got.shift.unwrap_or_else(|| panic!("{what}: not registered: {:?}", got.skip));
-        assert!((s.0 - 7.0).abs() <= 0.2 && (s.1 + 4.0).abs() <= 0.2, "{what}: {s:?}");
-        if ty == "f32" {
-            assert_eq!((got.vectors_used, got.evaluations), (want.vectors_used, want.evaluations), "{what}");
-            let (a, b) = (got.shift.unwrap(), want.shift.unwrap());
-            assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
-            for (g, c) in got.vectors.iter().zip(&want.vectors) {
-                assert!((g.coefficient - c.coefficient).abs() < 1e-6, "{what}: {} vs {}", g.coefficient, c.coefficient);
-            }
-        } else {
-            assert_eq!(got, want, "{what}");
-        }
+        assert_the_cpus(&got, &want, ty, &format!("{ty} {method:?} subpixel {subpixel}"));
     }
     for img in &images {
         let reference = crop(img, x0, y0, w, h);
@@ -83,6 +71,46 @@ fn registrations_of_every_type_and_method_are_the_cpus() {
         let r = gpu.register_pair(flat.view().unwrap(), flat.view().unwrap(), &p, (0.0, 0.0)).unwrap();
         assert_eq!(r, cpu.register_pair(flat.view().unwrap(), flat.view().unwrap(), &p, (0.0, 0.0)).unwrap());
         assert_eq!(r.skip, Some(SkipReason::NoTexture));
+    }
+}
+
+/// The device's registration of the pair whose moving pixel (u, v) shows reference pixel
+/// (u + 7, v - 4) is the CPU's: identical for integer frames; for f32, the same vectors
+/// and evaluations, coefficients within 1e-6.
+fn assert_the_cpus(got: &PairRegistration, want: &PairRegistration, ty: &str, what: &str) {
+    let s = got.shift.unwrap_or_else(|| panic!("{what}: not registered: {:?}", got.skip));
+    assert!((s.0 - 7.0).abs() <= 0.2 && (s.1 + 4.0).abs() <= 0.2, "{what}: {s:?}");
+    if ty == "f32" {
+        assert_eq!((got.vectors_used, got.evaluations), (want.vectors_used, want.evaluations), "{what}");
+        let (a, b) = (got.shift.unwrap(), want.shift.unwrap());
+        assert!((a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3, "{what}: {a:?} vs {b:?}");
+        for (g, c) in got.vectors.iter().zip(&want.vectors) {
+            assert!((g.coefficient - c.coefficient).abs() < 1e-6, "{what}: {} vs {}", g.coefficient, c.coefficient);
+        }
+    } else {
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+/// Templates of a warp's width and wider (a lane's pixels then lie in one column, or
+/// wrap past the template's row within a step) register as on the CPU, every type.
+#[test]
+fn templates_as_wide_as_a_warp_and_wider_are_the_cpus() {
+    let gpu = tessera_cuda::open_shim();
+    let cpu = CpuBackend::new(Parallelism::Sequential);
+    let all = cones();
+    let (x0, y0, w, h) = (150, 100, 120, 96);
+    for img in &typed(&all) {
+        let reference = crop(img, x0, y0, w, h);
+        let moving = crop(img, x0 + 7, y0 - 4, w, h);
+        let ty = reference.type_name();
+        let min_variance = if ty == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
+        for rsz in [32, 33, 45] {
+            let p = RegisterParams { rsz, npts: 2, search_radius: 8, min_variance, ..Default::default() };
+            let want = cpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
+            let got = gpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
+            assert_the_cpus(&got, &want, ty, &format!("{ty} rsz {rsz}"));
+        }
     }
 }
 
