@@ -42,8 +42,20 @@ __device__ void interior_sums(int n, double (*row)[REFINE_TERMS], double* sums, 
             const int run = min(32, n - i0);
             if (lane < run) terms(i0 + lane, j, row[lane]);
             __syncwarp();
-            for (int u = 0; u < run; ++u)
-                for (int k = 0; k < K; ++k) sums[k] += row[u][k];
+            // Four pixels' terms read at once, then added in order: the adds wait on the
+            // one before, not on a shared-memory load each (about 30 cycles, where an add
+            // takes 8).
+            for (int u0 = 0; u0 < run; u0 += 4) {
+                double t[4][K];
+                TESSERA_UNROLL
+                for (int u = 0; u < 4; ++u)
+                    if (u0 + u < run)
+                        for (int k = 0; k < K; ++k) t[u][k] = row[u0 + u][k];
+                TESSERA_UNROLL
+                for (int u = 0; u < 4; ++u)
+                    if (u0 + u < run)
+                        for (int k = 0; k < K; ++k) sums[k] += t[u][k];
+            }
             // Every lane has read the row before it is written again.
             __syncwarp();
         }

@@ -28,9 +28,10 @@ const REGISTER_BUDGET: &[(&str, u32)] = &[
     // hundred blocks of a pair's regions, read once.
     ("quality_sums_*", 80),
     // A pair's shift refinement: per lane its interior's three means, five gradient and
-    // five resampled sums in f64 and the step's state; a launch is a window's few pairs, a
-    // block of 384 threads each, so registers do not bound what runs at once.
-    ("refine_shift_*", 96),
+    // five resampled sums in f64, the step's state, and four pixels' terms read ahead of
+    // their adds; a launch is a window's few pairs, a block of 384 threads each on an SM
+    // of its own, so registers do not bound what runs at once (at 160, one block an SM).
+    ("refine_shift_*", 160),
     // The fused box sums and means (a `*` in a name stands for any text):
     // per thread the column sums, sources and buffer places of its lanes (4 or 8) and a
     // row's run of the scan. The n4r2 shape is declared `__launch_bounds__(256, 3)`: at
