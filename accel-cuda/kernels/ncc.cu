@@ -235,7 +235,18 @@ __device__ void ncc_search(const u64* frames, int w, int h, int rsz, const int* 
     s.tnorm = stat[1];
     i64 cells = (i64)s.side * s.side;
     s.values = values + warp * cells;
-    s.bits = bits + warp * ((cells + 31) / 32);
+    // Which cache cells hold a value: in the block's shared memory where the launch gave
+    // it room (`bits` null; each warp clears its own words first, so the host clears
+    // nothing), else in global scratch the host cleared.
+    const i64 words = (cells + 31) / 32;
+    if (bits == nullptr) {
+        TESSERA_DYNAMIC_SHARED(u32, shared_bits);
+        s.bits = shared_bits + (threadIdx.x >> 5) * words;
+        for (i64 i = lane; i < words; i += 32) s.bits[i] = 0;
+        __syncwarp();
+    } else {
+        s.bits = bits + warp * words;
+    }
     s.evaluations = 0;
     auto clampx = [&](int x) { return min(max(x, s.x0), s.x1); };
     auto clampy = [&](int y) { return min(max(y, s.y0), s.y1); };

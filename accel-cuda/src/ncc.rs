@@ -30,6 +30,9 @@ use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
 /// Warps per block of the search launch.
 const WARPS: u32 = 4;
+/// Most shared memory a search block's cache bitmaps take (within the 48 KiB a launch may
+/// ask for without opting in): search radii up to 155.
+const SHARED_BITMAP_BYTES: usize = 48 * 1024;
 /// Words per search of the kernel's site and stat records and of its results
 /// (`NCC_SITE_WORDS`, `NCC_STAT_WORDS`, `NCC_RESULT_WORDS` of ncc.cu).
 const SITE_WORDS: usize = 6;
@@ -399,7 +402,12 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let dsites = gpu.upload(&call.sites)?;
     let dstats = gpu.upload(&call.stats)?;
     let values = gpu.buffer::<f64>(count * cells)?;
-    let bits = gpu.zeroed::<u32>(count * words)?;
+    // The cache's bitmaps in shared memory where a block's fit (no clearing call), else in
+    // global scratch cleared here.
+    let shared_bytes = WARPS as usize * words * std::mem::size_of::<u32>();
+    let in_shared = shared_bytes <= SHARED_BITMAP_BYTES;
+    let bits = if in_shared { None } else { Some(gpu.zeroed::<u32>(count * words)?) };
+    let bits_arg = bits.as_ref().map_or(Arg::Ptr(0), Arg::from);
     let out = gpu.buffer::<f64>(RESULT_WORDS * count)?;
     let method_code = match p.method {
         SearchMethod::Log => 0,
@@ -409,11 +417,12 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let accept = sp.accept.unwrap_or(f64::INFINITY);
     let count_i = int(count, "template searches")?;
     let list: Vec<Arg> = args![
-        &dframes, w, h, p.rsz as i32, &dsites, &dstats, count_i, r as i32, method_code, accept, i32::from(sp.subpixel), &values, &bits, &out
+        &dframes, w, h, p.rsz as i32, &dsites, &dstats, count_i, r as i32, method_code, accept, i32::from(sp.subpixel), &values, bits_arg, &out
     ]
     .to_vec();
     let threads = 32 * WARPS;
-    gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], 0, &list)?;
+    let shared = if in_shared { shared_bytes as u32 } else { 0 };
+    gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], shared, &list)?;
     let peaks = null_peaks::<T>(gpu, &dframes, w, p.rsz, (&dsites, &dstats), call)?;
     let mut res = vec![0f64; RESULT_WORDS * count];
     gpu.download(&out, &mut res)?;

@@ -93,23 +93,26 @@ fn assert_the_cpus(got: &PairRegistration, want: &PairRegistration, ty: &str, wh
 }
 
 /// Templates of a warp's width and wider (a lane's pixels then lie in one column, or
-/// wrap past the template's row within a step) register as on the CPU, every type.
+/// wrap past the template's row within a step), and a search too wide for its cache's
+/// bitmap in shared memory, register as on the CPU, every type.
 #[test]
-fn templates_as_wide_as_a_warp_and_wider_are_the_cpus() {
+fn wide_templates_and_wide_searches_are_the_cpus() {
     let gpu = tessera_cuda::open_shim();
     let cpu = CpuBackend::new(Parallelism::Sequential);
     let all = cones();
-    let (x0, y0, w, h) = (150, 100, 120, 96);
     for img in &typed(&all) {
-        let reference = crop(img, x0, y0, w, h);
-        let moving = crop(img, x0 + 7, y0 - 4, w, h);
-        let ty = reference.type_name();
-        let min_variance = if ty == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
-        for rsz in [32, 33, 45] {
-            let p = RegisterParams { rsz, npts: 2, search_radius: 8, min_variance, ..Default::default() };
+        // A search radius of 160 (in the whole image): the search caches' bitmaps too large
+        // for a block's shared memory, kept in global memory instead.
+        for (rsz, search_radius) in [(32, 8), (33, 8), (45, 8), (15, 160)] {
+            let (x0, y0, w, h) = if search_radius > 100 { (0, 4, 443, 371) } else { (150, 100, 120, 96) };
+            let reference = crop(img, x0, y0, w, h);
+            let moving = crop(img, x0 + 7, y0 - 4, w, h);
+            let ty = reference.type_name();
+            let min_variance = if ty == "u16" { 4.0 * 257.0 * 257.0 } else { 4.0 };
+            let p = RegisterParams { rsz, npts: 2, search_radius, min_variance, ..Default::default() };
             let want = cpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
             let got = gpu.register_pair(reference, moving, &p, (0.0, 0.0)).unwrap();
-            assert_the_cpus(&got, &want, ty, &format!("{ty} rsz {rsz}"));
+            assert_the_cpus(&got, &want, ty, &format!("{ty} rsz {rsz} radius {search_radius}"));
         }
     }
 }
