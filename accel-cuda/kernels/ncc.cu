@@ -70,68 +70,131 @@ __device__ double finish_int(double n2_var, int n, u64 stw, u64 sw, u64 sww, dou
     return fmin(fmax(r, -1.0), 1.0);
 }
 
-// An integer window's exact sums, a lane's share of the template's pixels each, finished
-// in `W` (wide enough for the pixel type's products: i64 for u8, i128 for u16).
-template <typename P, typename W>
-__device__ __forceinline__ double int_coefficient(const P* ref, const P* mov, int w, int rsz, const NccSearch& s, int x, int y, int lane) {
-    u64 stw = 0, sw = 0, sww = 0;
+// Positions whose windows a warp evaluates together: a ring of the log search. Their loads
+// are in flight at once, where one window at a time left each lane waiting on its loads.
+#define NCC_GROUP 8
+
+// The coefficients of the windows at (xs[g], ys[g]) for each g with want[g] (G at most),
+// into out[g]. An integer window's exact sums, a lane's share of the template's pixels
+// each, finished in `W` (wide enough for the pixel type's products: i64 for u8, i128 for
+// u16); the same sums whichever windows are evaluated with it.
+template <typename P, typename W, int G>
+__device__ __forceinline__ void int_coefficients(const P* ref, const P* mov, int w, int rsz, const NccSearch& s, const int* xs, const int* ys, const bool* want, double* out, int lane) {
+    u64 stw[G], sw[G], sww[G];
+    TESSERA_UNROLL
+    for (int g = 0; g < G; ++g) stw[g] = sw[g] = sww[g] = 0;
     int n = rsz * rsz;
     PixelWalk p(rsz, lane);
     for (int k = lane; k < n; k += 32, p.next()) {
         const int r = p.row, c = p.col;
-        u64 t = ref[(i64)(s.sy + r) * w + s.sx + c], v = mov[(i64)(y + r) * w + x + c];
-        stw += t * v;
-        sw += v;
-        sww += v * v;
+        const u64 t = ref[(i64)(s.sy + r) * w + s.sx + c];
+        TESSERA_UNROLL
+        for (int g = 0; g < G; ++g)
+            if (want[g]) {
+                const u64 v = mov[(i64)(ys[g] + r) * w + xs[g] + c];
+                stw[g] += t * v;
+                sw[g] += v;
+                sww[g] += v * v;
+            }
     }
-    return finish_int<W>(s.tnorm, n, warp_sum(stw), warp_sum(sw), warp_sum(sww), s.tsum);
+    TESSERA_UNROLL
+    for (int g = 0; g < G; ++g)
+        if (want[g]) out[g] = finish_int<W>(s.tnorm, n, warp_sum(stw[g]), warp_sum(sw[g]), warp_sum(sww[g]), s.tsum);
 }
 
-__device__ __forceinline__ double coefficient(const u8* ref, const u8* mov, int w, int rsz, const NccSearch& s, int x, int y, double, double, int lane) {
-    return int_coefficient<u8, i64>(ref, mov, w, rsz, s, x, y, lane);
+template <int G>
+__device__ __forceinline__ void coefficients(const u8* ref, const u8* mov, int w, int rsz, const NccSearch& s, const int* xs, const int* ys, const bool* want, double* out, double, double, int lane) {
+    int_coefficients<u8, i64, G>(ref, mov, w, rsz, s, xs, ys, want, out, lane);
 }
 
-__device__ __forceinline__ double coefficient(const u16* ref, const u16* mov, int w, int rsz, const NccSearch& s, int x, int y, double, double, int lane) {
-    return int_coefficient<u16, __int128>(ref, mov, w, rsz, s, x, y, lane);
+template <int G>
+__device__ __forceinline__ void coefficients(const u16* ref, const u16* mov, int w, int rsz, const NccSearch& s, const int* xs, const int* ys, const bool* want, double* out, double, double, int lane) {
+    int_coefficients<u16, __int128, G>(ref, mov, w, rsz, s, xs, ys, want, out, lane);
 }
 
 // f32: the template zero-mean as the core stores it, window sums about the frame's first
 // pixel `offset`, flat below `flat_tol`.
-__device__ __forceinline__ double coefficient(const float* ref, const float* mov, int w, int rsz, const NccSearch& s, int x, int y, double offset, double flat_tol, int lane) {
-    double cross = 0.0, s1 = 0.0, s2 = 0.0;
+template <int G>
+__device__ __forceinline__ void coefficients(const float* ref, const float* mov, int w, int rsz, const NccSearch& s, const int* xs, const int* ys, const bool* want, double* out, double offset, double flat_tol, int lane) {
+    double cross[G], s1[G], s2[G];
+    TESSERA_UNROLL
+    for (int g = 0; g < G; ++g) cross[g] = s1[g] = s2[g] = 0.0;
     int n = rsz * rsz;
     double mean = s.tsum / n;
     PixelWalk p(rsz, lane);
     for (int k = lane; k < n; k += 32, p.next()) {
         const int r = p.row, c = p.col;
-        float t = (float)((double)ref[(i64)(s.sy + r) * w + s.sx + c] - mean);
-        float v = mov[(i64)(y + r) * w + x + c];
-        cross += (double)t * (double)v;
-        double d = (double)v - offset;
-        s1 += d;
-        s2 += d * d;
+        const float t = (float)((double)ref[(i64)(s.sy + r) * w + s.sx + c] - mean);
+        TESSERA_UNROLL
+        for (int g = 0; g < G; ++g)
+            if (want[g]) {
+                const float v = mov[(i64)(ys[g] + r) * w + xs[g] + c];
+                cross[g] += (double)t * (double)v;
+                const double d = (double)v - offset;
+                s1[g] += d;
+                s2[g] += d * d;
+            }
     }
-    cross = warp_sum(cross);
-    s1 = warp_sum(s1);
-    s2 = warp_sum(s2);
-    double var_w = s2 - s1 * s1 / n;
-    if (s.tnorm <= 0.0 || var_w <= flat_tol) return -TESSERA_INF_D;
-    double r = cross / sqrt(s.tnorm * var_w);
-    return fmin(fmax(r, -1.0), 1.0);
+    TESSERA_UNROLL
+    for (int g = 0; g < G; ++g)
+        if (want[g]) {
+            const double c = warp_sum(cross[g]), a = warp_sum(s1[g]), b = warp_sum(s2[g]);
+            const double var_w = b - a * a / n;
+            if (s.tnorm <= 0.0 || var_w <= flat_tol) {
+                out[g] = -TESSERA_INF_D;
+            } else {
+                const double r = c / sqrt(s.tnorm * var_w);
+                out[g] = fmin(fmax(r, -1.0), 1.0);
+            }
+        }
+}
+
+// One window's coefficient.
+template <typename T>
+__device__ __forceinline__ double coefficient(const T* ref, const T* mov, int w, int rsz, const NccSearch& s, int x, int y, double offset, double flat_tol, int lane) {
+    const bool want = true;
+    double v;
+    coefficients<1>(ref, mov, w, rsz, s, &x, &y, &want, &v, offset, flat_tol, lane);
+    return v;
+}
+
+// The coefficients at (xs[g], ys[g]), g < G (G at most NCC_GROUP), into v[g], each computed
+// once per search (the core's SearchCache) and counted as the core counts them one after
+// another: a position cached, or met earlier in the group, is not evaluated again; the
+// others are evaluated together.
+template <int G, typename T>
+__device__ void cached_group(const T* ref, const T* mov, int w, int rsz, NccSearch& s, const int* xs, const int* ys, double* v, double offset, double flat_tol, int lane) {
+    int cell[G];
+    bool want[G];
+    TESSERA_UNROLL
+    for (int g = 0; g < G; ++g) {
+        cell[g] = (ys[g] - s.cy0) * s.side + (xs[g] - s.cx0);
+        bool earlier = false;
+        TESSERA_UNROLL
+        for (int e = 0; e < g; ++e) earlier = earlier || cell[e] == cell[g];
+        want[g] = !earlier && !(s.bits[cell[g] >> 5] & (1u << (cell[g] & 31)));
+    }
+    double found[G];
+    coefficients<G>(ref, mov, w, rsz, s, xs, ys, want, found, offset, flat_tol, lane);
+    TESSERA_UNROLL
+    for (int g = 0; g < G; ++g)
+        if (want[g]) {
+            if (lane == 0) {
+                s.values[cell[g]] = found[g];
+                s.bits[cell[g] >> 5] |= 1u << (cell[g] & 31);
+            }
+            s.evaluations += 1;
+        }
+    __syncwarp();
+    TESSERA_UNROLL
+    for (int g = 0; g < G; ++g) v[g] = want[g] ? found[g] : s.values[cell[g]];
 }
 
 // The coefficient at (x, y), computed once per search (the core's SearchCache).
 template <typename T>
 __device__ double cached(const T* ref, const T* mov, int w, int rsz, NccSearch& s, int x, int y, double offset, double flat_tol, int lane) {
-    int i = (y - s.cy0) * s.side + (x - s.cx0);
-    if (s.bits[i >> 5] & (1u << (i & 31))) return s.values[i];
-    double v = coefficient(ref, mov, w, rsz, s, x, y, offset, flat_tol, lane);
-    if (lane == 0) {
-        s.values[i] = v;
-        s.bits[i >> 5] |= 1u << (i & 31);
-    }
-    __syncwarp();
-    s.evaluations += 1;
+    double v;
+    cached_group<1>(ref, mov, w, rsz, s, &x, &y, &v, offset, flat_tol, lane);
     return v;
 }
 
@@ -251,24 +314,31 @@ __device__ void ncc_search(const u64* frames, int w, int h, int rsz, const int* 
     auto clampx = [&](int x) { return min(max(x, s.x0), s.x1); };
     auto clampy = [&](int y) { return min(max(y, s.y0), s.y1); };
     auto get = [&](int x, int y) { return cached(ref, mov, w, rsz, s, x, y, offset, flat_tol, lane); };
-    auto probe = [&](int step, Peak& at) {
-        int cx = at.x, cy = at.y;
-        for (int k = 0; k < 8; ++k) {
-            int qx = clampx(cx + RING[k][0] * step), qy = clampy(cy + RING[k][1] * step);
-            double v = get(qx, qy);
-            if (v > at.v) at = {qx, qy, v};
+    // The ring's positions (offsets `ring` from (cx, cy), times `step`, clamped to the
+    // search area) evaluated together, then taken in ring order: `at` moves to each that
+    // beats it, as one position at a time.
+    auto ring_of = [&](const int (*ring)[2], int cx, int cy, int step, Peak& at) {
+        int qx[NCC_GROUP], qy[NCC_GROUP];
+        double v[NCC_GROUP];
+        TESSERA_UNROLL
+        for (int k = 0; k < NCC_GROUP; ++k) {
+            qx[k] = clampx(cx + ring[k][0] * step);
+            qy[k] = clampy(cy + ring[k][1] * step);
         }
+        cached_group<NCC_GROUP>(ref, mov, w, rsz, s, qx, qy, v, offset, flat_tol, lane);
+        TESSERA_UNROLL
+        for (int k = 0; k < NCC_GROUP; ++k)
+            if (v[k] > at.v) at = {qx[k], qy[k], v[k]};
     };
+    auto probe = [&](int step, Peak& at) { ring_of(RING, at.x, at.y, step, at); };
     auto climb = [&](Peak& at) {
         for (;;) {
             int bx = at.x, by = at.y;
             probe(1, at);
             if (at.x == bx && at.y == by) {
-                for (int k = 0; k < 16; ++k) {
-                    int qx = clampx(bx + RING2[k][0]), qy = clampy(by + RING2[k][1]);
-                    double v = get(qx, qy);
-                    if (v > at.v) at = {qx, qy, v};
-                }
+                // The outer ring, its two halves in order.
+                ring_of(RING2, bx, by, 1, at);
+                ring_of(RING2 + NCC_GROUP, bx, by, 1, at);
                 if (at.x == bx && at.y == by) break;
             }
         }

@@ -17,12 +17,12 @@ use tessera_cuda::nvrtc;
 /// budget and why.
 const DEFAULT_REGISTERS: u32 = 64;
 const REGISTER_BUDGET: &[(&str, u32)] = &[
-    // A whole template search per warp: area, cache box, two peaks and the step state stay
-    // in registers; at 96 registers a 128-thread block still leaves five blocks per SM,
-    // and the search is bound by the dependent steps, not by occupancy.
-    ("ncc_search_u8", 96),
-    ("ncc_search_u16", 96),
-    ("ncc_search_f32", 96),
+    // A whole template search per warp: area, cache box, two peaks and the step state, and
+    // a ring's eight windows' sums at once (24 accumulators of 64 bits); at 192 registers
+    // two 128-thread blocks fit an SM, and a stitch window's launch (some 64 blocks) has
+    // fewer blocks than an H100 has SMs: the search is bound by its dependent steps, not by
+    // occupancy.
+    ("ncc_search_*", 192),
     // A pair's quality sums: twenty u64 sums per thread (40 registers) and the taps'
     // addresses; at 80 registers three 256-thread blocks fit an SM, and a launch is a few
     // hundred blocks of a pair's regions, read once.
