@@ -102,7 +102,7 @@ unsafe impl Pod for f32 {}
 unsafe impl Pod for f64 {}
 unsafe impl Pod for Rgba8 {}
 
-fn as_bytes<T: Pod>(s: &[T]) -> &[u8] {
+pub(crate) fn as_bytes<T: Pod>(s: &[T]) -> &[u8] {
     // SAFETY: Pod has no padding; the length is the slice's size in bytes.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
 }
@@ -339,6 +339,28 @@ impl Gpu {
             self.upload(&packed)?
         };
         Ok(DevImage { buf, width: w, height: h })
+    }
+
+    /// Several records copied to the device in one transfer where each would be one (small
+    /// uploads cost a driver call and a wait each): one buffer holding `parts` in order,
+    /// each at a multiple of 16 bytes, and the device address of each.
+    pub(crate) fn upload_packed(&self, parts: &[&[u8]]) -> Result<(DevBuf<'_, u8>, Vec<DevicePtr>), Error> {
+        let mut offsets = Vec::with_capacity(parts.len());
+        let mut end = 0usize;
+        for part in parts {
+            offsets.push(end);
+            end = end.checked_add(part.len()).and_then(|e| e.checked_next_multiple_of(16)).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+        }
+        let mut packed = Vec::new();
+        packed.try_reserve_exact(end).map_err(|_| Error::OutOfMemory { bytes: end })?;
+        for (part, &at) in parts.iter().zip(&offsets) {
+            packed.resize(at, 0);
+            packed.extend_from_slice(part);
+        }
+        packed.resize(end, 0);
+        let buf = self.upload(&packed)?;
+        let ptrs = offsets.iter().map(|&at| buf.ptr + at as u64).collect();
+        Ok((buf, ptrs))
     }
 
     /// Image views copied to the device as [`upload_view`](Self::upload_view) copies one,

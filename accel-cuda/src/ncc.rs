@@ -15,7 +15,7 @@
 //! (`registrar.rs`).
 
 use crate::consensus::DeviceConsensus;
-use crate::device::{args, int, Arg, DevBuf, DevicePtr, FrameTable, Gpu, Pod};
+use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, Pod};
 use crate::host_count;
 use crate::kernels::{Kernel, Module};
 use crate::refine::refine_shifts;
@@ -378,10 +378,9 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
     if count == 0 {
         return Ok(Vec::new());
     }
-    let dframes = gpu.upload(frames)?;
-    let drecords = gpu.upload(records)?;
+    let (_records, at) = gpu.upload_packed(&[as_bytes(frames), as_bytes(records)])?;
     let out = gpu.buffer::<u64>(2 * count)?;
-    let list = args![&dframes, width, int(rsz, "template size")?, &drecords, int(count, "templates")?, &out];
+    let list = args![Arg::Ptr(at[0]), width, int(rsz, "template size")?, Arg::Ptr(at[1]), int(count, "templates")?, &out];
     gpu.launch(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
     let mut sums = vec![0u64; 2 * count];
     gpu.download(&out, &mut sums)?;
@@ -398,9 +397,10 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let side = 2 * (r + 1) + 1;
     let cells = side * side;
     let words = cells.div_ceil(32);
-    let dframes = gpu.upload(frames)?;
-    let dsites = gpu.upload(&call.sites)?;
-    let dstats = gpu.upload(&call.stats)?;
+    // Both launches' records in one transfer: the frame table, the searches' sites and
+    // statistics, the null records.
+    let (_records, at) = gpu.upload_packed(&[as_bytes(frames), as_bytes(&call.sites), as_bytes(&call.stats), as_bytes(call.nulls.as_flattened())])?;
+    let (dframes, dsites, dstats, dnulls) = (Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]));
     let values = gpu.buffer::<f64>(count * cells)?;
     // The cache's bitmaps in shared memory where a block's fit (no clearing call), else in
     // global scratch cleared here.
@@ -417,13 +417,13 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let accept = sp.accept.unwrap_or(f64::INFINITY);
     let count_i = int(count, "template searches")?;
     let list: Vec<Arg> = args![
-        &dframes, w, h, p.rsz as i32, &dsites, &dstats, count_i, r as i32, method_code, accept, i32::from(sp.subpixel), &values, bits_arg, &out
+        dframes, w, h, p.rsz as i32, dsites, dstats, count_i, r as i32, method_code, accept, i32::from(sp.subpixel), &values, bits_arg, &out
     ]
     .to_vec();
     let threads = 32 * WARPS;
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], shared, &list)?;
-    let peaks = null_peaks::<T>(gpu, &dframes, w, p.rsz, (&dsites, &dstats), call)?;
+    let peaks = null_peaks::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, call.nulls.len())?;
     let mut res = vec![0f64; RESULT_WORDS * count];
     gpu.download(&out, &mut res)?;
     let found = res
@@ -440,17 +440,15 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     Ok((found, peaks))
 }
 
-/// The launch of `call`'s null probes over its searches' records already on the device
-/// (`records`: sites and statistics), and its download: each null record's peak, reduced
-/// on the device.
-fn null_peaks<T: DeviceSample>(gpu: &Gpu, frames: &DevBuf<'_, u64>, w: i32, rsz: usize, (sites, stats): (&DevBuf<'_, i32>, &DevBuf<'_, f64>), call: &Call) -> Result<Vec<NullPeak>> {
-    let count = call.nulls.len();
+/// The launch of `count` null records' probes over records already on the device (the
+/// frame table, the searches' sites and statistics, the null records), and its download:
+/// each null record's peak, reduced on the device.
+fn null_peaks<T: DeviceSample>(gpu: &Gpu, [frames, sites, stats, nulls]: [Arg; 4], w: i32, rsz: usize, count: usize) -> Result<Vec<NullPeak>> {
     if count == 0 {
         return Ok(Vec::new());
     }
-    let dnulls = gpu.upload(call.nulls.as_flattened())?;
     let out = gpu.buffer::<f64>(2 * count)?;
-    let list = args![frames, w, rsz as i32, sites, stats, &dnulls, &out];
+    let list = args![frames, w, rsz as i32, sites, stats, nulls, &out];
     // A block a record, a warp a probe.
     gpu.launch(Kernel::new(Module::Ncc, T::NULLS), [int(count, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], 0, list)?;
     let mut peaks = vec![0f64; 2 * count];

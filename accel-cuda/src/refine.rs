@@ -2,7 +2,7 @@
 //! shifts on the device ([`ShiftRefinement`], a block per pair and a warp per interior,
 //! every pair of a window in one launch), to the bits of the core's refinement on the host.
 
-use crate::device::{args, int, DevicePtr, FrameTable, Gpu};
+use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu};
 use crate::kernels::{Kernel, Module};
 use tessera_core::stitch::{ShiftRefinement, REFINED_TEMPLATES, REFINE_ITERATIONS};
 use tessera_core::{Error, Result};
@@ -39,12 +39,11 @@ pub(crate) fn refine_shifts(gpu: &Gpu, kernel: &'static str, size: (usize, usize
         tasks.resize(tasks.len() + 2 * (PATCHES - corners.len()), 0);
         starts.extend([r.shift().0, r.shift().1]);
     }
-    let dframes = gpu.upload(frames.addresses())?;
-    let dtasks = gpu.upload(&tasks)?;
-    let dstarts = gpu.upload(&starts)?;
+    // The frame table, the tasks and the starting shifts in one transfer.
+    let (_records, at) = gpu.upload_packed(&[as_bytes(frames.addresses()), as_bytes(&tasks), as_bytes(&starts)])?;
     let out = gpu.buffer::<f64>(starts.len())?;
     let grid = [int(launched.len(), "refined pairs")? as u32, 1, 1];
-    let list = args![&dframes, w, h, side as i32, REFINE_ITERATIONS as i32, &dtasks, &dstarts, &out];
+    let list = args![Arg::Ptr(at[0]), w, h, side as i32, REFINE_ITERATIONS as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), &out];
     gpu.launch(Kernel::new(Module::Refine, kernel), grid, [THREADS, 1, 1], 0, list)?;
     let mut refined = vec![0f64; starts.len()];
     gpu.download(&out, &mut refined)?;

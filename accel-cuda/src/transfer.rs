@@ -442,7 +442,7 @@ fn download_worker(dev: &dyn Device, slots: &[Slot], stream: Stream, src: Device
 #[cfg(all(test, feature = "shim"))]
 mod tests {
     use super::*;
-    use crate::device::{args, Gpu};
+    use crate::device::{args, as_bytes, Gpu};
     use crate::kernels::{Kernel, Module};
     use crate::shim::ShimDevice;
 
@@ -549,6 +549,24 @@ mod tests {
         }
         assert!(g.transfer_counts().staged >= 2, "{:?}", g.transfer_counts());
         assert!(g.upload_views::<u16>(&[]).unwrap().is_empty());
+    }
+
+    /// Records packed into one upload each land at their address, 16-byte aligned, an
+    /// empty one among them.
+    #[test]
+    fn packed_records_land_at_their_addresses() {
+        let g = gpu(64, 4);
+        let (a, b, c) = ([1u64, 2, u64::MAX], [-5i32, 6, 7, 8, 9], [0.25f64, -1e300]);
+        let parts = [as_bytes(&a[..]), as_bytes(&b[..]), &[][..], as_bytes(&c[..])];
+        let (buf, at) = g.upload_packed(&parts).unwrap();
+        assert_eq!(at.len(), 4);
+        let mut back = vec![0u8; buf.len()];
+        g.download(&buf, &mut back).unwrap();
+        for (part, &ptr) in parts.iter().zip(&at) {
+            assert_eq!(ptr % 16, buf.ptr() % 16);
+            let from = (ptr - buf.ptr()) as usize;
+            assert_eq!(&back[from..from + part.len()], *part);
+        }
     }
 
     #[test]
