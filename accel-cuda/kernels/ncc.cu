@@ -345,13 +345,25 @@ __device__ void ncc_search(const u64* frames, int w, int h, int rsz, const int* 
     };
     Peak peak;
     if (method == 2) {
-        // Exhaustive: every position, the first maximum in raster order.
+        // Exhaustive: every position, the first maximum in raster order, eight positions
+        // evaluated together (past the last, the last again: met earlier, not evaluated).
         peak = {s.x0, s.y0, -TESSERA_INF_D};
-        for (int y = s.y0; y <= s.y1; ++y)
-            for (int x = s.x0; x <= s.x1; ++x) {
-                double v = get(x, y);
-                if (v > peak.v) peak = {x, y, v};
+        const int wide = s.x1 - s.x0 + 1;
+        const i64 total = (i64)wide * (s.y1 - s.y0 + 1);
+        for (i64 k0 = 0; k0 < total; k0 += NCC_GROUP) {
+            int qx[NCC_GROUP], qy[NCC_GROUP];
+            double v[NCC_GROUP];
+            TESSERA_UNROLL
+            for (int g = 0; g < NCC_GROUP; ++g) {
+                const i64 k = min(k0 + g, total - 1);
+                qx[g] = s.x0 + (int)(k % wide);
+                qy[g] = s.y0 + (int)(k / wide);
             }
+            cached_group<NCC_GROUP>(ref, mov, w, rsz, s, qx, qy, v, offset, flat_tol, lane);
+            TESSERA_UNROLL
+            for (int g = 0; g < NCC_GROUP; ++g)
+                if (k0 + g < total && v[g] > peak.v) peak = {qx[g], qy[g], v[g]};
+        }
     } else {
         int cx = clampx(stx), cy = clampy(sty);
         Peak first = {cx, cy, get(cx, cy)};

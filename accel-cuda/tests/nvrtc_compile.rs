@@ -18,11 +18,11 @@ use tessera_cuda::nvrtc;
 const DEFAULT_REGISTERS: u32 = 64;
 const REGISTER_BUDGET: &[(&str, u32)] = &[
     // A whole template search per warp: area, cache box, two peaks and the step state, and
-    // a ring's eight windows' sums at once (24 accumulators of 64 bits); at 192 registers
+    // a ring's eight windows' sums at once (24 accumulators of 64 bits); at 208 registers
     // two 128-thread blocks fit an SM, and a stitch window's launch (some 64 blocks) has
     // fewer blocks than an H100 has SMs: the search is bound by its dependent steps, not by
     // occupancy.
-    ("ncc_search_*", 192),
+    ("ncc_search_*", 208),
     // A pair's quality sums: twenty u64 sums per thread (40 registers) and the taps'
     // addresses; at 80 registers three 256-thread blocks fit an SM, and a launch is a few
     // hundred blocks of a pair's regions, read once.
