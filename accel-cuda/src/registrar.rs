@@ -238,16 +238,12 @@ impl<'g> DeviceRegistrar<'g> {
     /// Registers `pairs` together ([`register_jobs`]; their frames made resident first).
     fn launch<T: RunSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
         let batch = st.clock + 1;
-        let mut frames = Vec::with_capacity(2 * pairs.len());
-        for pair in pairs {
-            let (reference, moving) = typed_pair::<T>(pair)?;
-            frames.extend([(pair.moving.0, moving), (pair.reference.0, reference)]);
-        }
+        let typed = pairs.iter().map(typed_pair::<T>).collect::<Result<Vec<_>>>()?;
+        // The moving frame first: its f32 terms are the CPU's first check.
+        let frames: Vec<_> = pairs.iter().zip(&typed).flat_map(|(pair, &(reference, moving))| [(pair.moving.0, moving), (pair.reference.0, reference)]).collect();
         self.make_resident(st, batch, &frames)?;
         let mut jobs = Vec::with_capacity(pairs.len());
-        for pair in pairs {
-            let (reference, moving) = typed_pair::<T>(pair)?;
-            // The moving frame first: its f32 terms are the CPU's first check.
+        for (pair, &(reference, moving)) in pairs.iter().zip(&typed) {
             let m = self.resident(st, batch, pair.moving.0, moving)?;
             let r = self.resident(st, batch, pair.reference.0, reference)?;
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
@@ -313,12 +309,7 @@ impl DeviceRegistrar<'_> {
             let sums = {
                 let mut st = self.state()?;
                 let batch = st.clock + 1;
-                let mut wanted = Vec::with_capacity(2 * requests.len());
-                for q in requests {
-                    wanted.extend([(q.moving.0, typed_frame::<T>(&q.moving.1)?), (q.reference.0, typed_frame::<T>(&q.reference.1)?)]);
-                }
-                self.make_resident(&mut st, batch, &wanted)?;
-                let mut frames = Vec::with_capacity(requests.len());
+                let mut typed = Vec::with_capacity(requests.len());
                 let mut size = None;
                 for q in requests {
                     let (r, m) = (typed_frame::<T>(&q.reference.1)?, typed_frame::<T>(&q.moving.1)?);
@@ -326,6 +317,12 @@ impl DeviceRegistrar<'_> {
                         return Err(Error::Backend("internal: quality sums of frames of different sizes".into()));
                     }
                     size = Some(r.size());
+                    typed.push((r, m));
+                }
+                let wanted: Vec<_> = requests.iter().zip(&typed).flat_map(|(q, &(r, m))| [(q.moving.0, m), (q.reference.0, r)]).collect();
+                self.make_resident(&mut st, batch, &wanted)?;
+                let mut frames = Vec::with_capacity(requests.len());
+                for (q, &(r, m)) in requests.iter().zip(&typed) {
                     let dm = self.resident(&mut st, batch, q.moving.0, m)?;
                     let dr = self.resident(&mut st, batch, q.reference.0, r)?;
                     frames.push((dr.ptr, dm.ptr));
