@@ -1,23 +1,28 @@
-// The consensus sets of a pair's similarity hypotheses (stitch/similarity.rs in the core,
-// `ConsensusSets`): for each hypothesis (c, s, x, y), the points whose moving point it
-// takes within `tol` (Chebyshev) of their reference point, counted, and their weights
-// summed from `start` in point order. A thread per hypothesis, every thread reading the
-// same point at once. Each residual x + c u - s v - r_x, y + s u + c v - r_y is evaluated
-// in that order with every product and sum rounded on its own (never fused), so every
-// count and score is the core's, and the host's choice among them the core's too.
+// The consensus sets of pairs' similarity hypotheses (stitch/similarity.rs in the core,
+// `ConsensusSets`), every pair's of a launch at once: for each hypothesis (c, s, x, y), the
+// points of its pair whose moving point it takes within the pair's `tol` (Chebyshev) of
+// their reference point, counted, and their weights summed from the pair's `start` in point
+// order. A thread per hypothesis, the threads of a pair reading the same point at once.
+// Each residual x + c u - s v - r_x, y + s u + c v - r_y is evaluated in that order with
+// every product and sum rounded on its own (never fused), so every count and score is the
+// core's, and the host's choice among them the core's too.
 #include "common.cuh"
 
-// data: the n points (moving x, y, reference x, y), then their n weights, then the
-// `count` hypotheses (c, s, x, y). out, per hypothesis: the count, the score.
-extern "C" __global__ void consensus_sets(const double* data, int n, int count, double tol, double start, double* out) {
+// tasks, per pair: where its points start in `data`, their count n, tol, start.
+// hypotheses: `count` records (c, s, x, y, pair). data, per pair: its n points (moving x,
+// y, reference x, y), then their n weights. out, per hypothesis: the count, the score.
+extern "C" __global__ void consensus_sets(const double* tasks, const double* hypotheses, const double* data, int count, double* out) {
     int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
-    const double* points = data;
-    const double* weights = data + 4 * (i64)n;
-    const double* h = data + 5 * (i64)n + 4 * (i64)k;
+    const double* h = hypotheses + 5 * (i64)k;
     double c = h[0], s = h[1], x = h[2], y = h[3];
+    const double* task = tasks + 4 * (i64)h[4];
+    const double* points = data + (i64)task[0];
+    int n = (int)task[1];
+    double tol = task[2];
+    const double* weights = points + 4 * (i64)n;
     int taken = 0;
-    double score = start;
+    double score = task[3];
     for (int j = 0; j < n; ++j) {
         const double* p = points + 4 * (i64)j;
         double u = p[0], v = p[1];

@@ -14,7 +14,7 @@
 //! A stitching run registers its windows of pairs through [`register_jobs`]
 //! (`registrar.rs`).
 
-use crate::consensus::DeviceConsensus;
+use crate::consensus::{count_sets, Answered, Deferred, SetsRequest};
 use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, Pod};
 use crate::host_count;
 use crate::kernels::{Kernel, Module};
@@ -24,7 +24,7 @@ use tessera_core::image::Pixel;
 use tessera_core::ncc::{Integral, Match, NccSample, SearchParams, TemplateStats};
 use tessera_core::parallel::{map_claimed, map_slots};
 use tessera_core::stitch::{
-    gray, luma_storage, pair_sites, plan_pair, Gray, NullPeak, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined, NULL_SAMPLES,
+    gray, luma_storage, pair_sites, plan_pair, ConsensusSets, Gray, NullPeak, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined, NULL_SAMPLES,
 };
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
@@ -140,24 +140,39 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 
 /// Registers every pair of `jobs` (frames of one size, the parameters `p`): their searches
 /// in one launch and their null probes in another ([`search_jobs`]), each concluded by the
-/// core on the host (consensus and acceptance, [`PairPlan::conclude`]; a large similarity
-/// consensus's sets counted on the device, [`DeviceConsensus`]), and the
-/// shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns each
-/// pair's registration (or its own error) and whether a search launch ran (pairs without a
-/// search need none). Each pair's host work (its plan, its conclusion) runs on the threads
-/// of `par`, a pair to a thread (`registrar.rs`'s `HostWork`).
-pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, bool)> {
-    let Some(first) = jobs.first() else { return Ok((Vec::new(), false)) };
-    let (searched, (found, peaks), launched) = search_jobs(gpu, jobs, p, par)?;
-    let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
-    let sets = DeviceConsensus { gpu };
-    let concluded: Vec<Result<Unrefined>> = map_slots(&mut searched, par, |k, searched| {
-        host_count::pair_work(|| match searched.take() {
-            Some(Searched::Matches { plan, found: f, nulls: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &peaks[q], Some(&sets)),
-            Some(Searched::Failed(e)) => Err(e),
-            None => Err(Error::Backend("internal: a pair concluded twice".into())),
+/// core on the host (consensus and acceptance, [`PairPlan::conclude`]; the sets of every
+/// pair's large similarity consensus counted on the device in one launch, [`count_sets`]),
+/// and the shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns
+/// each pair's registration (or its own error) and what was launched. Each pair's host
+/// work (its plan, its conclusion) runs on the threads of `par`, a pair to a thread
+/// (`registrar.rs`'s `HostWork`).
+pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, Launched)> {
+    let Some(first) = jobs.first() else { return Ok((Vec::new(), Launched::default())) };
+    let (searched, (found, peaks), searches) = search_jobs(gpu, jobs, p, par)?;
+    let mut launched = Launched { searches, consensus_pairs: 0 };
+    let conclude = |k: usize, sets: &dyn ConsensusSets| {
+        host_count::pair_work(|| match &searched[k] {
+            Searched::Matches { plan, found: f, nulls: q } => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f.clone()], &peaks[q.clone()], Some(sets)),
+            Searched::Failed(e) => Err(e.clone()),
         })
-    });
+    };
+    // Each pair concluded, those whose similarity consensus has sets worth the device's
+    // count stopping there; their sets then counted in one launch, and those pairs
+    // concluded again with the counts.
+    let deferred: Vec<Deferred> = jobs.iter().map(|_| Deferred::default()).collect();
+    let mut concluded: Vec<Result<Option<Unrefined>>> = map_claimed(jobs.len(), par, |k| conclude(k, &deferred[k]));
+    let asked: Vec<(usize, SetsRequest)> = deferred.into_iter().enumerate().filter_map(|(k, d)| Some((k, d.take()?))).filter(|(k, _)| matches!(concluded[*k], Ok(None))).collect();
+    if !asked.is_empty() {
+        let requests: Vec<&SetsRequest> = asked.iter().map(|(_, r)| r).collect();
+        // A failed count leaves the sets to the host.
+        let counts = count_sets(gpu, &requests).ok();
+        launched.consensus_pairs = counts.as_ref().map_or(0, |_| requests.len());
+        let again = map_claimed(asked.len(), par, |i| conclude(asked[i].0, &Answered { request: &asked[i].1, counts: counts.as_ref().map(|c| c[i].as_slice()) }));
+        for (&(k, _), c) in asked.iter().zip(again) {
+            concluded[k] = c;
+        }
+    }
+    let concluded: Vec<Result<Unrefined>> = concluded.into_iter().map(|c| c?.ok_or_else(|| Error::Backend("internal: a consensus left uncounted".into()))).collect();
     let asks: Vec<(usize, ((DevicePtr, DevicePtr), &ShiftRefinement))> = concluded
         .iter()
         .enumerate()
@@ -171,6 +186,14 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: 
     }
     let registered = concluded.into_iter().zip(shifts).map(|(c, shift)| c.map(|u| if let Some(s) = shift { u.refined(s) } else { u.registration })).collect();
     Ok((registered, launched))
+}
+
+/// What one [`register_jobs`] launched: whether its searches ran (pairs without a search
+/// need none), and how many pairs' consensus sets one launch counted (none: no launch).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Launched {
+    pub searches: bool,
+    pub consensus_pairs: usize,
 }
 
 /// A pair's device searches, not yet turned into its registration: the core's plan of the

@@ -101,6 +101,10 @@ pub struct StitchCounts {
     pub uploads: Vec<usize>,
     /// Search launches.
     pub launches: usize,
+    /// Launches of the similarity consensuses' sets (at most one a search launch), and the
+    /// pairs whose sets they counted.
+    pub consensus_launches: usize,
+    pub consensus_pairs: usize,
     /// Pairs the run asked for, and how many of them a speculative launch had registered.
     pub pairs: usize,
     pub speculated: usize,
@@ -249,7 +253,9 @@ impl<'g> DeviceRegistrar<'g> {
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
         }
         let (registered, launched) = register_jobs(self.gpu, &jobs, p, self.par)?;
-        st.counts.launches += usize::from(launched);
+        st.counts.launches += usize::from(launched.searches);
+        st.counts.consensus_launches += usize::from(launched.consensus_pairs > 0);
+        st.counts.consensus_pairs += launched.consensus_pairs;
         st.counts.registered += jobs.len();
         Ok(registered)
     }

@@ -5,8 +5,9 @@
 //! thread: about 8 GB/s measured on an H200). Here a transfer is cut into chunks; each
 //! chunk is copied by the host between the caller's memory and a pinned staging chunk
 //! while the DMA of the previous chunks runs, the DMA itself an asynchronous copy on a
-//! stream of its own, and a few host threads share the chunks, each with two staging
-//! chunks (one being copied by the host while the other is in flight). Several transfers
+//! stream of its own, and a few of the host's pool threads share the chunks, each part with
+//! two staging chunks (one being copied by the host while the other is in flight), no
+//! thread started for a transfer. Several transfers
 //! can share the threads in one call (`upload_many`: a stitch window's frames), and
 //! consecutive transfers start on alternate chunks, so that a small upload does not wait
 //! for the DMA of the one just before it.
@@ -39,6 +40,7 @@ use crate::device::{Device, DevicePtr};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use tessera_core::parallel::{map_claimed_outside_pool, Parallelism};
 use tessera_core::Error;
 
 /// A stream of the device (a `CUstream`; an index in the shim). [`LEGACY`] is the legacy
@@ -54,7 +56,8 @@ pub(crate) const LEGACY: Stream = 0;
 pub(crate) struct StagingConfig {
     /// Bytes of one staging chunk: one DMA.
     pub chunk: usize,
-    /// Host threads copying chunks at once, each with up to two staging chunks.
+    /// Parts a transfer's chunks are shared in, each with up to two staging chunks, copied at
+    /// once by as many of rayon's threads as are free.
     pub workers: usize,
     /// Most bytes of pinned memory the pool holds (whole chunks).
     pub cap: usize,
@@ -356,11 +359,15 @@ impl Jobs {
         w * self.per_worker..(w + 1) * self.per_worker
     }
 
-    /// Runs `work(w, part)` for each worker's part: on this thread for one worker, else on
-    /// scoped threads; the first error, after every thread has stopped.
+    /// Runs `work(w, part)` for each worker's part: on this thread for one worker, else
+    /// taken in order by whichever of rayon's threads is free, this one among them (no
+    /// thread is started for a transfer: a stitching window's frames are one transfer, and
+    /// starting threads for each cost more than the copies they shared). The caller holds
+    /// the staging's lock, so from a pool worker every part runs here. The first error,
+    /// after every part has stopped.
     fn run<P: Send>(&self, parts: Vec<P>, abort: &AtomicBool, work: impl Fn(usize, P) -> Result<(), Error> + Sync) -> Result<(), Error> {
         let guarded = |w: usize, p: P| {
-            let r = work(w, p);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(w, p))).unwrap_or_else(|_| Err(Error::Backend("a transfer thread panicked".into())));
             if r.is_err() {
                 abort.store(true, Ordering::Relaxed);
             }
@@ -369,17 +376,10 @@ impl Jobs {
         if parts.len() <= 1 {
             return parts.into_iter().try_for_each(|p| guarded(0, p));
         }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = parts.into_iter().enumerate().map(|(w, p)| (w, scope.spawn(move || guarded(w, p)))).collect();
-            let mut first = Ok(());
-            for (_, h) in handles {
-                let r = h.join().unwrap_or_else(|_| Err(Error::Backend("a transfer thread panicked".into())));
-                if first.is_ok() {
-                    first = r;
-                }
-            }
-            first
-        })
+        // Each part is taken by one thread, once.
+        let parts: Vec<Mutex<Option<P>>> = parts.into_iter().map(|p| Mutex::new(Some(p))).collect();
+        let take = |w: usize| parts[w].lock().ok().and_then(|mut p| p.take());
+        map_claimed_outside_pool(parts.len(), Parallelism::AllThreads, |w| take(w).map_or(Ok(()), |p| guarded(w, p))).into_iter().collect()
     }
 }
 

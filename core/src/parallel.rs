@@ -202,6 +202,19 @@ pub fn map_claimed<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R +
     map_slots(&mut units, par, |i, _| f(i))
 }
 
+/// [`map_claimed`] from a caller outside the pool; from one of its workers, every job on
+/// the caller's thread. For jobs run under a lock that other jobs on the pool may take (a
+/// device transfer holding its staging chunks): a worker waiting for its helpers runs
+/// other queued jobs meanwhile, and one of those taking the same lock would never return.
+pub fn map_claimed_outside_pool<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R + Send + Sync) -> Vec<R> {
+    #[cfg(feature = "parallel")]
+    if rayon::current_thread_index().is_none() {
+        return map_claimed(n, par, f);
+    }
+    let _ = par;
+    (0..n).map(f).collect()
+}
+
 /// `f(i)` for `i < n` into a vector in order, for a few short jobs (a pair's chunks of
 /// template searches): [`map_claimed`] from a caller outside the pool, which would otherwise
 /// sleep while the workers wake; [`map_indices`] from one of its workers, where rayon's

@@ -323,26 +323,57 @@ mod stitching {
     #[test]
     #[ignore]
     fn host_time_of_a_pal_sweep() {
-        let sp = SynthParams { zoom: 3.0, frames: 400, seed: 5, ..Default::default() };
-        let register = RegisterParams { rsz: 31, npts: 8, ..Default::default() };
-        let frames = std::env::var("TESSERA_HOST_TIME_FRAMES").map_or(40, |n| n.parse::<usize>().expect("TESSERA_HOST_TIME_FRAMES: a frame count").clamp(2, sp.frames));
-        host_time(frames, &sp, &StitchParams { register, keyframe_shift: 0.25, ..Default::default() });
+        let frames = std::env::var("TESSERA_HOST_TIME_FRAMES").map_or(40, |n| n.parse::<usize>().expect("TESSERA_HOST_TIME_FRAMES: a frame count").clamp(2, pal_sweep().frames));
+        host_time(frames, &pal_sweep(), &pal_sweep_params());
+    }
+
+    /// [`host_time_of_a_pal_sweep`]'s sweep: PAL frames, the photograph magnified three times.
+    fn pal_sweep() -> SynthParams {
+        SynthParams { zoom: 3.0, frames: 400, seed: 5, ..Default::default() }
+    }
+
+    /// The GPU's stitching case: rsz 31, NPTS 8, radius 32.
+    fn pal_sweep_params() -> StitchParams {
+        StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, keyframe_shift: 0.25, ..Default::default() }
+    }
+
+    /// The PAL sweep's pairs whose vectors disagree search a similarity consensus of some
+    /// hundreds of hypotheses over some tens of vectors, whose sets are counted on the
+    /// device: every such pair of a launch in one more launch, and the panorama is the CPU's.
+    #[test]
+    fn similarity_consensuses_of_a_launch_are_counted_in_one_launch() {
+        let n = 12;
+        let held = held_frames(n, &pal_sweep());
+        let views: Vec<AnyView<'_>> = held.iter().map(|f| AnyView::U8(f.view())).collect();
+        let source = InMemory(&views);
+        let p = pal_sweep_params();
+        let want = CpuBackend::new(Parallelism::Sequential).stitch(&source, &p, &mut go_on).unwrap();
+        let (got, counts) = tessera_cuda::shim_stitch_counted(&source, &p, &mut go_on).unwrap();
+        assert_eq!(got, want);
+        assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
+        assert!(counts.consensus_pairs >= 1, "{counts:?}");
+        assert!(counts.consensus_launches <= counts.launches, "{counts:?}");
+    }
+
+    /// The first `n` frames of the sequence `sp` of the cones photograph, made first and held
+    /// in memory: making a synthetic frame costs more than its registration, and is the
+    /// source's work, not the stitch's.
+    fn held_frames(n: usize, sp: &SynthParams) -> Vec<Image<u8>> {
+        let g = cones_gray();
+        let plan = tessera_core::stitch::synth_plan(g.view(), sp).unwrap();
+        (0..n)
+            .map(|i| match FrameSource::frame(&plan, i).unwrap().view().unwrap() {
+                AnyView::U8(v) => v.to_image(),
+                other => panic!("a grey sweep gave a {} frame", other.type_name()),
+            })
+            .collect()
     }
 
     /// The first `n` frames of the sequence `sp` of the cones photograph, stitched on the
     /// shim with `p` and timed (see [`host_time_of_a_sweep`]).
     fn host_time(n: usize, sp: &SynthParams, p: &StitchParams) {
         let cpu = CpuBackend::new(Parallelism::Sequential);
-        let g = cones_gray();
-        let plan = tessera_core::stitch::synth_plan(g.view(), sp).unwrap();
-        // Frames made first and held in memory: making a synthetic frame costs more
-        // than its registration, and is the source's work, not the stitch's.
-        let held: Vec<Image<u8>> = (0..n)
-            .map(|i| match FrameSource::frame(&plan, i).unwrap().view().unwrap() {
-                AnyView::U8(v) => v.to_image(),
-                other => panic!("a grey sweep gave a {} frame", other.type_name()),
-            })
-            .collect();
+        let held = held_frames(n, sp);
         let views: Vec<AnyView<'_>> = held.iter().map(|f| AnyView::U8(f.view())).collect();
         let source = InMemory(&views);
         // The host's thread pool started first, as the command line does before it reads a

@@ -47,7 +47,7 @@ pub use register::{pair_sites, plan_pair, PairSites, register_pair, register_pai
 pub use registrar::{PairRegistrar, PairRequest, QualityRequest};
 pub use sequence::{check_frames, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, FrameRecord, NewCanvas, Panorama, StitchParams};
 pub use source::{Frame, FrameSource, InMemory};
-pub use similarity::{ConsensusSets, Correspondence, Hypothesis, Similarity};
+pub use similarity::{ConsensusSets, CountedLater, Correspondence, Hypothesis, SetCounts, Similarity};
 pub use stage_times::StageTimes;
 pub use warp::warp_sized;
 pub use window::{WINDOW, WINDOW_MAX};

@@ -27,7 +27,7 @@ use crate::parallel::{map_few, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, spaced_apart, spaced_null_sites, Acceptance, NullPeak, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
-use crate::stitch::similarity::{self, Bounds, ConsensusSets, Correspondence, Similarity};
+use crate::stitch::similarity::{self, Bounds, ConsensusSets, Correspondence, CountedLater, Similarity};
 use crate::stitch::SynthPixel;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -528,15 +528,17 @@ impl<C> PairPlan<C> {
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
     /// which is left to the caller (a device refining a batch of pairs at once); the
     /// similarity consensus's sets counted by `sets` where it counts them (the same result).
+    /// `None` where `sets` counts them later ([`SetCounts::Later`](super::SetCounts::Later),
+    /// a batch of pairs' sets at once): the plan is concluded again once they are counted.
     pub fn conclude<T: NccSample + Into<f64>>(
-        self,
+        &self,
         reference: ImageView<'_, T>,
         moving: ImageView<'_, T>,
         p: &RegisterParams,
         found: &[Option<Match>],
         nulls: &[NullPeak],
         sets: Option<&dyn ConsensusSets>,
-    ) -> Result<Unrefined> {
+    ) -> Result<Option<Unrefined>> {
         conclude_seen(self, reference, Seen::upright(moving), p, found, nulls, sets)
     }
 }
@@ -728,22 +730,27 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     nulls: &[NullPeak],
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    Ok(conclude_seen(plan, reference, seen, p, found, nulls, None)?.refined_on_host(reference, seen.frame, par))
+    let concluded = conclude_seen(&plan, reference, seen, p, found, nulls, None)?;
+    // Without `sets`, nothing is counted later.
+    let unrefined = concluded.ok_or_else(|| Error::Backend("internal: a consensus counted later with no counter".into()))?;
+    Ok(unrefined.refined_on_host(reference, seen.frame, par))
 }
 
-/// [`finish_seen`] but for the refinement of an upright pair's shift.
+/// [`finish_seen`] but for the refinement of an upright pair's shift; `None` where `sets`
+/// counts the consensus's sets later.
 fn conclude_seen<T: NccSample + Into<f64>, C>(
-    plan: PairPlan<C>,
+    plan: &PairPlan<C>,
     reference: ImageView<'_, T>,
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     found: &[Option<Match>],
     peaks: &[NullPeak],
     sets: Option<&dyn ConsensusSets>,
-) -> Result<Unrefined> {
-    let PairPlan { mut out, textured, nulls, search, ended, .. } = plan;
-    if ended {
-        return Ok(out.into());
+) -> Result<Option<Unrefined>> {
+    let PairPlan { out, textured, nulls, search, ended, .. } = plan;
+    let mut out = out.clone();
+    if *ended {
+        return Ok(Some(out.into()));
     }
     let r = search.radius;
     if found.len() != textured.len() {
@@ -777,22 +784,23 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     out.evaluations += out.vectors.iter().map(|v| v.evaluations as u64).sum::<u64>();
     if out.textured == 0 {
         out.skip = Some(SkipReason::NoTexture);
-        return Ok(out.into());
+        return Ok(Some(out.into()));
     }
     let kept = indices_where(out.vectors.len(), |i| out.vectors[i].coefficient >= out.vectors[i].threshold);
     out.above_threshold = kept.len();
     let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
     if p.motion == Motion::Similarity {
-        if let Some((candidate, turned)) = turned_consensus(&out.vectors, &kept, &inliers, p, sets) {
+        let Ok(turned_consensus) = turned_consensus(&out.vectors, &kept, &inliers, p, sets) else { return Ok(None) };
+        if let Some((candidate, turned)) = turned_consensus {
             mark_inliers(&mut out, &turned);
             let (refined, angle_error) = if p.refine && p.subpixel { seen.refine(reference, p.rsz, &out.vectors, candidate, p.fit_scale) } else { (candidate, 0.0) };
             if turn_stands(&refined, angle_error, &out.vectors, &turned, p) {
                 if let Some(rival) = turned_rival(&out.vectors, &kept, &turned, p) {
                     out.skip = Some(SkipReason::Ambiguous { agreeing: turned.len(), rival });
-                    return Ok(out.into());
+                    return Ok(Some(out.into()));
                 }
                 (out.shift, out.angle, out.scale) = (Some(refined.shift()), refined.angle, refined.scale);
-                return Ok(out.into());
+                return Ok(Some(out.into()));
             }
             // Back to the translation's result, as if never tried.
             out.vectors.iter_mut().for_each(|v| v.inlier = false);
@@ -806,19 +814,19 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
             agreeing: inliers.len(),
             needed: p.min_vectors,
         });
-        return Ok(out.into());
+        return Ok(Some(out.into()));
     }
     if let Some(rival) = ambiguous(&out.vectors, &kept, &inliers, shift, p.agreement, p.min_vectors) {
         out.vectors_used = inliers.len();
         out.skip = Some(SkipReason::Ambiguous { agreeing: inliers.len(), rival });
-        return Ok(out.into());
+        return Ok(Some(out.into()));
     }
     mark_inliers(&mut out, &inliers);
     // A turned pair's shift is refined with its turn by `fit_turn` (the shift's refinement reads
     // the frame as it lies, which a turned pair's templates do not match).
     let refinement = if p.refine && p.subpixel && seen.is_upright() { ShiftRefinement::new(p.rsz, &out.vectors, shift) } else { None };
     out.shift = Some(shift);
-    Ok(Unrefined { registration: out, refinement })
+    Ok(Some(Unrefined { registration: out, refinement }))
 }
 
 /// Resamples a square of the given side from a frame, pixel `d` at `cut(d)` (bilinear):
@@ -949,11 +957,12 @@ const MIN_TURNED_VECTORS: usize = 4;
 /// many vectors as the translation consensus `shift_inliers`; `None` otherwise (the
 /// translation result stands, to the bit). Where every kept vector agrees on the shift already, the similarity is
 /// fitted to them directly, with no search for a consensus; otherwise the search's sets
-/// are counted by `sets` where it counts them ([`similarity::consensus_with`]).
-fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize], p: &RegisterParams, sets: Option<&dyn ConsensusSets>) -> Option<(Similarity, Vec<usize>)> {
+/// are counted by `sets` where it counts them ([`similarity::consensus_with`]), and
+/// [`CountedLater`] where it counts them later.
+fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize], p: &RegisterParams, sets: Option<&dyn ConsensusSets>) -> core::result::Result<Option<(Similarity, Vec<usize>)>, CountedLater> {
     let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
     if kept.len() < needed {
-        return None;
+        return Ok(None);
     }
     let points = correspondences(v, kept, p.rsz);
     let bounds = turn_bounds(p);
@@ -961,10 +970,13 @@ fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize],
         (0..kept.len()).collect()
     } else {
         let weights: Vec<f64> = kept.iter().map(|&k| v[k].coefficient).collect();
-        similarity::consensus_with(&points, &weights, p.agreement, &bounds, sets)?.1
+        match similarity::consensus_with(&points, &weights, p.agreement, &bounds, sets)? {
+            Some((_, set)) => set,
+            None => return Ok(None),
+        }
     };
     let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
-    let f = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE)?;
+    let Some(f) = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE) else { return Ok(None) };
     let turned = libm::fabs(f.motion.angle) > TURN_CANDIDATE * f.angle_error;
     let zoomed = p.fit_scale && libm::fabs(f.motion.scale - 1.0) > TURN_CANDIDATE * f.angle_error;
     // A weak consensus (a minority of the textured templates, as on faint texture) shows
@@ -972,9 +984,9 @@ fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize],
     // turn, once chained, misplaces every later frame. Grown templates see it if it is there.
     let weak = 3 * set.len() < v.len();
     if weak || set.len() < shift_inliers.len() || set.len() < needed || !(turned || zoomed) || libm::fabs(f.motion.angle) > bounds.max_angle {
-        return None;
+        return Ok(None);
     }
-    Some((f.motion, set.iter().map(|&k| kept[k]).collect()))
+    Ok(Some((f.motion, set.iter().map(|&k| kept[k]).collect())))
 }
 
 /// Whether the refined similarity `m` of a pair, fitted to the vectors `inliers`, is a turn

@@ -201,27 +201,30 @@ pub struct Bounds {
 /// inlier indices, or `None` when no hypothesis is within `bounds` (or `weights` is not one
 /// per point).
 pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
-    consensus_with(points, weights, tol, bounds, None)
+    // Counted on the host: never later.
+    consensus_with(points, weights, tol, bounds, None).unwrap_or_default()
 }
 
 /// [`consensus`] with its hypotheses' sets counted and scored by `sets` where it makes
-/// them (a device, [`ConsensusSets`]): the same answer, to the bit.
-pub fn consensus_with(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds, sets: Option<&dyn ConsensusSets>) -> Option<(Fit, Vec<usize>)> {
+/// them (a device, [`ConsensusSets`]): the same answer, to the bit; [`CountedLater`] where
+/// `sets` counts them later ([`SetCounts::Later`]).
+pub fn consensus_with(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds, sets: Option<&dyn ConsensusSets>) -> Result<Option<(Fit, Vec<usize>)>, CountedLater> {
     if weights.len() != points.len() {
-        return None;
+        return Ok(None);
     }
     let h = match sets {
         // Made once: counted by `sets`, or by the host where it does not count them.
         Some(sets) => {
             let all: Vec<Hypothesis> = hypotheses(points, weights, bounds).collect();
-            match sets.count(points, weights, tol, 0.0, &all).filter(|c| c.len() == all.len()) {
-                Some(counted) => all[best_counted(&counted)?],
-                None => best_on_host(points, weights, tol, all.iter().copied())?,
+            match sets.count(points, weights, tol, 0.0, &all) {
+                SetCounts::Counted(counted) if counted.len() == all.len() => best_counted(&counted).map(|k| all[k]),
+                SetCounts::Later => return Err(CountedLater),
+                _ => best_on_host(points, weights, tol, all.iter().copied()),
             }
         }
-        None => best_on_host(points, weights, tol, hypotheses(points, weights, bounds))?,
+        None => best_on_host(points, weights, tol, hypotheses(points, weights, bounds)),
     };
-    refitted(points, h, tol, bounds)
+    Ok(h.and_then(|h| refitted(points, h, tol, bounds)))
 }
 
 /// The winner among `hypotheses` by [`vote::best_set`], their sets tested on the host.
@@ -260,11 +263,27 @@ pub type Hypothesis = (f64, f64, f64, f64);
 /// reference point, each coordinate's residual `x + c u - s v - r_x` and
 /// `y + s u + c v - r_y` evaluated in that order with every product and sum rounded on its
 /// own, and the weights of those points summed from `start` in point order: `(count,
-/// score)`, exactly as the host's test makes them. `None` where it makes none (too little
-/// work to send, or a failure): the host then counts them itself.
+/// score)`, exactly as the host's test makes them ([`SetCounts`]).
 pub trait ConsensusSets: Sync {
-    fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> Option<Vec<(usize, f64)>>;
+    fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> SetCounts;
 }
+
+/// A [`ConsensusSets`]'s answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetCounts {
+    /// Each hypothesis's `(count, score)`, in order.
+    Counted(Vec<(usize, f64)>),
+    /// None made (too little work to send, or a failure): the host counts them itself.
+    OnHost,
+    /// To be counted later, with other consensuses' sets in one batch (a device's launch
+    /// for a window's pairs): the consensus stops with [`CountedLater`], and its caller
+    /// asks again once the counts are known.
+    Later,
+}
+
+/// A consensus stopped for its sets to be counted later ([`SetCounts::Later`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CountedLater;
 
 /// The winner among counted hypotheses, by [`vote::best_set`]'s rule ([`vote::beats`]):
 /// the largest set, ties to the larger score, the first of equals; `None` with none.
@@ -585,8 +604,10 @@ mod tests {
             // where they are not counted (declined, or a count per hypothesis missing), the
             // host's.
             for sets in [CountedElsewhere::All, CountedElsewhere::Declined, CountedElsewhere::Short] {
-                proptest::prop_assert_eq!(&consensus_with(&points, &weights, 1.0, &bounds, Some(&sets)), &want, "{:?}", sets);
+                proptest::prop_assert_eq!(&consensus_with(&points, &weights, 1.0, &bounds, Some(&sets)), &Ok(want.clone()), "{:?}", sets);
             }
+            // Asked to count later: the consensus stops, to be asked again.
+            proptest::prop_assert_eq!(consensus_with(&points, &weights, 1.0, &bounds, Some(&CountedElsewhere::Later)), Err(CountedLater));
         }
     }
 
@@ -601,21 +622,23 @@ mod tests {
     }
 
     /// A [`ConsensusSets`] by the host's own test, [`near`], point after point: counting
-    /// every hypothesis, declining, or answering one count short.
+    /// every hypothesis, declining, answering one count short, or asking to count later.
     #[derive(Debug)]
     enum CountedElsewhere {
         All,
         Declined,
         Short,
+        Later,
     }
 
     impl ConsensusSets for CountedElsewhere {
-        fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> Option<Vec<(usize, f64)>> {
+        fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> SetCounts {
             let counted = |&h: &Hypothesis| points.iter().zip(weights).filter(|(p, _)| near(h, p, tol)).fold((0, start), |(n, s), (_, &w)| (n + 1, s + w));
             match self {
-                CountedElsewhere::All => Some(hypotheses.iter().map(counted).collect()),
-                CountedElsewhere::Declined => None,
-                CountedElsewhere::Short => Some(hypotheses.iter().skip(1).map(counted).collect()),
+                CountedElsewhere::All => SetCounts::Counted(hypotheses.iter().map(counted).collect()),
+                CountedElsewhere::Declined => SetCounts::OnHost,
+                CountedElsewhere::Short => SetCounts::Counted(hypotheses.iter().skip(1).map(counted).collect()),
+                CountedElsewhere::Later => SetCounts::Later,
             }
         }
     }
