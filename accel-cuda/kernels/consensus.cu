@@ -1,14 +1,14 @@
-// The consensus sets of pairs' similarity hypotheses (stitch/similarity.rs in the core,
-// `ConsensusSets`), every pair's of a launch at once: for each hypothesis (c, s, x, y), the
-// points of its pair whose moving point it takes within the pair's `tol` (Chebyshev) of
-// their reference point, counted, and their weights summed from the pair's `start` in point
+// The consensus sets of pairs' similarity hypotheses (the core's `ConsensusCount`,
+// stitch/similarity.rs), every pair's of a launch at once: for each hypothesis (c, s, x,
+// y), the points of its pair whose moving point it takes within the pair's `tol`
+// (Chebyshev) of their reference point, counted, and their weights summed from 0 in point
 // order. A thread per hypothesis, the threads of a pair reading the same point at once.
 // Each residual x + c u - s v - r_x, y + s u + c v - r_y is evaluated in that order with
 // every product and sum rounded on its own (never fused), so every count and score is the
 // core's, and the host's choice among them the core's too.
 #include "common.cuh"
 
-// tasks, per pair: where its points start in `data`, their count n, tol, start.
+// tasks, per pair: where its points start in `data`, their count n, tol.
 // hypotheses: `count` records (c, s, x, y, pair). data, per pair: its n points (moving x,
 // y, reference x, y), then their n weights. out, per hypothesis: the count, the score.
 extern "C" __global__ void consensus_sets(const double* tasks, const double* hypotheses, const double* data, int count, double* out) {
@@ -16,13 +16,13 @@ extern "C" __global__ void consensus_sets(const double* tasks, const double* hyp
     if (k >= count) return;
     const double* h = hypotheses + 5 * (i64)k;
     double c = h[0], s = h[1], x = h[2], y = h[3];
-    const double* task = tasks + 4 * (i64)h[4];
+    const double* task = tasks + 3 * (i64)h[4];
     const double* points = data + (i64)task[0];
     int n = (int)task[1];
     double tol = task[2];
     const double* weights = points + 4 * (i64)n;
     int taken = 0;
-    double score = task[3];
+    double score = 0.0;
     for (int j = 0; j < n; ++j) {
         const double* p = points + 4 * (i64)j;
         double u = p[0], v = p[1];

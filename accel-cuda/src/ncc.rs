@@ -14,7 +14,7 @@
 //! A stitching run registers its windows of pairs through [`register_jobs`]
 //! (`registrar.rs`).
 
-use crate::consensus::{count_sets, Answered, Deferred, SetsRequest};
+use crate::consensus::{count_sets, DEVICE_TESTS};
 use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, Pod};
 use crate::host_count;
 use crate::kernels::{Kernel, Module};
@@ -24,7 +24,7 @@ use tessera_core::image::Pixel;
 use tessera_core::ncc::{Integral, Match, NccSample, SearchParams, TemplateStats};
 use tessera_core::parallel::{map_claimed, map_slots};
 use tessera_core::stitch::{
-    gray, luma_storage, pair_sites, plan_pair, ConsensusSets, Gray, NullPeak, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined, NULL_SAMPLES,
+    gray, luma_storage, pair_sites, plan_pair, Concluded, ConsensusCount, Counting, Gray, NullPeak, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined, NULL_SAMPLES,
 };
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
@@ -150,29 +150,42 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: 
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Launched::default())) };
     let (searched, (found, peaks), searches) = search_jobs(gpu, jobs, p, par)?;
     let mut launched = Launched { searches, consensus_pairs: 0 };
-    let conclude = |k: usize, sets: &dyn ConsensusSets| {
-        host_count::pair_work(|| match &searched[k] {
-            Searched::Matches { plan, found: f, nulls: q } => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f.clone()], &peaks[q.clone()], Some(sets)),
-            Searched::Failed(e) => Err(e.clone()),
-        })
-    };
+    let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
     // Each pair concluded, those whose similarity consensus has sets worth the device's
-    // count stopping there; their sets then counted in one launch, and those pairs
-    // concluded again with the counts.
-    let deferred: Vec<Deferred> = jobs.iter().map(|_| Deferred::default()).collect();
-    let mut concluded: Vec<Result<Option<Unrefined>>> = map_claimed(jobs.len(), par, |k| conclude(k, &deferred[k]));
-    let asked: Vec<(usize, SetsRequest)> = deferred.into_iter().enumerate().filter_map(|(k, d)| Some((k, d.take()?))).filter(|(k, _)| matches!(concluded[*k], Ok(None))).collect();
-    if !asked.is_empty() {
-        let requests: Vec<&SetsRequest> = asked.iter().map(|(_, r)| r).collect();
+    // count stopping there; their sets then counted in one launch, and those pairs resumed.
+    let concluded: Vec<Result<Concluded>> = map_slots(&mut searched, par, |k, searched| {
+        host_count::pair_work(|| match searched.take() {
+            Some(Searched::Matches { plan, found: f, nulls: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &peaks[q], Some(DEVICE_TESTS)),
+            Some(Searched::Failed(e)) => Err(e),
+            None => Err(Error::Backend("internal: a pair concluded twice".into())),
+        })
+    });
+    let mut waiting: Vec<(usize, Counting)> = Vec::new();
+    let mut concluded: Vec<Result<Unrefined>> = concluded
+        .into_iter()
+        .enumerate()
+        .map(|(k, c)| match c? {
+            Concluded::Unrefined(u) => Ok(u),
+            Concluded::Counting(c) => {
+                waiting.push((k, c));
+                Err(Error::Backend("internal: a consensus left uncounted".into()))
+            }
+        })
+        .collect();
+    if !waiting.is_empty() {
+        let consensuses: Vec<&ConsensusCount> = waiting.iter().map(|(_, c)| c.sets()).collect();
         // A failed count leaves the sets to the host.
-        let counts = count_sets(gpu, &requests).ok();
-        launched.consensus_pairs = counts.as_ref().map_or(0, |_| requests.len());
-        let again = map_claimed(asked.len(), par, |i| conclude(asked[i].0, &Answered { request: &asked[i].1, counts: counts.as_ref().map(|c| c[i].as_slice()) }));
-        for (&(k, _), c) in asked.iter().zip(again) {
-            concluded[k] = c;
+        let counts = count_sets(gpu, &consensuses).ok();
+        launched.consensus_pairs = counts.as_ref().map_or(0, |_| consensuses.len());
+        let mut waiting: Vec<Option<(usize, Counting)>> = waiting.into_iter().map(Some).collect();
+        let resumed = map_slots(&mut waiting, par, |i, waiting| {
+            let (k, c) = waiting.take()?;
+            Some((k, host_count::pair_work(|| c.resume(jobs[k].reference, jobs[k].moving, p, counts.as_ref().map(|c| c[i].as_slice())))))
+        });
+        for (k, u) in resumed.into_iter().flatten() {
+            concluded[k] = Ok(u);
         }
     }
-    let concluded: Vec<Result<Unrefined>> = concluded.into_iter().map(|c| c?.ok_or_else(|| Error::Backend("internal: a consensus left uncounted".into()))).collect();
     let asks: Vec<(usize, ((DevicePtr, DevicePtr), &ShiftRefinement))> = concluded
         .iter()
         .enumerate()

@@ -27,7 +27,7 @@ use crate::parallel::{map_few, Parallelism};
 use crate::stitch::accept::{ambiguous, null_sites, spaced_apart, spaced_null_sites, Acceptance, NullPeak, NullSet};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
-use crate::stitch::similarity::{self, Bounds, ConsensusSets, Correspondence, CountedLater, Similarity};
+use crate::stitch::similarity::{self, Bounds, ConsensusCount, Correspondence, Similarity};
 use crate::stitch::SynthPixel;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -526,20 +526,53 @@ impl<C> PairPlan<C> {
     }
 
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
-    /// which is left to the caller (a device refining a batch of pairs at once); the
-    /// similarity consensus's sets counted by `sets` where it counts them (the same result).
-    /// `None` where `sets` counts them later ([`SetCounts::Later`](super::SetCounts::Later),
-    /// a batch of pairs' sets at once): the plan is concluded again once they are counted.
+    /// which is left to the caller (a device refining a batch of pairs at once). A
+    /// similarity consensus of at least `count_elsewhere` point tests stops the conclusion
+    /// for its sets to be counted by the caller ([`Concluded::Counting`]: a device counting
+    /// a batch of pairs' sets in one launch); `None`, every one is counted on the host.
     pub fn conclude<T: NccSample + Into<f64>>(
-        &self,
+        self,
         reference: ImageView<'_, T>,
         moving: ImageView<'_, T>,
         p: &RegisterParams,
         found: &[Option<Match>],
         nulls: &[NullPeak],
-        sets: Option<&dyn ConsensusSets>,
-    ) -> Result<Option<Unrefined>> {
-        conclude_seen(self, reference, Seen::upright(moving), p, found, nulls, sets)
+        count_elsewhere: Option<usize>,
+    ) -> Result<Concluded> {
+        conclude_seen(self, reference, Seen::upright(moving), p, found, nulls, count_elsewhere)
+    }
+}
+
+/// A pair's conclusion ([`PairPlan::conclude`]).
+#[derive(Clone, Debug)]
+pub enum Concluded {
+    /// Done but for the subpixel refinement of its shift.
+    Unrefined(Unrefined),
+    /// Waiting for the sets of its similarity consensus.
+    Counting(Counting),
+}
+
+/// A pair's conclusion stopped at its similarity consensus, whose hypotheses' sets the
+/// caller counts ([`sets`](Self::sets)) before it [`resume`](Self::resume)s.
+#[derive(Clone, Debug)]
+pub struct Counting {
+    out: PairRegistration,
+    agreed: ShiftConsensus,
+    consensus: ConsensusCount,
+}
+
+impl Counting {
+    /// The hypotheses and points to count.
+    pub fn sets(&self) -> &ConsensusCount {
+        &self.consensus
+    }
+
+    /// The conclusion from each hypothesis's `(count, score)` ([`ConsensusCount::finish`];
+    /// `None`: counted on the host), on the frames and parameters it was begun with.
+    pub fn resume<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, counts: Option<&[(usize, f64)]>) -> Unrefined {
+        let Counting { out, agreed, consensus } = self;
+        let turn = consensus.finish(counts).and_then(|(_, set)| turned_candidate(&out.vectors, &agreed, p, consensus.points(), set));
+        conclude_turned(out, &agreed, turn, reference, Seen::upright(moving), p)
     }
 }
 
@@ -730,27 +763,27 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     nulls: &[NullPeak],
     par: Parallelism,
 ) -> Result<PairRegistration> {
-    let concluded = conclude_seen(&plan, reference, seen, p, found, nulls, None)?;
-    // Without `sets`, nothing is counted later.
-    let unrefined = concluded.ok_or_else(|| Error::Backend("internal: a consensus counted later with no counter".into()))?;
-    Ok(unrefined.refined_on_host(reference, seen.frame, par))
+    match conclude_seen(plan, reference, seen, p, found, nulls, None)? {
+        Concluded::Unrefined(unrefined) => Ok(unrefined.refined_on_host(reference, seen.frame, par)),
+        // Every consensus counted on the host.
+        Concluded::Counting(_) => Err(Error::Backend("internal: a consensus left for a counter with none".into())),
+    }
 }
 
-/// [`finish_seen`] but for the refinement of an upright pair's shift; `None` where `sets`
-/// counts the consensus's sets later.
+/// [`finish_seen`] but for the refinement of an upright pair's shift, stopping at a
+/// similarity consensus of at least `count_elsewhere` point tests ([`PairPlan::conclude`]).
 fn conclude_seen<T: NccSample + Into<f64>, C>(
-    plan: &PairPlan<C>,
+    plan: PairPlan<C>,
     reference: ImageView<'_, T>,
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
     found: &[Option<Match>],
     peaks: &[NullPeak],
-    sets: Option<&dyn ConsensusSets>,
-) -> Result<Option<Unrefined>> {
-    let PairPlan { out, textured, nulls, search, ended, .. } = plan;
-    let mut out = out.clone();
-    if *ended {
-        return Ok(Some(out.into()));
+    count_elsewhere: Option<usize>,
+) -> Result<Concluded> {
+    let PairPlan { mut out, textured, nulls, search, ended, .. } = plan;
+    if ended {
+        return Ok(Concluded::Unrefined(out.into()));
     }
     let r = search.radius;
     if found.len() != textured.len() {
@@ -784,28 +817,52 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     out.evaluations += out.vectors.iter().map(|v| v.evaluations as u64).sum::<u64>();
     if out.textured == 0 {
         out.skip = Some(SkipReason::NoTexture);
-        return Ok(Some(out.into()));
+        return Ok(Concluded::Unrefined(out.into()));
     }
     let kept = indices_where(out.vectors.len(), |i| out.vectors[i].coefficient >= out.vectors[i].threshold);
     out.above_threshold = kept.len();
     let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
-    if p.motion == Motion::Similarity {
-        let Ok(turned_consensus) = turned_consensus(&out.vectors, &kept, &inliers, p, sets) else { return Ok(None) };
-        if let Some((candidate, turned)) = turned_consensus {
-            mark_inliers(&mut out, &turned);
-            let (refined, angle_error) = if p.refine && p.subpixel { seen.refine(reference, p.rsz, &out.vectors, candidate, p.fit_scale) } else { (candidate, 0.0) };
-            if turn_stands(&refined, angle_error, &out.vectors, &turned, p) {
-                if let Some(rival) = turned_rival(&out.vectors, &kept, &turned, p) {
-                    out.skip = Some(SkipReason::Ambiguous { agreeing: turned.len(), rival });
-                    return Ok(Some(out.into()));
-                }
-                (out.shift, out.angle, out.scale) = (Some(refined.shift()), refined.angle, refined.scale);
-                return Ok(Some(out.into()));
+    let agreed = ShiftConsensus { kept, inliers, shift };
+    let turn = match p.motion {
+        Motion::Similarity => match turned_set(&out.vectors, &agreed, p, count_elsewhere) {
+            TurnedSet::Counting(consensus) => return Ok(Concluded::Counting(Counting { out, agreed, consensus })),
+            TurnedSet::Found(points, set) => turned_candidate(&out.vectors, &agreed, p, &points, set),
+            TurnedSet::None => None,
+        },
+        Motion::Translation => None,
+    };
+    Ok(Concluded::Unrefined(conclude_turned(out, &agreed, turn, reference, seen, p)))
+}
+
+/// The translation consensus of a pair's vectors: those `kept` (at or above their
+/// thresholds), and the `inliers` among them that agree on `shift`.
+#[derive(Clone, Debug)]
+struct ShiftConsensus {
+    kept: Vec<usize>,
+    inliers: Vec<usize>,
+    shift: (f64, f64),
+}
+
+/// The rest of a conclusion from the translation consensus and the similarity consensus's
+/// candidate turn `turn` ([`turned_candidate`]): the turn where it stands, else the shift
+/// where it stands clear of rivals, with what its refinement reads.
+fn conclude_turned<T: NccSample + Into<f64>>(mut out: PairRegistration, agreed: &ShiftConsensus, turn: Option<(Similarity, Vec<usize>)>, reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams) -> Unrefined {
+    let ShiftConsensus { kept, inliers, shift } = agreed;
+    let shift = *shift;
+    if let Some((candidate, turned)) = turn {
+        mark_inliers(&mut out, &turned);
+        let (refined, angle_error) = if p.refine && p.subpixel { seen.refine(reference, p.rsz, &out.vectors, candidate, p.fit_scale) } else { (candidate, 0.0) };
+        if turn_stands(&refined, angle_error, &out.vectors, &turned, p) {
+            if let Some(rival) = turned_rival(&out.vectors, &kept, &turned, p) {
+                out.skip = Some(SkipReason::Ambiguous { agreeing: turned.len(), rival });
+                return out.into();
             }
-            // Back to the translation's result, as if never tried.
-            out.vectors.iter_mut().for_each(|v| v.inlier = false);
-            (out.vectors_used, out.margin, out.ncc, out.confidence) = (0, 0.0, 0.0, 0.0);
+            (out.shift, out.angle, out.scale) = (Some(refined.shift()), refined.angle, refined.scale);
+            return out.into();
         }
+        // Back to the translation's result, as if never tried.
+        out.vectors.iter_mut().for_each(|v| v.inlier = false);
+        (out.vectors_used, out.margin, out.ncc, out.confidence) = (0, 0.0, 0.0, 0.0);
     }
     if inliers.len() < p.min_vectors {
         out.vectors_used = inliers.len();
@@ -814,19 +871,19 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
             agreeing: inliers.len(),
             needed: p.min_vectors,
         });
-        return Ok(Some(out.into()));
+        return out.into();
     }
     if let Some(rival) = ambiguous(&out.vectors, &kept, &inliers, shift, p.agreement, p.min_vectors) {
         out.vectors_used = inliers.len();
         out.skip = Some(SkipReason::Ambiguous { agreeing: inliers.len(), rival });
-        return Ok(Some(out.into()));
+        return out.into();
     }
-    mark_inliers(&mut out, &inliers);
+    mark_inliers(&mut out, inliers);
     // A turned pair's shift is refined with its turn by `fit_turn` (the shift's refinement reads
     // the frame as it lies, which a turned pair's templates do not match).
     let refinement = if p.refine && p.subpixel && seen.is_upright() { ShiftRefinement::new(p.rsz, &out.vectors, shift) } else { None };
     out.shift = Some(shift);
-    Ok(Some(Unrefined { registration: out, refinement }))
+    Unrefined { registration: out, refinement }
 }
 
 /// Resamples a square of the given side from a frame, pixel `d` at `cut(d)` (bilinear):
@@ -952,41 +1009,64 @@ const VECTOR_NOISE: f64 = 0.1;
 /// Fewest vectors a rotated registration rests on: two make a hypothesis, two more confirm.
 const MIN_TURNED_VECTORS: usize = 4;
 
-/// With [`Motion::Similarity`]: the similarity consensus of the vectors `kept`, a candidate
-/// when its rotation (or scale) stands out of the peaks' noise and it explains at least as
-/// many vectors as the translation consensus `shift_inliers`; `None` otherwise (the
-/// translation result stands, to the bit). Where every kept vector agrees on the shift already, the similarity is
-/// fitted to them directly, with no search for a consensus; otherwise the search's sets
-/// are counted by `sets` where it counts them ([`similarity::consensus_with`]), and
-/// [`CountedLater`] where it counts them later.
-fn turned_consensus(v: &[MotionVector], kept: &[usize], shift_inliers: &[usize], p: &RegisterParams, sets: Option<&dyn ConsensusSets>) -> core::result::Result<Option<(Similarity, Vec<usize>)>, CountedLater> {
-    let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
-    if kept.len() < needed {
-        return Ok(None);
+/// The similarity consensus's set among a pair's kept vectors ([`turned_set`]): found (the
+/// vectors' correspondences and the set's indices among them), to be counted by the
+/// caller, or none.
+enum TurnedSet {
+    Found(Vec<Correspondence>, Vec<usize>),
+    Counting(ConsensusCount),
+    None,
+}
+
+/// With [`Motion::Similarity`]: the similarity consensus of the vectors `agreed.kept`, where
+/// there are enough of them. Where every kept vector agrees on the shift already, the
+/// similarity is fitted to them all, with no search for a consensus; otherwise the search's
+/// sets are counted on the host, or left to the caller where there are at least
+/// `count_elsewhere` point tests ([`Counting`]).
+fn turned_set(v: &[MotionVector], agreed: &ShiftConsensus, p: &RegisterParams, count_elsewhere: Option<usize>) -> TurnedSet {
+    let kept = &agreed.kept;
+    if kept.len() < p.min_vectors.max(MIN_TURNED_VECTORS) {
+        return TurnedSet::None;
     }
     let points = correspondences(v, kept, p.rsz);
-    let bounds = turn_bounds(p);
-    let set: Vec<usize> = if shift_inliers.len() == kept.len() {
-        (0..kept.len()).collect()
-    } else {
-        let weights: Vec<f64> = kept.iter().map(|&k| v[k].coefficient).collect();
-        match similarity::consensus_with(&points, &weights, p.agreement, &bounds, sets)? {
-            Some((_, set)) => set,
-            None => return Ok(None),
-        }
+    if agreed.inliers.len() == kept.len() {
+        return TurnedSet::Found(points, (0..kept.len()).collect());
+    }
+    let weights: Vec<f64> = kept.iter().map(|&k| v[k].coefficient).collect();
+    let found = match count_elsewhere {
+        None => similarity::consensus(&points, &weights, p.agreement, &turn_bounds(p)),
+        Some(fewest) => match ConsensusCount::new(points.clone(), weights, p.agreement, &turn_bounds(p)) {
+            Some(counting) if counting.tests() >= fewest => return TurnedSet::Counting(counting),
+            Some(counting) => counting.finish(None),
+            None => None,
+        },
     };
+    match found {
+        Some((_, set)) => TurnedSet::Found(points, set),
+        None => TurnedSet::None,
+    }
+}
+
+/// The similarity fitted to the consensus `set` of the kept vectors' correspondences
+/// `points` ([`turned_set`]), a candidate when its rotation (or scale) stands out of the
+/// peaks' noise and it explains at least as many vectors as the translation consensus;
+/// `None` otherwise (the translation result stands, to the bit). The candidate's inliers
+/// are indices of the vectors.
+fn turned_candidate(v: &[MotionVector], agreed: &ShiftConsensus, p: &RegisterParams, points: &[Correspondence], set: Vec<usize>) -> Option<(Similarity, Vec<usize>)> {
+    let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
+    let bounds = turn_bounds(p);
     let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
-    let Some(f) = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE) else { return Ok(None) };
+    let f = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE)?;
     let turned = libm::fabs(f.motion.angle) > TURN_CANDIDATE * f.angle_error;
     let zoomed = p.fit_scale && libm::fabs(f.motion.scale - 1.0) > TURN_CANDIDATE * f.angle_error;
     // A weak consensus (a minority of the textured templates, as on faint texture) shows
     // no turn: chance agreement bends a few peaks as easily as it moves them, and a false
     // turn, once chained, misplaces every later frame. Grown templates see it if it is there.
     let weak = 3 * set.len() < v.len();
-    if weak || set.len() < shift_inliers.len() || set.len() < needed || !(turned || zoomed) || libm::fabs(f.motion.angle) > bounds.max_angle {
-        return Ok(None);
+    if weak || set.len() < agreed.inliers.len() || set.len() < needed || !(turned || zoomed) || libm::fabs(f.motion.angle) > bounds.max_angle {
+        return None;
     }
-    Ok(Some((f.motion, set.iter().map(|&k| kept[k]).collect())))
+    Some((f.motion, set.iter().map(|&k| agreed.kept[k]).collect()))
 }
 
 /// Whether the refined similarity `m` of a pair, fitted to the vectors `inliers`, is a turn

@@ -201,30 +201,74 @@ pub struct Bounds {
 /// inlier indices, or `None` when no hypothesis is within `bounds` (or `weights` is not one
 /// per point).
 pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds) -> Option<(Fit, Vec<usize>)> {
-    // Counted on the host: never later.
-    consensus_with(points, weights, tol, bounds, None).unwrap_or_default()
+    if weights.len() != points.len() {
+        return None;
+    }
+    // Made a row at a time, as the host's test asks for them.
+    let h = best_on_host(points, weights, tol, hypotheses(points, weights, bounds))?;
+    refitted(points, h, tol, bounds)
 }
 
-/// [`consensus`] with its hypotheses' sets counted and scored by `sets` where it makes
-/// them (a device, [`ConsensusSets`]): the same answer, to the bit; [`CountedLater`] where
-/// `sets` counts them later ([`SetCounts::Later`]).
-pub fn consensus_with(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &Bounds, sets: Option<&dyn ConsensusSets>) -> Result<Option<(Fit, Vec<usize>)>, CountedLater> {
-    if weights.len() != points.len() {
-        return Ok(None);
-    }
-    let h = match sets {
-        // Made once: counted by `sets`, or by the host where it does not count them.
-        Some(sets) => {
-            let all: Vec<Hypothesis> = hypotheses(points, weights, bounds).collect();
-            match sets.count(points, weights, tol, 0.0, &all) {
-                SetCounts::Counted(counted) if counted.len() == all.len() => best_counted(&counted).map(|k| all[k]),
-                SetCounts::Later => return Err(CountedLater),
-                _ => best_on_host(points, weights, tol, all.iter().copied()),
-            }
+/// [`consensus`] in two steps, for hypotheses' sets counted elsewhere (a device counting
+/// a batch of pairs' consensuses in one launch): the hypotheses made at once, then the
+/// winner and its refit from their counts ([`ConsensusCount::finish`]), the same answer to
+/// the bit.
+///
+/// Each hypothesis `(c, s, x, y)` takes the points whose moving point it takes within `tol`
+/// (Chebyshev) of their reference point, each coordinate's residual `x + c u - s v - r_x`
+/// and `y + s u + c v - r_y` evaluated in that order with every product and sum rounded on
+/// its own; its count is those points', its score their weights summed from 0 in point
+/// order, exactly as the host's test makes them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsensusCount {
+    points: Vec<Correspondence>,
+    weights: Vec<f64>,
+    tol: f64,
+    bounds: Bounds,
+    hypotheses: Vec<Hypothesis>,
+}
+
+impl ConsensusCount {
+    /// [`consensus`]'s hypotheses of `points` with their `weights`; `None` where `weights`
+    /// is not one per point.
+    pub fn new(points: Vec<Correspondence>, weights: Vec<f64>, tol: f64, bounds: &Bounds) -> Option<Self> {
+        if weights.len() != points.len() {
+            return None;
         }
-        None => best_on_host(points, weights, tol, hypotheses(points, weights, bounds)),
-    };
-    Ok(h.and_then(|h| refitted(points, h, tol, bounds)))
+        let hypotheses = hypotheses(&points, &weights, bounds).collect();
+        Some(ConsensusCount { points, weights, tol, bounds: *bounds, hypotheses })
+    }
+
+    pub fn points(&self) -> &[Correspondence] {
+        &self.points
+    }
+
+    pub fn weights(&self) -> &[f64] {
+        &self.weights
+    }
+
+    pub fn tol(&self) -> f64 {
+        self.tol
+    }
+
+    pub fn hypotheses(&self) -> &[Hypothesis] {
+        &self.hypotheses
+    }
+
+    /// Point tests the counts take: hypotheses times points.
+    pub fn tests(&self) -> usize {
+        self.hypotheses.len().saturating_mul(self.points.len())
+    }
+
+    /// [`consensus`]'s answer from each hypothesis's `(count, score)` in order; counted on
+    /// the host where `counts` is `None` (or not one per hypothesis).
+    pub fn finish(&self, counts: Option<&[(usize, f64)]>) -> Option<(Fit, Vec<usize>)> {
+        let h = match counts {
+            Some(counted) if counted.len() == self.hypotheses.len() => self.hypotheses[best_counted(counted)?],
+            _ => best_on_host(&self.points, &self.weights, self.tol, self.hypotheses.iter().copied())?,
+        };
+        refitted(&self.points, h, self.tol, &self.bounds)
+    }
 }
 
 /// The winner among `hypotheses` by [`vote::best_set`], their sets tested on the host.
@@ -257,33 +301,6 @@ impl vote::Test for Near<'_> {
 /// A similarity as its matrix entries and shift, `(c, s, x, y)` with `(c, s)` = scale (cos
 /// a, sin a), so that no hypothesis needs trigonometry.
 pub type Hypothesis = (f64, f64, f64, f64);
-
-/// What counts a consensus's hypotheses elsewhere (a device): for each hypothesis
-/// `(c, s, x, y)`, the points whose moving point it takes within `tol` (Chebyshev) of their
-/// reference point, each coordinate's residual `x + c u - s v - r_x` and
-/// `y + s u + c v - r_y` evaluated in that order with every product and sum rounded on its
-/// own, and the weights of those points summed from `start` in point order: `(count,
-/// score)`, exactly as the host's test makes them ([`SetCounts`]).
-pub trait ConsensusSets: Sync {
-    fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> SetCounts;
-}
-
-/// A [`ConsensusSets`]'s answer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SetCounts {
-    /// Each hypothesis's `(count, score)`, in order.
-    Counted(Vec<(usize, f64)>),
-    /// None made (too little work to send, or a failure): the host counts them itself.
-    OnHost,
-    /// To be counted later, with other consensuses' sets in one batch (a device's launch
-    /// for a window's pairs): the consensus stops with [`CountedLater`], and its caller
-    /// asks again once the counts are known.
-    Later,
-}
-
-/// A consensus stopped for its sets to be counted later ([`SetCounts::Later`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CountedLater;
 
 /// The winner among counted hypotheses, by [`vote::best_set`]'s rule ([`vote::beats`]):
 /// the largest set, ties to the larger score, the first of equals; `None` with none.
@@ -601,13 +618,17 @@ mod tests {
             let want = consensus_reference(&points, &weights, 1.0, &bounds);
             proptest::prop_assert_eq!(&consensus(&points, &weights, 1.0, &bounds), &want);
             // Sets counted elsewhere, by the documented arithmetic: the same answer; and
-            // where they are not counted (declined, or a count per hypothesis missing), the
+            // where they are not counted (none, or a count per hypothesis missing), the
             // host's.
-            for sets in [CountedElsewhere::All, CountedElsewhere::Declined, CountedElsewhere::Short] {
-                proptest::prop_assert_eq!(&consensus_with(&points, &weights, 1.0, &bounds, Some(&sets)), &Ok(want.clone()), "{:?}", sets);
+            let counting = ConsensusCount::new(points.clone(), weights.clone(), 1.0, &bounds).unwrap();
+            let counted = counted_elsewhere(&counting);
+            proptest::prop_assert_eq!(counting.tests(), counting.hypotheses().len() * n);
+            for counts in [Some(&counted[..]), None, counted.get(1..)] {
+                proptest::prop_assert_eq!(&counting.finish(counts), &want, "{:?}", counts.map(|c| c.len()));
             }
-            // Asked to count later: the consensus stops, to be asked again.
-            proptest::prop_assert_eq!(consensus_with(&points, &weights, 1.0, &bounds, Some(&CountedElsewhere::Later)), Err(CountedLater));
+            if n > 0 {
+                proptest::prop_assert!(ConsensusCount::new(points.clone(), weights[1..].to_vec(), 1.0, &bounds).is_none());
+            }
         }
     }
 
@@ -621,26 +642,10 @@ mod tests {
         assert_eq!(best_counted(&[]), None);
     }
 
-    /// A [`ConsensusSets`] by the host's own test, [`near`], point after point: counting
-    /// every hypothesis, declining, answering one count short, or asking to count later.
-    #[derive(Debug)]
-    enum CountedElsewhere {
-        All,
-        Declined,
-        Short,
-        Later,
-    }
-
-    impl ConsensusSets for CountedElsewhere {
-        fn count(&self, points: &[Correspondence], weights: &[f64], tol: f64, start: f64, hypotheses: &[Hypothesis]) -> SetCounts {
-            let counted = |&h: &Hypothesis| points.iter().zip(weights).filter(|(p, _)| near(h, p, tol)).fold((0, start), |(n, s), (_, &w)| (n + 1, s + w));
-            match self {
-                CountedElsewhere::All => SetCounts::Counted(hypotheses.iter().map(counted).collect()),
-                CountedElsewhere::Declined => SetCounts::OnHost,
-                CountedElsewhere::Short => SetCounts::Counted(hypotheses.iter().skip(1).map(counted).collect()),
-                CountedElsewhere::Later => SetCounts::Later,
-            }
-        }
+    /// Each hypothesis's `(count, score)` by the documented arithmetic, point after point.
+    fn counted_elsewhere(c: &ConsensusCount) -> Vec<(usize, f64)> {
+        let counted = |&h: &Hypothesis| c.points().iter().zip(c.weights()).filter(|(p, _)| near(h, p, c.tol())).fold((0, 0.0), |(n, s), (_, &w)| (n + 1, s + w));
+        c.hypotheses().iter().map(counted).collect()
     }
 
     #[test]
