@@ -16,13 +16,16 @@
 //! A canvas too large for memory is composited in horizontal strips
 //! ([`Compositor::rows`]): each strip pastes only the frames that reach its rows, in
 //! sequence order, so its pixels are bit for bit those of the same rows of the whole
-//! canvas (every pixel sees the same frames in the same order).
+//! canvas (every pixel sees the same frames in the same order). The same holds for bands of
+//! rows pasted on several threads at once ([`Compositor::on`]): each band takes a batch of
+//! frames in sequence order, restricted to its rows.
 
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
 use super::warp::sample;
 use crate::error::{try_filled, Error, Result};
-use crate::image::{AnyImage, AnyView, Image, ImageView, Rgba8};
+use crate::image::{AnyImage, AnyView, Image, ImageView, ImageViewMut, Rgba8};
+use crate::parallel::{map_slots, Parallelism};
 use alloc::vec::Vec;
 
 /// How overlapping frames combine.
@@ -238,6 +241,8 @@ pub struct Compositor {
     pixels: Pixels,
     /// The first canvas row held (0 but for a strip, [`Compositor::rows`]).
     y0: usize,
+    /// Where a batch of frames is pasted ([`Compositor::on`]).
+    par: Parallelism,
 }
 
 /// The canvas and, for the blends that average, the running weighted sums.
@@ -288,7 +293,7 @@ impl Compositor {
             t if t == Rgba8::NAME => Pixels::Rgba8(Paste::new(size, blend)?),
             _ => return Err(Error::UnsupportedType { op: "composite", types: "u8, u16, f32 and RGBA frames" }),
         };
-        Ok(Compositor { blend, plan, pixels, y0 })
+        Ok(Compositor { blend, plan, pixels, y0, par: Parallelism::Sequential })
     }
 
     /// Plans frame `i` at `pose` (frame-0 coordinates, placed as [`Plan::with_poses`] places
@@ -316,46 +321,140 @@ impl Compositor {
         true
     }
 
+    /// The same canvas, its batches of frames pasted on the threads of `par`
+    /// ([`paste_many`](Compositor::paste_many)): the same pixels on any number.
+    pub fn on(mut self, par: Parallelism) -> Self {
+        self.par = par;
+        self
+    }
+
     /// Pastes frame `i` at its planned place (nothing for a frame left out). Errors: as
     /// [`Plan::place`].
     pub fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
-        let Some(at) = self.plan.place(i, frame)? else { return Ok(()) };
-        let (blend, y0) = (self.blend, self.y0);
-        if let Some(turn) = self.plan.turned[i] {
-            match (&mut self.pixels, frame) {
-                (Pixels::U8(c), AnyView::U8(f)) => c.add_turned(*f, at, turn, blend, y0),
-                (Pixels::U16(c), AnyView::U16(f)) => c.add_turned(*f, at, turn, blend, y0),
-                (Pixels::F32(c), AnyView::F32(f)) => c.add_turned(*f, at, turn, blend, y0),
-                (Pixels::Rgba8(c), AnyView::Rgba8(f)) => c.add_turned(*f, at, turn, blend, y0),
-                _ => return Err(self.plan.mismatch(i, frame)),
+        self.paste_many(&[(i, *frame)])
+    }
+
+    /// How many frames [`paste_many`](Compositor::paste_many) is best given at once: enough
+    /// to share among the threads (a PAL frame alone is tens of microseconds of copying),
+    /// at most about 16 MiB of them.
+    pub fn batch(&self) -> usize {
+        if self.par.threads() <= 1 {
+            return 1;
+        }
+        let (w, h) = self.plan.frame_size;
+        let bytes = w.saturating_mul(h).saturating_mul(self.pixels.bytes_per_pixel()).max(1);
+        (BATCH_BYTES / bytes).clamp(1, MAX_BATCH)
+    }
+
+    /// Pastes each `(i, frame)` of `frames` in order, as [`paste`](Compositor::paste) would:
+    /// every frame is checked first (nothing is pasted if one is wrong); then, on the threads
+    /// of [`on`](Compositor::on), each band of rows takes the frames in order, restricted to
+    /// its rows, so that every pixel sees the same frames in the same order.
+    pub fn paste_many(&mut self, frames: &[(usize, AnyView<'_>)]) -> Result<()> {
+        self.paste_in_bands(frames, self.bands())
+    }
+
+    /// [`paste_many`](Compositor::paste_many) in `bands` bands of rows.
+    fn paste_in_bands(&mut self, frames: &[(usize, AnyView<'_>)], bands: usize) -> Result<()> {
+        let mut placed = Vec::with_capacity(frames.len());
+        for (i, frame) in frames {
+            if let Some(at) = self.plan.place(*i, frame)? {
+                if !self.pixels.holds(frame) {
+                    return Err(self.plan.mismatch(*i, frame));
+                }
+                placed.push((*frame, at, self.plan.turned[*i]));
             }
+        }
+        if placed.is_empty() {
             return Ok(());
         }
-        match (&mut self.pixels, frame) {
-            (Pixels::U8(c), AnyView::U8(f)) => c.add(*f, at, blend, y0),
-            (Pixels::U16(c), AnyView::U16(f)) => c.add(*f, at, blend, y0),
-            (Pixels::F32(c), AnyView::F32(f)) => c.add(*f, at, blend, y0),
-            (Pixels::Rgba8(c), AnyView::Rgba8(f)) => c.add(*f, at, blend, y0),
-            _ => return Err(self.plan.mismatch(i, frame)),
+        let (blend, y0, par) = (self.blend, self.y0, self.par);
+        match &mut self.pixels {
+            Pixels::U8(c) => c.paste_bands(&typed(&placed, |f| if let AnyView::U8(v) = f { Some(*v) } else { None }), blend, y0, bands, par),
+            Pixels::U16(c) => c.paste_bands(&typed(&placed, |f| if let AnyView::U16(v) = f { Some(*v) } else { None }), blend, y0, bands, par),
+            Pixels::F32(c) => c.paste_bands(&typed(&placed, |f| if let AnyView::F32(v) = f { Some(*v) } else { None }), blend, y0, bands, par),
+            Pixels::Rgba8(c) => c.paste_bands(&typed(&placed, |f| if let AnyView::Rgba8(v) = f { Some(*v) } else { None }), blend, y0, bands, par),
         }
         Ok(())
     }
 
+    /// Bands of rows a batch is pasted in: one on one thread, else two a thread of at least
+    /// [`MIN_BAND_ROWS`] rows.
+    fn bands(&self) -> usize {
+        let threads = self.par.threads();
+        if threads <= 1 {
+            return 1;
+        }
+        (2 * threads).min(self.pixels.height().div_ceil(MIN_BAND_ROWS)).max(1)
+    }
+
     /// The finished canvas.
     pub fn finish(self) -> Canvas {
+        let bands = self.bands();
+        self.finish_in_bands(bands)
+    }
+
+    /// [`finish`](Compositor::finish) in `bands` bands of rows.
+    fn finish_in_bands(self, bands: usize) -> Canvas {
         let image = match self.pixels {
-            Pixels::U8(c) => AnyImage::U8(c.finish()),
-            Pixels::U16(c) => AnyImage::U16(c.finish()),
-            Pixels::F32(c) => AnyImage::F32(c.finish()),
-            Pixels::Rgba8(c) => AnyImage::Rgba8(c.finish()),
+            Pixels::U8(c) => AnyImage::U8(c.finish(bands, self.par)),
+            Pixels::U16(c) => AnyImage::U16(c.finish(bands, self.par)),
+            Pixels::F32(c) => AnyImage::F32(c.finish(bands, self.par)),
+            Pixels::Rgba8(c) => AnyImage::Rgba8(c.finish(bands, self.par)),
         };
         Canvas { image, origin: (self.plan.origin.0, self.plan.origin.1 + self.y0 as i64) }
+    }
+}
+
+/// A frame to paste: its pixels, its top-left canvas pixel, and, where it turns, the
+/// inverse of its pose and the size of its box ([`Plan::turned`]).
+type Placed<'f, V> = (V, (usize, usize), Option<(Similarity, (usize, usize))>);
+
+/// The frames of `placed` as the canvas's pixel type (those of another type are left out:
+/// [`Compositor::paste_many`] checked them).
+fn typed<'f, P>(placed: &[Placed<'f, AnyView<'f>>], view: impl Fn(&AnyView<'f>) -> Option<ImageView<'f, P>>) -> Vec<Placed<'f, ImageView<'f, P>>> {
+    placed.iter().filter_map(|(f, at, turn)| Some((view(f)?, *at, *turn))).collect()
+}
+
+/// Bytes of frames a batch holds at most ([`Compositor::batch`]): 16 PAL frames, two of 4K.
+const BATCH_BYTES: usize = 16 << 20;
+/// Frames a batch holds at most.
+const MAX_BATCH: usize = 32;
+/// Fewest canvas rows of a band pasted on a thread of its own.
+const MIN_BAND_ROWS: usize = 32;
+
+impl Pixels {
+    fn holds(&self, frame: &AnyView<'_>) -> bool {
+        matches!((self, frame), (Pixels::U8(_), AnyView::U8(_)) | (Pixels::U16(_), AnyView::U16(_)) | (Pixels::F32(_), AnyView::F32(_)) | (Pixels::Rgba8(_), AnyView::Rgba8(_)))
+    }
+
+    fn bytes_per_pixel(&self) -> usize {
+        match self {
+            Pixels::U8(_) => 1,
+            Pixels::U16(_) => 2,
+            Pixels::F32(_) | Pixels::Rgba8(_) => 4,
+        }
+    }
+
+    fn height(&self) -> usize {
+        match self {
+            Pixels::U8(c) => c.canvas.height(),
+            Pixels::U16(c) => c.canvas.height(),
+            Pixels::F32(c) => c.canvas.height(),
+            Pixels::Rgba8(c) => c.canvas.height(),
+        }
     }
 }
 
 impl Pasting for Compositor {
     fn paste(&mut self, i: usize, frame: &AnyView<'_>) -> Result<()> {
         Compositor::paste(self, i, frame)
+    }
+    fn batch(&self) -> usize {
+        Compositor::batch(self)
+    }
+    fn paste_many(&mut self, frames: &[(usize, AnyView<'_>)]) -> Result<()> {
+        Compositor::paste_many(self, frames)
     }
     fn finish(self: alloc::boxed::Box<Self>) -> Result<Canvas> {
         Ok(Compositor::finish(*self))
@@ -377,11 +476,61 @@ impl<P: SynthPixel> Paste<P> {
         Ok(Paste { canvas: Image::new(cw, ch)?, acc: try_filled(sums.saturating_mul(P::COLOURS), 0.0)?, weight: try_filled(sums, 0.0)? })
     }
 
-    /// Adds frame `f` whose top-left pixel goes to canvas `(x, y)`, into this canvas of the
-    /// rows from `y0`: only the frame's rows that land here (the feather weight still
-    /// counts from the frame's own edges).
-    fn add(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), blend: Blend, y0: usize) {
+    /// The canvas (its first row canvas row `y0`) in `bands` bands of rows, each with its
+    /// weighted sums and weights (none for `Overwrite`).
+    fn rows(&mut self, y0: usize, bands: usize) -> Vec<Rows<'_, P>> {
+        let (cw, ch) = self.canvas.size();
+        let rows = ch.div_ceil(bands.max(1)).max(1);
+        let sums = !self.weight.is_empty();
+        let mut acc = self.acc.chunks_mut(if sums { rows * cw * P::COLOURS } else { 1 });
+        let mut weight = self.weight.chunks_mut(if sums { rows * cw } else { 1 });
+        self.canvas
+            .view_mut()
+            .into_row_bands(rows)
+            .into_iter()
+            .map(|(y, canvas)| Rows { canvas, acc: acc.next().unwrap_or_default(), weight: weight.next().unwrap_or_default(), y0: y0 + y })
+            .collect()
+    }
+
+    /// Pastes the frames of `placed` in order, each band of rows on a thread of `par`.
+    fn paste_bands(&mut self, placed: &[Placed<'_, ImageView<'_, P>>], blend: Blend, y0: usize, bands: usize, par: Parallelism) {
+        let mut rows = self.rows(y0, bands);
+        map_slots(&mut rows, par, |_, band| {
+            for &(f, at, turn) in placed {
+                match turn {
+                    Some(turn) => band.add_turned(f, at, turn, blend),
+                    None => band.add(f, at, blend),
+                }
+            }
+        });
+    }
+
+    /// The canvas, each pixel of the averaging blends its weighted mean.
+    fn finish(mut self, bands: usize, par: Parallelism) -> Image<P> {
+        if !self.weight.is_empty() {
+            let mut rows = self.rows(0, bands);
+            map_slots(&mut rows, par, |_, band| band.mean());
+        }
+        self.canvas
+    }
+}
+
+/// Consecutive rows of a canvas being pasted into, from canvas row `y0`: their pixels and,
+/// for the averaging blends, their weighted channel sums and weights (empty for
+/// `Overwrite`).
+struct Rows<'a, P> {
+    canvas: ImageViewMut<'a, P>,
+    acc: &'a mut [f32],
+    weight: &'a mut [f32],
+    y0: usize,
+}
+
+impl<P: SynthPixel> Rows<'_, P> {
+    /// Adds frame `f` whose top-left pixel goes to canvas `(x, y)`: only the frame's rows
+    /// that land here (the feather weight still counts from the frame's own edges).
+    fn add(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), blend: Blend) {
         let (w, h) = f.size();
+        let y0 = self.y0;
         let v0 = y0.saturating_sub(y);
         let v1 = h.min((y0 + self.canvas.height()).saturating_sub(y));
         if blend == Blend::Overwrite {
@@ -410,22 +559,22 @@ impl<P: SynthPixel> Paste<P> {
 
     /// Adds the turned frame `f` whose bounding box (of size `size`) has its top-left pixel
     /// at canvas `(x, y)`, `inverse` mapping canvas pixels to the frame's: every canvas pixel
-    /// of the box (in this strip's rows) whose centre the frame covers gets the frame's
-    /// bilinear value there, the feather weight counted from the frame's own edges.
-    fn add_turned(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), (inverse, size): (Similarity, (usize, usize)), blend: Blend, y0: usize) {
+    /// of the box (in these rows) whose centre the frame covers gets the frame's bilinear
+    /// value there, the feather weight counted from the frame's own edges.
+    fn add_turned(&mut self, f: ImageView<'_, P>, (x, y): (usize, usize), (inverse, size): (Similarity, (usize, usize)), blend: Blend) {
         let (w, h) = f.size();
-        let (c, cw) = (P::COLOURS, self.canvas.width());
+        let (c, cw, y0) = (P::COLOURS, self.canvas.width(), self.y0);
         let rows = y.max(y0)..(y + size.1).min(y0 + self.canvas.height());
         let to_frame = inverse.mapping();
         for row in rows {
             for col in x..x + size.0 {
                 let (u, v) = to_frame((col as f64, row as f64));
                 let Some(value) = sample(f, (u, v)) else { continue };
-                let idx = (row - y0) * cw + col;
                 if blend == Blend::Overwrite {
-                    self.canvas.as_mut_slice()[idx] = P::from_channels(value);
+                    self.canvas.row_mut(row - y0)[col] = P::from_channels(value);
                     continue;
                 }
+                let idx = (row - y0) * cw + col;
                 let k = match blend {
                     Blend::Feather => ((u + 1.0).min(w as f64 - u).min(v + 1.0).min(h as f64 - v)) as f32,
                     _ => 1.0,
@@ -438,18 +587,23 @@ impl<P: SynthPixel> Paste<P> {
         }
     }
 
-    fn finish(mut self) -> Image<P> {
-        let c = P::COLOURS;
-        for (idx, &k) in self.weight.iter().enumerate() {
-            if k > 0.0 {
-                let mut v = [0.0f32; 3];
-                for ch in 0..c {
-                    v[ch] = self.acc[idx * c + ch] / k;
+    /// Each covered pixel's weighted mean (the averaging blends).
+    fn mean(&mut self) {
+        let (c, cw) = (P::COLOURS, self.canvas.width());
+        for r in 0..self.canvas.height() {
+            let row = self.canvas.row_mut(r);
+            for (col, px) in row.iter_mut().enumerate() {
+                let idx = r * cw + col;
+                let k = self.weight[idx];
+                if k > 0.0 {
+                    let mut v = [0.0f32; 3];
+                    for ch in 0..c {
+                        v[ch] = self.acc[idx * c + ch] / k;
+                    }
+                    *px = P::from_channels(v);
                 }
-                self.canvas.as_mut_slice()[idx] = P::from_channels(v);
             }
         }
-        self.canvas
     }
 }
 
@@ -597,6 +751,63 @@ mod tests {
 
     /// Frames of `make`'s pixels at scattered positions, composited whole and in strips of
     /// every height from 1 to 9 rows: each strip equals its rows of the whole, bit for bit.
+    /// A batch pasted in bands of rows, on one thread or on the pool, gives the canvas of
+    /// the frames pasted one at a time, bit for bit: every type and blend, turned frames,
+    /// a frame left out, bands from one to more than the rows.
+    #[test]
+    fn batches_pasted_in_bands_are_the_canvas_of_one_frame_at_a_time() {
+        let mut rng = crate::stitch::SplitMix64::new(11);
+        let f32s: Vec<Image<f32>> = (0..6).map(|_| Image::from_fn(13, 9, |_, _| (rng.uniform() * 200.0) as f32).unwrap()).collect();
+        let frames: Vec<AnyImage> = f32s
+            .iter()
+            .flat_map(|f| {
+                let grey = |scale: f32| move |x, y| f.at(x, y) * scale;
+                [
+                    AnyImage::U8(Image::from_fn(13, 9, |x, y| grey(1.0)(x, y) as u8).unwrap()),
+                    AnyImage::U16(Image::from_fn(13, 9, |x, y| grey(300.0)(x, y) as u16).unwrap()),
+                    AnyImage::F32(f.clone()),
+                    AnyImage::Rgba8(Image::from_fn(13, 9, |x, y| Rgba8 { r: f.at(x, y) as u8, g: (x * 19) as u8, b: (y * 23) as u8, a: 255 }).unwrap()),
+                ]
+            })
+            .collect();
+        let poses = [
+            Some(Similarity::IDENTITY),
+            Some(Similarity { x: 4.0, y: 3.0, angle: 0.0, scale: 1.0 }),
+            None,
+            Some(Similarity::about((6.0, 4.5), (5.3, 7.2), 0.3, 1.0)),
+            Some(Similarity { x: -3.0, y: 9.0, angle: 0.0, scale: 1.0 }),
+            Some(Similarity { x: 2.0, y: -5.0, angle: -0.2, scale: 1.05 }),
+        ];
+        for ty in 0..4 {
+            let views: Vec<AnyView<'_>> = (0..6).map(|i| frames[4 * i + ty].view().unwrap()).collect();
+            for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+                let mut one = Compositor::with_poses(&views[0], &poses, blend).unwrap();
+                for (i, v) in views.iter().enumerate() {
+                    one.paste(i, v).unwrap();
+                }
+                let want = one.finish();
+                let rows = want.image.size().1;
+                let batch: Vec<(usize, AnyView<'_>)> = views.iter().copied().enumerate().collect();
+                for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+                    for bands in [1, 2, 3, 7, rows, rows + 5] {
+                        let mut c = Compositor::with_poses(&views[0], &poses, blend).unwrap().on(par);
+                        c.paste_in_bands(&batch[..2], bands).unwrap();
+                        c.paste_in_bands(&batch[2..], bands).unwrap();
+                        let got = c.finish_in_bands(bands);
+                        assert_eq!(got.origin, want.origin);
+                        assert!(rows_of(&got.image, 0, rows) == rows_of(&want.image, 0, rows), "type {ty} {blend:?} {par:?} {bands} bands");
+                    }
+                }
+            }
+        }
+        // A frame of another type in a batch: nothing of the batch is pasted.
+        let u8s: Vec<AnyView<'_>> = (0..6).map(|i| frames[4 * i].view().unwrap()).collect();
+        let mut c = Compositor::with_poses(&u8s[0], &poses, Blend::Overwrite).unwrap().on(Parallelism::AllThreads);
+        let blank = c.clone().finish();
+        assert!(c.paste_many(&[(0, u8s[0]), (1, frames[5].view().unwrap())]).is_err());
+        assert!(rows_of(&c.finish().image, 0, blank.image.size().1) == rows_of(&blank.image, 0, blank.image.size().1));
+    }
+
     fn strips_equal_whole<P: crate::image::Pixel>(make: impl Fn(u64) -> Image<P>)
     where
         AnyImage: From<Image<P>>,

@@ -359,7 +359,7 @@ pub fn stitch_frames_with(
     registrar: Option<&dyn PairRegistrar>,
 ) -> Result<Panorama> {
     let mut host = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend| -> Result<Box<dyn Pasting>> {
-        Ok(Box::new(Compositor::new(like, positions, blend)?))
+        Ok(Box::new(Compositor::new(like, positions, blend)?.on(par)))
     };
     stitch_frames_into(frames, p, par, progress, registrar, &mut host)
 }
@@ -400,7 +400,7 @@ pub fn stitch_frames_into<'c>(
             let v = f.view().map_err(|why| unreadable(i, why))?;
             let c = match &mut canvas {
                 Some(c) => c,
-                None if turned => canvas.insert(Box::new(Compositor::with_poses(&v, &poses, p.blend)?)),
+                None if turned => canvas.insert(Box::new(Compositor::with_poses(&v, &poses, p.blend)?.on(par))),
                 None => canvas.insert(new_canvas(&v, &positions, p.blend)?),
             };
             pending.push((i, f));

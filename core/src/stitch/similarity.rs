@@ -209,10 +209,11 @@ pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &
     refitted(points, h, tol, bounds)
 }
 
-/// [`consensus`] in two steps, for hypotheses' sets counted elsewhere (a device counting
-/// a batch of pairs' consensuses in one launch): the hypotheses made at once, then the
-/// winner and its refit from their counts ([`ConsensusCount::finish`]), the same answer to
-/// the bit.
+/// The similarity consensus of correspondences (every pair of the strongest points a
+/// hypothesis, the largest set the winner, refitted) in two steps, for hypotheses' sets
+/// counted elsewhere (a device counting a batch of pairs' consensuses in one launch): the
+/// hypotheses made at once, then the winner and its refit from their counts
+/// ([`ConsensusCount::finish`]), the host's answer to the bit.
 ///
 /// Each hypothesis `(c, s, x, y)` takes the points whose moving point it takes within `tol`
 /// (Chebyshev) of their reference point, each coordinate's residual `x + c u - s v - r_x`
@@ -229,7 +230,7 @@ pub struct ConsensusCount {
 }
 
 impl ConsensusCount {
-    /// [`consensus`]'s hypotheses of `points` with their `weights`; `None` where `weights`
+    /// The consensus's hypotheses of `points` with their `weights`; `None` where `weights`
     /// is not one per point.
     pub fn new(points: Vec<Correspondence>, weights: Vec<f64>, tol: f64, bounds: &Bounds) -> Option<Self> {
         if weights.len() != points.len() {
@@ -260,7 +261,7 @@ impl ConsensusCount {
         self.hypotheses.len().saturating_mul(self.points.len())
     }
 
-    /// [`consensus`]'s answer from each hypothesis's `(count, score)` in order; counted on
+    /// The consensus (its fit and inliers) from each hypothesis's `(count, score)` in order; counted on
     /// the host where `counts` is `None` (or not one per hypothesis).
     pub fn finish(&self, counts: Option<&[(usize, f64)]>) -> Option<(Fit, Vec<usize>)> {
         let h = match counts {
