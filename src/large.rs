@@ -7,7 +7,8 @@
 
 use crate::ome_tiff::{is_ome_tiff, OmeTiffOptions, OmeTiffSummary, OmeTiffWriter, PixelKind};
 use crate::ome_zarr::{is_ome_zarr, OmeZarrSummary, OmeZarrWriter};
-use crate::stitch::{Blend, Compositor, FrameSource, Plan, Similarity};
+use crate::stitch::{Blend, Compositor, Frame, FrameSource, Plan, Similarity};
+use crate::Parallelism;
 use crate::AnyView;
 use anyhow::{anyhow, bail, Result};
 use std::path::{Path, PathBuf};
@@ -42,12 +43,16 @@ pub struct OutputOptions {
     pub max_output_pixels: u64,
     /// The OME-TIFF writer's settings (tile side, pixel size).
     pub ome: OmeTiffOptions,
+    /// Where the canvas is pasted ([`Compositor::on`]): a batch of frames at a time, each
+    /// band of rows on a thread; the same pixels on any number of threads.
+    pub par: Parallelism,
 }
 
 impl Default for OutputOptions {
-    /// [`default_max_mem_mib`], [`DEFAULT_MAX_OUTPUT_PIXELS`], the OME-TIFF defaults.
+    /// [`default_max_mem_mib`], [`DEFAULT_MAX_OUTPUT_PIXELS`], the OME-TIFF defaults, every
+    /// thread.
     fn default() -> Self {
-        OutputOptions { max_mem_mib: default_max_mem_mib(), max_output_pixels: DEFAULT_MAX_OUTPUT_PIXELS, ome: OmeTiffOptions::default() }
+        OutputOptions { max_mem_mib: default_max_mem_mib(), max_output_pixels: DEFAULT_MAX_OUTPUT_PIXELS, ome: OmeTiffOptions::default(), par: Parallelism::AllThreads }
     }
 }
 
@@ -197,7 +202,7 @@ pub fn write_composite(
             crate::io::check_free_space(output, (cw * ch * PixelKind::of(like).samples() * PixelKind::of(like).sample_bytes()) as u64)?;
         }
         let mut lost = Vec::new();
-        let canvas = composite_rows(source, &plan, blend, 0, ch, &|_| true, &mut lost)?;
+        let canvas = composite_rows(source, &plan, blend, 0, ch, &|_| true, &mut lost, opts.par)?;
         crate::io::save(&canvas.image, output)?;
         on_strip(&canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?, 0)?;
         return Ok(Written { path: output.to_path_buf(), size: (cw, ch), origin: canvas.origin, strips: 1, ome: None, seconds: t0.elapsed().as_secs_f64(), lost });
@@ -240,7 +245,7 @@ fn stream_planes(
     let (mut strips, mut lost) = (0, Vec::new());
     for only in planes {
         for y0 in (0..ch).step_by(strip) {
-            let canvas = composite_rows(source, plan, blend, y0, (y0 + strip).min(ch), only, &mut lost)?;
+            let canvas = composite_rows(source, plan, blend, y0, (y0 + strip).min(ch), only, &mut lost, opts.par)?;
             let view = canvas.image.view().ok_or_else(|| anyhow!("internal: canvas type"))?;
             writer.write_strip(&view)?;
             on_strip(&view, y0)?;
@@ -274,11 +279,8 @@ pub fn composite_in_memory(source: &dyn FrameSource, positions: &[Option<(f64, f
     let unreadable = |i: usize, why: String| anyhow!("tile {i} could not be read again: {why}");
     let first = positions.iter().position(Option::is_some).ok_or_else(|| anyhow!("no tile could be used"))?;
     let like = source.frame(first).map_err(|e| unreadable(first, e))?;
-    let mut canvas = Compositor::new(&like.view().map_err(|e| unreadable(first, e))?, positions, blend)?;
-    for (i, _) in positions.iter().enumerate().filter(|q| q.1.is_some()) {
-        let f = source.frame(i).map_err(|e| unreadable(i, e))?;
-        canvas.paste(i, &f.view().map_err(|e| unreadable(i, e))?)?;
-    }
+    let mut canvas = Compositor::new(&like.view().map_err(|e| unreadable(first, e))?, positions, blend)?.on(Parallelism::AllThreads);
+    paste_frames(source, &mut canvas, positions.iter().enumerate().filter(|q| q.1.is_some()).map(|q| q.0), None)?;
     Ok(canvas.finish())
 }
 
@@ -295,11 +297,8 @@ pub fn planes_in_memory(source: &dyn FrameSource, planes: &[Vec<Option<Similarit
     let plan = Plan::with_poses(&like.view().map_err(|e| unreadable(first, e))?, &union, max_pixels.min(crate::stitch::MAX_CANVAS))?;
     let mut images = Vec::with_capacity(planes.len());
     for plane in planes {
-        let mut canvas = Compositor::rows(plan.clone(), blend, 0, plan.size.1)?;
-        for (i, _) in plane.iter().enumerate().filter(|q| q.1.is_some()) {
-            let f = source.frame(i).map_err(|e| unreadable(i, e))?;
-            canvas.paste(i, &f.view().map_err(|e| unreadable(i, e))?)?;
-        }
+        let mut canvas = Compositor::rows(plan.clone(), blend, 0, plan.size.1)?.on(Parallelism::AllThreads);
+        paste_frames(source, &mut canvas, plane.iter().enumerate().filter(|q| q.1.is_some()).map(|q| q.0), None)?;
         images.push(canvas.finish().image);
     }
     Ok((images, plan.origin))
@@ -352,20 +351,42 @@ pub fn check_output_size(plan: &Plan, poses: &[Option<Similarity>], max_pixels: 
 }
 
 /// The canvas rows `y0..y1`: every frame that reaches them read from `source` and pasted
-/// in sequence order; a frame that cannot be read again is left out and added to `lost`
-/// (once), so that the panorama is made of the frames still there.
-fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize, only: &dyn Fn(usize) -> bool, lost: &mut Vec<(usize, String)>) -> Result<crate::stitch::Canvas> {
-    let mut c = Compositor::rows(plan.clone(), blend, y0, y1)?;
-    for i in plan.frames_on_rows(y0, y1).into_iter().filter(|&i| only(i)) {
-        if lost.iter().any(|l| l.0 == i) {
-            continue;
+/// in sequence order on the threads of `par`; a frame that cannot be read again is left out
+/// and added to `lost` (once), so that the panorama is made of the frames still there.
+#[allow(clippy::too_many_arguments)]
+fn composite_rows(source: &dyn FrameSource, plan: &Plan, blend: Blend, y0: usize, y1: usize, only: &dyn Fn(usize) -> bool, lost: &mut Vec<(usize, String)>, par: Parallelism) -> Result<crate::stitch::Canvas> {
+    let mut c = Compositor::rows(plan.clone(), blend, y0, y1)?.on(par);
+    let wanted: Vec<usize> = plan.frames_on_rows(y0, y1).into_iter().filter(|&i| only(i) && !lost.iter().any(|l| l.0 == i)).collect();
+    paste_frames(source, &mut c, wanted, Some(lost))?;
+    Ok(c.finish())
+}
+
+/// Pastes the frames `indices` of `source` into `c` in order, read a batch at a time
+/// ([`Compositor::batch`]). A frame that cannot be read again is an error, or, with `lost`,
+/// left out and added to it.
+fn paste_frames(source: &dyn FrameSource, c: &mut Compositor, indices: impl IntoIterator<Item = usize>, mut lost: Option<&mut Vec<(usize, String)>>) -> Result<()> {
+    let unreadable = |i: usize, why: String| anyhow!("tile {i} could not be read again: {why}");
+    let batch = c.batch();
+    let mut held: Vec<(usize, Frame<'_>)> = Vec::with_capacity(batch);
+    let paste = |c: &mut Compositor, held: &mut Vec<(usize, Frame<'_>)>| -> Result<()> {
+        let views = held.iter().map(|(i, f)| f.view().map(|v| (*i, v)).map_err(|e| unreadable(*i, e))).collect::<Result<Vec<_>>>()?;
+        c.paste_many(&views)?;
+        held.clear();
+        Ok(())
+    };
+    for i in indices {
+        match source.frame(i).and_then(|f| f.view().map(drop).map(|_| f)) {
+            Ok(f) => held.push((i, f)),
+            Err(why) => match lost.as_deref_mut() {
+                Some(lost) => lost.push((i, why)),
+                None => return Err(unreadable(i, why)),
+            },
         }
-        match source.frame(i).and_then(|f| f.view().map(|v| c.paste(i, &v)).map_err(|e| e.to_string())) {
-            Ok(pasted) => pasted?,
-            Err(why) => lost.push((i, why)),
+        if held.len() >= batch {
+            paste(c, &mut held)?;
         }
     }
-    Ok(c.finish())
+    paste(c, &mut held)
 }
 
 /// The report's account of the output: size, strips, levels, peak memory.
@@ -385,4 +406,61 @@ pub fn describe(w: &Written) -> serde_json::Value {
         "lost_frames": w.lost.iter().map(|(i, why)| serde_json::json!({"index": i, "reason": why})).collect::<Vec<_>>(),
         "peak_memory_mib": crate::report::peak_memory_mib(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stitch::SplitMix64;
+    use crate::{AnyImage, Image};
+
+    /// 40 x 30 grey frames, those in `gone` unreadable.
+    struct Tiles {
+        frames: Vec<AnyImage>,
+        gone: Vec<usize>,
+    }
+
+    impl FrameSource for Tiles {
+        fn len(&self) -> usize {
+            self.frames.len()
+        }
+        fn frame(&self, i: usize) -> core::result::Result<Frame<'_>, String> {
+            if self.gone.contains(&i) {
+                return Err(format!("frame {i} is gone"));
+            }
+            self.frames[i].view().map(Frame::View).ok_or_else(|| "no view".into())
+        }
+    }
+
+    /// Rows pasted in batches on the pool are the rows pasted frame by frame on one thread,
+    /// a frame that cannot be read again left out and named once; reading every frame
+    /// without a list of the lost is an error naming it.
+    #[test]
+    fn batches_on_the_pool_paste_the_rows_one_thread_pastes() {
+        let mut rng = SplitMix64::new(3);
+        let frames: Vec<AnyImage> = (0..40).map(|_| AnyImage::U8(Image::from_fn(40, 30, |_, _| (rng.uniform() * 255.0) as u8).unwrap())).collect();
+        let poses: Vec<Option<Similarity>> = (0..40).map(|i| if i == 7 { None } else { Some(Similarity { x: (i % 8) as f64 * 31.0, y: (i / 8) as f64 * 23.0, angle: 0.0, scale: 1.0 }) }).collect();
+        let tiles = Tiles { frames, gone: vec![3, 21] };
+        let like = tiles.frames[0].view().unwrap();
+        let plan = Plan::with_poses(&like, &poses, usize::MAX).unwrap();
+        let ch = plan.size.1;
+        for blend in [Blend::Overwrite, Blend::Feather] {
+            let rows = |y0: usize, y1: usize, par: Parallelism| {
+                let mut lost = Vec::new();
+                let canvas = composite_rows(&tiles, &plan, blend, y0, y1, &|_| true, &mut lost, par).unwrap();
+                (canvas.image, lost.into_iter().map(|l| l.0).collect::<Vec<_>>())
+            };
+            for (y0, y1) in [(0, ch), (10, 57), (ch - 5, ch)] {
+                let (one, lost_one) = rows(y0, y1, Parallelism::Sequential);
+                let (all, lost_all) = rows(y0, y1, Parallelism::AllThreads);
+                assert!(one == all, "{blend:?} rows {y0}..{y1}");
+                assert_eq!(lost_one, lost_all);
+                let reached = plan.frames_on_rows(y0, y1);
+                assert_eq!(lost_one, [3, 21].into_iter().filter(|i| reached.contains(i)).collect::<Vec<_>>(), "rows {y0}..{y1}");
+            }
+        }
+        let mut c = Compositor::rows(plan.clone(), Blend::Overwrite, 0, ch).unwrap().on(Parallelism::AllThreads);
+        let e = paste_frames(&tiles, &mut c, 0..10, None).unwrap_err();
+        assert!(format!("{e}").contains("tile 3 could not be read again"), "{e}");
+    }
 }

@@ -573,7 +573,8 @@ pub fn run_keys(backend: &str, secs: f64, written: &Written) -> Value {
 /// `--pixel-size`).
 pub fn output_options(a: &StitchArgs) -> OutputOptions {
     let ome = tessera::ome_tiff::OmeTiffOptions { tile: a.ome_tile, pixel_size_um: a.pixel_size, bigtiff: a.bigtiff.then_some(true), ..Default::default() };
-    OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(large::default_max_mem_mib), max_output_pixels: a.max_output_pixels, ome }
+    let par = if a.backend.single_thread { Parallelism::Sequential } else { Parallelism::AllThreads };
+    OutputOptions { max_mem_mib: a.max_mem.unwrap_or_else(large::default_max_mem_mib), max_output_pixels: a.max_output_pixels, ome, par }
 }
 
 /// Replaces "frame N" in an error's message with the frame's file name.

@@ -336,7 +336,7 @@ impl Compositor {
 
     /// How many frames [`paste_many`](Compositor::paste_many) is best given at once: enough
     /// to share among the threads (a PAL frame alone is tens of microseconds of copying),
-    /// at most about 16 MiB of them.
+    /// at most about 4 MiB of them.
     pub fn batch(&self) -> usize {
         if self.par.threads() <= 1 {
             return 1;
@@ -416,8 +416,10 @@ fn typed<'f, P>(placed: &[Placed<'f, AnyView<'f>>], view: impl Fn(&AnyView<'f>) 
     placed.iter().filter_map(|(f, at, turn)| Some((view(f)?, *at, *turn))).collect()
 }
 
-/// Bytes of frames a batch holds at most ([`Compositor::batch`]): 16 PAL frames, two of 4K.
-const BATCH_BYTES: usize = 16 << 20;
+/// Bytes of frames a batch holds at most ([`Compositor::batch`]): ten PAL frames of 8 bits,
+/// one of 4K (whose bands still share it). Frames read ahead to be pasted are memory a
+/// run holds beyond its canvas, which must not grow with the sequence.
+const BATCH_BYTES: usize = 4 << 20;
 /// Frames a batch holds at most.
 const MAX_BATCH: usize = 32;
 /// Fewest canvas rows of a band pasted on a thread of its own.
