@@ -40,7 +40,7 @@ use crate::device::{Device, DevicePtr};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use tessera_core::parallel::{map_claimed_outside_pool, Parallelism};
+use tessera_core::parallel::{map_slots_outside_pool, Parallelism};
 use tessera_core::Error;
 
 /// A stream of the device (a `CUstream`; an index in the shim). [`LEGACY`] is the legacy
@@ -376,10 +376,8 @@ impl Jobs {
         if parts.len() <= 1 {
             return parts.into_iter().try_for_each(|p| guarded(0, p));
         }
-        // Each part is taken by one thread, once.
-        let parts: Vec<Mutex<Option<P>>> = parts.into_iter().map(|p| Mutex::new(Some(p))).collect();
-        let take = |w: usize| parts[w].lock().ok().and_then(|mut p| p.take());
-        map_claimed_outside_pool(parts.len(), Parallelism::AllThreads, |w| take(w).map_or(Ok(()), |p| guarded(w, p))).into_iter().collect()
+        let mut parts: Vec<Option<P>> = parts.into_iter().map(Some).collect();
+        map_slots_outside_pool(&mut parts, Parallelism::AllThreads, |w, p| p.take().map_or(Ok(()), |p| guarded(w, p))).into_iter().collect()
     }
 }
 

@@ -202,17 +202,17 @@ pub fn map_claimed<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R +
     map_slots(&mut units, par, |i, _| f(i))
 }
 
-/// [`map_claimed`] from a caller outside the pool; from one of its workers, every job on
+/// [`map_slots`] from a caller outside the pool; from one of its workers, every slot on
 /// the caller's thread. For jobs run under a lock that other jobs on the pool may take (a
 /// device transfer holding its staging chunks): a worker waiting for its helpers runs
 /// other queued jobs meanwhile, and one of those taking the same lock would never return.
-pub fn map_claimed_outside_pool<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R + Send + Sync) -> Vec<R> {
+pub fn map_slots_outside_pool<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn(usize, &mut S) -> R + Send + Sync) -> Vec<R> {
     #[cfg(feature = "parallel")]
     if rayon::current_thread_index().is_none() {
-        return map_claimed(n, par, f);
+        return map_slots(slots, par, f);
     }
     let _ = par;
-    (0..n).map(f).collect()
+    slots.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect()
 }
 
 /// `f(i)` for `i < n` into a vector in order, for a few short jobs (a pair's chunks of
