@@ -275,9 +275,12 @@ pub struct BoxShape {
     pub rows_per_step: usize,
     /// Segments are at least `max(32, window height x numerator / denominator)` rows (each
     /// segment restarts its column sums at a cost of a window height of rows), and no
-    /// taller than what still gives two blocks per multiprocessor, unless that minimum
-    /// says otherwise.
+    /// taller than what fills every multiprocessor with `resident` blocks, unless that
+    /// minimum says otherwise.
     pub segment_windows: (usize, usize),
+    /// Blocks of the shape's kernels a multiprocessor holds at once (their
+    /// `__launch_bounds__` minimum, met at 256 threads).
+    pub resident: usize,
     /// Kernels: sum u8, sum u16, sum f32, mean u8 (any channels), mean u16, mean f32.
     kernels: [&'static str; 6],
 }
@@ -294,6 +297,7 @@ pub const BOX_SHAPES: [BoxShape; 3] = [
         lanes_per_thread: 8,
         rows_per_step: 1,
         segment_windows: (2, 1),
+        resident: 2,
         kernels: [
             "box_fused_sum_u8_n8r1",
             "box_fused_sum_u16_n8r1",
@@ -308,9 +312,10 @@ pub const BOX_SHAPES: [BoxShape; 3] = [
         lanes_per_thread: 4,
         rows_per_step: 2,
         segment_windows: (2, 1),
+        resident: 3,
         kernels: N4R2,
     },
-    BoxShape { name: "short", lanes_per_thread: 4, rows_per_step: 2, segment_windows: (1, 2), kernels: N4R2 },
+    BoxShape { name: "short", lanes_per_thread: 4, rows_per_step: 2, segment_windows: (1, 2), resident: 3, kernels: N4R2 },
 ];
 
 const N4R2: [&str; 6] = [
@@ -350,6 +355,8 @@ pub(crate) struct Strips {
     pub rows_per_step: usize,
     /// Segments are at least `max(32, window height x numerator / denominator)` rows.
     pub segment_windows: (usize, usize),
+    /// Blocks of the kernel a multiprocessor holds at once (its `__launch_bounds__` minimum).
+    pub resident: usize,
 }
 
 /// A strip kernel's prefix buffers in shared memory: `planes` rows per image row (the
@@ -362,7 +369,7 @@ pub(crate) struct Prefix {
 
 impl BoxShape {
     pub(crate) fn strips(&self) -> Strips {
-        Strips { lanes_per_thread: self.lanes_per_thread, rows_per_step: self.rows_per_step, segment_windows: self.segment_windows }
+        Strips { lanes_per_thread: self.lanes_per_thread, rows_per_step: self.rows_per_step, segment_windows: self.segment_windows, resident: self.resident }
     }
 }
 
@@ -382,10 +389,14 @@ pub(crate) fn fused_launch(cut: &Strips, (w, h, c): (usize, usize, usize), (win_
     let strips = w.div_ceil(strip);
     let lanes = (strip.min(w) + win_w - 1) * c;
     let threads = FUSED_THREADS.min(lanes.next_multiple_of(32));
-    // Segments: tall against the restart, short enough for two blocks per multiprocessor.
+    // Segments: tall against the restart, short enough that the blocks fill every
+    // multiprocessor's resident slots once (a block past them would run in a second wave,
+    // alone; at two blocks a multiprocessor where three fit, an H200 ran 4096² at a quarter
+    // of its warps resident).
     let (num, den) = cut.segment_windows;
     let seg_min = 32.max(win_h * num / den);
-    let seg_fill = (h * strips / (2 * sms.max(1))).max(1);
+    let per_strip = (cut.resident.max(1) * sms.max(1) / strips).max(1);
+    let seg_fill = h.div_ceil(per_strip);
     let seg = seg_min.max(seg_fill).max(h.div_ceil(65_535)).min(h);
     let rows = cut.rows_per_step;
     let (planes, bytes) = (prefix.planes, prefix.bytes);
@@ -730,8 +741,15 @@ mod tests {
                 assert!(lanes <= 256 * shape.lanes_per_thread && l.threads <= 256 && l.threads % 32 == 0, "{m} {l:?}");
                 assert!(l.shared <= 48 * 1024, "{m} {l:?}");
                 assert!(l.grid[0] as usize * l.strip >= 4096 && l.grid[1] as usize * l.seg >= 4096, "{m} {l:?}");
+                let blocks = (l.grid[0] * l.grid[1]) as usize;
                 if std::ptr::eq(shape, DEFAULT_SHAPE) {
-                    assert!(l.grid[0] * l.grid[1] >= 132, "{} m = {m}: {l:?}", shape.name);
+                    assert!(blocks >= 132, "{} m = {m}: {l:?}", shape.name);
+                }
+                // Where the restart's minimum leaves room, one wave: every resident slot
+                // filled, none past them.
+                if l.seg > 32.max(m * shape.segment_windows.0 / shape.segment_windows.1) {
+                    let slots = shape.resident * 132;
+                    assert!(blocks <= slots && 10 * blocks >= 9 * slots, "{} m = {m}: {blocks} blocks for {slots} slots, {l:?}", shape.name);
                 }
             }
         }

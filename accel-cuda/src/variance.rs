@@ -160,8 +160,8 @@ pub(crate) enum Finish {
 /// sums costs 2r + 2 rows of loads; shorter segments give a 1080p image at r = 63 more
 /// blocks than an H200 has multiprocessors).
 const MOMENT_SHAPES: [(Strips, &str); 2] = [
-    (Strips { lanes_per_thread: 2, rows_per_step: 2, segment_windows: (1, 4) }, "n2r2"),
-    (Strips { lanes_per_thread: 4, rows_per_step: 1, segment_windows: (1, 4) }, "n4r1"),
+    (Strips { lanes_per_thread: 2, rows_per_step: 2, segment_windows: (1, 4), resident: 3 }, "n2r2"),
+    (Strips { lanes_per_thread: 4, rows_per_step: 1, segment_windows: (1, 4), resident: 2 }, "n4r1"),
 ];
 
 /// The kernel moments of the device image `src` (`lane`: u8, u16 or f32; `w x h`) over

@@ -24,11 +24,12 @@ use tessera_cuda::occupancy::H100;
 const REASONS: &[(&str, &str)] = &[
     (
         "box_fused_*",
-        "a block per strip of columns and segment of rows: 270 blocks at 4096² (198 at m = 255) \
-         and 3 per SM at 80 registers (four lanes' running column sums and buffer places a \
-         thread), under one wave; more segments would each restart m rows. Measured faster than \
-         the two passes on the H200 (tuning table), latency-bound by ncu; the design to replace \
-         it scans several rows at once with fewer registers",
+        "a block per strip of columns and segment of rows: 395 blocks at 4096², one wave of the \
+         3 per SM its 80 registers allow (four lanes' running column sums and buffer places a \
+         thread; 198 at m = 255, whose segments are at least half a window tall); more segments \
+         would each restart m rows, and a second wave would run nearly empty. Measured faster \
+         than the two passes on the H200 (tuning table), latency-bound by ncu; the design to \
+         replace it scans several rows at once with fewer registers",
     ),
     (
         "iir_block_carries",

@@ -18,9 +18,9 @@ use serde_json::{json, Value};
 use std::ops::ControlFlow;
 use tessera::filter::{mean_filter, BoxParams};
 use tessera::ncc::{exhaustive_search, log_search, Integral, SearchCache, SearchFrame, SearchParams, Template};
-use tessera::stitch::{grid_ncc, overlap_ncc, register_pair_any, warp_sized};
+use tessera::stitch::{grid_ncc, overlap_ncc, register_pair_any, warp_sized, Compositor};
 use tessera::frames::{frame_source, read_ahead_depth};
-use tessera::stitch::{register_frames, register_frames_timed, register_sequence, InMemory, StageTimes, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
+use tessera::stitch::{register_frames, register_frames_timed, register_sequence, stitch_frames, InMemory, StageTimes, Motion, RegisterParams, SearchMethod, Similarity, StitchParams};
 use tessera::{AnyImage, AnyView, Border, Image, Parallelism};
 
 /// `frames` u8 luma frames of `w x h` cut from the bundled photograph along the demo path
@@ -382,6 +382,67 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     // The windows the long sweep's run planned: this turning path keeps them short.
     if r.wants("pal_long_sweep_windows") {
         r.record("pal_long_sweep_windows", params[1].clone(), "cpu", planned_windows(&views, &cases[1])?);
+    }
+    // Scaling on a long run: the 31-frame run above is mostly its first windows (1, 4, 8 and
+    // 16 frames, fewer pairs than many cores have), where a long run plans its windows as
+    // the path allows. The GPU suite's stitch (1 000 PAL frames, NPTS 8, rsz 31, `gpu
+    // gpu_stitch_pal`) on pools of 1, 2, 4, ... threads up to the cores: the registration
+    // with the engine's stage times (a pair's mean time, the stage's efficiency, the share
+    // of the wall time outside it, the windows' mean length), the whole stitch, and its
+    // composite alone.
+    if r.wants("pal_stitch_scaling") {
+        let frames = if b.quick { 40 } else { 1000 };
+        let seq = default_sequence_sized(frames, (720, 576), 1)?;
+        let luma: Vec<Image<u8>> = seq.frames.iter().map(|f| f.convert()).collect();
+        drop(seq);
+        let views: Vec<AnyView<'_>> = luma.iter().map(|f| AnyView::U8(f.view())).collect();
+        let p = StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, quality: false, ..Default::default() };
+        let pairs = (frames - 1) as f64;
+        let (records, _) = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
+        let positions: Vec<_> = records.iter().map(|f| f.position).collect();
+        let round = |v: f64, digits: i32| (v * 10f64.powi(digits)).round() / 10f64.powi(digits);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut by_threads = serde_json::Map::new();
+        for threads in (0..).map(|k| 1usize << k).take_while(|&t| t <= cores.max(2)) {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
+            // The three in rounds, each round timing all: a shared machine's drift falls on all.
+            let params: Vec<_> = ["registration", "stitch", "composite"].iter().map(|part| json!({"w": 720, "h": 576, "frames": frames, "rsz": 31, "npts": 8, "threads": threads, "part": part})).collect();
+            let stages = StageTimes::default();
+            let medians = r.time_interleaved_tagged("pal_stitch_scaling", &params, &json!({"threads": threads}), "cpu", |k| {
+                let go = &mut |_| ControlFlow::Continue(());
+                pool.install(|| match k {
+                    0 => register_frames_timed(&InMemory(&views), &p, Parallelism::AllThreads, go, &stages).map(|_| ()),
+                    1 => stitch_frames(&InMemory(&views), &p, Parallelism::AllThreads, go).map(|_| ()),
+                    // The composite alone, as the stitch pastes: batches of frames on the pool.
+                    _ => {
+                        let mut canvas = Compositor::new(&views[0], &positions, p.blend)?.on(Parallelism::AllThreads);
+                        let placed: Vec<(usize, AnyView<'_>)> = (0..views.len()).filter(|&i| positions[i].is_some()).map(|i| (i, views[i])).collect();
+                        for batch in placed.chunks(canvas.batch().max(1)) {
+                            canvas.paste_many(batch)?;
+                        }
+                        canvas.finish();
+                        Ok(())
+                    }
+                })
+            });
+            let Some(&[reg_ms, stitch_ms, composite_ms]) = medians.as_deref() else { continue };
+            let (Some(pair_ns), Some(efficiency), Some(outside)) = (stages.mean_pair_ns(), stages.stage_efficiency(threads), stages.serial_fraction()) else { continue };
+            by_threads.insert(
+                threads.to_string(),
+                json!({
+                    "stitch_pairs_per_s": round(1000.0 * pairs / stitch_ms, 0),
+                    "registration_pairs_per_s": round(1000.0 * pairs / reg_ms, 0),
+                    "composite_ms": round(composite_ms, 2),
+                    "pair_ms": round(pair_ns / 1e6, 3),
+                    "stage_efficiency": round(efficiency, 3),
+                    "outside_stage": round(outside, 3),
+                    "mean_window": stages.mean_window().map(|w| round(w, 1)),
+                }),
+            );
+        }
+        if !by_threads.is_empty() {
+            r.record("pal_stitch_scaling_breakdown", json!({"w": 720, "h": 576, "frames": frames, "rsz": 31, "npts": 8, "by": "threads"}), "cpu", serde_json::Value::Object(by_threads));
+        }
     }
 
     // The cost of the similarity model: the demo's PAL sweep (no roll), registered with the
