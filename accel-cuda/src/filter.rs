@@ -329,8 +329,8 @@ const N4R2: [&str; 6] = [
 
 /// The shape used where neither the environment nor the device's tuning table names one:
 /// `short`, the fastest of the three at every window an H200 timed (4096x4096 f32, box sum
-/// kernel ms at m = 3 / 31 / 255: wide 0.432 / 0.472 / 3.843, narrow 0.270 / 0.313 / 1.873,
-/// short 0.270 / 0.312 / 0.689).
+/// kernel ms at m = 3 / 31 / 255: wide 0.267 / 0.498 / 4.072, narrow 0.203 / 0.287 / 1.908,
+/// short 0.204 / 0.240 / 0.706, segments filling every resident slot).
 const DEFAULT_SHAPE: &BoxShape = &BOX_SHAPES[2];
 
 /// Threads per block of the fused kernel (at most 8 warps: its warp totals hold 8).
