@@ -42,9 +42,10 @@ use super::source::{FrameSource, GrayType, Held};
 use super::similarity::Similarity;
 use super::faint;
 use super::solve::{solve, Constraint, Solution};
+use super::window::Buffers;
 use crate::error::Result;
 use crate::image::Image;
-use crate::ncc::Integral;
+use crate::parallel::{map_slots, Parallelism};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
@@ -56,6 +57,9 @@ pub const LOOP_OVERLAP: f64 = 0.5;
 pub const LOOP_DRIFT: f64 = 4.0;
 /// Largest residual (pixels) of a loop after the solve.
 pub const LOOP_REJECT: f64 = 1.0;
+/// Returns found before they register together (module doc): enough to keep 16 threads
+/// busy, and the frames a batch reads again are few.
+pub const LOOP_BATCH: usize = 16;
 /// Residual (pixels) beyond which the solve down-weights a constraint (Huber's scale).
 const ROBUST_SCALE: f64 = 0.5;
 
@@ -74,19 +78,36 @@ pub(super) struct Loops {
     keyframes: Vec<(usize, Similarity, bool)>,
     /// Accepted loops: the earlier keyframe, the frame, and the pair's motion.
     found: Vec<(usize, usize, Similarity)>,
+    /// Returns found and not registered yet, in frame order.
+    returns: Vec<Return>,
     /// Recent faint frames: index, chained pose and band-passed copy.
     faint: VecDeque<(usize, Similarity, Image<f32>)>,
     /// Faint links: the earlier frame, the frame, and the pair's motion.
     links: Vec<(usize, usize, Similarity)>,
 }
 
+/// A return found and not registered yet: frame `frame` over keyframe `keyframe`, at the
+/// chained poses the run had for them when it found it.
+struct Return {
+    keyframe: usize,
+    k_pos: Similarity,
+    frame: usize,
+    pos: Similarity,
+}
+
+impl Loops {
+    /// Whether enough returns wait to be registered together.
+    pub(super) fn returns_due(&self) -> bool {
+        self.returns.len() >= LOOP_BATCH
+    }
+}
+
 impl<'a> Run<'a> {
-    /// Tries to close a loop from frame `current` (just registered against `reference` at
+    /// Looks for a loop from frame `current` (just registered against `reference` at
     /// chained position `current.pos`) with a keyframe `elsewhere` does not rule out (on
-    /// another set of islands, whose poses are in other coordinates): the loop is kept in
-    /// `loops`, its NCC evaluations added to the frame's record.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn close_loop<T: GrayType>(&self, frames: &'a dyn FrameSource, current: &Held<'a>, reference: (usize, Similarity), records: &mut [FrameRecord], loops: &mut Loops, elsewhere: &dyn Fn(usize) -> bool, buffer: &mut Integral<T>, turn_buffer: &mut Integral<T>) -> Result<()> {
+    /// another set of islands, whose poses are in other coordinates): a return found waits
+    /// in `loops` to be registered ([`Run::register_returns`]).
+    pub(super) fn close_loop(&self, current: &Held<'a>, reference: (usize, Similarity), records: &[FrameRecord], loops: &mut Loops, elsewhere: &dyn Fn(usize) -> bool) {
         let (r, r_pos) = reference;
         if !loops.keyframes.iter().any(|k| k.0 == r) {
             loops.keyframes.push((r, r_pos, false));
@@ -106,16 +127,65 @@ impl<'a> Run<'a> {
             .iter()
             .filter(|k| k.2 && k.0 != r && !elsewhere(k.0) && overlap(k.1) >= LOOP_OVERLAP && !near_in_tree(records, current.index, k.0, LOOP_HOPS))
             .max_by(|a, b| overlap(a.1).total_cmp(&overlap(b.1)));
-        let Some(&(k, k_pos, _)) = partner else { return Ok(()) };
-        // A keyframe that cannot be read again (a file removed during the run) closes nothing.
-        let Ok(mut earlier) = self.load(frames, k) else { return Ok(()) };
-        earlier.pos = k_pos;
-        let (reg, evaluations) = self.settle_against::<T>(&earlier, current, k_pos.inverse().then(&current.pos), buffer, turn_buffer)?;
-        records[current.index].evaluations += evaluations;
-        if let Some(m) = reg.motion() {
-            let d = centre_offset(&k_pos.then(&m), &current.pos, self.size);
-            if libm::hypot(d.0, d.1) <= LOOP_DRIFT {
-                loops.found.push((k, current.index, m));
+        if let Some(&(keyframe, k_pos, _)) = partner {
+            loops.returns.push(Return { keyframe, k_pos, frame: current.index, pos: current.pos });
+        }
+    }
+
+    /// Registers the returns waiting in `loops`, a pair to a thread of the run (one at a
+    /// time where a registrar registers them), each against its keyframe as any frame is
+    /// registered, from the motion between their chained poses: a loop is kept where the
+    /// match moves the frame at most [`LOOP_DRIFT`] from its chained position, in frame
+    /// order, and the pair's NCC evaluations are added to the frame's record. A frame that
+    /// cannot be read again (a file removed during the run) closes nothing. `buffers` are
+    /// the pairs' integral images, kept for the next batch.
+    pub(super) fn register_returns<T: GrayType>(&self, frames: &'a dyn FrameSource, records: &mut [FrameRecord], loops: &mut Loops, buffers: &mut Vec<Buffers<T>>) -> Result<()> {
+        let returns = core::mem::take(&mut loops.returns);
+        // At most a batch's frames held and integral images made at once.
+        for batch in returns.chunks(LOOP_BATCH) {
+            // Read on this thread (a source is not shared between threads), in frame order.
+            let pairs: Vec<_> = batch
+                .iter()
+                .filter_map(|l| {
+                    let (Ok(earlier), Ok(current)) = (self.load(frames, l.keyframe), self.load(frames, l.frame)) else { return None };
+                    Some((l, earlier.placed_at(l.k_pos), current.placed_at(l.pos)))
+                })
+                .collect();
+            if pairs.is_empty() {
+                continue;
+            }
+            if buffers.len() < pairs.len() {
+                buffers.resize_with(pairs.len(), Default::default);
+            }
+            let par = if self.registrar.is_some() { Parallelism::Sequential } else { self.par };
+            // As a window's pairs: the last handed out (those still running when a thread
+            // finds none left) spread their templates over the pool.
+            let threads = par.threads().max(1);
+            let (alone, spread) = (self.on(Parallelism::Sequential), self.on(par));
+            let register = |s: usize, b: &mut Buffers<T>| {
+                let (l, earlier, current) = &pairs[s];
+                let run = if s + threads > pairs.len() { &spread } else { &alone };
+                let (search, turned) = b.integrals();
+                let mut settle = || run.settle_against::<T>(earlier, current, l.k_pos.inverse().then(&l.pos), search, turned);
+                match self.times {
+                    Some(times) => times.pair(settle),
+                    None => settle(),
+                }
+            };
+            let mut register_all = || map_slots(&mut buffers[..pairs.len()], par, register);
+            let settled = match self.times {
+                Some(times) => times.parallel(&mut register_all),
+                None => register_all(),
+            };
+            for ((l, _, _), result) in pairs.iter().zip(settled) {
+                let (reg, evaluations) = result?;
+                records[l.frame].evaluations += evaluations;
+                if let Some(m) = reg.motion() {
+                    let d = centre_offset(&l.k_pos.then(&m), &l.pos, self.size);
+                    if libm::hypot(d.0, d.1) <= LOOP_DRIFT {
+                        loops.found.push((l.keyframe, l.frame, m));
+                    }
+                }
             }
         }
         Ok(())
@@ -285,6 +355,31 @@ mod tests {
         let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::U8(f.view())).collect();
         let p = StitchParams { close_loops, quality: false, ..Default::default() };
         register_sequence(&views, &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(())).unwrap().0
+    }
+
+    #[test]
+    fn returns_register_in_batches_on_the_stage_with_the_records_of_one_thread() {
+        // The sweep of the test below: more returns than a batch, so that they register
+        // between windows and at the end.
+        let src = texture(420, 340, 5).map(|v| v.round() as u8);
+        let sp = SynthParams { frame_width: 120, frame_height: 96, frames: 160, max_step: 3.0, noise_sigma: 6.0, blur_passes: 1, seed: 6, ..Default::default() };
+        let s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        let views: alloc::vec::Vec<AnyView<'_>> = s.frames.iter().map(|f| AnyView::U8(f.view())).collect();
+        let p = StitchParams { quality: false, ..Default::default() };
+        let times = crate::stitch::StageTimes::default();
+        let one = crate::stitch::register_frames_timed(&crate::stitch::InMemory(&views), &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(()), &times).unwrap();
+        assert_eq!(one, register_sequence(&views, &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(())).unwrap());
+        // Each return's registration is a pair task of the parallel stage, beside the
+        // frames' own pairs.
+        let (pairs, _) = times.pair_tasks();
+        assert!(pairs as usize > views.len() - 1 + LOOP_BATCH, "{pairs} pair tasks");
+        assert!(one.0.iter().filter(|r| r.loop_closure.is_some()).count() >= 20);
+        #[cfg(feature = "parallel")]
+        for threads in [2, 3, 5, 16] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let many = pool.install(|| register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))).unwrap();
+            assert_eq!(many, one, "{threads} threads");
+        }
     }
 
     #[test]

@@ -506,6 +506,10 @@ impl<'a> Run<'a> {
                 if let Some(w) = window.take() {
                     window_size.followed(&w);
                 }
+                // Between windows, the returns found so far register together (module `loops`).
+                if loops.returns_due() {
+                    self.register_returns::<T>(frames, &mut records, &mut loops, &mut window_buffers)?;
+                }
                 let at = |idx: usize| held_frame(&held, idx).map(|f| f.pos);
                 let anchor = match (last, pending) {
                     (Some(l), _) => Some((l, window_size.frames())),
@@ -695,7 +699,7 @@ impl<'a> Run<'a> {
                             true => records.iter().filter(|x| islands.set_of_record(x).is_some_and(|s| s != set)).map(|x| x.index).collect(),
                             false => Vec::new(),
                         };
-                        self.close_loop::<T>(frames, &current, (r, r_pos), &mut records, &mut loops, &|k| elsewhere.binary_search(&k).is_ok(), &mut buffer, &mut turn_buffer)?;
+                        self.close_loop(&current, (r, r_pos), &records, &mut loops, &|k| elsewhere.binary_search(&k).is_ok());
                         if self.faint_phase(&records[i]) {
                             self.link_faint::<T>(&current, r, &mut loops)?;
                         }
@@ -733,6 +737,7 @@ impl<'a> Run<'a> {
             (Some(r), _) => {
                 let anchor = if islands.many() { islands.panorama_set(&records).unwrap_or(r) } else { r };
                 if p.close_loops {
+                    self.register_returns::<T>(frames, &mut records, &mut loops, &mut window_buffers)?;
                     solve_loops(&mut records, anchor, &loops, self.size)?;
                 }
                 islands.publish(&mut records);

@@ -1,9 +1,10 @@
 //! Where a sequence run's wall time goes: its whole run, and the part spent in its
-//! parallel stage (registering a window's planned pairs, module `window`). On one thread,
+//! parallel stage (registering a window's planned pairs, module `window`, and a batch of
+//! returns over earlier keyframes, module `loops`). On one thread,
 //! the rest is the serial fraction that bounds the run's speed-up on many cores (Amdahl:
 //! `1 / (s + (1 - s) / n)` on `n` cores), read without a many-core machine.
 //!
-//! Within the stage, each planned pair's task is timed too, on whichever thread ran it. On
+//! Within the stage, each pair's task is timed too, on whichever thread ran it. On
 //! `n` threads, the tasks' summed time over `n` times the stage's wall time is the stage's
 //! efficiency (below 1: threads waiting, for a batch's slowest pair or for work), and a
 //! task's mean time against one thread's says how much the threads slow one another (shared
@@ -39,7 +40,7 @@ impl StageTimes {
         self.total_ns.load(Ordering::Relaxed)
     }
 
-    /// Wall time spent registering windows of planned pairs, in nanoseconds.
+    /// Wall time spent registering windows of planned pairs and batches of returns, in nanoseconds.
     pub fn parallel_ns(&self) -> u64 {
         self.parallel_ns.load(Ordering::Relaxed)
     }
@@ -51,13 +52,13 @@ impl StageTimes {
         (total > 0).then(|| 1.0 - self.parallel_ns().min(total) as f64 / total as f64)
     }
 
-    /// The planned pairs' registration tasks timed, and their summed wall time in
+    /// The pairs' registration tasks timed in the stage, and their summed wall time in
     /// nanoseconds.
     pub fn pair_tasks(&self) -> (u64, u64) {
         (self.pairs.load(Ordering::Relaxed), self.pair_ns.load(Ordering::Relaxed))
     }
 
-    /// A planned pair's mean registration time, in nanoseconds. `None` before any pair.
+    /// A pair's mean registration time in the stage, in nanoseconds. `None` before any pair.
     pub fn mean_pair_ns(&self) -> Option<f64> {
         let (pairs, ns) = self.pair_tasks();
         (pairs > 0).then(|| ns as f64 / pairs as f64)
@@ -97,7 +98,7 @@ impl StageTimes {
         timed(&self.parallel_ns, f)
     }
 
-    /// `f()`, one planned pair's registration task: counted, its wall time added to the
+    /// `f()`, one pair's registration task in the stage: counted, its wall time added to the
     /// pairs'.
     pub(super) fn pair<R>(&self, f: impl FnOnce() -> R) -> R {
         self.pairs.fetch_add(1, Ordering::Relaxed);

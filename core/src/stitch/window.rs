@@ -306,6 +306,13 @@ pub(super) struct Buffers<T: GrayType> {
     turned: Integral<T>,
 }
 
+impl<T: GrayType> Buffers<T> {
+    /// The moving frame's integral images: upright, and for a turned search.
+    pub(super) fn integrals(&mut self) -> (&mut Integral<T>, &mut Integral<T>) {
+        (&mut self.search, &mut self.turned)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
