@@ -357,13 +357,18 @@ mod tests {
         register_sequence(&views, &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(())).unwrap().0
     }
 
-    #[test]
-    fn returns_register_in_batches_on_the_stage_with_the_records_of_one_thread() {
-        // The sweep of the test below: more returns than a batch, so that they register
-        // between windows and at the end.
+    /// A Lissajous sweep of 160 frames that comes back over its own path (this seed's;
+    /// most seeds' sweeps come back beside it, overlapping less than LOOP_OVERLAP).
+    fn sweep_over_its_own_path() -> crate::stitch::SynthSequence<u8> {
         let src = texture(420, 340, 5).map(|v| v.round() as u8);
         let sp = SynthParams { frame_width: 120, frame_height: 96, frames: 160, max_step: 3.0, noise_sigma: 6.0, blur_passes: 1, seed: 6, ..Default::default() };
-        let s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap()
+    }
+
+    #[test]
+    fn returns_register_in_batches_on_the_stage_with_the_records_of_one_thread() {
+        // More returns than a batch, so that they register between windows and at the end.
+        let s = sweep_over_its_own_path();
         let views: alloc::vec::Vec<AnyView<'_>> = s.frames.iter().map(|f| AnyView::U8(f.view())).collect();
         let p = StitchParams { quality: false, ..Default::default() };
         let times = crate::stitch::StageTimes::default();
@@ -384,11 +389,7 @@ mod tests {
 
     #[test]
     fn a_sweep_over_its_own_path_closes_loops_and_drifts_less() {
-        // A Lissajous sweep of 160 frames that comes back over its own path (this seed's;
-        // most seeds' sweeps come back beside it, overlapping less than LOOP_OVERLAP).
-        let src = texture(420, 340, 5).map(|v| v.round() as u8);
-        let sp = SynthParams { frame_width: 120, frame_height: 96, frames: 160, max_step: 3.0, noise_sigma: 6.0, blur_passes: 1, seed: 6, ..Default::default() };
-        let s = synth_sequence(src.view(), &sp, Parallelism::Sequential).unwrap();
+        let s = sweep_over_its_own_path();
         let err = |recs: &[FrameRecord]| {
             let e: alloc::vec::Vec<f64> = recs.iter().zip(&s.positions).map(|(r, t)| libm::hypot(r.position.unwrap().0 - t.0, r.position.unwrap().1 - t.1)).collect();
             (e.iter().sum::<f64>() / e.len() as f64, e.iter().cloned().fold(0.0, f64::max))
