@@ -42,7 +42,7 @@ use super::source::{FrameSource, GrayType, Held};
 use super::similarity::Similarity;
 use super::faint;
 use super::solve::{solve, Constraint, Solution};
-use super::window::Buffers;
+use super::window::{Buffers, WINDOW_BYTES};
 use crate::error::Result;
 use crate::image::Image;
 use crate::parallel::{map_slots, Parallelism};
@@ -95,6 +95,13 @@ struct Return {
     pos: Similarity,
 }
 
+/// Returns registered at once for frames of `size`: [`LOOP_BATCH`], fewer where their two
+/// frames each (at four bytes a pixel) would exceed what a window holds.
+fn returns_at_once(size: (usize, usize)) -> usize {
+    let frame_bytes = size.0.saturating_mul(size.1).saturating_mul(4).max(1);
+    (WINDOW_BYTES / frame_bytes.saturating_mul(2)).clamp(1, LOOP_BATCH)
+}
+
 impl Loops {
     /// Whether enough returns wait to be registered together.
     pub(super) fn returns_due(&self) -> bool {
@@ -138,11 +145,12 @@ impl<'a> Run<'a> {
     /// match moves the frame at most [`LOOP_DRIFT`] from its chained position, in frame
     /// order, and the pair's NCC evaluations are added to the frame's record. A frame that
     /// cannot be read again (a file removed during the run) closes nothing. `buffers` are
-    /// the pairs' integral images, kept for the next batch.
+    /// the pairs' integral images, kept for the next batch; the frames a batch reads are
+    /// held within a window's bytes.
     pub(super) fn register_returns<T: GrayType>(&self, frames: &'a dyn FrameSource, records: &mut [FrameRecord], loops: &mut Loops, buffers: &mut Vec<Buffers<T>>) -> Result<()> {
         let returns = core::mem::take(&mut loops.returns);
         // At most a batch's frames held and integral images made at once.
-        for batch in returns.chunks(LOOP_BATCH) {
+        for batch in returns.chunks(returns_at_once(self.size)) {
             // Read on this thread (a source is not shared between threads), in frame order.
             let pairs: Vec<_> = batch
                 .iter()
@@ -355,6 +363,14 @@ mod tests {
         let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::U8(f.view())).collect();
         let p = StitchParams { close_loops, quality: false, ..Default::default() };
         register_sequence(&views, &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(())).unwrap().0
+    }
+
+    #[test]
+    fn large_frames_register_fewer_returns_at_once() {
+        assert_eq!(returns_at_once((720, 576)), LOOP_BATCH);
+        assert_eq!(returns_at_once((3840, 2160)), 4);
+        assert_eq!(returns_at_once((20_000, 20_000)), 1);
+        assert_eq!(returns_at_once((usize::MAX, 2)), 1);
     }
 
     /// A Lissajous sweep of 160 frames that comes back over its own path (this seed's;

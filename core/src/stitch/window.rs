@@ -39,7 +39,7 @@ pub const WINDOW_MAX: usize = 32;
 
 /// The frames a window holds, at most (their pixels at four bytes each): a window of 4K
 /// frames stays near [`WINDOW`] where PAL frames may reach [`WINDOW_MAX`].
-const WINDOW_BYTES: usize = 256 << 20;
+pub(super) const WINDOW_BYTES: usize = 256 << 20;
 
 /// Prediction error, in pixels, within which a pair's search costs about what it costs from
 /// the truth (demo sweeps of PAL frames: 1 650 evaluations a pair at 0.1 to 0.7 px, 1 800 at
