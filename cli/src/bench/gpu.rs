@@ -379,18 +379,23 @@ fn stereo_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend) -> Result<()> {
     Ok(())
 }
 
+/// The stitch `gpu_stitch_pal` times: `frames` PAL frames of the demo sweep as u8 luma,
+/// and its parameters (NPTS 8, rsz 31, no quality measures).
+pub(super) fn pal_stitch_case(frames: usize) -> Result<(Vec<Image<u8>>, StitchParams)> {
+    let seq = default_sequence_sized(frames, (720, 576), 1)?;
+    let luma = seq.frames.iter().map(|f| f.convert()).collect();
+    Ok((luma, StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, quality: false, ..Default::default() }))
+}
+
 /// Stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31) on the backend, on
 /// the CPU backend with all threads and on one (`cpu-1thread`: what the machine's cores
 /// give the CPU), and time against template size on the backend and the CPU with all threads.
 fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend, cpu_1thread: &dyn Backend) -> Result<()> {
     let (frames, curve_frames) = if b.quick { (20, 5) } else { (1000, 21) };
     if r.wants("gpu_stitch_pal") || r.wants("gpu_template_size_curve") {
-        let seq = default_sequence_sized(frames, (720, 576), 1)?;
-        let luma: Vec<Image<u8>> = seq.frames.iter().map(|f| f.convert()).collect();
-        drop(seq);
+        let (luma, p) = pal_stitch_case(frames)?;
         let views: Vec<AnyView<'_>> = luma.iter().map(|f| AnyView::U8(f.view())).collect();
         let pairs = (frames - 1) as f64;
-        let p = StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, quality: false, ..Default::default() };
         for (be, label) in [(b.backend.as_ref(), b.backend.name()), (cpu, cpu.name()), (cpu_1thread, "cpu-1thread")] {
             let params = json!({"w": 720, "h": 576, "frames": frames, "rsz": 31, "npts": 8});
             let mut registered = 0;

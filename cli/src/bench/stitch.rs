@@ -392,11 +392,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     // composite alone.
     if r.wants("pal_stitch_scaling") {
         let frames = if b.quick { 40 } else { 1000 };
-        let seq = default_sequence_sized(frames, (720, 576), 1)?;
-        let luma: Vec<Image<u8>> = seq.frames.iter().map(|f| f.convert()).collect();
-        drop(seq);
+        let (luma, p) = super::gpu::pal_stitch_case(frames)?;
         let views: Vec<AnyView<'_>> = luma.iter().map(|f| AnyView::U8(f.view())).collect();
-        let p = StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, quality: false, ..Default::default() };
         let pairs = (frames - 1) as f64;
         let (records, _) = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(()))?;
         let positions: Vec<_> = records.iter().map(|f| f.position).collect();

@@ -42,10 +42,10 @@ use super::source::{FrameSource, GrayType, Held};
 use super::similarity::Similarity;
 use super::faint;
 use super::solve::{solve, Constraint, Solution};
-use super::window::{Buffers, WINDOW_BYTES};
+use super::window::{register_batch, Buffers, WINDOW_BYTES};
 use crate::error::Result;
 use crate::image::Image;
-use crate::parallel::{map_slots, Parallelism};
+use crate::parallel::Parallelism;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
@@ -162,29 +162,13 @@ impl<'a> Run<'a> {
             if pairs.is_empty() {
                 continue;
             }
-            if buffers.len() < pairs.len() {
-                buffers.resize_with(pairs.len(), Default::default);
-            }
+            // One at a time where a registrar registers them, as a window's pairs otherwise.
             let par = if self.registrar.is_some() { Parallelism::Sequential } else { self.par };
-            // As a window's pairs: the last handed out (those still running when a thread
-            // finds none left) spread their templates over the pool.
-            let threads = par.threads().max(1);
-            let (alone, spread) = (self.on(Parallelism::Sequential), self.on(par));
-            let register = |s: usize, b: &mut Buffers<T>| {
+            let settled = register_batch(self, par, buffers, pairs.len(), |on, s, b| {
                 let (l, earlier, current) = &pairs[s];
-                let run = if s + threads > pairs.len() { &spread } else { &alone };
                 let (search, turned) = b.integrals();
-                let mut settle = || run.settle_against::<T>(earlier, current, l.k_pos.inverse().then(&l.pos), search, turned);
-                match self.times {
-                    Some(times) => times.pair(settle),
-                    None => settle(),
-                }
-            };
-            let mut register_all = || map_slots(&mut buffers[..pairs.len()], par, register);
-            let settled = match self.times {
-                Some(times) => times.parallel(&mut register_all),
-                None => register_all(),
-            };
+                on.settle_against::<T>(earlier, current, l.k_pos.inverse().then(&l.pos), search, turned)
+            });
             for ((l, _, _), result) in pairs.iter().zip(settled) {
                 let (reg, evaluations) = result?;
                 records[l.frame].evaluations += evaluations;

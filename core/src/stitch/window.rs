@@ -185,8 +185,7 @@ impl Window {
     /// after it up to twice the thread count on `run`'s threads (one pair to a thread), if
     /// it was not registered yet. `find` gives the held frames by index; `buffers` are the
     /// integral images each pair of a batch computes where its searches use them (not a u8
-    /// frame's log search), kept for the next batch (a PAL frame's are 3.3 MB in u8 and
-    /// 6.6 MB in u16, which a fresh allocation would fault in page by page).
+    /// frame's log search), kept for the next batch ([`register_batch`]).
     pub(super) fn settled<'h, 'a: 'h, T: GrayType>(&mut self, j: usize, run: &Run<'a>, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Vec<Buffers<T>>) -> Result<Measured> {
         if self.settled[j].is_none() {
             let threads = run.par.threads().max(1);
@@ -200,16 +199,8 @@ impl Window {
             // One pair to a thread, handed out last first: a window's later pairs, predicted
             // from further away, search longest, so they start first and the shorter ones
             // fill in after them (handed out in order, the last pair would start late and run
-            // on alone after the other threads were done). The pairs still running when a thread finds none
-            // left to take (the last `threads - 1` handed out, all of them with more threads
-            // than pairs) spread their templates over the pool, so that the thread takes some
-            // of them instead of waiting; the others search theirs alone, as spreading costs
-            // each pair.
-            let (alone, spread) = (run.on(Parallelism::Sequential), run.on(run.par));
+            // on alone after the other threads were done).
             let planned = &self.planned[j..end];
-            if buffers.len() < planned.len() {
-                buffers.resize_with(planned.len(), Default::default);
-            }
             // With a registrar, the quality sums of the batch's pairs are added in one call
             // after their registrations (one launch for the batch, not one per pair).
             let batched = run.registrar.is_some() && run.p.quality;
@@ -218,17 +209,7 @@ impl Window {
             let par = if looked_up { Parallelism::Sequential } else { run.par };
             // Slot `s` is pair `last - s`.
             let last = planned.len() - 1;
-            let settle = |s: usize, b: &mut Buffers<T>| settle_planned::<T>(if s + threads > planned.len() { &spread } else { &alone }, &planned[last - s], find, b, batched);
-            let mut register = || {
-                map_slots(&mut buffers[..planned.len()], par, |s, b| match run.times {
-                    Some(times) => times.pair(|| settle(s, b)),
-                    None => settle(s, b),
-                })
-            };
-            let done = match run.times {
-                Some(times) => times.parallel(&mut register),
-                None => register(),
-            };
+            let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[last - s], find, b, batched));
             // Back in the window's order.
             let mut done = done.into_iter().rev().collect::<Result<Vec<Settling>>>()?;
             add_batch_quality::<T>(run, &mut done, find)?;
@@ -237,6 +218,35 @@ impl Window {
             }
         }
         self.settled[j].take().ok_or_else(|| Error::Backend("internal: a planned pair was settled twice".into()))
+    }
+}
+
+/// Registers a batch of `n` pairs, `register(on, s, buffers)` for slot `s`, one pair to a
+/// thread of `par` (slot after slot where it is sequential), each with buffers of its own
+/// from `buffers`, kept for the next batch (a PAL frame's integral images are 3.3 MB in u8
+/// and 6.6 MB in u16, which a fresh allocation would fault in page by page). The slots
+/// still running when a thread finds none left to take (the last `threads - 1` handed out,
+/// all of them with more threads than pairs) run `on` the run's threads, spreading their
+/// templates over the pool so that the thread takes some of them instead of waiting; the
+/// others search theirs alone, as spreading costs each pair. Where the run is timed, the
+/// batch is its parallel stage and each pair a task of it.
+pub(super) fn register_batch<'a, T: GrayType, R: Send>(run: &Run<'a>, par: Parallelism, buffers: &mut Vec<Buffers<T>>, n: usize, register: impl Fn(&Run<'a>, usize, &mut Buffers<T>) -> R + Send + Sync) -> Vec<R> {
+    if buffers.len() < n {
+        buffers.resize_with(n, Default::default);
+    }
+    let threads = run.par.threads().max(1);
+    let (alone, spread) = (run.on(Parallelism::Sequential), run.on(run.par));
+    let task = |s: usize, b: &mut Buffers<T>| {
+        let on = if s + threads > n { &spread } else { &alone };
+        match run.times {
+            Some(times) => times.pair(|| register(on, s, b)),
+            None => register(on, s, b),
+        }
+    };
+    let mut all = || map_slots(&mut buffers[..n], par, task);
+    match run.times {
+        Some(times) => times.parallel(&mut all),
+        None => all(),
     }
 }
 
