@@ -3,7 +3,7 @@
 
 use super::quality::{grid_ncc, overlap_ncc, QualityPlan};
 use super::registrar::QualityRequest;
-use super::sequence::{FrameRecord, Run};
+use super::sequence::Run;
 use super::settle::Aligned;
 use super::similarity::Similarity;
 use super::source::{GrayType, Held};
@@ -11,13 +11,6 @@ use crate::error::{Error, Result};
 use alloc::vec::Vec;
 
 impl<'a> Run<'a> {
-    /// With `quality` on, the record `rec` of `moving`, registered against `reference` by
-    /// pair motion `motion`, gets the NCC of their overlap and its grid.
-    pub(super) fn measure_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity, rec: &mut FrameRecord) -> Result<()> {
-        (rec.quality, rec.quality_grid) = self.quality::<T>(reference, moving, motion)?;
-        Ok(())
-    }
-
     /// With `quality` on, the NCC of the overlap of `moving`, registered against `reference`
     /// by pair motion `motion`, and of its grid; `None`s with it off. A registrar may measure
     /// them ([`PairRegistrar::quality_measures`]).

@@ -56,7 +56,7 @@ use super::registrar::PairRegistrar;
 use super::relocate::{relocatable, Keyframes, RELOCATE_CANDIDATES};
 use super::settle::{stands_clear, FirstAttempt};
 use super::similarity::Similarity;
-use super::source::{Frame, FrameSource, GrayType, Held, InMemory};
+use super::source::{Frame, FrameSource, GrayType, Held, InMemory, Link};
 use super::stage_times::StageTimes;
 use super::window::{Buffers, Window, WindowSize};
 use crate::error::{Error, Result};
@@ -551,21 +551,21 @@ impl<'a> Run<'a> {
             if let (Some((j, pl)), Some(w)) = (planned, window.as_mut()) {
                 key = Some(pl.reference);
                 let shared = |idx: usize| window_frame(&held, &current, &ahead, idx);
-                let (settled, quality) = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
-                if !stands_clear(&settled.1) {
-                    first = FirstAttempt::Known(settled.1);
-                } else if !self.zoom_found(&settled.1) {
-                    on_plan = Some((settled, quality));
+                let measured = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
+                if !stands_clear(&measured.settled.1) {
+                    first = FirstAttempt::Known(measured.settled.1);
+                } else if !self.zoom_found(&measured.settled.1) {
+                    on_plan = Some(measured);
                 }
             }
-            let mut measured = None;
+            let (mut measured, mut keyframe_link) = (None, None);
             let (mut r, mut reg, mut evaluations) = match on_plan {
-                Some((settled, quality)) => {
-                    if let (Some((j, _)), Some(w), Some(found)) = (planned, window.as_mut(), settled.1.motion()) {
+                Some(m) => {
+                    if let (Some((j, _)), Some(w), Some(found)) = (planned, window.as_mut(), m.settled.1.motion()) {
                         w.decided(j, &found);
                     }
-                    measured = quality;
-                    settled
+                    (measured, keyframe_link) = (m.quality, m.keyframe_link);
+                    m.settled
                 }
                 None => {
                     // Off the plan: every attempt, and the window closes here.
@@ -692,7 +692,7 @@ impl<'a> Run<'a> {
                     held.retain(|f| f.index == r);
                     held.extend(relocated.take());
                     records.push(rec);
-                    let current = current.placed_at(pos);
+                    let current = current.placed_at(pos).linked(Link { reference: r, motion, refined: keyframe_link });
                     if p.close_loops {
                         // Another set's keyframes are in other coordinates.
                         let elsewhere: Vec<usize> = match islands.many() {
@@ -1173,6 +1173,11 @@ mod tests {
         let times = StageTimes::default();
         register_frames_timed(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on, &times).unwrap();
         assert_eq!(times.windows(), (5, 1 + 4 + 8 + 16 + 32));
+        // The path leaves a keyframe every 20 frames or so, each time within a window: the
+        // new keyframe's link was refined ahead in the window's stage, never on the run's
+        // thread.
+        let (ahead, on_run) = times.keyframe_links();
+        assert!(ahead >= 2 && on_run == 0, "{times:?}");
         for (n, a) in asked.iter().enumerate().filter(|(n, a)| a.1 > 1 && (*n == 0 || asked[n - 1].1 != a.1)) {
             assert!(offered.iter().flatten().any(|o| o == a), "request {n}, {a:?}, was not offered");
         }

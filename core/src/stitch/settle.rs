@@ -337,7 +337,9 @@ impl<'a> Run<'a> {
 
     /// Refines the registration of held frame `l` against its held reference on the whole
     /// overlap (`l` is about to become the keyframe): its pose, in `held` and in its record,
-    /// moves where the refinement leads (unchanged where it finds nothing).
+    /// moves where the refinement leads (unchanged where it finds nothing). The refinement
+    /// starts from the pair motion `l` registered with, and is the one its window made ahead
+    /// in the parallel stage where that one refined this same link (module `window`).
     pub(super) fn refine_keyframe<T: GrayType>(&self, held: &mut [Held<'_>], records: &mut [FrameRecord], l: usize) -> Result<()> {
         let Some(r) = records[l].reference else { return Ok(()) };
         // A faint pair's link already stands where its overlap correlation peaks.
@@ -345,17 +347,38 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         let (Some(l_held), Some(r_held)) = (held.iter().find(|f| f.index == l), held.iter().find(|f| f.index == r)) else { return Ok(()) };
-        let motion = r_held.pos.inverse().then(&l_held.pos);
-        let unknowns = overlap_unknowns(&self.p.register, &motion);
-        let Some(refined) = self.refine_on_overlap::<T>(r_held, l_held, motion, unknowns, FAINT_REACH)? else { return Ok(()) };
+        let start = match &l_held.link {
+            Some(link) if link.reference == r => link.motion,
+            _ => r_held.pos.inverse().then(&l_held.pos),
+        };
+        let made = l_held.link.as_ref().and_then(|link| link.refined).filter(|made| made.refines(r, &start, &self.p.register));
+        if let Some(times) = self.times {
+            times.keyframe_link(made.is_some());
+        }
+        let link = match made {
+            Some(made) => made,
+            None => self.refine_link::<T>(r_held, l_held, start)?,
+        };
+        let Some((refined, quality)) = link.refined else { return Ok(()) };
         let pos = r_held.pos.then(&refined);
         let rec = &mut records[l];
         (rec.position, rec.angle, rec.scale) = (Some(pos.shift()), pos.angle, pos.scale);
-        self.measure_quality::<T>(r_held, l_held, &refined, rec)?;
+        (rec.quality, rec.quality_grid) = quality;
         if let Some(f) = held.iter_mut().find(|f| f.index == l) {
             f.pos = pos;
         }
         Ok(())
+    }
+
+    /// The link of `moving` to `reference` at pair motion `start` refined on the whole
+    /// overlap, with the quality measures of the refined link.
+    pub(super) fn refine_link<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity) -> Result<RefinedLink> {
+        let unknowns = overlap_unknowns(&self.p.register, &start);
+        let refined = match self.refine_on_overlap::<T>(reference, moving, start, unknowns, FAINT_REACH)? {
+            Some(m) => Some((m, self.quality::<T>(reference, moving, &m)?)),
+            None => None,
+        };
+        Ok(RefinedLink { reference: reference.index, start, unknowns, refined })
     }
 
     /// Whether frame `rec` registered on a phase-correlation match too faint for a fixed
@@ -519,6 +542,25 @@ const OVERLAP_FLOOR: f64 = 0.1;
 /// all 36 templates, was refined too, at a quarter of the speed and no gain.)
 const FAINT_NCC: f64 = 0.7;
 
+/// A frame's link to its reference refined on the whole overlap ([`Run::refine_link`]):
+/// the link it started from (reference, pair motion, unknowns fitted), and the refined pair
+/// motion with its quality measures (`None`: the refinement found nothing).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct RefinedLink {
+    reference: usize,
+    start: Similarity,
+    unknowns: usize,
+    refined: Option<(Similarity, (Option<f64>, Option<f64>))>,
+}
+
+impl RefinedLink {
+    /// Whether this is the refinement of the link to `reference` from `start` with `p`: made
+    /// ahead, it stands for the run's own only where all three are the same.
+    fn refines(&self, reference: usize, start: &Similarity, p: &RegisterParams) -> bool {
+        self.reference == reference && self.start == *start && self.unknowns == overlap_unknowns(p, start)
+    }
+}
+
 /// The unknowns of a whole-overlap refinement from `start` ([`refine_overlap`]): the
 /// translation; the angle too under the similarity model unless the start is a
 /// translation (the template stage found no significant turn); the scale where fitted.
@@ -579,4 +621,22 @@ impl<'v, T: GrayType> Aligned<'v, T> {
 /// The attempt list is never empty; this keeps that invariant out of a panic.
 fn unreachable_attempts<T>() -> Result<T> {
     Err(Error::Backend("internal: no registration attempt was made".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_refined_ahead_stands_only_for_the_same_link() {
+        let turned = Similarity { x: 12.5, y: -3.25, angle: 0.02, scale: 1.0 };
+        let p = RegisterParams::default();
+        let made = RefinedLink { reference: 7, start: turned, unknowns: overlap_unknowns(&p, &turned), refined: None };
+        assert!(made.refines(7, &turned, &p));
+        // Another reference, a start one rounding step away, a model that fits more unknowns.
+        assert!(!made.refines(6, &turned, &p));
+        assert!(!made.refines(7, &Similarity { x: f64::from_bits(turned.x.to_bits() + 1), ..turned }, &p));
+        assert!(!made.refines(7, &turned, &RegisterParams { fit_scale: true, ..p }));
+        assert!(!made.refines(7, &turned, &RegisterParams { motion: Motion::Translation, ..p }));
+    }
 }

@@ -6,6 +6,7 @@ use super::quality::QualitySample;
 use super::refine::overlap_smoothed;
 use super::register::{gray, luma_storage, Gray, SkipReason};
 use super::sequence::{FrameRecord, Run};
+use super::settle::RefinedLink;
 use super::similarity::Similarity;
 use super::synth::SynthPixel;
 use crate::error::{Error, Result};
@@ -127,12 +128,30 @@ pub(super) struct Held<'s> {
     smoothed: OnceBox<Image<f32>>,
     /// The frame band-passed for faint pairs ([`faint::band_passed`]), made and kept likewise.
     band: OnceBox<Image<f32>>,
+    /// How a registered frame's pose was found: the frame it registered against and the
+    /// pair motion.
+    pub(super) link: Option<Link>,
+}
+
+/// A registered frame's link: the frame it registered against, the pair motion, and, where
+/// its window's parallel stage refined the link ahead for the frame's turn as keyframe
+/// (module `window`), that refinement.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Link {
+    pub(super) reference: usize,
+    pub(super) motion: Similarity,
+    pub(super) refined: Option<RefinedLink>,
 }
 
 impl Held<'_> {
     /// The same frame at pose `pos`.
     pub(super) fn placed_at(self, pos: Similarity) -> Self {
         Held { pos, ..self }
+    }
+
+    /// The same frame, registered by `link`.
+    pub(super) fn linked(self, link: Link) -> Self {
+        Held { link: Some(link), ..self }
     }
 
     pub(super) fn view<T: GrayType>(&self) -> Result<ImageView<'_, T>> {
@@ -183,6 +202,6 @@ impl<'a> Run<'a> {
             }
         }
         let luma = luma_storage(&v);
-        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: OnceBox::new(), band: OnceBox::new() })
+        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: OnceBox::new(), band: OnceBox::new(), link: None })
     }
 }

@@ -13,7 +13,9 @@
 //! once, at its wall time.
 //!
 //! The windows the run planned are counted too, with their frames: how many pairs the
-//! parallel stage had at once (module `window`: more where the path is smooth).
+//! parallel stage had at once (module `window`: more where the path is smooth). So are the
+//! keyframes' links refined on the whole overlap: made ahead in the stage where the window's
+//! plan made the frame a keyframe, or on the run's thread, serial, where it did not.
 //!
 //! Time is read from the standard library's monotonic clock; a `no_std` build, or a target
 //! without 64-bit atomics, records nothing.
@@ -32,6 +34,8 @@ pub struct StageTimes {
     pairs: Nanos,
     windows: Nanos,
     window_frames: Nanos,
+    links_ahead: Nanos,
+    links_on_run: Nanos,
 }
 
 impl StageTimes {
@@ -80,6 +84,18 @@ impl StageTimes {
     pub fn mean_window(&self) -> Option<f64> {
         let (windows, frames) = self.windows();
         (windows > 0).then(|| frames as f64 / windows as f64)
+    }
+
+    /// The keyframes' links refined on the whole overlap: made ahead in the parallel stage,
+    /// and made on the run's thread.
+    pub fn keyframe_links(&self) -> (u64, u64) {
+        (self.links_ahead.load(Ordering::Relaxed), self.links_on_run.load(Ordering::Relaxed))
+    }
+
+    /// A keyframe's link refined: `ahead` in the parallel stage, or on the run's thread.
+    pub(super) fn keyframe_link(&self, ahead: bool) {
+        let slot = if ahead { &self.links_ahead } else { &self.links_on_run };
+        slot.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A window of `frames` frames planned.

@@ -16,7 +16,7 @@
 use super::register::PairRegistration;
 use super::prediction::{keyframe_left, pair_prediction, Velocity};
 use super::sequence::Run;
-use super::settle::{stands_clear, FirstAttempt};
+use super::settle::{stands_clear, FirstAttempt, RefinedLink};
 use super::source::{GrayType, Held};
 use super::similarity::Similarity;
 use super::PairRequest;
@@ -113,9 +113,17 @@ impl Planned {
 /// reference, the registration, its NCC evaluations.
 pub(super) type Settled = (usize, PairRegistration, u64);
 
-/// A planned pair's registration and, where it stands clear, its quality measures
-/// ([`Run::quality`]), measured with it.
-pub(super) type Measured = (Settled, Option<(Option<f64>, Option<f64>)>);
+/// A planned pair's registration and, where it stands clear, what was measured with it: its
+/// quality measures ([`Run::quality`]) and, where the plan makes its moving frame the next
+/// pair's reference (a keyframe, whose link the run then refines on the whole overlap:
+/// [`Run::refine_keyframe`]), that refinement, made here on the stage's threads rather than
+/// on the run's.
+#[derive(Clone, Debug)]
+pub(super) struct Measured {
+    pub(super) settled: Settled,
+    pub(super) quality: Option<(Option<f64>, Option<f64>)>,
+    pub(super) keyframe_link: Option<RefinedLink>,
+}
 
 /// The window: the planned pairs from frame `first` on, those registered so far, the last
 /// good frame they were predicted from, and the largest prediction error of its far half
@@ -196,10 +204,6 @@ impl Window {
             // The pairs whose frames the run holds (a live source may not have them all yet).
             let held = |p: &Planned| find(p.reference).is_some() && find(p.moving).is_some();
             let end = j + 1 + self.planned[j + 1..].iter().take(batch - 1).take_while(|p| held(p)).count();
-            // One pair to a thread, handed out last first: a window's later pairs, predicted
-            // from further away, search longest, so they start first and the shorter ones
-            // fill in after them (handed out in order, the last pair would start late and run
-            // on alone after the other threads were done).
             let planned = &self.planned[j..end];
             // With a registrar, the quality sums of the batch's pairs are added in one call
             // after their registrations (one launch for the batch, not one per pair).
@@ -207,11 +211,22 @@ impl Window {
             // Pairs the registrar registered are looked up, too little work to wake threads for.
             let looked_up = planned.iter().all(|p| run.registrar_registers(&p.motion));
             let par = if looked_up { Parallelism::Sequential } else { run.par };
-            // Slot `s` is pair `last - s`.
-            let last = planned.len() - 1;
-            let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[last - s], find, b, batched));
+            // The frames the plan makes the next pair's reference: keyframes to be, whose
+            // pairs also refine their links (several pairs' work).
+            let keyframe = |k: usize| self.planned.get(j + k + 1).is_some_and(|next| next.reference == planned[k].moving);
+            // One pair to a thread, handed out longest first: a keyframe's, then the window's
+            // later pairs, predicted from further away, which search longest, so that the
+            // shorter ones fill in after them (handed out in order, the last pair would start
+            // late and run on alone after the other threads were done). Slot `s` is pair
+            // `order[s]`.
+            let order: Vec<usize> = (0..planned.len()).rev().filter(|&k| keyframe(k)).chain((0..planned.len()).rev().filter(|&k| !keyframe(k))).collect();
+            let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[order[s]], keyframe(order[s]), run.par, find, b, batched));
             // Back in the window's order.
-            let mut done = done.into_iter().rev().collect::<Result<Vec<Settling>>>()?;
+            let mut in_order: Vec<Option<Settling>> = (0..planned.len()).map(|_| None).collect();
+            for (&k, settling) in order.iter().zip(done) {
+                in_order[k] = Some(settling?);
+            }
+            let mut done = in_order.into_iter().collect::<Option<Vec<Settling>>>().ok_or_else(|| Error::Backend("internal: a planned pair was not settled".into()))?;
             add_batch_quality::<T>(run, &mut done, find)?;
             for (k, s) in done.into_iter().enumerate() {
                 self.settled[j + k] = Some(s.measured);
@@ -269,14 +284,14 @@ fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settlin
     for &k in &waiting {
         let s = &done[k];
         let (moving, motion) = s.batch_quality.ok_or_else(lost)?;
-        pairs.push((find(s.measured.0 .0).ok_or_else(lost)?, find(moving).ok_or_else(lost)?, motion));
+        pairs.push((find(s.measured.settled.0).ok_or_else(lost)?, find(moving).ok_or_else(lost)?, motion));
     }
     let measures = match run.registrar_quality::<T>(&pairs)? {
         Some(m) => m,
         None => map_indices(pairs.len(), run.par, |i| run.host_quality::<T>(pairs[i].0, pairs[i].1, &pairs[i].2)).into_iter().collect::<Result<_>>()?,
     };
     for (k, q) in waiting.into_iter().zip(measures) {
-        done[k].measured.1 = Some(q);
+        done[k].measured.quality = Some(q);
         done[k].batch_quality = None;
     }
     Ok(())
@@ -284,8 +299,9 @@ fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settlin
 
 /// A planned pair settled from its planned attempt alone ([`Run::settle`], stopping where
 /// that attempt does not stand clear); its quality measures now, or, with `batched` and a
-/// translation, left to the batch.
-fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>, batched: bool) -> Result<Settling> {
+/// translation, left to the batch; and, where its moving frame is a `keyframe` to be, its
+/// link refined on the whole overlap on `link_par`'s threads.
+fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, keyframe: bool, link_par: Parallelism, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>, batched: bool) -> Result<Settling> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
@@ -298,14 +314,23 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, fin
         buffers.search = m.into_integral();
     }
     let settled = settled?;
-    match settled.1.motion().filter(|_| stands_clear(&settled.1)) {
-        Some(motion) if batched && motion.is_translation() => Ok(Settling { measured: (settled, None), batch_quality: Some((planned.moving, motion)) }),
-        Some(motion) => {
-            let quality = run.quality::<T>(find(settled.0).ok_or_else(lost)?, current, &motion)?;
-            Ok(Settling { measured: (settled, Some(quality)), batch_quality: None })
-        }
-        None => Ok(Settling { measured: (settled, None), batch_quality: None }),
+    let Some(motion) = settled.1.motion().filter(|_| stands_clear(&settled.1)) else {
+        return Ok(Settling { measured: Measured { settled, quality: None, keyframe_link: None }, batch_quality: None });
+    };
+    let reference = find(settled.0).ok_or_else(lost)?;
+    // A faint match found by phase correlation keeps its link as it stands (the run does
+    // not refine it). A link's refinement costs several pairs' registrations: it runs on
+    // `link_par`'s threads (the run's), those done with their pairs taking part of it.
+    let faint = settled.1.phase_significance.is_some() && settled.1.ncc < run.p.register.min_coefficient;
+    let keyframe_link = match keyframe && run.refines_on_overlap() && !faint {
+        true => Some(run.on(link_par).refine_link::<T>(reference, current, motion)?),
+        false => None,
+    };
+    if batched && motion.is_translation() {
+        return Ok(Settling { measured: Measured { settled, quality: None, keyframe_link }, batch_quality: Some((planned.moving, motion)) });
     }
+    let quality = run.quality::<T>(reference, current, &motion)?;
+    Ok(Settling { measured: Measured { settled, quality: Some(quality), keyframe_link }, batch_quality: None })
 }
 
 /// The integral images one pair's registration computes where its searches use them: the
