@@ -554,7 +554,7 @@ impl<'a> Run<'a> {
                 let measured = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
                 if !stands_clear(&measured.settled.1) {
                     first = FirstAttempt::Known(measured.settled.1);
-                } else if !self.zoom_found(&measured.settled.1) {
+                } else if !measured.zoom_found {
                     on_plan = Some(measured);
                 }
             }

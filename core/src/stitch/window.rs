@@ -113,14 +113,16 @@ impl Planned {
 /// reference, the registration, its NCC evaluations.
 pub(super) type Settled = (usize, PairRegistration, u64);
 
-/// A planned pair's registration and, where it stands clear, what was measured with it: its
-/// quality measures ([`Run::quality`]) and, where the plan makes its moving frame the next
-/// pair's reference (a keyframe, whose link the run then refines on the whole overlap:
-/// [`Run::refine_keyframe`]), that refinement, made here on the stage's threads rather than
-/// on the run's.
+/// A planned pair's registration and, where it stands clear, what was found with it on the
+/// stage's threads rather than on the run's: whether it shows a zoom the run is to fit
+/// ([`Run::zoom_found`]: the pair is then settled afresh, and nothing more is measured);
+/// its quality measures ([`Run::quality`]); and, where the plan makes its moving frame the
+/// next pair's reference (a keyframe, whose link the run then refines on the whole overlap:
+/// [`Run::refine_keyframe`]), that refinement.
 #[derive(Clone, Debug)]
 pub(super) struct Measured {
     pub(super) settled: Settled,
+    pub(super) zoom_found: bool,
     pub(super) quality: Option<(Option<f64>, Option<f64>)>,
     pub(super) keyframe_link: Option<RefinedLink>,
 }
@@ -315,8 +317,13 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     }
     let settled = settled?;
     let Some(motion) = settled.1.motion().filter(|_| stands_clear(&settled.1)) else {
-        return Ok(Settling { measured: Measured { settled, quality: None, keyframe_link: None }, batch_quality: None });
+        return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link: None }, batch_quality: None });
     };
+    // The run's parameters are those of the decision: they change only at a pair off its
+    // plan, which closes the window and drops what it registered ahead.
+    if run.zoom_found(&settled.1) {
+        return Ok(Settling { measured: Measured { settled, zoom_found: true, quality: None, keyframe_link: None }, batch_quality: None });
+    }
     let reference = find(settled.0).ok_or_else(lost)?;
     // A faint match found by phase correlation keeps its link as it stands (the run does
     // not refine it). A link's refinement costs several pairs' registrations: it runs on
@@ -327,10 +334,10 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
         false => None,
     };
     if batched && motion.is_translation() {
-        return Ok(Settling { measured: Measured { settled, quality: None, keyframe_link }, batch_quality: Some((planned.moving, motion)) });
+        return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link }, batch_quality: Some((planned.moving, motion)) });
     }
     let quality = run.quality::<T>(reference, current, &motion)?;
-    Ok(Settling { measured: Measured { settled, quality: Some(quality), keyframe_link }, batch_quality: None })
+    Ok(Settling { measured: Measured { settled, zoom_found: false, quality: Some(quality), keyframe_link }, batch_quality: None })
 }
 
 /// The integral images one pair's registration computes where its searches use them: the
