@@ -388,8 +388,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
     // the path allows. The GPU suite's stitch (1 000 PAL frames, NPTS 8, rsz 31, `gpu
     // gpu_stitch_pal`) on pools of 1, 2, 4, ... threads up to the cores: the registration
     // with the engine's stage times (a pair's mean time, the stage's efficiency, the share
-    // of the wall time outside it, the windows' mean length), the whole stitch, and its
-    // composite alone.
+    // of the wall time outside it, the windows' mean length, the share of keyframe links
+    // refined in the stage), the whole stitch, and its composite alone.
     if r.wants("pal_stitch_scaling") {
         let frames = if b.quick { 40 } else { 1000 };
         let (luma, p) = super::gpu::pal_stitch_case(frames)?;
@@ -434,6 +434,12 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                     "stage_efficiency": round(efficiency, 3),
                     "outside_stage": round(outside, 3),
                     "mean_window": stages.mean_window().map(|w| round(w, 1)),
+                    // The share of the keyframes' link refinements made in the parallel
+                    // stage rather than on the run's thread.
+                    "keyframe_links_ahead": match stages.keyframe_links() {
+                        (0, 0) => None,
+                        (ahead, on_run) => Some(round(ahead as f64 / (ahead + on_run) as f64, 3)),
+                    },
                 }),
             );
         }
