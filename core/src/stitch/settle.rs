@@ -384,7 +384,13 @@ impl<'a> Run<'a> {
     /// Whether frame `rec` registered on a phase-correlation match too faint for a fixed
     /// level, confirmed against its null ([`faint::overlap_peak`] placed it).
     pub(super) fn faint_phase(&self, rec: &FrameRecord) -> bool {
-        rec.phase_significance.is_some() && rec.ncc < self.p.register.min_coefficient && rec.angle == 0.0 && rec.scale == 1.0
+        self.phase_too_faint(rec.phase_significance, rec.ncc) && rec.angle == 0.0 && rec.scale == 1.0
+    }
+
+    /// Whether a registration of coefficient `ncc` rests on a phase-correlation match (of
+    /// `phase_significance`) too faint for a fixed level.
+    pub(super) fn phase_too_faint(&self, phase_significance: Option<f64>, ncc: f64) -> bool {
+        phase_significance.is_some() && ncc < self.p.register.min_coefficient
     }
 
     /// Whether pairs are refined on the whole overlap (faint ones, and the keyframes' links).

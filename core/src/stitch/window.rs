@@ -221,14 +221,13 @@ impl Window {
             // shorter ones fill in after them (handed out in order, the last pair would start
             // late and run on alone after the other threads were done). Slot `s` is pair
             // `order[s]`.
-            let order: Vec<usize> = (0..planned.len()).rev().filter(|&k| keyframe(k)).chain((0..planned.len()).rev().filter(|&k| !keyframe(k))).collect();
+            let mut order: Vec<usize> = (0..planned.len()).rev().collect();
+            order.sort_by_key(|&k| !keyframe(k));
             let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[order[s]], keyframe(order[s]), run.par, find, b, batched));
             // Back in the window's order.
-            let mut in_order: Vec<Option<Settling>> = (0..planned.len()).map(|_| None).collect();
-            for (&k, settling) in order.iter().zip(done) {
-                in_order[k] = Some(settling?);
-            }
-            let mut done = in_order.into_iter().collect::<Option<Vec<Settling>>>().ok_or_else(|| Error::Backend("internal: a planned pair was not settled".into()))?;
+            let mut done: Vec<(usize, Result<Settling>)> = order.into_iter().zip(done).collect();
+            done.sort_unstable_by_key(|&(k, _)| k);
+            let mut done = done.into_iter().map(|(_, settling)| settling).collect::<Result<Vec<Settling>>>()?;
             add_batch_quality::<T>(run, &mut done, find)?;
             for (k, s) in done.into_iter().enumerate() {
                 self.settled[j + k] = Some(s.measured);
@@ -328,7 +327,7 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     // A faint match found by phase correlation keeps its link as it stands (the run does
     // not refine it). A link's refinement costs several pairs' registrations: it runs on
     // `link_par`'s threads (the run's), those done with their pairs taking part of it.
-    let faint = settled.1.phase_significance.is_some() && settled.1.ncc < run.p.register.min_coefficient;
+    let faint = run.phase_too_faint(settled.1.phase_significance, settled.1.ncc);
     let keyframe_link = match keyframe && run.refines_on_overlap() && !faint {
         true => Some(run.on(link_par).refine_link::<T>(reference, current, motion)?),
         false => None,
