@@ -215,6 +215,15 @@ pub fn map_slots_outside_pool<S: Send, R: Send>(slots: &mut [S], par: Parallelis
     slots.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect()
 }
 
+/// Whether the calling thread is a worker of a rayon pool (whose idle workers steal what
+/// it splits off), rather than a caller outside every pool.
+pub fn on_pool_thread() -> bool {
+    #[cfg(feature = "parallel")]
+    return rayon::current_thread_index().is_some();
+    #[cfg(not(feature = "parallel"))]
+    false
+}
+
 /// `f(i)` for `i < n` into a vector in order, for a few short jobs (a pair's chunks of
 /// template searches): [`map_claimed`] from a caller outside the pool, which would otherwise
 /// sleep while the workers wake; [`map_indices`] from one of its workers, where rayon's

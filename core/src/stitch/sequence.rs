@@ -873,8 +873,8 @@ mod tests {
         let one = register_sequence(&views, &p, Parallelism::Sequential, &mut go_on).unwrap();
         let all = register_sequence(&views, &p, Parallelism::AllThreads, &mut go_on).unwrap();
         assert_eq!(one, all);
-        // Three threads: the two pairs handed out last (a window's first two, the pairs go
-        // out last first) spread their templates, the other two do not; five: every pair does.
+        // Three and five threads, the run on a worker of their pool: every pair spreads its
+        // templates (from a caller outside a pool, the pairs handed out last spread).
         #[cfg(feature = "parallel")]
         for threads in [3, 5] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();

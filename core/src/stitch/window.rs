@@ -22,7 +22,7 @@ use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
 use crate::ncc::Integral;
-use crate::parallel::{map_indices, map_slots, Parallelism};
+use crate::parallel::{map_indices, map_slots, on_pool_thread, Parallelism};
 use alloc::vec::Vec;
 
 /// Frames a window plans at the start of a run, and never fewer. The constant-velocity
@@ -240,20 +240,25 @@ impl Window {
 /// Registers a batch of `n` pairs, `register(on, s, buffers)` for slot `s`, one pair to a
 /// thread of `par` (slot after slot where it is sequential), each with buffers of its own
 /// from `buffers`, kept for the next batch (a PAL frame's integral images are 3.3 MB in u8
-/// and 6.6 MB in u16, which a fresh allocation would fault in page by page). The slots
-/// still running when a thread finds none left to take (the last `threads - 1` handed out,
-/// all of them with more threads than pairs) run `on` the run's threads, spreading their
-/// templates over the pool so that the thread takes some of them instead of waiting; the
-/// others search theirs alone, as spreading costs each pair. Where the run is timed, the
-/// batch is its parallel stage and each pair a task of it.
+/// and 6.6 MB in u16, which a fresh allocation would fault in page by page). A pair that
+/// runs `on` the run's threads searches its templates in chunks that a thread out of pairs
+/// takes instead of waiting for the slowest pair. Where the run's thread is one of the
+/// pool's, every pair does: the chunks are rayon's, and only an idle worker steals them.
+/// From a caller outside the pool a pair's chunks are helper jobs, which wake a worker
+/// beside the threads already busy (the caller is one more than the pool's), so there
+/// only the pairs still running when a thread finds none left to take spread (the last
+/// `threads - 1` handed out, all of them with more threads than pairs), the others
+/// searching theirs alone. Where the run is timed, the batch is its parallel stage and
+/// each pair a task of it.
 pub(super) fn register_batch<'a, T: GrayType, R: Send>(run: &Run<'a>, par: Parallelism, buffers: &mut Vec<Buffers<T>>, n: usize, register: impl Fn(&Run<'a>, usize, &mut Buffers<T>) -> R + Send + Sync) -> Vec<R> {
     if buffers.len() < n {
         buffers.resize_with(n, Default::default);
     }
     let threads = run.par.threads().max(1);
     let (alone, spread) = (run.on(Parallelism::Sequential), run.on(run.par));
+    let every_pair_spreads = on_pool_thread();
     let task = |s: usize, b: &mut Buffers<T>| {
-        let on = if s + threads > n { &spread } else { &alone };
+        let on = if every_pair_spreads || s + threads > n { &spread } else { &alone };
         match run.times {
             Some(times) => times.pair(|| register(on, s, b)),
             None => register(on, s, b),
