@@ -207,11 +207,9 @@ pub fn map_claimed<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R +
 /// device transfer holding its staging chunks): a worker waiting for its helpers runs
 /// other queued jobs meanwhile, and one of those taking the same lock would never return.
 pub fn map_slots_outside_pool<S: Send, R: Send>(slots: &mut [S], par: Parallelism, f: impl Fn(usize, &mut S) -> R + Send + Sync) -> Vec<R> {
-    #[cfg(feature = "parallel")]
-    if rayon::current_thread_index().is_none() {
+    if !on_pool_thread() {
         return map_slots(slots, par, f);
     }
-    let _ = par;
     slots.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect()
 }
 
@@ -232,8 +230,7 @@ pub fn on_pool_thread() -> bool {
 /// job to queue only to find the call over (a 10 x 10 grid of 16-bit tiles registered 8 %
 /// slower so).
 pub fn map_few<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R + Send + Sync) -> Vec<R> {
-    #[cfg(feature = "parallel")]
-    if rayon::current_thread_index().is_none() {
+    if !on_pool_thread() {
         return map_claimed(n, par, f);
     }
     map_indices(n, par, f)
