@@ -12,6 +12,7 @@
 //! template's gradient, computed once; only the moving frame is resampled (bilinear) per
 //! iteration.
 
+use crate::cpu::multiversion;
 use crate::error::{require_positive, require_range, Result};
 use crate::filter::{gaussian_blur_f32, BoxPixel, GaussLane, GaussianParams};
 use crate::image::{Image, ImageView, Pixel};
@@ -79,40 +80,31 @@ impl ShiftRefinement {
     /// hold; the consensus stands then), or where an interior and its neighbours do not lie
     /// in the reference.
     ///
-    /// The patches and each iteration's resampled sums are made on `par`'s threads, two
-    /// patches a job, and added in patch order on the caller's: the same bits on any number
-    /// of threads. (A pair with threads to spare, each of a window's on many cores, spends
-    /// about a fifth of its one-thread instructions here.)
+    /// The patches and each iteration's resampled sums are made on `par`'s threads, four
+    /// patches a job, each patch in a lane of its own, and added in patch
+    /// order on the caller's: the same bits on any number of threads.
     pub fn on_host<T: Pixel + Into<f64>>(&self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, par: Parallelism) -> (f64, f64) {
         let (n, shift) = (self.side, self.shift);
         let (w, h) = moving.size();
         if !self.fits(reference.size()) {
             return shift;
         }
-        // Two patches a job, as [`resampled_sums`] sums them.
-        let jobs = self.corners.len().div_ceil(2);
-        let corners = |k: usize| &self.corners[2 * k..(2 * k + 2).min(self.corners.len())];
-        let made: Vec<Vec<(Patch, [f64; 5])>> = map_few(jobs, par, |k| {
-            corners(k)
-                .iter()
-                .map(|&(x, y)| {
-                    let p = patch(reference, (x - 1, y - 1), n);
-                    let sums = gradient_sums(&p);
-                    (p, sums)
-                })
-                .collect()
-        });
+        let groups = self.corners.len().div_ceil(LANES);
+        let group = |g: usize| &self.corners[LANES * g..(LANES * (g + 1)).min(self.corners.len())];
+        // Where the interiors lie in the moving frame at the start, in whole pixels.
+        let whole = |s: (f64, f64)| (libm::floor(-s.0) as isize, libm::floor(-s.1) as isize);
+        let made: Vec<(InteriorLanes, [[f64; 5]; LANES])> = map_few(groups, par, |g| InteriorLanes::of(reference, moving, group(g), n, whole(shift)));
         // The Gauss-Newton matrix, and each template's sums of gradient times value, are the
         // same every iteration.
         let (mut hxx, mut hxy, mut hyy) = (0.0, 0.0, 0.0);
-        let mut patches = Vec::with_capacity(self.corners.len());
         let mut gv = Vec::with_capacity(self.corners.len());
-        for (p, [xx, xy, yy, xv, yv]) in made.into_iter().flatten() {
-            hxx += xx;
-            hxy += xy;
-            hyy += yy;
-            gv.push((xv, yv));
-            patches.push(p);
+        for (g, (_, sums)) in made.iter().enumerate() {
+            for &[xx, xy, yy, xv, yv] in &sums[..group(g).len()] {
+                hxx += xx;
+                hxy += xy;
+                hyy += yy;
+                gv.push((xv, yv));
+            }
         }
         let det = hxx * hyy - hxy * hxy;
         // Both axes must be constrained (no pure edge); relative to the gradient energy.
@@ -120,29 +112,23 @@ impl ShiftRefinement {
             return shift;
         }
         let mut s = shift;
-        let mut at = Vec::with_capacity(patches.len());
         for _ in 0..REFINE_ITERATIONS {
             // The reference pixel (x, y) is at (x - sx, y - sy) in the moving frame: every
             // pixel shares the fractional part, so the bilinear weights are the pair's.
             let (fx, fy) = (libm::floor(-s.0), libm::floor(-s.1));
             let (ax, ay) = (-s.0 - fx, -s.1 - fy);
             let (fx, fy) = (fx as isize, fy as isize);
-            // Where each template's interior starts in the moving frame; none may leave it.
-            at.clear();
-            for p in &patches {
-                let (x0, y0) = (p.corner.0 as isize + fx, p.corner.1 as isize + fy);
-                if x0 < 0 || y0 < 0 || x0 + n as isize >= w as isize || y0 + n as isize >= h as isize {
-                    return shift;
-                }
-                at.push((x0 as usize, y0 as usize));
+            // Each template's interior stays in the moving frame.
+            let leaves = |&(x, y): &(usize, usize)| {
+                let (x0, y0) = (x as isize + fx, y as isize + fy);
+                x0 < 0 || y0 < 0 || x0 + n as isize >= w as isize || y0 + n as isize >= h as isize
+            };
+            if self.corners.iter().any(leaves) {
+                return shift;
             }
-            let sums = map_few(jobs, par, |k| {
-                let (ps, xy) = (&patches[2 * k..(2 * k + 2).min(patches.len())], &at[2 * k..(2 * k + 2).min(at.len())]);
-                let (second, second_at) = (ps.get(1).unwrap_or(&ps[0]), xy.get(1).unwrap_or(&xy[0]));
-                let both = resampled_sums(moving, [&ps[0], second], [xy[0], *second_at], n, (ax, ay));
-                (both, ps.len())
-            });
-            let sums = sums.iter().flat_map(|(both, k)| both.iter().take(*k));
+            let sums: Option<Vec<[[f64; 5]; LANES]>> = map_few(groups, par, |g| made[g].0.resampled_sums((fx, fy), n, (ax, ay))).into_iter().collect();
+            let Some(sums) = sums else { return shift };
+            let sums = sums.iter().enumerate().flat_map(|(g, lanes)| lanes.iter().take(group(g).len()));
             let (mut bx, mut by) = (0.0, 0.0);
             for (&[sw, sww, svw, sgxw, sgyw], &(gxv, gyv)) in sums.zip(&gv) {
                 // With e = gain (w - mean w) - value, and gradients and values of zero mean:
@@ -169,61 +155,187 @@ impl ShiftRefinement {
     }
 }
 
-/// A patch's sums of gx gx, gx gy, gy gy, gx value and gy value, each as [`dot`] sums it,
-/// in one sweep.
-fn gradient_sums(p: &Patch) -> [f64; 5] {
-    let mut sums = [-0.0; 5];
-    for ((&value, &gx), &gy) in p.value.iter().zip(&p.gx).zip(&p.gy) {
-        sums[0] += gx * gx;
-        sums[1] += gx * gy;
-        sums[2] += gy * gy;
-        sums[3] += gx * value;
-        sums[4] += gy * value;
-    }
-    sums
+/// Whole pixels by which a [`ShiftRefinement`]'s moving pixels may move from where they lay
+/// at its start: it stops where the shift moves more than 1 px, which moves the whole part
+/// by one at most (two, should the test round the other way).
+const WHOLE_PIXEL_REACH: usize = 2;
+
+/// A value for each of [`LANES`] patches.
+type Lanes = [f64; LANES];
+
+/// Up to [`LANES`] template interiors (side `n`) of a [`ShiftRefinement`] side by side, a
+/// patch a lane (a short group repeats its first patch in the lanes left): each pixel's
+/// value and gradient (central differences), each of zero mean, and the moving frame's
+/// pixels every iteration may resample them from. Every lane's sums are the sums of its
+/// patch alone, in its row-major order, to the bit; the lanes keep apart the chains of adds
+/// that one patch's sums would wait on, fill a vector of the CPU's width
+/// ([`centred_interiors`], [`bilinear_sums`]), and every pixel is gathered into its lane
+/// once.
+struct InteriorLanes {
+    value: Vec<Lanes>,
+    gx: Vec<Lanes>,
+    gy: Vec<Lanes>,
+    /// The moving frame's pixels about each lane's interior, a square of side `side`, row
+    /// major, whose first pixel lies `origin` whole pixels from each interior's top-left
+    /// (zero where that is outside the frame, which no iteration reads).
+    moving: Vec<Lanes>,
+    origin: (isize, isize),
+    side: usize,
 }
 
-/// For each of two patches (interiors of side `n`), the moving frame resampled (bilinear,
-/// weights `(ax, ay)`) from its pixel `at` over the patch: the sums of w, w^2, value w,
-/// gx w and gy w, each in the patch's row-major order. The two patches share the lanes
-/// of one vector (a template's five sums alone wait on the adder's latency); a lone patch
-/// is paired with itself. Each frame row is interpolated along x once: the bottom of one
-/// patch row is the top of the next, with the same operations.
-fn resampled_sums<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: [&Patch; 2], at: [(usize, usize); 2], n: usize, (ax, ay): (f64, f64)) -> [[f64; 5]; 2] {
-    use wide::f64x2;
-    let (ax, ay) = (f64x2::splat(ax), f64x2::splat(ay));
-    let [mut sw, mut sww, mut svw, mut sgxw, mut sgyw] = [f64x2::splat(0.0); 5];
-    let [(xa, ya), (xb, yb)] = at;
-    let [pa, pb] = patches;
-    // Frame row r of both patches (from x to x + n) interpolated along x.
-    let along_x = |r: usize, out: &mut Vec<f64x2>| {
-        let (ra, rb) = (&moving.row(ya + r)[xa..xa + n + 1], &moving.row(yb + r)[xb..xb + n + 1]);
-        let pair = |a: T, b: T| f64x2::new([a.into(), b.into()]);
-        out.clear();
-        out.extend(ra.windows(2).zip(rb.windows(2)).map(|(a, b)| {
-            let (x0, x1) = (pair(a[0], b[0]), pair(a[1], b[1]));
-            x0 + ax * (x1 - x0)
-        }));
-    };
-    let (mut top, mut bottom) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    along_x(0, &mut top);
-    for j in 0..n {
-        along_x(j + 1, &mut bottom);
-        let k = j * n;
-        let a = pa.value[k..k + n].iter().zip(&pa.gx[k..k + n]).zip(&pa.gy[k..k + n]);
-        let b = pb.value[k..k + n].iter().zip(&pb.gx[k..k + n]).zip(&pb.gy[k..k + n]);
-        for ((&t, &d), (((&va, &gxa), &gya), ((&vb, &gxb), &gyb))) in top.iter().zip(&bottom).zip(a.zip(b)) {
-            let v = t + ay * (d - t);
-            sw += v;
-            sww += v * v;
-            svw += f64x2::new([va, vb]) * v;
-            sgxw += f64x2::new([gxa, gxb]) * v;
-            sgyw += f64x2::new([gya, gyb]) * v;
-        }
-        core::mem::swap(&mut top, &mut bottom);
+impl InteriorLanes {
+    /// The interiors whose top-left pixels in `reference` are `corners` (1 to [`LANES`] of
+    /// them, each with its neighbours inside), with the pixels of `moving` that a refinement
+    /// starting `start` whole pixels from them may read; and each interior's sums of gx gx,
+    /// gx gy, gy gy, gx value and gy value (each from -0.0 in pixel order, as an iterator's
+    /// sum takes it).
+    fn of<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, corners: &[(usize, usize)], n: usize, start: (isize, isize)) -> (InteriorLanes, [[f64; 5]; LANES]) {
+        let corners: [(usize, usize); LANES] = core::array::from_fn(|l| corners.get(l).copied().unwrap_or(corners[0]));
+        let side = n + 1 + 2 * WHOLE_PIXEL_REACH;
+        let mut scratch = alloc::vec![0.0; LANES * side.max(n + 2)];
+        // The reference about each interior, a pixel more on every side.
+        let mut block = Vec::with_capacity((n + 2) * (n + 2));
+        let at = corners.map(|(x, y)| (x as isize - 1, y as isize - 1));
+        gather_lanes(reference, at, n + 2, &mut scratch, &mut block);
+        let (mut value, mut gx, mut gy) = (Vec::with_capacity(n * n), Vec::with_capacity(n * n), Vec::with_capacity(n * n));
+        let dots = centred_interiors(&block, n, &mut value, &mut gx, &mut gy);
+        // The moving pixels of every whole-pixel offset within reach of the start, with the
+        // right and lower neighbours the bilinear taps read.
+        let reach = WHOLE_PIXEL_REACH as isize;
+        let origin = (start.0.saturating_sub(reach), start.1.saturating_sub(reach));
+        let at = corners.map(|(x, y)| ((x as isize).saturating_add(origin.0), (y as isize).saturating_add(origin.1)));
+        let mut pixels = Vec::with_capacity(side * side);
+        gather_lanes(moving, at, side, &mut scratch, &mut pixels);
+        (InteriorLanes { value, gx, gy, moving: pixels, origin, side }, core::array::from_fn(|l| dots.map(|d| d[l])))
     }
-    let lanes = [sw, sww, svw, sgxw, sgyw].map(|s| s.to_array());
-    [lanes.map(|l| l[0]), lanes.map(|l| l[1])]
+
+    /// Each lane's moving frame resampled (bilinear, weights `(ax, ay)`) over its interior
+    /// moved by `(fx, fy)` whole pixels (inside the frame with its right and lower
+    /// neighbours): the sums of w, w^2, value w, gx w and gy w ([`bilinear_sums`]). `None`
+    /// for a move out of the start's reach.
+    fn resampled_sums(&self, (fx, fy): (isize, isize), n: usize, (ax, ay): (f64, f64)) -> Option<[[f64; 5]; LANES]> {
+        let (ox, oy) = (fx.saturating_sub(self.origin.0), fy.saturating_sub(self.origin.1));
+        if ox < 0 || oy < 0 || ox as usize + n + 1 > self.side || oy as usize + n + 1 > self.side {
+            return None;
+        }
+        let mut rows = alloc::vec![[0.0; LANES]; 2 * n];
+        let sums = bilinear_sums(&self.moving, self.side, oy as usize * self.side + ox as usize, n, ax, ay, &self.value, &self.gx, &self.gy, &mut rows);
+        Some(core::array::from_fn(|l| sums.map(|s| s[l])))
+    }
+}
+
+// Four lanes of f64 fill an AVX2 vector; the AVX-512 clones of these kernels ran a PAL
+// pair's refinement slower (50 against 45 us on the 2-core VM), so AVX2 is their best level.
+multiversion! {
+    on crate::cpu::Level::Avx2;
+    /// Every lane's interior (side `n`) from `block`, its reference pixels with a pixel more
+    /// on every side (rows of `n + 2`): each pixel's value and central differences appended
+    /// to `value`, `gx` and `gy` (row major), made of zero mean, each mean its sum from -0.0
+    /// in pixel order over the pixels' count; returns each lane's sums of gx gx, gx gy,
+    /// gy gy, gx value and gy value, each from -0.0 in pixel order.
+    fn centred_interiors(block: &[Lanes], n: usize, value: &mut Vec<Lanes>, gx: &mut Vec<Lanes>, gy: &mut Vec<Lanes>) -> [Lanes; 5] {
+        let side = n + 2;
+        let mut sums = [[-0.0; LANES]; 3];
+        for j in 0..n {
+            let (above, here, below) = (&block[j * side + 1..][..n], &block[(j + 1) * side..][..n + 2], &block[(j + 2) * side + 1..][..n]);
+            for ((up, down), centre) in above.iter().zip(below).zip(here.windows(3)) {
+                let (v, x, y): (Lanes, Lanes, Lanes) = (centre[1], core::array::from_fn(|l| 0.5 * (centre[2][l] - centre[0][l])), core::array::from_fn(|l| 0.5 * (down[l] - up[l])));
+                for l in 0..LANES {
+                    sums[0][l] += v[l];
+                    sums[1][l] += x[l];
+                    sums[2][l] += y[l];
+                }
+                value.push(v);
+                gx.push(x);
+                gy.push(y);
+            }
+        }
+        let count = value.len().max(1) as f64;
+        let [mv, mx, my] = sums.map(|s| s.map(|s| s / count));
+        let mut dots = [[-0.0; LANES]; 5];
+        for ((v, x), y) in value.iter_mut().zip(gx.iter_mut()).zip(gy.iter_mut()) {
+            for l in 0..LANES {
+                (v[l], x[l], y[l]) = (v[l] - mv[l], x[l] - mx[l], y[l] - my[l]);
+                dots[0][l] += x[l] * x[l];
+                dots[1][l] += x[l] * y[l];
+                dots[2][l] += y[l] * y[l];
+                dots[3][l] += x[l] * v[l];
+                dots[4][l] += y[l] * v[l];
+            }
+        }
+        dots
+    }
+}
+
+multiversion! {
+    on crate::cpu::Level::Avx2;
+    /// Each lane's interior (side `n`; values and gradients `value`, `gx`, `gy`, row major)
+    /// over the moving pixels `moving` (rows of `side`, the interior's first at `at`, and a
+    /// row and a column more) resampled bilinearly with weights `(ax, ay)`: the sums of w,
+    /// w^2, value w, gx w and gy w, in row-major order from 0. Each moving row is
+    /// interpolated along x once (into `rows`, `2 n` long): the bottom of one interior row
+    /// is the top of the next, with the same operations.
+    #[allow(clippy::too_many_arguments)]
+    fn bilinear_sums(moving: &[Lanes], side: usize, at: usize, n: usize, ax: f64, ay: f64, value: &[Lanes], gx: &[Lanes], gy: &[Lanes], rows: &mut [Lanes]) -> [Lanes; 5] {
+        let along_x = |r: usize, out: &mut [Lanes]| {
+            let pixels = &moving[at + r * side..at + r * side + n + 1];
+            for (o, x) in out.iter_mut().zip(pixels.windows(2)) {
+                for l in 0..LANES {
+                    o[l] = x[0][l] + ax * (x[1][l] - x[0][l]);
+                }
+            }
+        };
+        let (mut top, mut bottom) = rows.split_at_mut(n);
+        let mut sums = [[0.0; LANES]; 5];
+        along_x(0, top);
+        for j in 0..n {
+            along_x(j + 1, bottom);
+            let k = j * n;
+            let terms = value[k..k + n].iter().zip(&gx[k..k + n]).zip(&gy[k..k + n]);
+            for ((t, d), ((value, gx), gy)) in top.iter().zip(bottom.iter()).zip(terms) {
+                for l in 0..LANES {
+                    let v = t[l] + ay * (d[l] - t[l]);
+                    sums[0][l] += v;
+                    sums[1][l] += v * v;
+                    sums[2][l] += value[l] * v;
+                    sums[3][l] += gx[l] * v;
+                    sums[4][l] += gy[l] * v;
+                }
+            }
+            core::mem::swap(&mut top, &mut bottom);
+        }
+        sums
+    }
+}
+
+/// A square of `side` pixels of `image` in lanes (row major), lane `l`'s with its top-left
+/// pixel at `at[l]` (x, y), zero where that leaves the image; `scratch` holds
+/// `LANES * side` values. Each lane's row is converted, then the four rows interleaved.
+fn gather_lanes<T: Pixel + Into<f64>>(image: ImageView<'_, T>, at: [(isize, isize); LANES], side: usize, scratch: &mut [f64], out: &mut Vec<Lanes>) {
+    let (w, h) = image.size();
+    let (w, h) = (w as isize, h as isize);
+    let rows = &mut scratch[..LANES * side];
+    out.clear();
+    for r in 0..side as isize {
+        for ((x, y), row) in at.into_iter().zip(rows.chunks_exact_mut(side)) {
+            let y = y.saturating_add(r);
+            // The part of the row inside the image.
+            let (from, to) = (x.clamp(0, w), x.saturating_add(side as isize).clamp(0, w));
+            if !(0..h).contains(&y) || from >= to {
+                row.fill(0.0);
+                continue;
+            }
+            let (skip, take) = ((from - x) as usize, (to - from) as usize);
+            row[..skip].fill(0.0);
+            row[skip + take..].fill(0.0);
+            for (v, &p) in row[skip..skip + take].iter_mut().zip(&image.row(y as usize)[from as usize..to as usize]) {
+                *v = p.into();
+            }
+        }
+        let (ab, cd) = rows.split_at(2 * side);
+        let ((a, b), (c, d)) = (ab.split_at(side), cd.split_at(side));
+        out.extend(a.iter().zip(b).zip(c.iter().zip(d)).map(|((&a, &b), (&c, &d))| [a, b, c, d]));
+    }
 }
 
 /// A template's interior (central differences need both neighbours): its top-left pixel in
@@ -672,7 +784,8 @@ impl Jacobian {
     }
 }
 
-/// Patches [`solve`] resamples side by side, each in a lane of one vector.
+/// Patches [`solve`] and [`ShiftRefinement::on_host`] resample side by side, each in a
+/// lane of one vector.
 const LANES: usize = 4;
 
 /// Where a patch's pixels fall in the moving frame: its first pixel at `corner`, a step
@@ -862,59 +975,84 @@ mod tests {
         (b, words, floats)
     }
 
-    /// The refinement's sums taken side by side (a patch's three means in its one sweep,
-    /// its five gradient sums in one sweep, two patches' resampled sums in the lanes of one
-    /// vector) are the sums taken one by one, to the bit: pixel types, sides, shifts, and f32
-    /// frames with negative values and zeros of either sign.
+    /// The shift refinement's sums taken side by side (a patch's three means in its one
+    /// sweep, its five gradient sums in one sweep, each of up to four patches in a lane of
+    /// one vector, a short group's lanes repeating its first patch, the moving pixels
+    /// gathered once at the start) are the sums taken one by one, to the bit: pixel types,
+    /// sides, whole-pixel moves within reach of the start, fractional shifts, groups of one
+    /// to four, and f32 frames with negative values and zeros of either sign.
     #[test]
     fn sums_side_by_side_are_the_sums_one_by_one_to_the_bit() {
         fn check<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rng: &mut SplitMix64) {
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             let (w, h) = reference.size();
-            for _ in 0..12 {
+            let mut compared = 0;
+            for round in 0..12 {
                 let rsz = 4 + (rng.next_u64() % 20) as usize;
                 let n = rsz - 2;
                 let site = |rng: &mut SplitMix64| ((rng.next_u64() as usize) % (w - rsz - 1), (rng.next_u64() as usize) % (h - rsz - 1));
-                let (ta, tb) = (site(rng), site(rng));
-                let (pa, pb) = (patch(reference, ta, n), patch(reference, tb, n));
-                // The patch one sum and one subtraction at a time.
-                let f = |x: usize, y: usize| -> f64 { reference.row(y)[x].into() };
-                let (tx, ty) = ta;
-                let mut value: Vec<f64> = (0..n * n).map(|k| f(tx + 1 + k % n, ty + 1 + k / n)).collect();
-                let mut gx: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 2 + k % n, ty + 1 + k / n) - f(tx + k % n, ty + 1 + k / n))).collect();
-                let mut gy: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 1 + k % n, ty + 2 + k / n) - f(tx + 1 + k % n, ty + k / n))).collect();
-                zero_mean(&mut value);
-                let mean_gradient = (zero_mean(&mut gx), zero_mean(&mut gy));
-                assert_eq!((bits(&pa.value), bits(&pa.gx), bits(&pa.gy)), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz}");
-                assert_eq!(bits(&[pa.mean_gradient.0, pa.mean_gradient.1]), bits(&[mean_gradient.0, mean_gradient.1]));
-                let dots = [dot(&gx, &gx), dot(&gx, &gy), dot(&gy, &gy), dot(&gx, &value), dot(&gy, &value)];
-                assert_eq!(bits(&gradient_sums(&pa)), bits(&dots), "rsz {rsz}");
-                // Each patch's resampled sums alone.
+                let members = 1 + round % LANES;
+                let sites: Vec<(usize, usize)> = (0..members).map(|_| site(rng)).collect();
+                let corners: Vec<(usize, usize)> = sites.iter().map(|&(x, y)| (x + 1, y + 1)).collect();
+                // Every interior moved by the same whole pixels at the start, and each
+                // iteration's within reach of it (or, once, beyond).
+                let target = site(rng);
+                let start = (target.0 as isize - corners[0].0 as isize, target.1 as isize - corners[0].1 as isize);
+                let (lanes, gradient) = InteriorLanes::of(reference, moving, &corners, n, start);
+                let lane = |v: &[Lanes], l: usize| v.iter().map(|x| x[l]).collect::<Vec<f64>>();
                 let (ax, ay) = (rng.uniform(), rng.uniform());
-                let alone = |p: &Patch, (x0, y0): (usize, usize)| {
-                    let mut s = [0.0; 5];
+                let reach = WHOLE_PIXEL_REACH as isize;
+                let step = |rng: &mut SplitMix64| (rng.next_u64() % (2 * reach as u64 + 1)) as isize - reach;
+                let (fx, fy) = if round == 5 { (start.0 + reach + 1, start.1) } else { (start.0 + step(rng), start.1 + step(rng)) };
+                let moved: Vec<(isize, isize)> = corners.iter().map(|&(x, y)| (x as isize + fx, y as isize + fy)).collect();
+                let fits = moved.iter().all(|&(x, y)| x >= 0 && y >= 0 && x as usize + n < w && y as usize + n < h);
+                let resampled = lanes.resampled_sums((fx, fy), n, (ax, ay));
+                assert_eq!(resampled.is_none(), round == 5, "a move beyond the start's reach, and only that, is refused");
+                let resampled = resampled.filter(|_| fits);
+                for l in 0..LANES {
+                    let (tx, ty) = sites[if l < members { l } else { 0 }];
+                    // The patch one sum and one subtraction at a time.
+                    let f = |x: usize, y: usize| -> f64 { reference.row(y)[x].into() };
+                    let mut value: Vec<f64> = (0..n * n).map(|k| f(tx + 1 + k % n, ty + 1 + k / n)).collect();
+                    let mut gx: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 2 + k % n, ty + 1 + k / n) - f(tx + k % n, ty + 1 + k / n))).collect();
+                    let mut gy: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 1 + k % n, ty + 2 + k / n) - f(tx + 1 + k % n, ty + k / n))).collect();
+                    zero_mean(&mut value);
+                    zero_mean(&mut gx);
+                    zero_mean(&mut gy);
+                    assert_eq!((bits(&lane(&lanes.value, l)), bits(&lane(&lanes.gx, l)), bits(&lane(&lanes.gy, l))), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz} lane {l}");
+                    // The same patch as `solve` makes it.
+                    let p = patch(reference, (tx, ty), n);
+                    assert_eq!((bits(&p.value), bits(&p.gx), bits(&p.gy)), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz}");
+                    let dots = [dot(&gx, &gx), dot(&gx, &gy), dot(&gy, &gy), dot(&gx, &value), dot(&gy, &value)];
+                    assert_eq!(bits(&gradient[l]), bits(&dots), "rsz {rsz} lane {l}");
+                    // Each patch's resampled sums alone.
+                    let Some(resampled) = resampled else { continue };
+                    let (x0, y0) = moved[if l < members { l } else { 0 }];
+                    let (x0, y0) = (x0 as usize, y0 as usize);
+                    compared += 1;
+                    let mut alone = [0.0; 5];
                     for k in 0..n * n {
                         let g = |dx: usize, dy: usize| -> f64 { moving.row(y0 + k / n + dy)[x0 + k % n + dx].into() };
                         let top = g(0, 0) + ax * (g(1, 0) - g(0, 0));
                         let v = top + ay * (g(0, 1) + ax * (g(1, 1) - g(0, 1)) - top);
-                        s[0] += v;
-                        s[1] += v * v;
-                        s[2] += p.value[k] * v;
-                        s[3] += p.gx[k] * v;
-                        s[4] += p.gy[k] * v;
+                        alone[0] += v;
+                        alone[1] += v * v;
+                        alone[2] += value[k] * v;
+                        alone[3] += gx[k] * v;
+                        alone[4] += gy[k] * v;
                     }
-                    s
-                };
-                let (at_a, at_b) = (site(rng), site(rng));
-                let [sa, sb] = resampled_sums(moving, [&pa, &pb], [at_a, at_b], n, (ax, ay));
-                assert_eq!((bits(&sa), bits(&sb)), (bits(&alone(&pa, at_a)), bits(&alone(&pb, at_b))), "rsz {rsz}");
+                    assert_eq!(bits(&resampled[l]), bits(&alone), "rsz {rsz} lane {l}");
+                }
             }
+            assert!(compared >= 12, "{compared} lanes' resampled sums compared");
         }
-        let mut rng = SplitMix64::new(17);
-        let (bytes, words, floats) = random_pairs(&mut rng, (61, 47));
-        check(bytes.0.view(), bytes.1.view(), &mut rng);
-        check(words.0.view(), words.1.view(), &mut rng);
-        check(floats.0.view(), floats.1.view(), &mut rng);
+        crate::testing::at_every_level(|_| {
+            let mut rng = SplitMix64::new(17);
+            let (bytes, words, floats) = random_pairs(&mut rng, (61, 47));
+            check(bytes.0.view(), bytes.1.view(), &mut rng);
+            check(words.0.view(), words.1.view(), &mut rng);
+            check(floats.0.view(), floats.1.view(), &mut rng);
+        });
     }
 
     /// [`solve`]'s sums of a patch taken side by side ([`Jacobian`]; [`ResampledSums`], four
