@@ -192,7 +192,8 @@ impl InteriorLanes {
     fn of<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, corners: &[(usize, usize)], n: usize, start: (isize, isize)) -> (InteriorLanes, [[f64; 5]; LANES]) {
         let corners: [(usize, usize); LANES] = core::array::from_fn(|l| corners.get(l).copied().unwrap_or(corners[0]));
         let side = n + 1 + 2 * WHOLE_PIXEL_REACH;
-        let mut scratch = alloc::vec![0.0; LANES * side.max(n + 2)];
+        // Rows for both gathers: the moving square's are the longer.
+        let mut scratch = alloc::vec![0.0; LANES * side];
         // The reference about each interior, a pixel more on every side.
         let mut block = Vec::with_capacity((n + 2) * (n + 2));
         let at = corners.map(|(x, y)| (x as isize - 1, y as isize - 1));
@@ -1017,12 +1018,12 @@ mod tests {
                     let mut gx: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 2 + k % n, ty + 1 + k / n) - f(tx + k % n, ty + 1 + k / n))).collect();
                     let mut gy: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 1 + k % n, ty + 2 + k / n) - f(tx + 1 + k % n, ty + k / n))).collect();
                     zero_mean(&mut value);
-                    zero_mean(&mut gx);
-                    zero_mean(&mut gy);
+                    let mean_gradient = (zero_mean(&mut gx), zero_mean(&mut gy));
                     assert_eq!((bits(&lane(&lanes.value, l)), bits(&lane(&lanes.gx, l)), bits(&lane(&lanes.gy, l))), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz} lane {l}");
                     // The same patch as `solve` makes it.
                     let p = patch(reference, (tx, ty), n);
                     assert_eq!((bits(&p.value), bits(&p.gx), bits(&p.gy)), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz}");
+                    assert_eq!(bits(&[p.mean_gradient.0, p.mean_gradient.1]), bits(&[mean_gradient.0, mean_gradient.1]));
                     let dots = [dot(&gx, &gx), dot(&gx, &gy), dot(&gy, &gy), dot(&gx, &value), dot(&gy, &value)];
                     assert_eq!(bits(&gradient[l]), bits(&dots), "rsz {rsz} lane {l}");
                     // Each patch's resampled sums alone.
