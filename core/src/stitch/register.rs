@@ -1115,11 +1115,12 @@ const EVIDENT_ZOOM_SIGNIFICANCE: f64 = 5.0;
 /// The scale of a pair registered without one (`fit_scale` off) when its vectors show a
 /// zoom clearly: a clear majority of the textured templates agree ([`mark_inliers`]'s
 /// inliers, at least half), and their correspondences fitted with a scale move a typical
-/// template by [`EVIDENT_ZOOM`] at [`EVIDENT_ZOOM_SIGNIFICANCE`] standard errors. An
+/// template by [`EVIDENT_ZOOM`] at [`EVIDENT_ZOOM_SIGNIFICANCE`] standard errors: the pair
+/// motion those correspondences fit. An
 /// endoscope advancing zooms by a percent a frame; a pair registered at scale 1 then fits
 /// one part of the frame, and the chained positions drifted 8 px in 80 frames, every frame
 /// reported `ok`. `None` otherwise (a weak consensus, a phase-correlation match, no zoom).
-pub fn evident_zoom(reg: &PairRegistration, p: &RegisterParams) -> Option<f64> {
+pub fn evident_zoom(reg: &PairRegistration, p: &RegisterParams) -> Option<Similarity> {
     let inliers = indices_where(reg.vectors.len(), |i| reg.vectors[i].inlier);
     if reg.shift.is_none() || inliers.len() < p.min_vectors.max(MIN_TURNED_VECTORS) || 2 * inliers.len() < reg.textured {
         return None;
@@ -1127,7 +1128,7 @@ pub fn evident_zoom(reg: &PairRegistration, p: &RegisterParams) -> Option<f64> {
     let points = correspondences(&reg.vectors, &inliers, p.rsz);
     let f = similarity::fit(&points, true, VECTOR_NOISE)?;
     let zoom = libm::fabs(f.motion.scale - 1.0);
-    (zoom * rms_radius(&points) >= EVIDENT_ZOOM && zoom >= EVIDENT_ZOOM_SIGNIFICANCE * f.angle_error).then_some(f.motion.scale)
+    (zoom * rms_radius(&points) >= EVIDENT_ZOOM && zoom >= EVIDENT_ZOOM_SIGNIFICANCE * f.angle_error).then_some(f.motion)
 }
 
 /// The root mean square distance of the correspondences' moving points from their
@@ -1510,7 +1511,7 @@ mod tests {
         };
         let r = zoomed(1.015);
         assert!(r.shift.is_some() && r.scale == 1.0, "{r:?}");
-        let got = evident_zoom(&r, &p).unwrap_or_else(|| panic!("{r:?}"));
+        let got = evident_zoom(&r, &p).unwrap_or_else(|| panic!("{r:?}")).scale;
         assert!((got - 1.015).abs() < 2e-3, "{got}");
         assert_eq!(evident_zoom(&zoomed(1.002), &p), None);
         let (a, b, _) = pair(&src, 2);

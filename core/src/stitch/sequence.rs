@@ -106,7 +106,8 @@ pub struct StitchParams {
     pub refine_every_pair: bool,
     /// Under [`Motion::Similarity`](super::Motion::Similarity) without [`RegisterParams::fit_scale`]: once a pair shows
     /// a clear zoom (`register::evident_zoom`: an endoscope advancing or
-    /// withdrawing), fit the scale from that pair on, as `fit_scale` would from the start
+    /// withdrawing) that its whole overlap confirms, fit the scale from that pair on, as
+    /// `fit_scale` would from the start
     /// (false: the scale stays 1, and a zooming sweep drifts).
     pub detect_zoom: bool,
 }
@@ -589,7 +590,7 @@ impl<'a> Run<'a> {
                     let (mut r, mut reg, mut evaluations) = settled?;
                     evaluations += known;
                     // A zoom the scale-free model cannot follow: the scale is fitted from this pair on.
-                    if self.zoom_found(&reg) {
+                    if self.zoom_found::<T>(find(r)?, &current, &reg)? {
                         self.p.register.fit_scale = true;
                         let moving = match self.registrar {
                             None => Some(self.search_frame(current.view::<T>()?, Integral::default())?),

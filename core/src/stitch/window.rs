@@ -325,7 +325,7 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     };
     // The run's parameters are those of the decision: they change only at a pair off its
     // plan, which closes the window and drops what it registered ahead.
-    if run.zoom_found(&settled.1) {
+    if run.zoom_found::<T>(frame(settled.0)?, current, &settled.1)? {
         return Ok(Settling { measured: Measured { settled, zoom_found: true, quality: None, keyframe_link: None }, batch_quality: None });
     }
     let reference = find(settled.0).ok_or_else(lost)?;
