@@ -50,7 +50,7 @@
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::islands::{Islands, JOIN_CANDIDATES};
 use super::loops::{solve_loops, Loops};
-use super::prediction::Velocity;
+use super::prediction::{Extrapolation, Velocity};
 use super::register::{RegisterParams, SkipReason};
 use super::registrar::PairRegistrar;
 use super::relocate::{relocatable, Keyframes, RELOCATE_CANDIDATES};
@@ -459,6 +459,7 @@ impl<'a> Run<'a> {
         let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
         let mut reference = None;
         let mut vel = Velocity::default();
+        let mut extrapolation = Extrapolation::default();
         let mut loops = Loops::default();
         // The keyframes a lost frame is searched among (module `relocate`), the islands
         // (module `islands`) and the frame that may start the next one.
@@ -506,6 +507,7 @@ impl<'a> Run<'a> {
                 // The window before, all of it decided on its plan, sizes this one.
                 if let Some(w) = window.take() {
                     window_size.followed(&w);
+                    extrapolation = w.better_extrapolation();
                 }
                 // Between windows, the returns found so far register together (module `loops`).
                 if loops.returns_due() {
@@ -521,7 +523,7 @@ impl<'a> Run<'a> {
                     if let Some(times) = self.times {
                         times.window(frames);
                     }
-                    window = Some(Window::plan(i, frames, (k, at(k)?), (l, at(l)?), vel, limit, self.size));
+                    window = Some(Window::plan(i, frames, (k, at(k)?), (l, at(l)?), vel, extrapolation, limit, self.size));
                     opened = true;
                 }
             }
@@ -686,7 +688,7 @@ impl<'a> Run<'a> {
                     vel = match (&relocated, seeded) {
                         (Some(_), _) => Velocity::default(),
                         (None, true) => Velocity::between(&r_pos, &pos, (i - r) as f64, self.size),
-                        (None, false) => Velocity::between(&l_pos, &pos, (i - l) as f64, self.size),
+                        (None, false) => vel.then(Velocity::between(&l_pos, &pos, (i - l) as f64, self.size)),
                     };
                     key = Some(r);
                     last = Some(i);

@@ -14,7 +14,7 @@
 //! closed window discards.
 
 use super::register::PairRegistration;
-use super::prediction::{keyframe_left, pair_prediction, Velocity};
+use super::prediction::{keyframe_left, pair_prediction, Extrapolation, Velocity};
 use super::sequence::Run;
 use super::settle::{stands_clear, FirstAttempt, RefinedLink};
 use super::source::{GrayType, Held};
@@ -94,12 +94,14 @@ impl WindowSize {
 }
 
 /// One planned pair: frame `moving` against frame `reference`, the search starting at the
-/// pair motion `motion`.
+/// pair motion `motion`; and the pair motion the other extrapolation predicted
+/// (`alternative`), judged against the registration too.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Planned {
     pub(super) moving: usize,
     pub(super) reference: usize,
     pub(super) motion: Similarity,
+    alternative: Similarity,
 }
 
 impl Planned {
@@ -128,23 +130,28 @@ pub(super) struct Measured {
 }
 
 /// The window: the planned pairs from frame `first` on, those registered so far, the last
-/// good frame they were predicted from, and the largest prediction error of its far half
-/// among the pairs decided on their plan so far.
+/// good frame they were predicted from, the extrapolation that predicted them, and the
+/// largest prediction error of its far half among the pairs decided on their plan so far,
+/// by that extrapolation and by the other.
 pub(super) struct Window {
     pub(super) planned: Vec<Planned>,
     settled: Vec<Option<Measured>>,
     anchor: usize,
+    extrapolation: Extrapolation,
     far_error: Option<f64>,
+    far_error_other: Option<f64>,
 }
 
 impl Window {
-    /// Plans frames `first .. first + frames`: each frame predicted at
-    /// constant velocity `vel` from the last good frame `last` (index, pose), registered
-    /// against the keyframe `key` (index, pose) until the prediction leaves `limit`, then
-    /// against the frame before it (at its predicted pose), as the run's keyframe rule does.
-    pub(super) fn plan(first: usize, frames: usize, key: (usize, Similarity), last: (usize, Similarity), vel: Velocity, limit: (f64, f64), size: (usize, usize)) -> Self {
+    /// Plans frames `first .. first + frames`: each frame predicted from the last good frame
+    /// `last` (index, pose) with velocity `vel` by `extrapolation`, registered against the
+    /// keyframe `key` (index, pose) until the prediction leaves `limit`, then against the
+    /// frame before it (at its predicted pose), as the run's keyframe rule does.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan(first: usize, frames: usize, key: (usize, Similarity), last: (usize, Similarity), vel: Velocity, extrapolation: Extrapolation, limit: (f64, f64), size: (usize, usize)) -> Self {
         let (l, l_pos) = last;
-        let guess = |m: usize| if m == l { l_pos } else { vel.predict(&l_pos, (m - l) as f64, size) };
+        let guess_by = |m: usize, e: Extrapolation| if m == l { l_pos } else { vel.predict_by(&l_pos, (m - l) as f64, size, e) };
+        let guess = |m: usize| guess_by(m, extrapolation);
         let (mut key, mut key_pos) = key;
         let mut planned = Vec::with_capacity(frames);
         for m in first..first + frames {
@@ -154,9 +161,10 @@ impl Window {
                 let previous = if m == first { l } else { m - 1 };
                 (key, key_pos) = (previous, guess(previous));
             }
-            planned.push(Planned { moving: m, reference: key, motion: key_pos.inverse().then(&predicted) });
+            let alternative = key_pos.inverse().then(&guess_by(m, extrapolation.other()));
+            planned.push(Planned { moving: m, reference: key, motion: key_pos.inverse().then(&predicted), alternative });
         }
-        Window { settled: alloc::vec![None; planned.len()], planned, anchor: l, far_error: None }
+        Window { settled: alloc::vec![None; planned.len()], planned, anchor: l, extrapolation, far_error: None, far_error_other: None }
     }
 
     /// Records that the window's pair `j` was decided on its plan at pair motion `found`:
@@ -167,8 +175,25 @@ impl Window {
         let (Some(p), Some(last)) = (self.planned.get(j), self.planned.last()) else { return };
         let (d, far) = (p.moving - self.anchor, last.moving - self.anchor);
         if d >= 2 && 2 * d > far {
-            let error = libm::hypot(found.x - p.motion.x, found.y - p.motion.y);
-            self.far_error = Some(self.far_error.map_or(error, |e| e.max(error)));
+            let error = |m: &Similarity| libm::hypot(found.x - m.x, found.y - m.y);
+            let worst = |was: Option<f64>, e: f64| Some(was.map_or(e, |w: f64| w.max(e)));
+            self.far_error = worst(self.far_error, error(&p.motion));
+            self.far_error_other = worst(self.far_error_other, error(&p.alternative));
+        }
+    }
+
+    /// The extrapolation to plan the next window by, once this one was decided on its plan:
+    /// the acceleration only where constant velocity missed the far half by more than
+    /// [`PREDICTION_BUDGET`] and the acceleration would have come closer (on footage whose
+    /// registrations are noisy, faint or low in contrast, an acceleration from three noisy
+    /// poses misleads more than it helps, and constant velocity there stays within the
+    /// budget); constant velocity again as soon as it would have come closer.
+    pub(super) fn better_extrapolation(&self) -> Extrapolation {
+        let (Some(used), Some(other)) = (self.far_error, self.far_error_other) else { return self.extrapolation };
+        match self.extrapolation {
+            Extrapolation::ConstantVelocity if used > PREDICTION_BUDGET && other < used => Extrapolation::Accelerating,
+            Extrapolation::Accelerating if other < used => Extrapolation::ConstantVelocity,
+            kept => kept,
         }
     }
 
@@ -364,7 +389,7 @@ mod tests {
     use super::*;
 
     fn judged(far_error: Option<f64>) -> Window {
-        Window { planned: Vec::new(), settled: Vec::new(), anchor: 0, far_error }
+        Window { planned: Vec::new(), settled: Vec::new(), anchor: 0, extrapolation: Extrapolation::ConstantVelocity, far_error, far_error_other: None }
     }
 
     #[test]
@@ -411,15 +436,28 @@ mod tests {
     #[test]
     fn only_the_far_half_of_a_window_is_judged() {
         let motion = |x: f64| Similarity { x, y: 0.0, angle: 0.0, scale: 1.0 };
-        let planned = |m: usize| Planned { moving: m, reference: 9, motion: motion(m as f64) };
+        // The other extrapolation (constant velocity) predicted every frame 1 px further on.
+        let planned = |m: usize| Planned { moving: m, reference: 9, motion: motion(m as f64), alternative: motion(m as f64 + 1.0) };
         // Frames 10 .. 17 predicted from frame 9: distances 1 to 8, the far half 5 to 8.
-        let mut w = Window { planned: (10..18).map(planned).collect(), settled: alloc::vec![None; 8], anchor: 9, far_error: None };
+        let mut w = Window { planned: (10..18).map(planned).collect(), settled: alloc::vec![None; 8], anchor: 9, extrapolation: Extrapolation::Accelerating, far_error: None, far_error_other: None };
         w.decided(0, &motion(10.0 + 50.0));
         w.decided(3, &motion(13.0 + 50.0));
-        assert_eq!(w.far_error, None);
+        assert_eq!((w.far_error, w.far_error_other), (None, None));
+        assert_eq!(w.better_extrapolation(), Extrapolation::Accelerating);
         w.decided(4, &motion(14.0 + 0.5));
         w.decided(7, &motion(17.0 - 1.5));
         w.decided(6, &motion(16.0 + 1.0));
-        assert_eq!(w.far_error, Some(1.5));
+        assert_eq!((w.far_error, w.far_error_other), (Some(1.5), Some(2.5)));
+        assert_eq!(w.better_extrapolation(), Extrapolation::Accelerating);
+        // Where the other extrapolation came closer, the next window is planned by it.
+        w.decided(5, &motion(15.0 + 3.5));
+        assert_eq!((w.far_error, w.far_error_other), (Some(3.5), Some(2.5)));
+        assert_eq!(w.better_extrapolation(), Extrapolation::ConstantVelocity);
+        // At constant velocity, the acceleration is taken up only where constant velocity
+        // missed the budget and the acceleration came closer.
+        let missed = |used: f64, other: f64| Window { far_error: Some(used), far_error_other: Some(other), ..judged(None) };
+        assert_eq!(missed(1.9, 0.1).better_extrapolation(), Extrapolation::ConstantVelocity);
+        assert_eq!(missed(2.5, 2.6).better_extrapolation(), Extrapolation::ConstantVelocity);
+        assert_eq!(missed(2.5, 1.0).better_extrapolation(), Extrapolation::Accelerating);
     }
 }
