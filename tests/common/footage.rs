@@ -196,6 +196,22 @@ pub fn wandering(n: usize, room: (f64, f64), step: f64, turn: f64, seed: u64) ->
     out
 }
 
+/// `path` (top-left corners inside `room`) with `jerks` hand-held jerks: from each of as many
+/// frames (seeded by `seed`, none of the first two), every later frame moved by up to
+/// `reach` px each way, so that predictions from the frames before miss by as much.
+pub fn jerky(path: &[(f64, f64)], room: (f64, f64), jerks: usize, reach: f64, seed: u64) -> Vec<(f64, f64)> {
+    let mut rng = SplitMix64::new(seed);
+    let mut out = path.to_vec();
+    for _ in 0..jerks {
+        let from = 2 + (rng.next_u64() as usize) % (path.len().max(3) - 2);
+        let d = (reach * (2.0 * rng.uniform() - 1.0), reach * (2.0 * rng.uniform() - 1.0));
+        for o in out.iter_mut().skip(from) {
+            *o = (o.0 + d.0, o.1 + d.1);
+        }
+    }
+    out.iter().map(|o| (o.0.clamp(2.0, 2.0 + room.0), o.1.clamp(2.0, 2.0 + room.1))).collect()
+}
+
 /// The room for frames of `frame` size in a photograph of `size` (corners 2 px inside).
 pub fn room(size: (usize, usize), frame: (usize, usize)) -> (f64, f64) {
     (size.0 as f64 - frame.0 as f64 - 5.0, size.1 as f64 - frame.1 as f64 - 5.0)

@@ -51,4 +51,11 @@ impl<'a> Run<'a> {
         let (a, b) = (reference.view::<T>()?, aligned.view());
         Ok((overlap_ncc(a, b, aligned.shift, self.par)?, grid_ncc(a, b, aligned.shift, self.p.register.rsz)?))
     }
+
+    /// The NCC of the whole overlap of `moving` and `reference` at pair motion `motion`, on
+    /// the host whether or not the run measures quality.
+    pub(super) fn overlap_correlation<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<Option<f64>> {
+        let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
+        overlap_ncc(reference.view::<T>()?, aligned.view(), aligned.shift, self.par)
+    }
 }

@@ -541,9 +541,13 @@ impl<'a> Run<'a> {
             let planned = window.as_ref().and_then(|w| w.get(i)).map(|(j, p)| (j, *p));
             // The last good frame about to become the keyframe carries its registration's error
             // to every frame registered after it: that link is refined on the whole overlap.
+            // (A frame off its plan may register against it too: refined then, below.)
+            let key_before = key;
+            let mut keyframe_refined = false;
             if let (Some(l), Some((_, pl)), true) = (last, planned, self.refines_on_overlap()) {
                 if pl.reference == l && key != Some(l) && records[l].reference == key {
                     self.refine_keyframe::<T>(&mut held, &mut records, l)?;
+                    keyframe_refined = true;
                 }
             }
             let find = |idx: usize| held_frame(&held, idx);
@@ -663,9 +667,17 @@ impl<'a> Run<'a> {
                         loops.restart_faint();
                     }
                     seed = None;
+                    // A frame off its plan that registered against the last good frame makes
+                    // that the keyframe: its link is refined now, as a planned pair's is
+                    // before it registers (the pair's motion is relative to it).
+                    if let (None, Some(l), false, true) = (&relocated, last, keyframe_refined, self.refines_on_overlap()) {
+                        if r == l && key_before != Some(l) && records[l].reference == key_before {
+                            self.refine_keyframe::<T>(&mut held, &mut records, l)?;
+                        }
+                    }
                     let r_held = match &relocated {
                         Some(keyframe) => keyframe,
-                        None => find(r)?,
+                        None => held_frame(&held, r)?,
                     };
                     let r_pos = r_held.pos;
                     let island = records[r].island.ok_or_else(|| Error::Backend("internal: a reference on no island".into()))?;
@@ -680,7 +692,7 @@ impl<'a> Run<'a> {
                         None => self.quality::<T>(r_held, &current, &motion)?,
                     };
                     let (l, l_pos) = match last {
-                        Some(l) => (l, find(l)?.pos),
+                        Some(l) => (l, held_frame(&held, l)?.pos),
                         None => (r, r_held.pos),
                     };
                     // Found again far from where the sweep was lost: its motion is unknown; a new

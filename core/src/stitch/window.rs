@@ -50,11 +50,13 @@ const PREDICTION_BUDGET: f64 = 2.0;
 /// the registrations: longer windows keep more pairs in flight (more threads busy, larger
 /// device launches) and cost nothing where the path is smooth, as on a microscope stage's
 /// scan or a slow sweep; on a turning path they would search from far off. The error of a
-/// constant-velocity prediction grows with the square of the distance at most, so a window
-/// whose far half was predicted within a quarter of [`PREDICTION_BUDGET`] is followed by
-/// one twice as long, one whose far half missed the budget by one half as long, and one
-/// that closed early (a pair off its plan, a frame that could not be read) by one half as
-/// long too. The size depends only on the registrations, never on the thread count.
+/// constant-velocity prediction grows with the square of the distance at most (with the
+/// acceleration, the cube), so a window whose far half the next window's extrapolation
+/// ([`Window::better_extrapolation`]) predicted within a quarter (an eighth) of
+/// [`PREDICTION_BUDGET`] is followed by one twice as long, one whose far half it missed the
+/// budget by one half as long, and one that closed early (a pair off its plan, a frame that
+/// could not be read) by one half as long too. The size depends only on the registrations,
+/// never on the thread count.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct WindowSize {
     frames: usize,
@@ -74,10 +76,20 @@ impl WindowSize {
 
     /// After a window all of whose pairs were decided on their plan.
     pub(super) fn followed(&mut self, window: &Window) {
-        match window.far_error {
+        // Judged by the errors of the extrapolation the next window plans by.
+        let next = window.better_extrapolation();
+        let doubling = match next {
+            Extrapolation::ConstantVelocity => 4.0,
+            Extrapolation::Accelerating => 8.0,
+        };
+        let far_error = match next == window.extrapolation {
+            true => window.far_error,
+            false => window.far_error_other,
+        };
+        match far_error {
             // No far pair to judge by (a window of one frame).
             None => {}
-            Some(e) if e <= PREDICTION_BUDGET / 4.0 => self.frames = (2 * self.frames).min(self.most),
+            Some(e) if e <= PREDICTION_BUDGET / doubling => self.frames = (2 * self.frames).min(self.most),
             Some(e) if e <= PREDICTION_BUDGET => {}
             Some(_) => self.shrink(),
         }
@@ -418,6 +430,20 @@ mod tests {
         size.followed(&judged(Some(0.0)));
         size.followed(&judged(Some(f64::NAN)));
         assert_eq!(size.frames(), WINDOW);
+        // Judged by the extrapolation the next window plans by: constant velocity that missed
+        // the budget where the acceleration came within it keeps the size; with the
+        // acceleration, whose error grows with the cube of the distance, doubled within an
+        // eighth of the budget only.
+        let judged_both = |extrapolation, used: f64, other: f64| Window { extrapolation, far_error: Some(used), far_error_other: Some(other), ..judged(None) };
+        let mut size = WindowSize::new((720, 576));
+        size.followed(&judged_both(Extrapolation::ConstantVelocity, 3.0, 1.0));
+        assert_eq!(size.frames(), WINDOW);
+        size.followed(&judged_both(Extrapolation::ConstantVelocity, 3.0, 0.2 * PREDICTION_BUDGET));
+        assert_eq!(size.frames(), WINDOW);
+        size.followed(&judged_both(Extrapolation::Accelerating, 0.1 * PREDICTION_BUDGET, 3.0));
+        assert_eq!(size.frames(), 2 * WINDOW);
+        size.followed(&judged_both(Extrapolation::ConstantVelocity, 3.0, 0.1 * PREDICTION_BUDGET));
+        assert_eq!(size.frames(), 4 * WINDOW);
     }
 
     #[test]
