@@ -1,7 +1,7 @@
 //! The quality measures of a registered pair (the NCC of its overlap and of the overlap's
 //! grid), on the host or from the sums a registrar adds for a batch of pairs.
 
-use super::quality::{grid_ncc, overlap_ncc, QualityPlan};
+use super::quality::{grid_ncc, QualityPlan};
 use super::registrar::QualityRequest;
 use super::sequence::Run;
 use super::settle::Aligned;
@@ -48,14 +48,13 @@ impl<'a> Run<'a> {
     /// The quality measures of one pair on the host.
     pub(super) fn host_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
         let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
-        let (a, b) = (reference.view::<T>()?, aligned.view());
-        Ok((overlap_ncc(a, b, aligned.shift, self.par)?, grid_ncc(a, b, aligned.shift, self.p.register.rsz)?))
+        let a = reference.view::<T>()?;
+        Ok((aligned.overlap_ncc(a, self.par)?, grid_ncc(a, aligned.view(), aligned.shift, self.p.register.rsz)?))
     }
 
     /// The NCC of the whole overlap of `moving` and `reference` at pair motion `motion`, on
     /// the host whether or not the run measures quality.
     pub(super) fn overlap_correlation<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<Option<f64>> {
-        let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
-        overlap_ncc(reference.view::<T>()?, aligned.view(), aligned.shift, self.par)
+        Aligned::new(moving.view::<T>()?, motion, self.par)?.overlap_ncc(reference.view::<T>()?, self.par)
     }
 }

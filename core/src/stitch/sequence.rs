@@ -543,11 +543,10 @@ impl<'a> Run<'a> {
             // to every frame registered after it: that link is refined on the whole overlap.
             // (A frame off its plan may register against it too: refined then, below.)
             let key_before = key;
-            let mut keyframe_refined = false;
-            if let (Some(l), Some((_, pl)), true) = (last, planned, self.refines_on_overlap()) {
-                if pl.reference == l && key != Some(l) && records[l].reference == key {
+            let planned_from_last = |l: usize| planned.is_some_and(|(_, pl)| pl.reference == l);
+            if let (Some(l), true) = (last, self.refines_on_overlap()) {
+                if planned_from_last(l) && becomes_keyframe(&records, l, key) {
                     self.refine_keyframe::<T>(&mut held, &mut records, l)?;
-                    keyframe_refined = true;
                 }
             }
             let find = |idx: usize| held_frame(&held, idx);
@@ -669,9 +668,10 @@ impl<'a> Run<'a> {
                     seed = None;
                     // A frame off its plan that registered against the last good frame makes
                     // that the keyframe: its link is refined now, as a planned pair's is
-                    // before it registers (the pair's motion is relative to it).
-                    if let (None, Some(l), false, true) = (&relocated, last, keyframe_refined, self.refines_on_overlap()) {
-                        if r == l && key_before != Some(l) && records[l].reference == key_before {
+                    // before it registers (the pair's motion is relative to it), unless the
+                    // plan made it the keyframe and its link was refined then.
+                    if let (None, Some(l), true) = (&relocated, last, self.refines_on_overlap()) {
+                        if r == l && !planned_from_last(l) && becomes_keyframe(&records, l, key_before) {
                             self.refine_keyframe::<T>(&mut held, &mut records, l)?;
                         }
                     }
@@ -776,6 +776,13 @@ impl<'a> Run<'a> {
         }
         check_progress(progress, records.len())
     }
+}
+
+/// Whether the last good frame `l` becomes the keyframe in place of `key` when a frame
+/// registers against it: it is not the keyframe yet and registered against it, so that its
+/// link's error would be carried to every frame after it.
+fn becomes_keyframe(records: &[FrameRecord], l: usize, key: Option<usize>) -> bool {
+    key != Some(l) && records[l].reference == key
 }
 
 /// Held frame `idx`; an internal error if the run let it go while a pair still refers to it.

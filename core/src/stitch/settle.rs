@@ -270,7 +270,7 @@ impl<'a> Run<'a> {
         if let (Some(m), true) = (reg.motion(), (weak(&reg) || along_an_edge || self.confirm_every_match || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
             let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
             let reference = frame(r)?.view::<T>()?;
-            let overlap = overlap_ncc(reference, aligned.view(), aligned.shift, self.par)?.unwrap_or(f64::NEG_INFINITY);
+            let overlap = aligned.overlap_ncc(reference, self.par)?.unwrap_or(f64::NEG_INFINITY);
             // A phase-correlation match, already significant against its surface's noise,
             // stands under `min_coefficient` where its overlap beats what the pair correlates
             // where it cannot match (faint frames: the true match's NCC is bounded by their
@@ -350,12 +350,12 @@ impl<'a> Run<'a> {
     fn confirm_turn<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, predicted: &Similarity, reg: &mut PairRegistration) -> Result<()> {
         let Some(m) = reg.motion() else { return Ok(()) };
         let departure = m.angle - predicted.angle;
-        let turn = Similarity { x: 0.0, y: 0.0, angle: departure, scale: 1.0 };
-        if self.p.register.motion != Motion::Similarity || !self.refines_on_overlap() || turn.spread(self.size) <= WARP_SPREAD {
+        let spread = Similarity { x: 0.0, y: 0.0, angle: departure, scale: 1.0 }.spread(self.size);
+        if self.p.register.motion != Motion::Similarity || !self.refines_on_overlap() || spread <= WARP_SPREAD {
             return Ok(());
         }
         // Far enough to undo the whole departure.
-        let reach = FAINT_REACH + turn.spread(self.size);
+        let reach = FAINT_REACH + spread;
         let Some(overlap) = self.refine_on_overlap::<T>(reference, moving, m, overlap_unknowns(&self.p.register, &m), reach)? else { return Ok(()) };
         if libm::fabs(overlap.angle - m.angle) > 0.5 * libm::fabs(departure) {
             (reg.shift, reg.angle, reg.scale) = (Some(overlap.shift()), overlap.angle, overlap.scale);
@@ -691,6 +691,11 @@ impl<'v, T: GrayType> Aligned<'v, T> {
 
     pub(super) fn view(&self) -> ImageView<'_, T> {
         self.turned.as_ref().map_or(self.frame, |t| t.view())
+    }
+
+    /// The NCC of the whole overlap of `reference` and this frame at its shift.
+    pub(super) fn overlap_ncc(&self, reference: ImageView<'_, T>, par: Parallelism) -> Result<Option<f64>> {
+        overlap_ncc(reference, self.view(), self.shift, par)
     }
 }
 

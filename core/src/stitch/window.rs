@@ -82,11 +82,7 @@ impl WindowSize {
             Extrapolation::ConstantVelocity => 4.0,
             Extrapolation::Accelerating => 8.0,
         };
-        let far_error = match next == window.extrapolation {
-            true => window.far_error,
-            false => window.far_error_other,
-        };
-        match far_error {
+        match window.far_error_by(next) {
             // No far pair to judge by (a window of one frame).
             None => {}
             Some(e) if e <= PREDICTION_BUDGET / doubling => self.frames = (2 * self.frames).min(self.most),
@@ -206,6 +202,14 @@ impl Window {
             Extrapolation::ConstantVelocity if used > PREDICTION_BUDGET && other < used => Extrapolation::Accelerating,
             Extrapolation::Accelerating if other < used => Extrapolation::ConstantVelocity,
             kept => kept,
+        }
+    }
+
+    /// The worst error of the window's far half had it been planned by `extrapolation`.
+    fn far_error_by(&self, extrapolation: Extrapolation) -> Option<f64> {
+        match extrapolation == self.extrapolation {
+            true => self.far_error,
+            false => self.far_error_other,
         }
     }
 
