@@ -9,6 +9,7 @@
 //! frame 0 (or, for a pair's shift, the reference) shows at `(u + x, v + y)`.
 
 pub(crate) mod accept;
+pub(crate) mod chain;
 pub mod coarse;
 pub(crate) mod composite;
 pub(crate) mod faint;

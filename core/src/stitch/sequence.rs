@@ -41,30 +41,24 @@
 //!
 //! The run's stages, each in its module: `source` (the frames read and held), `prediction`
 //! (where the next frame is expected), `window` (a window's pairs planned and registered at
-//! once), `settle` (one frame's registration settled, with its fallbacks), `measure` (a
-//! pair's quality measures), `registrar` (what a registrar other than the CPU's is asked);
-//! then `relocate` and `islands` (lost frames), `loops` (loop closure and the global solve)
-//! and `composite` (the panorama). This module holds the parameters, the records, the entry
-//! points and the loop that takes the decisions in frame order ([`Run`]).
+//! once), `chain` (each frame's decisions in frame order over what its window registered),
+//! `settle` (one frame's registration settled, with its fallbacks), `measure` (a pair's
+//! quality measures), `registrar` (what a registrar other than the CPU's is asked); then
+//! `relocate` and `islands` (lost frames), `loops` (loop closure and the global solve) and
+//! `composite` (the panorama). This module holds the parameters, the records, the entry
+//! points and the loop over the frames ([`Run`]).
 
+use super::chain::Chain;
 use super::composite::{Blend, Canvas, Compositor, Pasting};
-use super::islands::{Islands, JOIN_CANDIDATES};
-use super::loops::{solve_loops, Loops};
-use super::prediction::{Extrapolation, Velocity};
 use super::register::{RegisterParams, SkipReason};
 use super::registrar::PairRegistrar;
-use super::relocate::{relocatable, Keyframes, RELOCATE_CANDIDATES};
-use super::settle::{stands_clear, FirstAttempt};
 use super::similarity::Similarity;
-use super::source::{Frame, FrameSource, GrayType, Held, InMemory, Link};
+use super::source::{Frame, FrameSource, GrayType, InMemory};
 use super::stage_times::StageTimes;
-use super::window::{Buffers, Window, WindowSize};
 use crate::error::{Error, Result};
 use crate::image::AnyView;
-use crate::ncc::Integral;
 use crate::parallel::Parallelism;
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
@@ -446,373 +440,56 @@ impl<'a> Run<'a> {
     }
 
 
-    fn register<T: GrayType>(mut self, frames: &'a dyn FrameSource, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
-        let (w, h) = self.size;
-        let p = self.p;
-        let limit = (p.keyframe_shift * w as f64, p.keyframe_shift * h as f64);
-        let mut records: Vec<FrameRecord> = Vec::with_capacity(frames.len());
-        let (mut buffer, mut turn_buffer) = (Integral::default(), Integral::default());
-        // The frames the run may register against, found by index: the keyframe, the last
-        // good frame and, until the first pair registers, the latest readable frame that
-        // did not register against the reference candidate `key` (a candidate too).
-        let mut held: Vec<Held<'a>> = Vec::new();
-        let (mut key, mut last, mut pending): (Option<usize>, Option<usize>, Option<usize>) = (None, None, None);
-        let mut reference = None;
-        let mut vel = Velocity::default();
-        let mut extrapolation = Extrapolation::default();
-        let mut loops = Loops::default();
-        // The keyframes a lost frame is searched among (module `relocate`), the islands
-        // (module `islands`) and the frame that may start the next one.
-        let mut keyframes = Keyframes::default();
-        let mut islands = Islands::default();
-        let mut seed: Option<usize> = None;
-        // The window of planned pairs (module `window`) and its frames, read ahead once each:
-        // the run takes frame i from `ahead` when it gets there.
-        let mut window: Option<Window> = None;
-        let mut window_size = WindowSize::new(self.size);
-        let mut window_buffers: Vec<Buffers<T>> = Vec::new();
-        let mut ahead: VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)> = VecDeque::new();
+    /// Registers the frames of `frames` in order: each frame's decision ([`Chain`]) over
+    /// what its window registered; the records and the panorama's reference.
+    fn register<T: GrayType>(self, frames: &'a dyn FrameSource, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Vec<FrameRecord>, usize)> {
+        let mut chain = Chain::<T>::new(self, frames);
         // `len()` is read before each frame: a live source grows (FrameSource).
         for i in (0..).take_while(|&i| i < frames.len()) {
-            let loaded = match ahead.pop_front() {
-                Some((j, f)) if j == i => f,
-                _ => self.load(frames, i),
-            };
-            let current = match loaded {
+            let current = match chain.take(i) {
                 Ok(f) => f,
                 // The input ended while the run waited for this frame: there is none.
                 Err(_) if i >= frames.len() => break,
                 Err(reason) => {
-                    records.push(FrameRecord::skipped(i, reason, 0));
-                    if window.take().is_some() {
-                        window_size.closed();
-                    }
-                    self.step(frames, progress, &records, &islands)?;
+                    chain.unreadable(i, reason);
+                    chain.step(progress)?;
                     continue;
                 }
             };
-            let Some(k) = key else {
-                records.push(FrameRecord::reference(i));
-                held.push(current);
-                key = Some(i);
-                self.step(frames, progress, &records, &islands)?;
+            if chain.key.is_none() {
+                chain.start(current);
+                chain.step(progress)?;
                 continue;
-            };
-            // Once a pair has registered, each frame's first attempt comes from the window's
-            // plan, made when the window opens at this frame.
-            // Before any pair has registered, the next frame alone is planned against the
-            // reference at rest: the first pair, too, registers in the parallel stage.
-            let mut opened = false;
-            if window.as_ref().and_then(|w| w.get(i)).is_none() {
-                // The window before, all of it decided on its plan, sizes this one.
-                if let Some(w) = window.take() {
-                    window_size.followed(&w);
-                    extrapolation = w.better_extrapolation();
-                }
-                // Between windows, the returns found so far register together (module `loops`).
-                if loops.returns_due() {
-                    self.register_returns::<T>(frames, &mut records, &mut loops, &mut window_buffers)?;
-                }
-                let at = |idx: usize| held_frame(&held, idx).map(|f| f.pos);
-                let anchor = match (last, pending) {
-                    (Some(l), _) => Some((l, window_size.frames())),
-                    (None, None) => Some((k, 1)),
-                    (None, Some(_)) => None,
-                };
-                if let Some((l, frames)) = anchor {
-                    if let Some(times) = self.times {
-                        times.window(frames);
-                    }
-                    window = Some(Window::plan(i, frames, (k, at(k)?), (l, at(l)?), vel, extrapolation, limit, self.size));
-                    opened = true;
-                }
             }
-            // The window's frames, read ahead as far as the source has them.
-            if let Some(end) = window.as_ref().and_then(|w| w.planned.last()).map(|p| p.moving) {
-                while i + 1 + ahead.len() <= end && i + 1 + ahead.len() < frames.ready() {
-                    let j = i + 1 + ahead.len();
-                    ahead.push_back((j, self.load(frames, j)));
-                }
+            chain.open_window(i, &current)?;
+            let decided = chain.register(i, &current)?;
+            match decided.shift() {
+                None => chain.lost(i, current, decided),
+                Some(s) => chain.registered(i, current, decided, s)?,
             }
-            if let (Some(g), Some(w), true) = (self.registrar, window.as_ref(), opened) {
-                let find = |idx: usize| window_frame(&held, &current, &ahead, idx);
-                g.speculate(&w.requests::<T>(&find, self.size)?, &self.p.register)?;
-            }
-            let planned = window.as_ref().and_then(|w| w.get(i)).map(|(j, p)| (j, *p));
-            // The last good frame about to become the keyframe carries its registration's error
-            // to every frame registered after it: that link is refined on the whole overlap.
-            // (A frame off its plan may register against it too: refined then, below.)
-            let key_before = key;
-            let planned_from_last = |l: usize| planned.is_some_and(|(_, pl)| pl.reference == l);
-            if let (Some(l), true) = (last, self.refines_on_overlap()) {
-                if planned_from_last(l) && becomes_keyframe(&records, l, key) {
-                    self.refine_keyframe::<T>(&mut held, &mut records, l)?;
-                }
-            }
-            let find = |idx: usize| held_frame(&held, idx);
-            // The planned pair, registered with the window's others; it stands where it stood
-            // clear on its own (no other attempt would have been made).
-            // Off the plan, a first attempt that did not stand clear need not register again.
-            let (mut on_plan, mut first) = (None, FirstAttempt::Every);
-            if let (Some((j, pl)), Some(w)) = (planned, window.as_mut()) {
-                key = Some(pl.reference);
-                let shared = |idx: usize| window_frame(&held, &current, &ahead, idx);
-                let measured = w.settled::<T>(j, &self, &shared, &mut window_buffers)?;
-                if !stands_clear(&measured.settled.1) {
-                    first = FirstAttempt::Known(measured.settled.1);
-                } else if !measured.zoom_found {
-                    on_plan = Some(measured);
-                }
-            }
-            let (mut measured, mut keyframe_link) = (None, None);
-            let (mut r, mut reg, mut evaluations) = match on_plan {
-                Some(m) => {
-                    if let (Some((j, _)), Some(w), Some(found)) = (planned, window.as_mut(), m.settled.1.motion()) {
-                        w.decided(j, &found);
-                    }
-                    (measured, keyframe_link) = (m.quality, m.keyframe_link);
-                    m.settled
-                }
-                None => {
-                    // Off the plan: every attempt, and the window closes here.
-                    if window.take().is_some() {
-                        window_size.closed();
-                    }
-                    let attempts = self.attempts(&find, (k, &mut key), last, pending, planned.map(|(_, p)| p), vel, i, limit)?;
-                    let moving = match self.registrar {
-                        None => Some(self.search_frame(current.view::<T>()?, core::mem::take(&mut buffer))?),
-                        Some(_) => None,
-                    };
-                    // The known first attempt's evaluations were made once, in the window.
-                    let known = match &first {
-                        FirstAttempt::Known(reg) => reg.evaluations,
-                        _ => 0,
-                    };
-                    let settled = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer, first);
-                    if let Some(m) = moving {
-                        buffer = m.into_integral();
-                    }
-                    let (mut r, mut reg, mut evaluations) = settled?;
-                    evaluations += known;
-                    // A zoom the scale-free model cannot follow: the scale is fitted from this pair on.
-                    if self.zoom_found::<T>(find(r)?, &current, &reg)? {
-                        self.p.register.fit_scale = true;
-                        let moving = match self.registrar {
-                            None => Some(self.search_frame(current.view::<T>()?, Integral::default())?),
-                            Some(_) => None,
-                        };
-                        let (zr, zreg, zevaluations) = self.settle::<T>(&find, &current, moving.as_ref(), &attempts, &mut turn_buffer, FirstAttempt::Every)?;
-                        (r, reg, evaluations) = (zr, zreg, evaluations + zevaluations);
-                    }
-                    (r, reg, evaluations)
-                }
-            };
-            // Lost: searched among the earlier keyframes, the chain continuing from the one
-            // it registers against.
-            let mut relocated = None;
-            if reg.shift.is_none() && reference.is_some() && relocatable(reg.skip.as_ref()) && keyframes.len() > 0 {
-                let tried: Vec<usize> = [Some(k), key, last].into_iter().flatten().collect();
-                let (found, spent) = self.relocate::<T>(frames, &current, &mut keyframes, &|idx, _| tried.contains(&idx), RELOCATE_CANDIDATES, &mut buffer, &mut turn_buffer)?;
-                evaluations += spent;
-                if let Some(f) = found {
-                    (r, reg) = (f.keyframe.index, f.registration);
-                    relocated = Some(f.keyframe);
-                }
-            }
-            // Found nowhere: a new island where it registers against the seed (module
-            // `islands`), its match confirmed on texture as a lost frame's must be.
-            let mut seeded = false;
-            if let (None, Some(_), Some(s)) = (reg.shift, reference, seed.and_then(|s| held.iter().find(|f| f.index == s))) {
-                let (registration, spent) = self.confirming_every_match().settle_against::<T>(s, &current, Similarity::IDENTITY, &mut buffer, &mut turn_buffer)?;
-                evaluations += spent;
-                if registration.shift.is_some() {
-                    (r, reg, seeded) = (s.index, registration, true);
-                }
-            }
-            match reg.shift {
-                None => {
-                    records.push(FrameRecord::skipped(i, reg.skip.unwrap_or(SkipReason::NoOverlap), evaluations));
-                    if reference.is_none() {
-                        pending = Some(i);
-                        held.retain(|f| f.index == k);
-                        held.push(current);
-                    } else {
-                        // The keyframe may have moved to the last good frame. A frame lost
-                        // with texture enough to be searched for is the next island's seed.
-                        if relocatable(records[i].skip.as_ref()) {
-                            seed = Some(i);
-                        }
-                        held.retain(|f| Some(f.index) == key || Some(f.index) == last || Some(f.index) == seed);
-                        if seed == Some(i) {
-                            held.push(current);
-                        }
-                    }
-                }
-                Some(s) => {
-                    if reference.is_none() {
-                        if r != k {
-                            // The pending frame is the reference: the candidate before it
-                            // matched nothing.
-                            records[k] = FrameRecord::skipped(k, SkipReason::NoSuccessor { reference: r }, records[k].evaluations);
-                            records[r] = FrameRecord { evaluations: records[r].evaluations, ..FrameRecord::reference(r) };
-                        }
-                        reference = Some(r);
-                        islands.start(r);
-                        pending = None;
-                    }
-                    if seeded {
-                        records[r] = FrameRecord { evaluations: records[r].evaluations, ..FrameRecord::reference(r) };
-                        islands.start(r);
-                        loops.restart_faint();
-                    }
-                    seed = None;
-                    // A frame off its plan that registered against the last good frame makes
-                    // that the keyframe: its link is refined now, as a planned pair's is
-                    // before it registers (the pair's motion is relative to it), unless the
-                    // plan made it the keyframe and its link was refined then.
-                    if let (None, Some(l), true) = (&relocated, last, self.refines_on_overlap()) {
-                        if r == l && !planned_from_last(l) && becomes_keyframe(&records, l, key_before) {
-                            self.refine_keyframe::<T>(&mut held, &mut records, l)?;
-                        }
-                    }
-                    let r_held = match &relocated {
-                        Some(keyframe) => keyframe,
-                        None => held_frame(&held, r)?,
-                    };
-                    let r_pos = r_held.pos;
-                    let island = records[r].island.ok_or_else(|| Error::Backend("internal: a reference on no island".into()))?;
-                    let set = islands.set_of(island);
-                    let newly_kept = keyframes.keep(r, r_pos, set, self.size);
-                    let motion = Similarity { x: s.0, y: s.1, angle: reg.angle, scale: reg.scale };
-                    let pos = r_pos.then(&motion);
-                    let mut rec = FrameRecord::skipped(i, SkipReason::NoOverlap, evaluations);
-                    rec = FrameRecord { position: Some(pos.shift()), angle: pos.angle, scale: pos.scale, reference: Some(r), island: Some(island), skip: None, ncc: reg.ncc, vectors_used: reg.vectors_used, confidence: reg.confidence, margin: reg.margin, phase_significance: reg.phase_significance, ..rec };
-                    (rec.quality, rec.quality_grid) = match measured {
-                        Some(q) => q,
-                        None => self.quality::<T>(r_held, &current, &motion)?,
-                    };
-                    let (l, l_pos) = match last {
-                        Some(l) => (l, held_frame(&held, l)?.pos),
-                        None => (r, r_held.pos),
-                    };
-                    // Found again far from where the sweep was lost: its motion is unknown; a new
-                    // island's is from its first frame.
-                    vel = match (&relocated, seeded) {
-                        (Some(_), _) => Velocity::default(),
-                        (None, true) => Velocity::between(&r_pos, &pos, (i - r) as f64, self.size),
-                        (None, false) => vel.then(Velocity::between(&l_pos, &pos, (i - l) as f64, self.size)),
-                    };
-                    key = Some(r);
-                    last = Some(i);
-                    held.retain(|f| f.index == r);
-                    held.extend(relocated.take());
-                    records.push(rec);
-                    let current = current.placed_at(pos).linked(Link { reference: r, motion, refined: keyframe_link });
-                    if p.close_loops {
-                        // Another set's keyframes are in other coordinates.
-                        let elsewhere: Vec<usize> = match islands.many() {
-                            true => records.iter().filter(|x| islands.set_of_record(x).is_some_and(|s| s != set)).map(|x| x.index).collect(),
-                            false => Vec::new(),
-                        };
-                        self.close_loop(&current, (r, r_pos), &records, &mut loops, &|k| elsewhere.binary_search(&k).is_ok());
-                        if self.faint_phase(&records[i]) {
-                            self.link_faint::<T>(&current, r, &mut loops)?;
-                        }
-                    }
-                    held.push(current);
-                    // A new keyframe while islands stand apart: searched on the others.
-                    if newly_kept && islands.many() {
-                        let keyframe = held_frame(&held, r)?;
-                        let (found, spent) = self.relocate::<T>(frames, keyframe, &mut keyframes, &|_, s| s == set, JOIN_CANDIDATES, &mut buffer, &mut turn_buffer)?;
-                        records[i].evaluations += spent;
-                        if let (Some(f), Some(m)) = (found.as_ref(), found.as_ref().and_then(|f| f.registration.motion())) {
-                            // The pose that moves this set into the other's coordinates.
-                            let t = f.keyframe.pos.then(&m).then(&r_pos.inverse());
-                            let moved: Vec<bool> = records.iter().map(|x| islands.set_of_record(x) == Some(set)).collect();
-                            loops.join(&|idx| moved[idx], &t);
-                            islands.move_set(&mut records, set, &t);
-                            keyframes.join(set, f.set, &t);
-                            for h in held.iter_mut() {
-                                h.pos = t.then(&h.pos);
-                            }
-                            records[r].joined = Some(f.keyframe.index);
-                            islands.join(set, f.set);
-                            // The window's plan and the velocity were in the old coordinates.
-                            window = None;
-                            if !t.is_translation() {
-                                vel = Velocity::default();
-                            }
-                        }
-                    }
-                }
-            }
-            self.step(frames, progress, &records, &islands)?;
+            chain.step(progress)?;
         }
-        match (reference, key) {
-            (Some(r), _) => {
-                let anchor = if islands.many() { islands.panorama_set(&records).unwrap_or(r) } else { r };
-                if p.close_loops {
-                    self.register_returns::<T>(frames, &mut records, &mut loops, &mut window_buffers)?;
-                    solve_loops(&mut records, anchor, &loops, self.size)?;
-                }
-                islands.publish(&mut records);
-                Ok((records, anchor))
-            }
-            (None, Some(k)) if frames.len() == 1 => Ok((records, k)),
-            _ => Err(nothing_registered(&records)),
-        }
+        chain.finish()
     }
 
-
-    /// After each frame: the source hears the records (as published, module `islands`),
-    /// `progress` the count.
-    fn step(&self, frames: &dyn FrameSource, progress: &mut dyn FnMut(usize) -> ControlFlow<()>, records: &[FrameRecord], islands: &Islands) -> Result<()> {
-        if islands.many() {
-            let mut published = records.to_vec();
-            islands.publish(&mut published);
-            frames.recorded(&published);
-        } else {
-            frames.recorded(records);
-        }
-        check_progress(progress, records.len())
-    }
 }
-
-/// Whether the last good frame `l` becomes the keyframe in place of `key` when a frame
-/// registers against it: it is not the keyframe yet and registered against it, so that its
-/// link's error would be carried to every frame after it.
-fn becomes_keyframe(records: &[FrameRecord], l: usize, key: Option<usize>) -> bool {
-    key != Some(l) && records[l].reference == key
-}
-
-/// Held frame `idx`; an internal error if the run let it go while a pair still refers to it.
-fn held_frame<'h, 'a>(held: &'h [Held<'a>], idx: usize) -> Result<&'h Held<'a>> {
-    held.iter().find(|f| f.index == idx).ok_or_else(|| Error::Backend("internal: lost a reference frame".into()))
-}
-
-/// Frame `idx` among the frames a window's pairs may use: those held, the current one, and
-/// those read ahead.
-fn window_frame<'h, 'a>(held: &'h [Held<'a>], current: &'h Held<'a>, ahead: &'h VecDeque<(usize, core::result::Result<Held<'a>, SkipReason>)>, idx: usize) -> Option<&'h Held<'a>> {
-    held.iter().chain([current]).chain(ahead.iter().filter_map(|(_, f)| f.as_ref().ok())).find(|f| f.index == idx)
-}
-
 
 impl FrameRecord {
     /// The reference frame's record: position (0, 0).
-    fn reference(index: usize) -> Self {
+    pub(super) fn reference(index: usize) -> Self {
         FrameRecord { island: Some(index), ..FrameRecord::placed(index, (0.0, 0.0)) }
     }
     /// A frame registered at `at`, on no island yet.
     pub(super) fn placed(index: usize, at: (f64, f64)) -> Self {
         FrameRecord { index, position: Some(at), angle: 0.0, scale: 1.0, reference: None, skip: None, ncc: 1.0, vectors_used: 0, confidence: 1.0, margin: 0.0, evaluations: 0, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None, island: None, joined: None, island_position: None }
     }
-    fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
+    pub(super) fn skipped(index: usize, why: SkipReason, evaluations: u64) -> Self {
         FrameRecord { index, position: None, angle: 0.0, scale: 1.0, reference: None, skip: Some(why), ncc: 0.0, vectors_used: 0, confidence: 0.0, margin: 0.0, evaluations, quality: None, quality_grid: None, residual: None, loop_closure: None, phase_significance: None, island: None, joined: None, island_position: None }
     }
 }
 
 /// The error of a run in which no two frames registered, with the first reasons.
-fn nothing_registered(records: &[FrameRecord]) -> Error {
+pub(super) fn nothing_registered(records: &[FrameRecord]) -> Error {
     let mut why: Vec<String> = records.iter().filter_map(|r| r.skip.as_ref().map(|s| alloc::format!("frame {}: {}", r.index, s.describe()))).take(3).collect();
     if records.iter().filter(|r| r.skip.is_some()).count() > 3 {
         why.push("...".into());
@@ -821,7 +498,7 @@ fn nothing_registered(records: &[FrameRecord]) -> Error {
 }
 
 /// Reports `done` frames; [`Error::Cancelled`] when the callback asks to stop.
-fn check_progress(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usize) -> Result<()> {
+pub(super) fn check_progress(progress: &mut dyn FnMut(usize) -> ControlFlow<()>, done: usize) -> Result<()> {
     match progress(done) {
         ControlFlow::Continue(()) => Ok(()),
         ControlFlow::Break(()) => Err(Error::Cancelled),
