@@ -275,13 +275,15 @@ impl<'a> Run<'a> {
             // stands under `min_coefficient` where its overlap beats what the pair correlates
             // where it cannot match (faint frames: the true match's NCC is bounded by their
             // signal-to-noise ratio; the fundus at contrast 0.3 went from 7 to 37 of 40
-            // frames). Only where the overlap refinement fitted the pair's turn: under the
-            // translation model a turned pair correlates near its centre of rotation alone,
-            // faintly, and stood above the null too (gravel rolling 1.9 degrees a frame: 20
-            // frames more than 2 px off). Template consensus keeps the fixed floor: a few
-            // templates agreeing by chance have no such second test behind them.
+            // frames). Only where the model follows the pair's turn: under the translation
+            // model a turned pair correlates near its centre of rotation alone, faintly, and
+            // stood above the null too (gravel rolling 1.9 degrees a frame: 20 frames more
+            // than 2 px off), so there the overlap must show no turn (the fundus at contrast
+            // 0.3 under the translation model: 9 -> 40 of 40 frames). Template consensus
+            // keeps the fixed floor: a few templates agreeing by chance have no such second
+            // test behind them.
             let null = match reg.phase_significance {
-                Some(_) if overlap < p.register.min_coefficient && p.register.motion == Motion::Similarity => overlap_null_ncc(reference, aligned.view(), aligned.shift, self.par)?,
+                Some(_) if overlap < p.register.min_coefficient && self.follows_the_turn::<T>(frame(r)?, current, &m)? => overlap_null_ncc(reference, aligned.view(), aligned.shift, self.par)?,
                 _ => None,
             };
             let beats_null = null.is_some_and(|n| overlap >= n + OVERLAP_NULL_MARGIN && overlap >= OVERLAP_FLOOR);
@@ -361,6 +363,18 @@ impl<'a> Run<'a> {
             (reg.shift, reg.angle, reg.scale) = (Some(overlap.shift()), overlap.angle, overlap.scale);
         }
         Ok(())
+    }
+
+    /// Whether the run's motion model follows the turn of `moving` against `reference` at
+    /// pair motion `m`: the similarity model does; the translation model where the whole
+    /// overlap, refined from `m` with a turn of its own, turns the frame's corners by at
+    /// most [`WARP_SPREAD`] (a microscope stage's scan), not where it could not tell.
+    fn follows_the_turn<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, m: &Similarity) -> Result<bool> {
+        if self.p.register.motion == Motion::Similarity {
+            return Ok(true);
+        }
+        let turned = self.refine_on_overlap::<T>(reference, moving, *m, 3, SEED_REACH)?;
+        Ok(turned.is_some_and(|t| t.spread(self.size) <= WARP_SPREAD))
     }
 
     /// A template registration at pair motion `m` refined on the whole overlap: within
