@@ -65,279 +65,21 @@ impl<'a> Run<'a> {
     where
         'a: 'h,
     {
-        let p = self.p;
-        let mut evaluations = 0;
-        let mut attempt_with = |r: usize, motion: Similarity, rp: &RegisterParams| -> Result<PairRegistration> {
-            let r_held = frame(r)?;
-            if warps(rp, &motion, self.size) {
-                // With a registrar, the frame's integral images are computed here.
-                let own = match moving {
-                    Some(_) => None,
-                    None => Some(self.search_frame(current.view::<T>()?, core::mem::take(turn_buffer))?),
-                };
-                let reg = self.register_turned(r_held.view::<T>()?, moving.or(own.as_ref()).ok_or_else(|| Error::Backend("internal: no moving frame".into()))?, rp, &motion);
-                if let Some(o) = own {
-                    *turn_buffer = o.into_integral();
-                }
-                let reg = reg?;
-                evaluations += reg.evaluations;
-                return Ok(reg);
-            }
-            let pred = pair_prediction(&motion, self.size);
-            let mut reg = match (moving, self.registrar) {
-                (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, self.par)?,
-                (None, Some(g)) => {
-                    let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (current.index, T::gray(current.view::<T>()?)), prediction: pred };
-                    g.register(&pair, rp)?
-                }
-                (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
-            };
-            if rp.motion == Motion::Similarity && !motion.is_translation() && reg.motion().is_some_and(|m| m.is_translation()) {
-                // With a fitted scale, a pair the sequence's zoom reaches (its predicted
-                // motion scales) keeps its fitted similarity, as a turned-back pair does:
-                // such a pair zooms by less than the warp threshold (just after a keyframe
-                // change, where the zoom turns round), so its zoom seldom clears the
-                // significance test, and the scale 1 that then stood was off by the whole
-                // zoom (up to 2.4e-3 on smooth texture), carried on to every frame
-                // registered against it.
-                let zooming = rp.fit_scale && motion.scale != 1.0;
-                fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, &Similarity::IDENTITY, rp, zooming);
-            }
-            evaluations += reg.evaluations;
-            Ok(reg)
-        };
-        let mut attempt = |r: usize, motion: Similarity| attempt_with(r, motion, &p.register);
-        let mut outcome: Option<(usize, PairRegistration)> = None;
+        let mut s = Settling { run: self, frame, current, moving, attempts, turn_buffer, evaluations: 0, spectra: None };
         let first_only = matches!(first, FirstAttempt::Only);
-        let mut known = match first {
-            FirstAttempt::Known(reg) => Some(reg),
-            _ => None,
-        };
-        for &(r, motion) in attempts.iter().take(if first_only { 1 } else { attempts.len() }) {
-            let reg = match known.take() {
-                Some(reg) => reg,
-                None => attempt(r, motion)?,
-            };
-            let done = reg.shift.is_some();
-            outcome = Some((r, reg));
-            if done {
-                break;
-            }
+        let mut outcome = s.by_attempts(first)?;
+        if first_only && outcome.as_ref().is_some_and(|o| !stands_clear(&o.1)) {
+            let Some((r, reg)) = outcome else { unreachable_attempts()? };
+            return Ok((r, reg, s.evaluations));
         }
-        if first_only {
-            if let Some((r, reg)) = outcome.as_ref().filter(|o| !stands_clear(&o.1)) {
-                return Ok((*r, reg.clone(), evaluations));
-            }
-        }
-        // The coarse global estimates (phase correlation) seed the search where the
-        // motion's prediction did not: a pair that failed (a jump, or a prediction
-        // made over skipped frames), and a pair that
-        // registered on a weak minority of its templates, which a local search that
-        // started far from the peak can lock onto (a lattice, a field of grass). A
-        // seeded registration wins with more agreeing vectors; the first stays
-        // otherwise.
-        // The frame the global estimates are made against: the reference of a weak match, else
-        // the first attempt's (the keyframe), so that frames that fail do not chain frame to
-        // frame. (The seeds were once made against the last good frame; they moved to the
-        // keyframe with the whole-overlap stage, and the robustness footage is measured so.)
-        let base_of = |(r, reg): &(usize, PairRegistration)| if reg.shift.is_some() { *r } else { attempts.first().map_or(*r, |a| a.0) };
-        // Seeds are shifts of the frame's centre; the turn stays the predicted one (from the
-        // pose `b_pos` of the frame registered against).
-        let first = match attempts.first() {
-            Some(&(r, motion)) => Some((r, frame(r)?.pos, motion)),
-            None => None,
-        };
-        let predicted_turn = |b: usize, b_pos: Similarity| match first {
-            Some((r, _, motion)) if r == b => motion,
-            Some((_, r_pos, motion)) => b_pos.inverse().then(&r_pos.then(&motion)),
-            None => Similarity::IDENTITY,
-        };
-        let seeded = |seed: (f64, f64), turn: &Similarity| if turn.is_translation() { Similarity::translation(seed) } else { Similarity::about(centre(self.size), seed, turn.angle, turn.scale) };
-        // The spectra of a reference (index) and the frame, once computed.
-        let mut spectra: Option<(usize, Spectrum, Spectrum)> = None;
-        match &outcome {
-            Some(o) if p.coarse_candidates > 0 && (o.1.shift.is_none() || weak(&o.1)) => {
-                let base = base_of(o);
-                let b_held = frame(base)?;
-                let (b_spectrum, c_spectrum) = (Spectrum::new(b_held.view::<T>()?), Spectrum::new(current.view::<T>()?));
-                let seeds = coarse::candidates(&b_spectrum, &c_spectrum, p.coarse_candidates).unwrap_or_default();
-                spectra = Some((base, b_spectrum, c_spectrum));
-                let b_pos = b_held.pos;
-                let turn = predicted_turn(base, b_pos);
-                for seed in seeds.into_iter().map(|peak| peak.shift) {
-                    if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
-                        // Already where this seed leads.
-                        if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
-                            continue;
-                        }
-                    }
-                    let reg = attempt(base, seeded(seed, &turn))?;
-                    let better = match &outcome {
-                        Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
-                        None => true,
-                    };
-                    if better {
-                        outcome = Some((base, reg));
-                    }
-                    if outcome.as_ref().is_some_and(|o| o.1.shift.is_some() && !weak(&o.1)) {
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-        // Faint texture (low contrast, strong noise): where too few templates agree,
-        // grow them to twice the side, from the shift found or the prediction, so each
-        // averages more signal; the grown registration stands if it is not weak too.
-        let short = |reg: &PairRegistration| weak(reg) || matches!(reg.skip, Some(SkipReason::TooFewVectors { .. }));
-        if let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) {
-            let r = *r;
-            let start = reg.motion().or(attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(Similarity::IDENTITY);
-            let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
-            let g = attempt_with(r, start, &grown)?;
-            if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
-                outcome = Some((r, g));
-            }
-        }
-        // Texture too faint for templates (the fundus at low contrast or under strong noise):
-        // where no registration stands on a clear majority of them, the whole overlap decides,
-        // from the band-limited phase correlation's peak where it stands clear of the noise.
-        // Against the keyframe first, then the other frames attempted (the last good frame):
-        // a faint pair's peak sinks into the noise as the overlap shrinks (the fundus at
-        // contrast 0.3, 30 px from its keyframe: significance 9, against 23 for the frame
-        // before it).
-        let on_overlap = self.refines_on_overlap();
-        let mut correlation_peak = None;
-        if let Some(o) = outcome.as_ref().filter(|o| on_overlap && (o.1.shift.is_none() || weak(&o.1))).cloned() {
-            let mut bases: Vec<usize> = Vec::with_capacity(attempts.len() + 1);
-            for b in core::iter::once(base_of(&o)).chain(attempts.iter().map(|a| a.0)) {
-                if !bases.contains(&b) {
-                    bases.push(b);
-                }
-            }
-            for base in bases {
-                let (b_spectrum, c_spectrum) = match spectra.take() {
-                    Some((b, r, c)) if b == base => (r, c),
-                    Some((_, _, c)) => (Spectrum::new(frame(base)?.view::<T>()?), c),
-                    None => (Spectrum::new(frame(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
-                };
-                let found = coarse::weighted_candidates(&b_spectrum, &c_spectrum, 1, Some(coarse::FAINT_BAND)).unwrap_or_default();
-                spectra = Some((base, b_spectrum, c_spectrum));
-                let Some(peak) = found.first().filter(|k| k.significance >= coarse::SIGNIFICANT_PEAK) else { continue };
-                let b_held = frame(base)?;
-                let start = seeded(peak.shift, &predicted_turn(base, b_held.pos));
-                // From the phase peak to where the overlap's correlation peaks on band-passed
-                // frames ([`faint`]), then the overlap refinement from there: on faint texture
-                // the refinement stops near its start (PAL at contrast 0.3 under noise 6: 0.46
-                // px from the phase peak, 0.26 from the correlation's), while on clear texture
-                // it converges to its own optimum, whose per-patch ramps take up a vignetting
-                // fixed to the lens that pulls the correlation's peak (0.3 px on the fundus
-                // under 40 % vignetting).
-                let peaked = match start.is_translation() {
-                    true => faint::overlap_peak(b_held.band::<T>(self.par)?.view(), current.band::<T>(self.par)?.view(), start.shift(), SEED_REACH, self.par)?,
-                    false => None,
-                };
-                let start = peaked.map_or(start, Similarity::translation);
-                let unknowns = overlap_unknowns(&p.register, &start);
-                if let Some(m) = self.refine_on_overlap::<T>(b_held, current, start, unknowns, SEED_REACH)? {
-                    let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..o.1.clone() };
-                    (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
-                    outcome = Some((base, phased));
-                    correlation_peak = peaked;
-                    break;
-                }
-            }
-        }
+        s.seed_by_phase_correlation(&mut outcome)?;
+        s.grow_templates(&mut outcome)?;
+        let correlation_peak = s.on_the_whole_overlap(&mut outcome)?;
         let Some((r, mut reg)) = outcome else { unreachable_attempts()? };
-        // A turn the run did not predict stands where the whole overlap shows it too.
-        if let (Some(&(_, predicted)), None) = (attempts.iter().find(|a| a.0 == r), reg.phase_significance) {
-            self.confirm_turn::<T>(frame(r)?, current, &predicted, &mut reg)?;
-        }
-        // A weak consensus must be confirmed by the whole overlap: chance agreement of a
-        // few templates between unrelated frames is rare but, over a long run with
-        // several attempts per frame, not rare enough to report a position on it.
-        // A whole-overlap match is always confirmed: with no template textured (a frame over an
-        // empty patch of slide) none is weak, and its overlap may still correlate well on
-        // the border of the empty patch, at any shift along it.
-        // So must a consensus of templates that see one edge running one way (a fundus's
-        // rim past an empty patch): each pins the shift across the edge and not along it,
-        // and four such agreed on a place 13 px along the rim. A straight edge crosses at
-        // most 2 npts - 1 of the npts x npts templates, a curved rim more (with a bound of
-        // 2 npts the fundus sweep's frames moved up to 0.2 px); 3 npts or more agreeing
-        // are not on one edge, and their gradients are not summed.
-        let few = reg.vectors_used < 3 * p.register.npts;
-        let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && few && aperture_bound(frame(r)?.view::<T>()?, &reg, p.register.rsz);
-        if let (Some(m), true) = (reg.motion(), (weak(&reg) || along_an_edge || self.confirm_every_match || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
-            let aligned = Aligned::new(current.view::<T>()?, &m, self.par)?;
-            let reference = frame(r)?.view::<T>()?;
-            let overlap = aligned.overlap_ncc(reference, self.par)?.unwrap_or(f64::NEG_INFINITY);
-            // A phase-correlation match, already significant against its surface's noise,
-            // stands under `min_coefficient` where its overlap beats what the pair correlates
-            // where it cannot match (faint frames: the true match's NCC is bounded by their
-            // signal-to-noise ratio; the fundus at contrast 0.3 went from 7 to 37 of 40
-            // frames). Only where the model follows the pair's turn: under the translation
-            // model a turned pair correlates near its centre of rotation alone, faintly, and
-            // stood above the null too (gravel rolling 1.9 degrees a frame: 20 frames more
-            // than 2 px off), so there the overlap must show no turn (the fundus at contrast
-            // 0.3 under the translation model: 9 -> 40 of 40 frames). Template consensus
-            // keeps the fixed floor: a few templates agreeing by chance have no such second
-            // test behind them.
-            let null = match reg.phase_significance {
-                Some(_) if overlap < p.register.min_coefficient && self.follows_the_turn::<T>(frame(r)?, current, &m)? => overlap_null_ncc(reference, aligned.view(), aligned.shift, self.par)?,
-                _ => None,
-            };
-            let beats_null = null.is_some_and(|n| overlap >= n + OVERLAP_NULL_MARGIN && overlap >= OVERLAP_FLOOR);
-            // Neither a whole-overlap match nor a weak consensus has a clear majority of
-            // templates behind it: it must stand on the overlap's textured part, above what
-            // that part correlates where it cannot match (`textured`), not on a featureless
-            // area (a few templates agreeing by chance near an empty patch of slide, whose
-            // overlap correlated 0.53 137 px from the truth).
-            // Judged on the band-passed frames where the pair is a translation: their
-            // noise is averaged, so faint texture (the fundus at contrast 0.3) still counts.
-            let noise = match (noise_variance(reference, p.register.rsz), noise_variance(current.view::<T>()?, p.register.rsz)) {
-                (Some(a), Some(b)) => a.min(b),
-                _ => 0.0,
-            };
-            let textured = Some(match m.is_translation() {
-                true => {
-                    let band = Noise::band_passed(noise);
-                    let floor = p.register.min_variance * band.variance / noise.max(f64::MIN_POSITIVE);
-                    textured_overlap(frame(r)?.band::<T>(self.par)?.view(), current.band::<T>(self.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), self.par)?
-                }
-                false => textured_overlap(reference, aligned.view(), aligned.shift, p.register.rsz, Noise::white(noise), p.register.min_variance, self.par)?,
-            });
-            // Template consensus keeps its fixed floor there too (see above).
-            let floor = if reg.phase_significance.is_some() { OVERLAP_FLOOR } else { p.register.min_coefficient };
-            let featureless = textured.filter(|t| !t.confirms(OVERLAP_NULL_MARGIN, floor));
-            if overlap < p.register.min_coefficient && !beats_null {
-                reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap, null });
-                reg.shift = None;
-                reg.phase_significance = None;
-            } else if let Some(t) = featureless {
-                reg.skip = Some(SkipReason::Featureless { blocks: t.blocks, needed: MIN_TEXTURED_BLOCKS, ncc: t.ncc, null: t.null });
-                reg.shift = None;
-                reg.phase_significance = None;
-            } else if reg.phase_significance.is_some() {
-                // No template vouches for it: its coefficient is the overlap's.
-                reg.ncc = overlap;
-                // Too faint for the overlap refinement's linearisation (its few steps from
-                // the correlation's peak drift towards its biased optimum): the peak stands.
-                if let (true, true, Some(s)) = (beats_null, m.is_translation(), correlation_peak) {
-                    reg.shift = Some(s);
-                }
-            }
-        }
-        // Faint matches (few templates agree, or agree weakly) leave the motion uncertain by
-        // up to a pixel: the whole overlap refines it.
-        // Or every pair, when asked for.
-        let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
-        let every = |reg: &PairRegistration| p.refine_every_pair && reg.phase_significance.is_none();
-        if let Some(m) = reg.motion().filter(|_| (on_overlap && faint(&reg)) || every(&reg)) {
-            if let Some(refined) = self.refine_faint::<T>(frame(r)?, current, m)? {
-                (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
-            }
-        }
-        Ok((r, reg, evaluations))
+        s.confirm_unpredicted_turn(r, &mut reg)?;
+        s.confirm_on_the_overlap(r, &mut reg, correlation_peak)?;
+        s.refine_faint_match(r, &mut reg)?;
+        Ok((r, reg, s.evaluations))
     }
 
     /// Registration `reg` of `moving` against `reference`, predicted at pair motion
@@ -710,6 +452,345 @@ impl<'v, T: GrayType> Aligned<'v, T> {
     /// The NCC of the whole overlap of `reference` and this frame at its shift.
     pub(super) fn overlap_ncc(&self, reference: ImageView<'_, T>, par: Parallelism) -> Result<Option<f64>> {
         overlap_ncc(reference, self.view(), self.shift, par)
+    }
+}
+
+/// One frame's registration as it is settled ([`Run::settle`]), stage by stage: the
+/// frames it may register against (`frame`), the frame (`current`, prepared for the CPU's
+/// searches as `moving`), the attempts, and what the stages share.
+struct Settling<'s, 'h, 'a, 'v, T: GrayType> {
+    run: &'s Run<'a>,
+    frame: &'s dyn Fn(usize) -> Result<&'h Held<'a>>,
+    current: &'s Held<'a>,
+    moving: Option<&'s SearchFrame<'v, T>>,
+    attempts: &'s [(usize, Similarity)],
+    /// The frame's integral images for a turned search.
+    turn_buffer: &'s mut Integral<T>,
+    /// The NCC evaluations of every registration so far.
+    evaluations: u64,
+    /// The spectra of a reference (index) and the frame, once computed.
+    spectra: Option<(usize, Spectrum, Spectrum)>,
+}
+
+/// A registration against a reference (its index).
+type Outcome = Option<(usize, PairRegistration)>;
+
+impl<'h, 'a: 'h, T: GrayType> Settling<'_, 'h, 'a, '_, T> {
+    /// The frame registered against frame `r` from pair motion `motion` with `rp`: through
+    /// the turn where the motion turns the frame visibly, else by the CPU's searches or the
+    /// run's registrar.
+    fn attempt_with(&mut self, r: usize, motion: Similarity, rp: &RegisterParams) -> Result<PairRegistration> {
+        let run = self.run;
+        let (r_held, current) = ((self.frame)(r)?, self.current);
+        if warps(rp, &motion, run.size) {
+            // With a registrar, the frame's integral images are computed here.
+            let own = match self.moving {
+                Some(_) => None,
+                None => Some(run.search_frame(current.view::<T>()?, core::mem::take(self.turn_buffer))?),
+            };
+            let reg = run.register_turned(r_held.view::<T>()?, self.moving.or(own.as_ref()).ok_or_else(|| Error::Backend("internal: no moving frame".into()))?, rp, &motion);
+            if let Some(o) = own {
+                *self.turn_buffer = o.into_integral();
+            }
+            let reg = reg?;
+            self.evaluations += reg.evaluations;
+            return Ok(reg);
+        }
+        let pred = pair_prediction(&motion, run.size);
+        let mut reg = match (self.moving, run.registrar) {
+            (Some(m), _) => register_pair(r_held.view::<T>()?, m, rp, pred, run.par)?,
+            (None, Some(g)) => {
+                let pair = PairRequest { reference: (r, T::gray(r_held.view::<T>()?)), moving: (current.index, T::gray(current.view::<T>()?)), prediction: pred };
+                g.register(&pair, rp)?
+            }
+            (None, None) => return Err(Error::Backend("internal: no way to register a pair".into())),
+        };
+        if rp.motion == Motion::Similarity && !motion.is_translation() && reg.motion().is_some_and(|m| m.is_translation()) {
+            // With a fitted scale, a pair the sequence's zoom reaches (its predicted
+            // motion scales) keeps its fitted similarity, as a turned-back pair does:
+            // such a pair zooms by less than the warp threshold (just after a keyframe
+            // change, where the zoom turns round), so its zoom seldom clears the
+            // significance test, and the scale 1 that then stood was off by the whole
+            // zoom (up to 2.4e-3 on smooth texture), carried on to every frame
+            // registered against it.
+            let zooming = rp.fit_scale && motion.scale != 1.0;
+            fit_turn(&mut reg, r_held.view::<T>()?, current.view::<T>()?, &Similarity::IDENTITY, rp, zooming);
+        }
+        self.evaluations += reg.evaluations;
+        Ok(reg)
+    }
+
+    /// [`attempt_with`](Self::attempt_with) the run's parameters.
+    fn attempt(&mut self, r: usize, motion: Similarity) -> Result<PairRegistration> {
+        let rp = self.run.p.register;
+        self.attempt_with(r, motion, &rp)
+    }
+
+    /// The attempts in order up to the first that succeeds (the first alone with
+    /// [`FirstAttempt::Only`]; the first one's registration taken as known with
+    /// [`FirstAttempt::Known`]); the last tried where none did.
+    fn by_attempts(&mut self, first: FirstAttempt) -> Result<Outcome> {
+        let mut outcome = None;
+        let first_only = matches!(first, FirstAttempt::Only);
+        let mut known = match first {
+            FirstAttempt::Known(reg) => Some(reg),
+            _ => None,
+        };
+        let attempts = self.attempts;
+        for &(r, motion) in attempts.iter().take(if first_only { 1 } else { attempts.len() }) {
+            let reg = match known.take() {
+                Some(reg) => reg,
+                None => self.attempt(r, motion)?,
+            };
+            let done = reg.shift.is_some();
+            outcome = Some((r, reg));
+            if done {
+                break;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// The frame the global estimates are made against: the reference of a weak match,
+    /// else the first attempt's (the keyframe), so that frames that fail do not chain frame
+    /// to frame. (The seeds were once made against the last good frame; they moved to the
+    /// keyframe with the whole-overlap stage, and the robustness footage is measured so.)
+    fn base_of(&self, (r, reg): &(usize, PairRegistration)) -> usize {
+        if reg.shift.is_some() {
+            *r
+        } else {
+            self.attempts.first().map_or(*r, |a| a.0)
+        }
+    }
+
+    /// The turn the frame is predicted to make against frame `b` (at pose `b_pos`): the
+    /// first attempt's, seen from `b`.
+    fn predicted_turn(&self, b: usize, b_pos: Similarity) -> Result<Similarity> {
+        Ok(match self.attempts.first() {
+            Some(&(r, motion)) if r == b => motion,
+            Some(&(r, motion)) => b_pos.inverse().then(&(self.frame)(r)?.pos.then(&motion)),
+            None => Similarity::IDENTITY,
+        })
+    }
+
+    /// A seed (a shift of the frame's centre) with the predicted `turn`.
+    fn seeded(&self, seed: (f64, f64), turn: &Similarity) -> Similarity {
+        if turn.is_translation() {
+            Similarity::translation(seed)
+        } else {
+            Similarity::about(centre(self.run.size), seed, turn.angle, turn.scale)
+        }
+    }
+
+    /// The coarse global estimates (phase correlation) seed the search where the motion's
+    /// prediction did not: a pair that failed (a jump, or a prediction made over skipped
+    /// frames), and a pair that registered on a weak minority of its templates, which a
+    /// local search that started far from the peak can lock onto (a lattice, a field of
+    /// grass). A seeded registration wins with more agreeing vectors; the first stays
+    /// otherwise.
+    fn seed_by_phase_correlation(&mut self, outcome: &mut Outcome) -> Result<()> {
+        let p = self.run.p;
+        let Some(o) = outcome.as_ref().filter(|o| p.coarse_candidates > 0 && (o.1.shift.is_none() || weak(&o.1))) else { return Ok(()) };
+        let base = self.base_of(o);
+        let b_held = (self.frame)(base)?;
+        let (b_spectrum, c_spectrum) = (Spectrum::new(b_held.view::<T>()?), Spectrum::new(self.current.view::<T>()?));
+        let seeds = coarse::candidates(&b_spectrum, &c_spectrum, p.coarse_candidates).unwrap_or_default();
+        self.spectra = Some((base, b_spectrum, c_spectrum));
+        // Seeds are shifts of the frame's centre; the turn stays the predicted one.
+        let turn = self.predicted_turn(base, b_held.pos)?;
+        for seed in seeds.into_iter().map(|peak| peak.shift) {
+            if let Some(s) = outcome.as_ref().and_then(|o| o.1.shift) {
+                // Already where this seed leads.
+                if libm::fabs(s.0 - seed.0) < 4.0 && libm::fabs(s.1 - seed.1) < 4.0 {
+                    continue;
+                }
+            }
+            let start = self.seeded(seed, &turn);
+            let reg = self.attempt(base, start)?;
+            let better = match outcome.as_ref() {
+                Some((_, o)) => reg.shift.is_some() && (o.shift.is_none() || reg.vectors_used > o.vectors_used),
+                None => true,
+            };
+            if better {
+                *outcome = Some((base, reg));
+            }
+            if outcome.as_ref().is_some_and(|o| o.1.shift.is_some() && !weak(&o.1)) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Faint texture (low contrast, strong noise): where too few templates agree, grow them
+    /// to twice the side, from the shift found or the prediction, so each averages more
+    /// signal; the grown registration stands if it is not weak too.
+    fn grow_templates(&mut self, outcome: &mut Outcome) -> Result<()> {
+        let p = self.run.p;
+        let short = |reg: &PairRegistration| weak(reg) || matches!(reg.skip, Some(SkipReason::TooFewVectors { .. }));
+        let Some((r, reg)) = outcome.as_ref().filter(|o| p.grow_templates && p.register.acceptance == Acceptance::Adaptive && short(&o.1)) else { return Ok(()) };
+        let r = *r;
+        let start = reg.motion().or(self.attempts.iter().find(|a| a.0 == r).map(|a| a.1)).unwrap_or(Similarity::IDENTITY);
+        let grown = RegisterParams { rsz: (2 * p.register.rsz + 1).min(255), ..p.register };
+        let g = self.attempt_with(r, start, &grown)?;
+        if g.shift.is_some() && (reg.shift.is_none() || !weak(&g)) {
+            *outcome = Some((r, g));
+        }
+        Ok(())
+    }
+
+    /// Texture too faint for templates (the fundus at low contrast or under strong noise):
+    /// where no registration stands on a clear majority of them, the whole overlap decides,
+    /// from the band-limited phase correlation's peak where it stands clear of the noise.
+    /// Against the keyframe first, then the other frames attempted (the last good frame):
+    /// a faint pair's peak sinks into the noise as the overlap shrinks (the fundus at
+    /// contrast 0.3, 30 px from its keyframe: significance 9, against 23 for the frame
+    /// before it). Returns where the overlap's correlation peaks on band-passed frames, if
+    /// the match stands there.
+    fn on_the_whole_overlap(&mut self, outcome: &mut Outcome) -> Result<Option<(f64, f64)>> {
+        let (run, current) = (self.run, self.current);
+        let Some(o) = outcome.as_ref().filter(|o| run.refines_on_overlap() && (o.1.shift.is_none() || weak(&o.1))).cloned() else { return Ok(None) };
+        let mut bases: Vec<usize> = Vec::with_capacity(self.attempts.len() + 1);
+        for b in core::iter::once(self.base_of(&o)).chain(self.attempts.iter().map(|a| a.0)) {
+            if !bases.contains(&b) {
+                bases.push(b);
+            }
+        }
+        for base in bases {
+            let (b_spectrum, c_spectrum) = match self.spectra.take() {
+                Some((b, r, c)) if b == base => (r, c),
+                Some((_, _, c)) => (Spectrum::new((self.frame)(base)?.view::<T>()?), c),
+                None => (Spectrum::new((self.frame)(base)?.view::<T>()?), Spectrum::new(current.view::<T>()?)),
+            };
+            let found = coarse::weighted_candidates(&b_spectrum, &c_spectrum, 1, Some(coarse::FAINT_BAND)).unwrap_or_default();
+            self.spectra = Some((base, b_spectrum, c_spectrum));
+            let Some(peak) = found.first().filter(|k| k.significance >= coarse::SIGNIFICANT_PEAK) else { continue };
+            let b_held = (self.frame)(base)?;
+            let start = self.seeded(peak.shift, &self.predicted_turn(base, b_held.pos)?);
+            // From the phase peak to where the overlap's correlation peaks on band-passed
+            // frames ([`faint`]), then the overlap refinement from there: on faint texture
+            // the refinement stops near its start (PAL at contrast 0.3 under noise 6: 0.46
+            // px from the phase peak, 0.26 from the correlation's), while on clear texture
+            // it converges to its own optimum, whose per-patch ramps take up a vignetting
+            // fixed to the lens that pulls the correlation's peak (0.3 px on the fundus
+            // under 40 % vignetting).
+            let peaked = match start.is_translation() {
+                true => faint::overlap_peak(b_held.band::<T>(run.par)?.view(), current.band::<T>(run.par)?.view(), start.shift(), SEED_REACH, run.par)?,
+                false => None,
+            };
+            let start = peaked.map_or(start, Similarity::translation);
+            let unknowns = overlap_unknowns(&run.p.register, &start);
+            if let Some(m) = run.refine_on_overlap::<T>(b_held, current, start, unknowns, SEED_REACH)? {
+                let mut phased = PairRegistration { skip: None, phase_significance: Some(peak.significance), margin: peak.significance - coarse::SIGNIFICANT_PEAK, ..o.1.clone() };
+                (phased.shift, phased.angle, phased.scale) = (Some(m.shift()), m.angle, m.scale);
+                *outcome = Some((base, phased));
+                return Ok(peaked);
+            }
+        }
+        Ok(None)
+    }
+
+    /// A turn the run did not predict (against frame `r`) stands where the whole overlap
+    /// shows it too ([`Run::confirm_turn`]); a phase-correlation match's turn is the
+    /// overlap's already.
+    fn confirm_unpredicted_turn(&self, r: usize, reg: &mut PairRegistration) -> Result<()> {
+        match (self.attempts.iter().find(|a| a.0 == r), reg.phase_significance) {
+            (Some(&(_, predicted)), None) => self.run.confirm_turn::<T>((self.frame)(r)?, self.current, &predicted, reg),
+            _ => Ok(()),
+        }
+    }
+
+    /// A weak consensus must be confirmed by the whole overlap: chance agreement of a
+    /// few templates between unrelated frames is rare but, over a long run with
+    /// several attempts per frame, not rare enough to report a position on it.
+    /// A whole-overlap match is always confirmed: with no template textured (a frame over an
+    /// empty patch of slide) none is weak, and its overlap may still correlate well on
+    /// the border of the empty patch, at any shift along it.
+    /// So must a consensus of templates that see one edge running one way (a fundus's
+    /// rim past an empty patch): each pins the shift across the edge and not along it,
+    /// and four such agreed on a place 13 px along the rim. A straight edge crosses at
+    /// most 2 npts - 1 of the npts x npts templates, a curved rim more (with a bound of
+    /// 2 npts the fundus sweep's frames moved up to 0.2 px); 3 npts or more agreeing
+    /// are not on one edge, and their gradients are not summed.
+    fn confirm_on_the_overlap(&self, r: usize, reg: &mut PairRegistration, correlation_peak: Option<(f64, f64)>) -> Result<()> {
+        let (run, p, current) = (self.run, self.run.p, self.current);
+        let few = reg.vectors_used < 3 * p.register.npts;
+        let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && few && aperture_bound((self.frame)(r)?.view::<T>()?, reg, p.register.rsz);
+        if let (Some(m), true) = (reg.motion(), (weak(reg) || along_an_edge || run.confirm_every_match || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
+            let aligned = Aligned::new(current.view::<T>()?, &m, run.par)?;
+            let reference = (self.frame)(r)?.view::<T>()?;
+            let overlap = aligned.overlap_ncc(reference, run.par)?.unwrap_or(f64::NEG_INFINITY);
+            // A phase-correlation match, already significant against its surface's noise,
+            // stands under `min_coefficient` where its overlap beats what the pair correlates
+            // where it cannot match (faint frames: the true match's NCC is bounded by their
+            // signal-to-noise ratio; the fundus at contrast 0.3 went from 7 to 37 of 40
+            // frames). Only where the model follows the pair's turn: under the translation
+            // model a turned pair correlates near its centre of rotation alone, faintly, and
+            // stood above the null too (gravel rolling 1.9 degrees a frame: 20 frames more
+            // than 2 px off), so there the overlap must show no turn (the fundus at contrast
+            // 0.3 under the translation model: 9 -> 40 of 40 frames). Template consensus
+            // keeps the fixed floor: a few templates agreeing by chance have no such second
+            // test behind them.
+            let null = match reg.phase_significance {
+                Some(_) if overlap < p.register.min_coefficient && run.follows_the_turn::<T>((self.frame)(r)?, current, &m)? => overlap_null_ncc(reference, aligned.view(), aligned.shift, run.par)?,
+                _ => None,
+            };
+            let beats_null = null.is_some_and(|n| overlap >= n + OVERLAP_NULL_MARGIN && overlap >= OVERLAP_FLOOR);
+            // Neither a whole-overlap match nor a weak consensus has a clear majority of
+            // templates behind it: it must stand on the overlap's textured part, above what
+            // that part correlates where it cannot match (`textured`), not on a featureless
+            // area (a few templates agreeing by chance near an empty patch of slide, whose
+            // overlap correlated 0.53 137 px from the truth).
+            // Judged on the band-passed frames where the pair is a translation: their
+            // noise is averaged, so faint texture (the fundus at contrast 0.3) still counts.
+            let noise = match (noise_variance(reference, p.register.rsz), noise_variance(current.view::<T>()?, p.register.rsz)) {
+                (Some(a), Some(b)) => a.min(b),
+                _ => 0.0,
+            };
+            let textured = Some(match m.is_translation() {
+                true => {
+                    let band = Noise::band_passed(noise);
+                    let floor = p.register.min_variance * band.variance / noise.max(f64::MIN_POSITIVE);
+                    textured_overlap((self.frame)(r)?.band::<T>(run.par)?.view(), current.band::<T>(run.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), run.par)?
+                }
+                false => textured_overlap(reference, aligned.view(), aligned.shift, p.register.rsz, Noise::white(noise), p.register.min_variance, run.par)?,
+            });
+            // Template consensus keeps its fixed floor there too (see above).
+            let floor = if reg.phase_significance.is_some() { OVERLAP_FLOOR } else { p.register.min_coefficient };
+            let featureless = textured.filter(|t| !t.confirms(OVERLAP_NULL_MARGIN, floor));
+            if overlap < p.register.min_coefficient && !beats_null {
+                reg.skip = Some(SkipReason::Unconfirmed { agreeing: reg.vectors_used, textured: reg.textured, overlap_ncc: overlap, null });
+                reg.shift = None;
+                reg.phase_significance = None;
+            } else if let Some(t) = featureless {
+                reg.skip = Some(SkipReason::Featureless { blocks: t.blocks, needed: MIN_TEXTURED_BLOCKS, ncc: t.ncc, null: t.null });
+                reg.shift = None;
+                reg.phase_significance = None;
+            } else if reg.phase_significance.is_some() {
+                // No template vouches for it: its coefficient is the overlap's.
+                reg.ncc = overlap;
+                // Too faint for the overlap refinement's linearisation (its few steps from
+                // the correlation's peak drift towards its biased optimum): the peak stands.
+                if let (true, true, Some(s)) = (beats_null, m.is_translation(), correlation_peak) {
+                    reg.shift = Some(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Faint matches (few templates agree, or agree weakly) leave the motion uncertain by
+    /// up to a pixel: the whole overlap refines it.
+    /// Or every pair, when asked for.
+    fn refine_faint_match(&self, r: usize, reg: &mut PairRegistration) -> Result<()> {
+        let (run, p, current) = (self.run, self.run.p, self.current);
+        let faint = |reg: &PairRegistration| reg.phase_significance.is_none() && (2 * reg.vectors_used < reg.textured || reg.ncc < FAINT_NCC);
+        let every = |reg: &PairRegistration| p.refine_every_pair && reg.phase_significance.is_none();
+        if let Some(m) = reg.motion().filter(|_| (run.refines_on_overlap() && faint(reg)) || every(reg)) {
+            if let Some(refined) = run.refine_faint::<T>((self.frame)(r)?, current, m)? {
+                (reg.shift, reg.angle, reg.scale) = (Some(refined.shift()), refined.angle, refined.scale);
+            }
+        }
+        Ok(())
     }
 }
 
