@@ -27,16 +27,16 @@ type Loaded<'a> = core::result::Result<Held<'a>, SkipReason>;
 /// What a run carries from one frame's decision to the next.
 pub(super) struct Chain<'a, T: GrayType> {
     /// The run's parameters change where a zoom is found (the scale is fitted from then on).
-    pub(super) run: Run<'a>,
+    run: Run<'a>,
     frames: &'a dyn FrameSource,
     /// How far the prediction may leave the keyframe before the last good frame takes its place.
     limit: (f64, f64),
-    pub(super) records: Vec<FrameRecord>,
+    records: Vec<FrameRecord>,
     /// The frames the run may register against, found by index: the keyframe, the last
     /// good frame and, until the first pair registers, the latest readable frame that did
     /// not register against the reference candidate `key` (a candidate too).
     held: Vec<Held<'a>>,
-    pub(super) key: Option<usize>,
+    key: Option<usize>,
     last: Option<usize>,
     pending: Option<usize>,
     /// The frame at position (0, 0), once a pair has registered.
@@ -47,7 +47,7 @@ pub(super) struct Chain<'a, T: GrayType> {
     /// The keyframes a lost frame is searched among (module `relocate`), the islands
     /// (module `islands`) and the frame that may start the next one.
     keyframes: Keyframes,
-    pub(super) islands: Islands,
+    islands: Islands,
     seed: Option<usize>,
     /// The window of planned pairs (module `window`) and its frames, read ahead once each:
     /// the run takes frame i from `ahead` when it gets there.
@@ -120,6 +120,11 @@ impl<'a, T: GrayType> Chain<'a, T> {
     pub(super) fn unreadable(&mut self, i: usize, reason: SkipReason) {
         self.records.push(FrameRecord::skipped(i, reason, 0));
         self.close_window();
+    }
+
+    /// Whether a readable frame came: the first is the reference candidate.
+    pub(super) fn started(&self) -> bool {
+        self.key.is_some()
     }
 
     /// The first readable frame: the reference candidate.

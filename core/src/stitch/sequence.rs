@@ -456,7 +456,7 @@ impl<'a> Run<'a> {
                     continue;
                 }
             };
-            if chain.key.is_none() {
+            if !chain.started() {
                 chain.start(current);
                 chain.step(progress)?;
                 continue;
