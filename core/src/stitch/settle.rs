@@ -713,11 +713,12 @@ impl<'h, 'a: 'h, T: GrayType> Settling<'_, 'h, 'a, '_, T> {
     /// are not on one edge, and their gradients are not summed.
     fn confirm_on_the_overlap(&self, r: usize, reg: &mut PairRegistration, correlation_peak: Option<(f64, f64)>) -> Result<()> {
         let (run, p, current) = (self.run, self.run.p, self.current);
+        let r_held = (self.frame)(r)?;
         let few = reg.vectors_used < 3 * p.register.npts;
-        let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && few && aperture_bound((self.frame)(r)?.view::<T>()?, reg, p.register.rsz);
+        let along_an_edge = reg.phase_significance.is_none() && reg.shift.is_some() && few && aperture_bound(r_held.view::<T>()?, reg, p.register.rsz);
         if let (Some(m), true) = (reg.motion(), (weak(reg) || along_an_edge || run.confirm_every_match || reg.phase_significance.is_some()) && p.register.acceptance == Acceptance::Adaptive) {
             let aligned = Aligned::new(current.view::<T>()?, &m, run.par)?;
-            let reference = (self.frame)(r)?.view::<T>()?;
+            let reference = r_held.view::<T>()?;
             let overlap = aligned.overlap_ncc(reference, run.par)?.unwrap_or(f64::NEG_INFINITY);
             // A phase-correlation match, already significant against its surface's noise,
             // stands under `min_coefficient` where its overlap beats what the pair correlates
@@ -731,7 +732,7 @@ impl<'h, 'a: 'h, T: GrayType> Settling<'_, 'h, 'a, '_, T> {
             // keeps the fixed floor: a few templates agreeing by chance have no such second
             // test behind them.
             let null = match reg.phase_significance {
-                Some(_) if overlap < p.register.min_coefficient && run.follows_the_turn::<T>((self.frame)(r)?, current, &m)? => overlap_null_ncc(reference, aligned.view(), aligned.shift, run.par)?,
+                Some(_) if overlap < p.register.min_coefficient && run.follows_the_turn::<T>(r_held, current, &m)? => overlap_null_ncc(reference, aligned.view(), aligned.shift, run.par)?,
                 _ => None,
             };
             let beats_null = null.is_some_and(|n| overlap >= n + OVERLAP_NULL_MARGIN && overlap >= OVERLAP_FLOOR);
@@ -750,7 +751,7 @@ impl<'h, 'a: 'h, T: GrayType> Settling<'_, 'h, 'a, '_, T> {
                 true => {
                     let band = Noise::band_passed(noise);
                     let floor = p.register.min_variance * band.variance / noise.max(f64::MIN_POSITIVE);
-                    textured_overlap((self.frame)(r)?.band::<T>(run.par)?.view(), current.band::<T>(run.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), run.par)?
+                    textured_overlap(r_held.band::<T>(run.par)?.view(), current.band::<T>(run.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), run.par)?
                 }
                 false => textured_overlap(reference, aligned.view(), aligned.shift, p.register.rsz, Noise::white(noise), p.register.min_variance, run.par)?,
             });
