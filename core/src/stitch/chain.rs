@@ -169,12 +169,13 @@ impl<'a, T: GrayType> Chain<'a, T> {
         if self.loops.returns_due() {
             self.run.register_returns::<T>(self.frames, &mut self.records, &mut self.loops, &mut self.window_buffers)?;
         }
-        let anchor = match (self.last, self.pending) {
+        // Planned from the last good frame; before any pair registered, the next frame
+        // alone from the reference candidate; with a pending candidate, no plan.
+        let (l, frames) = match (self.last, self.pending) {
             (Some(l), _) => (l, self.window_size.frames()),
             (None, None) => (k, 1),
             (None, Some(_)) => return Ok(false),
         };
-        let (l, frames) = anchor;
         if let Some(times) = self.run.times {
             times.window(frames);
         }
