@@ -151,7 +151,8 @@ fn main() {
                 let p = StitchParams { blend, ..Default::default() };
                 let pano = be.stitch(&InMemory(&views), &p, &mut |_| ControlFlow::Continue(())).unwrap();
                 let pos: Vec<String> = pano.frames.iter().map(|f| format!("{:?}", f.position)).collect();
-                out(format!("{scene} stitch {} {blend:?} positions {}", views[0].type_name(), fnv(pos.join(";").as_bytes())), hash(&pano.canvas.image));
+                let quality: Vec<String> = pano.frames.iter().map(|f| format!("{:?} {:?}", f.quality, f.quality_grid)).collect();
+                out(format!("{scene} stitch {} {blend:?} positions {} quality {}", views[0].type_name(), fnv(pos.join(";").as_bytes()), fnv(quality.join(";").as_bytes())), hash(&pano.canvas.image));
             }
         }
     }

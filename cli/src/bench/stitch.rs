@@ -195,88 +195,105 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
             // median. A shared machine's speed drifts over the minutes between the blocks
             // above (one thread's figure moved 1.6x from one run to the next on the 2-core
             // VM); within a round it falls on both alike.
-            if r.wants("pal_scaling_interleaved") && cores >= 2 {
-                let pools = [1, 2].map(|threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build());
-                let [Ok(one), Ok(two)] = pools else { anyhow::bail!("thread pool: could not start one or two threads") };
-                let register = || register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ());
-                let run = |pool: &rayon::ThreadPool| pool.install(register);
-                // A run timed after an untimed one that wakes its threads, `between` called
-                // between the two whatever the first gave (a barrier another thread waits at
-                // must be reached even after a failed run).
-                let timed_after = |go: &dyn Fn() -> tessera::Result<()>, between: &dyn Fn()| -> Result<f64> {
-                    let warm = go();
-                    between();
-                    warm?;
-                    let t = std::time::Instant::now();
-                    go()?;
-                    Ok(t.elapsed().as_secs_f64())
-                };
-                let timed = |pool: &rayon::ThreadPool| timed_after(&|| run(pool), &|| ());
-                // The machine's own ceiling in the same rounds: two independent one-thread
-                // runs at once (each on a pool of its own, started together), whose
-                // throughput against one run alone is what two cores give this work with
-                // no engine between them: shared caches, memory, or a second vCPU that is
-                // a hyperthread or a neighbour's.
-                let second = rayon::ThreadPoolBuilder::new().num_threads(1).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
-                let side_by_side = || -> Result<f64> {
-                    let start = std::sync::Barrier::new(2);
-                    let both = |pool: &rayon::ThreadPool| timed_after(&|| run(pool), &|| {
-                        start.wait();
-                    });
-                    let (a, b) = std::thread::scope(|s| {
-                        let other = s.spawn(|| both(&second));
-                        (both(&one), other.join())
-                    });
-                    let b = b.map_err(|_| anyhow::anyhow!("a side-by-side run panicked"))?;
-                    Ok(a?.max(b?))
-                };
-                // As the command line and a library caller run it: on their own thread, outside
-                // the pool, with every thread of rayon's global pool.
-                let from_callers_thread = || timed_after(&register, &|| ());
-                // Where the machine has more cores than two, a pool of all of them as well.
-                let all = (cores > 2).then(|| rayon::ThreadPoolBuilder::new().num_threads(cores).build()).transpose().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
-                // A round's runs take some milliseconds each, and the VM's hiccups as long:
-                // nine rounds' medians moved by 0.2 from one call to the next, 41 rounds' by
-                // 0.02 within a quiet spell.
-                let rounds = if b.quick { 1 } else { 25 };
-                let (mut ratios, mut ceilings, mut callers, mut all_over_1) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds));
-                for _ in 0..rounds {
-                    let alone = timed(&one)?;
-                    ratios.push(alone / timed(&two)?);
-                    ceilings.push(2.0 * alone / side_by_side()?);
-                    callers.push(alone / from_callers_thread()?);
-                    if let Some(all) = &all {
-                        all_over_1.push(alone / timed(all)?);
+            //
+            // Registration alone, and the defaults (with every pair's quality measures, the
+            // NCC of its whole overlap and of its grid: more work a pair than its
+            // registration, spread over the threads too).
+            let defaults = StitchParams { register: reg, ..Default::default() };
+            for (prefix, p) in [("pal_scaling", &p), ("pal_scaling_defaults", &defaults)] {
+                if r.wants(&format!("{prefix}_interleaved")) && cores >= 2 {
+                    let pools = [1, 2].map(|threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build());
+                    let [Ok(one), Ok(two)] = pools else { anyhow::bail!("thread pool: could not start one or two threads") };
+                    let register = || register_sequence(&views, p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).map(|_| ());
+                    let run = |pool: &rayon::ThreadPool| pool.install(register);
+                    // A run timed after an untimed one that wakes its threads, `between` called
+                    // between the two whatever the first gave (a barrier another thread waits at
+                    // must be reached even after a failed run).
+                    let timed_after = |go: &dyn Fn() -> tessera::Result<()>, between: &dyn Fn()| -> Result<f64> {
+                        let warm = go();
+                        between();
+                        warm?;
+                        let t = std::time::Instant::now();
+                        go()?;
+                        Ok(t.elapsed().as_secs_f64())
+                    };
+                    let timed = |pool: &rayon::ThreadPool| timed_after(&|| run(pool), &|| ());
+                    // The machine's own ceiling in the same rounds: two independent one-thread
+                    // runs at once (each on a pool of its own, started together), whose
+                    // throughput against one run alone is what two cores give this work with
+                    // no engine between them: shared caches, memory, or a second vCPU that is
+                    // a hyperthread or a neighbour's.
+                    let second = rayon::ThreadPoolBuilder::new().num_threads(1).build().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
+                    let side_by_side = || -> Result<f64> {
+                        let start = std::sync::Barrier::new(2);
+                        let both = |pool: &rayon::ThreadPool| timed_after(&|| run(pool), &|| {
+                            start.wait();
+                        });
+                        let (a, b) = std::thread::scope(|s| {
+                            let other = s.spawn(|| both(&second));
+                            (both(&one), other.join())
+                        });
+                        let b = b.map_err(|_| anyhow::anyhow!("a side-by-side run panicked"))?;
+                        Ok(a?.max(b?))
+                    };
+                    // As the command line and a library caller run it: on their own thread, outside
+                    // the pool, with every thread of rayon's global pool.
+                    let from_callers_thread = || timed_after(&register, &|| ());
+                    // Where the machine has more cores than two, a pool of all of them as well.
+                    let all = (cores > 2).then(|| rayon::ThreadPoolBuilder::new().num_threads(cores).build()).transpose().map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
+                    // A round's runs take some milliseconds each, and the VM's hiccups as long:
+                    // nine rounds' medians moved by 0.2 from one call to the next, 41 rounds' by
+                    // 0.02 within a quiet spell.
+                    let rounds = if b.quick { 1 } else { 25 };
+                    let (mut ratios, mut ceilings, mut callers, mut all_over_1) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+                    let (mut one_s, mut two_s) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+                    for _ in 0..rounds {
+                        let alone = timed(&one)?;
+                        let both = timed(&two)?;
+                        ratios.push(alone / both);
+                        (one_s.push(alone), two_s.push(both));
+                        ceilings.push(2.0 * alone / side_by_side()?);
+                        callers.push(alone / from_callers_thread()?);
+                        if let Some(all) = &all {
+                            all_over_1.push(alone / timed(all)?);
+                        }
+                    }
+                    // Each ratio's median over the rounds, with the lowest and highest round.
+                    let round3 = |x: f64| (x * 1000.0).round() / 1000.0;
+                    let mut record = |name: &str, rounds_of: &mut Vec<f64>, extra: Value| {
+                        if rounds_of.is_empty() {
+                            return;
+                        }
+                        let mid = super::median(rounds_of);
+                        let mut params = json!({"rounds": rounds, "lowest": round3(rounds_of[0]), "highest": round3(rounds_of[rounds_of.len() - 1]), "pairs": pairs});
+                        if let (Some(p), Value::Object(more)) = (params.as_object_mut(), extra) {
+                            p.extend(more);
+                        }
+                        r.record(name, params, "cpu", json!(round3(mid)));
+                    };
+                    record(&format!("{prefix}_interleaved_2_over_1"), &mut ratios, json!({}));
+                    record(&format!("{prefix}_two_runs_at_once_over_1"), &mut ceilings, json!({"measured": "two independent one-thread runs side by side, throughput against one alone"}));
+                    let threads = rayon::current_num_threads();
+                    record(&format!("{prefix}_callers_thread_all_over_1"), &mut callers, json!({"threads": threads, "measured": "the run on a thread outside the pool, on every thread of the global pool, against one thread"}));
+                    // Empty where the machine has two cores or fewer.
+                    record(&format!("{prefix}_interleaved_all_over_1"), &mut all_over_1, json!({"threads": cores}));
+                    if prefix == "pal_scaling_defaults" && !one_s.is_empty() {
+                        let per_s = |times: &mut Vec<f64>| json!((pairs / super::median(times)).round());
+                        r.record(&format!("{prefix}_pairs_per_s"), json!({"w": w, "h": h, "rsz": 25, "npts": 6, "pairs": pairs, "rounds": rounds}), "cpu", json!({"1": per_s(&mut one_s), "2": per_s(&mut two_s)}));
                     }
                 }
-                // Each ratio's median over the rounds, with the lowest and highest round.
-                let round3 = |x: f64| (x * 1000.0).round() / 1000.0;
-                let mut record = |name: &str, rounds_of: &mut Vec<f64>, extra: Value| {
-                    if rounds_of.is_empty() {
-                        return;
-                    }
-                    let mid = super::median(rounds_of);
-                    let mut params = json!({"rounds": rounds, "lowest": round3(rounds_of[0]), "highest": round3(rounds_of[rounds_of.len() - 1]), "pairs": pairs});
-                    if let (Some(p), Value::Object(more)) = (params.as_object_mut(), extra) {
-                        p.extend(more);
-                    }
-                    r.record(name, params, "cpu", json!(round3(mid)));
-                };
-                record("pal_scaling_interleaved_2_over_1", &mut ratios, json!({}));
-                record("pal_scaling_two_runs_at_once_over_1", &mut ceilings, json!({"measured": "two independent one-thread runs side by side, throughput against one alone"}));
-                let threads = rayon::current_num_threads();
-                record("pal_scaling_callers_thread_all_over_1", &mut callers, json!({"threads": threads, "measured": "the run on a thread outside the pool, on every thread of the global pool, against one thread"}));
-                // Empty where the machine has two cores or fewer.
-                record("pal_scaling_interleaved_all_over_1", &mut all_over_1, json!({"threads": cores}));
             }
-            if r.wants("pal_serial_fraction") {
-                let stages = StageTimes::default();
-                for _ in 0..b.reps_for(pairs).max(5) {
-                    register_frames_timed(&InMemory(&views), &p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(()), &stages)?;
-                }
-                if let Some(s) = stages.serial_fraction() {
-                    r.record("pal_serial_fraction", json!({"threads": 1, "measured": "outside the window stage"}), "cpu", json!((s * 1000.0).round() / 1000.0));
-                    r.record("pal_amdahl_bound_16_threads", json!({"from": "pal_serial_fraction"}), "cpu", json!((100.0 / (s + (1.0 - s) / 16.0)).round() / 100.0));
+            for (name, p) in [("pal_serial_fraction", &p), ("pal_serial_fraction_defaults", &defaults)] {
+                if r.wants(name) {
+                    let stages = StageTimes::default();
+                    for _ in 0..b.reps_for(pairs).max(5) {
+                        register_frames_timed(&InMemory(&views), p, Parallelism::Sequential, &mut |_| ControlFlow::Continue(()), &stages)?;
+                    }
+                    if let Some(s) = stages.serial_fraction() {
+                        r.record(name, json!({"threads": 1, "measured": "outside the window stage"}), "cpu", json!((s * 1000.0).round() / 1000.0));
+                        let bound = name.replace("serial_fraction", "amdahl_bound_16_threads");
+                        r.record(&bound, json!({"from": name}), "cpu", json!((100.0 / (s + (1.0 - s) / 16.0)).round() / 100.0));
+                    }
                 }
             }
         }

@@ -1,13 +1,14 @@
 //! The quality measures of a registered pair (the NCC of its overlap and of the overlap's
 //! grid), on the host or from the sums a registrar adds for a batch of pairs.
 
-use super::quality::{grid_ncc, QualityPlan};
+use super::quality::{grid_ncc, Measures, QualityPlan};
 use super::registrar::QualityRequest;
 use super::sequence::Run;
 use super::settle::Aligned;
 use super::similarity::Similarity;
 use super::source::{GrayType, Held};
 use crate::error::{Error, Result};
+use crate::parallel::map_indices;
 use alloc::vec::Vec;
 
 impl<'a> Run<'a> {
@@ -18,12 +19,15 @@ impl<'a> Run<'a> {
         if !self.p.quality {
             return Ok((None, None));
         }
-        if self.registrar.is_some() && motion.is_translation() {
-            if let Some(q) = self.registrar_quality::<T>(&[(reference, moving, *motion)])? {
-                return Ok(q[0]);
-            }
+        if !motion.is_translation() {
+            return self.host_quality::<T>(reference, moving, motion);
         }
-        self.host_quality::<T>(reference, moving, motion)
+        let pair = [(reference, moving, *motion)];
+        let measured = match self.registrar_quality::<T>(&pair)? {
+            Some(q) => q,
+            None => self.host_quality_of_pairs::<T>(&pair)?,
+        };
+        measured.first().copied().ok_or_else(|| Error::Backend("internal: a pair's quality measures went missing".into()))
     }
 
     /// The quality measures of `pairs` (reference, moving, pair motion: translations) from
@@ -43,6 +47,20 @@ impl<'a> Run<'a> {
             return Err(Error::Backend(alloc::format!("quality measures of {} pairs for {}", measures.len(), requests.len())));
         }
         Ok(Some(measures))
+    }
+
+    /// The quality measures of `pairs` (reference, moving, pair motion: translations) on the
+    /// host over the run's threads: integer frames all at once, their regions cut into jobs
+    /// ([`QualitySample::measures_of_pairs`](super::quality::QualitySample::measures_of_pairs)), floats pair by pair.
+    pub(super) fn host_quality_of_pairs<T: GrayType>(&self, pairs: &[(&Held<'_>, &Held<'_>, Similarity)]) -> Result<Vec<Measures>> {
+        let mut views = Vec::with_capacity(pairs.len());
+        for &(reference, moving, motion) in pairs {
+            views.push((reference.view::<T>()?, moving.view::<T>()?, motion.shift()));
+        }
+        match T::measures_of_pairs(&views, self.p.register.rsz, self.par) {
+            Some(measures) => measures,
+            None => map_indices(pairs.len(), self.par, |i| self.host_quality::<T>(pairs[i].0, pairs[i].1, &pairs[i].2)).into_iter().collect(),
+        }
     }
 
     /// The quality measures of one pair on the host.

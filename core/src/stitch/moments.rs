@@ -97,7 +97,7 @@ impl<const K: usize> Default for Moments<K> {
 }
 
 impl<const K: usize> Moments<K> {
-    fn add(&mut self, o: &Self) {
+    pub(crate) fn add(&mut self, o: &Self) {
         self.n += o.n;
         self.a += o.a;
         self.aa += o.aa;
@@ -257,7 +257,7 @@ pub(crate) fn region_moments<S: IntSample, const K: usize>(
     (x0, y0, x1, y1): (usize, usize, usize, usize),
     par: Parallelism,
 ) -> Moments<K> {
-    let rows = map_indices(y1 - y0, par, |k| {
+    let row = |k: usize| {
         let y = y0 + k;
         let a = &r.row(y)[x0..x1];
         let t: [&[S]; K] = core::array::from_fn(|j| {
@@ -266,11 +266,16 @@ pub(crate) fn region_moments<S: IntSample, const K: usize>(
             &m.row(my)[mx..mx + (x1 - x0)]
         });
         S::row(a, t)
-    });
-    rows.iter().fold(Moments::default(), |mut s, r| {
+    };
+    let add = |mut s: Moments<K>, r: &Moments<K>| {
         s.add(r);
         s
-    })
+    };
+    // On one thread the rows are added as they come, not collected first.
+    if par.threads() <= 1 {
+        return (0..y1 - y0).fold(Moments::default(), |s, k| add(s, &row(k)));
+    }
+    map_indices(y1 - y0, par, row).iter().fold(Moments::default(), add)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::moments::{region_moments, IntSample, Moments};
 use alloc::vec::Vec;
 use crate::error::{require_finite, require_range, Result};
 use crate::image::{ImageView, Pixel};
-use crate::parallel::{map_indices, Parallelism};
+use crate::parallel::{map_few, map_indices, Parallelism};
 
 /// A sample type of the quality measures.
 pub trait QualitySample: Pixel + Into<f64> {
@@ -22,20 +22,89 @@ pub trait QualitySample: Pixel + Into<f64> {
     fn exact_pearson(_r: &ImageView<'_, Self>, _m: &ImageView<'_, Self>, _shift: (f64, f64), _region: Region, _par: Parallelism) -> Option<Option<f64>> {
         None
     }
+    /// The measures of `pairs` ([`overlap_ncc`], [`grid_ncc`] with templates of `side`),
+    /// their overlaps summed in bands of rows over `par`'s threads, to the bit as pair by
+    /// pair: for integer samples; `None` for floats, which sum in f64 (in an order the
+    /// bands would change).
+    fn measures_of_pairs(_pairs: &[PairToMeasure<'_, Self>], _side: usize, _par: Parallelism) -> Option<Result<Vec<Measures>>> {
+        None
+    }
 }
 
 impl QualitySample for f32 {}
 
-impl QualitySample for u8 {
-    fn exact_pearson(r: &ImageView<'_, Self>, m: &ImageView<'_, Self>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<Option<f64>> {
-        Some(exact_pearson(r, m, shift, region, par))
-    }
+macro_rules! exact_quality_sample {
+    ($t:ty) => {
+        impl QualitySample for $t {
+            fn exact_pearson(r: &ImageView<'_, Self>, m: &ImageView<'_, Self>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<Option<f64>> {
+                Some(exact_pearson(r, m, shift, region, par))
+            }
+            fn measures_of_pairs(pairs: &[PairToMeasure<'_, Self>], side: usize, par: Parallelism) -> Option<Result<Vec<Measures>>> {
+                Some(measures_of_pairs(pairs, side, par))
+            }
+        }
+    };
 }
+exact_quality_sample!(u8);
+exact_quality_sample!(u16);
 
-impl QualitySample for u16 {
-    fn exact_pearson(r: &ImageView<'_, Self>, m: &ImageView<'_, Self>, shift: (f64, f64), region: Region, par: Parallelism) -> Option<Option<f64>> {
-        Some(exact_pearson(r, m, shift, region, par))
+/// A pair's quality measures: [`overlap_ncc`] and [`grid_ncc`].
+pub type Measures = (Option<f64>, Option<f64>);
+
+/// A pair to measure: the reference, the moving frame, and the shift that aligns them.
+pub type PairToMeasure<'v, T> = (ImageView<'v, T>, ImageView<'v, T>, (f64, f64));
+
+/// Rows of an overlap summed as one job of [`measures_of_pairs`]: some 11 000 pixels of a
+/// PAL overlap, a few microseconds, so that the threads sharing a pair's measures finish
+/// within one band of each other.
+const BAND_ROWS: usize = 16;
+
+/// The quality measures ([`overlap_ncc`], [`grid_ncc`] with templates of `side`) of pairs of
+/// integer frames, to the bit as those give them: each pair's [`QualityPlan`], its overlap
+/// cut into bands of [`BAND_ROWS`] rows and its grid's templates as one job more, the jobs
+/// handed out over `par`'s threads (`map_few`: from a caller outside the pool, each thread
+/// takes the next job as it becomes free), then each region's sums added (integers: the
+/// same in any order). A run measures each pair so on all its threads: a thread out of
+/// pairs takes bands of a pair still being measured, where a pair measured on its own
+/// thread left the others waiting at the end of each window. Errors: as [`grid_ncc`].
+pub(crate) fn measures_of_pairs<S: IntSample + QualitySample>(pairs: &[PairToMeasure<'_, S>], side: usize, par: Parallelism) -> Result<Vec<Measures>> {
+    let mut plans = Vec::with_capacity(pairs.len());
+    for (r, m, shift) in pairs {
+        check(r, m, *shift)?;
+        plans.push(QualityPlan::new(r.size(), *shift, side)?);
     }
+    // A job: a band of a pair's overlap (its rows), or its grid's templates (`None`).
+    let mut jobs: Vec<(usize, Option<(usize, usize)>)> = Vec::new();
+    for (k, plan) in plans.iter().enumerate() {
+        let Some(&(_, y0, _, y1)) = plan.regions.first() else { continue };
+        jobs.extend((y0..y1).step_by(BAND_ROWS).map(|b| (k, Some((b, (b + BAND_ROWS).min(y1))))));
+        if plan.regions.len() > 1 {
+            jobs.push((k, None));
+        }
+    }
+    let sums = map_few(jobs.len(), par, |j| {
+        let (k, rows) = jobs[j];
+        let ((r, m, _), plan) = (&pairs[k], &plans[k]);
+        let offsets = plan.taps.map(|t| t.0);
+        let sum = |region: Region| region_moments(r, m, plan.origin, offsets, region, Parallelism::Sequential);
+        match rows {
+            Some((y0, y1)) => {
+                let (x0, _, x1, _) = plan.regions[0];
+                alloc::vec![sum((x0, y0, x1, y1))]
+            }
+            None => plan.regions[1..].iter().map(|&g| sum(g)).collect(),
+        }
+    });
+    let mut measured: Vec<Vec<Moments<4>>> = plans.iter().map(|plan| Vec::with_capacity(plan.regions.len())).collect();
+    for ((k, rows), found) in jobs.iter().zip(sums) {
+        let regions = &mut measured[*k];
+        match rows {
+            // The overlap's bands come first, in order.
+            Some(_) if !regions.is_empty() => regions[0].add(&found[0]),
+            _ => regions.extend(found),
+        }
+    }
+    Ok(plans.iter().zip(&measured).map(|(plan, sums)| plan.measures(sums)).collect())
 }
 
 /// A rectangle of reference pixels `[x0, x1) x [y0, y1)`: `(x0, y0, x1, y1)`.
@@ -438,6 +507,42 @@ mod tests {
             let want = (overlap_ncc(a16.view(), b16.view(), shift, Parallelism::Sequential).unwrap(), grid_ncc(a16.view(), b16.view(), shift, 9).unwrap());
             proptest::prop_assert_eq!(planned(&a16, &b16, shift, 9), want);
         }
+    }
+
+    /// Pairs measured together, their overlaps cut into bands (taller than one band, and
+    /// not a whole number of them), give each pair's own measures to the bit, on one thread
+    /// and on all: shifts whole and fractional, overlaps narrower than the grid's templates
+    /// and none, a flat frame, u8 and u16.
+    #[test]
+    fn pairs_measured_together_give_each_pairs_measures() {
+        let src = crate::stitch::texture(150, 150, 4);
+        let frame = |x0: usize, y0: usize| Image::from_fn(97, 83, |x, y| src.row(y + y0)[x + x0] as u8).unwrap();
+        let flat = Image::<u8>::filled(97, 83, 40).unwrap();
+        let frames = [frame(0, 0), frame(6, 3), frame(20, 41), flat.clone()];
+        let shifts = [(6.0, 3.0), (5.75, 2.5), (-14.25, -38.0), (0.0, 80.0), (96.5, 0.0), (2.0, -1.0)];
+        let pairs: Vec<(usize, usize, (f64, f64))> = shifts.iter().enumerate().map(|(k, &s)| (k % 3, if k == 5 { 3 } else { (k + 1) % 3 }, s)).collect();
+        for side in [9, 25] {
+            for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+                let each = |a: &Image<u8>, b: &Image<u8>, s| (overlap_ncc(a.view(), b.view(), s, par).unwrap(), grid_ncc(a.view(), b.view(), s, side).unwrap());
+                let want: Vec<Measures> = pairs.iter().map(|&(r, m, s)| each(&frames[r], &frames[m], s)).collect();
+                assert!(want.iter().filter(|w| w.0.is_some() && w.1.is_some()).count() >= 3, "{want:?}");
+                let views: Vec<PairToMeasure<'_, u8>> = pairs.iter().map(|&(r, m, s)| (frames[r].view(), frames[m].view(), s)).collect();
+                assert_eq!(measures_of_pairs(&views, side, par).unwrap(), want, "side {side}");
+                let wide: Vec<Image<u16>> = frames.iter().map(|f| f.map(|v| v as u16 * 257 + 1)).collect();
+                let views: Vec<PairToMeasure<'_, u16>> = pairs.iter().map(|&(r, m, s)| (wide[r].view(), wide[m].view(), s)).collect();
+                let want: Vec<Measures> = pairs.iter().map(|&(r, m, s)| (overlap_ncc(wide[r].view(), wide[m].view(), s, par).unwrap(), grid_ncc(wide[r].view(), wide[m].view(), s, side).unwrap())).collect();
+                assert_eq!(measures_of_pairs(&views, side, par).unwrap(), want, "u16, side {side}");
+            }
+        }
+        assert_eq!(measures_of_pairs::<u8>(&[], 9, Parallelism::AllThreads).unwrap(), Vec::new());
+        // The errors of the measures pair by pair.
+        let small = Image::<u8>::filled(96, 83, 40).unwrap();
+        assert!(measures_of_pairs(&[(frames[0].view(), small.view(), (0.0, 0.0))], 9, Parallelism::Sequential).is_err());
+        assert!(measures_of_pairs(&[(frames[0].view(), frames[1].view(), (f64::NAN, 0.0))], 9, Parallelism::Sequential).is_err());
+        assert!(measures_of_pairs(&[(frames[0].view(), frames[1].view(), (0.0, 0.0))], 2, Parallelism::Sequential).is_err());
+        // Floats are measured pair by pair.
+        let f = scene(20, 20, 0.0, 0.0);
+        assert!(f32::measures_of_pairs(&[(f.view(), f.view(), (0.0, 0.0))], 9, Parallelism::Sequential).is_none());
     }
 
     #[test]

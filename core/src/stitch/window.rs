@@ -22,7 +22,7 @@ use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
 use crate::ncc::Integral;
-use crate::parallel::{map_indices, map_slots, on_pool_thread, Parallelism};
+use crate::parallel::{map_slots, on_pool_thread, Parallelism};
 use alloc::vec::Vec;
 
 /// Frames a window plans at the start of a run, and never fewer. The constant-velocity
@@ -335,7 +335,7 @@ fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settlin
     }
     let measures = match run.registrar_quality::<T>(&pairs)? {
         Some(m) => m,
-        None => map_indices(pairs.len(), run.par, |i| run.host_quality::<T>(pairs[i].0, pairs[i].1, &pairs[i].2)).into_iter().collect::<Result<_>>()?,
+        None => run.host_quality_of_pairs::<T>(&pairs)?,
     };
     for (k, q) in waiting.into_iter().zip(measures) {
         done[k].measured.quality = Some(q);
@@ -381,7 +381,8 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     if batched && motion.is_translation() {
         return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link }, batch_quality: Some((planned.moving, motion)) });
     }
-    let quality = run.quality::<T>(reference, current, &motion)?;
+    // On the run's threads, those done with their pairs taking part of it, as the link's.
+    let quality = run.on(link_par).quality::<T>(reference, current, &motion)?;
     Ok(Settling { measured: Measured { settled, zoom_found: false, quality: Some(quality), keyframe_link }, batch_quality: None })
 }
 
