@@ -15,7 +15,7 @@ impl<'a> Run<'a> {
     /// With `quality` on, the NCC of the overlap of `moving`, registered against `reference`
     /// by pair motion `motion`, and of its grid; `None`s with it off. A registrar may measure
     /// them ([`PairRegistrar::quality_measures`]).
-    pub(super) fn quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
+    pub(super) fn quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<Measures> {
         if !self.p.quality {
             return Ok((None, None));
         }
@@ -33,7 +33,7 @@ impl<'a> Run<'a> {
     /// The quality measures of `pairs` (reference, moving, pair motion: translations) from
     /// the registrar in one call, or `None` where it measures none (no registrar, f32
     /// frames).
-    pub(super) fn registrar_quality<T: GrayType>(&self, pairs: &[(&Held<'_>, &Held<'_>, Similarity)]) -> Result<Option<Vec<(Option<f64>, Option<f64>)>>> {
+    pub(super) fn registrar_quality<T: GrayType>(&self, pairs: &[(&Held<'_>, &Held<'_>, Similarity)]) -> Result<Option<Vec<Measures>>> {
         let Some(g) = self.registrar else { return Ok(None) };
         let mut requests = Vec::with_capacity(pairs.len());
         for &(reference, moving, motion) in pairs {
@@ -64,7 +64,7 @@ impl<'a> Run<'a> {
     }
 
     /// The quality measures of one pair on the host.
-    pub(super) fn host_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<(Option<f64>, Option<f64>)> {
+    pub(super) fn host_quality<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, motion: &Similarity) -> Result<Measures> {
         let aligned = Aligned::new(moving.view::<T>()?, motion, self.par)?;
         let a = reference.view::<T>()?;
         Ok((aligned.overlap_ncc(a, self.par)?, grid_ncc(a, aligned.view(), aligned.shift, self.p.register.rsz)?))
