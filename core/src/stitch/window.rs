@@ -381,8 +381,11 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     if batched && motion.is_translation() {
         return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link }, batch_quality: Some((planned.moving, motion)) });
     }
-    // On the run's threads, those done with their pairs taking part of it, as the link's.
-    let quality = run.on(link_par).quality::<T>(reference, current, &motion)?;
+    // A translation's measures on the run's threads, those done with their pairs taking
+    // part of them, as the link's; a turned pair's (the moving frame resampled first) on
+    // the pair's.
+    let measuring = if motion.is_translation() { run.on(link_par) } else { *run };
+    let quality = measuring.quality::<T>(reference, current, &motion)?;
     Ok(Settling { measured: Measured { settled, zoom_found: false, quality: Some(quality), keyframe_link }, batch_quality: None })
 }
 
