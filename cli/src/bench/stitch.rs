@@ -251,7 +251,8 @@ pub fn run(b: &Bench, r: &mut Recorder) -> Result<()> {
                         let alone = timed(&one)?;
                         let both = timed(&two)?;
                         ratios.push(alone / both);
-                        (one_s.push(alone), two_s.push(both));
+                        one_s.push(alone);
+                        two_s.push(both);
                         ceilings.push(2.0 * alone / side_by_side()?);
                         callers.push(alone / from_callers_thread()?);
                         if let Some(all) = &all {

@@ -85,26 +85,61 @@ pub(crate) fn measures_of_pairs<S: IntSample + QualitySample>(pairs: &[PairToMea
     let sums = map_few(jobs.len(), par, |j| {
         let (k, rows) = jobs[j];
         let ((r, m, _), plan) = (&pairs[k], &plans[k]);
-        let offsets = plan.taps.map(|t| t.0);
-        let sum = |region: Region| region_moments(r, m, plan.origin, offsets, region, Parallelism::Sequential);
         match rows {
             Some((y0, y1)) => {
                 let (x0, _, x1, _) = plan.regions[0];
-                alloc::vec![sum((x0, y0, x1, y1))]
+                alloc::vec![plan_sums(r, m, plan, (x0, y0, x1, y1))]
             }
-            None => plan.regions[1..].iter().map(|&g| sum(g)).collect(),
+            None => plan.regions[1..].iter().map(|&g| plan_sums(r, m, plan, g)).collect(),
         }
     });
-    let mut measured: Vec<Vec<Moments<4>>> = plans.iter().map(|plan| Vec::with_capacity(plan.regions.len())).collect();
-    for ((k, rows), found) in jobs.iter().zip(sums) {
-        let regions = &mut measured[*k];
+    // The overlap's sums are its bands' added; the grid's, its job's in order.
+    let mut measured: Vec<Vec<Moments<4>>> = plans.iter().map(|plan| alloc::vec![Moments::default(); plan.regions.len()]).collect();
+    for (&(k, rows), found) in jobs.iter().zip(sums) {
         match rows {
-            // The overlap's bands come first, in order.
-            Some(_) if !regions.is_empty() => regions[0].add(&found[0]),
-            _ => regions.extend(found),
+            Some(_) => measured[k][0].add(&found[0]),
+            None => measured[k][1..].copy_from_slice(&found),
         }
     }
     Ok(plans.iter().zip(&measured).map(|(plan, sums)| plan.measures(sums)).collect())
+}
+
+/// The sums of `region` at `plan`'s taps, summing only the taps of non-zero weight (at a
+/// shift whole along an axis, one or two of the four): a tap of weight 0 adds nothing to
+/// the measures, whether its sums are summed or left zero.
+fn plan_sums<S: IntSample>(r: &ImageView<'_, S>, m: &ImageView<'_, S>, plan: &QualityPlan, region: Region) -> Moments<4> {
+    let offsets = plan.taps.map(|t| t.0);
+    let sums = |taps: &[usize]| -> Moments<4> {
+        match *taps {
+            [k] => spread(region_moments(r, m, plan.origin, [offsets[k]], region, Parallelism::Sequential), taps),
+            [k, l] => spread(region_moments(r, m, plan.origin, [offsets[k], offsets[l]], region, Parallelism::Sequential), taps),
+            _ => region_moments(r, m, plan.origin, offsets, region, Parallelism::Sequential),
+        }
+    };
+    // A tap's weight is a product of the two axes' weights: one, two or four are non-zero.
+    let mut live = [0; 4];
+    let mut count = 0;
+    for (k, t) in plan.taps.iter().enumerate() {
+        if t.1 != 0.0 {
+            live[count] = k;
+            count += 1;
+        }
+    }
+    sums(&live[..count])
+}
+
+/// The sums of `K` taps placed at the four-tap positions `at` (ascending), the other taps'
+/// sums zero.
+fn spread<const K: usize>(sums: Moments<K>, at: &[usize]) -> Moments<4> {
+    let mut out = Moments::<4> { n: sums.n, a: sums.a, aa: sums.aa, ..Default::default() };
+    for (i, &k) in at.iter().enumerate() {
+        out.t[k] = sums.t[i];
+        out.at[k] = sums.at[i];
+        for (j, &l) in at.iter().enumerate().skip(i) {
+            out.tt[k][l] = sums.tt[i][j];
+        }
+    }
+    out
 }
 
 /// A rectangle of reference pixels `[x0, x1) x [y0, y1)`: `(x0, y0, x1, y1)`.
