@@ -3,7 +3,8 @@
 //! ([`map_indices`], rayon's splitting, for many jobs) or over slots taken in order by
 //! whichever thread is free, the caller among them ([`map_slots`], [`map_claimed`], for a
 //! few jobs such as a stitching window's pairs); [`alongside`] runs one job on the pool
-//! while the caller does another.
+//! while the caller does another; [`KeepAwake`] keeps the pool's workers polling between
+//! a run's parallel stages.
 
 use crate::image::{ImageViewMut, Pixel};
 use alloc::vec::Vec;
@@ -224,13 +225,16 @@ pub fn on_pool_thread() -> bool {
 
 /// `f(i)` for `i < n` into a vector in order, for a few short jobs (a pair's chunks of
 /// template searches): [`map_claimed`] from a caller outside the pool, which would otherwise
-/// sleep while the workers wake; [`map_indices`] from one of its workers, where rayon's
-/// splitting leaves the jobs to the caller while the other workers are busy with jobs of
-/// their own (a tile grid's pairs), and each of `map_claimed`'s helpers would be one more
-/// job to queue only to find the call over (a 10 x 10 grid of 16-bit tiles registered 8 %
-/// slower so).
+/// sleep while the workers wake, and from one of its workers while another polls for work
+/// ([`KeepAwake`]): that one takes a helper at once, and the caller, done first, waits for
+/// the last job without sleeping (rayon's splitting left it asleep until woken, tens of
+/// microseconds on the 2-core VM, for a job of some). Otherwise [`map_indices`], where
+/// rayon's splitting leaves the jobs to the caller while the other workers are busy with
+/// jobs of their own (a tile grid's pairs), and each of `map_claimed`'s helpers would be
+/// one more job to queue only to find the call over (a 10 x 10 grid of 16-bit tiles
+/// registered 8 % slower so).
 pub fn map_few<R: Send>(n: usize, par: Parallelism, f: impl Fn(usize) -> R + Send + Sync) -> Vec<R> {
-    if !on_pool_thread() {
+    if !on_pool_thread() || a_poller_is_idle() {
         return map_claimed(n, par, f);
     }
     map_indices(n, par, f)
@@ -309,6 +313,121 @@ fn map_slots_claimed<S: Send, R: Send>(slots: &mut [S], threads: usize, f: &(imp
         .map(|cell| cell.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()).1)
         .collect::<Option<Vec<R>>>()
         .unwrap_or_else(|| unreachable!("every slot's job ran: a job's panic is the caller's"))
+}
+
+/// Keeps the pool's other workers awake between a run's parallel stages, as an OpenMP
+/// runtime keeps its threads spinning for a while after a parallel region: a rayon worker
+/// with nothing to do sleeps within some microseconds, and waking it again takes tens of
+/// microseconds (a halted vCPU woken by an interrupt on the 2-core VM: some 30 us), paid at
+/// the start of each stage that needs it and in its balance at the end. While a
+/// `KeepAwake` lives, `threads - 1` workers run a job that polls the pool for work
+/// (`rayon::yield_now`, which runs the next job it finds: a stage's helpers, a stolen half)
+/// and yields the CPU between polls; each leaves after [`KeepAwake::LINGER`] without work, and
+/// [`KeepAwake::rearm`] starts them again. Nothing is kept awake on one thread.
+pub struct KeepAwake {
+    #[cfg(feature = "parallel")]
+    shared: Option<std::sync::Arc<Awake>>,
+}
+
+#[cfg(feature = "parallel")]
+#[derive(Default)]
+struct Awake {
+    /// Set when the `KeepAwake` is dropped: the pollers leave.
+    stop: core::sync::atomic::AtomicBool,
+    /// Pollers running.
+    polling: core::sync::atomic::AtomicUsize,
+    /// Pollers wanted: the threads but the caller's.
+    wanted: usize,
+}
+
+impl KeepAwake {
+    /// How long a poller stays without finding work: longer than a run's decisions between
+    /// two windows, short enough that a run waiting for frames leaves the CPU idle.
+    pub const LINGER: core::time::Duration = core::time::Duration::from_millis(1);
+
+    /// Keeps `par`'s other workers awake until dropped (none on one thread).
+    pub fn new(par: Parallelism) -> Self {
+        #[cfg(feature = "parallel")]
+        {
+            let wanted = par.threads().saturating_sub(1);
+            let awake = KeepAwake { shared: (wanted > 0).then(|| std::sync::Arc::new(Awake { wanted, ..Awake::default() })) };
+            awake.rearm();
+            awake
+        }
+        #[cfg(not(feature = "parallel"))]
+        {
+            let _ = par;
+            KeepAwake {}
+        }
+    }
+
+    /// Starts pollers again where some have left (after a stretch without work), so that
+    /// the workers are awake when the next stage starts.
+    pub fn rearm(&self) {
+        #[cfg(feature = "parallel")]
+        if let Some(shared) = &self.shared {
+            use core::sync::atomic::Ordering;
+            while shared.polling.load(Ordering::Acquire) < shared.wanted {
+                shared.polling.fetch_add(1, Ordering::AcqRel);
+                let shared = std::sync::Arc::clone(shared);
+                rayon::spawn(move || poll(&shared));
+            }
+        }
+    }
+}
+
+/// Pollers ([`KeepAwake`]) that found no work at their last poll, in any pool.
+#[cfg(feature = "parallel")]
+static IDLE_POLLERS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Whether a worker is polling for work ([`KeepAwake`]): a job queued now starts at once.
+fn a_poller_is_idle() -> bool {
+    #[cfg(feature = "parallel")]
+    return IDLE_POLLERS.load(core::sync::atomic::Ordering::Relaxed) > 0;
+    #[cfg(not(feature = "parallel"))]
+    false
+}
+
+#[cfg(feature = "parallel")]
+fn poll(awake: &Awake) {
+    use core::sync::atomic::Ordering;
+    let mut since = std::time::Instant::now();
+    let mut idle = false;
+    let mut set_idle = |now: bool| {
+        if now != idle {
+            idle = now;
+            match now {
+                true => IDLE_POLLERS.fetch_add(1, Ordering::Relaxed),
+                false => IDLE_POLLERS.fetch_sub(1, Ordering::Relaxed),
+            };
+        }
+    };
+    while !awake.stop.load(Ordering::Acquire) {
+        if rayon::yield_now() == Some(rayon::Yield::Executed) {
+            set_idle(false);
+            since = std::time::Instant::now();
+            continue;
+        }
+        set_idle(true);
+        if since.elapsed() > KeepAwake::LINGER {
+            break;
+        }
+        for _ in 0..64 {
+            core::hint::spin_loop();
+        }
+        std::thread::yield_now();
+    }
+    set_idle(false);
+    awake.polling.fetch_sub(1, Ordering::AcqRel);
+}
+
+impl Drop for KeepAwake {
+    fn drop(&mut self) {
+        #[cfg(feature = "parallel")]
+        if let Some(shared) = &self.shared {
+            shared.stop.store(true, core::sync::atomic::Ordering::Release);
+        }
+    }
 }
 
 /// The way in to a call's slots for its helpers ([`map_slots_claimed`]): the helpers inside,
@@ -429,6 +548,49 @@ mod tests {
             assert_eq!(pool.install(|| map_few(37, par, |i| i * 3 + 1)), want);
             assert!(pool.install(|| map_few(0, par, |i| i)).is_empty());
         }
+    }
+
+    /// While a `KeepAwake` lives, the pool's other workers poll for work (none on one
+    /// thread); they leave when it is dropped, or after a stretch without work, and
+    /// `rearm` starts them again. Jobs handed out meanwhile, from a worker, keep their
+    /// order.
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn keep_awake_polls_on_the_other_workers_until_dropped_or_idle() {
+        use core::sync::atomic::Ordering;
+        let polling = |a: &KeepAwake| a.shared.as_ref().map_or(0, |s| s.polling.load(Ordering::Acquire));
+        let settles = |a: &KeepAwake, want: usize| {
+            let start = std::time::Instant::now();
+            while polling(a) != want {
+                assert!(start.elapsed() < std::time::Duration::from_secs(20), "{} pollers, not {want}", polling(a));
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        };
+        assert!(KeepAwake::new(Parallelism::Sequential).shared.is_none());
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        pool.install(|| {
+            let awake = KeepAwake::new(Parallelism::AllThreads);
+            assert_eq!(awake.shared.as_ref().map(|s| s.wanted), Some(2));
+            let want: Vec<usize> = (0..37).map(|i| i * 3 + 1).collect();
+            assert_eq!(map_few(37, Parallelism::AllThreads, |i| i * 3 + 1), want);
+            let mut slots = [0usize; 5];
+            let nested = map_slots(&mut slots, Parallelism::AllThreads, |i, s| {
+                *s = map_few(7, Parallelism::AllThreads, |j| i + j).iter().sum();
+                *s
+            });
+            assert_eq!(nested, (0..5).map(|i| 7 * i + 21).collect::<Vec<_>>());
+            // Without work for longer than they linger, the pollers leave; re-armed, they poll again.
+            settles(&awake, 0);
+            awake.rearm();
+            assert_eq!(polling(&awake), 2);
+            let shared = awake.shared.clone().unwrap();
+            drop(awake);
+            let start = std::time::Instant::now();
+            while shared.polling.load(Ordering::Acquire) != 0 {
+                assert!(start.elapsed() < std::time::Duration::from_secs(20), "pollers still running after the drop");
+                std::thread::yield_now();
+            }
+        });
     }
 
     /// A job that panics, on whichever thread takes it, is the caller's panic: the wait for

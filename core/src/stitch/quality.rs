@@ -61,7 +61,7 @@ const BAND_ROWS: usize = 16;
 
 /// The quality measures ([`overlap_ncc`], [`grid_ncc`] with templates of `side`) of pairs of
 /// integer frames, to the bit as those give them: each pair's [`QualityPlan`], its overlap
-/// cut into bands of [`BAND_ROWS`] rows and its grid's templates as one job more, the jobs
+/// cut into bands of [`BAND_ROWS`] rows and its grid into rows of templates, the jobs
 /// handed out over `par`'s threads (`map_few`: from a caller outside the pool, each thread
 /// takes the next job as it becomes free), then each region's sums added (integers: the
 /// same in any order). A run measures each pair so on all its threads: a thread out of
@@ -73,35 +73,45 @@ pub(crate) fn measures_of_pairs<S: IntSample + QualitySample>(pairs: &[PairToMea
         check(r, m, *shift)?;
         plans.push(QualityPlan::new(r.size(), *shift, side)?);
     }
-    // A job: a band of a pair's overlap (its rows), or its grid's templates (`None`).
-    let mut jobs: Vec<(usize, Option<(usize, usize)>)> = Vec::new();
+    // The grid's rows first, each a job a few bands long: a thread that takes the last
+    // jobs then finishes within a band of the others.
+    let mut jobs: Vec<(usize, Job)> = Vec::new();
+    for (k, plan) in plans.iter().enumerate() {
+        let grid = plan.regions.len().saturating_sub(1);
+        jobs.extend((1..=grid).step_by(GRID_SIDE).map(|g| (k, Job::Grid(g, (g + GRID_SIDE).min(grid + 1)))));
+    }
     for (k, plan) in plans.iter().enumerate() {
         let Some(&(_, y0, _, y1)) = plan.regions.first() else { continue };
-        jobs.extend((y0..y1).step_by(BAND_ROWS).map(|b| (k, Some((b, (b + BAND_ROWS).min(y1))))));
-        if plan.regions.len() > 1 {
-            jobs.push((k, None));
-        }
+        jobs.extend((y0..y1).step_by(BAND_ROWS).map(|b| (k, Job::Band(b, (b + BAND_ROWS).min(y1)))));
     }
     let sums = map_few(jobs.len(), par, |j| {
-        let (k, rows) = jobs[j];
+        let (k, job) = jobs[j];
         let ((r, m, _), plan) = (&pairs[k], &plans[k]);
-        match rows {
-            Some((y0, y1)) => {
+        match job {
+            Job::Band(y0, y1) => {
                 let (x0, _, x1, _) = plan.regions[0];
                 alloc::vec![plan_sums(r, m, plan, (x0, y0, x1, y1))]
             }
-            None => plan.regions[1..].iter().map(|&g| plan_sums(r, m, plan, g)).collect(),
+            Job::Grid(first, end) => plan.regions[first..end].iter().map(|&g| plan_sums(r, m, plan, g)).collect(),
         }
     });
-    // The overlap's sums are its bands' added; the grid's, its job's in order.
+    // The overlap's sums are its bands' added; the grid's, its rows' in order.
     let mut measured: Vec<Vec<Moments<4>>> = plans.iter().map(|plan| alloc::vec![Moments::default(); plan.regions.len()]).collect();
-    for (&(k, rows), found) in jobs.iter().zip(sums) {
-        match rows {
-            Some(_) => measured[k][0].add(&found[0]),
-            None => measured[k][1..].copy_from_slice(&found),
+    for (&(k, job), found) in jobs.iter().zip(sums) {
+        match job {
+            Job::Band(..) => measured[k][0].add(&found[0]),
+            Job::Grid(first, end) => measured[k][first..end].copy_from_slice(&found),
         }
     }
     Ok(plans.iter().zip(&measured).map(|(plan, sums)| plan.measures(sums)).collect())
+}
+
+/// A job of [`measures_of_pairs`]: a band of a pair's overlap (its rows), or a run of its
+/// grid's templates (their indices in the plan's regions).
+#[derive(Clone, Copy)]
+enum Job {
+    Band(usize, usize),
+    Grid(usize, usize),
 }
 
 /// The sums of `region` at `plan`'s taps, summing only the taps of non-zero weight (at a

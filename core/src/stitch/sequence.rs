@@ -57,7 +57,7 @@ use super::source::{Frame, FrameSource, GrayType, InMemory};
 use super::stage_times::StageTimes;
 use crate::error::{Error, Result};
 use crate::image::AnyView;
-use crate::parallel::Parallelism;
+use crate::parallel::{KeepAwake, Parallelism};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -324,7 +324,9 @@ fn register_frames_in(
         let why = frames.frame(0).err().unwrap_or_default();
         return Err(Error::InvalidParameter { name: "frames", reason: alloc::format!("no frame could be read (frame 0: {why})") });
     };
-    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false };
+    // The run's other threads stay awake between its windows (module `parallel`).
+    let awake = KeepAwake::new(par);
+    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false, awake: Some(&awake) };
     match type_name {
         "u16" => run.register::<u16>(frames, progress),
         "f32" => run.register::<f32>(frames, progress),
@@ -425,6 +427,8 @@ pub(super) struct Run<'a> {
     /// Every match must stand on the overlap's texture, as a weak one must (a lost frame
     /// found again among many keyframes, module `relocate`: more chances of a chance match).
     pub(super) confirm_every_match: bool,
+    /// Keeps the run's other threads awake between its parallel stages, re-armed after each.
+    pub(super) awake: Option<&'a KeepAwake>,
 }
 
 impl<'a> Run<'a> {

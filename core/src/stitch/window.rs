@@ -306,10 +306,15 @@ pub(super) fn register_batch<'a, T: GrayType, R: Send>(run: &Run<'a>, par: Paral
         }
     };
     let mut all = || map_slots(&mut buffers[..n], par, task);
-    match run.times {
+    let done = match run.times {
         Some(times) => times.parallel(&mut all),
         None => all(),
+    };
+    // Awake for the next stage: the pollers may have left during a long one.
+    if let Some(awake) = run.awake {
+        awake.rearm();
     }
+    done
 }
 
 /// A planned pair settled, and, where its quality measures wait for the batch's one
