@@ -370,8 +370,10 @@ impl KeepAwake {
         #[cfg(feature = "parallel")]
         if let Some(shared) = &self.shared {
             use core::sync::atomic::Ordering;
-            while shared.polling.load(Ordering::Acquire) < shared.wanted {
-                shared.polling.fetch_add(1, Ordering::AcqRel);
+            // A place taken before its poller starts, so that two calls at once start no more
+            // than are wanted.
+            let take = |n: usize| (n < shared.wanted).then_some(n + 1);
+            while shared.polling.fetch_update(Ordering::AcqRel, Ordering::Acquire, take).is_ok() {
                 let shared = std::sync::Arc::clone(shared);
                 rayon::spawn(move || poll(&shared));
             }
