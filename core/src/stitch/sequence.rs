@@ -329,7 +329,7 @@ fn register_frames_in(
     // on its own thread (the shim's device run took 0.06 ms a pair on the host with the
     // threads polling, 0.058 without).
     let awake = KeepAwake::new(if registrar.is_some() { Parallelism::Sequential } else { par });
-    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false, awake: Some(&awake) };
+    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false, awake: &awake };
     match type_name {
         "u16" => run.register::<u16>(frames, progress),
         "f32" => run.register::<f32>(frames, progress),
@@ -430,8 +430,9 @@ pub(super) struct Run<'a> {
     /// Every match must stand on the overlap's texture, as a weak one must (a lost frame
     /// found again among many keyframes, module `relocate`: more chances of a chance match).
     pub(super) confirm_every_match: bool,
-    /// Keeps the run's other threads awake between its parallel stages, re-armed after each.
-    pub(super) awake: Option<&'a KeepAwake>,
+    /// Keeps the run's other threads awake between its parallel stages, re-armed after each
+    /// (none kept on one thread).
+    pub(super) awake: &'a KeepAwake,
 }
 
 impl<'a> Run<'a> {

@@ -803,6 +803,7 @@ fn unreachable_attempts<T>() -> Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parallel::KeepAwake;
 
     #[test]
     fn a_link_refined_ahead_stands_only_for_the_same_link() {
@@ -833,7 +834,7 @@ mod tests {
         let shifted = framed(Similarity::translation((1.0, -0.5)));
         let zoomed = framed(Similarity::about((100.0, 80.0), (1.0, -0.5), 0.0, 1.015));
         let views = [AnyView::U8(reference.view()), AnyView::U8(shifted.view()), AnyView::U8(zoomed.view())];
-        let run = Run { p: StitchParams::default(), par: Parallelism::Sequential, size: (200, 160), type_name: "u8", registrar: None, times: None, confirm_every_match: false, awake: None };
+        let run = Run { p: StitchParams::default(), par: Parallelism::Sequential, size: (200, 160), type_name: "u8", registrar: None, times: None, confirm_every_match: false, awake: &KeepAwake::new(Parallelism::Sequential) };
         let frames = InMemory(&views);
         let held: Vec<Held<'_>> = (0..3).map(|i| run.load(&frames, i).unwrap()).collect();
         let register = |m: &Image<u8>| register_pair(reference.view(), &SearchFrame::new(m.view()).unwrap(), &run.p.register, (0.0, 0.0), Parallelism::Sequential).unwrap();

@@ -311,9 +311,7 @@ pub(super) fn register_batch<'a, T: GrayType, R: Send>(run: &Run<'a>, par: Paral
         None => all(),
     };
     // Awake for the next stage: the pollers may have left during a long one.
-    if let Some(awake) = run.awake {
-        awake.rearm();
-    }
+    run.awake.rearm();
     done
 }
 
