@@ -345,17 +345,25 @@ impl Gpu {
     /// uploads cost a driver call and a wait each): one buffer holding `parts` in order,
     /// each at a multiple of 16 bytes, and the device address of each.
     pub(crate) fn upload_packed(&self, parts: &[&[u8]]) -> Result<(DevBuf<'_, u8>, Vec<DevicePtr>), Error> {
+        let gathered: Vec<[&[u8]; 1]> = parts.iter().map(|&part| [part]).collect();
+        self.upload_gathered(&gathered)
+    }
+
+    /// [`upload_packed`](Self::upload_packed) of parts each gathered from its pieces in
+    /// order (each pair's records of a launch, copied once, into the transfer).
+    pub(crate) fn upload_gathered<'p>(&self, parts: &[impl AsRef<[&'p [u8]]>]) -> Result<(DevBuf<'_, u8>, Vec<DevicePtr>), Error> {
         let mut offsets = Vec::with_capacity(parts.len());
         let mut end = 0usize;
         for part in parts {
             offsets.push(end);
-            end = end.checked_add(part.len()).and_then(|e| e.checked_next_multiple_of(16)).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+            let len = part.as_ref().iter().try_fold(0usize, |n, piece| n.checked_add(piece.len()));
+            end = len.and_then(|len| end.checked_add(len)).and_then(|e| e.checked_next_multiple_of(16)).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
         }
         let mut packed = Vec::new();
         packed.try_reserve_exact(end).map_err(|_| Error::OutOfMemory { bytes: end })?;
         for (part, &at) in parts.iter().zip(&offsets) {
             packed.resize(at, 0);
-            packed.extend_from_slice(part);
+            part.as_ref().iter().for_each(|piece| packed.extend_from_slice(piece));
         }
         packed.resize(end, 0);
         let buf = self.upload(&packed)?;

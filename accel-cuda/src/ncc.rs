@@ -220,9 +220,10 @@ enum Searched {
 /// A launch's answers: each search's match, each null record's peak.
 type Answers = (Vec<Option<Match>>, Vec<NullPeak>);
 
-/// One launch's searches and their null probes: the searches' parameters, per search its
-/// site record and template statistics, per template with null probes the searches it reads
-/// (one record a template: its peak is reduced on the device).
+/// A pair's searches and their null probes, its part of a launch ([`Launch`]): the
+/// searches' parameters, per search its site record and template statistics, per template
+/// with null probes the searches it reads (one record a template: its peak is reduced on
+/// the device).
 #[derive(Default)]
 struct Call {
     sp: Option<SearchParams>,
@@ -246,25 +247,6 @@ impl Call {
         let searches = part.add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
         part.add_nulls(&searches, plan.probe_sets(), last)?;
         Ok(part)
-    }
-
-    /// Appends `part` (a pair's own call, [`of_pair`](Self::of_pair)), its null records'
-    /// search indices moved past this call's searches; returns the ranges of its searches
-    /// and of its null records here.
-    fn append(&mut self, part: &Call) -> Result<[Range<usize>; 2]> {
-        if part.sp.is_some_and(|p| self.sp.is_some_and(|c| c != p)) {
-            return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
-        }
-        self.sp = self.sp.or(part.sp);
-        let first = self.sites.len() / SITE_WORDS;
-        // Search indices of one launch, which counts its searches in an int.
-        int(first + part.sites.len() / SITE_WORDS, "template searches")?;
-        let at = first as i32;
-        self.sites.extend_from_slice(&part.sites);
-        self.stats.extend_from_slice(&part.stats);
-        let nulls = self.nulls.len();
-        self.nulls.extend(part.nulls.iter().map(|&null| moved_by(null, at)));
-        Ok([first..self.sites.len() / SITE_WORDS, nulls..self.nulls.len()])
     }
 
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
@@ -299,7 +281,7 @@ impl Call {
     /// evaluated), a record a set, each start checked first as the core checks a search of
     /// radius 0 (none is added if one cannot start); returns their range among the call's
     /// null records.
-    fn add_nulls<'s>(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = &'s [usize]>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+    fn add_nulls(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = impl AsRef<[usize]>>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
         // Each search's start checked once: whether a window can be placed at it.
         let Some(sites) = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end) else {
             return Err(Error::Backend("internal: null probes of searches the call does not have".into()));
@@ -312,6 +294,7 @@ impl Call {
         // cannot start takes the pair's records added so far back out.
         let first = self.nulls.len();
         for (t, us) in sets.enumerate() {
+            let us = us.as_ref();
             if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
                 self.nulls.truncate(first);
                 if u >= startable.len() {
@@ -332,6 +315,38 @@ impl Call {
             self.nulls.push(moved_by(null, searches.start as i32));
         }
         Ok(first..self.nulls.len())
+    }
+}
+
+/// One launch's searches: each pair's call as made on its thread, in order, gathered into
+/// the launch's records as they are uploaded ([`search_and_probe`]), with how many
+/// searches and null records they hold.
+#[derive(Default)]
+struct Launch {
+    sp: Option<SearchParams>,
+    calls: Vec<Call>,
+    searches: usize,
+    nulls: usize,
+}
+
+impl Launch {
+    /// Adds `part` (a pair's own call, [`Call::of_pair`]), its null records' search indices
+    /// moved on in place past the launch's searches; returns the ranges of its searches and
+    /// of its null records in the launch.
+    fn join(&mut self, mut part: Call) -> Result<[Range<usize>; 2]> {
+        if part.sp.is_some_and(|p| self.sp.is_some_and(|c| c != p)) {
+            return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
+        }
+        let first = self.searches;
+        let searches = first + part.sites.len() / SITE_WORDS;
+        // Search indices of one launch, which counts its searches in an int.
+        int(searches, "template searches")?;
+        part.nulls.iter_mut().for_each(|null| *null = moved_by(*null, first as i32));
+        let nulls = self.nulls..self.nulls + part.nulls.len();
+        self.sp = self.sp.or(part.sp);
+        (self.searches, self.nulls) = (searches, nulls.end);
+        self.calls.push(part);
+        Ok([first..searches, nulls])
     }
 }
 
@@ -360,17 +375,16 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
         let part = Call::of_pair::<T>(&plan, last, slots[k], jobs[k].devices.1.terms);
         Ok((plan, part))
     })?;
-    let sizes = parts.iter().flatten().filter_map(|(_, part)| part.as_ref().ok());
-    let mut call = Call::with_room_for(sizes.clone().map(|c| c.sites.len() / SITE_WORDS).sum(), sizes.map(|c| c.nulls.len()).sum());
+    let mut launch = Launch { calls: Vec::with_capacity(parts.len()), ..Launch::default() };
     let searched = parts
         .into_iter()
-        .map(|part| match part.and_then(|(plan, part)| Ok((plan, call.append(&part?)?))) {
+        .map(|part| match part.and_then(|(plan, part)| Ok((plan, launch.join(part?)?))) {
             Ok((plan, [found, nulls])) => Searched::Matches { plan, found, nulls },
             Err(e) => Searched::Failed(e),
         })
         .collect();
-    let found = search_and_probe::<T>(gpu, frames.addresses(), (wi, hi), p, &call)?;
-    let launched = !call.sites.is_empty();
+    let found = search_and_probe::<T>(gpu, frames.addresses(), (wi, hi), p, &launch)?;
+    let launched = launch.searches > 0;
     Ok((searched, found, launched))
 }
 
@@ -400,16 +414,16 @@ fn plan_jobs<T: DeviceSample, R: Send>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &Regis
     Ok(map_slots(&mut sited, par, |k, sites| {
         host_count::pair_work(|| {
             let sites = core::mem::replace(sites, Err(Error::Backend("internal: a pair planned twice".into())))?;
-            let stats = sums.get(firsts[k]..firsts[k] + sites.sites().len()).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
-            then(k, sites.plan::<T>(stats.iter().map(|&(s1, s2)| TemplateStats::of_int_sums(n, s1, s2)).collect(), p)?)
+            let stats = sums.get(2 * firsts[k]..2 * (firsts[k] + sites.sites().len())).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
+            then(k, sites.plan::<T>(stats.chunks_exact(2).map(|s| TemplateStats::of_int_sums(n, s[0], s[1])), p)?)
         })
     }))
 }
 
-/// The exact sums (of the pixels, of their squares) of each template of side `rsz` whose
-/// record (`TEMPLATE_INTS` ints: the reference's slot in `frames`, the top-left pixel) is in
-/// `records`: one launch and one download.
-fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rsz: usize, records: &[i32]) -> Result<Vec<(u64, u64)>> {
+/// The exact sums of each template of side `rsz` whose record (`TEMPLATE_INTS` ints: the
+/// reference's slot in `frames`, the top-left pixel) is in `records`, two words a template
+/// (of the pixels, of their squares): one launch and one download.
+fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rsz: usize, records: &[i32]) -> Result<Vec<u64>> {
     let count = records.len() / TEMPLATE_INTS;
     if count == 0 {
         return Ok(Vec::new());
@@ -420,22 +434,24 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
     gpu.launch(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
     let mut sums = vec![0u64; 2 * count];
     gpu.download(&out, &mut sums)?;
-    Ok(sums.chunks_exact(2).map(|s| (s[0], s[1])).collect())
+    Ok(sums)
 }
 
-/// The launch of every search of `call` over the frames at the addresses `frames`, and of
+/// The launch of every search of `launch` over the frames at the addresses `frames`, and of
 /// its null probes, their records uploaded once, one download each: each search's match as
 /// the core's search returns it, each probe's coefficient at its one window.
-fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, call: &Call) -> Result<Answers> {
-    let count = call.sites.len() / SITE_WORDS;
-    let (Some(sp), true) = (call.sp, count > 0) else { return Ok(Answers::default()) };
+fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, launch: &Launch) -> Result<Answers> {
+    let count = launch.searches;
+    let (Some(sp), true) = (launch.sp, count > 0) else { return Ok(Answers::default()) };
     let r = sp.radius;
     let side = 2 * (r + 1) + 1;
     let cells = side * side;
     let words = cells.div_ceil(32);
     // Both launches' records in one transfer: the frame table, the searches' sites and
-    // statistics, the null records.
-    let (_records, at) = gpu.upload_packed(&[as_bytes(frames), as_bytes(&call.sites), as_bytes(&call.stats), as_bytes(call.nulls.as_flattened())])?;
+    // statistics, the null records, each gathered from the pairs' calls.
+    let gathered = |part: fn(&Call) -> &[u8]| launch.calls.iter().map(part).collect::<Vec<&[u8]>>();
+    let parts = [vec![as_bytes(frames)], gathered(|c| as_bytes(&c.sites)), gathered(|c| as_bytes(&c.stats)), gathered(|c| as_bytes(c.nulls.as_flattened()))];
+    let (_records, at) = gpu.upload_gathered(&parts)?;
     let (dframes, dsites, dstats, dnulls) = (Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]));
     let values = gpu.buffer::<f64>(count * cells)?;
     // The cache's bitmaps in shared memory where a block's fit (no clearing call), else in
@@ -459,7 +475,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let threads = 32 * WARPS;
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], shared, &list)?;
-    let peaks = null_peaks::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, call.nulls.len())?;
+    let peaks = null_peaks::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, launch.nulls)?;
     let mut res = vec![0f64; RESULT_WORDS * count];
     gpu.download(&out, &mut res)?;
     let found = res
@@ -542,12 +558,22 @@ mod tests {
         // every place of its record.
         assert_eq!(call.add_nulls(&(0..3), [&[0, 1][..], &[0; NULL_SAMPLES]].into_iter(), bounds).unwrap(), 2..4);
         assert_eq!(call.nulls[2..], [null(0, &[0, 1]), null(1, &[0; NULL_SAMPLES])]);
-        // Appended to another call of two searches, every index moves on by two.
-        let mut launch = call_of([(0, 0), (1, 1), (2, 2)]);
-        launch.sites.truncate(2 * SITE_WORDS);
-        launch.stats.truncate(2 * STAT_WORDS);
-        assert_eq!(launch.append(&call).unwrap(), [2..5, 0..4]);
-        assert_eq!(launch.nulls, [null(3, &[3]), null(4, &[]), null(2, &[2, 3]), null(3, &[2; NULL_SAMPLES])]);
+        // Joining a launch after a call of two searches, every index moves on by two.
+        let mut first = call_of([(0, 0), (1, 1), (2, 2)]);
+        first.sites.truncate(2 * SITE_WORDS);
+        first.stats.truncate(2 * STAT_WORDS);
+        first.nulls = vec![null(1, &[0])];
+        let mut launch = Launch::default();
+        assert_eq!(launch.join(first).unwrap(), [0..2, 0..1]);
+        assert_eq!(launch.join(call).unwrap(), [2..5, 1..5]);
+        assert_eq!((launch.searches, launch.nulls), (5, 5));
+        assert_eq!(launch.calls[0].nulls, [null(1, &[0])]);
+        assert_eq!(launch.calls[1].nulls, [null(3, &[3]), null(4, &[]), null(2, &[2, 3]), null(3, &[2; NULL_SAMPLES])]);
+        // A call asked with other search parameters joins no launch.
+        let mut other = call_of([(0, 0), (1, 1), (2, 2)]);
+        other.sp = Some(SearchParams { radius: 3, ..PROBE_PARAMS });
+        assert!(matches!(launch.join(other).unwrap_err(), Error::Backend(_)));
+        assert_eq!((launch.searches, launch.nulls, launch.calls.len()), (5, 5, 2));
     }
 
     /// The search kernel's subpixel fit (`quadratic_peak` of ncc.cu) gives the core's

@@ -2,10 +2,10 @@
 //! device, for integer frames ([`QualityPlan`]: the overlap and the grid's templates, every
 //! region of a window's pairs in one launch). Integer sums, so the measures are the CPU's to the bit.
 
-use crate::device::{args, int, DevicePtr, FrameTable, Gpu};
+use crate::device::{args, as_bytes, int, zeroed_vec, Arg, DevicePtr, FrameTable, Gpu};
 use crate::kernels::{Kernel, Module};
-use tessera_core::stitch::{Moments, QualityPlan};
-use tessera_core::Result;
+use tessera_core::stitch::{Moments, QualityPlan, Region};
+use tessera_core::{Error, Result};
 
 /// Threads per block: a few warps, each with many pixels, so that the warps' closing
 /// shuffles (twenty sums each) are few beside the sums themselves.
@@ -16,13 +16,56 @@ const ROWS: usize = 32;
 const WORDS: usize = 20;
 const REGION_INTS: usize = 16;
 
+/// The sums of a batch's regions as downloaded, `WORDS` words a region, pair after pair;
+/// each pair's are read where they lie ([`of_pair`](Self::of_pair)).
+pub(crate) struct RegionSums {
+    words: Vec<u64>,
+    /// Pair `k`'s regions are `firsts[k] .. firsts[k + 1]`.
+    firsts: Vec<usize>,
+}
+
+impl RegionSums {
+    /// The pairs summed.
+    pub(crate) fn pairs(&self) -> usize {
+        self.firsts.len().saturating_sub(1)
+    }
+
+    /// The sums of pair `k`'s regions (those of `plan`, the pair's), in order; an error where
+    /// the batch summed another number of regions for it.
+    pub(crate) fn of_pair<'a>(&'a self, k: usize, plan: &'a QualityPlan) -> Result<impl Iterator<Item = Moments<4>> + 'a> {
+        let (first, end) = (self.firsts.get(k).copied().unwrap_or(0), self.firsts.get(k + 1).copied().unwrap_or(0));
+        let words = self.words.get(WORDS * first..WORDS * end).filter(|_| end - first == plan.regions.len());
+        let words = words.ok_or_else(|| Error::Backend(format!("{} quality sums for {} regions", end.saturating_sub(first), plan.regions.len())))?;
+        Ok(plan.regions.iter().zip(words.chunks_exact(WORDS)).map(|(&region, s)| moments(region, s)))
+    }
+}
+
+/// A region's sums as the core's [`Moments`] (the kernel's words: `sum a`, `sum a^2`, per
+/// tap `sum t`, per tap `sum a t`, per pair of taps `sum t t`).
+fn moments((x0, y0, x1, y1): Region, s: &[u64]) -> Moments<4> {
+    let mut tt = [[0u64; 4]; 4];
+    let mut q = 10;
+    for k in 0..4 {
+        for l in k..4 {
+            tt[k][l] = s[q];
+            q += 1;
+        }
+    }
+    Moments { n: ((x1 - x0) * (y1 - y0)) as u64, a: s[0], aa: s[1], t: [s[2], s[3], s[4], s[5]], at: [s[6], s[7], s[8], s[9]], tt }
+}
+
 /// The sums of every region of each pair's plan over its frames (reference and moving
 /// device addresses, every frame `size`, of the kernel's pixel type), pair by pair in
-/// order: all pairs' regions in one launch and one download.
-pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize), pairs: &[((DevicePtr, DevicePtr), &QualityPlan)]) -> Result<Vec<Vec<Moments<4>>>> {
-    let count: usize = pairs.iter().map(|(_, plan)| plan.regions.len()).sum();
+/// order: all pairs' regions in one launch, their records in one upload and their sums in
+/// one download.
+pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize), pairs: &[((DevicePtr, DevicePtr), &QualityPlan)]) -> Result<RegionSums> {
+    let firsts: Vec<usize> = core::iter::once(0).chain(pairs.iter().scan(0, |at, (_, plan)| {
+        *at += plan.regions.len();
+        Some(*at)
+    })).collect();
+    let count = firsts.last().copied().unwrap_or(0);
     if count == 0 {
-        return Ok(pairs.iter().map(|_| Vec::new()).collect());
+        return Ok(RegionSums { words: Vec::new(), firsts });
     }
     // Regions lie inside the frame and the origin within a frame of 0 (the overlap is not
     // empty): all fit i32 once the width does.
@@ -46,35 +89,13 @@ pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize)
             }
         }
     }
-    let dframes = gpu.upload(frames.addresses())?;
-    let dregions = gpu.upload(&records)?;
-    let dbands = gpu.upload(&bands)?;
+    let (_records, at) = gpu.upload_packed(&[as_bytes(frames.addresses()), as_bytes(&records), as_bytes(&bands)])?;
     let out = gpu.zeroed::<u64>(count * WORDS)?;
     let grid = [int(bands.len() / 2, "quality bands")? as u32, 1, 1];
-    gpu.launch(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![&dframes, size.0 as i32, &dregions, &dbands, &out])?;
-    let mut sums = vec![0u64; count * WORDS];
-    gpu.download(&out, &mut sums)?;
-    let mut words = sums.chunks_exact(WORDS);
-    Ok(pairs
-        .iter()
-        .map(|(_, plan)| {
-            plan.regions
-                .iter()
-                .zip(words.by_ref())
-                .map(|(&(x0, y0, x1, y1), s)| {
-                    let mut tt = [[0u64; 4]; 4];
-                    let mut q = 10;
-                    for k in 0..4 {
-                        for l in k..4 {
-                            tt[k][l] = s[q];
-                            q += 1;
-                        }
-                    }
-                    Moments { n: ((x1 - x0) * (y1 - y0)) as u64, a: s[0], aa: s[1], t: [s[2], s[3], s[4], s[5]], at: [s[6], s[7], s[8], s[9]], tt }
-                })
-                .collect()
-        })
-        .collect())
+    gpu.launch(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), size.0 as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), &out])?;
+    let mut words = zeroed_vec::<u64>(count * WORDS)?;
+    gpu.download(&out, &mut words)?;
+    Ok(RegionSums { words, firsts })
 }
 
 #[cfg(all(test, feature = "shim"))]
@@ -111,16 +132,18 @@ mod tests {
             let frames16: Vec<(DevicePtr, DevicePtr)> = (0..shifts.len()).map(|k| if swapped(k) { (db16.ptr(), da16.ptr()) } else { (da16.ptr(), db16.ptr()) }).collect();
             let sums8 = quality_sums(&gpu, "quality_sums_u8", size, &frames8.iter().copied().zip(&plans).collect::<Vec<_>>()).unwrap();
             let sums16 = quality_sums(&gpu, "quality_sums_u16", size, &frames16.iter().copied().zip(&plans).collect::<Vec<_>>()).unwrap();
-            assert_eq!((sums8.len(), sums16.len()), (shifts.len(), shifts.len()));
+            assert_eq!((sums8.pairs(), sums16.pairs()), (shifts.len(), shifts.len()));
             for (k, &shift) in shifts.iter().enumerate() {
                 let plan = &plans[k];
-                assert_eq!(sums8[k].len(), plan.regions.len());
                 let (r, m) = if swapped(k) { (b.view(), a.view()) } else { (a.view(), b.view()) };
                 let want = (overlap_ncc(r, m, shift, Parallelism::Sequential).unwrap(), grid_ncc(r, m, shift, 9).unwrap());
-                assert_eq!(plan.measures(&sums8[k]), want, "u8 seed {seed} shift {shift:?}");
+                assert_eq!(plan.measures(sums8.of_pair(k, plan).unwrap()), want, "u8 seed {seed} shift {shift:?}");
                 let (r, m) = if swapped(k) { (b16.view(), a16.view()) } else { (a16.view(), b16.view()) };
                 let want = (overlap_ncc(r, m, shift, Parallelism::Sequential).unwrap(), grid_ncc(r, m, shift, 9).unwrap());
-                assert_eq!(plan.measures(&sums16[k]), want, "u16 seed {seed} shift {shift:?}");
+                assert_eq!(plan.measures(sums16.of_pair(k, plan).unwrap()), want, "u16 seed {seed} shift {shift:?}");
+                // Another pair's plan asks for another number of regions: an error, not a measure.
+                let other = plans.iter().find(|o| o.regions.len() != plan.regions.len()).unwrap();
+                assert!(sums8.of_pair(k, other).is_err());
             }
         }
     }

@@ -340,16 +340,13 @@ impl DeviceRegistrar<'_> {
                 st.counts.quality_pairs += requests.len();
                 sums
             };
-            if sums.len() != requests.len() {
-                return Err(Error::Backend(format!("quality sums of {} pairs for {}", sums.len(), requests.len())));
+            if sums.pairs() != requests.len() {
+                return Err(Error::Backend(format!("quality sums of {} pairs for {}", sums.pairs(), requests.len())));
             }
             map_claimed(requests.len(), self.par, |k| {
                 crate::host_count::pair_work(|| {
-                    let (plan, sums) = (&requests[k].plan, &sums[k]);
-                    if sums.len() != plan.regions.len() {
-                        return Err(Error::Backend(format!("{} quality sums for {} regions", sums.len(), plan.regions.len())));
-                    }
-                    Ok(plan.measures(sums))
+                    let plan = &requests[k].plan;
+                    Ok(plan.measures(sums.of_pair(k, plan)?))
                 })
             })
             .into_iter()

@@ -565,6 +565,17 @@ mod tests {
             let from = (ptr - buf.ptr()) as usize;
             assert_eq!(&back[from..from + part.len()], *part);
         }
+        // Parts gathered from pieces: each part its pieces back to back, the next at 16 bytes.
+        let pieces: [Vec<&[u8]>; 3] = [vec![as_bytes(&b[..1]), &[][..], as_bytes(&b[1..])], vec![], vec![as_bytes(&a[..2]), as_bytes(&c[..])]];
+        let (buf, at) = g.upload_gathered(&pieces).unwrap();
+        let mut back = vec![0u8; buf.len()];
+        g.download(&buf, &mut back).unwrap();
+        for (part, &ptr) in pieces.iter().zip(&at) {
+            assert_eq!(ptr % 16, buf.ptr() % 16);
+            let whole: Vec<u8> = part.concat();
+            let from = (ptr - buf.ptr()) as usize;
+            assert_eq!(&back[from..from + whole.len()], &whole[..]);
+        }
     }
 
     #[test]

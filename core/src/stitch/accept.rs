@@ -97,9 +97,16 @@ impl NullSet {
     }
 }
 
+impl AsRef<[usize]> for NullSet {
+    fn as_ref(&self) -> &[usize] {
+        self.as_slice()
+    }
+}
+
 /// The offsets of a template's null samples among `len` far sites: `k len / NULL_SAMPLES`
 /// for the `k`-th ([`NullSet::spread`]), the same for every template with as many.
-struct Steps([usize; NULL_SAMPLES]);
+#[derive(Clone, Debug)]
+pub(crate) struct Steps([usize; NULL_SAMPLES]);
 
 impl Steps {
     fn over(len: usize) -> Steps {
@@ -149,10 +156,44 @@ pub(crate) fn spaced_apart(at: &[usize], rsz: usize) -> bool {
 /// least the templates' side apart (a registration grid's, or any subset of one): every
 /// other site is far.
 pub(crate) fn spaced_null_sites(n: usize) -> Vec<NullSet> {
-    let Some(len) = n.checked_sub(1) else { return Vec::new() };
-    let steps = Steps::over(len);
-    // The far site at index `i` is `i`, or `i + 1` from the template's own on.
-    (0..n).map(|t| NullSet::spread(len, t, &steps, |i| i + usize::from(i >= t))).collect()
+    let sets = NullSets::spaced(n);
+    (0..n).map(|t| sets.get(t)).collect()
+}
+
+/// The null sets of a grid's templates: [`spaced_null_sites`]' of `n` sites, each made when
+/// asked (a pair keeps no list of them), or those listed by [`null_sites`].
+#[derive(Clone, Debug, Default)]
+pub(crate) enum NullSets {
+    /// No null probes (fixed acceptance, no textured template).
+    #[default]
+    None,
+    Spaced { n: usize, steps: Steps },
+    Listed(Vec<NullSet>),
+}
+
+impl NullSets {
+    pub(crate) fn spaced(n: usize) -> NullSets {
+        NullSets::Spaced { n, steps: Steps::over(n.saturating_sub(1)) }
+    }
+
+    /// Templates with a set.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            NullSets::None => 0,
+            NullSets::Spaced { n, .. } => *n,
+            NullSets::Listed(sets) => sets.len(),
+        }
+    }
+
+    /// Template `t`'s set (empty beyond [`len`](Self::len)).
+    pub(crate) fn get(&self, t: usize) -> NullSet {
+        match self {
+            // The far site at index `i` is `i`, or `i + 1` from the template's own on.
+            NullSets::Spaced { n, steps } if t < *n => NullSet::spread(n - 1, t, steps, |i| i + usize::from(i >= t)),
+            NullSets::Listed(sets) => sets.get(t).copied().unwrap_or_default(),
+            _ => NullSet::default(),
+        }
+    }
 }
 
 /// A template's null sample as acceptance reads it (module doc): the largest coefficient

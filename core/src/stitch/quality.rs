@@ -103,7 +103,7 @@ pub(crate) fn measures_of_pairs<S: IntSample + QualitySample>(pairs: &[PairToMea
             Job::Grid(first, end) => measured[k][first..end].copy_from_slice(&found),
         }
     }
-    Ok(plans.iter().zip(&measured).map(|(plan, sums)| plan.measures(sums)).collect())
+    Ok(plans.iter().zip(measured).map(|(plan, sums)| plan.measures(sums)).collect())
 }
 
 /// A job of [`measures_of_pairs`]: a band of a pair's overlap (its rows), or a run of its
@@ -412,11 +412,12 @@ impl QualityPlan {
         Ok(QualityPlan { origin, taps, regions })
     }
 
-    /// [`overlap_ncc`] and [`grid_ncc`] from the sums of [`QualityPlan::regions`], in order.
-    pub fn measures(&self, sums: &[Moments<4>]) -> (Option<f64>, Option<f64>) {
+    /// [`overlap_ncc`] and [`grid_ncc`] from the sums of [`QualityPlan::regions`], in order
+    /// (taken one at a time: a device's sums are read where they were downloaded).
+    pub fn measures(&self, sums: impl IntoIterator<Item = Moments<4>>) -> (Option<f64>, Option<f64>) {
         let weights = self.taps.map(|t| t.1);
         // The grid's templates lie in the overlap: any region at all means the overlap first.
-        let mut r = sums.iter().map(|m| m.pearson(&weights));
+        let mut r = sums.into_iter().map(|m| m.pearson(&weights));
         (r.next().flatten(), mean_coefficient(r))
     }
 }
@@ -534,7 +535,7 @@ mod tests {
         let plan = QualityPlan::new(a.size(), shift, side).unwrap();
         let offsets = plan.taps.map(|t| t.0);
         let sums: Vec<Moments<4>> = plan.regions.iter().map(|&r| region_moments(&a.view(), &b.view(), plan.origin, offsets, r, Parallelism::Sequential)).collect();
-        plan.measures(&sums)
+        plan.measures(sums)
     }
 
     proptest::proptest! {
@@ -594,7 +595,7 @@ mod tests {
     fn a_plan_without_overlap_has_no_regions_and_bad_input_errors() {
         let plan = QualityPlan::new((40, 30), (45.0, 0.0), 5).unwrap();
         assert!(plan.regions.is_empty());
-        assert_eq!(plan.measures(&[]), (None, None));
+        assert_eq!(plan.measures([]), (None, None));
         // An overlap narrower than a template: the overlap alone.
         assert_eq!(QualityPlan::new((40, 30), (0.0, 26.0), 5).unwrap().regions.len(), 1);
         assert_eq!(QualityPlan::new((40, 30), (1.5, -2.0), 5).unwrap().regions.len(), 26);

@@ -24,7 +24,7 @@ use crate::error::{require_finite, require_range, Error, Result};
 use crate::image::{AnyView, Image, ImageView};
 use crate::ncc::{exhaustive_search, log_search, Integral, Match, NccSample, SearchCache, SearchFrame, SearchParams, Template, TemplateCut, TemplateStats, MAX_RADIUS};
 use crate::parallel::{map_few, Parallelism};
-use crate::stitch::accept::{ambiguous, null_sites, spaced_apart, spaced_null_sites, Acceptance, NullPeak, NullSet};
+use crate::stitch::accept::{ambiguous, null_sites, spaced_apart, Acceptance, NullPeak, NullSet, NullSets};
 use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
 use crate::stitch::similarity::{self, Bounds, ConsensusCount, Correspondence, Similarity};
@@ -445,7 +445,7 @@ pub struct PairPlan<C> {
     out: PairRegistration,
     textured: Vec<((usize, usize), C, (isize, isize))>,
     /// Per textured template, the templates at whose starts it is probed.
-    nulls: Vec<NullSet>,
+    nulls: NullSets,
     /// The grid's positions lie at least a template apart on each axis, so that every
     /// other template's site is far from a template's own ([`spaced_null_sites`]).
     spaced: bool,
@@ -481,13 +481,13 @@ impl<C> PairPlan<C> {
     /// The null probes as pairs of searches, in [`probes`](Self::probes)' order: `(t, u)`
     /// is search `t`'s template evaluated at search `u`'s start.
     pub fn probe_pairs(&self) -> impl Iterator<Item = (usize, usize)> + Clone + '_ {
-        self.probe_sets().enumerate().flat_map(|(t, us)| us.iter().map(move |&u| (t, u)))
+        self.probe_sets().enumerate().flat_map(|(t, us)| (0..us.as_slice().len()).map(move |i| (t, us.as_slice()[i])))
     }
 
     /// The null probes by template: for each search `t` in order, the searches at whose
     /// starts its template is evaluated ([`probe_pairs`](Self::probe_pairs) grouped by `t`).
-    pub fn probe_sets(&self) -> impl ExactSizeIterator<Item = &[usize]> + Clone + '_ {
-        self.nulls.iter().map(NullSet::as_slice)
+    pub fn probe_sets(&self) -> impl ExactSizeIterator<Item = NullSet> + Clone + '_ {
+        (0..self.nulls.len()).map(|t| self.nulls.get(t))
     }
 
     /// The parameters of [`probes`](Self::probes).
@@ -500,7 +500,7 @@ impl<C> PairPlan<C> {
     /// flat window), as [`finish`](Self::finish) takes them. An error where `probed` does
     /// not answer every probe.
     pub fn null_peaks(&self, probed: &[Option<f64>]) -> Result<Vec<NullPeak>> {
-        let probes: usize = self.probe_sets().map(<[usize]>::len).sum();
+        let probes: usize = self.probe_sets().map(|us| us.as_slice().len()).sum();
         if probed.len() != probes {
             return Err(Error::Backend(alloc::format!("{} null probes answered for {}", probed.len(), probes)));
         }
@@ -508,7 +508,7 @@ impl<C> PairPlan<C> {
         Ok(self
             .probe_sets()
             .map(|us| {
-                let (mine, after) = rest.split_at(us.len());
+                let (mine, after) = rest.split_at(us.as_slice().len());
                 rest = after;
                 NullPeak::of(mine.iter().copied())
             })
@@ -683,7 +683,7 @@ fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams
     };
     let r = p.search_radius;
     let search = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
-    let mut plan = PairPlan { out, textured: Vec::new(), nulls: Vec::new(), spaced: false, search, ended: false };
+    let mut plan = PairPlan { out, textured: Vec::new(), nulls: NullSets::None, spaced: false, search, ended: false };
     let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {
         plan.out.skip = Some(SkipReason::NoOverlap);
         plan.ended = true;
@@ -700,23 +700,22 @@ fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams
 impl<C> PairPlan<C> {
     /// Keeps the templates `cut` (site, template, search start) that have texture, and
     /// draws the null probes among them.
-    fn keep_textured<T: NccSample>(&mut self, cut: Vec<((usize, usize), C, (isize, isize))>, p: &RegisterParams)
+    fn keep_textured<T: NccSample>(&mut self, mut cut: Vec<((usize, usize), C, (isize, isize))>, p: &RegisterParams)
     where
         C: TemplateCut<T>,
     {
-        self.textured = cut
-            .into_iter()
-            .filter(|(_, template, _)| {
-                let stats = TemplateCut::<T>::stats(template);
-                !(T::is_flat(stats) || stats.variance() < p.min_variance)
-            })
-            .collect();
+        // In place: the templates before the first flat one are not moved.
+        cut.retain(|(_, template, _)| {
+            let stats = TemplateCut::<T>::stats(template);
+            !(T::is_flat(stats) || stats.variance() < p.min_variance)
+        });
+        self.textured = cut;
         if p.acceptance != Acceptance::Fixed && !self.textured.is_empty() {
             self.nulls = if self.spaced {
-                spaced_null_sites(self.textured.len())
+                NullSets::spaced(self.textured.len())
             } else {
                 let textured_sites: Vec<(usize, usize)> = self.textured.iter().map(|t| t.0).collect();
-                null_sites(&textured_sites, p.rsz)
+                NullSets::Listed(null_sites(&textured_sites, p.rsz))
             };
         }
     }
@@ -750,7 +749,8 @@ impl PairSites {
 
     /// The plan, from the statistics of each site's template ([`sites`](Self::sites)'
     /// order; [`TemplateStats::of_int_sums`] for integer frames) of pixel type `T`.
-    pub fn plan<T: NccSample>(self, stats: Vec<TemplateStats>, p: &RegisterParams) -> Result<PairPlan<TemplateStats>> {
+    pub fn plan<T: NccSample>(self, stats: impl IntoIterator<Item = TemplateStats, IntoIter: ExactSizeIterator>, p: &RegisterParams) -> Result<PairPlan<TemplateStats>> {
+        let stats = stats.into_iter();
         if stats.len() != self.sites.len() {
             return Err(Error::Backend(alloc::format!("{} template statistics answered for {}", stats.len(), self.sites.len())));
         }
@@ -1615,7 +1615,7 @@ mod tests {
                         });
                         TemplateStats::of_int_sums((p.rsz * p.rsz) as u64, s1, s2)
                     })
-                    .collect();
+                    .collect::<Vec<_>>();
                 sites.plan::<T>(stats, p)
             });
             match (want, got) {
@@ -1656,7 +1656,7 @@ mod tests {
         assert_eq!(peaks.iter().map(|n| n.windows as usize).sum::<usize>(), probes - 1);
         let mut first = 0;
         for (set, peak) in plan.probe_sets().zip(&peaks) {
-            let last = first + set.len() - 1;
+            let last = first + set.as_slice().len() - 1;
             assert_eq!(peak.largest, (last > 0).then_some(last as f64 / probes as f64));
             first = last + 1;
         }
@@ -1685,7 +1685,7 @@ mod tests {
                     let Ok(plan) = plan_pair(frame.view(), frame.view(), &p, prediction) else { continue };
                     let sites: Vec<(usize, usize)> = plan.searches().map(|s| s.site).collect();
                     let want: Vec<Vec<usize>> = null_sites(&sites, rsz).iter().map(|n| n.as_slice().to_vec()).collect();
-                    let got: Vec<Vec<usize>> = plan.probe_sets().map(<[usize]>::to_vec).collect();
+                    let got: Vec<Vec<usize>> = plan.probe_sets().map(|s| s.as_slice().to_vec()).collect();
                     assert_eq!(got, want, "rsz {rsz} npts {npts} {prediction:?}");
                     spaced[usize::from(plan.spaced)] += 1;
                     thinned += usize::from(sites.len() < plan.out.templates);

@@ -236,7 +236,9 @@ impl ConsensusCount {
         if weights.len() != points.len() {
             return None;
         }
-        let hypotheses = hypotheses(&points, &weights, bounds).collect();
+        let made = hypotheses(&points, &weights, bounds);
+        let mut hypotheses = Vec::with_capacity(made.most());
+        hypotheses.extend(made);
         Some(ConsensusCount { points, weights, tol, bounds: *bounds, hypotheses })
     }
 
@@ -331,21 +333,55 @@ fn lands_near((c, s, x, y): Hypothesis, (u, v): (f64, f64), (rx, ry): (f64, f64)
 /// [`consensus`]'s hypotheses: every pair of points at least `min_baseline` apart among the
 /// [`MAX_HYPOTHESIS_POINTS`] of largest weight, the motion taking one to the other, where it
 /// is within `bounds`; in the order of the pairs `(n, m)`, `n < m`, of that ranking.
-fn hypotheses<'p>(points: &'p [Correspondence], weights: &[f64], bounds: &Bounds) -> impl Iterator<Item = Hypothesis> + 'p {
+fn hypotheses(points: &[Correspondence], weights: &[f64], bounds: &Bounds) -> Hypotheses {
     // Hypotheses from the strongest points only: the consensus needs one good pair of
     // them, and all pairs of every point cost quadratically more.
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
     order.truncate(MAX_HYPOTHESIS_POINTS);
     let strongest = Strongest::of(points, &order);
-    let limits = Limits::of(bounds);
-    // Made a row at a time, as the consensus asks for them: it stops at a set of every point.
-    let mut row = Row::default();
-    (0..order.len()).flat_map(move |n| {
-        hypothesis_row(&strongest, n, &limits, &mut row);
-        let row = row;
-        (n + 1..strongest.len).filter(move |&m| row.valid[m]).map(move |m| (row.c[m], row.s[m], row.x[m], row.y[m]))
-    })
+    Hypotheses { limits: Limits::of(bounds), row: Row::default(), n: 0, m: strongest.len, strongest }
+}
+
+/// [`hypotheses`]' iterator: a row made at a time, as the consensus asks for them (it stops
+/// at a set of every point), its valid lanes handed out in order from the row itself.
+struct Hypotheses {
+    strongest: Strongest,
+    limits: Limits,
+    row: Row,
+    /// The next row to make, and the next lane of the current one.
+    n: usize,
+    m: usize,
+}
+
+impl Hypotheses {
+    /// At most as many hypotheses as there are pairs of points.
+    fn most(&self) -> usize {
+        let len = self.strongest.len;
+        len * len.saturating_sub(1) / 2
+    }
+}
+
+impl Iterator for Hypotheses {
+    type Item = Hypothesis;
+
+    fn next(&mut self) -> Option<Hypothesis> {
+        loop {
+            while self.m < self.strongest.len {
+                let m = self.m;
+                self.m += 1;
+                if self.row.valid[m] {
+                    return Some((self.row.c[m], self.row.s[m], self.row.x[m], self.row.y[m]));
+                }
+            }
+            if self.n >= self.strongest.len {
+                return None;
+            }
+            hypothesis_row(&self.strongest, self.n, &self.limits, &mut self.row);
+            self.n += 1;
+            self.m = self.n;
+        }
+    }
 }
 
 /// The hypothesis points' coordinates, a lane each: moving `(mx, my)`, reference `(rx, ry)`;
