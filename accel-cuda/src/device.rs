@@ -10,6 +10,7 @@ use crate::transfer::{Event, Staging, StagingConfig, Stream};
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 use std::time::Instant;
 use tessera_core::image::Pixel;
@@ -37,8 +38,9 @@ pub(crate) trait Device: Send + Sync {
     fn free(&self, ptr: DevicePtr, bytes: usize);
     /// Copies `src` to `dst` (an allocation at least as long).
     fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<(), Error>;
-    /// Copies from `src` into `dst`, after every launch before it has finished.
-    fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), Error>;
+    /// Copies from `src` into `dst` (memory the copy initializes: it need not be), after
+    /// every launch before it has finished.
+    fn download(&self, dst: &mut [MaybeUninit<u8>], src: DevicePtr) -> Result<(), Error>;
     /// Sets `bytes` bytes at `dst` to `value`.
     fn memset(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<(), Error>;
     /// Copies `bytes` bytes from `src` to `dst` (two allocations of this device, not
@@ -107,8 +109,11 @@ pub(crate) fn as_bytes<T: Pod>(s: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
-fn as_bytes_mut<T: Pod>(s: &mut [T]) -> &mut [u8] {
-    // SAFETY: Pod accepts any bit pattern; the length is the slice's size in bytes.
+/// `s`'s bytes as memory a download writes: it writes initialized bytes only (copies of
+/// device memory), so `s` stays initialized.
+pub(crate) fn as_bytes_mut<T: Pod>(s: &mut [T]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: Pod accepts any bit pattern; the length is the slice's size in bytes; the
+    // only writers of the view are the downloads, which write whole initialized bytes.
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
@@ -427,6 +432,24 @@ impl Gpu {
             return Err(Error::Backend(format!("download of {} elements from a buffer of {}", dst.len(), buf.len)));
         }
         self.on_device(|d| self.staging.download(d, as_bytes_mut(dst), buf.ptr))
+    }
+
+    /// The first `n` elements of `buf`, downloaded into fresh memory (not zeroed first: the
+    /// download writes every byte).
+    pub(crate) fn download_vec<T: Pod>(&self, buf: &DevBuf<'_, T>, n: usize) -> Result<Vec<T>, Error> {
+        if n > buf.len {
+            return Err(Error::Backend(format!("download of {n} elements from a buffer of {}", buf.len)));
+        }
+        let mut out: Vec<T> = Vec::new();
+        out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n.saturating_mul(std::mem::size_of::<T>()) })?;
+        let spare = &mut out.spare_capacity_mut()[..n];
+        // SAFETY: the spare capacity holds `n` elements, as bytes.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), std::mem::size_of_val(spare)) };
+        self.on_device(|d| self.staging.download(d, bytes, buf.ptr))?;
+        // SAFETY: the download initialized every byte of the first `n` elements, and Pod
+        // accepts any bit pattern.
+        unsafe { out.set_len(n) };
+        Ok(out)
     }
 
     /// Copies a device image into a view of the same size (any stride).

@@ -12,6 +12,7 @@ use crate::transfer::{Event, Stream};
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 use tessera_core::Error;
 
@@ -222,7 +223,7 @@ impl CudaDevice {
                         self.upload(dev, &host)?;
                         let u = t.elapsed().as_secs_f64() * 1e3;
                         let t = std::time::Instant::now();
-                        self.download(&mut host, dev)?;
+                        self.download(crate::device::as_bytes_mut(&mut host), dev)?;
                         let d = t.elapsed().as_secs_f64() * 1e3;
                         if i > 0 {
                             up.push(u);
@@ -367,10 +368,11 @@ impl Device for CudaDevice {
         unsafe { result::memcpy_htod_sync(dst, src) }.map_err(|e| driver_error("cuMemcpyHtoD", e))
     }
 
-    fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), Error> {
+    fn download(&self, dst: &mut [MaybeUninit<u8>], src: DevicePtr) -> Result<(), Error> {
         self.current()?;
-        // SAFETY: `src` holds at least `dst.len()` bytes; the copy waits for prior launches.
-        unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(|e| driver_error("cuMemcpyDtoH (or a kernel before it)", e))
+        // SAFETY: `src` holds at least `dst.len()` bytes, which `dst` holds; the copy waits
+        // for prior launches.
+        unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len()) }.result().map_err(|e| driver_error("cuMemcpyDtoH (or a kernel before it)", e))
     }
 
     fn memset(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<(), Error> {

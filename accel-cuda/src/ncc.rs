@@ -432,9 +432,7 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
     let out = gpu.buffer::<u64>(2 * count)?;
     let list = args![Arg::Ptr(at[0]), width, int(rsz, "template size")?, Arg::Ptr(at[1]), int(count, "templates")?, &out];
     gpu.launch(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
-    let mut sums = vec![0u64; 2 * count];
-    gpu.download(&out, &mut sums)?;
-    Ok(sums)
+    gpu.download_vec(&out, 2 * count)
 }
 
 /// The launch of every search of `launch` over the frames at the addresses `frames`, and of
@@ -476,8 +474,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], shared, &list)?;
     let peaks = null_peaks::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, launch.nulls)?;
-    let mut res = vec![0f64; RESULT_WORDS * count];
-    gpu.download(&out, &mut res)?;
+    let res = gpu.download_vec(&out, RESULT_WORDS * count)?;
     let found = res
         .chunks_exact(RESULT_WORDS)
         .map(|r| {
@@ -503,8 +500,7 @@ fn null_peaks<T: DeviceSample>(gpu: &Gpu, [frames, sites, stats, nulls]: [Arg; 4
     let list = args![frames, w, rsz as i32, sites, stats, nulls, &out];
     // A block a record, a warp a probe.
     gpu.launch(Kernel::new(Module::Ncc, T::NULLS), [int(count, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], 0, list)?;
-    let mut peaks = vec![0f64; 2 * count];
-    gpu.download(&out, &mut peaks)?;
+    let peaks = gpu.download_vec(&out, 2 * count)?;
     // Window counts (at most NULL_SAMPLES) are exact in f64.
     Ok(peaks.chunks_exact(2).map(|n| NullPeak { largest: (n[1] > 0.0).then_some(n[0]), windows: n[1] as u32 }).collect())
 }

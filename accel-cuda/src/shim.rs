@@ -212,9 +212,9 @@ impl Device for ShimDevice {
         Ok(())
     }
 
-    fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), Error> {
+    fn download(&self, dst: &mut [std::mem::MaybeUninit<u8>], src: DevicePtr) -> Result<(), Error> {
         // SAFETY: `src` is an allocation at least `dst.len()` bytes long.
-        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr().cast::<u8>(), dst.len()) };
         Ok(())
     }
 

@@ -38,6 +38,7 @@
 
 use crate::device::{Device, DevicePtr};
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use tessera_core::parallel::{map_slots_outside_pool, Parallelism};
@@ -205,7 +206,7 @@ impl Staging {
     }
 
     /// Copies from `src` into `dst` after every launch before it has finished.
-    pub(crate) fn download(&self, dev: &dyn Device, dst: &mut [u8], src: DevicePtr) -> Result<(), Error> {
+    pub(crate) fn download(&self, dev: &dyn Device, dst: &mut [MaybeUninit<u8>], src: DevicePtr) -> Result<(), Error> {
         if dst.is_empty() {
             return Ok(());
         }
@@ -220,12 +221,12 @@ impl Staging {
         let jobs = Jobs::new(res.slots.len(), self.chunks(dst.len()), self.config.workers);
         dev.record(res.enter, LEGACY)?;
         dev.stream_wait(res.down, res.enter)?;
-        let mut parts: Vec<Vec<(usize, &mut [u8])>> = (0..jobs.workers).map(|_| Vec::new()).collect();
+        let mut parts: Vec<Vec<(usize, &mut [MaybeUninit<u8>])>> = (0..jobs.workers).map(|_| Vec::new()).collect();
         for (k, c) in dst.chunks_mut(chunk).enumerate() {
             parts[k % jobs.workers].push((k * chunk, c));
         }
         let abort = AtomicBool::new(false);
-        let work = |w: usize, part: Vec<(usize, &mut [u8])>| download_worker(dev, &res.slots[jobs.slots(w)], res.down, src, part, &abort);
+        let work = |w: usize, part: Vec<(usize, &mut [MaybeUninit<u8>])>| download_worker(dev, &res.slots[jobs.slots(w)], res.down, src, part, &abort);
         let r = jobs.run(parts, &abort, work);
         if r.is_err() {
             // Chunks still in flight write staging memory: let them land before the pool is
@@ -404,12 +405,12 @@ fn upload_worker(dev: &dyn Device, slots: &[Slot], turn: usize, stream: Stream, 
 /// One thread's share of a download: the DMAs of up to as many chunks as it has slots in
 /// flight; the oldest, once its event completes, copied from its slot into the caller's
 /// memory while the next ones run.
-fn download_worker(dev: &dyn Device, slots: &[Slot], stream: Stream, src: DevicePtr, part: Vec<(usize, &mut [u8])>, abort: &AtomicBool) -> Result<(), Error> {
-    let mut in_flight: VecDeque<(usize, &mut [u8])> = VecDeque::with_capacity(slots.len());
-    let land = |slot: &Slot, out: &mut [u8]| -> Result<(), Error> {
+fn download_worker(dev: &dyn Device, slots: &[Slot], stream: Stream, src: DevicePtr, part: Vec<(usize, &mut [MaybeUninit<u8>])>, abort: &AtomicBool) -> Result<(), Error> {
+    let mut in_flight: VecDeque<(usize, &mut [MaybeUninit<u8>])> = VecDeque::with_capacity(slots.len());
+    let land = |slot: &Slot, out: &mut [MaybeUninit<u8>]| -> Result<(), Error> {
         dev.event_wait(slot.event)?;
         // SAFETY: the slot's DMA of `out.len()` bytes has completed; nothing writes it now.
-        unsafe { std::ptr::copy_nonoverlapping(slot.ptr as *const u8, out.as_mut_ptr(), out.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(slot.ptr as *const u8, out.as_mut_ptr().cast::<u8>(), out.len()) };
         Ok(())
     };
     for (i, (offset, out)) in part.into_iter().enumerate() {
@@ -578,6 +579,19 @@ mod tests {
         }
     }
 
+    /// A download into fresh memory gives the buffer's first elements, across chunks and
+    /// from a short prefix; more than the buffer holds is an error.
+    #[test]
+    fn downloads_into_fresh_memory_give_the_buffers_elements() {
+        let g = gpu(64, 4);
+        let values: Vec<u64> = (0..100u64).map(|k| k.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        let buf = g.upload(&values).unwrap();
+        assert_eq!(g.download_vec(&buf, 100).unwrap(), values);
+        assert_eq!(g.download_vec(&buf, 3).unwrap(), values[..3]);
+        assert!(g.download_vec(&buf, 0).unwrap().is_empty());
+        assert!(matches!(g.download_vec(&buf, 101), Err(Error::Backend(_))));
+    }
+
     #[test]
     fn many_uploads_in_flight_reuse_the_pool_safely() {
         let g = gpu(50, 2);
@@ -631,10 +645,10 @@ mod tests {
             h.write_bytes(9, 4); // too early: the copy has not run
         }
         let mut out = [0u8; 4];
-        dev.download(&mut out, d).unwrap();
+        dev.download(crate::device::as_bytes_mut(&mut out), d).unwrap();
         assert_eq!(out, [0xA5; 4], "the copy ran before anything waited for it");
         dev.stream_wait(LEGACY, e).unwrap();
-        dev.download(&mut out, d).unwrap();
+        dev.download(crate::device::as_bytes_mut(&mut out), d).unwrap();
         assert_eq!(out, [9; 4]);
         dev.event_destroy(e);
         dev.stream_destroy(s);
