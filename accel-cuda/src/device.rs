@@ -355,23 +355,22 @@ impl Gpu {
     }
 
     /// [`upload_packed`](Self::upload_packed) of parts each gathered from its pieces in
-    /// order (each pair's records of a launch, copied once, into the transfer).
+    /// order (each pair's records of a launch): the transfer copies every piece from where
+    /// it lies ([`Staging::upload_gathered`]), with no packed copy on the host first.
     pub(crate) fn upload_gathered<'p>(&self, parts: &[impl AsRef<[&'p [u8]]>]) -> Result<(DevBuf<'_, u8>, Vec<DevicePtr>), Error> {
         let mut offsets = Vec::with_capacity(parts.len());
+        let mut pieces: Vec<(usize, &[u8])> = Vec::new();
         let mut end = 0usize;
         for part in parts {
             offsets.push(end);
-            let len = part.as_ref().iter().try_fold(0usize, |n, piece| n.checked_add(piece.len()));
-            end = len.and_then(|len| end.checked_add(len)).and_then(|e| e.checked_next_multiple_of(16)).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+            for &piece in part.as_ref() {
+                pieces.push((end, piece));
+                end = end.checked_add(piece.len()).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+            }
+            end = end.checked_next_multiple_of(16).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
         }
-        let mut packed = Vec::new();
-        packed.try_reserve_exact(end).map_err(|_| Error::OutOfMemory { bytes: end })?;
-        for (part, &at) in parts.iter().zip(&offsets) {
-            packed.resize(at, 0);
-            part.as_ref().iter().for_each(|piece| packed.extend_from_slice(piece));
-        }
-        packed.resize(end, 0);
-        let buf = self.upload(&packed)?;
+        let buf = self.buffer::<u8>(end.max(1))?;
+        self.on_device(|d| self.staging.upload_gathered(d, buf.ptr, end, &pieces))?;
         let ptrs = offsets.iter().map(|&at| buf.ptr + at as u64).collect();
         Ok((buf, ptrs))
     }

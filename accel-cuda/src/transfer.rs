@@ -179,25 +179,59 @@ impl Staging {
         if chunks == 0 {
             return Ok(());
         }
-        let Some(mut state) = self.lock_for(dev, chunks) else {
+        let Some(state) = self.lock_for(dev, chunks) else {
             self.pageable.fetch_add(staged.len() as u64, Ordering::Relaxed);
             return staged.into_iter().try_for_each(|(dst, src)| dev.upload(dst, src));
         };
         self.staged.fetch_add(staged.len() as u64, Ordering::Relaxed);
+        let pieces = staged.iter().flat_map(|&(dst, src)| src.chunks(self.config.chunk).enumerate().map(move |(k, c)| (dst + (k * self.config.chunk) as u64, Chunk::Bytes(c))));
+        self.staged_upload(dev, state, pieces.collect())
+    }
+
+    /// Copies `len` bytes to `dst` laid out as `pieces` (each `(offset, bytes)`, in order and
+    /// apart; the bytes between them zero) in one staged transfer, each pinned chunk filled
+    /// from the pieces it covers: records that lie apart (a launch's, one set a pair) are
+    /// gathered where the transfer copies them anyway, not packed into one host buffer first.
+    /// Without staging, packed and copied on the pageable path.
+    pub(crate) fn upload_gathered(&self, dev: &dyn Device, dst: DevicePtr, len: usize, pieces: &[(usize, &[u8])]) -> Result<(), Error> {
+        if pieces.iter().any(|&(at, bytes)| at.checked_add(bytes.len()).is_none_or(|end| end > len)) || pieces.windows(2).any(|w| w[0].0 + w[0].1.len() > w[1].0) {
+            return Err(Error::Backend("internal: gathered pieces out of order or beyond their transfer".into()));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let chunks = self.chunks(len);
+        let Some(state) = self.lock_for(dev, chunks) else {
+            self.pageable.fetch_add(1, Ordering::Relaxed);
+            let mut packed = Vec::new();
+            packed.try_reserve_exact(len).map_err(|_| Error::OutOfMemory { bytes: len })?;
+            packed.resize(len, 0);
+            // SAFETY: `packed` holds `len` bytes, the span of the one chunk.
+            unsafe { Chunk::Gathered { from: 0, len, pieces }.copy_into(packed.as_mut_ptr()) };
+            return dev.upload(dst, &packed);
+        };
+        self.staged.fetch_add(1, Ordering::Relaxed);
+        let chunk = self.config.chunk;
+        let spans = (0..chunks).map(|k| (dst + (k * chunk) as u64, Chunk::Gathered { from: k * chunk, len: chunk.min(len - k * chunk), pieces }));
+        self.staged_upload(dev, state, spans.collect())
+    }
+
+    /// The staged copies of `chunks` (each a destination and its chunk's bytes), shared
+    /// among the workers, `state` locked with enough slots ([`lock_for`](Self::lock_for)).
+    fn staged_upload(&self, dev: &dyn Device, mut state: std::sync::MutexGuard<'_, State>, chunks: Vec<(DevicePtr, Chunk<'_>)>) -> Result<(), Error> {
         let turn = state.turn;
         state.turn = state.turn.wrapping_add(1);
-        let Some(res) = state.resources.as_ref() else { return staged.into_iter().try_for_each(|(dst, src)| dev.upload(dst, src)) };
-        let jobs = Jobs::new(res.slots.len(), chunks, self.config.workers);
+        let Some(res) = state.resources.as_ref() else { return Err(Error::Backend("internal: staging locked without its resources".into())) };
+        let jobs = Jobs::new(res.slots.len(), chunks.len(), self.config.workers);
         // The buffers may still be read by kernels launched before: wait for those.
         dev.record(res.enter, LEGACY)?;
         dev.stream_wait(res.up, res.enter)?;
-        let mut parts: Vec<Vec<(DevicePtr, &[u8])>> = (0..jobs.workers).map(|_| Vec::new()).collect();
-        let pieces = staged.iter().flat_map(|&(dst, src)| src.chunks(self.config.chunk).enumerate().map(move |(k, c)| (dst + (k * self.config.chunk) as u64, c)));
-        for (k, piece) in pieces.enumerate() {
+        let mut parts: Vec<Vec<(DevicePtr, Chunk<'_>)>> = (0..jobs.workers).map(|_| Vec::new()).collect();
+        for (k, piece) in chunks.into_iter().enumerate() {
             parts[k % jobs.workers].push(piece);
         }
         let abort = AtomicBool::new(false);
-        let work = |w: usize, part: Vec<(DevicePtr, &[u8])>| upload_worker(dev, &res.slots[jobs.slots(w)], turn, res.up, part, &abort);
+        let work = |w: usize, part: Vec<(DevicePtr, Chunk<'_>)>| upload_worker(dev, &res.slots[jobs.slots(w)], turn, res.up, part, &abort);
         let copied = jobs.run(parts, &abort, work);
         // Even after a failure, the legacy stream (and `quiesce`) must wait for the copies
         // issued: they read staging chunks and write device memory.
@@ -382,9 +416,58 @@ impl Jobs {
     }
 }
 
+/// The bytes of one staged chunk of an upload: a slice of the caller's, or a span of a
+/// gathered transfer ([`Staging::upload_gathered`]).
+#[derive(Clone, Copy)]
+enum Chunk<'a> {
+    Bytes(&'a [u8]),
+    /// Bytes `from .. from + len` of a transfer laid out as `pieces` (each at its offset,
+    /// zeros between them).
+    Gathered { from: usize, len: usize, pieces: &'a [(usize, &'a [u8])] },
+}
+
+impl Chunk<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(bytes) => bytes.len(),
+            Chunk::Gathered { len, .. } => *len,
+        }
+    }
+
+    /// Writes the chunk's bytes to `out`.
+    ///
+    /// # Safety
+    /// `out` is valid for writes of [`len`](Self::len) bytes and overlaps no piece.
+    unsafe fn copy_into(&self, out: *mut u8) {
+        match *self {
+            // SAFETY: the caller's contract.
+            Chunk::Bytes(bytes) => unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len()) },
+            Chunk::Gathered { from, len, pieces } => {
+                let end = from + len;
+                let mut at = from;
+                for &(offset, bytes) in pieces.iter().skip_while(|(offset, bytes)| offset + bytes.len() <= from) {
+                    if offset >= end {
+                        break;
+                    }
+                    let (start, stop) = (offset.max(from), (offset + bytes.len()).min(end));
+                    // SAFETY: `at .. stop` lies within `from .. end`, `out`'s span (pieces
+                    // are in order and apart, so `at <= start`).
+                    unsafe {
+                        out.add(at - from).write_bytes(0, start - at);
+                        std::ptr::copy_nonoverlapping(bytes.as_ptr().add(start - offset), out.add(start - from), stop - start);
+                    }
+                    at = stop;
+                }
+                // SAFETY: `at .. end` lies within the span.
+                unsafe { out.add(at - from).write_bytes(0, end - at) };
+            }
+        }
+    }
+}
+
 /// One thread's share of an upload: for each chunk, wait until its slot's last DMA has
 /// read it, copy the caller's bytes in, start the DMA and record the slot's event.
-fn upload_worker(dev: &dyn Device, slots: &[Slot], turn: usize, stream: Stream, part: Vec<(DevicePtr, &[u8])>, abort: &AtomicBool) -> Result<(), Error> {
+fn upload_worker(dev: &dyn Device, slots: &[Slot], turn: usize, stream: Stream, part: Vec<(DevicePtr, Chunk<'_>)>, abort: &AtomicBool) -> Result<(), Error> {
     for (i, (dst, bytes)) in part.into_iter().enumerate() {
         if abort.load(Ordering::Relaxed) {
             return Ok(());
@@ -393,7 +476,7 @@ fn upload_worker(dev: &dyn Device, slots: &[Slot], turn: usize, stream: Stream, 
         dev.event_wait(slot.event)?;
         // SAFETY: the slot holds a whole chunk (`bytes` is at most one); no DMA reads it
         // (its event was waited for) and only this thread uses it during the transfer.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.ptr as *mut u8, bytes.len()) };
+        unsafe { bytes.copy_into(slot.ptr as *mut u8) };
         // SAFETY: `dst` holds `bytes.len()` bytes (the chunk lies within its transfer's
         // allocation); the slot is not written again before its event, recorded next, completes.
         unsafe { dev.upload_async(dst, slot.ptr as *const u8, bytes.len(), stream) }?;
@@ -576,6 +659,42 @@ mod tests {
             let whole: Vec<u8> = part.concat();
             let from = (ptr - buf.ptr()) as usize;
             assert_eq!(&back[from..from + whole.len()], &whole[..]);
+        }
+    }
+
+    /// A gathered upload lays each piece at its offset and zeros between them, across chunk
+    /// boundaries, staged or (with no pinned memory) packed on the pageable path; pieces out
+    /// of order, overlapping or beyond the transfer are an error.
+    #[test]
+    fn gathered_uploads_lay_their_pieces_out_with_zeros_between() {
+        let data: Vec<Vec<u8>> = (0..9).map(|i| pattern([0, 1, 63, 64, 65, 200, 7, 130, 3][i], i)).collect();
+        let mut pieces: Vec<(usize, &[u8])> = Vec::new();
+        let mut at = 5;
+        for (i, d) in data.iter().enumerate() {
+            pieces.push((at, d));
+            at += d.len() + [0, 3, 0, 1, 64, 17, 0, 2, 9][i];
+        }
+        let len = at + 11;
+        let mut want = vec![0u8; len];
+        for &(at, d) in &pieces {
+            want[at..at + d.len()].copy_from_slice(d);
+        }
+        let dev = ShimDevice::new();
+        for (staging, counts) in [(Staging::new(config(64, 4)), TransferCounts { staged: 1, pageable: 0 }), (Staging::new(StagingConfig { cap: 0, ..config(64, 6) }), TransferCounts { staged: 0, pageable: 1 })] {
+            let d = dev.alloc(len).unwrap();
+            // Stale bytes where the gaps go: the transfer writes its zeros over them.
+            dev.upload(d, &vec![0xEEu8; len]).unwrap();
+            staging.upload_gathered(&dev, d, len, &pieces).unwrap();
+            assert_eq!(staging.counts(), counts);
+            let mut back = vec![0u8; len];
+            dev.download(crate::device::as_bytes_mut(&mut back), d).unwrap();
+            assert_eq!(back, want);
+            let bad = |pieces: &[(usize, &[u8])]| matches!(staging.upload_gathered(&dev, d, len, pieces), Err(Error::Backend(_)));
+            assert!(bad(&[(10, &data[3][..]), (0, &data[3][..])]));
+            assert!(bad(&[(0, &data[3][..]), (10, &data[3][..])]));
+            assert!(bad(&[(len - 3, &data[3][..])]));
+            staging.release(&dev);
+            dev.free(d, len);
         }
     }
 
