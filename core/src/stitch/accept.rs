@@ -103,6 +103,16 @@ impl AsRef<[usize]> for NullSet {
     }
 }
 
+/// The sites by value, in order (a set made when asked is iterated where it was made).
+impl IntoIterator for NullSet {
+    type Item = usize;
+    type IntoIter = core::iter::Take<core::array::IntoIter<usize, NULL_SAMPLES>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.sites.into_iter().take(self.len)
+    }
+}
+
 /// The offsets of a template's null samples among `len` far sites: `k len / NULL_SAMPLES`
 /// for the `k`-th ([`NullSet::spread`]), the same for every template with as many.
 #[derive(Clone, Debug)]

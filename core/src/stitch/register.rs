@@ -481,7 +481,7 @@ impl<C> PairPlan<C> {
     /// The null probes as pairs of searches, in [`probes`](Self::probes)' order: `(t, u)`
     /// is search `t`'s template evaluated at search `u`'s start.
     pub fn probe_pairs(&self) -> impl Iterator<Item = (usize, usize)> + Clone + '_ {
-        self.probe_sets().enumerate().flat_map(|(t, us)| (0..us.as_slice().len()).map(move |i| (t, us.as_slice()[i])))
+        self.probe_sets().enumerate().flat_map(|(t, us)| us.into_iter().map(move |u| (t, u)))
     }
 
     /// The null probes by template: for each search `t` in order, the searches at whose
