@@ -38,10 +38,12 @@ const SHARED_BITMAP_BYTES: usize = 48 * 1024;
 const SITE_WORDS: usize = 6;
 const STAT_WORDS: usize = 4;
 const RESULT_WORDS: usize = 6;
-/// Ints of a template's null probes' record (`NCC_NULL_INTS` of ncc.cu): its search, its
-/// probe count, and the searches at whose starts it is probed (`NCC_NULL_SAMPLES` places,
-/// the core's [`NULL_SAMPLES`]).
-const NULL_INTS: usize = 2 + NULL_SAMPLES;
+/// Ints of a template's null probes' record (`NCC_NULL_INTS` of ncc.cu): the launch's index
+/// of its pair's first search, then counted from there its own search, its probe count, and
+/// the searches at whose starts it is probed (`NCC_NULL_SAMPLES` places, the core's
+/// [`NULL_SAMPLES`]). Indices relative to the pair's first search, so that a pair's records
+/// join a launch by their first word alone.
+const NULL_INTS: usize = 3 + NULL_SAMPLES;
 /// Ints of a template's record for its sums (`NCC_TEMPLATE_INTS` of ncc.cu).
 const TEMPLATE_INTS: usize = 3;
 
@@ -295,26 +297,35 @@ impl Call {
         let first = self.nulls.len();
         for (t, us) in sets.enumerate() {
             let us = us.as_ref();
-            if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
-                self.nulls.truncate(first);
-                if u >= startable.len() {
-                    return Err(Error::Backend("internal: a null probe at a search the pair does not have".into()));
-                }
-                let at = SITE_WORDS * (searches.start + u) + 2;
-                let (sx, sy) = (self.sites[at], self.sites[at + 1]);
-                return Err(Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") });
-            }
-            if us.len() > NULL_SAMPLES {
+            let mut null = [0; NULL_INTS];
+            let Some(places) = null.get_mut(3..3 + us.len()) else {
                 self.nulls.truncate(first);
                 return Err(Error::Backend(format!("internal: {} null probes of a template, at most {NULL_SAMPLES}", us.len())));
+            };
+            // Each probe checked as it is written.
+            for (place, &u) in places.iter_mut().zip(us) {
+                if startable.get(u) != Some(&true) {
+                    self.nulls.truncate(first);
+                    return Err(self.unstartable(searches.start, u, startable.len()));
+                }
+                *place = u as i32;
             }
-            let mut null = [0; NULL_INTS];
-            null[0] = t as i32;
-            null[1] = us.len() as i32;
-            null[2..2 + us.len()].iter_mut().zip(us).for_each(|(at, &u)| *at = u as i32);
-            self.nulls.push(moved_by(null, searches.start as i32));
+            null[..3].copy_from_slice(&[searches.start as i32, t as i32, us.len() as i32]);
+            self.nulls.push(null);
         }
         Ok(first..self.nulls.len())
+    }
+
+    /// The error of a null probe at the start of the call's search `start + u`, where
+    /// `startable` of the pair's searches can start a window.
+    #[cold]
+    fn unstartable(&self, start: usize, u: usize, searches: usize) -> Error {
+        if u >= searches {
+            return Error::Backend("internal: a null probe at a search the pair does not have".into());
+        }
+        let at = SITE_WORDS * (start + u) + 2;
+        let (sx, sy) = (self.sites[at], self.sites[at + 1]);
+        Error::InvalidParameter { name: "search start", reason: format!("({sx}, {sy}) with radius 0 leaves no window position inside the frame") }
     }
 }
 
@@ -330,9 +341,9 @@ struct Launch {
 }
 
 impl Launch {
-    /// Adds `part` (a pair's own call, [`Call::of_pair`]), its null records' search indices
-    /// moved on in place past the launch's searches; returns the ranges of its searches and
-    /// of its null records in the launch.
+    /// Adds `part` (a pair's own call, [`Call::of_pair`]), its null records' first search
+    /// moved on past the launch's searches; returns the ranges of its searches and of its
+    /// null records in the launch.
     fn join(&mut self, mut part: Call) -> Result<[Range<usize>; 2]> {
         if part.sp.is_some_and(|p| self.sp.is_some_and(|c| c != p)) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
@@ -341,21 +352,13 @@ impl Launch {
         let searches = first + part.sites.len() / SITE_WORDS;
         // Search indices of one launch, which counts its searches in an int.
         int(searches, "template searches")?;
-        part.nulls.iter_mut().for_each(|null| *null = moved_by(*null, first as i32));
+        part.nulls.iter_mut().for_each(|null| null[0] += first as i32);
         let nulls = self.nulls..self.nulls + part.nulls.len();
         self.sp = self.sp.or(part.sp);
         (self.searches, self.nulls) = (searches, nulls.end);
         self.calls.push(part);
         Ok([first..searches, nulls])
     }
-}
-
-/// A null record (`NULL_INTS` ints) with its search indices moved on by `at`.
-fn moved_by(mut null: [i32; NULL_INTS], at: i32) -> [i32; NULL_INTS] {
-    let probes = null[1] as usize;
-    null[0] += at;
-    null[2..2 + probes].iter_mut().for_each(|u| *u += at);
-    null
 }
 
 /// The first half of the registration of every pair of `jobs`: each pair planned by the
@@ -517,11 +520,18 @@ mod tests {
 
     const PROBE_PARAMS: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
 
-    /// A null record: search `t`'s template at the starts of `us`.
-    fn null(t: i32, us: &[i32]) -> [i32; NULL_INTS] {
+    /// What null records name, as the kernel reads them: per record, the search whose
+    /// template it probes and the searches at whose starts, as indices of the launch.
+    fn named(nulls: &[[i32; NULL_INTS]]) -> Vec<(i32, Vec<i32>)> {
+        nulls.iter().map(|n| (n[0] + n[1], n[3..3 + n[2] as usize].iter().map(|u| n[0] + u).collect())).collect()
+    }
+
+    /// A null record of a pair whose first search is `base`: its search `t`'s template at
+    /// its searches `us`.
+    fn null(base: i32, t: i32, us: &[i32]) -> [i32; NULL_INTS] {
         let mut n = [0; NULL_INTS];
-        (n[0], n[1]) = (t, us.len() as i32);
-        n[2..2 + us.len()].copy_from_slice(us);
+        (n[0], n[1], n[2]) = (base, t, us.len() as i32);
+        n[3..3 + us.len()].copy_from_slice(us);
         n
     }
 
@@ -532,7 +542,7 @@ mod tests {
         // Searches 1 and 2 of the call as one pair's range 0..2: search 2 has no probe.
         let range = 1..3;
         assert_eq!(call.add_nulls(&range, [&[0][..], &[]].into_iter(), bounds).unwrap(), 0..2);
-        assert_eq!(call.nulls, [null(1, &[1]), null(2, &[])]);
+        assert_eq!(named(&call.nulls), [(1, vec![1]), (2, vec![])]);
         // A probe at search 2's start, which lies below the frame's last row: an error, and
         // none of the pair's records added.
         let err = call.add_nulls(&range, [&[0, 1][..]].into_iter(), bounds).unwrap_err();
@@ -545,7 +555,7 @@ mod tests {
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
         let err = call.add_nulls(&(0..2), [&[0][..], &[0; NULL_SAMPLES + 1]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
-        assert_eq!(call.nulls, [null(1, &[1]), null(2, &[])]);
+        assert_eq!(named(&call.nulls), [(1, vec![1]), (2, vec![])]);
         // A range beyond the call's searches.
         let err = call.add_nulls(&(2..4), [&[0][..]].into_iter(), bounds).unwrap_err();
         assert!(matches!(err, Error::Backend(_)), "{err:?}");
@@ -553,18 +563,18 @@ mod tests {
         // Every search of the call, search 0 probed at its own start and search 1's, with
         // every place of its record.
         assert_eq!(call.add_nulls(&(0..3), [&[0, 1][..], &[0; NULL_SAMPLES]].into_iter(), bounds).unwrap(), 2..4);
-        assert_eq!(call.nulls[2..], [null(0, &[0, 1]), null(1, &[0; NULL_SAMPLES])]);
+        assert_eq!(named(&call.nulls[2..]), [(0, vec![0, 1]), (1, vec![0; NULL_SAMPLES])]);
         // Joining a launch after a call of two searches, every index moves on by two.
         let mut first = call_of([(0, 0), (1, 1), (2, 2)]);
         first.sites.truncate(2 * SITE_WORDS);
         first.stats.truncate(2 * STAT_WORDS);
-        first.nulls = vec![null(1, &[0])];
+        first.nulls = vec![null(0, 1, &[0])];
         let mut launch = Launch::default();
         assert_eq!(launch.join(first).unwrap(), [0..2, 0..1]);
         assert_eq!(launch.join(call).unwrap(), [2..5, 1..5]);
         assert_eq!((launch.searches, launch.nulls), (5, 5));
-        assert_eq!(launch.calls[0].nulls, [null(1, &[0])]);
-        assert_eq!(launch.calls[1].nulls, [null(3, &[3]), null(4, &[]), null(2, &[2, 3]), null(3, &[2; NULL_SAMPLES])]);
+        assert_eq!(named(&launch.calls[0].nulls), [(1, vec![0])]);
+        assert_eq!(named(&launch.calls[1].nulls), [(3, vec![3]), (4, vec![]), (2, vec![2, 3]), (3, vec![2; NULL_SAMPLES])]);
         // A call asked with other search parameters joins no launch.
         let mut other = call_of([(0, 0), (1, 1), (2, 2)]);
         other.sp = Some(SearchParams { radius: 3, ..PROBE_PARAMS });
