@@ -157,7 +157,7 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: 
     // count stopping there; their sets then counted in one launch, and those pairs resumed.
     let concluded: Vec<Result<Concluded>> = map_slots(&mut searched, par, |k, searched| {
         host_count::pair_work(|| match searched.take() {
-            Some(Searched::Matches { plan, found: f, nulls: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, &found[f], &peaks[q], Some(DEVICE_TESTS)),
+            Some(Searched::Matches { plan, found: f, nulls: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, found.matches(f)?, &peaks[q], Some(DEVICE_TESTS)),
             Some(Searched::Failed(e)) => Err(e),
             None => Err(Error::Backend("internal: a pair concluded twice".into())),
         })
@@ -220,7 +220,24 @@ enum Searched {
 }
 
 /// A launch's answers: each search's match, each null record's peak.
-type Answers = (Vec<Option<Match>>, Vec<NullPeak>);
+type Answers = (Found, Vec<NullPeak>);
+
+/// A launch's search results as downloaded, [`RESULT_WORDS`] a search, each pair's read
+/// where they lie ([`matches`](Self::matches)).
+#[derive(Default)]
+struct Found(Vec<f64>);
+
+impl Found {
+    /// The matches of the launch's `searches`, in order, as the core's search returns them.
+    fn matches(&self, searches: Range<usize>) -> Result<impl ExactSizeIterator<Item = Option<Match>> + '_> {
+        let words = self.0.get(RESULT_WORDS * searches.start..RESULT_WORDS * searches.end).ok_or_else(|| Error::Backend("internal: search results missing".into()))?;
+        Ok(words.chunks_exact(RESULT_WORDS).map(|r| {
+            // Positions and counts are exact in f64; the subpixel offset is the core's
+            // `quadratic_peak`, fitted on the device.
+            (r[2] != f64::NEG_INFINITY).then(|| Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset: (r[4], r[5]), evaluations: r[3] as u32 })
+        }))
+    }
+}
 
 /// A pair's searches and their null probes, its part of a launch ([`Launch`]): the
 /// searches' parameters, per search its site record and template statistics, per template
@@ -439,8 +456,8 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
 }
 
 /// The launch of every search of `launch` over the frames at the addresses `frames`, and of
-/// its null probes, their records uploaded once, one download each: each search's match as
-/// the core's search returns it, each probe's coefficient at its one window.
+/// its null probes, their records uploaded once, one download each: each search's result
+/// ([`Found`]), each template's null peak.
 fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, launch: &Launch) -> Result<Answers> {
     let count = launch.searches;
     let (Some(sp), true) = (launch.sp, count > 0) else { return Ok(Answers::default()) };
@@ -477,18 +494,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], shared, &list)?;
     let peaks = null_peaks::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, launch.nulls)?;
-    let res = gpu.download_vec(&out, RESULT_WORDS * count)?;
-    let found = res
-        .chunks_exact(RESULT_WORDS)
-        .map(|r| {
-            if r[2] == f64::NEG_INFINITY {
-                return None;
-            }
-            // Positions and counts are exact in f64; the subpixel offset is the core's
-            // `quadratic_peak`, fitted on the device.
-            Some(Match { x: r[0] as usize, y: r[1] as usize, coefficient: r[2], offset: (r[4], r[5]), evaluations: r[3] as u32 })
-        })
-        .collect();
+    let found = Found(gpu.download_vec(&out, RESULT_WORDS * count)?);
     Ok((found, peaks))
 }
 

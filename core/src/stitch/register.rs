@@ -531,7 +531,7 @@ impl<C> PairPlan<C> {
     /// [`probes`](Self::probes)' coefficients, or the same reduced by a device), on the
     /// frames and parameters the plan was made with.
     pub fn finish<T: NccSample + Into<f64>>(self, reference: ImageView<'_, T>, moving: ImageView<'_, T>, p: &RegisterParams, found: &[Option<Match>], nulls: &[NullPeak]) -> Result<PairRegistration> {
-        finish_seen(self, reference, Seen::upright(moving), p, found, nulls, Parallelism::Sequential)
+        finish_seen(self, reference, Seen::upright(moving), p, found.iter().copied(), nulls, Parallelism::Sequential)
     }
 
     /// [`finish`](Self::finish) up to its last step, the subpixel refinement of the shift,
@@ -544,7 +544,7 @@ impl<C> PairPlan<C> {
         reference: ImageView<'_, T>,
         moving: ImageView<'_, T>,
         p: &RegisterParams,
-        found: &[Option<Match>],
+        found: impl IntoIterator<Item = Option<Match>, IntoIter: ExactSizeIterator>,
         nulls: &[NullPeak],
         count_elsewhere: Option<usize>,
     ) -> Result<Concluded> {
@@ -640,7 +640,7 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
     let probed: Vec<Option<f64>> = if probes.is_empty() { Vec::new() } else { search(&probes, &PROBE)?.iter().map(|m| m.map(|m| m.coefficient)).collect() };
     drop((searches, probes));
     let nulls = plan.null_peaks(&probed)?;
-    finish_seen(plan, reference, seen, p, &found, &nulls, par)
+    finish_seen(plan, reference, seen, p, found.iter().copied(), &nulls, par)
 }
 
 fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<C>> {
@@ -768,7 +768,7 @@ fn finish_seen<T: NccSample + Into<f64>, C>(
     reference: ImageView<'_, T>,
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
-    found: &[Option<Match>],
+    found: impl IntoIterator<Item = Option<Match>, IntoIter: ExactSizeIterator>,
     nulls: &[NullPeak],
     par: Parallelism,
 ) -> Result<PairRegistration> {
@@ -786,7 +786,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     reference: ImageView<'_, T>,
     seen: Seen<'_, '_, T>,
     p: &RegisterParams,
-    found: &[Option<Match>],
+    found: impl IntoIterator<Item = Option<Match>, IntoIter: ExactSizeIterator>,
     peaks: &[NullPeak],
     count_elsewhere: Option<usize>,
 ) -> Result<Concluded> {
@@ -795,6 +795,7 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
         return Ok(Concluded::Unrefined(out.into()));
     }
     let r = search.radius;
+    let found = found.into_iter();
     if found.len() != textured.len() {
         return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), textured.len())));
     }
