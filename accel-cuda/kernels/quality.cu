@@ -12,19 +12,22 @@
 #define QUALITY_ROWS 32
 // a, a^2, t_k (4), a t_k (4), t_k t_l for k <= l (10): the core's `Moments<4>` in order.
 #define QUALITY_WORDS 20
-// Reference slot, moving slot, x0, y0, x1, y1 (exclusive), origin x, y, then (dx, dy) of
-// each tap: reference pixel (x, y) meets moving pixel (x - ox + dx, y - oy + dy).
-#define QUALITY_REGION_INTS 16
+// A pair: reference slot, moving slot, origin x, y, then (dx, dy) of each tap: reference
+// pixel (x, y) meets moving pixel (x - ox + dx, y - oy + dy).
+#define QUALITY_PAIR_INTS 12
+// A region: its pair, x0, y0, x1, y1 (exclusive).
+#define QUALITY_REGION_INTS 5
 
 template <typename T>
-__device__ void quality_sums(const u64* frames, int w, const int* regions, const int* bands, u64* out) {
+__device__ void quality_sums(const u64* frames, int w, const int* pairs, const int* regions, const int* bands, u64* out) {
     // This block's region and the first row of its band.
     const int r = bands[2 * blockIdx.x], band0 = bands[2 * blockIdx.x + 1];
     const int* g = regions + r * QUALITY_REGION_INTS;
-    const int x0 = g[2], y1 = g[5], ox = g[6], oy = g[7];
-    const T* a = (const T*)frames[g[0]];
-    const T* m = (const T*)frames[g[1]];
-    const int width = g[4] - x0;
+    const int* pair = pairs + g[0] * QUALITY_PAIR_INTS;
+    const int x0 = g[1], y1 = g[4], ox = pair[2], oy = pair[3];
+    const T* a = (const T*)frames[pair[0]];
+    const T* m = (const T*)frames[pair[1]];
+    const int width = g[3] - x0;
     const int pixels = (min(band0 + QUALITY_ROWS, y1) - band0) * width;
     u64 s[QUALITY_WORDS];
     for (int k = 0; k < QUALITY_WORDS; ++k) s[k] = 0;
@@ -32,7 +35,7 @@ __device__ void quality_sums(const u64* frames, int w, const int* regions, const
         const int y = band0 + i / width, x = x0 + i % width;
         const u64 v = a[(size_t)y * w + x];
         u64 t[4];
-        for (int k = 0; k < 4; ++k) t[k] = m[(size_t)(y - oy + g[9 + 2 * k]) * w + (x - ox + g[8 + 2 * k])];
+        for (int k = 0; k < 4; ++k) t[k] = m[(size_t)(y - oy + pair[5 + 2 * k]) * w + (x - ox + pair[4 + 2 * k])];
         s[0] += v;
         s[1] += v * v;
         int q = 10;
@@ -49,12 +52,12 @@ __device__ void quality_sums(const u64* frames, int w, const int* regions, const
     }
 }
 
-extern "C" __global__ void quality_sums_u8(const u64* frames, int w, const int* regions, const int* bands, u64* out) {
-    quality_sums<u8>(frames, w, regions, bands, out);
+extern "C" __global__ void quality_sums_u8(const u64* frames, int w, const int* pairs, const int* regions, const int* bands, u64* out) {
+    quality_sums<u8>(frames, w, pairs, regions, bands, out);
 }
 TESSERA_EXPORT(quality_sums_u8)
 
-extern "C" __global__ void quality_sums_u16(const u64* frames, int w, const int* regions, const int* bands, u64* out) {
-    quality_sums<u16>(frames, w, regions, bands, out);
+extern "C" __global__ void quality_sums_u16(const u64* frames, int w, const int* pairs, const int* regions, const int* bands, u64* out) {
+    quality_sums<u16>(frames, w, pairs, regions, bands, out);
 }
 TESSERA_EXPORT(quality_sums_u16)

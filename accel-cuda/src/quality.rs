@@ -10,11 +10,13 @@ use tessera_core::{Error, Result};
 /// Threads per block: a few warps, each with many pixels, so that the warps' closing
 /// shuffles (twenty sums each) are few beside the sums themselves.
 const THREADS: u32 = 128;
-/// Rows of a region per block, words of a region's sums, ints of a region's record
-/// (`QUALITY_ROWS`, `QUALITY_WORDS`, `QUALITY_REGION_INTS` of quality.cu).
+/// Rows of a region per block, words of a region's sums, ints of a pair's record and of a
+/// region's (`QUALITY_ROWS`, `QUALITY_WORDS`, `QUALITY_PAIR_INTS`, `QUALITY_REGION_INTS` of
+/// quality.cu).
 const ROWS: usize = 32;
 const WORDS: usize = 20;
-const REGION_INTS: usize = 16;
+const PAIR_INTS: usize = 12;
+const REGION_INTS: usize = 5;
 
 /// The sums of a batch's regions as downloaded, `WORDS` words a region, pair after pair;
 /// each pair's are read where they lie ([`of_pair`](Self::of_pair)).
@@ -72,27 +74,27 @@ pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize)
     int(size.0, "width")?;
     int(size.1, "height")?;
     let mut frames = FrameTable::default();
+    // A pair's frames and taps once, each region naming its pair.
+    let mut pair_records: Vec<i32> = Vec::with_capacity(pairs.len() * PAIR_INTS);
     let mut records: Vec<i32> = Vec::with_capacity(count * REGION_INTS);
     // A block per band of ROWS rows of each region: its region and first row.
     let band_count: usize = pairs.iter().flat_map(|(_, plan)| &plan.regions).map(|&(_, y0, _, y1)| (y1 - y0).div_ceil(ROWS)).sum();
     let mut bands: Vec<i32> = Vec::with_capacity(2 * band_count);
-    for &((reference, moving), plan) in pairs {
-        let (r, m) = (frames.slot(reference), frames.slot(moving));
+    for (i, &((reference, moving), plan)) in pairs.iter().enumerate() {
+        pair_records.extend([frames.slot(reference), frames.slot(moving), plan.origin.0 as i32, plan.origin.1 as i32]);
+        pair_records.extend(plan.taps.iter().flat_map(|&((dx, dy), _)| [dx as i32, dy as i32]));
         for &(x0, y0, x1, y1) in &plan.regions {
             let k = (records.len() / REGION_INTS) as i32;
-            records.extend([r, m, x0 as i32, y0 as i32, x1 as i32, y1 as i32, plan.origin.0 as i32, plan.origin.1 as i32]);
-            for ((dx, dy), _) in plan.taps {
-                records.extend([dx as i32, dy as i32]);
-            }
+            records.extend([i as i32, x0 as i32, y0 as i32, x1 as i32, y1 as i32]);
             for first in (y0..y1).step_by(ROWS) {
                 bands.extend([k, first as i32]);
             }
         }
     }
-    let (_records, at) = gpu.upload_packed(&[as_bytes(frames.addresses()), as_bytes(&records), as_bytes(&bands)])?;
+    let (_records, at) = gpu.upload_packed(&[as_bytes(frames.addresses()), as_bytes(&pair_records), as_bytes(&records), as_bytes(&bands)])?;
     let out = gpu.zeroed::<u64>(count * WORDS)?;
     let grid = [int(bands.len() / 2, "quality bands")? as u32, 1, 1];
-    gpu.launch(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), size.0 as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), &out])?;
+    gpu.launch(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), size.0 as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]), &out])?;
     let words = gpu.download_vec(&out, count * WORDS)?;
     Ok(RegionSums { words, firsts })
 }
