@@ -80,20 +80,18 @@ impl NullSet {
     /// `steps[k]` ([`Steps`]) on.
     #[inline(always)]
     fn spread(len: usize, after: usize, steps: &Steps, far: impl Fn(usize) -> usize) -> NullSet {
-        let mut set = NullSet::default();
         if len <= NULL_SAMPLES {
-            set.len = len;
+            let mut set = NullSet { len, ..NullSet::default() };
             set.sites[..len].iter_mut().enumerate().for_each(|(i, s)| *s = far(i));
             return set;
         }
         let start = if after == len { 0 } else { after };
-        set.len = NULL_SAMPLES;
         // (start + k len / NULL_SAMPLES) mod len, both terms below len: no division.
-        set.sites = steps.0.map(|step| {
+        let sites = steps.0.map(|step| {
             let i = start + step;
             far(if i >= len { i - len } else { i })
         });
-        set
+        NullSet { len: NULL_SAMPLES, sites }
     }
 }
 
