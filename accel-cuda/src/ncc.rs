@@ -133,14 +133,29 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
     let terms = T::f32_terms(moving)?;
     p.validate()?;
     tessera_core::image::check_same_size(reference.size(), moving.size())?;
+    let grids = grids::<T>(1, |_| (reference, moving, prediction), p, Parallelism::Sequential);
     let (dref, dmov) = (gpu.upload_view(reference)?, gpu.upload_view(moving)?);
     let devices = (OnDevice { ptr: dref.buf.ptr(), terms: (0.0, 0.0) }, OnDevice { ptr: dmov.buf.ptr(), terms });
     let job = Job { reference, moving, devices, prediction };
-    let (mut found, _) = register_jobs(gpu, &[job], p, Parallelism::Sequential)?;
+    let (mut found, _) = register_jobs(gpu, &[job], grids, p, Parallelism::Sequential)?;
     found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
 }
 
-/// Registers every pair of `jobs` (frames of one size, the parameters `p`): their searches
+/// Each of `n` pairs' grid ([`pair_sites`]; pair `k`'s frames and prediction `pair(k)`) for
+/// the device's template sums, on the threads of `par`: made before the pairs' frames go up,
+/// so that it runs on with the host work before it instead of after a device call. Empty
+/// for f32 frames, whose pairs are planned on the host whole ([`plan_pair`]).
+pub(crate) fn grids<'v, T: DeviceSample>(n: usize, pair: impl Fn(usize) -> (ImageView<'v, T>, ImageView<'v, T>, (f64, f64)) + Sync, p: &RegisterParams, par: Parallelism) -> Vec<Result<PairSites>> {
+    if T::SUMS.is_none() {
+        return Vec::new();
+    }
+    map_claimed(n, par, |k| {
+        let (reference, moving, prediction) = pair(k);
+        host_count::pair_work(|| pair_sites(reference, moving, p, prediction))
+    })
+}
+
+/// Registers every pair of `jobs` (frames of one size, the parameters `p`; their [`grids`]): their searches
 /// in one launch and their null probes in another ([`search_jobs`]), each concluded by the
 /// core on the host (consensus and acceptance, [`PairPlan::conclude`]; the sets of every
 /// pair's large similarity consensus counted on the device in one launch, [`count_sets`]),
@@ -148,9 +163,9 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
 /// each pair's registration (or its own error) and what was launched. Each pair's host
 /// work (its plan, its conclusion) runs on the threads of `par`, a pair to a thread
 /// (`registrar.rs`'s `HostWork`).
-pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, Launched)> {
+pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, Launched)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Launched::default())) };
-    let (searched, (found, peaks), searches) = search_jobs(gpu, jobs, p, par)?;
+    let (searched, (found, peaks), searches) = search_jobs(gpu, jobs, grids, p, par)?;
     let mut launched = Launched { searches, consensus_pairs: 0 };
     let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
     // Each pair concluded, those whose similarity consensus has sets worth the device's
@@ -383,7 +398,7 @@ impl Launch {
 /// for all pairs' template searches and one for all their null probes, one download each
 /// ([`search_and_probe`]).
 /// Returns each pair's [`Searched`], the launch's [`Answers`], and whether a launch ran.
-fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism) -> Result<(Vec<Searched>, Answers, bool)> {
+fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism) -> Result<(Vec<Searched>, Answers, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Answers::default(), false)) };
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
@@ -391,7 +406,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
     let mut frames = FrameTable::default();
     let slots: Vec<(i32, i32)> = jobs.iter().map(|job| (frames.slot(job.devices.0.ptr), frames.slot(job.devices.1.ptr))).collect();
     // Each pair's plan and its part of the launch, on the pair's thread.
-    let parts = plan_jobs(gpu, jobs, p, par, |k, plan| {
+    let parts = plan_jobs(gpu, jobs, grids, p, par, |k, plan| {
         let part = Call::of_pair::<T>(&plan, last, slots[k], jobs[k].devices.1.terms);
         Ok((plan, part))
     })?;
@@ -409,14 +424,18 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterPara
 }
 
 /// Each pair's plan ([`plan_pair`]'s), and `then` of it, on the pair's thread: for integer
-/// frames the grid's sites from the core ([`pair_sites`]), every site's template summed on
-/// the device, one launch for all pairs (so the host reads no template pixel), and the
-/// texture test and null probes from those sums; f32 templates are measured on the host.
-fn plan_jobs<T: DeviceSample, R: Send>(gpu: &Gpu, jobs: &[Job<'_, T>], p: &RegisterParams, par: Parallelism, then: impl Fn(usize, PairPlan<TemplateStats>) -> Result<R> + Sync) -> Result<Vec<Result<R>>> {
+/// frames the grid's sites from the core (`grids`, [`grids`]' of the jobs), every site's
+/// template summed on the device, one launch for all pairs (so the host reads no template
+/// pixel), and the texture test and null probes from those sums; f32 templates are
+/// measured on the host.
+fn plan_jobs<T: DeviceSample, R: Send>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism, then: impl Fn(usize, PairPlan<TemplateStats>) -> Result<R> + Sync) -> Result<Vec<Result<R>>> {
     let (Some(kernel), Some(first)) = (T::SUMS, jobs.first()) else {
         return Ok(map_claimed(jobs.len(), par, |k| host_count::pair_work(|| then(k, plan_pair(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)?))));
     };
-    let mut sited: Vec<Result<PairSites>> = map_claimed(jobs.len(), par, |k| host_count::pair_work(|| pair_sites(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)));
+    if grids.len() != jobs.len() {
+        return Err(Error::Backend(format!("internal: {} grids for {} pairs", grids.len(), jobs.len())));
+    }
+    let mut sited = grids;
     let mut frames = FrameTable::default();
     let mut records: Vec<i32> = Vec::new();
     for (job, sites) in jobs.iter().zip(&sited) {

@@ -243,6 +243,7 @@ impl<'g> DeviceRegistrar<'g> {
     fn launch<T: RunSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
         let batch = st.clock + 1;
         let typed = pairs.iter().map(typed_pair::<T>).collect::<Result<Vec<_>>>()?;
+        let grids = crate::ncc::grids::<T>(pairs.len(), |k| (typed[k].0, typed[k].1, pairs[k].prediction), p, self.par);
         // The moving frame first: its f32 terms are the CPU's first check.
         let frames: Vec<_> = pairs.iter().zip(&typed).flat_map(|(pair, &(reference, moving))| [(pair.moving.0, moving), (pair.reference.0, reference)]).collect();
         self.make_resident(st, batch, &frames)?;
@@ -252,7 +253,7 @@ impl<'g> DeviceRegistrar<'g> {
             let r = self.resident(st, batch, pair.reference.0, reference)?;
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
         }
-        let (registered, launched) = register_jobs(self.gpu, &jobs, p, self.par)?;
+        let (registered, launched) = register_jobs(self.gpu, &jobs, grids, p, self.par)?;
         st.counts.launches += usize::from(launched.searches);
         st.counts.consensus_launches += usize::from(launched.consensus_pairs > 0);
         st.counts.consensus_pairs += launched.consensus_pairs;
