@@ -172,7 +172,10 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], gri
     // count stopping there; their sets then counted in one launch, and those pairs resumed.
     let concluded: Vec<Result<Concluded>> = map_slots(&mut searched, par, |k, searched| {
         host_count::pair_work(|| match searched.take() {
-            Some(Searched::Matches { plan, found: f, nulls: q }) => plan.conclude(jobs[k].reference, jobs[k].moving, p, found.matches(f)?, &peaks[q], Some(DEVICE_TESTS)),
+            Some(Searched::Matches { plan, found: f, nulls: q }) => {
+                let nulls = peaks.get(q).ok_or_else(|| Error::Backend("internal: null peaks missing".into()))?;
+                plan.conclude(jobs[k].reference, jobs[k].moving, p, found.matches(f)?, nulls, Some(DEVICE_TESTS))
+            }
             Some(Searched::Failed(e)) => Err(e),
             None => Err(Error::Backend("internal: a pair concluded twice".into())),
         })
@@ -348,8 +351,8 @@ impl Call {
         Ok(first..self.nulls.len())
     }
 
-    /// The error of a null probe at the start of the call's search `start + u`, where
-    /// `startable` of the pair's searches can start a window.
+    /// The error of a null probe at the start of the call's search `start + u` that cannot
+    /// start a window there, or that names none of the pair's `searches` searches.
     #[cold]
     fn unstartable(&self, start: usize, u: usize, searches: usize) -> Error {
         if u >= searches {
@@ -428,17 +431,16 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Resul
 /// template summed on the device, one launch for all pairs (so the host reads no template
 /// pixel), and the texture test and null probes from those sums; f32 templates are
 /// measured on the host.
-fn plan_jobs<T: DeviceSample, R: Send>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism, then: impl Fn(usize, PairPlan<TemplateStats>) -> Result<R> + Sync) -> Result<Vec<Result<R>>> {
+fn plan_jobs<T: DeviceSample, R: Send>(gpu: &Gpu, jobs: &[Job<'_, T>], mut grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism, then: impl Fn(usize, PairPlan<TemplateStats>) -> Result<R> + Sync) -> Result<Vec<Result<R>>> {
     let (Some(kernel), Some(first)) = (T::SUMS, jobs.first()) else {
         return Ok(map_claimed(jobs.len(), par, |k| host_count::pair_work(|| then(k, plan_pair(jobs[k].reference, jobs[k].moving, p, jobs[k].prediction)?))));
     };
     if grids.len() != jobs.len() {
         return Err(Error::Backend(format!("internal: {} grids for {} pairs", grids.len(), jobs.len())));
     }
-    let mut sited = grids;
     let mut frames = FrameTable::default();
     let mut records: Vec<i32> = Vec::new();
-    for (job, sites) in jobs.iter().zip(&sited) {
+    for (job, sites) in jobs.iter().zip(&grids) {
         if let Ok(sites) = sites {
             let slot = frames.slot(job.devices.0.ptr);
             records.reserve(TEMPLATE_INTS * sites.sites().len());
@@ -449,8 +451,8 @@ fn plan_jobs<T: DeviceSample, R: Send>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Ve
     let sums = template_sums(gpu, kernel, frames.addresses(), int(first.reference.width(), "width")?, p.rsz, &records)?;
     let n = (p.rsz * p.rsz) as u64;
     // Each pair's first template among the sums: the templates of the planned pairs before it.
-    let firsts: Vec<usize> = sited.iter().scan(0, |at, sites| Some(core::mem::replace(at, *at + sites.as_ref().map_or(0, |s| s.sites().len())))).collect();
-    Ok(map_slots(&mut sited, par, |k, sites| {
+    let firsts: Vec<usize> = grids.iter().scan(0, |at, sites| Some(core::mem::replace(at, *at + sites.as_ref().map_or(0, |s| s.sites().len())))).collect();
+    Ok(map_slots(&mut grids, par, |k, sites| {
         host_count::pair_work(|| {
             let sites = core::mem::replace(sites, Err(Error::Backend("internal: a pair planned twice".into())))?;
             let stats = sums.get(2 * firsts[k]..2 * (firsts[k] + sites.sites().len())).ok_or_else(|| Error::Backend("internal: template sums missing".into()))?;
