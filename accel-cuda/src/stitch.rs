@@ -1,19 +1,33 @@
 //! Drives `kernels/stitch.cu`: the composite of a stitching run on the device. The canvas
 //! is planned by the core ([`Plan`]: origin, size, rounded placements), the placed frames
-//! uploaded a few at a time (their staging copies on several threads) and each pasted in
-//! sequence order by one launch,
-//! and the canvas downloaded once;
-//! integer canvases are the CPU's [`Compositor`](tessera_core::stitch::Compositor)'s bytes.
+//! uploaded a batch at a time (into one buffer, their staging copies on several threads)
+//! and pasted in sequence order, a batch of frames that lie close by one launch, and the
+//! canvas downloaded once; integer canvases are the CPU's
+//! [`Compositor`](tessera_core::stitch::Compositor)'s bytes.
 
-use crate::device::{args, blocks, int, zeroed_vec, Arg, DevBuf, DevImage, Gpu, Pod};
+use crate::device::{args, as_bytes, blocks, int, zeroed_vec, Arg, DevBuf, DevImage, Gpu, Pod};
 use crate::kernels::{Kernel, Module};
 use std::cell::Cell;
 use tessera_core::image::Pixel;
 use tessera_core::stitch::{Blend, Canvas, Pasting, Plan};
 use tessera_core::{AnyImage, AnyView, Image, ImageView, Result, Rgba8};
 
-/// Threads per block of the paste (a row of the frame per block row) and finish launches.
+/// Threads per block of the paste (a canvas row of the batch's box per block row) and
+/// finish launches.
 const THREADS: u32 = 256;
+
+/// Bytes of frames a device canvas takes at once: the run holds their host copies, the
+/// device their copies in one buffer. A PAL sweep's frames go [`PASTE_MOST`] at a time, a
+/// 4K RGBA frame's alone.
+const PASTE_BYTES: usize = 64 << 20;
+
+/// Frames one paste launch takes at most: each of its threads looks at every one.
+const PASTE_MOST: usize = 16;
+
+/// How many times its frames' pixels a launch's box of canvas pixels may cover: frames
+/// that lie apart (a grid's scan turning to its next row) are pasted by launches of their
+/// own, not by one whose threads mostly find no frame.
+const BOX_SLACK: usize = 2;
 
 /// Uploads and downloads of a run's composite, for the tests.
 #[derive(Default)]
@@ -63,10 +77,6 @@ struct DeviceCanvas<'g, P> {
     counts: &'g PasteCounts,
 }
 
-/// Frames a device canvas takes at once: their uploads share the transfer threads
-/// ([`Gpu::upload_views`]), then each is pasted in order by its own launch.
-const PASTE_BATCH: usize = 4;
-
 /// The device canvas for frames like `like` at `positions` ([`Plan::new`], whose errors it
 /// returns; device memory short: [`Error::OutOfMemory`](tessera_core::Error)).
 pub(crate) fn device_canvas<'g>(gpu: &'g Gpu, like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend, counts: &'g PasteCounts) -> Result<Box<dyn Pasting + 'g>> {
@@ -99,35 +109,35 @@ impl<P: CanvasPixel> Pasting for DeviceCanvas<'_, P> {
     }
 
     fn batch(&self) -> usize {
-        PASTE_BATCH
+        let (w, h) = self.plan.frame_size;
+        (PASTE_BYTES / (w * h * std::mem::size_of::<P>()).max(1)).clamp(1, PASTE_MOST)
     }
 
-    /// The placed frames uploaded together (each into a buffer of the pool, which a later
-    /// upload overwrites only after the launches before it), then a launch each in order.
+    /// The placed frames pasted in order, consecutive ones whose box of canvas pixels stays
+    /// within [`BOX_SLACK`] times their pixels by one launch ([`paste_launch`](Self::paste_launch)).
     fn paste_many(&mut self, frames: &[(usize, AnyView<'_>)]) -> Result<()> {
-        let mut placed = Vec::with_capacity(frames.len());
+        let mut placed: Vec<(ImageView<'_, P>, (usize, usize))> = Vec::with_capacity(frames.len());
         for (i, frame) in frames {
-            let Some((x, y)) = self.plan.place(*i, frame)? else { continue };
+            let Some(at) = self.plan.place(*i, frame)? else { continue };
             // The plan checked the type: this is the canvas's.
             if let Some(f) = P::view(frame) {
-                placed.push((f, x, y));
+                placed.push((f, at));
             }
         }
-        let views: Vec<ImageView<'_, P>> = placed.iter().map(|&(f, _, _)| f).collect();
-        let uploaded = self.gpu.upload_views(&views)?;
-        self.counts.uploads.set(self.counts.uploads.get() + uploaded.len());
-        let blend = match self.blend {
-            Blend::Overwrite => 0,
-            Blend::Average => 1,
-            Blend::Feather => 2,
-        };
-        let (acc, weight) = self.sums.as_ref().map_or((Arg::Ptr(0), Arg::Ptr(0)), |(a, k)| (Arg::from(a), Arg::from(k)));
-        for (dframe, &(_, x, y)) in uploaded.iter().zip(&placed) {
-            let (w, h) = (dframe.width, dframe.height);
-            // Placements lie inside the canvas, whose width fits an int.
-            let list: Vec<Arg> = args![dframe, int(w, "width")?, int(h, "height")?, &self.canvas, self.canvas.width as i32, x as i32, y as i32, blend, acc, weight].to_vec();
-            let grid = [blocks(w, THREADS), int(h, "height")? as u32, 1];
-            self.gpu.launch(Kernel::new(Module::Stitch, P::PASTE), grid, [THREADS, 1, 1], 0, &list)?;
+        let (w, h) = self.plan.frame_size;
+        let mut first = 0;
+        while first < placed.len() {
+            let mut end = first + 1;
+            let mut bounds = Bounds::of(placed[first].1, (w, h));
+            while end < placed.len() && end - first < PASTE_MOST {
+                let grown = bounds.with(placed[end].1, (w, h));
+                if grown.area() > BOX_SLACK * (end + 1 - first) * w * h {
+                    break;
+                }
+                (bounds, end) = (grown, end + 1);
+            }
+            self.paste_launch(&placed[first..end], bounds)?;
+            first = end;
         }
         Ok(())
     }
@@ -143,5 +153,126 @@ impl<P: CanvasPixel> Pasting for DeviceCanvas<'_, P> {
         self.gpu.download_view(&self.canvas, image.view_mut())?;
         self.counts.downloads.set(self.counts.downloads.get() + 1);
         Ok(Canvas { image: P::image(image), origin: self.plan.origin })
+    }
+}
+
+impl<P: CanvasPixel> DeviceCanvas<'_, P> {
+    /// Uploads `frames` (each a frame and its top-left on the canvas, all inside `bounds`)
+    /// with their places into one buffer, then pastes them in order by one launch over
+    /// `bounds`.
+    fn paste_launch(&self, frames: &[(ImageView<'_, P>, (usize, usize))], bounds: Bounds) -> Result<()> {
+        let (w, h) = self.plan.frame_size;
+        // Placements lie inside the canvas, whose width and height fit an int (the plan's
+        // check: at most MAX_CANVAS pixels).
+        let places: Vec<i32> = frames.iter().flat_map(|&(_, (x, y))| [x as i32, y as i32]).collect();
+        let mut parts: Vec<Vec<&[u8]>> = Vec::with_capacity(frames.len() + 1);
+        parts.push(vec![as_bytes(&places)]);
+        for (f, _) in frames {
+            parts.push(if f.stride() == w { vec![as_bytes(&f.span()[..w * h])] } else { f.rows().map(as_bytes).collect() });
+        }
+        let (_buffer, at) = self.gpu.upload_gathered(&parts)?;
+        self.counts.uploads.set(self.counts.uploads.get() + frames.len());
+        // The frames lie a whole number of pixels apart (each part starts on 16 bytes).
+        let stride = match at.get(1..3) {
+            Some(&[a, b]) => (b - a) / std::mem::size_of::<P>() as u64,
+            _ => 0,
+        };
+        let blend = match self.blend {
+            Blend::Overwrite => 0,
+            Blend::Average => 1,
+            Blend::Feather => 2,
+        };
+        let (acc, weight) = self.sums.as_ref().map_or((Arg::Ptr(0), Arg::Ptr(0)), |(a, k)| (Arg::from(a), Arg::from(k)));
+        let (bx, by, bw, bh) = (bounds.x0 as i32, bounds.y0 as i32, bounds.x1 - bounds.x0, bounds.y1 - bounds.y0);
+        let list = args![Arg::Ptr(at[0]), Arg::Ptr(at[1]), frames.len() as i32, int(w, "width")?, int(h, "height")?, stride, &self.canvas, self.canvas.width as i32, bx, by, int(bw, "paste width")?, blend, acc, weight];
+        let grid = [blocks(bw, THREADS), int(bh, "paste height")? as u32, 1];
+        self.gpu.launch(Kernel::new(Module::Stitch, P::PASTE), grid, [THREADS, 1, 1], 0, list)
+    }
+}
+
+/// The box `[x0, x1) x [y0, y1)` of canvas pixels that frames cover.
+#[derive(Clone, Copy)]
+struct Bounds {
+    x0: usize,
+    y0: usize,
+    x1: usize,
+    y1: usize,
+}
+
+impl Bounds {
+    /// The pixels of a frame of `size` with its top-left at `(x, y)`.
+    fn of((x, y): (usize, usize), (w, h): (usize, usize)) -> Bounds {
+        Bounds { x0: x, y0: y, x1: x + w, y1: y + h }
+    }
+
+    /// This box grown to hold the frame of `size` at `at` too.
+    fn with(self, at: (usize, usize), size: (usize, usize)) -> Bounds {
+        let o = Bounds::of(at, size);
+        Bounds { x0: self.x0.min(o.x0), y0: self.y0.min(o.y0), x1: self.x1.max(o.x1), y1: self.y1.max(o.y1) }
+    }
+
+    fn area(&self) -> usize {
+        (self.x1 - self.x0) * (self.y1 - self.y0)
+    }
+}
+
+#[cfg(all(test, feature = "shim"))]
+mod tests {
+    use super::*;
+    use tessera_core::stitch::{Compositor, SplitMix64};
+
+    fn as_type(f: &Image<u8>, ty: &str) -> AnyImage {
+        match ty {
+            "u8" => AnyImage::U8(f.clone()),
+            "u16" => AnyImage::U16(f.map(|v| v as u16 * 257)),
+            "f32" => AnyImage::F32(f.map(|v| v as f32 / 4.0)),
+            _ => AnyImage::Rgba8(f.map(|v| Rgba8::new(v, 255 - v, v / 2, 255))),
+        }
+    }
+
+    /// The `w` x `h` top-left of `image`: a view whose rows lie apart.
+    fn cropped(image: &AnyImage, (w, h): (usize, usize)) -> AnyView<'_> {
+        match image.view().unwrap() {
+            AnyView::U8(v) => AnyView::U8(v.crop(0, 0, w, h).unwrap()),
+            AnyView::U16(v) => AnyView::U16(v.crop(0, 0, w, h).unwrap()),
+            AnyView::F32(v) => AnyView::F32(v.crop(0, 0, w, h).unwrap()),
+            AnyView::Rgba8(v) => AnyView::Rgba8(v.crop(0, 0, w, h).unwrap()),
+        }
+    }
+
+    /// Frames that lie close (pasted by one launch), one far off and the next back (each
+    /// by a launch of its own), two on the same place, one left out and one read from a
+    /// wider image: the CPU compositor's canvas for every pixel type and blend, pasted all
+    /// at once or one at a time.
+    #[test]
+    fn batched_pastes_are_the_cpu_compositors_canvas() {
+        let gpu = Gpu::with_staging(Box::new(crate::shim::ShimDevice::new()), crate::transfer::StagingConfig::for_shim());
+        let size = (23, 17);
+        let mut rng = SplitMix64::new(11);
+        let gray: Vec<Image<u8>> = (0..8).map(|_| Image::from_fn(size.0 + 9, size.1, |_, _| (rng.next_u64() >> 56) as u8).unwrap()).collect();
+        let positions = [Some((0.0, 0.0)), Some((3.0, 1.0)), Some((5.0, -2.0)), Some((90.0, 60.0)), Some((6.0, 2.0)), None, Some((6.0, 2.0)), Some((-4.0, 7.0))];
+        for ty in ["u8", "u16", "f32", "rgba"] {
+            let images: Vec<AnyImage> = gray.iter().map(|g| as_type(g, ty)).collect();
+            let frames: Vec<(usize, AnyView<'_>)> = images.iter().map(|i| cropped(i, size)).enumerate().collect();
+            for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
+                let like = frames[0].1;
+                let mut cpu = Compositor::new(&like, &positions, blend).unwrap();
+                for (i, f) in &frames {
+                    cpu.paste(*i, f).unwrap();
+                }
+                let want = Box::new(cpu).finish().unwrap();
+                let counts = PasteCounts::default();
+                let mut at_once = device_canvas(&gpu, &like, &positions, blend, &counts).unwrap();
+                assert!(at_once.batch() >= frames.len());
+                at_once.paste_many(&frames).unwrap();
+                let mut one_by_one = device_canvas(&gpu, &like, &positions, blend, &counts).unwrap();
+                for (i, f) in &frames {
+                    one_by_one.paste(*i, f).unwrap();
+                }
+                assert_eq!(at_once.finish().unwrap(), want, "{ty} {blend:?} at once");
+                assert_eq!(one_by_one.finish().unwrap(), want, "{ty} {blend:?} one by one");
+                assert_eq!(counts.uploads.get(), 14, "{ty} {blend:?}");
+            }
+        }
     }
 }
