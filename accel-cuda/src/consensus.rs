@@ -38,8 +38,7 @@ pub(crate) fn count_sets(gpu: &Gpu, consensuses: &[&ConsensusCount]) -> Result<V
     let (_records, at) = gpu.upload_packed(&[as_bytes(&tasks), as_bytes(&hypotheses), as_bytes(&data)])?;
     let out = gpu.buffer::<f64>(2 * count as usize)?;
     let grid = [(count as u32).div_ceil(THREADS), 1, 1];
-    gpu.launch(Kernel::new(Module::Consensus, "consensus_sets"), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), count, &out])?;
-    let counted = gpu.download_vec(&out, 2 * count as usize)?;
+    let counted = gpu.launch_and_download(Kernel::new(Module::Consensus, "consensus_sets"), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), count, &out], &out, 2 * count as usize)?;
     // Counts are exact in f64.
     let mut counted = counted.chunks_exact(2).map(|c| (c[0] as usize, c[1]));
     Ok(consensuses.iter().map(|c| counted.by_ref().take(c.hypotheses().len()).collect()).collect())

@@ -436,6 +436,20 @@ impl Gpu {
     /// The first `n` elements of `buf`, downloaded into fresh memory (not zeroed first: the
     /// download writes every byte).
     pub(crate) fn download_vec<T: Pod>(&self, buf: &DevBuf<'_, T>, n: usize) -> Result<Vec<T>, Error> {
+        self.download_vec_after(buf, n, |_| Ok(()))
+    }
+
+    /// [`launch`](Self::launch) of `kernel`, then [`download_vec`](Self::download_vec) of the
+    /// first `n` elements of its output `buf`, in one device call: nothing of the host's
+    /// runs between the launch and the download that waits for it.
+    pub(crate) fn launch_and_download<T: Pod>(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &[Arg], buf: &DevBuf<'_, T>, n: usize) -> Result<Vec<T>, Error> {
+        let mut values: Vec<u64> = args.iter().map(Arg::bits).collect();
+        let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+        self.download_vec_after(buf, n, |d| if grid.contains(&0) { Ok(()) } else { d.launch(kernel, grid, block, shared_bytes, &mut pointers) })
+    }
+
+    /// [`download_vec`](Self::download_vec) in the device call that first makes `first`.
+    fn download_vec_after<T: Pod>(&self, buf: &DevBuf<'_, T>, n: usize, first: impl FnOnce(&dyn Device) -> Result<(), Error>) -> Result<Vec<T>, Error> {
         if n > buf.len {
             return Err(Error::Backend(format!("download of {n} elements from a buffer of {}", buf.len)));
         }
@@ -444,7 +458,7 @@ impl Gpu {
         let spare = &mut out.spare_capacity_mut()[..n];
         // SAFETY: the spare capacity holds `n` elements, as bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), std::mem::size_of_val(spare)) };
-        self.on_device(|d| self.staging.download(d, bytes, buf.ptr))?;
+        self.on_device(|d| first(d).and_then(|_| self.staging.download(d, bytes, buf.ptr)))?;
         // SAFETY: the download initialized every byte of the first `n` elements, and Pod
         // accepts any bit pattern.
         unsafe { out.set_len(n) };

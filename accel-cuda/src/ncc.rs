@@ -15,7 +15,7 @@
 //! (`registrar.rs`).
 
 use crate::consensus::{count_sets, DEVICE_TESTS};
-use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, Pod};
+use crate::device::{args, as_bytes, int, Arg, DevBuf, DevicePtr, FrameTable, Gpu, Pod};
 use crate::host_count;
 use crate::kernels::{Kernel, Module};
 use crate::refine::refine_shifts;
@@ -472,8 +472,7 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
     let (_records, at) = gpu.upload_packed(&[as_bytes(frames), as_bytes(records)])?;
     let out = gpu.buffer::<u64>(2 * count)?;
     let list = args![Arg::Ptr(at[0]), width, int(rsz, "template size")?, Arg::Ptr(at[1]), int(count, "templates")?, &out];
-    gpu.launch(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list)?;
-    gpu.download_vec(&out, 2 * count)
+    gpu.launch_and_download(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list, &out, 2 * count)
 }
 
 /// The launch of every search of `launch` over the frames at the addresses `frames`, and of
@@ -499,7 +498,9 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let in_shared = shared_bytes <= SHARED_BITMAP_BYTES;
     let bits = if in_shared { None } else { Some(gpu.zeroed::<u32>(count * words)?) };
     let bits_arg = bits.as_ref().map_or(Arg::Ptr(0), Arg::from);
-    let out = gpu.buffer::<f64>(RESULT_WORDS * count)?;
+    // Each search's result, then each null record's peak: one buffer, one download.
+    let searched = RESULT_WORDS * count;
+    let out = gpu.buffer::<f64>(searched + 2 * launch.nulls)?;
     let method_code = match p.method {
         SearchMethod::Log => 0,
         SearchMethod::LogPlain => 1,
@@ -514,25 +515,25 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let threads = 32 * WARPS;
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
     gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], shared, &list)?;
-    let peaks = null_peaks::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, launch.nulls)?;
-    let found = Found(gpu.download_vec(&out, RESULT_WORDS * count)?);
-    Ok((found, peaks))
+    let mut words = probe_and_download::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, launch.nulls, &out, searched)?;
+    // Window counts (at most NULL_SAMPLES) are exact in f64.
+    let peaks = words.get(searched..).unwrap_or_default().chunks_exact(2).map(|n| NullPeak { largest: (n[1] > 0.0).then_some(n[0]), windows: n[1] as u32 }).collect();
+    words.truncate(searched);
+    Ok((Found(words), peaks))
 }
 
 /// The launch of `count` null records' probes over records already on the device (the
-/// frame table, the searches' sites and statistics, the null records), and its download:
-/// each null record's peak, reduced on the device.
-fn null_peaks<T: DeviceSample>(gpu: &Gpu, [frames, sites, stats, nulls]: [Arg; 4], w: i32, rsz: usize, count: usize) -> Result<Vec<NullPeak>> {
+/// frame table, the searches' sites and statistics, the null records), each record's peak
+/// (reduced on the device, two words) written to `out` after its first `searched` words
+/// (the searches' results); then the download of all those words.
+fn probe_and_download<T: DeviceSample>(gpu: &Gpu, [frames, sites, stats, nulls]: [Arg; 4], w: i32, rsz: usize, count: usize, out: &DevBuf<'_, f64>, searched: usize) -> Result<Vec<f64>> {
     if count == 0 {
-        return Ok(Vec::new());
+        return gpu.download_vec(out, searched);
     }
-    let out = gpu.buffer::<f64>(2 * count)?;
-    let list = args![frames, w, rsz as i32, sites, stats, nulls, &out];
+    let peaks = Arg::Ptr(out.ptr() + (searched * std::mem::size_of::<f64>()) as u64);
+    let list = args![frames, w, rsz as i32, sites, stats, nulls, peaks];
     // A block a record, a warp a probe.
-    gpu.launch(Kernel::new(Module::Ncc, T::NULLS), [int(count, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], 0, list)?;
-    let peaks = gpu.download_vec(&out, 2 * count)?;
-    // Window counts (at most NULL_SAMPLES) are exact in f64.
-    Ok(peaks.chunks_exact(2).map(|n| NullPeak { largest: (n[1] > 0.0).then_some(n[0]), windows: n[1] as u32 }).collect())
+    gpu.launch_and_download(Kernel::new(Module::Ncc, T::NULLS), [int(count, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], 0, list, out, searched + 2 * count)
 }
 
 #[cfg(test)]

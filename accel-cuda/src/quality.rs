@@ -94,8 +94,7 @@ pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize)
     let (_records, at) = gpu.upload_packed(&[as_bytes(frames.addresses()), as_bytes(&pair_records), as_bytes(&records), as_bytes(&bands)])?;
     let out = gpu.zeroed::<u64>(count * WORDS)?;
     let grid = [int(bands.len() / 2, "quality bands")? as u32, 1, 1];
-    gpu.launch(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), size.0 as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]), &out])?;
-    let words = gpu.download_vec(&out, count * WORDS)?;
+    let words = gpu.launch_and_download(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), size.0 as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]), &out], &out, count * WORDS)?;
     Ok(RegionSums { words, firsts })
 }
 

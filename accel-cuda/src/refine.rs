@@ -44,8 +44,7 @@ pub(crate) fn refine_shifts(gpu: &Gpu, kernel: &'static str, size: (usize, usize
     let out = gpu.buffer::<f64>(starts.len())?;
     let grid = [int(launched.len(), "refined pairs")? as u32, 1, 1];
     let list = args![Arg::Ptr(at[0]), w, h, side as i32, REFINE_ITERATIONS as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), &out];
-    gpu.launch(Kernel::new(Module::Refine, kernel), grid, [THREADS, 1, 1], 0, list)?;
-    let refined = gpu.download_vec(&out, starts.len())?;
+    let refined = gpu.launch_and_download(Kernel::new(Module::Refine, kernel), grid, [THREADS, 1, 1], 0, list, &out, starts.len())?;
     for (&k, s) in launched.iter().zip(refined.chunks_exact(2)) {
         shifts[k] = (s[0], s[1]);
     }
