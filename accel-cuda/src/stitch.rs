@@ -221,12 +221,14 @@ mod tests {
     use super::*;
     use tessera_core::stitch::{Compositor, SplitMix64};
 
-    fn as_type(f: &Image<u8>, ty: &str) -> AnyImage {
+    /// A frame of random pixels of type `ty`, every channel drawn apart.
+    fn random_frame(ty: &str, (w, h): (usize, usize), rng: &mut SplitMix64) -> AnyImage {
+        let mut bits = || rng.next_u64();
         match ty {
-            "u8" => AnyImage::U8(f.clone()),
-            "u16" => AnyImage::U16(f.map(|v| v as u16 * 257)),
-            "f32" => AnyImage::F32(f.map(|v| v as f32 / 4.0)),
-            _ => AnyImage::Rgba8(f.map(|v| Rgba8::new(v, 255 - v, v / 2, 255))),
+            "u8" => AnyImage::U8(Image::from_fn(w, h, |_, _| (bits() >> 56) as u8).unwrap()),
+            "u16" => AnyImage::U16(Image::from_fn(w, h, |_, _| (bits() >> 48) as u16).unwrap()),
+            "f32" => AnyImage::F32(Image::from_fn(w, h, |_, _| (bits() >> 40) as f32 / 65536.0).unwrap()),
+            _ => AnyImage::Rgba8(Image::from_fn(w, h, |_, _| Rgba8::from_array(bits().to_le_bytes()[..4].try_into().unwrap())).unwrap()),
         }
     }
 
@@ -249,10 +251,9 @@ mod tests {
         let gpu = Gpu::with_staging(Box::new(crate::shim::ShimDevice::new()), crate::transfer::StagingConfig::for_shim());
         let size = (23, 17);
         let mut rng = SplitMix64::new(11);
-        let gray: Vec<Image<u8>> = (0..8).map(|_| Image::from_fn(size.0 + 9, size.1, |_, _| (rng.next_u64() >> 56) as u8).unwrap()).collect();
         let positions = [Some((0.0, 0.0)), Some((3.0, 1.0)), Some((5.0, -2.0)), Some((90.0, 60.0)), Some((6.0, 2.0)), None, Some((6.0, 2.0)), Some((-4.0, 7.0))];
         for ty in ["u8", "u16", "f32", "rgba"] {
-            let images: Vec<AnyImage> = gray.iter().map(|g| as_type(g, ty)).collect();
+            let images: Vec<AnyImage> = (0..positions.len()).map(|_| random_frame(ty, (size.0 + 9, size.1), &mut rng)).collect();
             let frames: Vec<(usize, AnyView<'_>)> = images.iter().map(|i| cropped(i, size)).enumerate().collect();
             for blend in [Blend::Overwrite, Blend::Average, Blend::Feather] {
                 let like = frames[0].1;
