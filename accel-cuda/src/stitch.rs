@@ -276,4 +276,24 @@ mod tests {
             }
         }
     }
+
+    /// Consecutive frames that lie close share a launch over the canvas pixels they cover;
+    /// one far off, and the frames after it, start launches of their own.
+    #[test]
+    fn frames_that_lie_close_share_a_launch_over_their_box() {
+        let log = crate::shim::LaunchLog::default();
+        let gpu = Gpu::with_staging(Box::new(crate::shim::ShimDevice::dry_run("dry run", log.clone())), crate::transfer::StagingConfig::for_shim());
+        let size = (23, 17);
+        let images: Vec<AnyImage> = (0..8).map(|k| AnyImage::U8(Image::filled(size.0, size.1, k as u8).unwrap())).collect();
+        let frames: Vec<(usize, AnyView<'_>)> = images.iter().map(|i| i.view().unwrap()).enumerate().collect();
+        let positions = [Some((0.0, 0.0)), Some((3.0, 1.0)), Some((5.0, -2.0)), Some((90.0, 60.0)), Some((6.0, 2.0)), None, Some((6.0, 2.0)), Some((-4.0, 7.0))];
+        let counts = PasteCounts::default();
+        let mut canvas = device_canvas(&gpu, &frames[0].1, &positions, Blend::Overwrite, &counts).unwrap();
+        canvas.paste_many(&frames).unwrap();
+        let grids: Vec<[u32; 3]> = log.lock().unwrap().iter().filter(|l| l.kernel.name == "stitch_paste_u8").map(|l| l.grid).collect();
+        // Boxes 28 x 20 (frames 0 to 2), 23 x 17 (frame 3), 33 x 22 (frames 4, 6 and 7):
+        // one block of 256 threads across each, a block row a canvas row.
+        assert_eq!(grids, [[1, 20, 1], [1, 17, 1], [1, 22, 1]]);
+        assert_eq!(counts.uploads.get(), 7);
+    }
 }
