@@ -433,32 +433,34 @@ impl Gpu {
         self.on_device(|d| self.staging.download(d, as_bytes_mut(dst), buf.ptr))
     }
 
-    /// The first `n` elements of `buf`, downloaded into fresh memory (not zeroed first: the
-    /// download writes every byte).
-    pub(crate) fn download_vec<T: Pod>(&self, buf: &DevBuf<'_, T>, n: usize) -> Result<Vec<T>, Error> {
-        self.download_vec_after(buf, n, |_| Ok(()))
-    }
-
-    /// [`launch`](Self::launch) of `kernel`, then [`download_vec`](Self::download_vec) of the
-    /// first `n` elements of its output `buf`, in one device call: nothing of the host's
-    /// runs between the launch and the download that waits for it.
+    /// [`launch`](Self::launch) of `kernel`, then the download of the first `n` elements of
+    /// its output `buf`, in one device call ([`launch_all_and_download`](Self::launch_all_and_download)).
     pub(crate) fn launch_and_download<T: Pod>(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &[Arg], buf: &DevBuf<'_, T>, n: usize) -> Result<Vec<T>, Error> {
-        let mut values: Vec<u64> = args.iter().map(Arg::bits).collect();
-        let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
-        self.download_vec_after(buf, n, |d| if grid.contains(&0) { Ok(()) } else { d.launch(kernel, grid, block, shared_bytes, &mut pointers) })
+        self.launch_all_and_download(&[KernelCall { kernel, grid, block, shared_bytes, args }], buf, n)
     }
 
-    /// [`download_vec`](Self::download_vec) in the device call that first makes `first`.
-    fn download_vec_after<T: Pod>(&self, buf: &DevBuf<'_, T>, n: usize, first: impl FnOnce(&dyn Device) -> Result<(), Error>) -> Result<Vec<T>, Error> {
+    /// Each of `calls` launched in order, then the first `n` elements of their output `buf`
+    /// downloaded into fresh memory (not zeroed first: the download writes every byte), all
+    /// in one device call: nothing of the host's runs between the launches and the download
+    /// that waits for them. With no calls, a download alone.
+    pub(crate) fn launch_all_and_download<T: Pod>(&self, calls: &[KernelCall<'_>], buf: &DevBuf<'_, T>, n: usize) -> Result<Vec<T>, Error> {
         if n > buf.len {
             return Err(Error::Backend(format!("download of {n} elements from a buffer of {}", buf.len)));
         }
+        let mut values: Vec<Vec<u64>> = calls.iter().map(|c| c.args.iter().map(Arg::bits).collect()).collect();
+        let mut pointers: Vec<Vec<*mut c_void>> = values.iter_mut().map(|v| v.iter_mut().map(|v| (v as *mut u64).cast()).collect()).collect();
         let mut out: Vec<T> = Vec::new();
         out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n.saturating_mul(std::mem::size_of::<T>()) })?;
         let spare = &mut out.spare_capacity_mut()[..n];
         // SAFETY: the spare capacity holds `n` elements, as bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), std::mem::size_of_val(spare)) };
-        self.on_device(|d| first(d).and_then(|_| self.staging.download(d, bytes, buf.ptr)))?;
+        self.on_device(|d| {
+            // A call with an empty grid dimension has nothing to do, as in `launch`.
+            for (c, p) in calls.iter().zip(&mut pointers).filter(|(c, _)| !c.grid.contains(&0)) {
+                d.launch(c.kernel, c.grid, c.block, c.shared_bytes, p)?;
+            }
+            self.staging.download(d, bytes, buf.ptr)
+        })?;
         // SAFETY: the download initialized every byte of the first `n` elements, and Pod
         // accepts any bit pattern.
         unsafe { out.set_len(n) };
@@ -592,6 +594,17 @@ pub(crate) struct DevImage<'g, T> {
     pub(crate) buf: DevBuf<'g, T>,
     pub(crate) width: usize,
     pub(crate) height: usize,
+}
+
+/// A kernel launch as [`Gpu::launch`] takes it: `kernel` over `grid` blocks of `block`
+/// threads, with `shared_bytes` of dynamic shared memory and `args`.
+#[derive(Clone, Copy)]
+pub(crate) struct KernelCall<'a> {
+    pub(crate) kernel: Kernel,
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared_bytes: u32,
+    pub(crate) args: &'a [Arg],
 }
 
 /// One kernel argument, by value as the kernel declares it.

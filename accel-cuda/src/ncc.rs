@@ -15,7 +15,7 @@
 //! (`registrar.rs`).
 
 use crate::consensus::{count_sets, DEVICE_TESTS};
-use crate::device::{args, as_bytes, int, Arg, DevBuf, DevicePtr, FrameTable, Gpu, Pod};
+use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, KernelCall, Pod};
 use crate::host_count;
 use crate::kernels::{Kernel, Module};
 use crate::refine::refine_shifts;
@@ -508,32 +508,22 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     };
     let accept = sp.accept.unwrap_or(f64::INFINITY);
     let count_i = int(count, "template searches")?;
-    let list: Vec<Arg> = args![
-        dframes, w, h, p.rsz as i32, dsites, dstats, count_i, r as i32, method_code, accept, i32::from(sp.subpixel), &values, bits_arg, &out
-    ]
-    .to_vec();
-    let threads = 32 * WARPS;
+    let search = args![dframes, w, h, p.rsz as i32, dsites, dstats, count_i, r as i32, method_code, accept, i32::from(sp.subpixel), &values, bits_arg, &out];
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
-    gpu.launch(Kernel::new(Module::Ncc, T::KERNEL), [(count as u32).div_ceil(WARPS), 1, 1], [threads, 1, 1], shared, &list)?;
-    let mut words = probe_and_download::<T>(gpu, [dframes, dsites, dstats, dnulls], w, p.rsz, launch.nulls, &out, searched)?;
+    // Each null record's peak (reduced on the device, two words) after the searches'
+    // results; a block a record, a warp a probe.
+    let nulls = launch.nulls;
+    let peaks_at = Arg::Ptr(out.ptr() + (searched * std::mem::size_of::<f64>()) as u64);
+    let probes = args![dframes, w, p.rsz as i32, dsites, dstats, dnulls, peaks_at];
+    let calls = [
+        KernelCall { kernel: Kernel::new(Module::Ncc, T::KERNEL), grid: [(count as u32).div_ceil(WARPS), 1, 1], block: [32 * WARPS, 1, 1], shared_bytes: shared, args: search },
+        KernelCall { kernel: Kernel::new(Module::Ncc, T::NULLS), grid: [int(nulls, "null records")? as u32, 1, 1], block: [32 * NULL_SAMPLES as u32, 1, 1], shared_bytes: 0, args: probes },
+    ];
+    let mut words = gpu.launch_all_and_download(&calls, &out, searched + 2 * nulls)?;
     // Window counts (at most NULL_SAMPLES) are exact in f64.
     let peaks = words.get(searched..).unwrap_or_default().chunks_exact(2).map(|n| NullPeak { largest: (n[1] > 0.0).then_some(n[0]), windows: n[1] as u32 }).collect();
     words.truncate(searched);
     Ok((Found(words), peaks))
-}
-
-/// The launch of `count` null records' probes over records already on the device (the
-/// frame table, the searches' sites and statistics, the null records), each record's peak
-/// (reduced on the device, two words) written to `out` after its first `searched` words
-/// (the searches' results); then the download of all those words.
-fn probe_and_download<T: DeviceSample>(gpu: &Gpu, [frames, sites, stats, nulls]: [Arg; 4], w: i32, rsz: usize, count: usize, out: &DevBuf<'_, f64>, searched: usize) -> Result<Vec<f64>> {
-    if count == 0 {
-        return gpu.download_vec(out, searched);
-    }
-    let peaks = Arg::Ptr(out.ptr() + (searched * std::mem::size_of::<f64>()) as u64);
-    let list = args![frames, w, rsz as i32, sites, stats, nulls, peaks];
-    // A block a record, a warp a probe.
-    gpu.launch_and_download(Kernel::new(Module::Ncc, T::NULLS), [int(count, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], 0, list, out, searched + 2 * count)
 }
 
 #[cfg(test)]

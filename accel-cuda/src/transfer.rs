@@ -705,10 +705,10 @@ mod tests {
         let g = gpu(64, 4);
         let values: Vec<u64> = (0..100u64).map(|k| k.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
         let buf = g.upload(&values).unwrap();
-        assert_eq!(g.download_vec(&buf, 100).unwrap(), values);
-        assert_eq!(g.download_vec(&buf, 3).unwrap(), values[..3]);
-        assert!(g.download_vec(&buf, 0).unwrap().is_empty());
-        assert!(matches!(g.download_vec(&buf, 101), Err(Error::Backend(_))));
+        assert_eq!(g.launch_all_and_download(&[], &buf, 100).unwrap(), values);
+        assert_eq!(g.launch_all_and_download(&[], &buf, 3).unwrap(), values[..3]);
+        assert!(g.launch_all_and_download(&[], &buf, 0).unwrap().is_empty());
+        assert!(matches!(g.launch_all_and_download(&[], &buf, 101), Err(Error::Backend(_))));
     }
 
     #[test]
