@@ -398,8 +398,8 @@ impl Launch {
 
 /// The first half of the registration of every pair of `jobs`: each pair planned by the
 /// core (the grid, the templates and their texture test, the null probes), then one launch
-/// for all pairs' template searches and one for all their null probes, one download each
-/// ([`search_and_probe`]).
+/// for all pairs' template searches and one for all their null probes, their answers in one
+/// download ([`search_and_probe`]).
 /// Returns each pair's [`Searched`], the launch's [`Answers`], and whether a launch ran.
 fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism) -> Result<(Vec<Searched>, Answers, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Answers::default(), false)) };
@@ -476,8 +476,8 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
 }
 
 /// The launch of every search of `launch` over the frames at the addresses `frames`, and of
-/// its null probes, their records uploaded once, one download each: each search's result
-/// ([`Found`]), each template's null peak.
+/// its null probes, their records uploaded once, both launches and the download of their
+/// answers in one device call: each search's result ([`Found`]), each template's null peak.
 fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, launch: &Launch) -> Result<Answers> {
     let count = launch.searches;
     let (Some(sp), true) = (launch.sp, count > 0) else { return Ok(Answers::default()) };
