@@ -1,7 +1,7 @@
 //! Drives `kernels/ncc.cu`: pair registration with every template search of one or several
 //! pairs in one launch (a warp per template), and their null probes in another (each
 //! template's reduced to its [`NullPeak`] on the device), through
-//! the core's seam [`pair_sites`](tessera_core::stitch::pair_sites) /
+//! the core's seam [`pair_sites`] /
 //! [`PairPlan::conclude`](tessera_core::stitch::PairPlan::conclude): the grid, the texture
 //! test, the threshold and the consensus are the core's, the templates' sums (integer
 //! frames), the searches and the subpixel refinement (`refine.rs`) the device's, each one
