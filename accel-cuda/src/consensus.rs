@@ -3,7 +3,7 @@
 //! every pair's in one launch, a thread per hypothesis; the host made the hypotheses, and
 //! picks each winner and refits it, so the answer is the CPU's to the bit.
 
-use crate::device::{args, as_bytes, int, Arg, Gpu};
+use crate::device::{args, as_bytes, int, Arg, Gpu, KernelCall};
 use crate::kernels::{Kernel, Module};
 use tessera_core::stitch::ConsensusCount;
 use tessera_core::Result;
@@ -38,7 +38,7 @@ pub(crate) fn count_sets(gpu: &Gpu, consensuses: &[&ConsensusCount]) -> Result<V
     let (_records, at) = gpu.upload_packed(&[as_bytes(&tasks), as_bytes(&hypotheses), as_bytes(&data)])?;
     let out = gpu.buffer::<f64>(2 * count as usize)?;
     let grid = [(count as u32).div_ceil(THREADS), 1, 1];
-    let counted = gpu.launch_and_download(Kernel::new(Module::Consensus, "consensus_sets"), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), count, &out], &out, 2 * count as usize)?;
+    let counted = gpu.launch_all_and_download(&[KernelCall::new(Kernel::new(Module::Consensus, "consensus_sets"), grid, [THREADS, 1, 1], args![Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), count, &out])], &out, 2 * count as usize)?;
     // Counts are exact in f64.
     let mut counted = counted.chunks_exact(2).map(|c| (c[0] as usize, c[1]));
     Ok(consensuses.iter().map(|c| counted.by_ref().take(c.hypotheses().len()).collect()).collect())

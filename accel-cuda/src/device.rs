@@ -433,12 +433,6 @@ impl Gpu {
         self.on_device(|d| self.staging.download(d, as_bytes_mut(dst), buf.ptr))
     }
 
-    /// [`launch`](Self::launch) of `kernel`, then the download of the first `n` elements of
-    /// its output `buf`, in one device call ([`launch_all_and_download`](Self::launch_all_and_download)).
-    pub(crate) fn launch_and_download<T: Pod>(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &[Arg], buf: &DevBuf<'_, T>, n: usize) -> Result<Vec<T>, Error> {
-        self.launch_all_and_download(&[KernelCall { kernel, grid, block, shared_bytes, args }], buf, n)
-    }
-
     /// Each of `calls` launched in order, then the first `n` elements of their output `buf`
     /// downloaded into fresh memory (not zeroed first: the download writes every byte), all
     /// in one device call: nothing of the host's runs between the launches and the download
@@ -447,17 +441,16 @@ impl Gpu {
         if n > buf.len {
             return Err(Error::Backend(format!("download of {n} elements from a buffer of {}", buf.len)));
         }
-        let mut values: Vec<Vec<u64>> = calls.iter().map(|c| c.args.iter().map(Arg::bits).collect()).collect();
-        let mut pointers: Vec<Vec<*mut c_void>> = values.iter_mut().map(|v| v.iter_mut().map(|v| (v as *mut u64).cast()).collect()).collect();
+        let mut values: Vec<Vec<u64>> = calls.iter().map(KernelCall::values).collect();
+        let mut pointers: Vec<Vec<*mut c_void>> = values.iter_mut().map(|v| pointers_to(v)).collect();
         let mut out: Vec<T> = Vec::new();
         out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n.saturating_mul(std::mem::size_of::<T>()) })?;
         let spare = &mut out.spare_capacity_mut()[..n];
         // SAFETY: the spare capacity holds `n` elements, as bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), std::mem::size_of_val(spare)) };
         self.on_device(|d| {
-            // A call with an empty grid dimension has nothing to do, as in `launch`.
-            for (c, p) in calls.iter().zip(&mut pointers).filter(|(c, _)| !c.grid.contains(&0)) {
-                d.launch(c.kernel, c.grid, c.block, c.shared_bytes, p)?;
+            for (c, p) in calls.iter().zip(&mut pointers) {
+                c.launch_on(d, p)?;
             }
             self.staging.download(d, bytes, buf.ptr)
         })?;
@@ -487,12 +480,13 @@ impl Gpu {
 
     /// Launches `kernel` over `grid` blocks of `block` threads with `args` (see [`Arg`]).
     pub(crate) fn launch(&self, kernel: Kernel, grid: [u32; 3], block: [u32; 3], shared_bytes: u32, args: &[Arg]) -> Result<(), Error> {
-        if grid.contains(&0) {
-            return Ok(()); // nothing to do (an empty dimension)
+        let call = KernelCall { kernel, grid, block, shared_bytes, args };
+        if call.is_empty() {
+            return Ok(());
         }
-        let mut values: Vec<u64> = args.iter().map(Arg::bits).collect();
-        let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
-        self.on_device(|d| d.launch(kernel, grid, block, shared_bytes, &mut pointers))
+        let mut values = call.values();
+        let mut pointers = pointers_to(&mut values);
+        self.on_device(|d| call.launch_on(d, &mut pointers))
     }
 
     fn release_pool(&self) {
@@ -605,6 +599,38 @@ pub(crate) struct KernelCall<'a> {
     pub(crate) block: [u32; 3],
     pub(crate) shared_bytes: u32,
     pub(crate) args: &'a [Arg],
+}
+
+impl<'a> KernelCall<'a> {
+    /// A launch with no dynamic shared memory.
+    pub(crate) fn new(kernel: Kernel, grid: [u32; 3], block: [u32; 3], args: &'a [Arg]) -> Self {
+        KernelCall { kernel, grid, block, shared_bytes: 0, args }
+    }
+
+    /// Whether the grid has an empty dimension: no thread would run, nothing is launched.
+    fn is_empty(&self) -> bool {
+        self.grid.contains(&0)
+    }
+
+    /// The argument values as the kernel reads them ([`Arg::bits`]), marshalled on the host
+    /// before the device call.
+    fn values(&self) -> Vec<u64> {
+        self.args.iter().map(Arg::bits).collect()
+    }
+
+    /// Launches the call on `d` with `pointers` to its [`values`](Self::values) (nothing
+    /// where it [`is_empty`](Self::is_empty)).
+    fn launch_on(&self, d: &dyn Device, pointers: &mut [*mut c_void]) -> Result<(), Error> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        d.launch(self.kernel, self.grid, self.block, self.shared_bytes, pointers)
+    }
+}
+
+/// A pointer to each of a launch's argument `values`, as the driver takes them.
+fn pointers_to(values: &mut [u64]) -> Vec<*mut c_void> {
+    values.iter_mut().map(|v| (v as *mut u64).cast()).collect()
 }
 
 /// One kernel argument, by value as the kernel declares it.

@@ -472,7 +472,7 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
     let (_records, at) = gpu.upload_packed(&[as_bytes(frames), as_bytes(records)])?;
     let out = gpu.buffer::<u64>(2 * count)?;
     let list = args![Arg::Ptr(at[0]), width, int(rsz, "template size")?, Arg::Ptr(at[1]), int(count, "templates")?, &out];
-    gpu.launch_and_download(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], 0, list, &out, 2 * count)
+    gpu.launch_all_and_download(&[KernelCall::new(Kernel::new(Module::Ncc, kernel), [(count as u32).div_ceil(WARPS), 1, 1], [32 * WARPS, 1, 1], list)], &out, 2 * count)
 }
 
 /// The launch of every search of `launch` over the frames at the addresses `frames`, and of
@@ -517,7 +517,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let probes = args![dframes, w, p.rsz as i32, dsites, dstats, dnulls, peaks_at];
     let calls = [
         KernelCall { kernel: Kernel::new(Module::Ncc, T::KERNEL), grid: [(count as u32).div_ceil(WARPS), 1, 1], block: [32 * WARPS, 1, 1], shared_bytes: shared, args: search },
-        KernelCall { kernel: Kernel::new(Module::Ncc, T::NULLS), grid: [int(nulls, "null records")? as u32, 1, 1], block: [32 * NULL_SAMPLES as u32, 1, 1], shared_bytes: 0, args: probes },
+        KernelCall::new(Kernel::new(Module::Ncc, T::NULLS), [int(nulls, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], probes),
     ];
     let mut words = gpu.launch_all_and_download(&calls, &out, searched + 2 * nulls)?;
     // Window counts (at most NULL_SAMPLES) are exact in f64.

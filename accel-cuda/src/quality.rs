@@ -2,7 +2,7 @@
 //! device, for integer frames ([`QualityPlan`]: the overlap and the grid's templates, every
 //! region of a window's pairs in one launch). Integer sums, so the measures are the CPU's to the bit.
 
-use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu};
+use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, KernelCall};
 use crate::kernels::{Kernel, Module};
 use tessera_core::stitch::{Moments, QualityPlan, Region};
 use tessera_core::{Error, Result};
@@ -94,7 +94,7 @@ pub(crate) fn quality_sums(gpu: &Gpu, kernel: &'static str, size: (usize, usize)
     let (_records, at) = gpu.upload_packed(&[as_bytes(frames.addresses()), as_bytes(&pair_records), as_bytes(&records), as_bytes(&bands)])?;
     let out = gpu.zeroed::<u64>(count * WORDS)?;
     let grid = [int(bands.len() / 2, "quality bands")? as u32, 1, 1];
-    let words = gpu.launch_and_download(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], 0, args![Arg::Ptr(at[0]), size.0 as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]), &out], &out, count * WORDS)?;
+    let words = gpu.launch_all_and_download(&[KernelCall::new(Kernel::new(Module::Quality, kernel), grid, [THREADS, 1, 1], args![Arg::Ptr(at[0]), size.0 as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]), &out])], &out, count * WORDS)?;
     Ok(RegionSums { words, firsts })
 }
 

@@ -2,7 +2,7 @@
 //! shifts on the device ([`ShiftRefinement`], a block per pair and a warp per interior,
 //! every pair of a window in one launch), to the bits of the core's refinement on the host.
 
-use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu};
+use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, KernelCall};
 use crate::kernels::{Kernel, Module};
 use tessera_core::stitch::{ShiftRefinement, REFINED_TEMPLATES, REFINE_ITERATIONS};
 use tessera_core::{Error, Result};
@@ -44,7 +44,7 @@ pub(crate) fn refine_shifts(gpu: &Gpu, kernel: &'static str, size: (usize, usize
     let out = gpu.buffer::<f64>(starts.len())?;
     let grid = [int(launched.len(), "refined pairs")? as u32, 1, 1];
     let list = args![Arg::Ptr(at[0]), w, h, side as i32, REFINE_ITERATIONS as i32, Arg::Ptr(at[1]), Arg::Ptr(at[2]), &out];
-    let refined = gpu.launch_and_download(Kernel::new(Module::Refine, kernel), grid, [THREADS, 1, 1], 0, list, &out, starts.len())?;
+    let refined = gpu.launch_all_and_download(&[KernelCall::new(Kernel::new(Module::Refine, kernel), grid, [THREADS, 1, 1], list)], &out, starts.len())?;
     for (&k, s) in launched.iter().zip(refined.chunks_exact(2)) {
         shifts[k] = (s[0], s[1]);
     }
