@@ -24,7 +24,7 @@ use tessera_core::image::Pixel;
 use tessera_core::ncc::{Integral, Match, NccSample, SearchParams, TemplateStats};
 use tessera_core::parallel::{map_claimed, map_slots};
 use tessera_core::stitch::{
-    gray, luma_storage, pair_sites, plan_pair, Concluded, ConsensusCount, Counting, Gray, NullPeak, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined, NULL_SAMPLES,
+    gray, luma_storage, pair_sites, plan_pair, spaced_null_sites, Concluded, ConsensusCount, Counting, Gray, NullPeak, PairPlan, PairRegistration, PairSites, RegisterParams, SearchMethod, ShiftRefinement, TemplateSearch, Unrefined, NULL_SAMPLES,
 };
 use tessera_core::{AnyView, Error, ImageView, Parallelism, Result};
 
@@ -267,23 +267,42 @@ struct Call {
     sites: Vec<i32>,
     stats: Vec<f64>,
     nulls: Vec<[i32; NULL_INTS]>,
+    /// `Some(n)`: the null records are [`spaced_null_sites`]`(n)`'s over the call's `n`
+    /// searches, every one of which can start a window, made by the launch once for all
+    /// its pairs of `n` templates ([`Launch::join`]); `nulls` is then empty.
+    spaced: Option<usize>,
 }
 
 impl Call {
     /// An empty call with room for `searches` searches and `nulls` templates' null probes
     /// (those added then append without growing).
     fn with_room_for(searches: usize, nulls: usize) -> Call {
-        Call { sp: None, sites: Vec::with_capacity(SITE_WORDS * searches), stats: Vec::with_capacity(STAT_WORDS * searches), nulls: Vec::with_capacity(nulls) }
+        Call { sp: None, sites: Vec::with_capacity(SITE_WORDS * searches), stats: Vec::with_capacity(STAT_WORDS * searches), nulls: Vec::with_capacity(nulls), spaced: None }
     }
 
     /// One pair's part of a launch, made on the pair's own thread: the searches of `plan`
     /// and their null probes ([`add`](Self::add), [`add_nulls`](Self::add_nulls)), its
     /// frames at `slots` of the launch's table, the moving frame's f32 terms `terms`.
     fn of_pair<T: DeviceSample>(plan: &PairPlan<TemplateStats>, last: (isize, isize), slots: (i32, i32), terms: (f64, f64)) -> Result<Call> {
-        let mut part = Call::with_room_for(plan.searches().len(), plan.probe_sets().len());
+        let spaced = plan.spaced_probes();
+        let mut part = Call::with_room_for(plan.searches().len(), if spaced.is_some() { 0 } else { plan.probe_sets().len() });
         let searches = part.add::<T>(plan.searches(), &plan.search_params(), last, slots, terms)?;
-        part.add_nulls(&searches, plan.probe_sets(), last)?;
+        match spaced {
+            // Every search probed by some template (or the listed records' check finds the
+            // one that cannot start).
+            Some(n) if n == searches.len() && part.all_startable(&searches, last) => part.spaced = Some(n),
+            _ => {
+                part.add_nulls(&searches, plan.probe_sets(), last)?;
+            }
+        }
         Ok(part)
+    }
+
+    /// Whether a window can be placed at the start of every search of `searches` (a probe
+    /// there can start).
+    fn all_startable(&self, searches: &Range<usize>, (xmax, ymax): (isize, isize)) -> bool {
+        let sites = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end).unwrap_or_default();
+        sites.chunks_exact(SITE_WORDS).all(|site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize)))
     }
 
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
@@ -332,21 +351,18 @@ impl Call {
         let first = self.nulls.len();
         for (t, us) in sets.enumerate() {
             let us = us.as_ref();
-            let mut null = [0; NULL_INTS];
-            let Some(places) = null.get_mut(3..3 + us.len()) else {
+            let null = null_record(searches.start, t, us);
+            if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
                 self.nulls.truncate(first);
-                return Err(Error::Backend(format!("internal: {} null probes of a template, at most {NULL_SAMPLES}", us.len())));
-            };
-            // Each probe checked as it is written.
-            for (place, &u) in places.iter_mut().zip(us) {
-                if startable.get(u) != Some(&true) {
-                    self.nulls.truncate(first);
-                    return Err(self.unstartable(searches.start, u, startable.len()));
-                }
-                *place = u as i32;
+                return Err(self.unstartable(searches.start, u, startable.len()));
             }
-            null[..3].copy_from_slice(&[searches.start as i32, t as i32, us.len() as i32]);
-            self.nulls.push(null);
+            match null {
+                Ok(null) => self.nulls.push(null),
+                Err(e) => {
+                    self.nulls.truncate(first);
+                    return Err(e);
+                }
+            }
         }
         Ok(first..self.nulls.len())
     }
@@ -364,6 +380,18 @@ impl Call {
     }
 }
 
+/// The null record of search `t` of a pair whose first search is `first`: its template
+/// probed at the starts of the pair's searches `us` (at most [`NULL_SAMPLES`]).
+fn null_record(first: usize, t: usize, us: &[usize]) -> Result<[i32; NULL_INTS]> {
+    let mut null = [0; NULL_INTS];
+    let Some(places) = null.get_mut(3..3 + us.len()) else {
+        return Err(Error::Backend(format!("internal: {} null probes of a template, at most {NULL_SAMPLES}", us.len())));
+    };
+    places.iter_mut().zip(us).for_each(|(place, &u)| *place = u as i32);
+    null[..3].copy_from_slice(&[first as i32, t as i32, us.len() as i32]);
+    Ok(null)
+}
+
 /// One launch's searches: each pair's call as made on its thread, in order, gathered into
 /// the launch's records as they are uploaded ([`search_and_probe`]), with how many
 /// searches and null records they hold.
@@ -372,7 +400,10 @@ struct Launch {
     sp: Option<SearchParams>,
     calls: Vec<Call>,
     searches: usize,
-    nulls: usize,
+    /// The null records of every call, moved on to the launch's searches.
+    nulls: Vec<[i32; NULL_INTS]>,
+    /// The spaced calls' records by template count, each made once ([`Call::spaced`]).
+    spaced: Vec<(usize, Vec<[i32; NULL_INTS]>)>,
 }
 
 impl Launch {
@@ -387,12 +418,33 @@ impl Launch {
         let searches = first + part.sites.len() / SITE_WORDS;
         // Search indices of one launch, which counts its searches in an int.
         int(searches, "template searches")?;
-        part.nulls.iter_mut().for_each(|null| null[0] += first as i32);
-        let nulls = self.nulls..self.nulls + part.nulls.len();
+        let start = self.nulls.len();
+        let moved_on = |mut null: [i32; NULL_INTS]| {
+            null[0] += first as i32;
+            null
+        };
+        match part.spaced {
+            Some(n) => {
+                let k = self.spaced_records(n)?;
+                self.nulls.extend(self.spaced[k].1.iter().copied().map(moved_on));
+            }
+            None => self.nulls.extend(part.nulls.drain(..).map(moved_on)),
+        }
         self.sp = self.sp.or(part.sp);
-        (self.searches, self.nulls) = (searches, nulls.end);
+        self.searches = searches;
         self.calls.push(part);
-        Ok([first..searches, nulls])
+        Ok([first..searches, start..self.nulls.len()])
+    }
+
+    /// Where among [`spaced`](Self::spaced) the null records of `n` spaced templates lie
+    /// (relative to their pair's first search), made the first time they are asked.
+    fn spaced_records(&mut self, n: usize) -> Result<usize> {
+        if let Some(k) = self.spaced.iter().position(|&(m, _)| m == n) {
+            return Ok(k);
+        }
+        let records = spaced_null_sites(n).iter().enumerate().map(|(t, us)| null_record(0, t, us.as_slice())).collect::<Result<_>>()?;
+        self.spaced.push((n, records));
+        Ok(self.spaced.len() - 1)
     }
 }
 
@@ -488,7 +540,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     // Both launches' records in one transfer: the frame table, the searches' sites and
     // statistics, the null records, each gathered from the pairs' calls.
     let gathered = |part: fn(&Call) -> &[u8]| launch.calls.iter().map(part).collect::<Vec<&[u8]>>();
-    let parts = [vec![as_bytes(frames)], gathered(|c| as_bytes(&c.sites)), gathered(|c| as_bytes(&c.stats)), gathered(|c| as_bytes(c.nulls.as_flattened()))];
+    let parts = [vec![as_bytes(frames)], gathered(|c| as_bytes(&c.sites)), gathered(|c| as_bytes(&c.stats)), vec![as_bytes(launch.nulls.as_flattened())]];
     let (_records, at) = gpu.upload_gathered(&parts)?;
     let (dframes, dsites, dstats, dnulls) = (Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]));
     let values = gpu.buffer::<f64>(count * cells)?;
@@ -500,7 +552,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let bits_arg = bits.as_ref().map_or(Arg::Ptr(0), Arg::from);
     // Each search's result, then each null record's peak: one buffer, one download.
     let searched = RESULT_WORDS * count;
-    let out = gpu.buffer::<f64>(searched + 2 * launch.nulls)?;
+    let out = gpu.buffer::<f64>(searched + 2 * launch.nulls.len())?;
     let method_code = match p.method {
         SearchMethod::Log => 0,
         SearchMethod::LogPlain => 1,
@@ -512,7 +564,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
     // Each null record's peak (reduced on the device, two words) after the searches'
     // results; a block a record, a warp a probe.
-    let nulls = launch.nulls;
+    let nulls = launch.nulls.len();
     let peaks_at = Arg::Ptr(out.ptr() + (searched * std::mem::size_of::<f64>()) as u64);
     let probes = args![dframes, w, p.rsz as i32, dsites, dstats, dnulls, peaks_at];
     let calls = [
@@ -533,7 +585,7 @@ mod tests {
     /// A call holding three searches with starts `starts`, as `Call::add` records them.
     fn call_of(starts: [(i32, i32); 3]) -> Call {
         let sites = starts.iter().flat_map(|&(x, y)| [x, y, x, y, 0, 1]).collect();
-        Call { sp: Some(PROBE_PARAMS), sites, stats: vec![0.0; 3 * STAT_WORDS], nulls: Vec::new() }
+        Call { sp: Some(PROBE_PARAMS), sites, stats: vec![0.0; 3 * STAT_WORDS], ..Call::default() }
     }
 
     const PROBE_PARAMS: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
@@ -590,14 +642,48 @@ mod tests {
         let mut launch = Launch::default();
         assert_eq!(launch.join(first).unwrap(), [0..2, 0..1]);
         assert_eq!(launch.join(call).unwrap(), [2..5, 1..5]);
-        assert_eq!((launch.searches, launch.nulls), (5, 5));
-        assert_eq!(named(&launch.calls[0].nulls), [(1, vec![0])]);
-        assert_eq!(named(&launch.calls[1].nulls), [(3, vec![3]), (4, vec![]), (2, vec![2, 3]), (3, vec![2; NULL_SAMPLES])]);
+        assert_eq!((launch.searches, launch.nulls.len()), (5, 5));
+        assert_eq!(named(&launch.nulls), [(1, vec![0]), (3, vec![3]), (4, vec![]), (2, vec![2, 3]), (3, vec![2; NULL_SAMPLES])]);
         // A call asked with other search parameters joins no launch.
         let mut other = call_of([(0, 0), (1, 1), (2, 2)]);
         other.sp = Some(SearchParams { radius: 3, ..PROBE_PARAMS });
         assert!(matches!(launch.join(other).unwrap_err(), Error::Backend(_)));
-        assert_eq!((launch.searches, launch.nulls, launch.calls.len()), (5, 5, 2));
+        assert_eq!((launch.searches, launch.nulls.len(), launch.calls.len()), (5, 5, 2));
+    }
+
+    /// A pair whose probes are spaced over its searches joins a launch with the records its
+    /// sets would list, made once for every pair of as many templates; one of its searches
+    /// that cannot start a window lists them, and is an error where a template probes it.
+    #[test]
+    fn spaced_probes_join_a_launch_as_their_sets_listed() {
+        let bounds = (10, 10);
+        let listed = |n: usize, base: usize| {
+            let mut call = call_of([(0, 0); 3]);
+            call.sites = (0..base + n).flat_map(|i| [i as i32 % 10, 1, i as i32 % 10, 1, 0, 1]).collect();
+            call.add_nulls(&(base..base + n), spaced_null_sites(n).into_iter(), bounds).unwrap();
+            named(&call.nulls)
+        };
+        let mut launch = Launch::default();
+        for (n, base) in [(3, 0), (12, 3), (3, 15), (1, 18)] {
+            let mut call = call_of([(0, 0); 3]);
+            call.sites = (0..n).flat_map(|i| [i as i32 % 10, 1, i as i32 % 10, 1, 0, 1]).collect();
+            call.spaced = Some(n);
+            let [searches, nulls] = launch.join(call).unwrap();
+            assert_eq!(searches, base..base + n);
+            assert_eq!(named(&launch.nulls[nulls]), listed(n, base), "{n} templates from search {base}");
+        }
+        // The sets of 3 and of 12 templates made once each, and those of 1 (none probed).
+        assert_eq!(launch.spaced.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [3, 12, 1]);
+        assert_eq!(launch.searches, 19);
+
+        // All searches startable: no record of the pair's own; one start below the frame.
+        let mut call = call_of([(1, 1), (2, 2), (3, 3)]);
+        assert!(call.all_startable(&(0..3), bounds));
+        call.sites[SITE_WORDS + 3] = 11;
+        assert!(!call.all_startable(&(0..3), bounds));
+        assert!(call.all_startable(&(2..3), bounds));
+        let err = call.add_nulls(&(0..3), spaced_null_sites(3).into_iter(), bounds).unwrap_err();
+        assert!(err.to_string().contains("(2, 11)"), "{err}");
     }
 
     /// The search kernel's subpixel fit (`quadratic_peak` of ncc.cu) gives the core's

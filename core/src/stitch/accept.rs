@@ -69,6 +69,7 @@ pub struct NullSet {
 }
 
 impl NullSet {
+    #[inline]
     pub fn as_slice(&self) -> &[usize] {
         &self.sites[..self.len]
     }
@@ -96,6 +97,7 @@ impl NullSet {
 }
 
 impl AsRef<[usize]> for NullSet {
+    #[inline]
     fn as_ref(&self) -> &[usize] {
         self.as_slice()
     }
@@ -163,7 +165,7 @@ pub(crate) fn spaced_apart(at: &[usize], rsz: usize) -> bool {
 /// [`null_sites`] of `n` sites whose distinct x positions, and distinct y positions, lie at
 /// least the templates' side apart (a registration grid's, or any subset of one): every
 /// other site is far.
-pub(crate) fn spaced_null_sites(n: usize) -> Vec<NullSet> {
+pub fn spaced_null_sites(n: usize) -> Vec<NullSet> {
     let sets = NullSets::spaced(n);
     (0..n).map(|t| sets.get(t)).collect()
 }
@@ -194,6 +196,7 @@ impl NullSets {
     }
 
     /// Template `t`'s set (empty beyond [`len`](Self::len)).
+    #[inline]
     pub(crate) fn get(&self, t: usize) -> NullSet {
         match self {
             // The far site at index `i` is `i`, or `i + 1` from the template's own on.

@@ -36,7 +36,7 @@ pub(crate) mod vote;
 pub(crate) mod warp;
 pub(crate) mod window;
 
-pub use accept::{Acceptance, NullPeak, NullSet, NULL_SAMPLES};
+pub use accept::{spaced_null_sites, Acceptance, NullPeak, NullSet, NULL_SAMPLES};
 pub use coarse::{weighted_candidates, Peak, Spectrum, FAINT_BAND, SIGNIFICANT_PEAK};
 pub use grid::{grid_positions, neighbours, majority_shape, register_tiles, seam_squares, seam_steps, SeamSquare, SEAM_BLOCK, tile_shape, Corner, GridParams, Mosaic, StageModel, TileOrder, TilePair, TileRecord, TileShape, Verification, DEFAULT_OVERLAP};
 pub use composite::{composite, Blend, Canvas, Compositor, Pasting, Plan, MAX_CANVAS};

@@ -490,6 +490,16 @@ impl<C> PairPlan<C> {
         (0..self.nulls.len()).map(|t| self.nulls.get(t))
     }
 
+    /// `Some(n)` where [`probe_sets`](Self::probe_sets) are [`spaced_null_sites`](crate::stitch::spaced_null_sites)`(n)`, the
+    /// same for every plan of `n` templates (a grid spaced at least a template apart), so
+    /// that a caller may make them once for many pairs.
+    pub fn spaced_probes(&self) -> Option<usize> {
+        match self.nulls {
+            NullSets::Spaced { n, .. } => Some(n),
+            _ => None,
+        }
+    }
+
     /// The parameters of [`probes`](Self::probes).
     pub fn probe_params(&self) -> SearchParams {
         PROBE
