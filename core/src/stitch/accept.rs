@@ -162,9 +162,10 @@ pub(crate) fn spaced_apart(at: &[usize], rsz: usize) -> bool {
     at.windows(2).all(|w| w[1] - w[0] >= rsz)
 }
 
-/// [`null_sites`] of `n` sites whose distinct x positions, and distinct y positions, lie at
-/// least the templates' side apart (a registration grid's, or any subset of one): every
-/// other site is far.
+/// The null sites of each of `n` template sites whose distinct x positions, and distinct y
+/// positions, lie at least the templates' side apart (a registration grid's, or any subset
+/// of one): every other site is far, so that the sets depend on `n` alone (`null_sites`
+/// of such sites).
 pub fn spaced_null_sites(n: usize) -> Vec<NullSet> {
     let sets = NullSets::spaced(n);
     (0..n).map(|t| sets.get(t)).collect()
