@@ -50,7 +50,12 @@ impl ShiftRefinement {
     pub fn new(rsz: usize, vectors: &[MotionVector], shift: (f64, f64)) -> Option<ShiftRefinement> {
         // Interior pixels of each template (central differences need both neighbours).
         let side = rsz.saturating_sub(2);
-        (side >= 2).then(|| ShiftRefinement { corners: refined_sites(vectors).map(|(tx, ty)| (tx + 1, ty + 1)).collect(), side, shift })
+        (side >= 2).then(|| {
+            // Allocated once at the most there can be (a filtered collect grows from nothing).
+            let mut corners = Vec::with_capacity(vectors.len().min(MAX_TEMPLATES));
+            corners.extend(refined_sites(vectors).map(|(tx, ty)| (tx + 1, ty + 1)));
+            ShiftRefinement { corners, side, shift }
+        })
     }
 
     /// The top-left pixels of the template interiors, in the reference.
