@@ -137,7 +137,7 @@ fn register_gray<T: DeviceSample>(gpu: &Gpu, reference: ImageView<'_, T>, moving
     let (dref, dmov) = (gpu.upload_view(reference)?, gpu.upload_view(moving)?);
     let devices = (OnDevice { ptr: dref.buf.ptr(), terms: (0.0, 0.0) }, OnDevice { ptr: dmov.buf.ptr(), terms });
     let job = Job { reference, moving, devices, prediction };
-    let (mut found, _) = register_jobs(gpu, &[job], grids, p, Parallelism::Sequential)?;
+    let (mut found, _) = register_jobs(gpu, &[job], grids, p, Parallelism::Sequential, &mut NullTables::default())?;
     found.pop().unwrap_or_else(|| Err(Error::Backend("internal: a launch answered no pair".into())))
 }
 
@@ -162,10 +162,11 @@ pub(crate) fn grids<'v, T: DeviceSample>(n: usize, pair: impl Fn(usize) -> (Imag
 /// and the shifts that ask for it refined in one more launch ([`refine_shifts`]). Returns
 /// each pair's registration (or its own error) and what was launched. Each pair's host
 /// work (its plan, its conclusion) runs on the threads of `par`, a pair to a thread
-/// (`registrar.rs`'s `HostWork`).
-pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism) -> Result<(Vec<Result<PairRegistration>>, Launched)> {
+/// (`registrar.rs`'s `HostWork`). `tables`: the spaced null records made so far, kept for
+/// the run's next launches.
+pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism, tables: &mut NullTables) -> Result<(Vec<Result<PairRegistration>>, Launched)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Launched::default())) };
-    let (searched, (found, peaks), searches) = search_jobs(gpu, jobs, grids, p, par)?;
+    let (searched, (found, peaks), searches) = search_jobs(gpu, jobs, grids, p, par, tables)?;
     let mut launched = Launched { searches, consensus_pairs: 0 };
     let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
     // Each pair concluded, those whose similarity consensus has sets worth the device's
@@ -402,15 +403,33 @@ struct Launch {
     searches: usize,
     /// The null records of every call, moved on to the launch's searches.
     nulls: Vec<[i32; NULL_INTS]>,
-    /// The spaced calls' records by template count, each made once ([`Call::spaced`]).
-    spaced: Vec<(usize, Vec<[i32; NULL_INTS]>)>,
+}
+
+/// The null records of spaced templates ([`Call::spaced`]) by their count, relative to
+/// their pair's first search: each made once for every launch of a run.
+#[derive(Default)]
+pub(crate) struct NullTables(Vec<(usize, Vec<[i32; NULL_INTS]>)>);
+
+impl NullTables {
+    /// The records of `n` spaced templates, made the first time they are asked.
+    fn spaced(&mut self, n: usize) -> Result<&[[i32; NULL_INTS]]> {
+        let k = match self.0.iter().position(|&(m, _)| m == n) {
+            Some(k) => k,
+            None => {
+                let records = spaced_null_sites(n).iter().enumerate().map(|(t, us)| null_record(0, t, us.as_slice())).collect::<Result<_>>()?;
+                self.0.push((n, records));
+                self.0.len() - 1
+            }
+        };
+        Ok(&self.0[k].1)
+    }
 }
 
 impl Launch {
     /// Adds `part` (a pair's own call, [`Call::of_pair`]), its null records' first search
     /// moved on past the launch's searches; returns the ranges of its searches and of its
     /// null records in the launch.
-    fn join(&mut self, mut part: Call) -> Result<[Range<usize>; 2]> {
+    fn join(&mut self, mut part: Call, tables: &mut NullTables) -> Result<[Range<usize>; 2]> {
         if part.sp.is_some_and(|p| self.sp.is_some_and(|c| c != p)) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
         }
@@ -419,32 +438,15 @@ impl Launch {
         // Search indices of one launch, which counts its searches in an int.
         int(searches, "template searches")?;
         let start = self.nulls.len();
-        let moved_on = |mut null: [i32; NULL_INTS]| {
-            null[0] += first as i32;
-            null
-        };
         match part.spaced {
-            Some(n) => {
-                let k = self.spaced_records(n)?;
-                self.nulls.extend(self.spaced[k].1.iter().copied().map(moved_on));
-            }
-            None => self.nulls.extend(part.nulls.drain(..).map(moved_on)),
+            Some(n) => self.nulls.extend_from_slice(tables.spaced(n)?),
+            None => self.nulls.append(&mut part.nulls),
         }
+        self.nulls[start..].iter_mut().for_each(|null| null[0] += first as i32);
         self.sp = self.sp.or(part.sp);
         self.searches = searches;
         self.calls.push(part);
         Ok([first..searches, start..self.nulls.len()])
-    }
-
-    /// Where among [`spaced`](Self::spaced) the null records of `n` spaced templates lie
-    /// (relative to their pair's first search), made the first time they are asked.
-    fn spaced_records(&mut self, n: usize) -> Result<usize> {
-        if let Some(k) = self.spaced.iter().position(|&(m, _)| m == n) {
-            return Ok(k);
-        }
-        let records = spaced_null_sites(n).iter().enumerate().map(|(t, us)| null_record(0, t, us.as_slice())).collect::<Result<_>>()?;
-        self.spaced.push((n, records));
-        Ok(self.spaced.len() - 1)
     }
 }
 
@@ -453,7 +455,7 @@ impl Launch {
 /// for all pairs' template searches and one for all their null probes, their answers in one
 /// download ([`search_and_probe`]).
 /// Returns each pair's [`Searched`], the launch's [`Answers`], and whether a launch ran.
-fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism) -> Result<(Vec<Searched>, Answers, bool)> {
+fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism, tables: &mut NullTables) -> Result<(Vec<Searched>, Answers, bool)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Answers::default(), false)) };
     let (w, h) = first.moving.size();
     let (wi, hi) = (int(w, "width")?, int(h, "height")?);
@@ -465,10 +467,12 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Resul
         let part = Call::of_pair::<T>(&plan, last, slots[k], jobs[k].devices.1.terms);
         Ok((plan, part))
     })?;
-    let mut launch = Launch { calls: Vec::with_capacity(parts.len()), ..Launch::default() };
+    // The launch's null records allocated once.
+    let nulls = parts.iter().flatten().filter_map(|(_, part)| part.as_ref().ok()).map(|part| part.spaced.unwrap_or(part.nulls.len())).sum();
+    let mut launch = Launch { calls: Vec::with_capacity(parts.len()), nulls: Vec::with_capacity(nulls), ..Launch::default() };
     let searched = parts
         .into_iter()
-        .map(|part| match part.and_then(|(plan, part)| Ok((plan, launch.join(part?)?))) {
+        .map(|part| match part.and_then(|(plan, part)| Ok((plan, launch.join(part?, tables)?))) {
             Ok((plan, [found, nulls])) => Searched::Matches { plan, found, nulls },
             Err(e) => Searched::Failed(e),
         })
@@ -639,15 +643,15 @@ mod tests {
         first.sites.truncate(2 * SITE_WORDS);
         first.stats.truncate(2 * STAT_WORDS);
         first.nulls = vec![null(0, 1, &[0])];
-        let mut launch = Launch::default();
-        assert_eq!(launch.join(first).unwrap(), [0..2, 0..1]);
-        assert_eq!(launch.join(call).unwrap(), [2..5, 1..5]);
+        let (mut launch, mut tables) = (Launch::default(), NullTables::default());
+        assert_eq!(launch.join(first, &mut tables).unwrap(), [0..2, 0..1]);
+        assert_eq!(launch.join(call, &mut tables).unwrap(), [2..5, 1..5]);
         assert_eq!((launch.searches, launch.nulls.len()), (5, 5));
         assert_eq!(named(&launch.nulls), [(1, vec![0]), (3, vec![3]), (4, vec![]), (2, vec![2, 3]), (3, vec![2; NULL_SAMPLES])]);
         // A call asked with other search parameters joins no launch.
         let mut other = call_of([(0, 0), (1, 1), (2, 2)]);
         other.sp = Some(SearchParams { radius: 3, ..PROBE_PARAMS });
-        assert!(matches!(launch.join(other).unwrap_err(), Error::Backend(_)));
+        assert!(matches!(launch.join(other, &mut tables).unwrap_err(), Error::Backend(_)));
         assert_eq!((launch.searches, launch.nulls.len(), launch.calls.len()), (5, 5, 2));
     }
 
@@ -663,18 +667,26 @@ mod tests {
             call.add_nulls(&(base..base + n), spaced_null_sites(n).into_iter(), bounds).unwrap();
             named(&call.nulls)
         };
-        let mut launch = Launch::default();
-        for (n, base) in [(3, 0), (12, 3), (3, 15), (1, 18)] {
+        let spaced = |n: usize| {
             let mut call = call_of([(0, 0); 3]);
             call.sites = (0..n).flat_map(|i| [i as i32 % 10, 1, i as i32 % 10, 1, 0, 1]).collect();
             call.spaced = Some(n);
-            let [searches, nulls] = launch.join(call).unwrap();
+            call
+        };
+        let (mut launch, mut tables) = (Launch::default(), NullTables::default());
+        for (n, base) in [(3, 0), (12, 3), (3, 15), (1, 18)] {
+            let [searches, nulls] = launch.join(spaced(n), &mut tables).unwrap();
             assert_eq!(searches, base..base + n);
             assert_eq!(named(&launch.nulls[nulls]), listed(n, base), "{n} templates from search {base}");
         }
         // The sets of 3 and of 12 templates made once each, and those of 1 (none probed).
-        assert_eq!(launch.spaced.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [3, 12, 1]);
+        assert_eq!(tables.0.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [3, 12, 1]);
         assert_eq!(launch.searches, 19);
+        // A later launch of the run reads the same tables.
+        let mut next = Launch::default();
+        assert_eq!(next.join(spaced(12), &mut tables).unwrap(), [0..12, 0..12]);
+        assert_eq!(named(&next.nulls), listed(12, 0));
+        assert_eq!(tables.0.len(), 3);
 
         // All searches startable: no record of the pair's own; one start below the frame.
         let mut call = call_of([(1, 1), (2, 2), (3, 3)]);

@@ -6,7 +6,7 @@
 //! (`stitch.rs`). Where each pair's host work runs is a tuning family ([`HostWork`]).
 
 use crate::device::{DevImage, Gpu};
-use crate::ncc::{register_jobs, DeviceSample, Job, OnDevice};
+use crate::ncc::{register_jobs, DeviceSample, Job, NullTables, OnDevice};
 use crate::tuning::{self, Design};
 use core::ops::ControlFlow;
 use std::sync::Mutex;
@@ -133,11 +133,13 @@ struct State<'g> {
     ahead: Vec<(Key, PairRegistration)>,
     clock: u64,
     counts: StitchCounts,
+    /// The run's spaced null records, made once for all its launches.
+    null_tables: NullTables,
 }
 
 impl Default for State<'_> {
     fn default() -> Self {
-        State { frames: Caches::default(), ahead: Vec::new(), clock: 0, counts: StitchCounts::default() }
+        State { frames: Caches::default(), ahead: Vec::new(), clock: 0, counts: StitchCounts::default(), null_tables: NullTables::default() }
     }
 }
 
@@ -253,7 +255,7 @@ impl<'g> DeviceRegistrar<'g> {
             let r = self.resident(st, batch, pair.reference.0, reference)?;
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
         }
-        let (registered, launched) = register_jobs(self.gpu, &jobs, grids, p, self.par)?;
+        let (registered, launched) = register_jobs(self.gpu, &jobs, grids, p, self.par, &mut st.null_tables)?;
         st.counts.launches += usize::from(launched.searches);
         st.counts.consensus_launches += usize::from(launched.consensus_pairs > 0);
         st.counts.consensus_pairs += launched.consensus_pairs;
