@@ -406,17 +406,25 @@ struct Launch {
 }
 
 /// The null records of spaced templates ([`Call::spaced`]) by their count, relative to
-/// their pair's first search: each made once for every launch of a run.
+/// their pair's first search: each made once for the launches of a run, the last
+/// [`NULL_TABLES`] counts kept (a grid of up to 1 024 templates whose textured count
+/// changed pair after pair would otherwise keep a table of every count).
 #[derive(Default)]
 pub(crate) struct NullTables(Vec<(usize, Vec<[i32; NULL_INTS]>)>);
 
+/// Template counts whose spaced null records a run keeps.
+const NULL_TABLES: usize = 8;
+
 impl NullTables {
-    /// The records of `n` spaced templates, made the first time they are asked.
+    /// The records of `n` spaced templates, made where they are not kept.
     fn spaced(&mut self, n: usize) -> Result<&[[i32; NULL_INTS]]> {
         let k = match self.0.iter().position(|&(m, _)| m == n) {
             Some(k) => k,
             None => {
                 let records = spaced_null_sites(n).iter().enumerate().map(|(t, us)| null_record(0, t, us.as_slice())).collect::<Result<_>>()?;
+                if self.0.len() == NULL_TABLES {
+                    self.0.remove(0);
+                }
                 self.0.push((n, records));
                 self.0.len() - 1
             }
@@ -687,6 +695,13 @@ mod tests {
         assert_eq!(next.join(spaced(12), &mut tables).unwrap(), [0..12, 0..12]);
         assert_eq!(named(&next.nulls), listed(12, 0));
         assert_eq!(tables.0.len(), 3);
+        // The last NULL_TABLES counts kept: the oldest made goes first.
+        for n in 20..20 + NULL_TABLES {
+            tables.spaced(n).unwrap();
+        }
+        assert_eq!(tables.0.iter().map(|(n, _)| *n).collect::<Vec<_>>(), (20..20 + NULL_TABLES).collect::<Vec<_>>());
+        assert_eq!(named(&tables.spaced(3).unwrap()[..]), listed(3, 0));
+        assert_eq!(tables.0.last().map(|(n, _)| *n), Some(3));
 
         // All searches startable: no record of the pair's own; one start below the frame.
         let mut call = call_of([(1, 1), (2, 2), (3, 3)]);
