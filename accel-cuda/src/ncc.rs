@@ -299,11 +299,16 @@ impl Call {
         Ok(part)
     }
 
-    /// Whether a window can be placed at the start of every search of `searches` (a probe
-    /// there can start).
-    fn all_startable(&self, searches: &Range<usize>, (xmax, ymax): (isize, isize)) -> bool {
-        let sites = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end).unwrap_or_default();
-        sites.chunks_exact(SITE_WORDS).all(|site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize)))
+    /// Whether a window can be placed at the start of each search of `searches`, in order (a
+    /// probe there can start); `None` where the call does not hold them.
+    fn startable(&self, searches: &Range<usize>, (xmax, ymax): (isize, isize)) -> Option<impl Iterator<Item = bool> + '_> {
+        let sites = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end)?;
+        Some(sites.chunks_exact(SITE_WORDS).map(move |site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize))))
+    }
+
+    /// Whether a window can be placed at the start of every search of `searches`.
+    fn all_startable(&self, searches: &Range<usize>, last: (isize, isize)) -> bool {
+        self.startable(searches, last).is_some_and(|mut starts| starts.all(|s| s))
     }
 
     /// Adds `searches` (checked first: none is added if one cannot start), returning their
@@ -338,12 +343,12 @@ impl Call {
     /// evaluated), a record a set, each start checked first as the core checks a search of
     /// radius 0 (none is added if one cannot start); returns their range among the call's
     /// null records.
-    fn add_nulls(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = impl AsRef<[usize]>>, (xmax, ymax): (isize, isize)) -> Result<Range<usize>> {
+    fn add_nulls(&mut self, searches: &Range<usize>, sets: impl ExactSizeIterator<Item = impl AsRef<[usize]>>, last: (isize, isize)) -> Result<Range<usize>> {
         // Each search's start checked once: whether a window can be placed at it.
-        let Some(sites) = self.sites.get(SITE_WORDS * searches.start..SITE_WORDS * searches.end) else {
+        let Some(startable) = self.startable(searches, last) else {
             return Err(Error::Backend("internal: null probes of searches the call does not have".into()));
         };
-        let startable: Vec<bool> = sites.chunks_exact(SITE_WORDS).map(|site| (0..=xmax).contains(&(site[2] as isize)) && (0..=ymax).contains(&(site[3] as isize))).collect();
+        let startable: Vec<bool> = startable.collect();
         if sets.len() > startable.len() {
             return Err(Error::Backend("internal: null probes of a search the pair does not have".into()));
         }
@@ -352,11 +357,11 @@ impl Call {
         let first = self.nulls.len();
         for (t, us) in sets.enumerate() {
             let us = us.as_ref();
-            let null = null_record(searches.start, t, us);
-            if let Some(&u) = us.iter().find(|&&u| startable.get(u) != Some(&true)) {
-                self.nulls.truncate(first);
-                return Err(self.unstartable(searches.start, u, startable.len()));
-            }
+            // Each probe checked as its record is made.
+            let null = null_record(searches.start, t, us).and_then(|null| match us.iter().find(|&&u| startable.get(u) != Some(&true)) {
+                Some(&u) => Err(self.unstartable(searches.start, u, startable.len())),
+                None => Ok(null),
+            });
             match null {
                 Ok(null) => self.nulls.push(null),
                 Err(e) => {
