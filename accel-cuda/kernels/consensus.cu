@@ -8,15 +8,23 @@
 // core's, and the host's choice among them the core's too.
 #include "common.cuh"
 
-// tasks, per pair: where its points start in `data`, their count n, tol.
-// hypotheses: `count` records (c, s, x, y, pair). data, per pair: its n points (moving x,
-// y, reference x, y), then their n weights. out, per hypothesis: the count, the score.
-extern "C" __global__ void consensus_sets(const double* tasks, const double* hypotheses, const double* data, int count, double* out) {
+// tasks, per pair: where its points start in `data`, their count n, tol, and its first
+// hypothesis; `pairs` of them. hypotheses: `count` records (c, s, x, y), each pair's in
+// turn. data, per pair: its n points (moving x, y, reference x, y), then their n weights.
+// out, per hypothesis: the count, the score.
+extern "C" __global__ void consensus_sets(const double* tasks, int pairs, const double* hypotheses, const double* data, int count, double* out) {
     int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
-    const double* h = hypotheses + 5 * (i64)k;
+    // The hypothesis's pair: the last whose first hypothesis is at most k (a pair without
+    // hypotheses starts where the next does).
+    int lo = 0, hi = pairs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (tasks[4 * (i64)mid + 3] <= k) lo = mid; else hi = mid - 1;
+    }
+    const double* h = hypotheses + 4 * (i64)k;
     double c = h[0], s = h[1], x = h[2], y = h[3];
-    const double* task = tasks + 3 * (i64)h[4];
+    const double* task = tasks + 4 * (i64)lo;
     const double* points = data + (i64)task[0];
     int n = (int)task[1];
     double tol = task[2];

@@ -438,21 +438,22 @@ TESSERA_EXPORT(ncc_search_f32)
 // folds the coefficients in probe order as the core's NullPeak::of does (a flat window,
 // -inf, skipped; a larger value, or any after a NaN, replaces the peak). out, per template:
 // the peak (-inf where every window was flat, or there was none) and the number of windows
-// not flat. The host checks that each start is a window inside the frame. A record: the
-// index of its pair's first search, then from there its own search, its probe count and
-// the searches probed (a pair's records made before its place in the launch was known).
+// not flat. The host checks that each start is a window inside the frame. A record: its
+// own search, its probe count and the searches probed, counted from its pair's first
+// search, which `bases` gives per record (a pair's records are the same wherever the pair
+// lies in the launch).
 #define NCC_NULL_SAMPLES 8
-#define NCC_NULL_INTS (3 + NCC_NULL_SAMPLES)
+#define NCC_NULL_INTS (2 + NCC_NULL_SAMPLES)
 
 template <typename T>
-__device__ void ncc_null_peaks(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
+__device__ void ncc_null_peaks(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, const int* bases, double* out) {
     __shared__ double probed[NCC_NULL_SAMPLES];
     const int* null = nulls + (i64)NCC_NULL_INTS * blockIdx.x;  // a block per record
-    int base = null[0], search = base + null[1], probes = null[2];
+    int base = bases[blockIdx.x], search = base + null[0], probes = null[1];
     int k = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (k < probes) {  // whole warps: a warp per probe
         const int* site = sites + (i64)NCC_SITE_WORDS * search;
-        const int* at = sites + (i64)NCC_SITE_WORDS * (base + null[3 + k]);
+        const int* at = sites + (i64)NCC_SITE_WORDS * (base + null[2 + k]);
         const double* stat = stats + (i64)NCC_STAT_WORDS * search;
         const T* ref = reinterpret_cast<const T*>(frames[site[4]]);
         const T* mov = reinterpret_cast<const T*>(frames[site[5]]);
@@ -479,16 +480,16 @@ __device__ void ncc_null_peaks(const u64* frames, int w, int rsz, const int* sit
     }
 }
 
-extern "C" __global__ void ncc_null_peaks_u8(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
-    ncc_null_peaks<u8>(frames, w, rsz, sites, stats, nulls, out);
+extern "C" __global__ void ncc_null_peaks_u8(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, const int* bases, double* out) {
+    ncc_null_peaks<u8>(frames, w, rsz, sites, stats, nulls, bases, out);
 }
 TESSERA_EXPORT(ncc_null_peaks_u8)
-extern "C" __global__ void ncc_null_peaks_u16(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
-    ncc_null_peaks<u16>(frames, w, rsz, sites, stats, nulls, out);
+extern "C" __global__ void ncc_null_peaks_u16(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, const int* bases, double* out) {
+    ncc_null_peaks<u16>(frames, w, rsz, sites, stats, nulls, bases, out);
 }
 TESSERA_EXPORT(ncc_null_peaks_u16)
-extern "C" __global__ void ncc_null_peaks_f32(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, double* out) {
-    ncc_null_peaks<float>(frames, w, rsz, sites, stats, nulls, out);
+extern "C" __global__ void ncc_null_peaks_f32(const u64* frames, int w, int rsz, const int* sites, const double* stats, const int* nulls, const int* bases, double* out) {
+    ncc_null_peaks<float>(frames, w, rsz, sites, stats, nulls, bases, out);
 }
 TESSERA_EXPORT(ncc_null_peaks_f32)
 

@@ -19,26 +19,28 @@ pub(crate) const DEVICE_TESTS: usize = 8192;
 /// Each consensus's hypotheses' counts and scores ([`ConsensusCount::finish`]'s), all of
 /// them in one upload, one launch and one download.
 pub(crate) fn count_sets(gpu: &Gpu, consensuses: &[&ConsensusCount]) -> Result<Vec<Vec<(usize, f64)>>> {
-    // Per consensus: where its points and weights start in `data`, their count and the
-    // tolerance. Per hypothesis: (c, s, x, y) and its consensus.
-    let mut tasks = Vec::with_capacity(3 * consensuses.len());
+    // Per consensus: where its points and weights start in `data`, their count, the
+    // tolerance, and its first hypothesis; the hypotheses uploaded from where they lie.
+    let mut tasks = Vec::with_capacity(4 * consensuses.len());
     let mut data = Vec::with_capacity(consensuses.iter().map(|c| 5 * c.points().len()).sum());
-    let mut hypotheses = Vec::with_capacity(consensuses.iter().map(|c| 5 * c.hypotheses().len()).sum());
-    for (t, c) in consensuses.iter().enumerate() {
+    let mut count = 0usize;
+    for c in consensuses {
         int(c.points().len(), "consensus points")?;
-        tasks.extend([data.len() as f64, c.points().len() as f64, c.tol()]);
+        tasks.extend([data.len() as f64, c.points().len() as f64, c.tol(), count as f64]);
         data.extend(c.points().iter().flat_map(|p| [p.moving.0, p.moving.1, p.reference.0, p.reference.1]));
         data.extend_from_slice(c.weights());
-        hypotheses.extend(c.hypotheses().iter().flat_map(|&(cos, sin, x, y)| [cos, sin, x, y, t as f64]));
+        count += c.hypotheses().len();
     }
-    let count = int(hypotheses.len() / 5, "consensus hypotheses")?;
+    let count = int(count, "consensus hypotheses")?;
     if count == 0 {
         return Ok(consensuses.iter().map(|_| Vec::new()).collect());
     }
-    let (_records, at) = gpu.upload_packed(&[as_bytes(&tasks), as_bytes(&hypotheses), as_bytes(&data)])?;
+    let hypotheses: Vec<&[u8]> = consensuses.iter().map(|c| as_bytes(c.hypotheses().as_flattened())).collect();
+    let (_records, at) = gpu.upload_gathered(&[vec![as_bytes(&tasks)], hypotheses, vec![as_bytes(&data)]])?;
     let out = gpu.buffer::<f64>(2 * count as usize)?;
     let grid = [(count as u32).div_ceil(THREADS), 1, 1];
-    let counted = gpu.launch_all_and_download(&[KernelCall::new(Kernel::new(Module::Consensus, "consensus_sets"), grid, [THREADS, 1, 1], args![Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), count, &out])], &out, 2 * count as usize)?;
+    let pairs = int(consensuses.len(), "consensus pairs")?;
+    let counted = gpu.launch_all_and_download(&[KernelCall::new(Kernel::new(Module::Consensus, "consensus_sets"), grid, [THREADS, 1, 1], args![Arg::Ptr(at[0]), pairs, Arg::Ptr(at[1]), Arg::Ptr(at[2]), count, &out])], &out, 2 * count as usize)?;
     // Counts are exact in f64.
     let mut counted = counted.chunks_exact(2).map(|c| (c[0] as usize, c[1]));
     Ok(consensuses.iter().map(|c| counted.by_ref().take(c.hypotheses().len()).collect()).collect())
@@ -73,7 +75,7 @@ mod tests {
     }
 
     /// The host's definition of a hypothesis's set.
-    fn counted_on_host(c: &ConsensusCount, (cos, sin, x, y): Hypothesis) -> (usize, f64) {
+    fn counted_on_host(c: &ConsensusCount, [cos, sin, x, y]: Hypothesis) -> (usize, f64) {
         let mut want = (0, 0.0);
         for (p, &w) in c.points().iter().zip(c.weights()) {
             let ((u, v), (rx, ry)) = (p.moving, p.reference);
@@ -85,13 +87,16 @@ mod tests {
     }
 
     /// Several pairs' sets in one launch, each with its own points and tolerance, are the
-    /// host's definition's to the bit, and give the consensus the host gives.
+    /// host's definition's to the bit, and give the consensus the host gives; pairs without
+    /// a hypothesis first, between and last take none of the others'.
     #[test]
     fn a_launch_of_consensuses_is_counted_as_the_host_counts_each() {
         let gpu = Gpu::with_staging(Box::new(crate::shim::ShimDevice::new()), crate::transfer::StagingConfig::for_shim());
         let mut rng = SplitMix64::new(0xc0_5e75);
-        let all = [consensus(60, 1.0, &mut rng), consensus(36, 1.5, &mut rng), consensus(1, 1.0, &mut rng), consensus(2, 1.0, &mut rng), consensus(64, 0.5, &mut rng)];
-        assert!(all[0].hypotheses().len() > 300 && all[2].hypotheses().is_empty(), "{}", all[0].hypotheses().len());
+        let mut next = |n: usize, tol: f64| consensus(n, tol, &mut rng);
+        let all = [next(1, 1.0), next(60, 1.0), next(36, 1.5), next(1, 1.0), next(2, 1.0), next(64, 0.5), next(1, 1.0)];
+        assert!(all[1].hypotheses().len() > 300, "{}", all[1].hypotheses().len());
+        assert!([0, 3, 6].iter().all(|&k| all[k].hypotheses().is_empty()));
         let got = count_sets(&gpu, &all.iter().collect::<Vec<_>>()).unwrap();
         assert_eq!(got.len(), all.len());
         for (c, got) in all.iter().zip(&got) {
@@ -102,7 +107,7 @@ mod tests {
             }
             assert_eq!(c.finish(Some(got)), c.finish(None));
         }
-        let first = &got[0];
+        let first = &got[1];
         assert!(first.iter().any(|&(count, _)| count > 30) && first.iter().any(|&(count, _)| count < 30));
         assert_eq!(count_sets(&gpu, &[]).unwrap(), Vec::<Vec<(usize, f64)>>::new());
     }

@@ -38,12 +38,12 @@ const SHARED_BITMAP_BYTES: usize = 48 * 1024;
 const SITE_WORDS: usize = 6;
 const STAT_WORDS: usize = 4;
 const RESULT_WORDS: usize = 6;
-/// Ints of a template's null probes' record (`NCC_NULL_INTS` of ncc.cu): the launch's index
-/// of its pair's first search, then counted from there its own search, its probe count, and
-/// the searches at whose starts it is probed (`NCC_NULL_SAMPLES` places, the core's
-/// [`NULL_SAMPLES`]). Indices relative to the pair's first search, so that a pair's records
-/// join a launch by their first word alone.
-const NULL_INTS: usize = 3 + NULL_SAMPLES;
+/// Ints of a template's null probes' record (`NCC_NULL_INTS` of ncc.cu): its own search,
+/// its probe count, and the searches at whose starts it is probed (`NCC_NULL_SAMPLES`
+/// places, the core's [`NULL_SAMPLES`]), counted from its pair's first search, which the
+/// launch lists beside the records (`bases`): a pair's records are the same wherever it
+/// lies in a launch, so that the records of spaced templates are uploaded from one table.
+const NULL_INTS: usize = 2 + NULL_SAMPLES;
 /// Ints of a template's record for its sums (`NCC_TEMPLATE_INTS` of ncc.cu).
 const TEMPLATE_INTS: usize = 3;
 
@@ -269,8 +269,8 @@ struct Call {
     stats: Vec<f64>,
     nulls: Vec<[i32; NULL_INTS]>,
     /// `Some(n)`: the null records are [`spaced_null_sites`]`(n)`'s over the call's `n`
-    /// searches, every one of which can start a window, made by the launch once for all
-    /// its pairs of `n` templates ([`Launch::join`]); `nulls` is then empty.
+    /// searches, every one of which can start a window, made once for the run's pairs of
+    /// `n` templates ([`NullTables`]); `nulls` is then empty.
     spaced: Option<usize>,
 }
 
@@ -386,38 +386,41 @@ impl Call {
     }
 }
 
-/// The null record of search `t` of a pair whose first search is `first`: its template
-/// probed at the starts of the pair's searches `us` (at most [`NULL_SAMPLES`]).
+/// The null record of search `t` of a pair whose first search is the call's `first`: its
+/// template probed at the starts of the pair's searches `us` (at most [`NULL_SAMPLES`]),
+/// indices of the call's searches.
 fn null_record(first: usize, t: usize, us: &[usize]) -> Result<[i32; NULL_INTS]> {
     let mut null = [0; NULL_INTS];
-    let Some(places) = null.get_mut(3..3 + us.len()) else {
+    let Some(places) = null.get_mut(2..2 + us.len()) else {
         return Err(Error::Backend(format!("internal: {} null probes of a template, at most {NULL_SAMPLES}", us.len())));
     };
-    places.iter_mut().zip(us).for_each(|(place, &u)| *place = u as i32);
-    null[..3].copy_from_slice(&[first as i32, t as i32, us.len() as i32]);
+    places.iter_mut().zip(us).for_each(|(place, &u)| *place = (first + u) as i32);
+    null[..2].copy_from_slice(&[(first + t) as i32, us.len() as i32]);
     Ok(null)
 }
 
 /// One launch's searches: each pair's call as made on its thread, in order, gathered into
 /// the launch's records as they are uploaded ([`search_and_probe`]), with how many
-/// searches and null records they hold.
+/// searches they hold and, per null record, its pair's first search.
 #[derive(Default)]
 struct Launch {
     sp: Option<SearchParams>,
     calls: Vec<Call>,
     searches: usize,
-    /// The null records of every call, moved on to the launch's searches.
-    nulls: Vec<[i32; NULL_INTS]>,
+    /// Per null record of the launch, in the calls' order: the launch's index of its
+    /// pair's first search.
+    bases: Vec<i32>,
 }
 
 /// The null records of spaced templates ([`Call::spaced`]) by their count, relative to
 /// their pair's first search: each made once for the launches of a run, the last
-/// [`NULL_TABLES`] counts kept (a grid of up to 1 024 templates whose textured count
-/// changed pair after pair would otherwise keep a table of every count).
+/// [`NULL_TABLES`] counts kept from one launch to the next (a grid of up to 1 024 templates
+/// whose textured count changed pair after pair would otherwise keep a table of every
+/// count).
 #[derive(Default)]
 pub(crate) struct NullTables(Vec<(usize, Vec<[i32; NULL_INTS]>)>);
 
-/// Template counts whose spaced null records a run keeps.
+/// Template counts whose spaced null records a run keeps between launches.
 const NULL_TABLES: usize = 8;
 
 impl NullTables {
@@ -427,22 +430,31 @@ impl NullTables {
             Some(k) => k,
             None => {
                 let records = spaced_null_sites(n).iter().enumerate().map(|(t, us)| null_record(0, t, us.as_slice())).collect::<Result<_>>()?;
-                if self.0.len() == NULL_TABLES {
-                    self.0.remove(0);
-                }
                 self.0.push((n, records));
                 self.0.len() - 1
             }
         };
         Ok(&self.0[k].1)
     }
+
+    /// The records of `n` spaced templates where made.
+    fn get(&self, n: usize) -> Option<&[[i32; NULL_INTS]]> {
+        self.0.iter().find(|&&(m, _)| m == n).map(|(_, records)| records.as_slice())
+    }
+
+    /// Drops the tables made first beyond the last [`NULL_TABLES`]: between launches, so
+    /// that every table a launch's calls name is there when it uploads them.
+    fn trim(&mut self) {
+        let extra = self.0.len().saturating_sub(NULL_TABLES);
+        self.0.drain(..extra);
+    }
 }
 
 impl Launch {
-    /// Adds `part` (a pair's own call, [`Call::of_pair`]), its null records' first search
-    /// moved on past the launch's searches; returns the ranges of its searches and of its
-    /// null records in the launch.
-    fn join(&mut self, mut part: Call, tables: &mut NullTables) -> Result<[Range<usize>; 2]> {
+    /// Adds `part` (a pair's own call, [`Call::of_pair`]), its spaced null records made
+    /// where the run has not made them; returns the ranges of its searches and of its null
+    /// records in the launch.
+    fn join(&mut self, part: Call, tables: &mut NullTables) -> Result<[Range<usize>; 2]> {
         if part.sp.is_some_and(|p| self.sp.is_some_and(|c| c != p)) {
             return Err(Error::Backend("internal: pairs of one launch asked with different search parameters".into()));
         }
@@ -450,16 +462,28 @@ impl Launch {
         let searches = first + part.sites.len() / SITE_WORDS;
         // Search indices of one launch, which counts its searches in an int.
         int(searches, "template searches")?;
-        let start = self.nulls.len();
-        match part.spaced {
-            Some(n) => self.nulls.extend_from_slice(tables.spaced(n)?),
-            None => self.nulls.append(&mut part.nulls),
-        }
-        self.nulls[start..].iter_mut().for_each(|null| null[0] += first as i32);
+        let nulls = match part.spaced {
+            Some(n) => tables.spaced(n)?.len(),
+            None => part.nulls.len(),
+        };
+        let start = self.bases.len();
+        self.bases.resize(start + nulls, first as i32);
         self.sp = self.sp.or(part.sp);
         self.searches = searches;
         self.calls.push(part);
-        Ok([first..searches, start..self.nulls.len()])
+        Ok([first..searches, start..self.bases.len()])
+    }
+
+    /// Each call's null records, in order (those of spaced templates from `tables`, which
+    /// made them as the calls joined).
+    fn null_records<'a>(&'a self, tables: &'a NullTables) -> Result<Vec<&'a [[i32; NULL_INTS]]>> {
+        self.calls
+            .iter()
+            .map(|call| match call.spaced {
+                Some(n) => tables.get(n).ok_or_else(|| Error::Backend("internal: spaced null records missing".into())),
+                None => Ok(call.nulls.as_slice()),
+            })
+            .collect()
     }
 }
 
@@ -480,9 +504,10 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Resul
         let part = Call::of_pair::<T>(&plan, last, slots[k], jobs[k].devices.1.terms);
         Ok((plan, part))
     })?;
-    // The launch's null records allocated once.
+    // The launch's null records' bases allocated once.
     let nulls = parts.iter().flatten().filter_map(|(_, part)| part.as_ref().ok()).map(|part| part.spaced.unwrap_or(part.nulls.len())).sum();
-    let mut launch = Launch { calls: Vec::with_capacity(parts.len()), nulls: Vec::with_capacity(nulls), ..Launch::default() };
+    let mut launch = Launch { calls: Vec::with_capacity(parts.len()), bases: Vec::with_capacity(nulls), ..Launch::default() };
+    tables.trim();
     let searched = parts
         .into_iter()
         .map(|part| match part.and_then(|(plan, part)| Ok((plan, launch.join(part?, tables)?))) {
@@ -490,7 +515,7 @@ fn search_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Resul
             Err(e) => Searched::Failed(e),
         })
         .collect();
-    let found = search_and_probe::<T>(gpu, frames.addresses(), (wi, hi), p, &launch)?;
+    let found = search_and_probe::<T>(gpu, frames.addresses(), (wi, hi), p, &launch, tables)?;
     let launched = launch.searches > 0;
     Ok((searched, found, launched))
 }
@@ -545,9 +570,10 @@ fn template_sums(gpu: &Gpu, kernel: &'static str, frames: &[u64], width: i32, rs
 }
 
 /// The launch of every search of `launch` over the frames at the addresses `frames`, and of
-/// its null probes, their records uploaded once, both launches and the download of their
-/// answers in one device call: each search's result ([`Found`]), each template's null peak.
-fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, launch: &Launch) -> Result<Answers> {
+/// its null probes (those of spaced templates in `tables`), their records uploaded once,
+/// both launches and the download of their answers in one device call: each search's
+/// result ([`Found`]), each template's null peak.
+fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i32), p: &RegisterParams, launch: &Launch, tables: &NullTables) -> Result<Answers> {
     let count = launch.searches;
     let (Some(sp), true) = (launch.sp, count > 0) else { return Ok(Answers::default()) };
     let r = sp.radius;
@@ -555,11 +581,13 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let cells = side * side;
     let words = cells.div_ceil(32);
     // Both launches' records in one transfer: the frame table, the searches' sites and
-    // statistics, the null records, each gathered from the pairs' calls.
+    // statistics, the null records, each gathered from the pairs' calls (a spaced pair's
+    // from the run's table), and the records' bases.
     let gathered = |part: fn(&Call) -> &[u8]| launch.calls.iter().map(part).collect::<Vec<&[u8]>>();
-    let parts = [vec![as_bytes(frames)], gathered(|c| as_bytes(&c.sites)), gathered(|c| as_bytes(&c.stats)), vec![as_bytes(launch.nulls.as_flattened())]];
+    let nulls = launch.null_records(tables)?.into_iter().map(|records| as_bytes(records.as_flattened())).collect();
+    let parts = [vec![as_bytes(frames)], gathered(|c| as_bytes(&c.sites)), gathered(|c| as_bytes(&c.stats)), nulls, vec![as_bytes(&launch.bases)]];
     let (_records, at) = gpu.upload_gathered(&parts)?;
-    let (dframes, dsites, dstats, dnulls) = (Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]));
+    let (dframes, dsites, dstats, dnulls, dbases) = (Arg::Ptr(at[0]), Arg::Ptr(at[1]), Arg::Ptr(at[2]), Arg::Ptr(at[3]), Arg::Ptr(at[4]));
     let values = gpu.buffer::<f64>(count * cells)?;
     // The cache's bitmaps in shared memory where a block's fit (no clearing call), else in
     // global scratch cleared here.
@@ -569,7 +597,7 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let bits_arg = bits.as_ref().map_or(Arg::Ptr(0), Arg::from);
     // Each search's result, then each null record's peak: one buffer, one download.
     let searched = RESULT_WORDS * count;
-    let out = gpu.buffer::<f64>(searched + 2 * launch.nulls.len())?;
+    let out = gpu.buffer::<f64>(searched + 2 * launch.bases.len())?;
     let method_code = match p.method {
         SearchMethod::Log => 0,
         SearchMethod::LogPlain => 1,
@@ -581,9 +609,9 @@ fn search_and_probe<T: DeviceSample>(gpu: &Gpu, frames: &[u64], (w, h): (i32, i3
     let shared = if in_shared { shared_bytes as u32 } else { 0 };
     // Each null record's peak (reduced on the device, two words) after the searches'
     // results; a block a record, a warp a probe.
-    let nulls = launch.nulls.len();
+    let nulls = launch.bases.len();
     let peaks_at = Arg::Ptr(out.ptr() + (searched * std::mem::size_of::<f64>()) as u64);
-    let probes = args![dframes, w, p.rsz as i32, dsites, dstats, dnulls, peaks_at];
+    let probes = args![dframes, w, p.rsz as i32, dsites, dstats, dnulls, dbases, peaks_at];
     let calls = [
         KernelCall { kernel: Kernel::new(Module::Ncc, T::KERNEL), grid: [(count as u32).div_ceil(WARPS), 1, 1], block: [32 * WARPS, 1, 1], shared_bytes: shared, args: search },
         KernelCall::new(Kernel::new(Module::Ncc, T::NULLS), [int(nulls, "null records")? as u32, 1, 1], [32 * NULL_SAMPLES as u32, 1, 1], probes),
@@ -607,18 +635,29 @@ mod tests {
 
     const PROBE_PARAMS: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
 
-    /// What null records name, as the kernel reads them: per record, the search whose
-    /// template it probes and the searches at whose starts, as indices of the launch.
+    /// What null records name: per record, the search whose template it probes and the
+    /// searches at whose starts, as indices of the call.
     fn named(nulls: &[[i32; NULL_INTS]]) -> Vec<(i32, Vec<i32>)> {
-        nulls.iter().map(|n| (n[0] + n[1], n[3..3 + n[2] as usize].iter().map(|u| n[0] + u).collect())).collect()
+        named_from(nulls.iter().map(|n| (0, n)))
     }
 
-    /// A null record of a pair whose first search is `base`: its search `t`'s template at
-    /// its searches `us`.
-    fn null(base: i32, t: i32, us: &[i32]) -> [i32; NULL_INTS] {
+    /// [`named`] for records each with its pair's first search, as the kernel reads them.
+    fn named_from<'a>(nulls: impl Iterator<Item = (i32, &'a [i32; NULL_INTS])>) -> Vec<(i32, Vec<i32>)> {
+        nulls.map(|(base, n)| (base + n[0], n[2..2 + n[1] as usize].iter().map(|u| base + u).collect())).collect()
+    }
+
+    /// What the null records of a launch name, as indices of the launch.
+    fn launched(launch: &Launch, tables: &NullTables) -> Vec<(i32, Vec<i32>)> {
+        let records = launch.null_records(tables).unwrap();
+        assert_eq!(records.iter().map(|r| r.len()).sum::<usize>(), launch.bases.len());
+        named_from(launch.bases.iter().copied().zip(records.into_iter().flatten()))
+    }
+
+    /// A null record: search `t`'s template at the searches `us`.
+    fn null(t: i32, us: &[i32]) -> [i32; NULL_INTS] {
         let mut n = [0; NULL_INTS];
-        (n[0], n[1], n[2]) = (base, t, us.len() as i32);
-        n[3..3 + us.len()].copy_from_slice(us);
+        (n[0], n[1]) = (t, us.len() as i32);
+        n[2..2 + us.len()].copy_from_slice(us);
         n
     }
 
@@ -655,17 +694,17 @@ mod tests {
         let mut first = call_of([(0, 0), (1, 1), (2, 2)]);
         first.sites.truncate(2 * SITE_WORDS);
         first.stats.truncate(2 * STAT_WORDS);
-        first.nulls = vec![null(0, 1, &[0])];
+        first.nulls = vec![null(1, &[0])];
         let (mut launch, mut tables) = (Launch::default(), NullTables::default());
         assert_eq!(launch.join(first, &mut tables).unwrap(), [0..2, 0..1]);
         assert_eq!(launch.join(call, &mut tables).unwrap(), [2..5, 1..5]);
-        assert_eq!((launch.searches, launch.nulls.len()), (5, 5));
-        assert_eq!(named(&launch.nulls), [(1, vec![0]), (3, vec![3]), (4, vec![]), (2, vec![2, 3]), (3, vec![2; NULL_SAMPLES])]);
+        assert_eq!((launch.searches, launch.bases.as_slice()), (5, &[0, 2, 2, 2, 2][..]));
+        assert_eq!(launched(&launch, &tables), [(1, vec![0]), (3, vec![3]), (4, vec![]), (2, vec![2, 3]), (3, vec![2; NULL_SAMPLES])]);
         // A call asked with other search parameters joins no launch.
         let mut other = call_of([(0, 0), (1, 1), (2, 2)]);
         other.sp = Some(SearchParams { radius: 3, ..PROBE_PARAMS });
         assert!(matches!(launch.join(other, &mut tables).unwrap_err(), Error::Backend(_)));
-        assert_eq!((launch.searches, launch.nulls.len(), launch.calls.len()), (5, 5, 2));
+        assert_eq!((launch.searches, launch.bases.len(), launch.calls.len()), (5, 5, 2));
     }
 
     /// A pair whose probes are spaced over its searches joins a launch with the records its
@@ -690,7 +729,7 @@ mod tests {
         for (n, base) in [(3, 0), (12, 3), (3, 15), (1, 18)] {
             let [searches, nulls] = launch.join(spaced(n), &mut tables).unwrap();
             assert_eq!(searches, base..base + n);
-            assert_eq!(named(&launch.nulls[nulls]), listed(n, base), "{n} templates from search {base}");
+            assert_eq!(launched(&launch, &tables)[nulls], listed(n, base), "{n} templates from search {base}");
         }
         // The sets of 3 and of 12 templates made once each, and those of 1 (none probed).
         assert_eq!(tables.0.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [3, 12, 1]);
@@ -698,14 +737,19 @@ mod tests {
         // A later launch of the run reads the same tables.
         let mut next = Launch::default();
         assert_eq!(next.join(spaced(12), &mut tables).unwrap(), [0..12, 0..12]);
-        assert_eq!(named(&next.nulls), listed(12, 0));
+        assert_eq!(launched(&next, &tables), listed(12, 0));
         assert_eq!(tables.0.len(), 3);
-        // The last NULL_TABLES counts kept: the oldest made goes first.
-        for n in 20..20 + NULL_TABLES {
-            tables.spaced(n).unwrap();
+        // A launch keeps every table its calls name, however many counts they have; the
+        // last NULL_TABLES made are kept for the next, the oldest going first.
+        let mut many = Launch::default();
+        for n in 20..21 + NULL_TABLES {
+            many.join(spaced(n), &mut tables).unwrap();
         }
-        assert_eq!(tables.0.iter().map(|(n, _)| *n).collect::<Vec<_>>(), (20..20 + NULL_TABLES).collect::<Vec<_>>());
-        assert_eq!(named(&tables.spaced(3).unwrap()[..]), listed(3, 0));
+        assert_eq!(launched(&many, &tables).len(), (20..21 + NULL_TABLES).sum::<usize>());
+        tables.trim();
+        assert_eq!(tables.0.iter().map(|(n, _)| *n).collect::<Vec<_>>(), (21..21 + NULL_TABLES).collect::<Vec<_>>());
+        assert!(matches!(many.null_records(&tables).unwrap_err(), Error::Backend(_)));
+        assert_eq!(named(tables.spaced(3).unwrap()), listed(3, 0));
         assert_eq!(tables.0.last().map(|(n, _)| *n), Some(3));
 
         // All searches startable: no record of the pair's own; one start below the frame.

@@ -1075,8 +1075,7 @@ fn turned_set(v: &[MotionVector], agreed: &ShiftConsensus, p: &RegisterParams, c
 fn turned_candidate(v: &[MotionVector], agreed: &ShiftConsensus, p: &RegisterParams, points: &[Correspondence], set: Vec<usize>) -> Option<(Similarity, Vec<usize>)> {
     let needed = p.min_vectors.max(MIN_TURNED_VECTORS);
     let bounds = turn_bounds(p);
-    let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
-    let f = similarity::fit(&chosen, p.fit_scale, VECTOR_NOISE)?;
+    let f = similarity::fit_set(points, &set, p.fit_scale, VECTOR_NOISE)?;
     let turned = libm::fabs(f.motion.angle) > TURN_CANDIDATE * f.angle_error;
     let zoomed = p.fit_scale && libm::fabs(f.motion.scale - 1.0) > TURN_CANDIDATE * f.angle_error;
     // A weak consensus (a minority of the textured templates, as on faint texture) shows

@@ -174,6 +174,16 @@ pub fn fit(points: &[Correspondence], with_scale: bool, floor: f64) -> Option<Fi
     Some(Fit { motion, rms: libm::sqrt(rss / nf), angle_error: sigma / (scale * libm::sqrt(spread)) })
 }
 
+/// [`fit`] of the points of `points` at the indices `set`, in its order: the points
+/// themselves where `set` names all of them in order (no copy made), else gathered.
+pub(crate) fn fit_set(points: &[Correspondence], set: &[usize], with_scale: bool, floor: f64) -> Option<Fit> {
+    if set.iter().copied().eq(0..points.len()) {
+        return fit(points, with_scale, floor);
+    }
+    let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
+    fit(&chosen, with_scale, floor)
+}
+
 fn sq_dist(a: (f64, f64), b: (f64, f64)) -> f64 {
     (a.0 - b.0) * (a.0 - b.0) + (a.1 - b.1) * (a.1 - b.1)
 }
@@ -215,7 +225,7 @@ pub fn consensus(points: &[Correspondence], weights: &[f64], tol: f64, bounds: &
 /// hypotheses made at once, then the winner and its refit from their counts
 /// ([`ConsensusCount::finish`]), the host's answer to the bit.
 ///
-/// Each hypothesis `(c, s, x, y)` takes the points whose moving point it takes within `tol`
+/// Each hypothesis `[c, s, x, y]` takes the points whose moving point it takes within `tol`
 /// (Chebyshev) of their reference point, each coordinate's residual `x + c u - s v - r_x`
 /// and `y + s u + c v - r_y` evaluated in that order with every product and sum rounded on
 /// its own; its count is those points', its score their weights summed from 0 in point
@@ -301,9 +311,9 @@ impl vote::Test for Near<'_> {
     }
 }
 
-/// A similarity as its matrix entries and shift, `(c, s, x, y)` with `(c, s)` = scale (cos
+/// A similarity as its matrix entries and shift, `[c, s, x, y]` with `(c, s)` = scale (cos
 /// a, sin a), so that no hypothesis needs trigonometry.
-pub type Hypothesis = (f64, f64, f64, f64);
+pub type Hypothesis = [f64; 4];
 
 /// The winner among counted hypotheses, by [`vote::best_set`]'s rule ([`vote::beats`]):
 /// the largest set, ties to the larger score, the first of equals; `None` with none.
@@ -326,7 +336,7 @@ fn near(h: Hypothesis, p: &Correspondence, tol: f64) -> bool {
 /// inlined into the consensus's vectorized test too (both axes tested, `&` not `&&`: a
 /// branch-free test reads every lane with plain loads, not masked ones).
 #[inline(always)]
-fn lands_near((c, s, x, y): Hypothesis, (u, v): (f64, f64), (rx, ry): (f64, f64), tol: f64) -> bool {
+fn lands_near([c, s, x, y]: Hypothesis, (u, v): (f64, f64), (rx, ry): (f64, f64), tol: f64) -> bool {
     ((x + c * u - s * v - rx).abs() <= tol) & ((y + s * u + c * v - ry).abs() <= tol)
 }
 
@@ -371,7 +381,7 @@ impl Iterator for Hypotheses {
                 let m = self.m;
                 self.m += 1;
                 if self.row.valid[m] {
-                    return Some((self.row.c[m], self.row.s[m], self.row.x[m], self.row.y[m]));
+                    return Some([self.row.c[m], self.row.s[m], self.row.x[m], self.row.y[m]]);
                 }
             }
             if self.n >= self.strongest.len {
@@ -474,10 +484,9 @@ fn refitted(points: &[Correspondence], h: Hypothesis, tol: f64, bounds: &Bounds)
     let mut set = gather(h);
     let mut result = None;
     for _ in 0..2 {
-        let chosen: Vec<Correspondence> = set.iter().map(|&k| points[k]).collect();
-        let Some(f) = fit(&chosen, with_scale, 0.0).filter(|f| within(&f.motion)) else { break };
+        let Some(f) = fit_set(points, &set, with_scale, 0.0).filter(|f| within(&f.motion)) else { break };
         let (c, s) = f.motion.matrix();
-        let again = gather((c, s, f.motion.x, f.motion.y));
+        let again = gather([c, s, f.motion.x, f.motion.y]);
         result = Some((f, set.clone()));
         if again.len() < set.len() || again == set {
             break;
@@ -628,7 +637,7 @@ mod tests {
             let got: Vec<Hypothesis> = hypotheses(&points, &weights, &bounds).collect();
             let want = hypotheses_reference(&points, &weights, &bounds);
             proptest::prop_assert_eq!(got.len(), want.len());
-            for (&(c, s, x, y), (n, m, w)) in got.iter().zip(&want) {
+            for (&[c, s, x, y], (n, m, w)) in got.iter().zip(&want) {
                 for p in [(0.0, 0.0), (400.0, 0.0), (0.0, 300.0), (400.0, 300.0)] {
                     let (g, e) = ((x + c * p.0 - s * p.1, y + s * p.0 + c * p.1), w.apply(p));
                     proptest::prop_assert!(close(g, e, 1e-9), "pair ({}, {}) at {:?}: {:?} against {:?}", n, m, p, g, e);
