@@ -443,7 +443,11 @@ pub fn register_pair_with<T: NccSample + Into<f64>>(
 /// templates cut once. `C` is what the plan keeps of each template ([`TemplateCut`]).
 pub struct PairPlan<C> {
     out: PairRegistration,
-    textured: Vec<((usize, usize), C, (isize, isize))>,
+    /// The textured templates' sites and search starts, in grid order (apart from their
+    /// templates: what the conclusion reads of them, after the searches).
+    places: Vec<Place>,
+    /// Their templates, in the same order.
+    templates: Vec<C>,
     /// Per textured template, the templates at whose starts it is probed.
     nulls: NullSets,
     /// The grid's positions lie at least a template apart on each axis, so that every
@@ -454,13 +458,17 @@ pub struct PairPlan<C> {
     ended: bool,
 }
 
+/// A template's site (its top-left pixel in the reference frame) and its search's start
+/// in the moving frame.
+type Place = ((usize, usize), (isize, isize));
+
 /// The search of a null probe: the template's coefficient at one window.
 const PROBE: SearchParams = SearchParams { radius: 0, subpixel: false, accept: None };
 
 impl<C> PairPlan<C> {
     /// Every textured template's search, in grid order.
     pub fn searches(&self) -> impl ExactSizeIterator<Item = TemplateSearch<'_, C>> + Clone {
-        self.textured.iter().map(|(site, template, start)| TemplateSearch { site: *site, template, start: *start })
+        self.places.iter().zip(&self.templates).map(|(&(site, start), template)| TemplateSearch { site, template, start })
     }
 
     /// The parameters of [`searches`](Self::searches).
@@ -473,8 +481,7 @@ impl<C> PairPlan<C> {
     /// acceptance.
     pub fn probes(&self) -> impl Iterator<Item = TemplateSearch<'_, C>> + Clone {
         self.probe_pairs().map(|(t, u)| {
-            let (site, template, _) = &self.textured[t];
-            TemplateSearch { site: *site, template, start: self.textured[u].2 }
+            TemplateSearch { site: self.places[t].0, template: &self.templates[t], start: self.places[u].1 }
         })
     }
 
@@ -654,21 +661,28 @@ fn register_pair_seen<T: NccSample + Into<f64>>(
 }
 
 fn plan_seen<T: NccSample + Into<f64>, C: TemplateCut<T>>(reference: ImageView<'_, T>, seen: Seen<'_, '_, T>, p: &RegisterParams, prediction: (f64, f64)) -> Result<PairPlan<C>> {
-    let (mut plan, sites) = grid_plan(reference.size(), seen.frame.size(), p, prediction)?;
+    let (mut plan, mut places) = grid_plan(reference.size(), seen.frame.size(), p, prediction)?;
     let pred = (libm::round(prediction.0) as i64, libm::round(prediction.1) as i64);
-    let mut cut = Vec::with_capacity(sites.len());
-    for &(tx, ty) in &sites {
-        if let Some((template, start)) = seen.template::<C>(reference, (tx, ty), p, pred, prediction)? {
-            cut.push(((tx, ty), template, start));
+    // Each site's template cut and its start (the turned view's where the frame is turned).
+    let mut templates = Vec::with_capacity(places.len());
+    let mut cut = 0;
+    for k in 0..places.len() {
+        let site = places[k].0;
+        if let Some((template, start)) = seen.template::<C>(reference, site, p, pred, prediction)? {
+            places[cut] = (site, start);
+            templates.push(template);
+            cut += 1;
         }
     }
-    plan.keep_textured(cut, p);
+    places.truncate(cut);
+    plan.keep_textured(places, templates, p);
     Ok(plan)
 }
 
 /// A pair's plan up to its templates: the checks of the parameters, frames and prediction,
-/// and the grid's sites (none, and the plan ended, where the prediction leaves no overlap).
-fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams, prediction: (f64, f64)) -> Result<(PairPlan<C>, Vec<(usize, usize)>)> {
+/// and the grid's sites with their searches' starts in an upright moving frame (none, and
+/// the plan ended, where the prediction leaves no overlap).
+fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams, prediction: (f64, f64)) -> Result<(PairPlan<C>, Vec<Place>)> {
     p.validate()?;
     crate::image::check_same_size(size, moving)?;
     require_finite("prediction x", prediction.0)?;
@@ -693,7 +707,7 @@ fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams
     };
     let r = p.search_radius;
     let search = SearchParams { radius: r, subpixel: p.subpixel, accept: (p.method == SearchMethod::Log).then_some(p.cthresh) };
-    let mut plan = PairPlan { out, textured: Vec::new(), nulls: NullSets::None, spaced: false, search, ended: false };
+    let mut plan = PairPlan { out, places: Vec::new(), templates: Vec::new(), nulls: NullSets::None, spaced: false, search, ended: false };
     let (Some(gx), Some(gy)) = (grid_axis(w, p.rsz, r, pred.0, p.npts), grid_axis(h, p.rsz, r, pred.1, p.npts)) else {
         plan.out.skip = Some(SkipReason::NoOverlap);
         plan.ended = true;
@@ -701,30 +715,41 @@ fn grid_plan<C>(size: (usize, usize), moving: (usize, usize), p: &RegisterParams
     };
     // The axes' positions ascend, distinct (grid_axis).
     plan.spaced = spaced_apart(&gx, p.rsz) && spaced_apart(&gy, p.rsz);
-    let mut sites = Vec::with_capacity(gx.len() * gy.len());
-    sites.extend(gy.iter().flat_map(|&y| gx.iter().map(move |&x| (x, y))));
-    plan.out.templates = sites.len();
-    Ok((plan, sites))
+    let start = |t: usize, pred: i64| t as isize - pred as isize;
+    let mut places = Vec::with_capacity(gx.len() * gy.len());
+    places.extend(gy.iter().flat_map(|&y| gx.iter().map(move |&x| ((x, y), (start(x, pred.0), start(y, pred.1))))));
+    plan.out.templates = places.len();
+    Ok((plan, places))
 }
 
 impl<C> PairPlan<C> {
-    /// Keeps the templates `cut` (site, template, search start) that have texture, and
-    /// draws the null probes among them.
-    fn keep_textured<T: NccSample>(&mut self, mut cut: Vec<((usize, usize), C, (isize, isize))>, p: &RegisterParams)
+    /// Keeps the templates `templates` (at `places`, in order) that have texture, and draws
+    /// the null probes among them.
+    fn keep_textured<T: NccSample>(&mut self, mut places: Vec<Place>, mut templates: Vec<C>, p: &RegisterParams)
     where
         C: TemplateCut<T>,
     {
-        // In place: the templates before the first flat one are not moved.
-        cut.retain(|(_, template, _)| {
-            let stats = TemplateCut::<T>::stats(template);
-            !(T::is_flat(stats) || stats.variance() < p.min_variance)
-        });
-        self.textured = cut;
-        if p.acceptance != Acceptance::Fixed && !self.textured.is_empty() {
+        // In place, in order: each textured template moved down past the flat ones before
+        // it (those before the first flat one not written: the places may be cold).
+        let mut kept = 0;
+        for k in 0..templates.len() {
+            let stats = TemplateCut::<T>::stats(&templates[k]);
+            if !(T::is_flat(stats) || stats.variance() < p.min_variance) {
+                if kept != k {
+                    places.swap(kept, k);
+                    templates.swap(kept, k);
+                }
+                kept += 1;
+            }
+        }
+        places.truncate(kept);
+        templates.truncate(kept);
+        (self.places, self.templates) = (places, templates);
+        if p.acceptance != Acceptance::Fixed && kept > 0 {
             self.nulls = if self.spaced {
-                NullSets::spaced(self.textured.len())
+                NullSets::spaced(kept)
             } else {
-                let textured_sites: Vec<(usize, usize)> = self.textured.iter().map(|t| t.0).collect();
+                let textured_sites: Vec<(usize, usize)> = self.places.iter().map(|t| t.0).collect();
                 NullSets::Listed(null_sites(&textured_sites, p.rsz))
             };
         }
@@ -736,7 +761,7 @@ impl<C> PairPlan<C> {
 /// [`plan`](Self::plan), which gives [`plan_pair`]'s plan.
 pub struct PairSites {
     plan: PairPlan<TemplateStats>,
-    sites: Vec<((usize, usize), (isize, isize))>,
+    sites: Vec<Place>,
 }
 
 /// [`plan_pair`] up to the templates' statistics: the checks, the grid's sites and their
@@ -746,8 +771,6 @@ pub fn pair_sites<T: NccSample>(reference: ImageView<'_, T>, moving: ImageView<'
     if !sites.is_empty() {
         TemplateStats::check_size::<T>((p.rsz, p.rsz))?;
     }
-    let pred = (libm::round(prediction.0) as i64, libm::round(prediction.1) as i64);
-    let sites = sites.into_iter().map(|(tx, ty)| ((tx, ty), (tx as isize - pred.0 as isize, ty as isize - pred.1 as isize))).collect();
     Ok(PairSites { plan, sites })
 }
 
@@ -765,8 +788,7 @@ impl PairSites {
             return Err(Error::Backend(alloc::format!("{} template statistics answered for {}", stats.len(), self.sites.len())));
         }
         let mut plan = self.plan;
-        let cut = self.sites.into_iter().zip(stats).map(|((site, start), stats)| (site, stats, start)).collect();
-        plan.keep_textured::<T>(cut, p);
+        plan.keep_textured::<T>(self.sites, stats.collect(), p);
         Ok(plan)
     }
 }
@@ -800,19 +822,19 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     peaks: &[NullPeak],
     count_elsewhere: Option<usize>,
 ) -> Result<Concluded> {
-    let PairPlan { mut out, textured, nulls, search, ended, .. } = plan;
+    let PairPlan { mut out, places, nulls, search, ended, .. } = plan;
     if ended {
         return Ok(Concluded::Unrefined(out.into()));
     }
     let r = search.radius;
     let found = found.into_iter();
-    if found.len() != textured.len() {
-        return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), textured.len())));
+    if found.len() != places.len() {
+        return Err(Error::Backend(alloc::format!("{} template searches answered for {}", found.len(), places.len())));
     }
-    let (thresholds, null_evaluations) = thresholds(nulls.len(), textured.len(), p, peaks)?;
+    let (thresholds, null_evaluations) = thresholds(nulls.len(), places.len(), p, peaks)?;
     out.evaluations = null_evaluations;
-    out.vectors.reserve(textured.len());
-    for ((&((tx, ty), _, start), m), threshold) in textured.iter().zip(found).zip(thresholds) {
+    out.vectors.reserve(places.len());
+    for ((&((tx, ty), start), m), threshold) in places.iter().zip(found).zip(thresholds) {
         // A flat best window has no vector; count it as searched.
         let (found, coefficient, evaluations) = match m {
             Some(m) => (seen.turned(m.position(), p.rsz), m.coefficient, m.evaluations),
