@@ -22,10 +22,13 @@ pub(super) type Mask = [u64];
 /// nothing).
 pub(super) type Blocks = Vec<[f64; 64]>;
 
-/// `values` as [`Blocks`].
-pub(super) fn blocks(values: impl Iterator<Item = f64>) -> Blocks {
-    let values: Vec<f64> = values.collect();
-    values.chunks(64).map(|c| core::array::from_fn(|k| c.get(k).copied().unwrap_or(f64::NAN))).collect()
+/// `values` as [`Blocks`], written where they go.
+pub(super) fn blocks(values: impl ExactSizeIterator<Item = f64>) -> Blocks {
+    let mut blocks = alloc::vec![[f64::NAN; 64]; values.len().div_ceil(64)];
+    for (k, v) in values.enumerate() {
+        blocks[k / 64][k % 64] = v;
+    }
+    blocks
 }
 
 /// A hypothesis's test of the points.
