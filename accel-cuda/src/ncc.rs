@@ -352,8 +352,9 @@ impl Call {
         if sets.len() > startable.len() {
             return Err(Error::Backend("internal: null probes of a search the pair does not have".into()));
         }
-        // Search indices of one launch, which counts its searches in an int. A probe that
-        // cannot start takes the pair's records added so far back out.
+        // The records' search indices fit an int: a launch counts its searches in one
+        // (checked as the call joins it, `Launch::join`). A probe that cannot start takes
+        // the pair's records added so far back out.
         let first = self.nulls.len();
         for (t, us) in sets.enumerate() {
             let us = us.as_ref();
