@@ -19,6 +19,7 @@
 
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
+use smallvec::{smallvec, SmallVec};
 
 /// How a vector's coefficient is judged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -247,7 +248,7 @@ impl NullPeak {
 /// not guessed.
 pub fn ambiguous(v: &[MotionVector], kept: &[usize], inliers: &[usize], shift: (f64, f64), tol: f64, min_vectors: usize) -> Option<(f64, f64)> {
     let away = |s: (f64, f64)| libm::fabs(s.0 - shift.0) > 2.0 * tol || libm::fabs(s.1 - shift.1) > 2.0 * tol;
-    let mut agreeing = alloc::vec![false; v.len()];
+    let mut agreeing: SmallVec<[bool; 64]> = smallvec![false; v.len()];
     for &j in inliers {
         if let Some(a) = agreeing.get_mut(j) {
             *a = true;

@@ -11,6 +11,7 @@
 
 use super::moments::{region_moments, IntSample, Moments};
 use alloc::vec::Vec;
+use smallvec::SmallVec;
 use crate::error::{require_finite, require_range, Result};
 use crate::image::{ImageView, Pixel};
 use crate::parallel::{map_few, map_indices, Parallelism};
@@ -198,9 +199,9 @@ fn taps(shift: f64) -> (i64, f64, f64) {
 /// `origin` and each tap's `(dx, dy)` and weight, reference pixel `(x, y)` meeting moving
 /// pixel `(x, y) - origin + (dx, dy)`; taps of weight 0 are left out (they may lie outside
 /// the frame).
-pub(super) fn bilinear_taps(shift: (f64, f64)) -> ((i64, i64), Vec<((usize, usize), f64)>) {
+pub(super) fn bilinear_taps(shift: (f64, f64)) -> ((i64, i64), SmallVec<[((usize, usize), f64); 4]>) {
     let ((ox, wx0, wx1), (oy, wy0, wy1)) = (taps(shift.0), taps(shift.1));
-    let mut found = Vec::with_capacity(4);
+    let mut found = SmallVec::new();
     for (dy, wy) in [(0, wy0), (1, wy1)] {
         for (dx, wx) in [(0, wx0), (1, wx1)] {
             if wx * wy != 0.0 {
@@ -522,8 +523,8 @@ mod tests {
 
     #[test]
     fn the_taps_are_the_bilinear_weights_with_the_zero_ones_left_out() {
-        assert_eq!(bilinear_taps((3.0, -2.0)), ((3, -2), alloc::vec![((0, 0), 1.0)]));
-        assert_eq!(bilinear_taps((2.25, 5.0)), ((3, 5), alloc::vec![((0, 0), 0.25), ((1, 0), 0.75)]));
+        assert_eq!(bilinear_taps((3.0, -2.0)), ((3, -2), SmallVec::from_slice(&[((0, 0), 1.0)])));
+        assert_eq!(bilinear_taps((2.25, 5.0)), ((3, 5), SmallVec::from_slice(&[((0, 0), 0.25), ((1, 0), 0.75)])));
         let (origin, four) = bilinear_taps((0.5, -0.75));
         assert_eq!(origin, (1, 0));
         assert_eq!(four.iter().map(|t| t.0).collect::<Vec<_>>(), [(0, 0), (1, 0), (0, 1), (1, 1)]);

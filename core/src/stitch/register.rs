@@ -31,6 +31,7 @@ use crate::stitch::similarity::{self, Bounds, ConsensusCount, Correspondence, Si
 use crate::stitch::SynthPixel;
 use alloc::string::String;
 use alloc::vec::Vec;
+use smallvec::{smallvec, SmallVec};
 
 /// Which search finds each template.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,7 +128,7 @@ impl RegisterParams {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
         require_range("rsz", self.rsz, 3, 255)?;
-        require_range("npts", self.npts, 1, 32)?;
+        require_range("npts", self.npts, 1, MAX_NPTS as i64)?;
         require_range("search radius", self.search_radius, 1, MAX_RADIUS as i64)?;
         require_range("min vectors", self.min_vectors, 1, 1024)?;
         require_finite("cthresh", self.cthresh)?;
@@ -284,17 +285,31 @@ impl PairRegistration {
     }
 }
 
+/// Templates along a side of the grid at most ([`RegisterParams::npts`]).
+const MAX_NPTS: usize = 32;
+
+/// Templates of an 8 x 8 grid: a pair's lists of its templates, vectors and their
+/// correspondences hold this many in line (the default grid's 36 too), without an
+/// allocation.
+const GRID_IN_LINE: usize = 64;
+
+/// Indices of a pair's templates or vectors, in order.
+type Indices = SmallVec<[usize; GRID_IN_LINE]>;
+
+/// A pair's vectors as correspondences of template centres.
+type Points = SmallVec<[Correspondence; GRID_IN_LINE]>;
+
 /// The grid positions along one axis of length `len` for prediction `pred` (rounded):
 /// `npts` positions evenly spread over `[max(0, pred + r), min(len - rsz, len - rsz + pred - r)]`.
 /// Saturating: a finite prediction may be as far as `i64` goes (no overlap, not an overflow).
-fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option<Vec<usize>> {
+fn grid_axis(len: usize, rsz: usize, r: usize, pred: i64, npts: usize) -> Option<SmallVec<[usize; MAX_NPTS]>> {
     let (len, rsz, r) = (len as i64, rsz as i64, r as i64);
     let lo = 0.max(pred.saturating_add(r));
     let hi = (len - rsz).min((len - rsz).saturating_add(pred).saturating_sub(r));
     if hi < lo {
         return None;
     }
-    let mut at: Vec<usize> = (0..npts)
+    let mut at: SmallVec<[usize; MAX_NPTS]> = (0..npts)
         .map(|k| {
             if npts == 1 {
                 ((lo + hi) / 2) as usize
@@ -880,8 +895,8 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
 /// thresholds), and the `inliers` among them that agree on `shift`.
 #[derive(Clone, Debug)]
 struct ShiftConsensus {
-    kept: Vec<usize>,
-    inliers: Vec<usize>,
+    kept: Indices,
+    inliers: Indices,
     shift: (f64, f64),
 }
 
@@ -1055,7 +1070,7 @@ const MIN_TURNED_VECTORS: usize = 4;
 /// vectors' correspondences and the set's indices among them), to be counted by the
 /// caller, or none.
 enum TurnedSet {
-    Found(Vec<Correspondence>, Vec<usize>),
+    Found(Points, Vec<usize>),
     Counting(ConsensusCount),
     None,
 }
@@ -1077,7 +1092,7 @@ fn turned_set(v: &[MotionVector], agreed: &ShiftConsensus, p: &RegisterParams, c
     let weights: Vec<f64> = kept.iter().map(|&k| v[k].coefficient).collect();
     let found = match count_elsewhere {
         None => similarity::consensus(&points, &weights, p.agreement, &turn_bounds(p)),
-        Some(fewest) => match ConsensusCount::new(points.clone(), weights, p.agreement, &turn_bounds(p)) {
+        Some(fewest) => match ConsensusCount::new(points.to_vec(), weights, p.agreement, &turn_bounds(p)) {
             Some(counting) if counting.tests() >= fewest => return TurnedSet::Counting(counting),
             Some(counting) => counting.finish(None),
             None => None,
@@ -1172,20 +1187,21 @@ fn rms_radius(points: &[Correspondence]) -> f64 {
 }
 
 /// The vectors `ks` as correspondences of template centres.
-fn correspondences(v: &[MotionVector], ks: &[usize], rsz: usize) -> Vec<Correspondence> {
+fn correspondences(v: &[MotionVector], ks: &[usize], rsz: usize) -> Points {
     let half = (rsz as f64 - 1.0) / 2.0;
     ks.iter().map(|&k| Correspondence { reference: (v[k].template.0 as f64 + half, v[k].template.1 as f64 + half), moving: (v[k].found.0 + half, v[k].found.1 + half) }).collect()
 }
 
 /// The indices below `n` where `keep` holds, in order.
-fn indices_where(n: usize, keep: impl Fn(usize) -> bool) -> Vec<usize> {
+fn indices_where(n: usize, keep: impl Fn(usize) -> bool) -> Indices {
     those_where(0..n, keep)
 }
 
-/// The indices of `candidates` where `keep` holds, in order, allocated once at the most
-/// there can be (a filtered collect grows from nothing).
-fn those_where(candidates: impl ExactSizeIterator<Item = usize>, keep: impl Fn(usize) -> bool) -> Vec<usize> {
-    let mut at = Vec::with_capacity(candidates.len());
+/// The indices of `candidates` where `keep` holds, in order, in line for a default grid
+/// and otherwise allocated once at the most there can be (a filtered collect grows from
+/// nothing).
+fn those_where(candidates: impl ExactSizeIterator<Item = usize>, keep: impl Fn(usize) -> bool) -> Indices {
+    let mut at = Indices::with_capacity(candidates.len());
     at.extend(candidates.filter(|&i| keep(i)));
     at
 }
@@ -1237,12 +1253,12 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
 /// Each template's acceptance threshold from its null peak (`peaks`, one for each of the
 /// plan's `sets` null sets: none with fixed acceptance), and the probes' evaluations (one a
 /// window not flat): the fixed threshold for all where there are no null sets.
-fn thresholds(sets: usize, templates: usize, p: &RegisterParams, peaks: &[NullPeak]) -> Result<(Vec<f64>, u64)> {
+fn thresholds(sets: usize, templates: usize, p: &RegisterParams, peaks: &[NullPeak]) -> Result<(SmallVec<[f64; GRID_IN_LINE]>, u64)> {
     if peaks.len() != sets {
         return Err(Error::Backend(alloc::format!("{} null peaks answered for {} templates", peaks.len(), sets)));
     }
     if p.acceptance == Acceptance::Fixed || sets == 0 {
-        return Ok((alloc::vec![p.cthresh; templates], 0));
+        return Ok((smallvec![p.cthresh; templates], 0));
     }
     let evaluations = peaks.iter().map(|n| u64::from(n.windows)).sum();
     let thresholds = peaks.iter().map(|n| n.threshold(p.acceptance, p.cthresh, p.null_margin, p.min_coefficient)).collect();
@@ -1255,7 +1271,7 @@ fn thresholds(sets: usize, templates: usize, p: &RegisterParams, peaks: &[NullPe
 fn best_hypothesis(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
     let (xs, ys) = (vote::blocks(kept.iter().map(|&j| v[j].shift.0)), vote::blocks(kept.iter().map(|&j| v[j].shift.1)));
     let set = |&i: &usize, mask: &mut vote::Mask| vote::fill_mask(mask, &ShiftNear { shift: v[i].shift, tol, xs: &xs, ys: &ys });
-    let weights: Vec<f64> = kept.iter().map(|&j| v[j].coefficient).collect();
+    let weights: SmallVec<[f64; GRID_IN_LINE]> = kept.iter().map(|&j| v[j].coefficient).collect();
     vote::best_set(&weights, kept.iter().copied(), set, -0.0).map_or((0, f64::NEG_INFINITY, None), |(n, s, i)| (n, s, Some(i)))
 }
 
@@ -1287,16 +1303,16 @@ fn shift_near(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`
 /// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
 /// the shift, and the set is re-gathered once around that mean.
-fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
-    let gather = |c: (f64, f64)| -> Vec<usize> { those_where(kept.iter().copied(), |j| shift_near(v[j].shift, c, tol)) };
+fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Indices) {
+    let gather = |c: (f64, f64)| -> Indices { those_where(kept.iter().copied(), |j| shift_near(v[j].shift, c, tol)) };
     let best = best_hypothesis(v, kept, tol);
-    let best = (best.0, best.1, best.2.map_or_else(Vec::new, |i| gather(v[i].shift)));
+    let best = (best.0, best.1, best.2.map_or_else(Indices::new, |i| gather(v[i].shift)));
     let mean = |set: &[usize]| -> (f64, f64) {
         let n = set.len().max(1) as f64;
         (set.iter().map(|&j| v[j].shift.0).sum::<f64>() / n, set.iter().map(|&j| v[j].shift.1).sum::<f64>() / n)
     };
     if best.2.is_empty() {
-        return ((0.0, 0.0), Vec::new());
+        return ((0.0, 0.0), Indices::new());
     }
     let m = mean(&best.2);
     let set = gather(m);
@@ -1604,21 +1620,21 @@ mod tests {
         let vs = [v(3.0, 1.0, 0.9), v(3.2, 0.9, 0.95), v(2.9, 1.1, 0.9), v(-8.0, 4.0, 0.99), v(-8.1, 4.0, 0.99), v(20.0, 20.0, 1.0)];
         let kept: Vec<usize> = (0..vs.len()).collect();
         let (s, set) = consensus(&vs, &kept, 1.0);
-        assert_eq!(set, [0, 1, 2]);
+        assert_eq!(set[..], [0, 1, 2]);
         assert!((s.0 - 3.1 / 1.0 * 1.0).abs() < 0.2 && (s.1 - 1.0).abs() < 1e-9, "{s:?}");
         assert!((s.0 - (3.0 + 3.2 + 2.9) / 3.0).abs() < 1e-12);
-        assert_eq!(consensus(&vs, &[], 1.0).1, Vec::<usize>::new());
+        assert!(consensus(&vs, &[], 1.0).1.is_empty());
     }
 
     #[test]
     fn grid_spreads_over_the_valid_range() {
-        assert_eq!(grid_axis(200, 25, 32, 0, 3), Some(vec![32, 88, 143]));
-        assert_eq!(grid_axis(200, 25, 32, 10, 2), Some(vec![42, 153]));
-        assert_eq!(grid_axis(200, 25, 32, -10, 2), Some(vec![22, 133]));
-        assert_eq!(grid_axis(200, 25, 32, 0, 1), Some(vec![87]));
+        assert_eq!(grid_axis(200, 25, 32, 0, 3).as_deref(), Some(&[32, 88, 143][..]));
+        assert_eq!(grid_axis(200, 25, 32, 10, 2).as_deref(), Some(&[42, 153][..]));
+        assert_eq!(grid_axis(200, 25, 32, -10, 2).as_deref(), Some(&[22, 133][..]));
+        assert_eq!(grid_axis(200, 25, 32, 0, 1).as_deref(), Some(&[87][..]));
         // A narrow range: positions closer than a quarter template merge.
-        assert_eq!(grid_axis(200, 25, 32, 130, 6), Some(vec![162, 170]));
-        assert_eq!(grid_axis(200, 25, 32, 140, 6), Some(vec![172]));
+        assert_eq!(grid_axis(200, 25, 32, 130, 6).as_deref(), Some(&[162, 170][..]));
+        assert_eq!(grid_axis(200, 25, 32, 140, 6).as_deref(), Some(&[172][..]));
         assert_eq!(grid_axis(80, 25, 32, 0, 2), None);
         assert_eq!(grid_axis(200, 25, 32, 200, 2), None);
         // Found by fuzzing: predictions of 1e300 (i64::MAX once rounded) overflowed.

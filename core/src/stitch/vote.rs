@@ -12,19 +12,22 @@
 //! later hypothesis is tried.
 
 use crate::cpu::multiversion;
-use alloc::vec::Vec;
+use smallvec::{smallvec, SmallVec};
 
 /// The bit mask of the points within a tolerance of a hypothesis: word `k / 64`, bit
 /// `k % 64` for point `k`.
 pub(super) type Mask = [u64];
 
 /// One coordinate of the points, 64 a block, the last padded with NaN (which is near
-/// nothing).
-pub(super) type Blocks = Vec<[f64; 64]>;
+/// nothing). A block in line: the default grid's 64 templates need no allocation.
+pub(super) type Blocks = SmallVec<[[f64; 64]; 1]>;
+
+/// A mask's words, in line up to 256 points.
+type MaskWords = SmallVec<[u64; 4]>;
 
 /// `values` as [`Blocks`], written where they go.
 pub(super) fn blocks(values: impl ExactSizeIterator<Item = f64>) -> Blocks {
-    let mut blocks = alloc::vec![[f64::NAN; 64]; values.len().div_ceil(64)];
+    let mut blocks: Blocks = smallvec![[f64::NAN; 64]; values.len().div_ceil(64)];
     for (k, v) in values.enumerate() {
         blocks[k / 64][k % 64] = v;
     }
@@ -68,7 +71,7 @@ multiversion! {
 pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = H>, mut set: impl FnMut(&H, &mut Mask) -> usize, start: f64) -> Option<(usize, f64, H)> {
     let points = weights.len();
     let words = points.div_ceil(64);
-    let (mut mask, mut best_mask) = (alloc::vec![0u64; words], alloc::vec![0u64; words]);
+    let (mut mask, mut best_mask): (MaskWords, MaskWords) = (smallvec![0; words], smallvec![0; words]);
     let mut best: Option<(usize, f64, H)> = None;
     // Made when a set first ties the best's size (never on a pair whose first set is
     // final): the weights in blocks, and the best set's lane sum and magnitude.
@@ -162,6 +165,7 @@ fn members(mask: &Mask) -> impl Iterator<Item = usize> + '_ {
 mod tests {
     use super::*;
     use crate::testing::{at_every_level, Rng};
+    use alloc::vec::Vec;
 
     /// A test of `|x_k - t| <= tol` on one coordinate, for the kernel's own check.
     struct Within<'a> {
