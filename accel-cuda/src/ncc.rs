@@ -181,7 +181,7 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], gri
             None => Err(Error::Backend("internal: a pair concluded twice".into())),
         })
     });
-    let mut waiting: Vec<(usize, Counting)> = Vec::new();
+    let mut waiting: Vec<(usize, Box<Counting>)> = Vec::new();
     let mut concluded: Vec<Result<Unrefined>> = concluded
         .into_iter()
         .enumerate()
@@ -198,7 +198,7 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], gri
         // A failed count leaves the sets to the host.
         let counts = count_sets(gpu, &consensuses).ok();
         launched.consensus_pairs = counts.as_ref().map_or(0, |_| consensuses.len());
-        let mut waiting: Vec<Option<(usize, Counting)>> = waiting.into_iter().map(Some).collect();
+        let mut waiting: Vec<Option<(usize, Box<Counting>)>> = waiting.into_iter().map(Some).collect();
         let resumed = map_slots(&mut waiting, par, |i, waiting| {
             let (k, c) = waiting.take()?;
             Some((k, host_count::pair_work(|| c.resume(jobs[k].reference, jobs[k].moving, p, counts.as_ref().map(|c| c[i].as_slice())))))

@@ -20,7 +20,6 @@ use crate::parallel::{map_few, map_indices, map_slots, Parallelism};
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
-use smallvec::SmallVec;
 use wide::f64x4;
 
 /// Iterations at most; the update is usually below 0.005 px after two.
@@ -40,7 +39,7 @@ pub const REFINED_TEMPLATES: usize = MAX_TEMPLATES;
 /// from these, to the same bits as [`on_host`](Self::on_host).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShiftRefinement {
-    corners: SmallVec<[(usize, usize); MAX_TEMPLATES]>,
+    corners: Vec<(usize, usize)>,
     side: usize,
     shift: (f64, f64),
 }
@@ -52,7 +51,9 @@ impl ShiftRefinement {
         // Interior pixels of each template (central differences need both neighbours).
         let side = rsz.saturating_sub(2);
         (side >= 2).then(|| {
-            let corners = refined_sites(vectors).map(|(tx, ty)| (tx + 1, ty + 1)).collect();
+            // Allocated once at the most there can be (a filtered collect grows from nothing).
+            let mut corners = Vec::with_capacity(vectors.len().min(MAX_TEMPLATES));
+            corners.extend(refined_sites(vectors).map(|(tx, ty)| (tx + 1, ty + 1)));
             ShiftRefinement { corners, side, shift }
         })
     }

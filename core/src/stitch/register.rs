@@ -29,9 +29,10 @@ use crate::stitch::refine::{refine_motion, ShiftRefinement};
 use crate::stitch::vote;
 use crate::stitch::similarity::{self, Bounds, ConsensusCount, Correspondence, Similarity};
 use crate::stitch::SynthPixel;
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use smallvec::{smallvec, SmallVec};
+use smallvec::SmallVec;
 
 /// Which search finds each template.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -589,8 +590,9 @@ impl<C> PairPlan<C> {
 pub enum Concluded {
     /// Done but for the subpixel refinement of its shift.
     Unrefined(Unrefined),
-    /// Waiting for the sets of its similarity consensus.
-    Counting(Counting),
+    /// Waiting for the sets of its similarity consensus (boxed: few pairs wait, and every
+    /// conclusion is moved at the size of the largest variant).
+    Counting(Box<Counting>),
 }
 
 /// A pair's conclusion stopped at its similarity consensus, whose hypotheses' sets the
@@ -881,11 +883,14 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
     let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
     let agreed = ShiftConsensus { kept, inliers, shift };
     let turn = match p.motion {
-        Motion::Similarity => match turned_set(&out.vectors, &agreed, p, count_elsewhere) {
-            TurnedSet::Counting(consensus) => return Ok(Concluded::Counting(Counting { out, agreed, consensus })),
-            TurnedSet::Found(points, set) => turned_candidate(&out.vectors, &agreed, p, &points, set),
-            TurnedSet::None => None,
-        },
+        Motion::Similarity => {
+            let points = correspondences(&out.vectors, &agreed.kept, p.rsz);
+            match turned_set(&out.vectors, &points, &agreed, p, count_elsewhere) {
+                TurnedSet::Counting(consensus) => return Ok(Concluded::Counting(Box::new(Counting { out, agreed, consensus }))),
+                TurnedSet::Found(set) => turned_candidate(&out.vectors, &agreed, p, &points, set),
+                TurnedSet::None => None,
+            }
+        }
         Motion::Translation => None,
     };
     Ok(Concluded::Unrefined(conclude_turned(out, &agreed, turn, reference, seen, p)))
@@ -1067,31 +1072,29 @@ const VECTOR_NOISE: f64 = 0.1;
 const MIN_TURNED_VECTORS: usize = 4;
 
 /// The similarity consensus's set among a pair's kept vectors ([`turned_set`]): found (the
-/// vectors' correspondences and the set's indices among them), to be counted by the
-/// caller, or none.
+/// set's indices among their correspondences), to be counted by the caller, or none.
 enum TurnedSet {
-    Found(Points, Vec<usize>),
+    Found(Vec<usize>),
     Counting(ConsensusCount),
     None,
 }
 
-/// With [`Motion::Similarity`]: the similarity consensus of the vectors `agreed.kept`, where
-/// there are enough of them. Where every kept vector agrees on the shift already, the
-/// similarity is fitted to them all, with no search for a consensus; otherwise the search's
-/// sets are counted on the host, or left to the caller where there are at least
-/// `count_elsewhere` point tests ([`Counting`]).
-fn turned_set(v: &[MotionVector], agreed: &ShiftConsensus, p: &RegisterParams, count_elsewhere: Option<usize>) -> TurnedSet {
+/// With [`Motion::Similarity`]: the similarity consensus of the vectors `agreed.kept`
+/// (their correspondences `points`), where there are enough of them. Where every kept
+/// vector agrees on the shift already, the similarity is fitted to them all, with no search
+/// for a consensus; otherwise the search's sets are counted on the host, or left to the
+/// caller where there are at least `count_elsewhere` point tests ([`Counting`]).
+fn turned_set(v: &[MotionVector], points: &[Correspondence], agreed: &ShiftConsensus, p: &RegisterParams, count_elsewhere: Option<usize>) -> TurnedSet {
     let kept = &agreed.kept;
     if kept.len() < p.min_vectors.max(MIN_TURNED_VECTORS) {
         return TurnedSet::None;
     }
-    let points = correspondences(v, kept, p.rsz);
     if agreed.inliers.len() == kept.len() {
-        return TurnedSet::Found(points, (0..kept.len()).collect());
+        return TurnedSet::Found((0..kept.len()).collect());
     }
     let weights: Vec<f64> = kept.iter().map(|&k| v[k].coefficient).collect();
     let found = match count_elsewhere {
-        None => similarity::consensus(&points, &weights, p.agreement, &turn_bounds(p)),
+        None => similarity::consensus(points, &weights, p.agreement, &turn_bounds(p)),
         Some(fewest) => match ConsensusCount::new(points.to_vec(), weights, p.agreement, &turn_bounds(p)) {
             Some(counting) if counting.tests() >= fewest => return TurnedSet::Counting(counting),
             Some(counting) => counting.finish(None),
@@ -1099,7 +1102,7 @@ fn turned_set(v: &[MotionVector], agreed: &ShiftConsensus, p: &RegisterParams, c
         },
     };
     match found {
-        Some((_, set)) => TurnedSet::Found(points, set),
+        Some((_, set)) => TurnedSet::Found(set),
         None => TurnedSet::None,
     }
 }
@@ -1251,18 +1254,18 @@ pub fn fit_turn<T: NccSample + Into<f64>>(reg: &mut PairRegistration, reference:
 }
 
 /// Each template's acceptance threshold from its null peak (`peaks`, one for each of the
-/// plan's `sets` null sets: none with fixed acceptance), and the probes' evaluations (one a
-/// window not flat): the fixed threshold for all where there are no null sets.
-fn thresholds(sets: usize, templates: usize, p: &RegisterParams, peaks: &[NullPeak]) -> Result<(SmallVec<[f64; GRID_IN_LINE]>, u64)> {
+/// plan's `sets` null sets: none with fixed acceptance), in order as they are read, and the
+/// probes' evaluations (one a window not flat): the fixed threshold for all `templates`
+/// where there are no null sets.
+fn thresholds<'a>(sets: usize, templates: usize, p: &'a RegisterParams, peaks: &'a [NullPeak]) -> Result<(impl Iterator<Item = f64> + 'a, u64)> {
     if peaks.len() != sets {
         return Err(Error::Backend(alloc::format!("{} null peaks answered for {} templates", peaks.len(), sets)));
     }
-    if p.acceptance == Acceptance::Fixed || sets == 0 {
-        return Ok((smallvec![p.cthresh; templates], 0));
-    }
+    let fixed = p.acceptance == Acceptance::Fixed || sets == 0;
+    let peaks = if fixed { &[] } else { peaks };
     let evaluations = peaks.iter().map(|n| u64::from(n.windows)).sum();
-    let thresholds = peaks.iter().map(|n| n.threshold(p.acceptance, p.cthresh, p.null_margin, p.min_coefficient)).collect();
-    Ok((thresholds, evaluations))
+    let from_peaks = peaks.iter().map(|n| n.threshold(p.acceptance, p.cthresh, p.null_margin, p.min_coefficient));
+    Ok((from_peaks.chain(core::iter::repeat_n(p.cthresh, if fixed { templates } else { 0 })), evaluations))
 }
 
 /// Among the vectors `kept`, the hypothesis (a vector's shift) with the largest set within

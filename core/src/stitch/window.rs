@@ -265,10 +265,13 @@ impl Window {
             let mut order: Vec<usize> = (0..planned.len()).rev().collect();
             order.sort_by_key(|&k| !keyframe(k));
             let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[order[s]], keyframe(order[s]), run.par, find, b, batched));
-            // Back in the window's order.
-            let mut done: Vec<(usize, Result<Settling>)> = order.into_iter().zip(done).collect();
-            done.sort_unstable_by_key(|&(k, _)| k);
-            let mut done = done.into_iter().map(|(_, settling)| settling).collect::<Result<Vec<Settling>>>()?;
+            // Back in the window's order, each moved once to its place (a sort would move
+            // these large results past each other).
+            let mut in_order: Vec<Option<Result<Settling>>> = core::iter::repeat_with(|| None).take(planned.len()).collect();
+            for (&k, settling) in order.iter().zip(done) {
+                in_order[k] = Some(settling);
+            }
+            let mut done = in_order.into_iter().map(|s| s.unwrap_or_else(|| Err(Error::Backend("internal: a pair of a batch went unsettled".into())))).collect::<Result<Vec<Settling>>>()?;
             add_batch_quality::<T>(run, &mut done, find)?;
             for (k, s) in done.into_iter().enumerate() {
                 self.settled[j + k] = Some(s.measured);
