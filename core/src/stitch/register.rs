@@ -878,10 +878,9 @@ fn conclude_seen<T: NccSample + Into<f64>, C>(
         out.skip = Some(SkipReason::NoTexture);
         return Ok(Concluded::Unrefined(out.into()));
     }
-    let kept = indices_where(out.vectors.len(), |i| out.vectors[i].coefficient >= out.vectors[i].threshold);
-    out.above_threshold = kept.len();
-    let (shift, inliers) = consensus(&out.vectors, &kept, p.agreement);
-    let agreed = ShiftConsensus { kept, inliers, shift };
+    let mut agreed = ShiftConsensus { kept: indices_where(out.vectors.len(), |i| out.vectors[i].coefficient >= out.vectors[i].threshold), inliers: Indices::new(), shift: (0.0, 0.0) };
+    out.above_threshold = agreed.kept.len();
+    agreed.shift = consensus(&out.vectors, &agreed.kept, p.agreement, &mut agreed.inliers);
     let turn = match p.motion {
         Motion::Similarity => {
             let points = correspondences(&out.vectors, &agreed.kept, p.rsz);
@@ -1305,25 +1304,31 @@ fn shift_near(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
 
 /// The consensus of the vectors `kept`: for each as hypothesis, the set within `tol`
 /// (Chebyshev) of it; the largest set (ties: larger coefficient sum) wins; its mean is
-/// the shift, and the set is re-gathered once around that mean.
-fn consensus(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Indices) {
-    let gather = |c: (f64, f64)| -> Indices { those_where(kept.iter().copied(), |j| shift_near(v[j].shift, c, tol)) };
-    let best = best_hypothesis(v, kept, tol);
-    let best = (best.0, best.1, best.2.map_or_else(Indices::new, |i| gather(v[i].shift)));
+/// the shift, and the set is re-gathered once around that mean where that keeps at least
+/// as many. Returns the shift; `set` becomes its vectors, in order (gathered in place: a
+/// pair's index lists are held in line, and moving one copies all of it).
+fn consensus(v: &[MotionVector], kept: &[usize], tol: f64, set: &mut Indices) -> (f64, f64) {
+    let near = |c: (f64, f64)| kept.iter().copied().filter(move |&j| shift_near(v[j].shift, c, tol));
     let mean = |set: &[usize]| -> (f64, f64) {
         let n = set.len().max(1) as f64;
         (set.iter().map(|&j| v[j].shift.0).sum::<f64>() / n, set.iter().map(|&j| v[j].shift.1).sum::<f64>() / n)
     };
-    if best.2.is_empty() {
-        return ((0.0, 0.0), Indices::new());
+    set.clear();
+    set.reserve(kept.len());
+    if let Some(i) = best_hypothesis(v, kept, tol).2 {
+        set.extend(near(v[i].shift));
     }
-    let m = mean(&best.2);
-    let set = gather(m);
-    if set.len() >= best.2.len() {
-        (mean(&set), set)
-    } else {
-        (m, best.2)
+    if set.is_empty() {
+        return (0.0, 0.0);
     }
+    let m = mean(set);
+    // Counted before it is gathered, in place of the winner's set.
+    if near(m).count() < set.len() {
+        return m;
+    }
+    set.clear();
+    set.extend(near(m));
+    mean(set)
 }
 
 /// The luminance a frame is registered on: gray frames as they are, RGBA as Rec. 601 luma
@@ -1622,11 +1627,64 @@ mod tests {
         let v = |sx: f64, sy: f64, c: f64| MotionVector { template: (0, 0), found: (0.0, 0.0), shift: (sx, sy), coefficient: c, threshold: 0.5, evaluations: 0, inlier: false };
         let vs = [v(3.0, 1.0, 0.9), v(3.2, 0.9, 0.95), v(2.9, 1.1, 0.9), v(-8.0, 4.0, 0.99), v(-8.1, 4.0, 0.99), v(20.0, 20.0, 1.0)];
         let kept: Vec<usize> = (0..vs.len()).collect();
-        let (s, set) = consensus(&vs, &kept, 1.0);
+        let mut set = Indices::new();
+        let s = consensus(&vs, &kept, 1.0, &mut set);
         assert_eq!(set[..], [0, 1, 2]);
         assert!((s.0 - 3.1 / 1.0 * 1.0).abs() < 0.2 && (s.1 - 1.0).abs() < 1e-9, "{s:?}");
         assert!((s.0 - (3.0 + 3.2 + 2.9) / 3.0).abs() < 1e-12);
-        assert!(consensus(&vs, &[], 1.0).1.is_empty());
+        assert_eq!(consensus(&vs, &[], 1.0, &mut set), (0.0, 0.0));
+        assert!(set.is_empty());
+    }
+
+    /// [`consensus`] as defined: the winner's set gathered, then gathered again around its
+    /// mean, the larger (the regathered one on a tie) kept.
+    fn consensus_reference(v: &[MotionVector], kept: &[usize], tol: f64) -> ((f64, f64), Vec<usize>) {
+        let gather = |c: (f64, f64)| -> Vec<usize> { kept.iter().copied().filter(|&j| shift_near(v[j].shift, c, tol)).collect() };
+        let mean = |set: &[usize]| -> (f64, f64) {
+            let n = set.len().max(1) as f64;
+            (set.iter().map(|&j| v[j].shift.0).sum::<f64>() / n, set.iter().map(|&j| v[j].shift.1).sum::<f64>() / n)
+        };
+        let Some(i) = best_hypothesis(v, kept, tol).2 else { return ((0.0, 0.0), Vec::new()) };
+        let best = gather(v[i].shift);
+        let m = mean(&best);
+        let again = gather(m);
+        if again.len() >= best.len() {
+            (mean(&again), again)
+        } else {
+            (m, best)
+        }
+    }
+
+    #[test]
+    fn the_consensus_regathered_around_its_mean_grows_or_stays_as_defined() {
+        // Shifts in a few loose clusters a tolerance wide, so that the mean's set is now
+        // larger, now smaller than the winner's; every kept subset, in and out of line.
+        let mut rng = crate::stitch::SplitMix64::new(17);
+        let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let (mut grew, mut shrank) = (0, 0);
+        for case in 0..3000 {
+            let n = [3, 9, 40, 70][case % 4];
+            let centres = [(0.0, 0.0), (1.7, 0.4), (-1.2, 2.1)];
+            let vs: Vec<MotionVector> = (0..n)
+                .map(|k| {
+                    let c = centres[k % (1 + case % 3)];
+                    let shift = (c.0 + 2.2 * unit() - 1.1, c.1 + 2.2 * unit() - 1.1);
+                    MotionVector { template: (0, 0), found: (0.0, 0.0), shift, coefficient: 0.5 + 0.5 * unit(), threshold: 0.5, evaluations: 0, inlier: false }
+                })
+                .collect();
+            let kept: Vec<usize> = (0..n).filter(|_| unit() < 0.8).collect();
+            let (want_shift, want_set) = consensus_reference(&vs, &kept, 1.0);
+            let mut set = Indices::new();
+            let shift = consensus(&vs, &kept, 1.0, &mut set);
+            assert_eq!((shift, &set[..]), (want_shift, &want_set[..]), "case {case}");
+            if let Some(i) = best_hypothesis(&vs, &kept, 1.0).2 {
+                let first = kept.iter().filter(|&&j| shift_near(vs[j].shift, vs[i].shift, 1.0)).count();
+                grew += usize::from(set.len() > first);
+                shrank += usize::from(set.len() == first && kept.iter().filter(|&&j| shift_near(vs[j].shift, shift, 1.0)).count() < first);
+            }
+        }
+        // Both ways out of the regathering occur.
+        assert!(grew > 0 && shrank > 0, "grew {grew}, kept the winner's {shrank}");
     }
 
     #[test]
