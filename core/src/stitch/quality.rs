@@ -195,11 +195,14 @@ fn taps(shift: f64) -> (i64, f64, f64) {
     }
 }
 
+/// Bilinear taps, each an offset `(dx, dy)` and its weight: at most four, in line.
+pub(super) type Taps = SmallVec<[((usize, usize), f64); 4]>;
+
 /// The bilinear taps of a constant shift ([`taps`] along each axis): the integer offset
 /// `origin` and each tap's `(dx, dy)` and weight, reference pixel `(x, y)` meeting moving
 /// pixel `(x, y) - origin + (dx, dy)`; taps of weight 0 are left out (they may lie outside
 /// the frame).
-pub(super) fn bilinear_taps(shift: (f64, f64)) -> ((i64, i64), SmallVec<[((usize, usize), f64); 4]>) {
+pub(super) fn bilinear_taps(shift: (f64, f64)) -> ((i64, i64), Taps) {
     let ((ox, wx0, wx1), (oy, wy0, wy1)) = (taps(shift.0), taps(shift.1));
     let mut found = SmallVec::new();
     for (dy, wy) in [(0, wy0), (1, wy1)] {

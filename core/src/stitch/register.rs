@@ -587,6 +587,7 @@ impl<C> PairPlan<C> {
 
 /// A pair's conclusion ([`PairPlan::conclude`]).
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // the common variant in line, the rare one boxed
 pub enum Concluded {
     /// Done but for the subpixel refinement of its shift.
     Unrefined(Unrefined),
