@@ -7,7 +7,6 @@
 use crate::kernels::Kernel;
 use crate::tuning::Tuning;
 use crate::transfer::{Event, Staging, StagingConfig, Stream};
-use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -442,21 +441,16 @@ impl Gpu {
         if n > buf.len {
             return Err(Error::Backend(format!("download of {n} elements from a buffer of {}", buf.len)));
         }
-        // Every call's argument values in one list, a pointer to each: `values` stays where
-        // it is until the launches have read them.
-        let mut values: ArgValues = calls.iter().flat_map(|c| c.args.iter().map(Arg::bits)).collect();
-        let mut pointers = pointers_to(&mut values);
+        let mut values: Vec<Vec<u64>> = calls.iter().map(KernelCall::values).collect();
+        let mut pointers: Vec<Vec<*mut c_void>> = values.iter_mut().map(|v| pointers_to(v)).collect();
         let mut out: Vec<T> = Vec::new();
         out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n.saturating_mul(std::mem::size_of::<T>()) })?;
         let spare = &mut out.spare_capacity_mut()[..n];
         // SAFETY: the spare capacity holds `n` elements, as bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), std::mem::size_of_val(spare)) };
         self.on_device(|d| {
-            let mut rest = &mut pointers[..];
-            for c in calls {
-                let (these, after) = rest.split_at_mut(c.args.len());
-                c.launch_on(d, these)?;
-                rest = after;
+            for (c, p) in calls.iter().zip(&mut pointers) {
+                c.launch_on(d, p)?;
             }
             self.staging.download(d, bytes, buf.ptr)
         })?;
@@ -620,7 +614,7 @@ impl<'a> KernelCall<'a> {
 
     /// The argument values as the kernel reads them ([`Arg::bits`]), marshalled on the host
     /// before the device call.
-    fn values(&self) -> ArgValues {
+    fn values(&self) -> Vec<u64> {
         self.args.iter().map(Arg::bits).collect()
     }
 
@@ -634,12 +628,8 @@ impl<'a> KernelCall<'a> {
     }
 }
 
-/// Argument values of a device call's launches, in line for a call of two launches of up to
-/// 16 arguments each (the largest kernel takes 14).
-type ArgValues = SmallVec<[u64; 32]>;
-
 /// A pointer to each of a launch's argument `values`, as the driver takes them.
-fn pointers_to(values: &mut [u64]) -> SmallVec<[*mut c_void; 32]> {
+fn pointers_to(values: &mut [u64]) -> Vec<*mut c_void> {
     values.iter_mut().map(|v| (v as *mut u64).cast()).collect()
 }
 
