@@ -1195,17 +1195,12 @@ fn correspondences(v: &[MotionVector], ks: &[usize], rsz: usize) -> Points {
     ks.iter().map(|&k| Correspondence { reference: (v[k].template.0 as f64 + half, v[k].template.1 as f64 + half), moving: (v[k].found.0 + half, v[k].found.1 + half) }).collect()
 }
 
-/// The indices below `n` where `keep` holds, in order.
-fn indices_where(n: usize, keep: impl Fn(usize) -> bool) -> Indices {
-    those_where(0..n, keep)
-}
-
-/// The indices of `candidates` where `keep` holds, in order, in line for a default grid
-/// and otherwise allocated once at the most there can be (a filtered collect grows from
+/// The indices below `n` where `keep` holds, in order, in line for a default grid and
+/// otherwise allocated once at the most there can be (a filtered collect grows from
 /// nothing).
-fn those_where(candidates: impl ExactSizeIterator<Item = usize>, keep: impl Fn(usize) -> bool) -> Indices {
-    let mut at = Indices::with_capacity(candidates.len());
-    at.extend(candidates.filter(|&i| keep(i)));
+fn indices_where(n: usize, keep: impl Fn(usize) -> bool) -> Indices {
+    let mut at = Indices::with_capacity(n);
+    at.extend((0..n).filter(|&i| keep(i)));
     at
 }
 
