@@ -317,9 +317,12 @@ mod stitching {
 
     /// [`host_time_of_a_sweep`] on PAL frames (720 x 576, the photograph magnified three
     /// times) with the GPU's stitching case: rsz 31, NPTS 8, radius 32. 40 frames, or
-    /// `TESSERA_HOST_TIME_FRAMES` (at most 400): more of the sweep's later pairs have
-    /// vectors that disagree, which the similarity consensus then searches, so a longer
-    /// run costs more a pair.
+    /// `TESSERA_HOST_TIME_FRAMES` (at most 400). The share a pair depends on the length: a
+    /// run's first windows are short and its first device calls set things up once; past
+    /// frame 100 the sweep makes keyframes, whose links are refined on the whole overlap on
+    /// the host (both frames smoothed, a Gauss-Newton solve over the overlap's patches), and
+    /// more of its later pairs have vectors that disagree, which the similarity consensus
+    /// then searches.
     #[test]
     #[ignore]
     fn host_time_of_a_pal_sweep() {
