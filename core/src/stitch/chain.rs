@@ -307,12 +307,12 @@ impl<'a, T: GrayType> Chain<'a, T> {
     /// Frame `i` registered nowhere: skipped with its reason. Before the first pair it is
     /// the next reference candidate; after, a frame lost with texture enough to be searched
     /// for is the next island's seed.
-    pub(super) fn lost(&mut self, i: usize, current: Held<'a>, decided: Decided<'a>) {
+    pub(super) fn lost(&mut self, i: usize, mut current: Held<'a>, decided: Decided<'a>) {
         self.records.push(FrameRecord::skipped(i, decided.reg.skip.unwrap_or(SkipReason::NoOverlap), decided.evaluations));
         if self.reference.is_none() {
             self.pending = Some(i);
             let candidate = decided.key_before;
-            self.held.retain(|f| Some(f.index) == candidate);
+            self.keep_held(|f| Some(f) == candidate);
             self.held.push(current);
             return;
         }
@@ -321,10 +321,24 @@ impl<'a, T: GrayType> Chain<'a, T> {
             self.seed = Some(i);
         }
         let (key, last, seed) = (self.key, self.last, self.seed);
-        self.held.retain(|f| Some(f.index) == key || Some(f.index) == last || Some(f.index) == seed);
-        if seed == Some(i) {
-            self.held.push(current);
+        self.keep_held(|f| Some(f) == key || Some(f) == last || Some(f) == seed);
+        match seed == Some(i) {
+            true => self.held.push(current),
+            false => current.recycle(self.run.spares),
         }
+    }
+
+    /// Keeps the held frames whose indices `keep` picks; the others depart, their copies
+    /// passed on to the run's spares.
+    fn keep_held(&mut self, keep: impl Fn(usize) -> bool) {
+        let spares = self.run.spares;
+        self.held.retain_mut(|f| {
+            let kept = keep(f.index);
+            if !kept {
+                f.recycle(spares);
+            }
+            kept
+        });
     }
 
     /// Frame `i` registered with pair shift `s`: placed, recorded, held as the last good
@@ -387,7 +401,7 @@ impl<'a, T: GrayType> Chain<'a, T> {
         };
         self.key = Some(r);
         self.last = Some(i);
-        self.held.retain(|f| f.index == r);
+        self.keep_held(|f| f == r);
         self.held.extend(decided.relocated.take());
         self.records.push(rec);
         let current = current.placed_at(pos).linked(Link { reference: r, motion, refined: decided.keyframe_link });

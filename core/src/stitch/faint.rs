@@ -23,7 +23,7 @@
 use super::quality::{add_pair, centred, check, Sums};
 use crate::error::{require_finite, Error, Result};
 use crate::filter::{gaussian_blur_f32, BoxPixel, GaussLane, GaussianParams};
-use crate::image::{Image, ImageView};
+use crate::image::{ImageView, ImageViewMut};
 use crate::parallel::{map_indices, Parallelism};
 
 /// The narrow Gaussian of the band-pass (pixels): averages the noise.
@@ -43,29 +43,28 @@ const SAMPLE_STRIDE: usize = 2;
 /// Fewest pixels a side of the fixed region keeps.
 const MIN_SIDE: usize = 16;
 
-/// `frame` band-passed for [`overlap_peak`]: Gaussian of [`BAND_NARROW`] less Gaussian of
-/// [`BAND_WIDE`], in f32. Errors: a frame too small for the wide Gaussian's border
-/// (under [`MIN_SIDE`] a side), a failed allocation.
-pub fn band_passed<T: BoxPixel<Lane: GaussLane>>(frame: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
+/// `frame` band-passed for [`overlap_peak`] into `out`: Gaussian of [`BAND_NARROW`] less
+/// Gaussian of [`BAND_WIDE`], in f32, with `wide` as scratch (both of `frame`'s size, buffers
+/// a run recycles). Errors: a frame too small for the wide Gaussian's border (under
+/// [`MIN_SIDE`] a side), sizes that differ.
+pub fn band_passed_into<T: BoxPixel<Lane: GaussLane>>(frame: ImageView<'_, T>, mut out: ImageViewMut<'_, f32>, mut wide: ImageViewMut<'_, f32>, par: Parallelism) -> Result<()> {
     let (w, h) = frame.size();
     if w < MIN_SIDE || h < MIN_SIDE {
         return Err(Error::InvalidParameter { name: "frame", reason: alloc::format!("{w}x{h} is too small to band-pass (at least {MIN_SIDE} a side)") });
     }
-    let mut narrow = Image::<f32>::new(w, h)?;
-    let mut wide = Image::<f32>::new(w, h)?;
-    gaussian_blur_f32(frame, narrow.view_mut(), &GaussianParams { sigma: BAND_NARROW, ..Default::default() }, par)?;
-    gaussian_blur_f32(frame, wide.view_mut(), &GaussianParams { sigma: BAND_WIDE, ..Default::default() }, par)?;
+    gaussian_blur_f32(frame, out.reborrow(), &GaussianParams { sigma: BAND_NARROW, ..Default::default() }, par)?;
+    gaussian_blur_f32(frame, wide.reborrow(), &GaussianParams { sigma: BAND_WIDE, ..Default::default() }, par)?;
     for y in 0..h {
-        for (n, &w) in narrow.row_mut(y).iter_mut().zip(wide.row(y)) {
+        for (n, &w) in out.row_mut(y).iter_mut().zip(wide.row(y)) {
             *n -= w;
         }
     }
-    Ok(narrow)
+    Ok(())
 }
 
 /// The shift (moving `(u, v)` shows the reference at `(u + x, v + y)`) within `reach` of
 /// `start` (each axis) where Pearson's r of the overlap of `reference` and `moving` (both
-/// from [`band_passed`]) peaks, both sampled bilinearly half the shift apart. `None` when the overlap
+/// from [`band_passed_into`]) peaks, both sampled bilinearly half the shift apart. `None` when the overlap
 /// (less the reach) is under 16 pixels a side, a side of it is flat, r keeps rising up to
 /// the reach, or r is not peaked there (no maximum in both axes). Errors: sizes differ,
 /// non-finite `start`, `reach` not finite and positive.
@@ -176,8 +175,16 @@ fn correlation<'a>(reference: &ImageView<'a, f32>, moving: &ImageView<'a, f32>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::Image;
     use crate::stitch::SplitMix64;
     use alloc::vec::Vec;
+
+    /// `frame` band-passed ([`band_passed_into`]) into a new image.
+    fn band_passed<T: BoxPixel<Lane: GaussLane>>(frame: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
+        let (mut out, mut wide) = (Image::<f32>::new(frame.width(), frame.height())?, Image::<f32>::new(frame.width(), frame.height())?);
+        band_passed_into(frame, out.view_mut(), wide.view_mut(), par)?;
+        Ok(out)
+    }
 
     /// A smooth scene in closed form (so frames cut at subpixel origins are exact): a sum of
     /// plane waves of wavelengths 10 to 40 px in random directions, in about 0..=255.

@@ -191,7 +191,7 @@ impl<'a> Run<'a> {
         if !current.pos.is_translation() {
             return Ok(());
         }
-        let band = current.band::<T>(self.par)?;
+        let band = current.band::<T>(self.par, self.spares)?;
         for (j, pose, earlier) in loops.faint.iter().filter(|f| f.0 != reference && f.0 < i && FAINT_LINKS.contains(&(i - f.0))) {
             let start = pose.inverse().then(&current.pos);
             if let Some(s) = faint::overlap_peak(earlier.view(), band.view(), start.shift(), FAINT_LINK_REACH, self.par)? {

@@ -16,6 +16,7 @@ pub(crate) mod faint;
 pub(crate) mod grid;
 pub(crate) mod islands;
 pub(crate) mod quality;
+pub(crate) mod recycled;
 pub(crate) mod loops;
 pub(crate) mod measure;
 pub(crate) mod prediction;

@@ -15,7 +15,7 @@
 use crate::cpu::multiversion;
 use crate::error::{require_positive, require_range, Result};
 use crate::filter::{gaussian_blur_f32, BoxPixel, GaussLane, GaussianParams};
-use crate::image::{Image, ImageView, Pixel};
+use crate::image::{ImageView, ImageViewMut, Pixel};
 use crate::parallel::{map_few, map_indices, map_slots, Parallelism};
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
@@ -436,21 +436,19 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
 }
 
 
-/// A frame as [`refine_overlap_smoothed`] sees it: grey values as `f32`, smoothed by a Gaussian of
-/// [`OVERLAP_SMOOTHING`] (on `par`'s threads). A sequence keeps each frame's copy, which
-/// serves every pair the frame is in ([`refine_overlap_smoothed`]).
-pub fn overlap_smoothed<T: BoxPixel<Lane: GaussLane>>(v: ImageView<'_, T>, par: Parallelism) -> Result<Image<f32>> {
-    let (w, h) = v.size();
-    let mut out = Image::<f32>::new(w, h)?;
-    gaussian_blur_f32(v, out.view_mut(), &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)?;
-    Ok(out)
+/// Frame `v` as [`refine_overlap_smoothed`] sees it, into `out` (of `v`'s size): grey values
+/// as `f32`, smoothed by a Gaussian of [`OVERLAP_SMOOTHING`] (on `par`'s threads). A
+/// sequence keeps each frame's copy, which serves every pair the frame is in, and recycles
+/// its buffer when the frame departs.
+pub fn overlap_smoothed_into<T: BoxPixel<Lane: GaussLane>>(v: ImageView<'_, T>, out: ImageViewMut<'_, f32>, par: Parallelism) -> Result<()> {
+    gaussian_blur_f32(v, out, &GaussianParams { sigma: OVERLAP_SMOOTHING, ..Default::default() }, par)
 }
 
 /// The pair motion `motion` refined on the whole overlap of the pair, as [`refine_motion`]
 /// refines it on the agreeing templates: the overlap tiled with patches of side `tile`, each
 /// with a gain, an offset and a brightness ramp of its own (the ramps take up a vignetting
 /// fixed to the lens, which does not move with the content and would pull the pair towards
-/// no motion), on both frames already smoothed by [`overlap_smoothed`]. For faint texture, whose few agreeing templates leave the motion uncertain by
+/// no motion), on both frames already smoothed by [`overlap_smoothed_into`]. For faint texture, whose few agreeing templates leave the motion uncertain by
 /// a pixel or more, while the overlap holds ten times their pixels. Unknowns: the
 /// translation, and the angle and scale where `unknowns` is 3 or 4. Returns the refined
 /// motion and the number of patches, or `None` when fewer than `MIN_OVERLAP_PATCHES` fit,
@@ -933,6 +931,13 @@ mod tests {
 
     fn dot(a: &[f64], b: &[f64]) -> f64 {
         a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    /// Frame `v` smoothed ([`overlap_smoothed_into`]) into a new image.
+    fn overlap_smoothed(v: ImageView<'_, f32>, par: Parallelism) -> Result<Image<f32>> {
+        let mut out = Image::<f32>::new(v.width(), v.height())?;
+        overlap_smoothed_into(v, out.view_mut(), par)?;
+        Ok(out)
     }
 
     /// [`refine_overlap_smoothed`] on frames it smooths first.

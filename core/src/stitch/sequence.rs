@@ -51,12 +51,13 @@
 use super::chain::Chain;
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::register::{RegisterParams, SkipReason};
+use super::recycled::Spares;
 use super::registrar::PairRegistrar;
 use super::similarity::Similarity;
 use super::source::{Frame, FrameSource, GrayType, InMemory};
 use super::stage_times::StageTimes;
 use crate::error::{Error, Result};
-use crate::image::AnyView;
+use crate::image::{AnyView, Image};
 use crate::parallel::{KeepAwake, Parallelism};
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -329,7 +330,8 @@ fn register_frames_in(
     // on its own thread (the shim's device run took 0.06 ms a pair on the host with the
     // threads polling, 0.058 without).
     let awake = KeepAwake::new(if registrar.is_some() { Parallelism::Sequential } else { par });
-    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false, awake: &awake };
+    let spares = Spares::default();
+    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false, awake: &awake, spares: &spares };
     match type_name {
         "u16" => run.register::<u16>(frames, progress),
         "f32" => run.register::<f32>(frames, progress),
@@ -433,6 +435,8 @@ pub(super) struct Run<'a> {
     /// Keeps the run's other threads awake between its parallel stages, re-armed after each
     /// (none kept on one thread).
     pub(super) awake: &'a KeepAwake,
+    /// Buffers for the frame copies some pairs need, passed on from departed frames.
+    pub(super) spares: &'a Spares<Image<f32>>,
 }
 
 impl<'a> Run<'a> {

@@ -206,7 +206,7 @@ impl<'a> Run<'a> {
     /// The pair motion `start` refined on the whole overlap of `reference` and `moving`
     /// ([`super::refine::refine_overlap`]), on their kept smoothed copies.
     pub(super) fn refine_on_overlap<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
-        let (r, m) = (reference.smoothed::<T>(self.par)?, moving.smoothed::<T>(self.par)?);
+        let (r, m) = (reference.smoothed::<T>(self.par, self.spares)?, moving.smoothed::<T>(self.par, self.spares)?);
         Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach, self.par)?.map(|(m, _)| m))
     }
 
@@ -674,7 +674,7 @@ impl<'h, 'a: 'h, T: GrayType> Settling<'_, 'h, 'a, '_, T> {
             // fixed to the lens that pulls the correlation's peak (0.3 px on the fundus
             // under 40 % vignetting).
             let peaked = match start.is_translation() {
-                true => faint::overlap_peak(b_held.band::<T>(run.par)?.view(), current.band::<T>(run.par)?.view(), start.shift(), SEED_REACH, run.par)?,
+                true => faint::overlap_peak(b_held.band::<T>(run.par, run.spares)?.view(), current.band::<T>(run.par, run.spares)?.view(), start.shift(), SEED_REACH, run.par)?,
                 false => None,
             };
             let start = peaked.map_or(start, Similarity::translation);
@@ -751,7 +751,7 @@ impl<'h, 'a: 'h, T: GrayType> Settling<'_, 'h, 'a, '_, T> {
                 true => {
                     let band = Noise::band_passed(noise);
                     let floor = p.register.min_variance * band.variance / noise.max(f64::MIN_POSITIVE);
-                    textured_overlap(r_held.band::<T>(run.par)?.view(), current.band::<T>(run.par)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), run.par)?
+                    textured_overlap(r_held.band::<T>(run.par, run.spares)?.view(), current.band::<T>(run.par, run.spares)?.view(), m.shift(), p.register.rsz, band, floor.min(p.register.min_variance), run.par)?
                 }
                 false => textured_overlap(reference, aligned.view(), aligned.shift, p.register.rsz, Noise::white(noise), p.register.min_variance, run.par)?,
             });
@@ -834,7 +834,7 @@ mod tests {
         let shifted = framed(Similarity::translation((1.0, -0.5)));
         let zoomed = framed(Similarity::about((100.0, 80.0), (1.0, -0.5), 0.0, 1.015));
         let views = [AnyView::U8(reference.view()), AnyView::U8(shifted.view()), AnyView::U8(zoomed.view())];
-        let run = Run { p: StitchParams::default(), par: Parallelism::Sequential, size: (200, 160), type_name: "u8", registrar: None, times: None, confirm_every_match: false, awake: &KeepAwake::new(Parallelism::Sequential) };
+        let run = Run { p: StitchParams::default(), par: Parallelism::Sequential, size: (200, 160), type_name: "u8", registrar: None, times: None, confirm_every_match: false, awake: &KeepAwake::new(Parallelism::Sequential), spares: &Default::default() };
         let frames = InMemory(&views);
         let held: Vec<Held<'_>> = (0..3).map(|i| run.load(&frames, i).unwrap()).collect();
         let register = |m: &Image<u8>| register_pair(reference.view(), &SearchFrame::new(m.view()).unwrap(), &run.p.register, (0.0, 0.0), Parallelism::Sequential).unwrap();

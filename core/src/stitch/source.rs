@@ -3,7 +3,8 @@
 
 use super::faint;
 use super::quality::QualitySample;
-use super::refine::overlap_smoothed;
+use super::recycled::{Kept, Spares};
+use super::refine::overlap_smoothed_into;
 use super::register::{gray, luma_storage, Gray, SkipReason};
 use super::sequence::{FrameRecord, Run};
 use super::settle::RefinedLink;
@@ -16,7 +17,6 @@ use crate::ncc::NccSample;
 use crate::parallel::Parallelism;
 use alloc::string::String;
 use alloc::sync::Arc;
-use once_cell::race::OnceBox;
 
 /// Where a stitching run reads its frames: by index, each as often as the run needs it
 /// (twice: to register, then to paste), so a sequence need not be held in memory whole.
@@ -123,11 +123,12 @@ pub(super) struct Held<'s> {
     /// Pose in the reference's coordinates (for a candidate not yet registered: the
     /// identity).
     pub(super) pos: Similarity,
-    /// The frame as the whole-overlap refinement sees it ([`overlap_smoothed`]), made the
-    /// first time a pair needs it and kept for the others the frame is in.
-    smoothed: OnceBox<Image<f32>>,
-    /// The frame band-passed for faint pairs ([`faint::band_passed`]), made and kept likewise.
-    band: OnceBox<Image<f32>>,
+    /// The frame as the whole-overlap refinement sees it ([`overlap_smoothed_into`]), made the
+    /// first time a pair needs it and kept for the others the frame is in; its buffer is
+    /// recycled when the frame departs ([`Held::recycle`]).
+    smoothed: Kept<Image<f32>>,
+    /// The frame band-passed for faint pairs ([`faint::band_passed_into`]), made and kept likewise.
+    band: Kept<Image<f32>>,
     /// How a registered frame's pose was found: the frame it registered against and the
     /// pair motion.
     pub(super) link: Option<Link>,
@@ -160,22 +161,34 @@ impl Held<'_> {
         T::typed(g).ok_or(Error::UnsupportedType { op: "stitch", types: "frames of differing pixel types" })
     }
 
-    /// The frame smoothed for the whole-overlap refinement.
-    pub(super) fn smoothed<T: GrayType>(&self, par: Parallelism) -> Result<&Image<f32>> {
-        if let Some(s) = self.smoothed.get() {
-            return Ok(s);
-        }
-        let s = overlap_smoothed(self.view::<T>()?, par)?;
-        Ok(self.smoothed.get_or_init(|| alloc::boxed::Box::new(s)))
+    /// The frame smoothed for the whole-overlap refinement, into a buffer from `spares`
+    /// where one fits.
+    pub(super) fn smoothed<T: GrayType>(&self, par: Parallelism, spares: &Spares<Image<f32>>) -> Result<&Image<f32>> {
+        self.smoothed.get_or_try_make(spares, || {
+            let v = self.view::<T>()?;
+            let mut s = spares.frame(v.size())?;
+            overlap_smoothed_into(v, s.view_mut(), par)?;
+            Ok(s)
+        })
     }
 
-    /// The frame band-passed for faint pairs.
-    pub(super) fn band<T: GrayType>(&self, par: Parallelism) -> Result<&Image<f32>> {
-        if let Some(b) = self.band.get() {
-            return Ok(b);
+    /// The frame band-passed for faint pairs, into a buffer from `spares` where one fits
+    /// (and with another as its scratch).
+    pub(super) fn band<T: GrayType>(&self, par: Parallelism, spares: &Spares<Image<f32>>) -> Result<&Image<f32>> {
+        self.band.get_or_try_make(spares, || {
+            let v = self.view::<T>()?;
+            let (mut b, mut wide) = (spares.frame(v.size())?, spares.frame(v.size())?);
+            let passed = faint::band_passed_into(v, b.view_mut(), wide.view_mut(), par);
+            spares.put(wide);
+            passed.map(|()| b)
+        })
+    }
+
+    /// Gives the frame's copies to `spares`: it departs.
+    pub(super) fn recycle(&mut self, spares: &Spares<Image<f32>>) {
+        for copy in [self.smoothed.take(), self.band.take()].into_iter().flatten() {
+            spares.put(copy);
         }
-        let b = faint::band_passed(self.view::<T>()?, par)?;
-        Ok(self.band.get_or_init(|| alloc::boxed::Box::new(b)))
     }
 }
 
@@ -202,6 +215,6 @@ impl<'a> Run<'a> {
             }
         }
         let luma = luma_storage(&v);
-        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: OnceBox::new(), band: OnceBox::new(), link: None })
+        Ok(Held { index: i, frame, luma, pos: Similarity::IDENTITY, smoothed: Kept::default(), band: Kept::default(), link: None })
     }
 }

@@ -74,7 +74,7 @@ impl Noise {
         Noise { variance, samples_per_pixel: 0.25, white: true }
     }
 
-    /// White noise of `variance` seen through [`super::faint::band_passed`]: the
+    /// White noise of `variance` seen through [`super::faint::band_passed_into`]: the
     /// difference of Gaussians keeps `1/(4 pi n^2) + 1/(4 pi w^2) - 2/(2 pi (n^2 + w^2))`
     /// of its variance, smooth over about `4 pi n^2` pixels.
     pub fn band_passed(variance: f64) -> Self {
