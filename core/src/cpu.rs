@@ -178,7 +178,8 @@ pub(crate) fn with_level<R>(cap: Level, f: impl FnOnce() -> R) -> R {
 /// Compiles a function for each [`Level`] and calls the clone of [`level`] (or of
 /// `on $level;`, capped at what the CPU has). Optionally `type V = Avx512Type, Avx2Type,
 /// PortableType;` names a per-level type inside the body. The function's arguments are
-/// plain `name: Type`; generics are lifetimes, or types with simple bounds, or one const.
+/// plain `name: Type`; generics are lifetimes, or types with simple bounds, or one type
+/// and one const, or one const.
 /// The clones are plain functions with the kernel's parameters, so LLVM sees the same
 /// `noalias` slices and vectorizes each body at its level's width.
 macro_rules! multiversion {
@@ -196,6 +197,11 @@ macro_rules! multiversion {
     };
     (@sig $h:tt $m:tt $v:tt $u:tt $name:ident <const $g:ident: $gt:ty> $args:tt $(-> $r:ty)? $body:block) => {
         $crate::cpu::multiversion!(@emit $h $m $v $u $name [const $g: $gt] [$g] $args [$($r)?] $body);
+    };
+    (@sig $h:tt $m:tt $v:tt $u:tt $name:ident
+        <$g:ident: $b:ident $(<$bg:ty>)? $(+ $bn:ident $(<$bng:ty>)?)*, const $c:ident: $ct:ty> $args:tt $(-> $r:ty)? $body:block) => {
+        $crate::cpu::multiversion!(@emit $h $m $v $u $name
+            [$g: $b $(<$bg>)? $(+ $bn $(<$bng>)?)*, const $c: $ct] [$g, $c] $args [$($r)?] $body);
     };
     (@sig $h:tt $m:tt $v:tt $u:tt $name:ident
         <$($g:ident: $b:ident $(<$bg:ty>)? $(+ $bn:ident $(<$bng:ty>)?)*),+> $args:tt $(-> $r:ty)? $body:block) => {

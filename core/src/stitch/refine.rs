@@ -20,7 +20,6 @@ use crate::parallel::{map_few, map_indices, map_slots, Parallelism};
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
-use wide::f64x4;
 
 /// Iterations at most; the update is usually below 0.005 px after two.
 pub const REFINE_ITERATIONS: usize = 3;
@@ -553,14 +552,21 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     // the translation.
     let count = patches.len().max(1) as f64;
     let centre = patches.iter().fold((0.0, 0.0), |c, p| (c.0 + (p.corner.0 as f64 + (n - 1) as f64 / 2.0) / count, c.1 + (p.corner.1 as f64 + (n - 1) as f64 / 2.0) / count));
+    // The patches in groups of LANES side by side; a short last group repeats its first
+    // patch in the lanes left.
+    let groups = patches.len().div_ceil(LANES);
+    let member = |g: usize, l: usize| if g * LANES + l < patches.len() { g * LANES + l } else { g * LANES };
+    let members = |g: usize| (patches.len() - g * LANES).min(LANES);
     // Per patch: the Jacobian columns (zero mean), their sums with the values, and the
-    // patch's share of the Gauss-Newton matrix.
-    let jacobians: Vec<Jacobian> = map_indices(patches.len(), how.par, |i| Jacobian::of(&patches[i], n, centre, k, how.ramps));
+    // patch's share of the Gauss-Newton matrix, added in patch order.
+    let jacobians: Vec<GroupJacobian> = map_indices(groups, how.par, |g| GroupJacobian::of(core::array::from_fn(|l| &patches[member(g, l)]), n, centre, k, how.ramps));
     let mut hess = [[0.0; UNKNOWNS]; UNKNOWNS];
-    for Jacobian { hess: share, .. } in &jacobians {
-        for a in 0..k {
-            for b in 0..k {
-                hess[a][b] += share[a][b];
+    for (g, jacobian) in jacobians.iter().enumerate() {
+        for share in &jacobian.hess[..members(g)] {
+            for a in 0..k {
+                for b in 0..k {
+                    hess[a][b] += share[a][b];
+                }
             }
         }
     }
@@ -570,19 +576,16 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
     // Each group of patches' moving pixels, resampled per iteration into a buffer of its own.
-    let groups = patches.len().div_ceil(LANES);
-    let mut samples: Vec<Vec<f64x4>> = (0..groups).map(|_| Vec::with_capacity(n * n)).collect();
+    let mut samples: Vec<Vec<Lanes>> = (0..groups).map(|_| Vec::with_capacity(n * n)).collect();
     for _ in 0..TURN_ITERATIONS {
         let back = m.inverse().mapping();
         // Each group's patches' residual sums of squares and right-hand sides, a group a job;
         // `None` where a patch leaves the moving frame or samples a flat stretch of it.
         let shares = map_slots(&mut samples, how.par, |g, sampled| {
             let group = g * LANES..((g + 1) * LANES).min(patches.len());
-            // A short last group repeats its first patch in the lanes left.
-            let member = |l: usize| if group.start + l < group.end { group.start + l } else { group.start };
             // Where each template's pixels are in the moving frame: a row steps by a constant.
             let walks: [Walk; LANES] = core::array::from_fn(|l| {
-                let p = &patches[member(l)];
+                let p = &patches[member(g, l)];
                 let corner = back((p.corner.0 as f64, p.corner.1 as f64));
                 let (ex, ey) = (back((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
                 Walk { corner, along: (ex.0 - corner.0, ex.1 - corner.1), down: (ey.0 - corner.0, ey.1 - corner.1) }
@@ -595,10 +598,10 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
             if !all_inside {
                 return None;
             }
-            let sums = ResampledSums::of(moving, core::array::from_fn(|l| &patches[member(l)]), core::array::from_fn(|l| &jacobians[member(l)]), walks, n, k, how.ramps, sampled);
+            let jacobian = &jacobians[g];
+            let sums = ResampledSums::of(moving, jacobian, walks, n, k, how.ramps, sampled);
             let mut shares = [(0.0, [0.0; UNKNOWNS]); LANES];
             for (l, (share, sums)) in shares.iter_mut().zip(sums).enumerate().take(group.len()) {
-                let jacobian = &jacobians[group.start + l];
                 let mut var = sums.deviations;
                 if how.ramps {
                     let (_, energy) = ramp(n);
@@ -614,9 +617,9 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
                 let gain = sums.value / var;
                 let mut rhs = [0.0; UNKNOWNS];
                 for a in 0..k {
-                    rhs[a] = gain * sums.columns[a] - jacobian.with_value[a];
+                    rhs[a] = gain * sums.columns[a] - jacobian.with_value[l][a];
                 }
-                *share = (jacobian.value_energy - sums.value * sums.value / var, rhs);
+                *share = (jacobian.value_energy[l] - sums.value * sums.value / var, rhs);
             }
             Some((shares, group.len()))
         });
@@ -688,103 +691,152 @@ fn remove_ramps(v: &mut [f64], n: usize) {
     }
 }
 
-/// A patch's share of [`solve`]'s system that stays the same every iteration: its
-/// Jacobian columns (the x and y gradients, then the turn's and the scale's, each of zero
-/// mean; without ramps where the patches have theirs removed), their sums with the patch's
-/// values and with each other, and the values' sum of squares. Each sum is taken in pixel
-/// order from -0.0, as a sweep of that sum alone takes it, several side by side in
-/// one sweep: the same bits in a fraction of the time (a sweep of one sum waits on the
-/// adder's latency at every pixel).
-struct Jacobian {
-    /// The first `k` columns of `k` unknowns.
-    columns: [Vec<f64>; UNKNOWNS],
-    with_value: [f64; UNKNOWNS],
-    hess: [[f64; UNKNOWNS]; UNKNOWNS],
-    value_energy: f64,
+/// 2^52: added to a non-negative f64 below it, the sum's unit in the last place is 1.
+const WHOLE: f64 = 4_503_599_627_370_496.0;
+
+/// The floor of each lane of `v`, for lanes in `0..2^51` (coordinates inside a frame):
+/// [`WHOLE`] added and taken away rounds a lane to a whole number, one less where that
+/// rounded up. Exact, and the same as truncating to an integer, in a few vector operations
+/// where the conversion to an integer and back is two saturating scalar ones a lane.
+#[inline(always)]
+fn floor_inside(v: Lanes) -> Lanes {
+    core::array::from_fn(|l| {
+        let rounded = (v[l] + WHOLE) - WHOLE;
+        if rounded > v[l] { rounded - 1.0 } else { rounded }
+    })
 }
 
-impl Jacobian {
-    /// Patch `p`'s terms for `k` unknowns, the turn and scale about `centre`.
-    fn of(p: &Patch, n: usize, centre: (f64, f64), k: usize, ramps: bool) -> Jacobian {
+/// The lanes of `v`, whole numbers in `0..2^52`, as indices: [`WHOLE`] added, each lane's
+/// bits are then `WHOLE`'s plus the number.
+#[inline(always)]
+fn whole_numbers(v: Lanes) -> [usize; LANES] {
+    v.map(|w| (w + WHOLE).to_bits().wrapping_sub(WHOLE.to_bits()) as usize)
+}
+
+/// A group of [`LANES`] patches' share of [`solve`]'s system that stays the same every
+/// iteration, patch `l` in lane `l` of each vector: per pixel (row major) the patch's value
+/// and its Jacobian columns (the x and y gradients, then the turn's and the scale's, each of
+/// zero mean; without ramps where the patches have theirs removed), and per patch the
+/// columns' sums with the values and with each other, and the values' sum of squares. Each
+/// sum is taken in pixel order from -0.0, as a sweep of that sum alone takes it, several side
+/// by side in one sweep and four patches in the lanes: the same bits in a fraction of the
+/// time (a sweep of one sum waits on the adder's latency at every pixel). Each iteration's
+/// [`ResampledSums`] then load a vector where they would gather a scalar from four patches.
+struct GroupJacobian {
+    /// Per pixel `1 + k` vectors: the values, then the first `k` columns.
+    terms: Vec<Lanes>,
+    with_value: [[f64; UNKNOWNS]; LANES],
+    hess: [[[f64; UNKNOWNS]; UNKNOWNS]; LANES],
+    value_energy: [f64; LANES],
+}
+
+impl GroupJacobian {
+    /// The terms of `patches` (side `n`) for `k` unknowns, the turn and scale about `centre`.
+    fn of(patches: [&Patch; LANES], n: usize, centre: (f64, f64), k: usize, ramps: bool) -> GroupJacobian {
         match k {
-            2 => Self::with::<2>(p, n, centre, ramps),
-            3 => Self::with::<3>(p, n, centre, ramps),
-            _ => Self::with::<4>(p, n, centre, ramps),
+            2 => group_jacobian::<2>(patches, n, centre, ramps),
+            3 => group_jacobian::<3>(patches, n, centre, ramps),
+            _ => group_jacobian::<4>(patches, n, centre, ramps),
         }
     }
+}
 
-    fn with<const K: usize>(p: &Patch, n: usize, centre: (f64, f64), ramps: bool) -> Jacobian {
+multiversion! {
+    on crate::cpu::Level::Avx2;
+    /// [`GroupJacobian::of`] for `K` unknowns.
+    fn group_jacobian<const K: usize>(patches: [&Patch; LANES], n: usize, centre: (f64, f64), ramps: bool) -> GroupJacobian {
         let len = n * n;
-        let mut columns: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::new(), Vec::new()];
+        let width = 1 + K;
+        let (values, gxs, gys) = (patches.map(|p| &p.value[..len]), patches.map(|p| &p.gx[..len]), patches.map(|p| &p.gy[..len]));
+        let mean_gradient: [Lanes; 2] = [core::array::from_fn(|l| patches[l].mean_gradient.0), core::array::from_fn(|l| patches[l].mean_gradient.1)];
+        let corner: [Lanes; 2] = [core::array::from_fn(|l| patches[l].corner.0 as f64), core::array::from_fn(|l| patches[l].corner.1 as f64)];
+        let mut terms: Vec<Lanes> = Vec::with_capacity(len * width);
+        // The turn's column (and the scale's), summed as made for their means.
+        let mut sums = [[-0.0; LANES]; 2];
+        for q in 0..len {
+            let (gx, gy): (Lanes, Lanes) = (core::array::from_fn(|l| gxs[l][q]), core::array::from_fn(|l| gys[l][q]));
+            terms.extend_from_slice(&[core::array::from_fn(|l| values[l][q]), gx, gy]);
+            if K > 2 {
+                // Pixel and corner coordinates are whole numbers: their sum is exact. (The
+                // division only where the turn is wanted: a link's translation skips it.)
+                let (i, j) = ((q % n) as f64, (q / n) as f64);
+                let (mut turn, mut scale) = ([0.0; LANES], [0.0; LANES]);
+                for l in 0..LANES {
+                    let (dx, dy) = (corner[0][l] + i - centre.0, corner[1][l] + j - centre.1);
+                    let (gx, gy) = (gx[l] + mean_gradient[0][l], gy[l] + mean_gradient[1][l]);
+                    turn[l] = gy * dx - gx * dy;
+                    scale[l] = gx * dx + gy * dy;
+                    sums[0][l] += turn[l];
+                    sums[1][l] += scale[l];
+                }
+                terms.push(turn);
+                if K > 3 {
+                    terms.push(scale);
+                }
+            }
+        }
         if K > 2 {
-            // The turn's column (and the scale's), summed as made for their means.
-            let (mut turn, mut scale) = (Vec::with_capacity(len), Vec::with_capacity(if K > 3 { len } else { 0 }));
-            let mut sums = [-0.0f64; 2];
-            for j in 0..n {
-                let dy = (p.corner.1 + j) as f64 - centre.1;
-                for i in 0..n {
-                    let dx = (p.corner.0 + i) as f64 - centre.0;
-                    let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
-                    let t = gy * dx - gx * dy;
-                    turn.push(t);
-                    sums[0] += t;
-                    if K > 3 {
-                        let s = gx * dx + gy * dy;
-                        scale.push(s);
-                        sums[1] += s;
+            let means = sums.map(|s| s.map(|s| s / len.max(1) as f64));
+            for pixel in terms.chunks_exact_mut(width) {
+                for (c, mean) in pixel[3..].iter_mut().zip(&means) {
+                    for l in 0..LANES {
+                        c[l] -= mean[l];
                     }
                 }
             }
-            let means = sums.map(|s| s / len.max(1) as f64);
-            turn.iter_mut().for_each(|x| *x -= means[0]);
-            scale.iter_mut().for_each(|x| *x -= means[1]);
-            (columns[2], columns[3]) = (turn, scale);
         }
         if ramps {
             // Every column's slopes in one sweep, then each column's ramps removed.
             let (at, energy) = ramp(n);
-            let mut slopes = [[0.0f64; 2]; K];
-            for j in 0..n {
-                for i in 0..n {
-                    for (s, c) in slopes.iter_mut().zip(&columns) {
-                        let x = c[j * n + i];
-                        s[0] += x * at(i);
-                        s[1] += x * at(j);
+            let mut slopes = [[[0.0; LANES]; 2]; K];
+            for (j, row) in terms.chunks_exact(width * n).enumerate() {
+                for (i, pixel) in row.chunks_exact(width).enumerate() {
+                    let (ai, aj) = (at(i), at(j));
+                    for (s, x) in slopes.iter_mut().zip(&pixel[1..]) {
+                        for l in 0..LANES {
+                            s[0][l] += x[l] * ai;
+                            s[1][l] += x[l] * aj;
+                        }
                     }
                 }
             }
-            for (c, s) in columns.iter_mut().zip(slopes) {
-                let (bx, by) = (s[0] / energy, s[1] / energy);
-                for (j, row) in c.chunks_exact_mut(n).enumerate() {
-                    for (i, x) in row.iter_mut().enumerate() {
-                        *x -= bx * at(i) + by * at(j);
+            let slopes = slopes.map(|s| s.map(|s| s.map(|s| s / energy)));
+            for (j, row) in terms.chunks_exact_mut(width * n).enumerate() {
+                for (i, pixel) in row.chunks_exact_mut(width).enumerate() {
+                    let (ai, aj) = (at(i), at(j));
+                    for (x, [bx, by]) in pixel[1..].iter_mut().zip(&slopes) {
+                        for l in 0..LANES {
+                            x[l] -= bx[l] * ai + by[l] * aj;
+                        }
                     }
                 }
             }
         }
         // The columns' sums with the values and with each other (the matrix is symmetric:
         // a product is the same either way round), and the values' energy.
-        let (mut with_value, mut hess, mut value_energy) = ([-0.0f64; UNKNOWNS], [[-0.0f64; UNKNOWNS]; UNKNOWNS], -0.0f64);
-        let cols: [&[f64]; K] = core::array::from_fn(|a| &columns[a][..len]);
-        for (q, &v) in p.value.iter().enumerate() {
-            let c: [f64; K] = core::array::from_fn(|a| cols[a][q]);
+        let (mut with_value, mut hess, mut value_energy) = ([[-0.0; LANES]; K], [[[-0.0; LANES]; K]; K], [-0.0; LANES]);
+        for pixel in terms.chunks_exact(width) {
+            let (v, c) = (pixel[0], &pixel[1..]);
             for a in 0..K {
-                with_value[a] += c[a] * v;
+                for l in 0..LANES {
+                    with_value[a][l] += c[a][l] * v[l];
+                }
                 for b in 0..=a {
-                    hess[a][b] += c[a] * c[b];
+                    for l in 0..LANES {
+                        hess[a][b][l] += c[a][l] * c[b][l];
+                    }
                 }
             }
-            value_energy += v * v;
-        }
-        for a in 0..UNKNOWNS {
-            for b in 0..UNKNOWNS {
-                hess[a][b] = if a < K && b < K { hess[a.max(b)][a.min(b)] } else { 0.0 };
-            }
-            if a >= K {
-                with_value[a] = 0.0;
+            for l in 0..LANES {
+                value_energy[l] += v[l] * v[l];
             }
         }
-        Jacobian { columns, with_value, hess, value_energy }
+        GroupJacobian {
+            terms,
+            with_value: core::array::from_fn(|l| core::array::from_fn(|a| if a < K { with_value[a][l] } else { 0.0 })),
+            hess: core::array::from_fn(|l| core::array::from_fn(|a| core::array::from_fn(|b| if a < K && b < K { hess[a.max(b)][a.min(b)][l] } else { 0.0 }))),
+            value_energy,
+        }
     }
 }
 
@@ -815,62 +867,99 @@ struct ResampledSums {
 }
 
 impl ResampledSums {
-    /// The sums of [`LANES`] patches (side `n`, `k` unknowns), patch `l` with its Jacobian
-    /// `jacobians[l]`, walking `moving` along `walks[l]`, every pixel inside `moving` with its
-    /// right and lower neighbours. Each patch's sums in a lane of their own (a lane may repeat
-    /// another's patch). `sampled` holds the resampled pixels after, lane by lane.
-    #[allow(clippy::too_many_arguments)]
-    fn of<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: [&Patch; LANES], jacobians: [&Jacobian; LANES], walks: [Walk; LANES], n: usize, k: usize, ramps: bool, sampled: &mut Vec<f64x4>) -> [ResampledSums; LANES] {
-        match k {
-            2 => Self::with::<T, 2>(moving, patches, jacobians, walks, n, ramps, sampled),
-            3 => Self::with::<T, 3>(moving, patches, jacobians, walks, n, ramps, sampled),
-            _ => Self::with::<T, 4>(moving, patches, jacobians, walks, n, ramps, sampled),
+    /// The sums of [`LANES`] patches (side `n`, `k` unknowns) whose values and Jacobian
+    /// columns `jacobian` holds, patch `l` walking `moving` along `walks[l]`, every pixel
+    /// inside `moving` with its right and lower neighbours. Each patch's sums in a lane of
+    /// their own (a lane may repeat another's patch). `sampled` holds the resampled pixels
+    /// after, lane by lane.
+    fn of<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, jacobian: &GroupJacobian, walks: [Walk; LANES], n: usize, k: usize, ramps: bool, sampled: &mut Vec<Lanes>) -> [ResampledSums; LANES] {
+        if sampled.len() != n * n {
+            sampled.clear();
+            sampled.resize(n * n, [0.0; LANES]);
         }
+        let (span, stride, terms) = (moving.span(), moving.stride(), &jacobian.terms[..]);
+        let (sums, columns) = match k {
+            2 => resampled_sweep::<T, 2>(span, stride, walks, terms, n, ramps, sampled).map_columns(),
+            3 => resampled_sweep::<T, 3>(span, stride, walks, terms, n, ramps, sampled).map_columns(),
+            _ => resampled_sweep::<T, 4>(span, stride, walks, terms, n, ramps, sampled).map_columns(),
+        };
+        let [_, ramp_x, ramp_y, value, deviations] = sums;
+        core::array::from_fn(|l| ResampledSums { deviations: deviations[l], ramp: (ramp_x[l], ramp_y[l]), value: value[l], columns: columns.map(|c| c[l]) })
     }
+}
 
+/// A sweep's column sums, `K` of them, as [`UNKNOWNS`] (zeros past `K`).
+trait MapColumns {
+    fn map_columns(self) -> ([Lanes; 5], [Lanes; UNKNOWNS]);
+}
+
+impl<const K: usize> MapColumns for ([Lanes; 5], [Lanes; K]) {
+    fn map_columns(self) -> ([Lanes; 5], [Lanes; UNKNOWNS]) {
+        (self.0, core::array::from_fn(|a| if a < K { self.1[a] } else { [0.0; LANES] }))
+    }
+}
+
+multiversion! {
+    on crate::cpu::Level::Avx2;
+    /// [`ResampledSums::of`]'s sweep for `K` unknowns over `span` (rows `stride` apart):
+    /// each lane's pixels resampled into `sampled`, and each lane's sums of them (from -0.0,
+    /// the ramps' from 0), with their deviations from their mean after: the total, the x
+    /// and y ramps, the values, the deviations; and the `K` columns.
     #[allow(clippy::too_many_arguments)]
-    fn with<T: Pixel + Into<f64>, const K: usize>(moving: ImageView<'_, T>, patches: [&Patch; LANES], jacobians: [&Jacobian; LANES], walks: [Walk; LANES], n: usize, ramps: bool, sampled: &mut Vec<f64x4>) -> [ResampledSums; LANES] {
-        let (span, stride) = (moving.span(), moving.stride());
+    fn resampled_sweep<T: Pixel + Into<f64>, const K: usize>(span: &[T], stride: usize, walks: [Walk; LANES], terms: &[Lanes], n: usize, ramps: bool, sampled: &mut [Lanes]) -> ([Lanes; 5], [Lanes; K]) {
         let (at, _) = ramp(n);
-        fn lanes(f: impl Fn(usize) -> f64) -> f64x4 {
-            f64x4::new(core::array::from_fn(f))
-        }
-        let (cx, cy) = (lanes(|l| walks[l].corner.0), lanes(|l| walks[l].corner.1));
-        let (along_x, along_y) = (lanes(|l| walks[l].along.0), lanes(|l| walks[l].along.1));
-        let (down_x, down_y) = (lanes(|l| walks[l].down.0), lanes(|l| walks[l].down.1));
-        let zero = f64x4::splat(-0.0);
-        let (mut total, mut ramp_x, mut ramp_y, mut value, mut columns) = (zero, f64x4::splat(0.0), f64x4::splat(0.0), zero, [zero; K]);
-        sampled.clear();
-        for j in 0..n {
-            let (start_x, start_y) = (cx + down_x * f64x4::splat(j as f64), cy + down_y * f64x4::splat(j as f64));
-            for i in 0..n {
-                let (x, y) = ((start_x + along_x * f64x4::splat(i as f64)).to_array(), (start_y + along_y * f64x4::splat(i as f64)).to_array());
-                // Inside the frame, so truncation is the floor.
-                let (x0, y0): ([i64; LANES], [i64; LANES]) = (x.map(|x| x as i64), y.map(|y| y as i64));
-                let (ax, ay) = (lanes(|l| x[l] - x0[l] as f64), lanes(|l| y[l] - y0[l] as f64));
-                let px: [usize; LANES] = core::array::from_fn(|l| y0[l] as usize * stride + x0[l] as usize);
-                let tap = |d: usize| lanes(|l| span[px[l] + d].into());
-                let (t0, t1, b0, b1) = (tap(0), tap(1), tap(stride), tap(stride + 1));
-                let top = t0 + ax * (t1 - t0);
-                let w = top + ay * (b0 + ax * (b1 - b0) - top);
-                sampled.push(w);
-                let q = j * n + i;
-                total += w;
-                if ramps {
-                    ramp_x += w * f64x4::splat(at(i));
-                    ramp_y += w * f64x4::splat(at(j));
+        let corner: [Lanes; 2] = [core::array::from_fn(|l| walks[l].corner.0), core::array::from_fn(|l| walks[l].corner.1)];
+        let along: [Lanes; 2] = [core::array::from_fn(|l| walks[l].along.0), core::array::from_fn(|l| walks[l].along.1)];
+        let down: [Lanes; 2] = [core::array::from_fn(|l| walks[l].down.0), core::array::from_fn(|l| walks[l].down.1)];
+        let (mut total, mut ramp_x, mut ramp_y, mut value, mut columns) = ([-0.0; LANES], [0.0; LANES], [0.0; LANES], [-0.0; LANES], [[-0.0; LANES]; K]);
+        let rows = sampled.chunks_exact_mut(n.max(1)).zip(terms.chunks_exact((n * (1 + K)).max(1)));
+        for (j, (sampled, terms)) in rows.enumerate() {
+            let (row, aj) = (j as f64, at(j));
+            let start: [Lanes; 2] = [core::array::from_fn(|l| corner[0][l] + down[0][l] * row), core::array::from_fn(|l| corner[1][l] + down[1][l] * row)];
+            for (i, (out, t)) in sampled.iter_mut().zip(terms.chunks_exact(1 + K)).enumerate() {
+                let (column, ai) = (i as f64, at(i));
+                let (x, y): (Lanes, Lanes) = (core::array::from_fn(|l| start[0][l] + along[0][l] * column), core::array::from_fn(|l| start[1][l] + along[1][l] * column));
+                let (x0, y0) = (floor_inside(x), floor_inside(y));
+                // Each lane's four taps (top left, top right, bottom left, bottom right) from
+                // one slice: one bounds check a lane, not four.
+                let corners = whole_numbers(core::array::from_fn(|l| y0[l] * stride as f64 + x0[l]));
+                let mut taps = [[T::default(); LANES]; 4];
+                for (l, &at) in corners.iter().enumerate() {
+                    let square = &span[at..at + stride + 2];
+                    (taps[0][l], taps[1][l], taps[2][l], taps[3][l]) = (square[0], square[1], square[stride], square[stride + 1]);
                 }
-                value += lanes(|l| patches[l].value[q]) * w;
-                for (a, sum) in columns.iter_mut().enumerate() {
-                    *sum += lanes(|l| jacobians[l].columns[a][q]) * w;
+                let [t0, t1, b0, b1] = taps.map(|tap| tap.map(Into::<f64>::into));
+                let mut w = [0.0; LANES];
+                for l in 0..LANES {
+                    let (ax, ay) = (x[l] - x0[l], y[l] - y0[l]);
+                    let top = t0[l] + ax * (t1[l] - t0[l]);
+                    w[l] = top + ay * (b0[l] + ax * (b1[l] - b0[l]) - top);
+                    total[l] += w[l];
+                    if ramps {
+                        ramp_x[l] += w[l] * ai;
+                        ramp_y[l] += w[l] * aj;
+                    }
+                }
+                *out = w;
+                let (values, terms) = (t[0], &t[1..]);
+                for l in 0..LANES {
+                    value[l] += values[l] * w[l];
+                }
+                for (sum, column) in columns.iter_mut().zip(terms) {
+                    for l in 0..LANES {
+                        sum[l] += column[l] * w[l];
+                    }
                 }
             }
         }
-        let mean = total / f64x4::splat(sampled.len() as f64);
-        let deviations = sampled.iter().fold(zero, |s, &w| s + (w - mean) * (w - mean)).to_array();
-        let (ramp_x, ramp_y, value) = (ramp_x.to_array(), ramp_y.to_array(), value.to_array());
-        let columns = columns.map(|c| c.to_array());
-        core::array::from_fn(|l| ResampledSums { deviations: deviations[l], ramp: (ramp_x[l], ramp_y[l]), value: value[l], columns: core::array::from_fn(|a| if a < K { columns[a][l] } else { 0.0 }) })
+        let mean = total.map(|t| t / sampled.len() as f64);
+        let mut deviations = [-0.0; LANES];
+        for w in sampled.iter() {
+            for l in 0..LANES {
+                deviations[l] += (w[l] - mean[l]) * (w[l] - mean[l]);
+            }
+        }
+        ([total, ramp_x, ramp_y, value, deviations], columns)
     }
 }
 
@@ -1066,11 +1155,11 @@ mod tests {
         });
     }
 
-    /// [`solve`]'s sums of a patch taken side by side ([`Jacobian`]; [`ResampledSums`], four
-    /// patches in the lanes of a vector, one of them twice) are its sweeps one sum at a
-    /// time, to the bit: pixel types (f32 frames with negative values and zeros of either
+    /// [`solve`]'s sums of a patch taken side by side ([`GroupJacobian`] and
+    /// [`ResampledSums`], four patches in the lanes of a vector, one of them twice) are its
+    /// sweeps one sum at a time, to the bit: pixel types (f32 frames with negative values and zeros of either
     /// sign), sides, 2 to 4 unknowns, with and without ramps, turned and scaled walks through
-    /// the moving frame.
+    /// the moving frame; at every vector width the CPU has.
     #[test]
     fn a_patchs_sums_side_by_side_are_its_sweeps_one_by_one_to_the_bit() {
         fn check<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, rng: &mut SplitMix64) {
@@ -1081,7 +1170,7 @@ mod tests {
                 let (k, ramps) = (2 + round % 3, round % 2 == 1);
                 let centre = (rng.uniform() * w as f64, rng.uniform() * h as f64);
                 // Three patches, the last lane repeating the first.
-                let made: Vec<(Patch, [Vec<f64>; UNKNOWNS], Jacobian)> = (0..LANES - 1)
+                let made: Vec<(Patch, [Vec<f64>; UNKNOWNS])> = (0..LANES - 1)
                     .map(|_| {
                         let site = ((rng.next_u64() as usize) % (w - n - 2), (rng.next_u64() as usize) % (h - n - 2));
                         let mut p = patch(reference, site, n);
@@ -1105,21 +1194,24 @@ mod tests {
                         if ramps {
                             cols.iter_mut().take(k).for_each(|c| remove_ramps(c, n));
                         }
-                        let jacobian = Jacobian::of(&p, n, centre, k, ramps);
-                        (p, cols, jacobian)
+                        (p, cols)
                     })
                     .collect();
-                for (p, cols, jacobian) in &made {
+                let lane = |l: usize| &made[l % (LANES - 1)];
+                let jacobian = GroupJacobian::of(core::array::from_fn(|l| &lane(l).0), n, centre, k, ramps);
+                for (l, (p, cols)) in (0..LANES).map(|l| (l, lane(l))) {
+                    let column = |a: usize| jacobian.terms.chunks_exact(1 + k).map(|t| t[1 + a][l]).collect::<Vec<_>>();
+                    let values = jacobian.terms.chunks_exact(1 + k).map(|t| t[0][l]).collect::<Vec<_>>();
+                    assert_eq!(bits(&values), bits(&p.value), "n {n}, k {k}, lane {l}: values");
                     for a in 0..k {
-                        assert_eq!(bits(&jacobian.columns[a]), bits(&cols[a]), "n {n}, k {k}, ramps {ramps}: column {a}");
-                        assert_eq!(jacobian.with_value[a].to_bits(), dot(&cols[a], &p.value).to_bits(), "n {n}, k {k}: with value {a}");
+                        assert_eq!(bits(&column(a)), bits(&cols[a]), "n {n}, k {k}, ramps {ramps}, lane {l}: column {a}");
+                        assert_eq!(jacobian.with_value[l][a].to_bits(), dot(&cols[a], &p.value).to_bits(), "n {n}, k {k}, lane {l}: with value {a}");
                         for b in 0..k {
-                            assert_eq!(jacobian.hess[a][b].to_bits(), dot(&cols[a], &cols[b]).to_bits(), "n {n}, k {k}: hess {a} {b}");
+                            assert_eq!(jacobian.hess[l][a][b].to_bits(), dot(&cols[a], &cols[b]).to_bits(), "n {n}, k {k}, lane {l}: hess {a} {b}");
                         }
                     }
-                    assert_eq!(jacobian.value_energy.to_bits(), dot(&p.value, &p.value).to_bits());
+                    assert_eq!(jacobian.value_energy[l].to_bits(), dot(&p.value, &p.value).to_bits(), "lane {l}");
                 }
-                let lane = |l: usize| &made[l % (LANES - 1)];
                 // Walks through the moving frame, turned and scaled, inside it.
                 let walks: [Walk; LANES] = core::array::from_fn(|_| {
                     let (turn, zoom) = ((rng.uniform() - 0.5) * 0.3, 0.9 + 0.2 * rng.uniform());
@@ -1127,9 +1219,9 @@ mod tests {
                     Walk { corner, along: (zoom * libm::cos(turn), zoom * libm::sin(turn)), down: (-zoom * libm::sin(turn), zoom * libm::cos(turn)) }
                 });
                 let mut sampled = Vec::new();
-                let sums = ResampledSums::of(moving, core::array::from_fn(|l| &lane(l).0), core::array::from_fn(|l| &lane(l).2), walks, n, k, ramps, &mut sampled);
+                let sums = ResampledSums::of(moving, &jacobian, walks, n, k, ramps, &mut sampled);
                 for (l, (sums, walk)) in sums.iter().zip(&walks).enumerate() {
-                    let (p, cols, _) = lane(l);
+                    let (p, cols) = lane(l);
                     let resampled: Vec<f64> = (0..n * n)
                         .map(|q| {
                             let (i, j) = (q % n, q / n);
@@ -1143,7 +1235,7 @@ mod tests {
                         })
                         .collect();
                     let what = alloc::format!("n {n}, k {k}, ramps {ramps}, lane {l}");
-                    assert_eq!(bits(&sampled.iter().map(|v| v.to_array()[l]).collect::<Vec<_>>()), bits(&resampled), "{what}: the resampled pixels");
+                    assert_eq!(bits(&sampled.iter().map(|v| v[l]).collect::<Vec<_>>()), bits(&resampled), "{what}: the resampled pixels");
                     let mean = resampled.iter().sum::<f64>() / resampled.len() as f64;
                     let deviations = resampled.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
                     assert_eq!(sums.deviations.to_bits(), deviations.to_bits(), "{what}: deviations");
@@ -1159,11 +1251,38 @@ mod tests {
                 }
             }
         }
-        let mut rng = SplitMix64::new(29);
-        let (bytes, words, floats) = random_pairs(&mut rng, (83, 71));
-        check(bytes.0.view(), bytes.1.view(), &mut rng);
-        check(words.0.view(), words.1.view(), &mut rng);
-        check(floats.0.view(), floats.1.view(), &mut rng);
+        crate::testing::at_every_level(|_| {
+            let mut rng = SplitMix64::new(29);
+            let (bytes, words, floats) = random_pairs(&mut rng, (83, 71));
+            check(bytes.0.view(), bytes.1.view(), &mut rng);
+            check(words.0.view(), words.1.view(), &mut rng);
+            check(floats.0.view(), floats.1.view(), &mut rng);
+        });
+    }
+
+    /// The floor and the indices the resampling takes through vector arithmetic are the
+    /// scalar conversion's: whole numbers, their neighbours in the last place, halves (which
+    /// round to even), random coordinates of a frame, and the largest the trick allows.
+    #[test]
+    fn floors_of_coordinates_are_the_truncations_to_integers() {
+        let mut rng = SplitMix64::new(41);
+        let mut values = alloc::vec![0.0, -0.0, 0.5, 1.5, 2.5, 1.0, 2.0, (1u64 << 51) as f64 - 0.5, (1u64 << 51) as f64 - 1.0];
+        for k in 0..2000 {
+            let whole = (rng.next_u64() % 100_000) as f64;
+            values.extend([whole, libm::nextafter(whole, f64::INFINITY), libm::nextafter(whole, 0.0), whole + 0.5, rng.uniform() * 8192.0, rng.uniform() * (1u64 << (k % 51)) as f64]);
+        }
+        for chunk in values.chunks_exact(LANES) {
+            let v: Lanes = core::array::from_fn(|l| chunk[l]);
+            let floors = floor_inside(v);
+            for (l, &x) in chunk.iter().enumerate() {
+                assert_eq!(floors[l].to_bits(), ((x as i64) as f64).to_bits(), "{x:e}");
+            }
+            let (row, stride) = ((rng.next_u64() % 1000) as usize, 1 + (rng.next_u64() % 5000) as usize);
+            let index = whole_numbers(floor_inside(v).map(|x0| row as f64 * stride as f64 + x0));
+            for (l, &x) in chunk.iter().enumerate() {
+                assert_eq!(index[l], row * stride + x as usize, "{x:e}");
+            }
+        }
     }
 
     /// A shift refined on threads (patches and each iteration's sums made two patches a
