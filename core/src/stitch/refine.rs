@@ -878,24 +878,12 @@ impl ResampledSums {
             sampled.resize(n * n, [0.0; LANES]);
         }
         let (span, stride, terms) = (moving.span(), moving.stride(), &jacobian.terms[..]);
-        let (sums, columns) = match k {
-            2 => resampled_sweep::<T, 2>(span, stride, walks, terms, n, ramps, sampled).map_columns(),
-            3 => resampled_sweep::<T, 3>(span, stride, walks, terms, n, ramps, sampled).map_columns(),
-            _ => resampled_sweep::<T, 4>(span, stride, walks, terms, n, ramps, sampled).map_columns(),
+        let ([ramp_x, ramp_y, value, deviations], columns) = match k {
+            2 => resampled_sweep::<T, 2>(span, stride, walks, terms, n, ramps, sampled),
+            3 => resampled_sweep::<T, 3>(span, stride, walks, terms, n, ramps, sampled),
+            _ => resampled_sweep::<T, 4>(span, stride, walks, terms, n, ramps, sampled),
         };
-        let [_, ramp_x, ramp_y, value, deviations] = sums;
         core::array::from_fn(|l| ResampledSums { deviations: deviations[l], ramp: (ramp_x[l], ramp_y[l]), value: value[l], columns: columns.map(|c| c[l]) })
-    }
-}
-
-/// A sweep's column sums, `K` of them, as [`UNKNOWNS`] (zeros past `K`).
-trait MapColumns {
-    fn map_columns(self) -> ([Lanes; 5], [Lanes; UNKNOWNS]);
-}
-
-impl<const K: usize> MapColumns for ([Lanes; 5], [Lanes; K]) {
-    fn map_columns(self) -> ([Lanes; 5], [Lanes; UNKNOWNS]) {
-        (self.0, core::array::from_fn(|a| if a < K { self.1[a] } else { [0.0; LANES] }))
     }
 }
 
@@ -903,10 +891,10 @@ multiversion! {
     on crate::cpu::Level::Avx2;
     /// [`ResampledSums::of`]'s sweep for `K` unknowns over `span` (rows `stride` apart):
     /// each lane's pixels resampled into `sampled`, and each lane's sums of them (from -0.0,
-    /// the ramps' from 0), with their deviations from their mean after: the total, the x
-    /// and y ramps, the values, the deviations; and the `K` columns.
+    /// the ramps' from 0), with their deviations from their mean after: the x and y ramps,
+    /// the values, the deviations; and the columns (zero past the `K`th).
     #[allow(clippy::too_many_arguments)]
-    fn resampled_sweep<T: Pixel + Into<f64>, const K: usize>(span: &[T], stride: usize, walks: [Walk; LANES], terms: &[Lanes], n: usize, ramps: bool, sampled: &mut [Lanes]) -> ([Lanes; 5], [Lanes; K]) {
+    fn resampled_sweep<T: Pixel + Into<f64>, const K: usize>(span: &[T], stride: usize, walks: [Walk; LANES], terms: &[Lanes], n: usize, ramps: bool, sampled: &mut [Lanes]) -> ([Lanes; 4], [Lanes; UNKNOWNS]) {
         let (at, _) = ramp(n);
         let corner: [Lanes; 2] = [core::array::from_fn(|l| walks[l].corner.0), core::array::from_fn(|l| walks[l].corner.1)];
         let along: [Lanes; 2] = [core::array::from_fn(|l| walks[l].along.0), core::array::from_fn(|l| walks[l].along.1)];
@@ -959,7 +947,7 @@ multiversion! {
                 deviations[l] += (w[l] - mean[l]) * (w[l] - mean[l]);
             }
         }
-        ([total, ramp_x, ramp_y, value, deviations], columns)
+        ([ramp_x, ramp_y, value, deviations], core::array::from_fn(|a| if a < K { columns[a] } else { [0.0; LANES] }))
     }
 }
 
