@@ -46,6 +46,14 @@ impl CudaBackend {
         &self.gpu
     }
 
+    /// [`Backend::stitch`], with what the run did on the device and where its time went
+    /// ([`StitchCounts`]: its launches, the wall time inside device calls, and so the host's
+    /// share, which is what bounds a run's pairs a second once the device is fast).
+    #[doc(hidden)]
+    pub fn stitch_counted(&self, frames: &dyn FrameSource, p: &StitchParams, progress: &mut dyn FnMut(usize) -> ControlFlow<()>) -> Result<(Panorama, registrar::StitchCounts)> {
+        registrar::stitch_counted(&self.gpu, frames, p, progress)
+    }
+
     /// Waits until every operation queued on the device has completed. The operations on
     /// device images are queued on the legacy default stream and may still run when they
     /// return: work on that stream (and on streams that synchronize with it) is ordered

@@ -118,13 +118,21 @@ pub struct StitchCounts {
     pub paste_uploads: usize,
     pub canvas_downloads: usize,
     /// Seconds the run spent inside device calls (on the shim: the kernels' emulation
-    /// included); the rest of its time is host work.
+    /// included); the rest of its time is host work ([`StitchCounts::host_seconds`]).
     pub device_seconds: f64,
     /// The run's wall time, from its first frame to its panorama (the device's start and
     /// teardown left out).
     pub run_seconds: f64,
     /// Device allocations of the whole run (requests its buffer pool could not serve).
     pub allocations: usize,
+}
+
+impl StitchCounts {
+    /// Seconds of the run with no device call in flight: the host's own work, which a
+    /// faster device does not shorten.
+    pub fn host_seconds(&self) -> f64 {
+        (self.run_seconds - self.device_seconds).max(0.0)
+    }
 }
 
 struct State<'g> {
@@ -423,7 +431,7 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     let mut canvas = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend| -> Result<Box<dyn Pasting + '_>> {
         crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
     };
-    let start = std::time::Instant::now();
+    let (start, device_before) = (std::time::Instant::now(), gpu.device_seconds());
     crate::host_count::resume();
     let pano = stitch_frames_into(frames, p, par, progress, Some(&registrar), &mut canvas);
     crate::host_count::pause();
@@ -431,6 +439,6 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     let run_seconds = start.elapsed().as_secs_f64();
     let mut counts = registrar.state()?.counts.clone();
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
-    (counts.device_seconds, counts.run_seconds, counts.allocations) = (gpu.device_seconds(), run_seconds, gpu.allocations());
+    (counts.device_seconds, counts.run_seconds, counts.allocations) = (gpu.device_seconds() - device_before, run_seconds, gpu.allocations());
     Ok((pano, counts))
 }

@@ -286,6 +286,30 @@ mod stitching {
         });
     }
 
+    /// A backend's counted stitch reports the run's own time: the device calls of an
+    /// earlier run on the same backend are not counted again, and the run's time splits into
+    /// device calls and the host's rest.
+    #[test]
+    fn a_counted_stitch_splits_its_own_runs_time_between_device_and_host() {
+        let cpu = CpuBackend::new(Parallelism::Sequential);
+        let gpu = tessera_cuda::open_shim_cuda();
+        let p = params("u8", Blend::Overwrite, 0.25);
+        with_sweep(5, |plan| {
+            let (long, short) = (First(plan, 10), First(plan, 2));
+            let (first, before) = gpu.stitch_counted(&long, &p, &mut go_on).unwrap();
+            let (second, counts) = gpu.stitch_counted(&short, &p, &mut go_on).unwrap();
+            assert_eq!(first, cpu.stitch(&long, &p, &mut go_on).unwrap());
+            assert_eq!(second, cpu.stitch(&short, &p, &mut go_on).unwrap());
+            for c in [&before, &counts] {
+                assert!(c.device_seconds > 0.0 && c.device_seconds <= c.run_seconds, "{c:?}");
+                assert!((c.host_seconds() - (c.run_seconds - c.device_seconds)).abs() < 1e-12, "{c:?}");
+            }
+            // One pair against nine: the first run's device time is not the second's.
+            assert!(counts.device_seconds < before.device_seconds, "{before:?} then {counts:?}");
+            assert_eq!((counts.pairs, counts.paste_uploads), (1, 2), "{counts:?}");
+        });
+    }
+
     #[test]
     fn each_host_work_design_gives_the_cpus_panorama() {
         use tessera_cuda::StitchHostWork;
@@ -391,7 +415,7 @@ mod stitching {
         assert_eq!(got, want);
         assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
         let host = total - counts.device_seconds;
-        let in_run = counts.run_seconds - counts.device_seconds;
+        let in_run = counts.host_seconds();
         eprintln!(
             "{n} frames {}x{}: {total:.3} s, device calls {:.3} s, host {host:.4} s ({:.3} ms a pair; in the run {:.3} ms a pair, the device's start and teardown {:.2} ms); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
             sp.frame_width,

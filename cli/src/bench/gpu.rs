@@ -22,7 +22,8 @@
 //!   time against template size (25..255), on the backend and on the same machine's CPU
 //!   backend with all its threads (the 1 000 frames on one thread too); the first 200
 //!   frames on the backend in each design of its host work (`gpu_stitch_pal_host_work`:
-//!   the run's thread, the pool).
+//!   the run's thread, the pool), and in each design the 1 000 frames' wall time inside
+//!   device calls and the host's share of it a pair (`gpu_stitch_pal_host_share`).
 
 use super::stereo::{data_dir, ground_truth, rgba, synthetic};
 use super::{Bench, Recorder};
@@ -387,6 +388,34 @@ pub(super) fn pal_stitch_case(frames: usize) -> Result<(Vec<Image<u8>>, StitchPa
     Ok((luma, StitchParams { register: RegisterParams { rsz: 31, npts: 8, ..Default::default() }, quality: false, ..Default::default() }))
 }
 
+/// `gpu_stitch_pal_host_share`: where a device stitch of `views` spends its wall time, in
+/// each design of its host work, one run each: inside device calls, and the rest, the
+/// host's own work with the device idle, a pair (`host_us_per_pair`). That rest bounds
+/// the pairs a second however fast the device is: 20 000 a second leave 50 us a pair.
+fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Result<()> {
+    let cuda = tessera::cuda::open_cuda()?;
+    let _restore = EnvRestored::save(&[tessera_cuda::STITCH_HOST_WORK_ENV]);
+    let pairs = views.len().saturating_sub(1).max(1) as f64;
+    let tenths = |x: f64| (x * 10.0).round() / 10.0;
+    for design in names::<tessera_cuda::StitchHostWork>() {
+        std::env::set_var(tessera_cuda::STITCH_HOST_WORK_ENV, design);
+        let (pano, counts) = cuda.stitch_counted(&InMemory(views), p, &mut |_| ControlFlow::Continue(()))?;
+        let params = json!({"w": 720, "h": 576, "frames": views.len(), "rsz": p.register.rsz, "npts": p.register.npts, "design": design});
+        r.record(
+            "gpu_stitch_pal_host_share",
+            params,
+            "cuda",
+            json!({
+                "host_us_per_pair": tenths(1e6 * counts.host_seconds() / pairs),
+                "device_ms": tenths(1e3 * counts.device_seconds),
+                "run_ms": tenths(1e3 * counts.run_seconds),
+                "registered": pano.frames.iter().filter(|f| f.is_ok()).count(),
+            }),
+        );
+    }
+    Ok(())
+}
+
 /// Stitching a 1 000-frame PAL sequence held in memory (NPTS 8, rsz 31) on the backend, on
 /// the CPU backend with all threads and on one (`cpu-1thread`: what the machine's cores
 /// give the CPU), and time against template size on the backend and the CPU with all threads.
@@ -419,6 +448,9 @@ fn stitch_cases(b: &Bench, r: &mut Recorder, cpu: &dyn Backend, cpu_1thread: &dy
                 let params = json!({"w": 720, "h": 576, "frames": part.len(), "rsz": 31, "npts": 8, "design": design});
                 r.time("gpu_stitch_pal_host_work", params, b.backend.name(), 3, || b.backend.stitch(&InMemory(part), &p, &mut |_| ControlFlow::Continue(())).map(|_| ()));
             }
+        }
+        if b.backend.name() != cpu.name() && r.wants("gpu_stitch_pal_host_share") {
+            host_share(r, &views, &p)?;
         }
         let short = &views[..curve_frames.min(views.len())];
         let n = (short.len() - 1) as f64;
