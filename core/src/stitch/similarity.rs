@@ -246,9 +246,7 @@ impl ConsensusCount {
         if weights.len() != points.len() {
             return None;
         }
-        let made = hypotheses(&points, &weights, bounds);
-        let mut hypotheses = Vec::with_capacity(made.most());
-        hypotheses.extend(made);
+        let hypotheses = hypotheses(&points, &weights, bounds).all();
         Some(ConsensusCount { points, weights, tol, bounds: *bounds, hypotheses })
     }
 
@@ -370,6 +368,22 @@ impl Hypotheses {
         let len = self.strongest.len;
         len * len.saturating_sub(1) / 2
     }
+
+    /// The hypotheses left, in the iterator's order: each row's valid lanes copied as the
+    /// row is made, rather than handed out one call at a time.
+    fn all(mut self) -> Vec<Hypothesis> {
+        let mut all = Vec::with_capacity(self.most());
+        loop {
+            let row = &self.row;
+            all.extend((self.m..self.strongest.len).filter(|&m| row.valid[m]).map(|m| [row.c[m], row.s[m], row.x[m], row.y[m]]));
+            if self.n >= self.strongest.len {
+                return all;
+            }
+            hypothesis_row(&self.strongest, self.n, &self.limits, &mut self.row);
+            self.n += 1;
+            self.m = self.n;
+        }
+    }
 }
 
 impl Iterator for Hypotheses {
@@ -453,9 +467,12 @@ multiversion! {
     /// lane `m` at once (valid for `n < m < len` within `limits`): the turn (scaled, with a
     /// scale) taking the moving baseline `u` onto the reference baseline `v`, about the
     /// pair's midpoint. Branch-free, so that each level's lanes make several at a time.
+    /// Only the lanes a row hands out (`n < m < len`) are made, from the vector of four
+    /// that holds lane `n + 1`: the others are never read.
     fn hypothesis_row(points: &Strongest, n: usize, limits: &Limits, row: &mut Row) {
         let (ax, ay, bx, by) = (points.mx[n], points.my[n], points.rx[n], points.ry[n]);
-        for m in 0..MAX_HYPOTHESIS_POINTS {
+        let lanes = ((n + 1) & !3)..points.len.next_multiple_of(4).min(MAX_HYPOTHESIS_POINTS);
+        for m in lanes {
             let (ux, uy) = (points.mx[m] - ax, points.my[m] - ay);
             let (vx, vy) = (points.rx[m] - bx, points.ry[m] - by);
             let (lu, lv) = (sqrt(ux * ux + uy * uy), sqrt(vx * vx + vy * vy));
@@ -637,6 +654,12 @@ mod tests {
             let got: Vec<Hypothesis> = hypotheses(&points, &weights, &bounds).collect();
             let want = hypotheses_reference(&points, &weights, &bounds);
             proptest::prop_assert_eq!(got.len(), want.len());
+            // Those left taken all at once, from any point of the iteration: the same, to the bit.
+            let skip = (seed % (got.len() as u64 + 1)) as usize;
+            let mut rest = hypotheses(&points, &weights, &bounds);
+            rest.by_ref().take(skip).for_each(drop);
+            let bits = |h: &Hypothesis| h.map(f64::to_bits);
+            proptest::prop_assert!(rest.all().iter().map(bits).eq(got[skip..].iter().map(bits)), "after {}", skip);
             for (&[c, s, x, y], (n, m, w)) in got.iter().zip(&want) {
                 for p in [(0.0, 0.0), (400.0, 0.0), (0.0, 300.0), (400.0, 300.0)] {
                     let (g, e) = ((x + c * p.0 - s * p.1, y + s * p.0 + c * p.1), w.apply(p));
