@@ -371,28 +371,39 @@ fn refined_sites(vectors: &[MotionVector]) -> impl Iterator<Item = (usize, usize
 /// `(tx, ty)`, which must lie at least a pixel inside the reference.
 fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize) -> Patch {
     let (mut value, mut gx, mut gy) = (alloc::vec![0.0; n * n], alloc::vec![0.0; n * n], alloc::vec![0.0; n * n]);
-    let mut sums = [-0.0f64; 3];
-    // Row by row into the patch's rows (written in place: pushed one by one, the three
-    // lists cost more than the differences).
     let rows = value.chunks_exact_mut(n).zip(gx.chunks_exact_mut(n)).zip(gy.chunks_exact_mut(n));
     for (y, ((value, gx), gy)) in (ty + 1..).zip(rows) {
-        let (above, here, below) = (&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..]);
-        let f = |v: &T| -> f64 { (*v).into() };
-        let pixels = here.windows(3).zip(above).zip(below);
-        for ((((h, a), b), v), (x, y)) in pixels.zip(value.iter_mut()).zip(gx.iter_mut().zip(gy.iter_mut())) {
-            (*v, *x, *y) = (f(&h[1]), 0.5 * (f(&h[2]) - f(&h[0])), 0.5 * (f(b) - f(a)));
-            // Summed as they come, in the order (and from the -0.0) of an iterator's sum:
-            // the three sums side by side, not three sweeps each waiting on the adder.
-            sums[0] += *v;
-            sums[1] += *x;
-            sums[2] += *y;
-        }
+        differences(&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..], value, gx, gy);
+    }
+    // Summed in pixel order from -0.0, as an iterator's sum, the three side by side (three
+    // chains of additions at once rather than three sweeps each waiting on the adder).
+    let mut sums = [-0.0f64; 3];
+    for ((v, x), y) in value.iter().zip(&gx).zip(&gy) {
+        sums[0] += *v;
+        sums[1] += *x;
+        sums[2] += *y;
     }
     let means = sums.map(|s| s / (n * n).max(1) as f64);
     for (v, m) in [&mut value, &mut gx, &mut gy].into_iter().zip(means) {
         v.iter_mut().for_each(|x| *x -= m);
     }
     Patch { corner: (tx + 1, ty + 1), value, gx, gy, mean_gradient: (means[1], means[2]) }
+}
+
+multiversion! {
+    /// A row of a patch: its pixels `value` (`here[1..]`) and their central differences
+    /// `gx`, `gy` (`above` and `below` start over the first of them), as many as `value`
+    /// holds. Without a sum, so that each level's lanes take several pixels at a time.
+    fn differences<T: Into<f64> + Pixel>(above: &[T], here: &[T], below: &[T], value: &mut [f64], gx: &mut [f64], gy: &mut [f64]) {
+        let n = value.len();
+        let (above, here, below, gx, gy) = (&above[..n], &here[..n + 2], &below[..n], &mut gx[..n], &mut gy[..n]);
+        let f = |v: T| -> f64 { v.into() };
+        for i in 0..n {
+            value[i] = f(here[i + 1]);
+            gx[i] = 0.5 * (f(here[i + 2]) - f(here[i]));
+            gy[i] = 0.5 * (f(below[i]) - f(above[i]));
+        }
+    }
 }
 
 /// Unknowns of [`refine_motion`] at most: translation, angle, scale.
@@ -670,11 +681,14 @@ fn ramp(n: usize) -> (impl Fn(usize) -> f64, f64) {
 /// The slopes (x, y) of the least-squares plane through an `n x n` patch, per pixel.
 fn slopes(v: &[f64], n: usize) -> (f64, f64) {
     let (at, energy) = ramp(n);
+    // The columns' ramp made once, not at every pixel (the same values).
+    let across: Vec<f64> = (0..n).map(&at).collect();
     let (mut sx, mut sy) = (0.0, 0.0);
     for (j, row) in v.chunks_exact(n).enumerate() {
-        for (i, x) in row.iter().enumerate() {
-            sx += x * at(i);
-            sy += x * at(j);
+        let down = at(j);
+        for (x, a) in row.iter().zip(&across) {
+            sx += x * a;
+            sy += x * down;
         }
     }
     (sx / energy, sy / energy)
@@ -684,9 +698,11 @@ fn slopes(v: &[f64], n: usize) -> (f64, f64) {
 fn remove_ramps(v: &mut [f64], n: usize) {
     let (at, _) = ramp(n);
     let (bx, by) = slopes(v, n);
+    let across: Vec<f64> = (0..n).map(|i| bx * at(i)).collect();
     for (j, row) in v.chunks_exact_mut(n).enumerate() {
-        for (i, x) in row.iter_mut().enumerate() {
-            *x -= bx * at(i) + by * at(j);
+        let down = by * at(j);
+        for (x, a) in row.iter_mut().zip(&across) {
+            *x -= a + down;
         }
     }
 }
@@ -1324,7 +1340,22 @@ mod tests {
             zero_mean(&mut v);
             let before = dot(&v, &v);
             let energy = ramp_energy(&v, n);
+            // The definition, a pixel at a time: the plane's slopes summed in pixel order, then
+            // taken away at each pixel.
+            let mut want = v.clone();
+            let c = (n as f64 - 1.0) / 2.0;
+            let plane = (0..n).map(|i| (i as f64 - c) * (i as f64 - c)).sum::<f64>() * n as f64;
+            let (mut sx, mut sy) = (0.0, 0.0);
+            for (k, x) in want.iter().enumerate() {
+                sx += x * ((k % n) as f64 - c);
+                sy += x * ((k / n) as f64 - c);
+            }
+            let (bx, by) = (sx / plane, sy / plane);
+            for (k, x) in want.iter_mut().enumerate() {
+                *x -= bx * ((k % n) as f64 - c) + by * ((k / n) as f64 - c);
+            }
             remove_ramps(&mut v, n);
+            assert_eq!(v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{n}: the definition to the bit");
             let (bx, by) = slopes(&v, n);
             assert!(bx.abs() < 1e-12 && by.abs() < 1e-12, "{n}: {bx} {by}");
             assert!((before - dot(&v, &v) - energy).abs() < 1e-9 * before, "{n}");
