@@ -375,14 +375,23 @@ impl Hypotheses {
         let mut all = Vec::with_capacity(self.most());
         loop {
             let row = &self.row;
-            all.extend((self.m..self.strongest.len).filter(|&m| row.valid[m]).map(|m| [row.c[m], row.s[m], row.x[m], row.y[m]]));
-            if self.n >= self.strongest.len {
+            all.extend((self.m..self.strongest.len).filter(|&m| row.valid[m]).map(|m| row.hypothesis(m)));
+            if !self.next_row() {
                 return all;
             }
-            hypothesis_row(&self.strongest, self.n, &self.limits, &mut self.row);
-            self.n += 1;
-            self.m = self.n;
         }
+    }
+
+    /// Makes the next row, its lanes handed out from the one past its point; `false` after
+    /// the last.
+    fn next_row(&mut self) -> bool {
+        if self.n >= self.strongest.len {
+            return false;
+        }
+        hypothesis_row(&self.strongest, self.n, &self.limits, &mut self.row);
+        self.n += 1;
+        self.m = self.n;
+        true
     }
 }
 
@@ -395,15 +404,12 @@ impl Iterator for Hypotheses {
                 let m = self.m;
                 self.m += 1;
                 if self.row.valid[m] {
-                    return Some([self.row.c[m], self.row.s[m], self.row.x[m], self.row.y[m]]);
+                    return Some(self.row.hypothesis(m));
                 }
             }
-            if self.n >= self.strongest.len {
+            if !self.next_row() {
                 return None;
             }
-            hypothesis_row(&self.strongest, self.n, &self.limits, &mut self.row);
-            self.n += 1;
-            self.m = self.n;
         }
     }
 }
@@ -453,6 +459,13 @@ struct Row {
     x: [f64; MAX_HYPOTHESIS_POINTS],
     y: [f64; MAX_HYPOTHESIS_POINTS],
     valid: [bool; MAX_HYPOTHESIS_POINTS],
+}
+
+impl Row {
+    /// Lane `m`'s hypothesis.
+    fn hypothesis(&self, m: usize) -> Hypothesis {
+        [self.c[m], self.s[m], self.x[m], self.y[m]]
+    }
 }
 
 impl Default for Row {
