@@ -17,6 +17,7 @@ use super::source::{FrameSource, GrayType, Held, Link};
 use super::window::{Buffers, Planned, Window, WindowSize};
 use crate::error::{Error, Result};
 use crate::ncc::Integral;
+use crate::parallel::alongside;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
@@ -152,7 +153,24 @@ impl<'a, T: GrayType> Chain<'a, T> {
         }
         if let (Some(g), Some(w), true) = (self.run.registrar, self.window.as_ref(), opened) {
             let find = |idx: usize| window_frame(&self.held, current, &self.ahead, idx);
-            g.speculate(&w.requests::<T>(&find, self.run.size)?, &self.run.p.register)?;
+            let requests = w.requests::<T>(&find, self.run.size)?;
+            // The frames of the links the window will refine on the whole overlap are smoothed
+            // on the pool's threads while this one waits on the registrar's launch: a host's
+            // other cores are idle while a device registers, and the links then find the
+            // copies they would have made (a plan the pairs leave has smoothed a frame no link
+            // reads, which the frame recycles when it departs). A frame that fails to smooth
+            // here is smoothed again by its link, which reports why.
+            let smoothing: Vec<usize> = match self.run.refines_on_overlap() {
+                true => w.keyframe_links().flat_map(|(r, m)| [r, m]).collect(),
+                false => Vec::new(),
+            };
+            let (run, p) = (&self.run, &self.run.p.register);
+            let launch = || g.speculate(&requests, p);
+            let smooth = || smoothing.iter().filter_map(|&idx| find(idx)).for_each(|f| drop(f.smoothed::<T>(run.par, run.spares)));
+            match smoothing.is_empty() {
+                true => launch()?,
+                false => alongside(run.par, smooth, launch).1?,
+            }
         }
         Ok(())
     }

@@ -882,13 +882,23 @@ mod tests {
         assert_eq!(&sizes[1..5], &[WINDOW, 2 * WINDOW, 4 * WINDOW, 58 - 7 * WINDOW], "{sizes:?}");
         // The engine's own count: one pair, then windows of 4, 8, 16 and 32 frames.
         let times = StageTimes::default();
-        register_frames_timed(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on, &times).unwrap();
+        let records = register_frames_timed(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on, &times).unwrap();
         assert_eq!(times.windows(), (5, 1 + 4 + 8 + 16 + 32));
         // The path leaves a keyframe every 20 frames or so, each time within a window: the
         // new keyframe's link was refined ahead in the window's stage, never on the run's
-        // thread.
+        // thread. On the CPU the link smooths the new keyframe itself.
         let (ahead, on_run) = times.keyframe_links();
         assert!(ahead >= 2 && on_run == 0, "{times:?}");
+        assert_eq!(times.keyframe_links_found_smoothed(), 0, "{times:?}");
+        // With a registrar, each link's frames were smoothed while its window's launch was
+        // made, and the run decides the same.
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            let launched = StageTimes::default();
+            let got = register_frames_in(&InMemory(&views), &p, par, &mut go_on, Some(&Recorder::default()), Some(&launched)).unwrap();
+            assert_eq!(got, records);
+            assert_eq!(launched.keyframe_links(), (ahead, 0), "{launched:?}");
+            assert_eq!(launched.keyframe_links_found_smoothed(), ahead, "{launched:?}");
+        }
         for (n, a) in asked.iter().enumerate().filter(|(n, a)| a.1 > 1 && (*n == 0 || asked[n - 1].1 != a.1)) {
             assert!(offered.iter().flatten().any(|o| o == a), "request {n}, {a:?}, was not offered");
         }

@@ -172,6 +172,11 @@ impl Held<'_> {
         })
     }
 
+    /// Whether the frame's smoothed copy is made already.
+    pub(super) fn is_smoothed(&self) -> bool {
+        self.smoothed.get().is_some()
+    }
+
     /// The frame band-passed for faint pairs, into a buffer from `spares` where one fits
     /// (and with another as its scratch).
     pub(super) fn band<T: GrayType>(&self, par: Parallelism, spares: &Spares<Image<f32>>) -> Result<&Image<f32>> {

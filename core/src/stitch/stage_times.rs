@@ -15,7 +15,9 @@
 //! The windows the run planned are counted too, with their frames: how many pairs the
 //! parallel stage had at once (module `window`: more where the path is smooth). So are the
 //! keyframes' links refined on the whole overlap: made ahead in the stage where the window's
-//! plan made the frame a keyframe, or on the run's thread, serial, where it did not.
+//! plan made the frame a keyframe, or on the run's thread, serial, where it did not; and of
+//! those made ahead, how many found their frames smoothed already (a registrar's run
+//! smooths them while its launch keeps the run's thread waiting on the device).
 //!
 //! Time is read from the standard library's monotonic clock; a `no_std` build, or a target
 //! without 64-bit atomics, records nothing.
@@ -36,6 +38,7 @@ pub struct StageTimes {
     window_frames: Nanos,
     links_ahead: Nanos,
     links_on_run: Nanos,
+    links_found_smoothed: Nanos,
 }
 
 impl StageTimes {
@@ -90,6 +93,18 @@ impl StageTimes {
     /// and made on the run's thread.
     pub fn keyframe_links(&self) -> (u64, u64) {
         (self.links_ahead.load(Ordering::Relaxed), self.links_on_run.load(Ordering::Relaxed))
+    }
+
+    /// Of the links made ahead, those whose two frames were smoothed already when the link
+    /// began: with a registrar, the run smooths a window's link frames on the pool while
+    /// the registrar's launch keeps its own thread waiting (module `chain`).
+    pub fn keyframe_links_found_smoothed(&self) -> u64 {
+        self.links_found_smoothed.load(Ordering::Relaxed)
+    }
+
+    /// A link made ahead began, its two frames smoothed already (`smoothed`) or not.
+    pub(super) fn link_found_smoothed(&self, smoothed: bool) {
+        self.links_found_smoothed.fetch_add(smoothed as u64, Ordering::Relaxed);
     }
 
     /// A keyframe's link refined: `ahead` in the parallel stage, or on the run's thread.

@@ -213,6 +213,17 @@ impl Window {
         }
     }
 
+    /// Whether the plan makes the moving frame of its pair `j` the next pair's reference: a
+    /// keyframe to be, whose pair also refines its link on the whole overlap.
+    fn plans_keyframe(&self, j: usize) -> bool {
+        self.planned.get(j + 1).is_some_and(|next| next.reference == self.planned[j].moving)
+    }
+
+    /// The links the plan refines on the whole overlap, as (reference, keyframe to be).
+    pub(super) fn keyframe_links(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.planned.len()).filter(|&j| self.plans_keyframe(j)).map(|j| (self.planned[j].reference, self.planned[j].moving))
+    }
+
     /// The plan for frame `i`, if the window holds it.
     pub(super) fn get(&self, i: usize) -> Option<(usize, &Planned)> {
         let first = self.planned.first()?.moving;
@@ -256,7 +267,7 @@ impl Window {
             let par = if looked_up { Parallelism::Sequential } else { run.par };
             // The frames the plan makes the next pair's reference: keyframes to be, whose
             // pairs also refine their links (several pairs' work).
-            let keyframe = |k: usize| self.planned.get(j + k + 1).is_some_and(|next| next.reference == planned[k].moving);
+            let keyframe = |k: usize| self.plans_keyframe(j + k);
             // One pair to a thread, handed out longest first: a keyframe's, then the window's
             // later pairs, predicted from further away, which search longest, so that the
             // shorter ones fill in after them (handed out in order, the last pair would start
@@ -381,7 +392,12 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     // `link_par`'s threads (the run's), those done with their pairs taking part of it.
     let faint = run.phase_too_faint(settled.1.phase_significance, settled.1.ncc);
     let keyframe_link = match keyframe && run.refines_on_overlap() && !faint {
-        true => Some(run.on(link_par).refine_link::<T>(reference, current, motion)?),
+        true => {
+            if let Some(times) = run.times {
+                times.link_found_smoothed(reference.is_smoothed() && current.is_smoothed());
+            }
+            Some(run.on(link_par).refine_link::<T>(reference, current, motion)?)
+        }
         false => None,
     };
     if batched && motion.is_translation() {
