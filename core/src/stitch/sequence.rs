@@ -889,15 +889,17 @@ mod tests {
         // thread. On the CPU the link smooths the new keyframe itself.
         let (ahead, on_run) = times.keyframe_links();
         assert!(ahead >= 2 && on_run == 0, "{times:?}");
-        assert_eq!(times.keyframe_links_found_smoothed(), 0, "{times:?}");
+        assert_eq!((times.keyframe_links_found_smoothed(), times.keyframe_links_beside_quality()), (0, 0), "{times:?}");
         // With a registrar, each link's frames were smoothed while its window's launch was
-        // made, and the run decides the same.
+        // made, and the link refined while its window's quality was measured; the run
+        // decides the same.
         for par in [Parallelism::Sequential, Parallelism::AllThreads] {
             let launched = StageTimes::default();
             let got = register_frames_in(&InMemory(&views), &p, par, &mut go_on, Some(&Recorder::default()), Some(&launched)).unwrap();
             assert_eq!(got, records);
             assert_eq!(launched.keyframe_links(), (ahead, 0), "{launched:?}");
             assert_eq!(launched.keyframe_links_found_smoothed(), ahead, "{launched:?}");
+            assert_eq!(launched.keyframe_links_beside_quality(), ahead, "{launched:?}");
         }
         for (n, a) in asked.iter().enumerate().filter(|(n, a)| a.1 > 1 && (*n == 0 || asked[n - 1].1 != a.1)) {
             assert!(offered.iter().flatten().any(|o| o == a), "request {n}, {a:?}, was not offered");

@@ -17,7 +17,8 @@
 //! keyframes' links refined on the whole overlap: made ahead in the stage where the window's
 //! plan made the frame a keyframe, or on the run's thread, serial, where it did not; and of
 //! those made ahead, how many found their frames smoothed already (a registrar's run
-//! smooths them while its launch keeps the run's thread waiting on the device).
+//! smooths them while its launch keeps the run's thread waiting on the device), and how
+//! many were refined while the window's quality call kept it waiting.
 //!
 //! Time is read from the standard library's monotonic clock; a `no_std` build, or a target
 //! without 64-bit atomics, records nothing.
@@ -39,6 +40,7 @@ pub struct StageTimes {
     links_ahead: Nanos,
     links_on_run: Nanos,
     links_found_smoothed: Nanos,
+    links_beside_quality: Nanos,
 }
 
 impl StageTimes {
@@ -100,6 +102,18 @@ impl StageTimes {
     /// the registrar's launch keeps its own thread waiting (module `chain`).
     pub fn keyframe_links_found_smoothed(&self) -> u64 {
         self.links_found_smoothed.load(Ordering::Relaxed)
+    }
+
+    /// Of the links made ahead, those refined on the pool while the batch's quality call
+    /// ran on the run's thread: with a registrar, whose call waits on its device (module
+    /// `window`).
+    pub fn keyframe_links_beside_quality(&self) -> u64 {
+        self.links_beside_quality.load(Ordering::Relaxed)
+    }
+
+    /// `links` links made ahead were refined beside the batch's quality call.
+    pub(super) fn links_beside_quality(&self, links: usize) {
+        self.links_beside_quality.fetch_add(links as u64, Ordering::Relaxed);
     }
 
     /// A link made ahead began, its two frames smoothed already (`smoothed`) or not.

@@ -22,7 +22,7 @@ use super::similarity::Similarity;
 use super::PairRequest;
 use crate::error::{Error, Result};
 use crate::ncc::Integral;
-use crate::parallel::{map_slots, on_pool_thread, Parallelism};
+use crate::parallel::{alongside, map_slots, on_pool_thread, Parallelism};
 use alloc::vec::Vec;
 
 /// Frames a window plans at the start of a run, and never fewer. The constant-velocity
@@ -262,6 +262,9 @@ impl Window {
             // With a registrar, the quality sums of the batch's pairs are added in one call
             // after their registrations (one launch for the batch, not one per pair).
             let batched = run.registrar.is_some() && run.p.quality;
+            // With a registrar, the keyframes' links wait for that call, and are refined on
+            // the pool's threads while it keeps the run's thread waiting on the device.
+            let links_beside_quality = run.registrar.is_some();
             // Pairs the registrar registered are looked up, too little work to wake threads for.
             let looked_up = planned.iter().all(|p| run.registrar_registers(&p.motion));
             let par = if looked_up { Parallelism::Sequential } else { run.par };
@@ -275,7 +278,7 @@ impl Window {
             // `order[s]`.
             let mut order: Vec<usize> = (0..planned.len()).rev().collect();
             order.sort_by_key(|&k| !keyframe(k));
-            let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[order[s]], keyframe(order[s]), run.par, find, b, batched));
+            let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[order[s]], keyframe(order[s]), run.par, find, b, batched, links_beside_quality));
             // Back in the window's order, each moved once to its place (a sort would move
             // these large results past each other).
             let mut in_order: Vec<Option<Result<Settling>>> = core::iter::repeat_with(|| None).take(planned.len()).collect();
@@ -283,7 +286,7 @@ impl Window {
                 in_order[k] = Some(settling);
             }
             let mut done = in_order.into_iter().map(|s| s.unwrap_or_else(|| Err(Error::Backend("internal: a pair of a batch went unsettled".into())))).collect::<Result<Vec<Settling>>>()?;
-            add_batch_quality::<T>(run, &mut done, find)?;
+            measure_batch::<T>(run, &mut done, find)?;
             for (k, s) in done.into_iter().enumerate() {
                 self.settled[j + k] = Some(s.measured);
             }
@@ -330,10 +333,45 @@ pub(super) fn register_batch<'a, T: GrayType, R: Send>(run: &Run<'a>, par: Paral
 }
 
 /// A planned pair settled, and, where its quality measures wait for the batch's one
-/// registrar call ([`add_batch_quality`]), its moving frame and pair motion.
+/// registrar call ([`add_batch_quality`]), its moving frame and pair motion; likewise
+/// where its keyframe link waits to be refined beside that call ([`measure_batch`]).
 struct Settling {
     measured: Measured,
     batch_quality: Option<(usize, Similarity)>,
+    link_due: Option<(usize, Similarity)>,
+}
+
+/// What the batch's settled pairs wait for: their quality measures ([`add_batch_quality`])
+/// and the keyframes' links left to refine then, on the pool's threads while the quality
+/// call runs on this one (a registrar's call waits on its device: a host's cores would
+/// otherwise idle through it, and the links are the costliest host work of a long run).
+fn measure_batch<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settling], find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync)) -> Result<()> {
+    let lost = || Error::Backend("internal: lost a planned frame".into());
+    let due: Vec<(usize, usize, usize, Similarity)> = done.iter().enumerate().filter_map(|(k, s)| s.link_due.map(|(moving, start)| (k, s.measured.settled.0, moving, start))).collect();
+    if due.is_empty() {
+        return add_batch_quality::<T>(run, done, find);
+    }
+    let links = || due.iter().map(|&(_, r, m, start)| refine_planned_link::<T>(run, run.par, find(r).ok_or_else(lost)?, find(m).ok_or_else(lost)?, start)).collect::<Result<Vec<RefinedLink>>>();
+    let (links, quality) = alongside(run.par, links, || add_batch_quality::<T>(run, done, find));
+    quality?;
+    let links = links.ok_or_else(|| Error::Backend("internal: the batch's links were not refined".into()))??;
+    if let Some(times) = run.times {
+        times.links_beside_quality(links.len());
+    }
+    for (&(k, ..), link) in due.iter().zip(links) {
+        done[k].measured.keyframe_link = Some(link);
+        done[k].link_due = None;
+    }
+    Ok(())
+}
+
+/// The link of `moving`, a keyframe to be, to `reference` from pair motion `start`, refined
+/// on the whole overlap on `link_par`'s threads.
+fn refine_planned_link<T: GrayType>(run: &Run<'_>, link_par: Parallelism, reference: &Held<'_>, moving: &Held<'_>, start: Similarity) -> Result<RefinedLink> {
+    if let Some(times) = run.times {
+        times.link_found_smoothed(reference.is_smoothed() && moving.is_smoothed());
+    }
+    run.on(link_par).refine_link::<T>(reference, moving, start)
 }
 
 /// The quality measures of the batch's pairs that wait for them: from the registrar in one
@@ -364,8 +402,10 @@ fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settlin
 /// A planned pair settled from its planned attempt alone ([`Run::settle`], stopping where
 /// that attempt does not stand clear); its quality measures now, or, with `batched` and a
 /// translation, left to the batch; and, where its moving frame is a `keyframe` to be, its
-/// link refined on the whole overlap on `link_par`'s threads.
-fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, keyframe: bool, link_par: Parallelism, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>, batched: bool) -> Result<Settling> {
+/// link refined on the whole overlap on `link_par`'s threads, or, with
+/// `links_beside_quality`, left to the batch ([`measure_batch`]).
+#[allow(clippy::too_many_arguments)]
+fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, keyframe: bool, link_par: Parallelism, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>, batched: bool, links_beside_quality: bool) -> Result<Settling> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
@@ -379,36 +419,32 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     }
     let settled = settled?;
     let Some(motion) = settled.1.motion().filter(|_| stands_clear(&settled.1)) else {
-        return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link: None }, batch_quality: None });
+        return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link: None }, batch_quality: None, link_due: None });
     };
     // The run's parameters are those of the decision: they change only at a pair off its
     // plan, which closes the window and drops what it registered ahead.
     if run.zoom_found::<T>(frame(settled.0)?, current, &settled.1)? {
-        return Ok(Settling { measured: Measured { settled, zoom_found: true, quality: None, keyframe_link: None }, batch_quality: None });
+        return Ok(Settling { measured: Measured { settled, zoom_found: true, quality: None, keyframe_link: None }, batch_quality: None, link_due: None });
     }
     let reference = find(settled.0).ok_or_else(lost)?;
     // A faint match found by phase correlation keeps its link as it stands (the run does
     // not refine it). A link's refinement costs several pairs' registrations: it runs on
     // `link_par`'s threads (the run's), those done with their pairs taking part of it.
     let faint = run.phase_too_faint(settled.1.phase_significance, settled.1.ncc);
-    let keyframe_link = match keyframe && run.refines_on_overlap() && !faint {
-        true => {
-            if let Some(times) = run.times {
-                times.link_found_smoothed(reference.is_smoothed() && current.is_smoothed());
-            }
-            Some(run.on(link_par).refine_link::<T>(reference, current, motion)?)
-        }
-        false => None,
+    let (keyframe_link, link_due) = match (keyframe && run.refines_on_overlap() && !faint, links_beside_quality) {
+        (false, _) => (None, None),
+        (true, false) => (Some(refine_planned_link::<T>(run, link_par, reference, current, motion)?), None),
+        (true, true) => (None, Some((planned.moving, motion))),
     };
     if batched && motion.is_translation() {
-        return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link }, batch_quality: Some((planned.moving, motion)) });
+        return Ok(Settling { measured: Measured { settled, zoom_found: false, quality: None, keyframe_link }, batch_quality: Some((planned.moving, motion)), link_due });
     }
     // A translation's measures on the run's threads, those done with their pairs taking
     // part of them, as the link's; a turned pair's (the moving frame resampled first) on
     // the pair's.
     let measuring = if motion.is_translation() { run.on(link_par) } else { *run };
     let quality = measuring.quality::<T>(reference, current, &motion)?;
-    Ok(Settling { measured: Measured { settled, zoom_found: false, quality: Some(quality), keyframe_link }, batch_quality: None })
+    Ok(Settling { measured: Measured { settled, zoom_found: false, quality: Some(quality), keyframe_link }, batch_quality: None, link_due })
 }
 
 /// The integral images one pair's registration computes where its searches use them: the
