@@ -262,9 +262,6 @@ impl Window {
             // With a registrar, the quality sums of the batch's pairs are added in one call
             // after their registrations (one launch for the batch, not one per pair).
             let batched = run.registrar.is_some() && run.p.quality;
-            // With a registrar, the keyframes' links wait for that call, and are refined on
-            // the pool's threads while it keeps the run's thread waiting on the device.
-            let links_beside_quality = run.registrar.is_some();
             // Pairs the registrar registered are looked up, too little work to wake threads for.
             let looked_up = planned.iter().all(|p| run.registrar_registers(&p.motion));
             let par = if looked_up { Parallelism::Sequential } else { run.par };
@@ -278,7 +275,7 @@ impl Window {
             // `order[s]`.
             let mut order: Vec<usize> = (0..planned.len()).rev().collect();
             order.sort_by_key(|&k| !keyframe(k));
-            let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[order[s]], keyframe(order[s]), run.par, find, b, batched, links_beside_quality));
+            let done = register_batch(run, par, buffers, planned.len(), |on, s, b| settle_planned::<T>(on, &planned[order[s]], keyframe(order[s]), run.par, find, b, batched));
             // Back in the window's order, each moved once to its place (a sort would move
             // these large results past each other).
             let mut in_order: Vec<Option<Result<Settling>>> = core::iter::repeat_with(|| None).take(planned.len()).collect();
@@ -402,10 +399,9 @@ fn add_batch_quality<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settlin
 /// A planned pair settled from its planned attempt alone ([`Run::settle`], stopping where
 /// that attempt does not stand clear); its quality measures now, or, with `batched` and a
 /// translation, left to the batch; and, where its moving frame is a `keyframe` to be, its
-/// link refined on the whole overlap on `link_par`'s threads, or, with
-/// `links_beside_quality`, left to the batch ([`measure_batch`]).
-#[allow(clippy::too_many_arguments)]
-fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, keyframe: bool, link_par: Parallelism, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>, batched: bool, links_beside_quality: bool) -> Result<Settling> {
+/// link refined on the whole overlap on `link_par`'s threads, or, with a registrar, left to
+/// the batch ([`measure_batch`]).
+fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, keyframe: bool, link_par: Parallelism, find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync), buffers: &mut Buffers<T>, batched: bool) -> Result<Settling> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let current = find(planned.moving).ok_or_else(lost)?;
     let frame = |idx: usize| find(idx).ok_or_else(lost);
@@ -430,8 +426,10 @@ fn settle_planned<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, planned: &Planned, key
     // A faint match found by phase correlation keeps its link as it stands (the run does
     // not refine it). A link's refinement costs several pairs' registrations: it runs on
     // `link_par`'s threads (the run's), those done with their pairs taking part of it.
+    // With a registrar the link waits for the batch's quality call, and is refined on the
+    // pool's threads while that call keeps the run's thread waiting on the device.
     let faint = run.phase_too_faint(settled.1.phase_significance, settled.1.ncc);
-    let (keyframe_link, link_due) = match (keyframe && run.refines_on_overlap() && !faint, links_beside_quality) {
+    let (keyframe_link, link_due) = match (keyframe && run.refines_on_overlap() && !faint, run.registrar.is_some()) {
         (false, _) => (None, None),
         (true, false) => (Some(refine_planned_link::<T>(run, link_par, reference, current, motion)?), None),
         (true, true) => (None, Some((planned.moving, motion))),
