@@ -906,6 +906,31 @@ mod tests {
         }
     }
 
+    /// A sweep that starts zooming 1.5 % a frame after its first frames: the zoom shows in
+    /// a window's planned pair, settled with its window's others (a registrar's batch, the
+    /// CPU's one thread or all). The run takes the zoom up there, with the same records.
+    #[test]
+    fn a_zoom_found_in_a_windows_planned_pair_is_taken_up_alike_on_every_path() {
+        let src = texture(420, 360, 9).map(|v| v.round() as u8);
+        let zoom = |i: usize| libm::pow(1.015, i.saturating_sub(6) as f64);
+        let cut = |i: usize| warp_sized(src.view(), &Similarity::about((100.0, 80.0), (40.0 + 1.5 * i as f64, 30.0 + 1.0 * i as f64), 0.0, zoom(i)), (200, 160)).unwrap();
+        let frames: Vec<Image<u8>> = (0..16).map(cut).collect();
+        let views = any(&frames);
+        let p = StitchParams::default();
+        let want = stitch_frames(&InMemory(&views), &p, Parallelism::Sequential, &mut go_on).unwrap();
+        assert!(want.frames.iter().all(|f| f.skip.is_none()), "{:?}", want.frames);
+        // The zoom taken up at its first frame, 7, a planned pair of the window after the
+        // first (a pair that did not test it there would register at scale 1 and leave it
+        // to a later one off its plan), and followed at every frame after.
+        for (i, f) in want.frames.iter().enumerate() {
+            assert!((f.scale - zoom(i)).abs() < 2e-3, "frame {i}: {f:?}");
+        }
+        assert_eq!(stitch_frames(&InMemory(&views), &p, Parallelism::AllThreads, &mut go_on).unwrap(), want);
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            assert_eq!(stitch_frames_with(&InMemory(&views), &p, par, &mut go_on, Some(&Recorder::default())).unwrap(), want);
+        }
+    }
+
     #[test]
     fn an_odd_first_frame_is_skipped_not_the_run() {
         let (frames, truth) = sequence(6, 4);
