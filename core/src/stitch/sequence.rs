@@ -901,6 +901,13 @@ mod tests {
             assert_eq!(launched.keyframe_links_found_smoothed(), ahead, "{launched:?}");
             assert_eq!(launched.keyframe_links_beside_quality(), ahead, "{launched:?}");
         }
+        // Without quality measures no call waits on the device: the links are refined on the
+        // run's threads, the same.
+        let quiet = StitchParams { quality: false, ..p };
+        let records = register_frames_in(&InMemory(&views), &quiet, Parallelism::Sequential, &mut go_on, None, None).unwrap();
+        let launched = StageTimes::default();
+        assert_eq!(register_frames_in(&InMemory(&views), &quiet, Parallelism::AllThreads, &mut go_on, Some(&Recorder::default()), Some(&launched)).unwrap(), records);
+        assert_eq!((launched.keyframe_links(), launched.keyframe_links_beside_quality()), ((ahead, 0), 0), "{launched:?}");
         for (n, a) in asked.iter().enumerate().filter(|(n, a)| a.1 > 1 && (*n == 0 || asked[n - 1].1 != a.1)) {
             assert!(offered.iter().flatten().any(|o| o == a), "request {n}, {a:?}, was not offered");
         }

@@ -341,7 +341,8 @@ struct Settling {
 /// What the batch's settled pairs wait for: their quality measures ([`add_batch_quality`])
 /// and the keyframes' links left to refine then, on the pool's threads while the quality
 /// call runs on this one (a registrar's call waits on its device: a host's cores would
-/// otherwise idle through it, and the links are the costliest host work of a long run).
+/// otherwise idle through it, and the links are the costliest host work of a long run);
+/// with no call to make, on the run's threads.
 fn measure_batch<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settling], find: &(dyn Fn(usize) -> Option<&'h Held<'a>> + Sync)) -> Result<()> {
     let lost = || Error::Backend("internal: lost a planned frame".into());
     let due: Vec<(usize, usize, usize, Similarity)> = done.iter().enumerate().filter_map(|(k, s)| s.link_due.map(|(moving, start)| (k, s.measured.settled.0, moving, start))).collect();
@@ -349,12 +350,19 @@ fn measure_batch<'h, 'a: 'h, T: GrayType>(run: &Run<'a>, done: &mut [Settling], 
         return add_batch_quality::<T>(run, done, find);
     }
     let links = || due.iter().map(|&(_, r, m, start)| refine_planned_link::<T>(run, run.par, find(r).ok_or_else(lost)?, find(m).ok_or_else(lost)?, start)).collect::<Result<Vec<RefinedLink>>>();
-    let (links, quality) = alongside(run.par, links, || add_batch_quality::<T>(run, done, find));
-    quality?;
-    let links = links.ok_or_else(|| Error::Backend("internal: the batch's links were not refined".into()))??;
-    if let Some(times) = run.times {
-        times.links_beside_quality(links.len());
-    }
+    // Without a quality call to wait on (measures off, or every pair's taken already), the
+    // links are refined here, this thread taking part.
+    let links = if done.iter().any(|s| s.batch_quality.is_some()) {
+        let (links, quality) = alongside(run.par, links, || add_batch_quality::<T>(run, done, find));
+        quality?;
+        let links = links.ok_or_else(|| Error::Backend("internal: the batch's links were not refined".into()))??;
+        if let Some(times) = run.times {
+            times.links_beside_quality(links.len());
+        }
+        links
+    } else {
+        links()?
+    };
     for (&(k, ..), link) in due.iter().zip(links) {
         done[k].measured.keyframe_link = Some(link);
         done[k].link_due = None;
