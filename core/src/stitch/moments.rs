@@ -117,10 +117,17 @@ impl<const K: usize> Moments<K> {
     /// Pearson's r of `a` and `b = sum_k weights[k] t_k`; `None` where either side is flat
     /// (the reference exactly; the sample up to the rounding of its combination).
     pub fn pearson(&self, weights: &[f64; K]) -> Option<f64> {
-        let n = self.n as i128;
-        // n * centred moment, exact; then one rounding and the division.
+        // n * centred moment, exact; then one rounding and the division. In i64 where every
+        // product fits it (u8 frames up to some 10^8 pixels), the same value as in i128,
+        // without the wide products and the test of each conversion.
         let count = self.n as f64;
-        let centred = |x: u64, y: u64, xy: u64| i128_as_f64(n * xy as i128 - x as i128 * y as i128) / count;
+        let largest_sum = self.t.iter().fold(self.a, |m, &v| m.max(v));
+        let largest_product = self.tt.iter().flatten().chain(&self.at).fold(self.aa, |m, &v| m.max(v));
+        let narrow = largest_sum.checked_mul(largest_sum).zip(self.n.checked_mul(largest_product)).is_some_and(|(s, p)| s <= i64::MAX as u64 && p <= i64::MAX as u64);
+        let centred = |x: u64, y: u64, xy: u64| {
+            let v = if narrow { ((self.n * xy) as i64 - (x * y) as i64) as f64 } else { i128_as_f64(self.n as i128 * xy as i128 - x as i128 * y as i128) };
+            v / count
+        };
         let saa = centred(self.a, self.a, self.aa);
         let (mut sab, mut sbb, mut scale) = (0.0, 0.0, 0.0);
         for k in 0..K {
@@ -468,6 +475,60 @@ mod tests {
                 assert!((got.unwrap() - want).abs() < 1e-12, "seed {seed} shift {shift:?}: {got:?} vs {want}");
             }
         }
+    }
+
+    /// [`Moments::pearson`] with every centred moment taken in i128, as it is where the
+    /// products do not fit i64.
+    fn pearson_wide<const K: usize>(m: &Moments<K>, weights: &[f64; K]) -> Option<f64> {
+        let count = m.n as f64;
+        let centred = |x: u64, y: u64, xy: u64| i128_as_f64(m.n as i128 * xy as i128 - x as i128 * y as i128) / count;
+        let saa = centred(m.a, m.a, m.aa);
+        let (mut sab, mut sbb, mut scale) = (0.0, 0.0, 0.0);
+        for k in 0..K {
+            sab += weights[k] * centred(m.a, m.t[k], m.at[k]);
+            for l in k..K {
+                let c = (if k == l { 1.0 } else { 2.0 }) * weights[k] * weights[l] * centred(m.t[k], m.t[l], m.tt[k][l]);
+                sbb += c;
+                scale += libm::fabs(c);
+            }
+        }
+        (m.n > 0 && saa > 0.0 && sbb > 1e-12 * scale).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
+    }
+
+    #[test]
+    fn pearson_in_i64_where_it_fits_is_the_wide_arithmetics_to_the_bit() {
+        let mut rng = crate::stitch::SplitMix64::new(41);
+        let mut regimes = [0usize; 2];
+        // Sums of `n` samples below `top` with a common part (so that they correlate), up to
+        // sums whose products pass i64 (u16 frames of some millions of pixels) and at its edge.
+        for (n, top) in [(900u64, 256u64), (414_720, 256), (1 << 22, 65_536), (1 << 26, 65_536), (3_037_000_499, 1), (3_037_000_500, 1)] {
+            for _ in 0..200 {
+                let mut draw = |scale: u64| (rng.next_u64() % (top.max(2) * scale)).min((top - 1) * scale.min(top - 1).max(1));
+                let mean = |r: u64| n / 2 * r.min(top - 1);
+                let (a, t): (u64, [u64; 4]) = (mean(draw(1)), core::array::from_fn(|_| mean(draw(1))));
+                // Second moments between the square of the mean times n and n top^2.
+                let second = |x: u64, y: u64, r: u64| {
+                    let base = (x as u128 * y as u128 / n as u128) as u64;
+                    base.saturating_add(r % (n.saturating_mul(top - 1).max(1)))
+                };
+                let mut m = Moments::<4> { n, a, aa: second(a, a, draw(top)), t, at: [0; 4], tt: [[0; 4]; 4] };
+                for k in 0..4 {
+                    m.at[k] = second(a, t[k], draw(top));
+                    for l in k..4 {
+                        m.tt[k][l] = second(t[k], t[l], draw(top));
+                    }
+                }
+                let largest = m.tt.iter().flatten().chain(&m.at).fold(m.aa, |x, &v| x.max(v));
+                regimes[usize::from(n.checked_mul(largest).is_some_and(|p| p <= i64::MAX as u64))] += 1;
+                let w = [0.125, 0.375, 0.0625, 0.4375];
+                let (got, want) = (m.pearson(&w), pearson_wide(&m, &w));
+                assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{m:?}");
+            }
+        }
+        assert!(regimes.iter().all(|&c| c > 100), "moments with products past i64 and within it: {regimes:?}");
+        // Sums whose products pass u64 take the wide path.
+        let big = Moments::<1> { n: u64::MAX / 3, a: u64::MAX / 5, aa: u64::MAX / 2, t: [u64::MAX / 7], at: [u64::MAX / 3], tt: [[u64::MAX / 2]] };
+        assert_eq!(big.pearson(&[1.0]).map(f64::to_bits), pearson_wide(&big, &[1.0]).map(f64::to_bits));
     }
 
     #[test]

@@ -1263,14 +1263,37 @@ fn thresholds<'a>(sets: usize, templates: usize, p: &'a RegisterParams, peaks: &
     Ok((from_peaks.chain(core::iter::repeat_n(p.cthresh, if fixed { templates } else { 0 })), evaluations))
 }
 
-/// Among the vectors `kept`, the hypothesis (a vector's shift) with the largest set within
-/// `tol` (Chebyshev), ties to the larger score (the set's coefficients summed in its order
-/// from -0.0, as an iterator's sum), the first of equals: its count, score and vector.
-fn best_hypothesis(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
-    let (xs, ys) = (vote::blocks(kept.iter().map(|&j| v[j].shift.0)), vote::blocks(kept.iter().map(|&j| v[j].shift.1)));
-    let set = |&i: &usize, mask: &mut vote::Mask| vote::fill_mask(mask, &ShiftNear { shift: v[i].shift, tol, xs: &xs, ys: &ys });
+/// The vectors `kept`'s shifts as the shift consensus tests them, 64 a block.
+struct KeptShifts {
+    xs: vote::Blocks,
+    ys: vote::Blocks,
+}
+
+impl KeptShifts {
+    fn new(v: &[MotionVector], kept: &[usize]) -> Self {
+        KeptShifts { xs: vote::blocks(kept.iter().map(|&j| v[j].shift.0)), ys: vote::blocks(kept.iter().map(|&j| v[j].shift.1)) }
+    }
+
+    /// Fills `mask` with the kept vectors within `tol` (Chebyshev) of `shift` (bit `k`:
+    /// `kept[k]`) and returns their count.
+    fn near(&self, shift: (f64, f64), tol: f64, mask: &mut vote::Mask) -> usize {
+        vote::fill_mask(mask, &ShiftNear { shift, tol, xs: &self.xs, ys: &self.ys })
+    }
+}
+
+/// Among the vectors `kept` (their shifts `shifts`), the hypothesis (a vector's shift) with
+/// the largest set within `tol` (Chebyshev), ties to the larger score (the set's
+/// coefficients summed in its order from -0.0, as an iterator's sum), the first of equals:
+/// its count, score, vector and set (bit `k`: `kept[k]`).
+fn best_hypothesis_of(v: &[MotionVector], kept: &[usize], shifts: &KeptShifts, tol: f64) -> Option<(usize, f64, usize, vote::MaskWords)> {
     let weights: SmallVec<[f64; GRID_IN_LINE]> = kept.iter().map(|&j| v[j].coefficient).collect();
-    vote::best_set(&weights, kept.iter().copied(), set, -0.0).map_or((0, f64::NEG_INFINITY, None), |(n, s, i)| (n, s, Some(i)))
+    vote::best_set_and_mask(&weights, kept.iter().copied(), |&i, mask| shifts.near(v[i].shift, tol, mask), -0.0)
+}
+
+/// [`best_hypothesis_of`]'s count, score and vector (`(0, -inf, None)` with no vector).
+#[cfg(test)]
+fn best_hypothesis(v: &[MotionVector], kept: &[usize], tol: f64) -> (usize, f64, Option<usize>) {
+    best_hypothesis_of(v, kept, &KeptShifts::new(v, kept), tol).map_or((0, f64::NEG_INFINITY, None), |(n, s, i, _)| (n, s, Some(i)))
 }
 
 /// [`best_hypothesis`]'s test of a hypothesis `shift` over the vectors' shifts in blocks:
@@ -1304,26 +1327,26 @@ fn shift_near(a: (f64, f64), b: (f64, f64), tol: f64) -> bool {
 /// as many. Returns the shift; `set` becomes its vectors, in order (gathered in place: a
 /// pair's index lists are held in line, and moving one copies all of it).
 fn consensus(v: &[MotionVector], kept: &[usize], tol: f64, set: &mut Indices) -> (f64, f64) {
-    let near = |c: (f64, f64)| kept.iter().copied().filter(move |&j| shift_near(v[j].shift, c, tol));
     let mean = |set: &[usize]| -> (f64, f64) {
         let n = set.len().max(1) as f64;
         (set.iter().map(|&j| v[j].shift.0).sum::<f64>() / n, set.iter().map(|&j| v[j].shift.1).sum::<f64>() / n)
     };
     set.clear();
-    set.reserve(kept.len());
-    if let Some(i) = best_hypothesis(v, kept, tol).2 {
-        set.extend(near(v[i].shift));
-    }
+    let shifts = KeptShifts::new(v, kept);
+    // The sets are read from the vote's masks, not gathered again from the shifts.
+    let Some((_, _, _, winner)) = best_hypothesis_of(v, kept, &shifts, tol) else { return (0.0, 0.0) };
+    set.extend(vote::members(&winner).map(|k| kept[k]));
     if set.is_empty() {
         return (0.0, 0.0);
     }
     let m = mean(set);
+    let mut around_mean = winner;
     // Counted before it is gathered, in place of the winner's set.
-    if near(m).count() < set.len() {
+    if shifts.near(m, tol, &mut around_mean) < set.len() {
         return m;
     }
     set.clear();
-    set.extend(near(m));
+    set.extend(vote::members(&around_mean).map(|k| kept[k]));
     mean(set)
 }
 

@@ -23,13 +23,18 @@ pub(super) type Mask = [u64];
 pub(super) type Blocks = SmallVec<[[f64; 64]; 1]>;
 
 /// A mask's words, in line up to 256 points.
-type MaskWords = SmallVec<[u64; 4]>;
+pub(super) type MaskWords = SmallVec<[u64; 4]>;
 
 /// `values` as [`Blocks`], written where they go.
-pub(super) fn blocks(values: impl ExactSizeIterator<Item = f64>) -> Blocks {
-    let mut blocks: Blocks = smallvec![[f64::NAN; 64]; values.len().div_ceil(64)];
-    for (k, v) in values.enumerate() {
-        blocks[k / 64][k % 64] = v;
+pub(super) fn blocks(mut values: impl ExactSizeIterator<Item = f64>) -> Blocks {
+    let count = values.len().div_ceil(64);
+    let mut blocks = Blocks::with_capacity(count);
+    for _ in 0..count {
+        blocks.push([f64::NAN; 64]);
+        if let Some(block) = blocks.last_mut() {
+            // Each value written once, without an index to check.
+            block.iter_mut().zip(values.by_ref()).for_each(|(slot, v)| *slot = v);
+        }
     }
     blocks
 }
@@ -68,7 +73,12 @@ multiversion! {
 /// A set as large as the best's is first compared by its sum taken eight lanes at a time
 /// ([`masked_sum`]); only where that leaves the order of the two scores in doubt is its
 /// score summed in point order, a chain of dependent additions.
-pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = H>, mut set: impl FnMut(&H, &mut Mask) -> usize, start: f64) -> Option<(usize, f64, H)> {
+pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = H>, set: impl FnMut(&H, &mut Mask) -> usize, start: f64) -> Option<(usize, f64, H)> {
+    best_set_and_mask(weights, hypotheses, set, start).map(|(n, s, h, _)| (n, s, h))
+}
+
+/// [`best_set`] with the winner's mask.
+pub(super) fn best_set_and_mask<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = H>, mut set: impl FnMut(&H, &mut Mask) -> usize, start: f64) -> Option<(usize, f64, H, MaskWords)> {
     let points = weights.len();
     let words = points.div_ceil(64);
     let (mut mask, mut best_mask): (MaskWords, MaskWords) = (smallvec![0; words], smallvec![0; words]);
@@ -106,7 +116,7 @@ pub(super) fn best_set<H>(weights: &[f64], hypotheses: impl IntoIterator<Item = 
             }
         }
     }
-    best
+    best.map(|(n, s, h)| (n, s, h, best_mask))
 }
 
 /// Whether a set of `count` points scoring `score` beats the best so far, `(n, s)`: it is
@@ -148,7 +158,7 @@ multiversion! {
 }
 
 /// The points of `mask`, in increasing order.
-fn members(mask: &Mask) -> impl Iterator<Item = usize> + '_ {
+pub(super) fn members(mask: &Mask) -> impl Iterator<Item = usize> + '_ {
     mask.iter().enumerate().flat_map(|(w, &word)| {
         let mut rest = word;
         core::iter::from_fn(move || {
