@@ -118,8 +118,8 @@ impl<const K: usize> Moments<K> {
     /// (the reference exactly; the sample up to the rounding of its combination).
     pub fn pearson(&self, weights: &[f64; K]) -> Option<f64> {
         // n * centred moment, exact; then one rounding and the division. In i64 where every
-        // product fits it (u8 frames up to some 10^8 pixels), the same value as in i128,
-        // without the wide products and the test of each conversion.
+        // product fits it (regions of u8 frames up to some 10^7 pixels), the same value as
+        // in i128, without the wide products and the test of each conversion.
         let count = self.n as f64;
         let largest_sum = self.t.iter().fold(self.a, |m, &v| m.max(v));
         let largest_product = self.tt.iter().flatten().chain(&self.at).fold(self.aa, |m, &v| m.max(v));
@@ -499,23 +499,19 @@ mod tests {
     fn pearson_in_i64_where_it_fits_is_the_wide_arithmetics_to_the_bit() {
         let mut rng = crate::stitch::SplitMix64::new(41);
         let mut regimes = [0usize; 2];
-        // Sums of `n` samples below `top` with a common part (so that they correlate), up to
-        // sums whose products pass i64 (u16 frames of some millions of pixels) and at its edge.
-        for (n, top) in [(900u64, 256u64), (414_720, 256), (1 << 22, 65_536), (1 << 26, 65_536), (3_037_000_499, 1), (3_037_000_500, 1)] {
+        // Sums of `n` samples below `top`: first sums up to n top / 2, second sums the
+        // product of the first two over n (the least they can be) plus up to n top more; up
+        // to sums whose products pass i64 (u16 frames of some millions of pixels).
+        for (n, top) in [(900u64, 256u64), (414_720, 256), (1 << 22, 65_536), (1 << 26, 65_536)] {
             for _ in 0..200 {
-                let mut draw = |scale: u64| (rng.next_u64() % (top.max(2) * scale)).min((top - 1) * scale.min(top - 1).max(1));
-                let mean = |r: u64| n / 2 * r.min(top - 1);
-                let (a, t): (u64, [u64; 4]) = (mean(draw(1)), core::array::from_fn(|_| mean(draw(1))));
-                // Second moments between the square of the mean times n and n top^2.
-                let second = |x: u64, y: u64, r: u64| {
-                    let base = (x as u128 * y as u128 / n as u128) as u64;
-                    base.saturating_add(r % (n.saturating_mul(top - 1).max(1)))
-                };
-                let mut m = Moments::<4> { n, a, aa: second(a, a, draw(top)), t, at: [0; 4], tt: [[0; 4]; 4] };
+                let mut first = || n / 2 * (rng.next_u64() % top);
+                let (a, t) = (first(), [first(), first(), first(), first()]);
+                let mut second = |x: u64, y: u64| (x as u128 * y as u128 / n as u128) as u64 + rng.next_u64() % (n * top);
+                let mut m = Moments::<4> { n, a, aa: second(a, a), t, at: [0; 4], tt: [[0; 4]; 4] };
                 for k in 0..4 {
-                    m.at[k] = second(a, t[k], draw(top));
+                    m.at[k] = second(a, t[k]);
                     for l in k..4 {
-                        m.tt[k][l] = second(t[k], t[l], draw(top));
+                        m.tt[k][l] = second(t[k], t[l]);
                     }
                 }
                 let largest = m.tt.iter().flatten().chain(&m.at).fold(m.aa, |x, &v| x.max(v));
@@ -526,6 +522,13 @@ mod tests {
             }
         }
         assert!(regimes.iter().all(|&c| c > 100), "moments with products past i64 and within it: {regimes:?}");
+        // At the edge: n^2 just within i64 (3 037 000 499^2) and just past it.
+        for n in [3_037_000_499u64, 3_037_000_500] {
+            let m = Moments::<2> { n, a: n - 7, aa: n, t: [n - 3, n - 11], at: [n - 5, n - 9], tt: [[n - 1, n - 13], [0, n - 2]] };
+            let w = [0.25, 0.75];
+            assert!(pearson_wide(&m, &w).is_some());
+            assert_eq!(m.pearson(&w).map(f64::to_bits), pearson_wide(&m, &w).map(f64::to_bits), "n {n}");
+        }
         // Sums whose products pass u64 take the wide path.
         let big = Moments::<1> { n: u64::MAX / 3, a: u64::MAX / 5, aa: u64::MAX / 2, t: [u64::MAX / 7], at: [u64::MAX / 3], tt: [[u64::MAX / 2]] };
         assert_eq!(big.pearson(&[1.0]).map(f64::to_bits), pearson_wide(&big, &[1.0]).map(f64::to_bits));
