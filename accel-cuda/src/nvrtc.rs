@@ -138,10 +138,11 @@ fn check(r: sys::nvrtcResult, what: &str) -> Result<(), String> {
 
 /// Whether `module` is compiled without fused multiply-adds, so that its expressions round
 /// as the core's do: the variance, contrast and glare files (the paper's methods compared
-/// bit for bit, glare's fill), the panorama's blends, the stitch's shift refinement and
-/// its consensus sets (the CPU's shifts and sets to the bit).
+/// bit for bit, glare's fill), the panorama's blends, the stitch's shift refinement, its
+/// consensus sets and its quality measures (the CPU's shifts, sets and coefficients to the
+/// bit).
 pub fn unfused(module: Module) -> bool {
-    matches!(module, Module::Variance | Module::Contrast | Module::Glare | Module::Stitch | Module::Refine | Module::Consensus)
+    matches!(module, Module::Variance | Module::Contrast | Module::Glare | Module::Stitch | Module::Refine | Module::Consensus | Module::Quality)
 }
 
 /// The options a kernel file is compiled with: C++17, `ptxas -v` for the resource report,

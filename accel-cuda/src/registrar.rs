@@ -15,7 +15,6 @@ use tessera_core::image::ImageView;
 use tessera_core::stitch::{
     stitch_frames_into, Blend, FrameSource, Gray, PairRegistrar, PairRegistration, PairRequest, Panorama, Pasting, QualityRequest, RegisterParams, StitchParams, WINDOW_MAX,
 };
-use tessera_core::parallel::map_claimed;
 use tessera_core::{AnyView, Error, Parallelism, Result};
 
 /// A grey sample type of a run: its frames among the run's and its slot of the cache.
@@ -317,51 +316,40 @@ impl<'g> DeviceRegistrar<'g> {
 }
 
 impl DeviceRegistrar<'_> {
-    /// The quality measures of registered pairs: their sums on the device, their frames
-    /// made resident, one launch for all; each pair's measures from its sums on the threads
-    /// of its host work.
+    /// The quality measures of registered pairs: their frames made resident, their sums
+    /// and measures on the device in one launch ([`crate::quality::quality_measures`]).
     fn quality_typed<T: RunSample>(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<(Option<f64>, Option<f64>)>>> {
         let kernel = T::QUALITY?;
         Some((|| {
-            let sums = {
-                let mut st = self.state()?;
-                let batch = st.clock + 1;
-                let mut typed = Vec::with_capacity(requests.len());
-                let mut size = None;
-                for q in requests {
-                    let (r, m) = (typed_frame::<T>(&q.reference.1)?, typed_frame::<T>(&q.moving.1)?);
-                    if size.is_some_and(|s| s != r.size()) || r.size() != m.size() {
-                        return Err(Error::Backend("internal: quality sums of frames of different sizes".into()));
-                    }
-                    size = Some(r.size());
-                    typed.push((r, m));
+            let mut st = self.state()?;
+            let batch = st.clock + 1;
+            let mut typed = Vec::with_capacity(requests.len());
+            let mut size = None;
+            for q in requests {
+                let (r, m) = (typed_frame::<T>(&q.reference.1)?, typed_frame::<T>(&q.moving.1)?);
+                if size.is_some_and(|s| s != r.size()) || r.size() != m.size() {
+                    return Err(Error::Backend("internal: quality sums of frames of different sizes".into()));
                 }
-                let wanted: Vec<_> = requests.iter().zip(&typed).flat_map(|(q, &(r, m))| [(q.moving.0, m), (q.reference.0, r)]).collect();
-                self.make_resident(&mut st, batch, &wanted)?;
-                let mut frames = Vec::with_capacity(requests.len());
-                for (q, &(r, m)) in requests.iter().zip(&typed) {
-                    let dm = self.resident(&mut st, batch, q.moving.0, m)?;
-                    let dr = self.resident(&mut st, batch, q.reference.0, r)?;
-                    frames.push((dr.ptr, dm.ptr));
-                }
-                let Some(size) = size else { return Ok(Vec::new()) };
-                let pairs: Vec<_> = frames.into_iter().zip(requests.iter().map(|q| &q.plan)).collect();
-                let sums = crate::quality::quality_sums(self.gpu, kernel, size, &pairs)?;
-                st.counts.quality_launches += 1;
-                st.counts.quality_pairs += requests.len();
-                sums
-            };
-            if sums.pairs() != requests.len() {
-                return Err(Error::Backend(format!("quality sums of {} pairs for {}", sums.pairs(), requests.len())));
+                size = Some(r.size());
+                typed.push((r, m));
             }
-            map_claimed(requests.len(), self.par, |k| {
-                crate::host_count::pair_work(|| {
-                    let plan = &requests[k].plan;
-                    Ok(plan.measures(sums.of_pair(k, plan)?))
-                })
-            })
-            .into_iter()
-            .collect()
+            let wanted: Vec<_> = requests.iter().zip(&typed).flat_map(|(q, &(r, m))| [(q.moving.0, m), (q.reference.0, r)]).collect();
+            self.make_resident(&mut st, batch, &wanted)?;
+            let mut frames = Vec::with_capacity(requests.len());
+            for (q, &(r, m)) in requests.iter().zip(&typed) {
+                let dm = self.resident(&mut st, batch, q.moving.0, m)?;
+                let dr = self.resident(&mut st, batch, q.reference.0, r)?;
+                frames.push((dr.ptr, dm.ptr));
+            }
+            let Some(size) = size else { return Ok(Vec::new()) };
+            let pairs: Vec<_> = frames.into_iter().zip(requests.iter().map(|q| &q.plan)).collect();
+            let measures = crate::quality::quality_measures(self.gpu, kernel, size, &pairs)?;
+            st.counts.quality_launches += 1;
+            st.counts.quality_pairs += requests.len();
+            if measures.len() != requests.len() {
+                return Err(Error::Backend(format!("quality measures of {} pairs for {}", measures.len(), requests.len())));
+            }
+            Ok(measures)
         })())
     }
 }

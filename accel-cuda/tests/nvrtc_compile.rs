@@ -27,6 +27,10 @@ const REGISTER_BUDGET: &[(&str, u32)] = &[
     // addresses; at 80 registers three 256-thread blocks fit an SM, and a launch is a few
     // hundred blocks of a pair's regions, read once.
     ("quality_sums_*", 80),
+    // A pair's quality measures from its regions' sums: a region's twenty sums, the taps'
+    // weights and the f64 accumulators held at once; a launch is a thread per pair of a
+    // window (some tens), so registers do not bound what runs at once.
+    ("quality_measures", 96),
     // A pair's shift refinement: per lane its interior's three means, five gradient and
     // five resampled sums in f64, the step's state, and four pixels' terms read ahead of
     // their adds; a launch is a window's few pairs, a block of 384 threads each on an SM
