@@ -1,8 +1,9 @@
 // The sums of a stitched pair's quality measures (stitch/quality.rs and stitch/moments.rs
 // in the core): over each region of reference pixels, the exact integer sums of the
 // reference `a`, the moving frame at four bilinear taps `t_k`, and their products, from
-// which the core makes Pearson's r. Integer sums do not depend on the order they are added
-// in, so the device's are the CPU's to the bit, whatever the blocks and the atomics.
+// which Pearson's r is made (`quality_measures`, below, as the core makes it). Integer sums
+// do not depend on the order they are added in, so the device's are the CPU's to the bit,
+// whatever the blocks and the atomics.
 //
 // A block per band of QUALITY_ROWS rows of a region (the host's list of bands, so no block
 // is idle). Each thread adds its pixels in u64; a warp combines its lanes by shuffles, and
@@ -64,9 +65,11 @@ TESSERA_EXPORT(quality_sums_u16)
 
 // A pair's quality measures from its regions' sums, as the core makes them
 // (`QualityPlan::measures`, `Moments::pearson`) to the bit: the same f64 operations in the
-// same order, none fused. Per pair, the overlap's r, the mean r of the grid's regions (NaN
-// where there is none: the core's None) and a flag: 1 where a region's products do not fit
-// 64 bits (u16 frames), whose measures the host then makes from the sums. A thread per pair.
+// same order, none fused (the file is compiled with --fmad=false, and the sums are written
+// unfused besides). Per pair, the overlap's r, the mean r of the grid's regions (NaN where
+// there is none: the core's None) and a flag: 1 where a region's products do not fit 64
+// bits (u16 frames of large overlaps), whose measures the host then makes from the sums.
+// A thread per pair.
 #define QUALITY_MEASURE_WORDS 3
 #define QUALITY_I64_MAX 0x7fffffffffffffffull
 

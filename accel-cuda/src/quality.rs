@@ -1,6 +1,8 @@
-//! Drives `kernels/quality.cu`: the sums of a stitched pair's quality measures on the
-//! device, for integer frames ([`QualityPlan`]: the overlap and the grid's templates, every
-//! region of a window's pairs in one launch). Integer sums, so the measures are the CPU's to the bit.
+//! Drives `kernels/quality.cu`: a stitched pair's quality measures on the device, for
+//! integer frames ([`QualityPlan`]: the overlap and the grid's templates, every region of a
+//! window's pairs in one launch): the regions' exact integer sums, then each region's
+//! Pearson's r and the grid's mean in the core's f64 operations, so the measures are the
+//! CPU's to the bit; the host reads two numbers a pair rather than twenty sums a region.
 
 use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, KernelCall};
 use crate::kernels::{Kernel, Module};
