@@ -65,11 +65,11 @@ TESSERA_EXPORT(quality_sums_u16)
 
 // A pair's quality measures from its regions' sums, as the core makes them
 // (`QualityPlan::measures`, `Moments::pearson`) to the bit: the same f64 operations in the
-// same order, none fused (the file is compiled with --fmad=false, and the sums are written
-// unfused besides). Per pair, the overlap's r, the mean r of the grid's regions (NaN where
-// there is none: the core's None) and a flag: 1 where a region's products do not fit 64
-// bits (u16 frames of large overlaps), whose measures the host then makes from the sums.
-// A thread per pair.
+// same order, none fused (the file is compiled with --fmad=false, and the products and sums
+// are written as __dmul_rn and __dadd_rn besides). Per pair, the overlap's r, the mean r of
+// the grid's regions (NaN where there is none: the core's None) and a flag: 1 where a
+// region's products do not fit 64 bits (u16 frames of large overlaps), whose measures the
+// host then makes from the sums. A thread per pair.
 #define QUALITY_MEASURE_WORDS 3
 #define QUALITY_I64_MAX 0x7fffffffffffffffull
 
