@@ -117,13 +117,23 @@ impl<const K: usize> Moments<K> {
     /// Pearson's r of `a` and `b = sum_k weights[k] t_k`; `None` where either side is flat
     /// (the reference exactly; the sample up to the rounding of its combination).
     pub fn pearson(&self, weights: &[f64; K]) -> Option<f64> {
-        // n * centred moment, exact; then one rounding and the division. In i64 where every
-        // product fits it (regions of u8 frames up to some 10^7 pixels), the same value as
-        // in i128, without the wide products and the test of each conversion.
-        let count = self.n as f64;
+        self.pearson_in(weights, self.products_fit_i64())
+    }
+
+    /// Whether every product [`pearson`](Self::pearson) takes (`n` times a second sum, a
+    /// first sum times another) fits i64: regions of u8 frames up to some 10^7 pixels.
+    fn products_fit_i64(&self) -> bool {
         let largest_sum = self.t.iter().fold(self.a, |m, &v| m.max(v));
         let largest_product = self.tt.iter().flatten().chain(&self.at).fold(self.aa, |m, &v| m.max(v));
-        let narrow = largest_sum.checked_mul(largest_sum).zip(self.n.checked_mul(largest_product)).is_some_and(|(s, p)| s <= i64::MAX as u64 && p <= i64::MAX as u64);
+        largest_sum.checked_mul(largest_sum).zip(self.n.checked_mul(largest_product)).is_some_and(|(s, p)| s <= i64::MAX as u64 && p <= i64::MAX as u64)
+    }
+
+    /// [`pearson`](Self::pearson) with its centred moments in i64 (`narrow`: every product
+    /// fits, [`products_fit_i64`](Self::products_fit_i64)) or in i128: the same values,
+    /// without the wide products and the test of each conversion where they are not needed.
+    fn pearson_in(&self, weights: &[f64; K], narrow: bool) -> Option<f64> {
+        // n * centred moment, exact; then one rounding and the division.
+        let count = self.n as f64;
         let centred = |x: u64, y: u64, xy: u64| {
             let v = if narrow { ((self.n * xy) as i64 - (x * y) as i64) as f64 } else { i128_as_f64(self.n as i128 * xy as i128 - x as i128 * y as i128) };
             v / count
@@ -480,19 +490,7 @@ mod tests {
     /// [`Moments::pearson`] with every centred moment taken in i128, as it is where the
     /// products do not fit i64.
     fn pearson_wide<const K: usize>(m: &Moments<K>, weights: &[f64; K]) -> Option<f64> {
-        let count = m.n as f64;
-        let centred = |x: u64, y: u64, xy: u64| i128_as_f64(m.n as i128 * xy as i128 - x as i128 * y as i128) / count;
-        let saa = centred(m.a, m.a, m.aa);
-        let (mut sab, mut sbb, mut scale) = (0.0, 0.0, 0.0);
-        for k in 0..K {
-            sab += weights[k] * centred(m.a, m.t[k], m.at[k]);
-            for l in k..K {
-                let c = (if k == l { 1.0 } else { 2.0 }) * weights[k] * weights[l] * centred(m.t[k], m.t[l], m.tt[k][l]);
-                sbb += c;
-                scale += libm::fabs(c);
-            }
-        }
-        (m.n > 0 && saa > 0.0 && sbb > 1e-12 * scale).then(|| (sab / libm::sqrt(saa * sbb)).clamp(-1.0, 1.0))
+        m.pearson_in(weights, false)
     }
 
     #[test]
@@ -514,8 +512,7 @@ mod tests {
                         m.tt[k][l] = second(t[k], t[l]);
                     }
                 }
-                let largest = m.tt.iter().flatten().chain(&m.at).fold(m.aa, |x, &v| x.max(v));
-                regimes[usize::from(n.checked_mul(largest).is_some_and(|p| p <= i64::MAX as u64))] += 1;
+                regimes[usize::from(m.products_fit_i64())] += 1;
                 let w = [0.125, 0.375, 0.0625, 0.4375];
                 let (got, want) = (m.pearson(&w), pearson_wide(&m, &w));
                 assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{m:?}");
@@ -523,14 +520,16 @@ mod tests {
         }
         assert!(regimes.iter().all(|&c| c > 100), "moments with products past i64 and within it: {regimes:?}");
         // At the edge: n^2 just within i64 (3 037 000 499^2) and just past it.
-        for n in [3_037_000_499u64, 3_037_000_500] {
+        for (n, fits) in [(3_037_000_499u64, true), (3_037_000_500, false)] {
             let m = Moments::<2> { n, a: n - 7, aa: n, t: [n - 3, n - 11], at: [n - 5, n - 9], tt: [[n - 1, n - 13], [0, n - 2]] };
+            assert_eq!(m.products_fit_i64(), fits, "n {n}");
             let w = [0.25, 0.75];
             assert!(pearson_wide(&m, &w).is_some());
             assert_eq!(m.pearson(&w).map(f64::to_bits), pearson_wide(&m, &w).map(f64::to_bits), "n {n}");
         }
         // Sums whose products pass u64 take the wide path.
         let big = Moments::<1> { n: u64::MAX / 3, a: u64::MAX / 5, aa: u64::MAX / 2, t: [u64::MAX / 7], at: [u64::MAX / 3], tt: [[u64::MAX / 2]] };
+        assert!(!big.products_fit_i64());
         assert_eq!(big.pearson(&[1.0]).map(f64::to_bits), pearson_wide(&big, &[1.0]).map(f64::to_bits));
     }
 
