@@ -155,6 +155,24 @@ pub(crate) struct Gpu {
     tuning: Tuning,
 }
 
+/// The host's own time between laps: the wall time less the time a device call was in
+/// flight ([`Gpu::device_seconds`]), for telling where a run's host share goes.
+pub(crate) struct HostWatch<'g> {
+    gpu: &'g Gpu,
+    wall: std::time::Instant,
+    device: f64,
+}
+
+impl HostWatch<'_> {
+    /// Seconds of host time since the last lap (or the watch's start).
+    pub(crate) fn lap(&mut self) -> f64 {
+        let (wall, device) = (std::time::Instant::now(), self.gpu.device_seconds());
+        let host = (wall - self.wall).as_secs_f64() - (device - self.device);
+        (self.wall, self.device) = (wall, device);
+        host.max(0.0)
+    }
+}
+
 /// The wall time covered by device calls: a call that begins while another thread's is in
 /// flight adds only what it outlasts it by, so host threads calling at once are not
 /// counted twice.
@@ -230,6 +248,11 @@ impl Gpu {
     /// is host work with the device idle. For the tests and benchmarks of where time goes.
     pub(crate) fn device_seconds(&self) -> f64 {
         self.device_clock.lock().map_or(0.0, |c| c.nanos as f64 * 1e-9)
+    }
+
+    /// A watch of the host's own time from now ([`HostWatch::lap`]).
+    pub(crate) fn host_watch(&self) -> HostWatch<'_> {
+        HostWatch { gpu: self, wall: std::time::Instant::now(), device: self.device_seconds() }
     }
 
     /// Allocations made on the device so far (requests the pool could not serve).

@@ -178,5 +178,5 @@ pub fn shim_stitch_counted(
 }
 
 #[doc(hidden)]
-pub use registrar::StitchCounts;
+pub use registrar::{HostSteps as StitchHostSteps, StitchCounts};
 

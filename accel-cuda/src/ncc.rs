@@ -19,6 +19,7 @@ use crate::device::{args, as_bytes, int, Arg, DevicePtr, FrameTable, Gpu, Kernel
 use crate::host_count;
 use crate::kernels::{Kernel, Module};
 use crate::refine::refine_shifts;
+use crate::registrar::HostSteps;
 use core::ops::Range;
 use tessera_core::image::Pixel;
 use tessera_core::ncc::{Integral, Match, NccSample, SearchParams, TemplateStats};
@@ -166,8 +167,9 @@ pub(crate) fn grids<'v, T: DeviceSample>(n: usize, pair: impl Fn(usize) -> (Imag
 /// the run's next launches.
 pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], grids: Vec<Result<PairSites>>, p: &RegisterParams, par: Parallelism, tables: &mut NullTables) -> Result<(Vec<Result<PairRegistration>>, Launched)> {
     let Some(first) = jobs.first() else { return Ok((Vec::new(), Launched::default())) };
+    let mut watch = gpu.host_watch();
     let (searched, (found, peaks), searches) = search_jobs(gpu, jobs, grids, p, par, tables)?;
-    let mut launched = Launched { searches, consensus_pairs: 0 };
+    let mut launched = Launched { searches, consensus_pairs: 0, steps: HostSteps { plans: watch.lap(), ..HostSteps::default() } };
     let mut searched: Vec<Option<Searched>> = searched.into_iter().map(Some).collect();
     // Each pair concluded, those whose similarity consensus has sets worth the device's
     // count stopping there; their sets then counted in one launch, and those pairs resumed.
@@ -193,6 +195,7 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], gri
             }
         })
         .collect();
+    launched.steps.conclusions = watch.lap();
     if !waiting.is_empty() {
         let consensuses: Vec<&ConsensusCount> = waiting.iter().map(|(_, c)| c.sets()).collect();
         // A failed count leaves the sets to the host.
@@ -206,6 +209,7 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], gri
         for (k, u) in resumed.into_iter().flatten() {
             concluded[k] = Ok(u);
         }
+        launched.steps.consensus_counts = watch.lap();
     }
     let asks: Vec<(usize, ((DevicePtr, DevicePtr), &ShiftRefinement))> = concluded
         .iter()
@@ -219,15 +223,18 @@ pub(crate) fn register_jobs<T: DeviceSample>(gpu: &Gpu, jobs: &[Job<'_, T>], gri
         shifts[k] = Some(shift);
     }
     let registered = concluded.into_iter().zip(shifts).map(|(c, shift)| c.map(|u| if let Some(s) = shift { u.refined(s) } else { u.registration })).collect();
+    launched.steps.refinements = watch.lap();
     Ok((registered, launched))
 }
 
 /// What one [`register_jobs`] launched: whether its searches ran (pairs without a search
-/// need none), and how many pairs' consensus sets one launch counted (none: no launch).
+/// need none), how many pairs' consensus sets one launch counted (none: no launch), and
+/// its host time by step (plans, conclusions, consensus counts, refinements).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Launched {
     pub searches: bool,
     pub consensus_pairs: usize,
+    pub steps: HostSteps,
 }
 
 /// A pair's device searches, not yet turned into its registration: the core's plan of the

@@ -124,6 +124,9 @@ pub struct StitchCounts {
     pub run_seconds: f64,
     /// Device allocations of the whole run (requests its buffer pool could not serve).
     pub allocations: usize,
+    /// The host's share of the registrar's calls, by step ([`StitchCounts::core_seconds`]:
+    /// the rest of it).
+    pub host_steps: HostSteps,
 }
 
 impl StitchCounts {
@@ -131,6 +134,52 @@ impl StitchCounts {
     /// faster device does not shorten.
     pub fn host_seconds(&self) -> f64 {
         (self.run_seconds - self.device_seconds).max(0.0)
+    }
+
+    /// The part of [`host_seconds`](Self::host_seconds) outside the [`host_steps`](Self::host_steps):
+    /// the core's own work (settling and deciding each frame, its zoom tests and quality
+    /// plans, planning the windows, the global solve), the composite, and the registrar's
+    /// lookups of the pairs it registered ahead.
+    pub fn core_seconds(&self) -> f64 {
+        (self.host_seconds() - self.host_steps.total()).max(0.0)
+    }
+}
+
+/// Where the host's time inside a device stitching run's registrar calls goes, in seconds
+/// summed over the run: each step's wall time less the device calls in flight during it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostSteps {
+    /// The frames of a launch made resident: their checks, and the bookkeeping of their
+    /// upload.
+    pub uploads: f64,
+    /// The pairs' grids, their templates' statistics and texture tests, their null probes
+    /// and the search records of their launch.
+    pub plans: f64,
+    /// The pairs' conclusions from their searches: the consensus of their vectors and its
+    /// checks.
+    pub conclusions: f64,
+    /// The similarity consensuses counted on the device, and their pairs' conclusions
+    /// resumed from the counts.
+    pub consensus_counts: f64,
+    /// The refinement's records, and the registrations made from its shifts.
+    pub refinements: f64,
+    /// The quality calls: their frames made resident, their plans' records, their answers.
+    pub quality: f64,
+}
+
+impl HostSteps {
+    /// Their sum.
+    pub fn total(&self) -> f64 {
+        self.uploads + self.plans + self.conclusions + self.consensus_counts + self.refinements + self.quality
+    }
+
+    fn add(&mut self, other: &HostSteps) {
+        self.uploads += other.uploads;
+        self.plans += other.plans;
+        self.conclusions += other.conclusions;
+        self.consensus_counts += other.consensus_counts;
+        self.refinements += other.refinements;
+        self.quality += other.quality;
     }
 }
 
@@ -251,8 +300,10 @@ impl<'g> DeviceRegistrar<'g> {
     /// Registers `pairs` together ([`register_jobs`]; their frames made resident first).
     fn launch<T: RunSample>(&self, st: &mut State<'g>, pairs: &[PairRequest<'_>], p: &RegisterParams) -> Result<Vec<Result<PairRegistration>>> {
         let batch = st.clock + 1;
+        let mut watch = self.gpu.host_watch();
         let typed = pairs.iter().map(typed_pair::<T>).collect::<Result<Vec<_>>>()?;
         let grids = crate::ncc::grids::<T>(pairs.len(), |k| (typed[k].0, typed[k].1, pairs[k].prediction), p, self.par);
+        st.counts.host_steps.plans += watch.lap();
         // The moving frame first: its f32 terms are the CPU's first check.
         let frames: Vec<_> = pairs.iter().zip(&typed).flat_map(|(pair, &(reference, moving))| [(pair.moving.0, moving), (pair.reference.0, reference)]).collect();
         self.make_resident(st, batch, &frames)?;
@@ -262,7 +313,9 @@ impl<'g> DeviceRegistrar<'g> {
             let r = self.resident(st, batch, pair.reference.0, reference)?;
             jobs.push(Job { reference, moving, devices: (r, m), prediction: pair.prediction });
         }
+        st.counts.host_steps.uploads += watch.lap();
         let (registered, launched) = register_jobs(self.gpu, &jobs, grids, p, self.par, &mut st.null_tables)?;
+        st.counts.host_steps.add(&launched.steps);
         st.counts.launches += usize::from(launched.searches);
         st.counts.consensus_launches += usize::from(launched.consensus_pairs > 0);
         st.counts.consensus_pairs += launched.consensus_pairs;
@@ -320,7 +373,8 @@ impl DeviceRegistrar<'_> {
     /// and measures on the device in one launch ([`crate::quality::quality_measures`]).
     fn quality_typed<T: RunSample>(&self, requests: &[QualityRequest<'_>]) -> Option<Result<Vec<(Option<f64>, Option<f64>)>>> {
         let kernel = T::QUALITY?;
-        Some((|| {
+        let mut watch = self.gpu.host_watch();
+        let measured = (|| {
             let mut st = self.state()?;
             let batch = st.clock + 1;
             let mut typed = Vec::with_capacity(requests.len());
@@ -349,8 +403,10 @@ impl DeviceRegistrar<'_> {
             if measures.len() != requests.len() {
                 return Err(Error::Backend(format!("quality measures of {} pairs for {}", measures.len(), requests.len())));
             }
+            st.counts.host_steps.quality += watch.lap();
             Ok(measures)
-        })())
+        })();
+        Some(measured)
     }
 }
 

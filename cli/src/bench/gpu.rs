@@ -23,7 +23,7 @@
 //!   backend with all its threads (the 1 000 frames on one thread too); the first 200
 //!   frames on the backend in each design of its host work (`gpu_stitch_pal_host_work`:
 //!   the run's thread, the pool), and in each design the 1 000 frames' wall time inside
-//!   device calls and the host's share of it a pair (`gpu_stitch_pal_host_share`).
+//!   device calls and the host's share of it a pair, by step (`gpu_stitch_pal_host_share`).
 
 use super::stereo::{data_dir, ground_truth, rgba, synthetic};
 use super::{Bench, Recorder};
@@ -390,8 +390,9 @@ pub(super) fn pal_stitch_case(frames: usize) -> Result<(Vec<Image<u8>>, StitchPa
 
 /// `gpu_stitch_pal_host_share`: where a device stitch of `views` spends its wall time, in
 /// each design of its host work, one run each: inside device calls, and the rest, the
-/// host's own work with the device idle, a pair (`host_us_per_pair`). That rest bounds
-/// the pairs a second however fast the device is: 20 000 a second leave 50 us a pair.
+/// host's own work with the device idle, a pair (`host_us_per_pair`), and that by step
+/// (`host_steps_us_per_pair`: the registrar's steps, and the core's own work). That rest
+/// bounds the pairs a second however fast the device is: 20 000 a second leave 50 us a pair.
 fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Result<()> {
     let cuda = tessera::cuda::open_cuda()?;
     let _restore = EnvRestored::save(&[tessera_cuda::STITCH_HOST_WORK_ENV]);
@@ -401,12 +402,23 @@ fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Resu
         std::env::set_var(tessera_cuda::STITCH_HOST_WORK_ENV, design);
         let (pano, counts) = cuda.stitch_counted(&InMemory(views), p, &mut |_| ControlFlow::Continue(()))?;
         let params = json!({"w": 720, "h": 576, "frames": views.len(), "rsz": p.register.rsz, "npts": p.register.npts, "design": design});
+        let steps = counts.host_steps;
+        let per_pair = |seconds: f64| tenths(1e6 * seconds / pairs);
         r.record(
             "gpu_stitch_pal_host_share",
             params,
             "cuda",
             json!({
                 "host_us_per_pair": tenths(1e6 * counts.host_seconds() / pairs),
+                "host_steps_us_per_pair": {
+                    "uploads": per_pair(steps.uploads),
+                    "plans": per_pair(steps.plans),
+                    "conclusions": per_pair(steps.conclusions),
+                    "consensus_counts": per_pair(steps.consensus_counts),
+                    "refinements": per_pair(steps.refinements),
+                    "quality": per_pair(steps.quality),
+                    "core": per_pair(counts.core_seconds()),
+                },
                 "device_ms": tenths(1e3 * counts.device_seconds),
                 "run_ms": tenths(1e3 * counts.run_seconds),
                 "registered": pano.frames.iter().filter(|f| f.is_ok()).count(),
