@@ -138,8 +138,8 @@ impl StitchCounts {
 
     /// The part of [`host_seconds`](Self::host_seconds) outside the [`host_steps`](Self::host_steps):
     /// the core's own work (settling and deciding each frame, its zoom tests and quality
-    /// plans, planning the windows, the global solve), the composite, and the registrar's
-    /// lookups of the pairs it registered ahead.
+    /// plans, planning the windows, the global solve; a turned sequence's composite, made
+    /// on the host), and the registrar's lookups of the pairs it registered ahead.
     pub fn core_seconds(&self) -> f64 {
         (self.host_seconds() - self.host_steps.total()).max(0.0)
     }
@@ -165,12 +165,15 @@ pub struct HostSteps {
     pub refinements: f64,
     /// The quality calls: their frames made resident, their plans' records, their answers.
     pub quality: f64,
+    /// The composite on the device's canvas, from the canvas's making to the panorama:
+    /// reading the frames again, pasting them, the canvas's download.
+    pub composite: f64,
 }
 
 impl HostSteps {
     /// Their sum.
     pub fn total(&self) -> f64 {
-        self.uploads + self.plans + self.conclusions + self.consensus_counts + self.refinements + self.quality
+        self.uploads + self.plans + self.conclusions + self.consensus_counts + self.refinements + self.quality + self.composite
     }
 
     fn add(&mut self, other: &HostSteps) {
@@ -180,6 +183,7 @@ impl HostSteps {
         self.consensus_counts += other.consensus_counts;
         self.refinements += other.refinements;
         self.quality += other.quality;
+        self.composite += other.composite;
     }
 }
 
@@ -472,7 +476,10 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     };
     let registrar = DeviceRegistrar { gpu, par: host_work, state: Mutex::new(State::default()) };
     let pasted = crate::stitch::PasteCounts::default();
+    // The composite begins when its canvas is made, the registrations all done.
+    let composite = std::cell::Cell::new(None);
     let mut canvas = |like: &AnyView<'_>, positions: &[Option<(f64, f64)>], blend: Blend| -> Result<Box<dyn Pasting + '_>> {
+        composite.set(Some(gpu.host_watch()));
         crate::stitch::device_canvas(gpu, like, positions, blend, &pasted)
     };
     let (start, device_before) = (std::time::Instant::now(), gpu.device_seconds());
@@ -482,6 +489,7 @@ pub(crate) fn stitch_counted(gpu: &Gpu, frames: &dyn FrameSource, p: &StitchPara
     let pano = pano?;
     let run_seconds = start.elapsed().as_secs_f64();
     let mut counts = registrar.state()?.counts.clone();
+    counts.host_steps.composite = composite.take().map_or(0.0, |mut watch| watch.lap());
     (counts.paste_uploads, counts.canvas_downloads) = (pasted.uploads.get(), pasted.downloads.get());
     (counts.device_seconds, counts.run_seconds, counts.allocations) = (gpu.device_seconds() - device_before, run_seconds, gpu.allocations());
     Ok((pano, counts))

@@ -306,8 +306,8 @@ mod stitching {
                 // The host's share by step: each step measured, none negative, their sum
                 // within the host's share (the rest the core's own work).
                 let s = &c.host_steps;
-                let steps = [s.uploads, s.plans, s.conclusions, s.consensus_counts, s.refinements, s.quality];
-                assert!(steps.iter().all(|&t| t >= 0.0) && s.plans > 0.0 && s.conclusions > 0.0, "{c:?}");
+                let steps = [s.uploads, s.plans, s.conclusions, s.consensus_counts, s.refinements, s.quality, s.composite];
+                assert!(steps.iter().all(|&t| t >= 0.0) && s.plans > 0.0 && s.conclusions > 0.0 && s.composite > 0.0, "{c:?}");
                 assert!(s.total() <= c.host_seconds() + 1e-6, "{c:?}");
                 assert!((c.core_seconds() - (c.host_seconds() - s.total()).max(0.0)).abs() < 1e-12, "{c:?}");
             }
@@ -426,13 +426,14 @@ mod stitching {
         let s = &counts.host_steps;
         let us = |t: f64| 1e6 * t / (n - 1) as f64;
         eprintln!(
-            "the run's host share a pair, us: uploads {:.1}, plans {:.1}, conclusions {:.1}, consensus counts {:.1}, refinements {:.1}, quality {:.1}, the core's own work {:.1}",
+            "the run's host share a pair, us: uploads {:.1}, plans {:.1}, conclusions {:.1}, consensus counts {:.1}, refinements {:.1}, quality {:.1}, composite {:.1}, the core's own work {:.1}",
             us(s.uploads),
             us(s.plans),
             us(s.conclusions),
             us(s.consensus_counts),
             us(s.refinements),
             us(s.quality),
+            us(s.composite),
             us(counts.core_seconds())
         );
         eprintln!(

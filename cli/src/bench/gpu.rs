@@ -417,6 +417,7 @@ fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Resu
                     "consensus_counts": per_pair(steps.consensus_counts),
                     "refinements": per_pair(steps.refinements),
                     "quality": per_pair(steps.quality),
+                    "composite": per_pair(steps.composite),
                     "core": per_pair(counts.core_seconds()),
                 },
                 "device_ms": tenths(1e3 * counts.device_seconds),
