@@ -171,9 +171,22 @@ pub struct HostSteps {
 }
 
 impl HostSteps {
+    /// Each step by name, in the run's order.
+    pub fn parts(&self) -> [(&'static str, f64); 7] {
+        [
+            ("uploads", self.uploads),
+            ("plans", self.plans),
+            ("conclusions", self.conclusions),
+            ("consensus_counts", self.consensus_counts),
+            ("refinements", self.refinements),
+            ("quality", self.quality),
+            ("composite", self.composite),
+        ]
+    }
+
     /// Their sum.
     pub fn total(&self) -> f64 {
-        self.uploads + self.plans + self.conclusions + self.consensus_counts + self.refinements + self.quality + self.composite
+        self.parts().iter().map(|&(_, t)| t).sum()
     }
 
     fn add(&mut self, other: &HostSteps) {

@@ -306,8 +306,7 @@ mod stitching {
                 // The host's share by step: each step measured, none negative, their sum
                 // within the host's share (the rest the core's own work).
                 let s = &c.host_steps;
-                let steps = [s.uploads, s.plans, s.conclusions, s.consensus_counts, s.refinements, s.quality, s.composite];
-                assert!(steps.iter().all(|&t| t >= 0.0) && s.plans > 0.0 && s.conclusions > 0.0 && s.composite > 0.0, "{c:?}");
+                assert!(s.parts().iter().all(|&(_, t)| t >= 0.0) && s.plans > 0.0 && s.conclusions > 0.0 && s.composite > 0.0, "{c:?}");
                 assert!(s.total() <= c.host_seconds() + 1e-6, "{c:?}");
                 assert!((c.core_seconds() - (c.host_seconds() - s.total()).max(0.0)).abs() < 1e-12, "{c:?}");
             }
@@ -423,19 +422,9 @@ mod stitching {
         assert!(want.frames.iter().all(|f| f.is_ok()), "{:?}", want.frames);
         let host = total - counts.device_seconds;
         let in_run = counts.host_seconds();
-        let s = &counts.host_steps;
         let us = |t: f64| 1e6 * t / (n - 1) as f64;
-        eprintln!(
-            "the run's host share a pair, us: uploads {:.1}, plans {:.1}, conclusions {:.1}, consensus counts {:.1}, refinements {:.1}, quality {:.1}, composite {:.1}, the core's own work {:.1}",
-            us(s.uploads),
-            us(s.plans),
-            us(s.conclusions),
-            us(s.consensus_counts),
-            us(s.refinements),
-            us(s.quality),
-            us(s.composite),
-            us(counts.core_seconds())
-        );
+        let steps: Vec<String> = counts.host_steps.parts().iter().map(|&(name, t)| format!("{name} {:.1}", us(t))).collect();
+        eprintln!("the run's host share a pair, us: {}, the core's own work {:.1}", steps.join(", "), us(counts.core_seconds()));
         eprintln!(
             "{n} frames {}x{}: {total:.3} s, device calls {:.3} s, host {host:.4} s ({:.3} ms a pair; in the run {:.3} ms a pair, the device's start and teardown {:.2} ms); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
             sp.frame_width,

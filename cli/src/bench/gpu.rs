@@ -402,24 +402,16 @@ fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Resu
         std::env::set_var(tessera_cuda::STITCH_HOST_WORK_ENV, design);
         let (pano, counts) = cuda.stitch_counted(&InMemory(views), p, &mut |_| ControlFlow::Continue(()))?;
         let params = json!({"w": 720, "h": 576, "frames": views.len(), "rsz": p.register.rsz, "npts": p.register.npts, "design": design});
-        let steps = counts.host_steps;
-        let per_pair = |seconds: f64| tenths(1e6 * seconds / pairs);
+        let per_pair = |seconds: f64| json!(tenths(1e6 * seconds / pairs));
+        let mut steps: serde_json::Map<String, Value> = counts.host_steps.parts().iter().map(|&(name, t)| (name.to_string(), per_pair(t))).collect();
+        steps.insert("core".into(), per_pair(counts.core_seconds()));
         r.record(
             "gpu_stitch_pal_host_share",
             params,
             "cuda",
             json!({
                 "host_us_per_pair": tenths(1e6 * counts.host_seconds() / pairs),
-                "host_steps_us_per_pair": {
-                    "uploads": per_pair(steps.uploads),
-                    "plans": per_pair(steps.plans),
-                    "conclusions": per_pair(steps.conclusions),
-                    "consensus_counts": per_pair(steps.consensus_counts),
-                    "refinements": per_pair(steps.refinements),
-                    "quality": per_pair(steps.quality),
-                    "composite": per_pair(steps.composite),
-                    "core": per_pair(counts.core_seconds()),
-                },
+                "host_steps_us_per_pair": steps,
                 "device_ms": tenths(1e3 * counts.device_seconds),
                 "run_ms": tenths(1e3 * counts.run_seconds),
                 "registered": pano.frames.iter().filter(|f| f.is_ok()).count(),
