@@ -356,8 +356,21 @@ mod stitching {
     #[test]
     #[ignore]
     fn host_time_of_a_pal_sweep() {
-        let frames = std::env::var("TESSERA_HOST_TIME_FRAMES").map_or(40, |n| n.parse::<usize>().expect("TESSERA_HOST_TIME_FRAMES: a frame count").clamp(2, pal_sweep().frames));
-        host_time(frames, &pal_sweep(), &pal_sweep_params());
+        host_time(pal_sweep_frames(), &pal_sweep(), &pal_sweep_params());
+    }
+
+    /// [`host_time_of_a_pal_sweep`] without the quality measures, as the device benchmark's
+    /// stitch (`gpu_stitch_pal`) runs: the keyframes' links, refined on the pool beside a
+    /// window's quality call where it makes one, are then refined with the device idle.
+    #[test]
+    #[ignore]
+    fn host_time_of_a_pal_sweep_without_quality_measures() {
+        host_time(pal_sweep_frames(), &pal_sweep(), &StitchParams { quality: false, ..pal_sweep_params() });
+    }
+
+    /// The frames [`host_time_of_a_pal_sweep`] stitches: 40, or `TESSERA_HOST_TIME_FRAMES`.
+    fn pal_sweep_frames() -> usize {
+        std::env::var("TESSERA_HOST_TIME_FRAMES").map_or(40, |n| n.parse::<usize>().expect("TESSERA_HOST_TIME_FRAMES: a frame count").clamp(2, pal_sweep().frames))
     }
 
     /// [`host_time_of_a_pal_sweep`]'s sweep: PAL frames, the photograph magnified three times.

@@ -23,7 +23,8 @@
 //!   backend with all its threads (the 1 000 frames on one thread too); the first 200
 //!   frames on the backend in each design of its host work (`gpu_stitch_pal_host_work`:
 //!   the run's thread, the pool), and in each design the 1 000 frames' wall time inside
-//!   device calls and the host's share of it a pair, by step (`gpu_stitch_pal_host_share`).
+//!   device calls and the host's share of it a pair, by step, without and with the quality
+//!   measures (`gpu_stitch_pal_host_share`).
 
 use super::stereo::{data_dir, ground_truth, rgba, synthetic};
 use super::{Bench, Recorder};
@@ -393,30 +394,37 @@ pub(super) fn pal_stitch_case(frames: usize) -> Result<(Vec<Image<u8>>, StitchPa
 /// host's own work with the device idle, a pair (`host_us_per_pair`), and that by step
 /// (`host_steps_us_per_pair`: the registrar's steps, and the core's own work). That rest
 /// bounds the pairs a second however fast the device is: 20 000 a second leave 50 us a pair.
+/// Each design is run as `p` asks (`quality` false: the stitch that `gpu_stitch_pal` times)
+/// and with the quality measures too (the command line's default): a window's keyframe
+/// links are refined on the pool beside its quality call, and with no call to wait on,
+/// with the device idle, so the two shares differ by what the links cost the host.
 fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Result<()> {
     let cuda = tessera::cuda::open_cuda()?;
     let _restore = EnvRestored::save(&[tessera_cuda::STITCH_HOST_WORK_ENV]);
     let pairs = views.len().saturating_sub(1).max(1) as f64;
     let tenths = |x: f64| (x * 10.0).round() / 10.0;
-    for design in names::<tessera_cuda::StitchHostWork>() {
-        std::env::set_var(tessera_cuda::STITCH_HOST_WORK_ENV, design);
-        let (pano, counts) = cuda.stitch_counted(&InMemory(views), p, &mut |_| ControlFlow::Continue(()))?;
-        let params = json!({"w": 720, "h": 576, "frames": views.len(), "rsz": p.register.rsz, "npts": p.register.npts, "design": design});
-        let per_pair = |seconds: f64| json!(tenths(1e6 * seconds / pairs));
-        let mut steps: serde_json::Map<String, Value> = counts.host_steps.parts().iter().map(|&(name, t)| (name.to_string(), per_pair(t))).collect();
-        steps.insert("core".into(), per_pair(counts.core_seconds()));
-        r.record(
-            "gpu_stitch_pal_host_share",
-            params,
-            "cuda",
-            json!({
-                "host_us_per_pair": tenths(1e6 * counts.host_seconds() / pairs),
-                "host_steps_us_per_pair": steps,
-                "device_ms": tenths(1e3 * counts.device_seconds),
-                "run_ms": tenths(1e3 * counts.run_seconds),
-                "registered": pano.frames.iter().filter(|f| f.is_ok()).count(),
-            }),
-        );
+    let with_quality = StitchParams { quality: true, ..*p };
+    for p in [p, &with_quality] {
+        for design in names::<tessera_cuda::StitchHostWork>() {
+            std::env::set_var(tessera_cuda::STITCH_HOST_WORK_ENV, design);
+            let (pano, counts) = cuda.stitch_counted(&InMemory(views), p, &mut |_| ControlFlow::Continue(()))?;
+            let params = json!({"w": 720, "h": 576, "frames": views.len(), "rsz": p.register.rsz, "npts": p.register.npts, "design": design, "quality": p.quality});
+            let per_pair = |seconds: f64| json!(tenths(1e6 * seconds / pairs));
+            let mut steps: serde_json::Map<String, Value> = counts.host_steps.parts().iter().map(|&(name, t)| (name.to_string(), per_pair(t))).collect();
+            steps.insert("core".into(), per_pair(counts.core_seconds()));
+            r.record(
+                "gpu_stitch_pal_host_share",
+                params,
+                "cuda",
+                json!({
+                    "host_us_per_pair": tenths(1e6 * counts.host_seconds() / pairs),
+                    "host_steps_us_per_pair": steps,
+                    "device_ms": tenths(1e3 * counts.device_seconds),
+                    "run_ms": tenths(1e3 * counts.run_seconds),
+                    "registered": pano.frames.iter().filter(|f| f.is_ok()).count(),
+                }),
+            );
+        }
     }
     Ok(())
 }
