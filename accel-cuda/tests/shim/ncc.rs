@@ -437,7 +437,7 @@ mod stitching {
         let in_run = counts.host_seconds();
         let us = |t: f64| 1e6 * t / (n - 1) as f64;
         let steps: Vec<String> = counts.host_steps.parts().iter().map(|&(name, t)| format!("{name} {:.1}", us(t))).collect();
-        eprintln!("the run's host share a pair, us: {}, the core's own work {:.1}", steps.join(", "), us(counts.core_seconds()));
+        eprintln!("the run's host share a pair, us: {}, the core's own work {:.1}; {} keyframes", steps.join(", "), us(counts.core_seconds()), got.keyframes().len());
         eprintln!(
             "{n} frames {}x{}: {total:.3} s, device calls {:.3} s, host {host:.4} s ({:.3} ms a pair; in the run {:.3} ms a pair, the device's start and teardown {:.2} ms); CPU backend, one thread: {:.3} ms a pair; {counts:?}",
             sp.frame_width,

@@ -397,7 +397,8 @@ pub(super) fn pal_stitch_case(frames: usize) -> Result<(Vec<Image<u8>>, StitchPa
 /// Each design is run as `p` asks (`quality` false: the stitch that `gpu_stitch_pal` times)
 /// and with the quality measures too (the command line's default): a window's keyframe
 /// links are refined on the pool beside its quality call, and with no call to wait on,
-/// with the device idle, so the two shares differ by what the links cost the host.
+/// with the device idle, so the two shares differ by what the links cost the host
+/// (`keyframes`: the frames others registered against, each after the first with its link).
 fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Result<()> {
     let cuda = tessera::cuda::open_cuda()?;
     let _restore = EnvRestored::save(&[tessera_cuda::STITCH_HOST_WORK_ENV]);
@@ -422,6 +423,7 @@ fn host_share(r: &mut Recorder, views: &[AnyView<'_>], p: &StitchParams) -> Resu
                     "device_ms": tenths(1e3 * counts.device_seconds),
                     "run_ms": tenths(1e3 * counts.run_seconds),
                     "registered": pano.frames.iter().filter(|f| f.is_ok()).count(),
+                    "keyframes": pano.keyframes().len(),
                 }),
             );
         }

@@ -203,6 +203,15 @@ impl Panorama {
     pub fn mean_quality_grid(&self) -> Option<f64> {
         mean(self.frames.iter().filter_map(|f| f.quality_grid))
     }
+    /// The frames others registered against, in order: the keyframes (each after the run's
+    /// first with its own link to its reference, which the run refines on the whole overlap
+    /// with [`StitchParams::whole_overlap`]).
+    pub fn keyframes(&self) -> Vec<usize> {
+        let mut keys: Vec<usize> = self.frames.iter().filter_map(|f| f.reference).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
 }
 
 fn mean(it: impl Iterator<Item = f64>) -> Option<f64> {
@@ -563,6 +572,13 @@ mod tests {
             assert!(mean < 0.25, "keyframe {ks}: mean error {mean}");
             assert!(pano.frames.iter().all(|f| f.is_ok()));
             assert!(pano.mean_ncc().unwrap() > 0.9 && pano.mean_quality().unwrap() > 0.9 && pano.mean_quality_grid().unwrap() > 0.9);
+            // Every frame but the last against its predecessor, or a few keyframes.
+            let keyframes = pano.keyframes();
+            if ks == 0.0 {
+                assert_eq!(keyframes, (0..29).collect::<Vec<_>>());
+            } else {
+                assert!(keyframes[0] == 0 && keyframes.len() > 1 && keyframes.len() < 10, "{keyframes:?}");
+            }
             // Canvas: the union of the rounded placements.
             let xs: Vec<i64> = pano.frames.iter().map(|f| libm::round(f.position.unwrap().0) as i64).collect();
             let ys: Vec<i64> = pano.frames.iter().map(|f| libm::round(f.position.unwrap().1) as i64).collect();
