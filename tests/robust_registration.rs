@@ -9,7 +9,7 @@ mod common;
 
 use common::footage::{closed_loop, jerky, photo, render, render_posed, rolling, room, wandering, zooming, Conditions, PHOTOS};
 use std::ops::ControlFlow;
-use tessera::stitch::{register_sequence, FrameRecord, Motion, RegisterParams, Similarity, StitchParams};
+use tessera::stitch::{keyframes, register_sequence, FrameRecord, Motion, RegisterParams, Similarity, StitchParams};
 use tessera::{AnyView, Image, Parallelism};
 
 /// What a run got right and wrong.
@@ -163,7 +163,7 @@ fn keyframe_links_are_refined_on_the_whole_overlap() {
     let (frames, truth) = footage(&CASES[1], "coffee");
     let keyframe_errors = |whole_overlap: bool| {
         let (s, recs) = run(&frames, &truth, &StitchParams { quality: false, whole_overlap, ..Default::default() });
-        let keyframes: std::collections::BTreeSet<usize> = recs.iter().filter_map(|r| r.reference).filter(|&r| r != 0).collect();
+        let keyframes: Vec<usize> = keyframes(&recs).into_iter().filter(|&r| r != 0).collect();
         let errors: Vec<f64> = keyframes.iter().filter_map(|&k| recs[k].position.map(|q| (q.0 - truth[k].0).hypot(q.1 - truth[k].1))).collect();
         println!("whole overlap {whole_overlap}: {s:?}, keyframes {keyframes:?} off by {errors:.3?}");
         (s, errors)
@@ -185,7 +185,7 @@ fn a_refined_keyframe_reports_the_quality_of_its_refined_pose() {
     let views: Vec<AnyView<'_>> = frames.iter().map(|f| AnyView::U8(f.view())).collect();
     let p = StitchParams { register: RegisterParams { motion: Motion::Translation, ..Default::default() }, ..Default::default() };
     let (recs, _) = register_sequence(&views, &p, Parallelism::AllThreads, &mut |_| ControlFlow::Continue(())).unwrap();
-    let keyframes: std::collections::BTreeSet<usize> = recs.iter().filter_map(|r| r.reference).filter(|&r| r != 0).collect();
+    let keyframes: Vec<usize> = keyframes(&recs).into_iter().filter(|&r| r != 0).collect();
     assert!(keyframes.len() >= 2, "{keyframes:?}");
     for &k in &keyframes {
         let (r, at) = (recs[k].reference.unwrap(), recs[k].position.unwrap());

@@ -47,7 +47,7 @@ pub use solve::{solve, Constraint, Solution};
 pub use refine::{ShiftRefinement, REFINED_TEMPLATES, REFINE_ITERATIONS};
 pub use register::{pair_sites, plan_pair, PairSites, register_pair, register_pair_any, register_pair_turned, register_pair_with, gray, luma_storage, Gray, Motion, MotionVector, PairPlan, PairRegistration, RegisterParams, SearchMethod, SkipReason, TemplateSearch, Concluded, Counting, Unrefined};
 pub use registrar::{PairRegistrar, PairRequest, QualityRequest};
-pub use sequence::{check_frames, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, FrameRecord, NewCanvas, Panorama, StitchParams};
+pub use sequence::{check_frames, keyframes, register_frames, register_frames_timed, register_frames_with, register_sequence, stitch, stitch_frames, stitch_frames_into, stitch_frames_with, FrameRecord, NewCanvas, Panorama, StitchParams};
 pub use source::{Frame, FrameSource, InMemory};
 pub use similarity::{Bounds, ConsensusCount, Correspondence, Hypothesis, Similarity};
 pub use stage_times::StageTimes;

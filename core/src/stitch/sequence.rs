@@ -203,15 +203,20 @@ impl Panorama {
     pub fn mean_quality_grid(&self) -> Option<f64> {
         mean(self.frames.iter().filter_map(|f| f.quality_grid))
     }
-    /// The frames others registered against, in order: the keyframes (each after the run's
-    /// first with its own link to its reference, which the run refines on the whole overlap
-    /// with [`StitchParams::whole_overlap`]).
+    /// The panorama's keyframes ([`keyframes`]).
     pub fn keyframes(&self) -> Vec<usize> {
-        let mut keys: Vec<usize> = self.frames.iter().filter_map(|f| f.reference).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        keys
+        keyframes(&self.frames)
     }
+}
+
+/// The frames of `records` that others registered against, in order: the keyframes (each
+/// after the run's first with its own link to its reference, which the run refines on the
+/// whole overlap with [`StitchParams::whole_overlap`]).
+pub fn keyframes(records: &[FrameRecord]) -> Vec<usize> {
+    let mut keys: Vec<usize> = records.iter().filter_map(|f| f.reference).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
 }
 
 fn mean(it: impl Iterator<Item = f64>) -> Option<f64> {

@@ -607,4 +607,3 @@ fn luma_on_the_fly_is_bit_identical_to_the_converted_image() {
     let mut small = Image::<f32>::new(5, 5).unwrap();
     assert!(local_variance_luma(rgba.view(), small.view_mut(), &VarianceParams::default(), Parallelism::Sequential).is_err());
 }
-
