@@ -155,9 +155,10 @@ impl<'a, T: GrayType> Chain<'a, T> {
             let find = |idx: usize| window_frame(&self.held, current, &self.ahead, idx);
             let requests = w.requests::<T>(&find, self.run.size)?;
             // The frames of the links the window will refine on the whole overlap are smoothed
-            // on the pool's threads while this one waits on the registrar's launch: a host's
-            // other cores are idle while a device registers, and the links then find the
-            // copies they would have made (a plan the pairs leave has smoothed a frame no link
+            // on the pool's threads while this one waits on the registrar's launch, and the
+            // refinement's working memory made where the run has none yet: a host's other
+            // cores are idle while a device registers, and the links then find the copies
+            // they would have made (a plan the pairs leave has smoothed a frame no link
             // reads, which the frame recycles when it departs). A frame that fails to smooth
             // here is smoothed again by its link, which reports why.
             let smoothing: Vec<usize> = match self.run.refines_on_overlap() {
@@ -166,7 +167,10 @@ impl<'a, T: GrayType> Chain<'a, T> {
             };
             let (run, p) = (&self.run, &self.run.p.register);
             let launch = || g.speculate(&requests, p);
-            let smooth = || smoothing.iter().filter_map(|&idx| find(idx)).for_each(|f| drop(f.smoothed::<T>(run.par, run.spares)));
+            let smooth = || {
+                smoothing.iter().filter_map(|&idx| find(idx)).for_each(|f| drop(f.smoothed::<T>(run.par, run.spares)));
+                run.keep_overlap_scratch();
+            };
             match smoothing.is_empty() {
                 true => launch()?,
                 false => alongside(run.par, smooth, launch).1?,

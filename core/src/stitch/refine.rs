@@ -16,7 +16,7 @@ use crate::cpu::multiversion;
 use crate::error::{require_positive, require_range, Result};
 use crate::filter::{gaussian_blur_f32, BoxPixel, GaussLane, GaussianParams};
 use crate::image::{ImageView, ImageViewMut, Pixel};
-use crate::parallel::{map_few, map_indices, map_slots, Parallelism};
+use crate::parallel::{map_few, map_slots, Parallelism};
 use crate::stitch::similarity::Similarity;
 use crate::stitch::MotionVector;
 use alloc::vec::Vec;
@@ -346,6 +346,7 @@ fn gather_lanes<T: Pixel + Into<f64>>(image: ImageView<'_, T>, at: [(isize, isiz
 /// A template's interior (central differences need both neighbours): its top-left pixel in
 /// the reference, and per pixel (row major) the value and gradient, each of zero mean, with
 /// the gradient's means (the rotation's Jacobian needs the gradient itself).
+#[derive(Default)]
 struct Patch {
     corner: (usize, usize),
     value: Vec<f64>,
@@ -369,8 +370,19 @@ fn refined_sites(vectors: &[MotionVector]) -> impl Iterator<Item = (usize, usize
 
 /// The interior (`n x n`, central differences) of the template whose top-left pixel is
 /// `(tx, ty)`, which must lie at least a pixel inside the reference.
-fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize) -> Patch {
-    let (mut value, mut gx, mut gy) = (alloc::vec![0.0; n * n], alloc::vec![0.0; n * n], alloc::vec![0.0; n * n]);
+fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, site: (usize, usize), n: usize) -> Patch {
+    let mut made = Patch::default();
+    patch_into(reference, site, n, &mut made);
+    made
+}
+
+/// [`patch`] into `out`, whose buffers it reuses.
+fn patch_into<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize, out: &mut Patch) {
+    let Patch { corner, value, gx, gy, mean_gradient } = out;
+    for v in [&mut *value, &mut *gx, &mut *gy] {
+        v.clear();
+        v.resize(n * n, 0.0);
+    }
     let rows = value.chunks_exact_mut(n).zip(gx.chunks_exact_mut(n)).zip(gy.chunks_exact_mut(n));
     for (y, ((value, gx), gy)) in (ty + 1..).zip(rows) {
         differences(&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..], value, gx, gy);
@@ -378,16 +390,16 @@ fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, us
     // Summed in pixel order from -0.0, as an iterator's sum, the three side by side (three
     // chains of additions at once rather than three sweeps each waiting on the adder).
     let mut sums = [-0.0f64; 3];
-    for ((v, x), y) in value.iter().zip(&gx).zip(&gy) {
+    for ((v, x), y) in value.iter().zip(gx.iter()).zip(gy.iter()) {
         sums[0] += *v;
         sums[1] += *x;
         sums[2] += *y;
     }
     let means = sums.map(|s| s / (n * n).max(1) as f64);
-    for (v, m) in [&mut value, &mut gx, &mut gy].into_iter().zip(means) {
+    for (v, m) in [value, gx, gy].into_iter().zip(means) {
         v.iter_mut().for_each(|x| *x -= m);
     }
-    Patch { corner: (tx + 1, ty + 1), value, gx, gy, mean_gradient: (means[1], means[2]) }
+    (*corner, *mean_gradient) = ((tx + 1, ty + 1), (means[1], means[2]));
 }
 
 multiversion! {
@@ -442,7 +454,7 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
     };
     let unknowns = if with_scale { 4 } else { 3 };
     // One pair's dozen templates: the pairs themselves are what runs in parallel.
-    solve(moving, &patches, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes, par: Parallelism::Sequential })
+    solve(moving, &patches, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes, par: Parallelism::Sequential }, &mut SolveScratch::default())
 }
 
 
@@ -465,20 +477,64 @@ pub fn overlap_smoothed_into<T: BoxPixel<Lane: GaussLane>>(v: ImageView<'_, T>, 
 /// the patches do not determine the motion, or the refinement moves a corner of the overlap
 /// more than `limit` pixels; an error for `unknowns` outside 2..=4 or a `limit` that is not
 /// finite and positive. The patches are made and summed on `par`'s threads, to the same
-/// bits as on one.
-pub fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
+/// bits as on one, in the working memory `scratch`, which a sequence passes from one
+/// refinement to the next.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism, scratch: &mut OverlapScratch) -> Result<Option<(Similarity, usize)>> {
     require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
     require_positive("limit", limit)?;
     let n = tile.saturating_sub(2);
     let Some(sites) = overlap_sites(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
-    let patches: Vec<Patch> = map_indices(sites.len(), par, |i| {
-        let mut p = patch(reference, sites[i], n);
+    let OverlapScratch { patches, solve: solving } = scratch;
+    patches.resize_with(sites.len().max(patches.len()), Patch::default);
+    let patches = &mut patches[..sites.len()];
+    map_slots(patches, par, |i, p| {
+        patch_into(reference, sites[i], n, p);
         remove_ramps(&mut p.value, n);
-        p
     });
-    let probes = corners(&patches, n, &motion);
-    let (refined, error) = solve(moving, &patches, n, motion, &Solve { unknowns, ramps: true, limit, probes, par });
+    let probes = corners(patches, n, &motion);
+    let (refined, error) = solve(moving, patches, n, motion, &Solve { unknowns, ramps: true, limit, probes, par }, solving);
     Ok(error.is_finite().then_some((refined, patches.len())))
+}
+
+/// The working memory of a whole-overlap refinement ([`refine_overlap_smoothed`]): its
+/// patches, their Jacobians and their resampled pixels, some 3.6 MB for a PAL frame's 64
+/// patches. Made afresh, its pages are faulted in one by one (about 900; 2 to 3 ms on the
+/// 2-core VM, twice the refinement's arithmetic); a sequence keeps one from link to link.
+#[derive(Default)]
+pub(crate) struct OverlapScratch {
+    patches: Vec<Patch>,
+    solve: SolveScratch,
+}
+
+impl OverlapScratch {
+    /// Working memory for the refinements of tiles of side `tile`, every page written: a
+    /// sequence makes it while its cores wait on a device, so that its first link does not
+    /// wait on the page faults.
+    pub(crate) fn for_tiles(tile: usize) -> OverlapScratch {
+        let len = tile.saturating_sub(2).pow(2);
+        let patches = (0..MAX_OVERLAP_PATCHES).map(|_| Patch { value: written(len), gx: written(len), gy: written(len), ..Patch::default() }).collect();
+        let groups = MAX_OVERLAP_PATCHES.div_ceil(LANES);
+        let jacobians = (0..groups).map(|_| GroupJacobian { terms: written(len * (1 + UNKNOWNS)), ..GroupJacobian::default() }).collect();
+        let samples = (0..groups).map(|_| written(len)).collect();
+        OverlapScratch { patches, solve: SolveScratch { jacobians, samples } }
+    }
+}
+
+/// `len` default values, each written: `vec![0.0; len]` would come zeroed from the
+/// allocator, its pages not yet faulted in.
+fn written<T: Clone + Default>(len: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    v.resize(len, T::default());
+    v
+}
+
+/// The working memory of [`solve`]: per group of patches, its Jacobian and its resampled
+/// pixels.
+#[derive(Default)]
+struct SolveScratch {
+    jacobians: Vec<GroupJacobian>,
+    samples: Vec<Vec<Lanes>>,
 }
 
 /// Sigma (pixels) of the Gaussian that smooths both frames before [`refine_overlap_smoothed`]: the
@@ -555,7 +611,7 @@ struct Solve {
 }
 
 /// Gauss-Newton on `patches` (interiors of side `n`) from `motion` ([`refine_motion`]).
-fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: usize, motion: Similarity, how: &Solve) -> (Similarity, f64) {
+fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: usize, motion: Similarity, how: &Solve, scratch: &mut SolveScratch) -> (Similarity, f64) {
     let unrefined = (motion, f64::INFINITY);
     let (w, h) = moving.size();
     let k = how.unknowns;
@@ -570,7 +626,12 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     let members = |g: usize| (patches.len() - g * LANES).min(LANES);
     // Per patch: the Jacobian columns (zero mean), their sums with the values, and the
     // patch's share of the Gauss-Newton matrix, added in patch order.
-    let jacobians: Vec<GroupJacobian> = map_indices(groups, how.par, |g| GroupJacobian::of(core::array::from_fn(|l| &patches[member(g, l)]), n, centre, k, how.ramps));
+    let SolveScratch { jacobians, samples } = scratch;
+    jacobians.resize_with(groups.max(jacobians.len()), GroupJacobian::default);
+    samples.resize_with(groups.max(samples.len()), Vec::new);
+    let jacobians = &mut jacobians[..groups];
+    map_slots(jacobians, how.par, |g, made| GroupJacobian::make(core::array::from_fn(|l| &patches[member(g, l)]), n, centre, k, how.ramps, made));
+    let jacobians = &*jacobians;
     let mut hess = [[0.0; UNKNOWNS]; UNKNOWNS];
     for (g, jacobian) in jacobians.iter().enumerate() {
         for share in &jacobian.hess[..members(g)] {
@@ -587,12 +648,12 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
     // Each group of patches' moving pixels, resampled per iteration into a buffer of its own.
-    let mut samples: Vec<Vec<Lanes>> = (0..groups).map(|_| Vec::with_capacity(n * n)).collect();
+    let samples = &mut samples[..groups];
     for _ in 0..TURN_ITERATIONS {
         let back = m.inverse().mapping();
         // Each group's patches' residual sums of squares and right-hand sides, a group a job;
         // `None` where a patch leaves the moving frame or samples a flat stretch of it.
-        let shares = map_slots(&mut samples, how.par, |g, sampled| {
+        let shares = map_slots(samples, how.par, |g, sampled| {
             let group = g * LANES..((g + 1) * LANES).min(patches.len());
             // Where each template's pixels are in the moving frame: a row steps by a constant.
             let walks: [Walk; LANES] = core::array::from_fn(|l| {
@@ -738,6 +799,7 @@ fn whole_numbers(v: Lanes) -> [usize; LANES] {
 /// by side in one sweep and four patches in the lanes: the same bits in a fraction of the
 /// time (a sweep of one sum waits on the adder's latency at every pixel). Each iteration's
 /// [`ResampledSums`] then load a vector where they would gather a scalar from four patches.
+#[derive(Default)]
 struct GroupJacobian {
     /// Per pixel `1 + k` vectors: the values, then the first `k` columns.
     terms: Vec<Lanes>,
@@ -747,26 +809,30 @@ struct GroupJacobian {
 }
 
 impl GroupJacobian {
-    /// The terms of `patches` (side `n`) for `k` unknowns, the turn and scale about `centre`.
-    fn of(patches: [&Patch; LANES], n: usize, centre: (f64, f64), k: usize, ramps: bool) -> GroupJacobian {
-        match k {
-            2 => group_jacobian::<2>(patches, n, centre, ramps),
-            3 => group_jacobian::<3>(patches, n, centre, ramps),
-            _ => group_jacobian::<4>(patches, n, centre, ramps),
-        }
+    /// The terms of `patches` (side `n`) for `k` unknowns, the turn and scale about `centre`,
+    /// into `made`, whose buffer they reuse.
+    fn make(patches: [&Patch; LANES], n: usize, centre: (f64, f64), k: usize, ramps: bool, made: &mut GroupJacobian) {
+        let terms = core::mem::take(&mut made.terms);
+        *made = match k {
+            2 => group_jacobian::<2>(patches, n, centre, ramps, terms),
+            3 => group_jacobian::<3>(patches, n, centre, ramps, terms),
+            _ => group_jacobian::<4>(patches, n, centre, ramps, terms),
+        };
     }
 }
 
 multiversion! {
     on crate::cpu::Level::Avx2;
-    /// [`GroupJacobian::of`] for `K` unknowns.
-    fn group_jacobian<const K: usize>(patches: [&Patch; LANES], n: usize, centre: (f64, f64), ramps: bool) -> GroupJacobian {
+    /// [`GroupJacobian::make`] for `K` unknowns, its terms into `terms` (cleared first).
+    fn group_jacobian<const K: usize>(patches: [&Patch; LANES], n: usize, centre: (f64, f64), ramps: bool, terms: Vec<Lanes>) -> GroupJacobian {
         let len = n * n;
         let width = 1 + K;
         let (values, gxs, gys) = (patches.map(|p| &p.value[..len]), patches.map(|p| &p.gx[..len]), patches.map(|p| &p.gy[..len]));
         let mean_gradient: [Lanes; 2] = [core::array::from_fn(|l| patches[l].mean_gradient.0), core::array::from_fn(|l| patches[l].mean_gradient.1)];
         let corner: [Lanes; 2] = [core::array::from_fn(|l| patches[l].corner.0 as f64), core::array::from_fn(|l| patches[l].corner.1 as f64)];
-        let mut terms: Vec<Lanes> = Vec::with_capacity(len * width);
+        let mut terms = terms;
+        terms.clear();
+        terms.reserve(len * width);
         // The turn's column (and the scale's), summed as made for their means.
         let mut sums = [[-0.0; LANES]; 2];
         for q in 0..len {
@@ -1035,7 +1101,7 @@ mod tests {
 
     /// [`refine_overlap_smoothed`] on frames it smooths first.
     fn refine_overlap(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
-        refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit, par)
+        refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit, par, &mut OverlapScratch::default())
     }
 
     /// A `w x h` frame of `src` (Keys' bicubic) at `pose` (frame pixel `(u, v)` shows `src` at
@@ -1202,7 +1268,10 @@ mod tests {
                     })
                     .collect();
                 let lane = |l: usize| &made[l % (LANES - 1)];
-                let jacobian = GroupJacobian::of(core::array::from_fn(|l| &lane(l).0), n, centre, k, ramps);
+                // Made into a Jacobian's buffer that held other terms: none of them stays.
+                let mut jacobian = GroupJacobian { terms: alloc::vec![[7.0; LANES]; 3 * n * n], ..GroupJacobian::default() };
+                GroupJacobian::make(core::array::from_fn(|l| &lane(l).0), n, centre, k, ramps, &mut jacobian);
+                assert_eq!(jacobian.terms.len(), n * n * (1 + k));
                 for (l, (p, cols)) in (0..LANES).map(|l| (l, lane(l))) {
                     let column = |a: usize| jacobian.terms.chunks_exact(1 + k).map(|t| t[1 + a][l]).collect::<Vec<_>>();
                     let values = jacobian.terms.chunks_exact(1 + k).map(|t| t[0][l]).collect::<Vec<_>>();
@@ -1403,7 +1472,7 @@ mod tests {
         // Bad parameters are errors.
         let refine = |unknowns: usize, limit: f64| refine_overlap(reference.view(), moving.view(), truth, 25, unknowns, limit, Parallelism::Sequential);
         let (smooth_ref, smooth_moving) = (overlap_smoothed(reference.view(), Parallelism::Sequential).unwrap(), overlap_smoothed(moving.view(), Parallelism::AllThreads).unwrap());
-        let refine_smoothed = |unknowns: usize, limit: f64| refine_overlap_smoothed(smooth_ref.view(), smooth_moving.view(), truth, 25, unknowns, limit, Parallelism::AllThreads);
+        let refine_smoothed = |unknowns: usize, limit: f64| refine_overlap_smoothed(smooth_ref.view(), smooth_moving.view(), truth, 25, unknowns, limit, Parallelism::AllThreads, &mut OverlapScratch::default());
         for (unknowns, limit) in [(0, 2.0), (1, 2.0), (5, 2.0), (2, 0.0), (2, -1.0), (2, f64::NAN), (2, f64::INFINITY)] {
             assert!(refine(unknowns, limit).is_err(), "{unknowns} {limit}");
             assert!(refine_smoothed(unknowns, limit).is_err(), "{unknowns} {limit}");
@@ -1411,5 +1480,33 @@ mod tests {
         // On copies smoothed once (as a sequence keeps them), on any threads: the same answer.
         assert!(refine(2, 2.0).unwrap().is_some());
         assert_eq!(refine(2, 2.0).unwrap(), refine_smoothed(2, 2.0).unwrap());
+    }
+
+    /// A sequence passes one working memory from refinement to refinement: what an earlier
+    /// one left in it (more patches, larger tiles, more unknowns) changes no bit of the next.
+    #[test]
+    fn a_refinement_in_working_memory_used_before_is_the_fresh_ones_to_the_bit() {
+        let src = texture(700, 560, 9);
+        let origin = Similarity::translation((140.0, 110.0));
+        let frames = |size: (usize, usize), truth: &Similarity, seed: u64| {
+            let smoothed = |m: &Similarity, s: u64| overlap_smoothed(frame(&src, m, size, 0.2, 2.0, s).view(), Parallelism::Sequential).unwrap();
+            (smoothed(&origin, seed), smoothed(&origin.then(truth), seed + 1))
+        };
+        let turned = Similarity::about((130.0, 100.0), (3.2, -1.9), 0.01, 1.004);
+        let (big_ref, big_moving) = frames((260, 200), &turned, 3);
+        let shifted = Similarity::translation((-2.6, 1.3));
+        let (small_ref, small_moving) = frames((200, 160), &shifted, 5);
+        let start = |m: &Similarity| Similarity { x: m.x + 0.4, y: m.y - 0.3, ..*m };
+        let mut used = OverlapScratch::for_tiles(31);
+        for par in [Parallelism::Sequential, Parallelism::AllThreads] {
+            for (reference, moving, truth, tile, unknowns) in [(&big_ref, &big_moving, turned, 21, 4), (&small_ref, &small_moving, shifted, 25, 2), (&big_ref, &big_moving, turned, 31, 3), (&small_ref, &small_moving, shifted, 17, 2)] {
+                let refine = |scratch: &mut OverlapScratch| refine_overlap_smoothed(reference.view(), moving.view(), start(&truth), tile, unknowns, 2.0, par, scratch).unwrap();
+                let fresh = refine(&mut OverlapScratch::default());
+                let (refined, patches) = fresh.expect("the refinement finds the motion");
+                assert!(patches >= MIN_OVERLAP_PATCHES && (refined.x - truth.x).hypot(refined.y - truth.y) < 0.2, "tile {tile}: {fresh:?} vs {truth:?}");
+                let again = refine(&mut used);
+                assert_eq!(again.map(|(m, n)| (m.x.to_bits(), m.y.to_bits(), m.angle.to_bits(), m.scale.to_bits(), n)), fresh.map(|(m, n)| (m.x.to_bits(), m.y.to_bits(), m.angle.to_bits(), m.scale.to_bits(), n)), "tile {tile}, {par:?}");
+            }
+        }
     }
 }

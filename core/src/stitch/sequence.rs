@@ -52,6 +52,7 @@ use super::chain::Chain;
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::register::{RegisterParams, SkipReason};
 use super::recycled::Spares;
+use super::refine::OverlapScratch;
 use super::registrar::PairRegistrar;
 use super::similarity::Similarity;
 use super::source::{Frame, FrameSource, GrayType, InMemory};
@@ -344,8 +345,8 @@ fn register_frames_in(
     // on its own thread (the shim's device run took 0.06 ms a pair on the host with the
     // threads polling, 0.058 without).
     let awake = KeepAwake::new(if registrar.is_some() { Parallelism::Sequential } else { par });
-    let spares = Spares::default();
-    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false, awake: &awake, spares: &spares };
+    let (spares, overlap_scratch) = (Spares::default(), Spares::default());
+    let run = Run { p: *p, par, size, type_name, registrar, times, confirm_every_match: false, awake: &awake, spares: &spares, overlap_scratch: &overlap_scratch };
     match type_name {
         "u16" => run.register::<u16>(frames, progress),
         "f32" => run.register::<f32>(frames, progress),
@@ -451,6 +452,8 @@ pub(super) struct Run<'a> {
     pub(super) awake: &'a KeepAwake,
     /// Buffers for the frame copies some pairs need, passed on from departed frames.
     pub(super) spares: &'a Spares<Image<f32>>,
+    /// The whole-overlap refinements' working memory, passed on from one to the next.
+    pub(super) overlap_scratch: &'a Spares<OverlapScratch>,
 }
 
 impl<'a> Run<'a> {

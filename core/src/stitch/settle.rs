@@ -8,7 +8,7 @@ use super::coarse::{self, Spectrum};
 use super::faint;
 use super::prediction::{centre, keyframe_left, pair_prediction, Velocity};
 use super::quality::{overlap_ncc, overlap_null_ncc};
-use super::refine::refine_overlap_smoothed;
+use super::refine::{refine_overlap_smoothed, OverlapScratch};
 use super::register::{evident_zoom, fit_turn, register_pair, register_pair_turned, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::registrar::PairRequest;
 use super::sequence::{FrameRecord, Run};
@@ -207,7 +207,18 @@ impl<'a> Run<'a> {
     /// ([`super::refine::refine_overlap`]), on their kept smoothed copies.
     pub(super) fn refine_on_overlap<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
         let (r, m) = (reference.smoothed::<T>(self.par, self.spares)?, moving.smoothed::<T>(self.par, self.spares)?);
-        Ok(refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach, self.par)?.map(|(m, _)| m))
+        let mut scratch = self.overlap_scratch.take(|_| true).unwrap_or_default();
+        let refined = refine_overlap_smoothed(r.view(), m.view(), start, self.p.register.rsz, unknowns, reach, self.par, &mut scratch);
+        self.overlap_scratch.put(scratch);
+        Ok(refined?.map(|(m, _)| m))
+    }
+
+    /// Makes working memory for a whole-overlap refinement where the run keeps none, its
+    /// pages written: done while the run waits on a device, it spares the next link the
+    /// page faults of a fresh buffer.
+    pub(super) fn keep_overlap_scratch(&self) {
+        let kept = self.overlap_scratch.take(|_| true).unwrap_or_else(|| OverlapScratch::for_tiles(self.p.register.rsz));
+        self.overlap_scratch.put(kept);
     }
 
     /// Registers `moving` against `reference` when the predicted pair motion `motion` turns
@@ -834,7 +845,7 @@ mod tests {
         let shifted = framed(Similarity::translation((1.0, -0.5)));
         let zoomed = framed(Similarity::about((100.0, 80.0), (1.0, -0.5), 0.0, 1.015));
         let views = [AnyView::U8(reference.view()), AnyView::U8(shifted.view()), AnyView::U8(zoomed.view())];
-        let run = Run { p: StitchParams::default(), par: Parallelism::Sequential, size: (200, 160), type_name: "u8", registrar: None, times: None, confirm_every_match: false, awake: &KeepAwake::new(Parallelism::Sequential), spares: &Default::default() };
+        let run = Run { p: StitchParams::default(), par: Parallelism::Sequential, size: (200, 160), type_name: "u8", registrar: None, times: None, confirm_every_match: false, awake: &KeepAwake::new(Parallelism::Sequential), spares: &Default::default(), overlap_scratch: &Default::default() };
         let frames = InMemory(&views);
         let held: Vec<Held<'_>> = (0..3).map(|i| run.load(&frames, i).unwrap()).collect();
         let register = |m: &Image<u8>| register_pair(reference.view(), &SearchFrame::new(m.view()).unwrap(), &run.p.register, (0.0, 0.0), Parallelism::Sequential).unwrap();
