@@ -52,7 +52,7 @@ impl ShiftRefinement {
         (side >= 2).then(|| {
             // Allocated once at the most there can be (a filtered collect grows from nothing).
             let mut corners = Vec::with_capacity(vectors.len().min(MAX_TEMPLATES));
-            corners.extend(refined_sites(vectors).map(|(tx, ty)| (tx + 1, ty + 1)));
+            corners.extend(refined_interiors(vectors));
             ShiftRefinement { corners, side, shift }
         })
     }
@@ -203,7 +203,7 @@ impl InteriorLanes {
         let at = corners.map(|(x, y)| (x as isize - 1, y as isize - 1));
         gather_lanes(reference, at, n + 2, &mut scratch, &mut block);
         let (mut value, mut gx, mut gy) = (Vec::with_capacity(n * n), Vec::with_capacity(n * n), Vec::with_capacity(n * n));
-        let dots = centred_interiors(&block, n, &mut value, &mut gx, &mut gy);
+        let (dots, _) = centred_interiors::<true>(&block, n, &mut value, &mut gx, &mut gy);
         // The moving pixels of every whole-pixel offset within reach of the start, with the
         // right and lower neighbours the bilinear taps read.
         let reach = WHOLE_PIXEL_REACH as isize;
@@ -237,8 +237,9 @@ multiversion! {
     /// on every side (rows of `n + 2`): each pixel's value and central differences appended
     /// to `value`, `gx` and `gy` (row major), made of zero mean, each mean its sum from -0.0
     /// in pixel order over the pixels' count; returns each lane's sums of gx gx, gx gy,
-    /// gy gy, gx value and gy value, each from -0.0 in pixel order.
-    fn centred_interiors(block: &[Lanes], n: usize, value: &mut Vec<Lanes>, gx: &mut Vec<Lanes>, gy: &mut Vec<Lanes>) -> [Lanes; 5] {
+    /// gy gy, gx value and gy value, each from -0.0 in pixel order, where `DOTS` (else
+    /// -0.0), and the means of gx and gy.
+    fn centred_interiors<const DOTS: bool>(block: &[Lanes], n: usize, value: &mut Vec<Lanes>, gx: &mut Vec<Lanes>, gy: &mut Vec<Lanes>) -> ([Lanes; 5], [Lanes; 2]) {
         let side = n + 2;
         let mut sums = [[-0.0; LANES]; 3];
         for j in 0..n {
@@ -261,14 +262,16 @@ multiversion! {
         for ((v, x), y) in value.iter_mut().zip(gx.iter_mut()).zip(gy.iter_mut()) {
             for l in 0..LANES {
                 (v[l], x[l], y[l]) = (v[l] - mv[l], x[l] - mx[l], y[l] - my[l]);
-                dots[0][l] += x[l] * x[l];
-                dots[1][l] += x[l] * y[l];
-                dots[2][l] += y[l] * y[l];
-                dots[3][l] += x[l] * v[l];
-                dots[4][l] += y[l] * v[l];
+                if DOTS {
+                    dots[0][l] += x[l] * x[l];
+                    dots[1][l] += x[l] * y[l];
+                    dots[2][l] += y[l] * y[l];
+                    dots[3][l] += x[l] * v[l];
+                    dots[4][l] += y[l] * v[l];
+                }
             }
         }
-        dots
+        (dots, [mx, my])
     }
 }
 
@@ -343,79 +346,13 @@ fn gather_lanes<T: Pixel + Into<f64>>(image: ImageView<'_, T>, at: [(isize, isiz
     }
 }
 
-/// A template's interior (central differences need both neighbours): its top-left pixel in
-/// the reference, and per pixel (row major) the value and gradient, each of zero mean, with
-/// the gradient's means (the rotation's Jacobian needs the gradient itself).
-#[derive(Default)]
-struct Patch {
-    corner: (usize, usize),
-    value: Vec<f64>,
-    gx: Vec<f64>,
-    gy: Vec<f64>,
-    mean_gradient: (f64, f64),
-}
-
-/// The patches of a dozen templates spread over the agreeing (`inlier`) ones: plenty of
+/// The interiors (top-left pixels in the reference; central differences need both
+/// neighbours) of a dozen templates spread over the agreeing (`inlier`) ones: plenty of
 /// pixels for a few unknowns; more only cost time.
-fn patches<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, rsz: usize, vectors: &[MotionVector]) -> Vec<Patch> {
-    refined_sites(vectors).map(|site| patch(reference, site, rsz.saturating_sub(2))).collect()
-}
-
-/// The sites (top-left pixels) of the templates [`patches`] takes.
-fn refined_sites(vectors: &[MotionVector]) -> impl Iterator<Item = (usize, usize)> + '_ {
+fn refined_interiors(vectors: &[MotionVector]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let inliers = vectors.iter().filter(|v| v.inlier).count();
     let step = inliers.div_ceil(MAX_TEMPLATES).max(1);
-    vectors.iter().filter(|v| v.inlier).step_by(step).map(|v| v.template)
-}
-
-/// The interior (`n x n`, central differences) of the template whose top-left pixel is
-/// `(tx, ty)`, which must lie at least a pixel inside the reference.
-fn patch<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, site: (usize, usize), n: usize) -> Patch {
-    let mut made = Patch::default();
-    patch_into(reference, site, n, &mut made);
-    made
-}
-
-/// [`patch`] into `out`, whose buffers it reuses.
-fn patch_into<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize, out: &mut Patch) {
-    let Patch { corner, value, gx, gy, mean_gradient } = out;
-    for v in [&mut *value, &mut *gx, &mut *gy] {
-        v.clear();
-        v.resize(n * n, 0.0);
-    }
-    let rows = value.chunks_exact_mut(n).zip(gx.chunks_exact_mut(n)).zip(gy.chunks_exact_mut(n));
-    for (y, ((value, gx), gy)) in (ty + 1..).zip(rows) {
-        differences(&reference.row(y - 1)[tx + 1..], &reference.row(y)[tx..], &reference.row(y + 1)[tx + 1..], value, gx, gy);
-    }
-    // Summed in pixel order from -0.0, as an iterator's sum, the three side by side (three
-    // chains of additions at once rather than three sweeps each waiting on the adder).
-    let mut sums = [-0.0f64; 3];
-    for ((v, x), y) in value.iter().zip(gx.iter()).zip(gy.iter()) {
-        sums[0] += *v;
-        sums[1] += *x;
-        sums[2] += *y;
-    }
-    let means = sums.map(|s| s / (n * n).max(1) as f64);
-    for (v, m) in [value, gx, gy].into_iter().zip(means) {
-        v.iter_mut().for_each(|x| *x -= m);
-    }
-    (*corner, *mean_gradient) = ((tx + 1, ty + 1), (means[1], means[2]));
-}
-
-multiversion! {
-    /// A row of a patch: its pixels `value` (`here[1..]`) and their central differences
-    /// `gx`, `gy` (`above` and `below` start over the first of them), as many as `value`
-    /// holds. Without a sum, so that each level's lanes take several pixels at a time.
-    fn differences<T: Into<f64> + Pixel>(above: &[T], here: &[T], below: &[T], value: &mut [f64], gx: &mut [f64], gy: &mut [f64]) {
-        let n = value.len();
-        let (above, here, below, gx, gy) = (&above[..n], &here[..n + 2], &below[..n], &mut gx[..n], &mut gy[..n]);
-        let f = |v: T| -> f64 { v.into() };
-        for i in 0..n {
-            value[i] = f(here[i + 1]);
-            gx[i] = 0.5 * (f(here[i + 2]) - f(here[i]));
-            gy[i] = 0.5 * (f(below[i]) - f(above[i]));
-        }
-    }
+    vectors.iter().filter(|v| v.inlier).step_by(step).map(|v| (v.template.0 + 1, v.template.1 + 1))
 }
 
 /// Unknowns of [`refine_motion`] at most: translation, angle, scale.
@@ -438,7 +375,7 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
     if n < 2 {
         return (motion, f64::INFINITY);
     }
-    let patches = patches(reference, rsz, vectors);
+    let interiors: Vec<(usize, usize)> = refined_interiors(vectors).collect();
     // Where the refinement's move is measured: two template sides from the moving frame's
     // origin; with a scale, at the templates' corners themselves (where they sample the
     // moving frame at the start). A zoom (or turn) corrected about the templates' centroid
@@ -447,14 +384,14 @@ pub fn refine_motion<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: 
     // over 1 px at the corner and under it at the templates. Without a scale the probes
     // stay as they were, so that results without `fit_scale` are unchanged to the bit.
     let probes = if with_scale {
-        corners(&patches, n, &motion)
+        corners(&interiors, n, &motion)
     } else {
         let reach = (n as f64) * 2.0;
         alloc::vec![(0.0, 0.0), (reach, 0.0), (0.0, reach)]
     };
     let unknowns = if with_scale { 4 } else { 3 };
     // One pair's dozen templates: the pairs themselves are what runs in parallel.
-    solve(moving, &patches, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes, par: Parallelism::Sequential }, &mut SolveScratch::default())
+    solve(reference, moving, &interiors, n, motion, &Solve { unknowns, ramps: false, limit: 1.0, probes, par: Parallelism::Sequential }, &mut RefineScratch::default())
 }
 
 
@@ -480,45 +417,91 @@ pub fn overlap_smoothed_into<T: BoxPixel<Lane: GaussLane>>(v: ImageView<'_, T>, 
 /// bits as on one, in the working memory `scratch`, which a sequence passes from one
 /// refinement to the next.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism, scratch: &mut OverlapScratch) -> Result<Option<(Similarity, usize)>> {
+pub(crate) fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism, scratch: &mut RefineScratch) -> Result<Option<(Similarity, usize)>> {
     require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
     require_positive("limit", limit)?;
     let n = tile.saturating_sub(2);
     let Some(sites) = overlap_sites(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
-    let OverlapScratch { patches, solve: solving } = scratch;
-    patches.resize_with(sites.len().max(patches.len()), Patch::default);
-    let patches = &mut patches[..sites.len()];
-    map_slots(patches, par, |i, p| {
-        patch_into(reference, sites[i], n, p);
-        remove_ramps(&mut p.value, n);
-    });
-    let probes = corners(patches, n, &motion);
-    let (refined, error) = solve(moving, patches, n, motion, &Solve { unknowns, ramps: true, limit, probes, par }, solving);
-    Ok(error.is_finite().then_some((refined, patches.len())))
+    let interiors: Vec<(usize, usize)> = sites.iter().map(|&(x, y)| (x + 1, y + 1)).collect();
+    let probes = corners(&interiors, n, &motion);
+    let (refined, error) = solve(reference, moving, &interiors, n, motion, &Solve { unknowns, ramps: true, limit, probes, par }, scratch);
+    Ok(error.is_finite().then_some((refined, interiors.len())))
 }
 
-/// The working memory of a whole-overlap refinement ([`refine_overlap_smoothed`]): its
-/// patches, their Jacobians and their resampled pixels, some 3.6 MB for a PAL frame's 64
-/// patches. Made afresh, its pages are faulted in one by one (about 900; 2 to 3 ms on the
-/// 2-core VM, twice the refinement's arithmetic); a sequence keeps one from link to link.
+/// The working memory of a refinement on patches ([`solve`]): per group of patches side by
+/// side, the reference about them, their values and gradients, their Jacobian and their
+/// resampled pixels; some 2.4 MB for a PAL frame's 64 overlap patches. Made afresh, its
+/// pages are faulted in one by one (some 600; 2 ms on the 2-core VM, more than the
+/// refinement's arithmetic); a sequence keeps one from link to link.
 #[derive(Default)]
-pub(crate) struct OverlapScratch {
-    patches: Vec<Patch>,
-    solve: SolveScratch,
+pub(crate) struct RefineScratch {
+    groups: Vec<GroupMemory>,
 }
 
-impl OverlapScratch {
-    /// Working memory for the refinements of tiles of side `tile`, every page written: a
-    /// sequence makes it while its cores wait on a device, so that its first link does not
-    /// wait on the page faults.
-    pub(crate) fn for_tiles(tile: usize) -> OverlapScratch {
-        let len = tile.saturating_sub(2).pow(2);
-        let patches = (0..MAX_OVERLAP_PATCHES).map(|_| Patch { value: written(len), gx: written(len), gy: written(len), ..Patch::default() }).collect();
-        let groups = MAX_OVERLAP_PATCHES.div_ceil(LANES);
-        let jacobians = (0..groups).map(|_| GroupJacobian { terms: written(len * (1 + UNKNOWNS)), ..GroupJacobian::default() }).collect();
-        let samples = (0..groups).map(|_| written(len)).collect();
-        OverlapScratch { patches, solve: SolveScratch { jacobians, samples } }
+impl RefineScratch {
+    /// Working memory for the whole-overlap refinements of tiles of side `tile`, every page
+    /// written: a sequence makes it while its cores wait on a device, so that its first
+    /// link does not wait on the page faults.
+    pub(crate) fn for_tiles(tile: usize) -> RefineScratch {
+        let n = tile.saturating_sub(2);
+        let len = n * n;
+        let group = || GroupMemory {
+            rows: written(LANES * (n + 2)),
+            block: written((n + 2) * (n + 2)),
+            value: written(len),
+            gx: written(len),
+            gy: written(len),
+            jacobian: GroupJacobian { terms: written(len * (1 + UNKNOWNS)), ..GroupJacobian::default() },
+            samples: written(len),
+        };
+        RefineScratch { groups: (0..MAX_OVERLAP_PATCHES.div_ceil(LANES)).map(|_| group()).collect() }
     }
+}
+
+/// One group of [`LANES`] patches in [`solve`], a patch a lane: the reference about their
+/// interiors (`block`, gathered through `rows`), their values and gradients of zero mean
+/// ([`centred_interiors`]), their Jacobian, and the moving pixels each iteration resamples.
+#[derive(Default)]
+struct GroupMemory {
+    rows: Vec<f64>,
+    block: Vec<Lanes>,
+    value: Vec<Lanes>,
+    gx: Vec<Lanes>,
+    gy: Vec<Lanes>,
+    jacobian: GroupJacobian,
+    samples: Vec<Lanes>,
+}
+
+impl GroupMemory {
+    /// The Jacobian of the interiors (side `n`) whose top-left pixels in `reference` are
+    /// `interiors` ([`GroupJacobian::make`]), the values stripped of their ramps where
+    /// `ramps`.
+    fn make_jacobian<T: Pixel + Into<f64>>(&mut self, reference: ImageView<'_, T>, interiors: [(usize, usize); LANES], n: usize, centre: (f64, f64), k: usize, ramps: bool) {
+        let GroupMemory { rows, block, value, gx, gy, jacobian, .. } = self;
+        rows.resize(LANES * (n + 2), 0.0);
+        gather_lanes(reference, interiors.map(|(x, y)| (x as isize - 1, y as isize - 1)), n + 2, rows, block);
+        for v in [&mut *value, &mut *gx, &mut *gy] {
+            v.clear();
+        }
+        let (_, mean_gradient) = centred_interiors::<false>(block, n, value, gx, gy);
+        if ramps {
+            remove_ramps(value, n);
+        }
+        let corner = [interiors.map(|c| c.0 as f64), interiors.map(|c| c.1 as f64)];
+        GroupJacobian::make(Interiors { value, gx, gy, mean_gradient, corner }, n, centre, k, ramps, jacobian);
+    }
+}
+
+/// A group's interiors side by side as [`GroupJacobian::make`] reads them: per pixel (row
+/// major) the values and gradients of zero mean, the gradients' means, and each interior's
+/// top-left pixel in the reference.
+#[derive(Clone, Copy)]
+struct Interiors<'v> {
+    value: &'v [Lanes],
+    gx: &'v [Lanes],
+    gy: &'v [Lanes],
+    mean_gradient: [Lanes; 2],
+    corner: [Lanes; 2],
 }
 
 /// `len` default values, each written: `vec![0.0; len]` would come zeroed from the
@@ -527,14 +510,6 @@ fn written<T: Clone + Default>(len: usize) -> Vec<T> {
     let mut v = Vec::with_capacity(len);
     v.resize(len, T::default());
     v
-}
-
-/// The working memory of [`solve`]: per group of patches, its Jacobian and its resampled
-/// pixels.
-#[derive(Default)]
-struct SolveScratch {
-    jacobians: Vec<GroupJacobian>,
-    samples: Vec<Vec<Lanes>>,
 }
 
 /// Sigma (pixels) of the Gaussian that smooths both frames before [`refine_overlap_smoothed`]: the
@@ -578,14 +553,15 @@ const MIN_OVERLAP_PATCHES: usize = 4;
 /// much as a pair's template searches).
 const MAX_OVERLAP_PATCHES: usize = 64;
 
-/// The corners of every patch in the moving frame at the start, for motion `motion`.
-fn corners(patches: &[Patch], n: usize, motion: &Similarity) -> Vec<(f64, f64)> {
+/// The corners of every interior (side `n`, top-left pixels `interiors`) in the moving frame
+/// at the start, for motion `motion`.
+fn corners(interiors: &[(usize, usize)], n: usize, motion: &Similarity) -> Vec<(f64, f64)> {
     let start = motion.inverse();
     let last = (n - 1) as f64;
-    patches
+    interiors
         .iter()
-        .flat_map(|p| {
-            let c = (p.corner.0 as f64, p.corner.1 as f64);
+        .flat_map(|&(x, y)| {
+            let c = (x as f64, y as f64);
             [c, (c.0 + last, c.1), (c.0, c.1 + last), (c.0 + last, c.1 + last)]
         })
         .map(|c| start.apply(c))
@@ -610,31 +586,31 @@ struct Solve {
     par: Parallelism,
 }
 
-/// Gauss-Newton on `patches` (interiors of side `n`) from `motion` ([`refine_motion`]).
-fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: usize, motion: Similarity, how: &Solve, scratch: &mut SolveScratch) -> (Similarity, f64) {
+/// Gauss-Newton from `motion` on the patches of `reference` whose interiors (side `n`) have
+/// their top-left pixels at `interiors` ([`refine_motion`]), in the working memory `scratch`.
+#[allow(clippy::too_many_arguments)]
+fn solve<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, moving: ImageView<'_, T>, interiors: &[(usize, usize)], n: usize, motion: Similarity, how: &Solve, scratch: &mut RefineScratch) -> (Similarity, f64) {
     let unrefined = (motion, f64::INFINITY);
     let (w, h) = moving.size();
     let k = how.unknowns;
     // The update turns and scales about the templates' centroid, which decouples it from
     // the translation.
-    let count = patches.len().max(1) as f64;
-    let centre = patches.iter().fold((0.0, 0.0), |c, p| (c.0 + (p.corner.0 as f64 + (n - 1) as f64 / 2.0) / count, c.1 + (p.corner.1 as f64 + (n - 1) as f64 / 2.0) / count));
+    let count = interiors.len().max(1) as f64;
+    let centre = interiors.iter().fold((0.0, 0.0), |c, &(x, y)| (c.0 + (x as f64 + (n - 1) as f64 / 2.0) / count, c.1 + (y as f64 + (n - 1) as f64 / 2.0) / count));
     // The patches in groups of LANES side by side; a short last group repeats its first
     // patch in the lanes left.
-    let groups = patches.len().div_ceil(LANES);
-    let member = |g: usize, l: usize| if g * LANES + l < patches.len() { g * LANES + l } else { g * LANES };
-    let members = |g: usize| (patches.len() - g * LANES).min(LANES);
-    // Per patch: the Jacobian columns (zero mean), their sums with the values, and the
-    // patch's share of the Gauss-Newton matrix, added in patch order.
-    let SolveScratch { jacobians, samples } = scratch;
-    jacobians.resize_with(groups.max(jacobians.len()), GroupJacobian::default);
-    samples.resize_with(groups.max(samples.len()), Vec::new);
-    let jacobians = &mut jacobians[..groups];
-    map_slots(jacobians, how.par, |g, made| GroupJacobian::make(core::array::from_fn(|l| &patches[member(g, l)]), n, centre, k, how.ramps, made));
-    let jacobians = &*jacobians;
+    let groups = interiors.len().div_ceil(LANES);
+    let member = |g: usize, l: usize| if g * LANES + l < interiors.len() { g * LANES + l } else { g * LANES };
+    let members = |g: usize| (interiors.len() - g * LANES).min(LANES);
+    // Per patch: its values and gradients, the Jacobian columns (zero mean), their sums
+    // with the values, and the patch's share of the Gauss-Newton matrix, added in patch
+    // order.
+    scratch.groups.resize_with(groups.max(scratch.groups.len()), GroupMemory::default);
+    let work = &mut scratch.groups[..groups];
+    map_slots(work, how.par, |g, group| group.make_jacobian(reference, core::array::from_fn(|l| interiors[member(g, l)]), n, centre, k, how.ramps));
     let mut hess = [[0.0; UNKNOWNS]; UNKNOWNS];
-    for (g, jacobian) in jacobians.iter().enumerate() {
-        for share in &jacobian.hess[..members(g)] {
+    for (g, group) in work.iter().enumerate() {
+        for share in &group.jacobian.hess[..members(g)] {
             for a in 0..k {
                 for b in 0..k {
                     hess[a][b] += share[a][b];
@@ -647,19 +623,18 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     let reach = (n as f64) * 2.0;
     // The residual sum of squares at the last iterate.
     let mut sse = 0.0;
-    // Each group of patches' moving pixels, resampled per iteration into a buffer of its own.
-    let samples = &mut samples[..groups];
     for _ in 0..TURN_ITERATIONS {
         let back = m.inverse().mapping();
         // Each group's patches' residual sums of squares and right-hand sides, a group a job;
         // `None` where a patch leaves the moving frame or samples a flat stretch of it.
-        let shares = map_slots(samples, how.par, |g, sampled| {
-            let group = g * LANES..((g + 1) * LANES).min(patches.len());
+        // Each group's moving pixels resampled into a buffer of its own.
+        let shares = map_slots(work, how.par, |g, GroupMemory { jacobian, samples: sampled, .. }| {
+            let group = g * LANES..((g + 1) * LANES).min(interiors.len());
             // Where each template's pixels are in the moving frame: a row steps by a constant.
             let walks: [Walk; LANES] = core::array::from_fn(|l| {
-                let p = &patches[member(g, l)];
-                let corner = back((p.corner.0 as f64, p.corner.1 as f64));
-                let (ex, ey) = (back((p.corner.0 as f64 + 1.0, p.corner.1 as f64)), back((p.corner.0 as f64, p.corner.1 as f64 + 1.0)));
+                let (x, y) = interiors[member(g, l)];
+                let corner = back((x as f64, y as f64));
+                let (ex, ey) = (back((x as f64 + 1.0, y as f64)), back((x as f64, y as f64 + 1.0)));
                 Walk { corner, along: (ex.0 - corner.0, ex.1 - corner.1), down: (ey.0 - corner.0, ey.1 - corner.1) }
             });
             let inside = |q: (f64, f64)| q.0 >= 0.0 && q.1 >= 0.0 && q.0 + 1.0 < w as f64 && q.1 + 1.0 < h as f64;
@@ -670,7 +645,6 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
             if !all_inside {
                 return None;
             }
-            let jacobian = &jacobians[g];
             let sums = ResampledSums::of(moving, jacobian, walks, n, k, how.ramps, sampled);
             let mut shares = [(0.0, [0.0; UNKNOWNS]); LANES];
             for (l, (share, sums)) in shares.iter_mut().zip(sums).enumerate().take(group.len()) {
@@ -726,7 +700,7 @@ fn solve<T: Pixel + Into<f64>>(moving: ImageView<'_, T>, patches: &[Patch], n: u
     }
     // Unknowns: the motion's, and a gain and offset (and two slopes) per template.
     let photometric = if how.ramps { 4 } else { 2 };
-    let dof = (patches.len() * n * n).saturating_sub(k + photometric * patches.len()).max(1) as f64;
+    let dof = (interiors.len() * n * n).saturating_sub(k + photometric * interiors.len()).max(1) as f64;
     (m, libm::sqrt(sse.max(0.0) / dof * inverse[2][2].max(0.0)))
 }
 
@@ -739,31 +713,36 @@ fn ramp(n: usize) -> (impl Fn(usize) -> f64, f64) {
     (move |i| i as f64 - c, sum * n as f64)
 }
 
-/// The slopes (x, y) of the least-squares plane through an `n x n` patch, per pixel.
-fn slopes(v: &[f64], n: usize) -> (f64, f64) {
+/// The slopes (x, y) of the least-squares plane through each lane's `n x n` patch (row
+/// major), each sum from 0 in pixel order.
+fn slopes(v: &[Lanes], n: usize) -> [Lanes; 2] {
     let (at, energy) = ramp(n);
     // The columns' ramp made once, not at every pixel (the same values).
     let across: Vec<f64> = (0..n).map(&at).collect();
-    let (mut sx, mut sy) = (0.0, 0.0);
-    for (j, row) in v.chunks_exact(n).enumerate() {
+    let (mut sx, mut sy) = ([0.0; LANES], [0.0; LANES]);
+    for (j, row) in v.chunks_exact(n.max(1)).enumerate() {
         let down = at(j);
         for (x, a) in row.iter().zip(&across) {
-            sx += x * a;
-            sy += x * down;
+            for l in 0..LANES {
+                sx[l] += x[l] * a;
+                sy[l] += x[l] * down;
+            }
         }
     }
-    (sx / energy, sy / energy)
+    [sx.map(|s| s / energy), sy.map(|s| s / energy)]
 }
 
-/// Removes the x and y ramps from a zero-mean `n x n` patch.
-fn remove_ramps(v: &mut [f64], n: usize) {
+/// Removes the x and y ramps from each lane's zero-mean `n x n` patch.
+fn remove_ramps(v: &mut [Lanes], n: usize) {
     let (at, _) = ramp(n);
-    let (bx, by) = slopes(v, n);
-    let across: Vec<f64> = (0..n).map(|i| bx * at(i)).collect();
-    for (j, row) in v.chunks_exact_mut(n).enumerate() {
-        let down = by * at(j);
+    let [bx, by] = slopes(v, n);
+    let across: Vec<Lanes> = (0..n).map(|i| bx.map(|b| b * at(i))).collect();
+    for (j, row) in v.chunks_exact_mut(n.max(1)).enumerate() {
+        let down = by.map(|b| b * at(j));
         for (x, a) in row.iter_mut().zip(&across) {
-            *x -= a + down;
+            for l in 0..LANES {
+                x[l] -= a[l] + down[l];
+            }
         }
     }
 }
@@ -809,14 +788,14 @@ struct GroupJacobian {
 }
 
 impl GroupJacobian {
-    /// The terms of `patches` (side `n`) for `k` unknowns, the turn and scale about `centre`,
-    /// into `made`, whose buffer they reuse.
-    fn make(patches: [&Patch; LANES], n: usize, centre: (f64, f64), k: usize, ramps: bool, made: &mut GroupJacobian) {
+    /// The terms of `interiors` (side `n`) for `k` unknowns, the turn and scale about
+    /// `centre`, into `made`, whose buffer they reuse.
+    fn make(interiors: Interiors<'_>, n: usize, centre: (f64, f64), k: usize, ramps: bool, made: &mut GroupJacobian) {
         let terms = core::mem::take(&mut made.terms);
         *made = match k {
-            2 => group_jacobian::<2>(patches, n, centre, ramps, terms),
-            3 => group_jacobian::<3>(patches, n, centre, ramps, terms),
-            _ => group_jacobian::<4>(patches, n, centre, ramps, terms),
+            2 => group_jacobian::<2>(interiors, n, centre, ramps, terms),
+            3 => group_jacobian::<3>(interiors, n, centre, ramps, terms),
+            _ => group_jacobian::<4>(interiors, n, centre, ramps, terms),
         };
     }
 }
@@ -824,20 +803,19 @@ impl GroupJacobian {
 multiversion! {
     on crate::cpu::Level::Avx2;
     /// [`GroupJacobian::make`] for `K` unknowns, its terms into `terms` (cleared first).
-    fn group_jacobian<const K: usize>(patches: [&Patch; LANES], n: usize, centre: (f64, f64), ramps: bool, terms: Vec<Lanes>) -> GroupJacobian {
+    fn group_jacobian<const K: usize>(interiors: Interiors<'_>, n: usize, centre: (f64, f64), ramps: bool, terms: Vec<Lanes>) -> GroupJacobian {
         let len = n * n;
         let width = 1 + K;
-        let (values, gxs, gys) = (patches.map(|p| &p.value[..len]), patches.map(|p| &p.gx[..len]), patches.map(|p| &p.gy[..len]));
-        let mean_gradient: [Lanes; 2] = [core::array::from_fn(|l| patches[l].mean_gradient.0), core::array::from_fn(|l| patches[l].mean_gradient.1)];
-        let corner: [Lanes; 2] = [core::array::from_fn(|l| patches[l].corner.0 as f64), core::array::from_fn(|l| patches[l].corner.1 as f64)];
+        let Interiors { value, gx: gxs, gy: gys, mean_gradient, corner } = interiors;
+        let (values, gxs, gys) = (&value[..len], &gxs[..len], &gys[..len]);
         let mut terms = terms;
         terms.clear();
         terms.reserve(len * width);
         // The turn's column (and the scale's), summed as made for their means.
         let mut sums = [[-0.0; LANES]; 2];
         for q in 0..len {
-            let (gx, gy): (Lanes, Lanes) = (core::array::from_fn(|l| gxs[l][q]), core::array::from_fn(|l| gys[l][q]));
-            terms.extend_from_slice(&[core::array::from_fn(|l| values[l][q]), gx, gy]);
+            let (gx, gy) = (gxs[q], gys[q]);
+            terms.extend_from_slice(&[values[q], gx, gy]);
             if K > 2 {
                 // Pixel and corner coordinates are whole numbers: their sum is exact. (The
                 // division only where the turn is wanted: a link's translation skips it.)
@@ -1084,8 +1062,47 @@ mod tests {
     /// The energy of a patch's x and y ramps (what [`remove_ramps`] takes away).
     fn ramp_energy(v: &[f64], n: usize) -> f64 {
         let (_, energy) = ramp(n);
-        let (bx, by) = slopes(v, n);
-        (bx * bx + by * by) * energy
+        let [bx, by] = slopes(&in_every_lane(v), n);
+        (bx[0] * bx[0] + by[0] * by[0]) * energy
+    }
+
+    /// `v` in every lane.
+    fn in_every_lane(v: &[f64]) -> Vec<Lanes> {
+        v.iter().map(|&x| [x; LANES]).collect()
+    }
+
+    /// Lane `l` of `v`.
+    fn lane(v: &[Lanes], l: usize) -> Vec<f64> {
+        v.iter().map(|x| x[l]).collect()
+    }
+
+    /// The ramps of a zero-mean `n x n` patch removed a pixel at a time: the plane's slopes
+    /// summed in pixel order, then taken away at each pixel.
+    fn remove_ramps_one_by_one(v: &mut [f64], n: usize) {
+        let c = (n as f64 - 1.0) / 2.0;
+        let plane = (0..n).map(|i| (i as f64 - c) * (i as f64 - c)).sum::<f64>() * n as f64;
+        let (mut sx, mut sy) = (0.0, 0.0);
+        for (k, x) in v.iter().enumerate() {
+            sx += x * ((k % n) as f64 - c);
+            sy += x * ((k / n) as f64 - c);
+        }
+        let (bx, by) = (sx / plane, sy / plane);
+        for (k, x) in v.iter_mut().enumerate() {
+            *x -= bx * ((k % n) as f64 - c) + by * ((k / n) as f64 - c);
+        }
+    }
+
+    /// The interior (side `n`) of the template whose top-left pixel is `(tx, ty)` one sum
+    /// and one subtraction at a time: its values and gradients (central differences), each
+    /// of zero mean, and the gradients' means.
+    fn interior<T: Pixel + Into<f64>>(reference: ImageView<'_, T>, (tx, ty): (usize, usize), n: usize) -> ([Vec<f64>; 3], (f64, f64)) {
+        let f = |x: usize, y: usize| -> f64 { reference.row(y)[x].into() };
+        let mut value: Vec<f64> = (0..n * n).map(|k| f(tx + 1 + k % n, ty + 1 + k / n)).collect();
+        let mut gx: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 2 + k % n, ty + 1 + k / n) - f(tx + k % n, ty + 1 + k / n))).collect();
+        let mut gy: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 1 + k % n, ty + 2 + k / n) - f(tx + 1 + k % n, ty + k / n))).collect();
+        zero_mean(&mut value);
+        let mean_gradient = (zero_mean(&mut gx), zero_mean(&mut gy));
+        ([value, gx, gy], mean_gradient)
     }
 
     fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -1101,7 +1118,7 @@ mod tests {
 
     /// [`refine_overlap_smoothed`] on frames it smooths first.
     fn refine_overlap(reference: ImageView<'_, f32>, moving: ImageView<'_, f32>, motion: Similarity, tile: usize, unknowns: usize, limit: f64, par: Parallelism) -> Result<Option<(Similarity, usize)>> {
-        refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit, par, &mut OverlapScratch::default())
+        refine_overlap_smoothed(overlap_smoothed(reference, par)?.view(), overlap_smoothed(moving, par)?.view(), motion, tile, unknowns, limit, par, &mut RefineScratch::default())
     }
 
     /// A `w x h` frame of `src` (Keys' bicubic) at `pose` (frame pixel `(u, v)` shows `src` at
@@ -1169,7 +1186,6 @@ mod tests {
                 let target = site(rng);
                 let start = (target.0 as isize - corners[0].0 as isize, target.1 as isize - corners[0].1 as isize);
                 let (lanes, gradient) = InteriorLanes::of(reference, moving, &corners, n, start);
-                let lane = |v: &[Lanes], l: usize| v.iter().map(|x| x[l]).collect::<Vec<f64>>();
                 let (ax, ay) = (rng.uniform(), rng.uniform());
                 let reach = WHOLE_PIXEL_REACH as isize;
                 let step = |rng: &mut SplitMix64| (rng.next_u64() % (2 * reach as u64 + 1)) as isize - reach;
@@ -1180,19 +1196,8 @@ mod tests {
                 assert_eq!(resampled.is_none(), round == 5, "a move beyond the start's reach, and only that, is refused");
                 let resampled = resampled.filter(|_| fits);
                 for l in 0..LANES {
-                    let (tx, ty) = sites[if l < members { l } else { 0 }];
-                    // The patch one sum and one subtraction at a time.
-                    let f = |x: usize, y: usize| -> f64 { reference.row(y)[x].into() };
-                    let mut value: Vec<f64> = (0..n * n).map(|k| f(tx + 1 + k % n, ty + 1 + k / n)).collect();
-                    let mut gx: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 2 + k % n, ty + 1 + k / n) - f(tx + k % n, ty + 1 + k / n))).collect();
-                    let mut gy: Vec<f64> = (0..n * n).map(|k| 0.5 * (f(tx + 1 + k % n, ty + 2 + k / n) - f(tx + 1 + k % n, ty + k / n))).collect();
-                    zero_mean(&mut value);
-                    let mean_gradient = (zero_mean(&mut gx), zero_mean(&mut gy));
+                    let ([value, gx, gy], _) = interior(reference, sites[if l < members { l } else { 0 }], n);
                     assert_eq!((bits(&lane(&lanes.value, l)), bits(&lane(&lanes.gx, l)), bits(&lane(&lanes.gy, l))), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz} lane {l}");
-                    // The same patch as `solve` makes it.
-                    let p = patch(reference, (tx, ty), n);
-                    assert_eq!((bits(&p.value), bits(&p.gx), bits(&p.gy)), (bits(&value), bits(&gx), bits(&gy)), "rsz {rsz}");
-                    assert_eq!(bits(&[p.mean_gradient.0, p.mean_gradient.1]), bits(&[mean_gradient.0, mean_gradient.1]));
                     let dots = [dot(&gx, &gx), dot(&gx, &gy), dot(&gy, &gy), dot(&gx, &value), dot(&gy, &value)];
                     assert_eq!(bits(&gradient[l]), bits(&dots), "rsz {rsz} lane {l}");
                     // Each patch's resampled sums alone.
@@ -1240,21 +1245,23 @@ mod tests {
                 let (k, ramps) = (2 + round % 3, round % 2 == 1);
                 let centre = (rng.uniform() * w as f64, rng.uniform() * h as f64);
                 // Three patches, the last lane repeating the first.
-                let made: Vec<(Patch, [Vec<f64>; UNKNOWNS])> = (0..LANES - 1)
-                    .map(|_| {
-                        let site = ((rng.next_u64() as usize) % (w - n - 2), (rng.next_u64() as usize) % (h - n - 2));
-                        let mut p = patch(reference, site, n);
+                let sites: Vec<(usize, usize)> = (0..LANES - 1).map(|_| ((rng.next_u64() as usize) % (w - n - 2), (rng.next_u64() as usize) % (h - n - 2))).collect();
+                let made: Vec<(Vec<f64>, [Vec<f64>; UNKNOWNS])> = sites
+                    .iter()
+                    .map(|&site| {
+                        let ([mut value, gx, gy], mean_gradient) = interior(reference, site, n);
                         if ramps {
-                            remove_ramps(&mut p.value, n);
+                            remove_ramps_one_by_one(&mut value, n);
                         }
                         // The columns one by one, as made, zero-meaned and stripped of ramps
                         // one at a time.
-                        let mut cols: [Vec<f64>; UNKNOWNS] = [p.gx.clone(), p.gy.clone(), Vec::new(), Vec::new()];
+                        let corner = (site.0 + 1, site.1 + 1);
+                        let mut cols: [Vec<f64>; UNKNOWNS] = [gx.clone(), gy.clone(), Vec::new(), Vec::new()];
                         for j in 0..n {
-                            let dy = (p.corner.1 + j) as f64 - centre.1;
+                            let dy = (corner.1 + j) as f64 - centre.1;
                             for i in 0..n {
-                                let dx = (p.corner.0 + i) as f64 - centre.0;
-                                let (gx, gy) = (p.gx[j * n + i] + p.mean_gradient.0, p.gy[j * n + i] + p.mean_gradient.1);
+                                let dx = (corner.0 + i) as f64 - centre.0;
+                                let (gx, gy) = (gx[j * n + i] + mean_gradient.0, gy[j * n + i] + mean_gradient.1);
                                 cols[2].push(gy * dx - gx * dy);
                                 cols[3].push(gx * dx + gy * dy);
                             }
@@ -1262,28 +1269,29 @@ mod tests {
                         zero_mean(&mut cols[2]);
                         zero_mean(&mut cols[3]);
                         if ramps {
-                            cols.iter_mut().take(k).for_each(|c| remove_ramps(c, n));
+                            cols.iter_mut().take(k).for_each(|c| remove_ramps_one_by_one(c, n));
                         }
-                        (p, cols)
+                        (value, cols)
                     })
                     .collect();
-                let lane = |l: usize| &made[l % (LANES - 1)];
-                // Made into a Jacobian's buffer that held other terms: none of them stays.
-                let mut jacobian = GroupJacobian { terms: alloc::vec![[7.0; LANES]; 3 * n * n], ..GroupJacobian::default() };
-                GroupJacobian::make(core::array::from_fn(|l| &lane(l).0), n, centre, k, ramps, &mut jacobian);
+                let lane_of = |l: usize| &made[l % (LANES - 1)];
+                // Made in a group's memory that held other patches and terms: none of them stays.
+                let mut group = GroupMemory { value: alloc::vec![[7.0; LANES]; 3], jacobian: GroupJacobian { terms: alloc::vec![[7.0; LANES]; 3 * n * n], ..GroupJacobian::default() }, ..GroupMemory::default() };
+                group.make_jacobian(reference, core::array::from_fn(|l| (sites[l % (LANES - 1)].0 + 1, sites[l % (LANES - 1)].1 + 1)), n, centre, k, ramps);
+                let jacobian = &group.jacobian;
                 assert_eq!(jacobian.terms.len(), n * n * (1 + k));
-                for (l, (p, cols)) in (0..LANES).map(|l| (l, lane(l))) {
+                for (l, (value, cols)) in (0..LANES).map(|l| (l, lane_of(l))) {
                     let column = |a: usize| jacobian.terms.chunks_exact(1 + k).map(|t| t[1 + a][l]).collect::<Vec<_>>();
                     let values = jacobian.terms.chunks_exact(1 + k).map(|t| t[0][l]).collect::<Vec<_>>();
-                    assert_eq!(bits(&values), bits(&p.value), "n {n}, k {k}, lane {l}: values");
+                    assert_eq!(bits(&values), bits(value), "n {n}, k {k}, ramps {ramps}, lane {l}: values");
                     for a in 0..k {
                         assert_eq!(bits(&column(a)), bits(&cols[a]), "n {n}, k {k}, ramps {ramps}, lane {l}: column {a}");
-                        assert_eq!(jacobian.with_value[l][a].to_bits(), dot(&cols[a], &p.value).to_bits(), "n {n}, k {k}, lane {l}: with value {a}");
+                        assert_eq!(jacobian.with_value[l][a].to_bits(), dot(&cols[a], value).to_bits(), "n {n}, k {k}, lane {l}: with value {a}");
                         for b in 0..k {
                             assert_eq!(jacobian.hess[l][a][b].to_bits(), dot(&cols[a], &cols[b]).to_bits(), "n {n}, k {k}, lane {l}: hess {a} {b}");
                         }
                     }
-                    assert_eq!(jacobian.value_energy[l].to_bits(), dot(&p.value, &p.value).to_bits(), "lane {l}");
+                    assert_eq!(jacobian.value_energy[l].to_bits(), dot(value, value).to_bits(), "lane {l}");
                 }
                 // Walks through the moving frame, turned and scaled, inside it.
                 let walks: [Walk; LANES] = core::array::from_fn(|_| {
@@ -1292,9 +1300,9 @@ mod tests {
                     Walk { corner, along: (zoom * libm::cos(turn), zoom * libm::sin(turn)), down: (-zoom * libm::sin(turn), zoom * libm::cos(turn)) }
                 });
                 let mut sampled = Vec::new();
-                let sums = ResampledSums::of(moving, &jacobian, walks, n, k, ramps, &mut sampled);
+                let sums = ResampledSums::of(moving, jacobian, walks, n, k, ramps, &mut sampled);
                 for (l, (sums, walk)) in sums.iter().zip(&walks).enumerate() {
-                    let (p, cols) = lane(l);
+                    let (value, cols) = lane_of(l);
                     let resampled: Vec<f64> = (0..n * n)
                         .map(|q| {
                             let (i, j) = (q % n, q / n);
@@ -1317,7 +1325,7 @@ mod tests {
                         let (bx, by) = (sums.ramp.0 / energy, sums.ramp.1 / energy);
                         assert_eq!(((bx * bx + by * by) * energy).to_bits(), ramp_energy(&resampled, n).to_bits(), "{what}: ramp energy");
                     }
-                    assert_eq!(sums.value.to_bits(), dot(&p.value, &resampled).to_bits(), "{what}: with the values");
+                    assert_eq!(sums.value.to_bits(), dot(value, &resampled).to_bits(), "{what}: with the values");
                     for a in 0..k {
                         assert_eq!(sums.columns[a].to_bits(), dot(&cols[a], &resampled).to_bits(), "{what}: with column {a}");
                     }
@@ -1405,30 +1413,27 @@ mod tests {
     fn ramps_are_removed_and_their_energy_counted() {
         let mut rng = SplitMix64::new(3);
         for n in [2usize, 5, 23] {
-            let mut v: Vec<f64> = (0..n * n).map(|_| rng.uniform() * 10.0).collect();
-            zero_mean(&mut v);
-            let before = dot(&v, &v);
-            let energy = ramp_energy(&v, n);
-            // The definition, a pixel at a time: the plane's slopes summed in pixel order, then
-            // taken away at each pixel.
-            let mut want = v.clone();
-            let c = (n as f64 - 1.0) / 2.0;
-            let plane = (0..n).map(|i| (i as f64 - c) * (i as f64 - c)).sum::<f64>() * n as f64;
-            let (mut sx, mut sy) = (0.0, 0.0);
-            for (k, x) in want.iter().enumerate() {
-                sx += x * ((k % n) as f64 - c);
-                sy += x * ((k / n) as f64 - c);
+            // A patch in each lane.
+            let patches: Vec<Vec<f64>> = (0..LANES)
+                .map(|_| {
+                    let mut v: Vec<f64> = (0..n * n).map(|_| rng.uniform() * 10.0).collect();
+                    zero_mean(&mut v);
+                    v
+                })
+                .collect();
+            let mut lanes: Vec<Lanes> = (0..n * n).map(|q| core::array::from_fn(|l| patches[l][q])).collect();
+            remove_ramps(&mut lanes, n);
+            for (l, v) in patches.iter().enumerate() {
+                let (before, energy) = (dot(v, v), ramp_energy(v, n));
+                let mut want = v.clone();
+                remove_ramps_one_by_one(&mut want, n);
+                let got = lane(&lanes, l);
+                assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{n}, lane {l}: the definition to the bit");
+                let [bx, by] = slopes(&in_every_lane(&got), n);
+                assert!(bx[0].abs() < 1e-12 && by[0].abs() < 1e-12, "{n}: {bx:?} {by:?}");
+                assert!((before - dot(&got, &got) - energy).abs() < 1e-9 * before, "{n}");
+                assert!(got.iter().sum::<f64>().abs() < 1e-9, "{n}: the mean stays 0");
             }
-            let (bx, by) = (sx / plane, sy / plane);
-            for (k, x) in want.iter_mut().enumerate() {
-                *x -= bx * ((k % n) as f64 - c) + by * ((k / n) as f64 - c);
-            }
-            remove_ramps(&mut v, n);
-            assert_eq!(v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{n}: the definition to the bit");
-            let (bx, by) = slopes(&v, n);
-            assert!(bx.abs() < 1e-12 && by.abs() < 1e-12, "{n}: {bx} {by}");
-            assert!((before - dot(&v, &v) - energy).abs() < 1e-9 * before, "{n}");
-            assert!(v.iter().sum::<f64>().abs() < 1e-9, "{n}: the mean stays 0");
         }
     }
 
@@ -1472,7 +1477,7 @@ mod tests {
         // Bad parameters are errors.
         let refine = |unknowns: usize, limit: f64| refine_overlap(reference.view(), moving.view(), truth, 25, unknowns, limit, Parallelism::Sequential);
         let (smooth_ref, smooth_moving) = (overlap_smoothed(reference.view(), Parallelism::Sequential).unwrap(), overlap_smoothed(moving.view(), Parallelism::AllThreads).unwrap());
-        let refine_smoothed = |unknowns: usize, limit: f64| refine_overlap_smoothed(smooth_ref.view(), smooth_moving.view(), truth, 25, unknowns, limit, Parallelism::AllThreads, &mut OverlapScratch::default());
+        let refine_smoothed = |unknowns: usize, limit: f64| refine_overlap_smoothed(smooth_ref.view(), smooth_moving.view(), truth, 25, unknowns, limit, Parallelism::AllThreads, &mut RefineScratch::default());
         for (unknowns, limit) in [(0, 2.0), (1, 2.0), (5, 2.0), (2, 0.0), (2, -1.0), (2, f64::NAN), (2, f64::INFINITY)] {
             assert!(refine(unknowns, limit).is_err(), "{unknowns} {limit}");
             assert!(refine_smoothed(unknowns, limit).is_err(), "{unknowns} {limit}");
@@ -1497,11 +1502,11 @@ mod tests {
         let shifted = Similarity::translation((-2.6, 1.3));
         let (small_ref, small_moving) = frames((200, 160), &shifted, 5);
         let start = |m: &Similarity| Similarity { x: m.x + 0.4, y: m.y - 0.3, ..*m };
-        let mut used = OverlapScratch::for_tiles(31);
+        let mut used = RefineScratch::for_tiles(31);
         for par in [Parallelism::Sequential, Parallelism::AllThreads] {
             for (reference, moving, truth, tile, unknowns) in [(&big_ref, &big_moving, turned, 21, 4), (&small_ref, &small_moving, shifted, 25, 2), (&big_ref, &big_moving, turned, 31, 3), (&small_ref, &small_moving, shifted, 17, 2)] {
-                let refine = |scratch: &mut OverlapScratch| refine_overlap_smoothed(reference.view(), moving.view(), start(&truth), tile, unknowns, 2.0, par, scratch).unwrap();
-                let fresh = refine(&mut OverlapScratch::default());
+                let refine = |scratch: &mut RefineScratch| refine_overlap_smoothed(reference.view(), moving.view(), start(&truth), tile, unknowns, 2.0, par, scratch).unwrap();
+                let fresh = refine(&mut RefineScratch::default());
                 let (refined, patches) = fresh.expect("the refinement finds the motion");
                 assert!(patches >= MIN_OVERLAP_PATCHES && (refined.x - truth.x).hypot(refined.y - truth.y) < 0.2, "tile {tile}: {fresh:?} vs {truth:?}");
                 let again = refine(&mut used);

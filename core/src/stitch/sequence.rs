@@ -52,7 +52,7 @@ use super::chain::Chain;
 use super::composite::{Blend, Canvas, Compositor, Pasting};
 use super::register::{RegisterParams, SkipReason};
 use super::recycled::Spares;
-use super::refine::OverlapScratch;
+use super::refine::RefineScratch;
 use super::registrar::PairRegistrar;
 use super::similarity::Similarity;
 use super::source::{Frame, FrameSource, GrayType, InMemory};
@@ -453,7 +453,7 @@ pub(super) struct Run<'a> {
     /// Buffers for the frame copies some pairs need, passed on from departed frames.
     pub(super) spares: &'a Spares<Image<f32>>,
     /// The whole-overlap refinements' working memory, passed on from one to the next.
-    pub(super) overlap_scratch: &'a Spares<OverlapScratch>,
+    pub(super) overlap_scratch: &'a Spares<RefineScratch>,
 }
 
 impl<'a> Run<'a> {

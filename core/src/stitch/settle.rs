@@ -8,7 +8,7 @@ use super::coarse::{self, Spectrum};
 use super::faint;
 use super::prediction::{centre, keyframe_left, pair_prediction, Velocity};
 use super::quality::{overlap_ncc, overlap_null_ncc};
-use super::refine::{refine_overlap_smoothed, OverlapScratch};
+use super::refine::{refine_overlap_smoothed, RefineScratch};
 use super::register::{evident_zoom, fit_turn, register_pair, register_pair_turned, Motion, PairRegistration, RegisterParams, SkipReason};
 use super::registrar::PairRequest;
 use super::sequence::{FrameRecord, Run};
@@ -217,7 +217,7 @@ impl<'a> Run<'a> {
     /// pages written: done while the run waits on a device, it spares the next link the
     /// page faults of a fresh buffer.
     pub(super) fn keep_overlap_scratch(&self) {
-        let kept = self.overlap_scratch.take(|_| true).unwrap_or_else(|| OverlapScratch::for_tiles(self.p.register.rsz));
+        let kept = self.overlap_scratch.take(|_| true).unwrap_or_else(|| RefineScratch::for_tiles(self.p.register.rsz));
         self.overlap_scratch.put(kept);
     }
 
