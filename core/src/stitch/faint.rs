@@ -3,7 +3,7 @@
 //! Where the texture is too faint for templates (the fundus at contrast 0.3 under noise 3.5:
 //! a true overlap correlates 0.2 to 0.4), a pair stands on its phase-correlation peak and
 //! the whole overlap. Refined there by Gauss-Newton with a gain, offset and ramp per patch
-//! ([`super::refine::refine_overlap`]), such a pair lands 0.35 px off on average (measured
+//! ([`super::refine::refine_overlap_smoothed`]), such a pair lands 0.35 px off on average (measured
 //! on the fundus): the noise's gradient inflates the normal matrix, so each step covers a
 //! few percent of the way, and the per-patch ramps take out the low frequencies the signal
 //! lives in. The Cramer-Rao bound of such a pair is 0.10 to 0.12 px an axis.

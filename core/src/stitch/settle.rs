@@ -204,7 +204,7 @@ impl<'a> Run<'a> {
     }
 
     /// The pair motion `start` refined on the whole overlap of `reference` and `moving`
-    /// ([`super::refine::refine_overlap`]), on their kept smoothed copies.
+    /// ([`super::refine::refine_overlap_smoothed`]), on their kept smoothed copies.
     pub(super) fn refine_on_overlap<T: GrayType>(&self, reference: &Held<'_>, moving: &Held<'_>, start: Similarity, unknowns: usize, reach: f64) -> Result<Option<Similarity>> {
         let (r, m) = (reference.smoothed::<T>(self.par, self.spares)?, moving.smoothed::<T>(self.par, self.spares)?);
         let mut scratch = self.overlap_scratch.take(|_| true).unwrap_or_default();
@@ -404,7 +404,7 @@ impl RefinedLink {
     }
 }
 
-/// The unknowns of a whole-overlap refinement from `start` ([`refine_overlap`]): the
+/// The unknowns of a whole-overlap refinement from `start` ([`super::refine::refine_overlap_smoothed`]): the
 /// translation; the angle too under the similarity model unless the start is a
 /// translation (the template stage found no significant turn); the scale where fitted.
 fn overlap_unknowns(p: &RegisterParams, start: &Similarity) -> usize {
