@@ -421,8 +421,7 @@ pub(crate) fn refine_overlap_smoothed(reference: ImageView<'_, f32>, moving: Ima
     require_range("unknowns", unknowns, 2, UNKNOWNS as i64)?;
     require_positive("limit", limit)?;
     let n = tile.saturating_sub(2);
-    let Some(sites) = overlap_sites(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
-    let interiors: Vec<(usize, usize)> = sites.iter().map(|&(x, y)| (x + 1, y + 1)).collect();
+    let Some(interiors) = overlap_interiors(reference.size(), moving.size(), &motion, tile, limit) else { return Ok(None) };
     let probes = corners(&interiors, n, &motion);
     let (refined, error) = solve(reference, moving, &interiors, n, motion, &Solve { unknowns, ramps: true, limit, probes, par }, scratch);
     Ok(error.is_finite().then_some((refined, interiors.len())))
@@ -520,11 +519,11 @@ fn written<T: Clone + Default>(len: usize) -> Vec<T> {
 /// under vignetting; about what OpenCV's ECC (`findTransformECC`) smooths by default.
 pub const OVERLAP_SMOOTHING: f64 = 1.0;
 
-/// The top-left pixels of the tiles of side `tile` of a reference of `reference` size whose
-/// interiors lie in a moving frame of `moving` size, `limit` and a pixel to spare, where
-/// `motion` puts them; at most [`MAX_OVERLAP_PATCHES`], spread evenly. `None` when fewer
-/// than [`MIN_OVERLAP_PATCHES`] fit.
-fn overlap_sites((rw, rh): (usize, usize), (w, h): (usize, usize), motion: &Similarity, tile: usize, limit: f64) -> Option<Vec<(usize, usize)>> {
+/// The interiors' top-left pixels of the tiles of side `tile` of a reference of `reference`
+/// size whose interiors lie in a moving frame of `moving` size, `limit` and a pixel to
+/// spare, where `motion` puts them; at most [`MAX_OVERLAP_PATCHES`], spread evenly. `None`
+/// when fewer than [`MIN_OVERLAP_PATCHES`] fit.
+fn overlap_interiors((rw, rh): (usize, usize), (w, h): (usize, usize), motion: &Similarity, tile: usize, limit: f64) -> Option<Vec<(usize, usize)>> {
     let n = tile.saturating_sub(2);
     if n < 2 || rw < tile + 2 || rh < tile + 2 {
         return None;
@@ -532,18 +531,18 @@ fn overlap_sites((rw, rh): (usize, usize), (w, h): (usize, usize), motion: &Simi
     let back = motion.inverse().mapping();
     let last = (n - 1) as f64;
     let margin = limit + 1.0;
-    let inside = |(tx, ty): (usize, usize)| {
+    let inside = |(ix, iy): (usize, usize)| {
         [(0.0, 0.0), (last, 0.0), (0.0, last), (last, last)].iter().all(|&(u, v)| {
-            let (x, y) = back(((tx + 1) as f64 + u, (ty + 1) as f64 + v));
+            let (x, y) = back((ix as f64 + u, iy as f64 + v));
             x >= margin && y >= margin && x + margin + 1.0 <= w as f64 && y + margin + 1.0 <= h as f64
         })
     };
-    let sites: Vec<(usize, usize)> = (0..(rh - 2) / tile).flat_map(|j| (0..(rw - 2) / tile).map(move |i| (i * tile, j * tile))).filter(|&s| inside(s)).collect();
-    if sites.len() < MIN_OVERLAP_PATCHES {
+    let interiors: Vec<(usize, usize)> = (0..(rh - 2) / tile).flat_map(|j| (0..(rw - 2) / tile).map(move |i| (i * tile + 1, j * tile + 1))).filter(|&c| inside(c)).collect();
+    if interiors.len() < MIN_OVERLAP_PATCHES {
         return None;
     }
-    let step = sites.len().div_ceil(MAX_OVERLAP_PATCHES);
-    Some(sites.into_iter().step_by(step).collect())
+    let step = interiors.len().div_ceil(MAX_OVERLAP_PATCHES);
+    Some(interiors.into_iter().step_by(step).collect())
 }
 
 /// Fewest patches [`refine_overlap_smoothed`] refines on.
